@@ -1,0 +1,772 @@
+//! The real executor: an array of member devices running a layout's plans.
+//!
+//! ```text
+//!   read/write(offset, bytes)
+//!     │  health snapshot ──> Layout::plan_*  ──> Plan
+//!     │  lock the plan's stripes (sorted, so no deadlock)
+//!     │  reads: all ops at once (rayon scope; inline for RAM members)
+//!     │  Layout::compute_* (parity, deltas, decode)
+//!     │  writes: all ops at once
+//!     └─ an op fails ──> member marked failed in every superblock,
+//!                        plan again with the new health, retry
+//! ```
+//!
+//! Retrying a whole write after a member failed part-way is safe: the new
+//! plan reads back whatever reached the surviving members and recomputes
+//! code from it (RMW sees a zero delta for data already written; degraded
+//! writes decode and re-encode).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use serde::Serialize;
+use uuid::Uuid;
+
+use mosaic_core::{DevOp, Dir, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Plan, StripePlan};
+use mosaic_dev::{FileMember, Member};
+
+use crate::spec::ArraySpec;
+use crate::superblock::{ArrayState, MemberRole, Superblock, DATA_OFFSET};
+use crate::ArrayError;
+
+/// Options for creating an array.
+#[derive(Debug, Clone)]
+pub struct CreateOptions {
+    pub level: Level,
+    /// Member count (implied by `rs:K+M`).
+    pub members: Option<usize>,
+    /// Size of each member file to create (directory specs).
+    pub member_size: Option<u64>,
+    pub unit: u64,
+    pub block: u64,
+    /// Overwrite members that already carry a mosaic superblock.
+    pub force: bool,
+    /// Skip the initial parity sync of existing devices.
+    pub assume_clean: bool,
+}
+
+/// Per-member I/O counters.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct MemberCounters {
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    pub errors: u64,
+}
+
+/// One member in [`ArrayInfo`].
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberInfo {
+    pub index: usize,
+    pub path: String,
+    pub uuid: Uuid,
+    pub state: MemberState,
+    pub present: bool,
+}
+
+/// What `mosaic info` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArrayInfo {
+    pub uuid: Uuid,
+    pub level: String,
+    pub members: usize,
+    pub data_columns: usize,
+    pub code_columns: usize,
+    pub stripe_unit: u64,
+    pub block_size: u64,
+    pub stripes: u64,
+    pub capacity: u64,
+    pub member_data_size: u64,
+    pub data_offset: u64,
+    pub events: u64,
+    pub state: ArrayState,
+    pub degraded: bool,
+    pub member_list: Vec<MemberInfo>,
+}
+
+const LOCKS: usize = 4096;
+
+/// An assembled array.
+pub struct Array {
+    layout: FixedLayout,
+    geo: Geometry,
+    members: RwLock<Vec<Option<Arc<dyn Member>>>>,
+    health: RwLock<Health>,
+    sb: Mutex<Superblock>,
+    locks: Vec<Mutex<()>>,
+    counts: Mutex<(OpCounts, Vec<MemberCounters>)>,
+    pool: std::sync::OnceLock<rayon::ThreadPool>,
+    writable: bool,
+    closed: Mutex<bool>,
+    /// Members failed automatically since open, with the error.
+    auto_failed: Mutex<Vec<(usize, String)>>,
+    /// The superblocks said dirty at open: the last writer did not close.
+    opened_dirty: bool,
+    /// Set (and recorded on disk) by the first write after open.
+    dirty: std::sync::atomic::AtomicBool,
+    dirty_lock: Mutex<()>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl Array {
+    // ---------------------------------------------------------------- create
+
+    /// Create a new array and open it for writing.
+    pub fn create(spec: &ArraySpec, o: &CreateOptions) -> Result<Array, ArrayError> {
+        let n = match (o.members, o.level.implied_members()) {
+            (Some(n), Some(imp)) if n != imp => {
+                return Err(ArrayError::Usage(format!("wrong member count: {} needs {imp} members, --members says {n}", o.level)))
+            }
+            (Some(n), _) => n,
+            (None, Some(imp)) => imp,
+            (None, None) => match spec {
+                ArraySpec::Paths(p) => p.len(),
+                ArraySpec::Dir(_) => return Err(ArrayError::Usage("--members is required when creating member files in a directory".into())),
+            },
+        };
+        // Validate the geometry shape before touching any file.
+        o.level.columns(n)?;
+        let mut members: Vec<(Arc<dyn Member>, String)> = Vec::new();
+        let mut fresh = false;
+        match spec {
+            ArraySpec::Dir(dir) => {
+                let size = o.member_size.ok_or_else(|| ArrayError::Usage("--member-size is required when creating member files".into()))?;
+                let min = DATA_OFFSET + o.unit;
+                if size < min {
+                    return Err(ArrayError::Usage(format!(
+                        "member size {size} is too small: each member needs at least {min} bytes (1 MiB header + one stripe unit)"
+                    )));
+                }
+                Geometry::new(o.level, n, o.unit, o.block, size - DATA_OFFSET)?;
+                std::fs::create_dir_all(dir).map_err(|e| ArrayError::Usage(format!("{}: {e}", dir.display())))?;
+                for i in 0..n {
+                    let p = ArraySpec::member_file(dir, i);
+                    if p.exists() && !o.force {
+                        return Err(ArrayError::Usage(format!("{} already exists; use --force to overwrite it", p.display())));
+                    }
+                }
+                for i in 0..n {
+                    let p = ArraySpec::member_file(dir, i);
+                    let m = FileMember::create(&p, size).map_err(|e| ArrayError::Io(e.to_string()))?;
+                    members.push((Arc::new(m), p.display().to_string()));
+                }
+                fresh = true;
+            }
+            ArraySpec::Paths(paths) => {
+                if paths.len() != n {
+                    return Err(ArrayError::Usage(format!("wrong member count: {} needs {n} members, {} paths given", o.level, paths.len())));
+                }
+                for p in paths {
+                    let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+                    if !o.force {
+                        if let Ok(sb) = Superblock::read_from(&m) {
+                            return Err(ArrayError::Usage(format!(
+                                "{} already belongs to array {}; use --force to overwrite it",
+                                p.display(),
+                                sb.array_uuid
+                            )));
+                        }
+                    }
+                    members.push((Arc::new(m), p.display().to_string()));
+                }
+            }
+        }
+        Self::create_on(members, o, fresh)
+    }
+
+    /// Create an array on already-open members (RAM members for tests and
+    /// benchmarks).  `fresh` members are known to be zero-filled, so no
+    /// initial parity sync is needed.
+    pub fn create_on(members: Vec<(Arc<dyn Member>, String)>, o: &CreateOptions, fresh: bool) -> Result<Array, ArrayError> {
+        let n = members.len();
+        o.level.columns(n)?;
+        let min_size = members.iter().map(|(m, _)| m.size()).min().unwrap_or(0);
+        for (m, path) in &members {
+            if m.size() < DATA_OFFSET + o.unit {
+                return Err(ArrayError::BadMember(format!(
+                    "{path}: member too small: {} bytes, needs at least {} (1 MiB header + one stripe unit)",
+                    m.size(),
+                    DATA_OFFSET + o.unit
+                )));
+            }
+        }
+        let geo = Geometry::new(o.level, n, o.unit, o.block, min_size - DATA_OFFSET)?;
+        let sb = Superblock {
+            format_version: crate::superblock::FORMAT_VERSION,
+            array_uuid: Uuid::new_v4(),
+            member_uuid: Uuid::nil(),
+            member_index: 0,
+            role: MemberRole::Stripe,
+            member_data_size: geo.member_data_bytes(),
+            data_offset: DATA_OFFSET,
+            geometry: geo.clone(),
+            events: 1,
+            state: ArrayState::Clean,
+            member_states: vec![MemberState::Active; n],
+            member_uuids: (0..n).map(|_| Uuid::new_v4()).collect(),
+            member_paths: members.iter().map(|(_, p)| p.clone()).collect(),
+            created: now_secs(),
+        };
+        let mems: Vec<Option<Arc<dyn Member>>> = members.into_iter().map(|(m, _)| Some(m)).collect();
+        let arr = Array::assemble(geo, mems, sb, true)?;
+        arr.write_superblocks(|_| {})?;
+        if !fresh && !o.assume_clean && arr.geo.m > 0 {
+            // Existing devices hold arbitrary bytes: make code agree with them.
+            arr.scrub(true, &|_, _| {})?;
+        }
+        Ok(arr)
+    }
+
+    // ------------------------------------------------------------------ open
+
+    /// Assemble an array from its members' superblocks.
+    pub fn open(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
+        let paths = spec.member_paths()?;
+        let mut found: Vec<(Arc<dyn Member>, Superblock, String)> = Vec::new();
+        for p in &paths {
+            let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+            let sb = Superblock::read_from(&m)?;
+            found.push((Arc::new(m), sb, p.display().to_string()));
+        }
+        Self::assemble_found(found, writable, matches!(spec, ArraySpec::Dir(_)))
+    }
+
+    /// Assemble from already-opened members (tests, benchmarks, RAM arrays).
+    pub fn open_members(members: Vec<Arc<dyn Member>>, writable: bool) -> Result<Array, ArrayError> {
+        let mut found = Vec::new();
+        for m in members {
+            let sb = Superblock::read_from(m.as_ref())?;
+            let d = m.describe();
+            found.push((m, sb, d));
+        }
+        Self::assemble_found(found, writable, false)
+    }
+
+    fn assemble_found(mut found: Vec<(Arc<dyn Member>, Superblock, String)>, writable: bool, use_hints: bool) -> Result<Array, ArrayError> {
+        let first = found.first().ok_or_else(|| ArrayError::Usage("no members given".into()))?;
+        let uuid = first.1.array_uuid;
+        if let Some(other) = found.iter().find(|f| f.1.array_uuid != uuid) {
+            return Err(ArrayError::Usage(format!(
+                "members from two arrays: {} belongs to {} but {} belongs to {}",
+                first.2, uuid, other.2, other.1.array_uuid
+            )));
+        }
+        let auth = found.iter().max_by_key(|f| f.1.events).unwrap().1.clone();
+        let n = auth.geometry.members;
+        // Members named in the superblock but not given: try their last
+        // known paths.
+        if use_hints {
+            for (i, hint) in auth.member_paths.iter().enumerate() {
+                let have = found.iter().any(|f| f.1.member_index == i && f.1.member_uuid == auth.member_uuids[i]);
+                if have || hint.is_empty() || found.iter().any(|f| f.2 == *hint) {
+                    continue;
+                }
+                if let Ok(m) = FileMember::open(Path::new(hint)) {
+                    if let Ok(sb) = Superblock::read_from(&m) {
+                        if sb.array_uuid == uuid && sb.member_index == i {
+                            found.push((Arc::new(m), sb, hint.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
+        let mut paths = auth.member_paths.clone();
+        for (m, sb, path) in found {
+            let i = sb.member_index;
+            if i >= n {
+                return Err(ArrayError::BadMember(format!("{path}: member index {i} out of range for {n} members")));
+            }
+            if sb.member_uuid != auth.member_uuids[i] {
+                // A member that was replaced since: stale, not used.
+                continue;
+            }
+            if slots[i].is_some() {
+                return Err(ArrayError::Usage(format!("two devices claim member {i} of array {uuid}: {} and {path}", paths[i])));
+            }
+            let need = DATA_OFFSET + auth.member_data_size;
+            if m.size() < need {
+                return Err(ArrayError::BadMember(format!("{path}: member too small: {} bytes, the array needs {need}", m.size())));
+            }
+            paths[i] = path;
+            slots[i] = Some(m);
+        }
+        let mut sb = auth;
+        sb.member_paths = paths;
+        // Missing members count as failed (recorded on disk if writable).
+        for (i, slot) in slots.iter().enumerate() {
+            if slot.is_none() {
+                sb.member_states[i] = MemberState::Failed;
+            }
+        }
+        let failed = sb.member_states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+        let tolerable = sb.geometry.m;
+        if failed > tolerable {
+            let missing: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
+            return Err(ArrayError::Usage(format!(
+                "cannot assemble array {uuid}: members {missing:?} are missing or failed, more than the {tolerable} {} tolerates",
+                sb.geometry.level
+            )));
+        }
+        let geo = sb.geometry.clone();
+        let arr = Array::assemble(geo, slots, sb, writable)?;
+        let mut arr = arr;
+        arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
+        Ok(arr)
+    }
+
+    fn assemble(geo: Geometry, members: Vec<Option<Arc<dyn Member>>>, sb: Superblock, writable: bool) -> Result<Array, ArrayError> {
+        let layout = FixedLayout::new(geo.clone())?;
+        let health = Health { states: sb.member_states.clone() };
+        let n = geo.members;
+        Ok(Array {
+            layout,
+            geo,
+            members: RwLock::new(members),
+            health: RwLock::new(health),
+            sb: Mutex::new(sb),
+            locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
+            counts: Mutex::new((OpCounts::default(), vec![MemberCounters::default(); n])),
+            pool: std::sync::OnceLock::new(),
+            writable,
+            dirty: std::sync::atomic::AtomicBool::new(false),
+            dirty_lock: Mutex::new(()),
+            closed: Mutex::new(false),
+            auto_failed: Mutex::new(Vec::new()),
+            opened_dirty: false,
+        })
+    }
+
+    // ------------------------------------------------------------ metadata
+
+    /// Update the superblock template and write it to every present,
+    /// non-failed member.
+    pub(crate) fn write_superblocks(&self, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
+        let mut sb = self.sb.lock();
+        f(&mut sb);
+        sb.member_states = self.health.read().states.clone();
+        sb.events += 1;
+        let members = self.members.read();
+        for (i, m) in members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            if matches!(sb.member_states[i], MemberState::Failed) {
+                continue;
+            }
+            let mut mine = sb.clone();
+            mine.member_index = i;
+            mine.member_uuid = sb.member_uuids[i];
+            mine.write_to(m.as_ref())?;
+        }
+        Ok(())
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    pub fn layout(&self) -> &FixedLayout {
+        &self.layout
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.geo.capacity()
+    }
+
+    pub fn health(&self) -> Health {
+        self.health.read().clone()
+    }
+
+    pub fn superblock(&self) -> Superblock {
+        self.sb.lock().clone()
+    }
+
+    /// Device-operation counters since open: totals and per member.
+    pub fn counters(&self) -> (OpCounts, Vec<MemberCounters>) {
+        self.counts.lock().clone()
+    }
+
+    pub fn reset_counters(&self) {
+        let mut c = self.counts.lock();
+        *c = (OpCounts::default(), vec![MemberCounters::default(); self.geo.members]);
+    }
+
+    /// Members failed automatically after I/O errors since open.
+    pub fn auto_failed(&self) -> Vec<(usize, String)> {
+        self.auto_failed.lock().clone()
+    }
+
+    pub fn info(&self) -> ArrayInfo {
+        let sb = self.sb.lock().clone();
+        let members = self.members.read();
+        let h = self.health.read();
+        ArrayInfo {
+            uuid: sb.array_uuid,
+            level: self.geo.level.to_string(),
+            members: self.geo.members,
+            data_columns: self.geo.k,
+            code_columns: self.geo.m,
+            stripe_unit: self.geo.unit,
+            block_size: self.geo.block,
+            stripes: self.geo.stripes,
+            capacity: self.geo.capacity(),
+            member_data_size: sb.member_data_size,
+            data_offset: sb.data_offset,
+            events: sb.events,
+            state: sb.state,
+            degraded: h.is_degraded(),
+            member_list: (0..self.geo.members)
+                .map(|i| MemberInfo {
+                    index: i,
+                    path: sb.member_paths[i].clone(),
+                    uuid: sb.member_uuids[i],
+                    state: h.states[i],
+                    present: members[i].is_some(),
+                })
+                .collect(),
+        }
+    }
+
+    // --------------------------------------------------------------- health
+
+    /// Mark a member failed (command or I/O error) and record it on disk.
+    pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {
+        if idx >= self.geo.members {
+            return Err(ArrayError::Usage(format!("no member {idx}: the array has members 0..{}", self.geo.members - 1)));
+        }
+        {
+            let h = self.health.read();
+            if matches!(h.states[idx], MemberState::Failed) {
+                return Err(ArrayError::Usage(format!("member {idx} is already failed")));
+            }
+            let failed = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+            let rebuilding = matches!(h.states[idx], MemberState::Rebuilding { .. });
+            if !rebuilding && failed + 1 > self.geo.m {
+                return Err(ArrayError::Usage(format!(
+                    "refusing to fail member {idx}: {failed} member(s) already failed and {} tolerates {}; data would be lost",
+                    self.geo.level, self.geo.m
+                )));
+            }
+        }
+        self.set_failed(idx);
+        self.write_superblocks(|_| {})
+    }
+
+    fn set_failed(&self, idx: usize) {
+        self.health.write().states[idx] = MemberState::Failed;
+    }
+
+    /// After an I/O error: fail the member (best effort on disk).
+    fn fail_on_error(&self, idx: usize, err: &std::io::Error) {
+        {
+            let mut h = self.health.write();
+            if matches!(h.states[idx], MemberState::Failed) {
+                return;
+            }
+            h.states[idx] = MemberState::Failed;
+        }
+        self.counts.lock().1[idx].errors += 1;
+        self.auto_failed.lock().push((idx, err.to_string()));
+        let _ = self.write_superblocks(|_| {});
+    }
+
+    pub(crate) fn set_health(&self, idx: usize, st: MemberState) {
+        self.health.write().states[idx] = st;
+    }
+
+    pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
+        self.members.write()[idx] = m;
+    }
+
+    pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
+        self.members.read()[idx].clone()
+    }
+
+    // ------------------------------------------------------------- executor
+
+    pub(crate) fn lock_stripes(&self, stripes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = stripes.map(|s| (s % LOCKS as u64) as usize).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.locks[i].lock()).collect()
+    }
+
+    fn count(&self, dir: Dir, op: &DevOp) {
+        let mut c = self.counts.lock();
+        c.0.add_op(dir, op);
+        let mc = &mut c.1[op.member];
+        match dir {
+            Dir::Read => {
+                mc.reads += 1;
+                mc.read_bytes += op.len
+            }
+            Dir::Write => {
+                mc.writes += 1;
+                mc.write_bytes += op.len
+            }
+        }
+    }
+
+    fn run_one_read(&self, op: &DevOp) -> Result<Vec<u8>, (usize, std::io::Error)> {
+        let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
+        let mut buf = vec![0u8; op.len as usize];
+        m.read_at(&mut buf, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))?;
+        self.count(Dir::Read, op);
+        Ok(buf)
+    }
+
+    fn run_one_write(&self, op: &DevOp, data: &[u8]) -> Result<(), (usize, std::io::Error)> {
+        let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
+        m.write_at(data, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))?;
+        self.count(Dir::Write, op);
+        Ok(())
+    }
+
+    /// The shared I/O thread pool, started on first use (RAM arrays never
+    /// need it).
+    fn pool(&self) -> &rayon::ThreadPool {
+        self.pool.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads((2 * self.geo.members).clamp(4, 64))
+                .thread_name(|i| format!("mosaic-io-{i}"))
+                .build()
+                .expect("starting I/O threads")
+        })
+    }
+
+    /// Record on disk, once, that writes are in progress.
+    fn mark_dirty(&self) -> Result<(), ArrayError> {
+        use std::sync::atomic::Ordering;
+        if self.dirty.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let _g = self.dirty_lock.lock();
+        if !self.dirty.load(Ordering::Acquire) {
+            self.write_superblocks(|s| s.state = ArrayState::Dirty)?;
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// After a full repairing scrub with no writes since open, the code
+    /// agrees with the data: record the array clean.
+    pub(crate) fn mark_resynced(&self) -> Result<(), ArrayError> {
+        use std::sync::atomic::Ordering;
+        let _g = self.dirty_lock.lock();
+        if !self.dirty.load(Ordering::Acquire) && self.sb.lock().state == ArrayState::Dirty {
+            self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+        }
+        Ok(())
+    }
+
+    fn inline(&self, n_ops: usize) -> bool {
+        n_ops <= 1 || self.members.read().iter().flatten().all(|m| m.is_memory())
+    }
+
+    /// Run read ops concurrently; results in op order.
+    pub(crate) fn run_reads(&self, ops: &[DevOp]) -> Vec<Result<Vec<u8>, (usize, std::io::Error)>> {
+        if self.inline(ops.len()) {
+            return ops.iter().map(|op| self.run_one_read(op)).collect();
+        }
+        let mut out: Vec<Option<Result<Vec<u8>, (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
+        self.pool().scope(|s| {
+            for (op, slot) in ops.iter().zip(out.iter_mut()) {
+                s.spawn(move |_| *slot = Some(self.run_one_read(op)));
+            }
+        });
+        out.into_iter().map(|r| r.unwrap()).collect()
+    }
+
+    /// Run write ops concurrently; the first error per op.
+    pub(crate) fn run_writes(&self, ops: &[(DevOp, &[u8])]) -> Vec<Result<(), (usize, std::io::Error)>> {
+        if self.inline(ops.len()) {
+            return ops.iter().map(|(op, b)| self.run_one_write(op, b)).collect();
+        }
+        let mut out: Vec<Option<Result<(), (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
+        self.pool().scope(|s| {
+            for ((op, b), slot) in ops.iter().zip(out.iter_mut()) {
+                s.spawn(move |_| *slot = Some(self.run_one_write(op, b)));
+            }
+        });
+        out.into_iter().map(|r| r.unwrap()).collect()
+    }
+
+    /// Fail every member that returned an error; true if any did.
+    pub(crate) fn absorb_errors<T>(&self, res: &[Result<T, (usize, std::io::Error)>]) -> bool {
+        let mut any = false;
+        for r in res {
+            if let Err((m, e)) = r {
+                self.fail_on_error(*m, e);
+                any = true;
+            }
+        }
+        any
+    }
+
+    fn check_writable(&self) -> Result<(), ArrayError> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(ArrayError::Usage("array is open read-only".into()))
+        }
+    }
+
+    /// Read `buf.len()` bytes at logical `offset`.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        let len = buf.len() as u64;
+        for _attempt in 0..=self.geo.members {
+            let h = self.health();
+            let plan = self.layout.plan_read(offset, len, &h)?;
+            let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
+            if *self.health.read() != h {
+                continue; // a member failed meanwhile: plan again
+            }
+            let ops: Vec<DevOp> = plan.reads().copied().collect();
+            let res = self.run_reads(&ops);
+            if self.absorb_errors(&res) {
+                continue;
+            }
+            let bufs: Vec<Vec<u8>> = res.into_iter().map(|r| r.unwrap()).collect();
+            let mut at = 0;
+            for sp in &plan.stripes {
+                let n = sp.reads.len();
+                self.layout.assemble_read(sp, &bufs[at..at + n], buf)?;
+                at += n;
+            }
+            self.count_plan(&plan);
+            return Ok(());
+        }
+        Err(ArrayError::Io(format!("read at {offset}: members kept failing")))
+    }
+
+    fn count_plan(&self, plan: &Plan) {
+        let mut c = self.counts.lock();
+        for sp in &plan.stripes {
+            match sp.method {
+                mosaic_core::Method::Rmw => c.0.stripes_rmw += 1,
+                mosaic_core::Method::Rcw => c.0.stripes_rcw += 1,
+                mosaic_core::Method::Fsw => c.0.stripes_fsw += 1,
+                mosaic_core::Method::DegradedRead | mosaic_core::Method::DegradedWrite => c.0.stripes_degraded += 1,
+                _ => c.0.stripes_other += 1,
+            }
+        }
+    }
+
+    /// Write `data` at logical `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), ArrayError> {
+        self.check_writable()?;
+        let len = data.len() as u64;
+        self.layout.planner.check(offset, len)?;
+        self.mark_dirty()?;
+        for _attempt in 0..=self.geo.members {
+            let h = self.health();
+            let plan = self.layout.plan_write(offset, len, &h)?;
+            let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
+            if *self.health.read() != h {
+                continue;
+            }
+            let ops: Vec<DevOp> = plan.reads().copied().collect();
+            let res = self.run_reads(&ops);
+            if self.absorb_errors(&res) {
+                continue;
+            }
+            let bufs: Vec<Vec<u8>> = res.into_iter().map(|r| r.unwrap()).collect();
+            let mut at = 0;
+            let mut computed = Vec::with_capacity(plan.stripes.len());
+            for sp in &plan.stripes {
+                let n = sp.reads.len();
+                computed.push(self.layout.compute_writes(sp, data, &bufs[at..at + n])?);
+                at += n;
+            }
+            let writes: Vec<(DevOp, &[u8])> = plan
+                .stripes
+                .iter()
+                .zip(&computed)
+                .flat_map(|(sp, bufs)| sp.writes.iter().copied().zip(bufs.iter().map(|b| b.bytes())))
+                .collect();
+            let res = self.run_writes(&writes);
+            if self.absorb_errors(&res) {
+                continue;
+            }
+            self.count_plan(&plan);
+            return Ok(());
+        }
+        Err(ArrayError::Io(format!("write at {offset}: members kept failing")))
+    }
+
+    /// Execute a stripe plan's reads (maintenance helpers).
+    pub(crate) fn plan_reads(&self, sp: &StripePlan) -> Result<Vec<Vec<u8>>, bool> {
+        let res = self.run_reads(&sp.reads);
+        if self.absorb_errors(&res) {
+            return Err(true);
+        }
+        Ok(res.into_iter().map(|r| r.unwrap()).collect())
+    }
+
+    /// Make every completed write durable on every member.
+    pub fn flush(&self) -> Result<(), ArrayError> {
+        let members: Vec<(usize, Arc<dyn Member>)> =
+            self.members.read().iter().enumerate().filter_map(|(i, m)| m.clone().map(|m| (i, m))).collect();
+        let h = self.health();
+        let res: Vec<(usize, std::io::Result<()>)> = if members.iter().all(|(_, m)| m.is_memory()) {
+            members.iter().map(|(i, m)| (*i, m.flush())).collect()
+        } else {
+            let mut out: Vec<Option<(usize, std::io::Result<()>)>> = (0..members.len()).map(|_| None).collect();
+            self.pool().scope(|s| {
+                for ((i, m), slot) in members.iter().zip(out.iter_mut()) {
+                    s.spawn(move |_| *slot = Some((*i, m.flush())));
+                }
+            });
+            out.into_iter().map(|r| r.unwrap()).collect()
+        };
+        for (i, r) in res {
+            if let Err(e) = r {
+                if !matches!(h.states[i], MemberState::Failed) {
+                    self.fail_on_error(i, &e);
+                }
+            }
+        }
+        let failed = self.health().states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+        if failed > self.geo.m {
+            return Err(ArrayError::Io(format!(
+                "flush: {failed} members failed, more than the {} {} tolerates",
+                self.geo.m, self.geo.level
+            )));
+        }
+        Ok(())
+    }
+
+    /// Flush and mark the array clean.
+    pub fn close(&self) -> Result<(), ArrayError> {
+        let mut closed = self.closed.lock();
+        if *closed {
+            return Ok(());
+        }
+        *closed = true;
+        if self.writable && self.dirty.load(std::sync::atomic::Ordering::Acquire) {
+            self.flush()?;
+            self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the array was not closed cleanly before this open.
+    pub fn opened_dirty(&self) -> bool {
+        self.opened_dirty
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+}
+
+impl Drop for Array {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

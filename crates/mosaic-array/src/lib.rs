@@ -1,0 +1,37 @@
+//! mosaic-array: arrays on real members.
+//!
+//! * [`superblock`]: the on-disk format;
+//! * [`spec`]: naming an array (`-a DIR` or `-a PATH,PATH,...`) and
+//!   assembling it from superblocks;
+//! * [`array`]: the real executor: runs a layout's plans against member
+//!   devices, marks members failed on I/O errors, and retries degraded;
+//! * [`maint`]: replace, rebuild with checkpoints, and scrub.
+
+pub mod array;
+pub mod maint;
+pub mod spec;
+pub mod superblock;
+
+pub use array::{Array, ArrayInfo, CreateOptions, MemberInfo};
+pub use maint::{RebuildReport, ScrubReport};
+pub use superblock::{ArrayState, Superblock, DATA_OFFSET};
+
+/// Errors from array operations.  Each message names what was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ArrayError {
+    /// The array specification or command input is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// A member cannot be used (no/corrupt superblock, wrong size, foreign).
+    #[error("{0}")]
+    BadMember(String),
+    /// Superblock encoding problems.
+    #[error("{0}")]
+    Format(String),
+    /// Device I/O failed.
+    #[error("{0}")]
+    Io(String),
+    /// Planning failed (geometry, alignment, range, too many failures).
+    #[error(transparent)]
+    Plan(#[from] mosaic_core::PlanError),
+}

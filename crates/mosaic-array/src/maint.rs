@@ -1,0 +1,256 @@
+//! Maintenance: replace a member, rebuild it with checkpoints, scrub.
+//!
+//! Rebuild walks the layout's regions (stripes) in order.  The replacement's
+//! state is `Rebuilding { done }`: regions below `done` are valid on it and
+//! in service, the rest are reconstructed.  Every [`CHECKPOINT_EVERY`] the
+//! new member is flushed and `done` is written to every superblock, so a
+//! killed rebuild resumes from the last checkpoint; regions rebuilt after it
+//! are simply rebuilt again, which is idempotent.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use mosaic_core::{DevOp, Layout, MemberState};
+use mosaic_dev::{FileMember, Member};
+
+use crate::array::Array;
+use crate::superblock::{Superblock, DATA_OFFSET};
+use crate::ArrayError;
+
+/// How often the rebuild position is written to the superblocks: after this
+/// much time or this many regions, whichever comes first.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+pub const CHECKPOINT_REGIONS: u64 = 256;
+
+/// Result of a rebuild.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    pub members: Vec<usize>,
+    pub regions: u64,
+    pub resumed_from: u64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+    pub mib_per_s: f64,
+}
+
+/// Result of a scrub.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScrubReport {
+    pub stripes_checked: u64,
+    /// Stripes whose code units disagree with their data.
+    pub mismatched_stripes: Vec<u64>,
+    /// Stripes that could not be verified (too many members missing).
+    pub unverified_stripes: u64,
+    pub repaired: bool,
+    pub bytes_read: u64,
+    pub seconds: f64,
+}
+
+/// Knobs for tests: stop a rebuild abruptly after a number of regions, as a
+/// killed process would (no checkpoint, no cleanup).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RebuildOptions {
+    pub abort_after_regions: Option<u64>,
+}
+
+impl Array {
+    /// Put a new device in place of failed member `idx` (rebuild follows).
+    pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
+        let m = FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+        self.replace_with(idx, Arc::new(m), &path.display().to_string())
+    }
+
+    /// [`Array::replace`] with an already-open member.
+    pub fn replace_with(&self, idx: usize, m: Arc<dyn Member>, path: &str) -> Result<(), ArrayError> {
+        let n = self.geometry().members;
+        if idx >= n {
+            return Err(ArrayError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
+        }
+        let state = self.health().states[idx];
+        if !matches!(state, MemberState::Failed) {
+            return Err(ArrayError::Usage(format!(
+                "member {idx} is {}; only a failed member can be replaced (mosaic fail first)",
+                if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
+            )));
+        }
+        let sb = self.superblock();
+        let need = DATA_OFFSET + sb.member_data_size;
+        if m.size() < need {
+            return Err(ArrayError::BadMember(format!("{path}: replacement too small: {} bytes, the array needs {need}", m.size())));
+        }
+        if let Ok(other) = Superblock::read_from(m.as_ref()) {
+            if other.array_uuid == sb.array_uuid && self.health().states.get(other.member_index).is_some_and(|s| !matches!(s, MemberState::Failed)) && other.member_uuid == sb.member_uuids[other.member_index] {
+                return Err(ArrayError::Usage(format!("{path} is member {} of this array already", other.member_index)));
+            }
+        }
+        self.set_member(idx, Some(m));
+        self.set_health(idx, MemberState::Rebuilding { done: 0 });
+        self.write_superblocks(|s| {
+            s.member_uuids[idx] = Uuid::new_v4();
+            s.member_paths[idx] = path.to_string();
+        })
+    }
+
+    /// Members being rebuilt and the lowest rebuilt position.
+    pub fn rebuild_pending(&self) -> Option<(Vec<usize>, u64)> {
+        let h = self.health();
+        let t: Vec<(usize, u64)> = h
+            .states
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                MemberState::Rebuilding { done } => Some((i, *done)),
+                _ => None,
+            })
+            .collect();
+        if t.is_empty() {
+            None
+        } else {
+            Some((t.iter().map(|x| x.0).collect(), t.iter().map(|x| x.1).min().unwrap()))
+        }
+    }
+
+    /// Rebuild every member in `Rebuilding` state, resuming from its
+    /// checkpoint.  `progress(done, total)` is called per region.
+    pub fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport, ArrayError> {
+        let t0 = Instant::now();
+        let Some((targets, start)) = self.rebuild_pending() else {
+            return Err(ArrayError::Usage("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
+        };
+        let total = self.layout().regions();
+        let mut last_ckpt = Instant::now();
+        let mut written = 0u64;
+        let mut since_start = 0u64;
+        for region in start..total {
+            if let Some(stop) = opts.abort_after_regions {
+                if since_start >= stop {
+                    // Simulate a kill: no checkpoint, no close.
+                    std::process::abort();
+                }
+            }
+            let _g = self.lock_stripes(std::iter::once(region));
+            let h = self.health();
+            let now_targets: Vec<usize> = targets
+                .iter()
+                .copied()
+                .filter(|&t| matches!(h.states[t], MemberState::Rebuilding { done } if done <= region))
+                .collect();
+            if now_targets.is_empty() {
+                continue;
+            }
+            for sp in self.layout().plan_rebuild(region, &now_targets, &h)? {
+                let reads = self
+                    .plan_reads(&sp)
+                    .map_err(|_| ArrayError::Io(format!("rebuild of region {region}: a surviving member failed")))?;
+                let bufs = self.layout().compute_rebuild(&sp, &reads)?;
+                let writes: Vec<(DevOp, &[u8])> = sp.writes.iter().copied().zip(bufs.iter().map(|b| b.as_slice())).collect();
+                let res = self.run_writes(&writes);
+                if self.absorb_errors(&res) {
+                    return Err(ArrayError::Io(format!("rebuild of region {region}: writing the replacement failed")));
+                }
+                written += writes.iter().map(|w| w.0.len).sum::<u64>();
+            }
+            for &t in &now_targets {
+                self.set_health(t, MemberState::Rebuilding { done: region + 1 });
+            }
+            since_start += 1;
+            progress(region + 1, total);
+            if last_ckpt.elapsed() >= CHECKPOINT_EVERY || since_start % CHECKPOINT_REGIONS == 0 {
+                self.checkpoint(&targets)?;
+                last_ckpt = Instant::now();
+            }
+        }
+        for &t in &targets {
+            if let Some(m) = self.member(t) {
+                m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
+            }
+            self.set_health(t, MemberState::Active);
+        }
+        self.write_superblocks(|_| {})?;
+        let secs = t0.elapsed().as_secs_f64();
+        Ok(RebuildReport {
+            members: targets,
+            regions: total,
+            resumed_from: start,
+            bytes_written: written,
+            seconds: secs,
+            mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
+        })
+    }
+
+    fn checkpoint(&self, targets: &[usize]) -> Result<(), ArrayError> {
+        for &t in targets {
+            if let Some(m) = self.member(t) {
+                m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
+            }
+        }
+        self.write_superblocks(|_| {})
+    }
+
+    /// Verify every stripe's code units; with `repair`, rewrite mismatching
+    /// code units from the data.
+    pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+        if repair && !self.is_writable() {
+            return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
+        }
+        let t0 = Instant::now();
+        let total = self.layout().regions();
+        let mut bad = Vec::new();
+        let mut unverified = 0;
+        let mut bytes = 0;
+        for region in 0..total {
+            let _g = self.lock_stripes(std::iter::once(region));
+            let h = self.health();
+            let mut region_bad = false;
+            let mut region_unverified = false;
+            for sp in self.layout().plan_scrub(region, &h)? {
+                let reads = self
+                    .plan_reads(&sp)
+                    .map_err(|_| ArrayError::Io(format!("scrub of stripe {region}: a member failed")))?;
+                bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
+                let out = self.layout().scrub_check(&sp, &reads)?;
+                if !out.verified {
+                    region_unverified = true;
+                    continue;
+                }
+                if out.bad_cols.is_empty() {
+                    continue;
+                }
+                region_bad = true;
+                if repair {
+                    let ops: Vec<DevOp> = out.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
+                    let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(out.repairs.iter().map(|r| r.as_slice())).collect();
+                    let res = self.run_writes(&writes);
+                    if self.absorb_errors(&res) {
+                        return Err(ArrayError::Io(format!("scrub repair of stripe {region}: a member failed")));
+                    }
+                }
+            }
+            if region_bad {
+                bad.push(region);
+            }
+            if region_unverified {
+                unverified += 1;
+            }
+            progress(region + 1, total);
+        }
+        if repair {
+            self.flush()?;
+            if unverified == 0 {
+                self.mark_resynced()?;
+            }
+        }
+        Ok(ScrubReport {
+            stripes_checked: total,
+            mismatched_stripes: bad,
+            unverified_stripes: unverified,
+            repaired: repair,
+            bytes_read: bytes,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! Array specifications: `-a DIR` (a directory of member files) or
+//! `-a PATH,PATH,...` (member files or block devices, any order).
+
+use std::path::{Path, PathBuf};
+
+use crate::ArrayError;
+
+/// A parsed `-a` argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArraySpec {
+    /// A directory holding member files (created as `member-NN.img`).
+    Dir(PathBuf),
+    /// Explicit member paths.
+    Paths(Vec<PathBuf>),
+}
+
+impl ArraySpec {
+    pub fn parse(s: &str) -> Result<ArraySpec, ArrayError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ArrayError::Usage("empty array spec: give a directory or a comma list of member paths".into()));
+        }
+        if s.contains(',') {
+            let paths: Vec<PathBuf> = s.split(',').map(|p| PathBuf::from(p.trim())).collect();
+            if paths.iter().any(|p| p.as_os_str().is_empty()) {
+                return Err(ArrayError::Usage(format!("array spec {s:?} has an empty member path")));
+            }
+            let mut sorted = paths.clone();
+            sorted.sort();
+            sorted.dedup();
+            if sorted.len() != paths.len() {
+                return Err(ArrayError::Usage(format!("array spec {s:?} names a member twice")));
+            }
+            return Ok(ArraySpec::Paths(paths));
+        }
+        let p = PathBuf::from(s);
+        if p.is_dir() {
+            Ok(ArraySpec::Dir(p))
+        } else {
+            // A single member path (a one-member array, e.g. raid0 over 1).
+            Ok(ArraySpec::Paths(vec![p]))
+        }
+    }
+
+    /// Member file name in a directory array.
+    pub fn member_file(dir: &Path, index: usize) -> PathBuf {
+        dir.join(format!("member-{index:02}.img"))
+    }
+
+    /// Paths of existing members to try, for opening.
+    pub fn member_paths(&self) -> Result<Vec<PathBuf>, ArrayError> {
+        match self {
+            ArraySpec::Paths(p) => Ok(p.clone()),
+            ArraySpec::Dir(d) => {
+                let rd = std::fs::read_dir(d).map_err(|e| ArrayError::Usage(format!("{}: {e}", d.display())))?;
+                let mut out = Vec::new();
+                for ent in rd {
+                    let ent = ent.map_err(|e| ArrayError::Io(format!("{}: {e}", d.display())))?;
+                    let name = ent.file_name();
+                    let name = name.to_string_lossy();
+                    if name.starts_with('.') {
+                        continue;
+                    }
+                    let ft = ent.file_type().map_err(|e| ArrayError::Io(e.to_string()))?;
+                    if ft.is_file() || ft.is_symlink() {
+                        out.push(ent.path());
+                    }
+                }
+                out.sort();
+                if out.is_empty() {
+                    return Err(ArrayError::Usage(format!("{}: no member files in this directory", d.display())));
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Parse sizes like `4096`, `64K`, `12k`, `64M`, `1G`, `2T` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        None => (t, 1u64),
+        Some((i, _)) => {
+            let suffix = t[i..].to_ascii_lowercase();
+            let mult = match suffix.as_str() {
+                "b" => 1,
+                "k" | "kb" | "kib" => 1 << 10,
+                "m" | "mb" | "mib" => 1 << 20,
+                "g" | "gb" | "gib" => 1 << 30,
+                "t" | "tb" | "tib" => 1 << 40,
+                "s" => 512,
+                _ => return Err(format!("bad size {s:?}: unknown suffix {suffix:?} (use K, M, G, T or s for 512-byte sectors)")),
+            };
+            (&t[..i], mult)
+        }
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("bad size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("12K").unwrap(), 12288);
+        assert_eq!(parse_size("896k").unwrap(), 896 * 1024);
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("8s").unwrap(), 4096);
+        assert!(parse_size("12Q").unwrap_err().contains("unknown suffix"));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999T").unwrap_err().contains("too large"));
+    }
+
+    #[test]
+    fn specs() {
+        assert!(ArraySpec::parse("").is_err());
+        assert!(ArraySpec::parse("a,,b").is_err());
+        assert!(ArraySpec::parse("a,b,a").unwrap_err().to_string().contains("twice"));
+        assert_eq!(ArraySpec::parse("a, b").unwrap(), ArraySpec::Paths(vec!["a".into(), "b".into()]));
+    }
+}

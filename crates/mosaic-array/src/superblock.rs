@@ -1,0 +1,196 @@
+//! The on-disk superblock.
+//!
+//! Every member starts with a 1 MiB header; stripe data begins at
+//! [`DATA_OFFSET`].  The superblock lives in two 4 KiB slots at the start of
+//! the header and is written alternately (slot = events mod 2), so a torn
+//! write of one slot leaves the other intact:
+//!
+//! ```text
+//!   member byte 0        4 KiB        8 KiB                 1 MiB
+//!   ├── slot 0 ──────────┼── slot 1 ──┼── (reserved) ─────────┼── stripe data ...
+//!
+//!   slot: "MOSAICSB" | version u32 | payload length u32 | crc32c u32 | JSON payload
+//!         (crc32c covers the first 16 bytes and the payload)
+//! ```
+//!
+//! The payload is JSON so it stays readable and can grow fields; the frame
+//! around it is fixed.  The copy with the highest event counter among all
+//! members is authoritative for the array's view of member states.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use mosaic_core::{Geometry, MemberState};
+use mosaic_dev::Member;
+
+use crate::ArrayError;
+
+pub const MAGIC: &[u8; 8] = b"MOSAICSB";
+pub const FORMAT_VERSION: u32 = 1;
+pub const SLOT_SIZE: u64 = 4096;
+pub const DATA_OFFSET: u64 = 1 << 20;
+const HEADER: usize = 20;
+
+/// Clean/dirty shutdown state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrayState {
+    /// Closed cleanly: code units agree with data.
+    Clean,
+    /// Open for writing, or not closed cleanly.
+    Dirty,
+}
+
+/// What a member is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberRole {
+    /// Holds stripe units (data and code rotate over members).
+    Stripe,
+}
+
+/// One member's superblock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superblock {
+    pub format_version: u32,
+    pub array_uuid: Uuid,
+    /// This member's own identity (changes when a slot is replaced).
+    pub member_uuid: Uuid,
+    pub member_index: usize,
+    pub role: MemberRole,
+    pub geometry: Geometry,
+    /// Bytes of this member used for stripe data (from `data_offset`).
+    pub member_data_size: u64,
+    pub data_offset: u64,
+    pub events: u64,
+    pub state: ArrayState,
+    /// The array's view of every member, by index.
+    pub member_states: Vec<MemberState>,
+    /// The identity expected in each slot.
+    pub member_uuids: Vec<Uuid>,
+    /// Last known path of each member (a hint for assembly).
+    pub member_paths: Vec<String>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: u64,
+}
+
+impl Superblock {
+    pub fn degraded(&self) -> bool {
+        self.member_states.iter().any(|s| !matches!(s, MemberState::Active))
+    }
+
+    /// Encode into one slot's bytes.
+    pub fn encode(&self) -> Result<Vec<u8>, ArrayError> {
+        let payload = serde_json::to_vec(self).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
+        if payload.len() + HEADER > SLOT_SIZE as usize {
+            return Err(ArrayError::Format(format!(
+                "superblock of {} bytes does not fit a {SLOT_SIZE}-byte slot (too many members?)",
+                payload.len()
+            )));
+        }
+        let mut buf = vec![0u8; SLOT_SIZE as usize];
+        buf[0..8].copy_from_slice(MAGIC);
+        buf[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        buf[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..16]), &payload);
+        buf[16..20].copy_from_slice(&crc.to_le_bytes());
+        buf[HEADER..HEADER + payload.len()].copy_from_slice(&payload);
+        Ok(buf)
+    }
+
+    /// Decode one slot.
+    pub fn decode(buf: &[u8]) -> Result<Superblock, SlotError> {
+        if buf.len() < HEADER || &buf[0..8] != MAGIC {
+            return Err(SlotError::NoMagic);
+        }
+        let version = u32::from_le_bytes(buf[8..12].try_into().unwrap());
+        if version != FORMAT_VERSION {
+            return Err(SlotError::Corrupt(format!("unsupported format version {version}")));
+        }
+        let len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
+        if HEADER + len > buf.len() {
+            return Err(SlotError::Corrupt(format!("payload length {len} exceeds the slot")));
+        }
+        let want = u32::from_le_bytes(buf[16..20].try_into().unwrap());
+        let payload = &buf[HEADER..HEADER + len];
+        let got = crc32c::crc32c_append(crc32c::crc32c(&buf[0..16]), payload);
+        if got != want {
+            return Err(SlotError::Corrupt(format!("checksum mismatch (stored {want:08x}, computed {got:08x})")));
+        }
+        let sb: Superblock =
+            serde_json::from_slice(payload).map_err(|e| SlotError::Corrupt(format!("bad payload: {e}")))?;
+        sb.validate().map_err(SlotError::Corrupt)?;
+        Ok(sb)
+    }
+
+    /// Internal consistency of a decoded superblock.
+    fn validate(&self) -> Result<(), String> {
+        let g = &self.geometry;
+        let n = g.members;
+        let rebuilt = Geometry::new(g.level, n, g.unit, g.block, g.stripes * g.unit).map_err(|e| e.to_string())?;
+        if &rebuilt != g {
+            return Err("geometry fields disagree with each other".into());
+        }
+        if self.member_index >= n || self.member_states.len() != n || self.member_uuids.len() != n || self.member_paths.len() != n {
+            return Err(format!("member tables do not match the member count {n}"));
+        }
+        if self.member_data_size != g.member_data_bytes() || self.data_offset != DATA_OFFSET {
+            return Err("member data size or offset disagree with the geometry".into());
+        }
+        Ok(())
+    }
+
+    /// Read both slots of a member and return the newest valid copy.
+    pub fn read_from(m: &dyn Member) -> Result<Superblock, ArrayError> {
+        let who = m.describe();
+        if m.size() < 2 * SLOT_SIZE {
+            return Err(ArrayError::BadMember(format!("{who}: too small ({} bytes) to hold a superblock", m.size())));
+        }
+        let mut best: Option<Superblock> = None;
+        let mut errs = Vec::new();
+        for slot in 0..2 {
+            let mut buf = vec![0u8; SLOT_SIZE as usize];
+            m.read_at(&mut buf, slot * SLOT_SIZE).map_err(|e| ArrayError::Io(format!("{who}: reading superblock: {e}")))?;
+            match Superblock::decode(&buf) {
+                Ok(sb) => {
+                    if best.as_ref().is_none_or(|b| sb.events > b.events) {
+                        best = Some(sb);
+                    }
+                }
+                Err(e) => errs.push(e),
+            }
+        }
+        match best {
+            Some(sb) => Ok(sb),
+            None if errs.iter().all(|e| matches!(e, SlotError::NoMagic)) => {
+                Err(ArrayError::BadMember(format!("{who}: no mosaic superblock (not a member of any array)")))
+            }
+            None => {
+                let why: Vec<String> = errs
+                    .iter()
+                    .filter_map(|e| match e {
+                        SlotError::Corrupt(s) => Some(s.clone()),
+                        SlotError::NoMagic => None,
+                    })
+                    .collect();
+                Err(ArrayError::BadMember(format!("{who}: corrupt superblock: {}", why.join("; "))))
+            }
+        }
+    }
+
+    /// Write this superblock to its slot (events mod 2) of `m`.
+    pub fn write_to(&self, m: &dyn Member) -> Result<(), ArrayError> {
+        let buf = self.encode()?;
+        let slot = self.events % 2;
+        m.write_at(&buf, slot * SLOT_SIZE)
+            .and_then(|_| m.flush())
+            .map_err(|e| ArrayError::Io(format!("{}: writing superblock: {e}", m.describe())))
+    }
+}
+
+/// Why one slot could not be used.
+#[derive(Debug)]
+pub enum SlotError {
+    NoMagic,
+    Corrupt(String),
+}

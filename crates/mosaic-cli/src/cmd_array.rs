@@ -1,0 +1,373 @@
+//! Array commands: create, info, write, read, fail, replace, rebuild, scrub.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use mosaic_array::maint::RebuildOptions;
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
+use mosaic_core::{Level, OpCounts};
+
+use crate::util::{human, print_json, progress, size, table};
+
+/// Largest piece moved per array call by `read`/`write`.
+const CHUNK: u64 = 8 << 20;
+
+#[derive(Args)]
+pub struct CreateArgs {
+    /// A directory to create member files in, or a comma list of existing member files / block devices
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// raid0, raid1, raid4, raid5, raid6 or rs:K+M
+    #[arg(long)]
+    pub level: String,
+    /// Number of members (implied by rs:K+M; defaults to the number of paths)
+    #[arg(long)]
+    pub members: Option<usize>,
+    /// Size of each member file created in a directory (e.g. 64M)
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    /// Stripe unit: any multiple of the block size up to 64M (e.g. 12K, 896K)
+    #[arg(long, value_parser = size, default_value = "64K")]
+    pub stripe_unit: u64,
+    /// Logical block size: 512 or 4096
+    #[arg(long, value_parser = size, default_value = "4096")]
+    pub block_size: u64,
+    /// Overwrite members that already belong to an array
+    #[arg(long)]
+    pub force: bool,
+    /// Skip the initial parity sync of existing devices
+    #[arg(long)]
+    pub assume_clean: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct InfoArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct WriteArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// Logical byte offset (K/M/G suffixes)
+    #[arg(long, value_parser = size)]
+    pub offset: u64,
+    /// File whose bytes are written
+    #[arg(long)]
+    pub input: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ReadArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    #[arg(long, value_parser = size)]
+    pub offset: u64,
+    #[arg(long, value_parser = size)]
+    pub length: u64,
+    /// File to write the bytes to
+    #[arg(long)]
+    pub output: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct FailArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// Member index (see mosaic info)
+    #[arg(long)]
+    pub member: usize,
+}
+
+#[derive(Args)]
+pub struct ReplaceArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// Index of the failed member to replace
+    #[arg(long)]
+    pub member: usize,
+    /// The new drive: a file or block device (a missing file is created at the member size)
+    #[arg(long)]
+    pub drive: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct RebuildArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ScrubArgs {
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// Rewrite code units that disagree with the data
+    #[arg(long)]
+    pub repair: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn open(spec: &str, writable: bool) -> Result<Array> {
+    let spec = ArraySpec::parse(spec)?;
+    let arr = Array::open(&spec, writable)?;
+    if arr.opened_dirty() {
+        eprintln!("warning: the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data");
+    }
+    Ok(arr)
+}
+
+pub fn create(a: CreateArgs) -> Result<i32> {
+    let level: Level = a.level.parse()?;
+    let spec = if !a.array.contains(',') && std::fs::metadata(&a.array).map(|m| m.is_dir()).unwrap_or(true) {
+        ArraySpec::Dir(PathBuf::from(&a.array))
+    } else {
+        ArraySpec::parse(&a.array)?
+    };
+    let opts = CreateOptions {
+        level,
+        members: a.members,
+        member_size: a.member_size,
+        unit: a.stripe_unit,
+        block: a.block_size,
+        force: a.force,
+        assume_clean: a.assume_clean,
+    };
+    let arr = Array::create(&spec, &opts)?;
+    let info = arr.info();
+    arr.close()?;
+    if a.json {
+        print_json(&info)?;
+    } else {
+        println!(
+            "created {} array {}: {} members, {} data + {} code columns, unit {}, capacity {}",
+            info.level,
+            info.uuid,
+            info.members,
+            info.data_columns,
+            info.code_columns,
+            human(info.stripe_unit),
+            human(info.capacity)
+        );
+    }
+    Ok(0)
+}
+
+pub fn info(a: InfoArgs) -> Result<i32> {
+    let arr = open(&a.array, false)?;
+    let info = arr.info();
+    if a.json {
+        print_json(&info)?;
+        return Ok(0);
+    }
+    println!("array      {}", info.uuid);
+    println!("level      {} ({} data + {} code columns)", info.level, info.data_columns, info.code_columns);
+    println!("unit       {} ({} bytes), block {} bytes", human(info.stripe_unit), info.stripe_unit, info.block_size);
+    println!("capacity   {} ({} bytes), {} stripes", human(info.capacity), info.capacity, info.stripes);
+    println!("member     {} data bytes from offset {}", human(info.member_data_size), info.data_offset);
+    println!(
+        "state      {:?}{}, events {}",
+        info.state,
+        if info.degraded { ", degraded" } else { "" },
+        info.events
+    );
+    let mut rows = vec![vec!["member".into(), "state".into(), "present".into(), "uuid".into(), "path".into()]];
+    for m in &info.member_list {
+        rows.push(vec![
+            m.index.to_string(),
+            match m.state {
+                mosaic_core::MemberState::Active => "active".into(),
+                mosaic_core::MemberState::Failed => "failed".into(),
+                mosaic_core::MemberState::Rebuilding { done } => format!("rebuilding {done}/{}", info.stripes),
+            },
+            if m.present { "yes".into() } else { "no".into() },
+            m.uuid.to_string(),
+            m.path.clone(),
+        ]);
+    }
+    print!("{}", table(&rows));
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct IoReport {
+    offset: u64,
+    bytes: u64,
+    ops: OpCounts,
+    device_reads: u64,
+    device_writes: u64,
+    auto_failed: Vec<(usize, String)>,
+}
+
+fn io_report(arr: &Array, offset: u64, bytes: u64, json: bool, verb: &str) -> Result<()> {
+    let (ops, _) = arr.counters();
+    let r = IoReport { offset, bytes, device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops, auto_failed: arr.auto_failed() };
+    for (m, e) in &r.auto_failed {
+        eprintln!("warning: member {m} failed during I/O and was marked failed: {e}");
+    }
+    if json {
+        return print_json(&r);
+    }
+    println!(
+        "{verb} {} at offset {}: {} device reads, {} device writes (stripes: {} rmw, {} rcw, {} fsw, {} degraded)",
+        human(bytes),
+        offset,
+        r.device_reads,
+        r.device_writes,
+        ops.stripes_rmw,
+        ops.stripes_rcw,
+        ops.stripes_fsw,
+        ops.stripes_degraded
+    );
+    Ok(())
+}
+
+fn check_extent(arr: &Array, offset: u64, len: u64) -> Result<()> {
+    let b = arr.geometry().block;
+    if offset % b != 0 || len % b != 0 {
+        bail!("offset {offset} and length {len} must be multiples of the array's {b}-byte block size");
+    }
+    let cap = arr.capacity();
+    if offset.checked_add(len).is_none_or(|e| e > cap) {
+        bail!("offset {offset} + length {len} is beyond the array capacity of {cap} bytes");
+    }
+    Ok(())
+}
+
+pub fn write(a: WriteArgs) -> Result<i32> {
+    let mut f = File::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        bail!("{}: input file is empty", a.input.display());
+    }
+    let arr = open(&a.array, true)?;
+    check_extent(&arr, a.offset, len)?;
+    let mut buf = vec![0u8; CHUNK.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = CHUNK.min(len - done) as usize;
+        f.read_exact(&mut buf[..n]).with_context(|| format!("reading {}", a.input.display()))?;
+        arr.write(a.offset + done, &buf[..n])?;
+        done += n as u64;
+    }
+    arr.flush()?;
+    io_report(&arr, a.offset, len, a.json, "wrote")?;
+    arr.close()?;
+    Ok(0)
+}
+
+pub fn read(a: ReadArgs) -> Result<i32> {
+    let arr = open(&a.array, false)?;
+    check_extent(&arr, a.offset, a.length)?;
+    let mut f = File::create(&a.output).with_context(|| format!("{}", a.output.display()))?;
+    let mut buf = vec![0u8; CHUNK.min(a.length) as usize];
+    let mut done = 0;
+    while done < a.length {
+        let n = CHUNK.min(a.length - done) as usize;
+        arr.read(a.offset + done, &mut buf[..n])?;
+        f.write_all(&buf[..n])?;
+        done += n as u64;
+    }
+    f.sync_all()?;
+    io_report(&arr, a.offset, a.length, a.json, "read")?;
+    Ok(0)
+}
+
+pub fn fail(a: FailArgs) -> Result<i32> {
+    let arr = open(&a.array, true)?;
+    arr.fail_member(a.member)?;
+    arr.close()?;
+    println!("member {} marked failed; the array runs degraded", a.member);
+    Ok(0)
+}
+
+fn rebuild_with_progress(arr: &Array, json: bool) -> Result<()> {
+    let total = arr.layout().geometry().stripes;
+    let pb = progress(total, "rebuild");
+    let opts = RebuildOptions {
+        abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()),
+    };
+    let rep = arr.rebuild(&|d, _| pb.set_position(d), opts)?;
+    pb.finish_and_clear();
+    if json {
+        print_json(&rep)?;
+    } else {
+        println!(
+            "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}",
+            rep.members,
+            human(rep.bytes_written),
+            rep.seconds,
+            rep.mib_per_s,
+            if rep.resumed_from > 0 { format!(", resumed at stripe {}", rep.resumed_from) } else { String::new() }
+        );
+    }
+    Ok(())
+}
+
+pub fn replace(a: ReplaceArgs) -> Result<i32> {
+    let arr = open(&a.array, true)?;
+    if !a.drive.exists() {
+        let size = DATA_OFFSET + arr.superblock().member_data_size;
+        mosaic_dev::FileMember::create(&a.drive, size)?;
+    }
+    arr.replace(a.member, &a.drive)?;
+    rebuild_with_progress(&arr, a.json)?;
+    arr.close()?;
+    Ok(0)
+}
+
+pub fn rebuild(a: RebuildArgs) -> Result<i32> {
+    let arr = open(&a.array, true)?;
+    rebuild_with_progress(&arr, a.json)?;
+    arr.close()?;
+    Ok(0)
+}
+
+pub fn scrub(a: ScrubArgs) -> Result<i32> {
+    let arr = open(&a.array, a.repair)?;
+    let pb = progress(arr.geometry().stripes, "scrub");
+    let rep = arr.scrub(a.repair, &|d, _| pb.set_position(d))?;
+    pb.finish_and_clear();
+    if a.repair {
+        arr.close()?;
+    }
+    if a.json {
+        print_json(&rep)?;
+    } else if rep.mismatched_stripes.is_empty() {
+        println!("scrub: {} stripes checked, all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+    } else {
+        let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
+        println!(
+            "scrub: {} of {} stripes mismatched: {}{}{}",
+            rep.mismatched_stripes.len(),
+            rep.stripes_checked,
+            list.join(", "),
+            if rep.mismatched_stripes.len() > 50 { ", ..." } else { "" },
+            if a.repair { " (code units rewritten)" } else { " (run with --repair to rewrite code units)" }
+        );
+    }
+    if rep.unverified_stripes > 0 && !a.json {
+        println!("scrub: {} stripes could not be verified (too many members missing)", rep.unverified_stripes);
+    }
+    // Exit 2 when inconsistencies remain, so scripts can tell.
+    Ok(if !rep.mismatched_stripes.is_empty() && !a.repair { 2 } else { 0 })
+}

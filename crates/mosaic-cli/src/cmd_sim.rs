@@ -1,0 +1,295 @@
+//! Evaluation commands: trace stats, replay, model, advise.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use mosaic_core::{FixedLayout, Geometry, Layout, Level, WritePolicy};
+use mosaic_drives::DriveModel;
+use mosaic_sim::{Mode, SimConfig, SimReport, Simulator, Synthetic};
+use mosaic_trace::{Format, TraceOptions};
+
+use crate::util::{human, print_json, size, table};
+
+#[derive(Subcommand)]
+pub enum TraceCmd {
+    /// Statistics of a trace: mix, sizes, footprint, sequentiality, inter-arrival times
+    Stats(TraceStatsArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct TraceInput {
+    /// Trace file (gzip and zstd are read transparently)
+    #[arg(long = "trace")]
+    pub trace: Option<PathBuf>,
+    /// spc, msr, blkparse, cloudphysics, fio2, fio3, alibaba, tencent or auto
+    #[arg(long, default_value = "auto")]
+    pub format: String,
+    /// Keep only this ASU / disk number / device or volume id
+    #[arg(long = "trace-device")]
+    pub trace_device: Option<String>,
+    /// Use only the first N requests
+    #[arg(long)]
+    pub first: Option<u64>,
+    /// Multiply trace timestamps by X (0.5 = twice as fast)
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Count and skip malformed lines instead of stopping at the first
+    #[arg(long)]
+    pub skip_bad: bool,
+}
+
+impl TraceInput {
+    pub fn options(&self) -> Result<TraceOptions> {
+        let format = if self.format == "auto" { None } else { Some(self.format.parse::<Format>().map_err(|e| anyhow!("{e}"))?) };
+        Ok(TraceOptions { format, device: self.trace_device.clone(), first: self.first, time_scale: self.time_scale, skip_bad: self.skip_bad })
+    }
+
+    pub fn open(&self, path: &Path) -> Result<mosaic_trace::TraceReader> {
+        Ok(mosaic_trace::open(path, &self.options()?)?)
+    }
+}
+
+#[derive(Args)]
+pub struct TraceStatsArgs {
+    /// Trace file
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub input: TraceInput,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn trace(cmd: TraceCmd) -> Result<i32> {
+    match cmd {
+        TraceCmd::Stats(a) => {
+            let r = a.input.open(&a.file)?;
+            let st = mosaic_trace::stats(r)?;
+            if a.json {
+                print_json(&st)?;
+            } else {
+                print!("{st}");
+            }
+            Ok(0)
+        }
+    }
+}
+
+// ------------------------------------------------------------------ replay
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// Instead of a trace: randwrite, randread, seqwrite or mixed:PCT
+    #[arg(long, conflicts_with = "trace")]
+    pub synthetic: Option<String>,
+    /// Synthetic request size
+    #[arg(long, value_parser = size, default_value = "4K")]
+    pub size: u64,
+    /// Synthetic request count
+    #[arg(long, default_value_t = 100_000)]
+    pub count: u64,
+    /// Synthetic footprint
+    #[arg(long, value_parser = size, default_value = "1G")]
+    pub footprint: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M
+    #[arg(long, default_value = "raid5")]
+    pub layout: String,
+    /// Compare several layouts on the same trace and drives (comma list)
+    #[arg(long)]
+    pub compare: Option<String>,
+    /// Number of drives
+    #[arg(long, default_value_t = 5)]
+    pub drives: usize,
+    /// Drive model: a preset (hdd:seagate-st91000640ss, ssd:samsung-830-128g, nvme:generic, ram:default, smr:default...)
+    /// or file:PATH.toml; repeat with IDX=SPEC or A-B=SPEC to mix kinds per member
+    #[arg(long, default_value = "hdd:seagate-st91000640ss")]
+    pub device: Vec<String>,
+    #[arg(long, value_parser = size, default_value = "64K")]
+    pub stripe_unit: u64,
+    /// Logical block size of the replayed array
+    #[arg(long, value_parser = size, default_value = "512")]
+    pub block_size: u64,
+    /// open (trace timestamps) or closed (fixed queue depth)
+    #[arg(long, default_value = "open")]
+    pub mode: String,
+    #[arg(long, default_value_t = 16)]
+    pub queue_depth: usize,
+    /// Members failed for the whole replay (degraded mode), comma list
+    #[arg(long)]
+    pub failed: Option<String>,
+    /// auto (fewest reads), rmw or rcw
+    #[arg(long, default_value = "auto")]
+    pub policy: String,
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG: latency CDF and per-device utilisation
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// Build one drive model per member from `--device` arguments.
+pub fn build_drives(specs: &[String], n: usize) -> Result<Vec<Box<dyn DriveModel>>> {
+    let mut per: Vec<Option<String>> = vec![None; n];
+    let mut default: Option<String> = None;
+    for s in specs {
+        match s.split_once('=') {
+            Some((range, spec)) if !range.contains(':') => {
+                let (a, b) = match range.split_once('-') {
+                    Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+                    None => (range.trim().parse::<usize>(), range.trim().parse::<usize>()),
+                };
+                let (a, b) = (a.map_err(|_| anyhow!("bad member range {range:?} in --device {s:?}"))?, b.map_err(|_| anyhow!("bad member range {range:?} in --device {s:?}"))?);
+                if a > b || b >= n {
+                    bail!("member range {range:?} in --device {s:?} is outside 0..{}", n - 1);
+                }
+                for slot in per.iter_mut().take(b + 1).skip(a) {
+                    *slot = Some(spec.to_string());
+                }
+            }
+            _ => default = Some(s.clone()),
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, p) in per.into_iter().enumerate() {
+        let spec = p.or_else(|| default.clone()).ok_or_else(|| anyhow!("no --device given for member {i}"))?;
+        let cfg = mosaic_drives::parse_device_spec(&spec).map_err(|e| anyhow!("--device {spec:?}: {e}"))?;
+        out.push(cfg.build(None));
+    }
+    Ok(out)
+}
+
+pub fn layout_for(level: &str, drives: usize, unit: u64, block: u64, capacity: u64, policy: WritePolicy) -> Result<FixedLayout> {
+    let level: Level = level.parse()?;
+    let n = level.implied_members().unwrap_or(drives);
+    let geo = Geometry::new(level, n, unit, block, capacity)?;
+    Ok(FixedLayout::new(geo)?.with_policy(policy))
+}
+
+fn policy(s: &str) -> Result<WritePolicy> {
+    Ok(match s {
+        "auto" => WritePolicy::Auto,
+        "rmw" => WritePolicy::ForceRmw,
+        "rcw" => WritePolicy::ForceRcw,
+        _ => bail!("unknown --policy {s:?}: expected auto, rmw or rcw"),
+    })
+}
+
+/// Replay one layout; the trace is opened afresh for each run.
+fn replay_one(a: &ReplayArgs, level: &str, keep: bool) -> Result<SimReport> {
+    let lvl: Level = level.parse()?;
+    let n = lvl.implied_members().unwrap_or(a.drives);
+    let drives = build_drives(&a.device, n)?;
+    let cap = drives.iter().map(|d| d.capacity()).min().unwrap_or(0);
+    let layout = layout_for(level, n, a.stripe_unit, a.block_size, cap, policy(&a.policy)?)?;
+    // Synthetic workloads carry no timestamps: they always run closed-loop.
+    let mode = match (a.mode.as_str(), a.synthetic.is_some()) {
+        ("open", false) => Mode::Open { time_scale: 1.0 },
+        ("open", true) | ("closed", _) => Mode::Closed { queue_depth: a.queue_depth },
+        (m, _) => bail!("unknown --mode {m:?}: expected open or closed"),
+    };
+    let failed: Vec<usize> = match &a.failed {
+        None => vec![],
+        Some(s) => s.split(',').map(|x| x.trim().parse().map_err(|_| anyhow!("bad --failed member {x:?}"))).collect::<Result<_>>()?,
+    };
+    let sim = Simulator::new(&layout, drives, SimConfig { mode, failed, keep_latencies: keep })?;
+    let rep = match (&a.synthetic, &a.input.trace) {
+        (Some(p), _) => {
+            let pattern = Synthetic::parse_pattern(p).map_err(|e| anyhow!(e))?;
+            let syn = Synthetic { pattern, size: a.size, count: a.count, footprint: a.footprint, seed: a.seed, interval_ns: 0 };
+            sim.run(syn.requests())?
+        }
+        (None, Some(path)) => {
+            let r = a.input.open(path).with_context(|| format!("{}", path.display()))?;
+            sim.run(r)?
+        }
+        (None, None) => bail!("give --trace FILE or --synthetic KIND"),
+    };
+    Ok(rep)
+}
+
+#[derive(Serialize)]
+struct ReplayOut<'a> {
+    #[serde(flatten)]
+    first: &'a SimReport,
+    compare: &'a [SimReport],
+}
+
+pub fn replay(a: ReplayArgs) -> Result<i32> {
+    let layouts: Vec<String> = match &a.compare {
+        Some(c) => c.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        None => vec![a.layout.clone()],
+    };
+    if layouts.is_empty() {
+        bail!("--compare needs at least one layout");
+    }
+    let keep = a.plot.is_some();
+    let mut reports = Vec::new();
+    for l in &layouts {
+        reports.push(replay_one(&a, l, keep).with_context(|| format!("replaying on {l}"))?);
+    }
+    if let Some(p) = &a.plot {
+        let title = match (&a.input.trace, &a.synthetic) {
+            (Some(t), _) => format!("replay of {}", t.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()),
+            (_, Some(s)) => format!("synthetic {s}, {} requests", a.count),
+            _ => "replay".into(),
+        };
+        mosaic_sim::plot::write_svg(p, &title, &reports).map_err(|e| anyhow!(e))?;
+    }
+    if a.json {
+        print_json(&ReplayOut { first: &reports[0], compare: &reports[1..] })?;
+    } else {
+        print!("{}", replay_table(&reports));
+    }
+    Ok(0)
+}
+
+pub fn replay_table(reports: &[SimReport]) -> String {
+    let mut rows = vec![vec![
+        "layout".into(),
+        "requests".into(),
+        "IOPS".into(),
+        "MiB/s".into(),
+        "read mean/p99 ms".into(),
+        "write mean/p99 ms".into(),
+        "dev reads/writes".into(),
+        "rd+wr per write".into(),
+        "rmw/rcw/fsw".into(),
+    ]];
+    for r in reports {
+        rows.push(vec![
+            r.layout.clone(),
+            r.requests.to_string(),
+            format!("{:.0}", r.iops),
+            format!("{:.1}", r.mib_per_s),
+            format!("{:.2}/{:.2}", r.read_latency.mean_us / 1e3, r.read_latency.p99_us / 1e3),
+            format!("{:.2}/{:.2}", r.write_latency.mean_us / 1e3, r.write_latency.p99_us / 1e3),
+            format!("{}/{}", r.device_reads, r.device_writes),
+            format!("{:.2}+{:.2}", r.device_reads_per_write, r.device_writes_per_write),
+            format!("{}/{}/{}", r.ops.stripes_rmw, r.ops.stripes_rcw, r.ops.stripes_fsw),
+        ]);
+    }
+    let mut out = table(&rows);
+    for r in reports {
+        let mut d = vec![vec!["device".into(), "model".into(), "reads".into(), "writes".into(), "read".into(), "written".into(), "util".into()]];
+        for s in &r.devices {
+            d.push(vec![
+                s.index.to_string(),
+                s.model.clone(),
+                s.reads.to_string(),
+                s.writes.to_string(),
+                human(s.read_bytes),
+                human(s.write_bytes),
+                format!("{:.1}%", s.utilisation * 100.0),
+            ]);
+        }
+        out.push_str(&format!("\n{}:\n", r.layout));
+        out.push_str(&table(&d));
+    }
+    out
+}

@@ -1,0 +1,79 @@
+//! `mosaic`: the command-line face of the mosaic library.  Every command is
+//! thin: parse, call the library, print a table (or JSON with `--json`).
+
+mod cmd_array;
+mod cmd_bench;
+mod cmd_demo;
+mod cmd_model;
+mod cmd_sim;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "mosaic", version, about = "Adaptive erasure-coded storage arrays for mixed drives, and a simulator to pick their layout")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the built-in demonstration: a raid6 array on files survives two failures, rebuilds, scrubs clean
+    Demo(cmd_demo::DemoArgs),
+    /// Create an array
+    Create(cmd_array::CreateArgs),
+    /// Show an array's superblock and members
+    Info(cmd_array::InfoArgs),
+    /// Write a file's bytes into an array
+    Write(cmd_array::WriteArgs),
+    /// Read bytes from an array into a file
+    Read(cmd_array::ReadArgs),
+    /// Mark a member failed
+    Fail(cmd_array::FailArgs),
+    /// Replace a failed member with a new drive and rebuild onto it
+    Replace(cmd_array::ReplaceArgs),
+    /// Resume an interrupted rebuild
+    Rebuild(cmd_array::RebuildArgs),
+    /// Verify every stripe's code units (and repair with --repair)
+    Scrub(cmd_array::ScrubArgs),
+    /// Trace tools
+    #[command(subcommand)]
+    Trace(cmd_sim::TraceCmd),
+    /// Replay a trace (or a synthetic workload) on modelled drives in virtual time
+    Replay(cmd_sim::ReplayArgs),
+    /// The analytical random-write model: throughput per method and size, crossovers
+    Model(cmd_model::ModelArgs),
+    /// Recommend a stripe unit for a trace's writes
+    Advise(cmd_model::AdviseArgs),
+    /// Benchmarks (ratios against a reference measured in the same run)
+    #[command(subcommand)]
+    Bench(cmd_bench::BenchCmd),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Demo(a) => cmd_demo::run(a),
+        Cmd::Create(a) => cmd_array::create(a),
+        Cmd::Info(a) => cmd_array::info(a),
+        Cmd::Write(a) => cmd_array::write(a),
+        Cmd::Read(a) => cmd_array::read(a),
+        Cmd::Fail(a) => cmd_array::fail(a),
+        Cmd::Replace(a) => cmd_array::replace(a),
+        Cmd::Rebuild(a) => cmd_array::rebuild(a),
+        Cmd::Scrub(a) => cmd_array::scrub(a),
+        Cmd::Trace(t) => cmd_sim::trace(t),
+        Cmd::Replay(a) => cmd_sim::replay(a),
+        Cmd::Model(a) => cmd_model::model(a),
+        Cmd::Advise(a) => cmd_model::advise(a),
+        Cmd::Bench(b) => cmd_bench::run(b),
+    };
+    match res {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! Fixed stripe geometries: RAID-0/1/4/5/6 and general Reed–Solomon `rs:K+M`.
+//!
+//! Every member holds one *unit* (`unit` bytes) of every stripe, at member
+//! data offset `stripe * unit`.  A stripe has `k` data columns and `m` code
+//! columns; which member holds which column depends on the level:
+//!
+//! ```text
+//!   raid5, n = 5 (k = 4, m = 1), left-symmetric like md's default:
+//!
+//!            member:  0     1     2     3     4
+//!   stripe 0          D0    D1    D2    D3    P
+//!   stripe 1          D1    D2    D3    P     D0
+//!   stripe 2          D2    D3    P     D0    D1
+//!   stripe 3          D3    P     D0    D1    D2
+//!   stripe 4          P     D0    D1    D2    D3
+//!
+//!   first code member c0 = n - 1 - (stripe mod n)
+//!   code column c (0..m)  -> member (c0 + c) mod n
+//!   data column j (0..k)  -> member (c0 + m + j) mod n
+//! ```
+//!
+//! The same rotation gives md's raid6 left-symmetric layout (P at c0, Q at
+//! c0+1, data after Q) and is used for every `rs:K+M` with M >= 1.  `raid4`
+//! does not rotate: data columns on members 0..k, parity on member k.
+//! `raid0` has no code columns; `raid1` is an n-way mirror, modelled as one
+//! data column (member 0) plus n-1 copy columns.
+//!
+//! Logical addresses run across the data columns of a stripe, then on to the
+//! next stripe:
+//!
+//! ```text
+//!   logical = stripe * (k * unit) + column * unit + offset_in_unit
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::PlanError;
+
+/// Largest supported stripe unit: 64 MiB.
+pub const MAX_UNIT: u64 = 64 << 20;
+
+/// RAID level / code family of a fixed geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Raid0,
+    Raid1,
+    Raid4,
+    Raid5,
+    Raid6,
+    /// General Reed–Solomon with K data and M code columns, rotating.
+    Rs { k: u16, m: u16 },
+}
+
+impl Level {
+    /// Data and code columns for `members` members.
+    pub fn columns(&self, members: usize) -> Result<(usize, usize), PlanError> {
+        let n = members;
+        let need = |min: usize, what: &str| -> Result<(), PlanError> {
+            if n < min {
+                Err(PlanError::Geometry(format!(
+                    "{what} needs at least {min} members, got {n}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        if n > 255 {
+            return Err(PlanError::Geometry(format!(
+                "at most 255 members are supported, got {n}"
+            )));
+        }
+        match *self {
+            Level::Raid0 => need(1, "raid0").map(|_| (n, 0)),
+            Level::Raid1 => need(2, "raid1").map(|_| (1, n - 1)),
+            Level::Raid4 => need(2, "raid4").map(|_| (n - 1, 1)),
+            Level::Raid5 => need(2, "raid5").map(|_| (n - 1, 1)),
+            Level::Raid6 => need(3, "raid6").map(|_| (n - 2, 2)),
+            Level::Rs { k, m } => {
+                let (k, m) = (k as usize, m as usize);
+                if k == 0 {
+                    return Err(PlanError::Geometry("rs:K+M needs K >= 1".into()));
+                }
+                if k + m > 255 {
+                    return Err(PlanError::Geometry(format!(
+                        "rs:{k}+{m} has {} columns; at most 255 are supported",
+                        k + m
+                    )));
+                }
+                if k + m != n {
+                    return Err(PlanError::Geometry(format!(
+                        "rs:{k}+{m} needs exactly {} members, got {n}",
+                        k + m
+                    )));
+                }
+                Ok((k, m))
+            }
+        }
+    }
+
+    /// Members implied by the level alone (only `rs:K+M` fixes it).
+    pub fn implied_members(&self) -> Option<usize> {
+        match *self {
+            Level::Rs { k, m } => Some(k as usize + m as usize),
+            _ => None,
+        }
+    }
+
+    fn rotates(&self) -> bool {
+        matches!(self, Level::Raid5 | Level::Raid6 | Level::Rs { .. })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Level::Raid0 => write!(f, "raid0"),
+            Level::Raid1 => write!(f, "raid1"),
+            Level::Raid4 => write!(f, "raid4"),
+            Level::Raid5 => write!(f, "raid5"),
+            Level::Raid6 => write!(f, "raid6"),
+            Level::Rs { k, m } => write!(f, "rs:{k}+{m}"),
+        }
+    }
+}
+
+impl FromStr for Level {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        let t = s.trim().to_ascii_lowercase();
+        Ok(match t.as_str() {
+            "raid0" => Level::Raid0,
+            "raid1" => Level::Raid1,
+            "raid4" => Level::Raid4,
+            "raid5" => Level::Raid5,
+            "raid6" => Level::Raid6,
+            _ => {
+                let Some(rest) = t.strip_prefix("rs:") else {
+                    return Err(PlanError::Geometry(format!(
+                        "unknown level {s:?}: expected raid0, raid1, raid4, raid5, raid6 or rs:K+M"
+                    )));
+                };
+                let bad = || PlanError::Geometry(format!("bad level {s:?}: expected rs:K+M, e.g. rs:10+4"));
+                let (k, m) = rest.split_once('+').ok_or_else(bad)?;
+                let k: u16 = k.trim().parse().map_err(|_| bad())?;
+                let m: u16 = m.trim().parse().map_err(|_| bad())?;
+                let lvl = Level::Rs { k, m };
+                lvl.columns(k as usize + m as usize)?;
+                lvl
+            }
+        })
+    }
+}
+
+/// A validated fixed geometry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Geometry {
+    pub level: Level,
+    /// Number of members.
+    pub members: usize,
+    /// Data columns per stripe.
+    pub k: usize,
+    /// Code columns per stripe (copies for raid1).
+    pub m: usize,
+    /// Stripe unit in bytes.
+    pub unit: u64,
+    /// Logical block size in bytes (512 or 4096).
+    pub block: u64,
+    /// Stripes in the array (each member holds `stripes * unit` data bytes).
+    pub stripes: u64,
+}
+
+impl Geometry {
+    /// Validate and build a geometry. `member_data_size` is the bytes each
+    /// member offers for stripe data; it is rounded down to whole units.
+    pub fn new(
+        level: Level,
+        members: usize,
+        unit: u64,
+        block: u64,
+        member_data_size: u64,
+    ) -> Result<Geometry, PlanError> {
+        let (k, m) = level.columns(members)?;
+        if block != 512 && block != 4096 {
+            return Err(PlanError::Geometry(format!(
+                "logical block size must be 512 or 4096 bytes, got {block}"
+            )));
+        }
+        if unit == 0 || unit % block != 0 {
+            return Err(PlanError::Geometry(format!(
+                "stripe unit {unit} is not a positive multiple of the block size {block}"
+            )));
+        }
+        if unit > MAX_UNIT {
+            return Err(PlanError::Geometry(format!(
+                "stripe unit {unit} exceeds the maximum of 64 MiB"
+            )));
+        }
+        let stripes = member_data_size / unit;
+        if stripes == 0 {
+            return Err(PlanError::Geometry(format!(
+                "members offer {member_data_size} data bytes, less than one stripe unit ({unit})"
+            )));
+        }
+        Ok(Geometry { level, members, k, m, unit, block, stripes })
+    }
+
+    /// Logical capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.stripes * self.stripe_data_bytes()
+    }
+
+    /// Data bytes per stripe.
+    pub fn stripe_data_bytes(&self) -> u64 {
+        self.k as u64 * self.unit
+    }
+
+    /// Bytes of each member used for stripes.
+    pub fn member_data_bytes(&self) -> u64 {
+        self.stripes * self.unit
+    }
+
+    /// Whether this geometry is a mirror (code columns are plain copies).
+    pub fn is_mirror(&self) -> bool {
+        self.level == Level::Raid1
+    }
+
+    /// The member holding column `col` (0..k data, k..k+m code) of `stripe`.
+    pub fn member_of(&self, stripe: u64, col: usize) -> usize {
+        debug_assert!(col < self.k + self.m);
+        let n = self.members;
+        if !self.level.rotates() {
+            // raid0, raid1, raid4: data columns first, code columns after.
+            return col;
+        }
+        let c0 = n - 1 - (stripe % n as u64) as usize;
+        if col >= self.k {
+            (c0 + (col - self.k)) % n
+        } else {
+            (c0 + self.m + col) % n
+        }
+    }
+
+    /// The column that `member` holds in `stripe` (inverse of [`member_of`]).
+    ///
+    /// [`member_of`]: Geometry::member_of
+    pub fn column_of(&self, stripe: u64, member: usize) -> usize {
+        let n = self.members;
+        if !self.level.rotates() {
+            return member;
+        }
+        let c0 = n - 1 - (stripe % n as u64) as usize;
+        let rel = (member + n - c0) % n;
+        if rel < self.m {
+            self.k + rel
+        } else {
+            rel - self.m
+        }
+    }
+
+    /// Member byte offset of `stripe`'s unit (same on every member).
+    pub fn unit_offset(&self, stripe: u64) -> u64 {
+        stripe * self.unit
+    }
+
+    /// Split a logical extent into per-stripe, per-column pieces.
+    pub fn split(&self, offset: u64, len: u64) -> Vec<StripeExtent> {
+        let mut out: Vec<StripeExtent> = Vec::new();
+        let sd = self.stripe_data_bytes();
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let stripe = pos / sd;
+            let in_stripe = pos % sd;
+            let col = (in_stripe / self.unit) as usize;
+            let start = in_stripe % self.unit;
+            let take = (self.unit - start).min(end - pos);
+            let piece = ColRange { col, start, end: start + take, buf_off: pos - offset };
+            match out.last_mut() {
+                Some(last) if last.stripe == stripe => last.cols.push(piece),
+                _ => out.push(StripeExtent { stripe, cols: vec![piece] }),
+            }
+            pos += take;
+        }
+        out
+    }
+}
+
+/// The part of a request that falls in one stripe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeExtent {
+    pub stripe: u64,
+    /// Touched data columns, in ascending column order.
+    pub cols: Vec<ColRange>,
+}
+
+/// A byte range `[start, end)` inside one column's unit, and where its bytes
+/// sit in the request buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColRange {
+    pub col: usize,
+    pub start: u64,
+    pub end: u64,
+    pub buf_off: u64,
+}
+
+impl ColRange {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo(level: &str, n: usize, unit: u64) -> Geometry {
+        Geometry::new(level.parse().unwrap(), n, unit, 4096, unit * 100).unwrap()
+    }
+
+    #[test]
+    fn raid5_left_symmetric_matches_md() {
+        let g = geo("raid5", 5, 4096);
+        // stripe 0: parity on member 4, D0 on 0.
+        assert_eq!(g.member_of(0, 4), 4);
+        assert_eq!(g.member_of(0, 0), 0);
+        // stripe 1: parity on 3, D0 on 4, D1 on 0.
+        assert_eq!(g.member_of(1, 4), 3);
+        assert_eq!(g.member_of(1, 0), 4);
+        assert_eq!(g.member_of(1, 1), 0);
+        // stripe 4: parity on 0, D0 on 1.
+        assert_eq!(g.member_of(4, 4), 0);
+        assert_eq!(g.member_of(4, 0), 1);
+    }
+
+    #[test]
+    fn raid6_q_follows_p() {
+        let g = geo("raid6", 6, 4096);
+        for s in 0..12 {
+            let p = g.member_of(s, 4);
+            let q = g.member_of(s, 5);
+            assert_eq!(q, (p + 1) % 6);
+            assert_eq!(g.member_of(s, 0), (p + 2) % 6);
+        }
+    }
+
+    #[test]
+    fn column_of_inverts_member_of() {
+        for (lvl, n) in [("raid0", 3), ("raid1", 3), ("raid4", 4), ("raid5", 5), ("raid6", 7), ("rs:10+4", 14)] {
+            let g = geo(lvl, n, 4096);
+            for s in 0..30 {
+                let mut seen = vec![false; n];
+                for c in 0..g.k + g.m {
+                    let mem = g.member_of(s, c);
+                    assert!(!seen[mem]);
+                    seen[mem] = true;
+                    assert_eq!(g.column_of(s, mem), c, "{lvl} stripe {s} col {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_covers_request_exactly() {
+        let g = geo("raid5", 5, 12288);
+        let parts = g.split(10000, 100_000);
+        let mut total = 0;
+        let mut expect_buf = 0;
+        for p in &parts {
+            for c in &p.cols {
+                assert_eq!(c.buf_off, expect_buf);
+                let logical = p.stripe * g.stripe_data_bytes() + c.col as u64 * g.unit + c.start;
+                assert_eq!(logical, 10000 + c.buf_off);
+                expect_buf += c.len();
+                total += c.len();
+            }
+        }
+        assert_eq!(total, 100_000);
+    }
+
+    #[test]
+    fn bad_geometries_are_errors() {
+        assert!("raid7".parse::<Level>().is_err());
+        assert!("rs:0+2".parse::<Level>().is_err());
+        assert!("rs:200+56".parse::<Level>().is_err());
+        assert!("rs:4+x".parse::<Level>().is_err());
+        assert!(Geometry::new(Level::Raid6, 2, 4096, 4096, 1 << 20).is_err());
+        assert!(Geometry::new(Level::Raid5, 4, 6000, 4096, 1 << 20).is_err());
+        assert!(Geometry::new(Level::Raid5, 4, 4096, 1024, 1 << 20).is_err());
+        assert!(Geometry::new(Level::Raid5, 4, 128 << 20, 4096, 1 << 30).is_err());
+        assert!(Geometry::new(Level::Raid5, 4, 1 << 20, 4096, 1000).is_err());
+        let e = Geometry::new(Level::Rs { k: 4, m: 2 }, 5, 4096, 4096, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("exactly 6 members"), "{e}");
+    }
+
+    #[test]
+    fn level_round_trips() {
+        for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+0"] {
+            assert_eq!(s.parse::<Level>().unwrap().to_string(), s);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The layout interface.
+//!
+//! One trait for both kinds of layout:
+//!
+//! * **fixed geometry** (RAID-0/1/4/5/6, `rs:K+M`, later CBRO): a logical
+//!   address maps to members by arithmetic alone;
+//! * **mapped geometry** (later: log-structured DVS stripes, tiering,
+//!   remapping): a logical address maps through tables the layout keeps and
+//!   updates as it plans writes, behind `&self` with its own interior
+//!   locking, and commits in [`Layout::complete`].
+//!
+//! Planning is split from the stripe math so executors can run the I/O and
+//! call back into the layout for the compute phase.  Maintenance work
+//! (rebuild, scrub) walks *regions*: stripes for fixed geometries, stripe
+//! groups for mapped ones.
+
+use crate::compute::{ScrubOutcome, StripeMath, WriteBuf};
+use crate::geometry::Geometry;
+use crate::health::Health;
+use crate::plan::{Plan, StripePlan};
+use crate::planner::{StripePlanner, WritePolicy};
+use crate::PlanError;
+
+/// A layout: plans requests and maintenance, and does the stripe math.
+pub trait Layout: Send + Sync {
+    /// Human-readable description, e.g. `raid5 4+1 unit 64K`.
+    fn describe(&self) -> String;
+    /// Logical capacity in bytes.
+    fn capacity(&self) -> u64;
+    /// Logical block size in bytes; requests must be multiples of it.
+    fn block_size(&self) -> u64;
+    /// Member count.
+    fn members(&self) -> usize;
+
+    fn plan_read(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError>;
+    fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError>;
+    /// A plan's device operations all finished (mapped layouts commit here).
+    fn complete(&self, _plan: &Plan) {}
+
+    fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError>;
+    fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError>;
+
+    /// Number of maintenance regions.
+    fn regions(&self) -> u64;
+    /// Plans that rebuild `targets` (member indices) in `region`.
+    fn plan_rebuild(&self, region: u64, targets: &[usize], h: &Health) -> Result<Vec<StripePlan>, PlanError>;
+    fn compute_rebuild(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError>;
+    /// Plans that read `region` for verification.
+    fn plan_scrub(&self, region: u64, h: &Health) -> Result<Vec<StripePlan>, PlanError>;
+    fn scrub_check(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<ScrubOutcome, PlanError>;
+    /// The write op that repairs column `col` of a scrubbed stripe plan.
+    fn repair_op(&self, sp: &StripePlan, col: usize) -> crate::DevOp;
+}
+
+/// Maintenance works on at most this many bytes of a unit at a time, so a
+/// 64 MiB unit does not need 64 MiB buffers per column.
+pub const MAINT_CHUNK: u64 = 1 << 20;
+
+/// RAID-0/1/4/5/6 and `rs:K+M`.
+#[derive(Debug)]
+pub struct FixedLayout {
+    pub planner: StripePlanner,
+    pub math: StripeMath,
+}
+
+impl FixedLayout {
+    pub fn new(geo: Geometry) -> Result<FixedLayout, PlanError> {
+        Ok(FixedLayout { math: StripeMath::new(geo.clone())?, planner: StripePlanner::new(geo) })
+    }
+
+    pub fn with_policy(mut self, policy: WritePolicy) -> FixedLayout {
+        self.planner.policy = policy;
+        self
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.planner.geo
+    }
+
+    fn chunks(&self) -> impl Iterator<Item = (u64, u64)> {
+        let u = self.planner.geo.unit;
+        (0..u.div_ceil(MAINT_CHUNK)).map(move |i| (i * MAINT_CHUNK, ((i + 1) * MAINT_CHUNK).min(u)))
+    }
+}
+
+impl Layout for FixedLayout {
+    fn describe(&self) -> String {
+        let g = &self.planner.geo;
+        format!("{} {}+{} unit {} block {}", g.level, g.k, g.m, g.unit, g.block)
+    }
+    fn capacity(&self) -> u64 {
+        self.planner.geo.capacity()
+    }
+    fn block_size(&self) -> u64 {
+        self.planner.geo.block
+    }
+    fn members(&self) -> usize {
+        self.planner.geo.members
+    }
+    fn plan_read(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        self.planner.plan_read(offset, len, h)
+    }
+    fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        self.planner.plan_write(offset, len, h)
+    }
+    fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError> {
+        self.math.compute_writes(sp, input, reads)
+    }
+    fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError> {
+        self.math.assemble_read(sp, reads, out)
+    }
+    fn regions(&self) -> u64 {
+        self.planner.geo.stripes
+    }
+    fn plan_rebuild(&self, region: u64, targets: &[usize], h: &Health) -> Result<Vec<StripePlan>, PlanError> {
+        self.chunks().map(|(lo, hi)| self.planner.plan_rebuild(region, lo, hi, targets, h)).collect()
+    }
+    fn compute_rebuild(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
+        self.math.compute_rebuild(sp, reads)
+    }
+    fn plan_scrub(&self, region: u64, h: &Health) -> Result<Vec<StripePlan>, PlanError> {
+        self.chunks().map(|(lo, hi)| self.planner.plan_scrub(region, lo, hi, h)).collect()
+    }
+    fn scrub_check(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<ScrubOutcome, PlanError> {
+        self.math.scrub_check(sp, reads)
+    }
+    fn repair_op(&self, sp: &StripePlan, col: usize) -> crate::DevOp {
+        self.planner.column_op(sp.stripe, col, sp.span.0, sp.span.1)
+    }
+}

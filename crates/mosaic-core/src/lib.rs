@@ -1,0 +1,42 @@
+//! mosaic-core: the sans-I/O heart of mosaic.
+//!
+//! Layouts turn logical requests into [`Plan`]s of device operations; the
+//! [`compute`] module does the stripe math between a plan's reads and
+//! writes.  Nothing here owns a thread or a file: executors (the real one in
+//! `mosaic-array`, the virtual-time one in `mosaic-sim`) run the plans.
+//!
+//! ```text
+//!   request ──> Layout::plan_* ──> Plan { StripePlan { reads, writes } }
+//!                                        │
+//!            executor: reads ──> Layout::compute_* ──> writes ──> done
+//! ```
+
+pub mod compute;
+pub mod geometry;
+pub mod health;
+pub mod layout;
+pub mod plan;
+pub mod planner;
+
+pub use compute::{ScrubOutcome, StripeMath, WriteBuf};
+pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
+pub use health::{Health, MemberState};
+pub use layout::{FixedLayout, Layout};
+pub use plan::{DevOp, Dir, Method, OpCounts, Plan, Role, StripePlan};
+pub use planner::{StripePlanner, WritePolicy};
+
+/// Errors from planning and stripe math.  All are caused by input (the
+/// request, the geometry, the member states), never by a bug we expect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("bad geometry: {0}")]
+    Geometry(String),
+    #[error("request at offset {offset} length {len} is not aligned to the {block}-byte logical block size")]
+    Unaligned { offset: u64, len: u64, block: u64 },
+    #[error("request at offset {offset} length {len} is beyond the array capacity of {capacity} bytes")]
+    OutOfRange { offset: u64, len: u64, capacity: u64 },
+    #[error("stripe {stripe}: members {failed:?} failed, more than the {tolerable} the layout tolerates")]
+    TooManyFailures { stripe: u64, failed: Vec<usize>, tolerable: usize },
+    #[error("{0}")]
+    Invalid(String),
+}

@@ -1,0 +1,479 @@
+//! Parity planning for fixed geometries.
+//!
+//! For each stripe a write touches, the planner decides how to keep the code
+//! columns current, choosing whichever needs the fewest device reads:
+//!
+//! ```text
+//!   k = 4 data columns, m = 1 code column, request writes d = 1 unit (D1'):
+//!
+//!        D0   D1   D2   D3   P
+//!   RMW       r         .    r     read old D1 and old P        (d + m reads)
+//!             P' = P + c1·(D1 + D1')
+//!   RCW  r         r    r         read the untouched D0 D2 D3   (k - d reads)
+//!             P' = c0·D0 + c1·D1' + c2·D2 + c3·D3
+//!   FSW  (every data column written whole)                     (0 reads)
+//! ```
+//!
+//! Writes that cover only part of a unit are planned per *interval*: the
+//! in-unit byte ranges between the start and end points of the touched
+//! ranges.  Within one interval the set of touched columns is fixed, so RMW
+//! reads old data and old code over it, and RCW reads the untouched columns
+//! over it.  Adjacent intervals on one member coalesce into one operation;
+//! the method with fewer operations wins (ties: fewer bytes, then RCW, as md
+//! does).  A stripe with a failed data member is written degraded: all
+//! surviving columns are read over the touched span, the missing ones
+//! decoded, and all code re-encoded.
+
+use crate::geometry::{ColRange, Geometry, Level, StripeExtent};
+use crate::health::Health;
+use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
+use crate::PlanError;
+
+/// Which parity method partial-stripe writes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WritePolicy {
+    /// Fewest reads (the default).
+    #[default]
+    Auto,
+    /// Always read-modify-write (for experiments).
+    ForceRmw,
+    /// Always reconstruct-write (for experiments).
+    ForceRcw,
+}
+
+/// Plans requests on a fixed geometry.
+#[derive(Debug, Clone)]
+pub struct StripePlanner {
+    pub geo: Geometry,
+    pub policy: WritePolicy,
+}
+
+impl StripePlanner {
+    pub fn new(geo: Geometry) -> StripePlanner {
+        StripePlanner { geo, policy: WritePolicy::Auto }
+    }
+
+    /// Check a logical request against capacity and alignment.
+    pub fn check(&self, offset: u64, len: u64) -> Result<(), PlanError> {
+        let b = self.geo.block;
+        if len == 0 {
+            return Err(PlanError::Invalid("zero-length request".into()));
+        }
+        if offset % b != 0 || len % b != 0 {
+            return Err(PlanError::Unaligned { offset, len, block: b });
+        }
+        let cap = self.geo.capacity();
+        if offset.checked_add(len).is_none_or(|e| e > cap) {
+            return Err(PlanError::OutOfRange { offset, len, capacity: cap });
+        }
+        Ok(())
+    }
+
+    fn op(&self, stripe: u64, col: usize, start: u64, end: u64) -> DevOp {
+        DevOp {
+            member: self.geo.member_of(stripe, col),
+            offset: self.geo.unit_offset(stripe) + start,
+            len: end - start,
+            role: if col < self.geo.k { Role::Data } else { Role::Code },
+            col,
+        }
+    }
+
+    fn avail(&self, h: &Health, stripe: u64, col: usize) -> bool {
+        h.available(self.geo.member_of(stripe, col), stripe)
+    }
+
+    fn failed_cols(&self, h: &Health, stripe: u64) -> Result<Vec<usize>, PlanError> {
+        let g = &self.geo;
+        let failed: Vec<usize> = (0..g.k + g.m).filter(|&c| !self.avail(h, stripe, c)).collect();
+        let tolerable = if g.is_mirror() { g.m } else { g.m };
+        if failed.len() > tolerable {
+            return Err(PlanError::TooManyFailures {
+                stripe,
+                failed: failed.iter().map(|&c| g.member_of(stripe, c)).collect(),
+                tolerable,
+            });
+        }
+        Ok(failed)
+    }
+
+    /// Plan a logical read.
+    pub fn plan_read(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        self.check(offset, len)?;
+        let mut plan = Plan::default();
+        for ext in self.geo.split(offset, len) {
+            plan.stripes.push(self.plan_stripe_read(ext, h)?);
+        }
+        Ok(plan)
+    }
+
+    fn plan_stripe_read(&self, ext: StripeExtent, h: &Health) -> Result<StripePlan, PlanError> {
+        let g = &self.geo;
+        let s = ext.stripe;
+        let mut sp = StripePlan {
+            stripe: s,
+            method: Method::Read,
+            touched: ext.cols.clone(),
+            reads: vec![],
+            writes: vec![],
+            span: (0, 0),
+            missing: vec![],
+        };
+        if g.is_mirror() {
+            // Spread reads over the copies; take the first available one.
+            let n = g.k + g.m;
+            let first = (s % n as u64) as usize;
+            let col = (0..n)
+                .map(|i| (first + i) % n)
+                .find(|&c| self.avail(h, s, c))
+                .ok_or_else(|| self.failed_cols(h, s).err().unwrap_or(PlanError::Invalid("no copy".into())))?;
+            for c in &ext.cols {
+                let mut op = self.op(s, col, c.start, c.end);
+                op.role = Role::Data;
+                sp.reads.push(op);
+            }
+            return Ok(sp);
+        }
+        let mut missing = Vec::new();
+        for c in &ext.cols {
+            if self.avail(h, s, c.col) {
+                sp.reads.push(self.op(s, c.col, c.start, c.end));
+            } else {
+                missing.push(*c);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(sp);
+        }
+        self.failed_cols(h, s)?;
+        let lo = missing.iter().map(|c| c.start).min().unwrap();
+        let hi = missing.iter().map(|c| c.end).max().unwrap();
+        // k survivors, data columns first.
+        let survivors: Vec<usize> = (0..g.k + g.m).filter(|&c| self.avail(h, s, c)).take(g.k).collect();
+        for &c in &survivors {
+            sp.reads.push(self.op(s, c, lo, hi));
+        }
+        sp.method = Method::DegradedRead;
+        sp.span = (lo, hi);
+        sp.missing = missing.iter().map(|c| c.col).collect();
+        Ok(sp)
+    }
+
+    /// Plan a logical write.
+    pub fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        self.check(offset, len)?;
+        let mut plan = Plan::default();
+        for ext in self.geo.split(offset, len) {
+            plan.stripes.push(self.plan_stripe_write(ext, h)?);
+        }
+        Ok(plan)
+    }
+
+    fn plan_stripe_write(&self, ext: StripeExtent, h: &Health) -> Result<StripePlan, PlanError> {
+        let g = &self.geo;
+        let s = ext.stripe;
+        let failed = self.failed_cols(h, s)?;
+        let mut sp = StripePlan {
+            stripe: s,
+            method: Method::Direct,
+            touched: ext.cols.clone(),
+            reads: vec![],
+            writes: vec![],
+            span: (0, 0),
+            missing: vec![],
+        };
+        if g.m == 0 {
+            for c in &ext.cols {
+                sp.writes.push(self.op(s, c.col, c.start, c.end));
+            }
+            return Ok(sp);
+        }
+        if g.is_mirror() {
+            sp.method = Method::Mirror;
+            for c in &ext.cols {
+                for copy in 0..g.k + g.m {
+                    if self.avail(h, s, copy) {
+                        sp.writes.push(self.op(s, copy, c.start, c.end));
+                    }
+                }
+            }
+            return Ok(sp);
+        }
+        // Data writes are the same for every method (skipping failed members).
+        for c in &ext.cols {
+            if self.avail(h, s, c.col) {
+                sp.writes.push(self.op(s, c.col, c.start, c.end));
+            }
+        }
+        let code_cols: Vec<usize> = (g.k..g.k + g.m).filter(|&c| self.avail(h, s, c)).collect();
+
+        if failed.iter().any(|&c| c < g.k) {
+            // Degraded: read every survivor over the touched span.
+            let lo = ext.cols.iter().map(|c| c.start).min().unwrap();
+            let hi = ext.cols.iter().map(|c| c.end).max().unwrap();
+            for c in 0..g.k + g.m {
+                if self.avail(h, s, c) {
+                    sp.reads.push(self.op(s, c, lo, hi));
+                }
+            }
+            for &c in &code_cols {
+                sp.writes.push(self.op(s, c, lo, hi));
+            }
+            sp.method = Method::DegradedWrite;
+            sp.span = (lo, hi);
+            sp.missing = failed.into_iter().filter(|&c| c < g.k).collect();
+            return Ok(sp);
+        }
+
+        let full = ext.cols.len() == g.k && ext.cols.iter().all(|c| c.start == 0 && c.end == g.unit);
+        if full {
+            for &c in &code_cols {
+                sp.writes.push(self.op(s, c, 0, g.unit));
+            }
+            sp.method = Method::Fsw;
+            return Ok(sp);
+        }
+
+        // Intervals over which the touched column set is constant.
+        let ivs = intervals(&ext.cols);
+        // Code ranges: touched intervals, adjacent ones merged.
+        let code_ranges = merge(ivs.iter().map(|iv| (iv.0, iv.1)));
+
+        let mut rmw_reads: Vec<DevOp> = ext.cols.iter().map(|c| self.op(s, c.col, c.start, c.end)).collect();
+        for &c in &code_cols {
+            for &(a, b) in &code_ranges {
+                rmw_reads.push(self.op(s, c, a, b));
+            }
+        }
+        let mut rcw_reads = Vec::new();
+        for j in 0..g.k {
+            let ranges = merge(
+                ivs.iter()
+                    .filter(|iv| !iv.2.contains(&j))
+                    .map(|iv| (iv.0, iv.1)),
+            );
+            for (a, b) in ranges {
+                rcw_reads.push(self.op(s, j, a, b));
+            }
+        }
+        let cost = |ops: &[DevOp]| (ops.len(), ops.iter().map(|o| o.len).sum::<u64>());
+        let use_rmw = match self.policy {
+            WritePolicy::ForceRmw => true,
+            WritePolicy::ForceRcw => false,
+            WritePolicy::Auto => cost(&rmw_reads) < cost(&rcw_reads),
+        };
+        if use_rmw {
+            sp.method = Method::Rmw;
+            sp.reads = rmw_reads;
+        } else {
+            sp.method = Method::Rcw;
+            sp.reads = rcw_reads;
+        }
+        for &c in &code_cols {
+            for &(a, b) in &code_ranges {
+                sp.writes.push(self.op(s, c, a, b));
+            }
+        }
+        Ok(sp)
+    }
+
+    /// Plan the reconstruction of `targets` (members) for stripe `stripe`,
+    /// over in-unit bytes `[lo, hi)`.  `h` must mark the targets unavailable.
+    pub fn plan_rebuild(
+        &self,
+        stripe: u64,
+        lo: u64,
+        hi: u64,
+        targets: &[usize],
+        h: &Health,
+    ) -> Result<StripePlan, PlanError> {
+        let g = &self.geo;
+        let failed = self.failed_cols(h, stripe)?;
+        let target_cols: Vec<usize> = targets.iter().map(|&m| g.column_of(stripe, m)).collect();
+        let mut sp = StripePlan {
+            stripe,
+            method: Method::Rebuild,
+            touched: vec![],
+            reads: vec![],
+            writes: vec![],
+            span: (lo, hi),
+            missing: failed.clone(),
+        };
+        let n_read = if g.is_mirror() { 1 } else { g.k };
+        for c in (0..g.k + g.m).filter(|&c| self.avail(h, stripe, c)).take(n_read) {
+            sp.reads.push(self.op(stripe, c, lo, hi));
+        }
+        if g.m == 0 {
+            return Err(PlanError::TooManyFailures {
+                stripe,
+                failed: targets.to_vec(),
+                tolerable: 0,
+            });
+        }
+        for &c in &target_cols {
+            sp.writes.push(self.op(stripe, c, lo, hi));
+        }
+        Ok(sp)
+    }
+
+    /// Plan a scrub of stripe `stripe` over in-unit bytes `[lo, hi)`: read
+    /// every available column.  Repairs are planned by the caller from the
+    /// result (see [`crate::compute::scrub_check`]).
+    pub fn plan_scrub(&self, stripe: u64, lo: u64, hi: u64, h: &Health) -> Result<StripePlan, PlanError> {
+        let g = &self.geo;
+        let failed = self.failed_cols(h, stripe)?;
+        let mut sp = StripePlan {
+            stripe,
+            method: Method::Scrub,
+            touched: vec![],
+            reads: vec![],
+            writes: vec![],
+            span: (lo, hi),
+            missing: failed,
+        };
+        for c in 0..g.k + g.m {
+            if self.avail(h, stripe, c) {
+                sp.reads.push(self.op(stripe, c, lo, hi));
+            }
+        }
+        Ok(sp)
+    }
+
+    /// The op that writes column `col` of `stripe` over `[lo, hi)` (scrub repair).
+    pub fn column_op(&self, stripe: u64, col: usize, lo: u64, hi: u64) -> DevOp {
+        self.op(stripe, col, lo, hi)
+    }
+
+    pub fn level(&self) -> Level {
+        self.geo.level
+    }
+}
+
+/// Elementary intervals `[a, b)` of in-unit offsets with the set of columns
+/// touching them; intervals no column touches are left out.
+pub(crate) fn intervals(cols: &[ColRange]) -> Vec<(u64, u64, Vec<usize>)> {
+    let mut pts: Vec<u64> = cols.iter().flat_map(|c| [c.start, c.end]).collect();
+    pts.sort_unstable();
+    pts.dedup();
+    let mut out = Vec::new();
+    for w in pts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let set: Vec<usize> = cols.iter().filter(|c| c.start <= a && b <= c.end).map(|c| c.col).collect();
+        if !set.is_empty() {
+            out.push((a, b, set));
+        }
+    }
+    out
+}
+
+/// Merge sorted ranges that touch.
+pub(crate) fn merge(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in ranges {
+        match out.last_mut() {
+            Some(last) if last.1 == a => last.1 = b,
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::MemberState;
+
+    fn planner(level: &str, n: usize, unit: u64) -> StripePlanner {
+        StripePlanner::new(Geometry::new(level.parse().unwrap(), n, unit, 4096, unit * 64).unwrap())
+    }
+
+    #[test]
+    fn aligned_single_unit_write_on_raid5_is_rmw_with_two_reads() {
+        let p = planner("raid5", 5, 4096);
+        let plan = p.plan_write(0, 4096, &Health::all_active(5)).unwrap();
+        let c = plan.counts();
+        assert_eq!(plan.stripes[0].method, Method::Rmw);
+        assert_eq!((c.data_reads, c.code_reads), (1, 1));
+        assert_eq!((c.data_writes, c.code_writes), (1, 1));
+    }
+
+    #[test]
+    fn fewest_reads_decides_rmw_or_rcw() {
+        // k = 8, m = 1: d + m vs k - d.
+        let p = planner("raid5", 9, 4096);
+        let h = Health::all_active(9);
+        for d in 1..8u64 {
+            let plan = p.plan_write(0, d * 4096, &h).unwrap();
+            let c = plan.counts();
+            let reads = c.data_reads + c.code_reads;
+            let rmw = d + 1;
+            let rcw = 8 - d;
+            assert_eq!(reads, rmw.min(rcw), "d={d}");
+            let expect = if rmw < rcw { Method::Rmw } else { Method::Rcw };
+            assert_eq!(plan.stripes[0].method, expect, "d={d}");
+        }
+        let plan = p.plan_write(0, 8 * 4096, &h).unwrap();
+        assert_eq!(plan.stripes[0].method, Method::Fsw);
+        assert_eq!(plan.counts().device_reads(), 0);
+        assert_eq!(plan.counts().device_writes(), 9);
+    }
+
+    #[test]
+    fn raid6_rmw_reads_d_plus_two() {
+        let p = planner("raid6", 10, 8192);
+        let plan = p.plan_write(8192, 8192, &Health::all_active(10)).unwrap();
+        let c = plan.counts();
+        assert_eq!(plan.stripes[0].method, Method::Rmw);
+        assert_eq!((c.data_reads, c.code_reads, c.code_writes), (1, 2, 2));
+    }
+
+    #[test]
+    fn sub_unit_write_spanning_two_columns() {
+        // unit 16K; write 8K..24K touches col 0 [8K,16K) and col 1 [0,8K).
+        let p = planner("raid5", 5, 16384);
+        let plan = p.plan_write(8192, 16384, &Health::all_active(5)).unwrap();
+        let sp = &plan.stripes[0];
+        assert_eq!(sp.touched.len(), 2);
+        // Code ranges [0,8K) and [8K,16K) are adjacent: one merged code write.
+        let code_writes: Vec<_> = sp.writes.iter().filter(|o| o.role == Role::Code).collect();
+        assert_eq!(code_writes.len(), 1);
+        assert_eq!(code_writes[0].len, 16384);
+    }
+
+    #[test]
+    fn degraded_write_reads_survivors() {
+        let p = planner("raid5", 5, 4096);
+        let mut h = Health::all_active(5);
+        // stripe 0: D0 on member 0.
+        h.states[0] = MemberState::Failed;
+        let plan = p.plan_write(0, 4096, &h).unwrap();
+        let sp = &plan.stripes[0];
+        assert_eq!(sp.method, Method::DegradedWrite);
+        assert_eq!(sp.reads.len(), 4);
+        assert!(sp.writes.iter().all(|o| o.member != 0));
+        assert_eq!(sp.writes.len(), 1); // only parity
+    }
+
+    #[test]
+    fn too_many_failures_is_an_error() {
+        let p = planner("raid5", 5, 4096);
+        let mut h = Health::all_active(5);
+        h.states[0] = MemberState::Failed;
+        h.states[1] = MemberState::Failed;
+        let e = p.plan_read(0, 4096, &h).unwrap_err();
+        assert!(matches!(e, PlanError::TooManyFailures { .. }), "{e}");
+        let e = p.plan_write(0, 4096, &h).unwrap_err();
+        assert!(e.to_string().contains("failed"), "{e}");
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        let p = planner("raid5", 5, 4096);
+        let h = Health::all_active(5);
+        assert!(matches!(p.plan_read(100, 4096, &h), Err(PlanError::Unaligned { .. })));
+        let cap = p.geo.capacity();
+        assert!(matches!(p.plan_write(cap, 4096, &h), Err(PlanError::OutOfRange { .. })));
+        assert!(matches!(p.plan_write(u64::MAX - 4095, 4096, &h), Err(PlanError::Unaligned { .. }) | Err(PlanError::OutOfRange { .. })));
+        assert!(p.plan_write(0, 0, &h).is_err());
+    }
+}

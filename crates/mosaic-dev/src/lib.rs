@@ -1,0 +1,259 @@
+//! mosaic-dev: the devices an array's members live on.
+//!
+//! A [`Member`] is a fixed-size byte device with positional reads and writes
+//! and a flush that makes completed writes durable.  Backends:
+//!
+//! * [`FileMember`]: a regular file or a block device, positional I/O
+//!   (`pread`/`pwrite`), `fdatasync` on flush;
+//! * [`MemMember`]: RAM, for tests and benchmarks;
+//! * [`FaultyMember`]: wraps another member and fails I/O on command, so
+//!   tests can exercise the automatic fail-on-error path.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+/// A member device.
+pub trait Member: Send + Sync {
+    /// Where it lives, for messages.
+    fn describe(&self) -> String;
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Read exactly `buf.len()` bytes at `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Write all of `buf` at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Make completed writes durable.
+    fn flush(&self) -> io::Result<()>;
+    /// Whether operations are so cheap (RAM) that running them inline beats
+    /// handing them to other threads.
+    fn is_memory(&self) -> bool {
+        false
+    }
+}
+
+fn range_check(what: &str, size: u64, offset: u64, len: usize) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what}: access at {offset}+{len} beyond device size {size}"),
+        )),
+    }
+}
+
+/// A regular file or a block device.
+#[derive(Debug)]
+pub struct FileMember {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    block_device: bool,
+}
+
+impl FileMember {
+    /// Open an existing file or block device read-write.
+    pub fn open(path: &Path) -> io::Result<FileMember> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let meta = file.metadata()?;
+        let block_device = meta.file_type().is_block_device();
+        let size = if block_device { file.seek(SeekFrom::End(0))? } else { meta.len() };
+        Ok(FileMember { file, path: path.to_path_buf(), size, block_device })
+    }
+
+    /// Create (or truncate) a regular file of `size` bytes and open it.
+    pub fn create(path: &Path, size: u64) -> io::Result<FileMember> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        file.set_len(size)?;
+        Ok(FileMember { file, path: path.to_path_buf(), size, block_device: false })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_block_device(&self) -> bool {
+        self.block_device
+    }
+}
+
+impl Member for FileMember {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        range_check(&self.describe(), self.size, offset, buf.len())?;
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        range_check(&self.describe(), self.size, offset, buf.len())?;
+        self.file.write_all_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// A member in RAM.
+pub struct MemMember {
+    name: String,
+    data: RwLock<Vec<u8>>,
+}
+
+impl MemMember {
+    pub fn new(name: impl Into<String>, size: u64) -> MemMember {
+        MemMember { name: name.into(), data: RwLock::new(vec![0u8; size as usize]) }
+    }
+
+    /// A copy of the contents (tests compare members byte for byte).
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.data.read().clone()
+    }
+
+    /// Flip bits directly, bypassing the array (tests inject corruption).
+    pub fn corrupt(&self, offset: u64, len: usize) {
+        let mut d = self.data.write();
+        for b in &mut d[offset as usize..offset as usize + len] {
+            *b ^= 0xa5;
+        }
+    }
+}
+
+impl Member for MemMember {
+    fn describe(&self) -> String {
+        format!("mem:{}", self.name)
+    }
+    fn size(&self) -> u64 {
+        self.data.read().len() as u64
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let d = self.data.read();
+        range_check(&self.name, d.len() as u64, offset, buf.len())?;
+        buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut d = self.data.write();
+        range_check(&self.name, d.len() as u64, offset, buf.len())?;
+        d[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn is_memory(&self) -> bool {
+        true
+    }
+}
+
+/// Wraps a member and fails its I/O on command.
+pub struct FaultyMember {
+    inner: Arc<dyn Member>,
+    broken: AtomicBool,
+    /// Fail once this many more operations have succeeded (u64::MAX: never).
+    fail_after: AtomicU64,
+}
+
+impl FaultyMember {
+    pub fn new(inner: Arc<dyn Member>) -> FaultyMember {
+        FaultyMember { inner, broken: AtomicBool::new(false), fail_after: AtomicU64::new(u64::MAX) }
+    }
+    /// Fail every operation from now on.
+    pub fn break_now(&self) {
+        self.broken.store(true, Ordering::SeqCst);
+    }
+    /// Fail every operation after `n` more succeed.
+    pub fn break_after(&self, n: u64) {
+        self.fail_after.store(n, Ordering::SeqCst);
+    }
+    fn check(&self) -> io::Result<()> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(io::Error::other(format!("{}: injected I/O error", self.inner.describe())));
+        }
+        let left = self.fail_after.load(Ordering::SeqCst);
+        if left != u64::MAX {
+            if left == 0 {
+                self.broken.store(true, Ordering::SeqCst);
+                return Err(io::Error::other(format!("{}: injected I/O error", self.inner.describe())));
+            }
+            self.fail_after.store(left - 1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+impl Member for FaultyMember {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check()?;
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check()?;
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.check()?;
+        self.inner.flush()
+    }
+    fn is_memory(&self) -> bool {
+        self.inner.is_memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_member_round_trip_and_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m0");
+        let m = FileMember::create(&p, 8192).unwrap();
+        m.write_at(b"hello", 4000).unwrap();
+        m.flush().unwrap();
+        let m2 = FileMember::open(&p).unwrap();
+        assert_eq!(m2.size(), 8192);
+        let mut b = [0u8; 5];
+        m2.read_at(&mut b, 4000).unwrap();
+        assert_eq!(&b, b"hello");
+        let e = m2.write_at(&[0u8; 10], 8190).unwrap_err();
+        assert!(e.to_string().contains("beyond device size"), "{e}");
+        assert!(FileMember::open(&dir.path().join("nope")).unwrap_err().to_string().contains("nope"));
+    }
+
+    #[test]
+    fn faulty_member_fails_on_command() {
+        let f = FaultyMember::new(Arc::new(MemMember::new("x", 4096)));
+        f.write_at(&[1, 2, 3], 0).unwrap();
+        f.break_after(1);
+        let mut b = [0u8; 3];
+        f.read_at(&mut b, 0).unwrap();
+        assert_eq!(b, [1, 2, 3]);
+        assert!(f.read_at(&mut b, 0).is_err());
+        assert!(f.write_at(&b, 0).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! mosaic-model (placeholder)

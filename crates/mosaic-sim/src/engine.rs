@@ -1,0 +1,550 @@
+//! The discrete-event replay engine.
+//!
+//! Requests flow through the very planner the real array uses:
+//!
+//! ```text
+//!   trace ─> arrival ─> Layout::plan_* ─> StripePlan { reads, writes }
+//!                                            │
+//!         per drive: pending queue ─(pick, queue depth)─> DriveModel::submit
+//!                                            │ completion event
+//!   stripe: all reads done ─> writes queued ─> all writes done ─> stripe done
+//!   request: all stripes done ─> latency recorded (closed loop: next request)
+//! ```
+//!
+//! Time is virtual (nanoseconds).  Events with equal times are ordered by a
+//! sequence number, so a run is a pure function of its inputs and seed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use mosaic_core::{Health, Layout, MemberState, OpCounts, Plan};
+use mosaic_drives::{DriveModel, DriveRequest, ReqKind};
+use mosaic_trace::{Op, Request};
+use serde::Serialize;
+
+use crate::SimError;
+
+/// How requests are issued.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "mode")]
+pub enum Mode {
+    /// At the trace's timestamps multiplied by `time_scale` (smaller = faster arrivals).
+    Open { time_scale: f64 },
+    /// A fixed number of requests outstanding; trace timestamps ignored.
+    Closed { queue_depth: usize },
+}
+
+/// Replay configuration.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub mode: Mode,
+    /// Members treated as failed for the whole run (degraded replay).
+    pub failed: Vec<usize>,
+    /// Keep per-request latencies for CDF plots (memory grows with the trace).
+    pub keep_latencies: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { mode: Mode::Closed { queue_depth: 1 }, failed: vec![], keep_latencies: false }
+    }
+}
+
+/// Response-time summary in microseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// One drive's totals.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceStats {
+    pub index: usize,
+    pub model: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Time with at least one request outstanding.
+    pub busy_ns: u64,
+    pub utilisation: f64,
+}
+
+/// The result of one replay.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SimReport {
+    pub layout: String,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub device_reads: u64,
+    pub device_writes: u64,
+    /// From the first arrival to the last completion.
+    pub duration_s: f64,
+    pub iops: f64,
+    pub mib_per_s: f64,
+    pub read_latency: Latency,
+    pub write_latency: Latency,
+    /// Device reads and writes caused by logical writes, per logical write.
+    pub device_reads_per_write: f64,
+    pub device_writes_per_write: f64,
+    pub ops: OpCounts,
+    pub devices: Vec<DeviceStats>,
+    /// Requests moved or trimmed to fit the array (see [`Simulator`]).
+    pub realigned: u64,
+    pub wrapped: u64,
+    #[serde(skip)]
+    pub read_latencies_ns: Vec<u64>,
+    #[serde(skip)]
+    pub write_latencies_ns: Vec<u64>,
+}
+
+struct ReqState {
+    arrival: u64,
+    write: bool,
+    stripes_left: usize,
+}
+
+struct StripeState {
+    req: usize,
+    /// Index into `plans`.
+    plan: usize,
+    sp: usize,
+    in_writes: bool,
+    ops_left: usize,
+}
+
+struct Drive {
+    model: Box<dyn DriveModel>,
+    pending_ids: VecDeque<usize>,
+    pending: VecDeque<DriveRequest>,
+    outstanding: usize,
+    busy_since: u64,
+    stats: DeviceStats,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrival,
+    OpDone { drive: usize, stripe: usize },
+}
+
+/// A slab: reuse freed slots so memory stays bounded by what is in flight.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+    fn insert(&mut self, t: T) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(t);
+                i
+            }
+            None => {
+                self.items.push(Some(t));
+                self.items.len() - 1
+            }
+        }
+    }
+    fn get(&mut self, i: usize) -> &mut T {
+        self.items[i].as_mut().expect("live slab entry")
+    }
+    fn remove(&mut self, i: usize) -> T {
+        self.free.push(i);
+        self.items[i].take().expect("live slab entry")
+    }
+}
+
+/// Replays requests on a layout over modelled drives.
+///
+/// Trace requests are mapped onto the array: offsets beyond the capacity
+/// wrap around (counted in `wrapped`); requests not aligned to the layout's
+/// block size are widened to block boundaries (counted in `realigned`).
+pub struct Simulator<'a> {
+    layout: &'a dyn Layout,
+    drives: Vec<Drive>,
+    health: Health,
+    cfg: SimConfig,
+    now: u64,
+    seq: u64,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    reqs: Slab<ReqState>,
+    stripes: Slab<StripeState>,
+    plans: Slab<(Plan, usize)>,
+    report: SimReport,
+    write_dev_reads: u64,
+    write_dev_writes: u64,
+    first_arrival: Option<u64>,
+    last_done: u64,
+    started: u64,
+    completed: u64,
+    error: Option<SimError>,
+}
+
+impl<'a> Simulator<'a> {
+    pub fn new(layout: &'a dyn Layout, models: Vec<Box<dyn DriveModel>>, cfg: SimConfig) -> Result<Simulator<'a>, SimError> {
+        if models.len() != layout.members() {
+            return Err(SimError::Config(format!("{} drive models given for {} members", models.len(), layout.members())));
+        }
+        let mut health = Health::all_active(layout.members());
+        for &f in &cfg.failed {
+            if f >= layout.members() {
+                return Err(SimError::Config(format!("failed member {f} out of range")));
+            }
+            health.states[f] = MemberState::Failed;
+        }
+        if let Mode::Closed { queue_depth: 0 } = cfg.mode {
+            return Err(SimError::Config("closed-loop queue depth must be at least 1".into()));
+        }
+        let drives = models
+            .into_iter()
+            .enumerate()
+            .map(|(i, model)| Drive {
+                stats: DeviceStats { index: i, model: model.describe(), ..Default::default() },
+                model,
+                pending_ids: VecDeque::new(),
+                pending: VecDeque::new(),
+                outstanding: 0,
+                busy_since: 0,
+            })
+            .collect();
+        Ok(Simulator {
+            layout,
+            drives,
+            health,
+            cfg,
+            now: 0,
+            seq: 0,
+            events: BinaryHeap::new(),
+            reqs: Slab::new(),
+            stripes: Slab::new(),
+            plans: Slab::new(),
+            report: SimReport { layout: layout.describe(), ..Default::default() },
+            write_dev_reads: 0,
+            write_dev_writes: 0,
+            first_arrival: None,
+            last_done: 0,
+            started: 0,
+            completed: 0,
+            error: None,
+        })
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, ev)));
+    }
+
+    /// Fit a trace request onto the array.
+    fn fit(&mut self, r: &Request) -> Option<(u64, u64)> {
+        let b = self.layout.block_size();
+        let cap = self.layout.capacity();
+        if r.len == 0 {
+            return None;
+        }
+        let mut start = r.offset / b * b;
+        let mut end = (r.offset + r.len).div_ceil(b) * b;
+        if start != r.offset || end != r.offset + r.len {
+            self.report.realigned += 1;
+        }
+        if end - start > cap {
+            end = start + cap / b * b;
+        }
+        if end > cap {
+            self.report.wrapped += 1;
+            let len = end - start;
+            start %= cap;
+            start = start / b * b;
+            end = start + len;
+            if end > cap {
+                start = cap - len;
+                end = cap;
+            }
+        }
+        Some((start, end - start))
+    }
+
+    /// Start a request now.
+    fn start(&mut self, r: &Request) -> Result<bool, SimError> {
+        let Some((off, len)) = self.fit(r) else { return Ok(false) };
+        let write = r.op == Op::Write;
+        let plan = if write {
+            self.layout.plan_write(off, len, &self.health)?
+        } else {
+            self.layout.plan_read(off, len, &self.health)?
+        };
+        self.first_arrival.get_or_insert(self.now);
+        self.started += 1;
+        self.report.requests += 1;
+        if write {
+            self.report.writes += 1;
+            self.report.write_bytes += len;
+        } else {
+            self.report.reads += 1;
+            self.report.read_bytes += len;
+        }
+        let c = plan.counts();
+        self.report.ops.merge(&c);
+        if write {
+            self.write_dev_reads += c.device_reads();
+            self.write_dev_writes += c.device_writes();
+        }
+        let n = plan.stripes.len();
+        let req = self.reqs.insert(ReqState { arrival: self.now, write, stripes_left: n });
+        let plan_id = self.plans.insert((plan, n));
+        for sp in 0..n {
+            let (has_reads, ops) = {
+                let p = &self.plans.get(plan_id).0.stripes[sp];
+                (!p.reads.is_empty(), if p.reads.is_empty() { p.writes.len() } else { p.reads.len() })
+            };
+            let st = self.stripes.insert(StripeState { req, plan: plan_id, sp, in_writes: !has_reads, ops_left: ops });
+            if ops == 0 {
+                self.stripe_done(st);
+            } else {
+                self.enqueue_phase(st);
+            }
+        }
+        Ok(true)
+    }
+
+    fn enqueue_phase(&mut self, st: usize) {
+        let (plan, sp, writes) = {
+            let s = self.stripes.get(st);
+            (s.plan, s.sp, s.in_writes)
+        };
+        let ops: Vec<(usize, DriveRequest)> = {
+            let p = &self.plans.get(plan).0.stripes[sp];
+            let list = if writes { &p.writes } else { &p.reads };
+            list.iter()
+                .map(|op| {
+                    (op.member, DriveRequest { kind: if writes { ReqKind::Write } else { ReqKind::Read }, offset: op.offset, len: op.len })
+                })
+                .collect()
+        };
+        let mut touched = Vec::with_capacity(ops.len());
+        for (d, req) in ops {
+            let drive = &mut self.drives[d];
+            drive.pending_ids.push_back(st);
+            drive.pending.push_back(req);
+            touched.push(d);
+        }
+        for d in touched {
+            self.dispatch(d);
+        }
+    }
+
+    fn dispatch(&mut self, d: usize) {
+        let now = self.now;
+        loop {
+            let drive = &mut self.drives[d];
+            if drive.pending.is_empty() || drive.outstanding >= drive.model.queue_depth().max(1) {
+                return;
+            }
+            let idx = if drive.pending.len() == 1 {
+                0
+            } else {
+                drive.model.pick(now, drive.pending.make_contiguous()).min(drive.pending.len() - 1)
+            };
+            let req = drive.pending.remove(idx).unwrap();
+            let st = drive.pending_ids.remove(idx).unwrap();
+            let done = match drive.model.submit(now, &req) {
+                Ok(t) => t.max(now),
+                Err(e) => {
+                    // Surfaced by run(); the op completes at once.
+                    self.error.get_or_insert(SimError::Drive { drive: d, message: e.to_string() });
+                    now
+                }
+            };
+            let drive = &mut self.drives[d];
+            if drive.outstanding == 0 {
+                drive.busy_since = now;
+            }
+            drive.outstanding += 1;
+            match req.kind {
+                ReqKind::Read => {
+                    drive.stats.reads += 1;
+                    drive.stats.read_bytes += req.len
+                }
+                _ => {
+                    drive.stats.writes += 1;
+                    drive.stats.write_bytes += req.len
+                }
+            }
+            self.push(done, Ev::OpDone { drive: d, stripe: st });
+        }
+    }
+
+    fn stripe_done(&mut self, st: usize) {
+        let s = self.stripes.remove(st);
+        let left = {
+            let r = self.reqs.get(s.req);
+            r.stripes_left -= 1;
+            r.stripes_left
+        };
+        {
+            let p = self.plans.get(s.plan);
+            p.1 -= 1;
+            if p.1 == 0 {
+                self.plans.remove(s.plan);
+            }
+        }
+        if left == 0 {
+            let r = self.reqs.remove(s.req);
+            let lat = self.now - r.arrival;
+            self.last_done = self.last_done.max(self.now);
+            if r.write {
+                self.report.write_latencies_ns.push(lat);
+            } else {
+                self.report.read_latencies_ns.push(lat);
+            }
+            self.completed += 1;
+        }
+    }
+
+    fn op_done(&mut self, d: usize, st: usize) {
+        let drive = &mut self.drives[d];
+        drive.outstanding -= 1;
+        if drive.outstanding == 0 {
+            drive.stats.busy_ns += self.now - drive.busy_since;
+        }
+        let (left, in_writes, plan, sp) = {
+            let s = self.stripes.get(st);
+            s.ops_left -= 1;
+            (s.ops_left, s.in_writes, s.plan, s.sp)
+        };
+        if left == 0 {
+            let nwrites = self.plans.get(plan).0.stripes[sp].writes.len();
+            if !in_writes && nwrites > 0 {
+                let s = self.stripes.get(st);
+                s.in_writes = true;
+                s.ops_left = nwrites;
+                self.enqueue_phase(st);
+            } else {
+                self.stripe_done(st);
+            }
+        }
+        self.dispatch(d);
+    }
+}
+
+impl Simulator<'_> {
+    /// Replay `trace` to the end and report.
+    pub fn run<E: Into<SimError>>(mut self, trace: impl Iterator<Item = Result<Request, E>>) -> Result<SimReport, SimError> {
+        let mut trace = trace.map(|r| r.map_err(Into::into));
+        match self.cfg.mode {
+            Mode::Open { time_scale } => {
+                if !(time_scale.is_finite() && time_scale >= 0.0) {
+                    return Err(SimError::Config(format!("time scale must be a non-negative number, got {time_scale}")));
+                }
+                let mut next = trace.next().transpose()?;
+                if let Some(r) = &next {
+                    let t = (r.time_ns as f64 * time_scale) as u64;
+                    self.push(t, Ev::Arrival);
+                }
+                while let Some(Reverse((t, _, ev))) = self.events.pop() {
+                    self.now = t;
+                    match ev {
+                        Ev::Arrival => {
+                            if let Some(r) = next.take() {
+                                self.start(&r)?;
+                            }
+                            next = trace.next().transpose()?;
+                            if let Some(r) = &next {
+                                let t = ((r.time_ns as f64 * time_scale) as u64).max(self.now);
+                                self.push(t, Ev::Arrival);
+                            }
+                        }
+                        Ev::OpDone { drive, stripe } => self.op_done(drive, stripe),
+                    }
+                    if let Some(e) = self.error.take() {
+                        return Err(e);
+                    }
+                }
+            }
+            Mode::Closed { queue_depth } => {
+                let mut exhausted = false;
+                loop {
+                    while !exhausted && self.started - self.completed < queue_depth as u64 {
+                        match trace.next().transpose()? {
+                            Some(r) => {
+                                self.start(&r)?;
+                            }
+                            None => exhausted = true,
+                        }
+                    }
+                    let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
+                    self.now = t;
+                    if let Ev::OpDone { drive, stripe } = ev {
+                        self.op_done(drive, stripe);
+                    }
+                    if let Some(e) = self.error.take() {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(self.finish())
+    }
+
+    fn finish(mut self) -> SimReport {
+        let mut r = std::mem::take(&mut self.report);
+        let t0 = self.first_arrival.unwrap_or(0);
+        let span = self.last_done.saturating_sub(t0);
+        r.duration_s = span as f64 / 1e9;
+        if span > 0 {
+            r.iops = r.requests as f64 / r.duration_s;
+            r.mib_per_s = (r.read_bytes + r.write_bytes) as f64 / (1 << 20) as f64 / r.duration_s;
+        }
+        r.device_reads = r.ops.device_reads();
+        r.device_writes = r.ops.device_writes();
+        if r.writes > 0 {
+            r.device_reads_per_write = self.write_dev_reads as f64 / r.writes as f64;
+            r.device_writes_per_write = self.write_dev_writes as f64 / r.writes as f64;
+        }
+        r.read_latency = latency(&mut r.read_latencies_ns);
+        r.write_latency = latency(&mut r.write_latencies_ns);
+        if !self.cfg.keep_latencies {
+            r.read_latencies_ns = Vec::new();
+            r.write_latencies_ns = Vec::new();
+        }
+        r.devices = self
+            .drives
+            .into_iter()
+            .map(|d| {
+                let mut s = d.stats;
+                s.utilisation = if span > 0 { s.busy_ns as f64 / span as f64 } else { 0.0 };
+                s
+            })
+            .collect();
+        r
+    }
+}
+
+/// Sorts `v` and summarises it.
+fn latency(v: &mut [u64]) -> Latency {
+    if v.is_empty() {
+        return Latency::default();
+    }
+    v.sort_unstable();
+    let pct = |p: f64| v[(((v.len() - 1) as f64) * p).round() as usize] as f64 / 1e3;
+    Latency {
+        count: v.len() as u64,
+        mean_us: v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 / 1e3,
+        p50_us: pct(0.50),
+        p95_us: pct(0.95),
+        p99_us: pct(0.99),
+        max_us: *v.last().unwrap() as f64 / 1e3,
+    }
+}

@@ -1,0 +1,31 @@
+//! mosaic-sim: replay block traces through mosaic's planner on modelled
+//! drives, in deterministic virtual time.
+//!
+//! * [`engine`]: the discrete-event executor of layout plans;
+//! * [`plot`]: SVG plots of replay results.
+
+pub mod engine;
+pub mod plot;
+pub mod workload;
+
+pub use engine::{DeviceStats, Latency, Mode, SimConfig, SimReport, Simulator};
+pub use workload::{Pattern, Synthetic};
+
+/// Errors from a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("{0}")]
+    Config(String),
+    #[error("planning: {0}")]
+    Plan(#[from] mosaic_core::PlanError),
+    #[error("drive {drive}: {message}")]
+    Drive { drive: usize, message: String },
+    #[error("trace: {0}")]
+    Trace(#[from] mosaic_trace::TraceError),
+}
+
+impl From<std::convert::Infallible> for SimError {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}

@@ -1,0 +1,1 @@
+//! mosaic-trace (placeholder)
