@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use mosaic_core::{FixedLayout, Geometry, Layout, Level, WritePolicy};
+use mosaic_core::{FixedLayout, Geometry, Level, WritePolicy};
 use mosaic_drives::DriveModel;
 use mosaic_sim::{Mode, SimConfig, SimReport, Simulator, Synthetic};
 use mosaic_trace::{Format, TraceOptions};
