@@ -108,6 +108,8 @@ pub struct Array {
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
+    /// Every member is RAM: run ops inline, never on the pool.
+    all_memory: std::sync::atomic::AtomicBool,
 }
 
 fn now_secs() -> u64 {
@@ -328,6 +330,7 @@ impl Array {
         Ok(Array {
             layout,
             geo,
+            all_memory: std::sync::atomic::AtomicBool::new(members.iter().flatten().all(|m| m.is_memory())),
             members: RwLock::new(members),
             health: RwLock::new(health),
             sb: Mutex::new(sb),
@@ -480,7 +483,9 @@ impl Array {
     }
 
     pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
-        self.members.write()[idx] = m;
+        let mut ms = self.members.write();
+        ms[idx] = m;
+        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
@@ -496,35 +501,37 @@ impl Array {
         idx.into_iter().map(|i| self.locks[i].lock()).collect()
     }
 
-    fn count(&self, dir: Dir, op: &DevOp) {
-        let mut c = self.counts.lock();
-        c.0.add_op(dir, op);
-        let mc = &mut c.1[op.member];
-        match dir {
-            Dir::Read => {
-                mc.reads += 1;
-                mc.read_bytes += op.len
-            }
-            Dir::Write => {
-                mc.writes += 1;
-                mc.write_bytes += op.len
-            }
-        }
-    }
-
     fn run_one_read(&self, op: &DevOp) -> Result<Vec<u8>, (usize, std::io::Error)> {
         let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
         let mut buf = vec![0u8; op.len as usize];
         m.read_at(&mut buf, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))?;
-        self.count(Dir::Read, op);
         Ok(buf)
     }
 
     fn run_one_write(&self, op: &DevOp, data: &[u8]) -> Result<(), (usize, std::io::Error)> {
         let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
-        m.write_at(data, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))?;
-        self.count(Dir::Write, op);
-        Ok(())
+        m.write_at(data, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))
+    }
+
+    /// Count completed ops (one lock per batch).
+    fn count_ops<'o, T>(&self, dir: Dir, ops: impl Iterator<Item = &'o DevOp>, res: &[Result<T, (usize, std::io::Error)>]) {
+        let mut c = self.counts.lock();
+        for (op, r) in ops.zip(res) {
+            if r.is_ok() {
+                c.0.add_op(dir, op);
+                let mc = &mut c.1[op.member];
+                match dir {
+                    Dir::Read => {
+                        mc.reads += 1;
+                        mc.read_bytes += op.len
+                    }
+                    Dir::Write => {
+                        mc.writes += 1;
+                        mc.write_bytes += op.len
+                    }
+                }
+            }
+        }
     }
 
     /// The shared I/O thread pool, started on first use (RAM arrays never
@@ -565,35 +572,41 @@ impl Array {
     }
 
     fn inline(&self, n_ops: usize) -> bool {
-        n_ops <= 1 || self.members.read().iter().flatten().all(|m| m.is_memory())
+        n_ops <= 1 || self.all_memory.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Run read ops concurrently; results in op order.
     pub(crate) fn run_reads(&self, ops: &[DevOp]) -> Vec<Result<Vec<u8>, (usize, std::io::Error)>> {
-        if self.inline(ops.len()) {
-            return ops.iter().map(|op| self.run_one_read(op)).collect();
-        }
-        let mut out: Vec<Option<Result<Vec<u8>, (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
-        self.pool().scope(|s| {
-            for (op, slot) in ops.iter().zip(out.iter_mut()) {
-                s.spawn(move |_| *slot = Some(self.run_one_read(op)));
-            }
-        });
-        out.into_iter().map(|r| r.unwrap()).collect()
+        let res: Vec<_> = if self.inline(ops.len()) {
+            ops.iter().map(|op| self.run_one_read(op)).collect()
+        } else {
+            let mut out: Vec<Option<Result<Vec<u8>, (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
+            self.pool().scope(|s| {
+                for (op, slot) in ops.iter().zip(out.iter_mut()) {
+                    s.spawn(move |_| *slot = Some(self.run_one_read(op)));
+                }
+            });
+            out.into_iter().map(|r| r.unwrap()).collect()
+        };
+        self.count_ops(Dir::Read, ops.iter(), &res);
+        res
     }
 
-    /// Run write ops concurrently; the first error per op.
+    /// Run write ops concurrently; the result of each op.
     pub(crate) fn run_writes(&self, ops: &[(DevOp, &[u8])]) -> Vec<Result<(), (usize, std::io::Error)>> {
-        if self.inline(ops.len()) {
-            return ops.iter().map(|(op, b)| self.run_one_write(op, b)).collect();
-        }
-        let mut out: Vec<Option<Result<(), (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
-        self.pool().scope(|s| {
-            for ((op, b), slot) in ops.iter().zip(out.iter_mut()) {
-                s.spawn(move |_| *slot = Some(self.run_one_write(op, b)));
-            }
-        });
-        out.into_iter().map(|r| r.unwrap()).collect()
+        let res: Vec<_> = if self.inline(ops.len()) {
+            ops.iter().map(|(op, b)| self.run_one_write(op, b)).collect()
+        } else {
+            let mut out: Vec<Option<Result<(), (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
+            self.pool().scope(|s| {
+                for ((op, b), slot) in ops.iter().zip(out.iter_mut()) {
+                    s.spawn(move |_| *slot = Some(self.run_one_write(op, b)));
+                }
+            });
+            out.into_iter().map(|r| r.unwrap()).collect()
+        };
+        self.count_ops(Dir::Write, ops.iter().map(|o| &o.0), &res);
+        res
     }
 
     /// Fail every member that returned an error; true if any did.

@@ -63,15 +63,23 @@ fn encode(a: EncodeArgs) -> Result<i32> {
         return Ok(0);
     }
     println!("encode kernel in use: {} (available: {})", mosaic_ec::kernel_name(), mosaic_ec::available_kernels().join(", "));
-    let mut rows = vec![vec!["code".into(), "kernel".into(), "encode MiB/s".into(), "memcpy MiB/s".into(), "ratio".into()]];
+    let mut header: Vec<String> = vec!["code".into(), "kernel".into(), "encode MiB/s".into(), "memcpy MiB/s".into(), "ratio".into()];
+    for (name, _) in results.first().map(|r| r.per_kernel.clone()).unwrap_or_default() {
+        header.push(format!("{name} MiB/s"));
+    }
+    let mut rows = vec![header];
     for r in &results {
-        rows.push(vec![
+        let mut row = vec![
             format!("{}+{}", r.k, r.m),
             r.kernel.to_string(),
             format!("{:.0}", r.bytes_per_sec / 1048576.0),
             format!("{:.0}", r.memcpy_bytes_per_sec / 1048576.0),
             format!("{:.3}", r.ratio),
-        ]);
+        ];
+        for (_, v) in &r.per_kernel {
+            row.push(format!("{:.0}", v / 1048576.0));
+        }
+        rows.push(row);
     }
     print!("{}", table(&rows));
     Ok(0)
@@ -114,6 +122,13 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
         let reference = MemMember::new("ref", cap);
         let g = arr.geometry().clone();
         let name = format!("{} {}+{}", level, g.k, g.m);
+        // Touch every page first so neither side pays page faults while timed.
+        let warm = vec![0u8; 1 << 20];
+        for off in (0..cap).step_by(1 << 20) {
+            let n = (cap - off).min(1 << 20) as usize;
+            arr.write(off, &warm[..n])?;
+            reference.write_at(&warm[..n], off)?;
+        }
 
         let blocks = cap / 4096;
         let buf4k = vec![0x5au8; 4096];

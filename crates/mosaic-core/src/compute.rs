@@ -174,8 +174,15 @@ impl StripeMath {
                     let i = match range_cache.iter().position(|r| r.0 == (a, b)) {
                         Some(i) => i,
                         None => {
-                            let data: Vec<Vec<u8>> = (0..g.k).map(|j| self.image(sp, reads, Some(input), j, a, b)).collect();
-                            range_cache.push(((a, b), self.encode_images(&data)?));
+                            // Each column straight from the request or a read
+                            // when one covers the range; assembled otherwise.
+                            let data: Vec<std::borrow::Cow<[u8]>> = (0..g.k)
+                                .map(|j| match self.new_slice(sp, input, j, a, b).or_else(|| self.read_slice(sp, reads, j, a, b)) {
+                                    Some(s) => std::borrow::Cow::Borrowed(s),
+                                    None => std::borrow::Cow::Owned(self.image(sp, reads, Some(input), j, a, b)),
+                                })
+                                .collect();
+                            range_cache.push(((a, b), self.encode_slices(&data)?));
                             range_cache.len() - 1
                         }
                     };
@@ -209,9 +216,13 @@ impl StripeMath {
     }
 
     fn encode_images(&self, data: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
-        let len = data.first().map_or(0, |d| d.len());
+        self.encode_slices(data)
+    }
+
+    fn encode_slices<D: AsRef<[u8]>>(&self, data: &[D]) -> Result<Vec<Vec<u8>>, PlanError> {
+        let len = data.first().map_or(0, |d| d.as_ref().len());
         let mut code: Vec<Vec<u8>> = (0..self.geo.m).map(|_| vec![0u8; len]).collect();
-        let refs: Vec<&[u8]> = data.iter().map(|v| v.as_slice()).collect();
+        let refs: Vec<&[u8]> = data.iter().map(|v| v.as_ref()).collect();
         let mut outs: Vec<&mut [u8]> = code.iter_mut().map(|v| v.as_mut_slice()).collect();
         self.code()?.encode(&refs, &mut outs).map_err(|e| PlanError::Invalid(e.to_string()))?;
         Ok(code)

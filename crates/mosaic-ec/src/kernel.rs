@@ -47,6 +47,16 @@ impl Kernel {
         ]
     }
 
+    /// Whether one call computes several output rows in a single pass over
+    /// the inputs (then even the XOR row goes through the kernel).
+    pub fn multi_row(&self) -> bool {
+        match self {
+            Kernel::Rse => false,
+            #[cfg(mosaic_isal)]
+            Kernel::Isal => true,
+        }
+    }
+
     /// Precompute tables for a `rows × k` coefficient matrix.
     pub fn prepare(&self, k: usize, rows: usize, coefs: &[u8]) -> Vec<u8> {
         match self {

@@ -162,16 +162,20 @@ impl Code {
         if self.m == 0 {
             return Ok(());
         }
-        // Row 0 is XOR.
-        {
+        if self.m == 1 || !self.kernel.multi_row() {
+            // Row 0 is XOR.
             let p = &mut *code[0];
             p.copy_from_slice(data[0]);
             for d in &data[1..] {
                 xor_into(p, d);
             }
-        }
-        if self.m > 1 {
-            self.kernel.encode_rows(self.k, &self.a[self.k..], &self.tables, 1, data, &mut code[1..]);
+            if self.m > 1 {
+                self.kernel.encode_rows(self.k, &self.a[self.k..], &self.tables, 1, data, &mut code[1..]);
+            }
+        } else {
+            // Kernels with a multi-row dot product do every row in one pass
+            // over the data (row 0's coefficients are all ones).
+            self.kernel.encode_rows(self.k, &self.a, &self.tables, 0, data, code);
         }
         Ok(())
     }
