@@ -1,8 +1,8 @@
 //! The stripe-unit advisor.
 //!
 //! For each candidate unit u, every write of s bytes (from the trace's
-//! write-size distribution) is assumed to start on a unit boundary and so
-//! touches d = ceil(s/u) units; whole stripes are full-stripe writes and the
+//! write-size distribution) starts at a uniformly random sector, so it
+//! touches a known mix of ceil-ish units (see `cost`); whole stripes are full-stripe writes and the
 //! remainder is one partial stripe, updated with the method the planner
 //! picks (fewest reads).  Each unit read or write costs the drive's isolated
 //! random service time for its bytes, and the n drives share the work, so
@@ -41,10 +41,22 @@ pub fn default_candidates(block: u64) -> Vec<u64> {
     v
 }
 
-/// Drive time (ns summed over drives) for one write of s bytes with unit u,
-/// and whether its partial stripe used RMW.
-fn cost(a: &Array, drive: &dyn DriveTiming, s: u64, u: u64) -> (f64, bool) {
-    let units = s.div_ceil(u).max(1) as usize;
+/// Expected drive time (ns summed over drives) of one write of s bytes with
+/// unit u, and the probability that it is an RMW.  Starts are uniform over
+/// 512-byte sectors, so a write touches 1 + floor(t) or 2 + floor(t) units,
+/// t = (s - 512) / u, the latter with probability frac(t).
+fn cost(a: &Array, drive: &dyn DriveTiming, s: u64, u: u64) -> (f64, f64) {
+    let t = s.saturating_sub(512) as f64 / u as f64;
+    let lo = 1 + t.floor() as usize;
+    let p_hi = t.fract();
+    let (c_lo, r_lo) = cost_units(a, drive, s, u, lo);
+    let (c_hi, r_hi) = cost_units(a, drive, s, u, lo + 1);
+    let rmw = |r: bool| if r { 1.0 } else { 0.0 };
+    ((1.0 - p_hi) * c_lo + p_hi * c_hi, (1.0 - p_hi) * rmw(r_lo) + p_hi * rmw(r_hi))
+}
+
+/// Drive time for a write of s bytes spread over `units` units.
+fn cost_units(a: &Array, drive: &dyn DriveTiming, s: u64, u: u64, units: usize) -> (f64, bool) {
     let per = (s as f64 / units as f64).round().max(512.0) as u64;
     let full = units / a.data();
     let rest = units % a.data();
@@ -73,20 +85,18 @@ pub fn advise(write_sizes: &[(u64, u64)], n: usize, k: usize, drive: &dyn DriveT
     let mut per = Vec::new();
     for &u in candidates {
         let mut t = 0.0;
-        let mut rmw = 0u64;
+        let mut rmw = 0.0;
         for &(s, c) in write_sizes {
             let (ts, r) = cost(&a, drive, s, u);
             t += ts * c as f64;
-            if r {
-                rmw += c;
-            }
+            rmw += r * c as f64;
         }
         let wall = t / n as f64 / 1e9;
         per.push(CandidateScore {
             unit: u,
             throughput_bytes_per_s: bytes / wall,
             mean_service_ms: t / total as f64 / 1e6,
-            rmw_share: rmw as f64 / total as f64,
+            rmw_share: rmw / total as f64,
         });
     }
     let best = per.iter().max_by(|x, y| x.throughput_bytes_per_s.total_cmp(&y.throughput_bytes_per_s)).unwrap();

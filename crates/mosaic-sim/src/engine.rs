@@ -249,31 +249,10 @@ impl<'a> Simulator<'a> {
 
     /// Fit a trace request onto the array.
     fn fit(&mut self, r: &Request) -> Option<(u64, u64)> {
-        let b = self.layout.block_size();
-        let cap = self.layout.capacity();
-        if r.len == 0 {
-            return None;
-        }
-        let mut start = r.offset / b * b;
-        let mut end = (r.offset + r.len).div_ceil(b) * b;
-        if start != r.offset || end != r.offset + r.len {
-            self.report.realigned += 1;
-        }
-        if end - start > cap {
-            end = start + cap / b * b;
-        }
-        if end > cap {
-            self.report.wrapped += 1;
-            let len = end - start;
-            start %= cap;
-            start = start / b * b;
-            end = start + len;
-            if end > cap {
-                start = cap - len;
-                end = cap;
-            }
-        }
-        Some((start, end - start))
+        let f = fit(r, self.layout.block_size(), self.layout.capacity())?;
+        self.report.realigned += f.realigned as u64;
+        self.report.wrapped += f.wrapped as u64;
+        Some((f.offset, f.len))
     }
 
     /// Start a request now.
@@ -437,6 +416,43 @@ impl<'a> Simulator<'a> {
         }
         self.dispatch(d);
     }
+}
+
+/// A trace request placed on an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fitted {
+    pub offset: u64,
+    pub len: u64,
+    /// Widened to block boundaries.
+    pub realigned: bool,
+    /// Moved because it ran past the capacity.
+    pub wrapped: bool,
+}
+
+/// Place a trace request on an array of `cap` bytes with `block`-byte
+/// blocks: widen to block boundaries, wrap offsets beyond the capacity.
+pub fn fit(r: &Request, block: u64, cap: u64) -> Option<Fitted> {
+    if r.len == 0 || cap < block {
+        return None;
+    }
+    let mut start = r.offset / block * block;
+    let mut end = (r.offset.saturating_add(r.len)).div_ceil(block) * block;
+    let realigned = start != r.offset || end != r.offset.saturating_add(r.len);
+    if end - start > cap {
+        end = start + cap / block * block;
+    }
+    let mut wrapped = false;
+    if end > cap {
+        wrapped = true;
+        let len = end - start;
+        start = start % cap / block * block;
+        end = start + len;
+        if end > cap {
+            start = cap - len;
+            end = cap;
+        }
+    }
+    Some(Fitted { offset: start, len: end - start, realigned, wrapped })
 }
 
 impl Simulator<'_> {

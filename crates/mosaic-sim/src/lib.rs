@@ -4,6 +4,7 @@
 //! * [`engine`]: the discrete-event executor of layout plans;
 //! * [`plot`]: SVG plots of replay results.
 
+pub mod advise;
 pub mod engine;
 pub mod plot;
 pub mod workload;
