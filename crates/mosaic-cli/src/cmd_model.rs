@@ -40,6 +40,9 @@ pub struct AdviseArgs {
     pub drives: usize,
     #[arg(long, default_value_t = 1)]
     pub codes: usize,
+    /// Requests in flight together (load must balance among them)
+    #[arg(long, default_value_t = 64)]
+    pub queue_depth: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -77,27 +80,58 @@ pub fn model(a: ModelArgs) -> Result<i32> {
 
 pub fn advise(a: AdviseArgs) -> Result<i32> {
     let path: PathBuf = a.input.trace.clone().ok_or_else(|| anyhow!("give --trace FILE"))?;
-    let r = a.input.open(&path)?;
-    let stats = mosaic_trace::stats(r)?;
-    let sizes: Vec<(u64, u64)> = stats.write_sizes.iter().map(|(s, c)| (*s, *c)).collect();
-    if sizes.is_empty() {
+    let writes: Vec<mosaic_trace::Request> = a
+        .input
+        .open(&path)?
+        .filter(|r| r.as_ref().map_or(true, |r| r.op == mosaic_trace::Op::Write))
+        .collect::<Result<_, _>>()?;
+    if writes.is_empty() {
         anyhow::bail!("{}: the trace has no writes to advise on", path.display());
     }
-    let t = timing(&a.device)?;
-    let adv = mosaic_model::advise(&sizes, a.drives, a.codes, &t, &mosaic_model::default_candidates(4096)).map_err(|e| anyhow!("{e}"))?;
-    if a.json {
-        print_json(&adv)?;
-    } else {
-        println!(
-            "advice for {} ({} writes) on {} x {}, k = {}: stripe unit {}",
-            path.display(),
-            stats.writes,
-            a.drives,
-            a.device,
-            a.codes,
-            human(adv.best_unit)
-        );
-        print!("{adv}");
+    let level: mosaic_core::Level = match a.codes {
+        0 => mosaic_core::Level::Raid0,
+        1 => mosaic_core::Level::Raid5,
+        2 => mosaic_core::Level::Raid6,
+        k => mosaic_core::Level::Rs { k: (a.drives.saturating_sub(k)) as u16, m: k as u16 },
+    };
+    let cfg = mosaic_drives::parse_device_spec(&a.device).map_err(|e| anyhow!("--device {:?}: {e}", a.device))?;
+    let drive = cfg.build(None);
+    let cands = mosaic_model::default_candidates(4096);
+    // Size-only analytical model, and the placement-aware estimate that
+    // runs every write through the planner (the recommendation).
+    let mut sizes = std::collections::BTreeMap::new();
+    for w in &writes {
+        *sizes.entry(w.len).or_insert(0u64) += 1;
     }
+    let sizes: Vec<(u64, u64)> = sizes.into_iter().collect();
+    let model = mosaic_model::advise(&sizes, a.drives, a.codes, &ModelTiming(cfg.build(None)), &cands).map_err(|e| anyhow!("{e}"))?;
+    let est = mosaic_sim::advise::estimate_units(level, a.drives, 512, drive.as_ref(), &writes, &cands, a.queue_depth)?;
+    let best = mosaic_sim::advise::best_unit(&est).ok_or_else(|| anyhow!("no candidate units"))?;
+    #[derive(serde::Serialize)]
+    struct Out<'a> {
+        trace: String,
+        writes: usize,
+        level: String,
+        drives: usize,
+        best_unit: u64,
+        placement_aware: &'a [mosaic_sim::advise::UnitEstimate],
+        size_only_model: &'a mosaic_model::Advice,
+    }
+    if a.json {
+        return print_json(&Out { trace: path.display().to_string(), writes: writes.len(), level: level.to_string(), drives: a.drives, best_unit: best, placement_aware: &est, size_only_model: &model }).map(|_| 0);
+    }
+    println!("advice for {} ({} writes) on {} {} x {}: stripe unit {}", path.display(), writes.len(), level, a.drives, a.device, human(best));
+    let mut rows = vec![vec!["unit".into(), "estimate MiB/s".into(), "busiest/mean drive".into(), "rmw/rcw/fsw".into(), "size-only model MiB/s".into()]];
+    for (e, m) in est.iter().zip(&model.per_candidate) {
+        rows.push(vec![
+            format!("{}{}", human(e.unit), if e.unit == best { " *" } else { "" }),
+            format!("{:.2}", e.throughput_bytes_per_s / 1048576.0),
+            format!("{:.2}", if e.mean_drive_s > 0.0 { e.busiest_drive_s / e.mean_drive_s } else { 0.0 }),
+            format!("{}/{}/{}", e.rmw_stripes, e.rcw_stripes, e.fsw_stripes),
+            format!("{:.2}", m.throughput_bytes_per_s / 1048576.0),
+        ]);
+    }
+    print!("{}", crate::util::table(&rows));
+    println!("(the estimate runs each write through the planner and takes the busiest drive as the bottleneck; the size-only model assumes evenly spread load)");
     Ok(0)
 }

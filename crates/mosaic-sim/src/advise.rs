@@ -5,11 +5,13 @@
 //! writes land on the same few drives.  This estimate keeps the model's
 //! per-operation costs (each device operation costs the drive's isolated
 //! random service time) but runs every write of the trace through the real
-//! planner, adds up the time each drive is busy, and takes the busiest drive
-//! as the bottleneck:
+//! planner and adds up the time each drive is busy.  Load must balance not
+//! only over the whole trace but among the requests in flight together, so
+//! the trace is cut into windows of `window` consecutive writes (the queue
+//! depth): a window finishes when its busiest drive does.
 //!
 //! ```text
-//!   throughput(u) = bytes written / max over drives of Σ service(op)
+//!   throughput(u) = bytes written / Σ over windows of max over drives of Σ service(op)
 //! ```
 //!
 //! No queueing is simulated, so it is cheap enough to try every candidate.
@@ -28,7 +30,7 @@ use crate::SimError;
 pub struct UnitEstimate {
     pub unit: u64,
     pub throughput_bytes_per_s: f64,
-    /// Busy time of the busiest drive, seconds.
+    /// Sum over windows of the busiest drive's busy time, seconds.
     pub busiest_drive_s: f64,
     /// Mean busy time over drives, seconds (busiest / mean = imbalance).
     pub mean_drive_s: f64,
@@ -38,16 +40,27 @@ pub struct UnitEstimate {
 }
 
 /// Estimate random-write throughput of `writes` for each candidate unit.
-pub fn estimate_units(level: Level, n: usize, block: u64, drive: &dyn DriveModel, writes: &[Request], candidates: &[u64]) -> Result<Vec<UnitEstimate>, SimError> {
+pub fn estimate_units(level: Level, n: usize, block: u64, drive: &dyn DriveModel, writes: &[Request], candidates: &[u64], window: usize) -> Result<Vec<UnitEstimate>, SimError> {
+    let window = window.max(1);
     let cap = drive.capacity();
     let h = Health::all_active(n);
     let mut out = Vec::new();
     for &u in candidates {
         let layout = FixedLayout::new(Geometry::new(level, n, u, block, cap)?)?;
         let mut busy = vec![0.0f64; n];
+        let mut total = 0.0f64;
+        let mut critical = 0.0f64;
+        let mut in_window = 0;
         let mut bytes = 0u64;
         let (mut rmw, mut rcw, mut fsw) = (0, 0, 0);
         for w in writes.iter().filter(|w| w.op == Op::Write) {
+            if in_window == window {
+                critical += busy.iter().cloned().fold(0.0, f64::max);
+                total += busy.iter().sum::<f64>();
+                busy.iter_mut().for_each(|b| *b = 0.0);
+                in_window = 0;
+            }
+            in_window += 1;
             let Some(f) = fit(w, block, layout.capacity()) else { continue };
             let plan = layout.plan_write(f.offset, f.len, &h)?;
             bytes += f.len;
@@ -62,8 +75,10 @@ pub fn estimate_units(level: Level, n: usize, block: u64, drive: &dyn DriveModel
             rcw += c.stripes_rcw;
             fsw += c.stripes_fsw;
         }
-        let max = busy.iter().cloned().fold(0.0, f64::max) / 1e9;
-        let mean = busy.iter().sum::<f64>() / n as f64 / 1e9;
+        critical += busy.iter().cloned().fold(0.0, f64::max);
+        total += busy.iter().sum::<f64>();
+        let max = critical / 1e9;
+        let mean = total / n as f64 / 1e9;
         out.push(UnitEstimate {
             unit: u,
             throughput_bytes_per_s: if max > 0.0 { bytes as f64 / max } else { 0.0 },

@@ -77,7 +77,7 @@ fn advisor_is_within_5_percent_of_a_brute_force_sweep() {
     }
     let sizes: Vec<(u64, u64)> = sizes.into_iter().collect();
     let cands = mosaic_model::default_candidates(4096);
-    let est = mosaic_sim::advise::estimate_units(Level::Raid5, 9, 512, drives(1)[0].as_ref(), &writes, &cands).unwrap();
+    let est = mosaic_sim::advise::estimate_units(Level::Raid5, 9, 512, drives(1)[0].as_ref(), &writes, &cands, 64).unwrap();
     let chosen_unit = mosaic_sim::advise::best_unit(&est).unwrap();
     // The size-only model, for the record.
     let size_only = mosaic_model::advise(&sizes, 9, 1, &HddSimple::seagate_st91000640ss(), &cands).unwrap();
