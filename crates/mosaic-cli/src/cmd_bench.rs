@@ -22,6 +22,17 @@ pub enum BenchCmd {
     Encode(EncodeArgs),
     /// In-memory arrays (raid5 4+1, raid6 8+2) vs a single in-memory device
     Array(ArrayBenchArgs),
+    /// Replay speed of a random-write trace on raid5 over 9 HDDs vs parsing the same trace
+    Replay(ReplayBenchArgs),
+}
+
+#[derive(Args)]
+pub struct ReplayBenchArgs {
+    /// Requests in the generated trace
+    #[arg(long, default_value_t = 1_000_000)]
+    pub requests: u64,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -49,6 +60,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
     match cmd {
         BenchCmd::Encode(a) => encode(a),
         BenchCmd::Array(a) => array(a),
+        BenchCmd::Replay(a) => replay(a),
     }
 }
 
@@ -173,5 +185,62 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
         ]);
     }
     print!("{}", table(&t));
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct ReplayBench {
+    requests: u64,
+    parse_per_sec: f64,
+    replay_per_sec: f64,
+    ratio: f64,
+    simulated_seconds: f64,
+}
+
+fn replay(a: ReplayBenchArgs) -> Result<i32> {
+    use mosaic_sim::{Mode, SimConfig, Simulator};
+    use mosaic_trace::{Op, Request, TraceOptions, TraceWriter};
+    // A random 4 KiB write trace over 100 GiB, written in MSR format.
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("randwrite.csv");
+    {
+        let f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        let mut w = TraceWriter::new(f, "bench");
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for i in 0..a.requests {
+            let r = Request { time_ns: i * 1_000, op: Op::Write, offset: rng.gen_range(0..(100u64 << 30) / 4096) * 4096, len: 4096 };
+            w.write(&r, 0)?;
+        }
+        w.flush()?;
+    }
+    let opts = TraceOptions::default();
+    let t0 = Instant::now();
+    let parsed = mosaic_trace::open(&path, &opts)?.try_fold(0u64, |n, r| r.map(|_| n + 1))?;
+    let parse_s = t0.elapsed().as_secs_f64();
+
+    let drive = mosaic_drives::preset("hdd:seagate-st91000640ss")?;
+    let drives: Vec<Box<dyn mosaic_drives::DriveModel>> = (0..9).map(|_| drive.build(None)).collect();
+    let geo = mosaic_core::Geometry::new(Level::Raid5, 9, 64 << 10, 512, drives[0].capacity())?;
+    let layout = mosaic_core::FixedLayout::new(geo)?;
+    let t0 = Instant::now();
+    let sim = Simulator::new(&layout, drives, SimConfig { mode: Mode::Closed { queue_depth: 32 }, ..Default::default() })?;
+    let rep = sim.run(mosaic_trace::open(&path, &opts)?)?;
+    let replay_s = t0.elapsed().as_secs_f64();
+    anyhow::ensure!(rep.requests == parsed, "replayed {} of {} requests", rep.requests, parsed);
+    let out = ReplayBench {
+        requests: parsed,
+        parse_per_sec: parsed as f64 / parse_s,
+        replay_per_sec: parsed as f64 / replay_s,
+        ratio: parse_s / replay_s,
+        simulated_seconds: rep.duration_s,
+    };
+    if a.json {
+        print_json(&out)?;
+    } else {
+        println!(
+            "{} requests: parse only {:.0} req/s, replay (parse + plan + simulate, raid5 9 x HDD) {:.0} req/s, ratio {:.3}; {:.0} s of virtual time",
+            out.requests, out.parse_per_sec, out.replay_per_sec, out.ratio, out.simulated_seconds
+        );
+    }
     Ok(0)
 }

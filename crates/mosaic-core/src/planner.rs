@@ -239,35 +239,28 @@ impl StripePlanner {
         // Code ranges: touched intervals, adjacent ones merged.
         let code_ranges = merge(ivs.iter().map(|iv| (iv.0, iv.1)));
 
-        let mut rmw_reads: Vec<DevOp> = ext.cols.iter().map(|c| self.op(s, c.col, c.start, c.end)).collect();
-        for &c in &code_cols {
-            for &(a, b) in &code_ranges {
-                rmw_reads.push(self.op(s, c, a, b));
-            }
-        }
-        let mut rcw_reads = Vec::new();
-        for j in 0..g.k {
-            let ranges = merge(
-                ivs.iter()
-                    .filter(|iv| !iv.2.contains(&j))
-                    .map(|iv| (iv.0, iv.1)),
-            );
-            for (a, b) in ranges {
-                rcw_reads.push(self.op(s, j, a, b));
-            }
-        }
-        let cost = |ops: &[DevOp]| (ops.len(), ops.iter().map(|o| o.len).sum::<u64>());
+        // Reads of each method, as (column, start, end); count before
+        // building ops.
+        let rmw_reads = || {
+            let data = ext.cols.iter().map(|c| (c.col, c.start, c.end));
+            let code = code_cols.iter().flat_map(|&c| code_ranges.iter().map(move |&(a, b)| (c, a, b)));
+            data.chain(code)
+        };
+        let rcw_reads = || {
+            (0..g.k).flat_map(|j| merge(ivs.iter().filter(|iv| !iv.2.contains(&j)).map(|iv| (iv.0, iv.1))).into_iter().map(move |(a, b)| (j, a, b)))
+        };
+        let cost = |it: &mut dyn Iterator<Item = (usize, u64, u64)>| it.fold((0usize, 0u64), |(n, b), (_, s, e)| (n + 1, b + e - s));
         let use_rmw = match self.policy {
             WritePolicy::ForceRmw => true,
             WritePolicy::ForceRcw => false,
-            WritePolicy::Auto => cost(&rmw_reads) < cost(&rcw_reads),
+            WritePolicy::Auto => cost(&mut rmw_reads()) < cost(&mut rcw_reads()),
         };
         if use_rmw {
             sp.method = Method::Rmw;
-            sp.reads = rmw_reads;
+            sp.reads = rmw_reads().map(|(c, a, b)| self.op(s, c, a, b)).collect();
         } else {
             sp.method = Method::Rcw;
-            sp.reads = rcw_reads;
+            sp.reads = rcw_reads().map(|(c, a, b)| self.op(s, c, a, b)).collect();
         }
         for &c in &code_cols {
             for &(a, b) in &code_ranges {

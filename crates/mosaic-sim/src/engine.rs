@@ -303,23 +303,22 @@ impl<'a> Simulator<'a> {
             let s = self.stripes.get(st);
             (s.plan, s.sp, s.in_writes)
         };
-        let ops: Vec<(usize, DriveRequest)> = {
+        let n = {
             let p = &self.plans.get(plan).0.stripes[sp];
             let list = if writes { &p.writes } else { &p.reads };
-            list.iter()
-                .map(|op| {
-                    (op.member, DriveRequest { kind: if writes { ReqKind::Write } else { ReqKind::Read }, offset: op.offset, len: op.len })
-                })
-                .collect()
+            let kind = if writes { ReqKind::Write } else { ReqKind::Read };
+            for op in list {
+                let drive = &mut self.drives[op.member];
+                drive.pending_ids.push_back(st);
+                drive.pending.push_back(DriveRequest { kind, offset: op.offset, len: op.len });
+            }
+            list.len()
         };
-        let mut touched = Vec::with_capacity(ops.len());
-        for (d, req) in ops {
-            let drive = &mut self.drives[d];
-            drive.pending_ids.push_back(st);
-            drive.pending.push_back(req);
-            touched.push(d);
-        }
-        for d in touched {
+        for i in 0..n {
+            let d = {
+                let p = &self.plans.get(plan).0.stripes[sp];
+                if writes { p.writes[i].member } else { p.reads[i].member }
+            };
             self.dispatch(d);
         }
     }

@@ -113,7 +113,8 @@ fn mul(field: &'static str, a: u64, b: u64) -> Result<u64, FieldError> {
 }
 
 fn is_header(line: &str, first: &str) -> bool {
-    line.trim_start().to_ascii_lowercase().starts_with(first)
+    let t = line.trim_start().as_bytes();
+    t.len() >= first.len() && t[..first.len()].eq_ignore_ascii_case(first.as_bytes())
 }
 
 pub fn parse<'a>(fmt: Format, line: &'a str, blk_action: u8) -> Result<Line<'a>, FieldError> {
