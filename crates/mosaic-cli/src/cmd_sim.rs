@@ -293,3 +293,18 @@ pub fn replay_table(reports: &[SimReport]) -> String {
     }
     out
 }
+
+/// One line per report: the comparison table without per-device detail.
+pub fn replay_table_brief(reports: &[SimReport]) -> String {
+    let mut rows = vec![vec!["array".into(), "IOPS".into(), "write mean ms".into(), "write p99 ms".into(), "dev reads+writes per write".into()]];
+    for r in reports {
+        rows.push(vec![
+            r.layout.clone(),
+            format!("{:.0}", r.iops),
+            format!("{:.2}", r.write_latency.mean_us / 1e3),
+            format!("{:.2}", r.write_latency.p99_us / 1e3),
+            format!("{:.2}+{:.2}", r.device_reads_per_write, r.device_writes_per_write),
+        ]);
+    }
+    table(&rows)
+}

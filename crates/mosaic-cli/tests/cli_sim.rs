@@ -1,0 +1,133 @@
+//! CLI tests for trace stats, replay, model and advise.
+
+use std::fs;
+use std::process::{Command, Output};
+
+fn mosaic(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).output().expect("run mosaic")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = mosaic(args);
+    assert!(o.status.success(), "mosaic {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails(args: &[&str]) -> String {
+    let o = mosaic(args);
+    assert!(!o.status.success(), "mosaic {args:?} should fail");
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(e.starts_with("error: ") && !e.contains("panicked"), "{e}");
+    e
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
+}
+
+#[test]
+fn trace_stats_and_bad_lines() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("t.csv");
+    fs::write(&p, "0,100,4096,W,0.0\n0,108,4096,W,0.001\n1,5000,8192,R,0.002\n").unwrap();
+    let s = json(&ok(&["trace", "stats", p.to_str().unwrap(), "--json"]));
+    assert_eq!(s["requests"], 3);
+    assert_eq!(s["writes"], 2);
+    assert_eq!(s["format"], "spc");
+    // 4 KiB at sector 100 spans 4 KiB blocks 12-13, at 108 blocks 13-14, 8 KiB at 5000 blocks 625-626.
+    assert_eq!(s["footprint_blocks"], 5);
+    assert!((s["sequential_fraction"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9);
+    let human = ok(&["trace", "stats", p.to_str().unwrap()]);
+    assert!(human.contains("requests    3"), "{human}");
+    fs::write(&p, "0,100,4096,W,0.0\n0,1x8,4096,W,0.001\n").unwrap();
+    let e = fails(&["trace", "stats", p.to_str().unwrap(), "--format", "spc"]);
+    assert!(e.contains("t.csv:2: field 'LBA'"), "{e}");
+    let s = json(&ok(&["trace", "stats", p.to_str().unwrap(), "--format", "spc", "--skip-bad", "--json"]));
+    assert_eq!(s["skipped_bad"], 1);
+    let e = fails(&["trace", "stats", p.to_str().unwrap(), "--format", "nope"]);
+    assert!(e.contains("unknown trace format"), "{e}");
+}
+
+#[test]
+fn replay_json_totals_are_deterministic() {
+    let args = ["replay", "--synthetic", "randwrite", "--count", "3000", "--layout", "raid5", "--drives", "5", "--json"];
+    let a = ok(&args);
+    let b = ok(&args);
+    assert_eq!(a, b, "same seed, same report");
+    let j = json(&a);
+    assert_eq!(j["requests"], 3000);
+    assert_eq!(j["writes"], 3000);
+    assert_eq!(j["reads"], 0);
+    // 4 KiB random writes on raid5 4+1 with 64 KiB units: RMW, 2 reads and 2 writes each.
+    assert_eq!(j["device_reads"], 6000);
+    assert_eq!(j["device_writes"], 6000);
+    assert_eq!(j["devices"].as_array().unwrap().len(), 5);
+    let per: u64 = j["devices"].as_array().unwrap().iter().map(|d| d["writes"].as_u64().unwrap()).sum();
+    assert_eq!(per, 6000);
+    assert_eq!(j["ops"]["stripes_rmw"], 3000);
+    let c = json(&ok(&["replay", "--synthetic", "randwrite", "--count", "3000", "--layout", "raid5", "--drives", "5", "--seed", "2", "--json"]));
+    assert_ne!(c["write_latency"]["mean_us"], j["write_latency"]["mean_us"], "another seed, another run");
+}
+
+#[test]
+fn replay_compare_plot_and_mixed_devices() {
+    let t = tempfile::tempdir().unwrap();
+    let svg = t.path().join("r.svg");
+    let out = ok(&["replay", "--synthetic", "mixed:50", "--count", "2000", "--drives", "6", "--compare", "raid5,raid6,rs:3+3", "--plot", svg.to_str().unwrap()]);
+    assert!(out.contains("raid5 5+1") && out.contains("raid6 4+2") && out.contains("rs:3+3"), "{out}");
+    let s = fs::read_to_string(&svg).unwrap();
+    assert!(s.contains("<svg") && s.contains("response time CDF"), "not an SVG plot");
+    let j = json(&ok(&["replay", "--synthetic", "randwrite", "--count", "500", "--drives", "5", "--device", "hdd:seagate-st91000640ss", "--device", "4=ssd:samsung-830-128g", "--json"]));
+    assert!(j["devices"][4]["model"].as_str().unwrap().contains("samsung"), "{}", j["devices"][4]);
+    assert!(j["devices"][0]["model"].as_str().unwrap().contains("seagate"));
+    let e = fails(&["replay", "--synthetic", "randwrite", "--device", "hdd:nope"]);
+    assert!(e.contains("known:"), "{e}");
+    let e = fails(&["replay", "--synthetic", "randwrite", "--layout", "raid7"]);
+    assert!(e.contains("unknown level"), "{e}");
+    let e = fails(&["replay", "--synthetic", "randwrite", "--device", "9=ssd:generic-sata"]);
+    assert!(e.contains("outside"), "{e}");
+}
+
+#[test]
+fn replay_real_trace_open_loop() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv");
+    if !p.exists() {
+        eprintln!("skipping: no shared trace");
+        return;
+    }
+    let j = json(&ok(&["replay", "--trace", p.to_str().unwrap(), "--first", "5000", "--layout", "raid5", "--drives", "5", "--device", "ssd:samsung-830-128g", "--json"]));
+    assert_eq!(j["requests"], 5000);
+    assert!(j["read_latency"]["p99_us"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn model_reproduces_the_paper() {
+    let j = json(&ok(&["model", "--device", "hdd:seagate-st91000640ss", "--drives", "9", "--codes", "1", "--json"]));
+    let x = j["rmw_vs_fsw"][0]["beats_fsw_below_bytes"].as_f64().unwrap() / 1024.0;
+    assert!((x - 779.06).abs() < 0.01, "{x}");
+    let human = ok(&["model", "--drives", "10", "--codes", "2"]);
+    assert!(human.contains("377.23 KiB"), "{human}");
+    let human = ok(&["model", "--drives", "10", "--codes", "1"]);
+    assert!(human.contains("895.92 KiB") && human.contains("948.62 KiB") && human.contains("930.38 KiB"), "{human}");
+    let e = fails(&["model", "--drives", "3", "--codes", "3"]);
+    assert!(e.contains("n > k"), "{e}");
+    let e = fails(&["model", "--sizes", "4K"]);
+    assert!(e.contains("MIN:MAX"), "{e}");
+}
+
+#[test]
+fn advise_on_a_trace() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("w.csv");
+    let mut text = String::new();
+    for i in 0..3000u64 {
+        text.push_str(&format!("{},h,0,Write,{},{},10\n", 128166372003061629 + i * 10_000, (i * 7_919 % 100_000) * 65536, 256 * 1024));
+    }
+    fs::write(&p, text).unwrap();
+    let j = json(&ok(&["advise", "--trace", p.to_str().unwrap(), "--drives", "9", "--codes", "1", "--json"]));
+    let best = j["best_unit"].as_u64().unwrap();
+    // 256 KiB writes on 9 HDDs: RMW with one unit per write wins (Sect. 4.1).
+    assert!(best >= 256 * 1024, "best unit {best}");
+    let e = fails(&["advise", "--drives", "9"]);
+    assert!(e.contains("--trace"), "{e}");
+}
