@@ -107,6 +107,15 @@ pub fn advise(a: AdviseArgs) -> Result<i32> {
     let model = mosaic_model::advise(&sizes, a.drives, a.codes, &ModelTiming(cfg.build(None)), &cands).map_err(|e| anyhow!("{e}"))?;
     let est = mosaic_sim::advise::estimate_units(level, a.drives, 512, drive.as_ref(), &writes, &cands, a.queue_depth)?;
     let best = mosaic_sim::advise::best_unit(&est).ok_or_else(|| anyhow!("no candidate units"))?;
+    // SSD rule (Sect. 4.2): page-aligned workloads want unit = flash page.
+    let ssd_rule = match &cfg {
+        mosaic_drives::DriveConfig::Ssd { params, .. } => {
+            let page = params.page;
+            let aligned = writes.iter().filter(|w| w.offset % page == 0 && w.len % page == 0).count() as f64 / writes.len() as f64;
+            Some((page, aligned, mosaic_model::ssd_unit_rule(page, aligned)))
+        }
+        _ => None,
+    };
     #[derive(serde::Serialize)]
     struct Out<'a> {
         trace: String,
@@ -116,9 +125,11 @@ pub fn advise(a: AdviseArgs) -> Result<i32> {
         best_unit: u64,
         placement_aware: &'a [mosaic_sim::advise::UnitEstimate],
         size_only_model: &'a mosaic_model::Advice,
+        /// (flash page, fraction of page-aligned writes, unit by the page rule)
+        ssd_page_rule: Option<(u64, f64, Option<u64>)>,
     }
     if a.json {
-        return print_json(&Out { trace: path.display().to_string(), writes: writes.len(), level: level.to_string(), drives: a.drives, best_unit: best, placement_aware: &est, size_only_model: &model }).map(|_| 0);
+        return print_json(&Out { trace: path.display().to_string(), writes: writes.len(), level: level.to_string(), drives: a.drives, best_unit: best, placement_aware: &est, size_only_model: &model, ssd_page_rule: ssd_rule }).map(|_| 0);
     }
     println!("advice for {} ({} writes) on {} {} x {}: stripe unit {}", path.display(), writes.len(), level, a.drives, a.device, human(best));
     let mut rows = vec![vec!["unit".into(), "estimate MiB/s".into(), "busiest/mean drive".into(), "rmw/rcw/fsw".into(), "size-only model MiB/s".into()]];
@@ -133,5 +144,11 @@ pub fn advise(a: AdviseArgs) -> Result<i32> {
     }
     print!("{}", crate::util::table(&rows));
     println!("(the estimate runs each write through the planner and takes the busiest drive as the bottleneck; the size-only model assumes evenly spread load)");
+    if let Some((page, aligned, rule)) = ssd_rule {
+        match rule {
+            Some(u) => println!("SSD rule: {:.0}% of writes are page-aligned, so a stripe unit of one flash page ({}) avoids sub-page writes", aligned * 100.0, human(u)),
+            None => println!("SSD rule: only {:.0}% of writes are aligned to the {} flash page; the page rule does not apply", aligned * 100.0, human(page)),
+        }
+    }
     Ok(0)
 }
