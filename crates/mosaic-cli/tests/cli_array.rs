@@ -233,3 +233,28 @@ fn scrub_cli_reports_stripe_numbers_and_repairs() {
     let s = ok(&["scrub", "-a", ad]);
     assert!(s.contains("all consistent"), "{s}");
 }
+
+#[test]
+fn create_on_existing_files_syncs_parity() {
+    let t = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for i in 0..4u8 {
+        let p = t.path().join(format!("disk{i}"));
+        // Arbitrary old contents: the initial sync must make parity agree.
+        fs::write(&p, (0..(4u32 << 20)).map(|x| (x as u8).wrapping_mul(i + 3)).collect::<Vec<u8>>()).unwrap();
+        paths.push(p.display().to_string());
+    }
+    let list = paths.join(",");
+    ok(&["create", "-a", &list, "--level", "raid5", "--stripe-unit", "8K"]);
+    let s = ok(&["scrub", "-a", &list, "--json"]);
+    let sj: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(sj["mismatched_stripes"].as_array().unwrap().len(), 0, "{s}");
+    // A member of the wrong size is refused, naming it.
+    let small = t.path().join("small");
+    fs::write(&small, vec![0u8; 512 << 10]).unwrap();
+    let bad = format!("{},{},{}", t.path().join("x1").display(), t.path().join("x2").display(), small.display());
+    fs::write(t.path().join("x1"), vec![0u8; 4 << 20]).unwrap();
+    fs::write(t.path().join("x2"), vec![0u8; 4 << 20]).unwrap();
+    let e = fails(&["create", "-a", &bad, "--level", "raid5"]);
+    assert!(e.contains("small") && e.contains("too small"), "{e}");
+}
