@@ -629,45 +629,53 @@ impl Array {
         }
     }
 
+    /// Lock `plan`'s stripes and run its reads.  None when the plan went
+    /// stale (a member failed meanwhile): plan again.
+    fn lock_and_read(&self, plan: &Plan, h: &Health) -> Option<(Vec<MutexGuard<'_, ()>>, Vec<Vec<u8>>)> {
+        let guards = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
+        if *self.health.read() != *h {
+            return None;
+        }
+        let ops: Vec<DevOp> = plan.reads().copied().collect();
+        let res = self.run_reads(&ops);
+        if self.absorb_errors(&res) {
+            return None;
+        }
+        Some((guards, res.into_iter().map(|r| r.unwrap()).collect()))
+    }
+
+    /// `f` for each stripe plan with its slice of the read buffers.
+    fn per_stripe<'b, T>(plan: &Plan, bufs: &'b [Vec<u8>], mut f: impl FnMut(&StripePlan, &'b [Vec<u8>]) -> Result<T, ArrayError>) -> Result<Vec<T>, ArrayError> {
+        let mut at = 0;
+        plan.stripes
+            .iter()
+            .map(|sp| {
+                let n = sp.reads.len();
+                at += n;
+                f(sp, &bufs[at - n..at])
+            })
+            .collect()
+    }
+
+    fn count_plan(&self, plan: &Plan) {
+        let mut c = self.counts.lock();
+        for sp in &plan.stripes {
+            c.0.add_method(sp.method);
+        }
+    }
+
     /// Read `buf.len()` bytes at logical `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
         let len = buf.len() as u64;
         for _attempt in 0..=self.geo.members {
             let h = self.health();
             let plan = self.layout.plan_read(offset, len, &h)?;
-            let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
-            if *self.health.read() != h {
-                continue; // a member failed meanwhile: plan again
-            }
-            let ops: Vec<DevOp> = plan.reads().copied().collect();
-            let res = self.run_reads(&ops);
-            if self.absorb_errors(&res) {
-                continue;
-            }
-            let bufs: Vec<Vec<u8>> = res.into_iter().map(|r| r.unwrap()).collect();
-            let mut at = 0;
-            for sp in &plan.stripes {
-                let n = sp.reads.len();
-                self.layout.assemble_read(sp, &bufs[at..at + n], buf)?;
-                at += n;
-            }
+            let Some((_g, bufs)) = self.lock_and_read(&plan, &h) else { continue };
+            Self::per_stripe(&plan, &bufs, |sp, r| Ok(self.layout.assemble_read(sp, r, buf)?))?;
             self.count_plan(&plan);
             return Ok(());
         }
         Err(ArrayError::Io(format!("read at {offset}: members kept failing")))
-    }
-
-    fn count_plan(&self, plan: &Plan) {
-        let mut c = self.counts.lock();
-        for sp in &plan.stripes {
-            match sp.method {
-                mosaic_core::Method::Rmw => c.0.stripes_rmw += 1,
-                mosaic_core::Method::Rcw => c.0.stripes_rcw += 1,
-                mosaic_core::Method::Fsw => c.0.stripes_fsw += 1,
-                mosaic_core::Method::DegradedRead | mosaic_core::Method::DegradedWrite => c.0.stripes_degraded += 1,
-                _ => c.0.stripes_other += 1,
-            }
-        }
     }
 
     /// Write `data` at logical `offset`.
@@ -679,23 +687,8 @@ impl Array {
         for _attempt in 0..=self.geo.members {
             let h = self.health();
             let plan = self.layout.plan_write(offset, len, &h)?;
-            let _g = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
-            if *self.health.read() != h {
-                continue;
-            }
-            let ops: Vec<DevOp> = plan.reads().copied().collect();
-            let res = self.run_reads(&ops);
-            if self.absorb_errors(&res) {
-                continue;
-            }
-            let bufs: Vec<Vec<u8>> = res.into_iter().map(|r| r.unwrap()).collect();
-            let mut at = 0;
-            let mut computed = Vec::with_capacity(plan.stripes.len());
-            for sp in &plan.stripes {
-                let n = sp.reads.len();
-                computed.push(self.layout.compute_writes(sp, data, &bufs[at..at + n])?);
-                at += n;
-            }
+            let Some((_g, bufs)) = self.lock_and_read(&plan, &h) else { continue };
+            let computed = Self::per_stripe(&plan, &bufs, |sp, r| Ok(self.layout.compute_writes(sp, data, r)?))?;
             let writes: Vec<(DevOp, &[u8])> = plan
                 .stripes
                 .iter()

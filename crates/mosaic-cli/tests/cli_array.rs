@@ -3,27 +3,10 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn mosaic(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).output().expect("run mosaic")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = mosaic(args);
-    assert!(o.status.success(), "mosaic {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Run, expect failure, return stderr.
-fn fails(args: &[&str]) -> String {
-    let o = mosaic(args);
-    assert!(!o.status.success(), "mosaic {args:?} should fail; stdout: {}", String::from_utf8_lossy(&o.stdout));
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(e.starts_with("error: "), "no clear error line: {e}");
-    assert!(!e.contains("panicked"), "panic: {e}");
-    e
-}
+mod common;
+use common::{fails, mosaic, ok};
 
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut v: Vec<_> = fs::read_dir(dir)

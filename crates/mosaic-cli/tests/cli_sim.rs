@@ -1,25 +1,8 @@
 //! CLI tests for trace stats, replay, model and advise.
 
 use std::fs;
-use std::process::{Command, Output};
-
-fn mosaic(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).output().expect("run mosaic")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = mosaic(args);
-    assert!(o.status.success(), "mosaic {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fails(args: &[&str]) -> String {
-    let o = mosaic(args);
-    assert!(!o.status.success(), "mosaic {args:?} should fail");
-    let e = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(e.starts_with("error: ") && !e.contains("panicked"), "{e}");
-    e
-}
+mod common;
+use common::{fails, ok};
 
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))

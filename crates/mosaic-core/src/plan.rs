@@ -198,7 +198,12 @@ impl OpCounts {
         for op in &s.writes {
             self.add_op(Dir::Write, op);
         }
-        match s.method {
+        self.add_method(s.method);
+    }
+
+    /// Count one stripe handled with `m`.
+    pub fn add_method(&mut self, m: Method) {
+        match m {
             Method::Rmw => self.stripes_rmw += 1,
             Method::Rcw => self.stripes_rcw += 1,
             Method::Fsw => self.stripes_fsw += 1,
