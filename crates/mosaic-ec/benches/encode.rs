@@ -1,47 +1,71 @@
-//! Criterion benchmarks of the erasure code: encode (4+1, 8+2, 10+4 at
-//! 64 KiB) per kernel, a delta update and a two-erasure decode.
+//! Criterion benchmarks of the erasure code at 64 KiB shards, every kernel:
+//! full encode (4+1, 8+2, 10+4), a one-shard delta update (8+2) and the
+//! rebuild of two lost data shards (8+2).
+//!
+//! `cargo bench -p mosaic-ec` (add `-- --quick` for a short run).
+
+use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mosaic_ec::{Code, Kernel};
 
-fn bench(c: &mut Criterion) {
-    let unit = 64 << 10;
+const UNIT: usize = 64 << 10;
+
+fn shards(k: usize) -> Vec<Vec<u8>> {
+    (0..k).map(|i| (0..UNIT).map(|b| ((b * 31) ^ (b >> 8) ^ (i * 7)) as u8).collect()).collect()
+}
+
+fn encode(c: &mut Criterion) {
     let mut g = c.benchmark_group("encode");
     for (k, m) in [(4usize, 1usize), (8, 2), (10, 4)] {
-        let data: Vec<Vec<u8>> = (0..k).map(|i| vec![i as u8 + 1; unit]).collect();
+        let data = shards(k);
         let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-        g.throughput(Throughput::Bytes((k * unit) as u64));
+        g.throughput(Throughput::Bytes((k * UNIT) as u64));
         for kernel in Kernel::available() {
             let code = Code::with_kernel(k, m, kernel).unwrap();
-            let mut par: Vec<Vec<u8>> = (0..m).map(|_| vec![0u8; unit]).collect();
+            let mut par = vec![vec![0u8; UNIT]; m];
+            let mut outs: Vec<&mut [u8]> = par.iter_mut().map(|p| p.as_mut_slice()).collect();
             g.bench_function(format!("{k}+{m}/{}", kernel.name()), |b| {
-                b.iter(|| {
-                    let mut outs: Vec<&mut [u8]> = par.iter_mut().map(|p| p.as_mut_slice()).collect();
-                    code.encode(&refs, &mut outs).unwrap();
-                })
+                b.iter(|| code.encode(black_box(&refs), black_box(&mut outs)).unwrap())
             });
         }
     }
     g.finish();
-    let code = Code::new(8, 2).unwrap();
-    let delta = vec![7u8; unit];
-    let mut p = vec![vec![0u8; unit]; 2];
-    c.bench_function("delta 8+2 64K", |b| {
-        b.iter(|| {
-            let mut outs: Vec<&mut [u8]> = p.iter_mut().map(|x| x.as_mut_slice()).collect();
-            code.apply_delta(3, &delta, &mut outs).unwrap();
-        })
-    });
-    let data: Vec<Vec<u8>> = (0..10).map(|i| vec![i as u8; unit]).collect();
-    c.bench_function("decode 8+2 two data lost 64K", |b| {
-        b.iter(|| {
-            let present: Vec<(usize, &[u8])> = (2..10).map(|i| (i, data[i].as_slice())).collect();
-            let mut a = vec![0u8; unit];
-            let mut bb = vec![0u8; unit];
-            code.decode(&present, &mut [(0, &mut a), (1, &mut bb)]).unwrap();
-        })
-    });
 }
 
-criterion_group!(benches, bench);
+fn delta(c: &mut Criterion) {
+    let mut g = c.benchmark_group("delta");
+    g.throughput(Throughput::Bytes(UNIT as u64));
+    let delta = shards(1).remove(0);
+    for kernel in Kernel::available() {
+        let code = Code::with_kernel(8, 2, kernel).unwrap();
+        let mut par = vec![vec![0u8; UNIT]; 2];
+        let mut outs: Vec<&mut [u8]> = par.iter_mut().map(|p| p.as_mut_slice()).collect();
+        g.bench_function(format!("8+2/{}", kernel.name()), |b| {
+            b.iter(|| code.apply_delta(3, black_box(&delta), black_box(&mut outs)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+fn decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decode-2-data");
+    g.throughput(Throughput::Bytes((8 * UNIT) as u64));
+    let data = shards(8);
+    for kernel in Kernel::available() {
+        let code = Code::with_kernel(8, 2, kernel).unwrap();
+        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let mut par = vec![vec![0u8; UNIT]; 2];
+        code.encode(&refs, &mut par.iter_mut().map(|p| p.as_mut_slice()).collect::<Vec<_>>()).unwrap();
+        let present: Vec<(usize, &[u8])> = (2..8).map(|i| (i, refs[i])).chain([(8, par[0].as_slice()), (9, par[1].as_slice())]).collect();
+        let (mut a, mut bb) = (vec![0u8; UNIT], vec![0u8; UNIT]);
+        let mut missing: Vec<(usize, &mut [u8])> = vec![(0, a.as_mut_slice()), (1, bb.as_mut_slice())];
+        g.bench_function(format!("8+2/{}", kernel.name()), |b| {
+            b.iter(|| code.decode(black_box(&present), black_box(&mut missing)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encode, delta, decode);
 criterion_main!(benches);
