@@ -86,7 +86,8 @@ impl FixedLayout {
 impl Layout for FixedLayout {
     fn describe(&self) -> String {
         let g = &self.planner.geo;
-        format!("{} {}+{} unit {} block {}", g.level, g.k, g.m, g.unit, g.block)
+        let unit = if g.unit % (1 << 20) == 0 { format!("{}M", g.unit >> 20) } else if g.unit % 1024 == 0 { format!("{}K", g.unit >> 10) } else { format!("{}B", g.unit) };
+        format!("{} {}+{} {unit}", g.level, g.k, g.m)
     }
     fn capacity(&self) -> u64 {
         self.planner.geo.capacity()

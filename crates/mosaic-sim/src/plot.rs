@@ -52,7 +52,14 @@ pub fn write_svg(path: &Path, title: &str, reports: &[SimReport]) -> Result<(), 
         .y_label_area_size(50)
         .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)
         .map_err(err)?;
-    chart.configure_mesh().x_desc("response time (ms)").y_desc("fraction of requests").draw().map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("response time (ms)")
+        .y_desc("fraction of requests")
+        .x_labels(6)
+        .x_label_formatter(&|x| if *x >= 10.0 { format!("{x:.0}") } else { format!("{x:.2}") })
+        .draw()
+        .map_err(err)?;
     for (i, r) in reports.iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         for (kind, data, dashed) in [("writes", &r.write_latencies_ns, false), ("reads", &r.read_latencies_ns, true)] {

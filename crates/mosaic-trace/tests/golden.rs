@@ -1,176 +1,203 @@
 //! Golden tests: small fixtures written from each format's description.
 
-use std::path::PathBuf;
+mod common;
 
-use mosaic_trace::{from_reader, open, Format, Op, Request, TraceError, TraceOptions, TraceWriter};
+use common::*;
+use mosaic_trace::{from_reader, Format, Op::*, TraceOptions};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
-}
-
-fn read_all(name: &str, opts: &TraceOptions) -> (Format, Vec<Request>, u64) {
-    let mut r = open(&fixture(name), opts).unwrap();
-    let v: Vec<Request> = r.by_ref().map(|x| x.unwrap()).collect();
-    (r.format(), v, r.skipped_ops())
-}
-
-fn req(time_ns: u64, op: Op, offset: u64, len: u64) -> Request {
-    Request { time_ns, op, offset, len }
+#[test]
+fn every_fixture_is_detected() {
+    for (name, f) in [
+        ("spc.csv", Format::Spc),
+        ("msr.csv", Format::Msr),
+        ("blkparse.txt", Format::Blkparse),
+        ("blkparse-donly.txt", Format::Blkparse),
+        ("cloudphysics.csv", Format::CloudPhysics),
+        ("fio2.log", Format::FioV2),
+        ("fio3.log", Format::FioV3),
+        ("alibaba.csv", Format::Alibaba),
+        ("tencent.csv", Format::Tencent),
+    ] {
+        let (r, v) = read_all(name, &TraceOptions::default());
+        assert_eq!(r.format(), f, "{name}");
+        assert!(!v.is_empty(), "{name}");
+        // Naming the format gives the same requests.
+        let (_, named) = read_all(name, &TraceOptions { format: Some(f), ..Default::default() });
+        assert_eq!(named, v, "{name}");
+    }
 }
 
 #[test]
 fn spc() {
-    let (f, v, _) = read_all("spc.csv", &TraceOptions::default());
-    assert_eq!(f, Format::Spc);
-    assert_eq!(v, vec![
-        req(0, Op::Write, 20941264 * 512, 8192),
-        req(2_335_000, Op::Read, 20939840 * 512, 8192),
-        req(4_373_000, Op::Read, 20939808 * 512, 4096),
-    ]);
-    let only1 = TraceOptions { device: Some("1".into()), ..Default::default() };
-    let mut r = open(&fixture("spc.csv"), &only1).unwrap();
-    assert_eq!(r.by_ref().count(), 1);
+    let (r, v) = read_all("spc.csv", &TraceOptions::default());
+    assert_eq!(
+        v,
+        vec![req(0, Write, 20941264 * 512, 8192), req(2_335_000, Read, 20939840 * 512, 8192), req(4_373_000, Read, 20939808 * 512, 4096)]
+    );
+    assert_eq!((r.skipped_bad(), r.skipped_ops(), r.filtered()), (0, 0, 0));
+    let (r, v) = read_all("spc.csv", &opts_device("1"));
+    assert_eq!(v, vec![req(0, Read, 20939840 * 512, 8192)]);
     assert_eq!(r.filtered(), 2);
 }
 
 #[test]
+fn spc_header_and_spaces() {
+    let text = "ASU,LBA,Size,Opcode,Timestamp\r\n0, 10, 512, w, 1.5\r\n\r\n0,11,512,R,2\r\n";
+    let r = mem("h.csv", text, &TraceOptions::default());
+    assert_eq!(r.format(), Format::Spc);
+    let v: Vec<_> = r.map(|x| x.unwrap()).collect();
+    assert_eq!(v, vec![req(0, Write, 5120, 512), req(500_000_000, Read, 5632, 512)]);
+}
+
+#[test]
 fn msr() {
-    let (f, v, _) = read_all("msr.csv", &TraceOptions::default());
-    assert_eq!(f, Format::Msr);
-    assert_eq!(v[0], req(0, Op::Write, 3872768, 4096));
-    assert_eq!(v[1], req((128166372016382155 - 128166372003061629) * 100, Op::Read, 8192, 512));
-    assert_eq!(v[2].op, Op::Read);
-    let (_, v, _) = read_all("msr.csv", &TraceOptions { device: Some("0".into()), ..Default::default() });
+    let (_, v) = read_all("msr.csv", &TraceOptions::default());
+    assert_eq!(
+        v,
+        vec![
+            req(0, Write, 3872768, 4096),
+            req((128166372016382155 - 128166372003061629) * 100, Read, 8192, 512),
+            req((128166372026382155 - 128166372003061629) * 100, Read, 1024, 1024),
+        ]
+    );
+    let (r, v) = read_all("msr.csv", &opts_device("0"));
     assert_eq!(v.len(), 2);
+    assert_eq!(v[1].time_ns, (128166372026382155 - 128166372003061629) * 100);
+    assert_eq!(r.filtered(), 1);
 }
 
 #[test]
 fn blkparse_takes_q_events() {
-    let (f, v, other) = read_all("blkparse.txt", &TraceOptions::default());
-    assert_eq!(f, Format::Blkparse);
-    assert_eq!(v, vec![req(0, Op::Write, 1000 * 512, 4096), req(500_000, Op::Read, 2048 * 512, 8192), req(800_000, Op::Read, 64 * 512, 4096)]);
-    assert_eq!(other, 2, "flush and discard are other ops");
-    let (_, v, _) = read_all("blkparse.txt", &TraceOptions { device: Some("8,16".into()), ..Default::default() });
-    assert_eq!(v.len(), 1);
+    let (r, v) = read_all("blkparse.txt", &TraceOptions::default());
+    assert_eq!(
+        v,
+        vec![
+            req(0, Write, 1000 * 512, 4096),
+            req(500_000, Read, 2048 * 512, 8192),
+            req(800_000, Read, 64 * 512, 4096),
+            req(1_100_000, Write, 5000 * 512, 256 * 512),
+        ]
+    );
+    assert_eq!(r.skipped_ops(), 3, "empty pre-flush, pure flush and discard");
+    assert_eq!(r.skipped_bad(), 0);
+    let (r, v) = read_all("blkparse.txt", &opts_device("8,16"));
+    assert_eq!(v, vec![req(0, Read, 64 * 512, 4096)]);
+    assert_eq!((r.filtered(), r.skipped_ops()), (6, 0));
 }
 
 #[test]
 fn blkparse_falls_back_to_d_events() {
-    let (f, v, _) = read_all("blkparse-donly.txt", &TraceOptions { format: Some(Format::Blkparse), ..Default::default() });
-    assert_eq!(f, Format::Blkparse);
-    assert_eq!(v, vec![req(0, Op::Write, 100 * 512, 4096), req(200_000, Op::Read, 200 * 512, 8192)]);
-    let text = std::fs::read(fixture("blkparse-donly.txt")).unwrap();
-    let r = from_reader("mem", std::io::Cursor::new(text), &TraceOptions::default()).unwrap();
-    assert_eq!(r.map(|x| x.unwrap()).count(), 2);
+    let want = vec![req(0, Write, 100 * 512, 4096), req(200_000, Read, 200 * 512, 8192)];
+    let (r, v) = read_all("blkparse-donly.txt", &TraceOptions::default());
+    assert_eq!(v, want);
+    assert_eq!(r.skipped_ops(), 1, "the discard");
+    // from_reader decides lazily and agrees, for both files.
+    for (name, n) in [("blkparse-donly.txt", 2), ("blkparse.txt", 4)] {
+        let text = std::fs::read(fixture(name)).unwrap();
+        let mut r = from_reader(name, std::io::Cursor::new(text), &TraceOptions::default()).unwrap();
+        let v: Vec<_> = r.by_ref().map(|x| x.unwrap()).collect();
+        assert_eq!(v.len(), n, "{name}");
+        if n == 2 {
+            assert_eq!(v, want);
+            assert_eq!(r.skipped_ops(), 1);
+        }
+    }
+}
+
+#[test]
+fn blkparse_lazy_drops_d_events_before_the_first_q() {
+    let text = "  8,0 0 1 0.1 9 D W 8 + 8 [x]\n  8,0 0 2 0.2 9 Q R 16 + 8 [x]\n  8,0 0 3 0.3 9 D R 16 + 8 [x]\n";
+    let v: Vec<_> = mem("t", text, &TraceOptions::default()).map(|x| x.unwrap()).collect();
+    assert_eq!(v, vec![req(0, Read, 16 * 512, 4096)]);
 }
 
 #[test]
 fn cloudphysics_spreads_requests_within_a_second() {
-    let (f, v, other) = read_all("cloudphysics.csv", &TraceOptions::default());
-    assert_eq!(f, Format::CloudPhysics);
-    assert_eq!(other, 1, "opcode 35 is skipped and counted");
-    assert_eq!(v, vec![
-        req(0, Op::Write, 8 * 512, 4096),
-        req(333_333_333, Op::Read, 16 * 512, 512),
-        req(666_666_666, Op::Write, 24 * 512, 8192),
-        req(1_000_000_000, Op::Read, 32 * 512, 1024),
-    ]);
+    let (r, v) = read_all("cloudphysics.csv", &TraceOptions::default());
+    assert_eq!(r.skipped_ops(), 1, "opcode 35 is skipped and counted");
+    assert_eq!(
+        v,
+        vec![
+            req(0, Write, 8 * 512, 4096),
+            req(333_333_333, Read, 16 * 512, 512),
+            req(666_666_666, Write, 24 * 512, 8192),
+            req(1_000_000_000, Read, 32 * 512, 1024),
+            req(3_000_000_000, Write, 40 * 512, 4096),
+            req(3_500_000_000, Read, 48 * 512, 4096),
+        ]
+    );
+    // `first` cuts after spreading over the whole second.
+    let (_, v) = read_all("cloudphysics.csv", &TraceOptions { first: Some(2), ..Default::default() });
+    assert_eq!(v.iter().map(|r| r.time_ns).collect::<Vec<_>>(), vec![0, 333_333_333]);
 }
 
 #[test]
-fn fio_v2_and_v3() {
-    let (f, v, other) = read_all("fio2.log", &TraceOptions::default());
-    assert_eq!(f, Format::FioV2);
-    assert_eq!(v, vec![req(0, Op::Write, 4096, 8192), req(0, Op::Read, 0, 4096)]);
-    assert_eq!(other, 1);
-    let (f, v, other) = read_all("fio3.log", &TraceOptions::default());
-    assert_eq!(f, Format::FioV3);
-    assert_eq!(v, vec![req(0, Op::Write, 1048576, 65536), req(7_000_000, Op::Read, 0, 4096)]);
-    assert_eq!(other, 1);
+fn cloudphysics_error_comes_after_the_second_it_interrupts() {
+    let text = "version,time,op,size,lbn\n1,5,2a,512,1\n1,5,2a,512,2\n1,5,zz,512,3\n";
+    let v: Vec<_> = mem("cp.csv", text, &TraceOptions::default()).collect();
+    assert_eq!(v.len(), 3);
+    assert_eq!(v[1].as_ref().unwrap().time_ns, 500_000_000);
+    assert_eq!(v[2].as_ref().unwrap_err().to_string(), "cp.csv:4: field 'op': invalid SCSI opcode (hex) \"zz\"");
 }
 
 #[test]
-fn alibaba_and_tencent() {
-    let (f, v, _) = read_all("alibaba.csv", &TraceOptions::default());
-    assert_eq!(f, Format::Alibaba);
-    assert_eq!(v, vec![req(0, Op::Write, 1024, 4096), req(250_000, Op::Read, 8192, 512), req(1_000_000, Op::Write, 0, 4096)]);
-    let (f, v, _) = read_all("tencent.csv", &TraceOptions::default());
-    assert_eq!(f, Format::Tencent);
-    assert_eq!(v, vec![req(0, Op::Write, 12345 * 512, 4096), req(1_000_000_000, Op::Read, 64 * 512, 8192), req(1_000_000_000, Op::Write, 0, 4096)]);
-    let (_, v, _) = read_all("tencent.csv", &TraceOptions { device: Some("1500".into()), ..Default::default() });
-    assert_eq!(v.len(), 1);
+fn fio_v2() {
+    let (r, v) = read_all("fio2.log", &TraceOptions::default());
+    assert_eq!(
+        v,
+        vec![req(0, Write, 4096, 8192), req(0, Read, 0, 4096), req(250_000_000, Write, 8192, 4096), req(250_000_000, Read, 0, 512)]
+    );
+    assert_eq!(r.skipped_ops(), 1, "trim");
+    let (r, v) = read_all("fio2.log", &opts_device("/dev/sdc"));
+    assert_eq!(v, vec![req(0, Read, 0, 512)]);
+    assert_eq!(r.filtered(), 4);
+}
+
+#[test]
+fn fio_v3_timestamps_are_microseconds() {
+    let (r, v) = read_all("fio3.log", &TraceOptions::default());
+    assert_eq!(v, vec![req(0, Write, 1048576, 65536), req(7_000_000, Read, 0, 4096)]);
+    assert_eq!(r.skipped_ops(), 1, "sync");
+}
+
+#[test]
+fn alibaba() {
+    let (_, v) = read_all("alibaba.csv", &TraceOptions::default());
+    assert_eq!(v, vec![req(0, Write, 1024, 4096), req(250_000, Read, 8192, 512), req(1_000_000, Write, 0, 4096)]);
+    let (r, v) = read_all("alibaba.csv", &opts_device("7"));
+    assert_eq!((v.len(), r.filtered()), (1, 2));
+}
+
+#[test]
+fn tencent() {
+    let (_, v) = read_all("tencent.csv", &TraceOptions::default());
+    assert_eq!(v, vec![req(0, Write, 12345 * 512, 4096), req(1_000_000_000, Read, 64 * 512, 8192), req(1_000_000_000, Write, 0, 4096)]);
+    let (_, v) = read_all("tencent.csv", &opts_device("1500"));
+    assert_eq!(v, vec![req(0, Write, 0, 4096)]);
 }
 
 #[test]
 fn first_and_time_scale() {
     let opts = TraceOptions { first: Some(2), time_scale: 0.5, ..Default::default() };
-    let (_, v, _) = read_all("spc.csv", &opts);
+    let (_, v) = read_all("spc.csv", &opts);
     assert_eq!(v.len(), 2);
     assert_eq!(v[1].time_ns, 1_167_500);
+    let (_, v) = read_all("spc.csv", &TraceOptions { time_scale: 0.0, ..Default::default() });
+    assert!(v.iter().all(|r| r.time_ns == 0));
+    let (_, v) = read_all("spc.csv", &TraceOptions { first: Some(0), ..Default::default() });
+    assert!(v.is_empty());
 }
 
 #[test]
-fn malformed_lines_name_file_line_and_field() {
-    let text = "0,100,4096,W,0.1\n0,abc,4096,W,0.2\n0,300,4096,X,0.3\n0,400,4096,R,0.4\n";
-    let r = from_reader("bad.csv", std::io::Cursor::new(text.as_bytes().to_vec()), &TraceOptions { format: Some(Format::Spc), ..Default::default() }).unwrap();
-    let v: Vec<Result<Request, TraceError>> = r.collect();
-    assert_eq!(v.len(), 2);
-    let e = v[1].as_ref().unwrap_err().to_string();
-    assert_eq!(e, "bad.csv:2: field 'LBA': invalid number \"abc\"");
-    let mut r = from_reader("bad.csv", std::io::Cursor::new(text.as_bytes().to_vec()), &TraceOptions { format: Some(Format::Spc), skip_bad: true, ..Default::default() }).unwrap();
-    assert_eq!(r.by_ref().map(|x| x.unwrap()).count(), 2);
-    assert_eq!(r.skipped_bad(), 2);
-    let e = from_reader("junk", std::io::Cursor::new(b"hello world\nfoo\n".to_vec()), &TraceOptions::default()).err().unwrap();
-    assert!(e.to_string().contains("cannot detect the trace format"), "{e}");
-    let e = open(&fixture("nope.csv"), &TraceOptions::default()).err().unwrap();
-    assert!(e.to_string().contains("nope.csv"), "{e}");
-    let e = open(&fixture("cloudphysics.csv"), &TraceOptions { device: Some("1".into()), ..Default::default() }).err().unwrap();
-    assert!(e.to_string().contains("no device field"), "{e}");
+fn out_of_order_times_clamp_to_zero() {
+    let text = "0,1,512,w,5.0\n0,2,512,w,4.0\n0,3,512,w,6.0\n";
+    let v: Vec<_> = mem("t", text, &TraceOptions::default()).map(|x| x.unwrap().time_ns).collect();
+    assert_eq!(v, vec![0, 0, 1_000_000_000]);
 }
 
 #[test]
-fn gzip_and_zstd_are_transparent() {
-    use std::io::Write;
-    let raw = std::fs::read(fixture("msr.csv")).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let gz = dir.path().join("t.csv.gz");
-    let mut e = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::default());
-    e.write_all(&raw).unwrap();
-    e.finish().unwrap();
-    let zs = dir.path().join("t.bin");
-    std::fs::write(&zs, zstd::encode_all(&raw[..], 3).unwrap()).unwrap();
-    let plain: Vec<Request> = open(&fixture("msr.csv"), &TraceOptions::default()).unwrap().map(|x| x.unwrap()).collect();
-    for p in [gz, zs] {
-        let r = open(&p, &TraceOptions::default()).unwrap();
-        assert_eq!(r.format(), Format::Msr);
-        assert_eq!(r.map(|x| x.unwrap()).collect::<Vec<_>>(), plain);
-    }
-}
-
-#[test]
-fn writer_round_trips() {
-    let reqs = vec![req(0, Op::Write, 4096, 8192), req(1_500_000, Op::Read, 0, 512), req(2_000_000, Op::Write, 1 << 30, 1 << 20)];
-    let mut w = TraceWriter::new(Vec::new(), "mosaic");
-    for r in &reqs {
-        w.write(r, 1000).unwrap();
-    }
-    let bytes = w.into_inner();
-    let back: Vec<Request> = from_reader("rec", std::io::Cursor::new(bytes), &TraceOptions::default()).unwrap().map(|x| x.unwrap()).collect();
-    assert_eq!(back, reqs);
-}
-
-#[test]
-fn real_cloudphysics_trace() {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv");
-    if !p.exists() {
-        eprintln!("skipping: {} not present", p.display());
-        return;
-    }
-    let st = mosaic_trace::stats(open(&p, &TraceOptions::default()).unwrap()).unwrap();
-    assert_eq!(st.format, Format::CloudPhysics);
-    // The README: 22,427 reads (889 MB) and 34,509 writes (1.21 GB).
-    assert_eq!(st.reads, 22_427);
-    assert_eq!(st.writes, 34_509);
-    assert!((st.read_bytes as f64 / 1e6 - 889.0).abs() < 1.0, "{}", st.read_bytes);
-    assert!((st.write_bytes as f64 / 1e9 - 1.21).abs() < 0.01, "{}", st.write_bytes);
+fn zero_length_requests_are_skipped_ops() {
+    let mut r = mem("t", "0,1,0,w,5.0\n0,2,512,w,5.0\n", &TraceOptions::default());
+    assert_eq!(r.by_ref().count(), 1);
+    assert_eq!(r.skipped_ops(), 1);
 }
