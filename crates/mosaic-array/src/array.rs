@@ -155,7 +155,12 @@ impl Array {
                 }
                 for i in 0..n {
                     let p = ArraySpec::member_file(dir, i);
+                    if p.exists() {
+                        // --force: only if no other process has it open.
+                        FileMember::open(&p).and_then(|m| m.lock(true)).map_err(|e| ArrayError::Usage(e.to_string()))?;
+                    }
                     let m = FileMember::create(&p, size).map_err(|e| ArrayError::Io(e.to_string()))?;
+                    m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
                     members.push((Arc::new(m), p.display().to_string()));
                 }
                 fresh = true;
@@ -166,6 +171,7 @@ impl Array {
                 }
                 for p in paths {
                     let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+                    m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
                     if !o.force {
                         if let Ok(sb) = Superblock::read_from(&m) {
                             return Err(ArrayError::Usage(format!(
@@ -233,6 +239,7 @@ impl Array {
         let mut found: Vec<(Arc<dyn Member>, Superblock, String)> = Vec::new();
         for p in &paths {
             let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+            m.lock(writable).map_err(|e| ArrayError::Usage(e.to_string()))?;
             let sb = Superblock::read_from(&m)?;
             found.push((Arc::new(m), sb, p.display().to_string()));
         }
@@ -270,6 +277,9 @@ impl Array {
                     continue;
                 }
                 if let Ok(m) = FileMember::open(Path::new(hint)) {
+                    if m.lock(writable).is_err() {
+                        continue; // held elsewhere (or already open here under another name)
+                    }
                     if let Ok(sb) = Superblock::read_from(&m) {
                         if sb.array_uuid == uuid && sb.member_index == i {
                             found.push((Arc::new(m), sb, hint.clone()));

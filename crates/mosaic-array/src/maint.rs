@@ -61,6 +61,7 @@ impl Array {
     /// Put a new device in place of failed member `idx` (rebuild follows).
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
         let m = FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+        m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
         self.replace_with(idx, Arc::new(m), &path.display().to_string())
     }
 

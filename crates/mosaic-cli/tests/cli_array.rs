@@ -241,3 +241,26 @@ fn create_on_existing_files_syncs_parity() {
     let e = fails(&["create", "-a", &bad, "--level", "raid5"]);
     assert!(e.contains("small") && e.contains("too small"), "{e}");
 }
+
+#[test]
+fn a_second_writer_is_refused_while_the_first_holds_the_array() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    create(&a, "raid5", "4", "4K");
+    // Hold one member with an exclusive lock, as a running mosaic would.
+    let m = mosaic_dev_lock(&a.join("member-02.img"));
+    let input = t.path().join("in.bin");
+    fs::write(&input, vec![7u8; 4096]).unwrap();
+    let e = fails(&["write", "-a", a.to_str().unwrap(), "--offset", "0", "--input", input.to_str().unwrap()]);
+    assert!(e.contains("in use by another mosaic process"), "{e}");
+    drop(m);
+    ok(&["write", "-a", a.to_str().unwrap(), "--offset", "0", "--input", input.to_str().unwrap()]);
+}
+
+fn mosaic_dev_lock(p: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(p).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    f
+}

@@ -87,6 +87,24 @@ impl FileMember {
         &self.path
     }
 
+    /// Take an advisory lock (flock) for the life of this handle: exclusive
+    /// for writers, shared for readers, so two mosaic processes never write
+    /// one array at once.  Fails at once if another process holds it.
+    pub fn lock(&self, exclusive: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+        // SAFETY: flock on a file descriptor this handle owns.
+        let rc = unsafe { libc::flock(self.file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, format!("{}: in use by another mosaic process", self.path.display())));
+        }
+        Err(io::Error::new(e.kind(), format!("{}: lock: {e}", self.path.display())))
+    }
+
     pub fn is_block_device(&self) -> bool {
         self.block_device
     }
@@ -243,6 +261,20 @@ mod tests {
         let e = m2.write_at(&[0u8; 10], 8190).unwrap_err();
         assert!(e.to_string().contains("beyond device size"), "{e}");
         assert!(FileMember::open(&dir.path().join("nope")).unwrap_err().to_string().contains("nope"));
+    }
+
+    #[test]
+    fn exclusive_lock_keeps_a_second_writer_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m0");
+        let a = FileMember::create(&p, 4096).unwrap();
+        a.lock(true).unwrap();
+        let b = FileMember::open(&p).unwrap();
+        let e = b.lock(true).unwrap_err();
+        assert!(e.to_string().contains("in use by another mosaic process"), "{e}");
+        assert!(b.lock(false).is_err());
+        drop(a);
+        b.lock(false).unwrap();
     }
 
     #[test]
