@@ -250,10 +250,26 @@ impl StripePlanner {
             (0..g.k).flat_map(|j| merge(ivs.iter().filter(|iv| !iv.2.contains(&j)).map(|iv| (iv.0, iv.1))).into_iter().map(move |(a, b)| (j, a, b)))
         };
         let cost = |it: &mut dyn Iterator<Item = (usize, u64, u64)>| it.fold((0usize, 0u64), |(n, b), (_, s, e)| (n + 1, b + e - s));
+        // RCW's cost without building its ranges: per untouched stretch of
+        // each column, one op (adjacent intervals merge).
+        let rcw_cost = || {
+            let (mut n, mut bytes) = (0usize, 0u64);
+            for j in 0..g.k {
+                let mut last_end = None;
+                for iv in ivs.iter().filter(|iv| !iv.2.contains(&j)) {
+                    if last_end != Some(iv.0) {
+                        n += 1;
+                    }
+                    bytes += iv.1 - iv.0;
+                    last_end = Some(iv.1);
+                }
+            }
+            (n, bytes)
+        };
         let use_rmw = match self.policy {
             WritePolicy::ForceRmw => true,
             WritePolicy::ForceRcw => false,
-            WritePolicy::Auto => cost(&mut rmw_reads()) < cost(&mut rcw_reads()),
+            WritePolicy::Auto => cost(&mut rmw_reads()) < rcw_cost(),
         };
         if use_rmw {
             sp.method = Method::Rmw;
