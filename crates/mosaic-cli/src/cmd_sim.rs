@@ -205,7 +205,7 @@ fn replay_one(a: &ReplayArgs, level: &str, keep: bool) -> Result<SimReport> {
             sim.run(syn.requests())?
         }
         (None, Some(path)) => {
-            let r = a.input.open(path).with_context(|| format!("{}", path.display()))?;
+            let r = a.input.open(path)?;
             sim.run(r)?
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),

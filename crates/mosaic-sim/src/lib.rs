@@ -17,11 +17,11 @@ pub use workload::{Pattern, Synthetic};
 pub enum SimError {
     #[error("{0}")]
     Config(String),
-    #[error("planning: {0}")]
+    #[error(transparent)]
     Plan(#[from] mosaic_core::PlanError),
     #[error("drive {drive}: {message}")]
     Drive { drive: usize, message: String },
-    #[error("trace: {0}")]
+    #[error(transparent)]
     Trace(#[from] mosaic_trace::TraceError),
 }
 

@@ -103,12 +103,10 @@ pub enum TraceError {
     /// A malformed line: file, 1-based line number, field, what is wrong.
     #[error("{file}:{line}: field '{field}': {message}")]
     Parse { file: String, line: u64, field: String, message: String },
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error is part of the message (not a separate source), so
+    /// error chains print it once.
+    #[error("{file}: {error}")]
+    Io { file: String, error: std::io::Error },
     #[error("{file}: cannot detect the trace format ({reason}); tried {tried}; name the format explicitly")]
     Detect { file: String, reason: String, tried: String },
     /// Invalid [`TraceOptions`].
@@ -117,7 +115,7 @@ pub enum TraceError {
 }
 
 pub(crate) fn io_err(file: &str, source: std::io::Error) -> TraceError {
-    TraceError::Io { file: file.to_string(), source }
+    TraceError::Io { file: file.to_string(), error: source }
 }
 
 fn open_source(path: &Path, name: &str) -> Result<(Compression, compress::Source), TraceError> {
