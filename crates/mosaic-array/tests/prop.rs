@@ -35,6 +35,8 @@ const CASES: &[Case] = &[
     Case { level: "raid6", n: 5, unit: 12 << 10, block: 4096, stripes: 8 },
     Case { level: "rs:10+4", n: 14, unit: 12 << 10, block: 4096, stripes: 6 },
     Case { level: "rs:3+3", n: 6, unit: 4096, block: 512, stripes: 12 },
+    Case { level: "cbro:4+1", n: 5, unit: 8192, block: 4096, stripes: 12 },
+    Case { level: "cbro:3+2,cda=raid0:2", n: 7, unit: 4096, block: 512, stripes: 12 },
 ];
 
 fn mem_array(c: &Case) -> (Array, Vec<Arc<MemMember>>) {
@@ -148,3 +150,5 @@ case_test!(raid6_6_512, 5);
 case_test!(raid6_5_unit12k, 6);
 case_test!(rs_10_4_unit12k, 7);
 case_test!(rs_3_3_512, 8);
+case_test!(cbro_4_1, 9);
+case_test!(cbro_3_2_cda_raid0_2, 10);

@@ -45,7 +45,7 @@ pub struct ScrubOutcome {
 }
 
 fn op_range(geo: &Geometry, stripe: u64, op: &DevOp) -> (u64, u64) {
-    let s = op.offset - geo.unit_offset(stripe);
+    let s = op.offset - geo.offset_of(stripe, op.col);
     (s, s + op.len)
 }
 

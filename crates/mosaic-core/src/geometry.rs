@@ -52,6 +52,10 @@ pub enum Level {
     Raid6,
     /// General Reed–Solomon with K data and M code columns, rotating.
     Rs { k: u16, m: u16 },
+    /// Code Block Request Offloading: `n` data drives hold only data; each
+    /// of the `k` code columns lives on its own check drive array (CDA) of
+    /// `w` members, striped raid0 by stripe number (w = 1: one device).
+    Cbro { n: u16, k: u16, w: u16 },
 }
 
 impl Level {
@@ -78,6 +82,19 @@ impl Level {
             Level::Raid4 => need(2, "raid4").map(|_| (n - 1, 1)),
             Level::Raid5 => need(2, "raid5").map(|_| (n - 1, 1)),
             Level::Raid6 => need(3, "raid6").map(|_| (n - 2, 2)),
+            Level::Cbro { n: d, k, w } => {
+                let (d, k, w) = (d as usize, k as usize, w as usize);
+                if d == 0 || k == 0 || w == 0 {
+                    return Err(PlanError::Geometry("cbro:N+K needs N >= 1 data drives, K >= 1 check drive arrays of at least one member".into()));
+                }
+                if d + k > 255 {
+                    return Err(PlanError::Geometry(format!("cbro:{d}+{k} has {} columns; at most 255 are supported", d + k)));
+                }
+                if d + k * w != n {
+                    return Err(PlanError::Geometry(format!("{self} needs exactly {} members ({d} data drives + {k} x {w} CDA members), got {n}", d + k * w)));
+                }
+                Ok((d, k))
+            }
             Level::Rs { k, m } => {
                 let (k, m) = (k as usize, m as usize);
                 if k == 0 {
@@ -104,6 +121,7 @@ impl Level {
     pub fn implied_members(&self) -> Option<usize> {
         match *self {
             Level::Rs { k, m } => Some(k as usize + m as usize),
+            Level::Cbro { n, k, w } => Some(n as usize + k as usize * w as usize),
             _ => None,
         }
     }
@@ -122,6 +140,8 @@ impl fmt::Display for Level {
             Level::Raid5 => write!(f, "raid5"),
             Level::Raid6 => write!(f, "raid6"),
             Level::Rs { k, m } => write!(f, "rs:{k}+{m}"),
+            Level::Cbro { n, k, w: 1 } => write!(f, "cbro:{n}+{k}"),
+            Level::Cbro { n, k, w } => write!(f, "cbro:{n}+{k},cda=raid0:{w}"),
         }
     }
 }
@@ -136,10 +156,28 @@ impl FromStr for Level {
             "raid4" => Level::Raid4,
             "raid5" => Level::Raid5,
             "raid6" => Level::Raid6,
+            _ if t.starts_with("cbro:") => {
+                let bad = || PlanError::Geometry(format!("bad level {s:?}: expected cbro:N+K[,cda=single|raid0:W], e.g. cbro:16+1,cda=raid0:4"));
+                let rest = &t["cbro:".len()..];
+                let (nk, cda) = match rest.split_once(',') {
+                    Some((a, b)) => (a, Some(b)),
+                    None => (rest, None),
+                };
+                let (n, k) = nk.split_once('+').ok_or_else(bad)?;
+                let n: u16 = n.trim().parse().map_err(|_| bad())?;
+                let k: u16 = k.trim().parse().map_err(|_| bad())?;
+                let w: u16 = match cda.map(str::trim) {
+                    None | Some("cda=single") => 1,
+                    Some(c) => c.strip_prefix("cda=raid0:").and_then(|w| w.parse().ok()).ok_or_else(bad)?,
+                };
+                let lvl = Level::Cbro { n, k, w };
+                lvl.columns(n as usize + k as usize * w as usize)?;
+                lvl
+            }
             _ => {
                 let Some(rest) = t.strip_prefix("rs:") else {
                     return Err(PlanError::Geometry(format!(
-                        "unknown level {s:?}: expected raid0, raid1, raid4, raid5, raid6 or rs:K+M"
+                        "unknown level {s:?}: expected raid0, raid1, raid4, raid5, raid6, rs:K+M or cbro:N+K[,cda=raid0:W]"
                     )));
                 };
                 let bad = || PlanError::Geometry(format!("bad level {s:?}: expected rs:K+M, e.g. rs:10+4"));
@@ -230,6 +268,11 @@ impl Geometry {
     /// The member holding column `col` (0..k data, k..k+m code) of `stripe`.
     pub fn member_of(&self, stripe: u64, col: usize) -> usize {
         debug_assert!(col < self.k + self.m);
+        if let Level::Cbro { w, .. } = self.level {
+            // Data drives first, then each CDA's members, raid0 by stripe.
+            let w = w as usize;
+            return if col < self.k { col } else { self.k + (col - self.k) * w + (stripe % w as u64) as usize };
+        }
         let n = self.members;
         if !self.level.rotates() {
             // raid0, raid1, raid4: data columns first, code columns after.
@@ -246,23 +289,34 @@ impl Geometry {
     /// The column that `member` holds in `stripe` (inverse of [`member_of`]).
     ///
     /// [`member_of`]: Geometry::member_of
-    pub fn column_of(&self, stripe: u64, member: usize) -> usize {
+    /// None when `member` holds no unit of `stripe` (a CDA member whose
+    /// turn it is not).
+    pub fn column_of(&self, stripe: u64, member: usize) -> Option<usize> {
         let n = self.members;
+        if let Level::Cbro { w, .. } = self.level {
+            let w = w as usize;
+            if member < self.k {
+                return Some(member);
+            }
+            let (cda, idx) = ((member - self.k) / w, (member - self.k) % w);
+            return (idx as u64 == stripe % w as u64).then_some(self.k + cda);
+        }
         if !self.level.rotates() {
-            return member;
+            return Some(member);
         }
         let c0 = n - 1 - (stripe % n as u64) as usize;
         let rel = (member + n - c0) % n;
-        if rel < self.m {
-            self.k + rel
-        } else {
-            rel - self.m
-        }
+        Some(if rel < self.m { self.k + rel } else { rel - self.m })
     }
 
-    /// Member byte offset of `stripe`'s unit (same on every member).
-    pub fn unit_offset(&self, stripe: u64) -> u64 {
-        stripe * self.unit
+    /// Member byte offset of column `col` of `stripe`.  Every member holds
+    /// one unit per stripe at `stripe * unit`, except CDA members of cbro,
+    /// which hold one per `w` stripes.
+    pub fn offset_of(&self, stripe: u64, col: usize) -> u64 {
+        match self.level {
+            Level::Cbro { w, .. } if col >= self.k => stripe / w as u64 * self.unit,
+            _ => stripe * self.unit,
+        }
     }
 
     /// Split a logical extent into per-stripe, per-column pieces.
@@ -351,7 +405,7 @@ mod tests {
 
     #[test]
     fn column_of_inverts_member_of() {
-        for (lvl, n) in [("raid0", 3), ("raid1", 3), ("raid4", 4), ("raid5", 5), ("raid6", 7), ("rs:10+4", 14)] {
+        for (lvl, n) in [("raid0", 3), ("raid1", 3), ("raid4", 4), ("raid5", 5), ("raid6", 7), ("rs:10+4", 14), ("cbro:4+1", 5), ("cbro:4+2,cda=raid0:3", 10)] {
             let g = geo(lvl, n, 4096);
             for s in 0..30 {
                 let mut seen = vec![false; n];
@@ -359,10 +413,32 @@ mod tests {
                     let mem = g.member_of(s, c);
                     assert!(!seen[mem]);
                     seen[mem] = true;
-                    assert_eq!(g.column_of(s, mem), c, "{lvl} stripe {s} col {c}");
+                    assert_eq!(g.column_of(s, mem), Some(c), "{lvl} stripe {s} col {c}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn cbro_puts_code_on_check_drive_arrays() {
+        let g = geo("cbro:16+1,cda=raid0:4", 20, 4096);
+        assert_eq!((g.k, g.m), (16, 1));
+        for s in 0..8u64 {
+            for j in 0..16 {
+                assert_eq!(g.member_of(s, j), j, "data never moves");
+                assert_eq!(g.offset_of(s, j), s * 4096);
+            }
+            assert_eq!(g.member_of(s, 16), 16 + (s % 4) as usize);
+            assert_eq!(g.offset_of(s, 16), s / 4 * 4096);
+            for cda in 16..20 {
+                let expect = (cda as u64 - 16 == s % 4).then_some(16);
+                assert_eq!(g.column_of(s, cda), expect);
+            }
+        }
+        assert!("cbro:16+1,cda=raid5:4".parse::<Level>().is_err());
+        assert!("cbro:0+1".parse::<Level>().is_err());
+        let e = Geometry::new("cbro:4+1,cda=raid0:2".parse().unwrap(), 5, 4096, 4096, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("exactly 6 members"), "{e}");
     }
 
     #[test]
@@ -400,7 +476,7 @@ mod tests {
 
     #[test]
     fn level_round_trips() {
-        for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+0"] {
+        for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+0", "cbro:16+1", "cbro:8+2,cda=raid0:4"] {
             assert_eq!(s.parse::<Level>().unwrap().to_string(), s);
         }
     }

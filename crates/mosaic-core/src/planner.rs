@@ -72,7 +72,7 @@ impl StripePlanner {
     fn op(&self, stripe: u64, col: usize, start: u64, end: u64) -> DevOp {
         DevOp {
             member: self.geo.member_of(stripe, col),
-            offset: self.geo.unit_offset(stripe) + start,
+            offset: self.geo.offset_of(stripe, col) + start,
             len: end - start,
             role: if col < self.geo.k { Role::Data } else { Role::Code },
             col,
@@ -298,7 +298,7 @@ impl StripePlanner {
     ) -> Result<StripePlan, PlanError> {
         let g = &self.geo;
         let failed = self.failed_cols(h, stripe)?;
-        let target_cols: Vec<usize> = targets.iter().map(|&m| g.column_of(stripe, m)).collect();
+        let target_cols: Vec<usize> = targets.iter().filter_map(|&m| g.column_of(stripe, m)).collect();
         let mut sp = StripePlan {
             stripe,
             method: Method::Rebuild,
@@ -308,6 +308,9 @@ impl StripePlanner {
             span: (lo, hi),
             missing: failed.clone(),
         };
+        if target_cols.is_empty() {
+            return Ok(sp); // no target holds a unit of this stripe
+        }
         let n_read = if g.is_mirror() { 1 } else { g.k };
         for c in (0..g.k + g.m).filter(|&c| self.avail(h, stripe, c)).take(n_read) {
             sp.reads.push(self.op(stripe, c, lo, hi));
