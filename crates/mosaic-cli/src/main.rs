@@ -4,6 +4,7 @@
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
+mod cmd_eval;
 mod cmd_model;
 mod cmd_sim;
 mod util;
@@ -51,6 +52,9 @@ enum Cmd {
     Model(cmd_model::ModelArgs),
     /// Recommend a stripe unit for a trace's writes
     Advise(cmd_model::AdviseArgs),
+    /// Reproducible experiments (tables and SVG plots)
+    #[command(subcommand)]
+    Eval(cmd_eval::EvalCmd),
     /// Benchmarks (ratios against a reference measured in the same run)
     #[command(subcommand)]
     Bench(cmd_bench::BenchCmd),
@@ -72,6 +76,7 @@ fn main() {
         Cmd::Replay(a) => cmd_sim::replay(a),
         Cmd::Model(a) => cmd_model::model(a),
         Cmd::Advise(a) => cmd_model::advise(a),
+        Cmd::Eval(e) => cmd_eval::run(e),
         Cmd::Bench(b) => cmd_bench::run(b),
     };
     match res {

@@ -114,3 +114,23 @@ fn advise_on_a_trace() {
     let e = fails(&["advise", "--drives", "9"]);
     assert!(e.contains("--trace"), "{e}");
 }
+
+#[test]
+fn eval_cbro_matches_the_model_and_shows_the_cda_bottleneck() {
+    let j = json(&ok(&["eval", "cbro", "--requests", "6000", "--json"]));
+    let rows = j.as_array().unwrap();
+    let at = |kib: u64| rows.iter().find(|r| r["size"].as_u64() == Some(kib * 1024)).unwrap();
+    let r4 = at(4);
+    // Model: (d+k)/d = 2 over RAID-5 and 3 over RAID-6 for d = 1; within 10%.
+    let g5 = r4["gain_over_raid5"].as_f64().unwrap();
+    let g6 = r4["gain_over_raid6"].as_f64().unwrap();
+    assert!((g5 / 2.0 - 1.0).abs() < 0.10, "gain over raid5 {g5}");
+    assert!((g6 / 3.0 - 1.0).abs() < 0.10, "gain over raid6 {g6}");
+    assert_eq!(r4["cda_keeps_up"], true);
+    // A single HDD as CDA is the bottleneck: far below RAID-5.
+    assert!(r4["hdd_cda_gain_over_raid5"].as_f64().unwrap() < 0.5);
+    // At 1 MiB the SSD CDA no longer keeps up, and the gain drops below the model.
+    let r1m = at(1024);
+    assert_eq!(r1m["cda_keeps_up"], false, "{r1m}");
+    assert!(r1m["gain_over_raid5"].as_f64().unwrap() < 1.5, "{r1m}");
+}
