@@ -75,7 +75,7 @@ struct CbroRow {
 
 /// Nanoseconds per random `size`-byte read or write of one drive when its
 /// queue is kept full (1 / saturated IOPS).
-fn saturated_op_ns(device: &str, write: bool, size: u64) -> Result<f64> {
+pub fn saturated_op_ns(device: &str, write: bool, size: u64) -> Result<f64> {
     let drives = build_drives(&[device.to_string()], 1)?;
     let qd = drives[0].queue_depth().clamp(1, 256);
     let cap = drives[0].capacity();

@@ -26,6 +26,9 @@ pub struct ModelArgs {
     /// Request sizes: MIN:MAX (powers of two)
     #[arg(long, default_value = "4K:4M")]
     pub sizes: String,
+    /// Also model CBRO with the code columns on check drive arrays of this drive
+    #[arg(long)]
+    pub cda_device: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -69,13 +72,73 @@ pub fn model(a: ModelArgs) -> Result<i32> {
     let t = timing(&a.device)?;
     let sizes = mosaic_model::parse_size_range(&a.sizes).map_err(|e| anyhow!("--sizes: {e}"))?;
     let rep = mosaic_model::model_report(a.drives, a.codes, &t, &sizes).map_err(|e| anyhow!("{e}"))?;
+    let cbro = match &a.cda_device {
+        Some(cda) => Some(cbro_rows(&a.device, cda, a.drives, a.codes, &sizes)?),
+        None => None,
+    };
     if a.json {
-        print_json(&rep)?;
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            #[serde(flatten)]
+            model: &'a mosaic_model::ModelReport,
+            cbro: Option<Vec<CbroRow>>,
+        }
+        print_json(&Out { model: &rep, cbro })?;
     } else {
         println!("model: {} drives, {} code blocks per stripe, drive {}", a.drives, a.codes, a.device);
         print!("{rep}");
+        if let Some(rows) = cbro {
+            println!("\nCBRO: {} data drives + {} CDA(s) of {} (code blocks offloaded; Sect. 5)", a.drives, a.codes, a.cda_device.as_deref().unwrap_or(""));
+            println!("{:>10} {:>12} {:>14} {:>9} {:>9}", "size", "S_CBRO,RMW", "gain (d=1)", "CDA fast", "CDA size");
+            for r in &rows {
+                println!(
+                    "{:>10} {:>12.2} {:>14.2} {:>9} {:>9}",
+                    format!("{}K", r.size / 1024),
+                    r.speedup_rmw,
+                    r.gain_d1,
+                    if r.check.performance_ok { "ok" } else { "TOO SLOW" },
+                    if r.check.capacity_ok { "ok" } else { "TOO SMALL" },
+                );
+            }
+            for r in rows.iter().filter(|r| !r.check.message.is_empty()) {
+                println!("warning at {}K: {}", r.size / 1024, r.check.message);
+            }
+        }
     }
     Ok(0)
+}
+
+#[derive(serde::Serialize)]
+struct CbroRow {
+    size: u64,
+    /// S_CBRO,RMW = n / (α + 1) over one data drive.
+    speedup_rmw: f64,
+    /// (d + k) / d for d = 1: the gain over distributed code blocks.
+    gain_d1: f64,
+    check: mosaic_model::CbroCheck,
+}
+
+/// CBRO's speedup and the capacity/performance checks per size, with each
+/// drive's saturated per-operation time (an SSD serves many at once).
+fn cbro_rows(data: &str, cda: &str, n: usize, k: usize, sizes: &[u64]) -> Result<Vec<CbroRow>> {
+    let cda_cap = timing(cda)?.0.capacity();
+    let data_cap = timing(data)?.0.capacity();
+    sizes
+        .iter()
+        .map(|&s| {
+            let (dr, dw) = (crate::cmd_eval::saturated_op_ns(data, false, s)?, crate::cmd_eval::saturated_op_ns(data, true, s)?);
+            let (cr, cw) = (crate::cmd_eval::saturated_op_ns(cda, false, s)?, crate::cmd_eval::saturated_op_ns(cda, true, s)?);
+            let dt = mosaic_model::FnTiming { read: move |_b: u64| dr, write: move |_b: u64| dw };
+            let ct = mosaic_model::FnTiming { read: move |_b: u64| cr, write: move |_b: u64| cw };
+            let alpha = dr / dw;
+            Ok(CbroRow {
+                size: s,
+                speedup_rmw: mosaic_model::cbro_speedup_rmw(n, alpha),
+                gain_d1: mosaic_model::cbro_gain(1, k),
+                check: mosaic_model::cbro_check(n, s, &dt, &ct, cda_cap, data_cap),
+            })
+        })
+        .collect()
 }
 
 pub fn advise(a: AdviseArgs) -> Result<i32> {

@@ -134,3 +134,18 @@ fn eval_cbro_matches_the_model_and_shows_the_cda_bottleneck() {
     assert_eq!(r1m["cda_keeps_up"], false, "{r1m}");
     assert!(r1m["gain_over_raid5"].as_f64().unwrap() < 1.5, "{r1m}");
 }
+
+#[test]
+fn model_cbro_checks() {
+    let j = json(&ok(&["model", "--drives", "16", "--codes", "2", "--sizes", "4K:1M", "--cda-device", "ssd:samsung-830-128g", "--json"]));
+    let rows = j["cbro"].as_array().unwrap();
+    // HDD: α = 1, S_CBRO,RMW = n / 2; gain (d+k)/d = 3 for k = 2.
+    assert!((rows[0]["speedup_rmw"].as_f64().unwrap() - 8.0).abs() < 0.01);
+    assert!((rows[0]["gain_d1"].as_f64().unwrap() - 3.0).abs() < 1e-9);
+    assert_eq!(rows[0]["check"]["performance_ok"], true);
+    assert_eq!(rows.last().unwrap()["check"]["performance_ok"], false);
+    // A 128 GB SSD cannot hold the code blocks of a full 1 TB data drive.
+    assert_eq!(rows[0]["check"]["capacity_ok"], false);
+    let human = ok(&["model", "--drives", "16", "--codes", "1", "--sizes", "4K:1M", "--cda-device", "ssd:samsung-830-128g"]);
+    assert!(human.contains("CDA will be the bottleneck"), "{human}");
+}
