@@ -114,15 +114,8 @@ fn cbro(a: CbroArgs) -> Result<i32> {
         let c1 = saturated_iops("cbro:16+1", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
         let c2 = saturated_iops("cbro:16+2", &[hdd.clone(), format!("16-17={ssd}")], s, a.requests)?;
         let c1h = saturated_iops("cbro:16+1", &[hdd.clone()], s, a.requests)?;
-        // The model's check with each drive's *saturated* per-operation time
-        // (an SSD serves many requests at once; an HDD one).
-        let (dr, dw) = (saturated_op_ns(&hdd, false, s)?, saturated_op_ns(&hdd, true, s)?);
-        let (cr, cw) = (saturated_op_ns(&ssd, false, s)?, saturated_op_ns(&ssd, true, s)?);
-        let data = mosaic_model::FnTiming { read: move |_b: u64| dr, write: move |_b: u64| dw };
-        let cda = mosaic_model::FnTiming { read: move |_b: u64| cr, write: move |_b: u64| cw };
-        let cda_cap = crate::cmd_model::timing(&ssd)?.0.capacity();
-        let data_cap = crate::cmd_model::timing(&hdd)?.0.capacity();
-        let check = mosaic_model::cbro_check(16, s, &data, &cda, cda_cap, cda_cap.min(data_cap));
+        // The model's performance check for one SSD CDA (saturated rates).
+        let check = crate::cmd_model::cbro_rows(&hdd, &ssd, 16, 1, &[s])?.remove(0).check;
         for (name, v) in [("raid5 x16 HDD", r5), ("raid6 x16 HDD", r6), ("cbro:16+1 SSD CDA", c1), ("cbro:16+2 SSD CDAs", c2), ("cbro:16+1 HDD CDA", c1h)] {
             points.push(Point { config: name.into(), size: s, iops: v, mib_per_s: v * s as f64 / 1048576.0 });
         }

@@ -109,18 +109,18 @@ pub fn model(a: ModelArgs) -> Result<i32> {
 }
 
 #[derive(serde::Serialize)]
-struct CbroRow {
-    size: u64,
+pub struct CbroRow {
+    pub size: u64,
     /// S_CBRO,RMW = n / (α + 1) over one data drive.
-    speedup_rmw: f64,
+    pub speedup_rmw: f64,
     /// (d + k) / d for d = 1: the gain over distributed code blocks.
-    gain_d1: f64,
-    check: mosaic_model::CbroCheck,
+    pub gain_d1: f64,
+    pub check: mosaic_model::CbroCheck,
 }
 
 /// CBRO's speedup and the capacity/performance checks per size, with each
 /// drive's saturated per-operation time (an SSD serves many at once).
-fn cbro_rows(data: &str, cda: &str, n: usize, k: usize, sizes: &[u64]) -> Result<Vec<CbroRow>> {
+pub fn cbro_rows(data: &str, cda: &str, n: usize, k: usize, sizes: &[u64]) -> Result<Vec<CbroRow>> {
     let cda_cap = timing(cda)?.0.capacity();
     let data_cap = timing(data)?.0.capacity();
     sizes
