@@ -213,6 +213,21 @@ fn replay_one(a: &ReplayArgs, level: &str, keep: bool) -> Result<SimReport> {
     Ok(rep)
 }
 
+/// Split a `--compare` list on commas, keeping `cbro:N+K,cda=...` whole.
+fn split_layouts(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match out.last_mut() {
+            Some(last) if part.starts_with("cda=") => {
+                last.push(',');
+                last.push_str(part);
+            }
+            _ => out.push(part.to_string()),
+        }
+    }
+    out
+}
+
 #[derive(Serialize)]
 struct ReplayOut<'a> {
     #[serde(flatten)]
@@ -222,7 +237,7 @@ struct ReplayOut<'a> {
 
 pub fn replay(a: ReplayArgs) -> Result<i32> {
     let layouts: Vec<String> = match &a.compare {
-        Some(c) => c.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        Some(c) => split_layouts(c),
         None => vec![a.layout.clone()],
     };
     if layouts.is_empty() {
@@ -307,4 +322,12 @@ pub fn replay_table_brief(reports: &[SimReport]) -> String {
         ]);
     }
     table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn compare_lists_keep_cbro_specs_whole() {
+        assert_eq!(super::split_layouts("raid5, cbro:16+1,cda=raid0:4,raid6"), vec!["raid5", "cbro:16+1,cda=raid0:4", "raid6"]);
+    }
 }
