@@ -61,6 +61,12 @@ enum Cmd {
 }
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`mosaic info | head`) instead of failing on a broken pipe.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
