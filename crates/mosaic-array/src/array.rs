@@ -204,7 +204,27 @@ impl Array {
                 )));
             }
         }
-        let geo = Geometry::new(o.level, n, o.unit, o.block, min_size - DATA_OFFSET)?;
+        let geo = match o.level {
+            // CBRO: data drives set the capacity; each check drive array
+            // (w members, raid0) must hold one data drive's units.
+            Level::Cbro { n: d, w, .. } => {
+                let (d, w) = (d as usize, w as u64);
+                let data_min = members[..d].iter().map(|(m, _)| m.size()).min().unwrap_or(0) - DATA_OFFSET;
+                let geo = Geometry::new(o.level, n, o.unit, o.block, data_min)?;
+                for (i, (m, path)) in members.iter().enumerate().skip(d) {
+                    let need = DATA_OFFSET + geo.member_bytes(i);
+                    if m.size() < need {
+                        return Err(ArrayError::BadMember(format!(
+                            "{path}: check drive array member too small: {} bytes, needs {need} so that each CDA ({w} member(s)) holds the {} bytes used on each data drive",
+                            m.size(),
+                            geo.member_data_bytes()
+                        )));
+                    }
+                }
+                geo
+            }
+            _ => Geometry::new(o.level, n, o.unit, o.block, min_size - DATA_OFFSET)?,
+        };
         let sb = Superblock {
             format_version: crate::superblock::FORMAT_VERSION,
             array_uuid: Uuid::new_v4(),
@@ -302,7 +322,7 @@ impl Array {
             if slots[i].is_some() {
                 return Err(ArrayError::Usage(format!("two devices claim member {i} of array {uuid}: {} and {path}", paths[i])));
             }
-            let need = DATA_OFFSET + auth.member_data_size;
+            let need = DATA_OFFSET + auth.geometry.member_bytes(i);
             if m.size() < need {
                 return Err(ArrayError::BadMember(format!("{path}: member too small: {} bytes, the array needs {need}", m.size())));
             }

@@ -79,7 +79,7 @@ impl Array {
             )));
         }
         let sb = self.superblock();
-        let need = DATA_OFFSET + sb.member_data_size;
+        let need = DATA_OFFSET + sb.geometry.member_bytes(idx);
         if m.size() < need {
             return Err(ArrayError::BadMember(format!("{path}: replacement too small: {} bytes, the array needs {need}", m.size())));
         }

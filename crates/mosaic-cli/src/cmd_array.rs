@@ -326,7 +326,7 @@ fn rebuild_with_progress(arr: &Array, json: bool) -> Result<()> {
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     let arr = open(&a.array, true)?;
     if !a.drive.exists() {
-        let size = DATA_OFFSET + arr.superblock().member_data_size;
+        let size = DATA_OFFSET + arr.geometry().member_bytes(a.member);
         mosaic_dev::FileMember::create(&a.drive, size)?;
     }
     arr.replace(a.member, &a.drive)?;

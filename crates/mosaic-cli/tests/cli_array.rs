@@ -264,3 +264,33 @@ fn mosaic_dev_lock(p: &Path) -> std::fs::File {
     assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
     f
 }
+
+#[test]
+fn cbro_on_files_with_a_smaller_striped_cda() {
+    let t = tempfile::tempdir().unwrap();
+    let mk = |name: &str, size: usize| {
+        let p = t.path().join(name);
+        fs::write(&p, vec![0u8; size]).unwrap();
+        p.display().to_string()
+    };
+    // 4 data members of 4 MiB (3 MiB of units each); a CDA of two members
+    // needs 1 MiB header + 1.5 MiB each.
+    let data: Vec<String> = (0..4).map(|i| mk(&format!("d{i}"), 4 << 20)).collect();
+    let small: Vec<String> = (0..2).map(|i| mk(&format!("s{i}"), 2 << 20)).collect();
+    let list = [data.clone(), small].concat().join(",");
+    let e = fails(&["create", "-a", &list, "--level", "cbro:4+1,cda=raid0:2", "--stripe-unit", "4K", "--assume-clean"]);
+    assert!(e.contains("check drive array member too small"), "{e}");
+    let ok_cda: Vec<String> = (0..2).map(|i| mk(&format!("c{i}"), (5 << 20) / 2)).collect();
+    let list = [data, ok_cda].concat().join(",");
+    ok(&["create", "-a", &list, "--level", "cbro:4+1,cda=raid0:2", "--stripe-unit", "4K"]);
+    let info: serde_json::Value = serde_json::from_str(&ok(&["info", "-a", &list, "--json"])).unwrap();
+    assert_eq!(info["capacity"], 4 * (3 << 20));
+    let input = t.path().join("in.bin");
+    let bytes: Vec<u8> = (0..(12u32 << 20)).map(|i| (i % 251) as u8).collect();
+    fs::write(&input, &bytes).unwrap();
+    ok(&["write", "-a", &list, "--offset", "0", "--input", input.to_str().unwrap()]);
+    ok(&["fail", "-a", &list, "--member", "2"]);
+    let out = t.path().join("out.bin");
+    ok(&["read", "-a", &list, "--offset", "0", "--length", "12M", "--output", out.to_str().unwrap()]);
+    assert!(fs::read(&out).unwrap() == bytes, "degraded cbro read differs");
+}

@@ -260,6 +260,15 @@ impl Geometry {
         self.stripes * self.unit
     }
 
+    /// Stripe data bytes member `member` must offer: one unit per stripe,
+    /// except CBRO CDA members, which hold one unit per `w` stripes.
+    pub fn member_bytes(&self, member: usize) -> u64 {
+        match self.level {
+            Level::Cbro { w, .. } if member >= self.k => self.stripes.div_ceil(w as u64) * self.unit,
+            _ => self.stripes * self.unit,
+        }
+    }
+
     /// Whether this geometry is a mirror (code columns are plain copies).
     pub fn is_mirror(&self) -> bool {
         self.level == Level::Raid1
