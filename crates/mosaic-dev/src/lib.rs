@@ -7,7 +7,11 @@
 //!   (`pread`/`pwrite`), `fdatasync` on flush;
 //! * [`MemMember`]: RAM, for tests and benchmarks;
 //! * [`FaultyMember`]: wraps another member and fails I/O on command, so
-//!   tests can exercise the automatic fail-on-error path.
+//!   tests can exercise the automatic fail-on-error path;
+//! * [`zoned::ZonedFile`]: an emulated host-managed zoned (SMR) drive on a
+//!   file, with write pointers enforced and kept durably.
+
+pub mod zoned;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};

@@ -1,0 +1,395 @@
+//! An emulated host-managed zoned (SMR) drive on a regular file.
+//!
+//! ```text
+//!   file:  [ header 4 KiB | zone 0 | zone 1 | ... | zone n-1 ]
+//!   zones: 0 .. c-1 conventional (random writes), c .. n-1 sequential-write-required
+//!
+//!   header: "MOSAICZD" | version u32 | zone_size u64 | zones u64 | conventional u64
+//!           | per zone: write pointer u64, state u8 | crc32c of all before it
+//! ```
+//!
+//! As on a real host-managed drive, a write to a sequential zone must start
+//! exactly at the zone's write pointer and stay inside the zone, or it fails
+//! and changes nothing.  Reads below the write pointer return data; above
+//! it, zeros.  Write pointers live in memory and are made durable by
+//! `flush` and by every zone-management command (reset, open, close,
+//! finish), so after a crash a reopened drive has every flushed write and
+//! its pointer — exactly what a host may rely on.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+
+use crate::Member;
+
+const MAGIC: &[u8; 8] = b"MOSAICZD";
+const VERSION: u32 = 1;
+const HEADER: u64 = 4096;
+
+/// Condition of a zone (ZBC terms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneCond {
+    Conventional,
+    Empty,
+    ImplicitOpen,
+    ExplicitOpen,
+    Closed,
+    Full,
+}
+
+impl ZoneCond {
+    fn code(self) -> u8 {
+        self as u8
+    }
+    fn from_code(c: u8) -> Option<ZoneCond> {
+        use ZoneCond::*;
+        [Conventional, Empty, ImplicitOpen, ExplicitOpen, Closed, Full].get(c as usize).copied()
+    }
+}
+
+/// One row of a zone report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Zone {
+    pub index: u64,
+    /// Byte offset of the zone on the device.
+    pub start: u64,
+    pub len: u64,
+    /// Write pointer (byte offset on the device); `start + len` when full.
+    pub wp: u64,
+    pub cond: ZoneCond,
+}
+
+#[derive(Debug)]
+struct State {
+    wps: Vec<u64>,
+    conds: Vec<ZoneCond>,
+}
+
+/// A zoned drive emulated on a file.
+#[derive(Debug)]
+pub struct ZonedFile {
+    file: File,
+    path: PathBuf,
+    zone_size: u64,
+    zones: u64,
+    conventional: u64,
+    state: Mutex<State>,
+}
+
+fn bad(path: &Path, msg: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}: {msg}", path.display()))
+}
+
+/// magic 8 + version 4 + zone size 8 + zones 8 + conventional 8, then 9
+/// bytes per zone (write pointer, condition), then the crc.
+fn header_len(zones: u64) -> u64 {
+    36 + zones * 9 + 4
+}
+
+impl ZonedFile {
+    /// Create a zoned drive of `zones` zones of `zone_size` bytes, the
+    /// first `conventional` of them conventional.
+    pub fn create(path: &Path, zone_size: u64, zones: u64, conventional: u64) -> io::Result<ZonedFile> {
+        if zone_size == 0 || zone_size % 4096 != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("zone size {zone_size} must be a positive multiple of 4096")));
+        }
+        if zones == 0 || conventional > zones {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{conventional} conventional zones of {zones}")));
+        }
+        if header_len(zones) > HEADER {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones do not fit the {HEADER}-byte zone header")));
+        }
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        file.set_len(HEADER + zone_size * zones)?;
+        let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
+        let wps = (0..zones).map(|z| z * zone_size).collect();
+        let d = ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) };
+        d.persist(&d.state.lock())?;
+        Ok(d)
+    }
+
+    /// Open an existing zoned drive file.
+    pub fn open(path: &Path) -> io::Result<ZonedFile> {
+        let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let mut h = vec![0u8; HEADER as usize];
+        file.read_exact_at(&mut h, 0).map_err(|e| bad(path, format!("reading zone header: {e}")))?;
+        if &h[0..8] != MAGIC {
+            return Err(bad(path, "not an emulated zoned drive (no zone header)"));
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+        let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
+        if version != VERSION {
+            return Err(bad(path, format!("unsupported zone header version {version}")));
+        }
+        let (zone_size, zones, conventional) = (u64_at(12), u64_at(20), u64_at(28));
+        if zone_size == 0 || zones == 0 || conventional > zones || header_len(zones) > HEADER {
+            return Err(bad(path, "corrupt zone header (impossible geometry)"));
+        }
+        let body = header_len(zones) as usize - 4;
+        let want = u32::from_le_bytes(h[body..body + 4].try_into().unwrap());
+        if crc32c::crc32c(&h[..body]) != want {
+            return Err(bad(path, "corrupt zone header (checksum mismatch)"));
+        }
+        let size = file.metadata()?.len();
+        if size < HEADER + zone_size * zones {
+            return Err(bad(path, format!("file of {size} bytes is shorter than its {zones} zones of {zone_size} bytes")));
+        }
+        let mut wps = Vec::with_capacity(zones as usize);
+        let mut conds = Vec::with_capacity(zones as usize);
+        for z in 0..zones as usize {
+            let o = 36 + z * 9;
+            let wp = u64_at(o);
+            let cond = ZoneCond::from_code(h[o + 8]).ok_or_else(|| bad(path, format!("zone {z}: bad condition code")))?;
+            let start = z as u64 * zone_size;
+            if wp < start || wp > start + zone_size || (z as u64) < conventional && cond != ZoneCond::Conventional {
+                return Err(bad(path, format!("zone {z}: corrupt write pointer or condition")));
+            }
+            wps.push(wp);
+            conds.push(cond);
+        }
+        Ok(ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) })
+    }
+
+    pub fn zone_size(&self) -> u64 {
+        self.zone_size
+    }
+
+    pub fn zone_count(&self) -> u64 {
+        self.zones
+    }
+
+    /// All zones with their write pointers and conditions.
+    pub fn report_zones(&self) -> Vec<Zone> {
+        let st = self.state.lock();
+        (0..self.zones)
+            .map(|z| Zone { index: z, start: z * self.zone_size, len: self.zone_size, wp: st.wps[z as usize], cond: st.conds[z as usize] })
+            .collect()
+    }
+
+    fn seq_zone(&self, zone: u64, what: &str) -> io::Result<usize> {
+        if zone >= self.zones {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: no zone {zone} (the drive has {})", self.path.display(), self.zones)));
+        }
+        if zone < self.conventional {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {zone} is conventional: {what} is not allowed", self.path.display())));
+        }
+        Ok(zone as usize)
+    }
+
+    /// Rewind a zone's write pointer (its data is gone).
+    pub fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        let z = self.seq_zone(zone, "reset")?;
+        let mut st = self.state.lock();
+        st.wps[z] = zone * self.zone_size;
+        st.conds[z] = ZoneCond::Empty;
+        self.persist(&st)
+    }
+
+    /// Open a zone explicitly.
+    pub fn open_zone(&self, zone: u64) -> io::Result<()> {
+        let z = self.seq_zone(zone, "open")?;
+        let mut st = self.state.lock();
+        if st.conds[z] == ZoneCond::Full {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {zone} is full", self.path.display())));
+        }
+        st.conds[z] = ZoneCond::ExplicitOpen;
+        self.persist(&st)
+    }
+
+    /// Close an open zone (empty zones become empty again).
+    pub fn close_zone(&self, zone: u64) -> io::Result<()> {
+        let z = self.seq_zone(zone, "close")?;
+        let mut st = self.state.lock();
+        st.conds[z] = match st.conds[z] {
+            ZoneCond::Full => ZoneCond::Full,
+            _ if st.wps[z] == zone * self.zone_size => ZoneCond::Empty,
+            _ => ZoneCond::Closed,
+        };
+        self.persist(&st)
+    }
+
+    /// Move a zone's write pointer to its end.
+    pub fn finish_zone(&self, zone: u64) -> io::Result<()> {
+        let z = self.seq_zone(zone, "finish")?;
+        let mut st = self.state.lock();
+        st.wps[z] = (zone + 1) * self.zone_size;
+        st.conds[z] = ZoneCond::Full;
+        self.persist(&st)
+    }
+
+    pub fn write_pointer(&self, zone: u64) -> Option<u64> {
+        (zone >= self.conventional && zone < self.zones).then(|| self.state.lock().wps[zone as usize])
+    }
+
+    fn persist(&self, st: &State) -> io::Result<()> {
+        let mut h = Vec::with_capacity(HEADER as usize);
+        h.extend_from_slice(MAGIC);
+        h.extend_from_slice(&VERSION.to_le_bytes());
+        h.extend_from_slice(&self.zone_size.to_le_bytes());
+        h.extend_from_slice(&self.zones.to_le_bytes());
+        h.extend_from_slice(&self.conventional.to_le_bytes());
+        for (wp, c) in st.wps.iter().zip(&st.conds) {
+            h.extend_from_slice(&wp.to_le_bytes());
+            h.push(c.code());
+        }
+        let crc = crc32c::crc32c(&h);
+        h.extend_from_slice(&crc.to_le_bytes());
+        h.resize(HEADER as usize, 0);
+        self.file.write_all_at(&h, 0)?;
+        self.file.sync_data()
+    }
+}
+
+impl Member for ZonedFile {
+    fn describe(&self) -> String {
+        format!("{} (zoned)", self.path.display())
+    }
+    fn size(&self) -> u64 {
+        self.zone_size * self.zones
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= self.size());
+        if end.is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: read at {offset}+{} beyond the drive", self.path.display(), buf.len())));
+        }
+        self.file.read_exact_at(buf, HEADER + offset)?;
+        // Above a sequential zone's write pointer a drive returns zeros.
+        let st = self.state.lock();
+        let mut pos = offset;
+        while pos < offset + buf.len() as u64 {
+            let z = pos / self.zone_size;
+            let zend = ((z + 1) * self.zone_size).min(offset + buf.len() as u64);
+            if z >= self.conventional {
+                let wp = st.wps[z as usize].max(pos);
+                if wp < zend {
+                    buf[(wp - offset) as usize..(zend - offset) as usize].fill(0);
+                }
+            }
+            pos = zend;
+        }
+        Ok(())
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let len = buf.len() as u64;
+        if offset.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} beyond the drive", self.path.display())));
+        }
+        let z = offset / self.zone_size;
+        if z < self.conventional {
+            if offset + len > (z + 1) * self.zone_size && offset + len > self.conventional * self.zone_size {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} runs from conventional into sequential zones", self.path.display())));
+            }
+            return self.file.write_all_at(buf, HEADER + offset);
+        }
+        let mut st = self.state.lock();
+        let (wp, zend) = (st.wps[z as usize], (z + 1) * self.zone_size);
+        if wp == zend {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z} is full", self.path.display())));
+        }
+        if offset != wp {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}: write at {offset} is not at the write pointer {wp}", self.path.display())));
+        }
+        if offset + len > zend {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}: write at {offset}+{len} crosses the zone end {zend}", self.path.display())));
+        }
+        self.file.write_all_at(buf, HEADER + offset)?;
+        st.wps[z as usize] = offset + len;
+        st.conds[z as usize] = if offset + len == zend {
+            ZoneCond::Full
+        } else if st.conds[z as usize] == ZoneCond::ExplicitOpen {
+            ZoneCond::ExplicitOpen
+        } else {
+            ZoneCond::ImplicitOpen
+        };
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()?;
+        self.persist(&self.state.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZS: u64 = 64 << 10;
+
+    #[test]
+    fn write_pointer_rules_and_zone_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = ZonedFile::create(&dir.path().join("z"), ZS, 8, 2).unwrap();
+        assert_eq!(d.size(), 8 * ZS);
+        // Conventional zones take random writes.
+        d.write_at(&[1u8; 4096], 8192).unwrap();
+        d.write_at(&[2u8; 4096], 0).unwrap();
+        // Sequential zone 3: only at the write pointer.
+        let z3 = 3 * ZS;
+        d.write_at(&[3u8; 4096], z3).unwrap();
+        assert_eq!(d.write_pointer(3), Some(z3 + 4096));
+        let e = d.write_at(&[3u8; 4096], z3).unwrap_err();
+        assert!(e.to_string().contains("not at the write pointer"), "{e}");
+        let e = d.write_at(&[3u8; 4096], z3 + 8192).unwrap_err();
+        assert!(e.to_string().contains("not at the write pointer"), "{e}");
+        let e = d.write_at(&vec![3u8; ZS as usize], z3 + 4096).unwrap_err();
+        assert!(e.to_string().contains("crosses the zone end"), "{e}");
+        assert_eq!(d.write_pointer(3), Some(z3 + 4096), "a refused write changes nothing");
+        // Reads: data below the pointer, zeros above.
+        let mut b = vec![9u8; 8192];
+        d.read_at(&mut b, z3).unwrap();
+        assert!(b[..4096].iter().all(|&x| x == 3) && b[4096..].iter().all(|&x| x == 0));
+        // Zone commands.
+        assert!(d.reset_zone(0).unwrap_err().to_string().contains("conventional"));
+        d.open_zone(4).unwrap();
+        assert_eq!(d.report_zones()[4].cond, ZoneCond::ExplicitOpen);
+        d.close_zone(4).unwrap();
+        assert_eq!(d.report_zones()[4].cond, ZoneCond::Empty);
+        d.finish_zone(5).unwrap();
+        assert!(d.write_at(&[0u8; 512], 5 * ZS).unwrap_err().to_string().contains("full"));
+        d.reset_zone(3).unwrap();
+        assert_eq!(d.write_pointer(3), Some(z3));
+        d.write_at(&[7u8; 4096], z3).unwrap();
+        let r = d.report_zones();
+        assert_eq!(r[0].cond, ZoneCond::Conventional);
+        assert_eq!(r[3].cond, ZoneCond::ImplicitOpen);
+        assert_eq!(r[5].cond, ZoneCond::Full);
+        assert!(d.reset_zone(99).is_err());
+    }
+
+    #[test]
+    fn write_pointers_survive_reopen_after_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("z");
+        {
+            let d = ZonedFile::create(&p, ZS, 4, 1).unwrap();
+            d.write_at(&[5u8; 8192], ZS).unwrap();
+            d.flush().unwrap();
+            // Not flushed: its pointer advance is not durable.
+            d.write_at(&[6u8; 4096], ZS + 8192).unwrap();
+        }
+        let d = ZonedFile::open(&p).unwrap();
+        assert_eq!(d.write_pointer(1), Some(ZS + 8192));
+        let mut b = vec![0u8; 8192];
+        d.read_at(&mut b, ZS).unwrap();
+        assert!(b.iter().all(|&x| x == 5));
+        d.write_at(&[8u8; 4096], ZS + 8192).unwrap();
+    }
+
+    #[test]
+    fn corrupt_or_foreign_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("z");
+        std::fs::write(&p, vec![0u8; 8192]).unwrap();
+        assert!(ZonedFile::open(&p).unwrap_err().to_string().contains("not an emulated zoned drive"));
+        ZonedFile::create(&p, ZS, 4, 1).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[40] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(ZonedFile::open(&p).unwrap_err().to_string().contains("checksum"));
+        assert!(ZonedFile::create(&p, 1000, 4, 1).is_err());
+        assert!(ZonedFile::create(&p, ZS, 4, 5).is_err());
+    }
+}
