@@ -109,11 +109,11 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     let mut points = Vec::new();
     for kib in [4u64, 8, 16, 64, 256, 1024] {
         let s = kib << 10;
-        let r5 = saturated_iops("raid5", &[hdd.clone()], s, a.requests)?;
-        let r6 = saturated_iops("raid6", &[hdd.clone()], s, a.requests)?;
+        let r5 = saturated_iops("raid5", std::slice::from_ref(&hdd), s, a.requests)?;
+        let r6 = saturated_iops("raid6", std::slice::from_ref(&hdd), s, a.requests)?;
         let c1 = saturated_iops("cbro:16+1", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
         let c2 = saturated_iops("cbro:16+2", &[hdd.clone(), format!("16-17={ssd}")], s, a.requests)?;
-        let c1h = saturated_iops("cbro:16+1", &[hdd.clone()], s, a.requests)?;
+        let c1h = saturated_iops("cbro:16+1", std::slice::from_ref(&hdd), s, a.requests)?;
         // The model's performance check for one SSD CDA (saturated rates).
         let check = crate::cmd_model::cbro_rows(&hdd, &ssd, 16, 1, &[s])?.remove(0).check;
         for (name, v) in [("raid5 x16 HDD", r5), ("raid6 x16 HDD", r6), ("cbro:16+1 SSD CDA", c1), ("cbro:16+2 SSD CDAs", c2), ("cbro:16+1 HDD CDA", c1h)] {

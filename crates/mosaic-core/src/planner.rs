@@ -86,7 +86,7 @@ impl StripePlanner {
     fn failed_cols(&self, h: &Health, stripe: u64) -> Result<Vec<usize>, PlanError> {
         let g = &self.geo;
         let failed: Vec<usize> = (0..g.k + g.m).filter(|&c| !self.avail(h, stripe, c)).collect();
-        let tolerable = if g.is_mirror() { g.m } else { g.m };
+        let tolerable = g.m;
         if failed.len() > tolerable {
             return Err(PlanError::TooManyFailures {
                 stripe,
