@@ -153,6 +153,14 @@ pub fn run(a: DemoArgs) -> Result<i32> {
     say(format!("verified {} again after rebuild", human(v2)));
     arr.close()?;
 
+    say(format!(
+        "summary: {} verified twice, device ops {} reads / {} writes while healthy, rebuild {:.1} MiB/s, scrub clean",
+        human(v1),
+        healthy_ops.device_reads(),
+        healthy_ops.device_writes(),
+        rb.mib_per_s
+    ));
+
     // The same planner on modelled drives: a built-in random-write workload
     // replayed on HDD and SSD raid5/raid6 arrays in virtual time.
     let replay = replay_section()?;
@@ -178,14 +186,6 @@ pub fn run(a: DemoArgs) -> Result<i32> {
     };
     if a.json {
         print_json(&summary)?;
-    } else {
-        println!(
-            "summary: {} verified twice, device ops {} reads / {} writes while healthy, rebuild {:.1} MiB/s, scrub clean",
-            human(v1),
-            healthy_ops.device_reads(),
-            healthy_ops.device_writes(),
-            rb.mib_per_s
-        );
     }
     Ok(0)
 }
