@@ -9,9 +9,12 @@
 //! * [`FaultyMember`]: wraps another member and fails I/O on command, so
 //!   tests can exercise the automatic fail-on-error path;
 //! * [`zoned::ZonedFile`]: an emulated host-managed zoned (SMR) drive on a
-//!   file, with write pointers enforced and kept durably.
+//!   file, with write pointers enforced and kept durably;
+//! * [`zoned_blk::ZonedBlockDevice`]: a real zoned block device through the
+//!   kernel's zone ioctls, where one exists.
 
 pub mod zoned;
+pub mod zoned_blk;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};

@@ -38,6 +38,8 @@ pub enum ZoneCond {
     ExplicitOpen,
     Closed,
     Full,
+    /// Read-only or offline (real devices only).
+    Offline,
 }
 
 impl ZoneCond {
@@ -46,7 +48,7 @@ impl ZoneCond {
     }
     fn from_code(c: u8) -> Option<ZoneCond> {
         use ZoneCond::*;
-        [Conventional, Empty, ImplicitOpen, ExplicitOpen, Closed, Full].get(c as usize).copied()
+        [Conventional, Empty, ImplicitOpen, ExplicitOpen, Closed, Full, Offline].get(c as usize).copied()
     }
 }
 
