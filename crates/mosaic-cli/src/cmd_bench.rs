@@ -52,6 +52,9 @@ pub struct ArrayBenchArgs {
     /// Member size in MiB
     #[arg(long, default_value_t = 256)]
     pub member_mib: u64,
+    /// Skip the 1 MiB sequential workload (profiling the small-write path)
+    #[arg(long)]
+    pub random_only: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -157,6 +160,9 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
             unit: "IOPS",
         });
 
+        if a.random_only {
+            continue;
+        }
         let buf1m = vec![0xa5u8; 1 << 20];
         let mibs = cap >> 20;
         let arr_mbs = rate(dur, |i| Ok(arr.write((i % mibs) << 20, &buf1m)?))?;
