@@ -1,205 +1,108 @@
 //! mosaic-model: the analytical random-write model of erasure-coded drive
 //! arrays, after Jeremic, Parzyjegla and Mühl, "Improving Random Write
 //! Performance in Homogeneous and Heterogeneous Erasure-Coded Drive Arrays",
-//! ACM Applied Computing Review 15(4), 2015.
+//! ACM Applied Computing Review 15(4), 2015.  Pure math, no I/O.
 //!
-//! Notation: n drives, k code blocks per stripe, a logical write of s bytes
-//! touching d data units of x = s/d bytes.  A write reads r and writes w
-//! units (Sect. 3.2):
+//! # Notation
 //!
-//! ```text
-//!   RMW  (d < (n-2k)/2):        r = d + k        w = d + k
-//!   RCW  ((n-2k)/2 <= d < n-k): r = n - k - d    w = d + k
-//!   FSW  (d = n-k):             r = 0            w = n
+//! n drives, k code blocks per stripe (n − k data units), a logical write of
+//! s bytes covering d whole data units (1 <= d <= n − k) of x = s/d bytes
+//! (stripe unit u = s/d).  t_read(x), t_write(x): isolated random service
+//! times of one drive ([`DriveTiming`]); λ_rr = x/t_read, λ_rw = x/t_write.
 //!
-//!   speedup over one drive (Eq. 3):  S = d·n / (α·r + w),   α = λ_rw / λ_rr
-//!   array throughput (Eq. 12):       λ_array = S · λ_rw(x)
-//!                                            = n·s / (r·t_read(x) + w·t_write(x))
-//!   HDD (Eq. 11):                    λ(x) = x / (t_pos + x/R),  α = 1
-//! ```
-//!
-//! The last form is what this crate evaluates, for any drive that can say
-//! how long an isolated random read or write of x bytes takes
-//! ([`DriveTiming`]); for the simple HDD it reduces exactly to the paper's
-//! closed forms, including the crossovers (Ineq. 14 and 18):
+//! # Reads and writes per method (Sect. 3.1–3.2)
 //!
 //! ```text
-//!   RMW(d1) beats RMW(d2), d1 < d2:   s < (d1·d2 / k) · R·t_pos
-//!   RMW(d1) beats RCW/FSW(d2):        s < d1·d2·(n-2·d1-2·k) / (2·d1·d2 + 2·d2·k - d1·n) · R·t_pos
+//!   RMW  d < (n − 2k)/2          r = d + k        w = d + k     (Eq. 1, 4)
+//!   RCW  (n − 2k)/2 <= d < n − k r = n − k − d    w = d + k     (Eq. 5)
+//!   FSW  d = n − k               r = 0            w = n         (Eq. 6)
 //! ```
 //!
-//! CBRO (Sect. 5): code blocks on k separate check drive arrays leave the
-//! data drives r = w = d, so S_CBRO,RMW = n / (α+1), a gain of (d+k)/d over
-//! distributed code blocks (Eq. 19–20).
+//! RMW iff it reads fewer blocks (d + k < n − k − d); ties go to RCW.
+//!
+//! # Speedup and throughput (Eq. 2, 3, 11, 12)
+//!
+//! ```text
+//!   λ_array(d) = n · (r/λ_rr + w/λ_rw)^-1                       (Eq. 2)
+//!   S(d) = λ_array / (λ_rw / d) = d·n / (α·r + w),  α = λ_rw/λ_rr (Eq. 3)
+//!
+//!   S_RMW = d·n / ((α + 1)(d + k))                               (Eq. 4)
+//!   S_RCW = d·n / (α(n − k − d) + d + k)                         (Eq. 5)
+//!   S_FSW = d·n / (d + k) = d = n − k                            (Eq. 6)
+//!
+//!   HDD:  λ(x) = x / (t_pos + x/R),  α = 1                       (Eq. 11)
+//!         S_RMW = d·n / (2(d + k)),  S_RCW = S_FSW = d           (Eq. 9, 10)
+//!   array bytes/s:  λ_array(s, d) = S(d) · λ_rw(s/d)              (Eq. 12)
+//!                                 = n·s / (r·t_read(s/d) + w·t_write(s/d))
+//! ```
+//!
+//! The extraction renders Eq. 4 as "d·n / (α·(d+k) + (d+k))", which is the
+//! (α + 1)(d + k) above, and Eq. 20 confirms it; Eq. 5 and 6 are as given.
+//! α is the paper's λ_rw/λ_rr = t_read/t_write (see [`alpha`]; the brief's
+//! "write/read service time" is its reciprocal).  This crate evaluates the
+//! last form of Eq. 12 for any [`DriveTiming`] ([`Array::throughput`]); for
+//! [`HddSimple`] it equals Eq. 12 exactly ([`throughput_hdd_closed_form`]).
+//!
+//! # Crossovers (Sect. 4.1, Ineq. 13–18)
+//!
+//! ```text
+//!   RMW(d1) beats RMW(d2), d1 < d2:   s < (d1·d2 / k) · R·t_pos                           (14)
+//!   RCW(d1) beats RCW(d2) iff d1 > d2 (FSW beats every RCW)                               (16)
+//!   RMW(d1) beats RCW/FSW(d2):        s < d1·d2·(n − 2d1 − 2k) / (2d1·d2 + 2d2·k − d1·n) · R·t_pos (18)
+//! ```
+//!
+//! Both follow from writing every candidate's reciprocal HDD throughput as
+//! A/s + B with A = (r + w)·t_pos/n, B = (r + w)/(n·d·R); two candidates
+//! tie at s = ΔA/(−ΔB).  With the paper's drive (t_pos = 5 ms,
+//! R = 89,592 KiB/s, R·t_pos = 447.96 KiB):
+//!
+//! ```text
+//!   n = 9,  k = 1: RMW d=1 beats FSW (d2 = 8) below 40/23 · 447.96 = 779.06 KiB
+//!   n = 10, k = 2: RMW d=1 beats FSW (d2 = 8) below 32/38 · 447.96 = 377.23 KiB
+//!   n = 10, k = 1: RMW d=1 beats FSW (d2 = 9) below 54/26 · 447.96 = 930.38 KiB
+//!                  RMW d=2 wins on [2/1 · 447.96, 72/34 · 447.96] = [895.92, 948.62] KiB
+//!                  (Ineq. 14 with d1 = 1, d2 = 2; Ineq. 18 with d1 = 2, d2 = 9)
+//! ```
+//!
+//! (The paper quotes 930.38 and 895.92–948.62 KiB under "HDD RAID-5" in
+//! Sect. 6.3.1; those are the n = 10, k = 1 array of that paragraph and of
+//! Fig. 2.)  [`win_intervals`] computes such windows exactly for the HDD
+//! and by bisection for other drives.
+//!
+//! # SSDs (Sect. 4.2), advisor, CBRO (Sect. 5)
+//!
+//! * [`ssd_advice`]: stripe unit = effective flash page when the vast
+//!   majority of writes are page-aligned; α per size from the timing
+//!   ([`alpha_by_size`]).
+//! * [`advise`]: rank candidate stripe units for a write-size mix.
+//! * [`cbro_speedup_rmw`], [`cbro_gain`], [`cbro_check`]:
+//!   S_CBRO,RMW = n/(α + 1) (Eq. 19), gain (d + k)/d (Eq. 20), CDA capacity
+//!   and performance checks (Eq. 21, Ineq. 23).
+//! * [`model_report`]: everything above for `mosaic model`.
 
 mod advise;
 mod cbro;
+mod drive;
+mod intervals;
+mod model;
 mod report;
 
-use serde::Serialize;
-
-pub use advise::{advise, default_candidates, ssd_unit_rule, Advice, CandidateScore};
-pub use cbro::{cbro_check, cbro_gain, cbro_speedup_rmw, CbroCheck};
-pub use report::{model_report, parse_size_range, ModelReport, SizeRow};
+pub use advise::{
+    advise, advise_with, default_candidates, ssd_advice, ssd_advice_with, ssd_unit_rule, write_cost, Advice, CandidateScore, SsdAdvice, SSD_ALIGNED_MAJORITY,
+};
+pub use cbro::{cbro_check, cbro_gain, cbro_speedup_rmw, cbro_throughput_rmw, CbroCheck};
+pub use drive::{alpha, alpha_by_size, hdd_lambda, DriveTiming, FnTiming, HddSimple};
+pub use intervals::{crossover_numeric, crossover_sizes, win_intervals, win_intervals_numeric, Beats, Interval, BISECT_REL, SCAN_PER_OCTAVE};
+pub use model::{
+    crossover_hdd, crossover_rmw_rcw, crossover_rmw_rmw, speedup_fsw, speedup_rcw, speedup_rmw, throughput_array, throughput_hdd_closed_form, winner, Array, Choice, Method, Winner,
+};
+pub use report::{model_report, parse_size, parse_size_range, Crossover, ModelReport, Point, RmwCrossover, SizeRow, CROSSOVER_SEARCH};
 
 /// Errors for bad model input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     #[error("{0}")]
     Input(String),
-}
-
-/// Isolated random request service times of one drive, in nanoseconds.
-pub trait DriveTiming {
-    fn read_ns(&self, bytes: u64) -> f64;
-    fn write_ns(&self, bytes: u64) -> f64;
-}
-
-/// The simple HDD: t_pos + x/R for reads and writes alike.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct HddSimple {
-    pub t_pos_s: f64,
-    pub rate_bytes_per_s: f64,
-}
-
-impl HddSimple {
-    /// The paper's Seagate ST91000640SS: t_pos = 5 ms, R = 89,592 KiB/s.
-    pub fn seagate_st91000640ss() -> HddSimple {
-        HddSimple { t_pos_s: 0.005, rate_bytes_per_s: 89_592.0 * 1024.0 }
-    }
-
-    /// R · t_pos in bytes, the drive's scale for every crossover.
-    pub fn r_tpos(&self) -> f64 {
-        self.rate_bytes_per_s * self.t_pos_s
-    }
-}
-
-impl DriveTiming for HddSimple {
-    fn read_ns(&self, bytes: u64) -> f64 {
-        (self.t_pos_s + bytes as f64 / self.rate_bytes_per_s) * 1e9
-    }
-    fn write_ns(&self, bytes: u64) -> f64 {
-        self.read_ns(bytes)
-    }
-}
-
-/// Any pair of closures as a drive (adapts other crates' drive models).
-pub struct FnTiming<R: Fn(u64) -> f64, W: Fn(u64) -> f64> {
-    pub read: R,
-    pub write: W,
-}
-
-impl<R: Fn(u64) -> f64, W: Fn(u64) -> f64> DriveTiming for FnTiming<R, W> {
-    fn read_ns(&self, bytes: u64) -> f64 {
-        (self.read)(bytes)
-    }
-    fn write_ns(&self, bytes: u64) -> f64 {
-        (self.write)(bytes)
-    }
-}
-
-/// Code block update method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Method {
-    Rmw,
-    Rcw,
-    Fsw,
-}
-
-impl Method {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Method::Rmw => "RMW",
-            Method::Rcw => "RCW",
-            Method::Fsw => "FSW",
-        }
-    }
-}
-
-/// An array shape: n drives, k code blocks per stripe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Array {
-    pub n: usize,
-    pub k: usize,
-}
-
-impl Array {
-    pub fn new(n: usize, k: usize) -> Result<Array, ModelError> {
-        if n == 0 || k >= n {
-            return Err(ModelError::Input(format!("need n > k >= 0 drives and code blocks, got n = {n}, k = {k}")));
-        }
-        Ok(Array { n, k })
-    }
-
-    /// Data units per stripe.
-    pub fn data(&self) -> usize {
-        self.n - self.k
-    }
-
-    /// The method the fewest-reads rule picks for d data units (ties: RCW),
-    /// which is also the paper's rule: RMW iff d < (n-2k)/2.
-    pub fn method(&self, d: usize) -> Method {
-        if d >= self.data() {
-            Method::Fsw
-        } else if d + self.k < self.data() - d {
-            Method::Rmw
-        } else {
-            Method::Rcw
-        }
-    }
-
-    /// Units read and written for d data units with `m`.
-    pub fn reads_writes(&self, d: usize, m: Method) -> (usize, usize) {
-        match m {
-            Method::Rmw => (d + self.k, d + self.k),
-            Method::Rcw => (self.data() - d, d + self.k),
-            Method::Fsw => (0, self.n),
-        }
-    }
-
-    /// Speedup over one drive (Eq. 3–6).
-    pub fn speedup(&self, d: usize, m: Method, alpha: f64) -> f64 {
-        let (r, w) = self.reads_writes(d, m);
-        (d * self.n) as f64 / (alpha * r as f64 + w as f64)
-    }
-
-    /// Random-write throughput in bytes/s of logical writes of `s` bytes
-    /// split into d units, updated with `m`.
-    pub fn throughput(&self, drive: &dyn DriveTiming, s: f64, d: usize, m: Method) -> f64 {
-        let x = (s / d as f64).round().max(1.0) as u64;
-        let (r, w) = self.reads_writes(d, m);
-        let t = r as f64 * drive.read_ns(x) + w as f64 * drive.write_ns(x);
-        self.n as f64 * s / (t / 1e9)
-    }
-
-    /// Throughput of d units with the method the planner picks.
-    pub fn throughput_auto(&self, drive: &dyn DriveTiming, s: f64, d: usize) -> f64 {
-        self.throughput(drive, s, d, self.method(d))
-    }
-
-    /// The best (d, method) for logical writes of `s` bytes.
-    pub fn winner(&self, drive: &dyn DriveTiming, s: f64) -> (usize, Method, f64) {
-        (1..=self.data())
-            .map(|d| (d, self.method(d), self.throughput_auto(drive, s, d)))
-            .fold((1, Method::Rmw, f64::MIN), |best, c| if c.2 > best.2 { c } else { best })
-    }
-}
-
-/// Ineq. 14: RMW(d1) beats RMW(d2) while s is below this (bytes).
-pub fn crossover_rmw_rmw(k: usize, d1: usize, d2: usize, r_tpos: f64) -> f64 {
-    (d1 * d2) as f64 / k as f64 * r_tpos
-}
-
-/// Ineq. 18: RMW(d1) beats RCW/FSW(d2) while s is below this (bytes);
-/// infinite when the denominator is not positive (RMW always wins).
-pub fn crossover_rmw_rcw(n: usize, k: usize, d1: usize, d2: usize, r_tpos: f64) -> f64 {
-    let (n, k, d1, d2) = (n as f64, k as f64, d1 as f64, d2 as f64);
-    let den = 2.0 * d1 * d2 + 2.0 * d2 * k - d1 * n;
-    if den <= 0.0 {
-        return f64::INFINITY;
-    }
-    d1 * d2 * (n - 2.0 * d1 - 2.0 * k) / den * r_tpos
 }
 
 #[cfg(test)]
