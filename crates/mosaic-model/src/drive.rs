@@ -68,24 +68,6 @@ impl<T: DriveTiming + ?Sized> DriveTiming for &T {
     }
 }
 
-impl<T: DriveTiming + ?Sized> DriveTiming for Box<T> {
-    fn read_ns(&self, bytes: u64) -> f64 {
-        (**self).read_ns(bytes)
-    }
-    fn write_ns(&self, bytes: u64) -> f64 {
-        (**self).write_ns(bytes)
-    }
-    fn read_ns_f64(&self, bytes: f64) -> f64 {
-        (**self).read_ns_f64(bytes)
-    }
-    fn write_ns_f64(&self, bytes: f64) -> f64 {
-        (**self).write_ns_f64(bytes)
-    }
-    fn hdd_params(&self) -> Option<HddSimple> {
-        (**self).hdd_params()
-    }
-}
-
 /// The simple HDD of Sect. 4.1: every random request, read or write, costs
 /// the head positioning time plus the transfer, t(x) = t_pos + x/R, so its
 /// throughput is λ(x) = x / (t_pos + x/R) (Eq. 11) and α = 1.
