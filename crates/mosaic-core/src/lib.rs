@@ -11,14 +11,18 @@
 //!            executor: reads ──> Layout::compute_* ──> writes ──> done
 //! ```
 
+pub mod cache;
 pub mod compute;
+pub mod frontend;
 pub mod geometry;
 pub mod health;
 pub mod layout;
 pub mod plan;
 pub mod planner;
 
+pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray};
 pub use compute::{ScrubOutcome, StripeMath, WriteBuf};
+pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
 pub use health::{Health, MemberState};
 pub use layout::{FixedLayout, Layout};

@@ -25,6 +25,10 @@ pub enum Role {
     Code,
     /// Layout metadata (mapping tables, logs).
     Meta,
+    /// A zone reset of a zoned drive: `offset` is the zone's first byte,
+    /// `len` is 0.  Only in a write phase, and only from layouts that
+    /// manage zones (DVS).
+    ZoneReset,
 }
 
 /// Direction of a device operation.
@@ -160,6 +164,7 @@ pub struct OpCounts {
     pub code_write_bytes: u64,
     pub meta_reads: u64,
     pub meta_writes: u64,
+    pub zone_resets: u64,
     pub stripes_rmw: u64,
     pub stripes_rcw: u64,
     pub stripes_fsw: u64,
@@ -188,6 +193,7 @@ impl OpCounts {
             }
             (Dir::Read, Role::Meta) => self.meta_reads += 1,
             (Dir::Write, Role::Meta) => self.meta_writes += 1,
+            (_, Role::ZoneReset) => self.zone_resets += 1,
         }
     }
 
@@ -223,6 +229,7 @@ impl OpCounts {
         self.code_write_bytes += o.code_write_bytes;
         self.meta_reads += o.meta_reads;
         self.meta_writes += o.meta_writes;
+        self.zone_resets += o.zone_resets;
         self.stripes_rmw += o.stripes_rmw;
         self.stripes_rcw += o.stripes_rcw;
         self.stripes_fsw += o.stripes_fsw;

@@ -11,13 +11,20 @@
 //!   request: all stripes done ─> latency recorded (closed loop: next request)
 //! ```
 //!
+//! A [`Frontend`] (write cache, log-structured layout) may answer a request
+//! with foreground plans, which the request waits for, and background plans
+//! (destage, garbage collection), which run on the same drives without
+//! holding it; a bare layout is the [`Direct`] front end.  When no
+//! foreground request has been outstanding for the front end's
+//! `idle_after_ns`, its idle work is started, one step at a time.
+//!
 //! Time is virtual (nanoseconds).  Events with equal times are ordered by a
 //! sequence number, so a run is a pure function of its inputs and seed.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use mosaic_core::{Health, Layout, MemberState, OpCounts, Plan};
+use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Plan, Role};
 use mosaic_drives::{DriveModel, DriveRequest, ReqKind};
 use mosaic_trace::{Op, Request};
 use serde::Serialize;
@@ -92,7 +99,8 @@ pub struct SimReport {
     pub mib_per_s: f64,
     pub read_latency: Latency,
     pub write_latency: Latency,
-    /// Device reads and writes caused by logical writes, per logical write.
+    /// Device reads and writes caused by logical writes, per logical write
+    /// (foreground and background work both count).
     pub device_reads_per_write: f64,
     pub device_writes_per_write: f64,
     pub ops: OpCounts,
@@ -100,6 +108,9 @@ pub struct SimReport {
     /// Requests moved or trimmed to fit the array (see [`Simulator`]).
     pub realigned: u64,
     pub wrapped: u64,
+    /// Background plans run (destage, GC) and the front end's own counters.
+    pub background_plans: u64,
+    pub policy: Vec<(String, f64)>,
     #[serde(skip)]
     pub read_latencies_ns: Vec<u64>,
     #[serde(skip)]
@@ -113,7 +124,8 @@ struct ReqState {
 }
 
 struct StripeState {
-    req: usize,
+    /// None for background work.
+    req: Option<usize>,
     /// Index into `plans`.
     plan: usize,
     sp: usize,
@@ -134,6 +146,9 @@ struct Drive {
 enum Ev {
     Arrival,
     OpDone { drive: usize, stripe: usize },
+    /// Idle check scheduled when the last foreground request finished;
+    /// valid only if no request started since (generation matches).
+    Idle { generation: u64 },
 }
 
 /// A slab: reuse freed slots so memory stays bounded by what is in flight.
@@ -173,7 +188,7 @@ impl<T> Slab<T> {
 /// wrap around (counted in `wrapped`); requests not aligned to the layout's
 /// block size are widened to block boundaries (counted in `realigned`).
 pub struct Simulator<'a> {
-    layout: &'a dyn Layout,
+    fe: Box<dyn Frontend + 'a>,
     drives: Vec<Drive>,
     health: Health,
     cfg: SimConfig,
@@ -191,16 +206,29 @@ pub struct Simulator<'a> {
     started: u64,
     completed: u64,
     error: Option<SimError>,
+    /// Foreground requests in flight; background stripes in flight.
+    fg_inflight: u64,
+    bg_inflight: u64,
+    /// Bumped whenever a foreground request starts (invalidates idle checks).
+    generation: u64,
+    idle_pending: bool,
 }
 
 impl<'a> Simulator<'a> {
+    /// Replay on a bare layout: every request waits for its one plan.
     pub fn new(layout: &'a dyn Layout, models: Vec<Box<dyn DriveModel>>, cfg: SimConfig) -> Result<Simulator<'a>, SimError> {
-        if models.len() != layout.members() {
-            return Err(SimError::Config(format!("{} drive models given for {} members", models.len(), layout.members())));
+        Self::with_frontend(Box::new(Direct(layout)), models, cfg)
+    }
+
+    /// Replay through a front end (cache, log-structured layout).
+    pub fn with_frontend(fe: Box<dyn Frontend + 'a>, models: Vec<Box<dyn DriveModel>>, cfg: SimConfig) -> Result<Simulator<'a>, SimError> {
+        let members = fe.members();
+        if models.len() != members {
+            return Err(SimError::Config(format!("{} drive models given for {} members", models.len(), members)));
         }
-        let mut health = Health::all_active(layout.members());
+        let mut health = Health::all_active(members);
         for &f in &cfg.failed {
-            if f >= layout.members() {
+            if f >= members {
                 return Err(SimError::Config(format!("failed member {f} out of range")));
             }
             health.states[f] = MemberState::Failed;
@@ -220,8 +248,9 @@ impl<'a> Simulator<'a> {
                 busy_since: 0,
             })
             .collect();
+        let describe = fe.describe();
         Ok(Simulator {
-            layout,
+            fe,
             drives,
             health,
             cfg,
@@ -231,7 +260,7 @@ impl<'a> Simulator<'a> {
             reqs: Slab::new(),
             stripes: Slab::new(),
             plans: Slab::new(),
-            report: SimReport { layout: layout.describe(), ..Default::default() },
+            report: SimReport { layout: describe, ..Default::default() },
             write_dev_reads: 0,
             write_dev_writes: 0,
             first_arrival: None,
@@ -239,6 +268,10 @@ impl<'a> Simulator<'a> {
             started: 0,
             completed: 0,
             error: None,
+            fg_inflight: 0,
+            bg_inflight: 0,
+            generation: 0,
+            idle_pending: false,
         })
     }
 
@@ -249,7 +282,7 @@ impl<'a> Simulator<'a> {
 
     /// Fit a trace request onto the array.
     fn fit(&mut self, r: &Request) -> Option<(u64, u64)> {
-        let f = fit(r, self.layout.block_size(), self.layout.capacity())?;
+        let f = fit(r, self.fe.block_size(), self.fe.capacity())?;
         self.report.realigned += f.realigned as u64;
         self.report.wrapped += f.wrapped as u64;
         Some((f.offset, f.len))
@@ -259,11 +292,8 @@ impl<'a> Simulator<'a> {
     fn start(&mut self, r: &Request) -> Result<bool, SimError> {
         let Some((off, len)) = self.fit(r) else { return Ok(false) };
         let write = r.op == Op::Write;
-        let plan = if write {
-            self.layout.plan_write(off, len, &self.health)?
-        } else {
-            self.layout.plan_read(off, len, &self.health)?
-        };
+        let staged = self.fe.submit(write, off, len, self.now, &self.health)?;
+        self.generation += 1;
         self.first_arrival.get_or_insert(self.now);
         self.started += 1;
         self.report.requests += 1;
@@ -274,14 +304,45 @@ impl<'a> Simulator<'a> {
             self.report.reads += 1;
             self.report.read_bytes += len;
         }
-        let c = plan.counts();
-        self.report.ops.merge(&c);
-        if write {
-            self.write_dev_reads += c.device_reads();
-            self.write_dev_writes += c.device_writes();
+        for p in staged.fg.iter().chain(&staged.bg) {
+            let c = p.counts();
+            self.report.ops.merge(&c);
+            if write {
+                self.write_dev_reads += c.device_reads();
+                self.write_dev_writes += c.device_writes();
+            }
         }
-        let n = plan.stripes.len();
+        let n: usize = staged.fg.iter().map(|p| p.stripes.len()).sum();
         let req = self.reqs.insert(ReqState { arrival: self.now, write, stripes_left: n });
+        self.fg_inflight += 1;
+        if n == 0 {
+            // Served without touching a drive (a cache hit).
+            self.req_done(req);
+        }
+        for plan in staged.fg {
+            self.launch(plan, Some(req));
+        }
+        self.start_background(staged.bg);
+        Ok(true)
+    }
+
+    fn start_background(&mut self, plans: Vec<Plan>) {
+        for plan in plans {
+            if plan.stripes.is_empty() {
+                continue;
+            }
+            self.report.background_plans += 1;
+            self.bg_inflight += plan.stripes.len() as u64;
+            self.launch(plan, None);
+        }
+    }
+
+    /// Queue every stripe of `plan` on the drives.
+    fn launch(&mut self, plan: Plan, req: Option<usize>) {
+        let n = plan.stripes.len();
+        if n == 0 {
+            return;
+        }
         let plan_id = self.plans.insert((plan, n));
         for sp in 0..n {
             let (has_reads, ops) = {
@@ -295,7 +356,6 @@ impl<'a> Simulator<'a> {
                 self.enqueue_phase(st);
             }
         }
-        Ok(true)
     }
 
     fn enqueue_phase(&mut self, st: usize) {
@@ -306,8 +366,12 @@ impl<'a> Simulator<'a> {
         let n = {
             let p = &self.plans.get(plan).0.stripes[sp];
             let list = if writes { &p.writes } else { &p.reads };
-            let kind = if writes { ReqKind::Write } else { ReqKind::Read };
             for op in list {
+                let kind = match (writes, op.role) {
+                    (_, Role::ZoneReset) => ReqKind::ZoneReset,
+                    (true, _) => ReqKind::Write,
+                    (false, _) => ReqKind::Read,
+                };
                 let drive = &mut self.drives[op.member];
                 drive.pending_ids.push_back(st);
                 drive.pending.push_back(DriveRequest { kind, offset: op.offset, len: op.len });
@@ -355,6 +419,7 @@ impl<'a> Simulator<'a> {
                     drive.stats.reads += 1;
                     drive.stats.read_bytes += req.len
                 }
+                ReqKind::ZoneReset | ReqKind::ZoneFinish | ReqKind::Flush => {}
                 _ => {
                     drive.stats.writes += 1;
                     drive.stats.write_bytes += req.len
@@ -366,11 +431,6 @@ impl<'a> Simulator<'a> {
 
     fn stripe_done(&mut self, st: usize) {
         let s = self.stripes.remove(st);
-        let left = {
-            let r = self.reqs.get(s.req);
-            r.stripes_left -= 1;
-            r.stripes_left
-        };
         {
             let p = self.plans.get(s.plan);
             p.1 -= 1;
@@ -378,17 +438,68 @@ impl<'a> Simulator<'a> {
                 self.plans.remove(s.plan);
             }
         }
-        if left == 0 {
-            let r = self.reqs.remove(s.req);
-            let lat = self.now - r.arrival;
-            self.last_done = self.last_done.max(self.now);
-            if r.write {
-                self.report.write_latencies_ns.push(lat);
-            } else {
-                self.report.read_latencies_ns.push(lat);
+        self.last_done = self.last_done.max(self.now);
+        let Some(req) = s.req else {
+            self.bg_inflight -= 1;
+            if self.bg_inflight == 0 && self.fg_inflight == 0 {
+                // A background step finished on idle drives: next step.
+                self.schedule_idle(0);
             }
-            self.completed += 1;
+            return;
+        };
+        let left = {
+            let r = self.reqs.get(req);
+            r.stripes_left -= 1;
+            r.stripes_left
+        };
+        if left == 0 {
+            self.req_done(req);
         }
+    }
+
+    fn req_done(&mut self, req: usize) {
+        let r = self.reqs.remove(req);
+        let lat = self.now - r.arrival;
+        self.last_done = self.last_done.max(self.now);
+        if r.write {
+            self.report.write_latencies_ns.push(lat);
+        } else {
+            self.report.read_latencies_ns.push(lat);
+        }
+        self.completed += 1;
+        self.fg_inflight -= 1;
+        if self.fg_inflight == 0 {
+            if let Some(after) = self.fe.idle_after_ns() {
+                self.schedule_idle(after);
+            }
+        }
+    }
+
+    fn schedule_idle(&mut self, after: u64) {
+        if self.idle_pending || self.fe.idle_after_ns().is_none() {
+            return;
+        }
+        self.idle_pending = true;
+        let generation = self.generation;
+        self.push(self.now + after, Ev::Idle { generation });
+    }
+
+    fn on_idle(&mut self, generation: u64) -> Result<(), SimError> {
+        self.idle_pending = false;
+        if generation != self.generation || self.fg_inflight > 0 {
+            // Foreground I/O came in: it aborts idle work; the next idle
+            // period reschedules.
+            return Ok(());
+        }
+        if self.bg_inflight > 0 {
+            return Ok(());
+        }
+        let plans = self.fe.idle(self.now, &self.health)?;
+        for p in &plans {
+            self.report.ops.merge(&p.counts());
+        }
+        self.start_background(plans);
+        Ok(())
     }
 
     fn op_done(&mut self, d: usize, st: usize) {
@@ -482,6 +593,7 @@ impl Simulator<'_> {
                             }
                         }
                         Ev::OpDone { drive, stripe } => self.op_done(drive, stripe),
+                        Ev::Idle { generation } => self.on_idle(generation)?,
                     }
                     if let Some(e) = self.error.take() {
                         return Err(e);
@@ -501,8 +613,12 @@ impl Simulator<'_> {
                     }
                     let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
                     self.now = t;
-                    if let Ev::OpDone { drive, stripe } = ev {
-                        self.op_done(drive, stripe);
+                    match ev {
+                        Ev::OpDone { drive, stripe } => self.op_done(drive, stripe),
+                        // Closed loop has no idle periods: the next request
+                        // always arrives at once.
+                        Ev::Idle { .. } => self.idle_pending = false,
+                        Ev::Arrival => {}
                     }
                     if let Some(e) = self.error.take() {
                         return Err(e);
@@ -522,6 +638,7 @@ impl Simulator<'_> {
             r.iops = r.requests as f64 / r.duration_s;
             r.mib_per_s = (r.read_bytes + r.write_bytes) as f64 / (1 << 20) as f64 / r.duration_s;
         }
+        r.policy = self.fe.stats();
         r.device_reads = r.ops.device_reads();
         r.device_writes = r.ops.device_writes();
         if r.writes > 0 {

@@ -1,0 +1,664 @@
+//! The small-write caches: write cache, parity cache (full or partial) and
+//! old-data buffer, after Chung & Hsu, "Partial Parity Cache and Data Cache
+//! Management Method to Improve the Performance of an SSD-Based RAID"
+//! (IEEE TVLSI 2014).
+//!
+//! ```text
+//!            host writes                         host reads
+//!                 │                                  │ hit: no device op
+//!                 ▼                                  ▼
+//!   ┌──────────────────────────┐  victim row   ┌────────────────────────┐
+//!   │ write cache (pages)      │──────────────▶│ parity planning per     │
+//!   │ victim: most pages,      │               │ policy:                 │
+//!   │  then (ppc+data) has a   │               │  none  RMW | RCW | FSW  │
+//!   │  partial parity, then LRU│               │  fpc   full parity kept │
+//!   └──────────────────────────┘               │  ppc   partial parity   │
+//!                                              └───┬──────────┬─────────┘
+//!        data pages written to the drives at once ◀┘          │ parity kept
+//!   ┌──────────────────────────┐                   ┌──────────▼─────────┐
+//!   │ old-data buffer (ppc+data│ latest value of   │ parity cache (LRU)  │
+//!   │ only; LRU by page)       │ covered pages ───▶│ full: written as is │
+//!   └──────────────────────────┘ no read to update │ partial: reads the  │
+//!                                                  │ uncovered pages     │
+//!                                                  └─────────────────────┘
+//! ```
+//!
+//! **Granularity.**  A *page* is one stripe unit of one column (the paper's
+//! one SSD page per unit); a *row* is one stripe.  Every parity decision is
+//! made per stripe.  A write that covers part of a unit caches a partial
+//! page; destaging it first reads the page (a *fill*).
+//!
+//! **Policies** (`--cache NAME`):
+//!
+//! * `none`: plain RAID-5/6 behind the write cache: a victim row is written
+//!   with whichever of RMW (read old data and old code), RCW (read the
+//!   untouched data) or FSW (read nothing) needs the fewest reads, and its
+//!   code is written at once.
+//! * `fpc`: full-parity cache.  The victim's new full parity is computed
+//!   like `none` (but with the old code taken from the cache when it is
+//!   there, so an RMW reads only old data) and kept in the parity cache;
+//!   code is written only when an entry is evicted (LRU), with no read since
+//!   it is full.
+//! * `ppc`: partial-parity cache.  A row's partial parity is the code of the
+//!   pages written since its parity was last written (the *covered* pages;
+//!   XOR for one code column, the coded sum for RS).  A victim row with no
+//!   entry starts one with no read at all; one with an entry folds its pages
+//!   in, reading the old value of each page that was covered already (to
+//!   take it out).  Evicting an entry (LRU) writes the full parity, reading
+//!   only the pages it does not cover; a row covered entirely needs none.
+//!   The paper's "method 1" (old data plus old parity) would need the
+//!   covered pages' values from before the entry began, which the write
+//!   through of the victim's data has overwritten; mosaic uses method 2.
+//! * `ppc+data`: the paper's proposal: `ppc`, plus the old-data buffer that
+//!   keeps the latest value of covered pages so folding an update in reads
+//!   nothing, plus the victim rule that prefers, among the rows with the
+//!   most pages, one whose partial parity is already cached (so it merges
+//!   instead of taking a new entry).
+//!
+//! **Replacement**, per structure: the write cache evicts the row with the
+//! most cached pages (ties: the one with a parity-cache entry under
+//! `ppc+data`, then least recently written); the parity cache evicts its
+//! least recently used row; the old-data buffer its least recently used
+//! page.  Capacities are bytes: the write cache and old-data buffer hold
+//! `unit`-byte pages, a parity-cache entry costs `m * unit` bytes.
+//!
+//! **Counting.**  Every device operation the policy causes is in the plans
+//! it returns; [`CacheStats`] splits the reads and writes done for parity
+//! generation (old data, old code, uncovered pages, code writes) from the
+//! data writes, as the paper's figures do.
+//!
+//! The policy plans; it never touches bytes, so the simulator runs it as is
+//! ([`Frontend`]).  A write whose pages cannot all fit the write cache
+//! bypasses it (its cached pages are dropped) and is planned directly.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::frontend::{Frontend, Staged};
+use crate::geometry::Geometry;
+use crate::health::Health;
+use crate::layout::{FixedLayout, Layout};
+use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
+use crate::PlanError;
+
+/// Which parity cache runs behind the write cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum CachePolicy {
+    None,
+    Fpc,
+    Ppc,
+    PpcData,
+}
+
+impl CachePolicy {
+    pub const ALL: [CachePolicy; 4] = [CachePolicy::None, CachePolicy::Fpc, CachePolicy::Ppc, CachePolicy::PpcData];
+
+    pub fn parse(s: &str) -> Result<CachePolicy, PlanError> {
+        match s {
+            "none" => Ok(CachePolicy::None),
+            "fpc" => Ok(CachePolicy::Fpc),
+            "ppc" => Ok(CachePolicy::Ppc),
+            "ppc+data" => Ok(CachePolicy::PpcData),
+            _ => Err(PlanError::Invalid(format!("unknown cache policy {s:?}: expected none, fpc, ppc or ppc+data"))),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            CachePolicy::None => "none",
+            CachePolicy::Fpc => "fpc",
+            CachePolicy::Ppc => "ppc",
+            CachePolicy::PpcData => "ppc+data",
+        }
+    }
+}
+
+/// Sizes of the three structures, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CacheConfig {
+    pub policy: CachePolicy,
+    pub write_cache: u64,
+    pub parity_cache: u64,
+    pub old_data: u64,
+}
+
+impl CacheConfig {
+    /// The paper's setting: all three structures the same size.
+    pub fn uniform(policy: CachePolicy, bytes: u64) -> CacheConfig {
+        CacheConfig { policy, write_cache: bytes, parity_cache: bytes, old_data: bytes }
+    }
+}
+
+/// What the policy did, for reports and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheStats {
+    pub writes: u64,
+    pub write_hits: u64,
+    pub read_hits: u64,
+    pub bypasses: u64,
+    pub victims: u64,
+    /// Device reads done to generate or update parity (old data, old code,
+    /// uncovered pages, fills).
+    pub parity_reads: u64,
+    /// Code units written.
+    pub parity_writes: u64,
+    /// Data units written by destaging.
+    pub data_writes: u64,
+    pub parity_evictions: u64,
+    pub old_data_hits: u64,
+    pub old_data_misses: u64,
+    pub merges: u64,
+}
+
+/// A small set of columns (k <= 255).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct ColSet([u64; 4]);
+
+impl ColSet {
+    pub fn insert(&mut self, c: usize) -> bool {
+        let (w, b) = (c / 64, 1u64 << (c % 64));
+        let fresh = self.0[w] & b == 0;
+        self.0[w] |= b;
+        fresh
+    }
+    pub fn contains(&self, c: usize) -> bool {
+        self.0[c / 64] & (1u64 << (c % 64)) != 0
+    }
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..256).filter(move |&c| self.contains(c))
+    }
+}
+
+/// A cached row of the write cache.
+#[derive(Debug, Clone, Default)]
+struct Row {
+    pages: ColSet,
+    /// Pages holding only part of their unit (need a fill read).
+    partial: ColSet,
+    last: u64,
+}
+
+/// Victim order: most pages first, then (ppc+data) rows with a parity
+/// entry, then least recently written.
+type VictimKey = (std::cmp::Reverse<usize>, bool, u64, u64);
+
+/// A parity-cache entry: full parity (fpc) or partial parity (ppc).
+#[derive(Debug, Clone, Copy)]
+struct ParityEntry {
+    covered: ColSet,
+    last: u64,
+}
+
+/// Least-recently-used index over keys with a use stamp.
+#[derive(Debug, Default)]
+struct Lru {
+    order: BTreeSet<(u64, u64)>,
+}
+
+impl Lru {
+    fn touch(&mut self, key: u64, old: Option<u64>, now: u64) {
+        if let Some(o) = old {
+            self.order.remove(&(o, key));
+        }
+        self.order.insert((now, key));
+    }
+    fn remove(&mut self, key: u64, stamp: u64) {
+        self.order.remove(&(stamp, key));
+    }
+    fn oldest(&self) -> Option<(u64, u64)> {
+        self.order.first().copied()
+    }
+}
+
+/// The write cache, parity cache and old-data buffer in front of a
+/// parity layout.  Implements [`Frontend`].
+pub struct CachedArray<'a> {
+    layout: &'a FixedLayout,
+    cfg: CacheConfig,
+    geo: Geometry,
+    rows: HashMap<u64, Row>,
+    victims: BTreeSet<VictimKey>,
+    cached_pages: u64,
+    parity: HashMap<u64, ParityEntry>,
+    parity_lru: Lru,
+    /// Old-data buffer: page key -> use stamp.
+    old: HashMap<(u64, usize), u64>,
+    old_lru: BTreeSet<(u64, u64, usize)>,
+    clock: u64,
+    stats: CacheStats,
+}
+
+impl<'a> CachedArray<'a> {
+    pub fn new(layout: &'a FixedLayout, cfg: CacheConfig) -> Result<CachedArray<'a>, PlanError> {
+        let geo = layout.geometry().clone();
+        if geo.m == 0 || geo.is_mirror() {
+            return Err(PlanError::Invalid(format!(
+                "the {} cache needs a parity layout (raid4/5/6, rs:K+M or cbro), not {}",
+                cfg.policy.name(),
+                geo.level
+            )));
+        }
+        if cfg.write_cache < geo.unit {
+            return Err(PlanError::Invalid(format!(
+                "write cache of {} bytes holds no {}-byte page",
+                cfg.write_cache, geo.unit
+            )));
+        }
+        let entry = geo.m as u64 * geo.unit;
+        if cfg.policy != CachePolicy::None && cfg.parity_cache < entry {
+            return Err(PlanError::Invalid(format!(
+                "parity cache of {} bytes holds no entry ({} code units of {} bytes)",
+                cfg.parity_cache, geo.m, geo.unit
+            )));
+        }
+        Ok(CachedArray {
+            layout,
+            cfg,
+            geo,
+            rows: HashMap::new(),
+            victims: BTreeSet::new(),
+            cached_pages: 0,
+            parity: HashMap::new(),
+            parity_lru: Lru::default(),
+            old: HashMap::new(),
+            old_lru: BTreeSet::new(),
+            clock: 0,
+            stats: CacheStats::default(),
+        })
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    fn wc_pages(&self) -> u64 {
+        self.cfg.write_cache / self.geo.unit
+    }
+    fn pc_entries(&self) -> usize {
+        (self.cfg.parity_cache / (self.geo.m as u64 * self.geo.unit)) as usize
+    }
+    fn od_pages(&self) -> usize {
+        (self.cfg.old_data / self.geo.unit) as usize
+    }
+
+    fn key_of(&self, stripe: u64, row: &Row) -> VictimKey {
+        let pref = self.cfg.policy == CachePolicy::PpcData && self.parity.contains_key(&stripe);
+        (std::cmp::Reverse(row.pages.len()), !pref, row.last, stripe)
+    }
+
+    fn op(&self, stripe: u64, col: usize, role: Role) -> DevOp {
+        let g = &self.geo;
+        DevOp { member: g.member_of(stripe, col), offset: g.offset_of(stripe, col), len: g.unit, role, col }
+    }
+
+    fn stripe_plan(stripe: u64, method: Method) -> StripePlan {
+        StripePlan { stripe, method, touched: vec![], reads: vec![], writes: vec![], span: (0, 0), missing: vec![] }
+    }
+
+    /// Cache the pages of a write; returns the plans the write must wait for
+    /// (victims destaged to make room).
+    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
+        self.stats.writes += 1;
+        self.clock += 1;
+        let exts = self.geo.split(offset, len);
+        let pages: u64 = exts.iter().map(|e| e.cols.len() as u64).sum();
+        if pages > self.wc_pages() {
+            // Larger than the whole cache: drop what it caches of the range
+            // and write it directly.
+            self.stats.bypasses += 1;
+            for e in &exts {
+                self.drop_pages(e.stripe, e.cols.iter().map(|c| c.col));
+            }
+            return Ok(vec![self.layout.plan_write(offset, len, h)?]);
+        }
+        let mut fg = Vec::new();
+        let mut hit = true;
+        for e in &exts {
+            for c in &e.cols {
+                let whole = c.start == 0 && c.end == self.geo.unit;
+                let row = self.rows.get(&e.stripe);
+                let present = row.is_some_and(|r| r.pages.contains(c.col));
+                if !present {
+                    hit = false;
+                    while self.cached_pages >= self.wc_pages() {
+                        fg.push(self.evict_victim(h)?);
+                    }
+                }
+                let clock = self.clock;
+                let old_key = self.rows.get(&e.stripe).map(|r| self.key_of(e.stripe, r));
+                if let Some(k) = old_key {
+                    self.victims.remove(&k);
+                }
+                let row = self.rows.entry(e.stripe).or_default();
+                if row.pages.insert(c.col) {
+                    self.cached_pages += 1;
+                    if !whole {
+                        row.partial.insert(c.col);
+                    }
+                } else if whole {
+                    row.partial.0[c.col / 64] &= !(1u64 << (c.col % 64));
+                }
+                row.last = clock;
+                let row = row.clone();
+                let k = self.key_of(e.stripe, &row);
+                self.victims.insert(k);
+            }
+        }
+        if hit {
+            self.stats.write_hits += 1;
+        }
+        Ok(fg)
+    }
+
+    fn drop_pages(&mut self, stripe: u64, cols: impl Iterator<Item = usize>) {
+        let Some(row) = self.rows.get(&stripe).cloned() else { return };
+        self.victims.remove(&self.key_of(stripe, &row));
+        let mut row = row;
+        for c in cols {
+            if row.pages.contains(c) {
+                row.pages.0[c / 64] &= !(1u64 << (c % 64));
+                row.partial.0[c / 64] &= !(1u64 << (c % 64));
+                self.cached_pages -= 1;
+            }
+        }
+        if row.pages.is_empty() {
+            self.rows.remove(&stripe);
+        } else {
+            self.victims.insert(self.key_of(stripe, &row));
+            self.rows.insert(stripe, row);
+        }
+    }
+
+    /// Destage the write cache's victim row.
+    fn evict_victim(&mut self, h: &Health) -> Result<Plan, PlanError> {
+        let Some(&key) = self.victims.first() else {
+            return Err(PlanError::Invalid("write cache full but holds no row".into()));
+        };
+        self.victims.remove(&key);
+        let stripe = key.3;
+        let row = self.rows.remove(&stripe).expect("victim row cached");
+        self.cached_pages -= row.pages.len() as u64;
+        self.stats.victims += 1;
+        self.destage(stripe, &row, h)
+    }
+
+    /// Plan the destage of `row` of `stripe` under the policy.
+    fn destage(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Plan, PlanError> {
+        if self.has_failure(stripe, h) {
+            return self.destage_degraded(stripe, row, h);
+        }
+        let g = self.geo.clone();
+        let (k, m) = (g.k, g.m);
+        let w = row.pages.len();
+        let mut sp = Self::stripe_plan(stripe, Method::Rmw);
+        let mut plans = Plan::default();
+        // Fill reads for partial pages (both RMW and PPC need whole pages).
+        for c in row.partial.iter() {
+            sp.reads.push(self.op(stripe, c, Role::Data));
+        }
+        let parity_cached = self.parity.contains_key(&stripe);
+        match self.cfg.policy {
+            CachePolicy::None | CachePolicy::Fpc => {
+                let full_cached = self.cfg.policy == CachePolicy::Fpc && parity_cached;
+                // RMW reads old data (and old code unless cached); RCW the untouched data.
+                let rmw = w + if full_cached { 0 } else { m };
+                let rcw = k - w;
+                if w == k {
+                    sp.method = Method::Fsw;
+                } else if rcw < rmw {
+                    sp.method = Method::Rcw;
+                    for c in (0..k).filter(|&c| !row.pages.contains(c)) {
+                        sp.reads.push(self.op(stripe, c, Role::Data));
+                    }
+                } else {
+                    sp.method = Method::Rmw;
+                    for c in row.pages.iter().filter(|&c| !row.partial.contains(c)) {
+                        sp.reads.push(self.op(stripe, c, Role::Data));
+                    }
+                    if !full_cached {
+                        for c in k..k + m {
+                            sp.reads.push(self.op(stripe, c, Role::Code));
+                        }
+                    }
+                }
+                for c in row.pages.iter() {
+                    sp.writes.push(self.op(stripe, c, Role::Data));
+                }
+                if self.cfg.policy == CachePolicy::None {
+                    for c in k..k + m {
+                        sp.writes.push(self.op(stripe, c, Role::Code));
+                    }
+                } else {
+                    // fpc: the new full parity stays in the cache.
+                    let mut all = ColSet::default();
+                    (0..k).for_each(|c| {
+                        all.insert(c);
+                    });
+                    plans.stripes.extend(self.parity_put(stripe, all, h)?.stripes);
+                }
+            }
+            CachePolicy::Ppc | CachePolicy::PpcData => {
+                let mut covered = self.parity.get(&stripe).map(|e| e.covered).unwrap_or_default();
+                if parity_cached {
+                    self.stats.merges += 1;
+                }
+                for c in row.pages.iter() {
+                    if covered.contains(c) && !row.partial.contains(c) {
+                        // Take the page's previous value out of the partial parity.
+                        if self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c) {
+                            self.stats.old_data_hits += 1;
+                        } else {
+                            if self.cfg.policy == CachePolicy::PpcData {
+                                self.stats.old_data_misses += 1;
+                            }
+                            sp.reads.push(self.op(stripe, c, Role::Data));
+                        }
+                    }
+                    covered.insert(c);
+                }
+                sp.method = if covered.len() == k { Method::Fsw } else { Method::Rmw };
+                for c in row.pages.iter() {
+                    sp.writes.push(self.op(stripe, c, Role::Data));
+                    if self.cfg.policy == CachePolicy::PpcData {
+                        self.old_put(stripe, c);
+                    }
+                }
+                plans.stripes.extend(self.parity_put(stripe, covered, h)?.stripes);
+            }
+        }
+        self.count(&sp);
+        plans.stripes.insert(0, sp);
+        Ok(plans)
+    }
+
+    fn has_failure(&self, stripe: u64, h: &Health) -> bool {
+        (0..self.geo.k + self.geo.m).any(|c| !h.available(self.geo.member_of(stripe, c), stripe))
+    }
+
+    /// A row of a degraded stripe: flush its parity entry and let the
+    /// planner's degraded write handle the pages.
+    fn destage_degraded(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Plan, PlanError> {
+        let mut plan = self.parity_flush(stripe, h)?;
+        for c in row.pages.iter() {
+            let off = stripe * self.geo.stripe_data_bytes() + c as u64 * self.geo.unit;
+            let p = self.layout.plan_write(off, self.geo.unit, h)?;
+            for sp in &p.stripes {
+                self.count(sp);
+            }
+            plan.stripes.extend(p.stripes);
+        }
+        Ok(plan)
+    }
+
+    fn count(&mut self, sp: &StripePlan) {
+        self.stats.parity_reads += sp.reads.len() as u64;
+        for op in &sp.writes {
+            match op.role {
+                Role::Code => self.stats.parity_writes += 1,
+                _ => self.stats.data_writes += 1,
+            }
+        }
+    }
+
+    /// Keep `covered` as the row's parity entry, evicting LRU entries to
+    /// make room; returns the eviction plans.
+    fn parity_put(&mut self, stripe: u64, covered: ColSet, h: &Health) -> Result<Plan, PlanError> {
+        let mut plan = Plan::default();
+        let clock = self.clock;
+        let old = self.parity.get(&stripe).map(|e| e.last);
+        if old.is_none() {
+            while self.parity.len() >= self.pc_entries() {
+                let (_, victim) = self.parity_lru.oldest().expect("parity cache non-empty");
+                plan.stripes.extend(self.parity_flush(victim, h)?.stripes);
+            }
+        }
+        self.parity_lru.touch(stripe, old, clock);
+        self.parity.insert(stripe, ParityEntry { covered, last: clock });
+        self.refresh_victim(stripe);
+        Ok(plan)
+    }
+
+    /// The victim order of a cached row depends on its parity entry.
+    fn refresh_victim(&mut self, stripe: u64) {
+        if self.cfg.policy != CachePolicy::PpcData {
+            return;
+        }
+        if let Some(row) = self.rows.get(&stripe).cloned() {
+            let with = (std::cmp::Reverse(row.pages.len()), false, row.last, stripe);
+            let without = (std::cmp::Reverse(row.pages.len()), true, row.last, stripe);
+            self.victims.remove(&with);
+            self.victims.remove(&without);
+            self.victims.insert(self.key_of(stripe, &row));
+        }
+    }
+
+    /// Write a row's cached parity to the drives and drop the entry.
+    fn parity_flush(&mut self, stripe: u64, h: &Health) -> Result<Plan, PlanError> {
+        let Some(e) = self.parity.remove(&stripe) else { return Ok(Plan::default()) };
+        self.parity_lru.remove(stripe, e.last);
+        self.refresh_victim(stripe);
+        self.stats.parity_evictions += 1;
+        let (k, m) = (self.geo.k, self.geo.m);
+        let mut sp = Self::stripe_plan(stripe, if e.covered.len() == k { Method::Fsw } else { Method::Rcw });
+        for c in (0..k).filter(|&c| !e.covered.contains(c)) {
+            // Uncovered pages (never for a full parity).
+            if h.available(self.geo.member_of(stripe, c), stripe) {
+                sp.reads.push(self.op(stripe, c, Role::Data));
+            }
+        }
+        for c in k..k + m {
+            if h.available(self.geo.member_of(stripe, c), stripe) {
+                sp.writes.push(self.op(stripe, c, Role::Code));
+            }
+        }
+        self.count(&sp);
+        Ok(Plan { stripes: vec![sp] })
+    }
+
+    fn old_hit(&mut self, stripe: u64, col: usize) -> bool {
+        if let Some(stamp) = self.old.get(&(stripe, col)).copied() {
+            self.old_lru.remove(&(stamp, stripe, col));
+            self.old_lru.insert((self.clock, stripe, col));
+            self.old.insert((stripe, col), self.clock);
+            true
+        } else {
+            false
+        }
+    }
+
+    fn old_put(&mut self, stripe: u64, col: usize) {
+        if self.od_pages() == 0 {
+            return;
+        }
+        if let Some(stamp) = self.old.insert((stripe, col), self.clock) {
+            self.old_lru.remove(&(stamp, stripe, col));
+        } else {
+            while self.old.len() > self.od_pages() {
+                let (_, st, c) = self.old_lru.pop_first().expect("old-data buffer non-empty");
+                self.old.remove(&(st, c));
+            }
+        }
+        self.old_lru.insert((self.clock, stripe, col));
+    }
+
+    /// Destage everything: every cached row, then every parity entry.
+    pub fn flush_all(&mut self, h: &Health) -> Result<Plan, PlanError> {
+        let mut plan = Plan::default();
+        while !self.victims.is_empty() {
+            plan.stripes.extend(self.evict_victim(h)?.stripes);
+        }
+        let mut stripes: Vec<u64> = self.parity.keys().copied().collect();
+        stripes.sort_unstable();
+        for s in stripes {
+            plan.stripes.extend(self.parity_flush(s, h)?.stripes);
+        }
+        Ok(plan)
+    }
+
+    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        let exts = self.geo.split(offset, len);
+        let all_cached = exts.iter().all(|e| {
+            self.rows.get(&e.stripe).is_some_and(|r| e.cols.iter().all(|c| r.pages.contains(c.col) && !r.partial.contains(c.col)))
+        });
+        if all_cached {
+            self.stats.read_hits += 1;
+            return Ok(Plan::default());
+        }
+        // Rows with a cached parity have stale code on the drives, so a
+        // degraded read of them must first write the parity.
+        let mut plan = Plan::default();
+        if h.is_degraded() {
+            for e in &exts {
+                if self.parity.contains_key(&e.stripe) && self.has_failure(e.stripe, h) {
+                    plan.stripes.extend(self.parity_flush(e.stripe, h)?.stripes);
+                }
+            }
+        }
+        plan.stripes.extend(self.layout.plan_read(offset, len, h)?.stripes);
+        Ok(plan)
+    }
+}
+
+impl Frontend for CachedArray<'_> {
+    fn describe(&self) -> String {
+        format!("{} cache={}", self.layout.describe(), self.cfg.policy.name())
+    }
+    fn capacity(&self) -> u64 {
+        self.layout.capacity()
+    }
+    fn block_size(&self) -> u64 {
+        self.layout.block_size()
+    }
+    fn members(&self) -> usize {
+        self.layout.members()
+    }
+    fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
+        self.layout.planner.check(offset, len)?;
+        let fg = if write { self.write(offset, len, h)? } else { vec![self.read(offset, len, h)?] };
+        Ok(Staged { fg: fg.into_iter().filter(|p| !p.stripes.is_empty()).collect(), bg: vec![] })
+    }
+    fn stats(&self) -> Vec<(String, f64)> {
+        let s = &self.stats;
+        let per = |x: u64| if s.writes > 0 { x as f64 / s.writes as f64 } else { 0.0 };
+        vec![
+            ("write_hits".into(), s.write_hits as f64),
+            ("read_hits".into(), s.read_hits as f64),
+            ("victims".into(), s.victims as f64),
+            ("parity_reads".into(), s.parity_reads as f64),
+            ("parity_writes".into(), s.parity_writes as f64),
+            ("data_writes".into(), s.data_writes as f64),
+            ("parity_reads_per_write".into(), per(s.parity_reads)),
+            ("parity_writes_per_write".into(), per(s.parity_writes)),
+            ("parity_evictions".into(), s.parity_evictions as f64),
+            ("old_data_hits".into(), s.old_data_hits as f64),
+            ("merges".into(), s.merges as f64),
+        ]
+    }
+}

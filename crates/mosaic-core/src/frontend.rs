@@ -1,0 +1,93 @@
+//! Front ends: policies between logical requests and the drives that may
+//! absorb, defer or reshape requests.
+//!
+//! A plain [`Layout`] turns every request into one [`Plan`] the request
+//! waits for.  Write caches (the partial-parity cache), log-structured
+//! layouts (DVS) and tiering do more: a write may finish in cache with no
+//! device operation at all, and the work it causes (destage, parity
+//! update, garbage collection) runs later, on the same drives, without the
+//! request waiting for it.  A [`Frontend`] says which is which:
+//!
+//! ```text
+//!   request ──> Frontend::submit ──> Staged { fg: [Plan], bg: [Plan] }
+//!                                        │              │
+//!                request completes when ─┘              └─ runs on the drives,
+//!                every fg plan is done                     nobody waits for it
+//!
+//!   drives idle for idle_after_ns ──> Frontend::idle ──> more bg plans (GC steps)
+//! ```
+//!
+//! Like layouts, front ends are sans-I/O: they plan in the executor's
+//! (virtual or real) time and own no thread or file.  The simulator runs
+//! any `Frontend`; [`Direct`] adapts a bare layout.
+
+use crate::health::Health;
+use crate::layout::Layout;
+use crate::plan::Plan;
+use crate::PlanError;
+
+/// The device work one logical request causes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Staged {
+    /// Plans the request waits for; they run concurrently.
+    pub fg: Vec<Plan>,
+    /// Plans started now that the request does not wait for (destage, GC).
+    pub bg: Vec<Plan>,
+}
+
+impl Staged {
+    pub fn foreground(p: Plan) -> Staged {
+        Staged { fg: vec![p], bg: vec![] }
+    }
+}
+
+/// A policy in front of an array's drives.
+pub trait Frontend {
+    fn describe(&self) -> String;
+    /// Logical capacity in bytes.
+    fn capacity(&self) -> u64;
+    /// Logical block size; requests are multiples of it.
+    fn block_size(&self) -> u64;
+    /// Member (drive) count the plans address.
+    fn members(&self) -> usize;
+    /// Plan a request arriving at `now_ns` (virtual or real nanoseconds).
+    fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError>;
+    /// After how long without foreground requests [`Frontend::idle`] should
+    /// be called; `None` (the default) when the policy has no idle work.
+    fn idle_after_ns(&self) -> Option<u64> {
+        None
+    }
+    /// The drives have been idle: background work to start now.  Called
+    /// again when that work finishes and the drives are still idle, so a
+    /// policy does its idle work in steps and foreground I/O aborts it
+    /// between steps.
+    fn idle(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Plan>, PlanError> {
+        Ok(vec![])
+    }
+    /// Policy counters for reports (cache hits, destages, GC moves, ...).
+    fn stats(&self) -> Vec<(String, f64)> {
+        vec![]
+    }
+}
+
+/// A bare layout as a front end: every request is one foreground plan.
+pub struct Direct<'a>(pub &'a dyn Layout);
+
+impl Frontend for Direct<'_> {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn capacity(&self) -> u64 {
+        self.0.capacity()
+    }
+    fn block_size(&self) -> u64 {
+        self.0.block_size()
+    }
+    fn members(&self) -> usize {
+        self.0.members()
+    }
+    fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
+        let p = if write { self.0.plan_write(offset, len, h)? } else { self.0.plan_read(offset, len, h)? };
+        Ok(Staged::foreground(p))
+    }
+}
