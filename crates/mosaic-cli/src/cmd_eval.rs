@@ -22,6 +22,8 @@ use crate::util::{print_json, table};
 pub enum EvalCmd {
     /// CBRO vs RAID-5/RAID-6 on 16 HDDs, 4 KiB..1 MiB random single-unit writes
     Cbro(CbroArgs),
+    /// Small-write caches none/fpc/ppc/ppc+data: Postmark-like, IOzone-like, width sweep, real trace, 4 KiB random writes
+    Ppc(crate::eval_ppc::PpcArgs),
 }
 
 #[derive(Args)]
@@ -43,6 +45,7 @@ pub struct CbroArgs {
 pub fn run(cmd: EvalCmd) -> Result<i32> {
     match cmd {
         EvalCmd::Cbro(a) => cbro(a),
+        EvalCmd::Ppc(a) => crate::eval_ppc::run(a),
     }
 }
 

@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use mosaic_core::{FixedLayout, Geometry, Level, WritePolicy};
+use mosaic_core::{CacheConfig, CachePolicy, CachedArray, FixedLayout, Frontend, Geometry, Level, WritePolicy};
 use mosaic_drives::DriveModel;
 use mosaic_sim::{Mode, SimConfig, SimReport, Simulator, Synthetic};
 use mosaic_trace::{Format, TraceOptions};
@@ -126,6 +126,19 @@ pub struct ReplayArgs {
     /// auto (fewest reads), rmw or rcw
     #[arg(long, default_value = "auto")]
     pub policy: String,
+    /// Small-write cache in front of the array: none, fpc, ppc or ppc+data
+    /// (a comma list compares them); see `mosaic_core::cache`
+    #[arg(long)]
+    pub cache: Option<String>,
+    /// Write-cache capacity (and, unless given, parity cache and old-data buffer)
+    #[arg(long, value_parser = size, default_value = "64M")]
+    pub cache_size: u64,
+    /// Parity-cache capacity (default: --cache-size)
+    #[arg(long, value_parser = size)]
+    pub parity_cache_size: Option<u64>,
+    /// Old-data buffer capacity (default: --cache-size)
+    #[arg(long, value_parser = size)]
+    pub old_data_size: Option<u64>,
     #[arg(long)]
     pub json: bool,
     /// Write an SVG: latency CDF and per-device utilisation
@@ -181,7 +194,17 @@ fn policy(s: &str) -> Result<WritePolicy> {
 }
 
 /// Replay one layout; the trace is opened afresh for each run.
-fn replay_one(a: &ReplayArgs, level: &str, keep: bool) -> Result<SimReport> {
+/// The cache configuration of `--cache NAME` and the size options.
+pub fn cache_config(a: &ReplayArgs, name: &str) -> Result<CacheConfig> {
+    Ok(CacheConfig {
+        policy: CachePolicy::parse(name)?,
+        write_cache: a.cache_size,
+        parity_cache: a.parity_cache_size.unwrap_or(a.cache_size),
+        old_data: a.old_data_size.unwrap_or(a.cache_size),
+    })
+}
+
+fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> Result<SimReport> {
     let lvl: Level = level.parse()?;
     let n = lvl.implied_members().unwrap_or(a.drives);
     let drives = build_drives(&a.device, n)?;
@@ -197,7 +220,14 @@ fn replay_one(a: &ReplayArgs, level: &str, keep: bool) -> Result<SimReport> {
         None => vec![],
         Some(s) => s.split(',').map(|x| x.trim().parse().map_err(|_| anyhow!("bad --failed member {x:?}"))).collect::<Result<_>>()?,
     };
-    let sim = Simulator::new(&layout, drives, SimConfig { mode, failed, keep_latencies: keep })?;
+    let cfg = SimConfig { mode, failed, keep_latencies: keep };
+    let sim = match cache {
+        None => Simulator::new(&layout, drives, cfg)?,
+        Some(name) => {
+            let fe: Box<dyn Frontend> = Box::new(CachedArray::new(&layout, cache_config(a, name)?)?);
+            Simulator::with_frontend(fe, drives, cfg)?
+        }
+    };
     let rep = match (&a.synthetic, &a.input.trace) {
         (Some(p), _) => {
             let pattern = Synthetic::parse_pattern(p).map_err(|e| anyhow!(e))?;
@@ -244,9 +274,15 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
         bail!("--compare needs at least one layout");
     }
     let keep = a.plot.is_some();
+    let caches: Vec<Option<&str>> = match &a.cache {
+        None => vec![None],
+        Some(c) => c.split(',').map(|s| Some(s.trim())).collect(),
+    };
     let mut reports = Vec::new();
     for l in &layouts {
-        reports.push(replay_one(&a, l, keep).with_context(|| format!("replaying on {l}"))?);
+        for c in &caches {
+            reports.push(replay_one(&a, l, *c, keep).with_context(|| format!("replaying on {l}"))?);
+        }
     }
     if let Some(p) = &a.plot {
         let title = match (&a.input.trace, &a.synthetic) {
@@ -305,6 +341,10 @@ pub fn replay_table(reports: &[SimReport]) -> String {
         }
         out.push_str(&format!("\n{}:\n", r.layout));
         out.push_str(&table(&d));
+        if !r.policy.is_empty() {
+            let kv: Vec<String> = r.policy.iter().map(|(k, v)| if v.fract() == 0.0 { format!("{k}={v}") } else { format!("{k}={v:.3}") }).collect();
+            out.push_str(&format!("policy: {}\n", kv.join(" ")));
+        }
     }
     out
 }

@@ -7,6 +7,7 @@ mod cmd_demo;
 mod cmd_eval;
 mod cmd_model;
 mod cmd_sim;
+mod eval_ppc;
 mod util;
 
 use clap::{Parser, Subcommand};

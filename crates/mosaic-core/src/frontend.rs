@@ -91,3 +91,32 @@ impl Frontend for Direct<'_> {
         Ok(Staged::foreground(p))
     }
 }
+
+/// A borrowed front end, so a caller keeps it (and its counters) after a
+/// replay that took it by value.
+impl<F: Frontend + ?Sized> Frontend for &mut F {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn capacity(&self) -> u64 {
+        (**self).capacity()
+    }
+    fn block_size(&self) -> u64 {
+        (**self).block_size()
+    }
+    fn members(&self) -> usize {
+        (**self).members()
+    }
+    fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
+        (**self).submit(write, offset, len, now_ns, h)
+    }
+    fn idle_after_ns(&self) -> Option<u64> {
+        (**self).idle_after_ns()
+    }
+    fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
+        (**self).idle(now_ns, h)
+    }
+    fn stats(&self) -> Vec<(String, f64)> {
+        (**self).stats()
+    }
+}

@@ -6,6 +6,7 @@
 
 pub mod advise;
 pub mod engine;
+pub mod fsgen;
 pub mod plot;
 pub mod workload;
 

@@ -1,0 +1,75 @@
+//! CLI tests of the small-write caches: `replay --cache` and `eval ppc`.
+
+mod common;
+use common::{fails, ok};
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
+}
+
+fn policy(r: &serde_json::Value, key: &str) -> f64 {
+    r["policy"].as_array().unwrap().iter().find(|kv| kv[0] == key).unwrap_or_else(|| panic!("no {key} in {r}"))[1].as_f64().unwrap()
+}
+
+/// The same random 4 KiB writes through each policy: a write cache large
+/// enough for the whole footprint absorbs every rewrite, so only the first
+/// write of each page reaches a drive; the parity policies differ in what
+/// they read and write for parity, which the run reports.
+#[test]
+fn replay_through_each_cache() {
+    let base = ["replay", "--synthetic", "randwrite", "--count", "4000", "--footprint", "1M", "--stripe-unit", "4K", "--block-size", "4096", "--device", "ssd:samsung-830-128g", "--drives", "5", "--json"];
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--cache", "none,fpc,ppc,ppc+data", "--cache-size", "2M"]);
+    let j = json(&ok(&args));
+    let mut reps = vec![j.clone()];
+    reps.extend(j["compare"].as_array().unwrap().iter().cloned());
+    assert_eq!(reps.len(), 4);
+    for r in &reps {
+        // 1 MiB footprint = 256 pages, all fit in a 2 MiB cache: every write
+        // after a page's first is a hit and no destage happens during the run.
+        assert_eq!(r["device_writes"], 0, "{}", r["layout"]);
+        assert!(policy(r, "write_hits") >= 4000.0 - 256.0, "{}", r["layout"]);
+    }
+    // A one-page cache destages on every write: none does RMW (2 reads, 2 writes).
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--cache", "none", "--cache-size", "4K"]);
+    let r = json(&ok(&args));
+    assert!((r["device_reads_per_write"].as_f64().unwrap() - 2.0).abs() < 0.01, "{r}");
+    assert!((r["device_writes_per_write"].as_f64().unwrap() - 2.0).abs() < 0.01, "{r}");
+    // Without a cache the same replay is the planner's plain RMW.
+    let plain = json(&ok(&base));
+    assert_eq!(plain["device_reads"], 8000);
+}
+
+#[test]
+fn cache_errors_are_clear() {
+    let e = fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--cache", "lru"]);
+    assert!(e.contains("unknown cache policy \"lru\""), "{e}");
+    let e = fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--layout", "raid0", "--cache", "ppc"]);
+    assert!(e.contains("needs a parity layout"), "{e}");
+}
+
+/// `mosaic eval ppc` on a short run: every section present, four policies
+/// each, normalised to none, and the old-data buffer pays off on random
+/// 4 KiB writes (fewer parity reads and writes than ppc without it).
+#[test]
+fn eval_ppc_runs_and_normalises() {
+    let t = tempfile::tempdir().unwrap();
+    let j = json(&ok(&["eval", "ppc", "--json", "--trace", "/nonexistent", "--plot", t.path().to_str().unwrap()]));
+    for sec in ["postmark", "iozone", "randwrite_4k"] {
+        let pts = j[sec].as_array().unwrap();
+        assert_eq!(pts.len(), 4, "{sec}");
+        assert_eq!(pts[0]["policy"], "none");
+        assert!((pts[0]["perf_vs_none"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    }
+    assert_eq!(j["width_sweep"].as_array().unwrap().len(), 16);
+    assert!(j["trace_note"].as_str().unwrap().contains("not found"));
+    let r = j["randwrite_4k"].as_array().unwrap();
+    let (ppc, data) = (&r[2], &r[3]);
+    assert!(data["parity_reads_per_write"].as_f64() < ppc["parity_reads_per_write"].as_f64());
+    // Parity is written at most once per destaged row under every parity cache.
+    for p in &r[1..] {
+        assert!(p["parity_writes_per_write"].as_f64() <= r[0]["parity_writes_per_write"].as_f64(), "{p}");
+    }
+    assert!(t.path().join("ppc-postmark.svg").exists() && t.path().join("ppc-width.svg").exists());
+}
