@@ -11,6 +11,10 @@
 //!                        plan again with the new health, retry
 //! ```
 //!
+//! With a journal (see [`crate::journal`]) every write's device operations
+//! are made durable in the journal before the members are written, which
+//! closes the write hole; open replays what a crash left there.
+//!
 //! Retrying a whole write after a member failed part-way is safe: the new
 //! plan reads back whatever reached the surviving members and recomputes
 //! code from it (RMW sees a zero delta for data already written; degraded
@@ -20,13 +24,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use serde::Serialize;
 use uuid::Uuid;
 
 use mosaic_core::{DevOp, Dir, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Plan, StripePlan};
 use mosaic_dev::{FileMember, Member};
 
+use crate::journal::{Journal, ReplayReport};
 use crate::spec::ArraySpec;
 use crate::superblock::{ArrayState, MemberRole, Superblock, DATA_OFFSET};
 use crate::ArrayError;
@@ -46,6 +51,9 @@ pub struct CreateOptions {
     /// Skip the initial parity sync of existing devices.
     pub assume_clean: bool,
 }
+
+/// The journal file of an array created in a directory.
+pub const JOURNAL_FILE: &str = "journal.img";
 
 /// Per-member I/O counters.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -85,6 +93,9 @@ pub struct ArrayInfo {
     pub state: ArrayState,
     pub degraded: bool,
     pub member_list: Vec<MemberInfo>,
+    /// The write-ahead journal, if any, and what its replay at open did.
+    pub journal: Option<String>,
+    pub journal_replayed: Option<ReplayReport>,
 }
 
 const LOCKS: usize = 4096;
@@ -110,6 +121,11 @@ pub struct Array {
     dirty_lock: Mutex<()>,
     /// Every member is RAM: run ops inline, never on the pool.
     all_memory: std::sync::atomic::AtomicBool,
+    journal: Option<Journal>,
+    /// Held (shared) by writes from their journal append until their member
+    /// writes finish; a journal checkpoint takes it exclusively.
+    inflight: RwLock<()>,
+    replayed: Option<ReplayReport>,
 }
 
 fn now_secs() -> u64 {
@@ -121,6 +137,12 @@ impl Array {
 
     /// Create a new array and open it for writing.
     pub fn create(spec: &ArraySpec, o: &CreateOptions) -> Result<Array, ArrayError> {
+        Self::create_journaled(spec, o, None)
+    }
+
+    /// Create an array with a write-ahead journal on `journal`: a file
+    /// (created with the given size when absent) or a device.
+    pub fn create_journaled(spec: &ArraySpec, o: &CreateOptions, journal: Option<(&Path, u64)>) -> Result<Array, ArrayError> {
         let n = match (o.members, o.level.implied_members()) {
             (Some(n), Some(imp)) if n != imp => {
                 return Err(ArrayError::Usage(format!("wrong member count: {} needs {imp} members, --members says {n}", o.level)))
@@ -185,13 +207,36 @@ impl Array {
                 }
             }
         }
-        Self::create_on(members, o, fresh)
+        let journal = match journal {
+            None => None,
+            Some((p, size)) => {
+                let dev = if p.exists() {
+                    FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?
+                } else {
+                    FileMember::create(p, size).map_err(|e| ArrayError::Io(e.to_string()))?
+                };
+                dev.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+                let name = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+                Some((Arc::new(dev) as Arc<dyn Member>, name.display().to_string()))
+            }
+        };
+        Self::create_with_journal(members, o, fresh, journal)
     }
 
     /// Create an array on already-open members (RAM members for tests and
     /// benchmarks).  `fresh` members are known to be zero-filled, so no
     /// initial parity sync is needed.
     pub fn create_on(members: Vec<(Arc<dyn Member>, String)>, o: &CreateOptions, fresh: bool) -> Result<Array, ArrayError> {
+        Self::create_with_journal(members, o, fresh, None)
+    }
+
+    /// [`Array::create_on`] with a write-ahead journal device.
+    pub fn create_with_journal(
+        members: Vec<(Arc<dyn Member>, String)>,
+        o: &CreateOptions,
+        fresh: bool,
+        journal: Option<(Arc<dyn Member>, String)>,
+    ) -> Result<Array, ArrayError> {
         let n = members.len();
         o.level.columns(n)?;
         let min_size = members.iter().map(|(m, _)| m.size()).min().unwrap_or(0);
@@ -240,9 +285,14 @@ impl Array {
             member_uuids: (0..n).map(|_| Uuid::new_v4()).collect(),
             member_paths: members.iter().map(|(_, p)| p.clone()).collect(),
             created: now_secs(),
+            journal: journal.as_ref().map(|(_, p)| p.clone()),
+        };
+        let journal = match journal {
+            Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
+            None => None,
         };
         let mems: Vec<Option<Arc<dyn Member>>> = members.into_iter().map(|(m, _)| Some(m)).collect();
-        let arr = Array::assemble(geo, mems, sb, true)?;
+        let arr = Array::assemble(geo, mems, sb, true, journal)?;
         arr.write_superblocks(|_| {})?;
         if !fresh && !o.assume_clean && arr.geo.m > 0 {
             // Existing devices hold arbitrary bytes: make code agree with them.
@@ -257,27 +307,65 @@ impl Array {
     pub fn open(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
         let paths = spec.member_paths()?;
         let mut found: Vec<(Arc<dyn Member>, Superblock, String)> = Vec::new();
+        let mut listed_journal: Option<Arc<dyn Member>> = None;
         for p in &paths {
             let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
             m.lock(writable).map_err(|e| ArrayError::Usage(e.to_string()))?;
-            let sb = Superblock::read_from(&m)?;
-            found.push((Arc::new(m), sb, p.display().to_string()));
+            match Superblock::read_from(&m) {
+                Ok(sb) => found.push((Arc::new(m), sb, p.display().to_string())),
+                // The journal may be named among the members.
+                Err(e) if Journal::is_journal(&m) => {
+                    if listed_journal.replace(Arc::new(m)).is_some() {
+                        return Err(ArrayError::Usage(format!("two journals given: {} is the second ({e})", p.display())));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Self::assemble_found(found, writable, matches!(spec, ArraySpec::Dir(_)))
+        let hint = found.iter().max_by_key(|f| f.1.events).and_then(|f| f.1.journal.clone());
+        let journal = match hint {
+            None => None,
+            Some(_) if listed_journal.is_some() => listed_journal,
+            Some(p) => {
+                // A directory's own journal file wins over a stale path hint.
+                let p = match spec {
+                    ArraySpec::Dir(d) if d.join(JOURNAL_FILE).exists() => d.join(JOURNAL_FILE),
+                    _ => std::path::PathBuf::from(p),
+                };
+                match FileMember::open(&p).and_then(|m| m.lock(writable).map(|_| m)) {
+                Ok(m) => Some(Arc::new(m) as Arc<dyn Member>),
+                Err(e) if writable => {
+                    return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}")));
+                }
+                Err(_) => None,
+                }
+            }
+        };
+        Self::assemble_found(found, writable, matches!(spec, ArraySpec::Dir(_)), journal)
     }
 
     /// Assemble from already-opened members (tests, benchmarks, RAM arrays).
     pub fn open_members(members: Vec<Arc<dyn Member>>, writable: bool) -> Result<Array, ArrayError> {
+        Self::open_members_with_journal(members, writable, None)
+    }
+
+    /// [`Array::open_members`] with the array's journal device.
+    pub fn open_members_with_journal(members: Vec<Arc<dyn Member>>, writable: bool, journal: Option<Arc<dyn Member>>) -> Result<Array, ArrayError> {
         let mut found = Vec::new();
         for m in members {
             let sb = Superblock::read_from(m.as_ref())?;
             let d = m.describe();
             found.push((m, sb, d));
         }
-        Self::assemble_found(found, writable, false)
+        Self::assemble_found(found, writable, false, journal)
     }
 
-    fn assemble_found(mut found: Vec<(Arc<dyn Member>, Superblock, String)>, writable: bool, use_hints: bool) -> Result<Array, ArrayError> {
+    fn assemble_found(
+        mut found: Vec<(Arc<dyn Member>, Superblock, String)>,
+        writable: bool,
+        use_hints: bool,
+        journal_dev: Option<Arc<dyn Member>>,
+    ) -> Result<Array, ArrayError> {
         let first = found.first().ok_or_else(|| ArrayError::Usage("no members given".into()))?;
         let uuid = first.1.array_uuid;
         if let Some(other) = found.iter().find(|f| f.1.array_uuid != uuid) {
@@ -347,13 +435,92 @@ impl Array {
             )));
         }
         let geo = sb.geometry.clone();
-        let arr = Array::assemble(geo, slots, sb, writable)?;
-        let mut arr = arr;
+        let mut records = Vec::new();
+        let journal = match (&sb.journal, journal_dev) {
+            (Some(_), Some(dev)) if writable => {
+                let (j, recs) = Journal::open(dev, sb.array_uuid)?;
+                records = recs;
+                Some(j)
+            }
+            (None, Some(dev)) => {
+                return Err(ArrayError::Usage(format!("{}: array {} has no journal", dev.describe(), sb.array_uuid)));
+            }
+            (Some(p), None) if writable => {
+                return Err(ArrayError::BadMember(format!("array {} needs its write-ahead journal ({p}) to open for writing", sb.array_uuid)));
+            }
+            _ => None,
+        };
+        let mut arr = Array::assemble(geo, slots, sb, writable, journal)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
+        if arr.journal.is_some() {
+            let rep = arr.replay(records)?;
+            // Every write went through the journal, so after its replay every
+            // stripe's code agrees with its data: no resync is needed.
+            arr.opened_dirty = false;
+            arr.replayed = Some(rep);
+        }
         Ok(arr)
     }
 
-    fn assemble(geo: Geometry, members: Vec<Option<Arc<dyn Member>>>, sb: Superblock, writable: bool) -> Result<Array, ArrayError> {
+    /// Apply journal records to the members in service, flush them, and
+    /// start an empty log.
+    fn replay(&self, records: Vec<(u64, Vec<crate::journal::JournalOp>)>) -> Result<ReplayReport, ArrayError> {
+        let mut rep = ReplayReport::default();
+        let h = self.health();
+        for (_, ops) in &records {
+            rep.records += 1;
+            for op in ops {
+                if op.member >= self.geo.members || matches!(h.states[op.member], MemberState::Failed) {
+                    continue;
+                }
+                let Some(m) = self.member(op.member) else { continue };
+                let end = DATA_OFFSET + op.offset + op.data.len() as u64;
+                if end > m.size() {
+                    return Err(ArrayError::BadMember(format!("journal record writes {} bytes at {} beyond member {}", op.data.len(), op.offset, op.member)));
+                }
+                m.write_at(&op.data, DATA_OFFSET + op.offset).map_err(|e| ArrayError::Io(format!("journal replay to member {}: {e}", op.member)))?;
+                rep.ops += 1;
+                rep.bytes += op.data.len() as u64;
+            }
+        }
+        if let Some(j) = &self.journal {
+            if !records.is_empty() {
+                self.flush()?;
+            }
+            j.replayed()?;
+        }
+        Ok(rep)
+    }
+
+    /// Make a write's device operations durable in the journal before they
+    /// reach the members.  The guard keeps a checkpoint from starting until
+    /// the caller's member writes are done.
+    fn journal_append(&self, writes: &[(DevOp, &[u8])]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+        let Some(j) = &self.journal else { return Ok(None) };
+        let ops: Vec<(usize, u64, &[u8])> = writes.iter().map(|(op, b)| (op.member, op.offset, *b)).collect();
+        loop {
+            let g = self.inflight.read();
+            if let Some(seq) = j.try_append(&ops)? {
+                j.sync_to(seq)?;
+                return Ok(Some(g));
+            }
+            drop(g);
+            // Ring full: wait for every write in flight, flush, start over.
+            let _x = self.inflight.write();
+            if j.try_append_fits(&ops) {
+                continue;
+            }
+            self.flush()?;
+            j.checkpoint()?;
+        }
+    }
+
+    /// The journal, if the array has one.
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_ref()
+    }
+
+    fn assemble(geo: Geometry, members: Vec<Option<Arc<dyn Member>>>, sb: Superblock, writable: bool, journal: Option<Journal>) -> Result<Array, ArrayError> {
         let layout = FixedLayout::new(geo.clone())?;
         let health = Health { states: sb.member_states.clone() };
         let n = geo.members;
@@ -373,6 +540,9 @@ impl Array {
             closed: Mutex::new(false),
             auto_failed: Mutex::new(Vec::new()),
             opened_dirty: false,
+            journal,
+            inflight: RwLock::new(()),
+            replayed: None,
         })
     }
 
@@ -462,6 +632,8 @@ impl Array {
                     present: members[i].is_some(),
                 })
                 .collect(),
+            journal: sb.journal.clone(),
+            journal_replayed: self.replayed.clone(),
         }
     }
 
@@ -714,6 +886,27 @@ impl Array {
         let len = data.len() as u64;
         self.layout.planner.check(offset, len)?;
         self.mark_dirty()?;
+        let Some(j) = &self.journal else { return self.write_stripes(offset, data) };
+        // A journal record holds whole stripes and at most a quarter of the
+        // ring, so a large write goes in pieces of whole stripes (each piece
+        // is atomic; a block device promises no more).
+        let per_stripe = (self.geo.k + self.geo.m) as u64 * self.geo.unit + 4096;
+        let stripes = (j.capacity() / 4 / per_stripe).max(1);
+        let piece = stripes * self.geo.stripe_data_bytes();
+        if len <= piece {
+            return self.write_stripes(offset, data);
+        }
+        let mut at = offset;
+        while at < offset + len {
+            let end = ((at / piece + 1) * piece).min(offset + len);
+            self.write_stripes(at, &data[(at - offset) as usize..(end - offset) as usize])?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    fn write_stripes(&self, offset: u64, data: &[u8]) -> Result<(), ArrayError> {
+        let len = data.len() as u64;
         for _attempt in 0..=self.geo.members {
             let h = self.health();
             let plan = self.layout.plan_write(offset, len, &h)?;
@@ -725,7 +918,9 @@ impl Array {
                 .zip(&computed)
                 .flat_map(|(sp, bufs)| sp.writes.iter().copied().zip(bufs.iter().map(|b| b.bytes())))
                 .collect();
+            let inflight = self.journal_append(&writes)?;
             let res = self.run_writes(&writes);
+            drop(inflight);
             if self.absorb_errors(&res) {
                 continue;
             }

@@ -58,7 +58,7 @@ impl ArraySpec {
                     let ent = ent.map_err(|e| ArrayError::Io(format!("{}: {e}", d.display())))?;
                     let name = ent.file_name();
                     let name = name.to_string_lossy();
-                    if name.starts_with('.') {
+                    if name.starts_with('.') || name == crate::array::JOURNAL_FILE {
                         continue;
                     }
                     let ft = ent.file_type().map_err(|e| ArrayError::Io(e.to_string()))?;

@@ -72,6 +72,10 @@ pub struct Superblock {
     pub member_paths: Vec<String>,
     /// Creation time, seconds since the Unix epoch.
     pub created: u64,
+    /// The write-ahead journal's last known path, when the array has one
+    /// (see [`crate::journal`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
 }
 
 impl Superblock {

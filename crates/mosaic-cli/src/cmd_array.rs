@@ -44,6 +44,17 @@ pub struct CreateArgs {
     /// Skip the initial parity sync of existing devices
     #[arg(long)]
     pub assume_clean: bool,
+    /// Write-ahead journal (a file, created when absent, or a fast device) that
+    /// closes the RAID write hole; default for a directory: DIR/journal.img
+    #[arg(long, conflicts_with = "no_journal")]
+    pub journal: Option<PathBuf>,
+    /// Size of a journal file to create
+    #[arg(long, value_parser = size, default_value = "64M")]
+    pub journal_size: u64,
+    /// No journal: a crash during a write followed by a member failure can
+    /// corrupt other blocks of the stripe (the write hole)
+    #[arg(long)]
+    pub no_journal: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -152,8 +163,16 @@ pub fn create(a: CreateArgs) -> Result<i32> {
         force: a.force,
         assume_clean: a.assume_clean,
     };
-    let arr = Array::create(&spec, &opts)?;
+    let journal = match (&a.journal, &spec, a.no_journal) {
+        (Some(p), _, _) => Some(p.clone()),
+        (None, ArraySpec::Dir(d), false) => Some(d.join(mosaic_array::array::JOURNAL_FILE)),
+        _ => None,
+    };
+    let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
     let info = arr.info();
+    if journal.is_none() && info.code_columns > 0 {
+        eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
+    }
     arr.close()?;
     if a.json {
         print_json(&info)?;
@@ -184,6 +203,10 @@ pub fn info(a: InfoArgs) -> Result<i32> {
     println!("unit       {} ({} bytes), block {} bytes", human(info.stripe_unit), info.stripe_unit, info.block_size);
     println!("capacity   {} ({} bytes), {} stripes", human(info.capacity), info.capacity, info.stripes);
     println!("member     {} data bytes from offset {}", human(info.member_data_size), info.data_offset);
+    match &info.journal {
+        Some(j) => println!("journal    {j}"),
+        None => println!("journal    none (write hole open)"),
+    }
     println!(
         "state      {:?}{}, events {}",
         info.state,
