@@ -217,10 +217,69 @@ impl Lru {
     }
 }
 
+/// Where one term of a parity computation comes from (byte mode).
+#[derive(Debug, Clone)]
+pub enum Src {
+    /// A page's new bytes (it joins a code sum).
+    Page(Vec<u8>),
+    /// The bytes of read `i` of the step's plan.
+    Read(usize),
+    /// Read `i` XOR these new bytes (old data out, new data in).
+    ReadXor(usize, Vec<u8>),
+    /// Old bytes XOR new bytes, both in memory (old-data buffer hit).
+    Xor(Vec<u8>, Vec<u8>),
+}
+
+/// The code a step starts from (byte mode).
+#[derive(Debug, Clone)]
+pub enum Base {
+    Zero,
+    /// The step's reads at these indices, in code-column order.
+    Reads(Vec<usize>),
+    /// The code bytes the parity cache holds for `stripe` when the step
+    /// runs (steps run in the order they were planned); `take` drops them.
+    Stored { stripe: u64, take: bool },
+}
+
+/// How to compute the bytes of one step's writes once its reads are in
+/// (byte mode).  Code = base + sum of coefficient * term over `terms`.
+#[derive(Debug, Clone)]
+pub enum Recipe {
+    Parity {
+        stripe: u64,
+        base: Base,
+        terms: Vec<(usize, Src)>,
+        /// Keep the resulting code in the parity cache (its on-drive code
+        /// is then stale until the entry is flushed).
+        keep: bool,
+        /// New bytes of the data pages this step writes.
+        pages: Vec<(usize, Vec<u8>)>,
+    },
+    /// A plan of the layout's own planner for these request bytes.
+    Direct { input: Vec<u8> },
+}
+
+/// One stripe plan of a destage, with its recipe in byte mode.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub sp: StripePlan,
+    pub recipe: Option<Recipe>,
+}
+
+/// Bytes the structures hold when the policy runs on real data.
+struct Bytes {
+    code: mosaic_ec::Code,
+    pages: HashMap<(u64, usize), Vec<u8>>,
+    parity: HashMap<u64, Vec<Vec<u8>>>,
+    old: HashMap<(u64, usize), Vec<u8>>,
+}
+
 /// The write cache, parity cache and old-data buffer in front of a
-/// parity layout.  Implements [`Frontend`].
-pub struct CachedArray<'a> {
-    layout: &'a FixedLayout,
+/// parity layout.  Implements [`Frontend`] (counting only); with
+/// [`CachedArray::with_bytes`] it also keeps the bytes and says how to
+/// compute every write ([`Recipe`]) for the real array.
+pub struct CachedArray {
+    layout: FixedLayout,
     cfg: CacheConfig,
     geo: Geometry,
     rows: HashMap<u64, Row>,
@@ -233,10 +292,11 @@ pub struct CachedArray<'a> {
     old_lru: BTreeSet<(u64, u64, usize)>,
     clock: u64,
     stats: CacheStats,
+    bytes: Option<Bytes>,
 }
 
-impl<'a> CachedArray<'a> {
-    pub fn new(layout: &'a FixedLayout, cfg: CacheConfig) -> Result<CachedArray<'a>, PlanError> {
+impl CachedArray {
+    pub fn new(layout: &FixedLayout, cfg: CacheConfig) -> Result<CachedArray, PlanError> {
         let geo = layout.geometry().clone();
         if geo.m == 0 || geo.is_mirror() {
             return Err(PlanError::Invalid(format!(
@@ -259,7 +319,7 @@ impl<'a> CachedArray<'a> {
             )));
         }
         Ok(CachedArray {
-            layout,
+            layout: FixedLayout::new(geo.clone())?.with_policy(layout.planner.policy),
             cfg,
             geo,
             rows: HashMap::new(),
@@ -271,11 +331,40 @@ impl<'a> CachedArray<'a> {
             old_lru: BTreeSet::new(),
             clock: 0,
             stats: CacheStats::default(),
+            bytes: None,
         })
+    }
+
+    /// Keep the bytes of every structure (the real array's mode): writes
+    /// must then cover whole pages (stripe units).
+    pub fn with_bytes(mut self) -> Result<CachedArray, PlanError> {
+        let code = mosaic_ec::Code::new(self.geo.k, self.geo.m).map_err(|e| PlanError::Geometry(e.to_string()))?;
+        self.bytes = Some(Bytes { code, pages: HashMap::new(), parity: HashMap::new(), old: HashMap::new() });
+        Ok(self)
+    }
+
+    pub fn config(&self) -> CacheConfig {
+        self.cfg
     }
 
     pub fn cache_stats(&self) -> CacheStats {
         self.stats
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Bytes of a cached page (byte mode): newer than the drives' copy.
+    pub fn cached_page(&self, stripe: u64, col: usize) -> Option<&[u8]> {
+        self.bytes.as_ref()?.pages.get(&(stripe, col)).map(|v| v.as_slice())
+    }
+
+    /// Rows whose code on the drives is stale (their parity is cached).
+    pub fn parity_rows(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.parity.keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     fn wc_pages(&self) -> u64 {
@@ -302,33 +391,55 @@ impl<'a> CachedArray<'a> {
         StripePlan { stripe, method, touched: vec![], reads: vec![], writes: vec![], span: (0, 0), missing: vec![] }
     }
 
-    /// Cache the pages of a write; returns the plans the write must wait for
-    /// (victims destaged to make room).
-    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
+    /// Cache the pages of a write (byte mode: `data` holds its bytes and
+    /// must cover whole pages); returns the steps the write must wait for
+    /// (victims destaged to make room, or the write itself when it
+    /// bypasses the cache).
+    pub fn write_steps(&mut self, offset: u64, len: u64, data: Option<&[u8]>, h: &Health) -> Result<Vec<Step>, PlanError> {
+        self.layout.planner.check(offset, len)?;
+        if self.bytes.is_some() {
+            let Some(d) = data.filter(|d| d.len() as u64 == len) else {
+                return Err(PlanError::Invalid("the byte-mode cache needs the write's bytes".into()));
+            };
+            let _ = d;
+            if offset % self.geo.unit != 0 || len % self.geo.unit != 0 {
+                return Err(PlanError::Invalid(format!("byte-mode cache writes must cover whole {}-byte pages", self.geo.unit)));
+            }
+        }
         self.stats.writes += 1;
         self.clock += 1;
         let exts = self.geo.split(offset, len);
         let pages: u64 = exts.iter().map(|e| e.cols.len() as u64).sum();
         if pages > self.wc_pages() {
             // Larger than the whole cache: drop what it caches of the range
-            // and write it directly.
+            // and write it directly (rows with a cached parity first).
             self.stats.bypasses += 1;
+            let mut steps = Vec::new();
             for e in &exts {
                 self.drop_pages(e.stripe, e.cols.iter().map(|c| c.col));
+                steps.extend(self.parity_flush(e.stripe, h)?);
             }
-            return Ok(vec![self.layout.plan_write(offset, len, h)?]);
+            let p = self.layout.plan_write(offset, len, h)?;
+            let direct = data.filter(|_| self.bytes.is_some()).map(|d| d.to_vec());
+            for sp in p.stripes {
+                self.count(&sp);
+                // One recipe for the whole request: the executor hands the
+                // request's bytes to the planner's own compute.
+                let recipe = direct.as_ref().map(|d| Recipe::Direct { input: d.clone() });
+                steps.push(Step { sp, recipe });
+            }
+            return Ok(steps);
         }
         let mut fg = Vec::new();
         let mut hit = true;
         for e in &exts {
             for c in &e.cols {
                 let whole = c.start == 0 && c.end == self.geo.unit;
-                let row = self.rows.get(&e.stripe);
-                let present = row.is_some_and(|r| r.pages.contains(c.col));
+                let present = self.rows.get(&e.stripe).is_some_and(|r| r.pages.contains(c.col));
                 if !present {
                     hit = false;
                     while self.cached_pages >= self.wc_pages() {
-                        fg.push(self.evict_victim(h)?);
+                        fg.extend(self.evict_victim(h)?);
                     }
                 }
                 let clock = self.clock;
@@ -349,6 +460,10 @@ impl<'a> CachedArray<'a> {
                 let row = row.clone();
                 let k = self.key_of(e.stripe, &row);
                 self.victims.insert(k);
+                if let (Some(b), Some(d)) = (self.bytes.as_mut(), data) {
+                    let at = c.buf_off as usize;
+                    b.pages.insert((e.stripe, c.col), d[at..at + (c.end - c.start) as usize].to_vec());
+                }
             }
         }
         if hit {
@@ -366,6 +481,9 @@ impl<'a> CachedArray<'a> {
                 row.pages.0[c / 64] &= !(1u64 << (c % 64));
                 row.partial.0[c / 64] &= !(1u64 << (c % 64));
                 self.cached_pages -= 1;
+                if let Some(b) = self.bytes.as_mut() {
+                    b.pages.remove(&(stripe, c));
+                }
             }
         }
         if row.pages.is_empty() {
@@ -377,7 +495,7 @@ impl<'a> CachedArray<'a> {
     }
 
     /// Destage the write cache's victim row.
-    fn evict_victim(&mut self, h: &Health) -> Result<Plan, PlanError> {
+    fn evict_victim(&mut self, h: &Health) -> Result<Vec<Step>, PlanError> {
         let Some(&key) = self.victims.first() else {
             return Err(PlanError::Invalid("write cache full but holds no row".into()));
         };
@@ -389,21 +507,35 @@ impl<'a> CachedArray<'a> {
         self.destage(stripe, &row, h)
     }
 
+    /// The new bytes of the row's pages (byte mode), taken out of the cache.
+    fn take_pages(&mut self, stripe: u64, row: &Row) -> Vec<(usize, Vec<u8>)> {
+        match self.bytes.as_mut() {
+            Some(b) => row.pages.iter().map(|c| (c, b.pages.remove(&(stripe, c)).expect("cached page bytes"))).collect(),
+            None => vec![],
+        }
+    }
+
     /// Plan the destage of `row` of `stripe` under the policy.
-    fn destage(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Plan, PlanError> {
+    fn destage(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Vec<Step>, PlanError> {
         if self.has_failure(stripe, h) {
             return self.destage_degraded(stripe, row, h);
         }
         let g = self.geo.clone();
         let (k, m) = (g.k, g.m);
         let w = row.pages.len();
+        let pages = self.take_pages(stripe, row);
+        let newb = |c: usize| pages.iter().find(|p| p.0 == c).map(|p| p.1.clone()).unwrap_or_default();
         let mut sp = Self::stripe_plan(stripe, Method::Rmw);
-        let mut plans = Plan::default();
-        // Fill reads for partial pages (both RMW and PPC need whole pages).
+        let mut terms: Vec<(usize, Src)> = Vec::new();
+        let mut base = Base::Zero;
+        let mut after = Vec::new();
+        // Fill reads for partial pages (counting mode only: byte mode
+        // caches whole pages).
         for c in row.partial.iter() {
             sp.reads.push(self.op(stripe, c, Role::Data));
         }
         let parity_cached = self.parity.contains_key(&stripe);
+        let keep;
         match self.cfg.policy {
             CachePolicy::None | CachePolicy::Fpc => {
                 let full_cached = self.cfg.policy == CachePolicy::Fpc && parity_cached;
@@ -412,54 +544,72 @@ impl<'a> CachedArray<'a> {
                 let rcw = k - w;
                 if w == k {
                     sp.method = Method::Fsw;
+                    terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
                 } else if rcw < rmw {
                     sp.method = Method::Rcw;
+                    terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
                     for c in (0..k).filter(|&c| !row.pages.contains(c)) {
+                        terms.push((c, Src::Read(sp.reads.len())));
                         sp.reads.push(self.op(stripe, c, Role::Data));
                     }
                 } else {
                     sp.method = Method::Rmw;
-                    for c in row.pages.iter().filter(|&c| !row.partial.contains(c)) {
-                        sp.reads.push(self.op(stripe, c, Role::Data));
+                    for c in row.pages.iter() {
+                        if !row.partial.contains(c) {
+                            terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
+                            sp.reads.push(self.op(stripe, c, Role::Data));
+                        }
                     }
-                    if !full_cached {
+                    if full_cached {
+                        base = Base::Stored { stripe, take: false };
+                    } else {
+                        let first = sp.reads.len();
                         for c in k..k + m {
                             sp.reads.push(self.op(stripe, c, Role::Code));
                         }
+                        base = Base::Reads((first..first + m).collect());
                     }
                 }
                 for c in row.pages.iter() {
                     sp.writes.push(self.op(stripe, c, Role::Data));
                 }
-                if self.cfg.policy == CachePolicy::None {
-                    for c in k..k + m {
-                        sp.writes.push(self.op(stripe, c, Role::Code));
-                    }
-                } else {
+                keep = self.cfg.policy == CachePolicy::Fpc;
+                if keep {
                     // fpc: the new full parity stays in the cache.
                     let mut all = ColSet::default();
                     (0..k).for_each(|c| {
                         all.insert(c);
                     });
-                    plans.stripes.extend(self.parity_put(stripe, all, h)?.stripes);
+                    after = self.parity_put(stripe, all, h)?;
+                } else {
+                    for c in k..k + m {
+                        sp.writes.push(self.op(stripe, c, Role::Code));
+                    }
                 }
             }
             CachePolicy::Ppc | CachePolicy::PpcData => {
                 let mut covered = self.parity.get(&stripe).map(|e| e.covered).unwrap_or_default();
                 if parity_cached {
                     self.stats.merges += 1;
+                    base = Base::Stored { stripe, take: false };
                 }
                 for c in row.pages.iter() {
                     if covered.contains(c) && !row.partial.contains(c) {
                         // Take the page's previous value out of the partial parity.
-                        if self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c) {
+                        let buffered = self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c);
+                        if buffered {
                             self.stats.old_data_hits += 1;
+                            let old = self.bytes.as_ref().map(|b| b.old[&(stripe, c)].clone()).unwrap_or_default();
+                            terms.push((c, Src::Xor(old, newb(c))));
                         } else {
                             if self.cfg.policy == CachePolicy::PpcData {
                                 self.stats.old_data_misses += 1;
                             }
+                            terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
                             sp.reads.push(self.op(stripe, c, Role::Data));
                         }
+                    } else {
+                        terms.push((c, Src::Page(newb(c))));
                     }
                     covered.insert(c);
                 }
@@ -467,15 +617,20 @@ impl<'a> CachedArray<'a> {
                 for c in row.pages.iter() {
                     sp.writes.push(self.op(stripe, c, Role::Data));
                     if self.cfg.policy == CachePolicy::PpcData {
-                        self.old_put(stripe, c);
+                        self.old_put(stripe, c, Some(newb(c)));
                     }
                 }
-                plans.stripes.extend(self.parity_put(stripe, covered, h)?.stripes);
+                keep = true;
+                after = self.parity_put(stripe, covered, h)?;
             }
         }
         self.count(&sp);
-        plans.stripes.insert(0, sp);
-        Ok(plans)
+        let recipe = self.bytes.is_some().then(|| Recipe::Parity { stripe, base, terms, keep, pages: pages.clone() });
+        // The entry the row evicted from the parity cache goes first: the
+        // row's own parity takes its place once computed.
+        let mut steps = after;
+        steps.push(Step { sp, recipe });
+        Ok(steps)
     }
 
     fn has_failure(&self, stripe: u64, h: &Health) -> bool {
@@ -484,17 +639,20 @@ impl<'a> CachedArray<'a> {
 
     /// A row of a degraded stripe: flush its parity entry and let the
     /// planner's degraded write handle the pages.
-    fn destage_degraded(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Plan, PlanError> {
-        let mut plan = self.parity_flush(stripe, h)?;
+    fn destage_degraded(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Vec<Step>, PlanError> {
+        let mut steps = self.parity_flush(stripe, h)?;
+        let pages = self.take_pages(stripe, row);
         for c in row.pages.iter() {
             let off = stripe * self.geo.stripe_data_bytes() + c as u64 * self.geo.unit;
             let p = self.layout.plan_write(off, self.geo.unit, h)?;
-            for sp in &p.stripes {
-                self.count(sp);
+            let input = pages.iter().find(|p| p.0 == c).map(|p| p.1.clone());
+            for sp in p.stripes {
+                self.count(&sp);
+                let recipe = input.clone().map(|input| Recipe::Direct { input });
+                steps.push(Step { sp, recipe });
             }
-            plan.stripes.extend(p.stripes);
         }
-        Ok(plan)
+        Ok(steps)
     }
 
     fn count(&mut self, sp: &StripePlan) {
@@ -508,21 +666,21 @@ impl<'a> CachedArray<'a> {
     }
 
     /// Keep `covered` as the row's parity entry, evicting LRU entries to
-    /// make room; returns the eviction plans.
-    fn parity_put(&mut self, stripe: u64, covered: ColSet, h: &Health) -> Result<Plan, PlanError> {
-        let mut plan = Plan::default();
+    /// make room; returns the eviction steps.
+    fn parity_put(&mut self, stripe: u64, covered: ColSet, h: &Health) -> Result<Vec<Step>, PlanError> {
+        let mut steps = Vec::new();
         let clock = self.clock;
         let old = self.parity.get(&stripe).map(|e| e.last);
         if old.is_none() {
             while self.parity.len() >= self.pc_entries() {
                 let (_, victim) = self.parity_lru.oldest().expect("parity cache non-empty");
-                plan.stripes.extend(self.parity_flush(victim, h)?.stripes);
+                steps.extend(self.parity_flush(victim, h)?);
             }
         }
         self.parity_lru.touch(stripe, old, clock);
         self.parity.insert(stripe, ParityEntry { covered, last: clock });
         self.refresh_victim(stripe);
-        Ok(plan)
+        Ok(steps)
     }
 
     /// The victim order of a cached row depends on its parity entry.
@@ -540,17 +698,23 @@ impl<'a> CachedArray<'a> {
     }
 
     /// Write a row's cached parity to the drives and drop the entry.
-    fn parity_flush(&mut self, stripe: u64, h: &Health) -> Result<Plan, PlanError> {
-        let Some(e) = self.parity.remove(&stripe) else { return Ok(Plan::default()) };
+    fn parity_flush(&mut self, stripe: u64, h: &Health) -> Result<Vec<Step>, PlanError> {
+        let Some(e) = self.parity.remove(&stripe) else { return Ok(vec![]) };
         self.parity_lru.remove(stripe, e.last);
         self.refresh_victim(stripe);
         self.stats.parity_evictions += 1;
         let (k, m) = (self.geo.k, self.geo.m);
         let mut sp = Self::stripe_plan(stripe, if e.covered.len() == k { Method::Fsw } else { Method::Rcw });
+        let mut terms = Vec::new();
         for c in (0..k).filter(|&c| !e.covered.contains(c)) {
             // Uncovered pages (never for a full parity).
             if h.available(self.geo.member_of(stripe, c), stripe) {
+                terms.push((c, Src::Read(sp.reads.len())));
                 sp.reads.push(self.op(stripe, c, Role::Data));
+            } else if self.bytes.is_some() {
+                return Err(PlanError::Invalid(format!(
+                    "stripe {stripe}: its partial parity cannot be completed: the member holding uncovered column {c} failed (see mosaic_core::cache)"
+                )));
             }
         }
         for c in k..k + m {
@@ -559,7 +723,8 @@ impl<'a> CachedArray<'a> {
             }
         }
         self.count(&sp);
-        Ok(Plan { stripes: vec![sp] })
+        let recipe = self.bytes.is_some().then(|| Recipe::Parity { stripe, base: Base::Stored { stripe, take: true }, terms, keep: false, pages: vec![] });
+        Ok(vec![Step { sp, recipe }])
     }
 
     fn old_hit(&mut self, stripe: u64, col: usize) -> bool {
@@ -573,9 +738,12 @@ impl<'a> CachedArray<'a> {
         }
     }
 
-    fn old_put(&mut self, stripe: u64, col: usize) {
+    fn old_put(&mut self, stripe: u64, col: usize, bytes: Option<Vec<u8>>) {
         if self.od_pages() == 0 {
             return;
+        }
+        if let (Some(b), Some(v)) = (self.bytes.as_mut(), bytes) {
+            b.old.insert((stripe, col), v);
         }
         if let Some(stamp) = self.old.insert((stripe, col), self.clock) {
             self.old_lru.remove(&(stamp, stripe, col));
@@ -583,23 +751,39 @@ impl<'a> CachedArray<'a> {
             while self.old.len() > self.od_pages() {
                 let (_, st, c) = self.old_lru.pop_first().expect("old-data buffer non-empty");
                 self.old.remove(&(st, c));
+                if let Some(b) = self.bytes.as_mut() {
+                    b.old.remove(&(st, c));
+                }
             }
         }
         self.old_lru.insert((self.clock, stripe, col));
     }
 
     /// Destage everything: every cached row, then every parity entry.
-    pub fn flush_all(&mut self, h: &Health) -> Result<Plan, PlanError> {
-        let mut plan = Plan::default();
+    pub fn flush_steps(&mut self, h: &Health) -> Result<Vec<Step>, PlanError> {
+        let mut steps = Vec::new();
         while !self.victims.is_empty() {
-            plan.stripes.extend(self.evict_victim(h)?.stripes);
+            steps.extend(self.evict_victim(h)?);
         }
-        let mut stripes: Vec<u64> = self.parity.keys().copied().collect();
-        stripes.sort_unstable();
-        for s in stripes {
-            plan.stripes.extend(self.parity_flush(s, h)?.stripes);
+        for s in self.parity_rows() {
+            steps.extend(self.parity_flush(s, h)?);
         }
-        Ok(plan)
+        Ok(steps)
+    }
+
+    /// [`CachedArray::flush_steps`] as one plan (counting mode).
+    pub fn flush_all(&mut self, h: &Health) -> Result<Plan, PlanError> {
+        Ok(plan_of(self.flush_steps(h)?))
+    }
+
+    /// Write the cached parity of these rows (before a degraded read of
+    /// them: their code on the drives is stale).
+    pub fn flush_rows(&mut self, stripes: &[u64], h: &Health) -> Result<Vec<Step>, PlanError> {
+        let mut steps = Vec::new();
+        for &s in stripes {
+            steps.extend(self.parity_flush(s, h)?);
+        }
+        Ok(steps)
     }
 
     fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
@@ -615,18 +799,78 @@ impl<'a> CachedArray<'a> {
         // degraded read of them must first write the parity.
         let mut plan = Plan::default();
         if h.is_degraded() {
-            for e in &exts {
-                if self.parity.contains_key(&e.stripe) && self.has_failure(e.stripe, h) {
-                    plan.stripes.extend(self.parity_flush(e.stripe, h)?.stripes);
-                }
-            }
+            let rows: Vec<u64> = exts.iter().map(|e| e.stripe).filter(|s| self.parity.contains_key(s) && self.has_failure(*s, h)).collect();
+            plan.stripes.extend(self.flush_rows(&rows, h)?.into_iter().map(|s| s.sp));
         }
         plan.stripes.extend(self.layout.plan_read(offset, len, h)?.stripes);
         Ok(plan)
     }
+
+    /// The bytes of a step's writes, in `sp.writes` order, from its reads
+    /// (byte mode).  A recipe that keeps its code updates the parity cache.
+    pub fn compute(&mut self, step: &Step, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
+        let sp = &step.sp;
+        match &step.recipe {
+            None => Err(PlanError::Invalid("a cache step without a recipe (counting mode)".into())),
+            Some(Recipe::Direct { input }) => {
+                let bufs = self.layout.compute_writes(sp, input, reads)?;
+                Ok(bufs.iter().map(|b| b.bytes().to_vec()).collect())
+            }
+            Some(Recipe::Parity { stripe, base, terms, keep, pages }) => {
+                let unit = self.geo.unit as usize;
+                let (k, m) = (self.geo.k, self.geo.m);
+                let b = self.bytes.as_mut().ok_or_else(|| PlanError::Invalid("compute needs byte mode".into()))?;
+                let mut code: Vec<Vec<u8>> = match base {
+                    Base::Zero => vec![vec![0u8; unit]; m],
+                    Base::Reads(idx) => idx.iter().map(|&i| reads[i].clone()).collect(),
+                    Base::Stored { stripe, take } => {
+                        let got = if *take { b.parity.remove(stripe) } else { b.parity.get(stripe).cloned() };
+                        got.ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: no cached parity bytes")))?
+                    }
+                };
+                let mut delta = vec![0u8; unit];
+                for (c, src) in terms {
+                    let d: &[u8] = match src {
+                        Src::Page(p) => p,
+                        Src::Read(i) => &reads[*i],
+                        Src::ReadXor(i, p) => {
+                            for ((o, a), x) in delta.iter_mut().zip(&reads[*i]).zip(p) {
+                                *o = a ^ x;
+                            }
+                            &delta
+                        }
+                        Src::Xor(a, p) => {
+                            for ((o, a), x) in delta.iter_mut().zip(a).zip(p) {
+                                *o = a ^ x;
+                            }
+                            &delta
+                        }
+                    };
+                    let mut refs: Vec<&mut [u8]> = code.iter_mut().map(|v| v.as_mut_slice()).collect();
+                    b.code.apply_delta(*c, d, &mut refs).map_err(|e| PlanError::Invalid(e.to_string()))?;
+                }
+                let out = sp
+                    .writes
+                    .iter()
+                    .map(|op| match op.role {
+                        Role::Code => code[op.col - k].clone(),
+                        _ => pages.iter().find(|p| p.0 == op.col).map(|p| p.1.clone()).unwrap_or_default(),
+                    })
+                    .collect();
+                if *keep {
+                    b.parity.insert(*stripe, code);
+                }
+                Ok(out)
+            }
+        }
+    }
 }
 
-impl Frontend for CachedArray<'_> {
+fn plan_of(steps: Vec<Step>) -> Plan {
+    Plan { stripes: steps.into_iter().map(|s| s.sp).collect() }
+}
+
+impl Frontend for CachedArray {
     fn describe(&self) -> String {
         format!("{} cache={}", self.layout.describe(), self.cfg.policy.name())
     }
@@ -641,8 +885,8 @@ impl Frontend for CachedArray<'_> {
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         self.layout.planner.check(offset, len)?;
-        let fg = if write { self.write(offset, len, h)? } else { vec![self.read(offset, len, h)?] };
-        Ok(Staged { fg: fg.into_iter().filter(|p| !p.stripes.is_empty()).collect(), bg: vec![] })
+        let fg = if write { plan_of(self.write_steps(offset, len, None, h)?) } else { self.read(offset, len, h)? };
+        Ok(Staged { fg: if fg.stripes.is_empty() { vec![] } else { vec![fg] }, bg: vec![] })
     }
     fn stats(&self) -> Vec<(String, f64)> {
         let s = &self.stats;

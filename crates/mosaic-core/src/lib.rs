@@ -20,7 +20,7 @@ pub mod layout;
 pub mod plan;
 pub mod planner;
 
-pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray};
+pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray, Step};
 pub use compute::{ScrubOutcome, StripeMath, WriteBuf};
 pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};

@@ -1,0 +1,119 @@
+//! The caches in byte mode on in-memory members: every policy returns the
+//! reference bytes at every point, and after a flush every stripe's code
+//! agrees with its data.
+
+use mosaic_core::cache::Step;
+use mosaic_core::{CacheConfig, CachePolicy, CachedArray, FixedLayout, Geometry, Health, Layout, Level};
+use proptest::prelude::*;
+
+const U: u64 = 4096;
+
+struct Rig {
+    layout: FixedLayout,
+    mem: Vec<Vec<u8>>,
+    cache: CachedArray,
+    h: Health,
+}
+
+impl Rig {
+    fn new(level: &str, n: usize, stripes: u64, policy: CachePolicy, pages: u64) -> Rig {
+        let geo = Geometry::new(level.parse::<Level>().unwrap(), n, U, 4096, stripes * U).unwrap();
+        let layout = FixedLayout::new(geo).unwrap();
+        let cfg = CacheConfig { policy, write_cache: pages * U, parity_cache: 3 * U * layout.geometry().m as u64, old_data: 4 * U };
+        let cache = CachedArray::new(&layout, cfg).unwrap().with_bytes().unwrap();
+        Rig { mem: vec![vec![0u8; (stripes * U) as usize]; n], h: Health::all_active(n), layout, cache }
+    }
+
+    fn exec(&mut self, steps: Vec<Step>) {
+        for st in steps {
+            let reads: Vec<Vec<u8>> = st.sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
+            let w = self.cache.compute(&st, &reads).unwrap();
+            assert_eq!(w.len(), st.sp.writes.len());
+            for (op, b) in st.sp.writes.iter().zip(w) {
+                assert_eq!(b.len() as u64, op.len);
+                self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].copy_from_slice(&b);
+            }
+        }
+    }
+
+    fn write(&mut self, off: u64, data: &[u8]) {
+        let steps = self.cache.write_steps(off, data.len() as u64, Some(data), &self.h).unwrap();
+        self.exec(steps);
+    }
+
+    fn read(&self, off: u64, len: u64) -> Vec<u8> {
+        let plan = self.layout.plan_read(off, len, &self.h).unwrap();
+        let mut out = vec![0u8; len as usize];
+        for sp in &plan.stripes {
+            let reads: Vec<Vec<u8>> = sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
+            self.layout.assemble_read(sp, &reads, &mut out).unwrap();
+        }
+        // Cached pages are newer than the members.
+        let g = self.layout.geometry();
+        for e in g.split(off, len) {
+            for c in &e.cols {
+                if let Some(p) = self.cache.cached_page(e.stripe, c.col) {
+                    out[c.buf_off as usize..(c.buf_off + c.end - c.start) as usize].copy_from_slice(&p[c.start as usize..c.end as usize]);
+                }
+            }
+        }
+        out
+    }
+
+    fn scrub_clean(&self) -> bool {
+        let g = self.layout.geometry();
+        (0..g.stripes).all(|s| {
+            let sp = self.layout.planner.plan_scrub(s, 0, U, &self.h).unwrap();
+            let reads: Vec<Vec<u8>> = sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
+            self.layout.scrub_check(&sp, &reads).unwrap().bad_cols.is_empty()
+        })
+    }
+}
+
+fn run(level: &str, n: usize, policy: CachePolicy, pages: u64, ops: &[(u64, u64, u8)]) {
+    let stripes = 16;
+    let mut r = Rig::new(level, n, stripes, policy, pages);
+    let cap = r.layout.capacity();
+    let mut model = vec![0u8; cap as usize];
+    for (i, &(slot, npages, seed)) in ops.iter().enumerate() {
+        let len = npages * U;
+        let off = (slot * U) % (cap - len + U) / U * U;
+        let data: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(seed | 1).wrapping_add(i as u8)).collect();
+        r.write(off, &data);
+        model[off as usize..(off + len) as usize].copy_from_slice(&data);
+        if i % 7 == 0 {
+            assert!(r.read(0, cap) == model, "{policy:?} {level}: read back after op {i}");
+        }
+    }
+    assert!(r.read(0, cap) == model, "{policy:?} {level}: final read");
+    let steps = r.cache.flush_steps(&r.h.clone()).unwrap();
+    r.exec(steps);
+    assert!(r.cache.parity_rows().is_empty());
+    assert!(r.read(0, cap) == model, "{policy:?} {level}: after flush");
+    assert!(r.scrub_clean(), "{policy:?} {level}: code disagrees with data after flush");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn every_policy_matches_the_reference(ops in prop::collection::vec((0u64..200, 1u64..=3, any::<u8>()), 1..120), pages in 1u64..6) {
+        for p in CachePolicy::ALL {
+            run("raid5", 5, p, pages, &ops);
+            run("raid6", 6, p, pages, &ops);
+            run("rs:3+3", 6, p, pages, &ops);
+        }
+    }
+}
+
+#[test]
+fn byte_mode_wants_whole_pages() {
+    let geo = Geometry::new(Level::Raid5, 5, 2 * U, 4096, 8 * U).unwrap();
+    let l = FixedLayout::new(geo).unwrap();
+    let mut c = CachedArray::new(&l, CacheConfig::uniform(CachePolicy::Ppc, 1 << 20)).unwrap().with_bytes().unwrap();
+    let e = c.write_steps(4096, 4096, Some(&[0u8; 4096]), &Health::all_active(5)).unwrap_err();
+    assert!(e.to_string().contains("whole 8192-byte pages"), "{e}");
+    let mut r = Rig::new("raid5", 5, 4, CachePolicy::Ppc, 2);
+    let e = r.cache.write_steps(0, 4096, None, &r.h.clone()).unwrap_err();
+    assert!(e.to_string().contains("needs the write's bytes"), "{e}");
+    r.write(0, &[1u8; 4096]);
+}
