@@ -122,6 +122,9 @@ pub struct Array {
     /// Every member is RAM: run ops inline, never on the pool.
     all_memory: std::sync::atomic::AtomicBool,
     journal: Option<Journal>,
+    /// Whether a full journal ring may checkpoint by itself (a cache
+    /// volume turns this off and checkpoints after destaging its cache).
+    auto_checkpoint: std::sync::atomic::AtomicBool,
     /// Held (shared) by writes from their journal append until their member
     /// writes finish; a journal checkpoint takes it exclusively.
     inflight: RwLock<()>,
@@ -465,11 +468,24 @@ impl Array {
     /// Apply journal records to the members in service, flush them, and
     /// start an empty log.
     fn replay(&self, records: Vec<(u64, Vec<crate::journal::JournalOp>)>) -> Result<ReplayReport, ArrayError> {
+        use crate::journal::{LOGICAL, PARITY_ROW};
         let mut rep = ReplayReport::default();
         let h = self.health();
+        let mut logical: Vec<(u64, &[u8])> = Vec::new();
+        let mut rows: std::collections::BTreeSet<u64> = Default::default();
         for (_, ops) in &records {
             rep.records += 1;
             for op in ops {
+                if op.member == LOGICAL {
+                    logical.push((op.offset, &op.data));
+                    let s = self.geo.stripe_data_bytes();
+                    rows.extend(op.offset / s..(op.offset + op.data.len() as u64).div_ceil(s));
+                    continue;
+                }
+                if op.member == PARITY_ROW {
+                    rows.insert(op.offset);
+                    continue;
+                }
                 if op.member >= self.geo.members || matches!(h.states[op.member], MemberState::Failed) {
                     continue;
                 }
@@ -482,6 +498,22 @@ impl Array {
                 rep.ops += 1;
                 rep.bytes += op.data.len() as u64;
             }
+        }
+        if !records.is_empty() {
+            self.flush()?;
+        }
+        // Rows whose parity was cached, and rows the cached writes touch,
+        // get code recomputed from their data; then the cached writes go
+        // to the members in order.  A crash in here replays the same
+        // records again to the same end.
+        for &row in rows.iter().filter(|&&r| r < self.geo.stripes) {
+            self.scrub_region(row, true)?;
+        }
+        for (off, data) in &logical {
+            self.layout.planner.check(*off, data.len() as u64)?;
+            self.write_stripes(*off, data, false)?;
+            rep.ops += 1;
+            rep.bytes += data.len() as u64;
         }
         if let Some(j) = &self.journal {
             if !records.is_empty() {
@@ -505,14 +537,46 @@ impl Array {
                 return Ok(Some(g));
             }
             drop(g);
-            // Ring full: wait for every write in flight, flush, start over.
-            let _x = self.inflight.write();
-            if j.try_append_fits(&ops) {
-                continue;
+            if !self.auto_checkpoint.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(ArrayError::Io(format!("journal {} is full; the cache volume checkpoints it", j.describe())));
             }
-            self.flush()?;
-            j.checkpoint()?;
+            // Ring full: wait for every write in flight, flush, start over.
+            self.journal_checkpoint()?;
         }
+    }
+
+    /// Wait for every write in flight, flush the members, and start the
+    /// journal over.
+    pub(crate) fn journal_checkpoint(&self) -> Result<(), ArrayError> {
+        let Some(j) = &self.journal else { return Ok(()) };
+        let _x = self.inflight.write();
+        self.flush()?;
+        j.checkpoint()
+    }
+
+    /// Journal a record of ops that are not member writes (logical writes,
+    /// parity-row marks) and make it durable.
+    pub(crate) fn journal_marks(&self, ops: &[(usize, u64, &[u8])]) -> Result<(), ArrayError> {
+        let Some(j) = &self.journal else { return Ok(()) };
+        match j.try_append(ops)? {
+            Some(seq) => j.sync_to(seq),
+            None => Err(ArrayError::Io(format!("journal {} is full; the cache volume checkpoints it", j.describe()))),
+        }
+    }
+
+    pub(crate) fn set_auto_checkpoint(&self, on: bool) {
+        self.auto_checkpoint.store(on, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Journal and run a destage step's member writes (the cache volume).
+    pub(crate) fn journaled_writes(&self, writes: &[(DevOp, &[u8])]) -> Result<(), ArrayError> {
+        let inflight = self.journal_append(writes)?;
+        let res = self.run_writes(writes);
+        drop(inflight);
+        if self.absorb_errors(&res) {
+            return Err(ArrayError::Io("a member failed while the cache was destaging; the array is degraded".into()));
+        }
+        Ok(())
     }
 
     /// The journal, if the array has one.
@@ -541,6 +605,7 @@ impl Array {
             auto_failed: Mutex::new(Vec::new()),
             opened_dirty: false,
             journal,
+            auto_checkpoint: std::sync::atomic::AtomicBool::new(true),
             inflight: RwLock::new(()),
             replayed: None,
         })
@@ -749,7 +814,7 @@ impl Array {
     }
 
     /// Record on disk, once, that writes are in progress.
-    fn mark_dirty(&self) -> Result<(), ArrayError> {
+    pub(crate) fn mark_dirty(&self) -> Result<(), ArrayError> {
         use std::sync::atomic::Ordering;
         if self.dirty.load(Ordering::Acquire) {
             return Ok(());
@@ -823,7 +888,7 @@ impl Array {
         any
     }
 
-    fn check_writable(&self) -> Result<(), ArrayError> {
+    pub(crate) fn check_writable(&self) -> Result<(), ArrayError> {
         if self.writable {
             Ok(())
         } else {
@@ -886,7 +951,7 @@ impl Array {
         let len = data.len() as u64;
         self.layout.planner.check(offset, len)?;
         self.mark_dirty()?;
-        let Some(j) = &self.journal else { return self.write_stripes(offset, data) };
+        let Some(j) = &self.journal else { return self.write_stripes(offset, data, true) };
         // A journal record holds whole stripes and at most a quarter of the
         // ring, so a large write goes in pieces of whole stripes (each piece
         // is atomic; a block device promises no more).
@@ -894,18 +959,20 @@ impl Array {
         let stripes = (j.capacity() / 4 / per_stripe).max(1);
         let piece = stripes * self.geo.stripe_data_bytes();
         if len <= piece {
-            return self.write_stripes(offset, data);
+            return self.write_stripes(offset, data, true);
         }
         let mut at = offset;
         while at < offset + len {
             let end = ((at / piece + 1) * piece).min(offset + len);
-            self.write_stripes(at, &data[(at - offset) as usize..(end - offset) as usize])?;
+            self.write_stripes(at, &data[(at - offset) as usize..(end - offset) as usize], true)?;
             at = end;
         }
         Ok(())
     }
 
-    fn write_stripes(&self, offset: u64, data: &[u8]) -> Result<(), ArrayError> {
+    /// Plan, read, compute and write; `journaled` is false only for the
+    /// replay of cached writes (their rows were just resynced).
+    fn write_stripes(&self, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
         let len = data.len() as u64;
         for _attempt in 0..=self.geo.members {
             let h = self.health();
@@ -918,7 +985,7 @@ impl Array {
                 .zip(&computed)
                 .flat_map(|(sp, bufs)| sp.writes.iter().copied().zip(bufs.iter().map(|b| b.bytes())))
                 .collect();
-            let inflight = self.journal_append(&writes)?;
+            let inflight = if journaled { self.journal_append(&writes)? } else { None };
             let res = self.run_writes(&writes);
             drop(inflight);
             if self.absorb_errors(&res) {

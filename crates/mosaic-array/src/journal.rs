@@ -57,6 +57,13 @@ const ALIGN: u64 = 512;
 /// The smallest journal that makes sense.
 pub const MIN_JOURNAL: u64 = 1 << 20;
 
+/// `member` of a record op that is a *logical* write (a write the cache
+/// volume acknowledged and holds in cache): `offset` is the array offset.
+pub const LOGICAL: usize = u32::MAX as usize;
+/// `member` of a record op that marks a row whose code on the members is
+/// stale because its parity is cached: `offset` is the stripe.
+pub const PARITY_ROW: usize = u32::MAX as usize - 1;
+
 /// One device write in a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalOp {
@@ -348,6 +355,11 @@ impl Journal {
         self.durable.fetch_max(cp - 1, Ordering::AcqRel);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Bytes of the ring in use.
+    pub fn used(&self) -> u64 {
+        self.ring.lock().tail - HEADER_BYTES
     }
 
     /// Records appended since the last checkpoint.

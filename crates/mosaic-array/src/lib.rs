@@ -5,16 +5,19 @@
 //!   assembling it from superblocks;
 //! * [`array`]: the real executor: runs a layout's plans against member
 //!   devices, marks members failed on I/O errors, and retries degraded;
+//! * [`cached`]: the small-write caches in front of an array;
 //! * [`journal`]: the write-ahead journal that closes the write hole;
 //! * [`maint`]: replace, rebuild with checkpoints, and scrub.
 
 pub mod array;
+pub mod cached;
 pub mod journal;
 pub mod maint;
 pub mod spec;
 pub mod superblock;
 
 pub use array::{Array, ArrayInfo, CreateOptions, MemberInfo};
+pub use cached::CacheVolume;
 pub use journal::{Journal, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};
 pub use superblock::{ArrayState, Superblock, DATA_OFFSET};

@@ -205,32 +205,8 @@ impl Array {
         let mut bytes = 0;
         for region in 0..total {
             let _g = self.lock_stripes(std::iter::once(region));
-            let h = self.health();
-            let mut region_bad = false;
-            let mut region_unverified = false;
-            for sp in self.layout().plan_scrub(region, &h)? {
-                let reads = self
-                    .plan_reads(&sp)
-                    .map_err(|_| ArrayError::Io(format!("scrub of stripe {region}: a member failed")))?;
-                bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
-                let out = self.layout().scrub_check(&sp, &reads)?;
-                if !out.verified {
-                    region_unverified = true;
-                    continue;
-                }
-                if out.bad_cols.is_empty() {
-                    continue;
-                }
-                region_bad = true;
-                if repair {
-                    let ops: Vec<DevOp> = out.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
-                    let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(out.repairs.iter().map(|r| r.as_slice())).collect();
-                    let res = self.run_writes(&writes);
-                    if self.absorb_errors(&res) {
-                        return Err(ArrayError::Io(format!("scrub repair of stripe {region}: a member failed")));
-                    }
-                }
-            }
+            let (region_bad, region_unverified, b) = self.scrub_region(region, repair)?;
+            bytes += b;
             if region_bad {
                 bad.push(region);
             }
@@ -253,5 +229,35 @@ impl Array {
             bytes_read: bytes,
             seconds: t0.elapsed().as_secs_f64(),
         })
+    }
+
+    /// Verify (and with `repair` rewrite) the code of one region; the
+    /// caller holds its stripe lock.  Returns (mismatched, unverified,
+    /// bytes read).
+    pub(crate) fn scrub_region(&self, region: u64, repair: bool) -> Result<(bool, bool, u64), ArrayError> {
+        let h = self.health();
+        let (mut bad, mut unverified, mut bytes) = (false, false, 0);
+        for sp in self.layout().plan_scrub(region, &h)? {
+            let reads = self.plan_reads(&sp).map_err(|_| ArrayError::Io(format!("scrub of stripe {region}: a member failed")))?;
+            bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
+            let out = self.layout().scrub_check(&sp, &reads)?;
+            if !out.verified {
+                unverified = true;
+                continue;
+            }
+            if out.bad_cols.is_empty() {
+                continue;
+            }
+            bad = true;
+            if repair {
+                let ops: Vec<DevOp> = out.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
+                let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(out.repairs.iter().map(|r| r.as_slice())).collect();
+                let res = self.run_writes(&writes);
+                if self.absorb_errors(&res) {
+                    return Err(ArrayError::Io(format!("scrub repair of stripe {region}: a member failed")));
+                }
+            }
+        }
+        Ok((bad, unverified, bytes))
     }
 }

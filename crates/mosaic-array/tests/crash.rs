@@ -7,7 +7,6 @@
 //! the write in flight wholly or not at all, a clean scrub, and correct
 //! bytes everywhere even after a member then fails: no write hole.
 
-use std::io;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -16,38 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::Level;
-use mosaic_dev::{MemMember, Member};
-
-/// A member that stops persisting writes once the shared budget is spent.
-struct PowerCut {
-    inner: Arc<MemMember>,
-    budget: Arc<AtomicI64>,
-}
-
-impl Member for PowerCut {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.budget.fetch_sub(1, Ordering::SeqCst) > 0 {
-            self.inner.write_at(buf, offset)
-        } else {
-            Ok(())
-        }
-    }
-    fn flush(&self) -> io::Result<()> {
-        Ok(())
-    }
-    fn is_memory(&self) -> bool {
-        true
-    }
-}
+use mosaic_dev::{MemMember, Member, PowerCut};
 
 struct Rig {
     mems: Vec<Arc<MemMember>>,
@@ -62,7 +30,7 @@ fn rig(level: &str, n: usize, journaled: bool) -> (Rig, Array) {
     let size = DATA_OFFSET + UNIT * STRIPES;
     let mems: Vec<Arc<MemMember>> = (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), size))).collect();
     let budget = Arc::new(AtomicI64::new(i64::MAX));
-    let wrap = |m: &Arc<MemMember>| (Arc::new(PowerCut { inner: m.clone(), budget: budget.clone() }) as Arc<dyn Member>, m.describe());
+    let wrap = |m: &Arc<MemMember>| (Arc::new(PowerCut::new(m.clone(), budget.clone())) as Arc<dyn Member>, m.describe());
     let level: Level = level.parse().unwrap();
     let o = CreateOptions { level, members: Some(n), member_size: None, unit: UNIT, block: 4096, force: true, assume_clean: true };
     // A small journal (1 MiB) so the runs wrap it and checkpoint.

@@ -296,3 +296,42 @@ mod tests {
         assert!(f.write_at(&b, 0).is_err());
     }
 }
+
+/// A power cut for tests: members sharing one budget of device writes stop
+/// persisting once it is spent, silently, as a drive's volatile cache
+/// loses what it held.  Reads still see what reached the inner member.
+pub struct PowerCut {
+    inner: Arc<dyn Member>,
+    budget: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl PowerCut {
+    pub fn new(inner: Arc<dyn Member>, budget: Arc<std::sync::atomic::AtomicI64>) -> PowerCut {
+        PowerCut { inner, budget }
+    }
+}
+
+impl Member for PowerCut {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.budget.fetch_sub(1, Ordering::SeqCst) > 0 {
+            self.inner.write_at(buf, offset)
+        } else {
+            Ok(())
+        }
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn is_memory(&self) -> bool {
+        self.inner.is_memory()
+    }
+}
