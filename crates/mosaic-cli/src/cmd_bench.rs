@@ -24,6 +24,8 @@ pub enum BenchCmd {
     Array(ArrayBenchArgs),
     /// Replay speed of a random-write trace on raid5 over 9 HDDs vs parsing the same trace
     Replay(ReplayBenchArgs),
+    /// Small-write caches none/fpc/ppc/ppc+data on a real in-memory raid5 vs no cache
+    Cache(crate::bench_cache::CacheBenchArgs),
 }
 
 #[derive(Args)]
@@ -64,6 +66,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
         BenchCmd::Encode(a) => encode(a),
         BenchCmd::Array(a) => array(a),
         BenchCmd::Replay(a) => replay(a),
+        BenchCmd::Cache(a) => crate::bench_cache::run(a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `mosaic`: the command-line face of the mosaic library.  Every command is
 //! thin: parse, call the library, print a table (or JSON with `--json`).
 
+mod bench_cache;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
