@@ -387,6 +387,18 @@ impl Array {
                 if have || hint.is_empty() || found.iter().any(|f| f.2 == *hint) {
                     continue;
                 }
+                if let Some(nested) = crate::nested::open_hint(hint, writable) {
+                    // A check drive array that is an array of its own; if it
+                    // cannot be assembled the member counts as missing.
+                    if let Ok(m) = nested {
+                        if let Ok(sb) = Superblock::read_from(m.as_ref()) {
+                            if sb.array_uuid == uuid && sb.member_index == i {
+                                found.push((m, sb, hint.clone()));
+                            }
+                        }
+                    }
+                    continue;
+                }
                 if let Ok(m) = FileMember::open(Path::new(hint)) {
                     if m.lock(writable).is_err() {
                         continue; // held elsewhere (or already open here under another name)
@@ -838,8 +850,11 @@ impl Array {
         Ok(())
     }
 
+    /// Run ops on the calling thread: one op, RAM members, or a caller that
+    /// is itself an I/O thread (a nested array used as a member): blocking
+    /// on another pool from inside a pool job can deadlock work stealing.
     fn inline(&self, n_ops: usize) -> bool {
-        n_ops <= 1 || self.all_memory.load(std::sync::atomic::Ordering::Relaxed)
+        n_ops <= 1 || self.all_memory.load(std::sync::atomic::Ordering::Relaxed) || rayon::current_thread_index().is_some()
     }
 
     /// Run read ops concurrently; results in op order.
@@ -1011,7 +1026,7 @@ impl Array {
         let members: Vec<(usize, Arc<dyn Member>)> =
             self.members.read().iter().enumerate().filter_map(|(i, m)| m.clone().map(|m| (i, m))).collect();
         let h = self.health();
-        let res: Vec<(usize, std::io::Result<()>)> = if members.iter().all(|(_, m)| m.is_memory()) {
+        let res: Vec<(usize, std::io::Result<()>)> = if members.iter().all(|(_, m)| m.is_memory()) || rayon::current_thread_index().is_some() {
             members.iter().map(|(i, m)| (*i, m.flush())).collect()
         } else {
             let mut out: Vec<Option<(usize, std::io::Result<()>)>> = (0..members.len()).map(|_| None).collect();

@@ -7,12 +7,14 @@
 //!   devices, marks members failed on I/O errors, and retries degraded;
 //! * [`cached`]: the small-write caches in front of an array;
 //! * [`journal`]: the write-ahead journal that closes the write hole;
+//! * [`nested`]: check drive arrays that are arrays of their own;
 //! * [`maint`]: replace, rebuild with checkpoints, and scrub.
 
 pub mod array;
 pub mod cached;
 pub mod journal;
 pub mod maint;
+pub mod nested;
 pub mod spec;
 pub mod superblock;
 

@@ -141,13 +141,33 @@ pub struct ScrubArgs {
 fn open(spec: &str, writable: bool) -> Result<Array> {
     let spec = ArraySpec::parse(spec)?;
     let arr = Array::open(&spec, writable)?;
-    if arr.opened_dirty() {
+    if arr.opened_dirty() && arr.superblock().journal.is_some() {
+        eprintln!("warning: the array was not shut down cleanly; its journal is replayed when it is next opened for writing");
+    } else if arr.opened_dirty() {
         eprintln!("warning: the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data");
     }
     Ok(arr)
 }
 
 pub fn create(a: CreateArgs) -> Result<i32> {
+    if let Some((outer, _, _)) = mosaic_array::nested::split_cda(&a.level)? {
+        // Check drive arrays that are arrays of their own: DIR/cda-I.
+        let dir = PathBuf::from(&a.array);
+        if a.array.contains(',') || dir.is_file() {
+            bail!("{} puts its check drive arrays in subdirectories: give a directory with -a", a.level);
+        }
+        let opts = CreateOptions {
+            level: outer,
+            members: None,
+            member_size: a.member_size,
+            unit: a.stripe_unit,
+            block: a.block_size,
+            force: a.force,
+            assume_clean: a.assume_clean,
+        };
+        let arr = mosaic_array::nested::create_dir(&dir, &a.level, &opts, (!a.no_journal).then_some(a.journal_size))?;
+        return created(&arr, a.json);
+    }
     let level: Level = a.level.parse()?;
     let spec = if !a.array.contains(',') && std::fs::metadata(&a.array).map(|m| m.is_dir()).unwrap_or(true) {
         ArraySpec::Dir(PathBuf::from(&a.array))
@@ -169,12 +189,16 @@ pub fn create(a: CreateArgs) -> Result<i32> {
         _ => None,
     };
     let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
-    let info = arr.info();
-    if journal.is_none() && info.code_columns > 0 {
+    if journal.is_none() && arr.geometry().m > 0 {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
     }
+    created(&arr, a.json)
+}
+
+fn created(arr: &Array, json: bool) -> Result<i32> {
+    let info = arr.info();
     arr.close()?;
-    if a.json {
+    if json {
         print_json(&info)?;
     } else {
         println!(

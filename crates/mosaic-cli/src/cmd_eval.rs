@@ -12,7 +12,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use mosaic_core::{Level, WritePolicy};
+use mosaic_core::WritePolicy;
 use mosaic_sim::{Mode, Pattern, SimConfig, Simulator, Synthetic};
 
 use crate::cmd_sim::{build_drives, layout_for};
@@ -66,6 +66,7 @@ struct CbroRow {
     cbro1_iops: f64,
     cbro2_iops: f64,
     cbro1_hdd_cda_iops: f64,
+    cbro1_raid5_cda_iops: f64,
     gain_over_raid5: f64,
     gain_over_raid6: f64,
     model_gain_over_raid5: f64,
@@ -93,11 +94,7 @@ pub fn saturated_op_ns(device: &str, write: bool, size: u64) -> Result<f64> {
 /// Saturated random single-unit write throughput (IOPS) of `level` over
 /// `devices` with unit = `size`.
 fn saturated_iops(level: &str, devices: &[String], size: u64, requests: u64) -> Result<f64> {
-    let lvl: Level = level.parse()?;
-    let n = lvl.implied_members().unwrap_or(16);
-    let drives = build_drives(devices, n)?;
-    let cap = drives.iter().map(|d| d.capacity()).min().unwrap_or(0);
-    let layout = layout_for(level, n, size, 512, cap, WritePolicy::Auto)?;
+    let (layout, drives) = crate::cmd_sim::sim_array(level, 16, devices, size, 512, WritePolicy::Auto)?;
     let k = layout.geometry().k as u64;
     let sim = Simulator::new(&layout, drives, SimConfig { mode: Mode::Closed { queue_depth: 512 }, ..Default::default() })?;
     let w = Synthetic { pattern: Pattern::AlignedUnits { d: 1, unit: size, k }, size, count: requests, footprint: 64 << 30, seed: 11, interval_ns: 0 };
@@ -117,9 +114,11 @@ fn cbro(a: CbroArgs) -> Result<i32> {
         let c1 = saturated_iops("cbro:16+1", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
         let c2 = saturated_iops("cbro:16+2", &[hdd.clone(), format!("16-17={ssd}")], s, a.requests)?;
         let c1h = saturated_iops("cbro:16+1", std::slice::from_ref(&hdd), s, a.requests)?;
+        // The CDA itself a raid5 of 4 SSDs (a nested plan per code unit).
+        let c1r = saturated_iops("cbro:16+1,cda=raid5:4", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
         // The model's performance check for one SSD CDA (saturated rates).
         let check = crate::cmd_model::cbro_rows(&hdd, &ssd, 16, 1, &[s])?.remove(0).check;
-        for (name, v) in [("raid5 x16 HDD", r5), ("raid6 x16 HDD", r6), ("cbro:16+1 SSD CDA", c1), ("cbro:16+2 SSD CDAs", c2), ("cbro:16+1 HDD CDA", c1h)] {
+        for (name, v) in [("raid5 x16 HDD", r5), ("raid6 x16 HDD", r6), ("cbro:16+1 SSD CDA", c1), ("cbro:16+2 SSD CDAs", c2), ("cbro:16+1 HDD CDA", c1h), ("cbro:16+1 raid5:4 SSD CDA", c1r)] {
             points.push(Point { config: name.into(), size: s, iops: v, mib_per_s: v * s as f64 / 1048576.0 });
         }
         rows.push(CbroRow {
@@ -129,6 +128,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
             cbro1_iops: c1,
             cbro2_iops: c2,
             cbro1_hdd_cda_iops: c1h,
+            cbro1_raid5_cda_iops: c1r,
             gain_over_raid5: c1 / r5,
             gain_over_raid6: c2 / r6,
             model_gain_over_raid5: mosaic_model::cbro_gain(1, 1),
@@ -154,6 +154,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
         "vs raid5 (model 2.00)".into(),
         "vs raid6 (model 3.00)".into(),
         "HDD-CDA vs raid5".into(),
+        "raid5:4-CDA vs raid5".into(),
         "SSD CDA keeps up".into(),
     ]];
     for r in &rows {
@@ -166,6 +167,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
             format!("{:.2}", r.gain_over_raid5),
             format!("{:.2}", r.gain_over_raid6),
             format!("{:.2}", r.hdd_cda_gain_over_raid5),
+            format!("{:.2}", r.cbro1_raid5_cda_iops / r.raid5_iops),
             if r.cda_keeps_up { "yes".into() } else { "no".into() },
         ]);
     }

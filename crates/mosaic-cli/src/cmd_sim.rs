@@ -148,6 +148,14 @@ pub struct ReplayArgs {
 
 /// Build one drive model per member from `--device` arguments.
 pub fn build_drives(specs: &[String], n: usize) -> Result<Vec<Box<dyn DriveModel>>> {
+    device_specs(specs, n)?
+        .iter()
+        .map(|spec| Ok(mosaic_drives::parse_device_spec(spec).map_err(|e| anyhow!("--device {spec:?}: {e}"))?.build(None)))
+        .collect()
+}
+
+/// The device spec of each of `n` members from `--device` arguments.
+pub fn device_specs(specs: &[String], n: usize) -> Result<Vec<String>> {
     let mut per: Vec<Option<String>> = vec![None; n];
     let mut default: Option<String> = None;
     for s in specs {
@@ -168,13 +176,35 @@ pub fn build_drives(specs: &[String], n: usize) -> Result<Vec<Box<dyn DriveModel
             _ => default = Some(s.clone()),
         }
     }
-    let mut out = Vec::with_capacity(n);
-    for (i, p) in per.into_iter().enumerate() {
-        let spec = p.or_else(|| default.clone()).ok_or_else(|| anyhow!("no --device given for member {i}"))?;
-        let cfg = mosaic_drives::parse_device_spec(&spec).map_err(|e| anyhow!("--device {spec:?}: {e}"))?;
-        out.push(cfg.build(None));
+    per.into_iter().enumerate().map(|(i, p)| p.or_else(|| default.clone()).ok_or_else(|| anyhow!("no --device given for member {i}"))).collect()
+}
+
+/// The layout and drive models of `level` over `n` members (when the
+/// level does not imply a count).  A cbro level with a parity check drive
+/// array (`cda=raid5:W`, `cda=cbro:...`) gets one [`ArrayDrive`] per CDA,
+/// built the same way from that member's device spec.
+///
+/// [`ArrayDrive`]: mosaic_sim::nested::ArrayDrive
+pub fn sim_array(level: &str, n: usize, devices: &[String], unit: u64, block: u64, policy: WritePolicy) -> Result<(FixedLayout, Vec<Box<dyn DriveModel>>)> {
+    let Some((outer, inner, inner_n)) = mosaic_array::nested::split_cda(level)? else {
+        let lvl: Level = level.parse()?;
+        let n = lvl.implied_members().unwrap_or(n);
+        let drives = build_drives(devices, n)?;
+        let cap = drives.iter().map(|d| d.capacity()).min().unwrap_or(0);
+        return Ok((layout_for(level, n, unit, block, cap, policy)?, drives));
+    };
+    let Level::Cbro { n: d, k, .. } = outer else { bail!("{level}: only cbro has check drive arrays") };
+    let (d, k) = (d as usize, k as usize);
+    let specs = device_specs(devices, d + k)?;
+    let mut drives = build_drives(&specs[..d], d)?;
+    for spec in &specs[d..] {
+        let (il, idrives) = sim_array(&inner, inner_n, std::slice::from_ref(spec), unit, block, policy)?;
+        drives.push(Box::new(mosaic_sim::nested::ArrayDrive::new(il, idrives).map_err(|e| anyhow!(e))?));
     }
-    Ok(out)
+    // As for every replayed array, the smallest drive bounds what is used.
+    let cap = drives.iter().map(|x| x.capacity()).min().unwrap_or(0);
+    let geo = Geometry::new(outer, d + k, unit, block, cap)?;
+    Ok((FixedLayout::new(geo)?.with_policy(policy), drives))
 }
 
 pub fn layout_for(level: &str, drives: usize, unit: u64, block: u64, capacity: u64, policy: WritePolicy) -> Result<FixedLayout> {
@@ -205,11 +235,7 @@ pub fn cache_config(a: &ReplayArgs, name: &str) -> Result<CacheConfig> {
 }
 
 fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> Result<SimReport> {
-    let lvl: Level = level.parse()?;
-    let n = lvl.implied_members().unwrap_or(a.drives);
-    let drives = build_drives(&a.device, n)?;
-    let cap = drives.iter().map(|d| d.capacity()).min().unwrap_or(0);
-    let layout = layout_for(level, n, a.stripe_unit, a.block_size, cap, policy(&a.policy)?)?;
+    let (layout, drives) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
     // Synthetic workloads carry no timestamps: they always run closed-loop.
     let mode = match (a.mode.as_str(), a.synthetic.is_some()) {
         ("open", false) => Mode::Open { time_scale: 1.0 },

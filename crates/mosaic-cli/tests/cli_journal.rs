@@ -33,31 +33,55 @@ fn kill_during_writes_then_replay_and_scrub_clean() {
     }
     f.write_all(&buf).unwrap();
     drop(f);
-    let mut replays = 0;
-    for (i, ms) in [30u64, 80, 150, 250].iter().enumerate() {
+    let mut killed = 0;
+    let jpath = dir.join("journal.img");
+    // 24 MiB at offsets up to 12 KiB stays inside the 32 MiB array.
+    let part = t.path().join("part.bin");
+    fs::write(&part, &buf[..24 << 20]).unwrap();
+    for (i, ms) in [0u64, 3, 10, 30].iter().enumerate() {
+        // Kill once the writer has started writing (its journal changed).
+        let before = fs::metadata(&jpath).unwrap().modified().unwrap();
         let off = format!("{}K", i * 4);
         let mut child = Command::new(env!("CARGO_BIN_EXE_mosaic"))
-            .args(["write", "-a", d, "--offset", &off, "--input", input.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .args(["write", "-a", d, "--offset", &off, "--input", part.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        // The journal changes at open (header) and then with each record:
+        // wait for the second change, when writes are under way.
+        let t0 = std::time::Instant::now();
+        let (mut last, mut changes) = (before, 0);
+        while changes < 2 && t0.elapsed() < Duration::from_secs(30) && child.try_wait().unwrap().is_none() {
+            let now = fs::metadata(&jpath).unwrap().modified().unwrap();
+            if now != last {
+                changes += 1;
+                last = now;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
         std::thread::sleep(Duration::from_millis(*ms));
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        let _ = child.wait();
+        let out = child.wait_with_output().unwrap();
+        let status = out.status;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(status.success() || status.code().is_none(), "writer {i} failed ({status:?}): {stderr} / {}", String::from_utf8_lossy(&out.stdout));
         let info = json(&ok(&["info", "-a", d, "--json"]));
-        // Killed mid-write, the superblocks still say dirty; info opens
-        // read-only, so the replay happens on the next writable open.
-        if info["state"] == "dirty" {
-            replays += 1;
+        if status.success() {
+            // It finished first (a fast machine): nothing to recover here.
+            continue;
         }
+        assert_eq!(info["state"], "dirty", "kill {i}: the writer had started");
+        killed += 1;
+        // info opens read-only; scrub opens for writing and so replays the
+        // journal first: the stripes the kill tore are whole again.
         let s = mosaic(&["scrub", "-a", d, "--json"]);
         assert!(s.status.success(), "scrub after kill {i}: {}", String::from_utf8_lossy(&s.stdout));
         let rep = json(&String::from_utf8_lossy(&s.stdout));
         assert_eq!(rep["mismatched_stripes"].as_array().unwrap().len(), 0, "{rep} / {info}");
     }
-    assert!(replays > 0, "no kill landed during a write");
+    assert!(killed > 0, "every writer finished before its kill");
     // Whatever the kills left, a complete write afterwards reads back.
     ok(&["write", "-a", d, "--offset", "0", "--input", input.to_str().unwrap()]);
     let out = t.path().join("out.bin");

@@ -7,6 +7,7 @@
 pub mod advise;
 pub mod engine;
 pub mod fsgen;
+pub mod nested;
 pub mod plot;
 pub mod workload;
 
