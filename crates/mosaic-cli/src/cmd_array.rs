@@ -55,6 +55,13 @@ pub struct CreateArgs {
     /// corrupt other blocks of the stripe (the write hole)
     #[arg(long)]
     pub no_journal: bool,
+    /// cbro: drive model of the data drives (e.g. hdd:seagate-st91000640ss),
+    /// with --cda-device for the check drive arrays: warns, with the
+    /// model's numbers, when a CDA will be the bottleneck
+    #[arg(long, requires = "cda_device")]
+    pub data_device: Option<String>,
+    #[arg(long, requires = "data_device")]
+    pub cda_device: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -150,6 +157,9 @@ fn open(spec: &str, writable: bool) -> Result<Array> {
 }
 
 pub fn create(a: CreateArgs) -> Result<i32> {
+    if let (Some(dd), Some(cd)) = (&a.data_device, &a.cda_device) {
+        cda_performance_check(&a.level, dd, cd, a.stripe_unit)?;
+    }
     if let Some((outer, _, _)) = mosaic_array::nested::split_cda(&a.level)? {
         // Check drive arrays that are arrays of their own: DIR/cda-I.
         let dir = PathBuf::from(&a.array);
@@ -193,6 +203,20 @@ pub fn create(a: CreateArgs) -> Result<i32> {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
     }
     created(&arr, a.json)
+}
+
+/// The model's CBRO performance check (Ineq. 23) for drive-model hints.
+fn cda_performance_check(level: &str, data: &str, cda: &str, unit: u64) -> Result<()> {
+    let outer = match mosaic_array::nested::split_cda(level)? {
+        Some((outer, _, _)) => outer,
+        None => level.parse()?,
+    };
+    let Level::Cbro { n, k, .. } = outer else { bail!("--data-device/--cda-device are for cbro levels, not {level}") };
+    let row = crate::cmd_model::cbro_rows(data, cda, n as usize, k as usize, &[unit])?.remove(0);
+    if !row.check.performance_ok {
+        eprintln!("warning: {}", row.check.message);
+    }
+    Ok(())
 }
 
 fn created(arr: &Array, json: bool) -> Result<i32> {

@@ -1,0 +1,47 @@
+//! CBRO from the command line: nested check drive arrays and the model's
+//! CDA performance check at creation.
+
+use std::fs;
+
+mod common;
+use common::{fails, mosaic, ok};
+
+#[test]
+fn create_warns_when_the_cda_is_the_bottleneck() {
+    let t = tempfile::tempdir().unwrap();
+    let run = |name: &str, cda: &str| {
+        let d = t.path().join(name);
+        mosaic(&["create", "-a", d.to_str().unwrap(), "--level", "cbro:16+1", "--member-size", "2M", "--stripe-unit", "64K", "--data-device", "hdd:seagate-st91000640ss", "--cda-device", cda])
+    };
+    let o = run("hdd", "hdd:seagate-st91000640ss");
+    assert!(o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("CDA will be the bottleneck") && e.contains("Ineq. 23"), "{e}");
+    let o = run("ssd", "ssd:samsung-830-128g");
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("bottleneck"));
+    let e = fails(&["create", "-a", t.path().join("r5").to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "2M", "--data-device", "hdd:generic-7200", "--cda-device", "ssd:generic-sata"]);
+    assert!(e.contains("are for cbro levels"), "{e}");
+}
+
+#[test]
+fn nested_raid5_cda_round_trip_with_a_failed_cda_member() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("arr");
+    let d = dir.to_str().unwrap();
+    ok(&["create", "-a", d, "--level", "cbro:4+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "16K"]);
+    assert!(dir.join("cda-0").join("member-02.img").exists());
+    let input = t.path().join("in.bin");
+    let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", d, "--offset", "0", "--input", input.to_str().unwrap()]);
+    ok(&["fail", "-a", dir.join("cda-0").to_str().unwrap(), "--member", "1"]);
+    ok(&["fail", "-a", d, "--member", "2"]);
+    let out = t.path().join("out.bin");
+    ok(&["read", "-a", d, "--offset", "0", "--length", "3M", "--output", out.to_str().unwrap()]);
+    assert!(fs::read(&out).unwrap() == data);
+    let info = ok(&["info", "-a", d]);
+    assert!(info.contains("array:"), "{info}");
+    let e = fails(&["create", "-a", t.path().join("x").to_str().unwrap(), "--level", "cbro:4+1,cda=raid7:3", "--member-size", "4M"]);
+    assert!(e.contains("bad check drive array"), "{e}");
+}
