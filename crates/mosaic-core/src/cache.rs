@@ -32,8 +32,10 @@
 //!
 //! * `none`: plain RAID-5/6 behind the write cache: a victim row is written
 //!   with whichever of RMW (read old data and old code), RCW (read the
-//!   untouched data) or FSW (read nothing) needs the fewest reads, and its
-//!   code is written at once.
+//!   untouched data) or FSW (read nothing) needs the fewest reads (the
+//!   layout's write policy can force RMW or RCW; the paper's RAID-5 always
+//!   reads the rest of the stripe, i.e. RCW), and its code is written at
+//!   once.
 //! * `fpc`: full-parity cache.  The victim's new full parity is computed
 //!   like `none` (but with the old code taken from the cache when it is
 //!   there, so an RMW reads only old data) and kept in the parity cache;
@@ -80,6 +82,7 @@ use crate::geometry::Geometry;
 use crate::health::Health;
 use crate::layout::{FixedLayout, Layout};
 use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
+use crate::planner::WritePolicy;
 use crate::PlanError;
 
 /// Which parity cache runs behind the write cache.
@@ -542,10 +545,17 @@ impl CachedArray {
                 // RMW reads old data (and old code unless cached); RCW the untouched data.
                 let rmw = w + if full_cached { 0 } else { m };
                 let rcw = k - w;
+                // The planner's policy decides, as for uncached writes
+                // (ForceRcw is the paper's RAID-5: read the rest of the stripe).
+                let use_rcw = match self.layout.planner.policy {
+                    WritePolicy::Auto => rcw < rmw,
+                    WritePolicy::ForceRcw => true,
+                    WritePolicy::ForceRmw => false,
+                };
                 if w == k {
                     sp.method = Method::Fsw;
                     terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
-                } else if rcw < rmw {
+                } else if use_rcw {
                     sp.method = Method::Rcw;
                     terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
                     for c in (0..k).filter(|&c| !row.pages.contains(c)) {
