@@ -62,6 +62,16 @@ pub struct CreateArgs {
     pub data_device: Option<String>,
     #[arg(long, requires = "data_device")]
     pub cda_device: Option<String>,
+    /// dvs: members are emulated host-managed zoned drives (required)
+    #[arg(long)]
+    pub zoned: bool,
+    /// dvs: zone (= segment) size
+    #[arg(long, value_parser = size)]
+    pub zone_size: Option<u64>,
+    /// dvs: write cache size (journalled in the conventional zones; 0 or
+    /// absent: write-through)
+    #[arg(long, value_parser = size)]
+    pub dvs_cache: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }
@@ -157,6 +167,15 @@ fn open(spec: &str, writable: bool) -> Result<Array> {
 }
 
 pub fn create(a: CreateArgs) -> Result<i32> {
+    if a.level == "dvs" || a.level.starts_with("dvs:") {
+        if !a.zoned {
+            bail!("--level dvs needs --zoned: its members are host-managed zoned drives");
+        }
+        return crate::cmd_dvs::create_dvs(&a.array, &a.level, a.members, a.member_size, a.stripe_unit, a.block_size, a.zone_size, a.dvs_cache, a.force, a.json);
+    }
+    if a.zoned {
+        bail!("--zoned is for --level dvs: the other levels overwrite in place");
+    }
     if let (Some(dd), Some(cd)) = (&a.data_device, &a.cda_device) {
         cda_performance_check(&a.level, dd, cd, a.stripe_unit)?;
     }
@@ -240,6 +259,9 @@ fn created(arr: &Array, json: bool) -> Result<i32> {
 }
 
 pub fn info(a: InfoArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        return crate::cmd_dvs::info_dvs(&a.array, a.json);
+    }
     let arr = open(&a.array, false)?;
     let info = arr.info();
     if a.json {
@@ -325,6 +347,9 @@ fn check_extent(arr: &Array, offset: u64, len: u64) -> Result<()> {
 }
 
 pub fn write(a: WriteArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        return crate::cmd_dvs::write_dvs(&a.array, a.offset, &a.input);
+    }
     let mut f = File::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
     let len = f.metadata()?.len();
     if len == 0 {
@@ -347,6 +372,9 @@ pub fn write(a: WriteArgs) -> Result<i32> {
 }
 
 pub fn read(a: ReadArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        return crate::cmd_dvs::read_dvs(&a.array, a.offset, a.length, &a.output);
+    }
     let arr = open(&a.array, false)?;
     check_extent(&arr, a.offset, a.length)?;
     let mut f = File::create(&a.output).with_context(|| format!("{}", a.output.display()))?;
@@ -364,6 +392,9 @@ pub fn read(a: ReadArgs) -> Result<i32> {
 }
 
 pub fn fail(a: FailArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        bail!("DVS arrays find missing or stale members when they open; replace a member with `mosaic replace`");
+    }
     let arr = open(&a.array, true)?;
     arr.fail_member(a.member)?;
     arr.close()?;
@@ -395,6 +426,9 @@ fn rebuild_with_progress(arr: &Array, json: bool) -> Result<()> {
 }
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        return crate::cmd_dvs::replace_dvs(&a.array, a.member, &a.drive);
+    }
     let arr = open(&a.array, true)?;
     if !a.drive.exists() {
         let size = DATA_OFFSET + arr.geometry().member_bytes(a.member);
@@ -407,6 +441,9 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
 }
 
 pub fn rebuild(a: RebuildArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        return crate::cmd_dvs::rebuild_dvs(&a.array);
+    }
     let arr = open(&a.array, true)?;
     rebuild_with_progress(&arr, a.json)?;
     arr.close()?;
@@ -414,6 +451,12 @@ pub fn rebuild(a: RebuildArgs) -> Result<i32> {
 }
 
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
+    if crate::cmd_dvs::is_dvs_array(&a.array) {
+        if a.repair {
+            bail!("scrub --repair is not supported on DVS arrays yet: replace the member instead");
+        }
+        return crate::cmd_dvs::scrub_dvs(&a.array, a.json);
+    }
     let arr = open(&a.array, a.repair)?;
     let pb = progress(arr.geometry().stripes, "scrub");
     let rep = arr.scrub(a.repair, &|d, _| pb.set_position(d))?;

@@ -24,6 +24,8 @@ pub enum EvalCmd {
     Cbro(CbroArgs),
     /// Small-write caches none/fpc/ppc/ppc+data: Postmark-like, IOzone-like, width sweep, real trace, 4 KiB random writes
     Ppc(crate::eval_ppc::PpcArgs),
+    /// DVS-RAID vs HDD, Segment and Sblock RAID-5 on SMR: trace and synthetic workloads, cache and segment sweeps
+    Dvs(crate::cmd_dvs::EvalDvsArgs),
 }
 
 #[derive(Args)]
@@ -46,6 +48,7 @@ pub fn run(cmd: EvalCmd) -> Result<i32> {
     match cmd {
         EvalCmd::Cbro(a) => cbro(a),
         EvalCmd::Ppc(a) => crate::eval_ppc::run(a),
+        EvalCmd::Dvs(a) => crate::cmd_dvs::eval_dvs(a),
     }
 }
 

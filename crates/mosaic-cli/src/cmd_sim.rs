@@ -97,7 +97,7 @@ pub struct ReplayArgs {
     pub footprint: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M
+    /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], or on SMR drives dvs, segment-raid5, sblock-raid5
     #[arg(long, default_value = "raid5")]
     pub layout: String,
     /// Compare several layouts on the same trace and drives (comma list)
@@ -235,7 +235,16 @@ pub fn cache_config(a: &ReplayArgs, name: &str) -> Result<CacheConfig> {
 }
 
 fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> Result<SimReport> {
-    let (layout, drives) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
+    let dvs = crate::cmd_dvs::is_dvs_scheme(level);
+    let (layout, drives) = if dvs {
+        // A placeholder layout (DVS plans for itself); the drives as given.
+        (layout_for("raid0", 1, 4096, 4096, 4096, WritePolicy::Auto)?, build_drives(&a.device, a.drives)?)
+    } else {
+        let (l, d) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
+        // Fixed layouts overwrite in place: on SMR models they run on
+        // conventional drives of the same timing (the paper's HDD RAID-5).
+        (l, crate::cmd_dvs::drives_for_fixed_layout(d))
+    };
     // Synthetic workloads carry no timestamps: they always run closed-loop.
     let mode = match (a.mode.as_str(), a.synthetic.is_some()) {
         ("open", false) => Mode::Open { time_scale: 1.0 },
@@ -248,6 +257,13 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
     };
     let cfg = SimConfig { mode, failed, keep_latencies: keep };
     let sim = match cache {
+        _ if dvs => {
+            if cache.is_some() {
+                bail!("--cache is for fixed parity layouts; {level} has its own write cache");
+            }
+            let fe = crate::cmd_dvs::replay_frontend(level, &drives, a.stripe_unit, a.block_size, 0)?;
+            Simulator::with_frontend(fe, drives, cfg)?
+        }
         None => Simulator::new(&layout, drives, cfg)?,
         Some(name) => {
             let fe: Box<dyn Frontend> = Box::new(CachedArray::new(&layout, cache_config(a, name)?)?);

@@ -5,6 +5,7 @@ mod bench_cache;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
+mod cmd_dvs;
 mod cmd_eval;
 mod cmd_model;
 mod cmd_sim;

@@ -1,0 +1,838 @@
+//! The real executor: DVS on zoned member devices, storing real bytes.
+//!
+//! It runs the jobs of the same [`Dvs`] state machine the simulator runs,
+//! one at a time, in the order they were made:
+//!
+//! ```text
+//!   job:  fills (old chunks; reconstruct via the SIT when a member failed)
+//!     ──> chunk bytes = cached blocks over old bytes ──> parity per stripe (mosaic-ec,
+//!         RS(N, k) with the absent data columns of a narrow stripe taken as zeros)
+//!     ──> appends at each member's write pointer ──> flush members
+//!     ──> log record on every working member, flush   (the write is acknowledged here)
+//!     ──> zone resets of a GC's old segment
+//! ```
+//!
+//! Writes are acknowledged once durable: with `cache_chunks = 0`
+//! write-through (destaged before the call returns); otherwise appended to
+//! a journal in the conventional zones of every member and held in the
+//! SSG write cache, destaged by the cache policy, and replayed into the
+//! cache on open.  Destaging the whole cache retires the journal (a log
+//! record names the first live journal record).
+//!
+//! On open: superblocks (any order, members found by index), the newest
+//! checkpoint with the longest unbroken log, then the drives' write
+//! pointers: slots a crash appended but never logged become garbage, and
+//! spare segments a crash left written are reset.  A fresh checkpoint is
+//! then written to every member and the log restarts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use mosaic_dev::zoned::{ZoneCond, ZonedFile};
+use mosaic_dev::Member;
+use mosaic_ec::Code;
+
+use crate::addr::{ChunkKey, DvsConfig, Geo};
+use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
+use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, peek_record, record_header_len, MetaLayout, Record, Superblock, SB_LEN};
+use crate::tables::{Stripe, Tables};
+use crate::DvsError;
+
+/// A host-managed zoned member device.
+pub trait ZonedMember: Send + Sync {
+    fn describe(&self) -> String;
+    fn size(&self) -> u64;
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    fn flush(&self) -> io::Result<()>;
+    fn reset_zone(&self, zone: u64) -> io::Result<()>;
+    /// Write pointer (byte offset) of a sequential zone.
+    fn write_pointer(&self, zone: u64) -> Option<u64>;
+    fn zone_size(&self) -> u64;
+    fn zone_count(&self) -> u64;
+    fn conventional_zones(&self) -> u64;
+}
+
+impl ZonedMember for ZonedFile {
+    fn describe(&self) -> String {
+        Member::describe(self)
+    }
+    fn size(&self) -> u64 {
+        Member::size(self)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Member::read_at(self, buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        Member::write_at(self, buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Member::flush(self)
+    }
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        ZonedFile::reset_zone(self, zone)
+    }
+    fn write_pointer(&self, zone: u64) -> Option<u64> {
+        ZonedFile::write_pointer(self, zone)
+    }
+    fn zone_size(&self) -> u64 {
+        ZonedFile::zone_size(self)
+    }
+    fn zone_count(&self) -> u64 {
+        ZonedFile::zone_count(self)
+    }
+    fn conventional_zones(&self) -> u64 {
+        self.report_zones().iter().filter(|z| z.cond == ZoneCond::Conventional).count() as u64
+    }
+}
+
+/// A power cut for tests: operations on the wrapped members (all sharing
+/// one budget) succeed until the budget is spent; from then on every
+/// operation fails and nothing reaches the device, like a machine that
+/// lost power.  Writes the device itself refuses (off the write pointer)
+/// are counted in `refusals`.
+pub struct PowerCut {
+    pub inner: Arc<dyn ZonedMember>,
+    pub budget: Arc<AtomicI64>,
+    pub refusals: Arc<AtomicU64>,
+}
+
+impl PowerCut {
+    fn tick(&self) -> io::Result<()> {
+        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            return Err(io::Error::other("power cut"));
+        }
+        Ok(())
+    }
+    fn count<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_err() {
+            self.refusals.fetch_add(1, Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+impl ZonedMember for PowerCut {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.tick()?;
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.tick()?;
+        let r = self.inner.write_at(buf, offset);
+        self.count(r)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.tick()?;
+        self.inner.flush()
+    }
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        self.tick()?;
+        let r = self.inner.reset_zone(zone);
+        self.count(r)
+    }
+    fn write_pointer(&self, zone: u64) -> Option<u64> {
+        self.inner.write_pointer(zone)
+    }
+    fn zone_size(&self) -> u64 {
+        self.inner.zone_size()
+    }
+    fn zone_count(&self) -> u64 {
+        self.inner.zone_count()
+    }
+    fn conventional_zones(&self) -> u64 {
+        self.inner.conventional_zones()
+    }
+}
+
+/// What `info` reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ArrayInfo {
+    pub uuid: u64,
+    pub config: DvsConfig,
+    pub capacity: u64,
+    pub ssgs: u32,
+    pub logical_chunks_per_ssg: u32,
+    pub failed: Vec<usize>,
+    pub live_ssgs: usize,
+    pub valid_chunks: u64,
+    pub log_seq: u64,
+}
+
+/// A DVS array on zoned members.
+pub struct DvsArray {
+    geo: Geo,
+    ml: MetaLayout,
+    uuid: u64,
+    members: Vec<Option<Arc<dyn ZonedMember>>>,
+    dvs: Dvs,
+    /// What the log and checkpoints hold.
+    durable: Tables,
+    bytes: HashMap<ChunkKey, Vec<u8>>,
+    code: Code,
+    seq: u64,
+    log_pos: u64,
+    ck_slot: u64,
+    poisoned: Option<String>,
+    /// The kind of job running (still set after it failed part-way).
+    current: Option<crate::engine::JobKind>,
+    /// Journal: next record offset and sequence number.
+    jpos: u64,
+    jseq: u64,
+}
+
+/// The policy of a real array: write-through, or the SSG write cache of
+/// `cache_chunks` chunks (no read cache: reads overlay the cached bytes).
+fn params(cfg: &DvsConfig) -> DvsParams {
+    if cfg.cache_chunks == 0 {
+        return DvsParams::write_through();
+    }
+    let mut p = DvsParams::cached(cfg.cache_chunks as usize);
+    p.read_cache_chunks = 0;
+    p.idle_ns = None;
+    p
+}
+
+fn ioe(what: &str, m: usize, e: io::Error) -> DvsError {
+    DvsError::Io(io::Error::new(e.kind(), format!("member {m}: {what}: {e}")))
+}
+
+fn check_member(cfg: &DvsConfig, i: usize, d: &dyn ZonedMember) -> Result<(), DvsError> {
+    if d.zone_size() != cfg.zone_size || d.zone_count() != cfg.zones || d.conventional_zones() != cfg.conventional {
+        return Err(DvsError::Geometry(format!(
+            "member {i} ({}): {} zones of {} bytes with {} conventional; the array needs {} zones of {} bytes with {} conventional",
+            d.describe(),
+            d.zone_count(),
+            d.zone_size(),
+            d.conventional_zones(),
+            cfg.zones,
+            cfg.zone_size,
+            cfg.conventional
+        )));
+    }
+    Ok(())
+}
+
+impl DvsArray {
+    /// Create an array on `members` (erasing them).
+    pub fn create(members: Vec<Arc<dyn ZonedMember>>, cfg: DvsConfig) -> Result<DvsArray, DvsError> {
+        if members.len() != cfg.members {
+            return Err(DvsError::Geometry(format!("{} member devices given for a {}-member array", members.len(), cfg.members)));
+        }
+        let geo = Geo::new(cfg.clone())?;
+        let ml = MetaLayout::new(&geo)?;
+        for (i, d) in members.iter().enumerate() {
+            check_member(&cfg, i, d.as_ref())?;
+        }
+        let uuid: u64 = rand::random();
+        let tables = Tables::new(geo.clone());
+        let ck = encode_checkpoint(&tables, 0);
+        for (i, d) in members.iter().enumerate() {
+            for z in cfg.conventional..cfg.zones {
+                if d.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size) {
+                    d.reset_zone(z).map_err(|e| ioe("zone reset", i, e))?;
+                }
+            }
+            let zero = vec![0u8; (ml.journal_end - ml.log_start).min(16 << 20) as usize];
+            let mut pos = ml.log_start;
+            while pos < ml.journal_end {
+                let n = ((ml.journal_end - pos) as usize).min(zero.len());
+                d.write_at(&zero[..n], pos).map_err(|e| ioe("clearing the log", i, e))?;
+                pos += n as u64;
+            }
+            d.write_at(&vec![0u8; ml.slot as usize], ml.slot_offset(1)).map_err(|e| ioe("checkpoint", i, e))?;
+            d.write_at(&ck, ml.slot_offset(0)).map_err(|e| ioe("checkpoint", i, e))?;
+            d.write_at(&Superblock { config: cfg.clone(), uuid, member: i }.encode(), 0).map_err(|e| ioe("superblock", i, e))?;
+            d.flush().map_err(|e| ioe("flush", i, e))?;
+        }
+        let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
+        Ok(DvsArray {
+            dvs: Dvs::with_tables(tables.clone(), params(&cfg)),
+            durable: tables,
+            ml,
+            uuid,
+            members: members.into_iter().map(Some).collect(),
+            bytes: HashMap::new(),
+            code,
+            seq: 0,
+            log_pos: ml.log_start,
+            ck_slot: 0,
+            poisoned: None,
+            current: None,
+            jpos: ml.journal_start,
+            jseq: 0,
+            geo,
+        })
+    }
+
+    /// Open an array from its members in any order; missing members are
+    /// `None` (failed) or simply absent.
+    pub fn open(devs: Vec<Arc<dyn ZonedMember>>) -> Result<DvsArray, DvsError> {
+        let mut sbs = Vec::new();
+        for (i, d) in devs.iter().enumerate() {
+            let mut b = vec![0u8; SB_LEN as usize];
+            d.read_at(&mut b, 0).map_err(|e| ioe("reading the superblock", i, e))?;
+            let sb = Superblock::decode(&b).map_err(|e| DvsError::Corrupt(format!("{}: {e}", d.describe())))?;
+            sbs.push(sb);
+        }
+        let first = sbs.first().ok_or_else(|| DvsError::Other("no member devices given".into()))?.clone();
+        let cfg = first.config.clone();
+        let geo = Geo::new(cfg.clone())?;
+        let ml = MetaLayout::new(&geo)?;
+        let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None; cfg.members];
+        for (d, sb) in devs.into_iter().zip(&sbs) {
+            if sb.uuid != first.uuid || sb.config != cfg {
+                return Err(DvsError::Corrupt(format!("{} belongs to another array", d.describe())));
+            }
+            if sb.member >= cfg.members || members[sb.member].is_some() {
+                return Err(DvsError::Corrupt(format!("{}: member index {} is out of range or given twice", d.describe(), sb.member)));
+            }
+            check_member(&cfg, sb.member, d.as_ref())?;
+            members[sb.member] = Some(d);
+        }
+        let present = members.iter().filter(|m| m.is_some()).count();
+        if present + cfg.parity < cfg.members {
+            return Err(DvsError::Other(format!("only {present} of {} members present; at most {} may be missing", cfg.members, cfg.parity)));
+        }
+        // The newest checkpoint with the longest log, over all members.
+        let mut best: Option<(u64, u64, Tables, u64)> = None; // (final seq, ck slot, tables, ck seq)
+        for (i, m) in members.iter().enumerate() {
+            let Some(d) = m else { continue };
+            let mut ck: Option<(u64, u64, Tables)> = None;
+            for slot in 0..2 {
+                let mut b = vec![0u8; ml.slot as usize];
+                d.read_at(&mut b, ml.slot_offset(slot)).map_err(|e| ioe("reading a checkpoint", i, e))?;
+                if let Some((seq, t)) = decode_checkpoint(&b, &geo)? {
+                    if ck.as_ref().is_none_or(|c| seq > c.0) {
+                        ck = Some((seq, slot, t));
+                    }
+                }
+            }
+            let Some((ck_seq, slot, mut t)) = ck else { continue };
+            let mut log = vec![0u8; (ml.log_end - ml.log_start) as usize];
+            d.read_at(&mut log, ml.log_start).map_err(|e| ioe("reading the log", i, e))?;
+            let mut pos = 0;
+            let mut seq = ck_seq;
+            while let Some((s, len)) = peek_record(&log[pos..]) {
+                if s != seq + 1 || pos + record_header_len() + len > log.len() {
+                    break;
+                }
+                let Some((_, rec, n)) = decode_record(&log[pos..], &geo) else { break };
+                rec.apply(&mut t)?;
+                seq = s;
+                pos += n;
+            }
+            if best.as_ref().is_none_or(|b| seq > b.0) {
+                best = Some((seq, slot, t, ck_seq));
+            }
+        }
+        let (seq, slot, mut tables, _) = best.ok_or_else(|| DvsError::Corrupt("no valid checkpoint on any member".into()))?;
+        let healthy: Vec<bool> = members.iter().map(|m| m.is_some()).collect();
+        // Reconcile with the drives' write pointers.  A member holding less
+        // than the tables say missed writes while it was failed: stale.
+        let mut healthy = healthy;
+        for lsn in 0..geo.ssgs {
+            let p = tables.gtt[lsn as usize];
+            let zone = geo.zone_of(p);
+            for (m, d) in members.iter().enumerate() {
+                let Some(d) = d else { continue };
+                let wp = d.write_pointer(zone).unwrap_or(0);
+                let dev = (wp.saturating_sub(zone * geo.cfg.zone_size)).div_ceil(geo.chunk) as u32;
+                if dev < tables.get(lsn).map(|s| s.wp[m]).unwrap_or(0) {
+                    healthy[m] = false;
+                }
+            }
+        }
+        let stale = healthy.iter().filter(|h| !**h).count();
+        if stale > cfg.parity {
+            return Err(DvsError::Corrupt(format!("{stale} members are missing or hold less than the metadata records; at most {} may", cfg.parity)));
+        }
+        for lsn in 0..geo.ssgs {
+            let p = tables.gtt[lsn as usize];
+            let zone = geo.zone_of(p);
+            for (m, d) in members.iter().enumerate() {
+                let Some(d) = d.as_ref().filter(|_| healthy[m]) else { continue };
+                let wp = d.write_pointer(zone).ok_or_else(|| DvsError::Corrupt(format!("member {m}: zone {zone} is not sequential")))?;
+                let dev = (wp - zone * geo.cfg.zone_size).div_ceil(geo.chunk) as u32;
+                let have = tables.get(lsn).map(|s| s.wp[m]).unwrap_or(0);
+                if dev < have {
+                    return Err(DvsError::Corrupt(format!("member {m}: SSG {lsn} records {have} chunks in zone {zone} but the drive's write pointer holds {dev}")));
+                }
+                if dev > have {
+                    tables.get_mut(lsn).wp[m] = dev;
+                }
+            }
+        }
+        for p in tables.spares().collect::<Vec<_>>() {
+            let zone = geo.zone_of(p);
+            for (m, d) in members.iter().enumerate() {
+                let Some(d) = d.as_ref().filter(|_| healthy[m]) else { continue };
+                if d.write_pointer(zone).is_some_and(|wp| wp > zone * geo.cfg.zone_size) {
+                    d.reset_zone(zone).map_err(|e| ioe("resetting a spare segment", m, e))?;
+                }
+            }
+        }
+        let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
+        let mut dvs = Dvs::with_tables(tables.clone(), params(&cfg));
+        dvs.healthy = healthy;
+        let jseq = tables.journal_from;
+        let mut a = DvsArray { dvs, durable: tables, ml, uuid: first.uuid, members, bytes: HashMap::new(), code, seq, log_pos: ml.log_start, ck_slot: slot, poisoned: None, current: None, jpos: ml.journal_start, jseq, geo };
+        a.checkpoint()?;
+        a.replay_journal()?;
+        Ok(a)
+    }
+
+    /// Put the journal's live records back into the write cache (they may
+    /// have been destaged already: writing them again is harmless).
+    fn replay_journal(&mut self) -> Result<(), DvsError> {
+        if self.ml.journal_end == self.ml.journal_start {
+            return Ok(());
+        }
+        let mut best: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+        let mut best_end = self.ml.journal_start;
+        for (m, d) in self.working() {
+            let mut j = vec![0u8; (self.ml.journal_end - self.ml.journal_start) as usize];
+            d.read_at(&mut j, self.ml.journal_start).map_err(|e| ioe("reading the journal", m, e))?;
+            let (mut pos, mut want, mut recs) = (0usize, self.jseq, Vec::new());
+            while let Some((s, off, data, n)) = decode_journal(&j[pos..]) {
+                if s != want {
+                    break;
+                }
+                recs.push((s, off, data.to_vec()));
+                want += 1;
+                pos += n;
+            }
+            if recs.len() > best.len() || best.is_empty() && best_end == self.ml.journal_start {
+                best_end = self.ml.journal_start + pos as u64;
+                best = recs;
+            }
+        }
+        self.jpos = best_end;
+        for (s, off, data) in best {
+            self.jseq = s + 1;
+            let r = self.cache_write(off, &data);
+            self.poison(r)?;
+        }
+        Ok(())
+    }
+
+    pub fn geo(&self) -> &Geo {
+        &self.geo
+    }
+    pub fn capacity(&self) -> u64 {
+        self.geo.capacity()
+    }
+    pub fn tables(&self) -> &Tables {
+        &self.dvs.tables
+    }
+    pub fn stats(&self) -> &crate::DvsStats {
+        &self.dvs.stats
+    }
+
+    pub fn info(&self) -> ArrayInfo {
+        let t = &self.dvs.tables;
+        ArrayInfo {
+            uuid: self.uuid,
+            config: self.geo.cfg.clone(),
+            capacity: self.capacity(),
+            ssgs: self.geo.ssgs,
+            logical_chunks_per_ssg: self.geo.lchunks,
+            failed: self.dvs.failed_members(),
+            live_ssgs: t.live.len(),
+            valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
+            log_seq: self.seq,
+        }
+    }
+
+    fn member(&self, m: usize) -> Result<&Arc<dyn ZonedMember>, DvsError> {
+        match self.members.get(m) {
+            Some(Some(d)) if self.dvs.healthy[m] => Ok(d),
+            _ => Err(DvsError::Other(format!("member {m} is failed"))),
+        }
+    }
+
+    fn check_ok(&self) -> Result<(), DvsError> {
+        match &self.poisoned {
+            Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
+            None => Ok(()),
+        }
+    }
+
+    fn poison<T>(&mut self, r: Result<T, DvsError>) -> Result<T, DvsError> {
+        if let Err(e) = &r {
+            self.poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Write `data` at logical byte `offset`; durable when this returns
+    /// (journalled, or destaged when write-through).
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        self.check_ok()?;
+        self.geo.check(offset, data.len() as u64)?;
+        if self.geo.cfg.cache_chunks == 0 {
+            return self.cache_write(offset, data);
+        }
+        // Journal pieces small enough to fit the journal many times over.
+        let max = ((self.ml.journal_end - self.ml.journal_start) / 4 / self.geo.block * self.geo.block).max(self.geo.block) as usize;
+        for (i, piece) in data.chunks(max).enumerate() {
+            let off = offset + (i * max) as u64;
+            let r = self.journal(off, piece);
+            self.poison(r)?;
+            self.cache_write(off, piece)?;
+        }
+        Ok(())
+    }
+
+    /// Append a journal record on every working member (after destaging
+    /// the whole cache when the journal is full).
+    fn journal(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        let rec = encode_journal(self.jseq, offset, data);
+        if self.jpos + rec.len() as u64 > self.ml.journal_end {
+            self.destage_all()?;
+        }
+        for (m, d) in self.working() {
+            d.write_at(&rec, self.jpos).map_err(|e| ioe("journal", m, e))?;
+            d.flush().map_err(|e| ioe("flush", m, e))?;
+        }
+        self.jpos += rec.len() as u64;
+        self.jseq += 1;
+        Ok(())
+    }
+
+    /// Destage every cached chunk, then retire the journal.
+    fn destage_all(&mut self) -> Result<(), DvsError> {
+        let jobs = self.dvs.flush()?;
+        for j in &jobs {
+            self.run_job(j)?;
+        }
+        if self.geo.cfg.cache_chunks > 0 {
+            self.log(Record::JournalReset { from: self.jseq })?;
+            self.jpos = self.ml.journal_start;
+        }
+        Ok(())
+    }
+
+    /// Into the write cache; run the destage and GC jobs that causes.
+    fn cache_write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
+            let c = self.geo.chunk as usize;
+            let buf = self.bytes.entry(key).or_insert_with(|| vec![0u8; c]);
+            buf[a as usize..b as usize].copy_from_slice(&data[off as usize..(off + b - a) as usize]);
+        }
+        let r = self.dvs.write(offset, data.len() as u64, 0);
+        let (fg, bg) = self.poison(r)?;
+        for j in fg.iter().chain(&bg) {
+            let r = self.run_job(j);
+            self.poison(r)?;
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at logical byte `offset`.
+    pub fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DvsError> {
+        self.check_ok()?;
+        let pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
+        let blk = self.geo.block as usize;
+        for p in pieces {
+            let out = &mut buf[p.buf_off as usize..(p.buf_off + p.b - p.a) as usize];
+            match &p.src {
+                ReadSrc::Cache | ReadSrc::Zero => out.fill(0),
+                ReadSrc::Disk(cr) => {
+                    let v = self.read_chunk(cr)?;
+                    out.copy_from_slice(&v[(p.a - cr.a) as usize..(p.b - cr.a) as usize]);
+                }
+            }
+            if let (Some(bm), Some(bytes)) = (self.dvs.cache.get(p.key), self.bytes.get(&p.key)) {
+                for i in (p.a as usize / blk)..(p.b as usize / blk) {
+                    if bm.get(i) {
+                        let o = i * blk - p.a as usize;
+                        out[o..o + blk].copy_from_slice(&bytes[i * blk..(i + 1) * blk]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes `[a, b)` of a chunk.
+    fn read_chunk(&self, cr: &ChunkRead) -> Result<Vec<u8>, DvsError> {
+        let mut v = vec![0u8; (cr.b - cr.a) as usize];
+        match &cr.src {
+            Src::Direct { member, offset } => self.member(*member)?.read_at(&mut v, *offset).map_err(|e| ioe("read", *member, e))?,
+            Src::Recon { phys, stripe, col } => v = self.reconstruct(*phys, stripe, *col, cr.a, cr.b, None)?,
+        }
+        Ok(v)
+    }
+
+    fn shard(&self, st: &Stripe, c: usize) -> usize {
+        if c < st.width() {
+            c
+        } else {
+            self.geo.data + c - st.width()
+        }
+    }
+
+    /// Decode column `col` of a stripe over in-chunk bytes `[a, b)` from its
+    /// other working columns (`skip`: a member not to read, being rebuilt).
+    fn reconstruct(&self, phys: u32, st: &Stripe, col: usize, a: u64, b: u64, skip: Option<usize>) -> Result<Vec<u8>, DvsError> {
+        let len = (b - a) as usize;
+        let mut present: Vec<(usize, Vec<u8>)> = Vec::new();
+        for c in 0..st.members.len() {
+            let m = st.members[c] as usize;
+            if c == col || Some(m) == skip || !self.dvs.healthy[m] {
+                continue;
+            }
+            let mut v = vec![0u8; len];
+            self.member(m)?.read_at(&mut v, self.geo.slot_offset(phys, st.idx[c]) + a).map_err(|e| ioe("read", m, e))?;
+            present.push((self.shard(st, c), v));
+        }
+        for j in st.width()..self.geo.data {
+            present.push((j, vec![0u8; len]));
+        }
+        let mut out = vec![0u8; len];
+        let refs: Vec<(usize, &[u8])> = present.iter().map(|(i, v)| (*i, v.as_slice())).collect();
+        self.code.decode(&refs, &mut [(self.shard(st, col), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
+        Ok(out)
+    }
+
+    fn encode(&self, st: &Stripe, data: &HashMap<u32, Vec<u8>>) -> Result<Vec<Vec<u8>>, DvsError> {
+        let c = self.geo.chunk as usize;
+        let zero = vec![0u8; c];
+        let mut shards: Vec<&[u8]> = Vec::with_capacity(self.geo.data);
+        for j in 0..self.geo.data {
+            shards.push(match st.lcns.get(j) {
+                Some(l) => data.get(l).ok_or_else(|| DvsError::Other(format!("no bytes for chunk {l}")))?,
+                None => &zero,
+            });
+        }
+        let mut par = vec![vec![0u8; c]; self.geo.k];
+        {
+            let mut refs: Vec<&mut [u8]> = par.iter_mut().map(|v| v.as_mut_slice()).collect();
+            self.code.encode(&shards, &mut refs).map_err(|e| DvsError::Other(e.to_string()))?;
+        }
+        Ok(par)
+    }
+
+    /// The kind of job that was running when an operation failed part-way.
+    pub fn interrupted_job(&self) -> Option<crate::engine::JobKind> {
+        self.poisoned.as_ref().and(self.current)
+    }
+
+    fn run_job(&mut self, job: &Job) -> Result<(), DvsError> {
+        self.current = Some(job.kind);
+        let c = self.geo.chunk as usize;
+        let blk = self.geo.block as usize;
+        let mut old: HashMap<u32, Vec<u8>> = HashMap::new();
+        for f in &job.fills {
+            old.insert(f.key.1, self.read_chunk(f)?);
+        }
+        let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
+        for (lcn, bm) in &job.chunks {
+            let bytes = match bm {
+                Some(bm) => {
+                    let mut b = self.bytes.remove(&(job.lsn, *lcn)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")))?;
+                    if let Some(o) = old.get(lcn) {
+                        for i in 0..c / blk {
+                            if !bm.get(i) {
+                                b[i * blk..(i + 1) * blk].copy_from_slice(&o[i * blk..(i + 1) * blk]);
+                            }
+                        }
+                    }
+                    b
+                }
+                None => old.remove(lcn).unwrap_or_else(|| vec![0u8; c]),
+            };
+            data.insert(*lcn, bytes);
+        }
+        let mut per: BTreeMap<usize, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+        for st in &job.stripes {
+            let par = self.encode(st, &data)?;
+            for (col, (&m, &idx)) in st.members.iter().zip(&st.idx).enumerate() {
+                if !self.dvs.healthy[m as usize] {
+                    continue; // degraded write: the column is rebuilt later
+                }
+                let b = if col < st.width() { data[&st.lcns[col]].clone() } else { par[col - st.width()].clone() };
+                per.entry(m as usize).or_default().push((self.geo.slot_offset(job.phys, idx), b));
+            }
+        }
+        for (m, mut ops) in per.clone() {
+            ops.sort_by_key(|o| o.0);
+            let d = self.member(m)?.clone();
+            let mut i = 0;
+            while i < ops.len() {
+                let start = ops[i].0;
+                let mut buf = std::mem::take(&mut ops[i].1);
+                i += 1;
+                while i < ops.len() && ops[i].0 == start + buf.len() as u64 {
+                    buf.extend_from_slice(&ops[i].1);
+                    i += 1;
+                }
+                d.write_at(&buf, start).map_err(|e| ioe("append", m, e))?;
+            }
+        }
+        for &m in per.keys() {
+            self.member(m)?.flush().map_err(|e| ioe("flush", m, e))?;
+        }
+        let rec = match job.old_phys {
+            Some(_) => Record::Compact { lsn: job.lsn, phys: job.phys, rows: job.stripes.clone() },
+            None => Record::Append { lsn: job.lsn, rows: job.stripes.clone() },
+        };
+        self.log(rec)?;
+        for &(m, zone) in &job.resets {
+            self.member(m)?.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
+        }
+        self.current = None;
+        Ok(())
+    }
+
+    fn working(&self) -> Vec<(usize, Arc<dyn ZonedMember>)> {
+        self.members.iter().enumerate().filter(|(m, _)| self.dvs.healthy[*m]).filter_map(|(m, d)| d.clone().map(|d| (m, d))).collect()
+    }
+
+    /// Append a record to the log of every working member (checkpoint
+    /// instead when the log is full).
+    fn log(&mut self, rec: Record) -> Result<(), DvsError> {
+        rec.apply(&mut self.durable)?;
+        let seq = self.seq + 1;
+        let b = rec.encode(seq);
+        if self.log_pos + b.len() as u64 > self.ml.log_end {
+            self.seq = seq;
+            return self.checkpoint();
+        }
+        for (m, d) in self.working() {
+            d.write_at(&b, self.log_pos).map_err(|e| ioe("log", m, e))?;
+            d.flush().map_err(|e| ioe("flush", m, e))?;
+        }
+        self.log_pos += b.len() as u64;
+        self.seq = seq;
+        Ok(())
+    }
+
+    /// Write the durable tables to the other checkpoint slot of every
+    /// working member and restart the log.
+    pub fn checkpoint(&mut self) -> Result<(), DvsError> {
+        let ck = encode_checkpoint(&self.durable, self.seq);
+        let slot = self.ck_slot + 1;
+        for (m, d) in self.working() {
+            d.write_at(&ck, self.ml.slot_offset(slot)).map_err(|e| ioe("checkpoint", m, e))?;
+            d.flush().map_err(|e| ioe("flush", m, e))?;
+        }
+        self.ck_slot = slot % 2;
+        self.log_pos = self.ml.log_start;
+        Ok(())
+    }
+
+    /// Stop using member `m` (failed).
+    pub fn fail(&mut self, m: usize) -> Result<(), DvsError> {
+        if m >= self.geo.n {
+            return Err(DvsError::Other(format!("no member {m}")));
+        }
+        self.dvs.healthy[m] = false;
+        if self.dvs.healthy.iter().filter(|h| !**h).count() > self.geo.k {
+            self.poisoned = Some(format!("more than {} members failed", self.geo.k));
+        }
+        Ok(())
+    }
+
+    /// Put `dev` in place of failed member `m` and rebuild it: every
+    /// segment's slots up to the write pointer, reconstructed through the
+    /// SIT (slots in no stripe, left by a crash, are written as zeros).
+    pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
+        self.check_ok()?;
+        if m >= self.geo.n || self.dvs.healthy[m] {
+            return Err(DvsError::Other(format!("member {m} is not failed")));
+        }
+        check_member(&self.geo.cfg, m, dev.as_ref())?;
+        for z in self.geo.cfg.conventional..self.geo.cfg.zones {
+            if dev.write_pointer(z).is_some_and(|wp| wp > z * self.geo.cfg.zone_size) {
+                dev.reset_zone(z).map_err(|e| ioe("zone reset", m, e))?;
+            }
+        }
+        dev.write_at(&Superblock { config: self.geo.cfg.clone(), uuid: self.uuid, member: m }.encode(), 0).map_err(|e| ioe("superblock", m, e))?;
+        self.members[m] = Some(dev.clone());
+        let r = self.rebuild_onto(m, &dev);
+        self.poison(r)?;
+        self.dvs.healthy[m] = true;
+        self.checkpoint()
+    }
+
+    fn rebuild_onto(&self, m: usize, dev: &Arc<dyn ZonedMember>) -> Result<(), DvsError> {
+        let t = &self.dvs.tables;
+        let mut live = t.live.clone();
+        live.sort_unstable();
+        let c = self.geo.chunk;
+        for lsn in live {
+            let s = t.get(lsn).unwrap();
+            let phys = s.phys;
+            for idx in 0..s.wp[m] {
+                let bytes = match s.owner[m].get(idx as usize) {
+                    Some(&row) if row != crate::tables::NONE => {
+                        let st = &s.sit[row as usize];
+                        let col = st.col_of(m).unwrap();
+                        self.reconstruct(phys, st, col, 0, c, Some(m))?
+                    }
+                    _ => vec![0u8; c as usize],
+                };
+                dev.write_at(&bytes, self.geo.slot_offset(phys, idx)).map_err(|e| ioe("rebuild write", m, e))?;
+            }
+        }
+        dev.flush().map_err(|e| ioe("flush", m, e))
+    }
+
+    /// Verify every stripe whose members all work: recomputed parity must
+    /// match.  Returns the number of bad stripes.
+    pub fn scrub(&self) -> Result<u64, DvsError> {
+        let t = &self.dvs.tables;
+        let c = self.geo.chunk as usize;
+        let mut bad = 0;
+        for &lsn in &t.live {
+            let s = t.get(lsn).unwrap();
+            for st in &s.sit {
+                if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
+                    continue;
+                }
+                let mut cols = Vec::new();
+                for (col, &m) in st.members.iter().enumerate() {
+                    let mut v = vec![0u8; c];
+                    self.member(m as usize)?.read_at(&mut v, self.geo.slot_offset(s.phys, st.idx[col])).map_err(|e| ioe("read", m as usize, e))?;
+                    cols.push(v);
+                }
+                let data: HashMap<u32, Vec<u8>> = st.lcns.iter().zip(&cols).map(|(&l, v)| (l, v.clone())).collect();
+                // A stripe may list one LCN twice only across rows, never within one.
+                let par = self.encode(st, &data)?;
+                if par.iter().zip(&cols[st.width()..]).any(|(a, b)| a != b) {
+                    bad += 1;
+                }
+            }
+        }
+        Ok(bad)
+    }
+
+    /// One background GC step (call when idle): compacts the SSG with the
+    /// most reclaimable space, if any is worth it.  Returns whether it ran.
+    pub fn gc_step(&mut self) -> Result<bool, DvsError> {
+        self.check_ok()?;
+        let r = self.dvs.idle();
+        let Some(job) = self.poison(r)? else { return Ok(false) };
+        let r = self.run_job(&job);
+        self.poison(r)?;
+        Ok(true)
+    }
+
+    /// Destage the whole write cache (writes are durable before this, in
+    /// the journal; afterwards the journal is empty).
+    pub fn flush(&mut self) -> Result<(), DvsError> {
+        self.check_ok()?;
+        let r = self.destage_all();
+        self.poison(r)
+    }
+}

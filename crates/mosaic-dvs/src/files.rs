@@ -1,0 +1,142 @@
+//! DVS arrays on emulated zoned drive files: naming, create, open,
+//! replace.  The CLI (`mosaic create --level dvs --zoned ...`) is a thin
+//! layer over these.
+//!
+//! ```text
+//!   -a DIR          members DIR/dvs-0.zoned .. DIR/dvs-{n-1}.zoned
+//!   -a P0,P1,...    members are those files, in any order (superblocks decide)
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mosaic_dev::zoned::ZonedFile;
+
+use crate::addr::{DvsConfig, Geo};
+use crate::array::{DvsArray, ZonedMember};
+use crate::meta::MetaLayout;
+use crate::DvsError;
+
+/// Parameters of `create`.
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    pub members: usize,
+    pub member_size: u64,
+    pub chunk: u64,
+    pub block: u64,
+    pub zone_size: u64,
+    pub parity: usize,
+    /// Journalled write cache in chunks (0: write-through).
+    pub cache_chunks: u64,
+}
+
+/// The config for a spec: zones of `zone_size`, the fewest conventional
+/// zones that hold the metadata.
+pub fn config_for(s: &CreateSpec) -> Result<DvsConfig, DvsError> {
+    if s.zone_size == 0 || s.member_size % s.zone_size != 0 {
+        return Err(DvsError::Geometry(format!("member size {} is not a whole number of {}-byte zones", s.member_size, s.zone_size)));
+    }
+    let zones = s.member_size / s.zone_size;
+    let mut last = None;
+    for conv in 1..zones.saturating_sub(1).max(1) {
+        let cfg = DvsConfig { block: s.block, cache_chunks: s.cache_chunks, ..DvsConfig::new(s.members, s.parity, s.chunk, s.zone_size, zones, conv) };
+        match Geo::new(cfg.clone()).and_then(|g| MetaLayout::new(&g).map(|_| ())) {
+            Ok(()) => return Ok(cfg),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| DvsError::Geometry(format!("{zones} zones per member are too few for a DVS array"))))
+}
+
+/// Member paths of an array spec.
+pub fn member_paths(spec: &str) -> Result<Vec<PathBuf>, DvsError> {
+    if spec.contains(',') {
+        return Ok(spec.split(',').map(|s| PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty()).collect());
+    }
+    let dir = Path::new(spec);
+    let mut v: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)
+        .map_err(|e| DvsError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let i = name.strip_prefix("dvs-")?.strip_suffix(".zoned")?.parse().ok()?;
+            Some((i, e.path()))
+        })
+        .collect();
+    v.sort();
+    if v.is_empty() {
+        return Err(DvsError::Other(format!("{}: no DVS member files (dvs-N.zoned)", dir.display())));
+    }
+    Ok(v.into_iter().map(|x| x.1).collect())
+}
+
+/// Whether `spec` names DVS members (its first member has a DVS superblock).
+pub fn is_dvs(spec: &str) -> bool {
+    let Ok(paths) = member_paths(spec) else { return false };
+    let Some(p) = paths.first() else { return false };
+    let Ok(z) = ZonedFile::open(p) else { return false };
+    let mut b = vec![0u8; 16];
+    mosaic_dev::Member::read_at(&z, &mut b, 0).is_ok() && &b[..8] == b"MOSAICDV"
+}
+
+/// Create member files `DIR/dvs-i.zoned` and an array on them.
+pub fn create_in_dir(dir: &Path, s: &CreateSpec, force: bool) -> Result<DvsArray, DvsError> {
+    let cfg = config_for(s)?;
+    std::fs::create_dir_all(dir)?;
+    let mut devs: Vec<Arc<dyn ZonedMember>> = Vec::new();
+    for i in 0..s.members {
+        let p = dir.join(format!("dvs-{i}.zoned"));
+        if p.exists() && !force {
+            return Err(DvsError::Other(format!("{} exists; use --force to overwrite it", p.display())));
+        }
+        devs.push(Arc::new(ZonedFile::create(&p, cfg.zone_size, cfg.zones, cfg.conventional)?));
+    }
+    DvsArray::create(devs, cfg)
+}
+
+/// Open the array of a spec; member files that cannot be opened count as missing.
+pub fn open_spec(spec: &str) -> Result<DvsArray, DvsError> {
+    let mut devs: Vec<Arc<dyn ZonedMember>> = Vec::new();
+    for p in member_paths(spec)? {
+        if let Ok(z) = ZonedFile::open(&p) {
+            devs.push(Arc::new(z));
+        }
+    }
+    DvsArray::open(devs)
+}
+
+/// Replace member `m` with the zoned file at `path` (created with the
+/// array's zone geometry if it does not exist) and rebuild it.
+pub fn replace_with_file(a: &mut DvsArray, m: usize, path: &Path) -> Result<(), DvsError> {
+    let c = a.geo().cfg.clone();
+    let z = if path.exists() { ZonedFile::open(path)? } else { ZonedFile::create(path, c.zone_size, c.zones, c.conventional)? };
+    a.replace(m, Arc::new(z))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_open_write_read_replace_through_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
+        let mut a = create_in_dir(dir.path(), &s, false).unwrap();
+        let spec = dir.path().to_str().unwrap();
+        assert!(is_dvs(spec));
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let data = &data[..(data.len() / 4096 * 4096)];
+        a.write(8192, data).unwrap();
+        drop(a);
+        assert!(create_in_dir(dir.path(), &s, false).err().unwrap().to_string().contains("--force"));
+        let mut b = open_spec(spec).unwrap();
+        let mut got = vec![0u8; data.len()];
+        b.read(8192, &mut got).unwrap();
+        assert_eq!(got, data);
+        b.fail(2).unwrap();
+        replace_with_file(&mut b, 2, &dir.path().join("new.zoned")).unwrap();
+        assert_eq!(b.scrub().unwrap(), 0);
+        assert!(config_for(&CreateSpec { member_size: 1000, ..s.clone() }).is_err());
+        assert!(!is_dvs("/nonexistent"));
+    }
+}

@@ -1,0 +1,417 @@
+//! Metadata persistence: a superblock, a checkpoint of the tables and a log
+//! of table changes, in the conventional zones of every member (mirrored).
+//!
+//! ```text
+//!   conventional zones of each member:
+//!   [ superblock 4K | checkpoint slot A (S) | checkpoint slot B (S) | log ............ ]
+//!
+//!   superblock : "MOSAICDV" | crc32c | len | JSON { config, uuid, member }
+//!   checkpoint : "DVSCKPT1" | seq | len | crc32c | GTT | per SSG: wp[], SIT rows
+//!   log record : "DVLR"     | seq | len | crc32c | Append{lsn, rows} | Compact{lsn, phys, rows}
+//! ```
+//!
+//! The AMT is not stored: replaying an SSG's SIT rows in order rebuilds
+//! it (a later row's chunk supersedes an earlier one), with the valid
+//! counts and the slot owners.  A job's log record is written only after
+//! its chunks are on the drives and flushed, and a write is acknowledged
+//! only after its record is flushed on every working member, so recovery
+//! = newest valid checkpoint + the unbroken run of records after it
+//! (sequence numbers consecutive, checksums good).  When the log area is
+//! full the tables are checkpointed into the other slot and the log starts
+//! over; older records have smaller sequence numbers, so replay stops at
+//! them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::addr::{DvsConfig, Geo};
+use crate::tables::{Stripe, Tables, NONE};
+use crate::DvsError;
+
+pub const SB_LEN: u64 = 4096;
+const SB_MAGIC: &[u8; 8] = b"MOSAICDV";
+const CK_MAGIC: &[u8; 8] = b"DVSCKPT1";
+const LR_MAGIC: &[u8; 4] = b"DVLR";
+
+/// Superblock contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Superblock {
+    pub config: DvsConfig,
+    pub uuid: u64,
+    pub member: usize,
+}
+
+impl Superblock {
+    pub fn encode(&self) -> Vec<u8> {
+        let j = serde_json::to_vec(self).expect("superblock serialises");
+        let mut v = Vec::with_capacity(SB_LEN as usize);
+        v.extend_from_slice(SB_MAGIC);
+        v.extend_from_slice(&crc32c::crc32c(&j).to_le_bytes());
+        v.extend_from_slice(&(j.len() as u32).to_le_bytes());
+        v.extend_from_slice(&j);
+        v.resize(SB_LEN as usize, 0);
+        v
+    }
+    pub fn decode(b: &[u8]) -> Result<Superblock, DvsError> {
+        if b.len() < 16 || &b[..8] != SB_MAGIC {
+            return Err(DvsError::Corrupt("no DVS superblock (not a DVS member)".into()));
+        }
+        let crc = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        let len = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
+        let j = b.get(16..16 + len).ok_or_else(|| DvsError::Corrupt("superblock length out of range".into()))?;
+        if crc32c::crc32c(j) != crc {
+            return Err(DvsError::Corrupt("superblock checksum mismatch".into()));
+        }
+        serde_json::from_slice(j).map_err(|e| DvsError::Corrupt(format!("superblock: {e}")))
+    }
+}
+
+/// Where things live in the metadata area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaLayout {
+    pub slot: u64,
+    pub log_start: u64,
+    pub log_end: u64,
+    /// The write-cache journal (empty when write-through).
+    pub journal_start: u64,
+    pub journal_end: u64,
+}
+
+impl MetaLayout {
+    pub fn new(geo: &Geo) -> Result<MetaLayout, DvsError> {
+        let area = geo.cfg.conventional * geo.cfg.zone_size;
+        if area < SB_LEN + 3 * 4096 {
+            return Err(DvsError::Geometry(format!("{} conventional bytes per member cannot hold DVS metadata (need at least one conventional zone of 16 KiB)", area)));
+        }
+        let slot = (area - SB_LEN) / 4 / 4096 * 4096;
+        let need = checkpoint_bound(geo);
+        if need > slot {
+            return Err(DvsError::Geometry(format!("a checkpoint may need {need} bytes but the conventional zones leave {slot} per slot: use more conventional zones or larger chunks")));
+        }
+        let log_start = SB_LEN + 2 * slot;
+        if geo.cfg.cache_chunks == 0 {
+            return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area });
+        }
+        // Log and journal share what the checkpoints leave, half each.
+        let mid = log_start + (area - log_start) / 2 / 4096 * 4096;
+        if mid - log_start < 4096 {
+            return Err(DvsError::Geometry("no room for a write-cache journal: use more conventional zones".into()));
+        }
+        Ok(MetaLayout { slot, log_start, log_end: mid, journal_start: mid, journal_end: area })
+    }
+    pub fn slot_offset(&self, i: u64) -> u64 {
+        SB_LEN + (i % 2) * self.slot
+    }
+}
+
+/// Largest checkpoint of a geometry.
+pub fn checkpoint_bound(geo: &Geo) -> u64 {
+    let per_ssg = 8 + 4 * geo.n as u64 + geo.seg_chunks as u64 * geo.n as u64 * 10;
+    32 + 4 * geo.ssgs as u64 + geo.ssgs as u64 * per_ssg
+}
+
+// ---------------------------------------------------------------- encoding
+
+struct W(Vec<u8>);
+
+impl W {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v)
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes())
+    }
+    fn stripes(&mut self, rows: &[Stripe]) {
+        self.u32(rows.len() as u32);
+        for s in rows {
+            self.u8(s.lcns.len() as u8);
+            self.u8(s.members.len() as u8);
+            for (&m, &i) in s.members.iter().zip(&s.idx) {
+                self.u8(m);
+                self.u32(i);
+            }
+            for &l in &s.lcns {
+                self.u32(l);
+            }
+        }
+    }
+}
+
+struct R<'a>(&'a [u8], usize);
+
+impl R<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], DvsError> {
+        let s = self.0.get(self.1..self.1 + n).ok_or_else(|| DvsError::Corrupt("metadata record truncated".into()))?;
+        self.1 += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, DvsError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DvsError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn stripes(&mut self, geo: &Geo) -> Result<Vec<Stripe>, DvsError> {
+        let n = self.u32()? as usize;
+        if n > geo.seg_chunks as usize * geo.n {
+            return Err(DvsError::Corrupt(format!("{n} stripes in one SSG record")));
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let w = self.u8()? as usize;
+            let cols = self.u8()? as usize;
+            if w == 0 || w > geo.data || cols != w + geo.k {
+                return Err(DvsError::Corrupt(format!("stripe of width {w} with {cols} columns")));
+            }
+            let mut members = Vec::with_capacity(cols);
+            let mut idx = Vec::with_capacity(cols);
+            for _ in 0..cols {
+                members.push(self.u8()?);
+                idx.push(self.u32()?);
+            }
+            let lcns = (0..w).map(|_| self.u32()).collect::<Result<Vec<_>, _>>()?;
+            out.push(Stripe { lcns, members, idx });
+        }
+        Ok(out)
+    }
+}
+
+/// A log record: one job's table changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Append { lsn: u32, rows: Vec<Stripe> },
+    Compact { lsn: u32, phys: u32, rows: Vec<Stripe> },
+    /// The write cache was destaged whole: journal records before `from`
+    /// are dead.
+    JournalReset { from: u64 },
+}
+
+impl Record {
+    pub fn apply(&self, t: &mut Tables) -> Result<(), DvsError> {
+        match self {
+            Record::Append { lsn, rows } => {
+                check_lsn(t, *lsn)?;
+                t.commit(*lsn, rows)
+            }
+            Record::Compact { lsn, phys, rows } => {
+                check_lsn(t, *lsn)?;
+                t.switch(*lsn, *phys)?;
+                t.commit(*lsn, rows)
+            }
+            Record::JournalReset { from } => {
+                t.journal_from = *from;
+                Ok(())
+            }
+        }
+    }
+
+    /// Framed bytes with sequence number `seq`.
+    pub fn encode(&self, seq: u64) -> Vec<u8> {
+        let mut p = W(Vec::new());
+        match self {
+            Record::Append { lsn, rows } => {
+                p.u8(1);
+                p.u32(*lsn);
+                p.stripes(rows);
+            }
+            Record::Compact { lsn, phys, rows } => {
+                p.u8(2);
+                p.u32(*lsn);
+                p.u32(*phys);
+                p.stripes(rows);
+            }
+            Record::JournalReset { from } => {
+                p.u8(3);
+                p.u32(*from as u32);
+                p.u32((*from >> 32) as u32);
+            }
+        }
+        frame(LR_MAGIC, seq, &p.0)
+    }
+
+    fn decode(payload: &[u8], geo: &Geo) -> Result<Record, DvsError> {
+        let mut r = R(payload, 0);
+        match r.u8()? {
+            1 => Ok(Record::Append { lsn: r.u32()?, rows: r.stripes(geo)? }),
+            2 => Ok(Record::Compact { lsn: r.u32()?, phys: r.u32()?, rows: r.stripes(geo)? }),
+            3 => Ok(Record::JournalReset { from: r.u32()? as u64 | (r.u32()? as u64) << 32 }),
+            k => Err(DvsError::Corrupt(format!("unknown log record kind {k}"))),
+        }
+    }
+}
+
+fn check_lsn(t: &Tables, lsn: u32) -> Result<(), DvsError> {
+    if lsn >= t.geo.ssgs {
+        return Err(DvsError::Corrupt(format!("record for SSG {lsn} of {}", t.geo.ssgs)));
+    }
+    Ok(())
+}
+
+/// magic | seq u64 | len u32 | crc u32 (of seq, len, payload) | payload
+fn frame(magic: &[u8], seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(magic.len() + 16 + payload.len());
+    v.extend_from_slice(magic);
+    v.extend_from_slice(&seq.to_le_bytes());
+    v.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let mut c = seq.to_le_bytes().to_vec();
+    c.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    c.extend_from_slice(payload);
+    v.extend_from_slice(&crc32c::crc32c(&c).to_le_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Parse a frame at the start of `b`: (seq, payload, total length).
+fn unframe<'a>(magic: &[u8], b: &'a [u8]) -> Option<(u64, &'a [u8], usize)> {
+    let h = magic.len();
+    if b.len() < h + 16 || &b[..h] != magic {
+        return None;
+    }
+    let seq = u64::from_le_bytes(b[h..h + 8].try_into().unwrap());
+    let len = u32::from_le_bytes(b[h + 8..h + 12].try_into().unwrap()) as usize;
+    let crc = u32::from_le_bytes(b[h + 12..h + 16].try_into().unwrap());
+    let payload = b.get(h + 16..h + 16 + len)?;
+    let mut c = b[h..h + 12].to_vec();
+    c.extend_from_slice(payload);
+    (crc32c::crc32c(&c) == crc).then_some((seq, payload, h + 16 + len))
+}
+
+/// Length of a frame header before its payload, for reading.
+pub fn record_header_len() -> usize {
+    LR_MAGIC.len() + 16
+}
+
+/// Parse the header of a log record: (seq, payload length), if the magic matches.
+pub fn peek_record(b: &[u8]) -> Option<(u64, usize)> {
+    if b.len() < record_header_len() || &b[..4] != LR_MAGIC {
+        return None;
+    }
+    Some((u64::from_le_bytes(b[4..12].try_into().unwrap()), u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize))
+}
+
+/// Decode a complete log record frame.
+pub fn decode_record(b: &[u8], geo: &Geo) -> Option<(u64, Record, usize)> {
+    let (seq, payload, len) = unframe(LR_MAGIC, b)?;
+    Record::decode(payload, geo).ok().map(|r| (seq, r, len))
+}
+
+const JR_MAGIC: &[u8; 4] = b"DVJR";
+
+/// A journal record: one acknowledged write held in the write cache.
+pub fn encode_journal(jseq: u64, offset: u64, data: &[u8]) -> Vec<u8> {
+    let mut p = offset.to_le_bytes().to_vec();
+    p.extend_from_slice(data);
+    frame(JR_MAGIC, jseq, &p)
+}
+
+/// Parse a journal record at the start of `b`: (jseq, offset, data, length).
+pub fn decode_journal(b: &[u8]) -> Option<(u64, u64, &[u8], usize)> {
+    let (seq, payload, len) = unframe(JR_MAGIC, b)?;
+    let off = u64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
+    Some((seq, off, &payload[8..], len))
+}
+
+/// The tables as a checkpoint frame.
+pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
+    let mut p = W(Vec::new());
+    p.u32(t.journal_from as u32);
+    p.u32((t.journal_from >> 32) as u32);
+    for &g in &t.gtt {
+        p.u32(g);
+    }
+    let mut live = t.live.clone();
+    live.sort_unstable();
+    for l in live {
+        let s = t.get(l).unwrap();
+        p.u32(l);
+        for &w in &s.wp {
+            p.u32(w);
+        }
+        p.stripes(&s.sit);
+    }
+    p.u32(NONE);
+    frame(CK_MAGIC, seq, &p.0)
+}
+
+/// Parse a checkpoint frame: (seq, tables).
+pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, DvsError> {
+    let Some((seq, payload, _)) = unframe(CK_MAGIC, b) else { return Ok(None) };
+    let mut r = R(payload, 0);
+    let mut t = Tables::new(geo.clone());
+    t.journal_from = r.u32()? as u64 | (r.u32()? as u64) << 32;
+    let mut owners = vec![NONE; geo.phys as usize];
+    for lsn in 0..geo.ssgs {
+        let p = r.u32()?;
+        if p >= geo.phys || owners[p as usize] != NONE {
+            return Err(DvsError::Corrupt(format!("GTT entry {lsn} -> segment {p} is out of range or shared")));
+        }
+        owners[p as usize] = lsn;
+        t.gtt[lsn as usize] = p;
+    }
+    t.phys_owner = owners;
+    loop {
+        let lsn = r.u32()?;
+        if lsn == NONE {
+            break;
+        }
+        check_lsn(&t, lsn)?;
+        let wp = (0..geo.n).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
+        let rows = r.stripes(geo)?;
+        t.commit(lsn, &rows)?;
+        let s = t.get_mut(lsn);
+        for (m, &w) in wp.iter().enumerate() {
+            if w > geo.seg_chunks || w < s.wp[m] {
+                return Err(DvsError::Corrupt(format!("SSG {lsn}: write pointer {w} of member {m} is inconsistent")));
+            }
+            s.wp[m] = w;
+        }
+    }
+    Ok(Some((seq, t)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geo {
+        Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).unwrap()
+    }
+
+    #[test]
+    fn checkpoint_and_records_round_trip() {
+        let g = geo();
+        let mut t = Tables::new(g.clone());
+        let h = vec![true; 4];
+        let rows = t.layout(2, &[0, 1, 2, 3, 4], &h).unwrap();
+        let r1 = Record::Append { lsn: 2, rows: rows.clone() };
+        r1.apply(&mut t).unwrap();
+        let rows2 = crate::tables::layout_on(&g, &mut [0; 4], 0, &[0, 1, 2, 3, 4], &h).unwrap();
+        let spare = t.spares().next().unwrap();
+        let r2 = Record::Compact { lsn: 2, phys: spare, rows: rows2 };
+        let ck = encode_checkpoint(&t, 7);
+        let (seq, t2) = decode_checkpoint(&ck, &g).unwrap().unwrap();
+        assert_eq!(seq, 7);
+        assert_eq!(t2.gtt, t.gtt);
+        assert_eq!(t2.get(2), t.get(2));
+        let e = r2.encode(8);
+        let (s, back, len) = decode_record(&e, &g).unwrap();
+        assert_eq!((s, len), (8, e.len()));
+        assert_eq!(back, r2);
+        back.apply(&mut t).unwrap();
+        assert_eq!(t.gtt[2], spare);
+        // Any flipped byte is caught.
+        for i in [0, 5, 13, 20, e.len() - 1] {
+            let mut bad = e.clone();
+            bad[i] ^= 0x40;
+            assert!(decode_record(&bad, &g).is_none(), "byte {i}");
+        }
+        let mut bad = ck.clone();
+        bad[30] ^= 1;
+        assert!(decode_checkpoint(&bad, &g).unwrap().is_none());
+        let sb = Superblock { config: g.cfg.clone(), uuid: 5, member: 3 };
+        assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);
+        let mut b = sb.encode();
+        b[20] ^= 1;
+        assert!(Superblock::decode(&b).is_err());
+        assert!(Superblock::decode(&[0u8; 64]).is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! The real executor on emulated zoned drives (ZonedFile) against a
+//! reference model of the logical space.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use mosaic_dev::zoned::ZonedFile;
+use mosaic_dvs::array::{PowerCut, ZonedMember};
+use mosaic_dvs::{DvsArray, DvsConfig, DvsError};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const CHUNK: u64 = 4096;
+const ZONE: u64 = 8 * CHUNK;
+const ZONES: u64 = 12;
+const CONV: u64 = 2;
+
+/// A scratch directory, in RAM when the machine has /dev/shm (the drives
+/// fsync on every flush; on tmpfs that is free).
+fn scratch() -> tempfile::TempDir {
+    match std::fs::metadata("/dev/shm") {
+        Ok(m) if m.is_dir() => tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap()),
+        _ => tempfile::tempdir().unwrap(),
+    }
+}
+
+fn cfg(k: usize) -> DvsConfig {
+    DvsConfig::new(5, k, CHUNK, ZONE, ZONES, CONV)
+}
+
+/// With a journalled write cache of `cache` chunks (more conventional
+/// zones for the journal).
+fn cfg_cached(k: usize, cache: u64) -> DvsConfig {
+    DvsConfig { cache_chunks: cache, ..DvsConfig::new(5, k, CHUNK, ZONE, ZONES, CONV + 2) }
+}
+
+fn files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
+    files_for(dir, n, &cfg(1))
+}
+
+fn files_for(dir: &Path, n: usize, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
+    (0..n).map(|i| Arc::new(ZonedFile::create(&dir.join(format!("m{i}")), ZONE, ZONES, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect()
+}
+
+fn reopen_files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
+    (0..n).map(|i| Arc::new(ZonedFile::open(&dir.join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect()
+}
+
+fn random_write(rng: &mut ChaCha8Rng, cap: u64) -> (u64, Vec<u8>) {
+    let blocks = cap / 512;
+    let len = rng.gen_range(1..=24u64).min(blocks);
+    let off = rng.gen_range(0..=blocks - len) * 512;
+    let mut data = vec![0u8; (len * 512) as usize];
+    rng.fill(&mut data[..]);
+    (off, data)
+}
+
+fn check_all(a: &mut DvsArray, reference: &[u8]) {
+    let mut got = vec![0u8; reference.len()];
+    // Read in odd-sized pieces to cross chunk and SSG boundaries.
+    let mut pos = 0;
+    while pos < reference.len() {
+        let n = (7 * 512usize).min(reference.len() - pos);
+        a.read(pos as u64, &mut got[pos..pos + n]).unwrap();
+        pos += n;
+    }
+    if got != reference {
+        let i = got.iter().zip(reference).position(|(a, b)| a != b).unwrap();
+        panic!("logical byte {i} differs: got {} want {}", got[i], reference[i]);
+    }
+}
+
+/// Random writes and reads against the model, up to k members failed at
+/// random moments, replaced and rebuilt, scrubbed, reopened.
+fn run_model(seed: u64, k: usize, ops: usize) {
+    run_model_with(seed, cfg(k), ops)
+}
+
+fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
+    let k = c.parity;
+    let dir = scratch();
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let cap = a.capacity();
+    let mut reference = vec![0u8; cap as usize];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut failed: Vec<usize> = Vec::new();
+    let mut spare_id = 0;
+    let mut paths: Vec<std::path::PathBuf> = (0..5).map(|i| dir.path().join(format!("m{i}"))).collect();
+    for i in 0..ops {
+        match rng.gen_range(0..100) {
+            0..=69 => {
+                let (off, data) = random_write(&mut rng, cap);
+                a.write(off, &data).unwrap();
+                reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+            }
+            70..=89 => {
+                let (off, data) = random_write(&mut rng, cap);
+                let mut got = vec![0u8; data.len()];
+                a.read(off, &mut got).unwrap();
+                assert_eq!(got, reference[off as usize..off as usize + data.len()], "op {i}: read at {off}");
+            }
+            90..=91 => {
+                a.gc_step().unwrap();
+            }
+            92..=94 if failed.len() < k => {
+                let m = rng.gen_range(0..5);
+                if !failed.contains(&m) {
+                    a.fail(m).unwrap();
+                    failed.push(m);
+                    check_all(&mut a, &reference);
+                }
+            }
+            _ if !failed.is_empty() => {
+                let m = failed.remove(0);
+                spare_id += 1;
+                paths[m] = dir.path().join(format!("spare{spare_id}"));
+                let dev = Arc::new(ZonedFile::create(&paths[m], ZONE, ZONES, c.conventional).unwrap());
+                a.replace(m, dev).unwrap();
+                assert_eq!(a.scrub().unwrap(), 0, "op {i}: scrub after rebuilding member {m}");
+                check_all(&mut a, &reference);
+            }
+            _ => {}
+        }
+    }
+    check_all(&mut a, &reference);
+    assert!(a.stats().fg_gc > 0, "the workload must have garbage-collected: {:?}", a.stats());
+    if ops >= 1000 {
+        assert!(a.stats().bg_gc > 0, "idle GC steps ran: {:?}", a.stats());
+    }
+    assert!(a.stats().partial_stripes > 0);
+    if failed.is_empty() {
+        assert_eq!(a.scrub().unwrap(), 0);
+        drop(a);
+        // Any order of members.
+        let devs: Vec<Arc<dyn ZonedMember>> = paths.iter().rev().map(|p| Arc::new(ZonedFile::open(p).unwrap()) as Arc<dyn ZonedMember>).collect();
+        let mut b = DvsArray::open(devs).unwrap();
+        assert!(b.info().failed.is_empty());
+        check_all(&mut b, &reference);
+    }
+}
+
+#[test]
+fn model_k1_with_failures_rebuild_and_gc() {
+    run_model(1, 1, 1500);
+}
+
+#[test]
+fn model_k2_with_double_failures_rebuild_and_gc() {
+    run_model(2, 2, 1500);
+}
+
+#[test]
+fn model_with_journalled_write_cache() {
+    run_model_with(3, cfg_cached(1, 24), 1500);
+    // (write hits and journal replay are checked in the test below)
+    run_model_with(4, cfg_cached(2, 24), 800);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+    #[test]
+    fn model_random_seeds(seed in 0u64..1_000_000, k in 1usize..=2) {
+        run_model(seed, k, 400);
+    }
+}
+
+#[test]
+fn full_array_keeps_accepting_writes_to_capacity_and_refuses_beyond() {
+    let dir = scratch();
+    let mut a = DvsArray::create(files(dir.path(), 5), cfg(1)).unwrap();
+    let cap = a.capacity();
+    let mut reference = vec![0u8; cap as usize];
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    // Fill the whole logical space three times over in random order.
+    for pass in 0..3u8 {
+        let mut chunks: Vec<u64> = (0..cap / CHUNK).collect();
+        for i in (1..chunks.len()).rev() {
+            chunks.swap(i, rng.gen_range(0..=i));
+        }
+        for c in chunks {
+            let data = vec![pass.wrapping_mul(31).wrapping_add(c as u8); CHUNK as usize];
+            a.write(c * CHUNK, &data).unwrap();
+            reference[(c * CHUNK) as usize..((c + 1) * CHUNK) as usize].copy_from_slice(&data);
+        }
+    }
+    check_all(&mut a, &reference);
+    assert!(a.stats().fg_gc > 0);
+    let e = a.write(cap, &[0u8; 512]).unwrap_err();
+    assert!(e.to_string().contains("beyond the array capacity"), "{e}");
+    let e = a.write(cap - 512, &[0u8; 1024]).unwrap_err();
+    assert!(e.to_string().contains("beyond the array capacity"), "{e}");
+    let e = a.write(100, &[0u8; 512]).unwrap_err();
+    assert!(e.to_string().contains("not aligned"), "{e}");
+    // The refused writes changed nothing and the array still works.
+    a.write(0, &[9u8; 512]).unwrap();
+    reference[..512].fill(9);
+    check_all(&mut a, &reference);
+}
+
+#[test]
+fn crash_at_random_points_keeps_every_acknowledged_write() {
+    let mut gcs = 0;
+    let (mut cut_in_gc, mut cut_in_destage) = (0, 0);
+    for seed in 0..40u64 {
+        let dir = scratch();
+        let budget = Arc::new(AtomicI64::new(i64::MAX));
+        let refusals = Arc::new(AtomicU64::new(0));
+        let k = 1 + (seed % 2) as usize;
+        let c = if seed % 3 == 0 { cfg_cached(k, 16) } else { cfg(k) };
+        let devs: Vec<Arc<dyn ZonedMember>> = files_for(dir.path(), 5, &c)
+            .into_iter()
+            .map(|inner| Arc::new(PowerCut { inner, budget: budget.clone(), refusals: refusals.clone() }) as Arc<dyn ZonedMember>)
+            .collect();
+        let mut a = DvsArray::create(devs, c.clone()).unwrap();
+        let cap = a.capacity();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut reference = vec![0u8; cap as usize];
+        // Warm up so segments are full and GC runs, then cut the power at
+        // a random operation.
+        for _ in 0..rng.gen_range(50..400) {
+            let (off, data) = random_write(&mut rng, cap);
+            a.write(off, &data).unwrap();
+            reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+        }
+        gcs += a.stats().fg_gc;
+        budget.store(rng.gen_range(0..400), Ordering::SeqCst);
+        let mut inflight: Option<(u64, Vec<u8>)> = None;
+        for i in 0..10_000 {
+            if i % 7 == 3 {
+                match a.gc_step() {
+                    Ok(_) => continue,
+                    Err(e) => {
+                        assert!(e.to_string().contains("power cut"), "{e}");
+                        inflight = Some((0, vec![]));
+                        break;
+                    }
+                }
+            }
+            let (off, data) = random_write(&mut rng, cap);
+            match a.write(off, &data) {
+                Ok(()) => reference[off as usize..off as usize + data.len()].copy_from_slice(&data),
+                Err(e) => {
+                    assert!(e.to_string().contains("power cut"), "{e}");
+                    inflight = Some((off, data));
+                    break;
+                }
+            }
+        }
+        assert!(inflight.is_some(), "seed {seed}: the power was never cut");
+        match a.interrupted_job() {
+            Some(mosaic_dvs::JobKind::Destage) => cut_in_destage += 1,
+            Some(_) => cut_in_gc += 1,
+            None => {}
+        }
+        assert_eq!(refusals.load(Ordering::SeqCst), 0, "seed {seed}: a zone write off its write pointer");
+        drop(a);
+        // Power back: reopen from the files.
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+        let mut got = vec![0u8; cap as usize];
+        b.read(0, &mut got).unwrap();
+        let (ioff, idata) = inflight.unwrap();
+        for (i, (&g, &w)) in got.iter().zip(&reference).enumerate() {
+            let in_flight = i as u64 >= ioff && (i as u64) < ioff + idata.len() as u64;
+            if g != w && !(in_flight && g == idata[i - ioff as usize]) {
+                panic!("seed {seed}: byte {i}: got {g}, acknowledged {w}");
+            }
+        }
+        // The in-flight write is whatever the array now holds; carry on.
+        reference.copy_from_slice(&got);
+        for _ in 0..100 {
+            let (off, data) = random_write(&mut rng, cap);
+            b.write(off, &data).unwrap();
+            reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+        }
+        check_all(&mut b, &reference);
+        assert_eq!(b.scrub().unwrap(), 0, "seed {seed}");
+    }
+    assert!(gcs > 0);
+    assert!(cut_in_gc > 0 && cut_in_destage > 0, "cuts in GC {cut_in_gc}, in destage {cut_in_destage}");
+}
+
+#[test]
+fn bad_members_and_metadata_give_clear_errors() {
+    let dir = scratch();
+    // Wrong member count, wrong zone geometry.
+    let e = DvsArray::create(files(dir.path(), 4), cfg(1)).err().unwrap();
+    assert!(e.to_string().contains("4 member devices given for a 5-member array"), "{e}");
+    let mut devs = files(dir.path(), 4);
+    devs.push(Arc::new(ZonedFile::create(&dir.path().join("odd"), ZONE, ZONES + 1, CONV).unwrap()));
+    let e = DvsArray::create(devs, cfg(1)).err().unwrap();
+    assert!(matches!(e, DvsError::Geometry(_)) && e.to_string().contains("13 zones"), "{e}");
+    // Not DVS members.
+    let e = DvsArray::open(files(dir.path(), 5)).err().unwrap();
+    assert!(e.to_string().contains("no DVS superblock"), "{e}");
+    // Corrupt superblock, corrupt checkpoints.
+    let mut a = DvsArray::create(files(dir.path(), 5), cfg(1)).unwrap();
+    a.write(0, &[1u8; 8192]).unwrap();
+    drop(a);
+    let p0 = dir.path().join("m0");
+    let mut bytes = std::fs::read(&p0).unwrap();
+    bytes[4096 + 20] ^= 0xff; // inside member 0's superblock JSON (after the 4 KiB zone header)
+    std::fs::write(&p0, &bytes).unwrap();
+    let e = DvsArray::open(reopen_files(dir.path(), 5)).err().unwrap();
+    assert!(e.to_string().contains("superblock checksum"), "{e}");
+    // Without member 0 the array still opens (k = 1) and reads back.
+    let mut rest = reopen_files(dir.path(), 5);
+    rest.remove(0);
+    let mut b = DvsArray::open(rest).unwrap();
+    let mut got = vec![0u8; 8192];
+    b.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 1));
+    // Two missing members are too many for k = 1.
+    let mut rest = reopen_files(dir.path(), 5);
+    rest.remove(0);
+    rest.truncate(3);
+    let e = DvsArray::open(rest).err().unwrap();
+    assert!(e.to_string().contains("at most 1 may be missing"), "{e}");
+    // Bad geometry in the config.
+    let e = DvsArray::create(files(dir.path(), 5), DvsConfig { parity: 3, ..cfg(1) }).err().unwrap();
+    assert!(matches!(e, DvsError::Geometry(_)), "{e}");
+}
+
+#[test]
+fn journalled_cache_survives_reopen_without_destage() {
+    let dir = scratch();
+    let c = cfg_cached(1, 64);
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c).unwrap();
+    let cap = a.capacity();
+    let mut reference = vec![0u8; cap as usize];
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for _ in 0..10 {
+        // Small writes: the journal (a share of 4 conventional zones) holds them all.
+        let off = rng.gen_range(0..cap / 1024) * 1024;
+        let mut data = vec![0u8; 1024];
+        rng.fill(&mut data[..]);
+        a.write(off, &data).unwrap();
+        reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+    }
+    assert_eq!(a.stats().destages, 0, "all ten writes are still in the cache");
+    assert!(a.stats().write_chunks > 0);
+    check_all(&mut a, &reference);
+    drop(a); // no flush: the cached writes live only in the journal
+    let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    check_all(&mut b, &reference);
+    b.flush().unwrap();
+    assert!(b.stats().destages > 0);
+    drop(b);
+    let mut c = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    check_all(&mut c, &reference);
+    assert_eq!(c.scrub().unwrap(), 0);
+}
