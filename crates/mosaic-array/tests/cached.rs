@@ -12,6 +12,9 @@ use mosaic_array::{Array, CacheVolume, CreateOptions, DATA_OFFSET};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_dev::{MemMember, Member, PowerCut};
 
+mod common;
+use common::{check, write_until_cut};
+
 const U: u64 = 4096;
 const STRIPES: u64 = 24;
 
@@ -131,33 +134,14 @@ fn write_back_cache_survives_a_power_cut() {
         let v = CacheVolume::new(arr, cfg(policy, 3, 1, U)).unwrap();
         let cap = v.array().capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut acked = vec![0u8; cap as usize];
-        let mut inflight = None;
         rig.budget.store(rng.gen_range(20..900), Ordering::SeqCst);
-        for _ in 0..300 {
-            let len = rng.gen_range(1..=3u64) * U;
-            let off = rng.gen_range(0..(cap - len) / U) * U;
-            let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-            v.write(off, &data).unwrap();
-            if rig.budget.load(Ordering::SeqCst) > 0 {
-                acked[off as usize..(off + len) as usize].copy_from_slice(&data);
-            } else {
-                inflight = Some((off, data));
-                break;
-            }
-        }
-        rig.budget.store(i64::MIN / 2, Ordering::SeqCst);
+        let o = write_until_cut(&rig.budget, cap, &mut rng, 300, 3, |off, d| v.write(off, d).unwrap());
         drop(v);
         let arr = reopen(&rig);
         replayed += arr.info().journal_replayed.map(|r| r.records).unwrap_or(0);
         let mut got = vec![0u8; cap as usize];
         arr.read(0, &mut got).unwrap();
-        if got != acked {
-            let (off, data) = inflight.as_ref().unwrap_or_else(|| panic!("{policy:?} seed {seed}: lost acknowledged writes"));
-            let mut with = acked.clone();
-            with[*off as usize..*off as usize + data.len()].copy_from_slice(data);
-            assert!(got == with, "{policy:?} seed {seed}: neither the acknowledged state nor it plus the write in flight");
-        }
+        check(&got, &o, &format!("{policy:?} seed {seed}"));
         let s = arr.scrub(false, &|_, _| {}).unwrap();
         assert!(s.mismatched_stripes.is_empty(), "{policy:?} seed {seed}: scrub {:?}", s.mismatched_stripes);
     }

@@ -17,6 +17,9 @@ use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member, PowerCut};
 
+mod common;
+use common::{check, write_until_cut, Outcome};
+
 struct Rig {
     mems: Vec<Arc<MemMember>>,
     journal: Option<Arc<MemMember>>,
@@ -43,36 +46,14 @@ fn fill(rng: &mut ChaCha8Rng, len: u64) -> Vec<u8> {
     (0..len).map(|_| rng.gen()).collect()
 }
 
-/// What a crashed run left: the bytes every acknowledged write promised,
-/// and the write in flight (offset, new bytes) if the cut hit one.
-struct Outcome {
-    acked: Vec<u8>,
-    inflight: Option<(u64, Vec<u8>)>,
-}
-
 fn crash_run(rig: &Rig, arr: Array, seed: u64, cut_after: i64) -> Outcome {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let cap = arr.capacity();
-    let mut acked = vec![0u8; cap as usize];
-    let blocks = cap / 4096;
     rig.budget.store(cut_after, Ordering::SeqCst);
-    let mut inflight = None;
-    for _ in 0..400 {
-        let len = rng.gen_range(1..=6u64) * 4096;
-        let off = rng.gen_range(0..=blocks - len / 4096) * 4096;
-        let data = fill(&mut rng, len);
-        arr.write(off, &data).unwrap();
-        if rig.budget.load(Ordering::SeqCst) > 0 {
-            acked[off as usize..(off + len) as usize].copy_from_slice(&data);
-        } else {
-            inflight = Some((off, data));
-            break;
-        }
-    }
+    let o = write_until_cut(&rig.budget, cap, &mut rng, 400, 6, |off, d| arr.write(off, d).unwrap());
     // Crash: no close, nothing more reaches the members.
-    rig.budget.store(i64::MIN / 2, Ordering::SeqCst);
     drop(arr);
-    Outcome { acked, inflight }
+    o
 }
 
 fn reopen(rig: &Rig) -> Array {
@@ -90,18 +71,6 @@ fn read_all(arr: &Array) -> Vec<u8> {
     let mut buf = vec![0u8; arr.capacity() as usize];
     arr.read(0, &mut buf).unwrap();
     buf
-}
-
-/// The bytes equal the acknowledged ones, with the in-flight write either
-/// wholly applied or not at all.
-fn check(got: &[u8], o: &Outcome, what: &str) {
-    if got == o.acked.as_slice() {
-        return;
-    }
-    let (off, data) = o.inflight.as_ref().unwrap_or_else(|| panic!("{what}: bytes differ and no write was in flight"));
-    let mut with = o.acked.clone();
-    with[*off as usize..*off as usize + data.len()].copy_from_slice(data);
-    assert!(got == with.as_slice(), "{what}: neither the acknowledged state nor it plus the in-flight write");
 }
 
 /// Returns how many journal records the reopen replayed.

@@ -1,11 +1,8 @@
 //! CLI tests of the small-write caches: `replay --cache` and `eval ppc`.
 
 mod common;
-use common::{fails, ok};
+use common::{fails, json, ok};
 
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
-}
 
 fn policy(r: &serde_json::Value, key: &str) -> f64 {
     r["policy"].as_array().unwrap().iter().find(|kv| kv[0] == key).unwrap_or_else(|| panic!("no {key} in {r}"))[1].as_f64().unwrap()

@@ -4,11 +4,8 @@
 use std::fs;
 
 mod common;
-use common::{fails, ok};
+use common::{fails, json, ok};
 
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
-}
 
 #[test]
 fn dvs_array_round_trip_on_zoned_files() {

@@ -7,11 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 mod common;
-use common::{fails, mosaic, ok};
+use common::{fails, json, mosaic, ok};
 
-fn json(s: &str) -> serde_json::Value {
-    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
-}
 
 #[test]
 fn kill_during_writes_then_replay_and_scrub_clean() {

@@ -24,3 +24,8 @@ pub fn fails(args: &[&str]) -> String {
     assert!(!e.contains("panicked"), "panic: {e}");
     e
 }
+
+/// Parse `--json` output, naming it when it is not JSON.
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
+}
