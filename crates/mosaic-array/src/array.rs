@@ -479,7 +479,7 @@ impl Array {
 
     /// Apply journal records to the members in service, flush them, and
     /// start an empty log.
-    fn replay(&self, records: Vec<(u64, Vec<crate::journal::JournalOp>)>) -> Result<ReplayReport, ArrayError> {
+    fn replay(&self, records: crate::journal::Records) -> Result<ReplayReport, ArrayError> {
         use crate::journal::{LOGICAL, PARITY_ROW};
         let mut rep = ReplayReport::default();
         let h = self.health();

@@ -64,6 +64,9 @@ pub const LOGICAL: usize = u32::MAX as usize;
 /// stale because its parity is cached: `offset` is the stripe.
 pub const PARITY_ROW: usize = u32::MAX as usize - 1;
 
+/// Records to replay, with their sequence numbers, in order.
+pub type Records = Vec<(u64, Vec<JournalOp>)>;
+
 /// One device write in a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalOp {
@@ -190,7 +193,7 @@ impl Journal {
     /// Open the journal of `array` on `dev` and read the records that must
     /// be replayed (in order).  The caller applies them, then calls
     /// [`Journal::replayed`].
-    pub fn open(dev: Arc<dyn Member>, array: Uuid) -> Result<(Journal, Vec<(u64, Vec<JournalOp>)>), ArrayError> {
+    pub fn open(dev: Arc<dyn Member>, array: Uuid) -> Result<(Journal, Records), ArrayError> {
         let who = dev.describe();
         if dev.size() < MIN_JOURNAL {
             return Err(ArrayError::BadMember(format!("{who}: journal too small: {} bytes", dev.size())));

@@ -401,10 +401,9 @@ impl CachedArray {
     pub fn write_steps(&mut self, offset: u64, len: u64, data: Option<&[u8]>, h: &Health) -> Result<Vec<Step>, PlanError> {
         self.layout.planner.check(offset, len)?;
         if self.bytes.is_some() {
-            let Some(d) = data.filter(|d| d.len() as u64 == len) else {
+            if data.is_none_or(|d| d.len() as u64 != len) {
                 return Err(PlanError::Invalid("the byte-mode cache needs the write's bytes".into()));
-            };
-            let _ = d;
+            }
             if offset % self.geo.unit != 0 || len % self.geo.unit != 0 {
                 return Err(PlanError::Invalid(format!("byte-mode cache writes must cover whole {}-byte pages", self.geo.unit)));
             }
