@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 need=()
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libisal-dev >/dev/null 2>&1 || need+=(libisal-dev)
+# Real NBD clients for scripts/nbd-clients.sh: fio (nbd engine), nbdinfo /
+# nbdcopy / nbdfuse (libnbd-bin), qemu-io / qemu-nbd (qemu-utils), ext4 tools,
+# fuse2fs + fusermount3 (fuse3), postmark.
+for p in fio libnbd-bin qemu-utils e2fsprogs fuse2fs fuse3 postmark; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
 if ((${#need[@]})); then
     echo "test.sh: installing ${need[*]}"
     SUDO=""
@@ -23,5 +29,14 @@ cargo test --workspace 2>&1 | tee target/test-output.txt
 ./target/debug/mosaic demo --member-size 16M >/dev/null
 echo "test.sh: mosaic demo ok"
 
-# One summary line that CI reads: totals over every test binary.
-awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, i }' target/test-output.txt
+# Real NBD clients against `mosaic serve`; they end with "N passed, M failed".
+nbd_rc=0
+./scripts/nbd-clients.sh 2>&1 | tee target/nbd-clients-output.txt || nbd_rc=$?
+
+# One summary line that CI reads: totals over every test binary and the NBD
+# client checks.
+awk 'FILENAME ~ /test-output/ && /^test result:/ { p += $4; f += $6; i += $8 }
+     FILENAME ~ /nbd-clients-output/ && /^[0-9]+ passed, [0-9]+ failed$/ { np = $1; nf = $3 }
+     END { printf "%d passed, %d failed, %d skipped\n", p + np, f + nf, i }' \
+    target/test-output.txt target/nbd-clients-output.txt
+exit "$nbd_rc"

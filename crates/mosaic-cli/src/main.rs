@@ -8,6 +8,7 @@ mod cmd_demo;
 mod cmd_dvs;
 mod cmd_eval;
 mod cmd_model;
+mod cmd_serve;
 mod cmd_sim;
 mod eval_ppc;
 mod util;
@@ -46,6 +47,8 @@ enum Cmd {
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
     Scrub(cmd_array::ScrubArgs),
+    /// Serve an array over NBD (qemu, nbdcopy, nbdfuse, fio, nbd-client)
+    Serve(cmd_serve::ServeArgs),
     /// Trace tools
     #[command(subcommand)]
     Trace(cmd_sim::TraceCmd),
@@ -81,6 +84,7 @@ fn main() {
         Cmd::Replace(a) => cmd_array::replace(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
+        Cmd::Serve(a) => cmd_serve::run(a),
         Cmd::Trace(t) => cmd_sim::trace(t),
         Cmd::Replay(a) => cmd_sim::replay(a),
         Cmd::Model(a) => cmd_model::model(a),

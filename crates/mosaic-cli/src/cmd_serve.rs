@@ -1,0 +1,476 @@
+//! `mosaic serve`: export an array over NBD (crate `mosaic-nbd`) to real
+//! clients (qemu, nbdcopy, nbdfuse, fio, the kernel's nbd-client).
+//!
+//! ```text
+//!   client ──NBD──▶ mosaic_nbd::serve ──Export──▶ ArrayExport ──▶ Array
+//!                                                  │ sub-block requests:
+//!                                                  │ read-modify-write
+//!                                                  └ --record: MSR trace line
+//!   SIGINT/SIGTERM ─▶ stop accepting, drain, Array::flush, Array::close
+//! ```
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, CreateOptions};
+use mosaic_core::Level;
+use mosaic_nbd::{Export, Listener, ServerConfig};
+use mosaic_trace::{Op, Request, TraceWriter};
+
+use crate::util::{human, size};
+
+/// Where `--demo` keeps its array.
+const DEMO_DIR: &str = "mosaic-data";
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The array: a directory of member files or a comma list of members
+    #[arg(short = 'a', long = "array", required_unless_present = "demo")]
+    pub array: Option<String>,
+    /// Serve a default raid5 array in ./mosaic-data (created on first use)
+    #[arg(long, conflicts_with = "array")]
+    pub demo: bool,
+    /// TCP address to listen on (port 0 picks a free port; only the printed URI tells it)
+    #[arg(long, default_value = "127.0.0.1:10809")]
+    pub listen: String,
+    /// Listen on a unix socket instead of TCP
+    #[arg(long, conflicts_with = "listen")]
+    pub socket: Option<PathBuf>,
+    /// Export name (clients asking for the default name "" get it too)
+    #[arg(long, default_value = "mosaic")]
+    pub export: String,
+    /// Refuse writes
+    #[arg(long)]
+    pub read_only: bool,
+    /// Append every read and write served to FILE as an MSR Cambridge trace (`mosaic replay --trace FILE`)
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Advertise this minimum block size instead of the array's (a power of
+    /// two, e.g. 512, for strict clients such as nbdfuse with a filesystem
+    /// that writes 1 KiB pieces); smaller requests are read-modify-written
+    #[arg(long, value_parser = size)]
+    pub min_block: Option<u64>,
+    /// Worker threads serving requests (the array runs member I/O on its own
+    /// pool; more workers mostly add context switches on small machines)
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Do not log connections
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Windows FILETIME (100 ns ticks since 1601) of now, for MSR timestamps.
+fn filetime_now() -> u64 {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() + 11_644_473_600) * 10_000_000 + d.subsec_nanos() as u64 / 100
+}
+
+/// Appends served requests as an MSR trace with real timestamps.
+struct Recorder {
+    out: Mutex<TraceWriter<BufWriter<File>>>,
+    start: Instant,
+}
+
+impl Recorder {
+    fn create(path: &PathBuf) -> Result<Recorder> {
+        let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let w = TraceWriter::new(BufWriter::new(f), "mosaic-serve").with_base_ticks(filetime_now());
+        Ok(Recorder { out: Mutex::new(w), start: Instant::now() })
+    }
+
+    fn record(&self, op: Op, offset: u64, len: u64, began: Instant) {
+        if len == 0 {
+            return;
+        }
+        let time_ns = began.duration_since(self.start).as_nanos() as u64;
+        let resp = began.elapsed().as_nanos() as u64;
+        let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = w.write(&Request { time_ns, op, offset, len }, resp) {
+            eprintln!("mosaic serve: --record: {e}");
+        }
+    }
+
+    fn finish(&self) -> io::Result<u64> {
+        let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        w.flush()?;
+        Ok(w.written())
+    }
+}
+
+/// `mosaic_array::Array` as an NBD export.
+struct ArrayExport {
+    array: Arc<Array>,
+    /// The array's block: requests aligned to it go straight through.
+    block: u64,
+    /// The advertised minimum block (at most `block`).
+    min_block: u64,
+    preferred: u64,
+    capacity: u64,
+    /// Sub-block writes read-modify-write whole blocks: they hold this
+    /// exclusively, aligned writes share it, so no write is lost.
+    rmw: RwLock<()>,
+    recorder: Option<Recorder>,
+}
+
+fn io_err(e: mosaic_array::ArrayError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl ArrayExport {
+    // `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
+    #[allow(clippy::manual_is_multiple_of)]
+    fn aligned(&self, off: u64, len: u64) -> bool {
+        off % self.block == 0 && len % self.block == 0
+    }
+
+    /// The whole blocks covering `[off, off+len)`.
+    fn cover(&self, off: u64, len: u64) -> (u64, u64) {
+        let start = off - off % self.block;
+        let end = (off + len).div_ceil(self.block) * self.block;
+        (start, end - start)
+    }
+
+    fn read_inner(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.aligned(off, buf.len() as u64) {
+            return self.array.read(off, buf).map_err(io_err);
+        }
+        let (s, l) = self.cover(off, buf.len() as u64);
+        let mut tmp = vec![0u8; l as usize];
+        self.array.read(s, &mut tmp).map_err(io_err)?;
+        let k = (off - s) as usize;
+        buf.copy_from_slice(&tmp[k..k + buf.len()]);
+        Ok(())
+    }
+
+    fn write_inner(&self, off: u64, data: &[u8]) -> io::Result<()> {
+        if self.aligned(off, data.len() as u64) {
+            let _g = self.rmw.read().unwrap_or_else(|e| e.into_inner());
+            return self.array.write(off, data).map_err(io_err);
+        }
+        let _g = self.rmw.write().unwrap_or_else(|e| e.into_inner());
+        let (s, l) = self.cover(off, data.len() as u64);
+        let mut tmp = vec![0u8; l as usize];
+        self.array.read(s, &mut tmp).map_err(io_err)?;
+        let k = (off - s) as usize;
+        tmp[k..k + data.len()].copy_from_slice(data);
+        self.array.write(s, &tmp).map_err(io_err)
+    }
+}
+
+impl Export for ArrayExport {
+    fn size(&self) -> u64 {
+        self.capacity
+    }
+    fn block_size(&self) -> u64 {
+        self.min_block
+    }
+    fn preferred_block(&self) -> u64 {
+        self.preferred
+    }
+    fn unaligned_ok(&self) -> bool {
+        true
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let t = Instant::now();
+        let r = self.read_inner(off, buf);
+        if let Some(rec) = &self.recorder {
+            rec.record(Op::Read, off, buf.len() as u64, t);
+        }
+        r
+    }
+    fn write(&self, off: u64, data: &[u8]) -> io::Result<()> {
+        let t = Instant::now();
+        let r = self.write_inner(off, data);
+        if let Some(rec) = &self.recorder {
+            rec.record(Op::Write, off, data.len() as u64, t);
+        }
+        r
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.array.flush().map_err(io_err)
+    }
+    /// Discarding is optional in NBD; the array keeps the data.
+    fn trim(&self, _off: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
+        let t = Instant::now();
+        let chunk = (4u64 << 20).max(self.preferred);
+        let zero = vec![0u8; chunk.min(len) as usize];
+        let mut done = 0;
+        while done < len {
+            let n = chunk.min(len - done);
+            self.write_inner(off + done, &zero[..n as usize])?;
+            done += n;
+        }
+        if let Some(rec) = &self.recorder {
+            rec.record(Op::Write, off, len, t);
+        }
+        Ok(())
+    }
+}
+
+/// Open the demo array, creating it the first time.
+fn demo_array(read_only: bool) -> Result<Array> {
+    let dir = PathBuf::from(DEMO_DIR);
+    let spec = ArraySpec::Dir(dir.clone());
+    if ArraySpec::member_file(&dir, 0).exists() {
+        eprintln!("mosaic serve: reusing the demo array in ./{DEMO_DIR}");
+        return Ok(Array::open(&spec, !read_only)?);
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating ./{DEMO_DIR}"))?;
+    let opts = CreateOptions {
+        level: Level::Raid5,
+        members: Some(5),
+        member_size: Some(256 << 20),
+        unit: 64 << 10,
+        block: 4096,
+        force: false,
+        assume_clean: false,
+    };
+    // With a write-ahead journal, like `mosaic create` on a directory.
+    let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
+    let arr = Array::create_journaled(&spec, &opts, Some((journal.as_path(), 64 << 20)))?;
+    eprintln!("mosaic serve: created a raid5 demo array of 5 x 256 MiB members (and a 64 MiB journal) in ./{DEMO_DIR}");
+    if read_only {
+        arr.close()?;
+        drop(arr);
+        return Ok(Array::open(&spec, false)?);
+    }
+    Ok(arr)
+}
+
+pub fn run(a: ServeArgs) -> Result<i32> {
+    // Signals first: a Ctrl-C during a long open still stops cleanly.
+    let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
+    let array = if a.demo {
+        demo_array(a.read_only)?
+    } else {
+        let Some(s) = &a.array else { bail!("give -a SPEC or --demo") };
+        let arr = Array::open(&ArraySpec::parse(s)?, !a.read_only)?;
+        if arr.opened_dirty() {
+            // With a journal the open replayed it; without one, code may
+            // disagree with data where writes were cut off.
+            eprintln!("warning: the array was not shut down cleanly and has no journal; run `mosaic scrub --repair` to make code units agree with data");
+        }
+        arr
+    };
+    let array = Arc::new(array);
+    let geo = array.geometry().clone();
+    let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
+    let min_block = a.min_block.unwrap_or(geo.block);
+    if !min_block.is_power_of_two() || min_block > geo.block {
+        bail!("--min-block must be a power of two no larger than the array's block ({})", geo.block);
+    }
+    let export = Arc::new(ArrayExport {
+        array: array.clone(),
+        block: geo.block,
+        min_block,
+        preferred: geo.unit * geo.k as u64,
+        capacity: array.capacity(),
+        rmw: RwLock::new(()),
+        recorder,
+    });
+    let listener = match &a.socket {
+        Some(p) => Listener::bind_unix(p).with_context(|| format!("binding {}", p.display()))?,
+        None => Listener::bind_tcp(a.listen.as_str()).with_context(|| format!("listening on {}", a.listen))?,
+    };
+    let cfg = ServerConfig {
+        name: a.export.clone(),
+        description: format!("mosaic {} array, {} members", geo.level, geo.members),
+        read_only: a.read_only,
+        workers: a.workers.max(1),
+        log: !a.quiet,
+        ..ServerConfig::default()
+    };
+    let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
+    eprintln!(
+        "mosaic serve: {} {} array, {} ({} bytes), block {} preferred {} max {}{}",
+        geo.level,
+        human(geo.unit),
+        human(info.size),
+        info.size,
+        info.min_block,
+        info.pref_block,
+        info.max_block,
+        if a.read_only { ", read-only" } else { "" }
+    );
+    // Scripts wait for this exact line.
+    eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
+    let stats = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop)?;
+    drop(listener);
+    eprintln!(
+        "mosaic serve: stopping: {} connections, {} requests, {} errors; flushing",
+        stats.connections, stats.requests, stats.errors
+    );
+    if let Some(rec) = &export.recorder {
+        let n = rec.finish().context("writing the --record trace")?;
+        eprintln!("mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+    }
+    array.flush()?;
+    array.close()?;
+    eprintln!("mosaic serve: array flushed and closed clean");
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use mosaic_nbd::proto::*;
+    use mosaic_nbd::Command;
+
+    fn array(dir: &std::path::Path) -> Arc<Array> {
+        let opts = CreateOptions {
+            level: Level::Raid5,
+            members: Some(4),
+            member_size: Some(8 << 20),
+            unit: 16 << 10,
+            block: 4096,
+            force: false,
+            assume_clean: false,
+        };
+        Arc::new(Array::create(&ArraySpec::Dir(dir.to_path_buf()), &opts).unwrap())
+    }
+
+    fn export(arr: &Arc<Array>, recorder: Option<Recorder>) -> Arc<ArrayExport> {
+        let geo = arr.geometry().clone();
+        Arc::new(ArrayExport {
+            array: arr.clone(),
+            block: geo.block,
+            min_block: geo.block,
+            preferred: geo.unit * geo.k as u64,
+            capacity: arr.capacity(),
+            rmw: RwLock::new(()),
+            recorder,
+        })
+    }
+
+    fn pattern(seed: u8, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn sub_block_requests_read_modify_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let arr = array(dir.path());
+        let ex = export(&arr, None);
+        ex.write(0, &pattern(1, 16384)).unwrap();
+        ex.write(1000, &pattern(2, 3000)).unwrap();
+        let mut back = vec![0u8; 16384];
+        ex.read(0, &mut back).unwrap();
+        let mut want = pattern(1, 16384);
+        want[1000..4000].copy_from_slice(&pattern(2, 3000));
+        assert_eq!(back, want);
+        let mut part = vec![0u8; 777];
+        ex.read(4001, &mut part).unwrap();
+        assert_eq!(part, &want[4001..4778]);
+        ex.write_zeroes(512, 1024).unwrap();
+        ex.read(0, &mut back).unwrap();
+        want[512..1536].fill(0);
+        assert_eq!(back, want);
+        // Concurrent aligned and unaligned writes to disjoint bytes of the
+        // same blocks lose nothing.
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let ex = ex.clone();
+                s.spawn(move || {
+                    for i in 0..50u64 {
+                        let off = 65536 + i * 4096 + t * 1024;
+                        ex.write(off, &[t as u8 + 1; 1024]).unwrap();
+                    }
+                });
+            }
+        });
+        let mut all = vec![0u8; 50 * 4096];
+        ex.read(65536, &mut all).unwrap();
+        for (i, b) in all.iter().enumerate() {
+            assert_eq!(*b as usize, (i % 4096) / 1024 + 1, "byte {i}");
+        }
+    }
+
+    /// A hand-written client: GO, then simple requests.
+    fn client(port: u16) -> TcpStream {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+        let mut g = [0u8; 18];
+        s.read_exact(&mut g).unwrap();
+        s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes()).unwrap();
+        let mut o = IHAVEOPT.to_be_bytes().to_vec();
+        o.extend_from_slice(&OPT_GO.to_be_bytes());
+        o.extend_from_slice(&6u32.to_be_bytes());
+        o.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        s.write_all(&o).unwrap();
+        loop {
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).unwrap();
+            let ty = u32::from_be_bytes(h[12..16].try_into().unwrap());
+            let mut d = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
+            s.read_exact(&mut d).unwrap();
+            if ty == REP_ACK {
+                return s;
+            }
+            assert_eq!(ty, REP_INFO);
+        }
+    }
+
+    fn request(s: &mut TcpStream, cmd: Command, offset: u64, length: u32, payload: &[u8]) -> (u32, Vec<u8>) {
+        let r = mosaic_nbd::Request { flags: 0, cmd, cookie: 5, offset, length };
+        s.write_all(&r.encode()).unwrap();
+        s.write_all(payload).unwrap();
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h).unwrap();
+        let err = u32::from_be_bytes(h[4..8].try_into().unwrap());
+        let mut data = Vec::new();
+        if cmd == Command::Read && err == 0 {
+            data.resize(length as usize, 0);
+            s.read_exact(&mut data).unwrap();
+        }
+        (err, data)
+    }
+
+    #[test]
+    fn serve_records_a_trace_that_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let arr = array(&dir.path().join("arr"));
+        let trace = dir.path().join("served.csv");
+        let ex = export(&arr, Some(Recorder::create(&trace).unwrap()));
+        let l = Listener::bind_tcp("127.0.0.1:0").unwrap();
+        let port = l.port().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ex2, stop2) = (ex.clone(), stop.clone());
+        let h = std::thread::spawn(move || {
+            let cfg = ServerConfig { log: false, ..ServerConfig::default() };
+            mosaic_nbd::serve(&l, ex2, &cfg, stop2).unwrap()
+        });
+        let mut c = client(port);
+        for i in 0..10u64 {
+            assert_eq!(request(&mut c, Command::Write, i * 8192, 8192, &pattern(i as u8, 8192)).0, 0);
+        }
+        assert_eq!(request(&mut c, Command::Flush, 0, 0, &[]).0, 0);
+        for i in 0..10u64 {
+            let (err, data) = request(&mut c, Command::Read, i * 8192, 8192, &[]);
+            assert_eq!(err, 0);
+            assert_eq!(data, pattern(i as u8, 8192));
+        }
+        let (err, _) = request(&mut c, Command::Read, arr.capacity(), 4096, &[]);
+        assert_eq!(err, EINVAL);
+        stop.store(true, Ordering::Relaxed);
+        let stats = h.join().unwrap();
+        assert_eq!(stats.requests, 22);
+        assert_eq!(ex.recorder.as_ref().unwrap().finish().unwrap(), 20);
+        let st = mosaic_trace::stats(mosaic_trace::open(&trace, &mosaic_trace::TraceOptions::default()).unwrap()).unwrap();
+        assert_eq!(st.requests, 20);
+        assert_eq!(st.reads, 10);
+    }
+}

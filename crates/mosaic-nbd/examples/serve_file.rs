@@ -1,0 +1,57 @@
+//! Serve one raw file over NBD on a unix socket: the server with no array
+//! behind it, so benchmarks can tell the protocol's cost from the array's.
+//!
+//!   cargo run --release -p mosaic-nbd --example serve_file -- FILE SOCKET [WORKERS]
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use mosaic_nbd::{Export, Listener, ServerConfig};
+
+struct FileExport {
+    f: File,
+    size: u64,
+}
+
+impl Export for FileExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn block_size(&self) -> u64 {
+        4096
+    }
+    fn preferred_block(&self) -> u64 {
+        4096
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.f.read_exact_at(buf, off)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> io::Result<()> {
+        self.f.write_all_at(data, off)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.f.sync_data()
+    }
+    fn trim(&self, _off: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn main() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 3 {
+        eprintln!("usage: serve_file FILE SOCKET [WORKERS]");
+        std::process::exit(2);
+    }
+    let f = OpenOptions::new().read(true).write(true).open(&args[1])?;
+    let size = f.metadata()?.len() / 4096 * 4096;
+    let workers = args.get(3).and_then(|w| w.parse().ok()).unwrap_or(4);
+    let stop = mosaic_nbd::signals::stop_on_signals()?;
+    let l = Listener::bind_unix(std::path::Path::new(&args[2]))?;
+    let cfg = ServerConfig { workers, log: false, ..ServerConfig::default() };
+    eprintln!("serve_file: listening on {}", l.uri(""));
+    mosaic_nbd::serve(&l, Arc::new(FileExport { f, size }), &cfg, stop)?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! What the server serves: the [`Export`] trait, and [`MemExport`], a RAM
+//! export for tests and examples.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+/// A byte range the server exports.  Every method is called from several
+/// worker threads at once; requests have already been checked against
+/// `size()`, the maximum payload and (unless `unaligned_ok`) `block_size()`.
+pub trait Export: Send + Sync {
+    /// Bytes exported.
+    fn size(&self) -> u64;
+    /// Minimum block size advertised (a power of two, 1..=64 KiB).
+    fn block_size(&self) -> u64;
+    /// Preferred I/O size advertised (a power of two >= `block_size`).
+    fn preferred_block(&self) -> u64;
+    /// Whether requests not aligned to `block_size` are handled (by
+    /// read-modify-write); if false the server answers them with EINVAL.
+    fn unaligned_ok(&self) -> bool {
+        false
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write(&self, off: u64, data: &[u8]) -> io::Result<()>;
+    /// Make every completed write durable (all connections' writes: the
+    /// server advertises multi-connection consistency).
+    fn flush(&self) -> io::Result<()>;
+    /// Discard a range; a no-op is a valid implementation.
+    fn trim(&self, off: u64, len: u64) -> io::Result<()>;
+    /// Write zeroes over a range that may exceed the maximum payload.
+    fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
+        let chunk = (1u64 << 20).max(self.block_size());
+        let zero = vec![0u8; chunk.min(len) as usize];
+        let mut done = 0;
+        while done < len {
+            let n = chunk.min(len - done);
+            self.write(off + done, &zero[..n as usize])?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// An export held in memory.
+pub struct MemExport {
+    data: RwLock<Vec<u8>>,
+    block: u64,
+    unaligned: bool,
+    flushes: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl MemExport {
+    pub fn new(size: usize, block: u64) -> MemExport {
+        MemExport { data: RwLock::new(vec![0; size]), block, unaligned: false, flushes: AtomicU64::new(0), writes: AtomicU64::new(0) }
+    }
+
+    /// Accept unaligned requests.
+    pub fn with_unaligned(mut self) -> MemExport {
+        self.unaligned = true;
+        self
+    }
+
+    /// FLUSH (and FUA) calls served so far.
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
+    }
+
+    /// Write calls served so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// A copy of `len` bytes at `off`.
+    pub fn snapshot(&self, off: usize, len: usize) -> Vec<u8> {
+        self.data.read().unwrap_or_else(|e| e.into_inner())[off..off + len].to_vec()
+    }
+
+    fn range(&self, off: u64, len: usize) -> io::Result<std::ops::Range<usize>> {
+        let size = self.size();
+        match off.checked_add(len as u64) {
+            Some(end) if end <= size => Ok(off as usize..end as usize),
+            _ => Err(io::Error::from_raw_os_error(22)),
+        }
+    }
+}
+
+impl Export for MemExport {
+    fn size(&self) -> u64 {
+        self.data.read().unwrap_or_else(|e| e.into_inner()).len() as u64
+    }
+    fn block_size(&self) -> u64 {
+        self.block
+    }
+    fn preferred_block(&self) -> u64 {
+        self.block.max(4096)
+    }
+    fn unaligned_ok(&self) -> bool {
+        self.unaligned
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        let r = self.range(off, buf.len())?;
+        buf.copy_from_slice(&self.data.read().unwrap_or_else(|e| e.into_inner())[r]);
+        Ok(())
+    }
+    fn write(&self, off: u64, data: &[u8]) -> io::Result<()> {
+        let r = self.range(off, data.len())?;
+        self.data.write().unwrap_or_else(|e| e.into_inner())[r].copy_from_slice(data);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        self.range(off, len as usize).map(|_| ())
+    }
+    fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
+        let r = self.range(off, len as usize)?;
+        self.data.write().unwrap_or_else(|e| e.into_inner())[r].fill(0);
+        Ok(())
+    }
+}

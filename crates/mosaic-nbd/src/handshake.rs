@@ -1,0 +1,230 @@
+//! The fixed-newstyle handshake (option haggling) up to transmission.
+//!
+//! ```text
+//!   server                                  client
+//!   ──────                                  ──────
+//!   NBDMAGIC IHAVEOPT flags(u16) ─────────▶
+//!                                ◀───────── client flags (u32)
+//!   ┌─ option loop (at most MAX_OPTIONS) ───────────────────────────┐
+//!   │                            ◀───────── IHAVEOPT opt len data    │
+//!   │  GO / INFO:   REP_INFO(export: size, tflags)                  │
+//!   │               REP_INFO(block size: min, preferred, max)       │
+//!   │               [REP_INFO(name)]  REP_ACK ─▶  GO: transmission  │
+//!   │  LIST:        REP_SERVER(name) REP_ACK                        │
+//!   │  EXPORT_NAME: size(u64) tflags(u16) [124 zeroes] ─▶ transmission
+//!   │  ABORT:       REP_ACK, close                                  │
+//!   │  other:       REP_ERR_UNSUP (STRUCTURED_REPLY too: simple      │
+//!   │               replies only)                                   │
+//!   └────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Anything that breaks framing (wrong magic, unknown client flags, an
+//! option longer than [`MAX_OPTION_LEN`]) is a [`HandshakeError::Garbage`]:
+//! the caller logs it and closes that connection only.
+
+use std::io::{self, Read, Write};
+
+use crate::proto::*;
+
+/// At most this many options per connection before it is closed.
+pub const MAX_OPTIONS: usize = 256;
+
+/// What the handshake tells a client about the export.
+#[derive(Debug, Clone)]
+pub struct ExportInfo {
+    pub name: String,
+    pub description: String,
+    pub size: u64,
+    pub tflags: u16,
+    pub min_block: u32,
+    pub pref_block: u32,
+    pub max_block: u32,
+}
+
+impl ExportInfo {
+    /// Whether a client's export name selects this export ("" is the default).
+    pub fn matches(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.name.as_bytes()
+    }
+}
+
+/// How a handshake ended without error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Transmission begins.
+    Transmission,
+    /// The client sent NBD_OPT_ABORT (or closed during haggling).
+    Aborted,
+}
+
+#[derive(Debug)]
+pub enum HandshakeError {
+    Io(io::Error),
+    /// The client broke the protocol; close the connection.
+    Garbage(String),
+}
+
+impl std::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandshakeError::Io(e) => write!(f, "i/o error during handshake: {e}"),
+            HandshakeError::Garbage(s) => write!(f, "garbage handshake: {s}"),
+        }
+    }
+}
+
+impl From<io::Error> for HandshakeError {
+    fn from(e: io::Error) -> Self {
+        HandshakeError::Io(e)
+    }
+}
+
+fn read_u32<S: Read>(s: &mut S) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b)?;
+    Ok(u32::from_be_bytes(b))
+}
+
+fn read_u64<S: Read>(s: &mut S) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    s.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// Encode one option reply.
+pub fn option_reply(opt: u32, ty: u32, data: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(20 + data.len());
+    v.extend_from_slice(&REPLY_MAGIC.to_be_bytes());
+    v.extend_from_slice(&opt.to_be_bytes());
+    v.extend_from_slice(&ty.to_be_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(data);
+    v
+}
+
+/// Parsed NBD_OPT_INFO / NBD_OPT_GO payload: export name and requested infos.
+fn parse_info_request(d: &[u8]) -> Option<(&[u8], Vec<u16>)> {
+    let nlen = u32::from_be_bytes(d.get(0..4)?.try_into().ok()?) as usize;
+    let name = d.get(4..4usize.checked_add(nlen)?)?;
+    let rest = &d[4 + nlen..];
+    let n = u16::from_be_bytes(rest.get(0..2)?.try_into().ok()?) as usize;
+    let reqs = rest.get(2..)?;
+    if reqs.len() != n * 2 {
+        return None;
+    }
+    Some((name, reqs.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()))
+}
+
+fn info_replies(opt: u32, e: &ExportInfo, wanted: &[u16]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut d = Vec::with_capacity(12);
+    d.extend_from_slice(&INFO_EXPORT.to_be_bytes());
+    d.extend_from_slice(&e.size.to_be_bytes());
+    d.extend_from_slice(&e.tflags.to_be_bytes());
+    out.extend(option_reply(opt, REP_INFO, &d));
+    // Block sizes go out whether asked or not (the spec allows it), so
+    // every client learns the alignment the array needs.
+    let mut d = Vec::with_capacity(14);
+    d.extend_from_slice(&INFO_BLOCK_SIZE.to_be_bytes());
+    for v in [e.min_block, e.pref_block, e.max_block] {
+        d.extend_from_slice(&v.to_be_bytes());
+    }
+    out.extend(option_reply(opt, REP_INFO, &d));
+    if wanted.contains(&INFO_NAME) {
+        let mut d = INFO_NAME.to_be_bytes().to_vec();
+        d.extend_from_slice(e.name.as_bytes());
+        out.extend(option_reply(opt, REP_INFO, &d));
+    }
+    if wanted.contains(&INFO_DESCRIPTION) && !e.description.is_empty() {
+        let mut d = INFO_DESCRIPTION.to_be_bytes().to_vec();
+        d.extend_from_slice(e.description.as_bytes());
+        out.extend(option_reply(opt, REP_INFO, &d));
+    }
+    out.extend(option_reply(opt, REP_ACK, &[]));
+    out
+}
+
+/// Run the server side of the handshake on `s`.
+pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, HandshakeError> {
+    let mut hello = Vec::with_capacity(18);
+    hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
+    hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
+    s.write_all(&hello)?;
+    s.flush()?;
+    let cflags = read_u32(s)?;
+    if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+        return Err(HandshakeError::Garbage(format!("unknown client flags {cflags:#x}")));
+    }
+    let no_zeroes = cflags & FLAG_C_NO_ZEROES != 0;
+    for _ in 0..MAX_OPTIONS {
+        let magic = match read_u64(s) {
+            Ok(m) => m,
+            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(Outcome::Aborted),
+            Err(err) => return Err(err.into()),
+        };
+        if magic != IHAVEOPT {
+            return Err(HandshakeError::Garbage(format!("bad option magic {magic:#018x}")));
+        }
+        let opt = read_u32(s)?;
+        let len = read_u32(s)?;
+        if len > MAX_OPTION_LEN {
+            return Err(HandshakeError::Garbage(format!("option {opt} claims {len} bytes (limit {MAX_OPTION_LEN})")));
+        }
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        let reply = match opt {
+            OPT_EXPORT_NAME => {
+                if !e.matches(&data) {
+                    return Err(HandshakeError::Garbage(format!(
+                        "NBD_OPT_EXPORT_NAME for unknown export {:?}",
+                        String::from_utf8_lossy(&data)
+                    )));
+                }
+                let mut v = Vec::with_capacity(10 + 124);
+                v.extend_from_slice(&e.size.to_be_bytes());
+                v.extend_from_slice(&e.tflags.to_be_bytes());
+                if !no_zeroes {
+                    v.extend_from_slice(&[0u8; 124]);
+                }
+                s.write_all(&v)?;
+                s.flush()?;
+                return Ok(Outcome::Transmission);
+            }
+            OPT_ABORT => {
+                // Best effort: the client may already have gone.
+                let _ = s.write_all(&option_reply(opt, REP_ACK, &[])).and_then(|_| s.flush());
+                return Ok(Outcome::Aborted);
+            }
+            OPT_LIST => {
+                if len != 0 {
+                    option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")
+                } else {
+                    let mut d = (e.name.len() as u32).to_be_bytes().to_vec();
+                    d.extend_from_slice(e.name.as_bytes());
+                    let mut v = option_reply(opt, REP_SERVER, &d);
+                    v.extend(option_reply(opt, REP_ACK, &[]));
+                    v
+                }
+            }
+            OPT_INFO | OPT_GO => match parse_info_request(&data) {
+                None => option_reply(opt, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO payload"),
+                Some((name, _)) if name.len() > MAX_NAME_LEN => option_reply(opt, REP_ERR_TOO_BIG, b"export name too long"),
+                Some((name, _)) if !e.matches(name) => option_reply(opt, REP_ERR_UNKNOWN, b"no such export"),
+                Some((_, wanted)) => {
+                    s.write_all(&info_replies(opt, e, &wanted))?;
+                    s.flush()?;
+                    if opt == OPT_GO {
+                        return Ok(Outcome::Transmission);
+                    }
+                    continue;
+                }
+            },
+            OPT_STARTTLS => option_reply(opt, REP_ERR_POLICY, b"TLS is not supported"),
+            _ => option_reply(opt, REP_ERR_UNSUP, b"option not supported"),
+        };
+        s.write_all(&reply)?;
+        s.flush()?;
+    }
+    Err(HandshakeError::Garbage(format!("more than {MAX_OPTIONS} options")))
+}

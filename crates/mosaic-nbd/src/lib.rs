@@ -1,0 +1,31 @@
+//! mosaic-nbd: a Network Block Device server (fixed newstyle handshake,
+//! simple replies) generic over the [`Export`] trait.  Protocol only: the
+//! adapter for mosaic arrays lives in the `mosaic serve` command.
+//!
+//! ```text
+//!   Listener (TCP / unix) ─▶ server::serve ── accept loop, stop flag
+//!        │ one thread per connection
+//!        ▼
+//!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT
+//!        ▼
+//!   conn::transmission ── reader: parse_request + check
+//!        │                 worker pool: Export::{read, write, flush, trim, write_zeroes}
+//!        ▼                 replier: simple replies under a mutex
+//!   DISC / EOF / stop ── in-flight requests drained, socket closed
+//! ```
+
+pub mod conn;
+pub mod export;
+pub mod handshake;
+mod pool;
+pub mod proto;
+pub mod request;
+pub mod server;
+pub mod signals;
+pub mod stream;
+
+pub use export::{Export, MemExport};
+pub use handshake::ExportInfo;
+pub use request::{check, parse_request, Command, Limits, ParseError, Request};
+pub use server::{export_info, serve, ServeStats, ServerConfig};
+pub use stream::{Listener, Stream};

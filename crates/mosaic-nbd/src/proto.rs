@@ -1,0 +1,91 @@
+//! Wire constants of the NBD protocol (NetworkBlockDevice/nbd `doc/proto.md`).
+//! Every integer on the wire is big-endian.
+
+/// `"NBDMAGIC"`: first eight bytes the server sends.
+pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
+/// `"IHAVEOPT"`: second eight bytes, and the prefix of every client option.
+pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
+/// Prefix of every option reply.
+pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+/// Prefix of every transmission request.
+pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+/// Prefix of every simple reply.
+pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+
+// Handshake flags (server, u16).
+pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
+pub const FLAG_NO_ZEROES: u16 = 1 << 1;
+// Client flags (u32).
+pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
+pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
+
+// Options.
+pub const OPT_EXPORT_NAME: u32 = 1;
+pub const OPT_ABORT: u32 = 2;
+pub const OPT_LIST: u32 = 3;
+pub const OPT_STARTTLS: u32 = 5;
+pub const OPT_INFO: u32 = 6;
+pub const OPT_GO: u32 = 7;
+pub const OPT_STRUCTURED_REPLY: u32 = 8;
+
+// Option reply types.
+pub const REP_ACK: u32 = 1;
+pub const REP_SERVER: u32 = 2;
+pub const REP_INFO: u32 = 3;
+pub const REP_FLAG_ERROR: u32 = 1 << 31;
+pub const REP_ERR_UNSUP: u32 = REP_FLAG_ERROR | 1;
+pub const REP_ERR_POLICY: u32 = REP_FLAG_ERROR | 2;
+pub const REP_ERR_INVALID: u32 = REP_FLAG_ERROR | 3;
+pub const REP_ERR_UNKNOWN: u32 = REP_FLAG_ERROR | 6;
+pub const REP_ERR_TOO_BIG: u32 = REP_FLAG_ERROR | 9;
+
+// NBD_REP_INFO types.
+pub const INFO_EXPORT: u16 = 0;
+pub const INFO_NAME: u16 = 1;
+pub const INFO_DESCRIPTION: u16 = 2;
+pub const INFO_BLOCK_SIZE: u16 = 3;
+
+// Transmission flags (u16).
+pub const TFLAG_HAS_FLAGS: u16 = 1 << 0;
+pub const TFLAG_READ_ONLY: u16 = 1 << 1;
+pub const TFLAG_SEND_FLUSH: u16 = 1 << 2;
+pub const TFLAG_SEND_FUA: u16 = 1 << 3;
+pub const TFLAG_SEND_TRIM: u16 = 1 << 5;
+pub const TFLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+pub const TFLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+
+// Commands.
+pub const CMD_READ: u16 = 0;
+pub const CMD_WRITE: u16 = 1;
+pub const CMD_DISC: u16 = 2;
+pub const CMD_FLUSH: u16 = 3;
+pub const CMD_TRIM: u16 = 4;
+pub const CMD_WRITE_ZEROES: u16 = 6;
+
+// Command flags (u16).
+pub const CMD_FLAG_FUA: u16 = 1 << 0;
+pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
+/// Every command flag this server accepts.
+pub const CMD_FLAGS_KNOWN: u16 = CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO;
+
+// Error values in replies (not the host's errno numbering, though equal on Linux).
+pub const EPERM: u32 = 1;
+pub const EIO: u32 = 5;
+pub const ENOMEM: u32 = 12;
+pub const EINVAL: u32 = 22;
+pub const ENOSPC: u32 = 28;
+pub const EOVERFLOW: u32 = 75;
+pub const ENOTSUP: u32 = 95;
+pub const ESHUTDOWN: u32 = 108;
+
+/// Size of a transmission request header.
+pub const REQUEST_LEN: usize = 28;
+/// Size of a simple reply header.
+pub const SIMPLE_REPLY_LEN: usize = 16;
+/// Largest READ/WRITE payload served (the advertised maximum block size).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+/// Largest option payload accepted during the handshake.
+pub const MAX_OPTION_LEN: u32 = 64 << 10;
+/// Longest export name accepted (the spec's MUST limit).
+pub const MAX_NAME_LEN: usize = 4096;

@@ -1,0 +1,270 @@
+//! Transmission requests: the pure parser and the per-export checks.
+//!
+//! ```text
+//!  0        4        6        8                16               24       28
+//!  +--------+--------+--------+----------------+----------------+--------+
+//!  | magic  | flags  | type   | cookie         | offset         | length |
+//!  | 25609513 u16    | u16    | u64 (opaque)   | u64            | u32    |
+//!  +--------+--------+--------+----------------+----------------+--------+
+//!                           followed by `length` payload bytes for WRITE
+//! ```
+//!
+//! [`parse_request`] only decodes the header and fails only when it cannot
+//! (too short, wrong magic): the connection is then out of sync and must
+//! close.  Everything else — unknown commands, bad flags, ranges, alignment,
+//! sizes — is judged by [`check`], whose error is answered with an NBD
+//! error reply while the connection stays up.
+
+use crate::proto::*;
+
+/// A transmission command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Read,
+    Write,
+    Disc,
+    Flush,
+    Trim,
+    WriteZeroes,
+    /// Any other type value (answered with EINVAL).
+    Unknown(u16),
+}
+
+impl Command {
+    pub fn from_wire(t: u16) -> Command {
+        match t {
+            CMD_READ => Command::Read,
+            CMD_WRITE => Command::Write,
+            CMD_DISC => Command::Disc,
+            CMD_FLUSH => Command::Flush,
+            CMD_TRIM => Command::Trim,
+            CMD_WRITE_ZEROES => Command::WriteZeroes,
+            t => Command::Unknown(t),
+        }
+    }
+
+    pub fn to_wire(self) -> u16 {
+        match self {
+            Command::Read => CMD_READ,
+            Command::Write => CMD_WRITE,
+            Command::Disc => CMD_DISC,
+            Command::Flush => CMD_FLUSH,
+            Command::Trim => CMD_TRIM,
+            Command::WriteZeroes => CMD_WRITE_ZEROES,
+            Command::Unknown(t) => t,
+        }
+    }
+}
+
+/// A decoded request header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub flags: u16,
+    pub cmd: Command,
+    pub cookie: u64,
+    pub offset: u64,
+    pub length: u32,
+}
+
+impl Request {
+    /// Bytes of payload that follow this header on the wire.
+    pub fn payload_len(&self) -> u32 {
+        if self.cmd == Command::Write {
+            self.length
+        } else {
+            0
+        }
+    }
+
+    pub fn fua(&self) -> bool {
+        self.flags & CMD_FLAG_FUA != 0
+    }
+
+    /// Encode (used by tests, clients and the fuzzer's round trip).
+    pub fn encode(&self) -> [u8; REQUEST_LEN] {
+        let mut b = [0u8; REQUEST_LEN];
+        b[0..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+        b[4..6].copy_from_slice(&self.flags.to_be_bytes());
+        b[6..8].copy_from_slice(&self.cmd.to_wire().to_be_bytes());
+        b[8..16].copy_from_slice(&self.cookie.to_be_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_be_bytes());
+        b[24..28].copy_from_slice(&self.length.to_be_bytes());
+        b
+    }
+}
+
+/// Why a header could not be decoded (the stream is out of sync).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Fewer than 28 bytes.
+    Short(usize),
+    /// The first four bytes are not the request magic.
+    BadMagic(u32),
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::Short(n) => write!(f, "request header too short: {n} of {REQUEST_LEN} bytes"),
+            ParseError::BadMagic(m) => write!(f, "bad request magic {m:#010x} (want {REQUEST_MAGIC:#010x})"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+fn be_u16(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+/// Decode one request header from the first 28 bytes of `b` (extra bytes
+/// are ignored).  Pure: no I/O, no allocation, never panics.
+pub fn parse_request(b: &[u8]) -> Result<Request, ParseError> {
+    if b.len() < REQUEST_LEN {
+        return Err(ParseError::Short(b.len()));
+    }
+    let magic = be_u32(&b[0..4]);
+    if magic != REQUEST_MAGIC {
+        return Err(ParseError::BadMagic(magic));
+    }
+    Ok(Request {
+        flags: be_u16(&b[4..6]),
+        cmd: Command::from_wire(be_u16(&b[6..8])),
+        cookie: be_u64(&b[8..16]),
+        offset: be_u64(&b[16..24]),
+        length: be_u32(&b[24..28]),
+    })
+}
+
+/// What the checks need to know about the export and the session.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub size: u64,
+    /// Advertised minimum block size; offsets and lengths must be multiples
+    /// of it unless `unaligned_ok`.
+    pub min_block: u64,
+    /// Largest READ/WRITE length.
+    pub max_payload: u32,
+    pub read_only: bool,
+    pub unaligned_ok: bool,
+}
+
+/// Judge a decoded request against the export: `Err(errno)` is sent back
+/// as the reply's error (an NBD error value from [`crate::proto`]).
+// `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
+#[allow(clippy::manual_is_multiple_of)]
+pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
+    let writes = match r.cmd {
+        Command::Unknown(_) => return Err(EINVAL),
+        Command::Disc | Command::Flush => return Ok(()),
+        Command::Read => false,
+        Command::Write | Command::Trim | Command::WriteZeroes => true,
+    };
+    if r.flags & !CMD_FLAGS_KNOWN != 0 {
+        return Err(EINVAL);
+    }
+    if (r.flags & (CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO)) != 0 && r.cmd != Command::WriteZeroes {
+        return Err(EINVAL);
+    }
+    if writes && l.read_only {
+        return Err(EPERM);
+    }
+    if matches!(r.cmd, Command::Read | Command::Write) && r.length > l.max_payload {
+        return Err(EINVAL);
+    }
+    let end = r.offset.checked_add(r.length as u64).ok_or(EINVAL)?;
+    if end > l.size {
+        // The spec: ENOSPC for writes past the end, EINVAL otherwise.
+        return Err(if writes { ENOSPC } else { EINVAL });
+    }
+    if !l.unaligned_ok && l.min_block > 1 && (r.offset % l.min_block != 0 || r.length as u64 % l.min_block != 0) {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn limits() -> Limits {
+        Limits { size: 1 << 20, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok: false }
+    }
+
+    fn req(cmd: Command, offset: u64, length: u32) -> Request {
+        Request { flags: 0, cmd, cookie: 7, offset, length }
+    }
+
+    #[test]
+    fn round_trip() {
+        let r = Request { flags: CMD_FLAG_FUA, cmd: Command::Write, cookie: 0xdead_beef_0102_0304, offset: 8192, length: 4096 };
+        assert_eq!(parse_request(&r.encode()), Ok(r));
+        assert_eq!(r.payload_len(), 4096);
+        assert!(r.fua());
+    }
+
+    #[test]
+    fn bad_headers() {
+        assert_eq!(parse_request(&[0u8; 27]), Err(ParseError::Short(27)));
+        assert_eq!(parse_request(&[0u8; 28]), Err(ParseError::BadMagic(0)));
+    }
+
+    #[test]
+    fn checks() {
+        let l = limits();
+        assert_eq!(check(&req(Command::Read, 0, 4096), &l), Ok(()));
+        assert_eq!(check(&req(Command::Read, 1 << 20, 4096), &l), Err(EINVAL));
+        assert_eq!(check(&req(Command::Write, 1 << 20, 4096), &l), Err(ENOSPC));
+        assert_eq!(check(&req(Command::Write, u64::MAX - 10, 4096), &l), Err(EINVAL));
+        assert_eq!(check(&req(Command::Write, 512, 4096), &l), Err(EINVAL));
+        assert_eq!(check(&req(Command::Read, 0, MAX_PAYLOAD + 4096), &l), Err(EINVAL));
+        assert_eq!(check(&req(Command::Unknown(99), 0, 0), &l), Err(EINVAL));
+        assert_eq!(check(&req(Command::Flush, 0, 0), &l), Ok(()));
+        let ro = Limits { read_only: true, ..l };
+        assert_eq!(check(&req(Command::Write, 0, 4096), &ro), Err(EPERM));
+        assert_eq!(check(&req(Command::Read, 0, 4096), &ro), Ok(()));
+        let mut r = req(Command::Read, 0, 4096);
+        r.flags = CMD_FLAG_NO_HOLE;
+        assert_eq!(check(&r, &l), Err(EINVAL));
+        r.flags = 1 << 9;
+        assert_eq!(check(&r, &l), Err(EINVAL));
+    }
+
+    proptest! {
+        /// Random bytes never panic the parser or the checks, and whatever
+        /// parses re-encodes to the same 28 bytes.
+        #[test]
+        fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            match parse_request(&bytes) {
+                Ok(r) => {
+                    prop_assert_eq!(&r.encode()[..], &bytes[..REQUEST_LEN]);
+                    let _ = check(&r, &limits());
+                }
+                Err(ParseError::Short(n)) => prop_assert!(n < REQUEST_LEN),
+                Err(ParseError::BadMagic(m)) => prop_assert_ne!(m, REQUEST_MAGIC),
+            }
+        }
+
+        /// Headers with the right magic and random fields always parse.
+        #[test]
+        fn random_fields(flags: u16, ty: u16, cookie: u64, offset: u64, length: u32) {
+            let r = Request { flags, cmd: Command::from_wire(ty), cookie, offset, length };
+            let back = parse_request(&r.encode()).unwrap();
+            prop_assert_eq!(back, r);
+            let res = check(&back, &limits());
+            if res.is_ok() && !matches!(r.cmd, Command::Disc | Command::Flush) {
+                prop_assert!(offset + length as u64 <= 1 << 20);
+                prop_assert_eq!(offset % 4096, 0);
+            }
+        }
+    }
+}

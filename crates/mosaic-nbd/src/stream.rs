@@ -1,0 +1,171 @@
+//! TCP and unix-domain sockets behind one type, so the server is written once.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A connected client socket.
+#[derive(Debug)]
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(how),
+            Stream::Unix(s) => s.shutdown(how),
+        }
+    }
+
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(t),
+            Stream::Unix(s) => s.set_read_timeout(t),
+        }
+    }
+
+    /// Replies are small and latency-bound: no Nagle delay on TCP.
+    pub fn set_nodelay(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nodelay(true),
+            Stream::Unix(_) => Ok(()),
+        }
+    }
+
+    /// Write two buffers (reply header and data) with as few syscalls as the
+    /// kernel allows.
+    pub fn write_all2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
+        let mut done = 0usize;
+        let total = a.len() + b.len();
+        while done < total {
+            let n = if done < a.len() {
+                self.write_vectored(&[IoSlice::new(&a[done..]), IoSlice::new(b)])
+            } else {
+                self.write(&b[done - a.len()..])
+            };
+            match n {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(bufs),
+            Stream::Unix(s) => s.write_vectored(bufs),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    pub fn bind_tcp(addr: impl ToSocketAddrs) -> io::Result<Listener> {
+        let l = TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        Ok(Listener::Tcp(l))
+    }
+
+    /// Bind a unix socket; a stale socket file left by a killed server is
+    /// replaced, any other existing file is an error.
+    pub fn bind_unix(path: &Path) -> io::Result<Listener> {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            if m.file_type().is_socket() {
+                std::fs::remove_file(path)?;
+            } else {
+                return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} exists and is not a socket", path.display())));
+            }
+        }
+        let l = UnixListener::bind(path)?;
+        l.set_nonblocking(true)?;
+        Ok(Listener::Unix(l, path.to_path_buf()))
+    }
+
+    /// The NBD URI clients connect to.
+    pub fn uri(&self, export: &str) -> String {
+        match self {
+            Listener::Tcp(l) => match l.local_addr() {
+                Ok(a) => format!("nbd://{a}/{export}"),
+                Err(_) => "nbd://?".into(),
+            },
+            Listener::Unix(_, p) => format!("nbd+unix:///{export}?socket={}", p.display()),
+        }
+    }
+
+    /// The bound TCP port, if any.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
+            Listener::Unix(..) => None,
+        }
+    }
+
+    /// Accept one pending connection without blocking.
+    pub fn try_accept(&self) -> io::Result<Option<(Stream, String)>> {
+        let r = match self {
+            Listener::Tcp(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string())),
+            Listener::Unix(l, p) => l.accept().map(|(s, _)| (Stream::Unix(s), p.display().to_string())),
+        };
+        match r {
+            Ok((s, peer)) => {
+                // Accepted sockets inherit non-blocking mode on some systems.
+                match &s {
+                    Stream::Tcp(t) => t.set_nonblocking(false)?,
+                    Stream::Unix(u) => u.set_nonblocking(false)?,
+                }
+                Ok(Some((s, peer)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, p) = self {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

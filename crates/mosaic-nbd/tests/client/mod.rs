@@ -1,0 +1,199 @@
+//! A minimal hand-written NBD client and server fixture for the tests.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mosaic_nbd::proto::*;
+use mosaic_nbd::{serve, Command, Export, Listener, Request, ServeStats, ServerConfig};
+
+pub struct Server {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<ServeStats>>,
+}
+
+impl Server {
+    pub fn start(export: Arc<dyn Export>, cfg: ServerConfig) -> Server {
+        let l = Listener::bind_tcp("127.0.0.1:0").unwrap();
+        let port = l.port().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let handle = std::thread::spawn(move || serve(&l, export, &cfg, s2).unwrap());
+        Server { addr: SocketAddr::from(([127, 0, 0, 1], port)), stop, handle: Some(handle) }
+    }
+
+    pub fn stop(mut self) -> ServeStats {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+pub fn cfg() -> ServerConfig {
+    ServerConfig { name: "test".into(), log: false, ..ServerConfig::default() }
+}
+
+pub struct OptReply {
+    pub opt: u32,
+    pub ty: u32,
+    pub data: Vec<u8>,
+}
+
+pub struct Client<S: Read + Write> {
+    pub s: S,
+    pub size: u64,
+    pub tflags: u16,
+    pub block: Option<(u32, u32, u32)>,
+}
+
+pub fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+pub fn u16b(b: &[u8]) -> u16 {
+    u16::from_be_bytes([b[0], b[1]])
+}
+pub fn u32b(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().unwrap())
+}
+pub fn u64b(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b[..8].try_into().unwrap())
+}
+
+impl<S: Read + Write> Client<S> {
+    /// Read the greeting and send client flags.
+    pub fn greet(mut s: S, cflags: u32) -> Client<S> {
+        let mut g = [0u8; 18];
+        s.read_exact(&mut g).unwrap();
+        assert_eq!(u64b(&g[0..]), NBDMAGIC);
+        assert_eq!(u64b(&g[8..]), IHAVEOPT);
+        assert_eq!(u16b(&g[16..]) & FLAG_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE);
+        s.write_all(&cflags.to_be_bytes()).unwrap();
+        Client { s, size: 0, tflags: 0, block: None }
+    }
+
+    pub fn send_opt(&mut self, opt: u32, data: &[u8]) {
+        let mut v = IHAVEOPT.to_be_bytes().to_vec();
+        v.extend_from_slice(&opt.to_be_bytes());
+        v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        v.extend_from_slice(data);
+        self.s.write_all(&v).unwrap();
+    }
+
+    pub fn opt_reply(&mut self) -> OptReply {
+        let mut h = [0u8; 20];
+        self.s.read_exact(&mut h).unwrap();
+        assert_eq!(u64b(&h), REPLY_MAGIC);
+        let mut data = vec![0u8; u32b(&h[16..]) as usize];
+        self.s.read_exact(&mut data).unwrap();
+        OptReply { opt: u32b(&h[8..]), ty: u32b(&h[12..]), data }
+    }
+
+    pub fn info_payload(name: &str, infos: &[u16]) -> Vec<u8> {
+        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        d.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+        for i in infos {
+            d.extend_from_slice(&i.to_be_bytes());
+        }
+        d
+    }
+
+    /// Send INFO or GO and collect replies up to ACK; Err(reply type) on error.
+    pub fn info_or_go(&mut self, opt: u32, name: &str) -> Result<(), u32> {
+        self.send_opt(opt, &Self::info_payload(name, &[INFO_BLOCK_SIZE, INFO_NAME]));
+        loop {
+            let r = self.opt_reply();
+            assert_eq!(r.opt, opt);
+            match r.ty {
+                REP_ACK => return Ok(()),
+                REP_INFO => match u16b(&r.data) {
+                    INFO_EXPORT => {
+                        assert_eq!(r.data.len(), 12);
+                        self.size = u64b(&r.data[2..]);
+                        self.tflags = u16b(&r.data[10..]);
+                    }
+                    INFO_BLOCK_SIZE => {
+                        assert_eq!(r.data.len(), 14);
+                        self.block = Some((u32b(&r.data[2..]), u32b(&r.data[6..]), u32b(&r.data[10..])));
+                    }
+                    _ => {}
+                },
+                t => return Err(t),
+            }
+        }
+    }
+
+    pub fn send(&mut self, cmd: Command, flags: u16, cookie: u64, offset: u64, length: u32, payload: &[u8]) {
+        let r = Request { flags, cmd, cookie, offset, length };
+        let mut v = r.encode().to_vec();
+        v.extend_from_slice(payload);
+        self.s.write_all(&v).unwrap();
+    }
+
+    /// Read one simple reply header: (cookie, error).
+    pub fn reply(&mut self) -> (u64, u32) {
+        let mut h = [0u8; 16];
+        self.s.read_exact(&mut h).unwrap();
+        assert_eq!(u32b(&h), SIMPLE_REPLY_MAGIC);
+        (u64b(&h[8..]), u32b(&h[4..]))
+    }
+
+    pub fn read(&mut self, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
+        self.send(Command::Read, 0, 1, offset, len, &[]);
+        let (c, e) = self.reply();
+        assert_eq!(c, 1);
+        if e != 0 {
+            return Err(e);
+        }
+        let mut b = vec![0u8; len as usize];
+        self.s.read_exact(&mut b).unwrap();
+        Ok(b)
+    }
+
+    pub fn cmd(&mut self, cmd: Command, flags: u16, offset: u64, len: u32, payload: &[u8]) -> u32 {
+        self.send(cmd, flags, 2, offset, len, payload);
+        let (c, e) = self.reply();
+        assert_eq!(c, 2);
+        e
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
+        self.cmd(Command::Write, 0, offset, data.len() as u32, data)
+    }
+}
+
+/// Connect, negotiate with GO, ready for transmission.
+pub fn open(addr: SocketAddr) -> Client<TcpStream> {
+    let mut c = Client::greet(connect(addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.info_or_go(OPT_GO, "").unwrap();
+    c
+}
+
+/// Deterministic test pattern.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -1,0 +1,380 @@
+//! The server against a hand-written client over real loopback sockets:
+//! handshake, every command, bad input, concurrency, shutdown.
+
+mod client;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::*;
+use mosaic_nbd::proto::*;
+use mosaic_nbd::{serve, Command, Listener, MemExport, ServerConfig};
+
+const SIZE: usize = 4 << 20;
+
+fn mem() -> Arc<MemExport> {
+    Arc::new(MemExport::new(SIZE, 4096))
+}
+
+#[test]
+fn go_advertises_size_flags_and_block_sizes() {
+    let srv = Server::start(mem(), cfg());
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.info_or_go(OPT_INFO, "test").unwrap();
+    assert_eq!(c.size, SIZE as u64);
+    c.info_or_go(OPT_GO, "test").unwrap();
+    assert_eq!(c.size, SIZE as u64);
+    for f in [TFLAG_HAS_FLAGS, TFLAG_SEND_FLUSH, TFLAG_SEND_FUA, TFLAG_SEND_TRIM, TFLAG_SEND_WRITE_ZEROES, TFLAG_CAN_MULTI_CONN] {
+        assert_eq!(c.tflags & f, f, "flag {f:#x}");
+    }
+    assert_eq!(c.tflags & TFLAG_READ_ONLY, 0);
+    assert_eq!(c.block, Some((4096, 4096, MAX_PAYLOAD)));
+    assert_eq!(c.write(0, &pattern(1, 4096)), 0);
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(1, 4096));
+}
+
+#[test]
+fn list_unknown_options_and_abort() {
+    let srv = Server::start(mem(), cfg());
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE);
+    c.send_opt(OPT_LIST, &[]);
+    let r = c.opt_reply();
+    assert_eq!(r.ty, REP_SERVER);
+    assert_eq!(u32b(&r.data) as usize, 4);
+    assert_eq!(&r.data[4..], b"test");
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    c.send_opt(OPT_LIST, b"junk");
+    assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
+    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ERR_UNSUP);
+    c.send_opt(99, b"whatever");
+    assert_eq!(c.opt_reply().ty, REP_ERR_UNSUP);
+    assert_eq!(c.info_or_go(OPT_INFO, "nope"), Err(REP_ERR_UNKNOWN));
+    c.send_opt(OPT_GO, &[0, 0, 0, 9, 1]); // name length past the payload
+    assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
+    c.send_opt(OPT_ABORT, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    let mut b = [0u8; 1];
+    assert_eq!(c.s.read(&mut b).unwrap(), 0, "server closes after abort");
+}
+
+#[test]
+fn export_name_with_and_without_zeroes() {
+    let srv = Server::start(mem(), cfg());
+    for (flags, tail) in [(FLAG_C_FIXED_NEWSTYLE, 124usize), (FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES, 0)] {
+        let mut c = Client::greet(connect(srv.addr), flags);
+        c.send_opt(OPT_EXPORT_NAME, b"test");
+        let mut b = vec![0u8; 10 + tail];
+        c.s.read_exact(&mut b).unwrap();
+        assert_eq!(u64b(&b), SIZE as u64);
+        assert!(b[10..].iter().all(|&x| x == 0));
+        assert_eq!(c.write(4096, &pattern(2, 8192)), 0);
+        assert_eq!(c.read(4096, 8192).unwrap(), pattern(2, 8192));
+    }
+    // An unknown name closes that connection.
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE);
+    c.send_opt(OPT_EXPORT_NAME, b"other");
+    let mut b = [0u8; 1];
+    assert_eq!(c.s.read(&mut b).unwrap(), 0);
+}
+
+#[test]
+fn every_command() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    let data = pattern(3, 64 << 10);
+    assert_eq!(c.write(8192, &data), 0);
+    assert_eq!(c.read(8192, data.len() as u32).unwrap(), data);
+    assert_eq!(ex.snapshot(8192, data.len()), data);
+    let f0 = ex.flushes();
+    assert_eq!(c.cmd(Command::Flush, 0, 0, 0, &[]), 0);
+    assert_eq!(ex.flushes(), f0 + 1);
+    assert_eq!(c.cmd(Command::Write, CMD_FLAG_FUA, 0, 4096, &pattern(4, 4096)), 0);
+    assert_eq!(ex.flushes(), f0 + 2, "FUA write flushes before its reply");
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, 8192 + 4096, 8192, &[]), 0);
+    let back = c.read(8192, data.len() as u32).unwrap();
+    assert_eq!(&back[..4096], &data[..4096]);
+    assert!(back[4096..12288].iter().all(|&x| x == 0));
+    assert_eq!(&back[12288..], &data[12288..]);
+    assert_eq!(c.cmd(Command::WriteZeroes, CMD_FLAG_NO_HOLE | CMD_FLAG_FUA, 0, 4096, &[]), 0);
+    assert_eq!(ex.flushes(), f0 + 3);
+    assert_eq!(c.cmd(Command::Trim, 0, 0, 1 << 20, &[]), 0);
+    // The largest payload works.
+    let big = pattern(5, MAX_PAYLOAD as usize);
+    let ex2 = Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096));
+    let srv2 = Server::start(ex2.clone(), cfg());
+    let mut c2 = open(srv2.addr);
+    assert_eq!(c2.write(0, &big), 0);
+    assert_eq!(c2.read(0, MAX_PAYLOAD).unwrap(), big);
+    c.send(Command::Disc, 0, 9, 0, 0, &[]);
+    let mut b = [0u8; 1];
+    assert_eq!(c.s.read(&mut b).unwrap(), 0, "closed after DISC");
+}
+
+#[test]
+fn bad_requests_get_errors_and_the_connection_survives() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    let end = SIZE as u64;
+    assert_eq!(c.read(end, 4096), Err(EINVAL), "read past the end");
+    assert_eq!(c.read(end - 4096, 8192), Err(EINVAL), "read straddling the end");
+    assert_eq!(c.write(end, &[7u8; 4096]), ENOSPC, "write past the end");
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, end - 4096, 8192, &[]), ENOSPC);
+    assert_eq!(c.cmd(Command::Trim, 0, end, 4096, &[]), ENOSPC);
+    assert_eq!(c.read(u64::MAX - 4095, 4096), Err(EINVAL), "offset overflow");
+    assert_eq!(c.read(512, 4096), Err(EINVAL), "misaligned offset");
+    assert_eq!(c.write(0, &[1u8; 1000]), EINVAL, "misaligned length");
+    assert_eq!(c.read(0, MAX_PAYLOAD + 4096), Err(EINVAL), "oversized read");
+    assert_eq!(c.cmd(Command::Unknown(42), 0, 0, 4096, &[]), EINVAL, "unknown command");
+    assert_eq!(c.cmd(Command::Read, 1 << 12, 0, 4096, &[]), EINVAL, "unknown flag");
+    assert_eq!(c.cmd(Command::Write, CMD_FLAG_NO_HOLE, 0, 4096, &[0u8; 4096]), EINVAL, "NO_HOLE on WRITE");
+    // An oversized WRITE: its payload is drained, the stream stays in sync.
+    let huge = vec![0x5au8; MAX_PAYLOAD as usize + 4096];
+    assert_eq!(c.write(0, &huge), EINVAL, "oversized write");
+    assert_eq!(ex.writes(), 0, "nothing was written");
+    assert_eq!(c.write(0, &pattern(6, 4096)), 0);
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(6, 4096));
+}
+
+#[test]
+fn read_only_refuses_writes() {
+    let srv = Server::start(mem(), ServerConfig { read_only: true, ..cfg() });
+    let mut c = open(srv.addr);
+    assert_eq!(c.tflags & TFLAG_READ_ONLY, TFLAG_READ_ONLY);
+    assert_eq!(c.write(0, &[1u8; 4096]), EPERM);
+    assert_eq!(c.cmd(Command::Trim, 0, 0, 4096, &[]), EPERM);
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, 0, 4096, &[]), EPERM);
+    assert_eq!(c.read(0, 4096).unwrap(), vec![0u8; 4096]);
+    assert_eq!(c.cmd(Command::Flush, 0, 0, 0, &[]), 0);
+}
+
+#[test]
+fn unaligned_export_accepts_sub_block_requests() {
+    let ex = Arc::new(MemExport::new(SIZE, 4096).with_unaligned());
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    assert_eq!(c.write(100, &pattern(7, 1000)), 0);
+    assert_eq!(c.read(100, 1000).unwrap(), pattern(7, 1000));
+    assert_eq!(ex.snapshot(100, 1000), pattern(7, 1000));
+}
+
+#[test]
+fn garbage_closes_only_that_connection() {
+    let srv = Server::start(mem(), cfg());
+    let mut good = open(srv.addr);
+    assert_eq!(good.write(0, &pattern(8, 4096)), 0);
+    // Garbage instead of an option.
+    let mut g = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE);
+    g.s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut b = [0u8; 64];
+    assert_eq!(g.s.read(&mut b).unwrap(), 0, "garbage handshake closes");
+    // Unknown client flags.
+    let g = Client::greet(connect(srv.addr), 0xffff_0000);
+    let mut s = g.s;
+    assert_eq!(s.read(&mut b).unwrap(), 0);
+    // A huge option length.
+    let mut g = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE);
+    let mut v = IHAVEOPT.to_be_bytes().to_vec();
+    v.extend_from_slice(&OPT_GO.to_be_bytes());
+    v.extend_from_slice(&u32::MAX.to_be_bytes());
+    g.s.write_all(&v).unwrap();
+    assert_eq!(g.s.read(&mut b).unwrap(), 0);
+    // Bad request magic after GO.
+    let mut bad = open(srv.addr);
+    bad.s.write_all(&[0xffu8; 28]).unwrap();
+    assert_eq!(bad.s.read(&mut b).unwrap(), 0, "bad request magic closes");
+    // Raw random bytes from the first byte on.
+    let mut raw = connect(srv.addr);
+    let mut greet = [0u8; 18];
+    raw.read_exact(&mut greet).unwrap();
+    raw.write_all(&pattern(9, 4096)).unwrap();
+    let _ = raw.read(&mut b);
+    // The first connection and new ones keep working.
+    assert_eq!(good.read(0, 4096).unwrap(), pattern(8, 4096));
+    let mut again = open(srv.addr);
+    assert_eq!(again.read(0, 4096).unwrap(), pattern(8, 4096));
+}
+
+#[test]
+fn handshake_timeout_closes_silent_clients() {
+    let srv = Server::start(mem(), ServerConfig { handshake_timeout: Duration::from_millis(200), ..cfg() });
+    let mut s = connect(srv.addr);
+    let mut greet = [0u8; 18];
+    s.read_exact(&mut greet).unwrap();
+    let t = std::time::Instant::now();
+    let mut b = [0u8; 1];
+    assert_eq!(s.read(&mut b).unwrap(), 0);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let mut c = open(srv.addr);
+    assert_eq!(c.read(0, 4096).unwrap(), vec![0u8; 4096]);
+}
+
+#[test]
+fn many_requests_in_flight() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    let n = 256u64;
+    // Pipeline every write without reading a reply.
+    let mut w = c.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..n {
+            let r = mosaic_nbd::Request { flags: 0, cmd: Command::Write, cookie: i, offset: i * 8192, length: 8192 };
+            w.write_all(&r.encode()).unwrap();
+            w.write_all(&pattern(100 + i, 8192)).unwrap();
+        }
+    });
+    let mut seen = vec![false; n as usize];
+    for _ in 0..n {
+        let (cookie, err) = c.reply();
+        assert_eq!(err, 0);
+        assert!(!seen[cookie as usize], "one reply per cookie");
+        seen[cookie as usize] = true;
+    }
+    writer.join().unwrap();
+    // Pipeline every read; replies may come in any order.
+    for i in 0..n {
+        c.send(Command::Read, 0, 1000 + i, i * 8192, 8192, &[]);
+    }
+    for _ in 0..n {
+        let (cookie, err) = c.reply();
+        assert_eq!(err, 0);
+        let i = cookie - 1000;
+        let mut b = vec![0u8; 8192];
+        c.s.read_exact(&mut b).unwrap();
+        assert_eq!(b, pattern(100 + i, 8192), "read {i}");
+    }
+}
+
+#[test]
+fn several_connections_at_once() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let addr = srv.addr;
+    let threads: Vec<_> = (0..6u64)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut c = open(addr);
+                for j in 0..20u64 {
+                    let off = (t * 20 + j) * 16384;
+                    assert_eq!(c.write(off, &pattern(t * 1000 + j, 16384)), 0);
+                }
+                assert_eq!(c.cmd(Command::Flush, 0, 0, 0, &[]), 0);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Another connection sees every connection's writes.
+    let mut c = open(addr);
+    for t in 0..6u64 {
+        for j in 0..20u64 {
+            let off = (t * 20 + j) * 16384;
+            assert_eq!(c.read(off, 16384).unwrap(), pattern(t * 1000 + j, 16384));
+        }
+    }
+    let stats = srv.stop();
+    assert_eq!(stats.connections, 7);
+    assert_eq!(stats.errors, 0);
+}
+
+#[test]
+fn unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nbd.sock");
+    let l = Listener::bind_unix(&path).unwrap();
+    assert!(l.uri("x").starts_with("nbd+unix:///x?socket="));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let h = std::thread::spawn(move || serve(&l, mem(), &cfg(), s2).unwrap());
+    let s = UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut c = Client::greet(s, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.info_or_go(OPT_GO, "").unwrap();
+    c.write(4096, &pattern(10, 4096));
+    assert_eq!(c.read(4096, 4096).unwrap(), pattern(10, 4096));
+    stop.store(true, Ordering::Relaxed);
+    let stats = h.join().unwrap();
+    assert_eq!(stats.connections, 1);
+    assert!(!path.exists(), "socket file removed at stop");
+}
+
+#[test]
+fn stop_drains_in_flight_requests() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    let n = 64u64;
+    for i in 0..n {
+        c.send(Command::Write, 0, i, i * 4096, 4096, &pattern(200 + i, 4096));
+    }
+    // Wait for the first reply so the requests are being served, then stop.
+    let mut got = vec![c.reply()];
+    let stopper = std::thread::spawn(move || srv.stop());
+    while got.len() < n as usize {
+        got.push(c.reply());
+    }
+    assert!(got.iter().all(|&(_, e)| e == 0));
+    let stats = stopper.join().unwrap();
+    assert_eq!(stats.requests, n);
+    for i in 0..n {
+        assert_eq!(ex.snapshot((i * 4096) as usize, 4096), pattern(200 + i, 4096));
+    }
+    let mut b = [0u8; 1];
+    assert_eq!(c.s.read(&mut b).unwrap(), 0, "closed after stop");
+}
+
+/// Fails (with an error or a panic) on chosen offsets.
+struct Faulty(MemExport);
+
+impl mosaic_nbd::Export for Faulty {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn block_size(&self) -> u64 {
+        self.0.block_size()
+    }
+    fn preferred_block(&self) -> u64 {
+        self.0.preferred_block()
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        match off {
+            65536 => Err(std::io::Error::from_raw_os_error(5)),
+            131072 => panic!("export bug"),
+            _ => self.0.read(off, buf),
+        }
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        if off == 65536 {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.0.write(off, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.0.trim(off, len)
+    }
+}
+
+#[test]
+fn export_errors_and_panics_become_error_replies() {
+    let srv = Server::start(Arc::new(Faulty(MemExport::new(SIZE, 4096))), cfg());
+    let mut c = open(srv.addr);
+    assert_eq!(c.read(65536, 4096), Err(EIO));
+    assert_eq!(c.write(65536, &[1u8; 4096]), ENOSPC);
+    assert_eq!(c.read(131072, 4096), Err(EIO), "a panic is answered with EIO");
+    // Default write_zeroes goes through write().
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, 65536, 4096, &[]), ENOSPC);
+    assert_eq!(c.write(0, &pattern(11, 4096)), 0);
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(11, 4096));
+    let stats = srv.stop();
+    assert_eq!(stats.errors, 4);
+}
