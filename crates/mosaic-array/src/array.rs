@@ -100,6 +100,9 @@ pub struct ArrayInfo {
 
 const LOCKS: usize = 4096;
 
+/// Phases moving at most this many bytes run on the calling thread.
+const INLINE_BYTES: u64 = 64 << 10;
+
 /// An assembled array.
 pub struct Array {
     layout: FixedLayout,
@@ -853,13 +856,18 @@ impl Array {
     /// Run ops on the calling thread: one op, RAM members, or a caller that
     /// is itself an I/O thread (a nested array used as a member): blocking
     /// on another pool from inside a pool job can deadlock work stealing.
-    fn inline(&self, n_ops: usize) -> bool {
-        n_ops <= 1 || self.all_memory.load(std::sync::atomic::Ordering::Relaxed) || rayon::current_thread_index().is_some()
+    ///
+    /// Small phases (a 4 KiB read-modify-write moves 8 KiB per phase) also
+    /// run inline: waking pool threads costs more than the copies, and
+    /// callers that want throughput (the NBD server) issue requests from
+    /// several threads anyway.
+    fn inline(&self, n_ops: usize, bytes: u64) -> bool {
+        n_ops <= 1 || bytes <= INLINE_BYTES || self.all_memory.load(std::sync::atomic::Ordering::Relaxed) || rayon::current_thread_index().is_some()
     }
 
     /// Run read ops concurrently; results in op order.
     pub(crate) fn run_reads(&self, ops: &[DevOp]) -> Vec<Result<Vec<u8>, (usize, std::io::Error)>> {
-        let res: Vec<_> = if self.inline(ops.len()) {
+        let res: Vec<_> = if self.inline(ops.len(), ops.iter().map(|o| o.len).sum()) {
             ops.iter().map(|op| self.run_one_read(op)).collect()
         } else {
             let mut out: Vec<Option<Result<Vec<u8>, (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
@@ -876,7 +884,7 @@ impl Array {
 
     /// Run write ops concurrently; the result of each op.
     pub(crate) fn run_writes(&self, ops: &[(DevOp, &[u8])]) -> Vec<Result<(), (usize, std::io::Error)>> {
-        let res: Vec<_> = if self.inline(ops.len()) {
+        let res: Vec<_> = if self.inline(ops.len(), ops.iter().map(|o| o.0.len).sum()) {
             ops.iter().map(|(op, b)| self.run_one_write(op, b)).collect()
         } else {
             let mut out: Vec<Option<Result<(), (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
