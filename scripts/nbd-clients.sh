@@ -297,6 +297,30 @@ demo_check() {
 }
 demo_check
 
+# --- a DVS array over NBD: fio verify, rewrites make garbage, idle GC ---------
+dvs_check() {
+    local d=$WORK/dvs
+    "$MOSAIC" create -a "$d" --level dvs --members 5 --member-size 64M --zoned --stripe-unit 64K --zone-size 4M >/dev/null 2>&1 \
+        || { fail dvs-serve "create failed"; return; }
+    start_server "$d" "$WORK/dvs.log" || { fail dvs-serve "server did not start"; return; }
+    # Rewrite the same 16 MiB three times (garbage for GC), then verify it.
+    local out
+    if ! out=$(cd "$WORK" && $FIO --name=dvs --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 --size=16M \
+            --loops=3 --verify=crc32c --do_verify=1 2>&1); then
+        fail dvs-serve "fio: $(tail -3 <<<"$out")"; stop_server >/dev/null; return
+    fi
+    sleep 2  # idle: background GC runs in steps
+    stop_server >/dev/null
+    local gc
+    gc=$(grep -o '[0-9]* background GC steps' "$WORK/dvs.log" | grep -o '^[0-9]*')
+    if [ "${gc:-0}" -gt 0 ] && grep -q 'closed clean' "$WORK/dvs.log"; then
+        ok dvs-serve "fio crc32c verify over 3 rewrites, $gc background GC steps while idle"
+    else
+        fail dvs-serve "expected idle GC steps: $(grep -E 'stopping|error' "$WORK/dvs.log" | head -3)"
+    fi
+}
+dvs_check
+
 # --- crash loop -----------------------------------------------------------------
 CR=$WORK/crash
 # NBD_CRASH_CREATE_ARGS=--no-journal shows the write hole without the journal.

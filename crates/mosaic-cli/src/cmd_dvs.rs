@@ -220,3 +220,82 @@ pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
     }
     Ok(0)
 }
+
+/// A DVS array as an NBD export, with background garbage collection after
+/// an idle period (`mosaic serve` on a DVS array).
+///
+/// ```text
+///   NBD workers ──> Mutex<DvsArray> ──> write / read / flush
+///   GC thread: every 50 ms, if no request for `idle` ──> one gc_step
+///   (a request waits for at most the step in progress: foreground I/O
+///    aborts background GC between steps, as in the paper)
+/// ```
+pub struct DvsExport {
+    arr: std::sync::Mutex<DvsArray>,
+    last_io: std::sync::Mutex<std::time::Instant>,
+    size: u64,
+    block: u64,
+    chunk: u64,
+    /// Background GC steps run.
+    pub gc_steps: std::sync::atomic::AtomicU64,
+}
+
+impl DvsExport {
+    pub fn open(array: &str) -> Result<DvsExport> {
+        let a = open(array)?;
+        let (size, block, chunk) = (a.capacity(), a.geo().block, a.geo().chunk);
+        Ok(DvsExport { arr: std::sync::Mutex::new(a), last_io: std::sync::Mutex::new(std::time::Instant::now()), size, block, chunk, gc_steps: Default::default() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DvsArray> {
+        *self.last_io.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+        self.arr.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One GC step if the array has been idle for `idle`; whether it ran.
+    pub fn idle_gc(&self, idle: std::time::Duration) -> Result<bool> {
+        if self.last_io.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < idle {
+            return Ok(false);
+        }
+        let Ok(mut a) = self.arr.try_lock() else { return Ok(false) };
+        let ran = a.gc_step()?;
+        if ran {
+            self.gc_steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(ran)
+    }
+
+    /// Destage and make everything durable (at shutdown).
+    pub fn close(&self) -> Result<()> {
+        Ok(self.lock().flush()?)
+    }
+}
+
+fn dvs_io(e: mosaic_dvs::DvsError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+impl mosaic_nbd::Export for DvsExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn block_size(&self) -> u64 {
+        self.block
+    }
+    fn preferred_block(&self) -> u64 {
+        // The largest power of two dividing the chunk.
+        1 << self.chunk.trailing_zeros().min(16)
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.lock().read(off, buf).map_err(dvs_io)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.lock().write(off, data).map_err(dvs_io)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.lock().flush().map_err(dvs_io)
+    }
+    fn trim(&self, _off: u64, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -247,9 +247,62 @@ fn demo_array(read_only: bool) -> Result<Array> {
     Ok(arr)
 }
 
+fn listener(a: &ServeArgs) -> Result<Listener> {
+    Ok(match &a.socket {
+        Some(p) => Listener::bind_unix(p).with_context(|| format!("binding {}", p.display()))?,
+        None => Listener::bind_tcp(a.listen.as_str()).with_context(|| format!("listening on {}", a.listen))?,
+    })
+}
+
+/// How long a DVS array must see no request before a background GC step.
+const DVS_IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Serve a DVS array: its own export, and a thread that runs garbage
+/// collection in steps whenever the array has been idle.
+fn run_dvs(a: &ServeArgs, spec: &str, stop: Arc<std::sync::atomic::AtomicBool>) -> Result<i32> {
+    if a.read_only || a.record.is_some() || a.min_block.is_some() {
+        bail!("--read-only, --record and --min-block are for fixed-geometry arrays, not DVS arrays");
+    }
+    let export = Arc::new(crate::cmd_dvs::DvsExport::open(spec)?);
+    let listener = listener(a)?;
+    let cfg = ServerConfig { name: a.export.clone(), description: "mosaic dvs array".into(), workers: a.workers.max(1), log: !a.quiet, ..ServerConfig::default() };
+    let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
+    eprintln!("mosaic serve: dvs array, {} ({} bytes), block {} preferred {}", human(info.size), info.size, info.min_block, info.pref_block);
+    eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
+    let gc_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gc = {
+        let (export, gc_stop) = (export.clone(), gc_stop.clone());
+        std::thread::spawn(move || -> Result<()> {
+            while !gc_stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if !export.idle_gc(DVS_IDLE)? {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+            Ok(())
+        })
+    };
+    let stats = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop)?;
+    gc_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let gc_result = gc.join().map_err(|_| anyhow::anyhow!("the GC thread panicked"))?;
+    eprintln!(
+        "mosaic serve: stopping: {} connections, {} requests, {} errors, {} background GC steps; flushing",
+        stats.connections,
+        stats.requests,
+        stats.errors,
+        export.gc_steps.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    export.close()?;
+    gc_result.context("background garbage collection")?;
+    eprintln!("mosaic serve: array flushed and closed clean");
+    Ok(0)
+}
+
 pub fn run(a: ServeArgs) -> Result<i32> {
     // Signals first: a Ctrl-C during a long open still stops cleanly.
     let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
+    if let Some(s) = a.array.as_deref().filter(|s| !a.demo && crate::cmd_dvs::is_dvs_array(s)) {
+        return run_dvs(&a, s, stop);
+    }
     let array = if a.demo {
         demo_array(a.read_only)?
     } else {
@@ -278,10 +331,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         rmw: RwLock::new(()),
         recorder,
     });
-    let listener = match &a.socket {
-        Some(p) => Listener::bind_unix(p).with_context(|| format!("binding {}", p.display()))?,
-        None => Listener::bind_tcp(a.listen.as_str()).with_context(|| format!("listening on {}", a.listen))?,
-    };
+    let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
         description: format!("mosaic {} array, {} members", geo.level, geo.members),
