@@ -321,6 +321,24 @@ dvs_check() {
 }
 dvs_check
 
+# --- the small-write caches in front of an array over NBD --------------------
+cache_check() {
+    local d=$WORK/cached pol out bad=""
+    "$MOSAIC" create -a "$d" --level raid5 --members 5 --member-size 32M --stripe-unit 4K >/dev/null 2>&1 \
+        || { fail cache-serve "create failed"; return; }
+    for pol in fpc ppc+data; do
+        start_server "$d" "$WORK/cache.log" --cache "$pol" --cache-size 1M || { bad="$pol: server did not start"; break; }
+        if ! out=$(cd "$WORK" && $FIO --name=cache --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=16 --size=8M \
+                --number_ios=6000 --verify=crc32c --do_verify=1 2>&1); then
+            bad="$pol: fio: $(tail -3 <<<"$out")"; stop_server >/dev/null; break
+        fi
+        stop_server >/dev/null
+        "$MOSAIC" scrub -a "$d" >"$WORK/cache-scrub.log" 2>&1 || { bad="$pol: scrub after close: $(tail -2 "$WORK/cache-scrub.log")"; break; }
+    done
+    if [ -z "$bad" ]; then ok cache-serve "fpc and ppc+data write-back caches: fio crc32c verify, scrub clean after close"; else fail cache-serve "$bad"; fi
+}
+cache_check
+
 # --- crash loop -----------------------------------------------------------------
 CR=$WORK/crash
 # NBD_CRASH_CREATE_ARGS=--no-journal shows the write hole without the journal.

@@ -55,7 +55,10 @@ impl CacheVolume {
         let cache = CachedArray::new(arr.layout(), cfg)?.with_bytes()?;
         let write_back = match arr.journal() {
             Some(j) => {
-                let need = 16 * (cfg.write_cache + cfg.parity_cache) + (8 << 20);
+                // Between checkpoints (at half the ring) a write adds its
+                // logical record and destages (each at most about twice the
+                // write cache in records), and a checkpoint destages all.
+                let need = 8 * (cfg.write_cache + cfg.parity_cache) + (4 << 20);
                 if j.capacity() < need {
                     return Err(ArrayError::Usage(format!(
                         "journal {} holds {} bytes; a write-back {} cache of {} + {} bytes needs at least {need}",

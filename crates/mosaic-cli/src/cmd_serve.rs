@@ -19,8 +19,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use mosaic_array::spec::ArraySpec;
-use mosaic_array::{Array, CreateOptions};
-use mosaic_core::Level;
+use mosaic_array::{Array, CacheVolume, CreateOptions};
+use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_nbd::{Export, Listener, ServerConfig};
 use mosaic_trace::{Op, Request, TraceWriter};
 
@@ -64,6 +64,57 @@ pub struct ServeArgs {
     /// Do not log connections
     #[arg(long)]
     pub quiet: bool,
+    /// Small-write cache in front of the array: none, fpc, ppc or ppc+data
+    /// (write-back through the array's journal, write-through without one)
+    #[arg(long)]
+    pub cache: Option<String>,
+    /// Size of each cache structure (write cache, parity cache, old-data buffer)
+    #[arg(long, value_parser = size, default_value = "2M")]
+    pub cache_size: u64,
+}
+
+/// What the export reads and writes: the array, or the array behind the
+/// small-write caches.
+enum Volume {
+    Plain(Arc<Array>),
+    Cached(CacheVolume),
+}
+
+impl Volume {
+    fn array(&self) -> &Array {
+        match self {
+            Volume::Plain(a) => a,
+            Volume::Cached(v) => v.array(),
+        }
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), mosaic_array::ArrayError> {
+        match self {
+            Volume::Plain(a) => a.read(off, buf),
+            Volume::Cached(v) => v.read(off, buf),
+        }
+    }
+    fn write(&self, off: u64, data: &[u8]) -> Result<(), mosaic_array::ArrayError> {
+        match self {
+            Volume::Plain(a) => a.write(off, data),
+            Volume::Cached(v) => v.write(off, data),
+        }
+    }
+    fn flush(&self) -> Result<(), mosaic_array::ArrayError> {
+        match self {
+            Volume::Plain(a) => a.flush(),
+            Volume::Cached(v) => v.flush(),
+        }
+    }
+    /// Destage whatever is cached, flush, and mark the array clean.
+    fn close(&self) -> Result<(), mosaic_array::ArrayError> {
+        match self {
+            Volume::Plain(a) => {
+                a.flush()?;
+                a.close()
+            }
+            Volume::Cached(v) => v.close(),
+        }
+    }
 }
 
 /// Windows FILETIME (100 ns ticks since 1601) of now, for MSR timestamps.
@@ -106,7 +157,7 @@ impl Recorder {
 
 /// `mosaic_array::Array` as an NBD export.
 struct ArrayExport {
-    array: Arc<Array>,
+    array: Volume,
     /// The array's block: requests aligned to it go straight through.
     block: u64,
     /// The advertised minimum block (at most `block`).
@@ -315,22 +366,28 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         }
         arr
     };
-    let array = Arc::new(array);
     let geo = array.geometry().clone();
+    let array = match &a.cache {
+        None => Volume::Plain(Arc::new(array)),
+        Some(name) => {
+            let cfg = CacheConfig::uniform(CachePolicy::parse(name)?, a.cache_size);
+            let v = CacheVolume::new(array, cfg)?;
+            eprintln!(
+                "mosaic serve: {} cache, {} per structure, {}",
+                name,
+                human(a.cache_size),
+                if v.is_write_back() { "write-back through the journal" } else { "write-through (no journal)" }
+            );
+            Volume::Cached(v)
+        }
+    };
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
     let min_block = a.min_block.unwrap_or(geo.block);
     if !min_block.is_power_of_two() || min_block > geo.block {
         bail!("--min-block must be a power of two no larger than the array's block ({})", geo.block);
     }
-    let export = Arc::new(ArrayExport {
-        array: array.clone(),
-        block: geo.block,
-        min_block,
-        preferred: geo.unit * geo.k as u64,
-        capacity: array.capacity(),
-        rmw: RwLock::new(()),
-        recorder,
-    });
+    let capacity = array.array().capacity();
+    let export = Arc::new(ArrayExport { array, block: geo.block, min_block, preferred: geo.unit * geo.k as u64, capacity, rmw: RwLock::new(()), recorder });
     let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
@@ -364,8 +421,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         let n = rec.finish().context("writing the --record trace")?;
         eprintln!("mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
     }
-    array.flush()?;
-    array.close()?;
+    export.array.close()?;
     eprintln!("mosaic serve: array flushed and closed clean");
     Ok(0)
 }
@@ -396,7 +452,7 @@ mod tests {
     fn export(arr: &Arc<Array>, recorder: Option<Recorder>) -> Arc<ArrayExport> {
         let geo = arr.geometry().clone();
         Arc::new(ArrayExport {
-            array: arr.clone(),
+            array: Volume::Plain(arr.clone()),
             block: geo.block,
             min_block: geo.block,
             preferred: geo.unit * geo.k as u64,
