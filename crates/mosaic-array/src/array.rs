@@ -132,6 +132,8 @@ pub struct Array {
     /// writes finish; a journal checkpoint takes it exclusively.
     inflight: RwLock<()>,
     replayed: Option<ReplayReport>,
+    /// Read-only opens: journal records a crash left (not applied).
+    journal_pending: usize,
 }
 
 fn now_secs() -> u64 {
@@ -311,6 +313,27 @@ impl Array {
 
     /// Assemble an array from its members' superblocks.
     pub fn open(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
+        let arr = Self::open_once(spec, writable)?;
+        let journaled = arr.sb.lock().journal.is_some();
+        if writable || !journaled || (arr.journal_pending == 0 && !arr.opened_dirty) {
+            return Ok(arr);
+        }
+        // A read-only open of an array whose journal holds records a crash
+        // left: recover first (as a read-only ext4 mount replays its
+        // journal), so readers never see a torn stripe.
+        drop(arr);
+        // Best effort: without write access (or the journal) the reader gets
+        // the members as they are, and `opened_dirty` says so.
+        let Ok(w) = Self::open_once(spec, true) else { return Self::open_once(spec, false) };
+        let replayed = w.replayed.clone();
+        w.close()?;
+        drop(w);
+        let mut arr = Self::open_once(spec, false)?;
+        arr.replayed = replayed;
+        Ok(arr)
+    }
+
+    fn open_once(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
         let paths = spec.member_paths()?;
         let mut found: Vec<(Arc<dyn Member>, Superblock, String)> = Vec::new();
         let mut listed_journal: Option<Arc<dyn Member>> = None;
@@ -454,6 +477,7 @@ impl Array {
         }
         let geo = sb.geometry.clone();
         let mut records = Vec::new();
+        let mut pending = 0;
         let journal = match (&sb.journal, journal_dev) {
             (Some(_), Some(dev)) if writable => {
                 let (j, recs) = Journal::open(dev, sb.array_uuid)?;
@@ -466,14 +490,23 @@ impl Array {
             (Some(p), None) if writable => {
                 return Err(ArrayError::BadMember(format!("array {} needs its write-ahead journal ({p}) to open for writing", sb.array_uuid)));
             }
+            (Some(_), Some(dev)) => {
+                // Read-only: only look whether a crash left records.
+                pending = Journal::open(dev, sb.array_uuid).map(|(_, r)| r.len()).unwrap_or(0);
+                None
+            }
             _ => None,
         };
         let mut arr = Array::assemble(geo, slots, sb, writable, journal)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
+        arr.journal_pending = pending;
         if arr.journal.is_some() {
             let rep = arr.replay(records)?;
             // Every write went through the journal, so after its replay every
             // stripe's code agrees with its data: no resync is needed.
+            if arr.opened_dirty {
+                arr.write_superblocks(|s| s.state = ArrayState::Clean)?;
+            }
             arr.opened_dirty = false;
             arr.replayed = Some(rep);
         }
@@ -623,6 +656,7 @@ impl Array {
             auto_checkpoint: std::sync::atomic::AtomicBool::new(true),
             inflight: RwLock::new(()),
             replayed: None,
+            journal_pending: 0,
         })
     }
 
@@ -1071,6 +1105,11 @@ impl Array {
         *closed = true;
         if self.writable && self.dirty.load(std::sync::atomic::Ordering::Acquire) {
             self.flush()?;
+            // Everything is on the members: a clean array leaves its
+            // journal empty, so the next open has nothing to replay.
+            if let Some(j) = &self.journal {
+                j.checkpoint()?;
+            }
             self.write_superblocks(|s| s.state = ArrayState::Clean)?;
         }
         Ok(())
