@@ -362,11 +362,11 @@ impl Array {
                     _ => std::path::PathBuf::from(p),
                 };
                 match FileMember::open(&p).and_then(|m| m.lock(writable).map(|_| m)) {
-                Ok(m) => Some(Arc::new(m) as Arc<dyn Member>),
-                Err(e) if writable => {
-                    return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}")));
-                }
-                Err(_) => None,
+                    Ok(m) => Some(Arc::new(m) as Arc<dyn Member>),
+                    Err(e) if writable => {
+                        return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}")));
+                    }
+                    Err(_) => None,
                 }
             }
         };
