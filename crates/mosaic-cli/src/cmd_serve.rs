@@ -253,14 +253,7 @@ impl Export for ArrayExport {
     }
     fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
         let t = Instant::now();
-        let chunk = (4u64 << 20).max(self.preferred);
-        let zero = vec![0u8; chunk.min(len) as usize];
-        let mut done = 0;
-        while done < len {
-            let n = chunk.min(len - done);
-            self.write_inner(off + done, &zero[..n as usize])?;
-            done += n;
-        }
+        mosaic_nbd::export::zero_fill(off, len, (4u64 << 20).max(self.preferred), |o, z| self.write_inner(o, z))?;
         if let Some(rec) = &self.recorder {
             rec.record(Op::Write, off, len, t);
         }

@@ -29,16 +29,21 @@ pub trait Export: Send + Sync {
     fn trim(&self, off: u64, len: u64) -> io::Result<()>;
     /// Write zeroes over a range that may exceed the maximum payload.
     fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
-        let chunk = (1u64 << 20).max(self.block_size());
-        let zero = vec![0u8; chunk.min(len) as usize];
-        let mut done = 0;
-        while done < len {
-            let n = chunk.min(len - done);
-            self.write(off + done, &zero[..n as usize])?;
-            done += n;
-        }
-        Ok(())
+        zero_fill(off, len, (1u64 << 20).max(self.block_size()), |o, z| self.write(o, z))
     }
+}
+
+/// Write zeroes over `[off, off+len)` in pieces of at most `chunk` bytes
+/// through `write`, with one zeroed buffer.
+pub fn zero_fill(off: u64, len: u64, chunk: u64, mut write: impl FnMut(u64, &[u8]) -> io::Result<()>) -> io::Result<()> {
+    let zero = vec![0u8; chunk.min(len) as usize];
+    let mut done = 0;
+    while done < len {
+        let n = chunk.min(len - done);
+        write(off + done, &zero[..n as usize])?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// An export held in memory.
