@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use mosaic_core::{CacheConfig, CachePolicy, CachedArray, FixedLayout, Frontend, Geometry, Level, WritePolicy};
+use mosaic_core::{CacheConfig, CachePolicy, CachedArray, Direct, FixedLayout, Frontend, Geometry, Level, WritePolicy};
 use mosaic_drives::DriveModel;
 use mosaic_sim::{Mode, SimConfig, SimReport, Simulator, Synthetic};
 use mosaic_trace::{Format, TraceOptions};
@@ -235,16 +235,6 @@ pub fn cache_config(a: &ReplayArgs, name: &str) -> Result<CacheConfig> {
 }
 
 fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> Result<SimReport> {
-    let dvs = crate::cmd_dvs::is_dvs_scheme(level);
-    let (layout, drives) = if dvs {
-        // A placeholder layout (DVS plans for itself); the drives as given.
-        (layout_for("raid0", 1, 4096, 4096, 4096, WritePolicy::Auto)?, build_drives(&a.device, a.drives)?)
-    } else {
-        let (l, d) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
-        // Fixed layouts overwrite in place: on SMR models they run on
-        // conventional drives of the same timing (the paper's HDD RAID-5).
-        (l, crate::cmd_dvs::drives_for_fixed_layout(d))
-    };
     // Synthetic workloads carry no timestamps: they always run closed-loop.
     let mode = match (a.mode.as_str(), a.synthetic.is_some()) {
         ("open", false) => Mode::Open { time_scale: 1.0 },
@@ -256,20 +246,25 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         Some(s) => s.split(',').map(|x| x.trim().parse().map_err(|_| anyhow!("bad --failed member {x:?}"))).collect::<Result<_>>()?,
     };
     let cfg = SimConfig { mode, failed, keep_latencies: keep };
-    let sim = match cache {
-        _ if dvs => {
-            if cache.is_some() {
-                bail!("--cache is for fixed parity layouts; {level} has its own write cache");
-            }
-            let fe = crate::cmd_dvs::replay_frontend(level, &drives, a.stripe_unit, a.block_size, 0)?;
-            Simulator::with_frontend(fe, drives, cfg)?
+    let layout;
+    let (fe, drives): (Box<dyn Frontend>, _) = if crate::cmd_dvs::is_dvs_scheme(level) {
+        if cache.is_some() {
+            bail!("--cache is for fixed parity layouts; {level} has its own write cache");
         }
-        None => Simulator::new(&layout, drives, cfg)?,
-        Some(name) => {
-            let fe: Box<dyn Frontend> = Box::new(CachedArray::new(&layout, cache_config(a, name)?)?);
-            Simulator::with_frontend(fe, drives, cfg)?
-        }
+        let drives = build_drives(&a.device, a.drives)?;
+        (crate::cmd_dvs::replay_frontend(level, &drives, a.stripe_unit, a.block_size, 0)?, drives)
+    } else {
+        let (l, d) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
+        layout = l;
+        let fe: Box<dyn Frontend> = match cache {
+            None => Box::new(Direct(&layout)),
+            Some(name) => Box::new(CachedArray::new(&layout, cache_config(a, name)?)?),
+        };
+        // Fixed layouts overwrite in place: on SMR models they run on
+        // conventional drives of the same timing (the paper's HDD RAID-5).
+        (fe, crate::cmd_dvs::drives_for_fixed_layout(d))
     };
+    let sim = Simulator::with_frontend(fe, drives, cfg)?;
     let rep = match (&a.synthetic, &a.input.trace) {
         (Some(p), _) => {
             let pattern = Synthetic::parse_pattern(p).map_err(|e| anyhow!(e))?;
