@@ -53,8 +53,8 @@ fn array(journal: bool) -> Result<Array> {
 
 /// A volume under test: the bare array or a cache in front of it.
 enum Vol {
-    Bare(Array),
-    Cached(CacheVolume),
+    Bare(Box<Array>),
+    Cached(Box<CacheVolume>),
 }
 
 impl Vol {
@@ -95,8 +95,8 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         let make = || -> Result<Vol> {
             let arr = array(true)?;
             Ok(match p {
-                None => Vol::Bare(arr),
-                Some(p) => Vol::Cached(CacheVolume::new(arr, CacheConfig::uniform(*p, a.cache_size))?),
+                None => Vol::Bare(Box::new(arr)),
+                Some(p) => Vol::Cached(Box::new(CacheVolume::new(arr, CacheConfig::uniform(*p, a.cache_size))?)),
             })
         };
         // 4 KiB random writes over the footprint, for a fixed time.

@@ -77,7 +77,7 @@ pub struct ServeArgs {
 /// small-write caches.
 enum Volume {
     Plain(Arc<Array>),
-    Cached(CacheVolume),
+    Cached(Box<CacheVolume>),
 }
 
 impl Volume {
@@ -371,7 +371,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
                 human(a.cache_size),
                 if v.is_write_back() { "write-back through the journal" } else { "write-through (no journal)" }
             );
-            Volume::Cached(v)
+            Volume::Cached(Box::new(v))
         }
     };
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
