@@ -38,6 +38,7 @@ use crate::addr::{ChunkKey, DvsConfig, Geo};
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
 use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, peek_record, record_header_len, MetaLayout, Record, Superblock, SB_LEN};
 use crate::tables::{Stripe, Tables};
+use mosaic_core::MemberState;
 use crate::DvsError;
 
 /// A host-managed zoned member device.
@@ -162,6 +163,7 @@ pub struct ArrayInfo {
     pub ssgs: u32,
     pub logical_chunks_per_ssg: u32,
     pub failed: Vec<usize>,
+    pub member_list: Vec<MemberInfo>,
     pub live_ssgs: usize,
     pub valid_chunks: u64,
     pub log_seq: u64,
@@ -187,6 +189,80 @@ pub struct DvsArray {
     /// Journal: next record offset and sequence number.
     jpos: u64,
     jseq: u64,
+    /// Data-path device operations (slot reads and writes; metadata not counted).
+    io: IoCounters,
+}
+
+/// Device operations on member data zones since open.
+#[derive(Debug, Default)]
+struct IoCounters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+/// What [`DvsArray::io_counters`] reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IoCounts {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// One member in [`ArrayInfo`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MemberInfo {
+    pub index: usize,
+    pub state: MemberState,
+    pub present: bool,
+    pub describe: String,
+}
+
+/// Result of [`DvsArray::rebuild`] (regions are SSGs).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RebuildReport {
+    pub members: Vec<usize>,
+    pub regions: u64,
+    pub resumed_from: u64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+    pub mib_per_s: f64,
+}
+
+/// A stripe of the array: SIT row `row` of SSG `lsn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct StripeRef {
+    pub lsn: u32,
+    pub row: u32,
+}
+
+/// Result of [`DvsArray::scrub`].
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ScrubReport {
+    /// Stripes holding at least one valid chunk, all of whose members work.
+    pub stripes_checked: u64,
+    /// Stripes whose data chunks were all superseded (garbage awaiting GC:
+    /// their parity protects nothing, so they are not checked).
+    pub dead_stripes: u64,
+    /// Stripes with a column on a failed or rebuilding member.
+    pub unverified_stripes: u64,
+    /// Stripes whose parity disagrees with their data.
+    pub mismatched: Vec<StripeRef>,
+    /// For k >= 2: the one column (member) found wrong in a mismatched
+    /// stripe (trying each column as erased, exactly one makes the stripe
+    /// consistent).  With k = 1 the wrong column cannot be told.
+    pub located: Vec<(StripeRef, usize)>,
+    /// With repair: valid chunks of mismatched stripes re-striped (written
+    /// again through the normal path: a new stripe with fresh parity; the
+    /// old stripe becomes garbage).  A located wrong data column is
+    /// corrected from the others first; otherwise the data is trusted, as
+    /// md does.
+    pub rewritten_chunks: u64,
+    pub repaired: bool,
+    pub bytes_read: u64,
+    pub seconds: f64,
 }
 
 /// The policy of a real array: write-through, or the SSG write cache of
@@ -199,6 +275,17 @@ fn params(cfg: &DvsConfig) -> DvsParams {
     p.read_cache_chunks = 0;
     p.idle_ns = None;
     p
+}
+
+/// Whether a member in `state` holds the data of SSG `lsn` (and so takes
+/// its appends): active members hold every SSG, a member being rebuilt
+/// those below its rebuild position, a failed member none.
+fn holds(state: &MemberState, lsn: u32) -> bool {
+    match state {
+        MemberState::Active => true,
+        MemberState::Rebuilding { done } => (lsn as u64) < *done,
+        MemberState::Failed => false,
+    }
 }
 
 fn ioe(what: &str, m: usize, e: io::Error) -> DvsError {
@@ -269,6 +356,7 @@ impl DvsArray {
             current: None,
             jpos: ml.journal_start,
             jseq: 0,
+            io: IoCounters::default(),
             geo,
         })
     }
@@ -335,56 +423,79 @@ impl DvsArray {
             }
         }
         let (seq, slot, mut tables, _) = best.ok_or_else(|| DvsError::Corrupt("no valid checkpoint on any member".into()))?;
-        let healthy: Vec<bool> = members.iter().map(|m| m.is_some()).collect();
-        // Reconcile with the drives' write pointers.  A member holding less
-        // than the tables say missed writes while it was failed: stale.
-        let mut healthy = healthy;
+        // Member states: what the metadata records, then what the drives
+        // say.  A missing member fails; a member holding less than the
+        // tables say in a zone it should hold missed writes: stale, failed.
+        // Failures found here are recorded by the checkpoint below, so a
+        // member that fails once stays failed until it is replaced.
+        let mut states = tables.member_state.clone();
+        for (m, st) in states.iter_mut().enumerate() {
+            if members[m].is_none() {
+                *st = MemberState::Failed;
+            }
+        }
         for lsn in 0..geo.ssgs {
-            let p = tables.gtt[lsn as usize];
-            let zone = geo.zone_of(p);
+            let zone = geo.zone_of(tables.gtt[lsn as usize]);
             for (m, d) in members.iter().enumerate() {
-                let Some(d) = d else { continue };
+                let Some(d) = d.as_ref().filter(|_| holds(&states[m], lsn)) else { continue };
                 let wp = d.write_pointer(zone).unwrap_or(0);
                 let dev = (wp.saturating_sub(zone * geo.cfg.zone_size)).div_ceil(geo.chunk) as u32;
                 if dev < tables.get(lsn).map(|s| s.wp[m]).unwrap_or(0) {
-                    healthy[m] = false;
+                    states[m] = MemberState::Failed;
                 }
             }
         }
-        let stale = healthy.iter().filter(|h| !**h).count();
-        if stale > cfg.parity {
-            return Err(DvsError::Corrupt(format!("{stale} members are missing or hold less than the metadata records; at most {} may", cfg.parity)));
+        let out = states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+        if out > cfg.parity {
+            return Err(DvsError::Corrupt(format!("{out} members are failed, missing, being rebuilt or hold less than the metadata records; at most {} may", cfg.parity)));
         }
+        // Slots a crash appended but never logged become garbage.
         for lsn in 0..geo.ssgs {
             let p = tables.gtt[lsn as usize];
             let zone = geo.zone_of(p);
             for (m, d) in members.iter().enumerate() {
-                let Some(d) = d.as_ref().filter(|_| healthy[m]) else { continue };
+                let Some(d) = d.as_ref().filter(|_| holds(&states[m], lsn)) else { continue };
                 let wp = d.write_pointer(zone).ok_or_else(|| DvsError::Corrupt(format!("member {m}: zone {zone} is not sequential")))?;
                 let dev = (wp - zone * geo.cfg.zone_size).div_ceil(geo.chunk) as u32;
                 let have = tables.get(lsn).map(|s| s.wp[m]).unwrap_or(0);
-                if dev < have {
-                    return Err(DvsError::Corrupt(format!("member {m}: SSG {lsn} records {have} chunks in zone {zone} but the drive's write pointer holds {dev}")));
-                }
                 if dev > have {
                     tables.get_mut(lsn).wp[m] = dev;
                 }
             }
         }
+        // Spare segments a crash left written are reset.
         for p in tables.spares().collect::<Vec<_>>() {
             let zone = geo.zone_of(p);
             for (m, d) in members.iter().enumerate() {
-                let Some(d) = d.as_ref().filter(|_| healthy[m]) else { continue };
+                let Some(d) = d.as_ref().filter(|_| !matches!(states[m], MemberState::Failed)) else { continue };
                 if d.write_pointer(zone).is_some_and(|wp| wp > zone * geo.cfg.zone_size) {
                     d.reset_zone(zone).map_err(|e| ioe("resetting a spare segment", m, e))?;
                 }
             }
         }
+        tables.member_state = states.clone();
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         let mut dvs = Dvs::with_tables(tables.clone(), params(&cfg));
-        dvs.healthy = healthy;
+        dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
-        let mut a = DvsArray { dvs, durable: tables, ml, uuid: first.uuid, members, bytes: HashMap::new(), code, seq, log_pos: ml.log_start, ck_slot: slot, poisoned: None, current: None, jpos: ml.journal_start, jseq, geo };
+        let mut a = DvsArray {
+            dvs,
+            durable: tables,
+            ml,
+            uuid: first.uuid,
+            members,
+            bytes: HashMap::new(),
+            code,
+            seq,
+            log_pos: ml.log_start,
+            ck_slot: slot,
+            poisoned: None,
+            current: None,
+            jpos: ml.journal_start,
+            jseq,
+            io: IoCounters::default(),
+            geo,
+        };
         a.checkpoint()?;
         a.replay_journal()?;
         Ok(a)
@@ -398,7 +509,7 @@ impl DvsArray {
         }
         let mut best: Vec<(u64, u64, Vec<u8>)> = Vec::new();
         let mut best_end = self.ml.journal_start;
-        for (m, d) in self.working() {
+        for (m, d) in self.meta_members() {
             let mut j = vec![0u8; (self.ml.journal_end - self.ml.journal_start) as usize];
             d.read_at(&mut j, self.ml.journal_start).map_err(|e| ioe("reading the journal", m, e))?;
             let (mut pos, mut want, mut recs) = (0usize, self.jseq, Vec::new());
@@ -446,6 +557,7 @@ impl DvsArray {
             ssgs: self.geo.ssgs,
             logical_chunks_per_ssg: self.geo.lchunks,
             failed: self.dvs.failed_members(),
+            member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
             log_seq: self.seq,
@@ -499,7 +611,7 @@ impl DvsArray {
         if self.jpos + rec.len() as u64 > self.ml.journal_end {
             self.destage_all()?;
         }
-        for (m, d) in self.working() {
+        for (m, d) in self.meta_members() {
             d.write_at(&rec, self.jpos).map_err(|e| ioe("journal", m, e))?;
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
@@ -567,7 +679,10 @@ impl DvsArray {
     fn read_chunk(&self, cr: &ChunkRead) -> Result<Vec<u8>, DvsError> {
         let mut v = vec![0u8; (cr.b - cr.a) as usize];
         match &cr.src {
-            Src::Direct { member, offset } => self.member(*member)?.read_at(&mut v, *offset).map_err(|e| ioe("read", *member, e))?,
+            Src::Direct { member, offset } => {
+                self.member(*member)?.read_at(&mut v, *offset).map_err(|e| ioe("read", *member, e))?;
+                self.count(false, v.len());
+            }
             Src::Recon { phys, stripe, col } => v = self.reconstruct(*phys, stripe, *col, cr.a, cr.b, None)?,
         }
         Ok(v)
@@ -593,6 +708,7 @@ impl DvsArray {
             }
             let mut v = vec![0u8; len];
             self.member(m)?.read_at(&mut v, self.geo.slot_offset(phys, st.idx[c]) + a).map_err(|e| ioe("read", m, e))?;
+            self.count(false, v.len());
             present.push((self.shard(st, c), v));
         }
         for j in st.width()..self.geo.data {
@@ -657,16 +773,16 @@ impl DvsArray {
         for st in &job.stripes {
             let par = self.encode(st, &data)?;
             for (col, (&m, &idx)) in st.members.iter().zip(&st.idx).enumerate() {
-                if !self.dvs.healthy[m as usize] {
+                if !self.writes_to(m as usize, job.lsn) {
                     continue; // degraded write: the column is rebuilt later
                 }
                 let b = if col < st.width() { data[&st.lcns[col]].clone() } else { par[col - st.width()].clone() };
                 per.entry(m as usize).or_default().push((self.geo.slot_offset(job.phys, idx), b));
             }
         }
-        for (m, mut ops) in per.clone() {
+        for (m, mut ops) in per {
             ops.sort_by_key(|o| o.0);
-            let d = self.member(m)?.clone();
+            let d = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
             let mut i = 0;
             while i < ops.len() {
                 let start = ops[i].0;
@@ -677,25 +793,63 @@ impl DvsArray {
                     i += 1;
                 }
                 d.write_at(&buf, start).map_err(|e| ioe("append", m, e))?;
+                self.count(true, buf.len());
             }
-        }
-        for &m in per.keys() {
-            self.member(m)?.flush().map_err(|e| ioe("flush", m, e))?;
+            d.flush().map_err(|e| ioe("flush", m, e))?;
         }
         let rec = match job.old_phys {
             Some(_) => Record::Compact { lsn: job.lsn, phys: job.phys, rows: job.stripes.clone() },
             None => Record::Append { lsn: job.lsn, rows: job.stripes.clone() },
         };
         self.log(rec)?;
-        for &(m, zone) in &job.resets {
-            self.member(m)?.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
+        // The old segment's zone, on every member that holds the SSG (the
+        // engine lists the active ones; a member being rebuilt past this
+        // SSG holds it too).
+        let mut resets = job.resets.clone();
+        if let Some(old) = job.old_phys {
+            let zone = self.geo.zone_of(old);
+            for m in 0..self.geo.n {
+                let extra = !self.dvs.healthy[m] && self.writes_to(m, job.lsn);
+                if extra && self.members[m].as_ref().is_some_and(|d| d.write_pointer(zone).is_some_and(|wp| wp > zone * self.geo.cfg.zone_size)) {
+                    resets.push((m, zone));
+                }
+            }
+        }
+        for (m, zone) in resets {
+            let d = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
+            d.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
         }
         self.current = None;
         Ok(())
     }
 
-    fn working(&self) -> Vec<(usize, Arc<dyn ZonedMember>)> {
-        self.members.iter().enumerate().filter(|(m, _)| self.dvs.healthy[*m]).filter_map(|(m, d)| d.clone().map(|d| (m, d))).collect()
+    /// Members that keep the metadata (log, checkpoints, journal): every
+    /// present member that is not failed, a member being rebuilt included
+    /// (it gets a checkpoint when it is put in, and every record after).
+    fn meta_members(&self) -> Vec<(usize, Arc<dyn ZonedMember>)> {
+        self.members.iter().enumerate().filter(|(m, _)| !matches!(self.state(*m), MemberState::Failed)).filter_map(|(m, d)| d.clone().map(|d| (m, d))).collect()
+    }
+
+    /// The recorded state of member `m`.
+    pub fn state(&self, m: usize) -> MemberState {
+        self.durable.member_state[m]
+    }
+
+    /// Whether appends to SSG `lsn` go to member `m`.
+    fn writes_to(&self, m: usize, lsn: u32) -> bool {
+        self.members[m].is_some() && holds(&self.state(m), lsn)
+    }
+
+    /// Data-path device operations since open.
+    pub fn io_counters(&self) -> IoCounts {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        IoCounts { reads: l(&self.io.reads), writes: l(&self.io.writes), read_bytes: l(&self.io.read_bytes), write_bytes: l(&self.io.write_bytes) }
+    }
+
+    fn count(&self, write: bool, bytes: usize) {
+        let (n, b) = if write { (&self.io.writes, &self.io.write_bytes) } else { (&self.io.reads, &self.io.read_bytes) };
+        n.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Append a record to the log of every working member (checkpoint
@@ -708,7 +862,7 @@ impl DvsArray {
             self.seq = seq;
             return self.checkpoint();
         }
-        for (m, d) in self.working() {
+        for (m, d) in self.meta_members() {
             d.write_at(&b, self.log_pos).map_err(|e| ioe("log", m, e))?;
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
@@ -722,7 +876,7 @@ impl DvsArray {
     pub fn checkpoint(&mut self) -> Result<(), DvsError> {
         let ck = encode_checkpoint(&self.durable, self.seq);
         let slot = self.ck_slot + 1;
-        for (m, d) in self.working() {
+        for (m, d) in self.meta_members() {
             d.write_at(&ck, self.ml.slot_offset(slot)).map_err(|e| ioe("checkpoint", m, e))?;
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
@@ -731,90 +885,284 @@ impl DvsArray {
         Ok(())
     }
 
-    /// Stop using member `m` (failed).
+    /// Mark member `m` failed (a command, or a member known bad) and record
+    /// it in the metadata: it is never read or written again, and stays
+    /// failed when the array is next opened even if its device is back,
+    /// until it is replaced.  Refused when it would leave more members
+    /// out than the parity tolerates.
     pub fn fail(&mut self, m: usize) -> Result<(), DvsError> {
+        self.check_ok()?;
         if m >= self.geo.n {
-            return Err(DvsError::Other(format!("no member {m}")));
+            return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
+        }
+        let st = self.state(m);
+        if matches!(st, MemberState::Failed) {
+            return Err(DvsError::Other(format!("member {m} is already failed")));
+        }
+        let out = (0..self.geo.n).filter(|&i| i != m && !matches!(self.state(i), MemberState::Active)).count();
+        if matches!(st, MemberState::Active) && out + 1 > self.geo.k {
+            return Err(DvsError::Other(format!("refusing to fail member {m}: {out} member(s) already out and k = {} tolerates {}; data would be lost", self.geo.k, self.geo.k)));
         }
         self.dvs.healthy[m] = false;
-        if self.dvs.healthy.iter().filter(|h| !**h).count() > self.geo.k {
-            self.poisoned = Some(format!("more than {} members failed", self.geo.k));
-        }
-        Ok(())
+        let r = self.log(Record::Member { m: m as u8, state: MemberState::Failed });
+        self.poison(r)
     }
 
-    /// Put `dev` in place of failed member `m` and rebuild it: every
-    /// segment's slots up to the write pointer, reconstructed through the
-    /// SIT (slots in no stripe, left by a crash, are written as zeros).
+    /// Put `dev` in place of failed member `m`: its zones are reset, its
+    /// metadata area cleared, and it gets the superblock and a checkpoint.
+    /// It is then `Rebuilding { done: 0 }`: [`DvsArray::rebuild`] fills it
+    /// SSG by SSG and can be stopped and resumed; meanwhile it takes the
+    /// appends of the SSGs already rebuilt.
     pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
         self.check_ok()?;
-        if m >= self.geo.n || self.dvs.healthy[m] {
-            return Err(DvsError::Other(format!("member {m} is not failed")));
+        if m >= self.geo.n {
+            return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
+        }
+        match self.state(m) {
+            MemberState::Failed => {}
+            MemberState::Active => return Err(DvsError::Other(format!("member {m} is active; only a failed member can be replaced (mosaic fail first)"))),
+            MemberState::Rebuilding { .. } => return Err(DvsError::Other(format!("member {m} is already being rebuilt (mosaic rebuild resumes it)"))),
         }
         check_member(&self.geo.cfg, m, dev.as_ref())?;
-        for z in self.geo.cfg.conventional..self.geo.cfg.zones {
-            if dev.write_pointer(z).is_some_and(|wp| wp > z * self.geo.cfg.zone_size) {
+        let mut b = vec![0u8; SB_LEN as usize];
+        if dev.read_at(&mut b, 0).is_ok() {
+            if let Ok(sb) = Superblock::decode(&b) {
+                if sb.uuid == self.uuid && sb.member != m && sb.member < self.geo.n && !matches!(self.state(sb.member), MemberState::Failed) {
+                    return Err(DvsError::Other(format!("{} is member {} of this array already", dev.describe(), sb.member)));
+                }
+            }
+        }
+        let cfg = &self.geo.cfg;
+        for z in cfg.conventional..cfg.zones {
+            if dev.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size) {
                 dev.reset_zone(z).map_err(|e| ioe("zone reset", m, e))?;
             }
         }
-        dev.write_at(&Superblock { config: self.geo.cfg.clone(), uuid: self.uuid, member: m }.encode(), 0).map_err(|e| ioe("superblock", m, e))?;
-        self.members[m] = Some(dev.clone());
-        let r = self.rebuild_onto(m, &dev);
-        self.poison(r)?;
-        self.dvs.healthy[m] = true;
-        self.checkpoint()
+        // Old checkpoints and records (from an earlier life of this
+        // device) must not be taken for this array's.
+        let zero = vec![0u8; (self.ml.journal_end - SB_LEN).min(16 << 20) as usize];
+        let mut pos = SB_LEN;
+        while pos < self.ml.journal_end {
+            let n = ((self.ml.journal_end - pos) as usize).min(zero.len());
+            dev.write_at(&zero[..n], pos).map_err(|e| ioe("clearing the metadata area", m, e))?;
+            pos += n as u64;
+        }
+        dev.write_at(&Superblock { config: cfg.clone(), uuid: self.uuid, member: m }.encode(), 0).map_err(|e| ioe("superblock", m, e))?;
+        dev.flush().map_err(|e| ioe("flush", m, e))?;
+        self.members[m] = Some(dev);
+        Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.durable)?;
+        let r = self.checkpoint();
+        self.poison(r)
     }
 
-    fn rebuild_onto(&self, m: usize, dev: &Arc<dyn ZonedMember>) -> Result<(), DvsError> {
-        let t = &self.dvs.tables;
-        let mut live = t.live.clone();
-        live.sort_unstable();
-        let c = self.geo.chunk;
-        for lsn in live {
-            let s = t.get(lsn).unwrap();
-            let phys = s.phys;
-            for idx in 0..s.wp[m] {
-                let bytes = match s.owner[m].get(idx as usize) {
-                    Some(&row) if row != crate::tables::NONE => {
-                        let st = &s.sit[row as usize];
-                        let col = st.col_of(m).unwrap();
-                        self.reconstruct(phys, st, col, 0, c, Some(m))?
+    /// Members being rebuilt and the lowest rebuild position (an LSN).
+    pub fn rebuild_pending(&self) -> Option<(Vec<usize>, u64)> {
+        let t: Vec<(usize, u64)> = (0..self.geo.n)
+            .filter_map(|m| match self.state(m) {
+                MemberState::Rebuilding { done } if self.members[m].is_some() => Some((m, done)),
+                _ => None,
+            })
+            .collect();
+        let start = t.iter().map(|x| x.1).min()?;
+        Some((t.into_iter().map(|x| x.0).collect(), start))
+    }
+
+    /// Rebuild every member being rebuilt, SSG by SSG from its recorded
+    /// position: each slot up to the SSG's write pointer for that member is
+    /// reconstructed through the SIT (slots in no stripe, left by a crash,
+    /// are written as zeros), after resetting the zone a stopped rebuild
+    /// may have half written.  The position is logged after every SSG
+    /// that held data (an SSG is a zone on every member, so the record is
+    /// cheap beside it), so a stopped rebuild resumes at the SSG it was in.  `progress(done, total)` counts SSGs;
+    /// `abort_after` stops abruptly after that many SSGs, as a killed
+    /// process would (tests).
+    pub fn rebuild(&mut self, progress: &dyn Fn(u64, u64), abort_after: Option<u64>) -> Result<RebuildReport, DvsError> {
+        self.check_ok()?;
+        let t0 = std::time::Instant::now();
+        let Some((targets, start)) = self.rebuild_pending() else {
+            return Err(DvsError::Other("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
+        };
+        let total = self.geo.ssgs as u64;
+        let mut written = 0u64;
+        for lsn in start..total {
+            if abort_after.is_some_and(|a| lsn - start >= a) {
+                self.poisoned = Some("rebuild stopped (fault injection)".into());
+                return Err(DvsError::Other(format!("rebuild stopped after {} SSGs (fault injection)", lsn - start)));
+            }
+            let mut wrote = false;
+            for &m in &targets {
+                if !holds(&self.state(m), lsn as u32) && self.dvs.tables.get(lsn as u32).is_some() {
+                    let r = self.rebuild_ssg(m, lsn as u32);
+                    written += self.poison(r)?;
+                    wrote = true;
+                }
+            }
+            progress(lsn + 1 - start, total - start);
+            if wrote && lsn + 1 < total {
+                for &m in &targets {
+                    if !holds(&self.state(m), lsn as u32) {
+                        let r = self.log(Record::Member { m: m as u8, state: MemberState::Rebuilding { done: lsn + 1 } });
+                        self.poison(r)?;
                     }
-                    _ => vec![0u8; c as usize],
-                };
-                dev.write_at(&bytes, self.geo.slot_offset(phys, idx)).map_err(|e| ioe("rebuild write", m, e))?;
+                }
             }
         }
-        dev.flush().map_err(|e| ioe("flush", m, e))
+        for &m in &targets {
+            self.dvs.healthy[m] = true;
+            let r = self.log(Record::Member { m: m as u8, state: MemberState::Active });
+            self.poison(r)?;
+        }
+        let r = self.checkpoint();
+        self.poison(r)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
     }
 
-    /// Verify every stripe whose members all work: recomputed parity must
-    /// match.  Returns the number of bad stripes.
-    pub fn scrub(&self) -> Result<u64, DvsError> {
-        let t = &self.dvs.tables;
+    /// Rebuild SSG `lsn` onto member `m`; returns the bytes written.
+    fn rebuild_ssg(&self, m: usize, lsn: u32) -> Result<u64, DvsError> {
+        let Some(s) = self.dvs.tables.get(lsn) else { return Ok(0) };
+        let dev = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
+        let (phys, c) = (s.phys, self.geo.chunk);
+        let zone = self.geo.zone_of(phys);
+        if dev.write_pointer(zone).is_some_and(|wp| wp > zone * self.geo.cfg.zone_size) {
+            dev.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
+        }
+        let mut buf: Vec<u8> = Vec::new();
+        let mut at = self.geo.slot_offset(phys, 0);
+        let mut written = 0;
+        for idx in 0..s.wp[m] {
+            let bytes = match s.owner[m].get(idx as usize) {
+                Some(&row) if row != crate::tables::NONE => {
+                    let st = &s.sit[row as usize];
+                    let col = st.col_of(m).ok_or_else(|| DvsError::Corrupt(format!("SSG {lsn}: slot {m}:{idx} owned by a stripe without member {m}")))?;
+                    self.reconstruct(phys, st, col, 0, c, Some(m))?
+                }
+                _ => vec![0u8; c as usize],
+            };
+            buf.extend_from_slice(&bytes);
+            if buf.len() >= 1 << 20 || idx + 1 == s.wp[m] {
+                dev.write_at(&buf, at).map_err(|e| ioe("rebuild write", m, e))?;
+                self.count(true, buf.len());
+                at += buf.len() as u64;
+                written += buf.len() as u64;
+                buf.clear();
+            }
+        }
+        dev.flush().map_err(|e| ioe("flush", m, e))?;
+        Ok(written)
+    }
+
+    /// Verify every stripe that still protects data: recomputed parity
+    /// must match.  With `repair`, the valid chunks of each mismatched
+    /// stripe are written again through the normal path (zones cannot be
+    /// rewritten in place, so repair re-stripes: a new stripe with fresh
+    /// parity is appended and the bad one becomes garbage for GC).  For
+    /// k >= 2 a single wrong column is located and corrected first.
+    pub fn scrub_with(&mut self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, DvsError> {
+        self.check_ok()?;
+        let t0 = std::time::Instant::now();
+        if repair {
+            // Cached writes are newer than the drives: destage them first,
+            // so a rewrite never puts older bytes over them.
+            let r = self.destage_all();
+            self.poison(r)?;
+        }
+        let mut rep = ScrubReport { repaired: repair, ..Default::default() };
         let c = self.geo.chunk as usize;
-        let mut bad = 0;
-        for &lsn in &t.live {
-            let s = t.get(lsn).unwrap();
-            for st in &s.sit {
-                if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
+        let mut live = self.dvs.tables.live.clone();
+        live.sort_unstable();
+        let total: u64 = live.iter().filter_map(|&l| self.dvs.tables.get(l)).map(|s| s.sit.len() as u64).sum();
+        let mut done = 0u64;
+        let mut rewrite: Vec<(ChunkKey, Vec<u8>)> = Vec::new();
+        for lsn in live {
+            let t = &self.dvs.tables;
+            let s = t.get(lsn).ok_or_else(|| DvsError::Corrupt(format!("live SSG {lsn} has no tables")))?;
+            for (row, st) in s.sit.iter().enumerate() {
+                done += 1;
+                progress(done, total);
+                let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
+                if !valid.iter().any(|v| *v) {
+                    rep.dead_stripes += 1;
                     continue;
                 }
-                let mut cols = Vec::new();
+                if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
+                    rep.unverified_stripes += 1;
+                    continue;
+                }
+                let mut cols = Vec::with_capacity(st.members.len());
                 for (col, &m) in st.members.iter().enumerate() {
                     let mut v = vec![0u8; c];
                     self.member(m as usize)?.read_at(&mut v, self.geo.slot_offset(s.phys, st.idx[col])).map_err(|e| ioe("read", m as usize, e))?;
+                    self.count(false, c);
+                    rep.bytes_read += c as u64;
                     cols.push(v);
                 }
-                let data: HashMap<u32, Vec<u8>> = st.lcns.iter().zip(&cols).map(|(&l, v)| (l, v.clone())).collect();
-                // A stripe may list one LCN twice only across rows, never within one.
-                let par = self.encode(st, &data)?;
-                if par.iter().zip(&cols[st.width()..]).any(|(a, b)| a != b) {
-                    bad += 1;
+                rep.stripes_checked += 1;
+                if self.consistent(st, &cols)? {
+                    continue;
+                }
+                let sr = StripeRef { lsn, row: row as u32 };
+                rep.mismatched.push(sr);
+                let bad = if self.geo.k >= 2 { self.locate(st, &cols)? } else { None };
+                if let Some((col, fixed)) = bad {
+                    rep.located.push((sr, st.members[col] as usize));
+                    cols[col] = fixed;
+                }
+                if repair {
+                    for col in (0..st.width()).filter(|&col| valid[col]) {
+                        rewrite.push(((lsn, st.lcns[col]), std::mem::take(&mut cols[col])));
+                    }
                 }
             }
         }
-        Ok(bad)
+        for (key, bytes) in rewrite {
+            self.write(self.geo.chunk_start(key), &bytes)?;
+            rep.rewritten_chunks += 1;
+        }
+        if repair {
+            let r = self.destage_all();
+            self.poison(r)?;
+        }
+        rep.seconds = t0.elapsed().as_secs_f64();
+        Ok(rep)
+    }
+
+    /// Check only: the number of mismatched stripes.
+    pub fn scrub(&mut self) -> Result<u64, DvsError> {
+        Ok(self.scrub_with(false, &|_, _| {})?.mismatched.len() as u64)
+    }
+
+    /// Whether a stripe's parity columns match its data columns.
+    fn consistent(&self, st: &Stripe, cols: &[Vec<u8>]) -> Result<bool, DvsError> {
+        let data: HashMap<u32, Vec<u8>> = st.lcns.iter().zip(cols).map(|(&l, v)| (l, v.clone())).collect();
+        let par = self.encode(st, &data)?;
+        Ok(par.iter().zip(&cols[st.width()..]).all(|(a, b)| a == b))
+    }
+
+    /// The one column whose replacement by its reconstruction from the
+    /// others makes the stripe consistent, with that reconstruction
+    /// (`None` when no column or more than one does).
+    fn locate(&self, st: &Stripe, cols: &[Vec<u8>]) -> Result<Option<(usize, Vec<u8>)>, DvsError> {
+        let c = self.geo.chunk as usize;
+        let zero = vec![0u8; c];
+        let mut found = None;
+        for cand in 0..cols.len() {
+            let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|&i| i != cand).map(|i| (self.shard(st, i), cols[i].as_slice())).collect();
+            for j in st.width()..self.geo.data {
+                present.push((j, zero.as_slice()));
+            }
+            let mut out = vec![0u8; c];
+            self.code.decode(&present, &mut [(self.shard(st, cand), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
+            let mut fixed = cols.to_vec();
+            fixed[cand] = out;
+            if self.consistent(st, &fixed)? {
+                if found.is_some() {
+                    return Ok(None);
+                }
+                found = Some((cand, std::mem::take(&mut fixed[cand])));
+            }
+        }
+        Ok(found)
     }
 
     /// One background GC step (call when idle): compacts the SSG with the

@@ -106,7 +106,8 @@ pub fn open_spec(spec: &str) -> Result<DvsArray, DvsError> {
 }
 
 /// Replace member `m` with the zoned file at `path` (created with the
-/// array's zone geometry if it does not exist) and rebuild it.
+/// array's zone geometry if it does not exist); [`DvsArray::rebuild`]
+/// fills it.
 pub fn replace_with_file(a: &mut DvsArray, m: usize, path: &Path) -> Result<(), DvsError> {
     let c = a.geo().cfg.clone();
     let z = if path.exists() { ZonedFile::open(path)? } else { ZonedFile::create(path, c.zone_size, c.zones, c.conventional)? };
@@ -135,6 +136,7 @@ mod tests {
         assert_eq!(got, data);
         b.fail(2).unwrap();
         replace_with_file(&mut b, 2, &dir.path().join("new.zoned")).unwrap();
+        b.rebuild(&|_, _| {}, None).unwrap();
         assert_eq!(b.scrub().unwrap(), 0);
         assert!(config_for(&CreateSpec { member_size: 1000, ..s.clone() }).is_err());
         assert!(!is_dvs("/nonexistent"));

@@ -6,8 +6,9 @@
 //!   [ superblock 4K | checkpoint slot A (S) | checkpoint slot B (S) | log ............ ]
 //!
 //!   superblock : "MOSAICDV" | crc32c | len | JSON { config, uuid, member }
-//!   checkpoint : "DVSCKPT1" | seq | len | crc32c | GTT | per SSG: wp[], SIT rows
+//!   checkpoint : "DVSCKPT2" | seq | len | crc32c | journal_from | member states | GTT | per SSG: wp[], SIT rows
 //!   log record : "DVLR"     | seq | len | crc32c | Append{lsn, rows} | Compact{lsn, phys, rows}
+//!                                               | JournalReset{from} | Member{m, state}
 //! ```
 //!
 //! The AMT is not stored: replaying an SSG's SIT rows in order rebuilds
@@ -26,10 +27,11 @@ use serde::{Deserialize, Serialize};
 use crate::addr::{DvsConfig, Geo};
 use crate::tables::{Stripe, Tables, NONE};
 use crate::DvsError;
+use mosaic_core::MemberState;
 
 pub const SB_LEN: u64 = 4096;
 const SB_MAGIC: &[u8; 8] = b"MOSAICDV";
-const CK_MAGIC: &[u8; 8] = b"DVSCKPT1";
+const CK_MAGIC: &[u8; 8] = b"DVSCKPT2";
 const LR_MAGIC: &[u8; 4] = b"DVLR";
 
 /// Superblock contents.
@@ -106,7 +108,7 @@ impl MetaLayout {
 /// Largest checkpoint of a geometry.
 pub fn checkpoint_bound(geo: &Geo) -> u64 {
     let per_ssg = 8 + 4 * geo.n as u64 + geo.seg_chunks as u64 * geo.n as u64 * 10;
-    32 + 4 * geo.ssgs as u64 + geo.ssgs as u64 * per_ssg
+    32 + 9 * geo.n as u64 + 4 * geo.ssgs as u64 + geo.ssgs as u64 * per_ssg
 }
 
 // ---------------------------------------------------------------- encoding
@@ -119,6 +121,16 @@ impl W {
     }
     fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes())
+    }
+    fn state(&mut self, s: &MemberState) {
+        let (kind, done) = match s {
+            MemberState::Active => (0, 0),
+            MemberState::Failed => (1, 0),
+            MemberState::Rebuilding { done } => (2, *done),
+        };
+        self.u8(kind);
+        self.u32(done as u32);
+        self.u32((done >> 32) as u32);
     }
     fn stripes(&mut self, rows: &[Stripe]) {
         self.u32(rows.len() as u32);
@@ -149,6 +161,16 @@ impl R<'_> {
     }
     fn u32(&mut self) -> Result<u32, DvsError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn state(&mut self) -> Result<MemberState, DvsError> {
+        let kind = self.u8()?;
+        let done = self.u32()? as u64 | (self.u32()? as u64) << 32;
+        match kind {
+            0 => Ok(MemberState::Active),
+            1 => Ok(MemberState::Failed),
+            2 => Ok(MemberState::Rebuilding { done }),
+            k => Err(DvsError::Corrupt(format!("unknown member state {k}"))),
+        }
     }
     fn stripes(&mut self, geo: &Geo) -> Result<Vec<Stripe>, DvsError> {
         let n = self.u32()? as usize;
@@ -183,6 +205,8 @@ pub enum Record {
     /// The write cache was destaged whole: journal records before `from`
     /// are dead.
     JournalReset { from: u64 },
+    /// Member `m` changed state (failed, replaced, rebuilt up to an SSG).
+    Member { m: u8, state: MemberState },
 }
 
 impl Record {
@@ -199,6 +223,11 @@ impl Record {
             }
             Record::JournalReset { from } => {
                 t.journal_from = *from;
+                Ok(())
+            }
+            Record::Member { m, state } => {
+                let slot = t.member_state.get_mut(*m as usize).ok_or_else(|| DvsError::Corrupt(format!("record for member {m} of {}", t.geo.n)))?;
+                *slot = *state;
                 Ok(())
             }
         }
@@ -224,6 +253,11 @@ impl Record {
                 p.u32(*from as u32);
                 p.u32((*from >> 32) as u32);
             }
+            Record::Member { m, state } => {
+                p.u8(4);
+                p.u8(*m);
+                p.state(state);
+            }
         }
         frame(LR_MAGIC, seq, &p.0)
     }
@@ -234,6 +268,7 @@ impl Record {
             1 => Ok(Record::Append { lsn: r.u32()?, rows: r.stripes(geo)? }),
             2 => Ok(Record::Compact { lsn: r.u32()?, phys: r.u32()?, rows: r.stripes(geo)? }),
             3 => Ok(Record::JournalReset { from: r.u32()? as u64 | (r.u32()? as u64) << 32 }),
+            4 => Ok(Record::Member { m: r.u8()?, state: r.state()? }),
             k => Err(DvsError::Corrupt(format!("unknown log record kind {k}"))),
         }
     }
@@ -315,6 +350,9 @@ pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
     let mut p = W(Vec::new());
     p.u32(t.journal_from as u32);
     p.u32((t.journal_from >> 32) as u32);
+    for s in &t.member_state {
+        p.state(s);
+    }
     for &g in &t.gtt {
         p.u32(g);
     }
@@ -338,6 +376,9 @@ pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, D
     let mut r = R(payload, 0);
     let mut t = Tables::new(geo.clone());
     t.journal_from = r.u32()? as u64 | (r.u32()? as u64) << 32;
+    for m in 0..geo.n {
+        t.member_state[m] = r.state()?;
+    }
     let mut owners = vec![NONE; geo.phys as usize];
     for lsn in 0..geo.ssgs {
         let p = r.u32()?;
@@ -398,6 +439,15 @@ mod tests {
         assert_eq!(back, r2);
         back.apply(&mut t).unwrap();
         assert_eq!(t.gtt[2], spare);
+        // Member states survive a record and a checkpoint.
+        let r3 = Record::Member { m: 1, state: MemberState::Rebuilding { done: 1 << 33 } };
+        let (_, back3, _) = decode_record(&r3.encode(9), &g).unwrap();
+        assert_eq!(back3, r3);
+        back3.apply(&mut t).unwrap();
+        Record::Member { m: 3, state: MemberState::Failed }.apply(&mut t).unwrap();
+        assert!(Record::Member { m: 4, state: MemberState::Failed }.apply(&mut t).is_err(), "4 members: no member 4");
+        let (_, t3) = decode_checkpoint(&encode_checkpoint(&t, 10), &g).unwrap().unwrap();
+        assert_eq!(t3.member_state, vec![MemberState::Active, MemberState::Rebuilding { done: 1 << 33 }, MemberState::Active, MemberState::Failed]);
         // Any flipped byte is caught.
         for i in [0, 5, 13, 20, e.len() - 1] {
             let mut bad = e.clone();

@@ -24,6 +24,7 @@
 //! belong to no stripe and are garbage.
 
 use crate::addr::Geo;
+use mosaic_core::MemberState;
 use crate::DvsError;
 
 pub const NONE: u32 = u32::MAX;
@@ -102,13 +103,17 @@ pub struct Tables {
     pub live: Vec<u32>,
     /// Real arrays with a journalled cache: the first live journal record.
     pub journal_from: u64,
+    /// Real arrays: each member's state, kept durably so a failed member
+    /// stays failed when it comes back, and a rebuild resumes where it
+    /// stopped (`Rebuilding { done }`: SSGs below LSN `done` are rebuilt).
+    pub member_state: Vec<MemberState>,
 }
 
 impl Tables {
     pub fn new(geo: Geo) -> Tables {
         let gtt: Vec<u32> = (0..geo.ssgs).collect();
         let phys_owner = (0..geo.phys).map(|p| if p < geo.ssgs { p } else { NONE }).collect();
-        Tables { ssg: vec![None; geo.ssgs as usize], gtt, phys_owner, live: Vec::new(), journal_from: 0, geo }
+        Tables { ssg: vec![None; geo.ssgs as usize], gtt, phys_owner, live: Vec::new(), journal_from: 0, member_state: vec![MemberState::Active; geo.n], geo }
     }
 
     pub fn get(&self, lsn: u32) -> Option<&Ssg> {

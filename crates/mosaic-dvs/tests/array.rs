@@ -118,7 +118,10 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
                 paths[m] = dir.path().join(format!("spare{spare_id}"));
                 let dev = Arc::new(ZonedFile::create(&paths[m], ZONE, ZONES, c.conventional).unwrap());
                 a.replace(m, dev).unwrap();
-                assert_eq!(a.scrub().unwrap(), 0, "op {i}: scrub after rebuilding member {m}");
+                let rep = a.rebuild(&|_, _| {}, None).unwrap();
+                assert_eq!(rep.members, vec![m]);
+                let s = a.scrub_with(false, &|_, _| {}).unwrap();
+                assert!(s.mismatched.is_empty() && (s.unverified_stripes == 0) == failed.is_empty(), "op {i}: scrub after rebuilding member {m}: {s:?}");
                 check_all(&mut a, &reference);
             }
             _ => {}
@@ -350,4 +353,210 @@ fn journalled_cache_survives_reopen_without_destage() {
     let mut c = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
     check_all(&mut c, &reference);
     assert_eq!(c.scrub().unwrap(), 0);
+}
+
+/// Fill an array with random writes (GC runs) and return the reference.
+fn fill(a: &mut DvsArray, rng: &mut ChaCha8Rng, writes: usize) -> Vec<u8> {
+    let cap = a.capacity();
+    let mut reference = vec![0u8; cap as usize];
+    for _ in 0..writes {
+        let (off, data) = random_write(rng, cap);
+        a.write(off, &data).unwrap();
+        reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+    }
+    reference
+}
+
+fn more_writes(a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], writes: usize) {
+    for _ in 0..writes {
+        let (off, data) = random_write(rng, reference.len() as u64);
+        a.write(off, &data).unwrap();
+        reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+    }
+}
+
+fn states(a: &DvsArray) -> Vec<mosaic_core::MemberState> {
+    a.info().member_list.iter().map(|m| m.state).collect()
+}
+
+#[test]
+fn a_failed_member_stays_failed_across_reopen_and_a_stopped_rebuild_resumes() {
+    use mosaic_core::MemberState::*;
+    for k in [1usize, 2] {
+        let dir = scratch();
+        let c = cfg(k);
+        let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(100 + k as u64);
+        let mut reference = fill(&mut a, &mut rng, 300);
+        a.fail(3).unwrap();
+        assert!(a.fail(3).unwrap_err().to_string().contains("already failed"));
+        if k == 1 {
+            let e = a.fail(0).unwrap_err().to_string();
+            assert!(e.contains("refusing to fail member 0"), "{e}");
+        }
+        // Degraded writes: member 3's file still holds the old bytes.
+        more_writes(&mut a, &mut rng, &mut reference, 200);
+        drop(a);
+        // Its file is back, but it missed writes: it must stay failed (by
+        // the record, not by luck of the write pointers).
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        assert_eq!(states(&b)[3], Failed, "k={k}");
+        assert!(b.info().member_list[3].present);
+        check_all(&mut b, &reference);
+        assert!(b.rebuild(&|_, _| {}, None).unwrap_err().to_string().contains("nothing to rebuild"));
+        // Replacing an active member is refused; so is a device that is
+        // another member of this array.
+        assert!(b.replace(1, Arc::new(ZonedFile::open(&dir.path().join("m1")).unwrap())).unwrap_err().to_string().contains("active"));
+        let e = b.replace(3, Arc::new(ZonedFile::open(&dir.path().join("m2")).unwrap())).unwrap_err().to_string();
+        assert!(e.contains("is member 2 of this array"), "{e}");
+        // Re-adding the failed member's own device: a full rebuild, stopped
+        // after two SSGs as a killed process would be.
+        b.replace(3, Arc::new(ZonedFile::open(&dir.path().join("m3")).unwrap())).unwrap();
+        assert_eq!(states(&b)[3], Rebuilding { done: 0 });
+        assert!(b.rebuild(&|_, _| {}, Some(2)).is_err());
+        drop(b);
+        let mut c2 = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        let Rebuilding { done } = states(&c2)[3] else { panic!("k={k}: {:?}", states(&c2)) };
+        assert!((1..=2).contains(&done), "k={k}: rebuild position {done}");
+        check_all(&mut c2, &reference);
+        // Writes while half rebuilt: SSGs below `done` take them on member
+        // 3, the rest are rebuilt later with them.
+        let gc_before = c2.stats().fg_gc + c2.stats().bg_gc;
+        more_writes(&mut c2, &mut rng, &mut reference, 200);
+        while c2.gc_step().unwrap() {}
+        assert!(c2.stats().fg_gc + c2.stats().bg_gc > gc_before, "k={k}: GC ran while half rebuilt");
+        let progress = std::sync::Mutex::new(Vec::new());
+        let rep = c2.rebuild(&|d, t| progress.lock().unwrap().push((d, t)), None).unwrap();
+        assert_eq!((rep.members.clone(), rep.resumed_from), (vec![3], done));
+        assert!(rep.bytes_written > 0);
+        let p = progress.into_inner().unwrap();
+        assert_eq!(p.last().map(|x| x.0 == x.1), Some(true), "{p:?}");
+        assert_eq!(states(&c2), vec![Active; 5]);
+        let s = c2.scrub_with(false, &|_, _| {}).unwrap();
+        assert!(s.mismatched.is_empty() && s.unverified_stripes == 0 && s.stripes_checked > 0, "k={k}: {s:?}");
+        drop(c2);
+        // Member 3 now carries its share: lose k others and read everything.
+        let mut d = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        for m in 0..k {
+            d.fail(m).unwrap();
+        }
+        check_all(&mut d, &reference);
+    }
+}
+
+#[test]
+fn power_cuts_during_rebuild_resume_without_loss() {
+    let mut cut = 0;
+    for seed in 0..12u64 {
+        let dir = scratch();
+        let k = 1 + (seed % 2) as usize;
+        let c = if seed % 3 == 0 { cfg_cached(k, 16) } else { cfg(k) };
+        let budget = Arc::new(AtomicI64::new(i64::MAX));
+        let refusals = Arc::new(AtomicU64::new(0));
+        let wrap = |v: Vec<Arc<dyn ZonedMember>>| -> Vec<Arc<dyn ZonedMember>> {
+            v.into_iter().map(|inner| Arc::new(PowerCut { inner, budget: budget.clone(), refusals: refusals.clone() }) as Arc<dyn ZonedMember>).collect()
+        };
+        let mut a = DvsArray::create(wrap(files_for(dir.path(), 5, &c)), c.clone()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut reference = fill(&mut a, &mut rng, 300);
+        a.fail(1).unwrap();
+        more_writes(&mut a, &mut rng, &mut reference, 50);
+        a.flush().unwrap();
+        let spare = Arc::new(ZonedFile::create(&dir.path().join("spare"), ZONE, ZONES, c.conventional).unwrap());
+        a.replace(1, Arc::new(PowerCut { inner: spare, budget: budget.clone(), refusals: refusals.clone() })).unwrap();
+        budget.store(rng.gen_range(0..120), Ordering::SeqCst);
+        if a.rebuild(&|_, _| {}, None).is_err() {
+            cut += 1;
+        }
+        assert_eq!(refusals.load(Ordering::SeqCst), 0, "seed {seed}: a zone write off its write pointer");
+        drop(a);
+        let mut files = reopen_files(dir.path(), 5);
+        files[1] = Arc::new(ZonedFile::open(&dir.path().join("spare")).unwrap());
+        let mut b = DvsArray::open(files).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+        check_all(&mut b, &reference);
+        if b.rebuild_pending().is_some() {
+            b.rebuild(&|_, _| {}, None).unwrap();
+        }
+        let s = b.scrub_with(false, &|_, _| {}).unwrap();
+        assert!(s.mismatched.is_empty() && s.unverified_stripes == 0, "seed {seed}: {s:?}");
+        for m in (0..5).filter(|&m| m != 1).take(k) {
+            b.fail(m).unwrap();
+        }
+        check_all(&mut b, &reference);
+    }
+    assert!(cut > 6, "the power was cut in only {cut} rebuilds");
+}
+
+/// Overwrite bytes of a member's zone on its file (bit rot).
+fn rot(dir: &Path, member: usize, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(dir.join(format!("m{member}"))).unwrap();
+    f.write_at(&[0xA5; 512], 4096 + offset + 1024).unwrap();
+}
+
+/// A stripe with a valid data chunk: (lsn, stripe, column of that chunk).
+fn stripe_with_valid_data(a: &DvsArray) -> (u32, mosaic_dvs::tables::Stripe, usize, u32) {
+    let t = a.tables();
+    let mut live = t.live.clone();
+    live.sort_unstable();
+    for lsn in live {
+        let s = t.get(lsn).unwrap();
+        for st in &s.sit {
+            if st.width() >= 2 {
+                if let Some(c) = (0..st.width()).find(|&c| t.lookup(lsn, st.lcns[c]) == Some((st.members[c] as usize, st.idx[c]))) {
+                    return (lsn, st.clone(), c, s.phys);
+                }
+            }
+        }
+    }
+    panic!("no stripe with valid data");
+}
+
+#[test]
+fn scrub_finds_rot_and_repair_restripes() {
+    for (k, rot_parity) in [(1usize, true), (2, false), (2, true)] {
+        let dir = scratch();
+        let c = cfg(k);
+        let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(7 + k as u64);
+        let reference = fill(&mut a, &mut rng, 250);
+        let clean = a.scrub_with(false, &|_, _| {}).unwrap();
+        assert!(clean.mismatched.is_empty() && clean.stripes_checked > 0 && clean.dead_stripes > 0, "{clean:?}");
+        let before = a.io_counters();
+        let _ = a.scrub_with(false, &|_, _| {}).unwrap();
+        let cols: u64 = {
+            let t = a.tables();
+            t.live.iter().flat_map(|&l| t.get(l).unwrap().sit.iter().filter(move |st| (0..st.width()).any(|c| t.lookup(l, st.lcns[c]) == Some((st.members[c] as usize, st.idx[c])))).map(|st| st.members.len() as u64)).sum()
+        };
+        assert_eq!(a.io_counters().reads - before.reads, cols, "one read per column of every live stripe");
+        let (lsn, st, col, phys) = stripe_with_valid_data(&a);
+        let bad_col = if rot_parity { st.width() } else { col };
+        let bad_member = st.members[bad_col] as usize;
+        rot(dir.path(), bad_member, a.geo().slot_offset(phys, st.idx[bad_col]));
+        let found = a.scrub_with(false, &|_, _| {}).unwrap();
+        assert_eq!(found.mismatched.len(), 1, "k={k}: {found:?}");
+        assert_eq!(found.mismatched[0].lsn, lsn);
+        if k >= 2 {
+            assert_eq!(found.located.iter().map(|x| x.1).collect::<Vec<_>>(), vec![bad_member], "k={k}: the rotten column is located");
+        } else {
+            assert!(found.located.is_empty(), "k=1 cannot tell which column is wrong");
+        }
+        let chunk = a.geo().chunk_start((lsn, st.lcns[col]));
+        let mut got = vec![0u8; c.chunk as usize];
+        a.read(chunk, &mut got).unwrap();
+        assert_eq!(got == reference[chunk as usize..chunk as usize + got.len()], rot_parity, "a rotten data chunk reads back rotten before repair");
+        let valid = (0..st.width()).filter(|&c| a.tables().lookup(lsn, st.lcns[c]) == Some((st.members[c] as usize, st.idx[c]))).count() as u64;
+        let fixed = a.scrub_with(true, &|_, _| {}).unwrap();
+        assert_eq!(fixed.rewritten_chunks, valid, "every valid chunk of the stripe is re-striped");
+        let after = a.scrub_with(false, &|_, _| {}).unwrap();
+        assert!(after.mismatched.is_empty(), "k={k}: {after:?}");
+        check_all(&mut a, &reference);
+        // The new stripes protect the data: lose k members, read it all.
+        drop(a);
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        for m in (0..5).filter(|&m| m != bad_member).take(k) {
+            b.fail(m).unwrap();
+        }
+        check_all(&mut b, &reference);
+    }
 }
