@@ -22,8 +22,15 @@
 //! On open: superblocks (any order, members found by index), the newest
 //! checkpoint with the longest unbroken log, then the drives' write
 //! pointers: slots a crash appended but never logged become garbage, and
-//! spare segments a crash left written are reset.  A fresh checkpoint is
-//! then written to every member and the log restarts.
+//! spare segments a crash left written are reset; members missing or
+//! stale are recorded failed.  A fresh checkpoint is then written to every
+//! member and the log restarts.
+//!
+//! Maintenance (see the crate README): `fail` records a member failed;
+//! `replace` puts a new device in as `Rebuilding { done: 0 }`; `rebuild`
+//! fills it SSG by SSG, logging its position, so it resumes after a stop;
+//! `scrub_with` checks every stripe that still protects data, locates a
+//! wrong column when k >= 2, and repairs by re-striping.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
