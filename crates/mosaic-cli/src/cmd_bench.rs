@@ -26,6 +26,8 @@ pub enum BenchCmd {
     Replay(ReplayBenchArgs),
     /// Small-write caches none/fpc/ppc/ppc+data on a real in-memory raid5 vs no cache
     Cache(crate::bench_cache::CacheBenchArgs),
+    /// A real DVS array on zoned files vs raid5 with its journal: writes, scrub, rebuild
+    Dvs(crate::bench_dvs::DvsBenchArgs),
 }
 
 #[derive(Args)]
@@ -67,6 +69,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
         BenchCmd::Array(a) => array(a),
         BenchCmd::Replay(a) => replay(a),
         BenchCmd::Cache(a) => crate::bench_cache::run(a),
+        BenchCmd::Dvs(a) => crate::bench_dvs::run(a),
     }
 }
 

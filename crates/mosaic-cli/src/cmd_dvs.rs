@@ -143,7 +143,7 @@ pub fn rebuild_dvs(array: &str) -> Result<i32> {
 /// `mosaic scrub -a SPEC` on a DVS array: exit 2 when a stripe's parity
 /// does not match its data.
 pub fn scrub_dvs(array: &str, json: bool) -> Result<i32> {
-    let a = open(array)?;
+    let mut a = open(array)?;
     let bad = a.scrub()?;
     if json {
         print_json(&serde_json::json!({ "bad_stripes": bad }))?;

@@ -2,6 +2,7 @@
 //! thin: parse, call the library, print a table (or JSON with `--json`).
 
 mod bench_cache;
+mod bench_dvs;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
