@@ -26,16 +26,7 @@ use crate::ArrayError;
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 pub const CHECKPOINT_REGIONS: u64 = 256;
 
-/// Result of a rebuild.
-#[derive(Debug, Clone, Serialize)]
-pub struct RebuildReport {
-    pub members: Vec<usize>,
-    pub regions: u64,
-    pub resumed_from: u64,
-    pub bytes_written: u64,
-    pub seconds: f64,
-    pub mib_per_s: f64,
-}
+pub use mosaic_core::RebuildReport;
 
 /// Result of a scrub.
 #[derive(Debug, Clone, Serialize)]
@@ -43,6 +34,13 @@ pub struct ScrubReport {
     pub stripes_checked: u64,
     /// Stripes whose code units disagree with their data.
     pub mismatched_stripes: Vec<u64>,
+    /// How many stripes mismatched (`mismatched_stripes.len()` here; other
+    /// array kinds may count mismatches without naming the stripes).
+    pub mismatched: u64,
+    /// Findings in words, for kinds whose stripes have no single number
+    /// (DVS: "SSG 3 row 7 ..."), and what repair did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Stripes that could not be verified (too many members missing).
     pub unverified_stripes: u64,
     pub repaired: bool,
@@ -223,7 +221,9 @@ impl Array {
         }
         Ok(ScrubReport {
             stripes_checked: total,
+            mismatched: bad.len() as u64,
             mismatched_stripes: bad,
+            notes: Vec::new(),
             unverified_stripes: unverified,
             repaired: repair,
             bytes_read: bytes,

@@ -1,4 +1,8 @@
 //! Array commands: create, info, write, read, fail, replace, rebuild, scrub.
+//!
+//! `create` is dispatched by `--level`; every other command opens the
+//! array with `mosaic_volume::open`, which decides the kind (fixed,
+//! nested CBRO, DVS) from the members, and uses the `Volume` trait only.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -10,8 +14,9 @@ use serde::Serialize;
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
-use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
-use mosaic_core::{Level, OpCounts};
+use mosaic_array::{Array, CreateOptions};
+use mosaic_core::{Level, MemberState, OpCounts};
+use mosaic_volume::{Volume, VolumeInfo};
 
 use crate::util::{human, print_json, progress, size, table};
 
@@ -155,15 +160,14 @@ pub struct ScrubArgs {
     pub json: bool,
 }
 
-fn open(spec: &str, writable: bool) -> Result<Array> {
-    let spec = ArraySpec::parse(spec)?;
-    let arr = Array::open(&spec, writable)?;
-    if arr.opened_dirty() && arr.superblock().journal.is_some() {
-        eprintln!("warning: the array was not shut down cleanly; its journal is replayed when it is next opened for writing");
-    } else if arr.opened_dirty() {
-        eprintln!("warning: the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data");
+/// Open any kind of array (fixed, nested CBRO or DVS) as a volume, with
+/// what the open found worth a warning.
+fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+    let vol = mosaic_volume::open(spec, writable)?;
+    for w in vol.warnings() {
+        eprintln!("warning: {w}");
     }
-    Ok(arr)
+    Ok(vol)
 }
 
 pub fn create(a: CreateArgs) -> Result<i32> {
@@ -258,44 +262,54 @@ fn created(arr: &Array, json: bool) -> Result<i32> {
     Ok(0)
 }
 
-pub fn info(a: InfoArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        return crate::cmd_dvs::info_dvs(&a.array, a.json);
+/// `info --json`: the kind's own info (for fixed arrays exactly what it
+/// always was) with `kind` and the common `volume` part added.
+fn info_json(info: &VolumeInfo) -> Result<serde_json::Value> {
+    let mut common = serde_json::to_value(info)?;
+    if let serde_json::Value::Object(m) = &mut common {
+        m.remove("detail");
     }
-    let arr = open(&a.array, false)?;
-    let info = arr.info();
+    let mut out = match &info.detail {
+        serde_json::Value::Object(m) => m.clone(),
+        other => serde_json::Map::from_iter([("detail".to_string(), other.clone())]),
+    };
+    out.insert("kind".into(), info.kind.clone().into());
+    out.insert("volume".into(), common);
+    Ok(serde_json::Value::Object(out))
+}
+
+pub fn info(a: InfoArgs) -> Result<i32> {
+    let vol = open(&a.array, false)?;
+    let info = vol.info();
     if a.json {
-        print_json(&info)?;
+        print_json(&info_json(&info)?)?;
         return Ok(0);
     }
-    println!("array      {}", info.uuid);
-    println!("level      {} ({} data + {} code columns)", info.level, info.data_columns, info.code_columns);
-    println!("unit       {} ({} bytes), block {} bytes", human(info.stripe_unit), info.stripe_unit, info.block_size);
-    println!("capacity   {} ({} bytes), {} stripes", human(info.capacity), info.capacity, info.stripes);
-    println!("member     {} data bytes from offset {}", human(info.member_data_size), info.data_offset);
-    match &info.journal {
-        Some(j) => println!("journal    {j}"),
-        None => println!("journal    none (write hole open)"),
+    for (label, value) in &info.summary {
+        println!("{label:<10} {value}");
     }
-    println!(
-        "state      {:?}{}, events {}",
-        info.state,
-        if info.degraded { ", degraded" } else { "" },
-        info.events
-    );
-    let mut rows = vec![vec!["member".into(), "state".into(), "present".into(), "uuid".into(), "path".into()]];
-    for m in &info.member_list {
-        rows.push(vec![
+    let with_uuid = info.members.iter().any(|m| m.uuid.is_some());
+    let mut header = vec!["member".to_string(), "state".into(), "present".into()];
+    if with_uuid {
+        header.push("uuid".into());
+    }
+    header.push("path".into());
+    let mut rows = vec![header];
+    for m in &info.members {
+        let mut row = vec![
             m.index.to_string(),
             match m.state {
-                mosaic_core::MemberState::Active => "active".into(),
-                mosaic_core::MemberState::Failed => "failed".into(),
-                mosaic_core::MemberState::Rebuilding { done } => format!("rebuilding {done}/{}", info.stripes),
+                MemberState::Active => "active".into(),
+                MemberState::Failed => "failed".into(),
+                MemberState::Rebuilding { done } => format!("rebuilding {done}/{}", info.regions),
             },
             if m.present { "yes".into() } else { "no".into() },
-            m.uuid.to_string(),
-            m.path.clone(),
-        ]);
+        ];
+        if with_uuid {
+            row.push(m.uuid.clone().unwrap_or_else(|| "-".into()));
+        }
+        row.push(m.path.clone());
+        rows.push(row);
     }
     print!("{}", table(&rows));
     Ok(0)
@@ -305,41 +319,38 @@ pub fn info(a: InfoArgs) -> Result<i32> {
 struct IoReport {
     offset: u64,
     bytes: u64,
-    ops: OpCounts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ops: Option<OpCounts>,
     device_reads: u64,
     device_writes: u64,
     auto_failed: Vec<(usize, String)>,
 }
 
-fn io_report(arr: &Array, offset: u64, bytes: u64, json: bool, verb: &str) -> Result<()> {
-    let (ops, _) = arr.counters();
-    let r = IoReport { offset, bytes, device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops, auto_failed: arr.auto_failed() };
+fn io_report(vol: &dyn Volume, offset: u64, bytes: u64, json: bool, verb: &str) -> Result<()> {
+    let c = vol.io_counters();
+    let r = IoReport { offset, bytes, ops: c.ops, device_reads: c.device_reads, device_writes: c.device_writes, auto_failed: vol.auto_failed() };
     for (m, e) in &r.auto_failed {
         eprintln!("warning: member {m} failed during I/O and was marked failed: {e}");
     }
     if json {
         return print_json(&r);
     }
-    println!(
-        "{verb} {} at offset {}: {} device reads, {} device writes (stripes: {} rmw, {} rcw, {} fsw, {} degraded)",
-        human(bytes),
-        offset,
-        r.device_reads,
-        r.device_writes,
-        ops.stripes_rmw,
-        ops.stripes_rcw,
-        ops.stripes_fsw,
-        ops.stripes_degraded
-    );
+    let stripes = match &r.ops {
+        Some(ops) => format!(" (stripes: {} rmw, {} rcw, {} fsw, {} degraded)", ops.stripes_rmw, ops.stripes_rcw, ops.stripes_fsw, ops.stripes_degraded),
+        None => String::new(),
+    };
+    println!("{verb} {} at offset {}: {} device reads, {} device writes{stripes}", human(bytes), offset, r.device_reads, r.device_writes);
     Ok(())
 }
 
-fn check_extent(arr: &Array, offset: u64, len: u64) -> Result<()> {
-    let b = arr.geometry().block;
+// `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
+#[allow(clippy::manual_is_multiple_of)]
+fn check_extent(vol: &dyn Volume, offset: u64, len: u64) -> Result<()> {
+    let b = vol.block_size();
     if offset % b != 0 || len % b != 0 {
         bail!("offset {offset} and length {len} must be multiples of the array's {b}-byte block size");
     }
-    let cap = arr.capacity();
+    let cap = vol.capacity();
     if offset.checked_add(len).is_none_or(|e| e > cap) {
         bail!("offset {offset} + length {len} is beyond the array capacity of {cap} bytes");
     }
@@ -347,68 +358,57 @@ fn check_extent(arr: &Array, offset: u64, len: u64) -> Result<()> {
 }
 
 pub fn write(a: WriteArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        return crate::cmd_dvs::write_dvs(&a.array, a.offset, &a.input);
-    }
     let mut f = File::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
     let len = f.metadata()?.len();
     if len == 0 {
         bail!("{}: input file is empty", a.input.display());
     }
-    let arr = open(&a.array, true)?;
-    check_extent(&arr, a.offset, len)?;
+    let vol = open(&a.array, true)?;
+    check_extent(vol.as_ref(), a.offset, len)?;
     let mut buf = vec![0u8; CHUNK.min(len) as usize];
     let mut done = 0;
     while done < len {
         let n = CHUNK.min(len - done) as usize;
         f.read_exact(&mut buf[..n]).with_context(|| format!("reading {}", a.input.display()))?;
-        arr.write(a.offset + done, &buf[..n])?;
+        vol.write(a.offset + done, &buf[..n])?;
         done += n as u64;
     }
-    arr.flush()?;
-    io_report(&arr, a.offset, len, a.json, "wrote")?;
-    arr.close()?;
+    vol.flush()?;
+    io_report(vol.as_ref(), a.offset, len, a.json, "wrote")?;
+    vol.close()?;
     Ok(0)
 }
 
 pub fn read(a: ReadArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        return crate::cmd_dvs::read_dvs(&a.array, a.offset, a.length, &a.output);
-    }
-    let arr = open(&a.array, false)?;
-    check_extent(&arr, a.offset, a.length)?;
+    let vol = open(&a.array, false)?;
+    check_extent(vol.as_ref(), a.offset, a.length)?;
     let mut f = File::create(&a.output).with_context(|| format!("{}", a.output.display()))?;
     let mut buf = vec![0u8; CHUNK.min(a.length) as usize];
     let mut done = 0;
     while done < a.length {
         let n = CHUNK.min(a.length - done) as usize;
-        arr.read(a.offset + done, &mut buf[..n])?;
+        vol.read(a.offset + done, &mut buf[..n])?;
         f.write_all(&buf[..n])?;
         done += n as u64;
     }
     f.sync_all()?;
-    io_report(&arr, a.offset, a.length, a.json, "read")?;
+    io_report(vol.as_ref(), a.offset, a.length, a.json, "read")?;
+    vol.close()?;
     Ok(0)
 }
 
 pub fn fail(a: FailArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        bail!("DVS arrays find missing or stale members when they open; replace a member with `mosaic replace`");
-    }
-    let arr = open(&a.array, true)?;
-    arr.fail_member(a.member)?;
-    arr.close()?;
+    let vol = open(&a.array, true)?;
+    vol.fail_member(a.member)?;
+    vol.close()?;
     println!("member {} marked failed; the array runs degraded", a.member);
     Ok(0)
 }
 
-fn rebuild_with_progress(arr: &Array, json: bool) -> Result<()> {
-    let total = arr.layout().geometry().stripes;
-    let pb = progress(total, "rebuild");
-    let opts = RebuildOptions {
-        abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()),
-    };
-    let rep = arr.rebuild(&|d, _| pb.set_position(d), opts)?;
+fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
+    let pb = progress(vol.info().regions, "rebuild");
+    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()) };
+    let rep = vol.rebuild(&|d, _| pb.set_position(d), opts)?;
     pb.finish_and_clear();
     if json {
         print_json(&rep)?;
@@ -426,62 +426,68 @@ fn rebuild_with_progress(arr: &Array, json: bool) -> Result<()> {
 }
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        return crate::cmd_dvs::replace_dvs(&a.array, a.member, &a.drive);
+    let vol = open(&a.array, true)?;
+    vol.replace(a.member, &a.drive)?;
+    rebuild_with_progress(vol.as_ref(), a.json)?;
+    vol.close()?;
+    // Where the new member lives now (a DVS directory array gives it the member's file name).
+    let now = vol.info().members.get(a.member).map(|m| m.path.clone()).unwrap_or_default();
+    if !a.json && !now.is_empty() && std::path::Path::new(&now) != a.drive {
+        println!("member {} is now {now}", a.member);
     }
-    let arr = open(&a.array, true)?;
-    if !a.drive.exists() {
-        let size = DATA_OFFSET + arr.geometry().member_bytes(a.member);
-        mosaic_dev::FileMember::create(&a.drive, size)?;
+    if a.array.contains(',') {
+        eprintln!("note: list {} in -a from now on", now);
     }
-    arr.replace(a.member, &a.drive)?;
-    rebuild_with_progress(&arr, a.json)?;
-    arr.close()?;
     Ok(0)
 }
 
 pub fn rebuild(a: RebuildArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        return crate::cmd_dvs::rebuild_dvs(&a.array);
-    }
-    let arr = open(&a.array, true)?;
-    rebuild_with_progress(&arr, a.json)?;
-    arr.close()?;
+    let vol = open(&a.array, true)?;
+    rebuild_with_progress(vol.as_ref(), a.json)?;
+    vol.close()?;
     Ok(0)
 }
 
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
-    if crate::cmd_dvs::is_dvs_array(&a.array) {
-        if a.repair {
-            bail!("scrub --repair is not supported on DVS arrays yet: replace the member instead");
-        }
-        return crate::cmd_dvs::scrub_dvs(&a.array, a.json);
-    }
-    let arr = open(&a.array, a.repair)?;
-    let pb = progress(arr.geometry().stripes, "scrub");
-    let rep = arr.scrub(a.repair, &|d, _| pb.set_position(d))?;
+    let vol = open(&a.array, a.repair)?;
+    let pb = progress(vol.info().regions, "scrub");
+    let rep = vol.scrub(a.repair, &|d, t| {
+        pb.set_length(t);
+        pb.set_position(d)
+    })?;
     pb.finish_and_clear();
     if a.repair {
-        arr.close()?;
+        vol.close()?;
     }
     if a.json {
         print_json(&rep)?;
-    } else if rep.mismatched_stripes.is_empty() {
-        println!("scrub: {} stripes checked, all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+    } else if rep.mismatched == 0 {
+        println!(
+            "scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)",
+            rep.stripes_checked,
+            human(rep.bytes_read),
+            rep.seconds
+        );
     } else {
         let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
         println!(
-            "scrub: {} of {} stripes mismatched: {}{}{}",
-            rep.mismatched_stripes.len(),
+            "scrub: {} of {} stripes mismatched{}{}{}{}",
+            rep.mismatched,
             rep.stripes_checked,
+            if list.is_empty() { "" } else { ": " },
             list.join(", "),
             if rep.mismatched_stripes.len() > 50 { ", ..." } else { "" },
-            if a.repair { " (code units rewritten)" } else { " (run with --repair to rewrite code units)" }
+            if a.repair { " (repaired)" } else { " (run with --repair to repair them)" }
         );
+    }
+    if !a.json {
+        for n in rep.notes.iter().take(50) {
+            println!("scrub: {n}");
+        }
     }
     if rep.unverified_stripes > 0 && !a.json {
         println!("scrub: {} stripes could not be verified (too many members missing)", rep.unverified_stripes);
     }
     // Exit 2 when inconsistencies remain, so scripts can tell.
-    Ok(if !rep.mismatched_stripes.is_empty() && !a.repair { 2 } else { 0 })
+    Ok(if rep.mismatched > 0 && !a.repair { 2 } else { 0 })
 }

@@ -1,28 +1,32 @@
-//! `mosaic serve`: export an array over NBD (crate `mosaic-nbd`) to real
-//! clients (qemu, nbdcopy, nbdfuse, fio, the kernel's nbd-client).
+//! `mosaic serve`: export an array of any kind over NBD (crate
+//! `mosaic-nbd`) to real clients (qemu, nbdcopy, nbdfuse, fio, the
+//! kernel's nbd-client).
 //!
 //! ```text
-//!   client ──NBD──▶ mosaic_nbd::serve ──Export──▶ ArrayExport ──▶ Array
-//!                                                  │ sub-block requests:
+//!   client ──NBD──▶ mosaic_nbd::serve ──Export──▶ VolumeExport ──▶ Arc<dyn Volume>
+//!                                                  │ sub-block requests:      (fixed, cached, DVS)
 //!                                                  │ read-modify-write
 //!                                                  └ --record: MSR trace line
-//!   SIGINT/SIGTERM ─▶ stop accepting, drain, Array::flush, Array::close
+//!   idle thread: Volume::idle_work in steps (DVS: garbage collection)
+//!   SIGINT/SIGTERM ─▶ stop accepting, drain, stop the idle thread, flush, close
 //! ```
 
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use mosaic_array::spec::ArraySpec;
-use mosaic_array::{Array, CacheVolume, CreateOptions};
+use mosaic_array::{Array, CreateOptions};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_nbd::{Export, Listener, ServerConfig};
 use mosaic_trace::{Op, Request, TraceWriter};
+use mosaic_volume::{Volume, VolumeError};
 
 use crate::util::{human, size};
 
@@ -73,50 +77,6 @@ pub struct ServeArgs {
     pub cache_size: u64,
 }
 
-/// What the export reads and writes: the array, or the array behind the
-/// small-write caches.
-enum Volume {
-    Plain(Arc<Array>),
-    Cached(Box<CacheVolume>),
-}
-
-impl Volume {
-    fn array(&self) -> &Array {
-        match self {
-            Volume::Plain(a) => a,
-            Volume::Cached(v) => v.array(),
-        }
-    }
-    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), mosaic_array::ArrayError> {
-        match self {
-            Volume::Plain(a) => a.read(off, buf),
-            Volume::Cached(v) => v.read(off, buf),
-        }
-    }
-    fn write(&self, off: u64, data: &[u8]) -> Result<(), mosaic_array::ArrayError> {
-        match self {
-            Volume::Plain(a) => a.write(off, data),
-            Volume::Cached(v) => v.write(off, data),
-        }
-    }
-    fn flush(&self) -> Result<(), mosaic_array::ArrayError> {
-        match self {
-            Volume::Plain(a) => a.flush(),
-            Volume::Cached(v) => v.flush(),
-        }
-    }
-    /// Destage whatever is cached, flush, and mark the array clean.
-    fn close(&self) -> Result<(), mosaic_array::ArrayError> {
-        match self {
-            Volume::Plain(a) => {
-                a.flush()?;
-                a.close()
-            }
-            Volume::Cached(v) => v.close(),
-        }
-    }
-}
-
 /// Windows FILETIME (100 ns ticks since 1601) of now, for MSR timestamps.
 fn filetime_now() -> u64 {
     let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -155,10 +115,10 @@ impl Recorder {
     }
 }
 
-/// `mosaic_array::Array` as an NBD export.
-struct ArrayExport {
-    array: Volume,
-    /// The array's block: requests aligned to it go straight through.
+/// A volume as an NBD export.
+struct VolumeExport {
+    vol: Arc<dyn Volume>,
+    /// The volume's block: requests aligned to it go straight through.
     block: u64,
     /// The advertised minimum block (at most `block`).
     min_block: u64,
@@ -170,11 +130,20 @@ struct ArrayExport {
     recorder: Option<Recorder>,
 }
 
-fn io_err(e: mosaic_array::ArrayError) -> io::Error {
+fn io_err(e: VolumeError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-impl ArrayExport {
+impl VolumeExport {
+    fn new(vol: Arc<dyn Volume>, min_block: Option<u64>, recorder: Option<Recorder>) -> Result<VolumeExport> {
+        let block = vol.block_size();
+        let min_block = min_block.unwrap_or(block);
+        if !min_block.is_power_of_two() || min_block > block {
+            bail!("--min-block must be a power of two no larger than the array's block ({block})");
+        }
+        Ok(VolumeExport { block, min_block, preferred: vol.preferred_block(), capacity: vol.capacity(), vol, rmw: RwLock::new(()), recorder })
+    }
+
     // `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
     #[allow(clippy::manual_is_multiple_of)]
     fn aligned(&self, off: u64, len: u64) -> bool {
@@ -190,11 +159,11 @@ impl ArrayExport {
 
     fn read_inner(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
         if self.aligned(off, buf.len() as u64) {
-            return self.array.read(off, buf).map_err(io_err);
+            return self.vol.read(off, buf).map_err(io_err);
         }
         let (s, l) = self.cover(off, buf.len() as u64);
         let mut tmp = vec![0u8; l as usize];
-        self.array.read(s, &mut tmp).map_err(io_err)?;
+        self.vol.read(s, &mut tmp).map_err(io_err)?;
         let k = (off - s) as usize;
         buf.copy_from_slice(&tmp[k..k + buf.len()]);
         Ok(())
@@ -203,19 +172,19 @@ impl ArrayExport {
     fn write_inner(&self, off: u64, data: &[u8]) -> io::Result<()> {
         if self.aligned(off, data.len() as u64) {
             let _g = self.rmw.read().unwrap_or_else(|e| e.into_inner());
-            return self.array.write(off, data).map_err(io_err);
+            return self.vol.write(off, data).map_err(io_err);
         }
         let _g = self.rmw.write().unwrap_or_else(|e| e.into_inner());
         let (s, l) = self.cover(off, data.len() as u64);
         let mut tmp = vec![0u8; l as usize];
-        self.array.read(s, &mut tmp).map_err(io_err)?;
+        self.vol.read(s, &mut tmp).map_err(io_err)?;
         let k = (off - s) as usize;
         tmp[k..k + data.len()].copy_from_slice(data);
-        self.array.write(s, &tmp).map_err(io_err)
+        self.vol.write(s, &tmp).map_err(io_err)
     }
 }
 
-impl Export for ArrayExport {
+impl Export for VolumeExport {
     fn size(&self) -> u64 {
         self.capacity
     }
@@ -245,7 +214,7 @@ impl Export for ArrayExport {
         r
     }
     fn flush(&self) -> io::Result<()> {
-        self.array.flush().map_err(io_err)
+        self.vol.flush().map_err(io_err)
     }
     /// Discarding is optional in NBD; the array keeps the data.
     fn trim(&self, _off: u64, _len: u64) -> io::Result<()> {
@@ -261,34 +230,22 @@ impl Export for ArrayExport {
     }
 }
 
-/// Open the demo array, creating it the first time.
-fn demo_array(read_only: bool) -> Result<Array> {
+/// Create the demo array the first time; its spec.
+fn demo_array() -> Result<String> {
     let dir = PathBuf::from(DEMO_DIR);
-    let spec = ArraySpec::Dir(dir.clone());
     if ArraySpec::member_file(&dir, 0).exists() {
         eprintln!("mosaic serve: reusing the demo array in ./{DEMO_DIR}");
-        return Ok(Array::open(&spec, !read_only)?);
+        return Ok(DEMO_DIR.into());
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating ./{DEMO_DIR}"))?;
-    let opts = CreateOptions {
-        level: Level::Raid5,
-        members: Some(5),
-        member_size: Some(256 << 20),
-        unit: 64 << 10,
-        block: 4096,
-        force: false,
-        assume_clean: false,
-    };
+    let opts =
+        CreateOptions { level: Level::Raid5, members: Some(5), member_size: Some(256 << 20), unit: 64 << 10, block: 4096, force: false, assume_clean: false };
     // With a write-ahead journal, like `mosaic create` on a directory.
     let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
-    let arr = Array::create_journaled(&spec, &opts, Some((journal.as_path(), 64 << 20)))?;
+    let arr = Array::create_journaled(&ArraySpec::Dir(dir), &opts, Some((journal.as_path(), 64 << 20)))?;
+    arr.close()?;
     eprintln!("mosaic serve: created a raid5 demo array of 5 x 256 MiB members (and a 64 MiB journal) in ./{DEMO_DIR}");
-    if read_only {
-        arr.close()?;
-        drop(arr);
-        return Ok(Array::open(&spec, false)?);
-    }
-    Ok(arr)
+    Ok(DEMO_DIR.into())
 }
 
 fn listener(a: &ServeArgs) -> Result<Listener> {
@@ -298,93 +255,55 @@ fn listener(a: &ServeArgs) -> Result<Listener> {
     })
 }
 
-/// How long a DVS array must see no request before a background GC step.
-const DVS_IDLE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Serve a DVS array: its own export, and a thread that runs garbage
-/// collection in steps whenever the array has been idle.
-fn run_dvs(a: &ServeArgs, spec: &str, stop: Arc<std::sync::atomic::AtomicBool>) -> Result<i32> {
-    if a.read_only || a.record.is_some() || a.min_block.is_some() {
-        bail!("--read-only, --record and --min-block are for fixed-geometry arrays, not DVS arrays");
-    }
-    let export = Arc::new(crate::cmd_dvs::DvsExport::open(spec)?);
-    let listener = listener(a)?;
-    let cfg = ServerConfig { name: a.export.clone(), description: "mosaic dvs array".into(), workers: a.workers.max(1), log: !a.quiet, ..ServerConfig::default() };
-    let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
-    eprintln!("mosaic serve: dvs array, {} ({} bytes), block {} preferred {}", human(info.size), info.size, info.min_block, info.pref_block);
-    eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
-    let gc_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let gc = {
-        let (export, gc_stop) = (export.clone(), gc_stop.clone());
-        std::thread::spawn(move || -> Result<()> {
-            while !gc_stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if !export.idle_gc(DVS_IDLE)? {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
+/// Run `idle_work` whenever it has something to do, until `stop`; the
+/// number of steps run.
+fn idle_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Result<u64, VolumeError>> {
+    std::thread::spawn(move || {
+        let mut steps = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if vol.idle_work()? {
+                steps += 1;
+            } else {
+                std::thread::sleep(Duration::from_millis(50));
             }
-            Ok(())
-        })
-    };
-    let stats = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop)?;
-    gc_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let gc_result = gc.join().map_err(|_| anyhow::anyhow!("the GC thread panicked"))?;
-    eprintln!(
-        "mosaic serve: stopping: {} connections, {} requests, {} errors, {} background GC steps; flushing",
-        stats.connections,
-        stats.requests,
-        stats.errors,
-        export.gc_steps.load(std::sync::atomic::Ordering::Relaxed)
-    );
-    export.close()?;
-    gc_result.context("background garbage collection")?;
-    eprintln!("mosaic serve: array flushed and closed clean");
-    Ok(0)
+        }
+        Ok(steps)
+    })
 }
 
 pub fn run(a: ServeArgs) -> Result<i32> {
     // Signals first: a Ctrl-C during a long open still stops cleanly.
     let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
-    if let Some(s) = a.array.as_deref().filter(|s| !a.demo && crate::cmd_dvs::is_dvs_array(s)) {
-        return run_dvs(&a, s, stop);
-    }
-    let array = if a.demo {
-        demo_array(a.read_only)?
-    } else {
-        let Some(s) = &a.array else { bail!("give -a SPEC or --demo") };
-        let arr = Array::open(&ArraySpec::parse(s)?, !a.read_only)?;
-        if arr.opened_dirty() {
-            // With a journal the open replayed it; without one, code may
-            // disagree with data where writes were cut off.
-            eprintln!("warning: the array was not shut down cleanly and has no journal; run `mosaic scrub --repair` to make code units agree with data");
-        }
-        arr
+    let spec = match (&a.array, a.demo) {
+        (_, true) => demo_array()?,
+        (Some(s), false) => s.clone(),
+        (None, false) => bail!("give -a SPEC or --demo"),
     };
-    let geo = array.geometry().clone();
-    let array = match &a.cache {
-        None => Volume::Plain(Arc::new(array)),
+    let vol: Arc<dyn Volume> = match &a.cache {
+        None => mosaic_volume::open(&spec, !a.read_only)?.into(),
         Some(name) => {
             let cfg = CacheConfig::uniform(CachePolicy::parse(name)?, a.cache_size);
-            let v = CacheVolume::new(array, cfg)?;
+            let v = mosaic_volume::open_cached(&spec, !a.read_only, cfg)?;
+            let write_back = v.info().detail["cache"]["write_back"] == true;
             eprintln!(
                 "mosaic serve: {} cache, {} per structure, {}",
                 name,
                 human(a.cache_size),
-                if v.is_write_back() { "write-back through the journal" } else { "write-through (no journal)" }
+                if write_back { "write-back through the journal" } else { "write-through (no journal)" }
             );
-            Volume::Cached(Box::new(v))
+            v.into()
         }
     };
-    let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
-    let min_block = a.min_block.unwrap_or(geo.block);
-    if !min_block.is_power_of_two() || min_block > geo.block {
-        bail!("--min-block must be a power of two no larger than the array's block ({})", geo.block);
+    for w in vol.warnings() {
+        eprintln!("warning: {w}");
     }
-    let capacity = array.array().capacity();
-    let export = Arc::new(ArrayExport { array, block: geo.block, min_block, preferred: geo.unit * geo.k as u64, capacity, rmw: RwLock::new(()), recorder });
+    let vinfo = vol.info();
+    let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
+    let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder)?);
     let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
-        description: format!("mosaic {} array, {} members", geo.level, geo.members),
+        description: format!("mosaic {} array, {} members", vinfo.level, vinfo.members.len()),
         read_only: a.read_only,
         workers: a.workers.max(1),
         log: !a.quiet,
@@ -393,8 +312,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
     eprintln!(
         "mosaic serve: {} {} array, {} ({} bytes), block {} preferred {} max {}{}",
-        geo.level,
-        human(geo.unit),
+        vinfo.level,
+        human(vinfo.stripe_unit),
         human(info.size),
         info.size,
         info.min_block,
@@ -402,19 +321,33 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         info.max_block,
         if a.read_only { ", read-only" } else { "" }
     );
+    // Background work (DVS: garbage collection) while the volume is idle.
+    let idle_stop = Arc::new(AtomicBool::new(false));
+    let idle = idle_thread(vol.clone(), idle_stop.clone());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
-    let stats = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop)?;
+    let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop);
     drop(listener);
+    idle_stop.store(true, Ordering::Relaxed);
+    let idle_result = idle.join().map_err(|_| anyhow::anyhow!("the idle-work thread panicked"))?;
+    let stats = served?;
     eprintln!(
-        "mosaic serve: stopping: {} connections, {} requests, {} errors; flushing",
-        stats.connections, stats.requests, stats.errors
+        "mosaic serve: stopping: {} connections, {} requests, {} errors{}; flushing",
+        stats.connections,
+        stats.requests,
+        stats.errors,
+        match &idle_result {
+            Ok(n) if *n > 0 => format!(", {n} background steps (garbage collection)"),
+            _ => String::new(),
+        }
     );
     if let Some(rec) = &export.recorder {
         let n = rec.finish().context("writing the --record trace")?;
         eprintln!("mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
     }
-    export.array.close()?;
+    vol.flush()?;
+    vol.close()?;
+    idle_result.context("background work while idle")?;
     eprintln!("mosaic serve: array flushed and closed clean");
     Ok(0)
 }
@@ -424,35 +357,18 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpStream;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     use mosaic_nbd::proto::*;
     use mosaic_nbd::Command;
 
-    fn array(dir: &std::path::Path) -> Arc<Array> {
-        let opts = CreateOptions {
-            level: Level::Raid5,
-            members: Some(4),
-            member_size: Some(8 << 20),
-            unit: 16 << 10,
-            block: 4096,
-            force: false,
-            assume_clean: false,
-        };
+    fn array(dir: &std::path::Path) -> Arc<dyn Volume> {
+        let opts =
+            CreateOptions { level: Level::Raid5, members: Some(4), member_size: Some(8 << 20), unit: 16 << 10, block: 4096, force: false, assume_clean: false };
         Arc::new(Array::create(&ArraySpec::Dir(dir.to_path_buf()), &opts).unwrap())
     }
 
-    fn export(arr: &Arc<Array>, recorder: Option<Recorder>) -> Arc<ArrayExport> {
-        let geo = arr.geometry().clone();
-        Arc::new(ArrayExport {
-            array: Volume::Plain(arr.clone()),
-            block: geo.block,
-            min_block: geo.block,
-            preferred: geo.unit * geo.k as u64,
-            capacity: arr.capacity(),
-            rmw: RwLock::new(()),
-            recorder,
-        })
+    fn export(vol: &Arc<dyn Volume>, recorder: Option<Recorder>) -> Arc<VolumeExport> {
+        Arc::new(VolumeExport::new(vol.clone(), None, recorder).unwrap())
     }
 
     fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -496,6 +412,38 @@ mod tests {
         for (i, b) in all.iter().enumerate() {
             assert_eq!(*b as usize, (i % 4096) / 1024 + 1, "byte {i}");
         }
+    }
+
+    #[test]
+    fn a_dvs_volume_serves_sub_block_requests_and_collects_garbage_when_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec =
+            mosaic_dvs::files::CreateSpec { members: 4, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 0 };
+        drop(mosaic_dvs::files::create_in_dir(dir.path(), &spec, false).unwrap());
+        let vol: Arc<dyn Volume> = mosaic_volume::open(dir.path().to_str().unwrap(), true).unwrap().into();
+        vol.set_idle_after(Duration::from_millis(20));
+        let ex = export(&vol, None);
+        assert_eq!(ex.preferred_block(), 64 << 10);
+        let stop = Arc::new(AtomicBool::new(false));
+        let idle = idle_thread(vol.clone(), stop.clone());
+        let mut want = vec![0u8; 256 << 10];
+        for i in 0..40usize {
+            let (off, len) = ((i * 7919) % (200 << 10), 1000 + i * 37);
+            let p = pattern(i as u8, len);
+            ex.write(off as u64, &p).unwrap();
+            want[off..off + len].copy_from_slice(&p);
+            if i % 10 == 0 {
+                std::thread::sleep(Duration::from_millis(120));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::Relaxed);
+        idle.join().unwrap().unwrap();
+        let mut back = vec![0u8; want.len()];
+        ex.read(0, &mut back).unwrap();
+        assert!(back == want, "bytes differ");
+        vol.flush().unwrap();
+        vol.close().unwrap();
     }
 
     /// A hand-written client: GO, then simple requests.

@@ -7,21 +7,7 @@ pub fn size(s: &str) -> Result<u64, String> {
     mosaic_array::spec::parse_size(s)
 }
 
-/// Human-readable binary size.
-pub fn human(bytes: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
+pub use mosaic_volume::human;
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
 pub fn progress(total: u64, what: &str) -> ProgressBar {

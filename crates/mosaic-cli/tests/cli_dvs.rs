@@ -26,8 +26,61 @@ fn dvs_array_round_trip_on_zoned_files() {
     assert!(info.contains("dvs array"), "{info}");
     let s = ok(&["scrub", "-a", ds]);
     assert!(s.contains("0 stripes with mismatched parity"), "{s}");
-    let e = fails(&["fail", "-a", ds, "--member", "1"]);
-    assert!(e.contains("mosaic replace"), "{e}");
+}
+
+/// Fail, replace, a rebuild killed part-way and resumed, rot found by
+/// scrub, located and repaired (dvs:2), from the command line.
+#[test]
+fn dvs_maintenance_from_the_command_line() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("dvs");
+    let ds = d.to_str().unwrap();
+    ok(&["create", "-a", ds, "--level", "dvs:2", "--members", "5", "--member-size", "64M", "--zoned", "--stripe-unit", "64K", "--zone-size", "4M"]);
+    let data: Vec<u8> = (0..(24u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let input = t.path().join("in.bin");
+    fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", ds, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let out = t.path().join("out.bin");
+    let read_all = || {
+        ok(&["read", "-a", ds, "--offset", "0", "--length", "24M", "--output", out.to_str().unwrap()]);
+        fs::read(&out).unwrap() == data
+    };
+    ok(&["fail", "-a", ds, "--member", "3"]);
+    // Replace, with the rebuild killed after two SSGs.
+    let new = t.path().join("new3.zoned");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["replace", "-a", ds, "--member", "3", "--drive", new.to_str().unwrap()])
+        .env("MOSAIC_FAULT_ABORT_REBUILD_AFTER", "2")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the rebuild was to stop");
+    let info = json(&ok(&["info", "-a", ds, "--json"]));
+    let st = &info["volume"]["members"][3]["state"];
+    assert_eq!(st["state"], "rebuilding", "{info}");
+    let done = st["done"].as_u64().unwrap();
+    assert!(done >= 1, "{info}");
+    assert!(d.join("dvs-3.zoned").exists() && !new.exists(), "the new drive took the member's name at replace time");
+    assert!(read_all(), "read while half rebuilt");
+    let r = json(&ok(&["rebuild", "-a", ds, "--json"]));
+    assert_eq!(r["resumed_from"].as_u64(), Some(done), "{r}");
+    assert!(read_all(), "read after the resumed rebuild");
+    let s = ok(&["scrub", "-a", ds]);
+    assert!(s.contains("0 stripes with mismatched parity"), "{s}");
+    // Rot inside member 0's first data zone (the SSGs of the 24 MiB
+    // written are in segments 0.., each a zone; SSG 0 is physical segment 0).
+    let conv = info["config"]["conventional"].as_u64().unwrap();
+    let f = fs::OpenOptions::new().write(true).open(d.join("dvs-0.zoned")).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &[0x5a; 2048], 4096 + conv * (4 << 20) + 3 * (64 << 10) + 512).unwrap();
+    drop(f);
+    let o = common::mosaic(&["scrub", "-a", ds]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert!(s.contains("1 of") && s.contains("SSG 0 row") && s.contains("member 0 holds the wrong column"), "{s}");
+    let s = ok(&["scrub", "-a", ds, "--repair"]);
+    assert!(s.contains("re-striped"), "{s}");
+    let s = ok(&["scrub", "-a", ds]);
+    assert!(s.contains("0 stripes with mismatched parity"), "{s}");
+    assert!(read_all(), "the located column was corrected");
 }
 
 #[test]

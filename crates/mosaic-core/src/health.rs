@@ -50,3 +50,15 @@ impl Health {
         self.states.iter().any(|s| !matches!(s, MemberState::Active))
     }
 }
+
+/// Result of a rebuild, for every kind of array (regions: stripes of a
+/// fixed layout, SSGs of DVS).
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    pub members: Vec<usize>,
+    pub regions: u64,
+    pub resumed_from: u64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+    pub mib_per_s: f64,
+}

@@ -45,7 +45,7 @@ use crate::addr::{ChunkKey, DvsConfig, Geo};
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
 use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, peek_record, record_header_len, MetaLayout, Record, Superblock, SB_LEN};
 use crate::tables::{Stripe, Tables};
-use mosaic_core::MemberState;
+use mosaic_core::{MemberState, RebuildReport};
 use crate::DvsError;
 
 /// A host-managed zoned member device.
@@ -227,16 +227,6 @@ pub struct MemberInfo {
     pub describe: String,
 }
 
-/// Result of [`DvsArray::rebuild`] (regions are SSGs).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RebuildReport {
-    pub members: Vec<usize>,
-    pub regions: u64,
-    pub resumed_from: u64,
-    pub bytes_written: u64,
-    pub seconds: f64,
-    pub mib_per_s: f64,
-}
 
 /// A stripe of the array: SIT row `row` of SSG `lsn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -1,0 +1,232 @@
+//! Fixed-geometry arrays as volumes: [`mosaic_array::Array`] itself (kind
+//! `fixed`) and an array behind the small-write caches ([`CachedVolume`],
+//! kind `cached`).
+
+use std::path::Path;
+
+use mosaic_array::maint::RebuildOptions;
+use mosaic_array::{Array, CacheVolume, RebuildReport, ScrubReport, DATA_OFFSET};
+use mosaic_core::{CacheConfig, MemberState};
+
+use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
+
+/// The common info of a fixed array, with its `ArrayInfo` as the detail.
+fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
+    let i = arr.info();
+    let summary = vec![
+        ("array".to_string(), i.uuid.to_string()),
+        ("level".into(), format!("{} ({} data + {} code columns)", i.level, i.data_columns, i.code_columns)),
+        ("unit".into(), format!("{} ({} bytes), block {} bytes", human(i.stripe_unit), i.stripe_unit, i.block_size)),
+        ("capacity".into(), format!("{} ({} bytes), {} stripes", human(i.capacity), i.capacity, i.stripes)),
+        ("member".into(), format!("{} data bytes from offset {}", human(i.member_data_size), i.data_offset)),
+        ("journal".into(), i.journal.clone().unwrap_or_else(|| "none (write hole open)".into())),
+        ("state".into(), format!("{:?}{}, events {}", i.state, if i.degraded { ", degraded" } else { "" }, i.events)),
+    ];
+    VolumeInfo {
+        kind: kind.into(),
+        level: i.level.clone(),
+        uuid: i.uuid.to_string(),
+        capacity: i.capacity,
+        block_size: i.block_size,
+        stripe_unit: i.stripe_unit,
+        regions: i.stripes,
+        members: i
+            .member_list
+            .iter()
+            .map(|m| VolumeMember { index: m.index, state: m.state, present: m.present, path: m.path.clone(), uuid: Some(m.uuid.to_string()) })
+            .collect(),
+        degraded: i.degraded,
+        journal: i.journal.clone(),
+        summary,
+        detail: serde_json::to_value(&i).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+fn counters(arr: &Array) -> IoCounters {
+    let (ops, _) = arr.counters();
+    IoCounters { device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops: Some(ops) }
+}
+
+fn warnings(arr: &Array) -> Vec<String> {
+    if !arr.opened_dirty() {
+        Vec::new()
+    } else if arr.superblock().journal.is_some() {
+        vec!["the array was not shut down cleanly; its journal is replayed when it is next opened for writing".into()]
+    } else {
+        vec!["the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data".into()]
+    }
+}
+
+/// Replace failed member `idx` with `drive`, creating a file of the
+/// member's size when it does not exist (and removing it again when the
+/// replace is refused).
+fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
+    let geo = arr.geometry();
+    if idx >= geo.members {
+        return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", geo.members - 1)));
+    }
+    if !arr.is_writable() {
+        return Err(VolumeError::Usage("replace needs the array open for writing".into()));
+    }
+    let state = arr.health().states[idx];
+    if !matches!(state, MemberState::Failed) {
+        return Err(VolumeError::Usage(format!(
+            "member {idx} is {}; only a failed member can be replaced (mosaic fail first)",
+            if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
+        )));
+    }
+    let created = !drive.exists();
+    if created {
+        let size = DATA_OFFSET + geo.member_bytes(idx);
+        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating {}", drive.display()), source: e })?;
+    }
+    let r = arr.replace(idx, drive);
+    if r.is_err() && created {
+        let _ = std::fs::remove_file(drive);
+    }
+    Ok(r?)
+}
+
+impl Volume for Array {
+    fn capacity(&self) -> u64 {
+        Array::capacity(self)
+    }
+    fn block_size(&self) -> u64 {
+        self.geometry().block
+    }
+    fn preferred_block(&self) -> u64 {
+        // A full stripe's data: writes of it need no reads.
+        self.geometry().unit * self.geometry().k as u64
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(Array::read(self, off, buf)?)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        Ok(Array::write(self, off, data)?)
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(Array::flush(self)?)
+    }
+    fn close(&self) -> Result<()> {
+        Ok(Array::close(self)?)
+    }
+    fn info(&self) -> VolumeInfo {
+        array_info(self, "fixed")
+    }
+    fn io_counters(&self) -> IoCounters {
+        counters(self)
+    }
+    fn auto_failed(&self) -> Vec<(usize, String)> {
+        Array::auto_failed(self)
+    }
+    fn warnings(&self) -> Vec<String> {
+        warnings(self)
+    }
+    fn fail_member(&self, idx: usize) -> Result<()> {
+        Ok(Array::fail_member(self, idx)?)
+    }
+    fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
+        replace(self, idx, drive)
+    }
+    fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
+        Ok(Array::rebuild(self, progress, opts)?)
+    }
+    fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        Ok(Array::scrub(self, repair, progress)?)
+    }
+}
+
+/// An array behind the small-write caches of `mosaic_core::cache`.
+///
+/// Replace, rebuild and scrub destage the caches first (cached partial
+/// parity leaves stale code on the members); they are meant for a
+/// volume no one else is writing.
+pub struct CachedVolume {
+    cv: CacheVolume,
+    cfg: CacheConfig,
+}
+
+impl CachedVolume {
+    pub fn new(cv: CacheVolume, cfg: CacheConfig) -> CachedVolume {
+        CachedVolume { cv, cfg }
+    }
+
+    pub fn inner(&self) -> &CacheVolume {
+        &self.cv
+    }
+
+    fn sync(&self) -> Result<()> {
+        if self.cv.array().is_writable() {
+            self.cv.sync()?;
+        }
+        Ok(())
+    }
+}
+
+impl Volume for CachedVolume {
+    fn capacity(&self) -> u64 {
+        self.cv.array().capacity()
+    }
+    fn block_size(&self) -> u64 {
+        Volume::block_size(self.cv.array())
+    }
+    fn preferred_block(&self) -> u64 {
+        Volume::preferred_block(self.cv.array())
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        Ok(self.cv.read(off, buf)?)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        Ok(self.cv.write(off, data)?)
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(self.cv.flush()?)
+    }
+    fn close(&self) -> Result<()> {
+        Ok(self.cv.close()?)
+    }
+    fn info(&self) -> VolumeInfo {
+        let mut i = array_info(self.cv.array(), "cached");
+        let wb = self.cv.is_write_back();
+        i.summary.push((
+            "cache".into(),
+            format!(
+                "{}, {} write cache, {} parity cache, {} old-data buffer, {}",
+                self.cfg.policy.name(),
+                human(self.cfg.write_cache),
+                human(self.cfg.parity_cache),
+                human(self.cfg.old_data),
+                if wb { "write-back through the journal" } else { "write-through (no journal)" }
+            ),
+        ));
+        if let serde_json::Value::Object(m) = &mut i.detail {
+            let cache = serde_json::json!({ "config": self.cfg, "write_back": wb, "stats": self.cv.stats() });
+            m.insert("cache".into(), cache);
+        }
+        i
+    }
+    fn io_counters(&self) -> IoCounters {
+        counters(self.cv.array())
+    }
+    fn auto_failed(&self) -> Vec<(usize, String)> {
+        self.cv.array().auto_failed()
+    }
+    fn warnings(&self) -> Vec<String> {
+        warnings(self.cv.array())
+    }
+    fn fail_member(&self, idx: usize) -> Result<()> {
+        Ok(self.cv.fail_member(idx)?)
+    }
+    fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
+        self.sync()?;
+        replace(self.cv.array(), idx, drive)
+    }
+    fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
+        self.sync()?;
+        Ok(self.cv.array().rebuild(progress, opts)?)
+    }
+    fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        self.sync()?;
+        Ok(self.cv.array().scrub(repair, progress)?)
+    }
+}

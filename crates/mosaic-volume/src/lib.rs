@@ -1,0 +1,208 @@
+//! mosaic-volume: one interface over every kind of real array.
+//!
+//! ```text
+//!   mosaic info/write/read/fail/replace/rebuild/scrub     mosaic serve (NBD)
+//!                         │                                     │
+//!                         └──────────────┬──────────────────────┘
+//!                                        ▼
+//!                     open(spec) / open_cached(spec) -> Box<dyn Volume>
+//!                                        │
+//!             ┌──────────────────────────┼───────────────────────────┐
+//!             ▼                          ▼                           ▼
+//!   mosaic_array::Array        CachedVolume (CacheVolume)     DvsVolume (DvsArray)
+//!   kind "fixed"               kind "cached"                  kind "dvs"
+//! ```
+//!
+//! [`open`] decides the kind from what is on the members: DVS superblocks
+//! on zoned member files make a [`DvsVolume`], anything else is assembled
+//! by [`mosaic_array::Array::open`] (nested CBRO check drive arrays
+//! included).  Every method takes `&self`, so one volume serves many
+//! threads (`Arc<dyn Volume>`).
+
+mod dvs;
+mod fixed;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use mosaic_array::maint::RebuildOptions;
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, ArrayError, CacheVolume, RebuildReport, ScrubReport};
+use mosaic_core::{CacheConfig, MemberState, OpCounts};
+use mosaic_dvs::DvsError;
+
+pub use dvs::{DvsVolume, DEFAULT_IDLE};
+pub use fixed::CachedVolume;
+
+/// Errors of volume operations.  Each message says what was wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeError {
+    /// From a fixed-geometry (or cached) array.
+    #[error(transparent)]
+    Array(#[from] ArrayError),
+    /// From a DVS array.
+    #[error(transparent)]
+    Dvs(#[from] DvsError),
+    /// The request does not fit the volume (bad member, nothing to do,
+    /// not supported by this kind).
+    #[error("{0}")]
+    Usage(String),
+    /// A file operation of the volume itself (e.g. moving a new drive
+    /// into place) failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = VolumeError> = std::result::Result<T, E>;
+
+/// One member in [`VolumeInfo`].
+#[derive(Debug, Clone, Serialize)]
+pub struct VolumeMember {
+    pub index: usize,
+    pub state: MemberState,
+    /// Whether its device is open.
+    pub present: bool,
+    /// Its file or device (where it is expected, when it is not present).
+    pub path: String,
+    /// Member UUID, for kinds that give members one.
+    pub uuid: Option<String>,
+}
+
+/// What every kind of volume reports, plus the kind's own info.
+#[derive(Debug, Clone, Serialize)]
+pub struct VolumeInfo {
+    /// `fixed`, `cached` or `dvs`.
+    pub kind: String,
+    /// The level as `mosaic create --level` names it (`raid6`, `dvs`, ...).
+    pub level: String,
+    pub uuid: String,
+    pub capacity: u64,
+    pub block_size: u64,
+    /// Stripe unit (DVS: the chunk).
+    pub stripe_unit: u64,
+    /// How many regions rebuild and scrub walk (fixed: stripes; DVS: SSGs).
+    pub regions: u64,
+    pub members: Vec<VolumeMember>,
+    pub degraded: bool,
+    /// Where the write-ahead journal lives, if there is one.
+    pub journal: Option<String>,
+    /// Labelled lines for a human summary (`mosaic info`), in order.
+    #[serde(skip)]
+    pub summary: Vec<(String, String)>,
+    /// The kind's own info struct, serialized
+    /// (`mosaic_array::ArrayInfo`, `mosaic_dvs::array::ArrayInfo`).
+    pub detail: serde_json::Value,
+}
+
+/// Device operations since the volume was opened.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IoCounters {
+    pub device_reads: u64,
+    pub device_writes: u64,
+    /// Operations by kind and stripe methods, where the kind plans them
+    /// with `mosaic_core` (fixed and cached arrays).
+    pub ops: Option<OpCounts>,
+}
+
+/// A real array of any kind.
+///
+/// Offsets and lengths of `read`/`write` are bytes and must be multiples
+/// of [`Volume::block_size`] within [`Volume::capacity`]; a bad request is
+/// an error, never a panic.
+pub trait Volume: Send + Sync {
+    /// Logical bytes.
+    fn capacity(&self) -> u64;
+    /// Logical block: the alignment of every request.
+    fn block_size(&self) -> u64;
+    /// The request size that suits the layout best (what NBD advertises).
+    fn preferred_block(&self) -> u64;
+
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<()>;
+    fn write(&self, off: u64, data: &[u8]) -> Result<()>;
+    /// Make every completed write durable.
+    fn flush(&self) -> Result<()>;
+    /// Flush what is pending and leave the volume clean on its members.
+    fn close(&self) -> Result<()>;
+
+    fn info(&self) -> VolumeInfo;
+    fn io_counters(&self) -> IoCounters;
+    /// Members failed automatically after I/O errors since open, with the error.
+    fn auto_failed(&self) -> Vec<(usize, String)> {
+        Vec::new()
+    }
+    /// What the open found that a user should hear about (e.g. an unclean
+    /// shutdown).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Take member `idx` out of service, recorded on the other members so
+    /// it outlives this open (the member stays failed until replaced).
+    /// Refused when more members would be failed than the level tolerates.
+    fn fail_member(&self, idx: usize) -> Result<()>;
+    /// Put the drive at `drive` (created with the right size and kind when
+    /// missing) in place of member `idx`; [`Volume::rebuild`] follows.
+    fn replace(&self, idx: usize, drive: &Path) -> Result<()>;
+    /// Rebuild replaced members; `progress(done, total)` per region.
+    fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport>;
+    /// Verify every stripe's code (and repair mismatches with `repair`:
+    /// fixed layouts rewrite the code units in place, DVS re-stripes).
+    fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport>;
+
+    /// One step of background work when the volume has been idle (DVS:
+    /// garbage collection); whether a step ran.  Call it repeatedly from
+    /// one thread; requests wait at most for the step in progress.
+    fn idle_work(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// How long the volume must see no request before [`Volume::idle_work`]
+    /// does anything.
+    fn set_idle_after(&self, _after: Duration) {}
+}
+
+/// Open the array named by `spec` (a directory or a comma list of
+/// members), whatever its kind.
+pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+    if mosaic_dvs::files::is_dvs(spec) {
+        return Ok(Box::new(DvsVolume::open(spec, writable)?));
+    }
+    let spec = ArraySpec::parse(spec)?;
+    Ok(Box::new(Array::open(&spec, writable)?))
+}
+
+/// Open a fixed-geometry array behind the small-write caches of `cfg`
+/// (write-back through the array's journal, write-through without one).
+pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<dyn Volume>> {
+    if mosaic_dvs::files::is_dvs(spec) {
+        return Err(VolumeError::Usage(
+            "the small-write caches are for fixed-geometry arrays; a DVS array has its own write cache (mosaic create --level dvs --dvs-cache SIZE)".into(),
+        ));
+    }
+    let arr = Array::open(&ArraySpec::parse(spec)?, writable)?;
+    Ok(Box::new(CachedVolume::new(CacheVolume::new(arr, cfg)?, cfg)))
+}
+
+/// Human-readable binary size (for summaries; the CLI uses it too).
+pub fn human(bytes: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", U[i])
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! Every kind through the trait only: write, read back, fail members up
+//! to the level's tolerance and read degraded, refuse one more, replace,
+//! rebuild and scrub.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, CreateOptions};
+use mosaic_core::{CacheConfig, CachePolicy, Level, MemberState};
+use mosaic_dvs::files::{create_in_dir, CreateSpec};
+
+use super::*;
+
+fn fixed(dir: &Path, level: Level, members: usize) -> String {
+    let opts = CreateOptions { level, members: Some(members), member_size: Some(4 << 20), unit: 16 << 10, block: 4096, force: false, assume_clean: false };
+    let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
+    let arr = Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &opts, Some((journal.as_path(), 8 << 20))).unwrap();
+    arr.close().unwrap();
+    dir.to_str().unwrap().to_string()
+}
+
+fn dvs(dir: &Path, parity: usize) -> String {
+    dvs_cached(dir, parity, 8)
+}
+
+fn dvs_cached(dir: &Path, parity: usize, cache_chunks: u64) -> String {
+    let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity, cache_chunks };
+    drop(create_in_dir(dir, &s, false).unwrap());
+    dir.to_str().unwrap().to_string()
+}
+
+fn pattern(seed: u32, len: usize) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 13) as u8).collect()
+}
+
+fn read_back(v: &dyn Volume, off: u64, want: &[u8], what: &str) {
+    let mut got = vec![0u8; want.len()];
+    v.read(off, &mut got).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(got == want, "{what}: bytes differ");
+}
+
+/// Write, read, fail up to `tolerates` members (reading degraded after
+/// each), and check that one more failure and bad requests are refused.
+fn write_fail_read(spec: &str, kind: &str, tolerates: usize) -> Vec<u8> {
+    let v = open(spec, true).unwrap();
+    let info = v.info();
+    assert_eq!(info.kind, kind);
+    assert!(!info.degraded);
+    assert!(info.members.iter().all(|m| m.state == MemberState::Active && m.present), "{:?}", info.members);
+    assert!(info.detail.is_object());
+    let b = v.block_size();
+    assert!(v.preferred_block() >= b);
+    let off = 3 * b;
+    let data = pattern(7, (300 * b) as usize);
+    v.write(off, &data).unwrap();
+    v.flush().unwrap();
+    read_back(v.as_ref(), off, &data, "healthy");
+    assert!(v.io_counters().device_writes > 0);
+
+    // Bad requests are errors, never panics.
+    assert!(v.read(1, &mut [0u8; 100]).is_err());
+    assert!(v.write(v.capacity(), &vec![0u8; b as usize]).is_err());
+    assert!(v.read(u64::MAX - b + 1, &mut vec![0u8; b as usize]).is_err());
+    let e = v.fail_member(99).unwrap_err().to_string();
+    assert!(e.contains("no member 99"), "{e}");
+
+    for m in 0..tolerates {
+        v.fail_member(m).unwrap();
+        let info = v.info();
+        assert!(info.degraded);
+        assert_eq!(info.members[m].state, MemberState::Failed);
+        assert!(info.members[m + 1..].iter().all(|x| x.state == MemberState::Active));
+        read_back(v.as_ref(), off, &data, &format!("{kind}: degraded, {} failed", m + 1));
+    }
+    let e = v.fail_member(tolerates).unwrap_err().to_string();
+    assert!(e.contains("data would be lost"), "{e}");
+    let e = v.fail_member(0).unwrap_err().to_string();
+    assert!(e.contains("already failed"), "{e}");
+    read_back(v.as_ref(), off, &data, "after refused failures");
+    // Writes still work degraded.
+    let more = pattern(9, (20 * b) as usize);
+    v.write(off, &more).unwrap();
+    let mut want = data.clone();
+    want[..more.len()].copy_from_slice(&more);
+    read_back(v.as_ref(), off, &want, "degraded write");
+    v.close().unwrap();
+    want
+}
+
+fn replace_rebuild_scrub(v: &dyn Volume, members: usize, new_drive: &Path) {
+    v.replace(members, new_drive).unwrap_err();
+    v.replace(0, new_drive).unwrap();
+    let rep = v.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!(rep.members, vec![0]);
+    assert!(rep.bytes_written > 0);
+    let s = v.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!(s.mismatched, 0);
+    assert!(s.stripes_checked > 0);
+}
+
+#[test]
+fn raid5_dir_array() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = fixed(&t.path().join("a"), Level::Raid5, 4);
+    let want = write_fail_read(&spec, "fixed", 1);
+    // The failure was recorded: a new open still sees it.
+    let v = open(&spec, true).unwrap();
+    assert_eq!(v.info().members[0].state, MemberState::Failed);
+    read_back(v.as_ref(), 3 * 4096, &want, "reopened degraded");
+    let new0 = t.path().join("new0.img");
+    replace_rebuild_scrub(v.as_ref(), 4, &new0);
+    assert!(new0.exists());
+    assert!(!v.info().degraded);
+    let e = v.rebuild(&|_, _| {}, Default::default()).unwrap_err().to_string();
+    assert!(e.contains("nothing to rebuild"), "{e}");
+    v.close().unwrap();
+    drop(v);
+    let v = open(&spec, false).unwrap();
+    read_back(v.as_ref(), 3 * 4096, &want, "after rebuild");
+    assert!(v.write(0, &[0u8; 4096]).is_err(), "read-only open accepted a write");
+}
+
+#[test]
+fn raid6_dir_array() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = fixed(&t.path().join("a"), Level::Raid6, 6);
+    let want = write_fail_read(&spec, "fixed", 2);
+    let v = open(&spec, true).unwrap();
+    let info = v.info();
+    assert_eq!(info.level, "raid6");
+    assert_eq!(info.detail["member_list"].as_array().unwrap().len(), 6);
+    read_back(v.as_ref(), 3 * 4096, &want, "reopened with two failed");
+}
+
+#[test]
+fn dvs_dir_array() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("z");
+    let spec = dvs(&dir, 1);
+    let want = write_fail_read(&spec, "dvs", 1);
+    // The failure is recorded: a new open still sees it.
+    let v = open(&spec, true).unwrap();
+    let info = v.info();
+    assert!(info.degraded && info.members[0].state == MemberState::Failed && info.members[0].present, "{:?}", info.members);
+    read_back(v.as_ref(), 3 * 4096, &want, "dvs reopened");
+    // The replacement is created, rebuilt and takes member 0's file name.
+    let new0 = t.path().join("new0.zoned");
+    replace_rebuild_scrub(v.as_ref(), 5, &new0);
+    assert!(!new0.exists() && dir.join("dvs-0.zoned").exists() && dir.join("dvs-0.zoned.replaced").exists());
+    assert_eq!(v.info().members[0].path, dir.join("dvs-0.zoned").display().to_string());
+    let e = v.rebuild(&|_, _| {}, Default::default()).unwrap_err().to_string();
+    assert!(e.contains("nothing to rebuild"), "{e}");
+    let s = v.scrub(true, &|_, _| {}).unwrap();
+    assert!(s.repaired && s.mismatched == 0 && s.notes.is_empty(), "{s:?}");
+    v.close().unwrap();
+    drop(v);
+    // Degraded by a missing member file, found at open.
+    std::fs::rename(dir.join("dvs-3.zoned"), t.path().join("away")).unwrap();
+    let v = open(&spec, false).unwrap();
+    let info = v.info();
+    assert!(info.degraded && !info.members[3].present && info.members[3].state == MemberState::Failed, "{:?}", info.members);
+    read_back(v.as_ref(), 3 * 4096, &want, "dvs with a member missing");
+    assert!(v.write(0, &[0u8; 4096]).is_err(), "read-only open accepted a write");
+    let s = v.scrub(false, &|_, _| {}).unwrap();
+    assert!(s.unverified_stripes > 0 && s.mismatched == 0);
+}
+
+#[test]
+fn dvs2_tolerates_two() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = dvs(&t.path().join("z"), 2);
+    write_fail_read(&spec, "dvs", 2);
+    assert_eq!(open(&spec, false).unwrap().info().level, "dvs:2");
+}
+
+#[test]
+fn dvs_idle_work_collects_garbage_and_keeps_data() {
+    let t = tempfile::tempdir().unwrap();
+    // Write-through: every small write appends a new stripe and leaves
+    // the old chunk and parity as garbage.
+    let spec = dvs_cached(&t.path().join("z"), 1, 0);
+    let v = open(&spec, true).unwrap();
+    let b = v.block_size() as usize;
+    v.write(0, &pattern(3, 64 * b)).unwrap();
+    for i in 0..30u32 {
+        v.write(((i % 4) as u64) * 4096, &pattern(i, b)).unwrap();
+    }
+    let mut want = vec![0u8; 64 * b];
+    v.read(0, &mut want).unwrap();
+    assert!(!v.idle_work().unwrap(), "GC ran right after a request");
+    v.set_idle_after(Duration::ZERO);
+    let mut steps = 0;
+    while v.idle_work().unwrap() {
+        steps += 1;
+        assert!(steps < 1000, "GC does not converge");
+    }
+    assert!(steps > 0, "no garbage collected");
+    assert_eq!(v.info().detail["valid_chunks"], 4);
+    read_back(v.as_ref(), 0, &want, "after idle GC");
+    v.close().unwrap();
+    drop(v);
+    read_back(open(&spec, false).unwrap().as_ref(), 0, &want, "reopened after idle GC");
+}
+
+#[test]
+fn cached_volume_and_refusals() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = fixed(&t.path().join("a"), Level::Raid5, 4);
+    let cfg = CacheConfig::uniform(CachePolicy::PpcData, 128 << 10);
+    let v = open_cached(&spec, true, cfg).unwrap();
+    let info = v.info();
+    assert_eq!(info.kind, "cached");
+    assert_eq!(info.detail["cache"]["write_back"], true);
+    assert!(!v.idle_work().unwrap());
+    let data = pattern(1, 40 * 4096);
+    v.write(8192, &data).unwrap();
+    read_back(v.as_ref(), 8192, &data, "cached");
+    v.fail_member(2).unwrap();
+    read_back(v.as_ref(), 8192, &data, "cached, degraded");
+    v.close().unwrap();
+    drop(v);
+    read_back(open(&spec, false).unwrap().as_ref(), 8192, &data, "after the cache closed");
+
+    let z = dvs(&t.path().join("z"), 1);
+    let e = open_cached(&z, true, cfg).err().unwrap().to_string();
+    assert!(e.contains("DVS array has its own write cache"), "{e}");
+    let e = open(t.path().join("nothing").to_str().unwrap(), false).err().unwrap().to_string();
+    assert!(!e.is_empty());
+    let e = open("", false).err().unwrap().to_string();
+    assert!(e.contains("empty array spec"), "{e}");
+}
