@@ -408,7 +408,13 @@ pub fn fail(a: FailArgs) -> Result<i32> {
 fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
     let pb = progress(vol.info().regions, "rebuild");
     let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()) };
-    let rep = vol.rebuild(&|d, _| pb.set_position(d), opts)?;
+    let rep = vol.rebuild(
+        &|d, t| {
+            pb.set_length(t);
+            pb.set_position(d)
+        },
+        opts,
+    )?;
     pb.finish_and_clear();
     if json {
         print_json(&rep)?;
