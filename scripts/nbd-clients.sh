@@ -312,7 +312,7 @@ dvs_check() {
     sleep 2  # idle: background GC runs in steps
     stop_server >/dev/null
     local gc
-    gc=$(grep -o '[0-9]* background GC steps' "$WORK/dvs.log" | grep -o '^[0-9]*')
+    gc=$(grep -o '[0-9]* background steps' "$WORK/dvs.log" | grep -o '^[0-9]*')
     if [ "${gc:-0}" -gt 0 ] && grep -q 'closed clean' "$WORK/dvs.log"; then
         ok dvs-serve "fio crc32c verify over 3 rewrites, $gc background GC steps while idle"
     else
