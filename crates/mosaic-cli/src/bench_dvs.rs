@@ -24,7 +24,8 @@ use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, CreateOptions};
 use mosaic_core::Level;
-use mosaic_dvs::{files, DvsArray};
+use mosaic_dvs::files;
+use mosaic_volume::Volume;
 
 use crate::util::{human, print_json, size, table};
 
@@ -52,80 +53,33 @@ struct Row {
 const UNIT: u64 = 64 << 10;
 const ZONE: u64 = 4 << 20;
 
-/// One volume under test, with what the rows need.
-enum Vol {
-    Dvs(Box<DvsArray>),
-    Raid5(Box<Array>),
+/// Fail member 1, put a new file in, rebuild: member bytes written per second.
+fn rebuild(v: &dyn Volume, dir: &Path) -> Result<f64> {
+    v.fail_member(1)?;
+    v.replace(1, &dir.join("replacement"))?;
+    let r = v.rebuild(&|_, _| {}, RebuildOptions::default())?;
+    Ok(r.bytes_written as f64 / r.seconds.max(1e-9))
 }
 
-impl Vol {
-    fn capacity(&self) -> u64 {
-        match self {
-            Vol::Dvs(a) => a.capacity(),
-            Vol::Raid5(a) => a.capacity(),
-        }
-    }
-    fn write(&mut self, off: u64, data: &[u8]) -> Result<()> {
-        match self {
-            Vol::Dvs(a) => a.write(off, data)?,
-            Vol::Raid5(a) => a.write(off, data)?,
-        }
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<()> {
-        match self {
-            Vol::Dvs(a) => a.flush()?,
-            Vol::Raid5(a) => a.flush()?,
-        }
-        Ok(())
-    }
-    /// Fail member 1, put a new file in, rebuild: bytes written per second.
-    fn rebuild(&mut self, dir: &Path) -> Result<f64> {
-        let new = dir.join("replacement");
-        match self {
-            Vol::Dvs(a) => {
-                a.fail(1)?;
-                files::replace_with_file(a, 1, &new)?;
-                let r = a.rebuild(&|_, _| {}, None)?;
-                Ok(r.bytes_written as f64 / r.seconds.max(1e-9))
-            }
-            Vol::Raid5(a) => {
-                a.fail_member(1)?;
-                mosaic_dev::FileMember::create(&new, mosaic_array::DATA_OFFSET + a.geometry().member_bytes(1))?;
-                a.replace(1, &new)?;
-                let r = a.rebuild(&|_, _| {}, RebuildOptions::default())?;
-                Ok(r.bytes_written as f64 / r.seconds.max(1e-9))
-            }
-        }
-    }
-    /// Scrub without repair: array bytes read per second.
-    fn scrub(&mut self) -> Result<f64> {
-        let (bytes, seconds) = match self {
-            Vol::Dvs(a) => {
-                let r = a.scrub_with(false, &|_, _| {})?;
-                anyhow::ensure!(r.mismatched.is_empty(), "DVS scrub found {} bad stripes", r.mismatched.len());
-                (r.bytes_read, r.seconds)
-            }
-            Vol::Raid5(a) => {
-                let r = a.scrub(false, &|_, _| {})?;
-                anyhow::ensure!(r.mismatched_stripes.is_empty(), "raid5 scrub found {} bad stripes", r.mismatched_stripes.len());
-                (r.bytes_read, r.seconds)
-            }
-        };
-        Ok(bytes as f64 / seconds.max(1e-9))
-    }
+/// Scrub without repair: array bytes read per second.
+fn scrub(v: &dyn Volume) -> Result<f64> {
+    let r = v.scrub(false, &|_, _| {})?;
+    anyhow::ensure!(r.mismatched == 0, "scrub found {} bad stripes", r.mismatched);
+    Ok(r.bytes_read as f64 / r.seconds.max(1e-9))
 }
 
-fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Vol> {
+/// Create the array of `scheme` in `dir` and open it as a volume.
+fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
     std::fs::create_dir_all(dir)?;
     if scheme == "raid5" {
         let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: Some(member_size), unit: UNIT, block: 4096, force: true, assume_clean: true };
-        let a = Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), 64 << 20)))?;
-        return Ok(Vol::Raid5(Box::new(a)));
+        Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), 64 << 20)))?.close()?;
+    } else {
+        let cache = if scheme == "dvs" { 0 } else { (16 << 20) / UNIT };
+        let spec = files::CreateSpec { members: 5, member_size, chunk: UNIT, block: 4096, zone_size: ZONE, parity: 1, cache_chunks: cache };
+        files::create_in_dir(dir, &spec, true)?.flush()?;
     }
-    let cache = if scheme == "dvs" { 0 } else { (16 << 20) / UNIT };
-    let spec = files::CreateSpec { members: 5, member_size, chunk: UNIT, block: 4096, zone_size: ZONE, parity: 1, cache_chunks: cache };
-    Ok(Vol::Dvs(Box::new(files::create_in_dir(dir, &spec, true)?)))
+    Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
 }
 
 fn scratch() -> Result<tempfile::TempDir> {
@@ -142,7 +96,7 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
     for scheme in schemes {
         let tmp = scratch()?;
         let dir = tmp.path().join("array");
-        let mut v = make(&dir, scheme, a.member_size)?;
+        let v = make(&dir, scheme, a.member_size)?;
         let cap = v.capacity();
         let label = match scheme {
             "raid5" => "raid5 4+1 + journal".to_string(),
@@ -174,9 +128,9 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
         }
         v.flush()?;
         rows.push(Row { workload: "4 KiB random write", scheme: label.clone(), per_sec: n as f64 / t0.elapsed().as_secs_f64(), unit: "IOPS", ratio_to_raid5: 0.0 });
-        let s = v.scrub()?;
+        let s = scrub(v.as_ref())?;
         rows.push(Row { workload: "scrub (array bytes read)", scheme: label.clone(), per_sec: s / (1 << 20) as f64, unit: "MiB/s", ratio_to_raid5: 0.0 });
-        let r = v.rebuild(tmp.path())?;
+        let r = rebuild(v.as_ref(), tmp.path())?;
         rows.push(Row { workload: "rebuild (member bytes written)", scheme: label, per_sec: r / (1 << 20) as f64, unit: "MiB/s", ratio_to_raid5: 0.0 });
     }
     let reference: Vec<(&'static str, f64)> = rows.iter().filter(|r| r.scheme.starts_with("raid5")).map(|r| (r.workload, r.per_sec)).collect();
