@@ -413,6 +413,9 @@ fn a_failed_member_stays_failed_across_reopen_and_a_stopped_rebuild_resumes() {
         // after two SSGs as a killed process would be.
         b.replace(3, Arc::new(ZonedFile::open(&dir.path().join("m3")).unwrap())).unwrap();
         assert_eq!(states(&b)[3], Rebuilding { done: 0 });
+        let e = b.replace(3, Arc::new(ZonedFile::open(&dir.path().join("m3")).unwrap())).unwrap_err().to_string();
+        assert!(e.contains("already being rebuilt"), "{e}");
+        assert!(b.fail(9).unwrap_err().to_string().contains("no member 9"));
         assert!(b.rebuild(&|_, _| {}, Some(2)).is_err());
         drop(b);
         let mut c2 = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();

@@ -162,6 +162,8 @@ fn dvs_dir_array() {
     assert!(info.degraded && !info.members[3].present && info.members[3].state == MemberState::Failed, "{:?}", info.members);
     read_back(v.as_ref(), 3 * 4096, &want, "dvs with a member missing");
     assert!(v.write(0, &[0u8; 4096]).is_err(), "read-only open accepted a write");
+    let e = v.scrub(true, &|_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("scrub --repair needs the array open for writing"), "{e}");
     let s = v.scrub(false, &|_, _| {}).unwrap();
     assert!(s.unverified_stripes > 0 && s.mismatched == 0);
 }
