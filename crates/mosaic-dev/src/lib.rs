@@ -54,6 +54,43 @@ fn range_check(what: &str, size: u64, offset: u64, len: usize) -> io::Result<()>
     }
 }
 
+/// The one lock every kind of array takes on every device it opens: an
+/// advisory `flock`, exclusive for a writer and shared for a reader, held
+/// as long as the open file.  It fails at once when another process holds
+/// it, so two mosaic processes never write one array (or one device) at
+/// once.  (flock locks belong to the open file, so one process must lock a
+/// device through one handle only.)
+pub fn lock_file(file: &File, path: &Path, exclusive: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+    // SAFETY: flock on a file descriptor `file` owns.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::WouldBlock {
+        return Err(io::Error::new(io::ErrorKind::WouldBlock, format!("{}: in use by another mosaic process", path.display())));
+    }
+    Err(io::Error::new(e.kind(), format!("{}: lock: {e}", path.display())))
+}
+
+/// [`lock_file`] on a handle of its own, for devices whose I/O goes
+/// through another handle that never locks (emulated zoned files).
+#[derive(Debug)]
+pub struct DeviceLock {
+    _file: File,
+}
+
+impl DeviceLock {
+    /// Lock the device at `path` (which must exist).
+    pub fn acquire(path: &Path, exclusive: bool) -> io::Result<DeviceLock> {
+        let file = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        lock_file(&file, path, exclusive)?;
+        Ok(DeviceLock { _file: file })
+    }
+}
+
 /// A regular file or a block device.
 #[derive(Debug)]
 pub struct FileMember {
@@ -94,22 +131,9 @@ impl FileMember {
         &self.path
     }
 
-    /// Take an advisory lock (flock) for the life of this handle: exclusive
-    /// for writers, shared for readers, so two mosaic processes never write
-    /// one array at once.  Fails at once if another process holds it.
+    /// Take the array lock ([`lock_file`]) on this handle, for its life.
     pub fn lock(&self, exclusive: bool) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
-        // SAFETY: flock on a file descriptor this handle owns.
-        let rc = unsafe { libc::flock(self.file.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            return Err(io::Error::new(io::ErrorKind::WouldBlock, format!("{}: in use by another mosaic process", self.path.display())));
-        }
-        Err(io::Error::new(e.kind(), format!("{}: lock: {e}", self.path.display())))
+        lock_file(&self.file, &self.path, exclusive)
     }
 
     pub fn is_block_device(&self) -> bool {
@@ -151,6 +175,12 @@ impl MemMember {
     /// A copy of the contents (tests compare members byte for byte).
     pub fn snapshot(&self) -> Vec<u8> {
         self.data.read().clone()
+    }
+
+    /// Put back contents taken by [`MemMember::snapshot`] (tests swap a
+    /// member for an old copy of itself).
+    pub fn restore(&self, bytes: Vec<u8>) {
+        *self.data.write() = bytes;
     }
 
     /// Flip bits directly, bypassing the array (tests inject corruption).

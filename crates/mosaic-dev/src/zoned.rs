@@ -15,6 +15,10 @@
 //! `flush` and by every zone-management command (reset, open, close,
 //! finish), so after a crash a reopened drive has every flushed write and
 //! its pointer — exactly what a host may rely on.
+//!
+//! [`decode_header`] checks every field of the header (counts, sizes,
+//! pointers, with checked arithmetic) before use: a damaged file is a clear
+//! error, never a panic (`tests/nopanic.rs`, fuzz target `zoned_header`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -86,9 +90,70 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> io::Error {
 }
 
 /// magic 8 + version 4 + zone size 8 + zones 8 + conventional 8, then 9
-/// bytes per zone (write pointer, condition), then the crc.
-fn header_len(zones: u64) -> u64 {
-    36 + zones * 9 + 4
+/// bytes per zone (write pointer, condition), then the crc; `None` when it
+/// does not fit the header block.
+fn header_len(zones: u64) -> Option<u64> {
+    zones.checked_mul(9)?.checked_add(40).filter(|&l| l <= HEADER)
+}
+
+/// What a zone header says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneHeader {
+    pub zone_size: u64,
+    pub zones: u64,
+    pub conventional: u64,
+    /// Per zone: write pointer (device byte offset) and condition.
+    pub write_pointers: Vec<u64>,
+    pub conditions: Vec<ZoneCond>,
+}
+
+impl ZoneHeader {
+    /// Bytes the file needs for the header block and every zone.
+    pub fn file_len(&self) -> Option<u64> {
+        self.zone_size.checked_mul(self.zones)?.checked_add(HEADER)
+    }
+}
+
+/// Decode the header block of an emulated zoned drive, checking every
+/// field before use (what [`ZonedFile::open`] reads; public for fuzzing).
+pub fn decode_header(h: &[u8]) -> Result<ZoneHeader, String> {
+    if h.get(0..8) != Some(&MAGIC[..]) {
+        return Err("not an emulated zoned drive (no zone header)".into());
+    }
+    let u64_at = |o: usize| h.get(o..o + 8).map(|b| u64::from_le_bytes(std::array::from_fn(|i| b[i])));
+    let truncated = || format!("zone header truncated ({} bytes)", h.len());
+    let version = h.get(8..12).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(truncated)?;
+    if version != VERSION {
+        return Err(format!("unsupported zone header version {version}"));
+    }
+    let (zone_size, zones, conventional) = match (u64_at(12), u64_at(20), u64_at(28)) {
+        (Some(a), Some(b), Some(c)) => (a, b, c),
+        _ => return Err(truncated()),
+    };
+    let len = header_len(zones).filter(|_| zone_size != 0 && zones != 0 && conventional <= zones);
+    let Some(body) = len.and_then(|l| usize::try_from(l - 4).ok()) else { return Err("corrupt zone header (impossible geometry)".into()) };
+    let want = h.get(body..body + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(truncated)?;
+    if crc32c::crc32c(&h[..body]) != want {
+        return Err("corrupt zone header (checksum mismatch)".into());
+    }
+    let mut hd = ZoneHeader { zone_size, zones, conventional, write_pointers: Vec::new(), conditions: Vec::new() };
+    if hd.file_len().is_none() {
+        return Err(format!("corrupt zone header ({zones} zones of {zone_size} bytes overflow)"));
+    }
+    for z in 0..zones {
+        // Inside `body`: 36 + 9 * zones bytes.
+        let o = 36 + z as usize * 9;
+        let wp = u64_at(o).ok_or_else(truncated)?;
+        let cond = ZoneCond::from_code(h[o + 8]).ok_or_else(|| format!("zone {z}: bad condition code"))?;
+        // `file_len` did not overflow, so neither do the zone bounds.
+        let start = z * zone_size;
+        if wp < start || wp > start + zone_size || z < conventional && cond != ZoneCond::Conventional {
+            return Err(format!("zone {z}: corrupt write pointer or condition"));
+        }
+        hd.write_pointers.push(wp);
+        hd.conditions.push(cond);
+    }
+    Ok(hd)
 }
 
 impl ZonedFile {
@@ -101,11 +166,14 @@ impl ZonedFile {
         if zones == 0 || conventional > zones {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{conventional} conventional zones of {zones}")));
         }
-        if header_len(zones) > HEADER {
+        if header_len(zones).is_none() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones do not fit the {HEADER}-byte zone header")));
         }
+        let Some(len) = zone_size.checked_mul(zones).and_then(|b| b.checked_add(HEADER)) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones of {zone_size} bytes are too large")));
+        };
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        file.set_len(HEADER + zone_size * zones)?;
+        file.set_len(len)?;
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
         let wps = (0..zones).map(|z| z * zone_size).collect();
         let d = ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) };
@@ -118,40 +186,13 @@ impl ZonedFile {
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         let mut h = vec![0u8; HEADER as usize];
         file.read_exact_at(&mut h, 0).map_err(|e| bad(path, format!("reading zone header: {e}")))?;
-        if &h[0..8] != MAGIC {
-            return Err(bad(path, "not an emulated zoned drive (no zone header)"));
-        }
-        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
-        let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
-        if version != VERSION {
-            return Err(bad(path, format!("unsupported zone header version {version}")));
-        }
-        let (zone_size, zones, conventional) = (u64_at(12), u64_at(20), u64_at(28));
-        if zone_size == 0 || zones == 0 || conventional > zones || header_len(zones) > HEADER {
-            return Err(bad(path, "corrupt zone header (impossible geometry)"));
-        }
-        let body = header_len(zones) as usize - 4;
-        let want = u32::from_le_bytes(h[body..body + 4].try_into().unwrap());
-        if crc32c::crc32c(&h[..body]) != want {
-            return Err(bad(path, "corrupt zone header (checksum mismatch)"));
-        }
+        let hd = decode_header(&h).map_err(|e| bad(path, e))?;
+        let (zone_size, zones, conventional) = (hd.zone_size, hd.zones, hd.conventional);
         let size = file.metadata()?.len();
-        if size < HEADER + zone_size * zones {
+        if hd.file_len().is_none_or(|need| size < need) {
             return Err(bad(path, format!("file of {size} bytes is shorter than its {zones} zones of {zone_size} bytes")));
         }
-        let mut wps = Vec::with_capacity(zones as usize);
-        let mut conds = Vec::with_capacity(zones as usize);
-        for z in 0..zones as usize {
-            let o = 36 + z * 9;
-            let wp = u64_at(o);
-            let cond = ZoneCond::from_code(h[o + 8]).ok_or_else(|| bad(path, format!("zone {z}: bad condition code")))?;
-            let start = z as u64 * zone_size;
-            if wp < start || wp > start + zone_size || (z as u64) < conventional && cond != ZoneCond::Conventional {
-                return Err(bad(path, format!("zone {z}: corrupt write pointer or condition")));
-            }
-            wps.push(wp);
-            conds.push(cond);
-        }
+        let (wps, conds) = (hd.write_pointers, hd.conditions);
         Ok(ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) })
     }
 
