@@ -38,10 +38,17 @@ impl WriteBuf<'_> {
 pub struct ScrubOutcome {
     /// False when too many columns are missing to verify anything.
     pub verified: bool,
-    /// Code columns (or mirror copies) whose bytes disagree with the data.
+    /// Columns to rewrite: the one wrong column when `located`, otherwise
+    /// the code columns (or mirror copies) that disagree with the data.
     pub bad_cols: Vec<usize>,
-    /// Recomputed bytes for each bad column, in `bad_cols` order.
+    /// Correct bytes for each bad column, in `bad_cols` order.
     pub repairs: Vec<Vec<u8>>,
+    /// The stripe mismatched and exactly one column (data or code) was
+    /// found wrong: rebuilt from the others, it makes the stripe
+    /// consistent.  Needs two redundant columns available (m >= 2, not
+    /// degraded); with one, a mismatch cannot tell which column is wrong
+    /// and repair trusts the data, as md's does.
+    pub located: bool,
 }
 
 fn op_range(geo: &Geometry, stripe: u64, op: &DevOp) -> (u64, u64) {
@@ -275,12 +282,12 @@ impl StripeMath {
         let mut bad = Vec::new();
         let mut repairs = Vec::new();
         if g.m == 0 {
-            return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs });
+            return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs, located: false });
         }
         if g.is_mirror() {
             // The first available copy is the reference.
             let Some(first) = reads.first() else {
-                return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs });
+                return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs, located: false });
             };
             for (op, buf) in sp.reads.iter().zip(reads).skip(1) {
                 if buf != first {
@@ -288,13 +295,13 @@ impl StripeMath {
                     repairs.push(first.clone());
                 }
             }
-            return Ok(ScrubOutcome { verified: sp.reads.len() > 1, bad_cols: bad, repairs });
+            return Ok(ScrubOutcome { verified: sp.reads.len() > 1, bad_cols: bad, repairs, located: false });
         }
         // Need every data column (decoded if missing) and at least one code
         // column to compare against.
         let code_avail: Vec<usize> = avail.iter().copied().filter(|&c| c >= g.k).collect();
         if code_avail.is_empty() || avail.len() <= g.k {
-            return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs });
+            return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs, located: false });
         }
         let missing_data: Vec<usize> = (0..g.k).filter(|c| !avail.contains(c)).collect();
         let decoded = if missing_data.is_empty() { vec![] } else { self.decode_span(sp, reads, &missing_data, a, b)? };
@@ -312,6 +319,54 @@ impl StripeMath {
                 repairs.push(code[c - g.k].clone());
             }
         }
-        Ok(ScrubOutcome { verified: true, bad_cols: bad, repairs })
+        if !bad.is_empty() && avail.len() >= g.k + 2 {
+            let cols: Vec<(usize, Vec<u8>)> = avail.iter().map(|&c| (c, self.image(sp, reads, None, c, a, b))).collect();
+            if let Some((c, fix)) = self.locate(&cols)? {
+                return Ok(ScrubOutcome { verified: true, bad_cols: vec![c], repairs: vec![fix], located: true });
+            }
+        }
+        Ok(ScrubOutcome { verified: true, bad_cols: bad, repairs, located: false })
+    }
+
+    /// The one column of `cols` (column, bytes; at least k + 2 of them)
+    /// whose bytes, rebuilt from the others, make every other column
+    /// consistent, with those bytes; None when no single column, or more
+    /// than one, explains the mismatch.
+    fn locate(&self, cols: &[(usize, Vec<u8>)]) -> Result<Option<(usize, Vec<u8>)>, PlanError> {
+        let mut found = None;
+        for (c, _) in cols {
+            let others: Vec<&(usize, Vec<u8>)> = cols.iter().filter(|x| x.0 != *c).collect();
+            let Some(fix) = self.consistent_without(*c, &others)? else { continue };
+            if found.replace((*c, fix)).is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Decode the data from `others` (which leave out column `c`); if every
+    /// column of `others` agrees with it, the bytes column `c` should hold.
+    fn consistent_without(&self, c: usize, others: &[&(usize, Vec<u8>)]) -> Result<Option<Vec<u8>>, PlanError> {
+        let k = self.geo.k;
+        let len = others.first().map_or(0, |x| x.1.len());
+        let present: Vec<(usize, &[u8])> = others.iter().map(|x| (x.0, x.1.as_slice())).collect();
+        let missing_cols: Vec<usize> = (0..k).filter(|j| !others.iter().any(|x| x.0 == *j)).collect();
+        let mut decoded: Vec<Vec<u8>> = missing_cols.iter().map(|_| vec![0u8; len]).collect();
+        if !missing_cols.is_empty() {
+            let mut missing: Vec<(usize, &mut [u8])> = missing_cols.iter().copied().zip(decoded.iter_mut().map(|v| v.as_mut_slice())).collect();
+            self.code()?.decode(&present, &mut missing).map_err(|e| PlanError::Invalid(format!("decode failed: {e}")))?;
+        }
+        let data: Vec<&[u8]> = (0..k)
+            .map(|j| match missing_cols.iter().position(|&x| x == j) {
+                Some(i) => decoded[i].as_slice(),
+                None => present.iter().find(|p| p.0 == j).map(|p| p.1).unwrap_or(&[]),
+            })
+            .collect();
+        let code = self.encode_slices(&data)?;
+        let agrees = others.iter().all(|(col, bytes)| if *col < k { data[*col] == bytes.as_slice() } else { code[*col - k] == *bytes });
+        if !agrees {
+            return Ok(None);
+        }
+        Ok(Some(if c < k { data[c].to_vec() } else { code[c - k].clone() }))
     }
 }
