@@ -31,6 +31,7 @@ use uuid::Uuid;
 use mosaic_core::{DevOp, Dir, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Plan, StripePlan};
 use mosaic_dev::{FileMember, Member};
 
+use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
 use crate::journal::{Journal, ReplayReport};
 use crate::spec::ArraySpec;
 use crate::superblock::{ArrayState, MemberRole, Superblock, DATA_OFFSET};
@@ -134,6 +135,8 @@ pub struct Array {
     replayed: Option<ReplayReport>,
     /// Read-only opens: journal records a crash left (not applied).
     journal_pending: usize,
+    /// What assembly found wrong (devices not used, and why).
+    open_warnings: Vec<String>,
 }
 
 fn now_secs() -> u64 {
@@ -228,7 +231,18 @@ impl Array {
                 Some((Arc::new(dev) as Arc<dyn Member>, name.display().to_string()))
             }
         };
-        Self::create_with_journal(members, o, fresh, journal)
+        let arr = Self::create_with_journal(members, o, fresh, journal)?;
+        if let ArraySpec::Dir(dir) = spec {
+            arr.set_home(dir)?;
+        }
+        Ok(arr)
+    }
+
+    /// Record `dir` as the directory the array lives in: paths inside it
+    /// are stored relative to it from now on (see [`crate::assemble`]).
+    pub(crate) fn set_home(&self, dir: &Path) -> Result<(), ArrayError> {
+        let home = canonical(dir).display().to_string();
+        self.write_superblocks(|s| s.home = Some(home))
     }
 
     /// Create an array on already-open members (RAM members for tests and
@@ -294,6 +308,7 @@ impl Array {
             member_paths: members.iter().map(|(_, p)| p.clone()).collect(),
             created: now_secs(),
             journal: journal.as_ref().map(|(_, p)| p.clone()),
+            home: None,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
@@ -329,48 +344,62 @@ impl Array {
         w.close()?;
         drop(w);
         let mut arr = Self::open_once(spec, false)?;
+        arr.open_warnings.extend(replayed.as_ref().and_then(ReplayReport::warning));
         arr.replayed = replayed;
         Ok(arr)
     }
 
     fn open_once(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
         let paths = spec.member_paths()?;
-        let mut found: Vec<(Arc<dyn Member>, Superblock, String)> = Vec::new();
+        let mut found = Vec::new();
+        let mut rejected = Vec::new();
         let mut listed_journal: Option<Arc<dyn Member>> = None;
         for p in &paths {
-            let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+            let m = match FileMember::open(p) {
+                Ok(m) => m,
+                Err(e) => {
+                    rejected.push(format!("{e}; not used"));
+                    continue;
+                }
+            };
             m.lock(writable).map_err(|e| ArrayError::Usage(e.to_string()))?;
             match Superblock::read_from(&m) {
-                Ok(sb) => found.push((Arc::new(m), sb, p.display().to_string())),
+                Ok(sb) => found.push(Found { m: Arc::new(m), sb, path: p.display().to_string() }),
                 // The journal may be named among the members.
                 Err(e) if Journal::is_journal(&m) => {
                     if listed_journal.replace(Arc::new(m)).is_some() {
                         return Err(ArrayError::Usage(format!("two journals given: {} is the second ({e})", p.display())));
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => rejected.push(format!("{e}; not used")),
             }
         }
-        let hint = found.iter().max_by_key(|f| f.1.events).and_then(|f| f.1.journal.clone());
-        let journal = match hint {
+        let mut place = Place::of(spec);
+        let newest = found.iter().max_by_key(|f| f.sb.events).map(|f| f.sb.clone());
+        if let Some(sb) = &newest {
+            place.detect_copy(sb);
+        }
+        let journal = match newest.and_then(|sb| sb.journal) {
             None => None,
             Some(_) if listed_journal.is_some() => listed_journal,
-            Some(p) => {
-                // A directory's own journal file wins over a stale path hint.
-                let p = match spec {
-                    ArraySpec::Dir(d) if d.join(JOURNAL_FILE).exists() => d.join(JOURNAL_FILE),
-                    _ => std::path::PathBuf::from(p),
-                };
-                match FileMember::open(&p).and_then(|m| m.lock(writable).map(|_| m)) {
-                    Ok(m) => Some(Arc::new(m) as Arc<dyn Member>),
-                    Err(e) if writable => {
-                        return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}")));
-                    }
-                    Err(_) => None,
-                }
-            }
+            Some(hint) => Self::open_journal_hint(&hint, &place, writable)?,
         };
-        Self::assemble_found(found, writable, matches!(spec, ArraySpec::Dir(_)), journal)
+        Self::assemble_found(found, rejected, place, writable, matches!(spec, ArraySpec::Dir(_)), journal)
+    }
+
+    /// Open the journal a superblock names (a hint, resolved by `place`).
+    fn open_journal_hint(hint: &str, place: &Place, writable: bool) -> Result<Option<Arc<dyn Member>>, ArrayError> {
+        let Some(p) = place.resolve(hint) else {
+            if writable {
+                return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be used: {}", place.refusal(hint))));
+            }
+            return Ok(None);
+        };
+        match FileMember::open(Path::new(&p)).and_then(|m| m.lock(writable).map(|_| m)) {
+            Ok(m) => Ok(Some(Arc::new(m) as Arc<dyn Member>)),
+            Err(e) if writable => Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}"))),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Assemble from already-opened members (tests, benchmarks, RAM arrays).
@@ -381,107 +410,36 @@ impl Array {
     /// [`Array::open_members`] with the array's journal device.
     pub fn open_members_with_journal(members: Vec<Arc<dyn Member>>, writable: bool, journal: Option<Arc<dyn Member>>) -> Result<Array, ArrayError> {
         let mut found = Vec::new();
+        let mut rejected = Vec::new();
         for m in members {
-            let sb = Superblock::read_from(m.as_ref())?;
-            let d = m.describe();
-            found.push((m, sb, d));
+            match Superblock::read_from(m.as_ref()) {
+                Ok(sb) => found.push(Found { path: m.describe(), m, sb }),
+                Err(e) => rejected.push(format!("{e}; not used")),
+            }
         }
-        Self::assemble_found(found, writable, false, journal)
+        Self::assemble_found(found, rejected, Place::default(), writable, false, journal)
     }
 
     fn assemble_found(
-        mut found: Vec<(Arc<dyn Member>, Superblock, String)>,
+        found: Vec<Found>,
+        rejected: Vec<String>,
+        place: Place,
         writable: bool,
         use_hints: bool,
         journal_dev: Option<Arc<dyn Member>>,
     ) -> Result<Array, ArrayError> {
-        let first = found.first().ok_or_else(|| ArrayError::Usage("no members given".into()))?;
-        let uuid = first.1.array_uuid;
-        if let Some(other) = found.iter().find(|f| f.1.array_uuid != uuid) {
-            return Err(ArrayError::Usage(format!(
-                "members from two arrays: {} belongs to {} but {} belongs to {}",
-                first.2, uuid, other.2, other.1.array_uuid
-            )));
-        }
-        let auth = found.iter().max_by_key(|f| f.1.events).unwrap().1.clone();
-        let n = auth.geometry.members;
-        // Members named in the superblock but not given: try their last
-        // known paths.
-        if use_hints {
-            for (i, hint) in auth.member_paths.iter().enumerate() {
-                let have = found.iter().any(|f| f.1.member_index == i && f.1.member_uuid == auth.member_uuids[i]);
-                if have || hint.is_empty() || found.iter().any(|f| f.2 == *hint) {
-                    continue;
-                }
-                if let Some(nested) = crate::nested::open_hint(hint, writable) {
-                    // A check drive array that is an array of its own; if it
-                    // cannot be assembled the member counts as missing.
-                    if let Ok(m) = nested {
-                        if let Ok(sb) = Superblock::read_from(m.as_ref()) {
-                            if sb.array_uuid == uuid && sb.member_index == i {
-                                found.push((m, sb, hint.clone()));
-                            }
-                        }
-                    }
-                    continue;
-                }
-                if let Ok(m) = FileMember::open(Path::new(hint)) {
-                    if m.lock(writable).is_err() {
-                        continue; // held elsewhere (or already open here under another name)
-                    }
-                    if let Ok(sb) = Superblock::read_from(&m) {
-                        if sb.array_uuid == uuid && sb.member_index == i {
-                            found.push((Arc::new(m), sb, hint.clone()));
-                        }
-                    }
-                }
-            }
-        }
-        let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
-        let mut paths = auth.member_paths.clone();
-        for (m, sb, path) in found {
-            let i = sb.member_index;
-            if i >= n {
-                return Err(ArrayError::BadMember(format!("{path}: member index {i} out of range for {n} members")));
-            }
-            if sb.member_uuid != auth.member_uuids[i] {
-                // A member that was replaced since: stale, not used.
-                continue;
-            }
-            if slots[i].is_some() {
-                return Err(ArrayError::Usage(format!("two devices claim member {i} of array {uuid}: {} and {path}", paths[i])));
-            }
-            let need = DATA_OFFSET + auth.geometry.member_bytes(i);
-            if m.size() < need {
-                return Err(ArrayError::BadMember(format!("{path}: member too small: {} bytes, the array needs {need}", m.size())));
-            }
-            paths[i] = path;
-            slots[i] = Some(m);
-        }
-        let mut sb = auth;
-        sb.member_paths = paths;
-        // Missing members count as failed (recorded on disk if writable).
-        for (i, slot) in slots.iter().enumerate() {
-            if slot.is_none() {
-                sb.member_states[i] = MemberState::Failed;
-            }
-        }
-        let failed = sb.member_states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
-        let tolerable = sb.geometry.m;
-        if failed > tolerable {
-            let missing: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
-            return Err(ArrayError::Usage(format!(
-                "cannot assemble array {uuid}: members {missing:?} are missing or failed, more than the {tolerable} {} tolerates",
-                sb.geometry.level
-            )));
+        let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
+        if sb.home.is_none() || place.copy_of.is_none() && place.dir_spec && !Path::new(sb.home.as_deref().unwrap_or("")).exists() {
+            // Moved (its old home is gone) or never had one: it lives here now.
+            sb.home = place.base.as_ref().filter(|_| place.dir_spec).map(|b| b.display().to_string());
         }
         let geo = sb.geometry.clone();
-        let mut records = Vec::new();
+        let mut log = crate::journal::JournalLog::default();
         let mut pending = 0;
         let journal = match (&sb.journal, journal_dev) {
             (Some(_), Some(dev)) if writable => {
-                let (j, recs) = Journal::open(dev, sb.array_uuid)?;
-                records = recs;
+                let (j, found) = Journal::open(dev, sb.array_uuid)?;
+                log = found;
                 Some(j)
             }
             (None, Some(dev)) => {
@@ -498,26 +456,32 @@ impl Array {
             _ => None,
         };
         let mut arr = Array::assemble(geo, slots, sb, writable, journal)?;
+        arr.record_assembly(warnings, states_changed)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
         arr.journal_pending = pending;
         if arr.journal.is_some() {
-            let rep = arr.replay(records)?;
+            let rep = arr.replay(log)?;
             // Every write went through the journal, so after its replay every
             // stripe's code agrees with its data: no resync is needed.
             if arr.opened_dirty {
                 arr.write_superblocks(|s| s.state = ArrayState::Clean)?;
             }
             arr.opened_dirty = false;
+            // Damaged records: the user must hear which stripes to scrub.
+            arr.open_warnings.extend(rep.warning());
             arr.replayed = Some(rep);
         }
         Ok(arr)
     }
 
     /// Apply journal records to the members in service, flush them, and
-    /// start an empty log.
-    fn replay(&self, records: crate::journal::Records) -> Result<ReplayReport, ArrayError> {
+    /// start an empty log.  A record older than a damaged one never writes
+    /// where the damaged one wrote ([`crate::journal::JournalLog::plan`]);
+    /// the report names the damaged, held-back and tail records with their
+    /// stripes.
+    fn replay(&self, log: crate::journal::JournalLog) -> Result<ReplayReport, ArrayError> {
         use crate::journal::{LOGICAL, PARITY_ROW};
-        let mut rep = ReplayReport::default();
+        let (records, mut rep) = log.plan(&self.geo);
         let h = self.health();
         let mut logical: Vec<(u64, &[u8])> = Vec::new();
         let mut rows: std::collections::BTreeSet<u64> = Default::default();
@@ -527,7 +491,7 @@ impl Array {
                 if op.member == LOGICAL {
                     logical.push((op.offset, &op.data));
                     let s = self.geo.stripe_data_bytes();
-                    rows.extend(op.offset / s..(op.offset + op.data.len() as u64).div_ceil(s));
+                    rows.extend(op.offset / s..op.offset.saturating_add(op.data.len() as u64).div_ceil(s));
                     continue;
                 }
                 if op.member == PARITY_ROW {
@@ -538,8 +502,8 @@ impl Array {
                     continue;
                 }
                 let Some(m) = self.member(op.member) else { continue };
-                let end = DATA_OFFSET + op.offset + op.data.len() as u64;
-                if end > m.size() {
+                let end = op.offset.checked_add(op.data.len() as u64).and_then(|e| e.checked_add(DATA_OFFSET));
+                if end.is_none_or(|e| e > m.size()) {
                     return Err(ArrayError::BadMember(format!("journal record writes {} bytes at {} beyond member {}", op.data.len(), op.offset, op.member)));
                 }
                 m.write_at(&op.data, DATA_OFFSET + op.offset).map_err(|e| ArrayError::Io(format!("journal replay to member {}: {e}", op.member)))?;
@@ -657,30 +621,61 @@ impl Array {
             inflight: RwLock::new(()),
             replayed: None,
             journal_pending: 0,
+            open_warnings: Vec::new(),
         })
     }
 
     // ------------------------------------------------------------ metadata
 
     /// Update the superblock template and write it to every present,
-    /// non-failed member.
+    /// non-failed member, in two rounds: each bumps the event counter and
+    /// reaches every member before the next starts, so a crash part-way
+    /// leaves members at most one event apart, while a member that missed
+    /// an update (and so possibly data) is two or more behind: stale.
     pub(crate) fn write_superblocks(&self, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
         let mut sb = self.sb.lock();
         f(&mut sb);
         sb.member_states = self.health.read().states.clone();
-        sb.events += 1;
+        for _round in 0..2 {
+            sb.events += 1;
+            self.write_superblock_round(&sb)?;
+        }
+        Ok(())
+    }
+
+    /// Write `sb` to every present, non-failed member (paths inside the
+    /// array's home stored relative to it).
+    fn write_superblock_round(&self, sb: &Superblock) -> Result<(), ArrayError> {
+        let home = sb.home.as_deref();
+        let mut disk = sb.clone();
+        disk.member_paths = sb.member_paths.iter().map(|p| relativize(p, home)).collect();
+        disk.journal = sb.journal.as_deref().map(|p| relativize(p, home));
         let members = self.members.read();
         for (i, m) in members.iter().enumerate() {
             let Some(m) = m else { continue };
             if matches!(sb.member_states[i], MemberState::Failed) {
                 continue;
             }
-            let mut mine = sb.clone();
-            mine.member_index = i;
-            mine.member_uuid = sb.member_uuids[i];
-            mine.write_to(m.as_ref())?;
+            disk.member_index = i;
+            disk.member_uuid = sb.member_uuids[i];
+            disk.write_to(m.as_ref())?;
         }
         Ok(())
+    }
+
+    /// Keep what assembly found, and record newly failed (missing or
+    /// stale) members on the others so they stay failed.
+    fn record_assembly(&mut self, warnings: Vec<String>, states_changed: bool) -> Result<(), ArrayError> {
+        self.open_warnings = warnings;
+        if self.writable && states_changed {
+            self.write_superblocks(|_| {})?;
+        }
+        Ok(())
+    }
+
+    /// What the open found wrong: devices not used, and why.
+    pub fn open_warnings(&self) -> &[String] {
+        &self.open_warnings
     }
 
     pub fn geometry(&self) -> &Geometry {

@@ -32,6 +32,26 @@
 //! interrupted holds the new data and matching code, so scrub is clean and a
 //! later member failure rebuilds every block correctly.
 //!
+//! A record that fails its checks is not always the end: when valid records
+//! with later sequence numbers follow it (found by scanning on, 512 bytes
+//! at a time, until a valid record of an older generation or the end of the
+//! ring), the record was *damaged*, and the members may already hold what
+//! the later records wrote.  Replay then applies the valid records on both
+//! sides of it, but never an older record over a place the damaged record
+//! wrote ([`JournalLog::replayable`]): where its op table is still readable
+//! those places are clipped out of older ops; where it is not, older records
+//! are held back whole.  A record that fails its checks where the log ends
+//! but still carries the sequence number expected there is the *tail*: torn
+//! by the crash (never acknowledged: older records must be applied whole,
+//! as always) or damaged; it is reported too.  The [`ReplayReport`] names
+//! the damaged, held-back and tail records with the stripes they touched,
+//! and [`ReplayReport::warning`] tells the user to scrub them.
+//!
+//! Every length, offset and count read from the device is checked against
+//! the buffer and the device before use; [`decode_header`],
+//! [`decode_record`] and [`decode_op_table`] are the parsers `open` uses,
+//! public so that they can be fuzzed.
+//!
 //! When the ring is full the journal *checkpoints*: it waits until every
 //! write in flight has reached the members, flushes them, and starts over
 //! at the front with the checkpoint sequence moved on.
@@ -42,6 +62,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use uuid::Uuid;
 
+use mosaic_core::{Geometry, Level};
 use mosaic_dev::Member;
 
 use crate::ArrayError;
@@ -56,6 +77,13 @@ const OP_ENTRY: usize = 16;
 const ALIGN: u64 = 512;
 /// The smallest journal that makes sense.
 pub const MIN_JOURNAL: u64 = 1 << 20;
+/// The largest checkpoint sequence a header may carry (records then have
+/// room for 2^63 more numbers).
+const MAX_SEQ: u64 = u64::MAX / 2;
+/// Bytes read at a time when scanning past a damaged record.
+const SCAN_CHUNK: u64 = 1 << 20;
+/// Stripes a warning lists of one record before it only counts them.
+const LISTED_STRIPES: usize = 16;
 
 /// `member` of a record op that is a *logical* write (a write the cache
 /// volume acknowledged and holds in cache): `offset` is the array offset.
@@ -66,6 +94,9 @@ pub const PARITY_ROW: usize = u32::MAX as usize - 1;
 
 /// Records to replay, with their sequence numbers, in order.
 pub type Records = Vec<(u64, Vec<JournalOp>)>;
+
+/// Where a record op writes, without its bytes: (member, offset, length).
+pub type OpExtent = (usize, u64, u64);
 
 /// One device write in a record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,12 +130,223 @@ pub struct Journal {
     pub checkpoints: AtomicU64,
 }
 
+/// A record that failed its checks although valid records with later
+/// sequence numbers follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRecord {
+    pub seq: u64,
+    /// Where it wrote, when its op table is still readable and agrees with
+    /// its payload length and its place in the ring.
+    pub ops: Option<Vec<OpExtent>>,
+}
+
+/// What [`Journal::open`] found from the checkpoint on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalLog {
+    /// Valid records, in sequence order.
+    pub records: Records,
+    /// Damaged records between valid ones, in sequence order.
+    pub damaged: Vec<DamagedRecord>,
+    /// The record where the log ends, when it failed its checks although
+    /// its header still carries the sequence number expected there:
+    /// damaged, or torn by the crash (then it was never acknowledged).
+    /// Nothing valid follows it, so older records are applied whole.
+    pub tail: Option<DamagedRecord>,
+}
+
+impl JournalLog {
+    /// Records found, valid or damaged.
+    pub fn len(&self) -> usize {
+        self.records.len() + self.damaged.len() + usize::from(self.tail.is_some())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records to apply, in order, each op clipped so that it never
+    /// writes a place that a later damaged record wrote; and the records
+    /// held back whole because a later damaged record's places are unknown
+    /// (with where they would have written, for the report).
+    pub fn replayable(&self) -> (Records, Vec<(u64, Vec<OpExtent>)>) {
+        let (mut apply, mut held) = (Vec::new(), Vec::new());
+        for (seq, ops) in &self.records {
+            let later: Vec<&DamagedRecord> = self.damaged.iter().filter(|d| d.seq > *seq).collect();
+            if later.iter().any(|d| d.ops.is_none()) {
+                held.push((*seq, ops.iter().map(extent).collect()));
+                continue;
+            }
+            let guard: Vec<OpExtent> = later.iter().flat_map(|d| d.ops.iter().flatten().copied()).collect();
+            apply.push((*seq, ops.iter().flat_map(|op| clip(op, &guard)).collect()));
+        }
+        (apply, held)
+    }
+
+    /// What replay applies to an array of geometry `geo`: the records of
+    /// [`JournalLog::replayable`] (after forgetting op tables that name
+    /// places outside the array: they are damaged too), and a report that
+    /// names the damaged, held-back and tail records with their stripes.
+    pub fn plan(mut self, geo: &Geometry) -> (Records, ReplayReport) {
+        let inside = |&(m, off, len): &OpExtent| match m {
+            LOGICAL => off.checked_add(len).is_some_and(|e| e <= geo.capacity()),
+            PARITY_ROW => off < geo.stripes,
+            m => m < geo.members && off.checked_add(len).is_some_and(|e| e <= geo.member_bytes(m)),
+        };
+        for d in self.damaged.iter_mut().chain(self.tail.as_mut()) {
+            if d.ops.as_ref().is_some_and(|ops| !ops.iter().all(inside)) {
+                d.ops = None;
+            }
+        }
+        let named = |seq: u64, ops: Option<&Vec<OpExtent>>| RecordStripes {
+            seq,
+            stripes: ops.map(|o| o.iter().flat_map(|e| stripes_of(geo, e)).collect::<std::collections::BTreeSet<u64>>().into_iter().collect()),
+        };
+        let (records, held) = self.replayable();
+        let rep = ReplayReport {
+            damaged: self.damaged.iter().map(|d| named(d.seq, d.ops.as_ref())).collect(),
+            held_back: held.iter().map(|(seq, ops)| named(*seq, Some(ops))).collect(),
+            tail: self.tail.as_ref().map(|t| named(t.seq, t.ops.as_ref())),
+            ..ReplayReport::default()
+        };
+        (records, rep)
+    }
+}
+
+/// Where `op` writes.
+fn extent(op: &JournalOp) -> OpExtent {
+    (op.member, op.offset, op.data.len() as u64)
+}
+
+/// The pieces of `op` outside every extent of `guard` on the same member
+/// (ops without bytes, parity-row marks, are kept: they only make code
+/// agree with data).
+fn clip(op: &JournalOp, guard: &[OpExtent]) -> Vec<JournalOp> {
+    let start = op.offset;
+    let end = start.saturating_add(op.data.len() as u64);
+    let mut cuts: Vec<(u64, u64)> = guard
+        .iter()
+        .filter(|g| g.0 == op.member)
+        .map(|g| (g.1, g.1.saturating_add(g.2)))
+        .filter(|&(a, b)| a < end && b > start)
+        .collect();
+    if cuts.is_empty() {
+        return vec![op.clone()];
+    }
+    cuts.sort_unstable();
+    let piece = |a: u64, b: u64| JournalOp { member: op.member, offset: a, data: op.data[(a - start) as usize..(b - start) as usize].to_vec() };
+    let (mut out, mut pos) = (Vec::new(), start);
+    for (a, b) in cuts {
+        if a > pos {
+            out.push(piece(pos, a));
+        }
+        pos = pos.max(b);
+    }
+    if pos < end {
+        out.push(piece(pos, end));
+    }
+    out
+}
+
+/// The stripes (scrub regions) of `geo` that an op extent touches; none
+/// for places outside the array.
+pub fn stripes_of(geo: &Geometry, e: &OpExtent) -> Vec<u64> {
+    let (member, off, len) = *e;
+    let last = off.saturating_add(len.max(1) - 1);
+    let top = geo.stripes.saturating_sub(1);
+    let span = |per: u64| (off / per..=(last / per).min(top)).collect::<Vec<u64>>();
+    match member {
+        PARITY_ROW => [off].into_iter().filter(|&s| s < geo.stripes).collect(),
+        LOGICAL => span(geo.stripe_data_bytes().max(1)),
+        m if m < geo.members => match geo.level {
+            // A CDA member of cbro holds one unit per `w` stripes.
+            Level::Cbro { w, .. } if m >= geo.k => {
+                let (w, idx) = (w.max(1) as u64, ((m - geo.k) % w.max(1) as usize) as u64);
+                span(geo.unit.max(1)).into_iter().map(|u| u.saturating_mul(w).saturating_add(idx)).filter(|&s| s < geo.stripes).collect()
+            }
+            _ => span(geo.unit.max(1)),
+        },
+        _ => Vec::new(),
+    }
+}
+
 /// What replay found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReplayReport {
     pub records: u64,
     pub ops: u64,
     pub bytes: u64,
+    /// Damaged records that valid later records followed: skipped.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<RecordStripes>,
+    /// The record where the log ended, damaged or torn by the crash: not
+    /// replayed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<RecordStripes>,
+    /// Valid records not replayed because a later damaged record, whose
+    /// places are unknown, may have written over them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<RecordStripes>,
+}
+
+/// A journal record a [`ReplayReport`] names, with the stripes it touched
+/// (`None`: unknown, its op table is unreadable).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecordStripes {
+    pub seq: u64,
+    pub stripes: Option<Vec<u64>>,
+}
+
+impl RecordStripes {
+    /// "7 (stripes 3, 12)", "9 (stripes unknown)".
+    fn describe(&self) -> String {
+        match &self.stripes {
+            None => format!("{} (stripes unknown)", self.seq),
+            Some(s) if s.len() > LISTED_STRIPES => {
+                let head: Vec<String> = s[..LISTED_STRIPES].iter().map(u64::to_string).collect();
+                format!("{} (stripes {}, ... {} in all)", self.seq, head.join(", "), s.len())
+            }
+            Some(s) => {
+                let all: Vec<String> = s.iter().map(u64::to_string).collect();
+                format!("{} (stripe{} {})", self.seq, if s.len() == 1 { "" } else { "s" }, all.join(", "))
+            }
+        }
+    }
+}
+
+/// "record 7 (stripe 3)" or "records 7 (...), 9 (...)".
+fn name_records(rs: &[RecordStripes]) -> String {
+    let list: Vec<String> = rs.iter().map(RecordStripes::describe).collect();
+    format!("record{} {}", if rs.len() == 1 { "" } else { "s" }, list.join(", "))
+}
+
+impl ReplayReport {
+    /// What the user must hear about this replay: `None` unless damaged
+    /// records were found.
+    pub fn warning(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.damaged.is_empty() {
+            let one = self.damaged.len() == 1;
+            let (is, them, they, its) = if one { ("is", "it", "it was", "its") } else { ("are", "them", "they were", "their") };
+            parts.push(format!(
+                "journal {} {is} damaged: the valid records after {them} were replayed and {they} skipped, so {its} stripes may hold older data and code that disagrees with it",
+                name_records(&self.damaged)
+            ));
+        }
+        if !self.held_back.is_empty() {
+            let were = if self.held_back.len() == 1 { "was" } else { "were" };
+            parts.push(format!("{} before a damaged record of unknown extent {were} not replayed either", name_records(&self.held_back)));
+        }
+        if let Some(t) = &self.tail {
+            parts.push(format!(
+                "journal {} at the end of the log is damaged or was torn by the crash, so it was not replayed and its stripes may hold the data from before it",
+                name_records(std::slice::from_ref(t))
+            ));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        Some(parts.join("; ") + "; run `mosaic scrub` to check them (`mosaic scrub --repair` rewrites their code)")
+    }
 }
 
 fn header_bytes(array: Uuid, size: u64, checkpoint: u64) -> Vec<u8> {
@@ -117,6 +359,103 @@ fn header_bytes(array: Uuid, size: u64, checkpoint: u64) -> Vec<u8> {
     let crc = crc32c::crc32c(&b[0..44]);
     b[44..48].copy_from_slice(&crc.to_le_bytes());
     b
+}
+
+/// The fields of a journal header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalHeader {
+    pub array: Uuid,
+    pub size: u64,
+    pub checkpoint: u64,
+}
+
+/// Decode a journal header block (what [`Journal::open`] reads; public
+/// for fuzzing).
+pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
+    if h.get(0..8) != Some(&MAGIC[..]) {
+        return Err("not a mosaic journal (no header)".into());
+    }
+    let Some(h) = h.get(0..48) else { return Err(format!("journal header truncated: {} bytes, needs 48", h.len())) };
+    let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
+    let le64 = |o: usize| u64::from_le_bytes(std::array::from_fn(|i| h[o + i]));
+    if crc32c::crc32c(&h[0..44]) != le32(44) {
+        return Err("corrupt journal header (checksum mismatch)".into());
+    }
+    let version = le32(8);
+    if version != VERSION {
+        return Err(format!("unsupported journal version {version}"));
+    }
+    let array = Uuid::from_bytes(std::array::from_fn(|i| h[12 + i]));
+    // Sequence numbers start at 1 and grow by one a record: a checkpoint
+    // of 0, or one so large that they would run out, is damage.
+    let checkpoint = le64(36);
+    if checkpoint == 0 || checkpoint > MAX_SEQ {
+        return Err(format!("corrupt journal header (impossible checkpoint sequence {checkpoint})"));
+    }
+    Ok(JournalHeader { array, size: le64(28), checkpoint })
+}
+
+/// Little-endian u32 and u64 at `o` of a record header (callers check
+/// that `h` holds [`REC_HEADER`] bytes).
+fn rec_u32(h: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
+}
+fn rec_u64(h: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(std::array::from_fn(|i| h[o + i]))
+}
+
+/// Unpadded bytes of the record whose header is `h` (header, op table,
+/// payload), if the lengths it claims add up without overflow.
+fn record_raw_len(h: &[u8]) -> Option<u64> {
+    let h = h.get(..REC_HEADER)?;
+    let table = (rec_u32(h, 16) as u64).checked_mul(OP_ENTRY as u64)?;
+    (REC_HEADER as u64).checked_add(table)?.checked_add(rec_u64(h, 20))
+}
+
+/// The op table of the record at the start of `b`, without checking the
+/// record's checksum: `None` unless `b` holds the whole table and its
+/// lengths add up to the payload length the header claims.  Replay uses
+/// it to learn where a damaged record wrote; public for fuzzing.
+pub fn decode_op_table(b: &[u8]) -> Option<Vec<OpExtent>> {
+    let h = b.get(..REC_HEADER)?;
+    let nops = rec_u32(h, 16) as usize;
+    let payload = rec_u64(h, 20);
+    let table = b.get(REC_HEADER..REC_HEADER.checked_add(nops.checked_mul(OP_ENTRY)?)?)?;
+    let mut ops = Vec::with_capacity(nops);
+    let mut sum = 0u64;
+    for e in table.chunks_exact(OP_ENTRY) {
+        let len = rec_u32(e, 12) as u64;
+        sum = sum.checked_add(len)?;
+        ops.push((rec_u32(e, 0) as usize, rec_u64(e, 4), len));
+    }
+    (sum == payload).then_some(ops)
+}
+
+/// Decode the record at the start of `b`: its sequence number, ops and
+/// padded length.  Every length is checked against `b` before use.  What
+/// [`Journal::open`] reads records with; public for fuzzing.
+pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<JournalOp>, u64), String> {
+    let Some(h) = b.get(..REC_HEADER) else { return Err(format!("journal record truncated: {} bytes, the header needs {REC_HEADER}", b.len())) };
+    if &h[0..8] != REC_MAGIC {
+        return Err("no journal record here (bad magic)".into());
+    }
+    let raw = record_raw_len(h).ok_or("journal record lengths overflow")?;
+    let Some(body) = usize::try_from(raw).ok().and_then(|r| b.get(REC_HEADER..r)) else {
+        return Err(format!("journal record of {raw} bytes exceeds the {} bytes there", b.len()));
+    };
+    if crc32c::crc32c_append(crc32c::crc32c(&h[0..28]), body) != rec_u32(h, 28) {
+        return Err("journal record checksum mismatch".into());
+    }
+    let table = decode_op_table(b).ok_or("journal record op table disagrees with its payload length")?;
+    let mut p = table.len() * OP_ENTRY;
+    let mut ops = Vec::with_capacity(table.len());
+    for (member, offset, len) in table {
+        // The op table adds up to the payload, so every op is in `body`.
+        let data = body.get(p..p + len as usize).ok_or("journal record op beyond its payload")?;
+        ops.push(JournalOp { member, offset, data: data.to_vec() });
+        p += len as usize;
+    }
+    Ok((rec_u64(h, 8), ops, raw.next_multiple_of(ALIGN)))
 }
 
 /// Encode one record (padded to [`ALIGN`]).
@@ -191,90 +530,180 @@ impl Journal {
     }
 
     /// Open the journal of `array` on `dev` and read the records that must
-    /// be replayed (in order).  The caller applies them, then calls
+    /// be replayed (in order), and the damaged records between them.  The
+    /// caller applies them (see [`JournalLog::replayable`]), then calls
     /// [`Journal::replayed`].
-    pub fn open(dev: Arc<dyn Member>, array: Uuid) -> Result<(Journal, Records), ArrayError> {
+    pub fn open(dev: Arc<dyn Member>, array: Uuid) -> Result<(Journal, JournalLog), ArrayError> {
         let who = dev.describe();
         if dev.size() < MIN_JOURNAL {
             return Err(ArrayError::BadMember(format!("{who}: journal too small: {} bytes", dev.size())));
         }
         let mut h = vec![0u8; HEADER_BYTES as usize];
         dev.read_at(&mut h, 0).map_err(|e| ArrayError::Io(format!("{who}: reading journal header: {e}")))?;
-        if &h[0..8] != MAGIC {
-            return Err(ArrayError::BadMember(format!("{who}: not a mosaic journal (no header)")));
+        let hd = decode_header(&h).map_err(|e| ArrayError::BadMember(format!("{who}: {e}")))?;
+        if hd.array != array {
+            return Err(ArrayError::Usage(format!("{who}: the journal belongs to array {}, not {array}", hd.array)));
         }
-        let crc = u32::from_le_bytes(h[44..48].try_into().unwrap());
-        if crc32c::crc32c(&h[0..44]) != crc {
-            return Err(ArrayError::BadMember(format!("{who}: corrupt journal header (checksum mismatch)")));
+        if hd.size != dev.size() {
+            return Err(ArrayError::BadMember(format!("{who}: journal was formatted for {} bytes but the device has {}", hd.size, dev.size())));
         }
-        let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
-        if version != VERSION {
-            return Err(ArrayError::BadMember(format!("{who}: unsupported journal version {version}")));
-        }
-        let owner = Uuid::from_slice(&h[12..28]).map_err(|e| ArrayError::BadMember(format!("{who}: {e}")))?;
-        if owner != array {
-            return Err(ArrayError::Usage(format!("{who}: the journal belongs to array {owner}, not {array}")));
-        }
-        let size = u64::from_le_bytes(h[28..36].try_into().unwrap());
-        if size != dev.size() {
-            return Err(ArrayError::BadMember(format!("{who}: journal was formatted for {size} bytes but the device has {}", dev.size())));
-        }
-        let checkpoint = u64::from_le_bytes(h[36..44].try_into().unwrap());
-        let mut recs = Vec::new();
-        let mut at = HEADER_BYTES;
-        let mut seq = checkpoint;
-        while let Some((ops, len)) = Self::read_record(dev.as_ref(), at, seq)? {
-            recs.push((seq, ops));
-            at += len;
-            seq += 1;
-        }
-        let j = Journal::new(dev, array, checkpoint, HEADER_BYTES);
+        let (log, tail, next) = Self::read_log(dev.as_ref(), hd.checkpoint)?;
+        let j = Journal::new(dev, array, hd.checkpoint, HEADER_BYTES);
         {
             let mut r = j.ring.lock();
-            r.tail = at;
-            r.next_seq = seq;
+            r.tail = tail;
+            r.next_seq = next;
         }
-        j.durable.store(seq - 1, Ordering::Release);
-        j.appended.store(seq - 1, Ordering::Release);
-        Ok((j, recs))
+        j.durable.store(next.saturating_sub(1), Ordering::Release);
+        j.appended.store(next.saturating_sub(1), Ordering::Release);
+        Ok((j, log))
     }
 
-    /// The record at `at` if it is valid and carries `seq`.
-    fn read_record(dev: &dyn Member, at: u64, seq: u64) -> Result<Option<(Vec<JournalOp>, u64)>, ArrayError> {
+    /// Read the log from `checkpoint` on: every valid record, and the
+    /// damaged records that valid later records follow.  Returns the log,
+    /// where it ends, and the next sequence number (past every record
+    /// found, so new records never reuse one).
+    fn read_log(dev: &dyn Member, checkpoint: u64) -> Result<(JournalLog, u64, u64), ArrayError> {
+        let mut log = JournalLog::default();
+        let (mut at, mut seq) = (HEADER_BYTES, checkpoint);
+        loop {
+            if let Some((_, ops, len)) = Self::read_record(dev, at, Some(seq))? {
+                log.records.push((seq, ops));
+                let next = seq.checked_add(1).ok_or_else(|| ArrayError::BadMember(format!("{}: journal sequence number {seq} cannot advance", dev.describe())))?;
+                // `read_record` checked that the record ends inside the device.
+                (at, seq) = (at + len, next);
+                continue;
+            }
+            let Some((next_at, next_seq)) = Self::find_later(dev, at, seq)? else {
+                log.tail = Self::tail_at(dev, at, seq)?;
+                if log.tail.is_some() {
+                    // Its sequence number is taken: new records go past it.
+                    seq = seq.saturating_add(1);
+                }
+                break;
+            };
+            let ops = if next_seq - seq == 1 { Self::damaged_ops(dev, at, next_at)? } else { None };
+            log.damaged.push(DamagedRecord { seq, ops });
+            log.damaged.extend((seq + 1..next_seq).map(|s| DamagedRecord { seq: s, ops: None }));
+            (at, seq) = (next_at, next_seq);
+        }
+        Ok((log, at, seq))
+    }
+
+    /// The record at `at` (its sequence, ops and padded length) if it is
+    /// valid, lies inside the device, and carries `want` (when given).
+    fn read_record(dev: &dyn Member, at: u64, want: Option<u64>) -> Result<Option<(u64, Vec<JournalOp>, u64)>, ArrayError> {
         let size = dev.size();
-        if at + REC_HEADER as u64 > size {
+        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > size) {
             return Ok(None);
         }
         let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
         let mut h = [0u8; REC_HEADER];
         dev.read_at(&mut h, at).map_err(io)?;
-        if &h[0..8] != REC_MAGIC || u64::from_le_bytes(h[8..16].try_into().unwrap()) != seq {
+        if &h[0..8] != REC_MAGIC || want.is_some_and(|w| rec_u64(&h, 8) != w) {
             return Ok(None);
         }
-        let nops = u32::from_le_bytes(h[16..20].try_into().unwrap()) as u64;
-        let payload = u64::from_le_bytes(h[20..28].try_into().unwrap());
-        let raw = (REC_HEADER as u64).checked_add(nops.saturating_mul(OP_ENTRY as u64)).and_then(|x| x.checked_add(payload));
-        let Some(raw) = raw.filter(|&r| at + r <= size) else { return Ok(None) };
-        let mut body = vec![0u8; (raw - REC_HEADER as u64) as usize];
-        dev.read_at(&mut body, at + REC_HEADER as u64).map_err(io)?;
-        let want = u32::from_le_bytes(h[28..32].try_into().unwrap());
-        if crc32c::crc32c_append(crc32c::crc32c(&h[0..28]), &body) != want {
-            return Ok(None);
+        let raw = record_raw_len(&h).filter(|&r| at.checked_add(r).is_some_and(|e| e <= size));
+        let Some(raw) = raw.and_then(|r| usize::try_from(r).ok()) else { return Ok(None) };
+        let mut b = vec![0u8; raw];
+        b[..REC_HEADER].copy_from_slice(&h);
+        dev.read_at(&mut b[REC_HEADER..], at + REC_HEADER as u64).map_err(io)?;
+        Ok(decode_record(&b).ok())
+    }
+
+    /// The sequence number of the record at `at`, if it is valid.
+    fn valid_seq_at(dev: &dyn Member, at: u64) -> Result<Option<u64>, ArrayError> {
+        Ok(Self::read_record(dev, at, None)?.map(|r| r.0))
+    }
+
+    /// After the record expected at `at` with sequence `seq` failed its
+    /// checks: the place and sequence of the first valid record further on
+    /// that carries a later sequence number, or `None` when the log ends at
+    /// `at` (a valid record of an older generation, or the end of the
+    /// ring, comes first).  Each record takes at least [`ALIGN`] bytes, so
+    /// a record `d` numbers on must lie at least `d` blocks on.
+    fn find_later(dev: &dyn Member, at: u64, seq: u64) -> Result<Option<(u64, u64)>, ArrayError> {
+        let later = |pos: u64, s: u64| s > seq && s - seq <= (pos - at) / ALIGN;
+        match Self::valid_seq_at(dev, at)? {
+            Some(s) if s <= seq => return Ok(None),
+            _ => {}
         }
-        let mut ops = Vec::with_capacity(nops as usize);
-        let mut p = nops as usize * OP_ENTRY;
-        for i in 0..nops as usize {
-            let e = &body[i * OP_ENTRY..(i + 1) * OP_ENTRY];
-            let member = u32::from_le_bytes(e[0..4].try_into().unwrap()) as usize;
-            let offset = u64::from_le_bytes(e[4..12].try_into().unwrap());
-            let len = u32::from_le_bytes(e[12..16].try_into().unwrap()) as usize;
-            if p + len > body.len() {
-                return Ok(None);
+        // Where the failed record's header says it ends, if the next
+        // record is there.
+        let mut h = [0u8; REC_HEADER];
+        if at.checked_add(REC_HEADER as u64).is_some_and(|e| e <= dev.size()) {
+            dev.read_at(&mut h, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))?;
+            let end = record_raw_len(&h).and_then(|r| r.checked_next_multiple_of(ALIGN)).and_then(|r| at.checked_add(r));
+            if let Some(end) = end.filter(|&e| e > at) {
+                if let Some(s) = Self::valid_seq_at(dev, end)? {
+                    if Some(s) == seq.checked_add(1) {
+                        return Ok(Some((end, s)));
+                    }
+                }
             }
-            ops.push(JournalOp { member, offset, data: body[p..p + len].to_vec() });
-            p += len;
         }
-        Ok(Some((ops, raw.next_multiple_of(ALIGN))))
+        let size = dev.size();
+        let mut buf = vec![0u8; SCAN_CHUNK as usize];
+        let mut p = at + ALIGN;
+        while p.checked_add(REC_HEADER as u64).is_some_and(|e| e <= size) {
+            let n = SCAN_CHUNK.min(size - p) as usize;
+            dev.read_at(&mut buf[..n], p).map_err(|e| ArrayError::Io(format!("{}: scanning journal: {e}", dev.describe())))?;
+            for off in (0..n).step_by(ALIGN as usize) {
+                if buf.get(off..off + 8) != Some(&REC_MAGIC[..]) {
+                    continue;
+                }
+                let pos = p + off as u64;
+                match Self::valid_seq_at(dev, pos)? {
+                    Some(s) if later(pos, s) => return Ok(Some((pos, s))),
+                    Some(s) if s <= seq => return Ok(None),
+                    _ => {}
+                }
+            }
+            p += n as u64;
+        }
+        Ok(None)
+    }
+
+    /// The record at `at` that ends the log, if its header carries `seq`,
+    /// with where it wrote when its lengths fit the device and its op table
+    /// is readable.
+    fn tail_at(dev: &dyn Member, at: u64, seq: u64) -> Result<Option<DamagedRecord>, ArrayError> {
+        let size = dev.size();
+        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > size) {
+            return Ok(None);
+        }
+        let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
+        let mut h = [0u8; REC_HEADER];
+        dev.read_at(&mut h, at).map_err(io)?;
+        if rec_u64(&h, 8) != seq {
+            return Ok(None);
+        }
+        let fits = record_raw_len(&h).and_then(|r| at.checked_add(r)).is_some_and(|e| e <= size);
+        if !fits {
+            return Ok(Some(DamagedRecord { seq, ops: None }));
+        }
+        // The table lies inside the record, which lies inside the device.
+        let mut b = vec![0u8; REC_HEADER + rec_u32(&h, 16) as usize * OP_ENTRY];
+        dev.read_at(&mut b, at).map_err(io)?;
+        Ok(Some(DamagedRecord { seq, ops: decode_op_table(&b) }))
+    }
+
+    /// Where the damaged record at `at` wrote, if its op table is readable
+    /// and its lengths put its end exactly at `next`, where the next valid
+    /// record starts.
+    fn damaged_ops(dev: &dyn Member, at: u64, next: u64) -> Result<Option<Vec<OpExtent>>, ArrayError> {
+        let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
+        let mut h = [0u8; REC_HEADER];
+        dev.read_at(&mut h, at).map_err(io)?;
+        let fits = record_raw_len(&h).and_then(|r| r.checked_next_multiple_of(ALIGN)) == Some(next - at);
+        if !fits {
+            return Ok(None);
+        }
+        // The table lies inside the record, which lies inside the device.
+        let table = REC_HEADER as u64 + rec_u32(&h, 16) as u64 * OP_ENTRY as u64;
+        let mut b = vec![0u8; table as usize];
+        dev.read_at(&mut b, at).map_err(io)?;
+        Ok(decode_op_table(&b))
     }
 
     /// After the caller applied the replayed records and flushed the
@@ -355,7 +784,7 @@ impl Journal {
         self.write_header(cp)?;
         r.checkpoint = cp;
         r.tail = HEADER_BYTES;
-        self.durable.fetch_max(cp - 1, Ordering::AcqRel);
+        self.durable.fetch_max(cp.saturating_sub(1), Ordering::AcqRel);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -388,7 +817,8 @@ mod tests {
         let s2 = j.try_append(&[(1, 8192, &b)]).unwrap().unwrap();
         assert_eq!((s1, s2), (1, 2));
         j.sync_to(s2).unwrap();
-        let (_, recs) = Journal::open(dev.clone(), id).unwrap();
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        let recs = log.records;
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[0].1, vec![JournalOp { member: 0, offset: 4096, data: a.clone() }, JournalOp { member: 3, offset: 0, data: b.clone() }]);
         assert_eq!(recs[1].1[0].offset, 8192);
@@ -397,13 +827,14 @@ mod tests {
         let mut byte = [0u8];
         dev.read_at(&mut byte, at + 40).unwrap();
         dev.write_at(&[byte[0] ^ 0xff], at + 40).unwrap();
-        let (j2, recs) = Journal::open(dev.clone(), id).unwrap();
-        assert_eq!(recs.len(), 1);
+        let (j2, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!((log.records.len(), log.damaged.len()), (1, 0), "a torn last record is the end, not damage");
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 2, ops: Some(vec![(1, 8192 ^ (0xff << 32), 1000)]) }), "its op table is still readable");
         // After replay the log starts empty with the sequence moved on.
         j2.replayed().unwrap();
-        let (j3, recs) = Journal::open(dev.clone(), id).unwrap();
-        assert!(recs.is_empty());
-        assert_eq!(j3.try_append(&[(0, 0, &b)]).unwrap(), Some(2));
+        let (j3, log) = Journal::open(dev.clone(), id).unwrap();
+        assert!(log.is_empty());
+        assert_eq!(j3.try_append(&[(0, 0, &b)]).unwrap(), Some(3), "past the torn record's number");
     }
 
     #[test]
@@ -428,5 +859,137 @@ mod tests {
         assert!(e.contains("not a mosaic journal"), "{e}");
         let small: Arc<dyn Member> = Arc::new(MemMember::new("s", 4096));
         assert!(Journal::format(small, id).err().unwrap().to_string().contains("journal too small"));
+    }
+
+    /// Four records of one 4 KiB op each on member `i % 2`, offsets 0,
+    /// 4096, 0, 4096, synced.  Returns the device, the array id and where
+    /// each record starts.
+    fn four(dev_size: u64) -> (Arc<dyn Member>, Uuid, Vec<u64>) {
+        let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", dev_size));
+        let id = Uuid::new_v4();
+        let j = Journal::format(dev.clone(), id).unwrap();
+        let mut at = vec![];
+        for i in 0..4u8 {
+            at.push(HEADER_BYTES + j.used());
+            let d = vec![i + 1; 4096];
+            let s = j.try_append(&[(i as usize % 2, (i as u64 / 2) * 4096, &d)]).unwrap().unwrap();
+            j.sync_to(s).unwrap();
+        }
+        (dev, id, at)
+    }
+
+    fn flip(dev: &Arc<dyn Member>, at: u64) {
+        let mut b = [0u8];
+        dev.read_at(&mut b, at).unwrap();
+        dev.write_at(&[b[0] ^ 0x5a], at).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_record_with_valid_ones_after_it_is_reported_not_an_end() {
+        // Payload damage: the op table still says where it wrote.
+        let (dev, id, at) = four(2 << 20);
+        flip(&dev, at[1] + 100);
+        let (j, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 3, 4]);
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 2, ops: Some(vec![(1, 0, 4096)]) }]);
+        // New records continue after every record found.
+        assert_eq!(j.try_append(&[(0, 0, &[0u8; 512])]).unwrap(), Some(5));
+        // Header damage (the magic): where it wrote is still known from
+        // its op table, which fits exactly up to the next record.
+        let (dev, id, at) = four(2 << 20);
+        flip(&dev, at[2]);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 3, ops: Some(vec![(0, 4096, 4096)]) }]);
+        // A wrong op count: unknown.
+        let (dev, id, at) = four(2 << 20);
+        flip(&dev, at[0] + 16);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 1, ops: None }]);
+        assert_eq!(log.records.len(), 3);
+        // The last record damaged: the end of the log, damaged or torn.
+        let (dev, id, at) = four(2 << 20);
+        flip(&dev, at[3] + 100);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!((log.records.len(), log.damaged.len()), (3, 0));
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, ops: Some(vec![(1, 4096, 4096)]) }));
+        flip(&dev, at[3] + 16);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, ops: None }), "a bad op count: where it wrote is unknown");
+        // A torn record whose header never reached the journal: no tail.
+        let (dev, id, at) = four(2 << 20);
+        dev.write_at(&[0u8; 512], at[3]).unwrap();
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!((log.records.len(), log.damaged.len(), log.tail.is_none()), (3, 0, true));
+    }
+
+    #[test]
+    fn older_records_never_write_where_a_damaged_one_wrote() {
+        let op = |member, offset, len: usize, b: u8| JournalOp { member, offset, data: vec![b; len] };
+        let log = JournalLog {
+            records: vec![(1, vec![op(0, 0, 8192, 1), op(1, 0, 4096, 1)]), (3, vec![op(0, 4096, 4096, 3)])],
+            damaged: vec![DamagedRecord { seq: 2, ops: Some(vec![(0, 2048, 4096)]) }],
+            tail: None,
+        };
+        let (apply, held) = log.replayable();
+        assert!(held.is_empty());
+        assert_eq!(apply[0], (1, vec![op(0, 0, 2048, 1), op(0, 6144, 2048, 1), op(1, 0, 4096, 1)]));
+        assert_eq!(apply[1], (3, vec![op(0, 4096, 4096, 3)]), "a later record is applied whole");
+        // Unknown places: everything older is held back.
+        let log = JournalLog { damaged: vec![DamagedRecord { seq: 2, ops: None }], ..log };
+        let (apply, held) = log.replayable();
+        assert_eq!(apply.iter().map(|r| r.0).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(held, vec![(1, vec![(0, 0, 8192), (1, 0, 4096)])]);
+    }
+
+    #[test]
+    fn warnings_name_records_and_stripes() {
+        let r = ReplayReport { damaged: vec![RecordStripes { seq: 7, stripes: Some(vec![3, 12]) }], ..Default::default() };
+        assert_eq!(
+            r.warning().unwrap(),
+            "journal record 7 (stripes 3, 12) is damaged: the valid records after it were replayed and it was skipped, so its stripes may hold older data and code that disagrees with it; run `mosaic scrub` to check them (`mosaic scrub --repair` rewrites their code)"
+        );
+        let r = ReplayReport {
+            damaged: vec![RecordStripes { seq: 7, stripes: None }, RecordStripes { seq: 8, stripes: Some(vec![1]) }],
+            held_back: vec![RecordStripes { seq: 6, stripes: Some(vec![4]) }],
+            ..Default::default()
+        };
+        let w = r.warning().unwrap();
+        assert!(w.starts_with("journal records 7 (stripes unknown), 8 (stripe 1) are damaged: the valid records after them were replayed and they were skipped"), "{w}");
+        assert!(w.contains("; record 6 (stripe 4) before a damaged record of unknown extent was not replayed either; run `mosaic scrub`"), "{w}");
+        let r = ReplayReport { tail: Some(RecordStripes { seq: 9, stripes: Some(vec![2]) }), ..Default::default() };
+        assert_eq!(
+            r.warning().unwrap(),
+            "journal record 9 (stripe 2) at the end of the log is damaged or was torn by the crash, so it was not replayed and its stripes may hold the data from before it; run `mosaic scrub` to check them (`mosaic scrub --repair` rewrites their code)"
+        );
+        assert_eq!(ReplayReport::default().warning(), None);
+    }
+
+    #[test]
+    fn decoders_check_every_length() {
+        let rec = encode_record(9, &[(2, 512, &[7u8; 600])]);
+        let (seq, ops, len) = decode_record(&rec).unwrap();
+        assert_eq!((seq, ops[0].member, ops[0].offset, ops[0].data.len(), len), (9, 2, 512, 600, 1024));
+        assert!(decode_record(&rec[..40]).unwrap_err().contains("exceeds the 40 bytes there"));
+        let mut huge = rec.clone();
+        huge[20..28].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(decode_record(&huge).unwrap_err(), "journal record lengths overflow");
+        assert_eq!(decode_op_table(&huge), None);
+        let h = header_bytes(Uuid::nil(), 1 << 20, 5);
+        assert_eq!(decode_header(&h).unwrap().checkpoint, 5);
+        assert!(decode_header(&h[..20]).unwrap_err().contains("truncated"));
+    }
+
+    #[test]
+    fn stripes_of_op_extents() {
+        let raid5 = Geometry::new(Level::Raid5, 5, 4096, 4096, 64 * 4096).unwrap();
+        assert_eq!(stripes_of(&raid5, &(2, 4096, 8192)), vec![1, 2]);
+        assert_eq!(stripes_of(&raid5, &(LOGICAL, 16384, 1)), vec![1], "4 data units of 4 KiB a stripe");
+        assert_eq!(stripes_of(&raid5, &(PARITY_ROW, 7, 0)), vec![7]);
+        assert_eq!(stripes_of(&raid5, &(9, 0, 4096)), Vec::<u64>::new(), "no member 9");
+        assert_eq!(stripes_of(&raid5, &(0, u64::MAX - 1, 4096)), Vec::<u64>::new(), "beyond the array");
+        // cbro:4+1,cda=raid0:2: CDA members 4 and 5 take turns by stripe.
+        let cbro = Geometry::new(Level::Cbro { n: 4, k: 1, w: 2 }, 6, 4096, 4096, 64 * 4096).unwrap();
+        assert_eq!(stripes_of(&cbro, &(5, 4096, 4096)), vec![3]);
+        assert_eq!(stripes_of(&cbro, &(4, 0, 8192)), vec![0, 2]);
     }
 }

@@ -1,8 +1,9 @@
 //! mosaic-array: arrays on real members.
 //!
 //! * [`superblock`]: the on-disk format;
-//! * [`spec`]: naming an array (`-a DIR` or `-a PATH,PATH,...`) and
-//!   assembling it from superblocks;
+//! * [`spec`]: naming an array (`-a DIR` or `-a PATH,PATH,...`);
+//! * `assemble`: which device is which member, stale and bad members,
+//!   path hints (a copy of an array directory is its own array);
 //! * [`array`]: the real executor: runs a layout's plans against member
 //!   devices, marks members failed on I/O errors, and retries degraded;
 //! * [`cached`]: the small-write caches in front of an array;
@@ -11,6 +12,7 @@
 //! * [`maint`]: replace, rebuild with checkpoints, and scrub.
 
 pub mod array;
+mod assemble;
 pub mod cached;
 pub mod journal;
 pub mod maint;

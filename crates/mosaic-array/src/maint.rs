@@ -43,6 +43,10 @@ pub struct ScrubReport {
     pub notes: Vec<String>,
     /// Stripes that could not be verified (too many members missing).
     pub unverified_stripes: u64,
+    /// Mismatched stripes whose wrong column could not be located (one
+    /// redundant column: raid5, or raid6 with a member out).
+    #[serde(default)]
+    pub unlocated_stripes: u64,
     pub repaired: bool,
     pub bytes_read: u64,
     pub seconds: f64,
@@ -190,74 +194,105 @@ impl Array {
         self.write_superblocks(|_| {})
     }
 
-    /// Verify every stripe's code units; with `repair`, rewrite mismatching
-    /// code units from the data.
+    /// Verify every stripe's code units; with `repair`, rewrite what is
+    /// wrong: the located column where two redundant columns locate it,
+    /// otherwise the code units, recomputed from the data.
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         if repair && !self.is_writable() {
             return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
         }
         let t0 = Instant::now();
         let total = self.layout().regions();
-        let mut bad = Vec::new();
-        let mut unverified = 0;
-        let mut bytes = 0;
+        let mut rep = ScrubReport {
+            stripes_checked: total,
+            mismatched_stripes: Vec::new(),
+            mismatched: 0,
+            notes: Vec::new(),
+            unverified_stripes: 0,
+            unlocated_stripes: 0,
+            repaired: repair,
+            bytes_read: 0,
+            seconds: 0.0,
+        };
         for region in 0..total {
             let _g = self.lock_stripes(std::iter::once(region));
-            let (region_bad, region_unverified, b) = self.scrub_region(region, repair)?;
-            bytes += b;
-            if region_bad {
-                bad.push(region);
+            let r = self.scrub_region(region, repair)?;
+            rep.bytes_read += r.bytes;
+            if r.mismatched {
+                rep.mismatched_stripes.push(region);
             }
-            if region_unverified {
-                unverified += 1;
-            }
+            rep.unverified_stripes += r.unverified as u64;
+            rep.unlocated_stripes += r.unlocated as u64;
+            rep.notes.extend(r.notes);
             progress(region + 1, total);
         }
+        rep.mismatched = rep.mismatched_stripes.len() as u64;
         if repair {
             self.flush()?;
-            if unverified == 0 {
+            if rep.unverified_stripes == 0 {
                 self.mark_resynced()?;
             }
         }
-        Ok(ScrubReport {
-            stripes_checked: total,
-            mismatched: bad.len() as u64,
-            mismatched_stripes: bad,
-            notes: Vec::new(),
-            unverified_stripes: unverified,
-            repaired: repair,
-            bytes_read: bytes,
-            seconds: t0.elapsed().as_secs_f64(),
-        })
+        rep.seconds = t0.elapsed().as_secs_f64();
+        Ok(rep)
     }
 
     /// Verify (and with `repair` rewrite) the code of one region; the
-    /// caller holds its stripe lock.  Returns (mismatched, unverified,
-    /// bytes read).
-    pub(crate) fn scrub_region(&self, region: u64, repair: bool) -> Result<(bool, bool, u64), ArrayError> {
+    /// caller holds its stripe lock.
+    pub(crate) fn scrub_region(&self, region: u64, repair: bool) -> Result<RegionScrub, ArrayError> {
         let h = self.health();
-        let (mut bad, mut unverified, mut bytes) = (false, false, 0);
+        let mut out = RegionScrub::default();
         for sp in self.layout().plan_scrub(region, &h)? {
             let reads = self.plan_reads(&sp).map_err(|_| ArrayError::Io(format!("scrub of stripe {region}: a member failed")))?;
-            bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
-            let out = self.layout().scrub_check(&sp, &reads)?;
-            if !out.verified {
-                unverified = true;
+            out.bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
+            let found = self.layout().scrub_check(&sp, &reads)?;
+            if !found.verified {
+                out.unverified = true;
                 continue;
             }
-            if out.bad_cols.is_empty() {
+            if found.bad_cols.is_empty() {
                 continue;
             }
-            bad = true;
+            out.mismatched = true;
+            out.notes.push(self.finding(region, &found));
+            out.unlocated |= !found.located;
             if repair {
-                let ops: Vec<DevOp> = out.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
-                let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(out.repairs.iter().map(|r| r.as_slice())).collect();
+                let ops: Vec<DevOp> = found.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
+                let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(found.repairs.iter().map(|r| r.as_slice())).collect();
                 let res = self.run_writes(&writes);
                 if self.absorb_errors(&res) {
                     return Err(ArrayError::Io(format!("scrub repair of stripe {region}: a member failed")));
                 }
             }
         }
-        Ok((bad, unverified, bytes))
+        Ok(out)
     }
+
+    /// A finding in words: which member holds the wrong column, or that
+    /// it cannot be told.
+    fn finding(&self, stripe: u64, f: &mosaic_core::ScrubOutcome) -> String {
+        let g = self.geometry();
+        let what = |c: usize| if c < g.k { "data" } else { "code" };
+        if f.located {
+            let c = f.bad_cols[0];
+            return format!("stripe {stripe}: member {} holds the wrong {} column ({c}); repair rewrites it", g.member_of(stripe, c), what(c));
+        }
+        let cols: Vec<String> = f.bad_cols.iter().map(|c| c.to_string()).collect();
+        format!(
+            "stripe {stripe}: code column(s) {} disagree with the data; with one redundant column the wrong column cannot be located, so repair rewrites the code from the data",
+            cols.join(", ")
+        )
+    }
+}
+
+/// What scrubbing one region found.
+#[derive(Debug, Default)]
+pub(crate) struct RegionScrub {
+    pub mismatched: bool,
+    /// Too many members missing to verify (part of) it.
+    pub unverified: bool,
+    /// A mismatch whose wrong column could not be located.
+    pub unlocated: bool,
+    pub bytes: u64,
+    pub notes: Vec<String>,
 }

@@ -137,6 +137,7 @@ pub fn create_dir(dir: &Path, level: &str, o: &CreateOptions, journal_size: Opti
         if p.exists() && !o.force {
             return Err(ArrayError::Usage(format!("{} already exists; use --force to overwrite it", p.display())));
         }
+        refuse_if_in_use(&p)?;
         let m = FileMember::create(&p, size).map_err(|e| ArrayError::Io(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
         members.push((Arc::new(m), p.display().to_string()));
@@ -155,6 +156,7 @@ pub fn create_dir(dir: &Path, level: &str, o: &CreateOptions, journal_size: Opti
     }
     let jdev = match &journal {
         Some((p, s)) => {
+            refuse_if_in_use(p)?;
             let f = FileMember::create(p, *s).map_err(|e| ArrayError::Io(e.to_string()))?;
             f.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
             let name = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string();
@@ -163,7 +165,18 @@ pub fn create_dir(dir: &Path, level: &str, o: &CreateOptions, journal_size: Opti
         None => None,
     };
     let oo = CreateOptions { level: outer, members: Some(n + k), ..o.clone() };
-    Array::create_with_journal(members, &oo, true, jdev)
+    let arr = Array::create_with_journal(members, &oo, true, jdev)?;
+    arr.set_home(dir)?;
+    Ok(arr)
+}
+
+/// Before overwriting an existing file (`--force`): refuse when another
+/// process has it open as part of an array.
+fn refuse_if_in_use(p: &Path) -> Result<(), ArrayError> {
+    if p.exists() {
+        FileMember::open(p).and_then(|m| m.lock(true)).map_err(|e| ArrayError::Usage(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Open the array a member hint `array:DIR` names.

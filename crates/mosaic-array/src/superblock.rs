@@ -1,13 +1,15 @@
 //! The on-disk superblock.
 //!
 //! Every member starts with a 1 MiB header; stripe data begins at
-//! [`DATA_OFFSET`].  The superblock lives in two 4 KiB slots at the start of
-//! the header and is written alternately (slot = events mod 2), so a torn
-//! write of one slot leaves the other intact:
+//! [`DATA_OFFSET`].  The superblock lives in two 64 KiB slots at the start
+//! of the header and is written alternately (slot = events mod 2), so a torn
+//! write of one slot leaves the other intact.  Only the 4 KiB blocks a
+//! superblock needs are written and read (one block up to a few dozen
+//! members; `rs:K+M` with K+M = 255 needs about five):
 //!
 //! ```text
-//!   member byte 0        4 KiB        8 KiB                 1 MiB
-//!   ├── slot 0 ──────────┼── slot 1 ──┼── (reserved) ─────────┼── stripe data ...
+//!   member byte 0          64 KiB         128 KiB              1 MiB
+//!   ├── slot 0 ────────────┼── slot 1 ─────┼── (reserved) ────────┼── stripe data ...
 //!
 //!   slot: "MOSAICSB" | version u32 | payload length u32 | crc32c u32 | JSON payload
 //!         (crc32c covers the first 16 bytes and the payload)
@@ -16,6 +18,15 @@
 //! The payload is JSON so it stays readable and can grow fields; the frame
 //! around it is fixed.  The copy with the highest event counter among all
 //! members is authoritative for the array's view of member states.
+//!
+//! **Event counters decide freshness** (as md's do).  Every update is
+//! written in two rounds, each bumping `events` and reaching every member
+//! in service before the next starts ([`crate::Array`] does this), and no
+//! data is written between the rounds.  So a crash during an update leaves
+//! members at most one event apart, while a member that missed data
+//! writes (it was out of the array, or its file was swapped for an old
+//! copy) is at least two events behind: it is *stale*, and is never used
+//! until rebuilt.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -26,8 +37,15 @@ use mosaic_dev::Member;
 use crate::ArrayError;
 
 pub const MAGIC: &[u8; 8] = b"MOSAICSB";
-pub const FORMAT_VERSION: u32 = 1;
-pub const SLOT_SIZE: u64 = 4096;
+/// Version 2: 64 KiB slots (version 1 had 4 KiB slots; its slot 0 still reads).
+pub const FORMAT_VERSION: u32 = 2;
+/// Space reserved for each of the two copies.
+pub const SLOT_SIZE: u64 = 64 << 10;
+/// Slots are read and written in blocks of this size.
+const SLOT_BLOCK: usize = 4096;
+/// A member whose event counter is more than this behind the array's is
+/// stale (see the module doc).
+pub const EVENT_MARGIN: u64 = 1;
 pub const DATA_OFFSET: u64 = 1 << 20;
 const HEADER: usize = 20;
 
@@ -76,6 +94,10 @@ pub struct Superblock {
     /// (see [`crate::journal`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<String>,
+    /// The canonical directory a directory array was created in (see
+    /// [`crate::assemble`]): paths inside it are stored relative to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 impl Superblock {
@@ -83,7 +105,7 @@ impl Superblock {
         self.member_states.iter().any(|s| !matches!(s, MemberState::Active))
     }
 
-    /// Encode into one slot's bytes.
+    /// Encode into one slot's bytes (whole 4 KiB blocks, at most a slot).
     pub fn encode(&self) -> Result<Vec<u8>, ArrayError> {
         let payload = serde_json::to_vec(self).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         if payload.len() + HEADER > SLOT_SIZE as usize {
@@ -92,7 +114,7 @@ impl Superblock {
                 payload.len()
             )));
         }
-        let mut buf = vec![0u8; SLOT_SIZE as usize];
+        let mut buf = vec![0u8; (payload.len() + HEADER).next_multiple_of(SLOT_BLOCK)];
         buf[0..8].copy_from_slice(MAGIC);
         buf[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         buf[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -108,7 +130,7 @@ impl Superblock {
             return Err(SlotError::NoMagic);
         }
         let version = u32::from_le_bytes(buf[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION {
+        if version != FORMAT_VERSION && version != 1 {
             return Err(SlotError::Corrupt(format!("unsupported format version {version}")));
         }
         let len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
@@ -131,7 +153,8 @@ impl Superblock {
     fn validate(&self) -> Result<(), String> {
         let g = &self.geometry;
         let n = g.members;
-        let rebuilt = Geometry::new(g.level, n, g.unit, g.block, g.stripes * g.unit).map_err(|e| e.to_string())?;
+        let bytes = g.stripes.checked_mul(g.unit).ok_or("geometry fields overflow (stripes x stripe unit)")?;
+        let rebuilt = Geometry::new(g.level, n, g.unit, g.block, bytes).map_err(|e| e.to_string())?;
         if &rebuilt != g {
             return Err("geometry fields disagree with each other".into());
         }
@@ -144,6 +167,21 @@ impl Superblock {
         Ok(())
     }
 
+    /// Read one slot: its first block, and the rest its header asks for.
+    fn read_slot(m: &dyn Member, slot: u64) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; SLOT_BLOCK];
+        m.read_at(&mut buf, slot * SLOT_SIZE)?;
+        if &buf[0..8] == MAGIC {
+            let len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
+            let want = (len.saturating_add(HEADER)).min(SLOT_SIZE as usize).next_multiple_of(SLOT_BLOCK);
+            if want > SLOT_BLOCK {
+                buf.resize(want, 0);
+                m.read_at(&mut buf[SLOT_BLOCK..], slot * SLOT_SIZE + SLOT_BLOCK as u64)?;
+            }
+        }
+        Ok(buf)
+    }
+
     /// Read both slots of a member and return the newest valid copy.
     pub fn read_from(m: &dyn Member) -> Result<Superblock, ArrayError> {
         let who = m.describe();
@@ -153,8 +191,7 @@ impl Superblock {
         let mut best: Option<Superblock> = None;
         let mut errs = Vec::new();
         for slot in 0..2 {
-            let mut buf = vec![0u8; SLOT_SIZE as usize];
-            m.read_at(&mut buf, slot * SLOT_SIZE).map_err(|e| ArrayError::Io(format!("{who}: reading superblock: {e}")))?;
+            let buf = Self::read_slot(m, slot).map_err(|e| ArrayError::Io(format!("{who}: reading superblock: {e}")))?;
             match Superblock::decode(&buf) {
                 Ok(sb) => {
                     if best.as_ref().is_none_or(|b| sb.events > b.events) {

@@ -120,7 +120,7 @@ fn superblock_survives_reopen_and_detects_corruption() {
     drop(arr);
     // Corrupt both superblock slots of member 1.
     ms[1].corrupt(30, 4);
-    ms[1].corrupt(4096 + 30, 4);
+    ms[1].corrupt(mosaic_array::superblock::SLOT_SIZE + 30, 4);
     let e = Superblock::read_from(ms[1].as_ref()).unwrap_err();
     assert!(e.to_string().contains("corrupt superblock"), "{e}");
     // One torn slot is tolerated: the other copy is used.
