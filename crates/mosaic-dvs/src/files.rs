@@ -84,10 +84,15 @@ pub fn create_in_dir(dir: &Path, s: &CreateSpec, force: bool) -> Result<DvsArray
     let cfg = config_for(s)?;
     std::fs::create_dir_all(dir)?;
     let mut devs: Vec<Arc<dyn ZonedMember>> = Vec::new();
+    // Held while the files are made: an array in use is never overwritten.
+    let mut held = Vec::new();
     for i in 0..s.members {
         let p = dir.join(format!("dvs-{i}.zoned"));
         if p.exists() && !force {
             return Err(DvsError::Other(format!("{} exists; use --force to overwrite it", p.display())));
+        }
+        if p.exists() {
+            held.push(mosaic_dev::DeviceLock::acquire(&p, true).map_err(|e| DvsError::Other(e.to_string()))?);
         }
         devs.push(Arc::new(ZonedFile::create(&p, cfg.zone_size, cfg.zones, cfg.conventional)?));
     }

@@ -21,6 +21,12 @@
 //! full the tables are checkpointed into the other slot and the log starts
 //! over; older records have smaller sequence numbers, so replay stops at
 //! them.
+//!
+//! Every decoder here ([`Superblock::decode`], [`decode_record`],
+//! [`peek_record`], [`decode_journal`], [`decode_checkpoint`]) checks each
+//! length, count and index it reads against the buffer and the geometry
+//! before use, and answers a clear error (or `None`) for bad bytes, never a
+//! panic; `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
 
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +65,7 @@ impl Superblock {
         }
         let crc = u32::from_le_bytes(b[8..12].try_into().unwrap());
         let len = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
-        let j = b.get(16..16 + len).ok_or_else(|| DvsError::Corrupt("superblock length out of range".into()))?;
+        let j = 16usize.checked_add(len).and_then(|end| b.get(16..end)).ok_or_else(|| DvsError::Corrupt("superblock length out of range".into()))?;
         if crc32c::crc32c(j) != crc {
             return Err(DvsError::Corrupt("superblock checksum mismatch".into()));
         }
@@ -80,7 +86,10 @@ pub struct MetaLayout {
 
 impl MetaLayout {
     pub fn new(geo: &Geo) -> Result<MetaLayout, DvsError> {
-        let area = geo.cfg.conventional * geo.cfg.zone_size;
+        // The configuration comes from a superblock: check before multiplying.
+        let Some(area) = geo.cfg.conventional.checked_mul(geo.cfg.zone_size) else {
+            return Err(DvsError::Geometry(format!("{} conventional zones of {} bytes overflow", geo.cfg.conventional, geo.cfg.zone_size)));
+        };
         if area < SB_LEN + 3 * 4096 {
             return Err(DvsError::Geometry(format!("{} conventional bytes per member cannot hold DVS metadata (need at least one conventional zone of 16 KiB)", area)));
         }
@@ -105,10 +114,12 @@ impl MetaLayout {
     }
 }
 
-/// Largest checkpoint of a geometry.
+/// Largest checkpoint of a geometry (saturating: a geometry too large for
+/// any metadata area gives `u64::MAX`).
 pub fn checkpoint_bound(geo: &Geo) -> u64 {
-    let per_ssg = 8 + 4 * geo.n as u64 + geo.seg_chunks as u64 * geo.n as u64 * 10;
-    32 + 9 * geo.n as u64 + 4 * geo.ssgs as u64 + geo.ssgs as u64 * per_ssg
+    let (n, ssgs) = (geo.n as u64, geo.ssgs as u64);
+    let per_ssg = (geo.seg_chunks as u64).saturating_mul(n).saturating_mul(10).saturating_add(8 + 4 * n);
+    ssgs.saturating_mul(per_ssg).saturating_add(32 + 9 * n + 4 * ssgs)
 }
 
 // ---------------------------------------------------------------- encoding
@@ -304,7 +315,7 @@ fn unframe<'a>(magic: &[u8], b: &'a [u8]) -> Option<(u64, &'a [u8], usize)> {
     let seq = u64::from_le_bytes(b[h..h + 8].try_into().unwrap());
     let len = u32::from_le_bytes(b[h + 8..h + 12].try_into().unwrap()) as usize;
     let crc = u32::from_le_bytes(b[h + 12..h + 16].try_into().unwrap());
-    let payload = b.get(h + 16..h + 16 + len)?;
+    let payload = b.get(h + 16..(h + 16).checked_add(len)?)?;
     let mut c = b[h..h + 12].to_vec();
     c.extend_from_slice(payload);
     (crc32c::crc32c(&c) == crc).then_some((seq, payload, h + 16 + len))
