@@ -25,6 +25,7 @@ use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{RebuildReport, ScrubReport};
 use mosaic_core::MemberState;
 use mosaic_dev::zoned::ZonedFile;
+use mosaic_dev::DeviceLock;
 use mosaic_dvs::meta::{Superblock, SB_LEN};
 use mosaic_dvs::{files, DvsArray, ZonedMember};
 
@@ -46,6 +47,9 @@ pub struct DvsVolume {
     chunk: u64,
     last_io: Mutex<Instant>,
     idle_after_ns: AtomicU64,
+    /// The array lock on every member file (exclusive: even a read-only
+    /// open writes a checkpoint).
+    locks: Mutex<Vec<DeviceLock>>,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -60,9 +64,11 @@ impl DvsVolume {
     pub fn open(spec: &str, writable: bool) -> Result<DvsVolume> {
         let mut devs: Vec<std::sync::Arc<dyn ZonedMember>> = Vec::new();
         let mut found = Vec::new();
+        let mut locks = Vec::new();
         for p in files::member_paths(spec)? {
             // As files::open_spec: a file that cannot be opened is a missing member.
             let Ok(z) = ZonedFile::open(&p) else { continue };
+            locks.push(DeviceLock::acquire(&p, true).map_err(|e| VolumeError::Usage(e.to_string()))?);
             let mut sb = vec![0u8; SB_LEN as usize];
             if let Ok(sb) = ZonedMember::read_at(&z, &mut sb, 0).map_err(Into::into).and_then(|_| Superblock::decode(&sb)) {
                 found.push((sb.member, p));
@@ -88,6 +94,7 @@ impl DvsVolume {
             writable,
             last_io: Mutex::new(Instant::now()),
             idle_after_ns: AtomicU64::new(DEFAULT_IDLE.as_nanos() as u64),
+            locks: Mutex::new(locks),
         })
     }
 
@@ -221,11 +228,19 @@ impl Volume for DvsVolume {
             }
         }
         let created = !drive.exists();
+        if !created {
+            let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
+            self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+        }
         if let Err(e) = files::replace_with_file(&mut a, idx, drive) {
             if created {
                 let _ = std::fs::remove_file(drive);
             }
             return Err(e.into());
+        }
+        if created {
+            let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
+            self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
         }
         drop(a);
         // A directory array finds its members by name: the new drive
@@ -274,7 +289,7 @@ impl Volume for DvsVolume {
             .iter()
             .map(|s| match r.located.iter().find(|l| l.0 == *s) {
                 Some((_, m)) => format!("SSG {} row {}: parity mismatch; member {m} holds the wrong column", s.lsn, s.row),
-                None => format!("SSG {} row {}: parity mismatch", s.lsn, s.row),
+                None => format!("SSG {} row {}: parity mismatch; the wrong column cannot be located with one redundant column", s.lsn, s.row),
             })
             .collect();
         if repair && !r.mismatched.is_empty() {
@@ -287,6 +302,7 @@ impl Volume for DvsVolume {
             mismatched: r.mismatched.len() as u64,
             notes,
             unverified_stripes: r.unverified_stripes,
+            unlocated_stripes: r.mismatched.iter().filter(|s| !r.located.iter().any(|l| l.0 == **s)).count() as u64,
             repaired: repair,
             bytes_read: r.bytes_read,
             seconds: r.seconds,

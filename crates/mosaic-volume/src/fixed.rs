@@ -47,14 +47,18 @@ fn counters(arr: &Array) -> IoCounters {
     IoCounters { device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops: Some(ops) }
 }
 
+/// What assembly found (devices not used, stale members), then an
+/// unclean shutdown.
 fn warnings(arr: &Array) -> Vec<String> {
-    if !arr.opened_dirty() {
-        Vec::new()
-    } else if arr.superblock().journal.is_some() {
-        vec!["the array was not shut down cleanly; its journal is replayed when it is next opened for writing".into()]
-    } else {
-        vec!["the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data".into()]
+    let mut w = arr.open_warnings().to_vec();
+    if arr.opened_dirty() {
+        w.push(if arr.superblock().journal.is_some() {
+            "the array was not shut down cleanly; its journal is replayed when it is next opened for writing".into()
+        } else {
+            "the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data".into()
+        });
     }
+    w
 }
 
 /// Replace failed member `idx` with `drive`, creating a file of the

@@ -21,6 +21,7 @@
 
 mod dvs;
 mod fixed;
+pub mod guard;
 
 use std::path::Path;
 use std::time::Duration;
