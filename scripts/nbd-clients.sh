@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Real NBD clients against `mosaic serve`: nbdinfo, qemu-io, nbdcopy, fio
 # (nbd engine, crc32c verify), a recorded trace that `mosaic trace stats` and
-# `mosaic replay` read, an ext4 filesystem through nbdfuse + fuse2fs with
-# postmark (skipped with a reason when FUSE mounts are refused), and a crash
-# loop (kill -9 during writes, restart, flushed data intact, scrub clean).
+# `mosaic replay` read, a full server refusing a client visibly, mkfs.ext4
+# with its defaults (1 KiB blocks) and an ext4 filesystem through nbdfuse +
+# fuse2fs with postmark, both on a server with default options (skipped with
+# a reason when FUSE mounts are refused), and a crash loop (kill -9 during
+# writes, restart, flushed data intact, scrub clean).
 #
 # Prints `nbd-clients: <name> ok|FAIL|SKIP ...` per check and ends with one
 # line `N passed, M failed`.  Exit status 1 if any check failed.
@@ -101,7 +103,7 @@ PORT=${PORT%%/*}
 
 # --- nbdinfo -----------------------------------------------------------------
 if out=$(timeout 30 nbdinfo "$URI" 2>&1) && grep -q 'export-size: ' <<<"$out" \
-    && grep -q 'block_size_minimum: 4096' <<<"$out" && grep -q 'can_multi_conn: true' <<<"$out" \
+    && grep -q 'block_size_minimum: 512' <<<"$out" && grep -q 'can_multi_conn: true' <<<"$out" \
     && timeout 30 nbdinfo --list "nbd://127.0.0.1:$PORT" 2>&1 | grep -q 'export="mosaic"'; then
     ok nbdinfo "$(grep -o 'export-size: [0-9]*' <<<"$out")"
 else
@@ -148,7 +150,66 @@ fio_check seqwrite-1m --rw=write --bs=1M --iodepth=8 --offset=64M --size=96M
 fio_check randrw-mix --rw=randrw --rwmixread=40 --bsrange=4k-128k --iodepth=16 --offset=192M --size=64M
 fio_check seq-mix --rw=rw --bs=64k --iodepth=4 --numjobs=2 --offset=256M --size=32M --offset_increment=48M
 
+# --- a full server refuses visibly, then serves -------------------------------
+busy_check() {
+    local d=$WORK/busy out
+    "$MOSAIC" create -a "$d" --level raid5 --members 4 --member-size 8M --stripe-unit 16K >/dev/null 2>&1 \
+        || { fail busy-refusal "create failed"; return; }
+    start_server "$d" "$WORK/busy.log" --max-connections 1 --handshake-timeout 2 || { fail busy-refusal "server did not start"; return; }
+    local port=${URI#nbd://127.0.0.1:}
+    port=${port%%/*}
+    # One connection that never handshakes fills the only slot.
+    exec 7<>"/dev/tcp/127.0.0.1/$port"
+    sleep 0.3
+    out=$(timeout 30 qemu-io -f raw "$URI" -c 'read 0 4k' 2>&1)
+    exec 7>&-
+    if ! grep -q 'server busy: 1 connections (the limit); try again later' <<<"$out"; then
+        fail busy-refusal "qemu-io did not show the refusal: $out"; stop_server >/dev/null; return
+    fi
+    sleep 0.3
+    local again
+    again=$(timeout 30 qemu-io -f raw "$URI" -c 'read -P 0 0 4k' 2>&1)
+    if ! stop_server || grep -qiE 'fail|error|denied' <<<"$again"; then
+        fail busy-refusal "after the idle one left: $again $(tail -3 "$WORK/busy.log")"; return
+    fi
+    ok busy-refusal "qemu-io shows: $(grep -o 'server busy[^;]*' <<<"$out" | head -1); served once the slot was free"
+}
+
 # --- filesystem: nbdfuse + ext4 + fuse2fs + postmark ---------------------------
+# mount_nbdfuse: mount the export at $FUSE_MNT (10 s); false if FUSE is refused.
+mount_nbdfuse() {
+    FUSE_MNT=$WORK/nbdfuse
+    mkdir -p "$FUSE_MNT"
+    nbdfuse "$FUSE_MNT" "$URI" >"$WORK/nbdfuse.log" 2>&1 &
+    for _ in $(seq 100); do
+        [ -e "$FUSE_MNT/nbd" ] && return 0
+        sleep 0.1
+    done
+    FUSE_MNT=""
+    return 1
+}
+
+unmount_nbdfuse() {
+    for _ in $(seq 100); do fusermount3 -u "$FUSE_MNT" 2>/dev/null && break; sleep 0.1; done
+    FUSE_MNT=""
+}
+
+# mkfs.ext4 with its own defaults (1 KiB blocks on a device this small, so
+# 1 KiB writes) over nbdfuse, on a server with default options; e2fsck clean.
+mkfs_default_check() {
+    if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then skip mkfs-default "no /dev/fuse or fusermount3"; return; fi
+    if ! mount_nbdfuse; then skip mkfs-default "FUSE mount refused in this sandbox: $(tr '\n' ' ' <"$WORK/nbdfuse.log")"; return; fi
+    local img=$FUSE_MNT/nbd
+    if ! timeout 300 mkfs.ext4 -q -F "$img" >"$WORK/mkfs-default.log" 2>&1; then
+        fail mkfs-default "mkfs.ext4: $(tr '\n' ' ' <"$WORK/mkfs-default.log")"; unmount_nbdfuse; return
+    fi
+    if ! timeout 300 e2fsck -fn "$img" >"$WORK/fsck-default.log" 2>&1; then
+        fail mkfs-default "e2fsck: $(tail -5 "$WORK/fsck-default.log")"; unmount_nbdfuse; return
+    fi
+    unmount_nbdfuse
+    ok mkfs-default "mkfs.ext4 defaults ($(grep -oE '[0-9]+/[0-9]+ blocks' "$WORK/fsck-default.log")), e2fsck -fn clean, default serve options"
+}
+
 # wait_mounted DIR PID: DIR becomes a mount point while PID lives (10 s).
 wait_mounted() {
     for _ in $(seq 100); do
@@ -166,18 +227,10 @@ fs_check() {
         why="fuse2fs, postmark or fusermount3 missing"
     fi
     if [ -n "$why" ]; then skip filesystem "$why"; return; fi
-    FUSE_MNT=$WORK/nbdfuse
     FS_MNT=$WORK/fs
-    mkdir -p "$FUSE_MNT" "$FS_MNT"
-    nbdfuse "$FUSE_MNT" "$URI" >"$WORK/nbdfuse.log" 2>&1 &
-    local up=""
-    for _ in $(seq 100); do
-        [ -e "$FUSE_MNT/nbd" ] && { up=1; break; }
-        sleep 0.1
-    done
-    if [ -z "$up" ]; then
+    mkdir -p "$FS_MNT"
+    if ! mount_nbdfuse; then
         skip filesystem "FUSE mount refused in this sandbox: $(tr '\n' ' ' <"$WORK/nbdfuse.log")"
-        FUSE_MNT=""
         FS_MNT=""
         return
     fi
@@ -210,8 +263,7 @@ fs_check() {
     wait "$fs_pid"
     FS_MNT=""
     # fuse2fs exits (closing the image) shortly after its unmount.
-    for _ in $(seq 100); do fusermount3 -u "$FUSE_MNT" 2>/dev/null && break; sleep 0.1; done
-    FUSE_MNT=""
+    unmount_nbdfuse
     ok filesystem "mkfs.ext4, postmark 2000 transactions at $(grep -oE 'transactions \([0-9]+ per second' "$WORK/postmark.log" | grep -oE '[0-9]+' | head -1)/s, e2fsck clean, checksums equal"
 }
 
@@ -237,15 +289,19 @@ else
     fail scrub-after-clients "$(tail -3 "$WORK/scrub.log")"
 fi
 
-# The filesystem runs on its own server that advertises a 512-byte minimum
-# block: libnbd (under nbdfuse) refuses requests smaller than the advertised
-# minimum, and ext4 writes its 1 KiB superblock; the server read-modify-writes.
-if start_server "$ARR" "$WORK/fs-serve.log" --min-block 512; then
+# The filesystems run on a server of their own with default options: it
+# advertises a 512-byte minimum block (libnbd under nbdfuse refuses requests
+# smaller than the advertised minimum, and ext4 writes 1 KiB pieces) and
+# read-modify-writes what is smaller than the array's block.
+if start_server "$ARR" "$WORK/fs-serve.log"; then
+    mkfs_default_check
     fs_check
     stop_server >/dev/null || fail filesystem-server-stop "$(tail -3 "$WORK/fs-serve.log")"
 else
     fail filesystem "server did not start"
 fi
+
+busy_check
 
 # --- unix socket and read-only ------------------------------------------------
 printf '\x77%.0s' $(seq 4096) >"$WORK/x77.bin"

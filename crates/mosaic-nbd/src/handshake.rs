@@ -20,11 +20,67 @@
 //!
 //! Anything that breaks framing (wrong magic, unknown client flags, an
 //! option longer than [`MAX_OPTION_LEN`]) is a [`HandshakeError::Garbage`]:
-//! the caller logs it and closes that connection only.
+//! the caller logs it and closes that connection only.  [`Deadline`] bounds
+//! the whole handshake in time, and [`refuse`] turns a client away visibly
+//! when the server is full.
 
 use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
 
 use crate::proto::*;
+use crate::stream::Stream;
+
+/// A socket whose reads and writes must all finish by one instant: a
+/// client that trickles a byte now and then cannot hold a connection slot
+/// longer than the handshake time limit.
+pub struct Deadline {
+    s: Stream,
+    end: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    pub fn new(s: Stream, limit: Duration) -> Deadline {
+        Deadline { s, end: Instant::now() + limit, limit }
+    }
+
+    /// Time left, with the socket's timeouts set to it; an error once none is.
+    fn arm(&self) -> io::Result<()> {
+        let left = self.end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("handshake not finished within {:?}", self.limit)));
+        }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.set_write_timeout(Some(left))
+    }
+
+    /// A socket timeout is reported as the time limit, not as EAGAIN.
+    fn name(&self, e: io::Error) -> io::Error {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                io::Error::new(io::ErrorKind::TimedOut, format!("handshake not finished within {:?}", self.limit))
+            }
+            _ => e,
+        }
+    }
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.s.read(buf).map_err(|e| self.name(e))
+    }
+}
+
+impl Write for Deadline {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.s.write(buf).map_err(|e| self.name(e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// At most this many options per connection before it is closed.
 pub const MAX_OPTIONS: usize = 256;
@@ -144,8 +200,9 @@ fn info_replies(opt: u32, e: &ExportInfo, wanted: &[u16]) -> Vec<u8> {
     out
 }
 
-/// Run the server side of the handshake on `s`.
-pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, HandshakeError> {
+/// Send the greeting and read the client's flags; whether it asked for no
+/// zeroes after NBD_OPT_EXPORT_NAME.
+fn greet<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError> {
     let mut hello = Vec::with_capacity(18);
     hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
     hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -156,23 +213,63 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
     if cflags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
         return Err(HandshakeError::Garbage(format!("unknown client flags {cflags:#x}")));
     }
-    let no_zeroes = cflags & FLAG_C_NO_ZEROES != 0;
+    Ok(cflags & FLAG_C_NO_ZEROES != 0)
+}
+
+/// Read one option (number and data); `None` when the client closed.
+fn read_option<S: Read>(s: &mut S) -> Result<Option<(u32, Vec<u8>)>, HandshakeError> {
+    let magic = match read_u64(s) {
+        Ok(m) => m,
+        Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    if magic != IHAVEOPT {
+        return Err(HandshakeError::Garbage(format!("bad option magic {magic:#018x}")));
+    }
+    let opt = read_u32(s)?;
+    let len = read_u32(s)?;
+    if len > MAX_OPTION_LEN {
+        return Err(HandshakeError::Garbage(format!("option {opt} claims {len} bytes (limit {MAX_OPTION_LEN})")));
+    }
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data)?;
+    Ok(Some((opt, data)))
+}
+
+/// Options a refused client may send before it is disconnected.
+const REFUSE_OPTIONS: usize = 8;
+
+/// Turn a client away visibly (the server is full): greet it, then answer
+/// each option with `NBD_REP_ERR_POLICY` carrying `why` (the spec's way for
+/// a server to refuse: "error inbound options until the client gets the
+/// hint"; nbdinfo and qemu print the message).  `NBD_OPT_ABORT` gets its
+/// ACK; `NBD_OPT_EXPORT_NAME` cannot be answered with an error, so it, and
+/// a client that keeps trying, get a hard disconnect.
+pub fn refuse<S: Read + Write>(s: &mut S, why: &str) -> Result<(), HandshakeError> {
+    greet(s)?;
+    for _ in 0..REFUSE_OPTIONS {
+        let Some((opt, _)) = read_option(s)? else { return Ok(()) };
+        match opt {
+            OPT_EXPORT_NAME => return Ok(()),
+            OPT_ABORT => {
+                let _ = s.write_all(&option_reply(opt, REP_ACK, &[])).and_then(|_| s.flush());
+                return Ok(());
+            }
+            _ => {
+                s.write_all(&option_reply(opt, REP_ERR_POLICY, why.as_bytes()))?;
+                s.flush()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run the server side of the handshake on `s`.
+pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, HandshakeError> {
+    let no_zeroes = greet(s)?;
     for _ in 0..MAX_OPTIONS {
-        let magic = match read_u64(s) {
-            Ok(m) => m,
-            Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(Outcome::Aborted),
-            Err(err) => return Err(err.into()),
-        };
-        if magic != IHAVEOPT {
-            return Err(HandshakeError::Garbage(format!("bad option magic {magic:#018x}")));
-        }
-        let opt = read_u32(s)?;
-        let len = read_u32(s)?;
-        if len > MAX_OPTION_LEN {
-            return Err(HandshakeError::Garbage(format!("option {opt} claims {len} bytes (limit {MAX_OPTION_LEN})")));
-        }
-        let mut data = vec![0u8; len as usize];
-        s.read_exact(&mut data)?;
+        let Some((opt, data)) = read_option(s)? else { return Ok(Outcome::Aborted) };
+        let len = data.len();
         let reply = match opt {
             OPT_EXPORT_NAME => {
                 if !e.matches(&data) {

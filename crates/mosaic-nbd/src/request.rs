@@ -11,8 +11,8 @@
 //!
 //! [`parse_request`] only decodes the header and fails only when it cannot
 //! (too short, wrong magic): the connection is then out of sync and must
-//! close.  Everything else — unknown commands, bad flags, ranges, alignment,
-//! sizes — is judged by [`check`], whose error is answered with an NBD
+//! close.  Everything else — unknown commands, bad flags, zero lengths,
+//! ranges, alignment, sizes — is judged by [`check`], whose error is answered with an NBD
 //! error reply while the connection stays up.
 
 use crate::proto::*;
@@ -174,6 +174,11 @@ pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     if (r.flags & (CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO)) != 0 && r.cmd != Command::WriteZeroes {
         return Err(EINVAL);
     }
+    // The spec: a zero-length request is not sensible; the server SHOULD
+    // answer EINVAL (and the connection goes on).
+    if r.length == 0 {
+        return Err(EINVAL);
+    }
     if writes && l.read_only {
         return Err(EPERM);
     }
@@ -229,6 +234,9 @@ mod tests {
         assert_eq!(check(&req(Command::Read, 0, MAX_PAYLOAD + 4096), &l), Err(EINVAL));
         assert_eq!(check(&req(Command::Unknown(99), 0, 0), &l), Err(EINVAL));
         assert_eq!(check(&req(Command::Flush, 0, 0), &l), Ok(()));
+        for cmd in [Command::Read, Command::Write, Command::WriteZeroes, Command::Trim] {
+            assert_eq!(check(&req(cmd, 4096, 0), &l), Err(EINVAL), "zero-length {cmd:?}");
+        }
         let ro = Limits { read_only: true, ..l };
         assert_eq!(check(&req(Command::Write, 0, 4096), &ro), Err(EPERM));
         assert_eq!(check(&req(Command::Read, 0, 4096), &ro), Ok(()));
@@ -262,6 +270,7 @@ mod tests {
             prop_assert_eq!(back, r);
             let res = check(&back, &limits());
             if res.is_ok() && !matches!(r.cmd, Command::Disc | Command::Flush) {
+                prop_assert!(length > 0);
                 prop_assert!(offset + length as u64 <= 1 << 20);
                 prop_assert_eq!(offset % 4096, 0);
             }

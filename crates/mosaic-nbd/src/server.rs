@@ -6,7 +6,10 @@
 //!     loop until stop:                       stop set (SIGINT/SIGTERM, tests)
 //!       try_accept ─▶ spawn conn thread          │
 //!       (poll every 20 ms)                       ▼
-//!   conn thread: handshake ─▶ transmission    shutdown(READ) on every socket
+//!       full (max_connections)? ─▶ refuse     shutdown(READ) on every socket
+//!         thread: NBD_REP_ERR_POLICY "server busy: …" (at most
+//!         MAX_REFUSING at once, the rest closed silently)
+//!   conn thread: handshake (one deadline) ─▶ transmission
 //!                                            readers see EOF, drain in-flight,
 //!                                            reply, close; serve() joins them
 //!                                            and returns the totals; the
@@ -14,15 +17,16 @@
 //! ```
 
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, BufReader};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::conn::Budget;
 use crate::export::Export;
-use crate::handshake::{handshake, ExportInfo, Outcome};
+use crate::handshake::{handshake, refuse, Deadline, ExportInfo, Outcome};
 use crate::pool::{Job, Pool};
 use crate::proto::*;
 use crate::stream::{Listener, Stream};
@@ -36,13 +40,21 @@ pub struct ServerConfig {
     pub read_only: bool,
     /// Worker threads shared by all connections.
     pub workers: usize,
-    /// Most connections served at once; more are closed at accept.
+    /// Most connections at once (in handshake or transmission); a client
+    /// beyond it is refused visibly ("server busy").
     pub max_connections: usize,
     /// Per connection: most requests and payload bytes in flight.
     pub max_inflight: usize,
     pub max_inflight_bytes: u64,
-    /// A client must finish each handshake read within this time.
+    /// All connections together: most READ/WRITE payload bytes held in
+    /// memory; a request waits for room rather than allocating.
+    pub max_buffered_bytes: u64,
+    /// A client must finish the whole handshake within this time.
     pub handshake_timeout: Duration,
+    /// In transmission, a WRITE payload that stops arriving, or a reply the
+    /// client stops reading, for this long closes that connection (an idle
+    /// connection between requests stays open).
+    pub io_timeout: Duration,
     /// Print connection and error lines on stderr.
     pub log: bool,
 }
@@ -57,7 +69,9 @@ impl Default for ServerConfig {
             max_connections: 64,
             max_inflight: 128,
             max_inflight_bytes: 128 << 20,
+            max_buffered_bytes: 128 << 20,
             handshake_timeout: Duration::from_secs(10),
+            io_timeout: Duration::from_secs(30),
             log: true,
         }
     }
@@ -67,6 +81,8 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServeStats {
     pub connections: u64,
+    /// Clients turned away because `max_connections` were open.
+    pub refused: u64,
     pub requests: u64,
     pub errors: u64,
 }
@@ -78,6 +94,9 @@ pub(crate) struct Shared {
     pub(crate) read_only: bool,
     pub(crate) max_inflight: usize,
     pub(crate) max_inflight_bytes: u64,
+    /// Payload bytes held by every connection together.
+    pub(crate) buffers: Budget,
+    pub(crate) io_timeout: Duration,
     pub(crate) requests: AtomicU64,
     pub(crate) errors: AtomicU64,
     jobs: Mutex<Sender<Job>>,
@@ -131,11 +150,16 @@ pub fn export_info(export: &dyn Export, cfg: &ServerConfig) -> ExportInfo {
     }
 }
 
-fn connection(sh: Arc<Shared>, id: u64, stream: Stream, peer: String, timeout: Duration) {
+/// Refused clients answered at once; more are closed without a word (a
+/// flood of connections must not become a flood of threads).
+const MAX_REFUSING: usize = 16;
+/// A refused client gets at most this long to read its refusal.
+const REFUSE_TIME: Duration = Duration::from_secs(5);
+
+fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, peer: String, timeout: Duration) {
     let _ = stream.set_nodelay();
-    let _ = stream.set_read_timeout(Some(timeout));
     let mut hs = match stream.try_clone() {
-        Ok(s) => s,
+        Ok(s) => Deadline::new(s, timeout),
         Err(e) => {
             sh.log(&format!("conn {id} from {peer}: {e}"));
             return;
@@ -143,9 +167,8 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, peer: String, timeout: D
     };
     match handshake(&mut hs, &sh.info) {
         Ok(Outcome::Transmission) => {
-            let _ = stream.set_read_timeout(None);
             sh.log(&format!("conn {id} from {peer}: transmission"));
-            crate::conn::transmission(&sh, id, stream);
+            crate::conn::transmission(&sh, id, stream, rd);
             sh.log(&format!("conn {id} from {peer}: closed"));
         }
         Ok(Outcome::Aborted) => {}
@@ -155,6 +178,27 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, peer: String, timeout: D
             }
             let _ = stream.shutdown(Shutdown::Both);
         }
+    }
+}
+
+/// Turn away a client of a full server on a thread of its own (at most
+/// [`MAX_REFUSING`] at once): it reads "server busy" as an option error.
+fn refuse_busy(sh: &Shared, refusing: &Arc<AtomicUsize>, stream: Stream, peer: String, open: usize, timeout: Duration) {
+    let why = format!("server busy: {open} connections (the limit); try again later");
+    sh.log(&format!("refusing connection from {peer}: {why}"));
+    if refusing.fetch_add(1, Ordering::AcqRel) >= MAX_REFUSING {
+        refusing.fetch_sub(1, Ordering::AcqRel);
+        let _ = stream.shutdown(Shutdown::Both);
+        return;
+    }
+    let refusing = refusing.clone();
+    let spawned = std::thread::Builder::new().name("nbd-refuse".into()).spawn(move || {
+        let mut s = Deadline::new(stream, timeout.min(REFUSE_TIME));
+        let _ = refuse(&mut s, &why);
+        refusing.fetch_sub(1, Ordering::AcqRel);
+    });
+    if spawned.is_err() {
+        sh.log("cannot start a thread to refuse a connection");
     }
 }
 
@@ -170,6 +214,8 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         read_only: cfg.read_only,
         max_inflight: cfg.max_inflight.max(1),
         max_inflight_bytes: cfg.max_inflight_bytes.max(MAX_PAYLOAD as u64),
+        buffers: Budget::new(usize::MAX, cfg.max_buffered_bytes.max(MAX_PAYLOAD as u64)),
+        io_timeout: cfg.io_timeout,
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         jobs: Mutex::new(pool.sender()),
@@ -179,6 +225,8 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
     let live: Arc<Mutex<HashMap<u64, Stream>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();
     let mut next_id = 0u64;
+    let mut refused = 0u64;
+    let refusing = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         threads.retain(|t| !t.is_finished());
         let (stream, peer) = match listener.try_accept() {
@@ -193,9 +241,9 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
                 continue;
             }
         };
-        if threads.len() >= cfg.max_connections {
-            sh.log(&format!("refusing connection from {peer}: {} connections already", threads.len()));
-            let _ = stream.shutdown(Shutdown::Both);
+        if threads.len() >= cfg.max_connections.max(1) {
+            refused += 1;
+            refuse_busy(&sh, &refusing, stream, peer, threads.len(), cfg.handshake_timeout);
             continue;
         }
         next_id += 1;
@@ -203,9 +251,16 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         if let Ok(c) = stream.try_clone() {
             live.lock().unwrap_or_else(|e| e.into_inner()).insert(id, c);
         }
+        let rd = match crate::conn::request_reader(&stream) {
+            Ok(rd) => rd,
+            Err(e) => {
+                sh.log(&format!("conn {id} from {peer}: {e}"));
+                continue;
+            }
+        };
         let (sh2, live2, timeout) = (sh.clone(), live.clone(), cfg.handshake_timeout);
         let t = std::thread::Builder::new().name(format!("nbd-conn-{id}")).spawn(move || {
-            connection(sh2, id, stream, peer, timeout);
+            connection(sh2, id, stream, rd, peer, timeout);
             live2.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         })?;
         threads.push(t);
@@ -219,6 +274,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
     }
     let stats = ServeStats {
         connections: next_id,
+        refused,
         requests: sh.requests.load(Ordering::Relaxed),
         errors: sh.errors.load(Ordering::Relaxed),
     };

@@ -378,3 +378,154 @@ fn export_errors_and_panics_become_error_replies() {
     let stats = srv.stop();
     assert_eq!(stats.errors, 4);
 }
+
+#[test]
+fn zero_length_requests_get_einval_and_the_connection_goes_on() {
+    let ex = mem();
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    assert_eq!(c.write(4096, &pattern(12, 4096)), 0);
+    assert_eq!(c.read(4096, 0), Err(EINVAL), "zero-length READ");
+    assert_eq!(c.write(4096, &[]), EINVAL, "zero-length WRITE");
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, 4096, 0, &[]), EINVAL, "zero-length WRITE_ZEROES");
+    assert_eq!(c.cmd(Command::Trim, 0, 4096, 0, &[]), EINVAL, "zero-length TRIM");
+    assert_eq!(ex.writes(), 1, "only the real write reached the export");
+    assert_eq!(c.read(4096, 4096).unwrap(), pattern(12, 4096), "the connection still serves");
+    assert_eq!(srv.stop().errors, 4);
+}
+
+/// Read the greeting of a connection that then never says anything.
+fn idle_connection(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let mut s = connect(addr);
+    let mut greet = [0u8; 18];
+    s.read_exact(&mut greet).unwrap();
+    s
+}
+
+#[test]
+fn a_full_server_refuses_visibly_and_frees_slots_at_the_handshake_deadline() {
+    let cfg = ServerConfig { max_connections: 3, handshake_timeout: Duration::from_millis(1500), ..cfg() };
+    let srv = Server::start(mem(), cfg);
+    let idle: Vec<_> = (0..3).map(|_| idle_connection(srv.addr)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    // One more: greeted, and each option answered with the reason.
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.send_opt(OPT_GO, &Client::<std::net::TcpStream>::info_payload("", &[]));
+    let r = c.opt_reply();
+    assert_eq!((r.opt, r.ty), (OPT_GO, REP_ERR_POLICY));
+    assert_eq!(String::from_utf8_lossy(&r.data), "server busy: 3 connections (the limit); try again later");
+    c.send_opt(OPT_LIST, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ERR_POLICY);
+    c.send_opt(OPT_ABORT, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    // The idle ones are dropped at the deadline, then a client is served.
+    for mut s in idle {
+        let mut b = [0u8; 1];
+        assert_eq!(s.read(&mut b).unwrap(), 0, "idle connection dropped");
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut ok = open(srv.addr);
+    assert_eq!(ok.read(0, 4096).unwrap(), vec![0u8; 4096]);
+    let stats = srv.stop();
+    assert_eq!(stats.refused, 1);
+    assert_eq!(stats.connections, 4);
+}
+
+#[test]
+fn a_client_trickling_its_handshake_is_cut_off_at_the_deadline() {
+    let srv = Server::start(mem(), ServerConfig { handshake_timeout: Duration::from_millis(800), ..cfg() });
+    let mut s = idle_connection(srv.addr);
+    let t = std::time::Instant::now();
+    // One byte every 200 ms: each read is quick, the whole never ends.
+    let mut closed = false;
+    for b in IHAVEOPT.to_be_bytes().iter().cycle().take(40) {
+        std::thread::sleep(Duration::from_millis(200));
+        if s.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        if t.elapsed() > Duration::from_millis(1500) {
+            let mut x = [0u8; 1];
+            closed = matches!(s.read(&mut x), Ok(0) | Err(_));
+            break;
+        }
+    }
+    assert!(closed, "the trickling client was still connected after {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn clients_vanishing_with_replies_pending_do_not_hurt_the_server() {
+    let ex = Arc::new(MemExport::new(32 << 20, 4096));
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    assert_eq!(c.write(0, &pattern(13, 1 << 20)), 0);
+    for _ in 0..10 {
+        let mut v = open(srv.addr);
+        for i in 0..8u64 {
+            v.send(Command::Read, 0, i, 0, 4 << 20, &[]);
+        }
+        drop(v);
+    }
+    assert_eq!(c.read(0, 1 << 20).unwrap(), pattern(13, 1 << 20));
+    let mut d = open(srv.addr);
+    assert_eq!(d.read(0, 1 << 20).unwrap(), pattern(13, 1 << 20));
+    let stats = srv.stop();
+    assert_eq!(stats.connections, 12);
+}
+
+#[test]
+fn stalled_write_headers_hold_no_memory_budget() {
+    // The global budget is one maximum payload: if a WRITE header without
+    // its payload held budget, nobody else could write.
+    let cfg = ServerConfig { max_buffered_bytes: MAX_PAYLOAD as u64, io_timeout: Duration::from_millis(1500), ..cfg() };
+    let ex = Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096));
+    let srv = Server::start(ex.clone(), cfg);
+    let mut stalled: Vec<_> = (0..4).map(|_| open(srv.addr)).collect();
+    for s in &mut stalled {
+        s.send(Command::Write, 0, 77, 0, MAX_PAYLOAD, &[]);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let mut c = open(srv.addr);
+    let t = std::time::Instant::now();
+    assert_eq!(c.write(8192, &pattern(14, 4096)), 0);
+    assert_eq!(c.read(8192, 4096).unwrap(), pattern(14, 4096));
+    assert!(t.elapsed() < Duration::from_secs(1), "served only after {:?}", t.elapsed());
+    // A payload that never comes closes that connection after io_timeout.
+    for mut s in stalled {
+        let mut b = [0u8; 1];
+        assert_eq!(s.s.read(&mut b).unwrap(), 0, "stalled writer dropped");
+    }
+    assert_eq!(ex.writes(), 1);
+}
+
+#[test]
+fn a_client_that_stops_reading_replies_is_dropped_and_others_go_on() {
+    let cfg = ServerConfig { io_timeout: Duration::from_millis(500), ..cfg() };
+    let ex = Arc::new(MemExport::new(32 << 20, 4096));
+    let srv = Server::start(ex.clone(), cfg);
+    let mut hog = open(srv.addr);
+    // 256 MiB of replies that are never read: far beyond socket buffers.
+    for i in 0..64u64 {
+        hog.send(Command::Read, 0, i, 0, 4 << 20, &[]);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut c = open(srv.addr);
+    let t = std::time::Instant::now();
+    assert_eq!(c.write(0, &pattern(15, 4096)), 0);
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(15, 4096));
+    assert!(t.elapsed() < Duration::from_secs(2), "served only after {:?}", t.elapsed());
+    // The hog's socket was shut down: reading it ends (after what was sent).
+    hog.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut sink = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        match hog.s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => total += n as u64,
+            Err(e) => panic!("hog not closed: {e} after {total} bytes"),
+        }
+    }
+    assert!(total < 256 << 20, "all {total} bytes were sent");
+    srv.stop();
+}
