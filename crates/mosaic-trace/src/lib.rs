@@ -118,7 +118,26 @@ pub(crate) fn io_err(file: &str, source: std::io::Error) -> TraceError {
     TraceError::Io { file: file.to_string(), error: source }
 }
 
+/// Refuse what is not a regular file before opening it: opening a FIFO
+/// waits for a writer, and a character device (`/dev/null`, a terminal)
+/// reads as an empty or endless trace.
+fn check_kind(path: &Path, name: &str) -> Result<(), TraceError> {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = std::fs::metadata(path).map_err(|e| io_err(name, e))?.file_type();
+    let what = if ft.is_char_device() || ft.is_fifo() {
+        "a character device/FIFO, not a trace file"
+    } else if ft.is_dir() {
+        "a directory, not a trace file"
+    } else if ft.is_socket() {
+        "a socket, not a trace file"
+    } else {
+        return Ok(());
+    };
+    Err(io_err(name, std::io::Error::new(std::io::ErrorKind::InvalidInput, what)))
+}
+
 fn open_source(path: &Path, name: &str) -> Result<(Compression, compress::Source), TraceError> {
+    check_kind(path, name)?;
     let f = File::open(path).map_err(|e| io_err(name, e))?;
     compress::decompress(Box::new(BufReader::with_capacity(1 << 16, f))).map_err(|e| io_err(name, e))
 }

@@ -108,3 +108,18 @@ fn overlong_lines_are_malformed() {
     assert_eq!(r.by_ref().collect::<Result<Vec<_>, _>>().unwrap().len(), 2);
     assert_eq!(r.skipped_bad(), 1);
 }
+
+#[test]
+fn devices_fifos_and_directories_are_not_trace_files() {
+    let Err(e) = open("/dev/null".as_ref(), &TraceOptions::default()) else { panic!("/dev/null was opened as a trace") };
+    assert_eq!(e.to_string(), "/dev/null: a character device/FIFO, not a trace file");
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("fifo");
+    let st = std::process::Command::new("mkfifo").arg(&fifo).status().expect("run mkfifo");
+    assert!(st.success(), "mkfifo failed");
+    // Opening a FIFO with no writer would block: refused before opening.
+    let Err(e) = open(&fifo, &TraceOptions::default()) else { panic!("a FIFO was opened as a trace") };
+    assert_eq!(e.to_string(), format!("{}: a character device/FIFO, not a trace file", fifo.display()));
+    let Err(e) = open(t.path(), &TraceOptions::default()) else { panic!("a directory was opened as a trace") };
+    assert_eq!(e.to_string(), format!("{}: a directory, not a trace file", t.path().display()));
+}
