@@ -5,8 +5,8 @@
 //! nested CBRO, DVS) from the members, and uses the `Volume` trait only.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -18,7 +18,7 @@ use mosaic_array::{Array, CreateOptions};
 use mosaic_core::{Level, MemberState, OpCounts};
 use mosaic_volume::{Volume, VolumeInfo};
 
-use crate::util::{human, print_json, progress, size, table};
+use crate::util::{check_output, human, print_json, progress, size, table};
 
 /// Largest piece moved per array call by `read`/`write`.
 const CHUNK: u64 = 8 << 20;
@@ -96,7 +96,8 @@ pub struct WriteArgs {
     /// Logical byte offset (K/M/G suffixes)
     #[arg(long, value_parser = size)]
     pub offset: u64,
-    /// File whose bytes are written
+    /// File whose bytes are written (`-`: standard input); any offset and
+    /// length (partial blocks are read, modified and written back)
     #[arg(long)]
     pub input: PathBuf,
     #[arg(long)]
@@ -111,9 +112,13 @@ pub struct ReadArgs {
     pub offset: u64,
     #[arg(long, value_parser = size)]
     pub length: u64,
-    /// File to write the bytes to
+    /// File to write the bytes to (`-`: standard output; the report then
+    /// goes to standard error)
     #[arg(long)]
     pub output: PathBuf,
+    /// Overwrite an output that is a member or journal of another array
+    #[arg(long)]
+    pub force: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -137,6 +142,9 @@ pub struct ReplaceArgs {
     /// The new drive: a file or block device (a missing file is created at the member size)
     #[arg(long)]
     pub drive: PathBuf,
+    /// Overwrite a drive that is a member or journal of another array
+    #[arg(long)]
+    pub force: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -170,7 +178,182 @@ fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
     Ok(vol)
 }
 
+/// `mosaic create`: refuse to overwrite another array's files, check the
+/// sizes, create; when anything fails, remove what this create made.
 pub fn create(a: CreateArgs) -> Result<i32> {
+    let made = Snapshot::take(&create_roots(&a));
+    let r = preflight(&a).and_then(|_| create_array(&a));
+    if r.is_err() {
+        made.undo();
+    }
+    r
+}
+
+/// Whether `-a` names a directory to create members in (not a list, not a file).
+fn is_dir_spec(array: &str) -> bool {
+    !array.contains(',') && std::fs::metadata(array).map(|m| m.is_dir()).unwrap_or(true)
+}
+
+/// The paths a create may make files under: the directory of a directory
+/// array and an explicit journal.
+fn create_roots(a: &CreateArgs) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if is_dir_spec(&a.array) {
+        roots.push(PathBuf::from(&a.array));
+    }
+    roots.extend(a.journal.clone());
+    roots
+}
+
+/// The checks before create touches anything: no other array's member,
+/// journal or directory is overwritten without `--force`, and
+/// `--member-size` agrees with existing files.
+fn preflight(a: &CreateArgs) -> Result<()> {
+    if let Some(j) = &a.journal {
+        check_output(j, a.force)?;
+    }
+    if !is_dir_spec(&a.array) {
+        let paths: Vec<&str> = a.array.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+        for p in &paths {
+            check_output(Path::new(p), a.force)?;
+        }
+        if let Some(want) = a.member_size {
+            for p in &paths {
+                check_size(Path::new(p), want, want)?;
+            }
+        }
+        return Ok(());
+    }
+    let dir = Path::new(&a.array);
+    check_output(dir, a.force)?;
+    if let Some(want) = a.member_size {
+        let dvs = a.level == "dvs" || a.level.starts_with("dvs:");
+        // A DVS member file holds its zones after a 4 KiB zone header.
+        let file_size = if dvs { want + ZONED_HEADER } else { want };
+        for p in existing_member_files(dir, dvs) {
+            check_size(&p, want, file_size)?;
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of the zone header that precedes the zones of an emulated zoned drive file.
+const ZONED_HEADER: u64 = 4096;
+
+/// Member files of a directory array that exist already
+/// (`member-NN.img`, or `dvs-N.zoned` for DVS).
+fn existing_member_files(dir: &Path, dvs: bool) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let (pre, suf) = if dvs { ("dvs-", ".zoned") } else { ("member-", ".img") };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(pre) && n.ends_with(suf)))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+/// An existing `path` must be `file_size` bytes, what a member of
+/// `--member-size` bytes takes: an error naming both when it is not.
+fn check_size(path: &Path, member_size: u64, file_size: u64) -> Result<()> {
+    let Ok(mut f) = File::open(path) else { return Ok(()) };
+    // Seeking to the end gives block devices their size too.
+    let have = f.seek(SeekFrom::End(0)).with_context(|| format!("{}", path.display()))?;
+    if have != file_size {
+        let header = if file_size > member_size { format!(" ({file_size} with its {}-byte zone header)", file_size - member_size) } else { String::new() };
+        bail!("{} is {have} bytes but --member-size says {member_size}{header}: give the size it has, or leave --member-size out", path.display());
+    }
+    Ok(())
+}
+
+/// What existed under create's paths before it ran, so that a failed
+/// create removes exactly what it made.
+struct Snapshot {
+    roots: Vec<Root>,
+}
+
+enum Root {
+    /// The path did not exist: `top` is its topmost missing ancestor
+    /// (create_dir_all makes it), removed whole.
+    Missing { top: PathBuf },
+    /// A directory that existed, with every path under it then.
+    Dir { dir: PathBuf, had: std::collections::HashSet<PathBuf> },
+    /// A file (or device) that existed: left alone.
+    Kept,
+}
+
+impl Snapshot {
+    fn take(paths: &[PathBuf]) -> Snapshot {
+        let mut roots = Vec::new();
+        for p in paths {
+            // A symbolic link to a directory counts as that directory.
+            roots.push(match std::fs::metadata(p) {
+                Err(_) if std::fs::symlink_metadata(p).is_ok() => Root::Kept,
+                Err(_) => Root::Missing { top: topmost_missing(p) },
+                Ok(m) if m.is_dir() => Root::Dir { dir: p.clone(), had: walk(p).into_iter().collect() },
+                Ok(_) => Root::Kept,
+            });
+        }
+        Snapshot { roots }
+    }
+
+    /// Remove what appeared since [`Snapshot::take`] (deepest first).
+    fn undo(&self) {
+        for r in &self.roots {
+            match r {
+                Root::Missing { top } => remove(top),
+                Root::Dir { dir, had } => {
+                    let mut new: Vec<PathBuf> = walk(dir).into_iter().filter(|p| !had.contains(p)).collect();
+                    new.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+                    new.iter().for_each(|p| remove(p));
+                }
+                Root::Kept => {}
+            }
+        }
+    }
+}
+
+/// The first ancestor of `p` (or `p`) that does not exist, below one that does.
+fn topmost_missing(p: &Path) -> PathBuf {
+    let mut top = p.to_path_buf();
+    while let Some(parent) = top.parent() {
+        if parent.as_os_str().is_empty() || std::fs::symlink_metadata(parent).is_ok() {
+            break;
+        }
+        top = parent.to_path_buf();
+    }
+    top
+}
+
+/// Every path under `dir` (symbolic links not followed).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    for e in rd.filter_map(|e| e.ok()) {
+        let p = e.path();
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Remove a file or a whole directory that a failed create made.
+fn remove(p: &Path) {
+    let r = match std::fs::symlink_metadata(p) {
+        Err(_) => return,
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(_) => std::fs::remove_file(p),
+    };
+    if let Err(e) = r {
+        eprintln!("warning: could not remove {} left by the failed create: {e}", p.display());
+    }
+}
+
+/// Create the array `a` describes (dispatched by `--level`).
+fn create_array(a: &CreateArgs) -> Result<i32> {
     if a.level == "dvs" || a.level.starts_with("dvs:") {
         if !a.zoned {
             bail!("--level dvs needs --zoned: its members are host-managed zoned drives");
@@ -202,7 +385,7 @@ pub fn create(a: CreateArgs) -> Result<i32> {
         return created(&arr, a.json);
     }
     let level: Level = a.level.parse()?;
-    let spec = if !a.array.contains(',') && std::fs::metadata(&a.array).map(|m| m.is_dir()).unwrap_or(true) {
+    let spec = if is_dir_spec(&a.array) {
         ArraySpec::Dir(PathBuf::from(&a.array))
     } else {
         ArraySpec::parse(&a.array)?
@@ -326,30 +509,33 @@ struct IoReport {
     auto_failed: Vec<(usize, String)>,
 }
 
-fn io_report(vol: &dyn Volume, offset: u64, bytes: u64, json: bool, verb: &str) -> Result<()> {
+/// Print what an I/O command did: on standard output, or on standard
+/// error when standard output carries the data (`read --output -`).
+fn io_report(vol: &dyn Volume, offset: u64, bytes: u64, json: bool, verb: &str, to_stderr: bool) -> Result<()> {
     let c = vol.io_counters();
     let r = IoReport { offset, bytes, ops: c.ops, device_reads: c.device_reads, device_writes: c.device_writes, auto_failed: vol.auto_failed() };
     for (m, e) in &r.auto_failed {
         eprintln!("warning: member {m} failed during I/O and was marked failed: {e}");
     }
-    if json {
-        return print_json(&r);
-    }
-    let stripes = match &r.ops {
-        Some(ops) => format!(" (stripes: {} rmw, {} rcw, {} fsw, {} degraded)", ops.stripes_rmw, ops.stripes_rcw, ops.stripes_fsw, ops.stripes_degraded),
-        None => String::new(),
+    let text = if json {
+        serde_json::to_string_pretty(&r)?
+    } else {
+        let stripes = match &r.ops {
+            Some(ops) => format!(" (stripes: {} rmw, {} rcw, {} fsw, {} degraded)", ops.stripes_rmw, ops.stripes_rcw, ops.stripes_fsw, ops.stripes_degraded),
+            None => String::new(),
+        };
+        format!("{verb} {} at offset {}: {} device reads, {} device writes{stripes}", human(bytes), offset, r.device_reads, r.device_writes)
     };
-    println!("{verb} {} at offset {}: {} device reads, {} device writes{stripes}", human(bytes), offset, r.device_reads, r.device_writes);
+    if to_stderr {
+        eprintln!("{text}");
+    } else {
+        println!("{text}");
+    }
     Ok(())
 }
 
-// `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
-#[allow(clippy::manual_is_multiple_of)]
-fn check_extent(vol: &dyn Volume, offset: u64, len: u64) -> Result<()> {
-    let b = vol.block_size();
-    if offset % b != 0 || len % b != 0 {
-        bail!("offset {offset} and length {len} must be multiples of the array's {b}-byte block size");
-    }
+/// `offset + len` must lie within the volume; any alignment is fine.
+fn check_range(vol: &dyn Volume, offset: u64, len: u64) -> Result<()> {
     let cap = vol.capacity();
     if offset.checked_add(len).is_none_or(|e| e > cap) {
         bail!("offset {offset} + length {len} is beyond the array capacity of {cap} bytes");
@@ -357,42 +543,204 @@ fn check_extent(vol: &dyn Volume, offset: u64, len: u64) -> Result<()> {
     Ok(())
 }
 
+/// Fill `buf` from `r` as far as it goes; fewer bytes only at end of input.
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The input of `write`: standard input for `-`, else the file, with its
+/// length when it is a regular file (checked against the capacity first).
+fn open_input(path: &Path) -> Result<(Box<dyn Read>, Option<u64>, String)> {
+    if mosaic_volume::guard::is_stdio(path) {
+        return Ok((Box::new(std::io::stdin().lock()), None, "standard input".into()));
+    }
+    let f = File::open(path).with_context(|| format!("{}", path.display()))?;
+    let meta = f.metadata().with_context(|| format!("{}", path.display()))?;
+    let len = meta.is_file().then_some(meta.len());
+    Ok((Box::new(f), len, path.display().to_string()))
+}
+
+/// Write `data` at byte `pos` (any alignment): the partial blocks at its
+/// edges are read first and written back with the new bytes in them.
+fn write_bytes(vol: &dyn Volume, pos: u64, data: &[u8], buf: &mut Vec<u8>) -> Result<()> {
+    let b = vol.block_size();
+    let stop = pos + data.len() as u64;
+    let start = pos - pos % b;
+    let astop = stop.div_ceil(b) * b;
+    buf.clear();
+    buf.resize((astop - start) as usize, 0);
+    let last = buf.len() - b as usize;
+    if pos != start {
+        vol.read(start, &mut buf[..b as usize])?;
+    }
+    if stop != astop && (last > 0 || pos == start) {
+        vol.read(astop - b, &mut buf[last..])?;
+    }
+    buf[(pos - start) as usize..(stop - start) as usize].copy_from_slice(data);
+    vol.write(start, buf)?;
+    Ok(())
+}
+
 pub fn write(a: WriteArgs) -> Result<i32> {
-    let mut f = File::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
-    let len = f.metadata()?.len();
-    if len == 0 {
-        bail!("{}: input file is empty", a.input.display());
+    let (mut input, len, name) = open_input(&a.input)?;
+    if len == Some(0) {
+        bail!("{name}: input file is empty");
     }
     let vol = open(&a.array, true)?;
-    check_extent(vol.as_ref(), a.offset, len)?;
-    let mut buf = vec![0u8; CHUNK.min(len) as usize];
-    let mut done = 0;
-    while done < len {
-        let n = CHUNK.min(len - done) as usize;
-        f.read_exact(&mut buf[..n]).with_context(|| format!("reading {}", a.input.display()))?;
-        vol.write(a.offset + done, &buf[..n])?;
+    if let Some(len) = len {
+        check_range(vol.as_ref(), a.offset, len)?;
+    }
+    let b = vol.block_size();
+    // Pieces after the first start on a block boundary.
+    let mut data = vec![0u8; CHUNK as usize];
+    let mut scratch = Vec::new();
+    let mut done = 0u64;
+    loop {
+        let pos = a.offset + done;
+        let want = (CHUNK - pos % b) as usize;
+        let n = read_full(&mut input, &mut data[..want]).with_context(|| format!("reading {name}"))?;
+        if n == 0 {
+            break;
+        }
+        if pos.checked_add(n as u64).is_none_or(|e| e > vol.capacity()) {
+            bail!(
+                "{name}: offset {} + length {} is beyond the array capacity of {} bytes ({done} bytes were written before)",
+                a.offset,
+                done + n as u64,
+                vol.capacity()
+            );
+        }
+        write_bytes(vol.as_ref(), pos, &data[..n], &mut scratch)?;
         done += n as u64;
+        if n < want {
+            break;
+        }
+    }
+    if done == 0 {
+        bail!("{name}: input is empty");
     }
     vol.flush()?;
-    io_report(vol.as_ref(), a.offset, len, a.json, "wrote")?;
+    io_report(vol.as_ref(), a.offset, done, a.json, "wrote", false)?;
     vol.close()?;
     Ok(0)
 }
 
+/// Where `read` puts its bytes.
+enum Sink {
+    Stdout(std::io::Stdout),
+    File(File),
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Stdout(o) => o.write(b),
+            Sink::File(f) => f.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout(o) => o.flush(),
+            Sink::File(f) => f.flush(),
+        }
+    }
+}
+
+impl Sink {
+    /// Open `path` (`-`: standard output) without truncating what cannot
+    /// be truncated; also whether it is standard output.
+    fn open(path: &Path) -> Result<(Sink, bool)> {
+        if mosaic_volume::guard::is_stdio(path) {
+            return Ok((Sink::Stdout(std::io::stdout()), true));
+        }
+        let f = File::create(path).with_context(|| format!("{}", path.display()))?;
+        let is_stdout = same_file(&f, &std::io::stdout());
+        Ok((Sink::File(f), is_stdout))
+    }
+
+    /// Flush; make a regular file durable (a pipe or terminal cannot be synced).
+    fn finish(&mut self, name: &Path) -> Result<()> {
+        self.flush().with_context(|| format!("{}", name.display()))?;
+        if let Sink::File(f) = self {
+            if f.metadata().map(|m| m.is_file()).unwrap_or(false) {
+                f.sync_all().with_context(|| format!("{}", name.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `f` is the file standard output writes to (`/dev/stdout`).
+fn same_file(f: &File, out: &std::io::Stdout) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fd) = out.as_fd().try_clone_to_owned() else { return false };
+    match (f.metadata(), File::from(fd).metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Refuse a `read --output` that would overwrite a member or the journal
+/// of the array being read (even with `--force`), or of another array
+/// (without `--force`).
+fn check_read_output(vol: &dyn Volume, out: &Path, force: bool) -> Result<()> {
+    let what = mosaic_volume::guard::identify(out)?;
+    let info = vol.info();
+    if what.array() == Some(info.uuid.as_str()) || is_part_of(&info, out) {
+        let what = if what.array().is_some() { what.to_string() } else { "a file of this array".to_string() };
+        bail!("{} is {what}, the array being read: reading into it would destroy what is read", out.display());
+    }
+    check_output(out, force)
+}
+
+/// Whether `path` is one of the volume's member or journal files, or lies
+/// in the directory of one of its nested arrays.
+fn is_part_of(info: &mosaic_volume::VolumeInfo, path: &Path) -> bool {
+    let Ok(target) = std::fs::canonicalize(path) else { return false };
+    let files = info.members.iter().map(|m| m.path.as_str()).chain(info.journal.as_deref());
+    files.into_iter().any(|p| {
+        let (p, dir) = match p.strip_prefix(mosaic_array::nested::ARRAY_PREFIX) {
+            Some(d) => (d, true),
+            None => (p, false),
+        };
+        match std::fs::canonicalize(p) {
+            Ok(c) if dir => target.starts_with(&c),
+            Ok(c) => c == target,
+            Err(_) => false,
+        }
+    })
+}
+
 pub fn read(a: ReadArgs) -> Result<i32> {
     let vol = open(&a.array, false)?;
-    check_extent(vol.as_ref(), a.offset, a.length)?;
-    let mut f = File::create(&a.output).with_context(|| format!("{}", a.output.display()))?;
-    let mut buf = vec![0u8; CHUNK.min(a.length) as usize];
-    let mut done = 0;
-    while done < a.length {
-        let n = CHUNK.min(a.length - done) as usize;
-        vol.read(a.offset + done, &mut buf[..n])?;
-        f.write_all(&buf[..n])?;
-        done += n as u64;
+    check_range(vol.as_ref(), a.offset, a.length)?;
+    check_read_output(vol.as_ref(), &a.output, a.force)?;
+    let (mut out, to_stdout) = Sink::open(&a.output)?;
+    let b = vol.block_size();
+    let mut buf = Vec::new();
+    let end = a.offset + a.length;
+    let mut pos = a.offset;
+    // Each piece reads whole blocks; pieces after the first start on a boundary.
+    while pos < end {
+        let start = pos - pos % b;
+        let stop = end.min(start + CHUNK);
+        buf.resize((stop.div_ceil(b) * b - start) as usize, 0);
+        vol.read(start, &mut buf)?;
+        out.write_all(&buf[(pos - start) as usize..(stop - start) as usize]).with_context(|| format!("writing {}", a.output.display()))?;
+        pos = stop;
     }
-    f.sync_all()?;
-    io_report(vol.as_ref(), a.offset, a.length, a.json, "read")?;
+    out.finish(&a.output)?;
+    io_report(vol.as_ref(), a.offset, a.length, a.json, "read", to_stdout)?;
     vol.close()?;
     Ok(0)
 }
@@ -431,8 +779,25 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Refuse a replacement drive that carries another array's member or
+/// journal (without `--force`) or this array's journal.  This array's own
+/// members are left to the volume: its stale member in the same slot is
+/// fine, a working member elsewhere is refused there.
+fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
+    let what = mosaic_volume::guard::identify(drive)?;
+    let uuid = vol.info().uuid;
+    if what.array() == Some(uuid.as_str()) {
+        if what.member().is_none() {
+            bail!("{} is {what}, the array being repaired: it cannot be a member too", drive.display());
+        }
+        return Ok(());
+    }
+    check_output(drive, force)
+}
+
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     let vol = open(&a.array, true)?;
+    check_drive(vol.as_ref(), &a.drive, a.force)?;
     vol.replace(a.member, &a.drive)?;
     rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
@@ -454,6 +819,43 @@ pub fn rebuild(a: RebuildArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// A scrub report for people: "all consistent" only when every stripe
+/// was verified and none mismatched.
+fn print_scrub(rep: &mosaic_array::ScrubReport, repair: bool) {
+    let verified = rep.stripes_checked - rep.unverified_stripes;
+    if rep.mismatched == 0 && rep.unverified_stripes == 0 {
+        println!("scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+    } else if rep.mismatched == 0 {
+        println!("scrub: {verified} of {} stripes verified, 0 mismatched ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+    } else {
+        let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
+        println!(
+            "scrub: {} of {} stripes mismatched{}{}{}{}",
+            rep.mismatched,
+            rep.stripes_checked,
+            if list.is_empty() { "" } else { ": " },
+            list.join(", "),
+            if rep.mismatched_stripes.len() > 50 { ", ..." } else { "" },
+            if repair { " (repaired)" } else { " (run with --repair to repair them)" }
+        );
+    }
+    for n in rep.notes.iter().take(50) {
+        println!("scrub: {n}");
+    }
+    if rep.notes.len() > 50 {
+        println!("scrub: ... {} more findings (--json lists them all)", rep.notes.len() - 50);
+    }
+    if rep.unlocated_stripes > 0 {
+        println!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes);
+    }
+    if rep.unverified_stripes > 0 {
+        println!(
+            "scrub: {} stripes could not be verified: too many members are missing or failed to check their code (the array is degraded; rebuild first)",
+            rep.unverified_stripes
+        );
+    }
+}
+
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
     let vol = open(&a.array, a.repair)?;
     let pb = progress(vol.info().regions, "scrub");
@@ -467,32 +869,8 @@ pub fn scrub(a: ScrubArgs) -> Result<i32> {
     }
     if a.json {
         print_json(&rep)?;
-    } else if rep.mismatched == 0 {
-        println!(
-            "scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)",
-            rep.stripes_checked,
-            human(rep.bytes_read),
-            rep.seconds
-        );
     } else {
-        let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
-        println!(
-            "scrub: {} of {} stripes mismatched{}{}{}{}",
-            rep.mismatched,
-            rep.stripes_checked,
-            if list.is_empty() { "" } else { ": " },
-            list.join(", "),
-            if rep.mismatched_stripes.len() > 50 { ", ..." } else { "" },
-            if a.repair { " (repaired)" } else { " (run with --repair to repair them)" }
-        );
-    }
-    if !a.json {
-        for n in rep.notes.iter().take(50) {
-            println!("scrub: {n}");
-        }
-    }
-    if rep.unverified_stripes > 0 && !a.json {
-        println!("scrub: {} stripes could not be verified (too many members missing)", rep.unverified_stripes);
+        print_scrub(&rep, a.repair);
     }
     // Exit 2 when inconsistencies remain, so scripts can tell.
     Ok(if rep.mismatched > 0 && !a.repair { 2 } else { 0 })

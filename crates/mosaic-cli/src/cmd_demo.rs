@@ -31,6 +31,9 @@ pub struct DemoArgs {
     /// Keep the array in this directory instead of a temporary one
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Let --dir hold an array already (it is overwritten)
+    #[arg(long, requires = "dir")]
+    pub force: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -55,7 +58,10 @@ struct DemoSummary {
 pub fn run(a: DemoArgs) -> Result<i32> {
     let tmp;
     let dir = match &a.dir {
-        Some(d) => d.clone(),
+        Some(d) => {
+            crate::util::check_output(d, a.force)?;
+            d.clone()
+        }
         None => {
             tmp = tempfile::tempdir()?;
             tmp.path().join("array")

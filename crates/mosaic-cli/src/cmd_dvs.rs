@@ -90,6 +90,9 @@ pub struct EvalDvsArgs {
     /// Write dvs-overall.svg, dvs-cache.svg and dvs-band.svg into this directory
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Overwrite plot files that are members or journals of an array
+    #[arg(long)]
+    pub force: bool,
     #[arg(long)]
     pub json: bool,
     /// The real trace (CloudPhysics format); the synthetic workloads run without it
@@ -108,6 +111,9 @@ pub struct EvalDvsArgs {
 /// `mosaic eval dvs`: every scheme on the trace and the synthetic
 /// workloads, the cache-size sweep and the band-size sweep.
 pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
+    if let Some(dir) = &a.plot {
+        crate::util::check_output_dir(dir, &["dvs-overall.svg", "dvs-cache.svg", "dvs-band.svg"], a.force)?;
+    }
     let cfg = exp::ExpConfig { synthetic_count: a.count, seed: a.seed, trace_time_scale: a.trace_time_scale, ..Default::default() };
     let trace = a.trace.exists().then_some(a.trace.as_path());
     if trace.is_none() {

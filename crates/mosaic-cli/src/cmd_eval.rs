@@ -42,6 +42,9 @@ pub struct CbroArgs {
     /// Write an SVG of throughput by request size
     #[arg(long)]
     pub plot: Option<std::path::PathBuf>,
+    /// Overwrite a plot file that is a member or journal of an array
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(cmd: EvalCmd) -> Result<i32> {
@@ -106,6 +109,9 @@ fn saturated_iops(level: &str, devices: &[String], size: u64, requests: u64) -> 
 }
 
 fn cbro(a: CbroArgs) -> Result<i32> {
+    if let Some(p) = &a.plot {
+        crate::util::check_output(p, a.force)?;
+    }
     let hdd = a.data_device.clone();
     let ssd = a.cda_device.clone();
     let mut rows = Vec::new();

@@ -8,8 +8,15 @@
 //!                                                  │ read-modify-write
 //!                                                  └ --record: MSR trace line
 //!   idle thread: Volume::idle_work in steps (DVS: garbage collection)
-//!   SIGINT/SIGTERM ─▶ stop accepting, drain, stop the idle thread, flush, close
+//!   watch thread: members failed after I/O errors, logged with a timestamp
+//!   SIGINT/SIGTERM ─▶ stop accepting, drain, stop both threads, flush, close
 //! ```
+//!
+//! Clients cannot kill the server: SIGPIPE is ignored here (and the server
+//! sends with MSG_NOSIGNAL), connections are limited (`--max-connections`,
+//! refused visibly) and must finish their handshake in time
+//! (`--handshake-timeout`), and payload memory is bounded across all
+//! connections (`mosaic_nbd::ServerConfig::max_buffered_bytes`).
 
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -56,11 +63,23 @@ pub struct ServeArgs {
     /// Append every read and write served to FILE as an MSR Cambridge trace (`mosaic replay --trace FILE`)
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// Advertise this minimum block size instead of the array's (a power of
-    /// two, e.g. 512, for strict clients such as nbdfuse with a filesystem
-    /// that writes 1 KiB pieces); smaller requests are read-modify-written
+    /// Let --record overwrite a file that carries another array's member or journal
+    #[arg(long, requires = "record")]
+    pub force: bool,
+    /// Advertise this minimum block size (a power of two no larger than the
+    /// array's block; default 512, or the array's block if smaller).
+    /// Requests smaller than the array's block are read-modify-written, so
+    /// strict clients (nbdfuse, whose libnbd refuses requests below the
+    /// advertised minimum) can carry filesystems that write 1 KiB pieces
     #[arg(long, value_parser = size)]
     pub min_block: Option<u64>,
+    /// Most client connections at once (handshaking or served); one more is
+    /// refused with a "server busy" error the client can show
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_connections: u64,
+    /// Seconds a client has to finish its whole handshake (fractions allowed)
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    pub handshake_timeout: Duration,
     /// Worker threads serving requests (the array runs member I/O on its own
     /// pool; more workers mostly add context switches on small machines)
     #[arg(long, default_value_t = 4)]
@@ -75,6 +94,46 @@ pub struct ServeArgs {
     /// Size of each cache structure (write cache, parity cache, old-data buffer)
     #[arg(long, value_parser = size, default_value = "2M")]
     pub cache_size: u64,
+}
+
+/// The advertised minimum block when `--min-block` is not given: 512 (what
+/// portable clients align to) or the volume's block if that is smaller.
+const DEFAULT_MIN_BLOCK: u64 = 512;
+
+/// clap value parser for a positive number of seconds.
+fn seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    match Duration::try_from_secs_f64(v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{s:?}: give a positive number of seconds")),
+    }
+}
+
+/// `d` since the Unix epoch as an RFC 3339 UTC timestamp with milliseconds
+/// (calendar fields from the C library's gmtime_r).
+fn rfc3339(d: Duration) -> String {
+    let t = d.as_secs() as libc::time_t;
+    // SAFETY: an all-zero tm is valid; gmtime_r only writes into it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call.
+    if unsafe { libc::gmtime_r(&t, &mut tm) }.is_null() {
+        return format!("@{}", d.as_secs());
+    }
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        d.subsec_millis()
+    )
+}
+
+/// Now as an RFC 3339 UTC timestamp.
+fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
 /// Windows FILETIME (100 ns ticks since 1601) of now, for MSR timestamps.
@@ -137,7 +196,7 @@ fn io_err(e: VolumeError) -> io::Error {
 impl VolumeExport {
     fn new(vol: Arc<dyn Volume>, min_block: Option<u64>, recorder: Option<Recorder>) -> Result<VolumeExport> {
         let block = vol.block_size();
-        let min_block = min_block.unwrap_or(block);
+        let min_block = min_block.unwrap_or(DEFAULT_MIN_BLOCK.min(block));
         if !min_block.is_power_of_two() || min_block > block {
             bail!("--min-block must be a power of two no larger than the array's block ({block})");
         }
@@ -271,9 +330,49 @@ fn idle_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::Join
     })
 }
 
+/// Log the members `vol` failed after I/O errors since the last call
+/// (`seen` of them were logged before), each with a timestamp, its index,
+/// path and error.
+fn log_new_failures(vol: &dyn Volume, seen: &mut usize) {
+    let failed = vol.auto_failed();
+    if failed.len() <= *seen {
+        return;
+    }
+    let info = vol.info();
+    for (idx, err) in &failed[*seen..] {
+        let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
+        eprintln!("mosaic serve: {}: member {idx} ({path}) failed while serving: {err}; serving degraded", now_rfc3339());
+    }
+    *seen = failed.len();
+}
+
+/// Watch for members failed while serving until `stop`, logging each as it
+/// happens; the number failed in all.
+fn watch_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut seen = 0;
+        while !stop.load(Ordering::Relaxed) {
+            log_new_failures(vol.as_ref(), &mut seen);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        log_new_failures(vol.as_ref(), &mut seen);
+        seen
+    })
+}
+
 pub fn run(a: ServeArgs) -> Result<i32> {
+    // A client that disconnects while a reply is pending must not kill the
+    // server: main() restores SIGPIPE's default (fatal) disposition for the
+    // other commands; here a broken connection is that connection's error.
+    // SAFETY: setting a signal disposition; no handler runs our code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
     // Signals first: a Ctrl-C during a long open still stops cleanly.
     let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
+    if let Some(r) = &a.record {
+        crate::util::check_output(r, a.force)?;
+    }
     let spec = match (&a.array, a.demo) {
         (_, true) => demo_array()?,
         (Some(s), false) => s.clone(),
@@ -306,6 +405,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         description: format!("mosaic {} array, {} members", vinfo.level, vinfo.members.len()),
         read_only: a.read_only,
         workers: a.workers.max(1),
+        max_connections: a.max_connections as usize,
+        handshake_timeout: a.handshake_timeout,
         log: !a.quiet,
         ..ServerConfig::default()
     };
@@ -324,16 +425,19 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Background work (DVS: garbage collection) while the volume is idle.
     let idle_stop = Arc::new(AtomicBool::new(false));
     let idle = idle_thread(vol.clone(), idle_stop.clone());
+    let watch = watch_thread(vol.clone(), idle_stop.clone());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
     let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop);
     drop(listener);
     idle_stop.store(true, Ordering::Relaxed);
     let idle_result = idle.join().map_err(|_| anyhow::anyhow!("the idle-work thread panicked"))?;
+    let failed = watch.join().map_err(|_| anyhow::anyhow!("the member-failure watch thread panicked"))?;
     let stats = served?;
     eprintln!(
-        "mosaic serve: stopping: {} connections, {} requests, {} errors{}; flushing",
+        "mosaic serve: stopping: {} connections{}, {} requests, {} errors, {failed} member(s) failed while serving{}; flushing",
         stats.connections,
+        if stats.refused > 0 { format!(" ({} refused: server busy)", stats.refused) } else { String::new() },
         stats.requests,
         stats.errors,
         match &idle_result {
@@ -373,6 +477,36 @@ mod tests {
 
     fn pattern(seed: u8, len: usize) -> Vec<u8> {
         (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339(Duration::from_millis(1_700_000_000_123)), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(Duration::ZERO), "1970-01-01T00:00:00.000Z");
+        let now = now_rfc3339();
+        assert_eq!(now.len(), 24, "{now}");
+        assert!(now.ends_with('Z') && now.as_bytes()[10] == b'T', "{now}");
+    }
+
+    #[test]
+    fn seconds_parse_and_refuse_nonsense() {
+        assert_eq!(seconds("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(seconds("x").unwrap_err(), "\"x\" is not a number of seconds");
+        assert_eq!(seconds("0").unwrap_err(), "\"0\": give a positive number of seconds");
+        assert_eq!(seconds("-1").unwrap_err(), "\"-1\": give a positive number of seconds");
+    }
+
+    #[test]
+    fn the_default_minimum_block_is_512() {
+        let dir = tempfile::tempdir().unwrap();
+        let arr = array(dir.path());
+        let ex = export(&arr, None);
+        assert_eq!((ex.block_size(), ex.block), (512, 4096));
+        let info = mosaic_nbd::export_info(ex.as_ref(), &ServerConfig::default());
+        assert_eq!(info.min_block, 512);
+        assert!(VolumeExport::new(arr.clone(), Some(8192), None).is_err());
+        assert_eq!(VolumeExport::new(arr, Some(1), None).unwrap().block_size(), 1);
     }
 
     #[test]

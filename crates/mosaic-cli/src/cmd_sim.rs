@@ -144,6 +144,9 @@ pub struct ReplayArgs {
     /// Write an SVG: latency CDF and per-device utilisation
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Overwrite a plot file that is a member or journal of an array
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Build one drive model per member from `--device` arguments.
@@ -264,13 +267,13 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         // conventional drives of the same timing (the paper's HDD RAID-5).
         (fe, crate::cmd_dvs::drives_for_fixed_layout(d))
     };
+    let syn = match &a.synthetic {
+        Some(p) => Some(synthetic_for(a, p, fe.capacity(), fe.block_size())?),
+        None => None,
+    };
     let sim = Simulator::with_frontend(fe, drives, cfg)?;
-    let rep = match (&a.synthetic, &a.input.trace) {
-        (Some(p), _) => {
-            let pattern = Synthetic::parse_pattern(p).map_err(|e| anyhow!(e))?;
-            let syn = Synthetic { pattern, size: a.size, count: a.count, footprint: a.footprint, seed: a.seed, interval_ns: 0 };
-            sim.run(syn.requests())?
-        }
+    let rep = match (&syn, &a.input.trace) {
+        (Some(syn), _) => sim.run(syn.requests())?,
         (None, Some(path)) => {
             let r = a.input.open(path)?;
             sim.run(r)?
@@ -278,6 +281,40 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };
     Ok(rep)
+}
+
+/// The synthetic sizes on their own: no zero, a request within the span.
+fn check_synthetic_sizes(a: &ReplayArgs) -> Result<()> {
+    if a.size == 0 {
+        bail!("--size 0: a synthetic request needs at least one block");
+    }
+    if a.footprint == 0 {
+        bail!("--footprint 0: a synthetic workload needs a span to address");
+    }
+    if a.count == 0 {
+        bail!("--count 0: a synthetic workload needs at least one request");
+    }
+    if a.size > a.footprint {
+        bail!("--size {} is larger than --footprint {}: every request must fit in the span", a.size, a.footprint);
+    }
+    Ok(())
+}
+
+/// The synthetic workload of `--synthetic KIND` for an array of
+/// `capacity` bytes and `block`-byte blocks: requests whole blocks, the
+/// span within the array.
+fn synthetic_for(a: &ReplayArgs, kind: &str, capacity: u64, block: u64) -> Result<Synthetic> {
+    let pattern = Synthetic::parse_pattern(kind).map_err(|e| anyhow!(e))?;
+    check_synthetic_sizes(a)?;
+    // `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
+    #[allow(clippy::manual_is_multiple_of)]
+    if a.size % block != 0 {
+        bail!("--size {} is not a multiple of the array's {block}-byte block size", a.size);
+    }
+    if a.footprint > capacity {
+        bail!("--footprint {} is beyond the array's capacity of {capacity} bytes", a.footprint);
+    }
+    Ok(Synthetic { pattern, size: a.size, count: a.count, footprint: a.footprint, seed: a.seed, interval_ns: 0 })
 }
 
 /// Split a `--compare` list on commas, keeping `cbro:N+K,cda=...` whole.
@@ -309,6 +346,12 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     };
     if layouts.is_empty() {
         bail!("--compare needs at least one layout");
+    }
+    if let Some(p) = &a.plot {
+        crate::util::check_output(p, a.force)?;
+    }
+    if a.synthetic.is_some() {
+        check_synthetic_sizes(&a)?;
     }
     let keep = a.plot.is_some();
     let caches: Vec<Option<&str>> = match &a.cache {

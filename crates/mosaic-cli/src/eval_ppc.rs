@@ -51,7 +51,13 @@ pub struct PpcArgs {
     /// Write SVG plots into this directory
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Overwrite plot files that are members or journals of an array
+    #[arg(long)]
+    pub force: bool,
 }
+
+/// The files `--plot DIR` receives.
+const PLOTS: [&str; 2] = ["ppc-postmark.svg", "ppc-width.svg"];
 
 /// One policy on one workload.
 #[derive(Serialize, Clone)]
@@ -137,6 +143,9 @@ struct PpcOut {
 const QD: usize = 32;
 
 pub fn run(a: PpcArgs) -> Result<i32> {
+    if let Some(dir) = &a.plot {
+        crate::util::check_output_dir(dir, &PLOTS, a.force)?;
+    }
     let pm = Postmark { seed: a.seed, ..Default::default() }.requests();
     let postmark = points("postmark-like", &a.device, 4, a.unit, a.cache_size, &pm, QD)?;
     let io = iozone(8 << 20, a.unit, 2);
@@ -159,8 +168,8 @@ pub fn run(a: PpcArgs) -> Result<i32> {
     let rand = points("4K random writes", &a.device, 4, a.unit, a.trace_cache_size, &rw, 16)?;
     if let Some(dir) = &a.plot {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        plot_bars(&dir.join("ppc-postmark.svg"), "Postmark-like, raid5 4+1 SSD: performance vs RAID-5", &postmark, |p| p.policy.clone())?;
-        plot_bars(&dir.join("ppc-width.svg"), "Postmark-like, stripe width sweep: performance vs RAID-5", &sweep, |p| format!("{}+1 {}", p.width, p.policy))?;
+        plot_bars(&dir.join(PLOTS[0]), "Postmark-like, raid5 4+1 SSD: performance vs RAID-5", &postmark, |p| p.policy.clone())?;
+        plot_bars(&dir.join(PLOTS[1]), "Postmark-like, stripe width sweep: performance vs RAID-5", &sweep, |p| format!("{}+1 {}", p.width, p.policy))?;
     }
     if a.json {
         print_json(&PpcOut { postmark, iozone: iozone_pts, width_sweep: sweep, trace, randwrite_4k: rand, trace_note })?;

@@ -51,3 +51,17 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
+
+/// Refuse to open `path` for writing when it carries a mosaic superblock
+/// or journal (another array's member), unless `force`: the one check of
+/// every output path (`mosaic_volume::guard`).
+pub fn check_output(path: &std::path::Path, force: bool) -> anyhow::Result<()> {
+    Ok(mosaic_volume::guard::check_output(path, force)?)
+}
+
+/// [`check_output`] for a directory that receives the files `names`: the
+/// directory must not hold an array, nor any of the files carry one.
+pub fn check_output_dir(dir: &std::path::Path, names: &[&str], force: bool) -> anyhow::Result<()> {
+    check_output(dir, force)?;
+    names.iter().try_for_each(|n| check_output(&dir.join(n), force))
+}

@@ -1,0 +1,335 @@
+//! Data-safety regressions, each reproduced exactly from the command line:
+//! a stale member is never read, one writer per array for every kind, a
+//! copy of an array is its own array, one bad member does not make an
+//! array unopenable, and wide rs codes fit their superblock.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{fails, json, mosaic, ok};
+
+/// Every file under `dir`, recursively, with its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A seeded pattern: different for every `seed` and block.
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i / 4096) as u8 ^ (i as u8).wrapping_mul(31) ^ seed.wrapping_mul(101)).collect()
+}
+
+fn raid5(dir: &Path) {
+    ok(&["create", "-a", s(dir), "--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K"]);
+}
+
+fn write(arr: &str, off: &str, data: &[u8], t: &Path) {
+    let f = t.join(format!("in-{}.bin", data.len()));
+    fs::write(&f, data).unwrap();
+    ok(&["write", "-a", arr, "--offset", off, "--input", s(&f)]);
+}
+
+/// Read `len` bytes at 0, returning the bytes and stderr.
+fn read(arr: &str, len: usize, t: &Path) -> (Vec<u8>, String) {
+    let f = t.join("out.bin");
+    let o = mosaic(&["read", "-a", arr, "--offset", "0", "--length", &len.to_string(), "--output", s(&f)]);
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "read failed: {e}");
+    (fs::read(&f).unwrap(), e)
+}
+
+#[test]
+fn stale_member_is_failed_named_and_never_read() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    raid5(&a);
+    let arr = s(&a);
+    let len = 1 << 20;
+    let old = pattern(1, len);
+    let new = pattern(2, len);
+    write(arr, "0", &old, t.path());
+    let m1 = a.join("member-01.img");
+    let aside = t.path().join("member-01.old");
+    fs::copy(&m1, &aside).unwrap();
+    write(arr, "0", &new, t.path());
+    fs::copy(&aside, &m1).unwrap();
+
+    // info names the stale member and shows it failed; exit 0 (degraded).
+    let o = mosaic(&["info", "-a", arr, "--json"]);
+    assert!(o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("member-01.img") && e.contains("member 1 is stale") && e.contains("missed writes"), "{e}");
+    let i = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(i["member_list"][1]["state"]["state"], "failed", "{i}");
+    assert_eq!(i["degraded"], true);
+
+    // Reads return the new bytes, every block.
+    let (got, _) = read(arr, len, t.path());
+    assert!(got == new, "a stale member was read");
+    // A repairing scrub does not make the old bytes permanent.
+    let o = mosaic(&["scrub", "-a", arr, "--repair"]);
+    assert!(o.status.code().is_some(), "scrub crashed");
+    assert_eq!(read(arr, len, t.path()).0, new);
+
+    // Rebuilding onto the same file brings it back; then it carries the
+    // new bytes: with another member failed everything still reads back.
+    ok(&["replace", "-a", arr, "--member", "1", "--drive", s(&m1)]);
+    let i = json(&ok(&["info", "-a", arr, "--json"]));
+    assert_eq!(i["degraded"], false, "{i}");
+    ok(&["fail", "-a", arr, "--member", "2"]);
+    assert_eq!(read(arr, len, t.path()).0, new);
+}
+
+#[test]
+fn a_copy_of_an_array_is_its_own_array() {
+    let t = tempfile::tempdir().unwrap();
+    for level in ["raid5", "cbro:3+1,cda=raid5:3"] {
+        let a = t.path().join(format!("a-{}", level.len()));
+        let b = t.path().join(format!("b-{}", level.len()));
+        let mut args = vec!["create", "-a", s(&a), "--level", level, "--member-size", "4M", "--stripe-unit", "4K"];
+        if level == "raid5" {
+            args.extend(["--members", "4"]);
+        }
+        ok(&args);
+        write(s(&a), "0", &pattern(3, 256 << 10), t.path());
+        let st = Command::new("cp").args(["-a", s(&a), s(&b)]).status().unwrap();
+        assert!(st.success());
+        let before = tree(&a);
+        // Write B, degrade it, write again, rebuild: A does not change.
+        let data = pattern(4, 256 << 10);
+        write(s(&b), "0", &data, t.path());
+        ok(&["fail", "-a", s(&b), "--member", "0"]);
+        write(s(&b), "64K", &data[..64 << 10], t.path());
+        ok(&["replace", "-a", s(&b), "--member", "0", "--drive", s(&b.join("new0.img"))]);
+        ok(&["scrub", "-a", s(&b)]);
+        assert!(tree(&a) == before, "{level}: writing the copy changed the original");
+        let mut want = data.clone();
+        want[64 << 10..128 << 10].copy_from_slice(&data[..64 << 10]);
+        assert_eq!(read(s(&b), 256 << 10, t.path()).0, want, "{level}");
+        assert_eq!(read(s(&a), 256 << 10, t.path()).0, pattern(3, 256 << 10), "{level}");
+    }
+}
+
+/// Damage member 1 of a fresh raid5 with `f`; the array must open
+/// degraded, name the file and `why`, and read back every byte.
+fn opens_degraded_without(why: &str, f: impl Fn(&Path, &Path)) {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    raid5(&a);
+    let data = pattern(5, 512 << 10);
+    write(s(&a), "0", &data, t.path());
+    f(&a.join("member-01.img"), t.path());
+    let (got, e) = read(s(&a), data.len(), t.path());
+    assert!(e.contains("member-01.img") && e.contains(why), "{why}: {e}");
+    assert!(got == data, "{why}: wrong bytes");
+    let i = json(&ok(&["info", "-a", s(&a), "--json"]));
+    assert_eq!(i["member_list"][1]["state"]["state"], "failed", "{why}: {i}");
+    // A second bad member is more than raid5 tolerates: refused, naming both.
+    f(&a.join("member-02.img"), t.path());
+    let e = fails(&["info", "-a", s(&a)]);
+    assert!(e.contains("member-01.img") && e.contains("member-02.img") && e.contains("more than the 1"), "{why}: {e}");
+}
+
+#[test]
+fn one_bad_member_does_not_make_an_array_unopenable() {
+    opens_degraded_without("corrupt superblock", |m, _| {
+        let mut b = fs::read(m).unwrap();
+        b[40] ^= 0xff;
+        b[(64 << 10) + 40] ^= 0xff;
+        fs::write(m, b).unwrap();
+    });
+    opens_degraded_without("no mosaic superblock", |m, _| {
+        let len = fs::metadata(m).unwrap().len() as usize;
+        fs::write(m, vec![0u8; len]).unwrap();
+    });
+    opens_degraded_without("too small", |m, _| {
+        fs::OpenOptions::new().write(true).open(m).unwrap().set_len(2 << 20).unwrap();
+    });
+    opens_degraded_without("belongs to another array", |m, t| {
+        let other = t.join(format!("other-{}", m.file_name().unwrap().to_str().unwrap()));
+        raid5(&other);
+        fs::copy(other.join("member-01.img"), m).unwrap();
+    });
+}
+
+/// `mosaic serve` of `arr` on a unix socket, once it listens.
+fn serve(arr: &Path, sock: &Path, extra: &[&str]) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["serve", "-a", s(arr), "--socket", s(sock)])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn stop(mut c: Child) {
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let st = c.wait().unwrap();
+    assert!(st.success(), "serve exit {st:?}");
+}
+
+#[test]
+fn one_writer_per_array_for_every_kind() {
+    let t = tempfile::tempdir().unwrap();
+    let kinds: [(&str, Vec<&str>); 4] = [
+        ("raid5", vec!["--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K"]),
+        ("cached", vec!["--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K"]),
+        ("cbro", vec!["--level", "cbro:3+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "4K"]),
+        ("dvs", vec!["--level", "dvs", "--members", "5", "--member-size", "64M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]),
+    ];
+    let input = t.path().join("in.bin");
+    fs::write(&input, pattern(6, 64 << 10)).unwrap();
+    for (name, args) in kinds {
+        let d = t.path().join(name);
+        let mut c = vec!["create", "-a", s(&d)];
+        c.extend(args.iter().copied());
+        ok(&c);
+        let before = tree(&d);
+        let sock = t.path().join(format!("{name}.sock"));
+        let extra: &[&str] = if name == "cached" { &["--cache", "ppc", "--cache-size", "1M"] } else { &[] };
+        let server = serve(&d, &sock, extra);
+        let busy = |what: &[&str]| {
+            let e = fails(what);
+            assert!(e.contains("in use by another mosaic process"), "{name} {what:?}: {e}");
+        };
+        busy(&["write", "-a", s(&d), "--offset", "0", "--input", s(&input)]);
+        busy(&["scrub", "-a", s(&d), "--repair"]);
+        busy(&["fail", "-a", s(&d), "--member", "1"]);
+        busy(&["replace", "-a", s(&d), "--member", "1", "--drive", s(&t.path().join("spare.img"))]);
+        let mut force = c.clone();
+        force.push("--force");
+        busy(&force);
+        let o = mosaic(&["serve", "-a", s(&d), "--socket", s(&t.path().join("second.sock"))]);
+        assert!(!o.status.success(), "{name}: a second serve ran");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("in use by another mosaic process"), "{name}");
+        stop(server);
+        // Nothing the refused commands did reached the members.
+        let after = tree(&d);
+        assert_eq!(before.len(), after.len(), "{name}");
+        if name != "dvs" {
+            // (a served DVS array writes its own checkpoint at open and close)
+            assert!(before == after, "{name}: a refused command changed the array");
+        }
+    }
+}
+
+#[test]
+fn rs_with_255_members_fits_its_superblock() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("wide");
+    ok(&["create", "-a", s(&a), "--level", "rs:250+5", "--member-size", "1028K", "--stripe-unit", "4K", "--no-journal"]);
+    let data = pattern(7, 250 * 4096);
+    write(s(&a), "0", &data, t.path());
+    for m in [3, 100, 200, 251, 254] {
+        ok(&["fail", "-a", s(&a), "--member", &m.to_string()]);
+    }
+    let i = json(&ok(&["info", "-a", s(&a), "--json"]));
+    assert_eq!(i["member_list"].as_array().unwrap().len(), 255);
+    assert_eq!(read(s(&a), data.len(), t.path()).0, data);
+}
+
+/// Flip bytes of member file `m` at member data offset `at`.
+fn rot(m: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = fs::OpenOptions::new().read(true).write(true).open(m).unwrap();
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, (1 << 20) + at).unwrap();
+    for x in &mut b {
+        *x ^= 0x5a;
+    }
+    f.write_all_at(&b, (1 << 20) + at).unwrap();
+}
+
+#[test]
+fn scrub_locates_with_two_redundant_columns_and_says_when_it_cannot() {
+    let t = tempfile::tempdir().unwrap();
+    let data = pattern(8, 256 << 10);
+    // raid6: the wrong column is found and rewritten, not the parity.
+    let a = t.path().join("r6");
+    ok(&["create", "-a", s(&a), "--level", "raid6", "--members", "6", "--member-size", "4M", "--stripe-unit", "4K"]);
+    write(s(&a), "0", &data, t.path());
+    rot(&a.join("member-00.img"), 100);
+    let o = mosaic(&["scrub", "-a", s(&a)]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("stripe 0: member 0 holds the wrong") && out.contains("1 of"), "{out}");
+    let out = ok(&["scrub", "-a", s(&a), "--repair"]);
+    assert!(out.contains("(repaired)"), "{out}");
+    assert!(ok(&["scrub", "-a", s(&a)]).contains("all consistent"));
+    assert_eq!(read(s(&a), data.len(), t.path()).0, data);
+    // raid5: found, but which column is wrong cannot be told.
+    let b = t.path().join("r5");
+    raid5(&b);
+    write(s(&b), "0", &data, t.path());
+    rot(&b.join("member-02.img"), 4096 * 3 + 9);
+    let o = mosaic(&["scrub", "-a", s(&b)]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("stripe 3: code column(s)") && out.contains("cannot be located"), "{out}");
+    // Degraded: says how many stripes it could not verify, never "all consistent".
+    ok(&["scrub", "-a", s(&b), "--repair"]);
+    ok(&["fail", "-a", s(&b), "--member", "1"]);
+    let o = mosaic(&["scrub", "-a", s(&b)]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("768 stripes could not be verified") && !out.contains("all consistent"), "{out}");
+}
+
+#[test]
+fn a_copy_does_not_use_the_originals_external_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let j = t.path().join("fast-journal.img");
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K", "--journal", s(&j), "--journal-size", "4M"]);
+    write(s(&a), "0", &pattern(9, 64 << 10), t.path());
+    let b = t.path().join("b");
+    assert!(Command::new("cp").args(["-a", s(&a), s(&b)]).status().unwrap().success());
+    let before = (tree(&a), fs::read(&j).unwrap());
+    let input = t.path().join("x.bin");
+    fs::write(&input, pattern(10, 4096)).unwrap();
+    let e = fails(&["write", "-a", s(&b), "--offset", "0", "--input", s(&input)]);
+    assert!(e.contains("fast-journal.img") && e.contains("is a copy") && e.contains(s(&a.canonicalize().unwrap())), "{e}");
+    // Reading the copy is fine (it needs no journal to read).
+    assert_eq!(read(s(&b), 64 << 10, t.path()).0, pattern(9, 64 << 10));
+    assert!((tree(&a), fs::read(&j).unwrap()) == before, "the original changed");
+}
+
+#[test]
+fn serve_record_and_demo_dir_never_overwrite_an_array() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    raid5(&a);
+    let before = tree(&a);
+    let member = a.join("member-02.img");
+    let e = fails(&["serve", "-a", s(&a), "--socket", s(&t.path().join("x.sock")), "--record", s(&member)]);
+    assert!(e.contains("member-02.img is member 2 of array") && e.contains("--force"), "{e}");
+    let e = fails(&["demo", "--dir", s(&a), "--member-size", "4M"]);
+    assert!(e.contains("a directory holding an array") && e.contains("--force"), "{e}");
+    assert!(tree(&a) == before, "a refused command changed the array");
+}

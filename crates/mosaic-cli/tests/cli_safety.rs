@@ -1,0 +1,398 @@
+//! CLI input safety: no command overwrites another array's member or
+//! journal without --force (never the array being read), a failed create
+//! leaves nothing behind, --member-size must agree with existing files,
+//! synthetic replays reject inconsistent sizes, trace commands refuse
+//! devices and FIFOs, and write/read take any offset and length, stdin
+//! and stdout.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{fails, json, mosaic, ok};
+
+/// Every file under `dir` with its bytes, sorted.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(snapshot(&p));
+        } else {
+            let b = fs::read(&p).unwrap();
+            v.push((p, b));
+        }
+    }
+    v.sort();
+    v
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn raid5(dir: &Path) {
+    ok(&["create", "-a", s(dir), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K"]);
+}
+
+fn dvs(dir: &Path) {
+    ok(&["create", "-a", s(dir), "--level", "dvs", "--members", "3", "--member-size", "4M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M"]);
+}
+
+/// The array's UUID as `mosaic info` prints it.
+fn uuid(spec: &Path) -> String {
+    json(&ok(&["info", "-a", s(spec), "--json"]))["volume"]["uuid"].as_str().unwrap().to_string()
+}
+
+/// Deterministic bytes.
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 13) as u8).collect()
+}
+
+/// Run mosaic with `input` on its standard input; stdout and stderr captured.
+fn with_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    c.stdin.take().unwrap().write_all(input).unwrap();
+    c.wait_with_output().unwrap()
+}
+
+/// Run mosaic, killing it (and failing) when it takes over 30 s: a hang is a defect.
+fn bounded(args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(30) {
+            c.kill().unwrap();
+            panic!("mosaic {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn create_refuses_another_arrays_journal_member_or_directory() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, z) = (t.path().join("a"), t.path().join("b"), t.path().join("z"));
+    raid5(&b);
+    dvs(&z);
+    let (ub, uz) = (uuid(&b), uuid(&z));
+    let (before_b, before_z) = (snapshot(&b), snapshot(&z));
+    let base = ["create", "-a", s(&a), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K", "--journal"];
+    let cases = [
+        (b.join("journal.img"), format!("is the journal of array {ub}; use --force to overwrite it")),
+        (b.join("member-01.img"), format!("is member 1 of array {ub}; use --force to overwrite it")),
+        (z.join("dvs-2.zoned"), format!("is member 2 of DVS array {uz}; use --force to overwrite it")),
+    ];
+    for (j, want) in &cases {
+        let mut args = base.to_vec();
+        args.push(s(j));
+        let e = fails(&args);
+        assert_eq!(e.trim_end(), format!("error: {} {want}", j.display()));
+        assert!(!a.exists(), "a refused create made {}", a.display());
+    }
+    // A directory holding an array (its members, journal, DVS files).
+    for dir in [&b, &z] {
+        let e = fails(&["create", "-a", s(dir), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K"]);
+        assert!(e.starts_with(&format!("error: {} is a directory holding an array (", dir.display())) && e.trim_end().ends_with("; use --force to overwrite it"), "{e}");
+    }
+    // Member lists: another array's members need --force (as before).
+    let list = format!("{},{},{}", b.join("member-00.img").display(), b.join("member-01.img").display(), b.join("member-02.img").display());
+    let e = fails(&["create", "-a", &list, "--level", "raid5", "--stripe-unit", "4K", "--no-journal"]);
+    assert_eq!(e.trim_end(), format!("error: {} is member 0 of array {ub}; use --force to overwrite it", b.join("member-00.img").display()));
+    assert_eq!(snapshot(&b), before_b, "refused creates changed array b");
+    assert_eq!(snapshot(&z), before_z, "refused creates changed array z");
+    // With --force the journal is taken over.
+    let mut args = base.to_vec();
+    args.extend([s(&cases[0].0), "--force"]);
+    ok(&args);
+    let e = fails(&["write", "-a", s(&b), "--offset", "0", "--input", s(&b.join("member-00.img"))]);
+    assert!(e.contains("journal belongs to array"), "{e}");
+}
+
+#[test]
+fn replace_refuses_another_arrays_drive_without_force() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    raid5(&a);
+    raid5(&b);
+    let bytes = data(64 << 10, 3);
+    let input = t.path().join("in.bin");
+    fs::write(&input, &bytes).unwrap();
+    ok(&["write", "-a", s(&a), "--offset", "0", "--input", s(&input)]);
+    ok(&["fail", "-a", s(&a), "--member", "1"]);
+    let before_b = snapshot(&b);
+    let drive = b.join("member-02.img");
+    let e = fails(&["replace", "-a", s(&a), "--member", "1", "--drive", s(&drive)]);
+    assert_eq!(e.trim_end(), format!("error: {} is member 2 of array {}; use --force to overwrite it", drive.display(), uuid(&b)));
+    // The array's own journal is never a member, --force or not.
+    let e = fails(&["replace", "-a", s(&a), "--member", "1", "--drive", s(&a.join("journal.img")), "--force"]);
+    assert_eq!(e.trim_end(), format!("error: {} is the journal of array {}, the array being repaired: it cannot be a member too", a.join("journal.img").display(), uuid(&a)));
+    assert_eq!(snapshot(&b), before_b, "a refused replace changed array b");
+    let info = json(&ok(&["info", "-a", s(&a), "--json"]));
+    assert_eq!(info["volume"]["members"][1]["state"]["state"], "failed", "{info}");
+    // The array's own failed member back in its slot needs no --force.
+    let own = a.join("member-01.img");
+    let r = ok(&["replace", "-a", s(&a), "--member", "1", "--drive", s(&own)]);
+    assert!(r.contains("rebuilt member(s) [1]"), "{r}");
+    ok(&["fail", "-a", s(&a), "--member", "1"]);
+    // --force takes another array's member, rebuilds, and the bytes read back.
+    let r = ok(&["replace", "-a", s(&a), "--member", "1", "--drive", s(&drive), "--force"]);
+    assert!(r.contains("rebuilt member(s) [1]"), "{r}");
+    let o = mosaic(&["read", "-a", s(&a), "--offset", "0", "--length", "64K", "--output", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout == bytes, "read after replace differs");
+}
+
+#[test]
+fn read_output_never_overwrites_the_array_being_read() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, c) = (t.path().join("a"), t.path().join("b"), t.path().join("c"));
+    raid5(&a);
+    raid5(&b);
+    ok(&["create", "-a", s(&c), "--level", "cbro:2+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "4K"]);
+    let (ua, ub) = (uuid(&a), uuid(&b));
+    let bytes = data(8192, 9);
+    let input = t.path().join("in.bin");
+    fs::write(&input, &bytes).unwrap();
+    ok(&["write", "-a", s(&a), "--offset", "0", "--input", s(&input)]);
+    let (before_a, before_b, before_c) = (snapshot(&a), snapshot(&b), snapshot(&c));
+    for force in [false, true] {
+        for (f, what) in [(a.join("member-00.img"), format!("member 0 of array {ua}")), (a.join("journal.img"), format!("the journal of array {ua}"))] {
+            let mut args = vec!["read", "-a", s(&a), "--offset", "0", "--length", "8K", "--output", s(&f)];
+            if force {
+                args.push("--force");
+            }
+            let e = fails(&args);
+            assert_eq!(e.trim_end(), format!("error: {} is {what}, the array being read: reading into it would destroy what is read", f.display()));
+        }
+        // A member of a nested check drive array of the array being read.
+        let inner = c.join("cda-0").join("member-00.img");
+        let mut args = vec!["read", "-a", s(&c), "--offset", "0", "--length", "8K", "--output", s(&inner)];
+        if force {
+            args.push("--force");
+        }
+        let e = fails(&args);
+        assert!(e.starts_with(&format!("error: {} is member 0 of array ", inner.display())) && e.trim_end().ends_with(", the array being read: reading into it would destroy what is read"), "{e}");
+    }
+    let other = b.join("member-00.img");
+    let e = fails(&["read", "-a", s(&a), "--offset", "0", "--length", "8K", "--output", s(&other)]);
+    assert_eq!(e.trim_end(), format!("error: {} is member 0 of array {ub}; use --force to overwrite it", other.display()));
+    assert_eq!(snapshot(&a), before_a);
+    assert_eq!(snapshot(&b), before_b);
+    assert_eq!(snapshot(&c), before_c);
+    ok(&["read", "-a", s(&a), "--offset", "0", "--length", "8K", "--output", s(&other), "--force"]);
+    assert!(fs::read(&other).unwrap() == bytes, "--force read did not write the bytes");
+    // Plain files are written without --force.
+    let plain = t.path().join("plain.bin");
+    fs::write(&plain, b"old contents").unwrap();
+    ok(&["read", "-a", s(&a), "--offset", "0", "--length", "8K", "--output", s(&plain)]);
+    assert!(fs::read(&plain).unwrap() == bytes);
+}
+
+#[test]
+fn other_outputs_are_guarded_too() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    raid5(&a);
+    let ua = uuid(&a);
+    let before = snapshot(&a);
+    let m = a.join("member-02.img");
+    let want = format!("error: {} is member 2 of array {ua}; use --force to overwrite it", m.display());
+    let e = fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--plot", s(&m)]);
+    assert_eq!(e.trim_end(), want);
+    let e = fails(&["eval", "cbro", "--requests", "10", "--plot", s(&m)]);
+    assert_eq!(e.trim_end(), want);
+    for cmd in ["ppc", "dvs"] {
+        let e = fails(&["eval", cmd, "--plot", s(&a)]);
+        assert!(e.starts_with(&format!("error: {} is a directory holding an array (", a.display())), "{e}");
+    }
+    assert_eq!(snapshot(&a), before, "a refused output changed the array");
+    // A plain file is fine.
+    let plot = t.path().join("plot.svg");
+    ok(&["replay", "--synthetic", "randwrite", "--count", "10", "--plot", s(&plot)]);
+    assert!(fs::read_to_string(&plot).unwrap().starts_with("<svg"), "no SVG written");
+}
+
+#[test]
+fn a_failed_create_leaves_no_files_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let small = ["--journal-size", "4K"];
+    // A new directory (and its parents): all gone.
+    let deep = t.path().join("x").join("y").join("arr");
+    let mut args = vec!["create", "-a", s(&deep), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K"];
+    args.extend(small);
+    let e = fails(&args);
+    assert_eq!(e.trim_end(), format!("error: {}: journal too small: 4096 bytes, needs at least 1048576", deep.join("journal.img").display()));
+    assert!(!t.path().join("x").exists(), "the failed create left {}", t.path().join("x").display());
+    // Nested check drive arrays: cda-I directories go too.
+    let c = t.path().join("c");
+    let mut args = vec!["create", "-a", s(&c), "--level", "cbro:2+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "4K"];
+    args.extend(small);
+    let e = fails(&args);
+    assert!(e.contains("journal too small"), "{e}");
+    assert!(!c.exists(), "the failed create left {}", c.display());
+    // An existing directory keeps what it had, unchanged.
+    let keep = t.path().join("keep");
+    fs::create_dir(&keep).unwrap();
+    fs::write(keep.join("notes.txt"), b"mine").unwrap();
+    let mut args = vec!["create", "-a", s(&keep), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K"];
+    args.extend(small);
+    fails(&args);
+    assert_eq!(snapshot(&keep), vec![(keep.join("notes.txt"), b"mine".to_vec())]);
+    // Existing members: the journal file create made is removed, the members stay.
+    let paths: Vec<PathBuf> = (0..3).map(|i| t.path().join(format!("d{i}"))).collect();
+    for p in &paths {
+        fs::write(p, vec![7u8; 2 << 20]).unwrap();
+    }
+    let list = paths.iter().map(|p| s(p)).collect::<Vec<_>>().join(",");
+    let j = t.path().join("j.img");
+    let e = fails(&["create", "-a", &list, "--level", "raid5", "--stripe-unit", "4K", "--journal", s(&j), "--journal-size", "4K"]);
+    assert!(e.contains("journal too small"), "{e}");
+    assert!(!j.exists(), "the failed create left {}", j.display());
+    for p in &paths {
+        assert!(fs::read(p).unwrap() == vec![7u8; 2 << 20], "{} changed", p.display());
+    }
+}
+
+#[test]
+fn member_size_must_agree_with_existing_files() {
+    let t = tempfile::tempdir().unwrap();
+    let paths: Vec<PathBuf> = (0..3).map(|i| t.path().join(format!("d{i}"))).collect();
+    for p in &paths {
+        fs::File::create(p).unwrap().set_len(3 << 20).unwrap();
+    }
+    let list = paths.iter().map(|p| s(p)).collect::<Vec<_>>().join(",");
+    let e = fails(&["create", "-a", &list, "--level", "raid5", "--stripe-unit", "4K", "--member-size", "4M", "--no-journal"]);
+    assert_eq!(e.trim_end(), format!("error: {} is 3145728 bytes but --member-size says 4194304: give the size it has, or leave --member-size out", paths[0].display()));
+    for p in &paths {
+        assert_eq!(fs::metadata(p).unwrap().len(), 3 << 20);
+        assert!(fs::read(p).unwrap().iter().all(|&x| x == 0), "{} was written", p.display());
+    }
+    // The matching size is fine.
+    ok(&["create", "-a", &list, "--level", "raid5", "--stripe-unit", "4K", "--member-size", "3M", "--no-journal"]);
+    // --force over a directory whose members have another size.
+    let a = t.path().join("a");
+    raid5(&a);
+    let before = snapshot(&a);
+    let e = fails(&["create", "-a", s(&a), "--level", "raid5", "--members", "3", "--member-size", "8M", "--stripe-unit", "4K", "--force"]);
+    assert_eq!(e.trim_end(), format!("error: {} is 4194304 bytes but --member-size says 8388608: give the size it has, or leave --member-size out", a.join("member-00.img").display()));
+    assert_eq!(snapshot(&a), before);
+    let z = t.path().join("z");
+    dvs(&z);
+    let e = fails(&["create", "-a", s(&z), "--level", "dvs", "--members", "3", "--member-size", "8M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M", "--force"]);
+    assert_eq!(
+        e.trim_end(),
+        format!("error: {} is 4198400 bytes but --member-size says 8388608 (8392704 with its 4096-byte zone header): give the size it has, or leave --member-size out", z.join("dvs-0.zoned").display())
+    );
+}
+
+#[test]
+fn synthetic_replay_rejects_inconsistent_sizes() {
+    let base = ["replay", "--synthetic", "randwrite", "--device", "ram:default", "--drives", "3"];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--size", "0"], "error: --size 0: a synthetic request needs at least one block"),
+        (&["--footprint", "0"], "error: --footprint 0: a synthetic workload needs a span to address"),
+        (&["--count", "0"], "error: --count 0: a synthetic workload needs at least one request"),
+        (&["--size", "8K", "--footprint", "4K"], "error: --size 8192 is larger than --footprint 4096: every request must fit in the span"),
+        (&["--size", "1000", "--count", "10"], "error: replaying on raid5: --size 1000 is not a multiple of the array's 512-byte block size"),
+        (&["--footprint", "1T", "--count", "10"], "error: replaying on raid5: --footprint 1099511627776 is beyond the array's capacity of 137438953472 bytes"),
+    ];
+    for (extra, want) in cases {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let e = fails(&args);
+        assert_eq!(e.trim_end(), want, "{args:?}");
+    }
+    let r = json(&ok(&["replay", "--synthetic", "randwrite", "--device", "ram:default", "--drives", "3", "--size", "4K", "--footprint", "4K", "--count", "10", "--json"]));
+    assert_eq!(r["requests"], 10, "{r}");
+}
+
+#[test]
+fn trace_commands_refuse_devices_and_fifos() {
+    let o = bounded(&["trace", "stats", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), "error: /dev/null: a character device/FIFO, not a trace file\n");
+    let t = tempfile::tempdir().unwrap();
+    let fifo = t.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let o = bounded(&["trace", "stats", s(&fifo)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o), format!("error: {}: a character device/FIFO, not a trace file\n", fifo.display()));
+    let o = bounded(&["replay", "--trace", s(&fifo)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains(&format!("{}: a character device/FIFO, not a trace file", fifo.display())), "{}", stderr(&o));
+}
+
+#[test]
+fn write_and_read_take_any_offset_and_length() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K"]);
+    let mut model = vec![0u8; 16 << 10];
+    let three = t.path().join("three.bin");
+    fs::write(&three, b"xyz").unwrap();
+    let w = json(&ok(&["write", "-a", s(&a), "--offset", "4093", "--input", s(&three), "--json"]));
+    assert_eq!((w["offset"].as_u64(), w["bytes"].as_u64()), (Some(4093), Some(3)), "{w}");
+    model[4093..4096].copy_from_slice(b"xyz");
+    // Ten bytes across the block boundary, both blocks partial.
+    let ten = data(10, 5);
+    fs::write(t.path().join("ten.bin"), &ten).unwrap();
+    ok(&["write", "-a", s(&a), "--offset", "8190", "--input", s(&t.path().join("ten.bin"))]);
+    model[8190..8200].copy_from_slice(&ten);
+    let out = t.path().join("out.bin");
+    ok(&["read", "-a", s(&a), "--offset", "4090", "--length", "10", "--output", s(&out)]);
+    assert_eq!(fs::read(&out).unwrap(), model[4090..4100].to_vec());
+    ok(&["read", "-a", s(&a), "--offset", "8185", "--length", "20", "--output", s(&out)]);
+    assert_eq!(fs::read(&out).unwrap(), model[8185..8205].to_vec());
+
+    // Standard input, larger than one 8 MiB piece, at an odd offset.
+    let big = data(9 << 20, 11);
+    let off = 12_345u64;
+    let o = with_stdin(&["write", "-a", s(&a), "--offset", &off.to_string(), "--input", "-", "--json"], &big);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&String::from_utf8_lossy(&o.stdout))["bytes"], big.len() as u64);
+    // Standard output: the bytes on stdout, the report on stderr.
+    let rd = ["read", "-a", s(&a), "--offset", "12345", "--length", &big.len().to_string(), "--output"];
+    for target in ["-", "/dev/stdout"] {
+        let mut args = rd.to_vec();
+        args.push(target);
+        let o = mosaic(&args);
+        assert!(o.status.success(), "--output {target}: {}", stderr(&o));
+        assert!(o.stdout == big, "--output {target}: bytes differ ({} read)", o.stdout.len());
+        assert!(stderr(&o).starts_with("read 9.00 MiB at offset 12345: "), "{}", stderr(&o));
+    }
+    // The edges of the streamed write kept their neighbours.
+    ok(&["read", "-a", s(&a), "--offset", "8185", "--length", "20", "--output", s(&out)]);
+    assert_eq!(fs::read(&out).unwrap(), model[8185..8205].to_vec());
+    let o = mosaic(&["read", "-a", s(&a), "--offset", &(off - 3).to_string(), "--length", "6", "--output", "-"]);
+    assert_eq!(o.stdout, [&[0u8; 3][..], &big[..3]].concat());
+    let end = off + big.len() as u64;
+    let o = mosaic(&["read", "-a", s(&a), "--offset", &(end - 2).to_string(), "--length", "4", "--output", "-"]);
+    assert_eq!(o.stdout, [&big[big.len() - 2..], &[0u8; 2][..]].concat());
+    // Beyond the capacity and empty input are errors.
+    let e = fails(&["read", "-a", s(&a), "--offset", "1G", "--length", "1", "--output", s(&out)]);
+    assert!(e.contains("beyond the array capacity"), "{e}");
+    let o = with_stdin(&["write", "-a", s(&a), "--offset", "0", "--input", "-"], b"");
+    assert_eq!((o.status.code(), stderr(&o)), (Some(1), "error: standard input: input is empty\n".to_string()));
+}
+
+#[test]
+fn dvs_arrays_take_byte_granular_io_too() {
+    let t = tempfile::tempdir().unwrap();
+    let z = t.path().join("z");
+    dvs(&z);
+    let bytes = data(5000, 2);
+    let o = with_stdin(&["write", "-a", s(&z), "--offset", "4093", "--input", "-"], &bytes);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mosaic(&["read", "-a", s(&z), "--offset", "4090", "--length", "5010", "--output", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, [&[0u8; 3][..], &bytes[..], &[0u8; 7][..]].concat());
+}
