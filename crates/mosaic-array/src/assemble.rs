@@ -172,7 +172,7 @@ fn pick_array(found: Vec<Found>, warnings: &mut Vec<String>) -> Result<Vec<Found
             None => groups.push((f.sb.array_uuid, 1)),
         }
     }
-    groups.sort_by(|a, b| b.1.cmp(&a.1));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
     if groups.len() > 1 && groups[0].1 == groups[1].1 {
         let names = |u: uuid::Uuid| found.iter().filter(|f| f.sb.array_uuid == u).map(|f| f.path.clone()).collect::<Vec<_>>().join(", ");
         return Err(ArrayError::Usage(format!(
@@ -273,7 +273,7 @@ pub(crate) fn assemble(
         follow_hints(&mut found, &auth, place, writable, &mut warnings);
     }
     // The freshest device first, so it wins a slot two devices claim.
-    found.sort_by(|a, b| b.sb.events.cmp(&a.sb.events));
+    found.sort_by_key(|f| std::cmp::Reverse(f.sb.events));
     let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
     let mut slot_events = vec![0u64; n];
     let mut sb = auth.clone();

@@ -1,0 +1,169 @@
+//! The one crc32c frame codec of the project.
+//!
+//! Every piece of metadata that mosaic writes to a device (this crate's
+//! map label, checkpoints and delta log; later the array journal, the
+//! superblocks and DVS's metadata log, which today carry codecs of their
+//! own) can be framed the same way, so one decoder, with one set of
+//! no-panic tests, guards every on-disk structure.
+//!
+//! ```text
+//!  0       4     6     8             16      20      24               24+len   k*512
+//!  +-------+-----+-----+-------------+-------+-------+----------------+---------+
+//!  | magic | ver | kind|     seq     |  len  | crc   | payload [len]  | 0 pad   |
+//!  +-------+-----+-----+-------------+-------+-------+----------------+---------+
+//!    u32     u16   u16      u64        u32     u32
+//!  all little-endian; magic = b"MOSF"; crc = crc32c(bytes 0..20 ++ payload)
+//! ```
+//!
+//! A frame is padded with zeros to a multiple of [`SECTOR`] bytes, so frames
+//! can be appended sector by sector and a torn frame never damages the one
+//! before it.  `kind` says what the payload is (each user owns a range, see
+//! the `KIND_*` constants); `seq` is the writer's sequence number, which
+//! logs use to find their end (the first invalid frame or sequence gap).
+//!
+//! Decoding checks every length before it is used and never panics: a
+//! buffer of zeros is "no frame here" (`Ok(None)`, the end of a log), any
+//! other damage is a [`FrameError`].
+
+use thiserror::Error;
+
+/// Frames are padded to, and aligned on, this many bytes.
+pub const SECTOR: usize = 512;
+/// Bytes of the fixed header.
+pub const HEADER_LEN: usize = 24;
+/// The largest payload a frame may carry (64 MiB).
+pub const MAX_PAYLOAD: usize = 64 << 20;
+/// The frame format's version.
+pub const VERSION: u16 = 1;
+const MAGIC: [u8; 4] = *b"MOSF";
+
+/// Kinds 0x0001..=0x00ff: the block map (this crate).
+pub const KIND_MAP_LABEL: u16 = 0x0001;
+/// A block-map checkpoint.
+pub const KIND_MAP_CHECKPOINT: u16 = 0x0002;
+/// A block-map delta-log record group.
+pub const KIND_MAP_DELTA: u16 = 0x0003;
+/// Kinds 0x0100..=0x01ff are reserved for the array journal,
+/// 0x0200..=0x02ff for superblocks, 0x0300..=0x03ff for DVS metadata.
+pub const KIND_RESERVED_FIRST: u16 = 0x0100;
+
+/// One decoded frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub kind: u16,
+    pub seq: u64,
+    pub payload: Vec<u8>,
+}
+
+/// What is wrong with bytes that should hold a frame.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum FrameError {
+    #[error("frame truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("bad frame magic")]
+    BadMagic,
+    #[error("unsupported frame version {0}")]
+    BadVersion(u16),
+    #[error("frame payload of {0} bytes exceeds the limit")]
+    TooLong(u64),
+    #[error("frame checksum mismatch")]
+    BadCrc,
+}
+
+/// Bytes a frame with a payload of `payload_len` bytes takes on disk.
+pub fn encoded_len(payload_len: usize) -> usize {
+    (HEADER_LEN + payload_len).div_ceil(SECTOR) * SECTOR
+}
+
+/// Frame `payload` as `kind` number `seq`, padded to whole sectors.
+/// The caller keeps payloads within [`MAX_PAYLOAD`] (decoders reject
+/// longer ones).
+pub fn encode(kind: u16, seq: u64, payload: &[u8]) -> Vec<u8> {
+    debug_assert!(payload.len() <= MAX_PAYLOAD);
+    let mut b = vec![0u8; encoded_len(payload.len())];
+    b[0..4].copy_from_slice(&MAGIC);
+    b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+    b[6..8].copy_from_slice(&kind.to_le_bytes());
+    b[8..16].copy_from_slice(&seq.to_le_bytes());
+    b[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), payload);
+    b[20..24].copy_from_slice(&crc.to_le_bytes());
+    b[HEADER_LEN..HEADER_LEN + payload.len()].copy_from_slice(payload);
+    b
+}
+
+/// From the first [`HEADER_LEN`] bytes of a frame, the bytes the whole
+/// frame takes on disk (padding included), so a reader knows how much more
+/// to read.  `Ok(None)` for a blank (all-zero) header.
+pub fn frame_len(header: &[u8]) -> Result<Option<usize>, FrameError> {
+    let h = header.get(..HEADER_LEN).ok_or(FrameError::Truncated { need: HEADER_LEN, have: header.len() })?;
+    if h.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    if h[0..4] != MAGIC {
+        return Err(FrameError::BadMagic);
+    }
+    let version = u16::from_le_bytes([h[4], h[5]]);
+    if version != VERSION {
+        return Err(FrameError::BadVersion(version));
+    }
+    let len = u32::from_le_bytes([h[16], h[17], h[18], h[19]]) as usize;
+    if len > MAX_PAYLOAD {
+        return Err(FrameError::TooLong(len as u64));
+    }
+    Ok(Some(encoded_len(len)))
+}
+
+/// Decode the frame at the start of `buf` (which may hold more after it).
+/// `Ok(None)`: blank space, no frame.  Padding is not checked (it is not
+/// covered by the crc, so a flipped padding bit does not void a frame).
+pub fn decode(buf: &[u8]) -> Result<Option<Frame>, FrameError> {
+    if frame_len(buf)?.is_none() {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes([buf[16], buf[17], buf[18], buf[19]]) as usize;
+    let need = HEADER_LEN + len;
+    let payload = buf.get(HEADER_LEN..need).ok_or(FrameError::Truncated { need, have: buf.len() })?;
+    let want = u32::from_le_bytes([buf[20], buf[21], buf[22], buf[23]]);
+    if crc32c::crc32c_append(crc32c::crc32c(&buf[0..20]), payload) != want {
+        return Err(FrameError::BadCrc);
+    }
+    let kind = u16::from_le_bytes([buf[6], buf[7]]);
+    let seq = u64::from_le_bytes(buf[8..16].try_into().map_err(|_| FrameError::BadMagic)?);
+    Ok(Some(Frame { kind, seq, payload: payload.to_vec() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_is_padded_and_exact() {
+        let f = encode(KIND_MAP_DELTA, 42, b"hello");
+        assert_eq!(f.len(), SECTOR);
+        assert_eq!(frame_len(&f), Ok(Some(SECTOR)));
+        let d = decode(&f).unwrap().unwrap();
+        assert_eq!(d, Frame { kind: KIND_MAP_DELTA, seq: 42, payload: b"hello".to_vec() });
+        assert_eq!(encode(1, 1, &[7u8; SECTOR - HEADER_LEN + 1]).len(), 2 * SECTOR);
+    }
+
+    #[test]
+    fn damage_is_reported_not_accepted() {
+        let f = encode(KIND_MAP_DELTA, 7, &[9u8; 100]);
+        assert_eq!(decode(&[0u8; SECTOR]), Ok(None));
+        assert!(matches!(decode(&f[..10]), Err(FrameError::Truncated { .. })));
+        assert!(matches!(decode(&f[..HEADER_LEN + 50]), Err(FrameError::Truncated { .. })));
+        let mut bad = f.clone();
+        bad[HEADER_LEN + 3] ^= 1;
+        assert_eq!(decode(&bad), Err(FrameError::BadCrc));
+        let mut bad = f.clone();
+        bad[9] ^= 1; // seq is covered too
+        assert_eq!(decode(&bad), Err(FrameError::BadCrc));
+        let mut bad = f.clone();
+        bad[0] = b'X';
+        assert_eq!(decode(&bad), Err(FrameError::BadMagic));
+        let mut bad = f;
+        bad[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode(&bad), Err(FrameError::TooLong(u32::MAX as u64)));
+    }
+}

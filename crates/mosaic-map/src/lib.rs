@@ -1,0 +1,23 @@
+//! mosaic-map: the shared mapped-layout kit.
+//!
+//! * [`frame`]: the one crc32c frame codec for on-disk metadata;
+//! * [`map`]: a persistent, crash-safe block map from logical extents to
+//!   placements (member, tier or zone): two checkpoint slots plus a delta
+//!   log of frames;
+//! * [`alloc`]: an allocator interface with reservations that commit or
+//!   abort, an extent allocator and a zone-append allocator, both rebuilt
+//!   from the map at open;
+//! * [`migrate`]: client I/O through the map and the migration protocol
+//!   (copy, flush, log the remap, free) under per-extent locks.
+//!
+//! DVS keeps its own tables on top of this kit; the hybrid tier and the
+//! adaptive layout use it as it is.
+
+pub mod alloc;
+pub mod frame;
+pub mod map;
+pub mod migrate;
+
+pub use alloc::{AllocError, Allocator, ExtentAllocator, Pool, Reservation, ZoneAllocator};
+pub use map::{BlockMap, Geometry, MapError, MapState, Placement, Update};
+pub use migrate::{MappedVolume, MemberStore, Store, VolumeError};
