@@ -26,7 +26,7 @@ pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
 pub use health::{Health, MemberState, RebuildReport};
 pub use layout::{FixedLayout, Layout};
-pub use plan::{DevOp, Dir, Method, OpCounts, Plan, Role, StripePlan};
+pub use plan::{DevOp, DeviceIo, Dir, Method, OpCounts, Plan, Role, StripePlan};
 pub use planner::{StripePlanner, WritePolicy};
 
 /// Errors from planning and stripe math.  All are caused by input (the

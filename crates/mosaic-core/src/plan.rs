@@ -149,6 +149,32 @@ impl Plan {
     }
 }
 
+/// One device's operations and bytes, real or simulated: what a replay
+/// compares between a real array and the simulator, member by member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct DeviceIo {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl DeviceIo {
+    /// Count one operation of `bytes`.
+    pub fn add(&mut self, dir: Dir, bytes: u64) {
+        match dir {
+            Dir::Read => {
+                self.reads += 1;
+                self.read_bytes += bytes
+            }
+            Dir::Write => {
+                self.writes += 1;
+                self.write_bytes += bytes
+            }
+        }
+    }
+}
+
 /// Device-operation counters by direction and role, and stripe counts by
 /// method.  Additive, so executors accumulate them per request, per device
 /// and per run.

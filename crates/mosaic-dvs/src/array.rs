@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mosaic_dev::zoned::{ZoneCond, ZonedFile};
 use mosaic_dev::Member;
@@ -43,9 +43,10 @@ use mosaic_ec::Code;
 
 use crate::addr::{ChunkKey, DvsConfig, Geo};
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
-use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, peek_record, record_header_len, MetaLayout, Record, Superblock, SB_LEN};
+use crate::frontend::read_runs;
+use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, peek_record, record_header_len, MetaLayout, MetaState, MetaWrite, Record, Superblock, SB_LEN};
 use crate::tables::{Stripe, Tables};
-use mosaic_core::{MemberState, RebuildReport};
+use mosaic_core::{DeviceIo, Dir, MemberState, RebuildReport};
 use crate::DvsError;
 
 /// A host-managed zoned member device.
@@ -161,6 +162,65 @@ impl ZonedMember for PowerCut {
     }
 }
 
+/// A member device that counts every read and write issued to it: the
+/// one place [`DvsArray::member_io`] is counted, so no path (data, parity,
+/// fills, GC, log, checkpoints, journal, rebuild, scrub) is missed.
+/// Flushes and zone resets are not reads or writes and are not counted.
+struct Counted {
+    inner: Arc<dyn ZonedMember>,
+    io: Arc<Mutex<DeviceIo>>,
+}
+
+impl Counted {
+    /// `dev` counted into `io`.
+    fn wrap(dev: Arc<dyn ZonedMember>, io: &Arc<Mutex<DeviceIo>>) -> Arc<dyn ZonedMember> {
+        Arc::new(Counted { inner: dev, io: io.clone() })
+    }
+    fn add(&self, dir: Dir, bytes: usize) {
+        self.io.lock().unwrap_or_else(|e| e.into_inner()).add(dir, bytes as u64);
+    }
+}
+
+impl ZonedMember for Counted {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.add(Dir::Read, buf.len());
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.add(Dir::Write, buf.len());
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        self.inner.reset_zone(zone)
+    }
+    fn write_pointer(&self, zone: u64) -> Option<u64> {
+        self.inner.write_pointer(zone)
+    }
+    fn zone_size(&self) -> u64 {
+        self.inner.zone_size()
+    }
+    fn zone_count(&self) -> u64 {
+        self.inner.zone_count()
+    }
+    fn conventional_zones(&self) -> u64 {
+        self.inner.conventional_zones()
+    }
+}
+
+/// One fresh counter per member.
+fn new_counters(n: usize) -> Vec<Arc<Mutex<DeviceIo>>> {
+    (0..n).map(|_| Arc::new(Mutex::new(DeviceIo::default()))).collect()
+}
+
 /// What `info` reports.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ArrayInfo {
@@ -183,19 +243,15 @@ pub struct DvsArray {
     uuid: u64,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
     dvs: Dvs,
-    /// What the log and checkpoints hold.
-    durable: Tables,
     bytes: HashMap<ChunkKey, Vec<u8>>,
     code: Code,
-    seq: u64,
-    log_pos: u64,
-    ck_slot: u64,
+    /// Log, checkpoint and journal positions and the durable tables.
+    meta: MetaState,
     poisoned: Option<String>,
     /// The kind of job running (still set after it failed part-way).
     current: Option<crate::engine::JobKind>,
-    /// Journal: next record offset and sequence number.
-    jpos: u64,
-    jseq: u64,
+    /// Every read and write issued to each member device (see [`Counted`]).
+    member_io: Vec<Arc<Mutex<DeviceIo>>>,
     /// Data-path device operations (slot reads and writes; metadata not counted).
     io: IoCounters,
 }
@@ -264,13 +320,19 @@ pub struct ScrubReport {
 
 /// The policy of a real array: write-through, or the SSG write cache of
 /// `cache_chunks` chunks (no read cache: reads overlay the cached bytes).
-fn params(cfg: &DvsConfig) -> DvsParams {
-    if cfg.cache_chunks == 0 {
-        return DvsParams::write_through();
-    }
-    let mut p = DvsParams::cached(cfg.cache_chunks as usize);
-    p.read_cache_chunks = 0;
-    p.idle_ns = None;
+/// Reference counts never halve (a real array has no policy clock), so
+/// the policy's decisions do not depend on time: a replay front end with
+/// these parameters makes the same jobs whatever its clock says.
+pub fn array_params(cfg: &DvsConfig) -> DvsParams {
+    let mut p = if cfg.cache_chunks == 0 {
+        DvsParams::write_through()
+    } else {
+        let mut p = DvsParams::cached(cfg.cache_chunks as usize);
+        p.read_cache_chunks = 0;
+        p.idle_ns = None;
+        p
+    };
+    p.cache.halve_ns = 0;
     p
 }
 
@@ -316,6 +378,8 @@ impl DvsArray {
         for (i, d) in members.iter().enumerate() {
             check_member(&cfg, i, d.as_ref())?;
         }
+        let member_io = new_counters(cfg.members);
+        let members: Vec<Arc<dyn ZonedMember>> = members.into_iter().zip(&member_io).map(|(d, io)| Counted::wrap(d, io)).collect();
         let uuid: u64 = rand::random();
         let tables = Tables::new(geo.clone());
         let ck = encode_checkpoint(&tables, 0);
@@ -339,20 +403,16 @@ impl DvsArray {
         }
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
-            dvs: Dvs::with_tables(tables.clone(), params(&cfg)),
-            durable: tables,
+            dvs: Dvs::with_tables(tables.clone(), array_params(&cfg)),
+            meta: MetaState::new(ml, tables, 0, 0, 0),
             ml,
             uuid,
             members: members.into_iter().map(Some).collect(),
             bytes: HashMap::new(),
             code,
-            seq: 0,
-            log_pos: ml.log_start,
-            ck_slot: 0,
             poisoned: None,
             current: None,
-            jpos: ml.journal_start,
-            jseq: 0,
+            member_io,
             io: IoCounters::default(),
             geo,
         })
@@ -373,6 +433,7 @@ impl DvsArray {
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;
         let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None; cfg.members];
+        let member_io = new_counters(cfg.members);
         for (d, sb) in devs.into_iter().zip(&sbs) {
             if sb.uuid != first.uuid || sb.config != cfg {
                 return Err(DvsError::Corrupt(format!("{} belongs to another array", d.describe())));
@@ -381,7 +442,9 @@ impl DvsArray {
                 return Err(DvsError::Corrupt(format!("{}: member index {} is out of range or given twice", d.describe(), sb.member)));
             }
             check_member(&cfg, sb.member, d.as_ref())?;
-            members[sb.member] = Some(d);
+            let io = &member_io[sb.member];
+            io.lock().unwrap_or_else(|e| e.into_inner()).add(Dir::Read, SB_LEN); // the superblock read above
+            members[sb.member] = Some(Counted::wrap(d, io));
         }
         let present = members.iter().filter(|m| m.is_some()).count();
         if present + cfg.parity < cfg.members {
@@ -472,24 +535,20 @@ impl DvsArray {
         }
         tables.member_state = states.clone();
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
-        let mut dvs = Dvs::with_tables(tables.clone(), params(&cfg));
+        let mut dvs = Dvs::with_tables(tables.clone(), array_params(&cfg));
         dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
         let mut a = DvsArray {
             dvs,
-            durable: tables,
+            meta: MetaState::new(ml, tables, seq, slot, jseq),
             ml,
             uuid: first.uuid,
             members,
             bytes: HashMap::new(),
             code,
-            seq,
-            log_pos: ml.log_start,
-            ck_slot: slot,
             poisoned: None,
             current: None,
-            jpos: ml.journal_start,
-            jseq,
+            member_io,
             io: IoCounters::default(),
             geo,
         };
@@ -509,7 +568,7 @@ impl DvsArray {
         for (m, d) in self.meta_members() {
             let mut j = vec![0u8; (self.ml.journal_end - self.ml.journal_start) as usize];
             d.read_at(&mut j, self.ml.journal_start).map_err(|e| ioe("reading the journal", m, e))?;
-            let (mut pos, mut want, mut recs) = (0usize, self.jseq, Vec::new());
+            let (mut pos, mut want, mut recs) = (0usize, self.meta.jseq, Vec::new());
             while let Some((s, off, data, n)) = decode_journal(&j[pos..]) {
                 if s != want {
                     break;
@@ -523,9 +582,9 @@ impl DvsArray {
                 best = recs;
             }
         }
-        self.jpos = best_end;
+        self.meta.jpos = best_end;
         for (s, off, data) in best {
-            self.jseq = s + 1;
+            self.meta.jseq = s + 1;
             let r = self.cache_write(off, &data);
             self.poison(r)?;
         }
@@ -557,7 +616,7 @@ impl DvsArray {
             member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
-            log_seq: self.seq,
+            log_seq: self.meta.seq,
         }
     }
 
@@ -604,17 +663,13 @@ impl DvsArray {
     /// Append a journal record on every working member (after destaging
     /// the whole cache when the journal is full).
     fn journal(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
-        let rec = encode_journal(self.jseq, offset, data);
-        if self.jpos + rec.len() as u64 > self.ml.journal_end {
+        let len = journal_record_len(data.len() as u64);
+        if !self.meta.journal_fits(len) {
             self.destage_all()?;
         }
-        for (m, d) in self.meta_members() {
-            d.write_at(&rec, self.jpos).map_err(|e| ioe("journal", m, e))?;
-            d.flush().map_err(|e| ioe("flush", m, e))?;
-        }
-        self.jpos += rec.len() as u64;
-        self.jseq += 1;
-        Ok(())
+        let (jseq, offset_in_meta) = self.meta.take_journal(len);
+        let rec = encode_journal(jseq, offset, data);
+        self.write_meta(&MetaWrite { offset: offset_in_meta, bytes: rec }, "journal")
     }
 
     /// Destage every cached chunk, then retire the journal.
@@ -624,8 +679,8 @@ impl DvsArray {
             self.run_job(j)?;
         }
         if self.geo.cfg.cache_chunks > 0 {
-            self.log(Record::JournalReset { from: self.jseq })?;
-            self.jpos = self.ml.journal_start;
+            let w = self.meta.journal_reset()?;
+            self.write_meta(&w, "log")?;
         }
         Ok(())
     }
@@ -651,12 +706,14 @@ impl DvsArray {
         self.check_ok()?;
         let pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
         let blk = self.geo.block as usize;
-        for p in pieces {
+        let disk: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(cr) = &p.src { Some(cr) } else { None }).collect();
+        let mut got = self.read_chunks(&disk)?.into_iter();
+        for p in &pieces {
             let out = &mut buf[p.buf_off as usize..(p.buf_off + p.b - p.a) as usize];
             match &p.src {
                 ReadSrc::Cache | ReadSrc::Zero => out.fill(0),
                 ReadSrc::Disk(cr) => {
-                    let v = self.read_chunk(cr)?;
+                    let v = got.next().ok_or_else(|| DvsError::Other("a chunk read went missing".into()))?;
                     out.copy_from_slice(&v[(p.a - cr.a) as usize..(p.b - cr.a) as usize]);
                 }
             }
@@ -672,17 +729,26 @@ impl DvsArray {
         Ok(())
     }
 
-    /// Bytes `[a, b)` of a chunk.
-    fn read_chunk(&self, cr: &ChunkRead) -> Result<Vec<u8>, DvsError> {
-        let mut v = vec![0u8; (cr.b - cr.a) as usize];
-        match &cr.src {
-            Src::Direct { member, offset } => {
-                self.member(*member)?.read_at(&mut v, *offset).map_err(|e| ioe("read", *member, e))?;
-                self.count(false, v.len());
+    /// Bytes `[a, b)` of each chunk read, in order: the direct reads
+    /// merged into runs ([`read_runs`], the rule the replay front end
+    /// plans by), then each reconstruction.
+    fn read_chunks(&self, reads: &[&ChunkRead]) -> Result<Vec<Vec<u8>>, DvsError> {
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); reads.len()];
+        for run in read_runs(&self.geo, reads) {
+            let mut buf = vec![0u8; run.len as usize];
+            self.member(run.member)?.read_at(&mut buf, run.offset).map_err(|e| ioe("read", run.member, e))?;
+            self.count(false, buf.len());
+            for (i, at) in run.parts {
+                let n = (reads[i].b - reads[i].a) as usize;
+                out[i] = buf[at as usize..at as usize + n].to_vec();
             }
-            Src::Recon { phys, stripe, col } => v = self.reconstruct(*phys, stripe, *col, cr.a, cr.b, None)?,
         }
-        Ok(v)
+        for (i, cr) in reads.iter().enumerate() {
+            if let Src::Recon { phys, stripe, col } = &cr.src {
+                out[i] = self.reconstruct(*phys, stripe, *col, cr.a, cr.b, None)?;
+            }
+        }
+        Ok(out)
     }
 
     fn shard(&self, st: &Stripe, c: usize) -> usize {
@@ -744,10 +810,8 @@ impl DvsArray {
         self.current = Some(job.kind);
         let c = self.geo.chunk as usize;
         let blk = self.geo.block as usize;
-        let mut old: HashMap<u32, Vec<u8>> = HashMap::new();
-        for f in &job.fills {
-            old.insert(f.key.1, self.read_chunk(f)?);
-        }
+        let fills: Vec<&ChunkRead> = job.fills.iter().collect();
+        let mut old: HashMap<u32, Vec<u8>> = job.fills.iter().map(|f| f.key.1).zip(self.read_chunks(&fills)?).collect();
         let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
         for (lcn, bm) in &job.chunks {
             let bytes = match bm {
@@ -794,11 +858,7 @@ impl DvsArray {
             }
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
-        let rec = match job.old_phys {
-            Some(_) => Record::Compact { lsn: job.lsn, phys: job.phys, rows: job.stripes.clone() },
-            None => Record::Append { lsn: job.lsn, rows: job.stripes.clone() },
-        };
-        self.log(rec)?;
+        self.log(Record::of_job(job))?;
         // The old segment's zone, on every member that holds the SSG (the
         // engine lists the active ones; a member being rebuilt past this
         // SSG holds it too).
@@ -829,7 +889,7 @@ impl DvsArray {
 
     /// The recorded state of member `m`.
     pub fn state(&self, m: usize) -> MemberState {
-        self.durable.member_state[m]
+        self.meta.durable.member_state[m]
     }
 
     /// Whether appends to SSG `lsn` go to member `m`.
@@ -843,6 +903,30 @@ impl DvsArray {
         IoCounts { reads: l(&self.io.reads), writes: l(&self.io.writes), read_bytes: l(&self.io.read_bytes), write_bytes: l(&self.io.write_bytes) }
     }
 
+    /// A replay front end in this array's exact state (tables, write
+    /// cache, member health, log/checkpoint/journal positions): replaying
+    /// requests through it at queue depth 1 plans the operations this
+    /// array would issue for them.  Members being rebuilt are not modelled.
+    pub fn replay_twin(&self) -> crate::DvsFrontend {
+        crate::DvsFrontend::from_state(self.dvs.clone(), self.meta.clone(), self.geo.cfg.cache_chunks > 0)
+    }
+
+    /// Every read and write issued to each member device since create or
+    /// open (open's own superblock, checkpoint, log and journal reads and
+    /// its checkpoint included) or [`DvsArray::reset_io`]: data, parity,
+    /// fills, GC, metadata log records, checkpoints, the write-cache
+    /// journal, rebuild and scrub.  Flushes and zone resets are not counted.
+    pub fn member_io(&self) -> Vec<DeviceIo> {
+        self.member_io.iter().map(|c| *c.lock().unwrap_or_else(|e| e.into_inner())).collect()
+    }
+
+    /// Start [`DvsArray::member_io`] over from zero.
+    pub fn reset_io(&self) {
+        for c in &self.member_io {
+            *c.lock().unwrap_or_else(|e| e.into_inner()) = DeviceIo::default();
+        }
+    }
+
     fn count(&self, write: bool, bytes: usize) {
         let (n, b) = if write { (&self.io.writes, &self.io.write_bytes) } else { (&self.io.reads, &self.io.read_bytes) };
         n.fetch_add(1, Ordering::Relaxed);
@@ -852,34 +936,24 @@ impl DvsArray {
     /// Append a record to the log of every working member (checkpoint
     /// instead when the log is full).
     fn log(&mut self, rec: Record) -> Result<(), DvsError> {
-        rec.apply(&mut self.durable)?;
-        let seq = self.seq + 1;
-        let b = rec.encode(seq);
-        if self.log_pos + b.len() as u64 > self.ml.log_end {
-            self.seq = seq;
-            return self.checkpoint();
-        }
+        let w = self.meta.log(&rec)?;
+        self.write_meta(&w, "log")
+    }
+
+    /// Write `w` to every metadata member, each flushed.
+    fn write_meta(&self, w: &MetaWrite, what: &str) -> Result<(), DvsError> {
         for (m, d) in self.meta_members() {
-            d.write_at(&b, self.log_pos).map_err(|e| ioe("log", m, e))?;
+            d.write_at(&w.bytes, w.offset).map_err(|e| ioe(what, m, e))?;
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
-        self.log_pos += b.len() as u64;
-        self.seq = seq;
         Ok(())
     }
 
     /// Write the durable tables to the other checkpoint slot of every
     /// working member and restart the log.
     pub fn checkpoint(&mut self) -> Result<(), DvsError> {
-        let ck = encode_checkpoint(&self.durable, self.seq);
-        let slot = self.ck_slot + 1;
-        for (m, d) in self.meta_members() {
-            d.write_at(&ck, self.ml.slot_offset(slot)).map_err(|e| ioe("checkpoint", m, e))?;
-            d.flush().map_err(|e| ioe("flush", m, e))?;
-        }
-        self.ck_slot = slot % 2;
-        self.log_pos = self.ml.log_start;
-        Ok(())
+        let w = self.meta.checkpoint();
+        self.write_meta(&w, "checkpoint")
     }
 
     /// Mark member `m` failed (a command, or a member known bad) and record
@@ -921,6 +995,7 @@ impl DvsArray {
             MemberState::Rebuilding { .. } => return Err(DvsError::Other(format!("member {m} is already being rebuilt (mosaic rebuild resumes it)"))),
         }
         check_member(&self.geo.cfg, m, dev.as_ref())?;
+        let dev = Counted::wrap(dev, &self.member_io[m]);
         let mut b = vec![0u8; SB_LEN as usize];
         if dev.read_at(&mut b, 0).is_ok() {
             if let Ok(sb) = Superblock::decode(&b) {
@@ -947,7 +1022,7 @@ impl DvsArray {
         dev.write_at(&Superblock { config: cfg.clone(), uuid: self.uuid, member: m }.encode(), 0).map_err(|e| ioe("superblock", m, e))?;
         dev.flush().map_err(|e| ioe("flush", m, e))?;
         self.members[m] = Some(dev);
-        Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.durable)?;
+        Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;
         let r = self.checkpoint();
         self.poison(r)
     }

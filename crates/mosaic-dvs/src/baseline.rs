@@ -527,6 +527,15 @@ pub fn build_frontend(name: &str, models: &[Box<dyn DriveModel>], spec: &SchemeS
             let (zs, zones, conv) = zoned()?;
             let k = if name == "dvs2" { 2 } else { spec.parity };
             let cfg = DvsConfig { block: spec.block, ..DvsConfig::new(n, k, spec.chunk, zs, zones, conv) };
+            // Write-through: the twin of a real array on these drives (its
+            // policy, metadata log and checkpoints), so a replay at queue
+            // depth 1 issues the real array's operations; when the drives'
+            // conventional zones cannot hold its metadata, the paper's model.
+            if spec.cache_chunks == 0 {
+                if let Ok(fe) = DvsFrontend::for_array(&cfg) {
+                    return Ok(Box::new(fe));
+                }
+            }
             Box::new(DvsFrontend::new(Geo::new(cfg)?, DvsParams::cached(spec.cache_chunks)).with_backlog(models))
         }
         "segment-raid5" => {

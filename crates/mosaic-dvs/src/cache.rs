@@ -47,7 +47,7 @@ impl Bitmap {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     /// Per disk: stamp -> LCN (LRU first).
     lists: Vec<BTreeMap<u64, u32>>,
@@ -80,7 +80,7 @@ impl CacheParams {
 }
 
 /// The SSG-managed write cache.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SsgCache {
     pub p: CacheParams,
     members: usize,
@@ -242,7 +242,7 @@ impl SsgCache {
 }
 
 /// LRU read cache of clean chunks.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ReadCache {
     cap: usize,
     map: HashMap<ChunkKey, u64>,

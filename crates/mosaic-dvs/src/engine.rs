@@ -144,7 +144,7 @@ pub struct DvsStats {
 }
 
 /// The DVS state machine.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Dvs {
     pub geo: Geo,
     pub tables: Tables,

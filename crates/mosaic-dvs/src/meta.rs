@@ -221,6 +221,14 @@ pub enum Record {
 }
 
 impl Record {
+    /// The record that makes a job's table changes durable.
+    pub fn of_job(job: &crate::engine::Job) -> Record {
+        match job.old_phys {
+            Some(_) => Record::Compact { lsn: job.lsn, phys: job.phys, rows: job.stripes.clone() },
+            None => Record::Append { lsn: job.lsn, rows: job.stripes.clone() },
+        }
+    }
+
     pub fn apply(&self, t: &mut Tables) -> Result<(), DvsError> {
         match self {
             Record::Append { lsn, rows } => {
@@ -420,12 +428,131 @@ pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, D
     Ok(Some((seq, t)))
 }
 
+/// Length of the journal record of `data_len` bytes (what [`encode_journal`] makes).
+pub fn journal_record_len(data_len: u64) -> u64 {
+    JR_MAGIC.len() as u64 + 16 + 8 + data_len
+}
+
+/// One metadata write: `bytes` at byte `offset` of the conventional zones,
+/// issued to every metadata member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaWrite {
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// The metadata positions of an array and the tables its log and
+/// checkpoints hold: where the next log record, checkpoint and journal
+/// record go.  The real executor writes what this answers on every
+/// metadata member; the replay front end times the same writes, so the
+/// two issue the same operations by construction.
+#[derive(Debug, Clone)]
+pub struct MetaState {
+    pub ml: MetaLayout,
+    /// What the log and checkpoints hold.
+    pub durable: Tables,
+    /// Sequence number of the last record (or checkpoint).
+    pub seq: u64,
+    pub log_pos: u64,
+    /// Slot of the newest checkpoint.
+    pub ck_slot: u64,
+    /// Journal: next record offset and sequence number.
+    pub jpos: u64,
+    pub jseq: u64,
+}
+
+impl MetaState {
+    /// State after a checkpoint of `durable` with sequence `seq` in slot
+    /// `ck_slot`: empty log and journal, journal records from `jseq`.
+    pub fn new(ml: MetaLayout, durable: Tables, seq: u64, ck_slot: u64, jseq: u64) -> MetaState {
+        MetaState { ml, durable, seq, log_pos: ml.log_start, ck_slot, jpos: ml.journal_start, jseq }
+    }
+
+    /// Apply `rec` to the durable tables; the write that makes it durable:
+    /// the record at the end of the log, or a checkpoint when the log is full.
+    pub fn log(&mut self, rec: &Record) -> Result<MetaWrite, DvsError> {
+        rec.apply(&mut self.durable)?;
+        let seq = self.seq + 1;
+        let bytes = rec.encode(seq);
+        self.seq = seq;
+        if self.log_pos + bytes.len() as u64 > self.ml.log_end {
+            return Ok(self.checkpoint());
+        }
+        let offset = self.log_pos;
+        self.log_pos += bytes.len() as u64;
+        Ok(MetaWrite { offset, bytes })
+    }
+
+    /// A checkpoint of the durable tables into the other slot; the log
+    /// starts over.
+    pub fn checkpoint(&mut self) -> MetaWrite {
+        let bytes = encode_checkpoint(&self.durable, self.seq);
+        let slot = (self.ck_slot + 1) % 2;
+        self.ck_slot = slot;
+        self.log_pos = self.ml.log_start;
+        MetaWrite { offset: self.ml.slot_offset(slot), bytes }
+    }
+
+    /// Whether a journal record of `len` bytes fits after the last one.
+    pub fn journal_fits(&self, len: u64) -> bool {
+        self.jpos + len <= self.ml.journal_end
+    }
+
+    /// Take room for a journal record of `len` bytes: its sequence number
+    /// and offset (check [`MetaState::journal_fits`] first).
+    pub fn take_journal(&mut self, len: u64) -> (u64, u64) {
+        let at = (self.jseq, self.jpos);
+        self.jpos += len;
+        self.jseq += 1;
+        at
+    }
+
+    /// The whole write cache was destaged: log that the journal is empty
+    /// and start it over.
+    pub fn journal_reset(&mut self) -> Result<MetaWrite, DvsError> {
+        let w = self.log(&Record::JournalReset { from: self.jseq })?;
+        self.jpos = self.ml.journal_start;
+        Ok(w)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn geo() -> Geo {
         Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).unwrap()
+    }
+
+    #[test]
+    fn meta_state_places_records_checkpoints_and_journal_records() {
+        let g = Geo::new(DvsConfig { cache_chunks: 8, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1) }).unwrap();
+        let ml = MetaLayout::new(&g).unwrap();
+        let mut st = MetaState::new(ml, Tables::new(g.clone()), 0, 0, 0);
+        // Records follow each other in the log, sequence numbers one up.
+        let rec = Record::JournalReset { from: 3 };
+        let w1 = st.log(&rec).unwrap();
+        assert_eq!((w1.offset, w1.bytes.clone()), (ml.log_start, rec.encode(1)));
+        let w2 = st.log(&rec).unwrap();
+        assert_eq!(w2.offset, ml.log_start + w1.bytes.len() as u64);
+        assert_eq!(st.durable.journal_from, 3);
+        // A full log: the record becomes a checkpoint into the other slot.
+        st.log_pos = ml.log_end - 1;
+        let w3 = st.log(&rec).unwrap();
+        assert_eq!((w3.offset, st.seq, st.ck_slot, st.log_pos), (ml.slot_offset(1), 3, 1, ml.log_start));
+        assert_eq!(w3.bytes, encode_checkpoint(&st.durable, 3));
+        assert_eq!(st.checkpoint().offset, ml.slot_offset(0));
+        // Journal records: lengths as encoded, until the journal is full.
+        let len = journal_record_len(1000);
+        assert_eq!(len, encode_journal(0, 0, &[0u8; 1000]).len() as u64);
+        assert_eq!(st.take_journal(len), (0, ml.journal_start));
+        assert_eq!(st.take_journal(len), (1, ml.journal_start + len));
+        st.jpos = ml.journal_end - len + 1;
+        assert!(!st.journal_fits(len));
+        let w4 = st.journal_reset().unwrap();
+        assert_eq!((st.jpos, st.durable.journal_from), (ml.journal_start, 2));
+        assert_eq!(w4.bytes, Record::JournalReset { from: 2 }.encode(st.seq));
+        assert!(st.journal_fits(len));
     }
 
     #[test]
