@@ -12,6 +12,7 @@ mod cmd_model;
 mod cmd_serve;
 mod cmd_sim;
 mod eval_ppc;
+mod replay_real;
 mod util;
 
 use clap::{Parser, Subcommand};

@@ -666,6 +666,18 @@ impl Simulator<'_> {
 
 /// Sorts `v` and summarises it.
 fn latency(v: &mut [u64]) -> Latency {
+    Latency::of(v)
+}
+
+impl Latency {
+    /// Sort latencies in nanoseconds and summarise them (a real replay
+    /// reports through this too).
+    pub fn of(v: &mut [u64]) -> Latency {
+        summarise(v)
+    }
+}
+
+fn summarise(v: &mut [u64]) -> Latency {
     if v.is_empty() {
         return Latency::default();
     }

@@ -207,8 +207,18 @@ impl Volume for DvsVolume {
     }
 
     fn io_counters(&self) -> IoCounters {
-        let c = self.lock().io_counters();
-        IoCounters { device_reads: c.reads, device_writes: c.writes, ops: None }
+        // Every member operation: data, parity, GC, metadata log,
+        // checkpoints and the cache journal.
+        let members = self.lock().member_io();
+        IoCounters {
+            device_reads: members.iter().map(|m| m.reads).sum(),
+            device_writes: members.iter().map(|m| m.writes).sum(),
+            ops: None,
+            members,
+        }
+    }
+    fn reset_counters(&self) {
+        self.lock().reset_io()
     }
 
     fn fail_member(&self, idx: usize) -> Result<()> {

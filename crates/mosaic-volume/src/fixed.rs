@@ -6,7 +6,7 @@ use std::path::Path;
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{Array, CacheVolume, RebuildReport, ScrubReport, DATA_OFFSET};
-use mosaic_core::{CacheConfig, MemberState};
+use mosaic_core::{CacheConfig, DeviceIo, MemberState};
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
 
@@ -43,8 +43,9 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
 }
 
 fn counters(arr: &Array) -> IoCounters {
-    let (ops, _) = arr.counters();
-    IoCounters { device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops: Some(ops) }
+    let (ops, per) = arr.counters();
+    let members = per.iter().map(|c| DeviceIo { reads: c.reads, writes: c.writes, read_bytes: c.read_bytes, write_bytes: c.write_bytes }).collect();
+    IoCounters { device_reads: ops.device_reads(), device_writes: ops.device_writes(), ops: Some(ops), members }
 }
 
 /// What assembly found (devices not used, stale members), then an
@@ -119,6 +120,9 @@ impl Volume for Array {
     }
     fn io_counters(&self) -> IoCounters {
         counters(self)
+    }
+    fn reset_counters(&self) {
+        Array::reset_counters(self)
     }
     fn auto_failed(&self) -> Vec<(usize, String)> {
         Array::auto_failed(self)
@@ -211,6 +215,9 @@ impl Volume for CachedVolume {
     }
     fn io_counters(&self) -> IoCounters {
         counters(self.cv.array())
+    }
+    fn reset_counters(&self) {
+        self.cv.array().reset_counters()
     }
     fn auto_failed(&self) -> Vec<(usize, String)> {
         self.cv.array().auto_failed()

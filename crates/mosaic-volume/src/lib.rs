@@ -22,6 +22,7 @@
 mod dvs;
 mod fixed;
 pub mod guard;
+pub mod replay;
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,7 +32,7 @@ use serde::Serialize;
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, ArrayError, CacheVolume, RebuildReport, ScrubReport};
-use mosaic_core::{CacheConfig, MemberState, OpCounts};
+use mosaic_core::{CacheConfig, DeviceIo, MemberState, OpCounts};
 use mosaic_dvs::DvsError;
 
 pub use dvs::{DvsVolume, DEFAULT_IDLE};
@@ -101,7 +102,7 @@ pub struct VolumeInfo {
     pub detail: serde_json::Value,
 }
 
-/// Device operations since the volume was opened.
+/// Device operations since the volume was opened (or its counters reset).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct IoCounters {
     pub device_reads: u64,
@@ -109,6 +110,8 @@ pub struct IoCounters {
     /// Operations by kind and stripe methods, where the kind plans them
     /// with `mosaic_core` (fixed and cached arrays).
     pub ops: Option<OpCounts>,
+    /// Per member, by index: what a replay compares with the simulator.
+    pub members: Vec<DeviceIo>,
 }
 
 /// A real array of any kind.
@@ -133,6 +136,8 @@ pub trait Volume: Send + Sync {
 
     fn info(&self) -> VolumeInfo;
     fn io_counters(&self) -> IoCounters;
+    /// Start the device-operation counters over from zero.
+    fn reset_counters(&self);
     /// Members failed automatically after I/O errors since open, with the error.
     fn auto_failed(&self) -> Vec<(usize, String)> {
         Vec::new()
