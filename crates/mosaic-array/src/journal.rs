@@ -458,6 +458,11 @@ pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<JournalOp>, u64), String> {
     Ok((rec_u64(h, 8), ops, raw.next_multiple_of(ALIGN)))
 }
 
+/// Read journal bytes at `at`, naming the device when that fails.
+fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
+    dev.read_at(buf, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))
+}
+
 /// Encode one record (padded to [`ALIGN`]).
 pub fn encode_record(seq: u64, ops: &[(usize, u64, &[u8])]) -> Vec<u8> {
     let payload: usize = ops.iter().map(|o| o.2.len()).sum();
@@ -590,16 +595,22 @@ impl Journal {
         Ok((log, at, seq))
     }
 
+    /// The record header at `at`, when one fits before the end of the device.
+    fn record_header(dev: &dyn Member, at: u64) -> Result<Option<[u8; REC_HEADER]>, ArrayError> {
+        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > dev.size()) {
+            return Ok(None);
+        }
+        let mut h = [0u8; REC_HEADER];
+        jread(dev, &mut h, at)?;
+        Ok(Some(h))
+    }
+
     /// The record at `at` (its sequence, ops and padded length) if it is
     /// valid, lies inside the device, and carries `want` (when given).
     fn read_record(dev: &dyn Member, at: u64, want: Option<u64>) -> Result<Option<(u64, Vec<JournalOp>, u64)>, ArrayError> {
         let size = dev.size();
-        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > size) {
-            return Ok(None);
-        }
         let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
-        let mut h = [0u8; REC_HEADER];
-        dev.read_at(&mut h, at).map_err(io)?;
+        let Some(h) = Self::record_header(dev, at)? else { return Ok(None) };
         if &h[0..8] != REC_MAGIC || want.is_some_and(|w| rec_u64(&h, 8) != w) {
             return Ok(None);
         }
@@ -669,12 +680,7 @@ impl Journal {
     /// is readable.
     fn tail_at(dev: &dyn Member, at: u64, seq: u64) -> Result<Option<DamagedRecord>, ArrayError> {
         let size = dev.size();
-        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > size) {
-            return Ok(None);
-        }
-        let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
-        let mut h = [0u8; REC_HEADER];
-        dev.read_at(&mut h, at).map_err(io)?;
+        let Some(h) = Self::record_header(dev, at)? else { return Ok(None) };
         if rec_u64(&h, 8) != seq {
             return Ok(None);
         }
@@ -684,7 +690,7 @@ impl Journal {
         }
         // The table lies inside the record, which lies inside the device.
         let mut b = vec![0u8; REC_HEADER + rec_u32(&h, 16) as usize * OP_ENTRY];
-        dev.read_at(&mut b, at).map_err(io)?;
+        jread(dev, &mut b, at)?;
         Ok(Some(DamagedRecord { seq, ops: decode_op_table(&b) }))
     }
 
