@@ -10,7 +10,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use mosaic_core::Frontend;
 use mosaic_drives::DriveModel;
-use mosaic_dvs::{baseline, exp, files};
+use mosaic_dvs::{baseline, files};
+use mosaic_exp::dvs as exp;
 
 use crate::util::{human, print_json};
 

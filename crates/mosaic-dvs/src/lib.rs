@@ -11,7 +11,6 @@
 //!   baseline  Segment RAID-5 and Sblock RAID-5 on SMR, and a chunk write cache for any layout
 //!   meta      metadata persistence: checkpoint + log in conventional zones
 //!   array     the real executor on zoned members (ZonedFile), parity with mosaic-ec
-//!   exp       experiments: schemes x workloads, tables and SVG plots
 //! ```
 
 // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
@@ -23,11 +22,9 @@ pub mod backlog;
 pub mod baseline;
 pub mod cache;
 pub mod engine;
-pub mod exp;
 pub mod files;
 pub mod frontend;
 pub mod meta;
-pub mod plot;
 pub mod tables;
 
 pub use addr::{ChunkKey, DvsConfig, Geo};

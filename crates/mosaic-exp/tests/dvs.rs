@@ -1,7 +1,7 @@
 //! The experiment runner on small workloads: the schemes differ the way
 //! their designs say they must.
 
-use mosaic_dvs::exp::{run_one, synthetic};
+use mosaic_exp::dvs::{run_one, synthetic};
 
 #[test]
 fn segment_raid5_rewrites_segments_and_dvs_appends() {

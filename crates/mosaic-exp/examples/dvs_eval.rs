@@ -1,10 +1,10 @@
-//! Run the DVS experiments: `cargo run -p mosaic-dvs --example dvs_eval -- [TRACE] [PLOT_DIR]`.
+//! Run the DVS experiments: `cargo run -p mosaic-exp --example dvs_eval -- [TRACE] [PLOT_DIR]`.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let trace = args.get(1).map(std::path::PathBuf::from);
-    let cfg = mosaic_dvs::exp::ExpConfig::default();
+    let cfg = mosaic_exp::dvs::ExpConfig::default();
     let t = std::time::Instant::now();
-    let r = mosaic_dvs::exp::run_all(trace.as_deref(), &cfg).unwrap_or_else(|e| {
+    let r = mosaic_exp::dvs::run_all(trace.as_deref(), &cfg).unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });

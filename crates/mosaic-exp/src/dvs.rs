@@ -22,7 +22,7 @@
 //! growth), the synthetic workloads one request every 10 ms (sequential 64 KiB
 //! writes every 1 ms: 64 MiB/s).  Response
 //! times include waiting for destage when the cache is full (see
-//! [`crate::backlog`]); a write absorbed by the cache costs 0 (the cache
+//! [`mosaic_dvs::backlog`]); a write absorbed by the cache costs 0 (the cache
 //! device itself is not timed).
 
 use std::collections::HashSet;
@@ -33,8 +33,8 @@ use mosaic_sim::{Mode, Pattern, SimConfig, SimReport, Simulator, Synthetic};
 use mosaic_trace::{Op, Request, TraceOptions};
 use serde::Serialize;
 
-use crate::baseline::{build_frontend, SchemeSpec};
-use crate::DvsError;
+use mosaic_dvs::baseline::{build_frontend, SchemeSpec};
+use mosaic_dvs::DvsError;
 
 pub const SCHEMES: [&str; 4] = ["raid5", "dvs", "segment-raid5", "sblock-raid5"];
 const CHUNK: u64 = 64 << 10;
@@ -231,9 +231,9 @@ impl Results {
     /// Three SVGs into `dir`.
     pub fn plot(&self, dir: &Path) -> Result<(), DvsError> {
         std::fs::create_dir_all(dir)?;
-        crate::plot::bars(&dir.join("dvs-overall.svg"), "mean response time, cache 10% (ms, log)", &self.overall).map_err(DvsError::Other)?;
-        crate::plot::lines(&dir.join("dvs-cache.svg"), "mean response time vs cache size (% of working set)", &self.cache_sweep, |r| r.cache_pct as f64).map_err(DvsError::Other)?;
-        crate::plot::lines(&dir.join("dvs-band.svg"), "mean response time vs segment (zone) size (MiB)", &self.band_sweep, |r| r.zone_kib as f64 / 1024.0).map_err(DvsError::Other)?;
+        crate::dvs_plot::bars(&dir.join("dvs-overall.svg"), "mean response time, cache 10% (ms, log)", &self.overall).map_err(DvsError::Other)?;
+        crate::dvs_plot::lines(&dir.join("dvs-cache.svg"), "mean response time vs cache size (% of working set)", &self.cache_sweep, |r| r.cache_pct as f64).map_err(DvsError::Other)?;
+        crate::dvs_plot::lines(&dir.join("dvs-band.svg"), "mean response time vs segment (zone) size (MiB)", &self.band_sweep, |r| r.zone_kib as f64 / 1024.0).map_err(DvsError::Other)?;
         Ok(())
     }
 }

@@ -1,0 +1,16 @@
+//! mosaic-exp: the experiments, apart from the storage path.
+//!
+//! The storage-path crates (`mosaic-dvs`, `mosaic-array`, ...) hold the
+//! policies and the real executor; what replays them on modelled drives
+//! for a paper's figures, and draws the plots, lives here:
+//!
+//! * [`dvs`]: the DVS-RAID experiments (HDD RAID-5, DVS, Segment and
+//!   Sblock RAID-5 on the same drives: trace, synthetic workloads, cache
+//!   and zone-size sweeps), `mosaic eval dvs`;
+//! * [`dvs_plot`]: their SVG plots.
+
+// `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
+#![allow(clippy::manual_is_multiple_of)]
+
+pub mod dvs;
+pub mod dvs_plot;
