@@ -11,10 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use uuid::Uuid;
 
-use mosaic_core::{DevOp, Layout, MemberState};
+use mosaic_core::{DevOp, Layout, MemberState, ScrubAt, ScrubFinding};
 use mosaic_dev::{FileMember, Member};
 
 use crate::array::Array;
@@ -26,31 +25,7 @@ use crate::ArrayError;
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 pub const CHECKPOINT_REGIONS: u64 = 256;
 
-pub use mosaic_core::RebuildReport;
-
-/// Result of a scrub.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScrubReport {
-    pub stripes_checked: u64,
-    /// Stripes whose code units disagree with their data.
-    pub mismatched_stripes: Vec<u64>,
-    /// How many stripes mismatched (`mismatched_stripes.len()` here; other
-    /// array kinds may count mismatches without naming the stripes).
-    pub mismatched: u64,
-    /// Findings in words, for kinds whose stripes have no single number
-    /// (DVS: "SSG 3 row 7 ..."), and what repair did.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-    /// Stripes that could not be verified (too many members missing).
-    pub unverified_stripes: u64,
-    /// Mismatched stripes whose wrong column could not be located (one
-    /// redundant column: raid5, or raid6 with a member out).
-    #[serde(default)]
-    pub unlocated_stripes: u64,
-    pub repaired: bool,
-    pub bytes_read: u64,
-    pub seconds: f64,
-}
+pub use mosaic_core::{RebuildReport, ScrubReport};
 
 /// Knobs for tests: stop a rebuild abruptly after a number of regions, as a
 /// killed process would (no checkpoint, no cleanup).
@@ -203,30 +178,17 @@ impl Array {
         }
         let t0 = Instant::now();
         let total = self.layout().regions();
-        let mut rep = ScrubReport {
-            stripes_checked: total,
-            mismatched_stripes: Vec::new(),
-            mismatched: 0,
-            notes: Vec::new(),
-            unverified_stripes: 0,
-            unlocated_stripes: 0,
-            repaired: repair,
-            bytes_read: 0,
-            seconds: 0.0,
-        };
+        let mut rep = ScrubReport { stripes_checked: total, repaired: repair, ..ScrubReport::default() };
         for region in 0..total {
             let _g = self.lock_stripes(std::iter::once(region));
             let r = self.scrub_region(region, repair)?;
             rep.bytes_read += r.bytes;
-            if r.mismatched {
-                rep.mismatched_stripes.push(region);
-            }
             rep.unverified_stripes += r.unverified as u64;
-            rep.unlocated_stripes += r.unlocated as u64;
-            rep.notes.extend(r.notes);
+            if let Some(f) = r.finding {
+                rep.record(f);
+            }
             progress(region + 1, total);
         }
-        rep.mismatched = rep.mismatched_stripes.len() as u64;
         if repair {
             self.flush()?;
             if rep.unverified_stripes == 0 {
@@ -253,9 +215,12 @@ impl Array {
             if found.bad_cols.is_empty() {
                 continue;
             }
-            out.mismatched = true;
-            out.notes.push(self.finding(region, &found));
-            out.unlocated |= !found.located;
+            // One finding per stripe: a located column wins over a
+            // mismatch elsewhere in the stripe that could not be located.
+            let f = self.finding(region, &found);
+            if out.finding.as_ref().is_none_or(|o| o.member.is_none()) {
+                out.finding = Some(f);
+            }
             if repair {
                 let ops: Vec<DevOp> = found.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
                 let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(found.repairs.iter().map(|r| r.as_slice())).collect();
@@ -268,31 +233,32 @@ impl Array {
         Ok(out)
     }
 
-    /// A finding in words: which member holds the wrong column, or that
-    /// it cannot be told.
-    fn finding(&self, stripe: u64, f: &mosaic_core::ScrubOutcome) -> String {
+    /// A finding: which member holds the wrong column, or that it cannot
+    /// be told.
+    fn finding(&self, stripe: u64, f: &mosaic_core::ScrubOutcome) -> ScrubFinding {
         let g = self.geometry();
+        let at = ScrubAt::Stripe { stripe };
         let what = |c: usize| if c < g.k { "data" } else { "code" };
         if f.located {
             let c = f.bad_cols[0];
-            return format!("stripe {stripe}: member {} holds the wrong {} column ({c}); repair rewrites it", g.member_of(stripe, c), what(c));
+            let m = g.member_of(stripe, c);
+            return ScrubFinding { at, member: Some(m), detail: format!("{at}: member {m} holds the wrong {} column ({c}); repair rewrites it", what(c)) };
         }
         let cols: Vec<String> = f.bad_cols.iter().map(|c| c.to_string()).collect();
-        format!(
-            "stripe {stripe}: code column(s) {} disagree with the data; with one redundant column the wrong column cannot be located, so repair rewrites the code from the data",
+        let detail = format!(
+            "{at}: code column(s) {} disagree with the data; with one redundant column the wrong column cannot be located, so repair rewrites the code from the data",
             cols.join(", ")
-        )
+        );
+        ScrubFinding { at, member: None, detail }
     }
 }
 
 /// What scrubbing one region found.
 #[derive(Debug, Default)]
 pub(crate) struct RegionScrub {
-    pub mismatched: bool,
     /// Too many members missing to verify (part of) it.
     pub unverified: bool,
-    /// A mismatch whose wrong column could not be located.
-    pub unlocated: bool,
+    /// Its code disagrees with its data.
+    pub finding: Option<ScrubFinding>,
     pub bytes: u64,
-    pub notes: Vec<String>,
 }

@@ -32,7 +32,8 @@ fn every_single_wrong_column_is_located_and_repaired() {
             assert_eq!(rep.unlocated_stripes, 0);
             let kind = if col < g.k { "data" } else { "code" };
             let want = format!("stripe 2: member {member} holds the wrong {kind} column ({col})");
-            assert!(rep.notes[0].starts_with(&want), "{level}: {:?} (want {want})", rep.notes);
+            assert!(rep.findings[0].detail.starts_with(&want), "{level}: {:?} (want {want})", rep.findings);
+            assert_eq!(rep.findings[0].member, Some(member));
             let rep = arr.scrub(true, &|_, _| {}).unwrap();
             assert_eq!(rep.mismatched, 1);
             // The wrong column was rewritten with its true bytes: every
@@ -55,12 +56,12 @@ fn one_redundant_column_cannot_locate() {
     let rep = arr.scrub(false, &|_, _| {}).unwrap();
     assert_eq!(rep.mismatched_stripes, vec![1]);
     assert_eq!(rep.unlocated_stripes, 1);
-    assert!(rep.notes[0].contains("cannot be located"), "{:?}", rep.notes);
+    assert!(rep.findings[0].detail.contains("cannot be located") && rep.findings[0].member.is_none(), "{:?}", rep.findings);
     // raid6 with a member out has one redundant column left, too.
     let (ms, arr, _) = array(Level::Raid6, 6);
     let g = arr.geometry().clone();
     arr.fail_member(g.member_of(3, 5)).unwrap();
     ms[g.member_of(3, 1)].corrupt(DATA_OFFSET + 3 * 4096, 3);
     let rep = arr.scrub(false, &|_, _| {}).unwrap();
-    assert_eq!((rep.mismatched, rep.unlocated_stripes), (1, 1), "{:?}", rep.notes);
+    assert_eq!((rep.mismatched, rep.unlocated_stripes), (1, 1), "{:?}", rep.findings);
 }

@@ -839,11 +839,14 @@ fn print_scrub(rep: &mosaic_array::ScrubReport, repair: bool) {
             if repair { " (repaired)" } else { " (run with --repair to repair them)" }
         );
     }
-    for n in rep.notes.iter().take(50) {
-        println!("scrub: {n}");
+    for f in rep.findings.iter().take(50) {
+        println!("scrub: {}", f.detail);
     }
-    if rep.notes.len() > 50 {
-        println!("scrub: ... {} more findings (--json lists them all)", rep.notes.len() - 50);
+    if rep.findings.len() > 50 {
+        println!("scrub: ... {} more findings (--json lists them all)", rep.findings.len() - 50);
+    }
+    for n in &rep.notes {
+        println!("scrub: {n}");
     }
     if rep.unlocated_stripes > 0 {
         println!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes);

@@ -62,3 +62,75 @@ pub struct RebuildReport {
     pub seconds: f64,
     pub mib_per_s: f64,
 }
+
+/// Where a scrub finding is: a stripe of a fixed layout (by number), or a
+/// stripe of a mapped layout, named by its group and row (DVS: the SSG and
+/// its SIT row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum ScrubAt {
+    Stripe { stripe: u64 },
+    Extent { group: u64, row: u64 },
+}
+
+impl std::fmt::Display for ScrubAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScrubAt::Stripe { stripe } => write!(f, "stripe {stripe}"),
+            ScrubAt::Extent { group, row } => write!(f, "SSG {group} row {row}"),
+        }
+    }
+}
+
+/// One stripe whose code disagrees with its data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScrubFinding {
+    pub at: ScrubAt,
+    /// The member holding the one wrong column, when two redundant
+    /// columns located it; None when it cannot be told.
+    pub member: Option<usize>,
+    /// What was found and what repair does, in words.
+    pub detail: String,
+}
+
+/// Result of a scrub, for every kind of array (fixed layouts by stripe,
+/// mapped layouts by extent).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScrubReport {
+    pub stripes_checked: u64,
+    /// Stripes whose code units disagree with their data (`findings.len()`).
+    pub mismatched: u64,
+    /// The stripe numbers of the findings, for kinds with numbered stripes.
+    pub mismatched_stripes: Vec<u64>,
+    /// Every mismatch, where it is and which member is wrong if known.
+    pub findings: Vec<ScrubFinding>,
+    /// What repair did, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Stripes that could not be verified (too many members missing).
+    pub unverified_stripes: u64,
+    /// Mismatched stripes whose wrong column could not be located (one
+    /// redundant column: raid5, DVS with k = 1, raid6 with a member out).
+    pub unlocated_stripes: u64,
+    /// Stripes not checked because they protect nothing (a log-structured
+    /// kind's stripes whose chunks were all superseded, awaiting GC).
+    pub skipped_stripes: u64,
+    /// Chunks a log-structured kind's repair wrote again elsewhere (zones
+    /// are never rewritten in place: repair re-stripes).
+    pub rewritten_chunks: u64,
+    pub repaired: bool,
+    pub bytes_read: u64,
+    pub seconds: f64,
+}
+
+impl ScrubReport {
+    /// Count a finding.
+    pub fn record(&mut self, f: ScrubFinding) {
+        self.mismatched += 1;
+        self.unlocated_stripes += f.member.is_none() as u64;
+        if let ScrubAt::Stripe { stripe } = f.at {
+            self.mismatched_stripes.push(stripe);
+        }
+        self.findings.push(f);
+    }
+}

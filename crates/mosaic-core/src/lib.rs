@@ -24,7 +24,7 @@ pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray, Step};
 pub use compute::{ScrubOutcome, StripeMath, WriteBuf};
 pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
-pub use health::{Health, MemberState, RebuildReport};
+pub use health::{Health, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
 pub use layout::{FixedLayout, Layout};
 pub use plan::{DevOp, DeviceIo, Dir, Method, OpCounts, Plan, Role, StripePlan};
 pub use planner::{StripePlanner, WritePolicy};

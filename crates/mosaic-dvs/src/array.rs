@@ -46,7 +46,7 @@ use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
 use crate::frontend::read_runs;
 use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, peek_record, record_header_len, MetaLayout, MetaState, MetaWrite, Record, Superblock, SB_LEN};
 use crate::tables::{Stripe, Tables};
-use mosaic_core::{DeviceIo, Dir, MemberState, RebuildReport};
+use mosaic_core::{DeviceIo, Dir, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
 use crate::DvsError;
 
 /// A host-managed zoned member device.
@@ -284,38 +284,15 @@ pub struct MemberInfo {
 }
 
 
-/// A stripe of the array: SIT row `row` of SSG `lsn`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct StripeRef {
-    pub lsn: u32,
-    pub row: u32,
-}
-
-/// Result of [`DvsArray::scrub`].
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ScrubReport {
-    /// Stripes holding at least one valid chunk, all of whose members work.
-    pub stripes_checked: u64,
-    /// Stripes whose data chunks were all superseded (garbage awaiting GC:
-    /// their parity protects nothing, so they are not checked).
-    pub dead_stripes: u64,
-    /// Stripes with a column on a failed or rebuilding member.
-    pub unverified_stripes: u64,
-    /// Stripes whose parity disagrees with their data.
-    pub mismatched: Vec<StripeRef>,
-    /// For k >= 2: the one column (member) found wrong in a mismatched
-    /// stripe (trying each column as erased, exactly one makes the stripe
-    /// consistent).  With k = 1 the wrong column cannot be told.
-    pub located: Vec<(StripeRef, usize)>,
-    /// With repair: valid chunks of mismatched stripes re-striped (written
-    /// again through the normal path: a new stripe with fresh parity; the
-    /// old stripe becomes garbage).  A located wrong data column is
-    /// corrected from the others first; otherwise the data is trusted, as
-    /// md does.
-    pub rewritten_chunks: u64,
-    pub repaired: bool,
-    pub bytes_read: u64,
-    pub seconds: f64,
+/// A DVS scrub finding: SSG `lsn`, SIT row `row`, and the member found
+/// holding the wrong column (k >= 2) if any.
+fn scrub_finding(lsn: u32, row: usize, member: Option<usize>) -> ScrubFinding {
+    let at = ScrubAt::Extent { group: lsn as u64, row: row as u64 };
+    let detail = match member {
+        Some(m) => format!("{at}: parity mismatch; member {m} holds the wrong column"),
+        None => format!("{at}: parity mismatch; the wrong column cannot be located with one redundant column"),
+    };
+    ScrubFinding { at, member, detail }
 }
 
 /// The policy of a real array: write-through, or the SSG write cache of
@@ -1140,6 +1117,7 @@ impl DvsArray {
             self.poison(r)?;
         }
         let mut rep = ScrubReport { repaired: repair, ..Default::default() };
+        let mut located = 0usize;
         let c = self.geo.chunk as usize;
         let mut live = self.dvs.tables.live.clone();
         live.sort_unstable();
@@ -1154,7 +1132,7 @@ impl DvsArray {
                 progress(done, total);
                 let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
                 if !valid.iter().any(|v| *v) {
-                    rep.dead_stripes += 1;
+                    rep.skipped_stripes += 1;
                     continue;
                 }
                 if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
@@ -1173,13 +1151,13 @@ impl DvsArray {
                 if self.consistent(st, &cols)? {
                     continue;
                 }
-                let sr = StripeRef { lsn, row: row as u32 };
-                rep.mismatched.push(sr);
                 let bad = if self.geo.k >= 2 { self.locate(st, &cols)? } else { None };
+                let member = bad.as_ref().map(|(col, _)| st.members[*col] as usize);
                 if let Some((col, fixed)) = bad {
-                    rep.located.push((sr, st.members[col] as usize));
                     cols[col] = fixed;
+                    located += 1;
                 }
+                rep.record(scrub_finding(lsn, row, member));
                 if repair {
                     for col in (0..st.width()).filter(|&col| valid[col]) {
                         rewrite.push(((lsn, st.lcns[col]), std::mem::take(&mut cols[col])));
@@ -1194,6 +1172,12 @@ impl DvsArray {
         if repair {
             let r = self.destage_all();
             self.poison(r)?;
+            if rep.mismatched > 0 {
+                rep.notes.push(format!(
+                    "{} valid chunks re-striped into new stripes with fresh parity ({located} located wrong columns corrected first); the old stripes are garbage for GC",
+                    rep.rewritten_chunks
+                ));
+            }
         }
         rep.seconds = t0.elapsed().as_secs_f64();
         Ok(rep)
@@ -1201,7 +1185,7 @@ impl DvsArray {
 
     /// Check only: the number of mismatched stripes.
     pub fn scrub(&mut self) -> Result<u64, DvsError> {
-        Ok(self.scrub_with(false, &|_, _| {})?.mismatched.len() as u64)
+        Ok(self.scrub_with(false, &|_, _| {})?.mismatched)
     }
 
     /// Whether a stripe's parity columns match its data columns.

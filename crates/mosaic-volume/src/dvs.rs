@@ -12,7 +12,7 @@
 //!              DIR/dvs-{idx}.zoned at once, so a stopped rebuild finds it
 //!   rebuild:   DvsArray::rebuild (SSG by SSG, resumable)
 //!   scrub:     DvsArray::scrub_with; repair re-stripes (zones cannot be
-//!              rewritten in place); findings as notes "SSG l row r ..."
+//!              rewritten in place); findings by extent "SSG l row r ..."
 //! ```
 
 use std::io;
@@ -293,30 +293,8 @@ impl Volume for DvsVolume {
         if repair {
             self.check_writable("scrub --repair")?;
         }
-        let r = self.io(|a| a.scrub_with(repair, progress))?;
-        let mut notes: Vec<String> = r
-            .mismatched
-            .iter()
-            .map(|s| match r.located.iter().find(|l| l.0 == *s) {
-                Some((_, m)) => format!("SSG {} row {}: parity mismatch; member {m} holds the wrong column", s.lsn, s.row),
-                None => format!("SSG {} row {}: parity mismatch; the wrong column cannot be located with one redundant column", s.lsn, s.row),
-            })
-            .collect();
-        if repair && !r.mismatched.is_empty() {
-            notes.push(format!("{} valid chunks re-striped into new stripes with fresh parity; the old stripes are garbage for GC", r.rewritten_chunks));
-        }
-        Ok(ScrubReport {
-            stripes_checked: r.stripes_checked,
-            // DVS stripes are (SSG, SIT row), not numbers: they are in `notes`.
-            mismatched_stripes: Vec::new(),
-            mismatched: r.mismatched.len() as u64,
-            notes,
-            unverified_stripes: r.unverified_stripes,
-            unlocated_stripes: r.mismatched.iter().filter(|s| !r.located.iter().any(|l| l.0 == **s)).count() as u64,
-            repaired: repair,
-            bytes_read: r.bytes_read,
-            seconds: r.seconds,
-        })
+        // Findings by extent (SSG, SIT row); repair re-stripes.
+        self.io(|a| a.scrub_with(repair, progress))
     }
 
     fn idle_work(&self) -> Result<bool> {
