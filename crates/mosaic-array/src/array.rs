@@ -983,6 +983,12 @@ impl Array {
         }
     }
 
+    /// Count the stripe method of one step another front end ran (the
+    /// cache volume's destage steps), as [`Array::count_plan`] does.
+    pub(crate) fn count_method(&self, m: mosaic_core::Method) {
+        self.counts.lock().0.add_method(m);
+    }
+
     /// Read `buf.len()` bytes at logical `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
         let len = buf.len() as u64;

@@ -3,10 +3,11 @@
 //! array, running the very policy the simulator replays.
 //!
 //! ```text
-//!   write(offset, bytes) ── widen to whole pages (read the rest) ──┐
-//!        │ write-back (array has a journal): logical record,       │
-//!        │   fdatasync, then cache the pages ── ack                 │
-//!        ▼                                                         ▼
+//!   write(offset, bytes) ── CachedArray::widen: whole pages; the rest of a
+//!        │   partly written page from the cache, or read (the policy's fills)
+//!        │ write-back (array has a journal): logical record,
+//!        │   fdatasync, then cache the pages ── ack
+//!        ▼
 //!   CachedArray::write_steps ─> steps (victim destages, parity evictions)
 //!        │ each step: reads ─> CachedArray::compute (recipe) ─> journal
 //!        │   the step's member writes (and a parity-row mark when the
@@ -23,7 +24,21 @@
 //! [`crate::journal`]) applies member records, recomputes the code of
 //! every row whose parity was cached or that a cached write touches, then
 //! applies the cached writes in order: every acknowledged write is back
-//! and scrub is clean.
+//! and scrub is clean.  A write larger than the write cache bypasses it
+//! (journaled member writes); since logical records replay last, the
+//! pages of its range that an earlier logical record holds are logged
+//! again with its bytes (no destage, no checkpoint: the device operations
+//! stay those the policy planned).
+//!
+//! **One policy, two executors.**  Every device operation here is one the
+//! policy planned: the fills of a widened write, the reads of the pages
+//! not cached ([`CachedArray::read_steps`]), and the destage steps.  So a
+//! trace replayed at queue depth 1 does the same operations, member by
+//! member, as the simulator running `CachedArray` in counting mode
+//! (`crates/mosaic-cli/tests/cli_replay_cache.rs`).  Two real-only
+//! durability steps are outside that: the checkpoint when the journal
+//! passes half full (it destages everything), and write-through (no
+//! journal: every write ends with a full destage).
 //!
 //! **Member failures.**  `fail_member` destages everything first (a
 //! planned removal).  A row whose parity is cached has stale code on the
@@ -35,7 +50,8 @@
 
 use parking_lot::Mutex;
 
-use mosaic_core::{CacheConfig, CachedArray, DevOp, Health, Step};
+use mosaic_core::cache::Widened;
+use mosaic_core::{CacheConfig, CachedArray, DevOp, Step};
 
 use crate::journal::{LOGICAL, PARITY_ROW};
 use crate::{Array, ArrayError};
@@ -45,6 +61,9 @@ pub struct CacheVolume {
     arr: Array,
     cache: Mutex<CachedArray>,
     write_back: bool,
+    /// Pages (logical offset / unit) some logical journal record since the
+    /// last checkpoint holds (write-back only).
+    logged: Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl CacheVolume {
@@ -74,7 +93,7 @@ impl CacheVolume {
             }
             None => false,
         };
-        Ok(CacheVolume { arr, cache: Mutex::new(cache), write_back })
+        Ok(CacheVolume { arr, cache: Mutex::new(cache), write_back, logged: Mutex::new(Default::default()) })
     }
 
     pub fn array(&self) -> &Array {
@@ -104,6 +123,7 @@ impl CacheVolume {
             }
             let writes: Vec<(DevOp, &[u8])> = st.sp.writes.iter().copied().zip(bufs.iter().map(|b| b.as_slice())).collect();
             self.arr.journaled_writes(&writes)?;
+            self.arr.count_method(st.sp.method);
         }
         Ok(())
     }
@@ -114,19 +134,19 @@ impl CacheVolume {
         self.exec(c, steps)
     }
 
-    /// Read into `buf`: the members' bytes with the cached pages on top.
+    /// Read into `buf`: the policy's ranges from the members (the parts
+    /// not cached, after flushing stale parity of degraded rows), the
+    /// cached pages from the cache.
     fn read_locked(&self, c: &mut CachedArray, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
         let h = self.arr.health();
         let geo = c.geometry().clone();
         let exts = geo.split(offset, buf.len() as u64);
-        if h.is_degraded() {
-            // Stale code must not feed a reconstruction.
-            let cached = c.parity_rows();
-            let rows: Vec<u64> = exts.iter().map(|e| e.stripe).filter(|s| cached.binary_search(s).is_ok() && stripe_degraded(&geo, &h, *s)).collect();
-            let steps = c.flush_rows(&rows, &h)?;
-            self.exec(c, steps)?;
+        let r = c.read_steps(offset, buf.len() as u64, &h)?;
+        self.exec(c, r.flush)?;
+        for (o, l) in r.ranges {
+            let at = (o - offset) as usize;
+            self.arr.read(o, &mut buf[at..at + l as usize])?;
         }
-        self.arr.read(offset, buf)?;
         for e in &exts {
             for col in &e.cols {
                 if let Some(p) = c.cached_page(e.stripe, col.col) {
@@ -151,34 +171,90 @@ impl CacheVolume {
         self.arr.mark_dirty()?;
         let mut c = self.cache.lock();
         let unit = c.geometry().unit;
-        let (lo, hi) = (offset / unit * unit, (offset + len).div_ceil(unit) * unit);
-        let page_bytes: std::borrow::Cow<[u8]> = if lo == offset && hi == offset + len {
-            data.into()
-        } else {
-            // Whole pages only: the rest of the first and last page from
-            // the cache or the members.
-            let mut b = vec![0u8; (hi - lo) as usize];
-            self.read_locked(&mut c, lo, &mut b)?;
-            b[(offset - lo) as usize..(offset - lo + len) as usize].copy_from_slice(data);
-            b.into()
-        };
-        let pages = (hi - lo) / unit;
-        let bypass = pages > c.config().write_cache / unit;
+        let w = c.widen(offset, len);
+        let (lo, hi) = (w.offset, w.offset + w.len);
+        let page_bytes = self.page_bytes(&mut c, &w, offset, data)?;
+        let bypass = w.len / unit > c.config().write_cache / unit;
         if self.write_back {
-            if bypass || self.arr.journal().is_some_and(|j| j.used() > j.capacity() / 2) {
-                // Nothing cached may depend on records a checkpoint drops.
-                self.destage_all(&mut c)?;
-                self.arr.journal_checkpoint()?;
-            }
-            if !bypass {
-                self.arr.journal_marks(&[(LOGICAL, lo, &page_bytes)])?;
-            }
+            self.log_write(&mut c, lo, &page_bytes, bypass)?;
         }
         let h = self.arr.health();
         let steps = c.write_steps(lo, hi - lo, Some(&page_bytes), &h)?;
         self.exec(&mut c, steps)?;
         if !self.write_back {
             self.destage_all(&mut c)?;
+        }
+        Ok(())
+    }
+
+    /// The whole pages of a write widened by the policy: the rest of a
+    /// partly written page from the cache or, as the policy planned, from
+    /// the members (its fills); then the write's bytes.
+    fn page_bytes(&self, c: &mut CachedArray, w: &Widened, offset: u64, data: &[u8]) -> Result<Vec<u8>, ArrayError> {
+        let lo = w.offset;
+        let mut b = vec![0u8; w.len as usize];
+        if offset != lo || data.len() as u64 != w.len {
+            let geo = c.geometry().clone();
+            for at in [lo, lo + w.len - geo.unit] {
+                let e = geo.split(at, geo.unit);
+                if let Some(p) = e.first().and_then(|e| e.cols.first().and_then(|col| c.cached_page(e.stripe, col.col))) {
+                    let i = (at - lo) as usize;
+                    b[i..i + p.len()].copy_from_slice(p);
+                }
+            }
+            for &(o, l) in &w.fills {
+                let i = (o - lo) as usize;
+                self.read_locked(c, o, &mut b[i..i + l as usize])?;
+            }
+        }
+        let i = (offset - lo) as usize;
+        b[i..i + data.len()].copy_from_slice(data);
+        Ok(b)
+    }
+
+    /// Write-back bookkeeping before a write's pages reach the cache: keep
+    /// the journal under half full (a checkpoint destages everything first:
+    /// nothing cached may depend on a record it drops) and log the write
+    /// (`LOGICAL`).  A write that bypasses the cache goes to the members as
+    /// journaled steps; replay applies logical records after member
+    /// records, so the pages of its range that an earlier logical record
+    /// holds are logged again with the new bytes, and replay ends with them.
+    fn log_write(&self, c: &mut CachedArray, lo: u64, pages: &[u8], bypass: bool) -> Result<(), ArrayError> {
+        let Some(j) = self.arr.journal() else { return Ok(()) };
+        let unit = c.geometry().unit;
+        let geo = c.geometry();
+        let steps_bytes = if bypass { pages.len() as u64 / geo.k as u64 * (geo.k + geo.m) as u64 + (pages.len() as u64 / unit + 1) * 4096 } else { 0 };
+        let mut logged = self.logged.lock();
+        if j.used() + 2 * steps_bytes > j.capacity() / 2 {
+            self.destage_all(c)?;
+            self.arr.journal_checkpoint()?;
+            logged.clear();
+        }
+        if bypass {
+            return self.relog(&logged, unit, lo, pages);
+        }
+        self.arr.journal_marks(&[(LOGICAL, lo, pages)])?;
+        logged.extend(lo / unit..(lo + pages.len() as u64) / unit);
+        Ok(())
+    }
+
+    /// Log again, with their new bytes, the runs of a bypassing write's
+    /// pages that an earlier logical record holds.
+    fn relog(&self, logged: &std::collections::BTreeSet<u64>, unit: u64, lo: u64, pages: &[u8]) -> Result<(), ArrayError> {
+        let first = lo / unit;
+        let n = pages.len() as u64 / unit;
+        let mut p = first;
+        while p < first + n {
+            if !logged.contains(&p) {
+                p += 1;
+                continue;
+            }
+            let start = p;
+            while p < first + n && logged.contains(&p) {
+                p += 1;
+            }
+            let (a, b) = (((start - first) * unit) as usize, ((p - first) * unit) as usize);
+            self.arr.journal_marks(&[(LOGICAL, start * unit, &pages[a..b])])?;
         }
         Ok(())
     }
@@ -209,11 +285,9 @@ impl CacheVolume {
         if self.arr.is_writable() {
             self.destage_all(&mut c)?;
             self.arr.journal_checkpoint()?;
+            self.logged.lock().clear();
         }
         self.arr.close()
     }
 }
 
-fn stripe_degraded(geo: &mosaic_core::Geometry, h: &Health, s: u64) -> bool {
-    (0..geo.k + geo.m).any(|c| !h.available(geo.member_of(s, c), s))
-}

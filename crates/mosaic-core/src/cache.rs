@@ -25,8 +25,15 @@
 //!
 //! **Granularity.**  A *page* is one stripe unit of one column (the paper's
 //! one SSD page per unit); a *row* is one stripe.  Every parity decision is
-//! made per stripe.  A write that covers part of a unit caches a partial
-//! page; destaging it first reads the page (a *fill*).
+//! made per stripe.  A write that covers part of a unit is widened to
+//! whole pages: the rest of each partly covered page comes from the cache
+//! or, when the page is not cached, from one read of the missing part (a
+//! *fill*, foreground, [`CachedArray::widen`]).  Both modes widen alike,
+//! so the simulator counts the very reads the real array does.
+//!
+//! **Reads** read from the drives only the parts of a request whose pages
+//! are not cached ([`CachedArray::read_steps`]); a request entirely in the
+//! cache reads nothing.
 //!
 //! **Policies** (`--cache NAME`):
 //!
@@ -142,7 +149,7 @@ pub struct CacheStats {
     pub bypasses: u64,
     pub victims: u64,
     /// Device reads done to generate or update parity (old data, old code,
-    /// uncovered pages, fills).
+    /// uncovered pages); fills are counted apart.
     pub parity_reads: u64,
     /// Code units written.
     pub parity_writes: u64,
@@ -152,6 +159,9 @@ pub struct CacheStats {
     pub old_data_hits: u64,
     pub old_data_misses: u64,
     pub merges: u64,
+    /// Partly written pages not in the cache, read to widen a write to
+    /// whole pages (one read of the missing part each).
+    pub fills: u64,
 }
 
 /// A small set of columns (k <= 255).
@@ -179,12 +189,10 @@ impl ColSet {
     }
 }
 
-/// A cached row of the write cache.
+/// A cached row of the write cache (whole pages only).
 #[derive(Debug, Clone, Default)]
 struct Row {
     pages: ColSet,
-    /// Pages holding only part of their unit (need a fill read).
-    partial: ColSet,
     last: u64,
 }
 
@@ -260,6 +268,26 @@ pub enum Recipe {
     },
     /// A plan of the layout's own planner for these request bytes.
     Direct { input: Vec<u8> },
+}
+
+/// A write widened to whole pages ([`CachedArray::widen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Widened {
+    /// The page-aligned range the cache takes.
+    pub offset: u64,
+    pub len: u64,
+    /// Logical ranges (offset, length) to read before: the missing parts
+    /// of partly written pages the cache does not hold.
+    pub fills: Vec<(u64, u64)>,
+}
+
+/// What a read takes from the drives ([`CachedArray::read_steps`]).
+#[derive(Debug, Clone)]
+pub struct ReadSteps {
+    /// Logical ranges (offset, length) not in the cache, in order.
+    pub ranges: Vec<(u64, u64)>,
+    /// Parity flushes to run before the reads (degraded rows only).
+    pub flush: Vec<Step>,
 }
 
 /// One stripe plan of a destage, with its recipe in byte mode.
@@ -394,20 +422,71 @@ impl CachedArray {
         StripePlan { stripe, method, touched: vec![], reads: vec![], writes: vec![], span: (0, 0), missing: vec![] }
     }
 
-    /// Cache the pages of a write (byte mode: `data` holds its bytes and
-    /// must cover whole pages); returns the steps the write must wait for
-    /// (victims destaged to make room, or the write itself when it
-    /// bypasses the cache).
+    /// Whether the write cache holds page `col` of `stripe`.
+    fn is_cached(&self, stripe: u64, col: usize) -> bool {
+        self.rows.get(&stripe).is_some_and(|r| r.pages.contains(col))
+    }
+
+    /// Widen a write to whole pages: the page-aligned range and the fills,
+    /// the logical ranges to read first (the missing part of each partly
+    /// written page the cache does not hold; a cached page gives its
+    /// bytes).  Both modes call this once per write (a request the layout
+    /// accepts), before [`CachedArray::write_steps`] of the widened range.
+    pub fn widen(&mut self, offset: u64, len: u64) -> Widened {
+        let unit = self.geo.unit;
+        let end = offset.saturating_add(len);
+        let (lo, hi) = (offset / unit * unit, end.div_ceil(unit).saturating_mul(unit));
+        let cached = |at: u64| {
+            let e = self.geo.split(at, 1);
+            e.first().and_then(|e| e.cols.first().map(|c| self.is_cached(e.stripe, c.col))).unwrap_or(false)
+        };
+        let mut fills = Vec::new();
+        let head = offset != lo;
+        let tail = end != hi;
+        if head && tail && hi - lo == unit {
+            // One page, written in its middle: read it whole (one op).
+            if !cached(lo) {
+                fills.push((lo, unit));
+            }
+        } else {
+            if head && !cached(lo) {
+                fills.push((lo, offset - lo));
+            }
+            if tail && !cached(hi - unit) {
+                fills.push((end, hi - end));
+            }
+        }
+        self.stats.fills += fills.len() as u64;
+        Widened { offset: lo, len: hi - lo, fills }
+    }
+
+    /// Cache the pages of a write; returns the steps the write must wait
+    /// for (victims destaged to make room, or the write itself when it
+    /// bypasses the cache).  Byte mode: the caller widened the write
+    /// ([`CachedArray::widen`]) and `data` holds whole pages.  Counting
+    /// mode widens here: the fills' read plans come first.
     pub fn write_steps(&mut self, offset: u64, len: u64, data: Option<&[u8]>, h: &Health) -> Result<Vec<Step>, PlanError> {
         self.layout.planner.check(offset, len)?;
         if self.bytes.is_some() {
             if data.is_none_or(|d| d.len() as u64 != len) {
                 return Err(PlanError::Invalid("the byte-mode cache needs the write's bytes".into()));
             }
-            if offset % self.geo.unit != 0 || len % self.geo.unit != 0 {
+            if !offset.is_multiple_of(self.geo.unit) || !len.is_multiple_of(self.geo.unit) {
                 return Err(PlanError::Invalid(format!("byte-mode cache writes must cover whole {}-byte pages", self.geo.unit)));
             }
         }
+        let mut fg = Vec::new();
+        let (offset, len) = if self.bytes.is_none() {
+            let w = self.widen(offset, len);
+            for &(o, l) in &w.fills {
+                let r = self.read_steps(o, l, h)?;
+                fg.extend(r.flush);
+                fg.extend(self.layout.plan_read(o, l, h)?.stripes.into_iter().map(|sp| Step { sp, recipe: None }));
+            }
+            (w.offset, w.len)
+        } else {
+            (offset, len)
+        };
         self.stats.writes += 1;
         self.clock += 1;
         let exts = self.geo.split(offset, len);
@@ -416,7 +495,7 @@ impl CachedArray {
             // Larger than the whole cache: drop what it caches of the range
             // and write it directly (rows with a cached parity first).
             self.stats.bypasses += 1;
-            let mut steps = Vec::new();
+            let mut steps = fg;
             for e in &exts {
                 self.drop_pages(e.stripe, e.cols.iter().map(|c| c.col));
                 steps.extend(self.parity_flush(e.stripe, h)?);
@@ -432,11 +511,9 @@ impl CachedArray {
             }
             return Ok(steps);
         }
-        let mut fg = Vec::new();
         let mut hit = true;
         for e in &exts {
             for c in &e.cols {
-                let whole = c.start == 0 && c.end == self.geo.unit;
                 let present = self.rows.get(&e.stripe).is_some_and(|r| r.pages.contains(c.col));
                 if !present {
                     hit = false;
@@ -452,11 +529,6 @@ impl CachedArray {
                 let row = self.rows.entry(e.stripe).or_default();
                 if row.pages.insert(c.col) {
                     self.cached_pages += 1;
-                    if !whole {
-                        row.partial.insert(c.col);
-                    }
-                } else if whole {
-                    row.partial.0[c.col / 64] &= !(1u64 << (c.col % 64));
                 }
                 row.last = clock;
                 let row = row.clone();
@@ -481,7 +553,6 @@ impl CachedArray {
         for c in cols {
             if row.pages.contains(c) {
                 row.pages.0[c / 64] &= !(1u64 << (c % 64));
-                row.partial.0[c / 64] &= !(1u64 << (c % 64));
                 self.cached_pages -= 1;
                 if let Some(b) = self.bytes.as_mut() {
                     b.pages.remove(&(stripe, c));
@@ -531,11 +602,6 @@ impl CachedArray {
         let mut terms: Vec<(usize, Src)> = Vec::new();
         let mut base = Base::Zero;
         let mut after = Vec::new();
-        // Fill reads for partial pages (counting mode only: byte mode
-        // caches whole pages).
-        for c in row.partial.iter() {
-            sp.reads.push(self.op(stripe, c, Role::Data));
-        }
         let parity_cached = self.parity.contains_key(&stripe);
         let keep;
         match self.cfg.policy {
@@ -564,10 +630,8 @@ impl CachedArray {
                 } else {
                     sp.method = Method::Rmw;
                     for c in row.pages.iter() {
-                        if !row.partial.contains(c) {
-                            terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
-                            sp.reads.push(self.op(stripe, c, Role::Data));
-                        }
+                        terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
+                        sp.reads.push(self.op(stripe, c, Role::Data));
                     }
                     if full_cached {
                         base = Base::Stored { stripe, take: false };
@@ -603,7 +667,7 @@ impl CachedArray {
                     base = Base::Stored { stripe, take: false };
                 }
                 for c in row.pages.iter() {
-                    if covered.contains(c) && !row.partial.contains(c) {
+                    if covered.contains(c) {
                         // Take the page's previous value out of the partial parity.
                         let buffered = self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c);
                         if buffered {
@@ -795,23 +859,46 @@ impl CachedArray {
         Ok(steps)
     }
 
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
-        let exts = self.geo.split(offset, len);
-        let all_cached = exts.iter().all(|e| {
-            self.rows.get(&e.stripe).is_some_and(|r| e.cols.iter().all(|c| r.pages.contains(c.col) && !r.partial.contains(c.col)))
-        });
-        if all_cached {
+    /// What a read of `offset..offset+len` takes from the drives: the
+    /// ranges whose pages are not cached (merged where adjacent), after
+    /// `flush`, the steps that write the cached parity of degraded rows
+    /// among them (their code on the drives is stale and must not feed a
+    /// reconstruction).  Both modes read exactly `ranges` with the layout's
+    /// own read plans; the cached pages come from the cache.
+    pub fn read_steps(&mut self, offset: u64, len: u64, h: &Health) -> Result<ReadSteps, PlanError> {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut stripes = Vec::new();
+        for e in self.geo.split(offset, len) {
+            for c in e.cols.iter().filter(|c| !self.is_cached(e.stripe, c.col)) {
+                let at = offset + c.buf_off;
+                let l = c.end - c.start;
+                match ranges.last_mut() {
+                    Some(r) if r.0 + r.1 == at => r.1 += l,
+                    _ => ranges.push((at, l)),
+                }
+                if stripes.last() != Some(&e.stripe) {
+                    stripes.push(e.stripe);
+                }
+            }
+        }
+        if ranges.is_empty() {
             self.stats.read_hits += 1;
-            return Ok(Plan::default());
         }
-        // Rows with a cached parity have stale code on the drives, so a
-        // degraded read of them must first write the parity.
-        let mut plan = Plan::default();
+        let mut flush = Vec::new();
         if h.is_degraded() {
-            let rows: Vec<u64> = exts.iter().map(|e| e.stripe).filter(|s| self.parity.contains_key(s) && self.has_failure(*s, h)).collect();
-            plan.stripes.extend(self.flush_rows(&rows, h)?.into_iter().map(|s| s.sp));
+            let rows: Vec<u64> = stripes.into_iter().filter(|s| self.parity.contains_key(s) && self.has_failure(*s, h)).collect();
+            flush = self.flush_rows(&rows, h)?;
         }
-        plan.stripes.extend(self.layout.plan_read(offset, len, h)?.stripes);
+        Ok(ReadSteps { ranges, flush })
+    }
+
+    /// A read as one plan (counting mode): [`CachedArray::read_steps`].
+    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+        let r = self.read_steps(offset, len, h)?;
+        let mut plan = plan_of(r.flush);
+        for (o, l) in r.ranges {
+            plan.stripes.extend(self.layout.plan_read(o, l, h)?.stripes);
+        }
         Ok(plan)
     }
 
@@ -912,6 +999,7 @@ impl Frontend for CachedArray {
             ("parity_evictions".into(), s.parity_evictions as f64),
             ("old_data_hits".into(), s.old_data_hits as f64),
             ("merges".into(), s.merges as f64),
+            ("fills".into(), s.fills as f64),
         ]
     }
 }

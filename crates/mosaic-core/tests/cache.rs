@@ -103,3 +103,60 @@ fn bad_configs_are_clear_errors() {
     assert!(e.to_string().contains("needs a parity layout"), "{e}");
     assert!(CachePolicy::parse("lru").unwrap_err().to_string().contains("expected none, fpc, ppc or ppc+data"));
 }
+
+/// Foreground counts of one request on `c` (no background work).
+fn submit(c: &mut CachedArray, write: bool, off: u64, len: u64, h: &Health) -> OpCounts {
+    let st = c.submit(write, off, len, 0, h).unwrap();
+    assert!(st.bg.is_empty());
+    let mut n = OpCounts::default();
+    st.fg.iter().for_each(|p| n.merge(&p.counts()));
+    n
+}
+
+/// (data reads, data read bytes, device writes) of some counts.
+fn reads_of(c: &OpCounts) -> (u64, u64, u64) {
+    (c.data_reads, c.data_read_bytes, c.device_writes())
+}
+
+/// 16 KiB pages written in 4 KiB pieces: the policy widens each write to
+/// whole pages, reading only the missing part of a partly written page
+/// the cache does not hold (one read each, in the foreground, as the real
+/// array does); reads take only the pages not cached from the drives.
+#[test]
+fn partial_pages_are_filled_once_and_cached_pages_are_not_read() {
+    const P: u64 = 16 << 10;
+    let l = FixedLayout::new(Geometry::new(Level::Raid5, 5, P, 4096, 1 << 20).unwrap()).unwrap();
+    for p in CachePolicy::ALL {
+        let mut c = CachedArray::new(&l, CacheConfig::uniform(p, 4 * P)).unwrap();
+        let h = Health::all_active(5);
+        // The middle of page 0: the page is read whole (one op).
+        assert_eq!(reads_of(&submit(&mut c, true, 4096, 4096, &h)), (1, P, 0), "{p:?}");
+        // Page 0 (cached) and the head of page 1: only page 1's rest.
+        assert_eq!(reads_of(&submit(&mut c, true, 12 << 10, 8192, &h)), (1, 12 << 10, 0), "{p:?}");
+        // Pages 0 and 1 are in the cache: a hit, no device op.
+        assert_eq!(submit(&mut c, false, 0, 2 * P, &h), OpCounts::default(), "{p:?}");
+        // Pages 0..3: only page 2 from the drive.
+        let r = submit(&mut c, false, 0, 3 * P, &h);
+        assert_eq!((r.data_reads, r.data_read_bytes), (1, P), "{p:?}");
+        // The tail of page 3 and the head of page 4 (stripe 1): two fills.
+        assert_eq!(reads_of(&submit(&mut c, true, 60 << 10, 8192, &h)), (2, 24 << 10, 0), "{p:?}");
+        let s = c.cache_stats();
+        assert_eq!((s.fills, s.read_hits, s.parity_reads, s.victims), (4, 1, 0, 0), "{p:?}");
+    }
+}
+
+/// The caches do no idle-time work: a real volume never destages while
+/// idle (`mosaic replay --on`, `mosaic serve`), so the simulator must not
+/// either, or replays would differ with idle gaps.  Idle destage would be
+/// a policy decision here, run by both executors.
+#[test]
+fn caches_have_no_idle_work() {
+    let l = layout();
+    let h = Health::all_active(5);
+    for p in CachePolicy::ALL {
+        let mut c = CachedArray::new(&l, CacheConfig::uniform(p, 4 * U)).unwrap();
+        submit(&mut c, true, 0, U, &h);
+        assert_eq!(c.idle_after_ns(), None, "{p:?}");
+        assert!(c.idle(1 << 40, &h).unwrap().is_empty(), "{p:?}");
+    }
+}
