@@ -11,7 +11,7 @@ use common::{json, ok};
 
 /// A seeded MSR-format trace: mixed reads and writes, odd sizes (widened
 /// to blocks), offsets within `span` (so neither side wraps).
-fn trace(path: &Path, n: usize, span: u64) {
+fn trace(path: &Path, n: usize, span: u64, write_pct: u64) {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
         x ^= x << 13;
@@ -24,7 +24,7 @@ fn trace(path: &Path, n: usize, span: u64) {
     let mut out = String::new();
     for _ in 0..n {
         t += 1000 + next() % 50_000;
-        let op = if next() % 10 < 6 { "Write" } else { "Read" };
+        let op = if next() % 100 < write_pct { "Write" } else { "Read" };
         let size = sizes[(next() % sizes.len() as u64) as usize];
         let off = next() % (span - size);
         out.push_str(&format!("{t},host,0,{op},{off},{size},100\n"));
@@ -49,7 +49,8 @@ fn members(r: &serde_json::Value) -> Vec<[u64; 4]> {
 fn same_ops(level: &str, create: &[&str], sim: &[&str]) -> (serde_json::Value, serde_json::Value) {
     let t = tempfile::tempdir().unwrap();
     let tr = t.path().join("t.csv");
-    trace(&tr, 600, span(level));
+    let (n, writes) = workload(level);
+    trace(&tr, n, span(level), writes);
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
     let mut c = vec!["create", "-a", a, "--level", level.trim_end_matches(":zoned"), "--stripe-unit", "64K"];
@@ -60,7 +61,7 @@ fn same_ops(level: &str, create: &[&str], sim: &[&str]) -> (serde_json::Value, s
     let mut s = vec!["replay", "--trace", trs, "--layout", level.trim_end_matches(":zoned"), "--stripe-unit", "64K", "--block-size", "4096", "--mode", "closed", "--queue-depth", "1", "--json"];
     s.extend_from_slice(sim);
     let simulated = json(&ok(&s));
-    assert_eq!(real["requests"], 600);
+    assert_eq!(real["requests"], n as u64);
     assert_eq!(real["wrapped"], 0, "{level}: the trace must fit the real array");
     let (rm, sm) = (members(&real), members(&simulated));
     assert_eq!(rm.len(), sm.len(), "{level}");
@@ -91,6 +92,16 @@ fn nested_cbro_real_and_simulated_do_the_same_device_operations() {
     same_ops("cbro:4+1,cda=raid5:3", &["--member-size", "16M"], &[]);
 }
 
+/// Requests and percent writes: DVS gets enough writes to fill its
+/// 153 MiB and garbage-collect.
+fn workload(level: &str) -> (usize, u64) {
+    if level.ends_with(":zoned") {
+        (2500, 85)
+    } else {
+        (600, 60)
+    }
+}
+
 /// The trace's span: within the array (DVS: its 153 MiB of 5 x 64 MiB).
 fn span(level: &str) -> u64 {
     if level.ends_with(":zoned") {
@@ -101,7 +112,7 @@ fn span(level: &str) -> u64 {
 }
 
 #[test]
-fn dvs_real_and_simulated_do_the_same_device_operations_metadata_included() {
+fn dvs_real_and_simulated_do_the_same_device_operations_gc_and_metadata_included() {
     // The simulated drives are shaped like the real members: 64 MiB of
     // 8 MiB zones, the first conventional (where DVS keeps its metadata).
     let (_, simulated) = same_ops(
@@ -109,6 +120,9 @@ fn dvs_real_and_simulated_do_the_same_device_operations_metadata_included() {
         &["--members", "5", "--member-size", "64M", "--zoned", "--zone-size", "8M"],
         &["--drives", "5", "--device", "smr:default,capacity=67108864,zone_size=8388608,conventional_zones=1"],
     );
-    // The metadata log is among the operations both sides counted.
+    // The metadata log and garbage collection are among the operations
+    // both sides counted.
     assert!(simulated["ops"]["meta_writes"].as_u64().unwrap() > 100, "{}", simulated["ops"]);
+    let policy = |k: &str| simulated["policy"].as_array().unwrap().iter().find(|p| p[0] == k).map(|p| p[1].as_f64().unwrap()).unwrap();
+    assert!(policy("foreground gc") + policy("background gc") > 0.0 && policy("gc moved chunks") > 100.0, "{}", simulated["policy"]);
 }
