@@ -209,10 +209,13 @@ fn follow_hints(found: &mut Vec<Found>, auth: &Superblock, place: &Place, writab
             // A check drive array that is an array of its own; if it
             // cannot be assembled the member counts as missing.
             match nested {
-                Ok(m) => match Superblock::read_from(m.as_ref()) {
-                    Ok(sb) => found.push(Found { m, sb, path }),
-                    Err(e) => warnings.push(format!("member {i}: {e}")),
-                },
+                Ok((m, inner)) => {
+                    warnings.extend(inner);
+                    match Superblock::read_from(m.as_ref()) {
+                        Ok(sb) => found.push(Found { m, sb, path }),
+                        Err(e) => warnings.push(format!("member {i}: {e}")),
+                    }
+                }
                 Err(e) => warnings.push(format!("member {i} ({path}): {e}")),
             }
             continue;

@@ -179,8 +179,14 @@ fn refuse_if_in_use(p: &Path) -> Result<(), ArrayError> {
     Ok(())
 }
 
-/// Open the array a member hint `array:DIR` names.
-pub fn open_hint(hint: &str, writable: bool) -> Option<Result<Arc<dyn Member>, ArrayError>> {
+/// Open the array a member hint `array:DIR` names,
+/// with what its own open found worth a warning (each prefixed with the
+/// nested array's directory), so the user hears of a stale or bad device
+/// inside a check drive array too.
+pub fn open_hint(hint: &str, writable: bool) -> Option<Result<(Arc<dyn Member>, Vec<String>), ArrayError>> {
     let dir = hint.strip_prefix(ARRAY_PREFIX)?;
-    Some(Array::open(&ArraySpec::Dir(PathBuf::from(dir)), writable).map(|a| Arc::new(ArrayMember::new(Arc::new(a), dir)) as Arc<dyn Member>))
+    Some(Array::open(&ArraySpec::Dir(PathBuf::from(dir)), writable).map(|a| {
+        let warnings = a.open_warnings().iter().map(|w| format!("check drive array {dir}: {w}")).collect();
+        (Arc::new(ArrayMember::new(Arc::new(a), dir)) as Arc<dyn Member>, warnings)
+    }))
 }

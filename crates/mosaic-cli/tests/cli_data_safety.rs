@@ -333,3 +333,25 @@ fn serve_record_and_demo_dir_never_overwrite_an_array() {
     assert!(e.contains("a directory holding an array") && e.contains("--force"), "{e}");
     assert!(tree(&a) == before, "a refused command changed the array");
 }
+
+#[test]
+fn a_stale_member_inside_a_check_drive_array_is_named_and_never_read() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("c");
+    ok(&["create", "-a", s(&a), "--level", "cbro:3+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "4K"]);
+    let len = 512 << 10;
+    write(s(&a), "0", &pattern(11, len), t.path());
+    let m = a.join("cda-0").join("member-01.img");
+    let aside = t.path().join("cda-member.old");
+    fs::copy(&m, &aside).unwrap();
+    let new = pattern(12, len);
+    write(s(&a), "0", &new, t.path());
+    fs::copy(&aside, &m).unwrap();
+    let (got, e) = read(s(&a), len, t.path());
+    assert!(e.contains("check drive array") && e.contains("cda-0") && e.contains("member 1 is stale"), "{e}");
+    assert!(got == new, "a stale member of the check drive array was read");
+    // Lose a data member too: the code on the check drive array (now
+    // degraded) still rebuilds the new bytes.
+    ok(&["fail", "-a", s(&a), "--member", "0"]);
+    assert_eq!(read(s(&a), len, t.path()).0, new);
+}
