@@ -8,45 +8,18 @@
 //! half-full checkpoint (which destages everything, a durability step the
 //! simulator, with no journal, does not model).
 
-use std::fs;
 use std::path::Path;
 
 mod common;
-use common::{json, ok};
+use common::{device_counts as members, json, msr_trace, ok, TraceSpec};
 
-/// A seeded MSR-format trace: mixed reads and writes, odd sizes (widened
-/// to blocks, so pages of a 64 KiB unit are written in part), offsets
-/// within `span` (so neither side wraps).
+/// A seeded trace: mixed reads and writes, odd sizes (widened to blocks,
+/// so pages of a 64 KiB unit are written in part), half of them in a hot
+/// 4 MiB so the caches hit and merge, offsets within `span` (so neither
+/// side wraps).
 fn trace(path: &Path, n: usize, span: u64) {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let sizes = [512u64, 1536, 4096, 8192, 12_288, 16384, 65536, 200_000, 262_144, 600_000];
-    let mut t = 128_166_372_000_000_000u64;
-    let mut out = String::new();
-    for _ in 0..n {
-        t += 1000 + next() % 50_000;
-        let op = if next() % 10 < 6 { "Write" } else { "Read" };
-        let size = sizes[(next() % sizes.len() as u64) as usize];
-        // Half the requests in a hot 4 MiB so the caches hit and merge.
-        let off = if next() % 2 == 0 { next() % ((4 << 20) - size) } else { next() % (span - size) };
-        out.push_str(&format!("{t},host,0,{op},{off},{size},100\n"));
-    }
-    fs::write(path, out).unwrap();
-}
-
-/// Per-member (reads, writes, read bytes, write bytes) of a report.
-fn members(r: &serde_json::Value) -> Vec<[u64; 4]> {
-    r["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| ["reads", "writes", "read_bytes", "write_bytes"].map(|k| d[k].as_u64().unwrap()))
-        .collect()
+    msr_trace(path, &TraceSpec { seed: 0x2545_f491_4f6c_dd1d, requests: n, span, write_pct: 60, sizes: &sizes, hot: Some(4 << 20) });
 }
 
 /// Device operations by kind (data/code, read/write, counts and bytes).

@@ -3,43 +3,16 @@
 //! gives identical per-member operation counts and bytes, and identical
 //! operation counts by kind and stripe method.
 
-use std::fs;
 use std::path::Path;
 
 mod common;
-use common::{json, ok};
+use common::{device_counts as members, json, msr_trace, ok, TraceSpec};
 
-/// A seeded MSR-format trace: mixed reads and writes, odd sizes (widened
-/// to blocks), offsets within `span` (so neither side wraps).
+/// A seeded trace: mixed reads and writes, odd sizes (widened to blocks),
+/// offsets within `span` (so neither side wraps).
 fn trace(path: &Path, n: usize, span: u64, write_pct: u64) {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let sizes = [512u64, 1536, 4096, 8192, 16384, 65536, 200_000, 262_144];
-    let mut t = 128_166_372_000_000_000u64;
-    let mut out = String::new();
-    for _ in 0..n {
-        t += 1000 + next() % 50_000;
-        let op = if next() % 100 < write_pct { "Write" } else { "Read" };
-        let size = sizes[(next() % sizes.len() as u64) as usize];
-        let off = next() % (span - size);
-        out.push_str(&format!("{t},host,0,{op},{off},{size},100\n"));
-    }
-    fs::write(path, out).unwrap();
-}
-
-/// Per-member (reads, writes, read bytes, write bytes) of a report.
-fn members(r: &serde_json::Value) -> Vec<[u64; 4]> {
-    r["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| ["reads", "writes", "read_bytes", "write_bytes"].map(|k| d[k].as_u64().unwrap()))
-        .collect()
+    msr_trace(path, &TraceSpec { seed: 0x9e37_79b9_7f4a_7c15, requests: n, span, write_pct, sizes: &sizes, hot: None });
 }
 
 /// Replay one trace on a real array of `level` and in the simulator;

@@ -29,3 +29,51 @@ pub fn fails(args: &[&str]) -> String {
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
 }
+
+/// A seeded MSR-format test trace (see [`msr_trace`]).
+pub struct TraceSpec<'a> {
+    pub seed: u64,
+    pub requests: usize,
+    /// Offsets lie within this many bytes (so a replay never wraps).
+    pub span: u64,
+    pub write_pct: u64,
+    /// Sizes drawn from (odd ones are widened to blocks by the replay).
+    pub sizes: &'a [u64],
+    /// Half the requests fall in the first this-many bytes (cache hits).
+    pub hot: Option<u64>,
+}
+
+/// Write the trace `spec` describes to `path`: mixed reads and writes,
+/// xorshift-seeded, timestamps 1–51 µs apart.
+pub fn msr_trace(path: &std::path::Path, spec: &TraceSpec) {
+    let mut x = spec.seed;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut t = 128_166_372_000_000_000u64;
+    let mut out = String::new();
+    for _ in 0..spec.requests {
+        t += 1000 + next() % 50_000;
+        let op = if next() % 100 < spec.write_pct { "Write" } else { "Read" };
+        let size = spec.sizes[(next() % spec.sizes.len() as u64) as usize];
+        let off = match spec.hot {
+            Some(hot) if next() % 2 == 0 => next() % (hot - size),
+            _ => next() % (spec.span - size),
+        };
+        out.push_str(&format!("{t},host,0,{op},{off},{size},100\n"));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Per-device (reads, writes, read bytes, write bytes) of a replay report.
+pub fn device_counts(r: &serde_json::Value) -> Vec<[u64; 4]> {
+    r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| ["reads", "writes", "read_bytes", "write_bytes"].map(|k| d[k].as_u64().unwrap()))
+        .collect()
+}
