@@ -252,17 +252,6 @@ pub struct DvsArray {
     current: Option<crate::engine::JobKind>,
     /// Every read and write issued to each member device (see [`Counted`]).
     member_io: Vec<Arc<Mutex<DeviceIo>>>,
-    /// Data-path device operations (slot reads and writes; metadata not counted).
-    io: IoCounters,
-}
-
-/// Device operations on member data zones since open.
-#[derive(Debug, Default)]
-struct IoCounters {
-    reads: AtomicU64,
-    writes: AtomicU64,
-    read_bytes: AtomicU64,
-    write_bytes: AtomicU64,
 }
 
 /// What [`DvsArray::io_counters`] reports.
@@ -390,7 +379,6 @@ impl DvsArray {
             poisoned: None,
             current: None,
             member_io,
-            io: IoCounters::default(),
             geo,
         })
     }
@@ -526,7 +514,6 @@ impl DvsArray {
             poisoned: None,
             current: None,
             member_io,
-            io: IoCounters::default(),
             geo,
         };
         a.checkpoint()?;
@@ -714,7 +701,6 @@ impl DvsArray {
         for run in read_runs(&self.geo, reads) {
             let mut buf = vec![0u8; run.len as usize];
             self.member(run.member)?.read_at(&mut buf, run.offset).map_err(|e| ioe("read", run.member, e))?;
-            self.count(false, buf.len());
             for (i, at) in run.parts {
                 let n = (reads[i].b - reads[i].a) as usize;
                 out[i] = buf[at as usize..at as usize + n].to_vec();
@@ -748,7 +734,6 @@ impl DvsArray {
             }
             let mut v = vec![0u8; len];
             self.member(m)?.read_at(&mut v, self.geo.slot_offset(phys, st.idx[c]) + a).map_err(|e| ioe("read", m, e))?;
-            self.count(false, v.len());
             present.push((self.shard(st, c), v));
         }
         for j in st.width()..self.geo.data {
@@ -831,7 +816,6 @@ impl DvsArray {
                     i += 1;
                 }
                 d.write_at(&buf, start).map_err(|e| ioe("append", m, e))?;
-                self.count(true, buf.len());
             }
             d.flush().map_err(|e| ioe("flush", m, e))?;
         }
@@ -874,10 +858,14 @@ impl DvsArray {
         self.members[m].is_some() && holds(&self.state(m), lsn)
     }
 
-    /// Data-path device operations since open.
+    /// Device operations on all members since open (or [`DvsArray::reset_io`]).
     pub fn io_counters(&self) -> IoCounts {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        IoCounts { reads: l(&self.io.reads), writes: l(&self.io.writes), read_bytes: l(&self.io.read_bytes), write_bytes: l(&self.io.write_bytes) }
+        self.member_io().iter().fold(IoCounts::default(), |t, m| IoCounts {
+            reads: t.reads + m.reads,
+            writes: t.writes + m.writes,
+            read_bytes: t.read_bytes + m.read_bytes,
+            write_bytes: t.write_bytes + m.write_bytes,
+        })
     }
 
     /// A replay front end in this array's exact state (tables, write
@@ -902,12 +890,6 @@ impl DvsArray {
         for c in &self.member_io {
             *c.lock().unwrap_or_else(|e| e.into_inner()) = DeviceIo::default();
         }
-    }
-
-    fn count(&self, write: bool, bytes: usize) {
-        let (n, b) = if write { (&self.io.writes, &self.io.write_bytes) } else { (&self.io.reads, &self.io.read_bytes) };
-        n.fetch_add(1, Ordering::Relaxed);
-        b.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Append a record to the log of every working member (checkpoint
@@ -1091,7 +1073,6 @@ impl DvsArray {
             buf.extend_from_slice(&bytes);
             if buf.len() >= 1 << 20 || idx + 1 == s.wp[m] {
                 dev.write_at(&buf, at).map_err(|e| ioe("rebuild write", m, e))?;
-                self.count(true, buf.len());
                 at += buf.len() as u64;
                 written += buf.len() as u64;
                 buf.clear();
@@ -1143,7 +1124,6 @@ impl DvsArray {
                 for (col, &m) in st.members.iter().enumerate() {
                     let mut v = vec![0u8; c];
                     self.member(m as usize)?.read_at(&mut v, self.geo.slot_offset(s.phys, st.idx[col])).map_err(|e| ioe("read", m as usize, e))?;
-                    self.count(false, c);
                     rep.bytes_read += c as u64;
                     cols.push(v);
                 }
