@@ -42,6 +42,11 @@ pub trait Member: Send + Sync {
     fn is_memory(&self) -> bool {
         false
     }
+    /// Reset zone `zone` of a zoned device (its write pointer back to the
+    /// zone's start).  Devices without zones refuse.
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: not a zoned device (reset of zone {zone})", self.describe())))
+    }
 }
 
 fn range_check(what: &str, size: u64, offset: u64, len: usize) -> io::Result<()> {
@@ -276,6 +281,10 @@ impl Member for FaultyMember {
     }
     fn is_memory(&self) -> bool {
         self.inner.is_memory()
+    }
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        self.check()?;
+        self.inner.reset_zone(zone)
     }
 }
 

@@ -101,6 +101,35 @@ pub enum EcError {
 }
 
 /// The one length shared by every slice in `lens` (0 if there are none).
+/// [`Code::combine`] on `kernel`, for callers without a code at hand.
+pub fn combine_with(kernel: Kernel, coefs: &[u8], inputs: &[&[u8]], out: &mut [u8], acc: bool) -> Result<(), EcError> {
+    if coefs.len() != inputs.len() {
+        return Err(EcError::Count { what: "coefficient", expected: inputs.len(), got: coefs.len() });
+    }
+    common_len(std::iter::once(out.len()).chain(inputs.iter().map(|i| i.len())))?;
+    let ones: Vec<&[u8]> = inputs.iter().zip(coefs).filter(|(_, &c)| c == 1).map(|(s, _)| *s).collect();
+    let others = coefs.iter().filter(|&&c| c > 1).count();
+    if !acc && others == 0 {
+        xor_sum(out, &ones);
+        return Ok(());
+    }
+    let ops = kernel.ops();
+    if !acc {
+        // One streaming pass over every input for the whole row.
+        let tables = ops.tables(inputs.len(), 1, coefs);
+        return ops.dot(inputs.len(), coefs, &tables, inputs, &mut [out]);
+    }
+    for s in ones {
+        xor_into(out, s);
+    }
+    for (s, &c) in inputs.iter().zip(coefs) {
+        if c > 1 {
+            ops.mul_acc(c, s, out)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn common_len(mut lens: impl Iterator<Item = usize>) -> Result<usize, EcError> {
     let Some(first) = lens.next() else { return Ok(0) };
     match lens.find(|&l| l != first) {
@@ -314,40 +343,35 @@ impl Code {
         Ok(())
     }
 
-    /// Rebuild the `missing` shards (indices 0..k are data, k..k+m code)
-    /// from at least k `present` ones.
+    /// The coefficients that rebuild shards `want` from shards `present`
+    /// (indices 0..k data, k..k+m code): the k shards used as inputs, and
+    /// for each wanted shard a row of k coefficients over them, so that
+    /// `want[w] = Σ_p rows[w·k + p] · shard[ids[p]]`.  This is the decode
+    /// as data: a plan carries the rows and the executor runs
+    /// [`Code::combine`] on them.
     ///
-    /// Exactly k present shards are read: every present data shard, then
-    /// the lowest-numbered present code shards (P first).  One lost data
-    /// shard with P present is therefore a plain XOR; otherwise the lost
-    /// data shards' e × e block of A is inverted (e <= m) and each wanted
-    /// shard is a dot product of the k inputs, run on the kernel.
-    pub fn decode(&self, present: &[(usize, &[u8])], missing: &mut [(usize, &mut [u8])]) -> Result<(), EcError> {
+    /// The inputs are every present data shard, then the lowest-numbered
+    /// present code shards (P first).  One lost data shard with P present
+    /// is therefore a plain XOR; otherwise the lost data shards' e × e
+    /// block of A is inverted (e <= m).
+    pub fn decode_coefficients(&self, present: &[usize], want: &[usize]) -> Result<(Vec<usize>, Vec<u8>), EcError> {
         let (k, m, n) = (self.k, self.m, self.k + self.m);
-        let mut shard: Vec<Option<&[u8]>> = vec![None; n];
-        for &(i, s) in present {
+        let mut have = vec![false; n];
+        for &i in present {
             if i >= n {
                 return Err(EcError::Index { index: i, shards: n });
             }
-            if shard[i].replace(s).is_some() {
+            if std::mem::replace(&mut have[i], true) {
                 return Err(EcError::Duplicate(i));
             }
         }
-        let mut wanted = vec![false; n];
-        for &(i, _) in missing.iter() {
+        for &i in want {
             if i >= n {
                 return Err(EcError::Index { index: i, shards: n });
             }
-            if shard[i].is_some() {
+            if have[i] {
                 return Err(EcError::PresentAndMissing(i));
             }
-            if std::mem::replace(&mut wanted[i], true) {
-                return Err(EcError::Duplicate(i));
-            }
-        }
-        common_len(present.iter().map(|p| p.1.len()).chain(missing.iter().map(|m| m.1.len())))?;
-        if missing.is_empty() {
-            return Ok(());
         }
         if present.len() < k {
             return Err(EcError::TooFewShards { present: present.len(), needed: k });
@@ -355,12 +379,11 @@ impl Code {
 
         // The k inputs: present data shards in order, then the first e
         // present code rows, e = number of lost data shards.
-        let lost: Vec<usize> = (0..k).filter(|&j| shard[j].is_none()).collect();
+        let lost: Vec<usize> = (0..k).filter(|&j| !have[j]).collect();
         let e = lost.len();
-        let rows: Vec<usize> = (0..m).filter(|&r| shard[k + r].is_some()).take(e).collect();
-        let ids: Vec<usize> = (0..k).filter(|&j| shard[j].is_some()).chain(rows.iter().map(|&r| k + r)).collect();
+        let rows: Vec<usize> = (0..m).filter(|&r| have[k + r]).take(e).collect();
+        let ids: Vec<usize> = (0..k).filter(|&j| have[j]).chain(rows.iter().map(|&r| k + r)).collect();
         debug_assert_eq!(ids.len(), k);
-        let inputs: Vec<&[u8]> = ids.iter().map(|&i| shard[i].unwrap_or_default()).collect();
 
         // Lost data over the inputs.  With R the code rows used and D the
         // lost columns, the code rows give  A[R][D]·d_D = c_R + A[R][¬D]·d_¬D,
@@ -390,8 +413,8 @@ impl Code {
 
         // Every wanted shard over the inputs: lost data from above; code
         // row t is A[t]·d, with the lost data substituted.
-        let mut coefs = vec![0u8; missing.len() * k];
-        for (&(idx, _), out) in missing.iter().zip(coefs.chunks_exact_mut(k)) {
+        let mut coefs = vec![0u8; want.len() * k];
+        for (&idx, out) in want.iter().zip(coefs.chunks_exact_mut(k)) {
             if idx < k {
                 let y = lost.iter().position(|&j| j == idx).unwrap_or_default();
                 out.copy_from_slice(&lost_coefs[y * k..(y + 1) * k]);
@@ -403,6 +426,56 @@ impl Code {
                 }
             }
         }
+        Ok((ids, coefs))
+    }
+
+    /// A linear combination over GF(2^8): `out = Σ coefs[i] · inputs[i]`,
+    /// or `out ^= Σ …` when `acc`.  Coefficients of 0 and 1 are skipped
+    /// and XORed; the rest run on the kernel.  This is what a plan's
+    /// computation step is (code = base + Σ coefficient × term).
+    pub fn combine(&self, coefs: &[u8], inputs: &[&[u8]], out: &mut [u8], acc: bool) -> Result<(), EcError> {
+        combine_with(self.kernel, coefs, inputs, out, acc)
+    }
+
+    /// Rebuild the `missing` shards (indices 0..k are data, k..k+m code)
+    /// from at least k `present` ones.
+    ///
+    /// Exactly k present shards are read: every present data shard, then
+    /// the lowest-numbered present code shards (P first).  One lost data
+    /// shard with P present is therefore a plain XOR; otherwise the lost
+    /// data shards' e × e block of A is inverted (e <= m) and each wanted
+    /// shard is a dot product of the k inputs, run on the kernel.
+    pub fn decode(&self, present: &[(usize, &[u8])], missing: &mut [(usize, &mut [u8])]) -> Result<(), EcError> {
+        let (k, n) = (self.k, self.k + self.m);
+        let mut shard: Vec<Option<&[u8]>> = vec![None; n];
+        for &(i, s) in present {
+            if i >= n {
+                return Err(EcError::Index { index: i, shards: n });
+            }
+            if shard[i].replace(s).is_some() {
+                return Err(EcError::Duplicate(i));
+            }
+        }
+        let mut wanted = vec![false; n];
+        for &(i, _) in missing.iter() {
+            if i >= n {
+                return Err(EcError::Index { index: i, shards: n });
+            }
+            if shard[i].is_some() {
+                return Err(EcError::PresentAndMissing(i));
+            }
+            if std::mem::replace(&mut wanted[i], true) {
+                return Err(EcError::Duplicate(i));
+            }
+        }
+        common_len(present.iter().map(|p| p.1.len()).chain(missing.iter().map(|m| m.1.len())))?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let present_ids: Vec<usize> = present.iter().map(|p| p.0).collect();
+        let want: Vec<usize> = missing.iter().map(|m| m.0).collect();
+        let (ids, coefs) = self.decode_coefficients(&present_ids, &want)?;
+        let inputs: Vec<&[u8]> = ids.iter().map(|&i| shard[i].unwrap_or_default()).collect();
 
         // Rows of 0s and 1s are XORs of a subset of the inputs (the single
         // erasure with P present, or P itself); the rest is one kernel dot.

@@ -1,0 +1,281 @@
+//! Programs: the one plan vocabulary every policy hands the executor.
+//!
+//! A policy (a fixed layout, a small-write cache, DVS, …) turns a request,
+//! idle time or maintenance into a [`Program`]: self-contained, it names
+//! every buffer it uses, every device operation, every computation between
+//! them, and its flushes and zone resets.  The real executor
+//! (`mosaic-exec`) runs it on member devices; the simulator times the same
+//! device operations on drive models ([`Program::io`]).
+//!
+//! ```text
+//!   bufs:   0 Input[0..8K)  1 Scratch 4K  2 Scratch 4K  3 Scratch 4K
+//!
+//!   phases: Read  [ m1 @ off  -> buf 2 ,  m4 @ off -> buf 3 ]      old data, old P
+//!           Compute [ buf 3 = 1·buf 3 + 1·buf 2 + 1·buf 0[4K..] ]  P' = P + D + D'
+//!           Write [ m1 @ off <- buf 0[4K..] , m4 @ off <- buf 3 ]  (journaled)
+//! ```
+//!
+//! **Computation is data.**  A [`Combine`] says `dst = base + Σ cᵢ·termᵢ`
+//! over GF(2^8) (base is the destination itself when `acc`), with the
+//! coefficients spelled out: an encode, a read-modify-write delta, a
+//! decode (coefficients from `mosaic_ec::Code::decode_coefficients`), a
+//! copy (one term, coefficient 1).  The executor knows no layout.
+//!
+//! **Buffers.**  [`Buf::Input`] and [`Buf::Output`] are ranges of the
+//! client's write data and read buffer (a healthy read lands in the
+//! client's buffer directly); [`Buf::Scratch`] is zeroed memory the
+//! executor allocates; [`Buf::Bytes`] are bytes the policy supplies
+//! (cached pages, a metadata record).  A [`Ref`] is a byte offset in one
+//! buffer.  Reads of one phase land on disjoint ranges.
+//!
+//! **Results.**  Buffers listed in [`Program::keep`] go back to the policy
+//! after the run (a parity cache keeps the code it computed; scrub judges
+//! the columns it read).  [`Program::methods`] says how each stripe was
+//! handled, for the counters.
+
+use std::sync::Arc;
+
+use crate::plan::{DevOp, Dir, Method, OpCounts, Role};
+
+/// One buffer of a program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Buf {
+    /// `len` zeroed bytes the executor allocates.
+    Scratch(usize),
+    /// Bytes the policy supplies.
+    Bytes(Arc<[u8]>),
+    /// `[off, off + len)` of the client's write data.
+    Input { off: usize, len: usize },
+    /// `[off, off + len)` of the client's read buffer.
+    Output { off: usize, len: usize },
+}
+
+impl Buf {
+    pub fn len(&self) -> usize {
+        match self {
+            Buf::Scratch(n) => *n,
+            Buf::Bytes(b) => b.len(),
+            Buf::Input { len, .. } | Buf::Output { len, .. } => *len,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether device reads and computations may write into it.
+    pub fn is_writable(&self) -> bool {
+        matches!(self, Buf::Scratch(_) | Buf::Output { .. })
+    }
+}
+
+/// A byte position in one of the program's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ref {
+    pub buf: u32,
+    pub off: u32,
+}
+
+impl Ref {
+    pub fn new(buf: usize, off: usize) -> Ref {
+        Ref { buf: buf as u32, off: off as u32 }
+    }
+    pub fn at(self, delta: usize) -> Ref {
+        Ref { buf: self.buf, off: self.off + delta as u32 }
+    }
+}
+
+/// One device transfer: `op.len` bytes between the device and the buffer
+/// at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Io {
+    pub op: DevOp,
+    pub at: Ref,
+}
+
+/// `dst[..len] = (acc ? dst[..len] : 0) + Σ c·term[..len]` over GF(2^8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Combine {
+    pub dst: Ref,
+    pub len: usize,
+    pub acc: bool,
+    pub terms: Vec<(u8, Ref)>,
+}
+
+impl Combine {
+    /// `dst = src` (a copy).
+    pub fn copy(dst: Ref, src: Ref, len: usize) -> Combine {
+        Combine { dst, len, acc: false, terms: vec![(1, src)] }
+    }
+}
+
+/// One step of a program; phases run in order, the operations inside a
+/// phase concurrently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Read(Vec<Io>),
+    /// Device writes; with `journal`, the executor logs them (and `marks`,
+    /// policy records the journal keeps beside them) before issuing any.
+    Write { ops: Vec<Io>, journal: bool, marks: Vec<(usize, u64)> },
+    Compute(Vec<Combine>),
+    /// Make completed writes on these members durable.
+    Flush(Vec<usize>),
+    /// Reset zones: (member, zone index).
+    Reset(Vec<(usize, u64)>),
+}
+
+impl Phase {
+    pub fn write(ops: Vec<Io>) -> Phase {
+        Phase::Write { ops, journal: false, marks: Vec::new() }
+    }
+}
+
+/// Everything the executor needs to carry out one request or one piece of
+/// maintenance.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Program {
+    /// Range-lock keys (stripe numbers) held for the whole run.
+    pub locks: Vec<u64>,
+    pub bufs: Vec<Buf>,
+    pub phases: Vec<Phase>,
+    /// Buffers handed back to the policy after the run, in this order.
+    pub keep: Vec<u32>,
+    /// How each stripe was handled (counters only).
+    pub methods: Vec<Method>,
+}
+
+impl Program {
+    /// Add a buffer; its index.
+    pub fn buf(&mut self, b: Buf) -> usize {
+        self.bufs.push(b);
+        self.bufs.len() - 1
+    }
+
+    /// The device operations, phase by phase, with their direction (the
+    /// simulator's view of the program).  Flushes and resets are not
+    /// transfers and are left out, as the counters leave them out.
+    pub fn io(&self) -> impl Iterator<Item = (Dir, &[Io])> {
+        self.phases.iter().filter_map(|p| match p {
+            Phase::Read(ops) => Some((Dir::Read, ops.as_slice())),
+            Phase::Write { ops, .. } => Some((Dir::Write, ops.as_slice())),
+            _ => None,
+        })
+    }
+
+    /// Device operation counts by role, and stripes by method.
+    pub fn counts(&self) -> OpCounts {
+        let mut c = OpCounts::default();
+        for (dir, ops) in self.io() {
+            for io in ops {
+                c.add_op(dir, &io.op);
+            }
+        }
+        for p in &self.phases {
+            if let Phase::Reset(r) = p {
+                c.zone_resets += r.len() as u64;
+            }
+        }
+        for m in &self.methods {
+            c.add_method(*m);
+        }
+        c
+    }
+
+    /// Check the program's invariants: every reference inside its buffer,
+    /// reads and computations only into writable buffers, the reads of a
+    /// phase on disjoint ranges, zone resets carrying no bytes.  A policy
+    /// bug caught here is an error, not memory corruption or a wrong byte.
+    pub fn validate(&self) -> Result<(), String> {
+        let span = |r: Ref, len: usize| -> Result<(), String> {
+            let b = self.bufs.get(r.buf as usize).ok_or_else(|| format!("buffer {} of {}", r.buf, self.bufs.len()))?;
+            if r.off as usize + len > b.len() {
+                return Err(format!("range {}+{len} beyond buffer {} of {} bytes", r.off, r.buf, b.len()));
+            }
+            Ok(())
+        };
+        let writable = |r: Ref| -> Result<(), String> {
+            if self.bufs[r.buf as usize].is_writable() {
+                Ok(())
+            } else {
+                Err(format!("buffer {} is read-only", r.buf))
+            }
+        };
+        for &k in &self.keep {
+            span(Ref { buf: k, off: 0 }, 0)?;
+        }
+        for p in &self.phases {
+            match p {
+                Phase::Read(ops) => {
+                    let mut ranges = Vec::with_capacity(ops.len());
+                    for io in ops {
+                        span(io.at, io.op.len as usize)?;
+                        writable(io.at)?;
+                        ranges.push((io.at.buf, io.at.off as u64, io.at.off as u64 + io.op.len));
+                    }
+                    ranges.sort_unstable();
+                    if ranges.windows(2).any(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2) {
+                        return Err("two reads of one phase land on overlapping bytes".into());
+                    }
+                }
+                Phase::Write { ops, .. } => {
+                    for io in ops {
+                        span(io.at, io.op.len as usize)?;
+                        if io.op.role == Role::ZoneReset {
+                            return Err("a zone reset is a Reset phase, not a write".into());
+                        }
+                    }
+                }
+                Phase::Compute(cs) => {
+                    for c in cs {
+                        span(c.dst, c.len)?;
+                        writable(c.dst)?;
+                        for (_, t) in &c.terms {
+                            span(*t, c.len)?;
+                        }
+                    }
+                }
+                Phase::Flush(_) | Phase::Reset(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(member: usize, offset: u64, len: u64) -> DevOp {
+        DevOp { member, offset, len, role: Role::Data, col: 0 }
+    }
+
+    #[test]
+    fn validate_catches_overlapping_reads_and_bad_refs() {
+        let mut p = Program::default();
+        let s = p.buf(Buf::Scratch(8192));
+        let i = p.buf(Buf::Input { off: 0, len: 4096 });
+        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(s, 0) }, Io { op: op(1, 0, 4096), at: Ref::new(s, 4096) }]));
+        assert_eq!(p.validate(), Ok(()));
+        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(s, 0) }, Io { op: op(1, 0, 4096), at: Ref::new(s, 2048) }]));
+        assert!(p.validate().unwrap_err().contains("overlapping"));
+        p.phases.pop();
+        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(i, 0) }]));
+        assert!(p.validate().unwrap_err().contains("read-only"));
+        p.phases.pop();
+        p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 4096), Ref::new(i, 1), 4096)]));
+        assert!(p.validate().unwrap_err().contains("beyond"));
+    }
+
+    #[test]
+    fn counts_and_io_view_list_the_same_ops() {
+        let mut p = Program::default();
+        let s = p.buf(Buf::Scratch(4096));
+        p.phases.push(Phase::Read(vec![Io { op: op(2, 0, 4096), at: Ref::new(s, 0) }]));
+        p.phases.push(Phase::Compute(vec![]));
+        p.phases.push(Phase::write(vec![Io { op: op(3, 0, 4096), at: Ref::new(s, 0) }]));
+        p.phases.push(Phase::Reset(vec![(1, 7)]));
+        p.methods.push(Method::Rmw);
+        let c = p.counts();
+        assert_eq!((c.data_reads, c.data_writes, c.zone_resets, c.stripes_rmw), (1, 1, 1, 1));
+        let io: Vec<(Dir, Vec<usize>)> = p.io().map(|(d, ops)| (d, ops.iter().map(|i| i.op.member).collect())).collect();
+        assert_eq!(io, vec![(Dir::Read, vec![2]), (Dir::Write, vec![3])]);
+    }
+}

@@ -1,0 +1,372 @@
+//! The one real executor.
+//!
+//! Every kind of array is a policy that turns requests and maintenance into
+//! [`Program`]s; an [`Executor`] runs them on member devices.  It owns what
+//! is the same for every kind:
+//!
+//! ```text
+//!   submit(planner) ─┬─> plan ─> lock the program's ranges ─> health still
+//!                    │   the one planned against? ── no ──> abort, plan again
+//!                    │        │ yes
+//!                    │        ▼
+//!                    │   phases in order:  Read ─ Compute ─ [journal] Write
+//!                    │                     ─ Flush ─ Reset
+//!                    │        │ a member errs
+//!                    │        ▼
+//!                    └── abort, planner.failed(member) (the array records
+//!                        it failed), plan again against the new health
+//!                             │ all phases done
+//!                             ▼
+//!                        count the ops, commit(kept buffers)
+//! ```
+//!
+//! It knows no layout: the computation between phases is data
+//! ([`mosaic_core::Combine`]: GF(2^8) linear combinations), run on the
+//! erasure-code kernel chosen at start.  The simulator times the same
+//! programs' device operations on drive models.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, OpCounts, Phase, Program};
+use mosaic_dev::Member;
+
+mod slots;
+#[cfg(test)]
+mod tests;
+
+use slots::Slot;
+
+/// Range-lock stripes (keys hash onto these).
+const LOCKS: usize = 4096;
+
+/// Phases moving at most this many bytes run on the calling thread.
+const INLINE_BYTES: u64 = 64 << 10;
+
+/// Why a program did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// Members returned I/O errors; the program stopped after the phase.
+    #[error("{}", describe_failures(.0))]
+    Device(Vec<(usize, io::Error)>),
+    /// The array's health changed between planning and locking.
+    #[error("the array changed while the request was planned")]
+    Stale,
+    /// The program is malformed (a policy bug) or a computation failed.
+    #[error("invalid program: {0}")]
+    Program(String),
+    /// The journal could not log the writes; nothing was written.
+    #[error("journal: {0}")]
+    Journal(String),
+}
+
+fn describe_failures(f: &[(usize, io::Error)]) -> String {
+    f.iter().map(|(m, e)| format!("member {m}: {e}")).collect::<Vec<_>>().join("; ")
+}
+
+/// The client's side of a program: the bytes a write carries, or the
+/// buffer a read fills.
+pub enum Client<'a> {
+    None,
+    In(&'a [u8]),
+    Out(&'a mut [u8]),
+}
+
+/// Anything held while a journaled write phase runs (the journal's
+/// in-flight guard), dropped when its writes are done.
+pub trait Held {}
+impl<T> Held for T {}
+
+/// Where a write phase marked `journal` is logged before any of its writes
+/// is issued.
+pub trait JournalHook: Sync {
+    /// Log `writes` (member, offset, bytes) and `marks` durably.  The
+    /// returned value is held until the writes complete.
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String>;
+}
+
+/// A policy's side of [`Executor::submit`]: plan against the current
+/// health, then commit or abort.
+pub trait Planner {
+    type Error: From<ExecError>;
+    /// The program for the request against the current health.
+    fn plan(&mut self) -> Result<Program, Self::Error>;
+    /// The program ran; `kept` holds its [`Program::keep`] buffers.
+    fn commit(&mut self, _p: &Program, _kept: Vec<Vec<u8>>) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    /// The program will not run (or stopped part-way): undo what `plan`
+    /// reserved.  The next `plan` must not depend on it.
+    fn abort(&mut self, _p: &Program) {}
+    /// Members failed while the program ran: record them failed.  Return
+    /// an error to stop instead of planning again.
+    fn failed(&mut self, failures: &[(usize, io::Error)]) -> Result<(), Self::Error>;
+}
+
+/// Per-member counters of completed operations.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    pub ops: OpCounts,
+    pub members: Vec<DeviceIo>,
+}
+
+/// Runs programs on members.  One per array.
+pub struct Executor {
+    members: RwLock<Vec<Option<Arc<dyn Member>>>>,
+    /// Added to every device offset (the fixed arrays' data area starts
+    /// after their superblock slots).
+    base: u64,
+    /// Bumped whenever the array's health changes; a program planned
+    /// against an older epoch is planned again.
+    epoch: AtomicU64,
+    locks: Vec<Mutex<()>>,
+    counts: Mutex<Counters>,
+    pool: std::sync::OnceLock<rayon::ThreadPool>,
+    all_memory: AtomicBool,
+    kernel: mosaic_ec::Kernel,
+}
+
+impl Executor {
+    pub fn new(members: Vec<Option<Arc<dyn Member>>>, base: u64) -> Executor {
+        let n = members.len();
+        let all = members.iter().flatten().all(|m| m.is_memory());
+        Executor {
+            members: RwLock::new(members),
+            base,
+            epoch: AtomicU64::new(0),
+            locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
+            counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n] }),
+            pool: std::sync::OnceLock::new(),
+            all_memory: AtomicBool::new(all),
+            kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
+        }
+    }
+
+    pub fn width(&self) -> usize {
+        self.members.read().len()
+    }
+
+    pub fn member(&self, i: usize) -> Option<Arc<dyn Member>> {
+        self.members.read().get(i).cloned().flatten()
+    }
+
+    pub fn set_member(&self, i: usize, m: Option<Arc<dyn Member>>) {
+        let mut ms = self.members.write();
+        ms[i] = m;
+        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
+        self.bump();
+    }
+
+    /// The health epoch programs are planned against.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Note a health change: programs planned before it are planned again.
+    pub fn bump(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counts.lock().clone()
+    }
+
+    pub fn reset_counters(&self) {
+        let n = self.width();
+        *self.counts.lock() = Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n] };
+    }
+
+    /// Lock the ranges `keys` (sorted, so two programs never wait on each
+    /// other in opposite orders).
+    pub fn lock(&self, keys: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = keys.map(|s| (s % LOCKS as u64) as usize).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.locks[i].lock()).collect()
+    }
+
+    /// Plan, lock, run, and on a member failure abort, record it and plan
+    /// again, at most once per member plus one.
+    pub fn submit<P: Planner>(&self, planner: &mut P, mut client: Client<'_>, journal: Option<&dyn JournalHook>) -> Result<(), P::Error> {
+        let attempts = self.width() + 1;
+        for _ in 0..attempts {
+            let epoch = self.epoch();
+            let p = planner.plan()?;
+            let res = self.run_at(&p, reborrow(&mut client), journal, Some(epoch));
+            match res {
+                Ok(kept) => return planner.commit(&p, kept),
+                Err(ExecError::Stale) => planner.abort(&p),
+                Err(ExecError::Device(f)) => {
+                    planner.abort(&p);
+                    planner.failed(&f)?;
+                }
+                Err(e) => {
+                    planner.abort(&p);
+                    return Err(e.into());
+                }
+            }
+        }
+        Err(ExecError::Device(vec![(usize::MAX, io::Error::other("members kept failing"))]).into())
+    }
+
+    /// Run one program (no re-planning): lock, phases, count.
+    pub fn run(&self, p: &Program, client: Client<'_>, journal: Option<&dyn JournalHook>) -> Result<Vec<Vec<u8>>, ExecError> {
+        self.run_at(p, client, journal, None)
+    }
+
+    fn run_at(&self, p: &Program, client: Client<'_>, journal: Option<&dyn JournalHook>, epoch: Option<u64>) -> Result<Vec<Vec<u8>>, ExecError> {
+        if cfg!(debug_assertions) {
+            p.validate().map_err(ExecError::Program)?;
+        }
+        let _g = self.lock(p.locks.iter().copied());
+        if epoch.is_some_and(|e| e != self.epoch()) {
+            return Err(ExecError::Stale);
+        }
+        let mut slots = slots::materialize(&p.bufs, client).map_err(ExecError::Program)?;
+        for phase in &p.phases {
+            match phase {
+                Phase::Read(ios) => self.read_phase(ios, &mut slots)?,
+                Phase::Compute(cs) => self.compute_phase(cs, &mut slots)?,
+                Phase::Write { ops, journal: j, marks } => {
+                    let writes: Vec<(DevOp, &[u8])> = ops.iter().map(|io| (io.op, slots::bytes(&slots, io.at, io.op.len as usize))).collect();
+                    let held = match (j, journal) {
+                        (true, Some(hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
+                        _ => None,
+                    };
+                    let bytes = ops.iter().map(|io| io.op.len).sum();
+                    let res = self.each(&writes, bytes, |(op, b)| self.dev(op.member)?.write_at(b, self.base + op.offset));
+                    drop(held);
+                    self.settle(Dir::Write, ops, res)?;
+                }
+                Phase::Flush(ms) => {
+                    let res = self.each(ms, u64::MAX, |&m| self.dev(m)?.flush());
+                    failures(ms.iter().copied(), res)?;
+                }
+                Phase::Reset(zs) => {
+                    let res = self.each(zs, u64::MAX, |&(m, z)| self.dev(m)?.reset_zone(z));
+                    failures(zs.iter().map(|z| z.0), res)?;
+                    self.counts.lock().ops.zone_resets += zs.len() as u64;
+                }
+            }
+        }
+        {
+            let mut c = self.counts.lock();
+            for m in &p.methods {
+                c.ops.add_method(*m);
+            }
+        }
+        Ok(p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect())
+    }
+
+    fn dev(&self, m: usize) -> io::Result<Arc<dyn Member>> {
+        self.member(m).ok_or_else(|| io::Error::other("member missing"))
+    }
+
+    fn read_phase(&self, ios: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+        let mut targets = slots::read_targets(slots, ios).map_err(ExecError::Program)?;
+        let bytes = ios.iter().map(|io| io.op.len).sum();
+        let res = self.each_mut(&mut targets, bytes, |(i, buf)| {
+            let op = &ios[*i].op;
+            self.dev(op.member)?.read_at(buf, self.base + op.offset)
+        });
+        // Results in `targets` order: put them back in `ios` order.
+        let mut by_io: Vec<Option<io::Result<()>>> = (0..ios.len()).map(|_| None).collect();
+        for ((i, _), r) in targets.iter().zip(res) {
+            by_io[*i] = Some(r);
+        }
+        self.settle(Dir::Read, ios, by_io.into_iter().map(|r| r.unwrap_or(Ok(()))).collect())
+    }
+
+    fn compute_phase(&self, cs: &[Combine], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+        for c in cs {
+            slots::combine(self.kernel, c, slots).map_err(ExecError::Program)?;
+        }
+        Ok(())
+    }
+
+    /// Count the completed ops; the failures as an error.
+    fn settle(&self, dir: Dir, ios: &[Io], res: Vec<io::Result<()>>) -> Result<(), ExecError> {
+        {
+            let mut c = self.counts.lock();
+            for (io, r) in ios.iter().zip(&res) {
+                if r.is_ok() {
+                    c.ops.add_op(dir, &io.op);
+                    if let Some(m) = c.members.get_mut(io.op.member) {
+                        m.add(dir, io.op.len);
+                    }
+                }
+            }
+        }
+        failures(ios.iter().map(|io| io.op.member), res)
+    }
+
+    /// Run ops on the calling thread (with [`INLINE_BYTES`]): one op, RAM
+    /// members, small phases,
+    /// or a caller that is itself an I/O thread (a nested array used as a
+    /// member): blocking on another pool from inside a pool job can
+    /// deadlock work stealing.  Small phases (a 4 KiB read-modify-write
+    /// moves 8 KiB per phase) run inline because waking pool threads costs
+    /// more than the copies, and throughput callers (the NBD server) issue
+    /// requests from several threads anyway.
+    fn inline(&self, n: usize) -> bool {
+        n <= 1 || self.all_memory.load(Ordering::Relaxed) || rayon::current_thread_index().is_some()
+    }
+
+    fn pool(&self) -> &rayon::ThreadPool {
+        self.pool.get_or_init(|| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads((2 * self.width()).clamp(4, 64))
+                .thread_name(|i| format!("mosaic-io-{i}"))
+                .build()
+                .expect("starting I/O threads")
+        })
+    }
+
+    fn each<T: Sync>(&self, items: &[T], bytes: u64, f: impl Fn(&T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
+        if self.inline(items.len()) || bytes <= INLINE_BYTES {
+            return items.iter().map(&f).collect();
+        }
+        let mut out: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
+        self.pool().scope(|s| {
+            for (it, slot) in items.iter().zip(out.iter_mut()) {
+                let f = &f;
+                s.spawn(move |_| *slot = Some(f(it)));
+            }
+        });
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("I/O thread lost")))).collect()
+    }
+
+    fn each_mut<T: Send>(&self, items: &mut [T], bytes: u64, f: impl Fn(&mut T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
+        if self.inline(items.len()) || bytes <= INLINE_BYTES {
+            return items.iter_mut().map(&f).collect();
+        }
+        let mut out: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
+        self.pool().scope(|s| {
+            for (it, slot) in items.iter_mut().zip(out.iter_mut()) {
+                let f = &f;
+                s.spawn(move |_| *slot = Some(f(it)));
+            }
+        });
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("I/O thread lost")))).collect()
+    }
+}
+
+fn reborrow<'a>(c: &'a mut Client<'_>) -> Client<'a> {
+    match c {
+        Client::None => Client::None,
+        Client::In(b) => Client::In(b),
+        Client::Out(b) => Client::Out(b),
+    }
+}
+
+fn failures(members: impl Iterator<Item = usize>, res: Vec<io::Result<()>>) -> Result<(), ExecError> {
+    let f: Vec<(usize, io::Error)> = members.zip(res).filter_map(|(m, r)| r.err().map(|e| (m, e))).collect();
+    if f.is_empty() {
+        Ok(())
+    } else {
+        Err(ExecError::Device(f))
+    }
+}

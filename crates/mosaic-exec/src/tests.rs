@@ -1,0 +1,242 @@
+use std::io;
+use std::sync::Arc;
+
+use mosaic_core::{Buf, Combine, DevOp, Io, Method, Phase, Program, Ref, Role};
+use mosaic_dev::{FaultyMember, MemMember, Member};
+use proptest::prelude::*;
+
+use crate::{Client, ExecError, Executor, Held, JournalHook, Planner};
+
+fn mems(n: usize) -> Vec<Arc<MemMember>> {
+    (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), 1 << 20))).collect()
+}
+
+fn exec_on(ms: &[Arc<MemMember>]) -> Executor {
+    Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0)
+}
+
+fn op(member: usize, offset: u64, len: u64, role: Role) -> DevOp {
+    DevOp { member, offset, len, role, col: member }
+}
+
+fn peek(m: &MemMember, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    m.read_at(&mut b, off).unwrap();
+    b
+}
+
+/// A raid5-style read-modify-write written as a program: P' = P + D + D'.
+fn rmw(data_member: usize, parity_member: usize, offset: u64) -> Program {
+    let mut p = Program { locks: vec![offset / 4096], methods: vec![Method::Rmw], ..Default::default() };
+    let input = p.buf(Buf::Input { off: 0, len: 4096 });
+    let old = p.buf(Buf::Scratch(8192));
+    p.phases.push(Phase::Read(vec![
+        Io { op: op(data_member, offset, 4096, Role::Data), at: Ref::new(old, 0) },
+        Io { op: op(parity_member, offset, 4096, Role::Code), at: Ref::new(old, 4096) },
+    ]));
+    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(old, 4096), len: 4096, acc: true, terms: vec![(1, Ref::new(old, 0)), (1, Ref::new(input, 0))] }]));
+    p.phases.push(Phase::Write {
+        ops: vec![Io { op: op(data_member, offset, 4096, Role::Data), at: Ref::new(input, 0) }, Io { op: op(parity_member, offset, 4096, Role::Code), at: Ref::new(old, 4096) }],
+        journal: true,
+        marks: vec![],
+    });
+    p
+}
+
+#[test]
+fn a_read_modify_write_program_keeps_parity_and_counts_every_op() {
+    let ms = mems(3);
+    let ex = exec_on(&ms);
+    let a = vec![0x5au8; 4096];
+    let b = vec![0xc3u8; 4096];
+    ex.run(&rmw(0, 2, 8192), Client::In(&a), None).unwrap();
+    ex.run(&rmw(1, 2, 8192), Client::In(&b), None).unwrap();
+    let p = peek(&ms[2], 8192, 4096);
+    assert!(p.iter().all(|&x| x == 0x5a ^ 0xc3));
+    let c = ex.counters();
+    assert_eq!((c.ops.data_reads, c.ops.code_reads, c.ops.data_writes, c.ops.code_writes, c.ops.stripes_rmw), (2, 2, 2, 2, 2));
+    assert_eq!(c.members[2].reads, 2);
+    assert_eq!(c.members[2].write_bytes, 8192);
+}
+
+#[test]
+fn reads_land_in_the_client_buffer_and_decode_is_a_combination() {
+    let ms = mems(3);
+    ms[0].write_at(&[1u8; 4096], 0).unwrap();
+    ms[1].write_at(&[2u8; 4096], 0).unwrap();
+    ms[2].write_at(&[3u8; 4096], 0).unwrap();
+    let ex = exec_on(&ms);
+    // Column 0 read straight into the client's buffer; column 1 rebuilt
+    // from 0 and P (a degraded read).
+    let mut p = Program::default();
+    let out0 = p.buf(Buf::Output { off: 0, len: 4096 });
+    let out1 = p.buf(Buf::Output { off: 4096, len: 4096 });
+    let par = p.buf(Buf::Scratch(4096));
+    p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096, Role::Data), at: Ref::new(out0, 0) }, Io { op: op(2, 0, 4096, Role::Code), at: Ref::new(par, 0) }]));
+    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(out1, 0), len: 4096, acc: false, terms: vec![(1, Ref::new(out0, 0)), (1, Ref::new(par, 0))] }]));
+    let mut buf = vec![0u8; 8192];
+    ex.run(&p, Client::Out(&mut buf), None).unwrap();
+    assert!(buf[..4096].iter().all(|&x| x == 1));
+    assert!(buf[4096..].iter().all(|&x| x == 1 ^ 3));
+}
+
+struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>);
+impl JournalHook for Log {
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], _marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
+        self.0.lock().extend(writes.iter().map(|(o, b)| (o.member, o.offset, b.len())));
+        Ok(Box::new(()))
+    }
+}
+
+struct Refuse;
+impl JournalHook for Refuse {
+    fn log<'a>(&'a self, _: &[(DevOp, &[u8])], _: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
+        Err("journal full".into())
+    }
+}
+
+#[test]
+fn a_journaled_phase_is_logged_first_and_a_refused_log_writes_nothing() {
+    let ms = mems(3);
+    let ex = exec_on(&ms);
+    let log = Log(Default::default());
+    ex.run(&rmw(0, 2, 0), Client::In(&[7u8; 4096]), Some(&log)).unwrap();
+    assert_eq!(*log.0.lock(), vec![(0, 0, 4096), (2, 0, 4096)]);
+    let err = ex.run(&rmw(0, 2, 4096), Client::In(&[9u8; 4096]), Some(&Refuse)).unwrap_err();
+    assert!(matches!(err, ExecError::Journal(_)));
+    assert!(peek(&ms[0], 4096, 4096).iter().all(|&x| x == 0), "nothing written after a refused log");
+}
+
+/// Plans a mirrored write over the members it believes healthy.
+struct Mirror<'e> {
+    ex: &'e Executor,
+    failed: Vec<bool>,
+    plans: usize,
+    aborts: usize,
+}
+
+impl Planner for Mirror<'_> {
+    type Error = ExecError;
+    fn plan(&mut self) -> Result<Program, ExecError> {
+        self.plans += 1;
+        let mut p = Program { methods: vec![Method::Mirror], ..Default::default() };
+        let input = p.buf(Buf::Input { off: 0, len: 4096 });
+        let ops = (0..self.failed.len()).filter(|&m| !self.failed[m]).map(|m| Io { op: op(m, 0, 4096, Role::Data), at: Ref::new(input, 0) }).collect();
+        p.phases.push(Phase::write(ops));
+        Ok(p)
+    }
+    fn abort(&mut self, _: &Program) {
+        self.aborts += 1;
+    }
+    fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
+        for (m, _) in f {
+            self.failed[*m] = true;
+        }
+        self.ex.bump();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_member_failing_mid_program_is_recorded_and_the_request_replanned() {
+    let ms = mems(3);
+    let bad = Arc::new(FaultyMember::new(ms[1].clone()));
+    let ex = Executor::new(vec![Some(ms[0].clone() as Arc<dyn Member>), Some(bad.clone() as Arc<dyn Member>), Some(ms[2].clone() as Arc<dyn Member>)], 0);
+    bad.break_now();
+    let mut pl = Mirror { ex: &ex, failed: vec![false; 3], plans: 0, aborts: 0 };
+    ex.submit(&mut pl, Client::In(&[4u8; 4096]), None).unwrap();
+    assert_eq!((pl.plans, pl.aborts), (2, 1));
+    assert_eq!(pl.failed, vec![false, true, false]);
+    assert!(peek(&ms[0], 0, 4096).iter().all(|&x| x == 4));
+    assert!(peek(&ms[2], 0, 4096).iter().all(|&x| x == 4));
+    // Counted: the two writes of the first try that completed, the two of
+    // the second; never the failed one.
+    assert_eq!(ex.counters().ops.data_writes, 4);
+    assert_eq!(ex.counters().members[1].writes, 0);
+}
+
+#[test]
+fn a_program_planned_before_a_health_change_is_stale() {
+    let ms = mems(2);
+    let ex = exec_on(&ms);
+    let e = ex.epoch();
+    ex.bump();
+    let p = rmw(0, 1, 0);
+    assert!(matches!(ex.run_at(&p, Client::In(&[0u8; 4096]), None, Some(e)), Err(ExecError::Stale)));
+}
+
+#[test]
+fn kept_buffers_come_back_and_zone_resets_need_a_zoned_device() {
+    let ms = mems(2);
+    let ex = exec_on(&ms);
+    let mut p = Program::default();
+    let b = p.buf(Buf::Bytes(Arc::from(vec![6u8; 512])));
+    let s = p.buf(Buf::Scratch(512));
+    p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(b, 0), 512)]));
+    p.keep = vec![s as u32];
+    assert_eq!(ex.run(&p, Client::None, None).unwrap(), vec![vec![6u8; 512]]);
+    p.phases.push(Phase::Reset(vec![(1, 3)]));
+    match ex.run(&p, Client::None, None) {
+        Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
+        other => panic!("expected a device error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_malformed_program_is_an_error_not_a_panic() {
+    let ms = mems(1);
+    let ex = exec_on(&ms);
+    let mut p = Program::default();
+    let i = p.buf(Buf::Input { off: 0, len: 16 });
+    p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 16, Role::Data), at: Ref::new(i, 0) }]));
+    assert!(matches!(ex.run(&p, Client::In(&[0u8; 16]), None), Err(ExecError::Program(_))));
+    let mut p = Program::default();
+    p.buf(Buf::Input { off: 8, len: 16 });
+    assert!(matches!(ex.run(&p, Client::In(&[0u8; 16]), None), Err(ExecError::Program(_))));
+}
+
+proptest! {
+    /// A combination over GF(2^8) equals the byte-wise reference, with the
+    /// destination's own buffer among the terms.
+    #[test]
+    fn combinations_match_the_reference(coefs in prop::collection::vec(any::<u8>(), 1..5), seed in any::<u8>(), acc in any::<bool>()) {
+        let ex = exec_on(&mems(1));
+        let n = coefs.len();
+        let mut p = Program::default();
+        let srcs: Vec<Vec<u8>> = (0..n).map(|t| (0..64).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed).wrapping_add(t as u8 * 17)).collect()).collect();
+        let mut bufs: Vec<usize> = srcs.iter().map(|s| p.buf(Buf::Bytes(Arc::from(s.clone())))).collect();
+        // The destination buffer holds a term too (at offset 64).
+        let dst = p.buf(Buf::Scratch(128));
+        p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(dst, 0), Ref::new(bufs[0], 0), 64), Combine::copy(Ref::new(dst, 64), Ref::new(bufs[n - 1], 0), 64)]));
+        bufs[n - 1] = dst;
+        let terms: Vec<(u8, Ref)> = coefs.iter().zip(&bufs).map(|(&c, &b)| (c, if b == dst { Ref::new(dst, 64) } else { Ref::new(b, 0) })).collect();
+        p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(dst, 0), len: 64, acc, terms }]));
+        p.keep = vec![dst as u32];
+        let got = ex.run(&p, Client::None, None).unwrap().remove(0);
+        for i in 0..64 {
+            let mut want = if acc { srcs[0][i] } else { 0 };
+            for (t, &c) in coefs.iter().enumerate() {
+                want ^= gf_mul(c, srcs[t][i]);
+            }
+            prop_assert_eq!(got[i], want, "byte {}", i);
+        }
+    }
+}
+
+/// GF(2^8) multiply over the polynomial ISA-L and reed-solomon-erasure
+/// use (0x11d).
+fn gf_mul(mut a: u8, mut b: u8) -> u8 {
+    let mut r = 0u8;
+    while b != 0 {
+        if b & 1 != 0 {
+            r ^= a;
+        }
+        let hi = a & 0x80;
+        a <<= 1;
+        if hi != 0 {
+            a ^= 0x1d;
+        }
+        b >>= 1;
+    }
+    r
+}
