@@ -982,7 +982,7 @@ impl Frontend for CachedArray {
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         self.layout.planner.check(offset, len)?;
         let fg = if write { plan_of(self.write_steps(offset, len, None, h)?) } else { self.read(offset, len, h)? };
-        Ok(Staged { fg: if fg.stripes.is_empty() { vec![] } else { vec![fg] }, bg: vec![] })
+        Ok(Staged { fg: if fg.stripes.is_empty() { vec![] } else { vec![crate::Program::io_only(&fg)] }, bg: vec![] })
     }
     fn stats(&self) -> Vec<(String, f64)> {
         let s = &self.stats;

@@ -9,12 +9,12 @@
 //! request waiting for it.  A [`Frontend`] says which is which:
 //!
 //! ```text
-//!   request ──> Frontend::submit ──> Staged { fg: [Plan], bg: [Plan] }
+//!   request ──> Frontend::submit ──> Staged { fg: [Program], bg: [Program] }
 //!                                        │              │
 //!                request completes when ─┘              └─ runs on the drives,
-//!                every fg plan is done                     nobody waits for it
+//!                every fg program is done                  nobody waits for it
 //!
-//!   drives idle for idle_after_ns ──> Frontend::idle ──> more bg plans (GC steps)
+//!   drives idle for idle_after_ns ──> Frontend::idle ──> more bg programs (GC steps)
 //! ```
 //!
 //! Like layouts, front ends are sans-I/O: they plan in the executor's
@@ -24,20 +24,27 @@
 use crate::health::Health;
 use crate::layout::Layout;
 use crate::plan::Plan;
+use crate::program::Program;
 use crate::PlanError;
 
 /// The device work one logical request causes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Staged {
-    /// Plans the request waits for; they run concurrently.
-    pub fg: Vec<Plan>,
-    /// Plans started now that the request does not wait for (destage, GC).
-    pub bg: Vec<Plan>,
+    /// Programs the request waits for; they run concurrently.
+    pub fg: Vec<Program>,
+    /// Programs started now that the request does not wait for (destage, GC).
+    pub bg: Vec<Program>,
 }
 
 impl Staged {
-    pub fn foreground(p: Plan) -> Staged {
+    pub fn foreground(p: Program) -> Staged {
         Staged { fg: vec![p], bg: vec![] }
+    }
+
+    /// Device operations only ([`Program::io_only`]), for policies that
+    /// live only in the simulator.
+    pub fn io_only(fg: &[Plan], bg: &[Plan]) -> Staged {
+        Staged { fg: fg.iter().map(Program::io_only).collect(), bg: bg.iter().map(Program::io_only).collect() }
     }
 }
 
@@ -61,7 +68,7 @@ pub trait Frontend {
     /// again when that work finishes and the drives are still idle, so a
     /// policy does its idle work in steps and foreground I/O aborts it
     /// between steps.
-    fn idle(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Plan>, PlanError> {
+    fn idle(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Program>, PlanError> {
         Ok(vec![])
     }
     /// Policy counters for reports (cache hits, destages, GC moves, ...).
@@ -88,7 +95,7 @@ impl Frontend for Direct<'_> {
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         let p = if write { self.0.plan_write(offset, len, h)? } else { self.0.plan_read(offset, len, h)? };
-        Ok(Staged::foreground(p))
+        Ok(Staged::foreground(Program::io_only(&p)))
     }
 }
 
@@ -113,7 +120,7 @@ impl<F: Frontend + ?Sized> Frontend for &mut F {
     fn idle_after_ns(&self) -> Option<u64> {
         (**self).idle_after_ns()
     }
-    fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
+    fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         (**self).idle(now_ns, h)
     }
     fn stats(&self) -> Vec<(String, f64)> {

@@ -35,7 +35,7 @@
 
 use std::sync::Arc;
 
-use crate::plan::{DevOp, Dir, Method, OpCounts, Role};
+use crate::plan::{DevOp, Dir, Method, OpCounts, Plan, Role};
 
 /// One buffer of a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,10 +85,22 @@ impl Ref {
 
 /// One device transfer: `op.len` bytes between the device and the buffer
 /// at `at`.
+///
+/// `lane` groups the transfers of one stripe: the executor runs every lane
+/// in lockstep (all reads of a phase, then the computation, then all
+/// writes), while the simulator lets each lane move on to its next phase
+/// as soon as its own transfers are done, as a drive queue would.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Io {
     pub op: DevOp,
     pub at: Ref,
+    pub lane: u32,
+}
+
+impl Io {
+    pub fn new(op: DevOp, at: Ref) -> Io {
+        Io { op, at, lane: 0 }
+    }
 }
 
 /// `dst[..len] = (acc ? dst[..len] : 0) + Σ c·term[..len]` over GF(2^8).
@@ -116,10 +128,11 @@ pub enum Phase {
     /// policy records the journal keeps beside them) before issuing any.
     Write { ops: Vec<Io>, journal: bool, marks: Vec<(usize, u64)> },
     Compute(Vec<Combine>),
-    /// Make completed writes on these members durable.
+    /// Make completed writes on these members durable (lane 0).
     Flush(Vec<usize>),
-    /// Reset zones: (member, zone index).
-    Reset(Vec<(usize, u64)>),
+    /// Reset zones: ops of role [`Role::ZoneReset`], `offset` the zone's
+    /// first byte, `len` 0 (lane 0).
+    Reset(Vec<DevOp>),
 }
 
 impl Phase {
@@ -149,9 +162,9 @@ impl Program {
         self.bufs.len() - 1
     }
 
-    /// The device operations, phase by phase, with their direction (the
-    /// simulator's view of the program).  Flushes and resets are not
-    /// transfers and are left out, as the counters leave them out.
+    /// The transfers, phase by phase, with their direction.  Flushes and
+    /// resets are not transfers and are left out, as the per-device
+    /// counters leave them out.
     pub fn io(&self) -> impl Iterator<Item = (Dir, &[Io])> {
         self.phases.iter().filter_map(|p| match p {
             Phase::Read(ops) => Some((Dir::Read, ops.as_slice())),
@@ -177,6 +190,64 @@ impl Program {
             c.add_method(*m);
         }
         c
+    }
+
+    /// The device operations of `plan` with no bytes and no computation,
+    /// one lane per stripe: reads, then writes, then zone resets.  For
+    /// policies that exist only in the simulator (the SMR baselines);
+    /// such a program is counted and timed, never executed (its writes
+    /// would carry zeros).
+    pub fn io_only(plan: &Plan) -> Program {
+        let mut p = Program::default();
+        let reads: u64 = plan.reads().map(|o| o.len).sum();
+        let widest = plan.writes().map(|o| o.len).max().unwrap_or(0);
+        let scratch = p.buf(Buf::Scratch(reads.max(widest) as usize));
+        let (mut r, mut w, mut z) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at = 0;
+        for (lane, sp) in plan.stripes.iter().enumerate() {
+            p.locks.push(sp.stripe);
+            p.methods.push(sp.method);
+            for op in &sp.reads {
+                r.push(Io { op: *op, at: Ref::new(scratch, at), lane: lane as u32 });
+                at += op.len as usize;
+            }
+            for op in &sp.writes {
+                match op.role {
+                    Role::ZoneReset => z.push(*op),
+                    _ => w.push(Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 }),
+                }
+            }
+        }
+        if !r.is_empty() {
+            p.phases.push(Phase::Read(r));
+        }
+        if !w.is_empty() {
+            p.phases.push(Phase::write(w));
+        }
+        if !z.is_empty() {
+            p.phases.push(Phase::Reset(z));
+        }
+        p
+    }
+
+    /// The number of lanes (one more than the highest lane of any
+    /// transfer; 1 for a program with only flushes and resets, 0 for an
+    /// empty one).
+    pub fn lanes(&self) -> usize {
+        let mut n = 0;
+        for p in &self.phases {
+            match p {
+                Phase::Read(ops) | Phase::Write { ops, .. } => {
+                    for io in ops {
+                        n = n.max(io.lane as usize + 1);
+                    }
+                }
+                Phase::Flush(v) if !v.is_empty() => n = n.max(1),
+                Phase::Reset(v) if !v.is_empty() => n = n.max(1),
+                _ => {}
+            }
+        }
+        n
     }
 
     /// Check the program's invariants: every reference inside its buffer,
@@ -232,7 +303,12 @@ impl Program {
                         }
                     }
                 }
-                Phase::Flush(_) | Phase::Reset(_) => {}
+                Phase::Reset(ops) => {
+                    if ops.iter().any(|o| o.role != Role::ZoneReset || o.len != 0) {
+                        return Err("a Reset phase holds only zone resets".into());
+                    }
+                }
+                Phase::Flush(_) => {}
             }
         }
         Ok(())
@@ -252,12 +328,12 @@ mod tests {
         let mut p = Program::default();
         let s = p.buf(Buf::Scratch(8192));
         let i = p.buf(Buf::Input { off: 0, len: 4096 });
-        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(s, 0) }, Io { op: op(1, 0, 4096), at: Ref::new(s, 4096) }]));
+        p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 4096), Ref::new(s, 0)), Io::new(op(1, 0, 4096), Ref::new(s, 4096))]));
         assert_eq!(p.validate(), Ok(()));
-        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(s, 0) }, Io { op: op(1, 0, 4096), at: Ref::new(s, 2048) }]));
+        p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 4096), Ref::new(s, 0)), Io::new(op(1, 0, 4096), Ref::new(s, 2048))]));
         assert!(p.validate().unwrap_err().contains("overlapping"));
         p.phases.pop();
-        p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096), at: Ref::new(i, 0) }]));
+        p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 4096), Ref::new(i, 0))]));
         assert!(p.validate().unwrap_err().contains("read-only"));
         p.phases.pop();
         p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 4096), Ref::new(i, 1), 4096)]));
@@ -268,10 +344,10 @@ mod tests {
     fn counts_and_io_view_list_the_same_ops() {
         let mut p = Program::default();
         let s = p.buf(Buf::Scratch(4096));
-        p.phases.push(Phase::Read(vec![Io { op: op(2, 0, 4096), at: Ref::new(s, 0) }]));
+        p.phases.push(Phase::Read(vec![Io::new(op(2, 0, 4096), Ref::new(s, 0))]));
         p.phases.push(Phase::Compute(vec![]));
-        p.phases.push(Phase::write(vec![Io { op: op(3, 0, 4096), at: Ref::new(s, 0) }]));
-        p.phases.push(Phase::Reset(vec![(1, 7)]));
+        p.phases.push(Phase::write(vec![Io::new(op(3, 0, 4096), Ref::new(s, 0))]));
+        p.phases.push(Phase::Reset(vec![DevOp { member: 1, offset: 7 << 20, len: 0, role: Role::ZoneReset, col: 0 }]));
         p.methods.push(Method::Rmw);
         let c = p.counts();
         assert_eq!((c.data_reads, c.data_writes, c.zone_resets, c.stripes_rmw), (1, 1, 1, 1));

@@ -42,10 +42,11 @@ pub trait Member: Send + Sync {
     fn is_memory(&self) -> bool {
         false
     }
-    /// Reset zone `zone` of a zoned device (its write pointer back to the
-    /// zone's start).  Devices without zones refuse.
-    fn reset_zone(&self, zone: u64) -> io::Result<()> {
-        Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: not a zoned device (reset of zone {zone})", self.describe())))
+    /// Reset the zone that starts at byte `offset` of a zoned device (its
+    /// write pointer back to the zone's start).  Devices without zones
+    /// refuse.
+    fn reset_zone(&self, offset: u64) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: not a zoned device (zone reset at byte {offset})", self.describe())))
     }
 }
 
@@ -282,9 +283,9 @@ impl Member for FaultyMember {
     fn is_memory(&self) -> bool {
         self.inner.is_memory()
     }
-    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+    fn reset_zone(&self, offset: u64) -> io::Result<()> {
         self.check()?;
-        self.inner.reset_zone(zone)
+        self.inner.reset_zone(offset)
     }
 }
 

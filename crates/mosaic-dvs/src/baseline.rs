@@ -426,7 +426,7 @@ impl Frontend for CachedFrontend {
         let held = self.backlog.held(now_ns);
         if self.cap == 0 {
             let p = if write { self.b.write(offset, len, h)? } else { self.b.read(offset, len, h)? };
-            return Ok(Staged { fg: p, bg: vec![] });
+            return Ok(Staged::io_only(&p, &[]));
         }
         let blk = self.block_size();
         let mut fg = Vec::new();
@@ -481,7 +481,7 @@ impl Frontend for CachedFrontend {
             }
         }
         self.backlog.add(&fg, now_ns, 0);
-        Ok(Staged { fg, bg })
+        Ok(Staged::io_only(&fg, &bg))
     }
     fn stats(&self) -> Vec<(String, f64)> {
         vec![("write hits".into(), self.stats[0] as f64), ("read hits".into(), self.stats[1] as f64), ("destaged chunks".into(), self.stats[2] as f64)]

@@ -27,7 +27,10 @@
 //! before its reads on *another* drive finish; on each drive, reads still
 //! precede writes.  The same ordering rule holds for the baselines.
 
-use mosaic_core::{DevOp, Frontend, Health, Method, Plan, PlanError, Role, Staged, StripePlan};
+use mosaic_core::{DevOp, Frontend, Health, Method, Plan, PlanError, Program, Role, Staged, StripePlan};
+
+/// Plans a request waits for, and background plans.
+type Stage = (Vec<Plan>, Vec<Plan>);
 
 use crate::addr::{DvsConfig, Geo};
 use crate::array::array_params;
@@ -316,7 +319,7 @@ impl DvsFrontend {
 
     /// A write: with a journal, piece by piece (journal record, then the
     /// cache and the jobs it causes); otherwise straight into the policy.
-    fn write(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<Staged, DvsError> {
+    fn write(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<Stage, DvsError> {
         self.dvs.geo.check(offset, len)?;
         let ml = match (&self.meta, self.journal && self.meta_log) {
             (Some(st), true) => st.ml,
@@ -341,16 +344,16 @@ impl DvsFrontend {
             }
             let (f, b) = self.dvs.write(offset + pos, n, now_ns)?;
             let s = self.staged(&f, &b, now_ns, pre)?;
-            fg.extend(s.fg);
-            bg.extend(s.bg);
+            fg.extend(s.0);
+            bg.extend(s.1);
             pos += n;
         }
-        Ok(Staged { fg, bg })
+        Ok((fg, bg))
     }
 
     /// Plans of the jobs a write made: `fg` the write waits for, `bg`
     /// background destages (their chunks held by the backlog estimate).
-    fn staged(&mut self, fg: &[Job], bg: &[Job], now_ns: u64, mut pre: Vec<Plan>) -> Result<Staged, DvsError> {
+    fn staged(&mut self, fg: &[Job], bg: &[Job], now_ns: u64, mut pre: Vec<Plan>) -> Result<Stage, DvsError> {
         pre.extend(self.plans(fg)?);
         self.backlog.add(&pre, now_ns, 0);
         let mut bgp = Vec::new();
@@ -359,11 +362,11 @@ impl DvsFrontend {
             self.backlog.add(&p, now_ns, j.chunks.len());
             bgp.extend(p);
         }
-        Ok(Staged { fg: pre, bg: bgp })
+        Ok((pre, bgp))
     }
 
     /// A read: the device reads of the pieces not in cache.
-    fn read(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<Staged, DvsError> {
+    fn read(&mut self, offset: u64, len: u64, now_ns: u64) -> Result<Stage, DvsError> {
         let pieces = self.dvs.read(offset, len, now_ns)?;
         let reads: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(r) = &p.src { Some(r) } else { None }).collect();
         let degraded = reads.iter().any(|r| matches!(r.src, Src::Recon { .. }));
@@ -375,7 +378,7 @@ impl DvsFrontend {
             vec![Plan { stripes: vec![stripe_plan(offset, m, ops, vec![])] }]
         };
         self.backlog.add(&fg, now_ns, 0);
-        Ok(Staged { fg, bg: vec![] })
+        Ok((fg, vec![]))
     }
 }
 
@@ -402,19 +405,19 @@ impl Frontend for DvsFrontend {
             self.read(offset, len, now_ns)?
         };
         if !pre.is_empty() {
-            st.fg.splice(0..0, pre);
+            st.0.splice(0..0, pre);
         }
-        Ok(st)
+        Ok(Staged::io_only(&st.0, &st.1))
     }
     fn idle_after_ns(&self) -> Option<u64> {
         self.dvs.p.idle_ns
     }
-    fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
+    fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         let mut p = self.take_health(h)?;
         let jobs: Vec<Job> = self.dvs.idle()?.into_iter().collect();
         p.extend(self.plans(&jobs)?);
         self.backlog.add(&p, now_ns, 0);
-        Ok(p)
+        Ok(p.iter().map(Program::io_only).collect())
     }
     fn stats(&self) -> Vec<(String, f64)> {
         let s = &self.dvs.stats;

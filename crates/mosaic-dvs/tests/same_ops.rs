@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use mosaic_core::{DeviceIo, Dir, Frontend, Health, MemberState, Plan, Role};
+use mosaic_core::{DeviceIo, Frontend, Health, MemberState, Program, Role};
 use mosaic_dev::zoned::ZonedFile;
 use mosaic_dvs::array::ZonedMember;
 use mosaic_dvs::meta::MetaLayout;
@@ -111,15 +111,13 @@ fn drive_real(a: &mut DvsArray, steps: &[Step]) {
 
 /// Count a plan's operations as `mosaic-sim` does: read-phase ops are
 /// reads, write-phase ops writes, zone resets neither.
-fn count(io: &mut [DeviceIo], meta: &mut Vec<(u64, u64)>, plans: &[Plan]) {
-    for p in plans {
-        for st in &p.stripes {
-            for (ops, dir) in [(&st.reads, Dir::Read), (&st.writes, Dir::Write)] {
-                for op in ops.iter().filter(|o| o.role != Role::ZoneReset) {
-                    io[op.member].add(dir, op.len);
-                    if op.role == Role::Meta {
-                        meta.push((op.offset, op.len));
-                    }
+fn count(io: &mut [DeviceIo], meta: &mut Vec<(u64, u64)>, programs: &[Program]) {
+    for p in programs {
+        for (dir, ios) in p.io() {
+            for op in ios.iter().map(|i| i.op) {
+                io[op.member].add(dir, op.len);
+                if op.role == Role::Meta {
+                    meta.push((op.offset, op.len));
                 }
             }
         }

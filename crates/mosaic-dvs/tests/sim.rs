@@ -85,7 +85,7 @@ impl Frontend for BadAppender {
     }
     fn submit(&mut self, _w: bool, _o: u64, _l: u64, _n: u64, _h: &Health) -> Result<Staged, PlanError> {
         let op = DevOp { member: 0, offset: 1 << 20, len: 4096, role: Role::Data, col: 0 };
-        Ok(Staged::foreground(Plan { stripes: vec![StripePlan { stripe: 0, method: Method::Fsw, touched: vec![], reads: vec![], writes: vec![op], span: (0, 0), missing: vec![] }] }))
+        Ok(Staged::foreground(mosaic_core::Program::io_only(&Plan { stripes: vec![StripePlan { stripe: 0, method: Method::Fsw, touched: vec![], reads: vec![], writes: vec![op], span: (0, 0), missing: vec![] }] })))
     }
 }
 

@@ -246,8 +246,8 @@ impl Executor {
                     failures(ms.iter().copied(), res)?;
                 }
                 Phase::Reset(zs) => {
-                    let res = self.each(zs, u64::MAX, |&(m, z)| self.dev(m)?.reset_zone(z));
-                    failures(zs.iter().map(|z| z.0), res)?;
+                    let res = self.each(zs, u64::MAX, |z| self.dev(z.member)?.reset_zone(self.base + z.offset));
+                    failures(zs.iter().map(|z| z.member), res)?;
                     self.counts.lock().ops.zone_resets += zs.len() as u64;
                 }
             }

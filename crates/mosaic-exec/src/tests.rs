@@ -31,12 +31,12 @@ fn rmw(data_member: usize, parity_member: usize, offset: u64) -> Program {
     let input = p.buf(Buf::Input { off: 0, len: 4096 });
     let old = p.buf(Buf::Scratch(8192));
     p.phases.push(Phase::Read(vec![
-        Io { op: op(data_member, offset, 4096, Role::Data), at: Ref::new(old, 0) },
-        Io { op: op(parity_member, offset, 4096, Role::Code), at: Ref::new(old, 4096) },
+        Io::new(op(data_member, offset, 4096, Role::Data), Ref::new(old, 0)),
+        Io::new(op(parity_member, offset, 4096, Role::Code), Ref::new(old, 4096)),
     ]));
     p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(old, 4096), len: 4096, acc: true, terms: vec![(1, Ref::new(old, 0)), (1, Ref::new(input, 0))] }]));
     p.phases.push(Phase::Write {
-        ops: vec![Io { op: op(data_member, offset, 4096, Role::Data), at: Ref::new(input, 0) }, Io { op: op(parity_member, offset, 4096, Role::Code), at: Ref::new(old, 4096) }],
+        ops: vec![Io::new(op(data_member, offset, 4096, Role::Data), Ref::new(input, 0)), Io::new(op(parity_member, offset, 4096, Role::Code), Ref::new(old, 4096))],
         journal: true,
         marks: vec![],
     });
@@ -72,7 +72,7 @@ fn reads_land_in_the_client_buffer_and_decode_is_a_combination() {
     let out0 = p.buf(Buf::Output { off: 0, len: 4096 });
     let out1 = p.buf(Buf::Output { off: 4096, len: 4096 });
     let par = p.buf(Buf::Scratch(4096));
-    p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 4096, Role::Data), at: Ref::new(out0, 0) }, Io { op: op(2, 0, 4096, Role::Code), at: Ref::new(par, 0) }]));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 4096, Role::Data), Ref::new(out0, 0)), Io::new(op(2, 0, 4096, Role::Code), Ref::new(par, 0))]));
     p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(out1, 0), len: 4096, acc: false, terms: vec![(1, Ref::new(out0, 0)), (1, Ref::new(par, 0))] }]));
     let mut buf = vec![0u8; 8192];
     ex.run(&p, Client::Out(&mut buf), None).unwrap();
@@ -121,7 +121,7 @@ impl Planner for Mirror<'_> {
         self.plans += 1;
         let mut p = Program { methods: vec![Method::Mirror], ..Default::default() };
         let input = p.buf(Buf::Input { off: 0, len: 4096 });
-        let ops = (0..self.failed.len()).filter(|&m| !self.failed[m]).map(|m| Io { op: op(m, 0, 4096, Role::Data), at: Ref::new(input, 0) }).collect();
+        let ops = (0..self.failed.len()).filter(|&m| !self.failed[m]).map(|m| Io::new(op(m, 0, 4096, Role::Data), Ref::new(input, 0))).collect();
         p.phases.push(Phase::write(ops));
         Ok(p)
     }
@@ -175,7 +175,7 @@ fn kept_buffers_come_back_and_zone_resets_need_a_zoned_device() {
     p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(b, 0), 512)]));
     p.keep = vec![s as u32];
     assert_eq!(ex.run(&p, Client::None, None).unwrap(), vec![vec![6u8; 512]]);
-    p.phases.push(Phase::Reset(vec![(1, 3)]));
+    p.phases.push(Phase::Reset(vec![DevOp { member: 1, offset: 3 << 20, len: 0, role: Role::ZoneReset, col: 0 }]));
     match ex.run(&p, Client::None, None) {
         Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
         other => panic!("expected a device error, got {other:?}"),
@@ -188,7 +188,7 @@ fn a_malformed_program_is_an_error_not_a_panic() {
     let ex = exec_on(&ms);
     let mut p = Program::default();
     let i = p.buf(Buf::Input { off: 0, len: 16 });
-    p.phases.push(Phase::Read(vec![Io { op: op(0, 0, 16, Role::Data), at: Ref::new(i, 0) }]));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 16, Role::Data), Ref::new(i, 0))]));
     assert!(matches!(ex.run(&p, Client::In(&[0u8; 16]), None), Err(ExecError::Program(_))));
     let mut p = Program::default();
     p.buf(Buf::Input { off: 8, len: 16 });

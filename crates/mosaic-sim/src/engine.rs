@@ -3,16 +3,20 @@
 //! Requests flow through the very planner the real array uses:
 //!
 //! ```text
-//!   trace ─> arrival ─> Layout::plan_* ─> StripePlan { reads, writes }
-//!                                            │
+//!   trace ─> arrival ─> Frontend::submit ─> Programs (the ones the real
+//!                                            │       executor runs)
 //!         per drive: pending queue ─(pick, queue depth)─> DriveModel::submit
 //!                                            │ completion event
-//!   stripe: all reads done ─> writes queued ─> all writes done ─> stripe done
-//!   request: all stripes done ─> latency recorded (closed loop: next request)
+//!   lane (a stripe): its ops of one phase done ─> its next phase queued
+//!                    ─> … ─> lane done
+//!   request: all lanes done ─> latency recorded (closed loop: next request)
 //! ```
 //!
+//! Reads, writes, flushes and zone resets of a program's phases are timed;
+//! its computation takes no virtual time.
+//!
 //! A [`Frontend`] (write cache, log-structured layout) may answer a request
-//! with foreground plans, which the request waits for, and background plans
+//! with foreground programs, which the request waits for, and background ones
 //! (destage, garbage collection), which run on the same drives without
 //! holding it; a bare layout is the [`Direct`] front end.  When no
 //! foreground request has been outstanding for the front end's
@@ -24,7 +28,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Plan, Role};
+use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Phase, Program};
 use mosaic_drives::{DriveModel, DriveRequest, ReqKind};
 use mosaic_trace::{Op, Request};
 use serde::Serialize;
@@ -120,16 +124,18 @@ pub struct SimReport {
 struct ReqState {
     arrival: u64,
     write: bool,
-    stripes_left: usize,
+    lanes_left: usize,
 }
 
-struct StripeState {
+/// One lane of a program in flight.
+struct LaneState {
     /// None for background work.
     req: Option<usize>,
     /// Index into `plans`.
     plan: usize,
-    sp: usize,
-    in_writes: bool,
+    lane: u32,
+    /// The next phase to look at.
+    phase: usize,
     ops_left: usize,
 }
 
@@ -145,7 +151,7 @@ struct Drive {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Arrival,
-    OpDone { drive: usize, stripe: usize },
+    OpDone { drive: usize, lane: usize },
     /// Idle check scheduled when the last foreground request finished;
     /// valid only if no request started since (generation matches).
     Idle { generation: u64 },
@@ -196,8 +202,8 @@ pub struct Simulator<'a> {
     seq: u64,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     reqs: Slab<ReqState>,
-    stripes: Slab<StripeState>,
-    plans: Slab<(Plan, usize)>,
+    lanes: Slab<LaneState>,
+    plans: Slab<(Program, usize)>,
     report: SimReport,
     write_dev_reads: u64,
     write_dev_writes: u64,
@@ -206,7 +212,7 @@ pub struct Simulator<'a> {
     started: u64,
     completed: u64,
     error: Option<SimError>,
-    /// Foreground requests in flight; background stripes in flight.
+    /// Foreground requests in flight; background lanes in flight.
     fg_inflight: u64,
     bg_inflight: u64,
     /// Bumped whenever a foreground request starts (invalidates idle checks).
@@ -258,7 +264,7 @@ impl<'a> Simulator<'a> {
             seq: 0,
             events: BinaryHeap::new(),
             reqs: Slab::new(),
-            stripes: Slab::new(),
+            lanes: Slab::new(),
             plans: Slab::new(),
             report: SimReport { layout: describe, ..Default::default() },
             write_dev_reads: 0,
@@ -312,8 +318,8 @@ impl<'a> Simulator<'a> {
                 self.write_dev_writes += c.device_writes();
             }
         }
-        let n: usize = staged.fg.iter().map(|p| p.stripes.len()).sum();
-        let req = self.reqs.insert(ReqState { arrival: self.now, write, stripes_left: n });
+        let n: usize = staged.fg.iter().map(|p| p.lanes()).sum();
+        let req = self.reqs.insert(ReqState { arrival: self.now, write, lanes_left: n });
         self.fg_inflight += 1;
         if n == 0 {
             // Served without touching a drive (a cache hit).
@@ -326,64 +332,69 @@ impl<'a> Simulator<'a> {
         Ok(true)
     }
 
-    fn start_background(&mut self, plans: Vec<Plan>) {
-        for plan in plans {
-            if plan.stripes.is_empty() {
+    fn start_background(&mut self, programs: Vec<Program>) {
+        for p in programs {
+            let n = p.lanes();
+            if n == 0 {
                 continue;
             }
             self.report.background_plans += 1;
-            self.bg_inflight += plan.stripes.len() as u64;
-            self.launch(plan, None);
+            self.bg_inflight += n as u64;
+            self.launch(p, None);
         }
     }
 
-    /// Queue every stripe of `plan` on the drives.
-    fn launch(&mut self, plan: Plan, req: Option<usize>) {
-        let n = plan.stripes.len();
+    /// Start every lane of `p`.
+    fn launch(&mut self, p: Program, req: Option<usize>) {
+        let n = p.lanes();
         if n == 0 {
             return;
         }
-        let plan_id = self.plans.insert((plan, n));
-        for sp in 0..n {
-            let (has_reads, ops) = {
-                let p = &self.plans.get(plan_id).0.stripes[sp];
-                (!p.reads.is_empty(), if p.reads.is_empty() { p.writes.len() } else { p.reads.len() })
-            };
-            let st = self.stripes.insert(StripeState { req, plan: plan_id, sp, in_writes: !has_reads, ops_left: ops });
-            if ops == 0 {
-                self.stripe_done(st);
-            } else {
-                self.enqueue_phase(st);
-            }
+        let plan = self.plans.insert((p, n));
+        for lane in 0..n as u32 {
+            let st = self.lanes.insert(LaneState { req, plan, lane, phase: 0, ops_left: 0 });
+            self.next_phase(st);
         }
     }
 
-    fn enqueue_phase(&mut self, st: usize) {
-        let (plan, sp, writes) = {
-            let s = self.stripes.get(st);
-            (s.plan, s.sp, s.in_writes)
-        };
-        let n = {
-            let p = &self.plans.get(plan).0.stripes[sp];
-            let list = if writes { &p.writes } else { &p.reads };
-            for op in list {
-                let kind = match (writes, op.role) {
-                    (_, Role::ZoneReset) => ReqKind::ZoneReset,
-                    (true, _) => ReqKind::Write,
-                    (false, _) => ReqKind::Read,
-                };
-                let drive = &mut self.drives[op.member];
-                drive.pending_ids.push_back(st);
-                drive.pending.push_back(DriveRequest { kind, offset: op.offset, len: op.len });
-            }
-            list.len()
-        };
-        for i in 0..n {
-            let d = {
-                let p = &self.plans.get(plan).0.stripes[sp];
-                if writes { p.writes[i].member } else { p.reads[i].member }
+    /// Queue the lane's next phase that has operations for it; the lane is
+    /// done when none is left.
+    fn next_phase(&mut self, st: usize) {
+        loop {
+            let (plan, lane, phase) = {
+                let s = self.lanes.get(st);
+                s.phase += 1;
+                (s.plan, s.lane, s.phase - 1)
             };
-            self.dispatch(d);
+            let Simulator { plans, drives, .. } = self;
+            let p = &plans.get(plan).0;
+            let Some(ph) = p.phases.get(phase) else {
+                self.lane_done(st);
+                return;
+            };
+            // Drives are dispatched in the order the phase names them.
+            let mut order: Vec<usize> = Vec::new();
+            let mut queue = |member: usize, kind: ReqKind, offset: u64, len: u64| {
+                let drive = &mut drives[member];
+                drive.pending_ids.push_back(st);
+                drive.pending.push_back(DriveRequest { kind, offset, len });
+                order.push(member);
+            };
+            match ph {
+                Phase::Read(ios) => ios.iter().filter(|io| io.lane == lane).for_each(|io| queue(io.op.member, ReqKind::Read, io.op.offset, io.op.len)),
+                Phase::Write { ops, .. } => ops.iter().filter(|io| io.lane == lane).for_each(|io| queue(io.op.member, ReqKind::Write, io.op.offset, io.op.len)),
+                Phase::Flush(ms) if lane == 0 => ms.iter().for_each(|&m| queue(m, ReqKind::Flush, 0, 0)),
+                Phase::Reset(ops) if lane == 0 => ops.iter().for_each(|o| queue(o.member, ReqKind::ZoneReset, o.offset, 0)),
+                _ => {}
+            }
+            if order.is_empty() {
+                continue;
+            }
+            self.lanes.get(st).ops_left = order.len();
+            for d in order {
+                self.dispatch(d);
+            }
+            return;
         }
     }
 
@@ -425,12 +436,12 @@ impl<'a> Simulator<'a> {
                     drive.stats.write_bytes += req.len
                 }
             }
-            self.push(done, Ev::OpDone { drive: d, stripe: st });
+            self.push(done, Ev::OpDone { drive: d, lane: st });
         }
     }
 
-    fn stripe_done(&mut self, st: usize) {
-        let s = self.stripes.remove(st);
+    fn lane_done(&mut self, st: usize) {
+        let s = self.lanes.remove(st);
         {
             let p = self.plans.get(s.plan);
             p.1 -= 1;
@@ -449,8 +460,8 @@ impl<'a> Simulator<'a> {
         };
         let left = {
             let r = self.reqs.get(req);
-            r.stripes_left -= 1;
-            r.stripes_left
+            r.lanes_left -= 1;
+            r.lanes_left
         };
         if left == 0 {
             self.req_done(req);
@@ -508,21 +519,13 @@ impl<'a> Simulator<'a> {
         if drive.outstanding == 0 {
             drive.stats.busy_ns += self.now - drive.busy_since;
         }
-        let (left, in_writes, plan, sp) = {
-            let s = self.stripes.get(st);
+        let left = {
+            let s = self.lanes.get(st);
             s.ops_left -= 1;
-            (s.ops_left, s.in_writes, s.plan, s.sp)
+            s.ops_left
         };
         if left == 0 {
-            let nwrites = self.plans.get(plan).0.stripes[sp].writes.len();
-            if !in_writes && nwrites > 0 {
-                let s = self.stripes.get(st);
-                s.in_writes = true;
-                s.ops_left = nwrites;
-                self.enqueue_phase(st);
-            } else {
-                self.stripe_done(st);
-            }
+            self.next_phase(st);
         }
         self.dispatch(d);
     }
@@ -592,7 +595,7 @@ impl Simulator<'_> {
                                 self.push(t, Ev::Arrival);
                             }
                         }
-                        Ev::OpDone { drive, stripe } => self.op_done(drive, stripe),
+                        Ev::OpDone { drive, lane } => self.op_done(drive, lane),
                         Ev::Idle { generation } => self.on_idle(generation)?,
                     }
                     if let Some(e) = self.error.take() {
@@ -614,7 +617,7 @@ impl Simulator<'_> {
                     let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
                     self.now = t;
                     match ev {
-                        Ev::OpDone { drive, stripe } => self.op_done(drive, stripe),
+                        Ev::OpDone { drive, lane } => self.op_done(drive, lane),
                         // Closed loop has no idle periods: the next request
                         // always arrives at once.
                         Ev::Idle { .. } => self.idle_pending = false,
