@@ -1,14 +1,13 @@
-//! The real executor: an array of member devices running a layout's plans.
+//! An assembled array: member devices, superblocks, health and journal,
+//! with a fixed layout's programs run by the one executor (`mosaic-exec`).
 //!
 //! ```text
 //!   read/write(offset, bytes)
-//!     │  health snapshot ──> Layout::plan_*  ──> Plan
-//!     │  lock the plan's stripes (sorted, so no deadlock)
-//!     │  reads: all ops at once (rayon scope; inline for RAM members)
-//!     │  Layout::compute_* (parity, deltas, decode)
-//!     │  writes: all ops at once
-//!     └─ an op fails ──> member marked failed in every superblock,
-//!                        plan again with the new health, retry
+//!     │  health snapshot ──> Layout::{read,write}_program ──> Program
+//!     │  Executor::submit: lock the program's stripes, reads, the
+//!     │    computation (data: GF(2^8) combinations), journal, writes
+//!     └─ an op fails ──> Request::failed: the member is marked failed in
+//!                        every superblock, plan again with the new health
 //! ```
 //!
 //! With a journal (see [`crate::journal`]) every write's device operations
@@ -24,11 +23,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use serde::Serialize;
 use uuid::Uuid;
 
-use mosaic_core::{DevOp, Dir, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Plan, StripePlan};
+use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Phase, Program};
+use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner};
 use mosaic_dev::{FileMember, Member};
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
@@ -99,21 +99,16 @@ pub struct ArrayInfo {
     pub journal_replayed: Option<ReplayReport>,
 }
 
-const LOCKS: usize = 4096;
-
-/// Phases moving at most this many bytes run on the calling thread.
-const INLINE_BYTES: u64 = 64 << 10;
-
 /// An assembled array.
 pub struct Array {
     layout: FixedLayout,
     geo: Geometry,
-    members: RwLock<Vec<Option<Arc<dyn Member>>>>,
+    /// The one executor: members, range locks, I/O threads, counters.
+    exec: Executor,
     health: RwLock<Health>,
     sb: Mutex<Superblock>,
-    locks: Vec<Mutex<()>>,
-    counts: Mutex<(OpCounts, Vec<MemberCounters>)>,
-    pool: std::sync::OnceLock<rayon::ThreadPool>,
+    /// I/O errors per member since open.
+    errors: Mutex<Vec<u64>>,
     writable: bool,
     closed: Mutex<bool>,
     /// Members failed automatically since open, with the error.
@@ -123,8 +118,6 @@ pub struct Array {
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
-    /// Every member is RAM: run ops inline, never on the pool.
-    all_memory: std::sync::atomic::AtomicBool,
     journal: Option<Journal>,
     /// Whether a full journal ring may checkpoint by itself (a cache
     /// volume turns this off and checkpoints after destaging its cache).
@@ -580,17 +573,6 @@ impl Array {
         self.auto_checkpoint.store(on, std::sync::atomic::Ordering::Release);
     }
 
-    /// Journal and run a destage step's member writes (the cache volume).
-    pub(crate) fn journaled_writes(&self, writes: &[(DevOp, &[u8])]) -> Result<(), ArrayError> {
-        let inflight = self.journal_append(writes)?;
-        let res = self.run_writes(writes);
-        drop(inflight);
-        if self.absorb_errors(&res) {
-            return Err(ArrayError::Io("a member failed while the cache was destaging; the array is degraded".into()));
-        }
-        Ok(())
-    }
-
     /// The journal, if the array has one.
     pub fn journal(&self) -> Option<&Journal> {
         self.journal.as_ref()
@@ -603,13 +585,10 @@ impl Array {
         Ok(Array {
             layout,
             geo,
-            all_memory: std::sync::atomic::AtomicBool::new(members.iter().flatten().all(|m| m.is_memory())),
-            members: RwLock::new(members),
+            exec: Executor::new(members, DATA_OFFSET),
             health: RwLock::new(health),
             sb: Mutex::new(sb),
-            locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
-            counts: Mutex::new((OpCounts::default(), vec![MemberCounters::default(); n])),
-            pool: std::sync::OnceLock::new(),
+            errors: Mutex::new(vec![0; n]),
             writable,
             dirty: std::sync::atomic::AtomicBool::new(false),
             dirty_lock: Mutex::new(()),
@@ -650,9 +629,8 @@ impl Array {
         let mut disk = sb.clone();
         disk.member_paths = sb.member_paths.iter().map(|p| relativize(p, home)).collect();
         disk.journal = sb.journal.as_deref().map(|p| relativize(p, home));
-        let members = self.members.read();
-        for (i, m) in members.iter().enumerate() {
-            let Some(m) = m else { continue };
+        for i in 0..self.geo.members {
+            let Some(m) = self.exec.member(i) else { continue };
             if matches!(sb.member_states[i], MemberState::Failed) {
                 continue;
             }
@@ -700,12 +678,20 @@ impl Array {
 
     /// Device-operation counters since open: totals and per member.
     pub fn counters(&self) -> (OpCounts, Vec<MemberCounters>) {
-        self.counts.lock().clone()
+        let c = self.exec.counters();
+        let errors = self.errors.lock();
+        let members = c
+            .members
+            .iter()
+            .zip(errors.iter())
+            .map(|(d, &errors)| MemberCounters { reads: d.reads, read_bytes: d.read_bytes, writes: d.writes, write_bytes: d.write_bytes, errors })
+            .collect();
+        (c.ops, members)
     }
 
     pub fn reset_counters(&self) {
-        let mut c = self.counts.lock();
-        *c = (OpCounts::default(), vec![MemberCounters::default(); self.geo.members]);
+        self.exec.reset_counters();
+        self.errors.lock().fill(0);
     }
 
     /// Members failed automatically after I/O errors since open.
@@ -715,7 +701,6 @@ impl Array {
 
     pub fn info(&self) -> ArrayInfo {
         let sb = self.sb.lock().clone();
-        let members = self.members.read();
         let h = self.health.read();
         ArrayInfo {
             uuid: sb.array_uuid,
@@ -738,7 +723,7 @@ impl Array {
                     path: sb.member_paths[i].clone(),
                     uuid: sb.member_uuids[i],
                     state: h.states[i],
-                    present: members[i].is_some(),
+                    present: self.exec.member(i).is_some(),
                 })
                 .collect(),
             journal: sb.journal.clone(),
@@ -772,7 +757,7 @@ impl Array {
     }
 
     fn set_failed(&self, idx: usize) {
-        self.health.write().states[idx] = MemberState::Failed;
+        self.set_health(idx, MemberState::Failed);
     }
 
     /// After an I/O error: fail the member (best effort on disk).
@@ -784,76 +769,49 @@ impl Array {
             }
             h.states[idx] = MemberState::Failed;
         }
-        self.counts.lock().1[idx].errors += 1;
+        self.exec.bump();
+        self.errors.lock()[idx] += 1;
         self.auto_failed.lock().push((idx, err.to_string()));
         let _ = self.write_superblocks(|_| {});
     }
 
+    /// Change a member's state; programs planned before are planned again.
     pub(crate) fn set_health(&self, idx: usize, st: MemberState) {
         self.health.write().states[idx] = st;
+        self.exec.bump();
     }
 
     pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
-        let mut ms = self.members.write();
-        ms[idx] = m;
-        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), std::sync::atomic::Ordering::Relaxed);
+        self.exec.set_member(idx, m);
     }
 
     pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
-        self.members.read()[idx].clone()
+        self.exec.member(idx)
     }
 
     // ------------------------------------------------------------- executor
 
-    pub(crate) fn lock_stripes(&self, stripes: impl Iterator<Item = u64>) -> Vec<MutexGuard<'_, ()>> {
-        let mut idx: Vec<usize> = stripes.map(|s| (s % LOCKS as u64) as usize).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        idx.into_iter().map(|i| self.locks[i].lock()).collect()
-    }
-
-    fn run_one_read(&self, op: &DevOp) -> Result<Vec<u8>, (usize, std::io::Error)> {
-        let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
-        let mut buf = vec![0u8; op.len as usize];
-        m.read_at(&mut buf, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))?;
-        Ok(buf)
-    }
-
-    fn run_one_write(&self, op: &DevOp, data: &[u8]) -> Result<(), (usize, std::io::Error)> {
-        let m = self.member(op.member).ok_or_else(|| (op.member, std::io::Error::other("member missing")))?;
-        m.write_at(data, DATA_OFFSET + op.offset).map_err(|e| (op.member, e))
-    }
-
-    /// Count completed ops (one lock per batch).
-    fn count_ops<'o, T>(&self, dir: Dir, ops: impl Iterator<Item = &'o DevOp>, res: &[Result<T, (usize, std::io::Error)>]) {
-        let mut c = self.counts.lock();
-        for (op, r) in ops.zip(res) {
-            if r.is_ok() {
-                c.0.add_op(dir, op);
-                let mc = &mut c.1[op.member];
-                match dir {
-                    Dir::Read => {
-                        mc.reads += 1;
-                        mc.read_bytes += op.len
-                    }
-                    Dir::Write => {
-                        mc.writes += 1;
-                        mc.write_bytes += op.len
-                    }
-                }
+    /// Fail every member that returned an error.
+    fn absorb(&self, failures: &[(usize, std::io::Error)]) {
+        for (m, e) in failures {
+            if *m < self.geo.members {
+                self.fail_on_error(*m, e);
             }
         }
     }
 
-    /// The shared I/O thread pool, started on first use (RAM arrays never
-    /// need it).
-    fn pool(&self) -> &rayon::ThreadPool {
-        self.pool.get_or_init(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads((2 * self.geo.members).clamp(4, 64))
-                .thread_name(|i| format!("mosaic-io-{i}"))
-                .build()
-                .expect("starting I/O threads")
+    /// Run one program (maintenance, cache steps): its range locks, if
+    /// any, are taken by the executor; `journaled` write phases go through
+    /// the journal.  A member error fails the member; the error names
+    /// `what`.
+    pub(crate) fn run_program(&self, p: &Program, client: Client<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
+        let hook = ArrayJournal(self);
+        let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
+        self.exec.run(p, client, journal).map_err(|e| {
+            if let ExecError::Device(f) = &e {
+                self.absorb(f);
+            }
+            ArrayError::Io(format!("{what}: {e}"))
         })
     }
 
@@ -882,62 +840,10 @@ impl Array {
         Ok(())
     }
 
-    /// Run ops on the calling thread: one op, RAM members, or a caller that
-    /// is itself an I/O thread (a nested array used as a member): blocking
-    /// on another pool from inside a pool job can deadlock work stealing.
-    ///
-    /// Small phases (a 4 KiB read-modify-write moves 8 KiB per phase) also
-    /// run inline: waking pool threads costs more than the copies, and
-    /// callers that want throughput (the NBD server) issue requests from
-    /// several threads anyway.
-    fn inline(&self, n_ops: usize, bytes: u64) -> bool {
-        n_ops <= 1 || bytes <= INLINE_BYTES || self.all_memory.load(std::sync::atomic::Ordering::Relaxed) || rayon::current_thread_index().is_some()
-    }
-
-    /// Run read ops concurrently; results in op order.
-    pub(crate) fn run_reads(&self, ops: &[DevOp]) -> Vec<Result<Vec<u8>, (usize, std::io::Error)>> {
-        let res: Vec<_> = if self.inline(ops.len(), ops.iter().map(|o| o.len).sum()) {
-            ops.iter().map(|op| self.run_one_read(op)).collect()
-        } else {
-            let mut out: Vec<Option<Result<Vec<u8>, (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
-            self.pool().scope(|s| {
-                for (op, slot) in ops.iter().zip(out.iter_mut()) {
-                    s.spawn(move |_| *slot = Some(self.run_one_read(op)));
-                }
-            });
-            out.into_iter().map(|r| r.unwrap()).collect()
-        };
-        self.count_ops(Dir::Read, ops.iter(), &res);
-        res
-    }
-
-    /// Run write ops concurrently; the result of each op.
-    pub(crate) fn run_writes(&self, ops: &[(DevOp, &[u8])]) -> Vec<Result<(), (usize, std::io::Error)>> {
-        let res: Vec<_> = if self.inline(ops.len(), ops.iter().map(|o| o.0.len).sum()) {
-            ops.iter().map(|(op, b)| self.run_one_write(op, b)).collect()
-        } else {
-            let mut out: Vec<Option<Result<(), (usize, std::io::Error)>>> = (0..ops.len()).map(|_| None).collect();
-            self.pool().scope(|s| {
-                for ((op, b), slot) in ops.iter().zip(out.iter_mut()) {
-                    s.spawn(move |_| *slot = Some(self.run_one_write(op, b)));
-                }
-            });
-            out.into_iter().map(|r| r.unwrap()).collect()
-        };
-        self.count_ops(Dir::Write, ops.iter().map(|o| &o.0), &res);
-        res
-    }
-
-    /// Fail every member that returned an error; true if any did.
-    pub(crate) fn absorb_errors<T>(&self, res: &[Result<T, (usize, std::io::Error)>]) -> bool {
-        let mut any = false;
-        for r in res {
-            if let Err((m, e)) = r {
-                self.fail_on_error(*m, e);
-                any = true;
-            }
-        }
-        any
+    /// Lock the ranges of `stripes` (maintenance holds a region while it
+    /// plans and runs programs without locks of their own).
+    pub(crate) fn lock_stripes(&self, stripes: impl Iterator<Item = u64>) -> Vec<parking_lot::MutexGuard<'_, ()>> {
+        self.exec.lock(stripes)
     }
 
     pub(crate) fn check_writable(&self) -> Result<(), ArrayError> {
@@ -948,59 +854,10 @@ impl Array {
         }
     }
 
-    /// Lock `plan`'s stripes and run its reads.  None when the plan went
-    /// stale (a member failed meanwhile): plan again.
-    fn lock_and_read(&self, plan: &Plan, h: &Health) -> Option<(Vec<MutexGuard<'_, ()>>, Vec<Vec<u8>>)> {
-        let guards = self.lock_stripes(plan.stripes.iter().map(|s| s.stripe));
-        if *self.health.read() != *h {
-            return None;
-        }
-        let ops: Vec<DevOp> = plan.reads().copied().collect();
-        let res = self.run_reads(&ops);
-        if self.absorb_errors(&res) {
-            return None;
-        }
-        Some((guards, res.into_iter().map(|r| r.unwrap()).collect()))
-    }
-
-    /// `f` for each stripe plan with its slice of the read buffers.
-    fn per_stripe<'b, T>(plan: &Plan, bufs: &'b [Vec<u8>], mut f: impl FnMut(&StripePlan, &'b [Vec<u8>]) -> Result<T, ArrayError>) -> Result<Vec<T>, ArrayError> {
-        let mut at = 0;
-        plan.stripes
-            .iter()
-            .map(|sp| {
-                let n = sp.reads.len();
-                at += n;
-                f(sp, &bufs[at - n..at])
-            })
-            .collect()
-    }
-
-    fn count_plan(&self, plan: &Plan) {
-        let mut c = self.counts.lock();
-        for sp in &plan.stripes {
-            c.0.add_method(sp.method);
-        }
-    }
-
-    /// Count the stripe method of one step another front end ran (the
-    /// cache volume's destage steps), as [`Array::count_plan`] does.
-    pub(crate) fn count_method(&self, m: mosaic_core::Method) {
-        self.counts.lock().0.add_method(m);
-    }
-
     /// Read `buf.len()` bytes at logical `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
-        let len = buf.len() as u64;
-        for _attempt in 0..=self.geo.members {
-            let h = self.health();
-            let plan = self.layout.plan_read(offset, len, &h)?;
-            let Some((_g, bufs)) = self.lock_and_read(&plan, &h) else { continue };
-            Self::per_stripe(&plan, &bufs, |sp, r| Ok(self.layout.assemble_read(sp, r, buf)?))?;
-            self.count_plan(&plan);
-            return Ok(());
-        }
-        Err(ArrayError::Io(format!("read at {offset}: members kept failing")))
+        let mut r = Request { arr: self, offset, len: buf.len() as u64, write: false };
+        self.exec.submit(&mut r, Client::Out(buf), None)
     }
 
     /// Write `data` at logical `offset`.
@@ -1031,61 +888,18 @@ impl Array {
     /// Plan, read, compute and write; `journaled` is false only for the
     /// replay of cached writes (their rows were just resynced).
     fn write_stripes(&self, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let len = data.len() as u64;
-        for _attempt in 0..=self.geo.members {
-            let h = self.health();
-            let plan = self.layout.plan_write(offset, len, &h)?;
-            let Some((_g, bufs)) = self.lock_and_read(&plan, &h) else { continue };
-            let computed = Self::per_stripe(&plan, &bufs, |sp, r| Ok(self.layout.compute_writes(sp, data, r)?))?;
-            let writes: Vec<(DevOp, &[u8])> = plan
-                .stripes
-                .iter()
-                .zip(&computed)
-                .flat_map(|(sp, bufs)| sp.writes.iter().copied().zip(bufs.iter().map(|b| b.bytes())))
-                .collect();
-            let inflight = if journaled { self.journal_append(&writes)? } else { None };
-            let res = self.run_writes(&writes);
-            drop(inflight);
-            if self.absorb_errors(&res) {
-                continue;
-            }
-            self.count_plan(&plan);
-            return Ok(());
-        }
-        Err(ArrayError::Io(format!("write at {offset}: members kept failing")))
-    }
-
-    /// Execute a stripe plan's reads (maintenance helpers).
-    pub(crate) fn plan_reads(&self, sp: &StripePlan) -> Result<Vec<Vec<u8>>, bool> {
-        let res = self.run_reads(&sp.reads);
-        if self.absorb_errors(&res) {
-            return Err(true);
-        }
-        Ok(res.into_iter().map(|r| r.unwrap()).collect())
+        let mut r = Request { arr: self, offset, len: data.len() as u64, write: true };
+        let hook = ArrayJournal(self);
+        let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
+        self.exec.submit(&mut r, Client::In(data), journal)
     }
 
     /// Make every completed write durable on every member.
     pub fn flush(&self) -> Result<(), ArrayError> {
-        let members: Vec<(usize, Arc<dyn Member>)> =
-            self.members.read().iter().enumerate().filter_map(|(i, m)| m.clone().map(|m| (i, m))).collect();
-        let h = self.health();
-        let res: Vec<(usize, std::io::Result<()>)> = if members.iter().all(|(_, m)| m.is_memory()) || rayon::current_thread_index().is_some() {
-            members.iter().map(|(i, m)| (*i, m.flush())).collect()
-        } else {
-            let mut out: Vec<Option<(usize, std::io::Result<()>)>> = (0..members.len()).map(|_| None).collect();
-            self.pool().scope(|s| {
-                for ((i, m), slot) in members.iter().zip(out.iter_mut()) {
-                    s.spawn(move |_| *slot = Some((*i, m.flush())));
-                }
-            });
-            out.into_iter().map(|r| r.unwrap()).collect()
-        };
-        for (i, r) in res {
-            if let Err(e) = r {
-                if !matches!(h.states[i], MemberState::Failed) {
-                    self.fail_on_error(i, &e);
-                }
-            }
+        let present: Vec<usize> = (0..self.geo.members).filter(|&i| self.exec.member(i).is_some()).collect();
+        let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
+        if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
+            self.absorb(&f);
         }
         let failed = self.health().states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
         if failed > self.geo.m {
@@ -1129,5 +943,40 @@ impl Array {
 impl Drop for Array {
     fn drop(&mut self) {
         let _ = self.close();
+    }
+}
+
+/// One client request as the executor's planner: the layout's program
+/// against the health of the moment; member failures recorded.
+struct Request<'a> {
+    arr: &'a Array,
+    offset: u64,
+    len: u64,
+    write: bool,
+}
+
+impl Planner for Request<'_> {
+    type Error = ArrayError;
+    fn plan(&mut self) -> Result<Program, ArrayError> {
+        let h = self.arr.health();
+        let l = &self.arr.layout;
+        Ok(if self.write { l.write_program(self.offset, self.len, &h)? } else { l.read_program(self.offset, self.len, &h)? })
+    }
+    fn failed(&mut self, f: &[(usize, std::io::Error)]) -> Result<(), ArrayError> {
+        self.arr.absorb(f);
+        Ok(())
+    }
+}
+
+/// The array's journal as the executor's journal hook.
+struct ArrayJournal<'a>(&'a Array);
+
+impl JournalHook for ArrayJournal<'_> {
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
+        if !marks.is_empty() {
+            let ms: Vec<(usize, u64, &[u8])> = marks.iter().map(|&(k, v)| (k, v, &[][..])).collect();
+            self.0.journal_marks(&ms).map_err(|e| e.to_string())?;
+        }
+        Ok(Box::new(self.0.journal_append(writes).map_err(|e| e.to_string())?))
     }
 }

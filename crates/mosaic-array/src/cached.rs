@@ -51,7 +51,8 @@
 use parking_lot::Mutex;
 
 use mosaic_core::cache::Widened;
-use mosaic_core::{CacheConfig, CachedArray, DevOp, Step};
+use mosaic_core::{Buf, CacheConfig, CachedArray, Io, Phase, Program, Ref, Step};
+use mosaic_exec::Client;
 
 use crate::journal::{LOGICAL, PARITY_ROW};
 use crate::{Array, ArrayError};
@@ -110,20 +111,31 @@ impl CacheVolume {
 
     /// Run steps in order: reads, compute, journal, member writes.
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>) -> Result<(), ArrayError> {
+        const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         for st in steps {
-            let res = self.arr.run_reads(&st.sp.reads);
-            if self.arr.absorb_errors(&res) {
-                return Err(ArrayError::Io("a member failed while the cache was destaging; the array is degraded".into()));
+            let mut rp = Program::default();
+            let mut ios = Vec::new();
+            for op in &st.sp.reads {
+                let b = rp.buf(Buf::Scratch(op.len as usize));
+                ios.push(Io::new(*op, Ref::new(b, 0)));
+                rp.keep.push(b as u32);
             }
-            let reads: Vec<Vec<u8>> = res.into_iter().map(|r| r.expect("errors absorbed above")).collect();
+            rp.phases.push(Phase::Read(ios));
+            let reads = self.arr.run_program(&rp, Client::None, WHAT)?;
             let bufs = c.compute(&st, &reads)?;
+            let mut wp = Program { methods: vec![st.sp.method], ..Default::default() };
+            let mut ios = Vec::new();
+            for (op, bytes) in st.sp.writes.iter().zip(bufs) {
+                let b = wp.buf(Buf::Bytes(bytes.into()));
+                ios.push(Io::new(*op, Ref::new(b, 0)));
+            }
+            let mut marks = Vec::new();
             if let Some(mosaic_core::cache::Recipe::Parity { stripe, keep: true, .. }) = &st.recipe {
                 // The row's code on the members goes stale from here on.
-                self.arr.journal_marks(&[(PARITY_ROW, *stripe, &[])])?;
+                marks.push((PARITY_ROW, *stripe));
             }
-            let writes: Vec<(DevOp, &[u8])> = st.sp.writes.iter().copied().zip(bufs.iter().map(|b| b.as_slice())).collect();
-            self.arr.journaled_writes(&writes)?;
-            self.arr.count_method(st.sp.method);
+            wp.phases.push(Phase::Write { ops: ios, journal: true, marks });
+            self.arr.run_program(&wp, Client::None, WHAT)?;
         }
         Ok(())
     }

@@ -45,3 +45,12 @@ pub enum ArrayError {
     #[error(transparent)]
     Plan(#[from] mosaic_core::PlanError),
 }
+
+impl From<mosaic_exec::ExecError> for ArrayError {
+    fn from(e: mosaic_exec::ExecError) -> ArrayError {
+        match e {
+            mosaic_exec::ExecError::Program(m) => ArrayError::Plan(mosaic_core::PlanError::Invalid(m)),
+            e => ArrayError::Io(e.to_string()),
+        }
+    }
+}

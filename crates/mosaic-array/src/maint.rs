@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-use mosaic_core::{DevOp, Layout, MemberState, ScrubAt, ScrubFinding};
+use mosaic_core::{Buf, Io, Layout, MemberState, Phase, Program, Ref, ScrubAt, ScrubFinding};
+use mosaic_exec::Client;
 use mosaic_dev::{FileMember, Member};
 
 use crate::array::Array;
@@ -120,18 +121,10 @@ impl Array {
             if now_targets.is_empty() {
                 continue;
             }
-            for sp in self.layout().plan_rebuild(region, &now_targets, &h)? {
-                let reads = self
-                    .plan_reads(&sp)
-                    .map_err(|_| ArrayError::Io(format!("rebuild of region {region}: a surviving member failed")))?;
-                let bufs = self.layout().compute_rebuild(&sp, &reads)?;
-                let writes: Vec<(DevOp, &[u8])> = sp.writes.iter().copied().zip(bufs.iter().map(|b| b.as_slice())).collect();
-                let res = self.run_writes(&writes);
-                if self.absorb_errors(&res) {
-                    return Err(ArrayError::Io(format!("rebuild of region {region}: writing the replacement failed")));
-                }
-                written += writes.iter().map(|w| w.0.len).sum::<u64>();
-            }
+            let sps = self.layout().plan_rebuild(region, &now_targets, &h)?;
+            let p = self.layout().rebuild_program(&sps)?;
+            self.run_program(&p, Client::None, &format!("rebuild of region {region}"))?;
+            written += sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum::<u64>();
             for &t in &now_targets {
                 self.set_health(t, MemberState::Rebuilding { done: region + 1 });
             }
@@ -204,8 +197,10 @@ impl Array {
     pub(crate) fn scrub_region(&self, region: u64, repair: bool) -> Result<RegionScrub, ArrayError> {
         let h = self.health();
         let mut out = RegionScrub::default();
-        for sp in self.layout().plan_scrub(region, &h)? {
-            let reads = self.plan_reads(&sp).map_err(|_| ArrayError::Io(format!("scrub of stripe {region}: a member failed")))?;
+        let sps = self.layout().plan_scrub(region, &h)?;
+        let kept = self.run_program(&self.layout().scrub_program(&sps), Client::None, &format!("scrub of stripe {region}"))?;
+        let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
+        for (sp, reads) in sps.into_iter().zip(all_reads) {
             out.bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
             let found = self.layout().scrub_check(&sp, &reads)?;
             if !found.verified {
@@ -222,12 +217,14 @@ impl Array {
                 out.finding = Some(f);
             }
             if repair {
-                let ops: Vec<DevOp> = found.bad_cols.iter().map(|&c| self.layout().repair_op(&sp, c)).collect();
-                let writes: Vec<(DevOp, &[u8])> = ops.into_iter().zip(found.repairs.iter().map(|r| r.as_slice())).collect();
-                let res = self.run_writes(&writes);
-                if self.absorb_errors(&res) {
-                    return Err(ArrayError::Io(format!("scrub repair of stripe {region}: a member failed")));
+                let mut p = Program::default();
+                let mut ops = Vec::new();
+                for (&c, bytes) in found.bad_cols.iter().zip(&found.repairs) {
+                    let b = p.buf(Buf::Bytes(bytes.as_slice().into()));
+                    ops.push(Io::new(self.layout().repair_op(&sp, c), Ref::new(b, 0)));
                 }
+                p.phases.push(Phase::write(ops));
+                self.run_program(&p, Client::None, &format!("scrub repair of stripe {region}"))?;
             }
         }
         Ok(out)

@@ -66,7 +66,7 @@ impl StripeMath {
         Ok(StripeMath { geo, code })
     }
 
-    fn code(&self) -> Result<&Code, PlanError> {
+    pub(crate) fn code(&self) -> Result<&Code, PlanError> {
         self.code.as_ref().ok_or_else(|| PlanError::Invalid("geometry has no erasure code".into()))
     }
 

@@ -9,8 +9,9 @@
 //!   updates as it plans writes, behind `&self` with its own interior
 //!   locking, and commits in [`Layout::complete`].
 //!
-//! Planning is split from the stripe math so executors can run the I/O and
-//! call back into the layout for the compute phase.  Maintenance work
+//! Planning maps a request onto stripes ([`Plan`]); lowering turns that
+//! into a [`Program`] whose computation is data, which the one executor
+//! runs and the simulator times.  Maintenance work
 //! (rebuild, scrub) walks *regions*: stripes for fixed geometries, stripe
 //! groups for mapped ones.
 
@@ -18,6 +19,7 @@ use crate::compute::{ScrubOutcome, StripeMath, WriteBuf};
 use crate::geometry::Geometry;
 use crate::health::Health;
 use crate::plan::{Plan, StripePlan};
+use crate::program::Program;
 use crate::planner::{StripePlanner, WritePolicy};
 use crate::PlanError;
 
@@ -36,6 +38,17 @@ pub trait Layout: Send + Sync {
     fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError>;
     /// A plan's device operations all finished (mapped layouts commit here).
     fn complete(&self, _plan: &Plan) {}
+
+    /// The program of a read: its output is the client's buffer.
+    fn read_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;
+    /// The program of a write: its input is the client's bytes.
+    fn write_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;
+    /// The program of rebuild plans (no range locks: the caller holds
+    /// them; no stripe methods: maintenance is not counted as requests).
+    fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError>;
+    /// The program reading what scrub verifies, kept for
+    /// [`Layout::scrub_check`] (no range locks: the caller holds them).
+    fn scrub_program(&self, sps: &[StripePlan]) -> Program;
 
     fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError>;
     fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError>;
@@ -103,6 +116,24 @@ impl Layout for FixedLayout {
     }
     fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
         self.planner.plan_write(offset, len, h)
+    }
+    fn read_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
+        self.math.read_program(&self.planner.plan_read(offset, len, h)?)
+    }
+    fn write_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
+        self.math.write_program(&self.planner.plan_write(offset, len, h)?, len as usize)
+    }
+    fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
+        let mut p = self.math.rebuild_program(sps)?;
+        p.locks.clear();
+        p.methods.clear();
+        Ok(p)
+    }
+    fn scrub_program(&self, sps: &[StripePlan]) -> Program {
+        let mut p = self.math.scrub_program(sps);
+        p.locks.clear();
+        p.methods.clear();
+        p
     }
     fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError> {
         self.math.compute_writes(sp, input, reads)

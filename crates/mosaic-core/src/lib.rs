@@ -17,6 +17,7 @@ pub mod frontend;
 pub mod geometry;
 pub mod health;
 pub mod layout;
+pub mod lower;
 pub mod plan;
 pub mod planner;
 pub mod program;

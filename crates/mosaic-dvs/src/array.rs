@@ -32,21 +32,22 @@
 //! `scrub_with` checks every stripe that still protects data, locates a
 //! wrong column when k >= 2, and repairs by re-striping.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use mosaic_core::{DeviceIo, Dir, MemberState, Program, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
 use mosaic_dev::zoned::{ZoneCond, ZonedFile};
 use mosaic_dev::Member;
 use mosaic_ec::Code;
+use mosaic_exec::{Client, ExecError, Executor};
 
 use crate::addr::{ChunkKey, DvsConfig, Geo};
-use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc, Src};
-use crate::frontend::read_runs;
+use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
 use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, peek_record, record_header_len, MetaLayout, MetaState, MetaWrite, Record, Superblock, SB_LEN};
+use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
-use mosaic_core::{DeviceIo, Dir, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
 use crate::DvsError;
 
 /// A host-managed zoned member device.
@@ -162,63 +163,63 @@ impl ZonedMember for PowerCut {
     }
 }
 
-/// A member device that counts every read and write issued to it: the
-/// one place [`DvsArray::member_io`] is counted, so no path (data, parity,
-/// fills, GC, log, checkpoints, journal, rebuild, scrub) is missed.
-/// Flushes and zone resets are not reads or writes and are not counted.
-struct Counted {
-    inner: Arc<dyn ZonedMember>,
-    io: Arc<Mutex<DeviceIo>>,
-}
+/// A zoned member as a member of the executor, which names a zone by its
+/// first byte.
+struct AsMember(Arc<dyn ZonedMember>);
 
-impl Counted {
-    /// `dev` counted into `io`.
-    fn wrap(dev: Arc<dyn ZonedMember>, io: &Arc<Mutex<DeviceIo>>) -> Arc<dyn ZonedMember> {
-        Arc::new(Counted { inner: dev, io: io.clone() })
-    }
-    fn add(&self, dir: Dir, bytes: usize) {
-        self.io.lock().unwrap_or_else(|e| e.into_inner()).add(dir, bytes as u64);
-    }
-}
-
-impl ZonedMember for Counted {
+impl Member for AsMember {
     fn describe(&self) -> String {
-        self.inner.describe()
+        self.0.describe()
     }
     fn size(&self) -> u64 {
-        self.inner.size()
+        self.0.size()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.add(Dir::Read, buf.len());
-        self.inner.read_at(buf, offset)
+        self.0.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.add(Dir::Write, buf.len());
-        self.inner.write_at(buf, offset)
+        self.0.write_at(buf, offset)
     }
     fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
+        self.0.flush()
     }
-    fn reset_zone(&self, zone: u64) -> io::Result<()> {
-        self.inner.reset_zone(zone)
-    }
-    fn write_pointer(&self, zone: u64) -> Option<u64> {
-        self.inner.write_pointer(zone)
-    }
-    fn zone_size(&self) -> u64 {
-        self.inner.zone_size()
-    }
-    fn zone_count(&self) -> u64 {
-        self.inner.zone_count()
-    }
-    fn conventional_zones(&self) -> u64 {
-        self.inner.conventional_zones()
+    fn reset_zone(&self, offset: u64) -> io::Result<()> {
+        let z = self.0.zone_size();
+        if z == 0 || offset % z != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("zone reset at byte {offset}: not a zone start (zones of {z} bytes)")));
+        }
+        self.0.reset_zone(offset / z)
     }
 }
 
-/// One fresh counter per member.
-fn new_counters(n: usize) -> Vec<Arc<Mutex<DeviceIo>>> {
-    (0..n).map(|_| Arc::new(Mutex::new(DeviceIo::default()))).collect()
+fn as_member(d: &Arc<dyn ZonedMember>) -> Arc<dyn Member> {
+    Arc::new(AsMember(d.clone()))
+}
+
+/// The executor of an array on `members`.
+fn executor(members: &[Option<Arc<dyn ZonedMember>>]) -> Executor {
+    Executor::new(members.iter().map(|m| m.as_ref().map(as_member)).collect(), 0)
+}
+
+/// Run `p` on `exec`: its kept buffers, or the members' errors as one.
+fn run_on(exec: &Executor, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
+    exec.run(p, Client::None, None).map_err(|e| match e {
+        ExecError::Device(f) => {
+            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.1.kind());
+            DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
+        }
+        other => DvsError::Other(other.to_string()),
+    })
+}
+
+/// Read `len` bytes at `offset` of member `m`.
+fn read_one(exec: &Executor, m: usize, offset: u64, len: u64) -> Result<Vec<u8>, DvsError> {
+    run_on(exec, &program::reads(&[(m, offset, len)]))?.pop().ok_or_else(|| DvsError::Other("a read returned nothing".into()))
+}
+
+/// The sequential zones of `d` holding data, as (member, zone's first byte).
+fn written_zones(cfg: &DvsConfig, m: usize, d: &dyn ZonedMember) -> Vec<(usize, u64)> {
+    (cfg.conventional..cfg.zones).filter(|&z| d.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size)).map(|z| (m, z * cfg.zone_size)).collect()
 }
 
 /// What `info` reports.
@@ -250,8 +251,11 @@ pub struct DvsArray {
     poisoned: Option<String>,
     /// The kind of job running (still set after it failed part-way).
     current: Option<crate::engine::JobKind>,
-    /// Every read and write issued to each member device (see [`Counted`]).
-    member_io: Vec<Arc<Mutex<DeviceIo>>>,
+    /// Runs every program on the members; counts their reads and writes.
+    exec: Executor,
+    /// Reads issued outside the executor: superblocks read to learn a
+    /// device's member index (open, replace).
+    side_io: Mutex<Vec<DeviceIo>>,
 }
 
 /// What [`DvsArray::io_counters`] reports.
@@ -344,29 +348,15 @@ impl DvsArray {
         for (i, d) in members.iter().enumerate() {
             check_member(&cfg, i, d.as_ref())?;
         }
-        let member_io = new_counters(cfg.members);
-        let members: Vec<Arc<dyn ZonedMember>> = members.into_iter().zip(&member_io).map(|(d, io)| Counted::wrap(d, io)).collect();
         let uuid: u64 = rand::random();
         let tables = Tables::new(geo.clone());
         let ck = encode_checkpoint(&tables, 0);
-        for (i, d) in members.iter().enumerate() {
-            for z in cfg.conventional..cfg.zones {
-                if d.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size) {
-                    d.reset_zone(z).map_err(|e| ioe("zone reset", i, e))?;
-                }
-            }
-            let zero = vec![0u8; (ml.journal_end - ml.log_start).min(16 << 20) as usize];
-            let mut pos = ml.log_start;
-            while pos < ml.journal_end {
-                let n = ((ml.journal_end - pos) as usize).min(zero.len());
-                d.write_at(&zero[..n], pos).map_err(|e| ioe("clearing the log", i, e))?;
-                pos += n as u64;
-            }
-            d.write_at(&vec![0u8; ml.slot as usize], ml.slot_offset(1)).map_err(|e| ioe("checkpoint", i, e))?;
-            d.write_at(&ck, ml.slot_offset(0)).map_err(|e| ioe("checkpoint", i, e))?;
-            d.write_at(&Superblock { config: cfg.clone(), uuid, member: i }.encode(), 0).map_err(|e| ioe("superblock", i, e))?;
-            d.flush().map_err(|e| ioe("flush", i, e))?;
-        }
+        let exec = executor(&members.iter().cloned().map(Some).collect::<Vec<_>>());
+        let ids: Vec<usize> = (0..members.len()).collect();
+        let resets: Vec<(usize, u64)> = members.iter().enumerate().flat_map(|(i, d)| written_zones(&cfg, i, d.as_ref())).collect();
+        let slots = ids.iter().flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone())]).collect();
+        let sbs = ids.iter().map(|&i| (i, 0, Superblock { config: cfg.clone(), uuid, member: i }.encode())).collect();
+        run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, sbs))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
             dvs: Dvs::with_tables(tables.clone(), array_params(&cfg)),
@@ -378,7 +368,8 @@ impl DvsArray {
             code,
             poisoned: None,
             current: None,
-            member_io,
+            exec,
+            side_io: Mutex::new(vec![DeviceIo::default(); cfg.members]),
             geo,
         })
     }
@@ -398,7 +389,7 @@ impl DvsArray {
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;
         let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None; cfg.members];
-        let member_io = new_counters(cfg.members);
+        let mut side_io = vec![DeviceIo::default(); cfg.members];
         for (d, sb) in devs.into_iter().zip(&sbs) {
             if sb.uuid != first.uuid || sb.config != cfg {
                 return Err(DvsError::Corrupt(format!("{} belongs to another array", d.describe())));
@@ -407,31 +398,28 @@ impl DvsArray {
                 return Err(DvsError::Corrupt(format!("{}: member index {} is out of range or given twice", d.describe(), sb.member)));
             }
             check_member(&cfg, sb.member, d.as_ref())?;
-            let io = &member_io[sb.member];
-            io.lock().unwrap_or_else(|e| e.into_inner()).add(Dir::Read, SB_LEN); // the superblock read above
-            members[sb.member] = Some(Counted::wrap(d, io));
+            side_io[sb.member].add(Dir::Read, SB_LEN); // the superblock read above
+            members[sb.member] = Some(d);
         }
+        let exec = executor(&members);
         let present = members.iter().filter(|m| m.is_some()).count();
         if present + cfg.parity < cfg.members {
             return Err(DvsError::Other(format!("only {present} of {} members present; at most {} may be missing", cfg.members, cfg.parity)));
         }
         // The newest checkpoint with the longest log, over all members.
         let mut best: Option<(u64, u64, Tables, u64)> = None; // (final seq, ck slot, tables, ck seq)
-        for (i, m) in members.iter().enumerate() {
-            let Some(d) = m else { continue };
+        for i in (0..cfg.members).filter(|&i| members[i].is_some()) {
             let mut ck: Option<(u64, u64, Tables)> = None;
-            for slot in 0..2 {
-                let mut b = vec![0u8; ml.slot as usize];
-                d.read_at(&mut b, ml.slot_offset(slot)).map_err(|e| ioe("reading a checkpoint", i, e))?;
-                if let Some((seq, t)) = decode_checkpoint(&b, &geo)? {
+            let slots = run_on(&exec, &program::reads(&[(i, ml.slot_offset(0), ml.slot), (i, ml.slot_offset(1), ml.slot)]))?;
+            for (slot, b) in (0..2).zip(&slots) {
+                if let Some((seq, t)) = decode_checkpoint(b, &geo)? {
                     if ck.as_ref().is_none_or(|c| seq > c.0) {
                         ck = Some((seq, slot, t));
                     }
                 }
             }
             let Some((ck_seq, slot, mut t)) = ck else { continue };
-            let mut log = vec![0u8; (ml.log_end - ml.log_start) as usize];
-            d.read_at(&mut log, ml.log_start).map_err(|e| ioe("reading the log", i, e))?;
+            let log = read_one(&exec, i, ml.log_start, ml.log_end - ml.log_start)?;
             let mut pos = 0;
             let mut seq = ck_seq;
             while let Some((s, len)) = peek_record(&log[pos..]) {
@@ -489,14 +477,18 @@ impl DvsArray {
             }
         }
         // Spare segments a crash left written are reset.
-        for p in tables.spares().collect::<Vec<_>>() {
+        let mut resets = Vec::new();
+        for p in tables.spares() {
             let zone = geo.zone_of(p);
             for (m, d) in members.iter().enumerate() {
                 let Some(d) = d.as_ref().filter(|_| !matches!(states[m], MemberState::Failed)) else { continue };
                 if d.write_pointer(zone).is_some_and(|wp| wp > zone * geo.cfg.zone_size) {
-                    d.reset_zone(zone).map_err(|e| ioe("resetting a spare segment", m, e))?;
+                    resets.push((m, zone * geo.cfg.zone_size));
                 }
             }
+        }
+        if !resets.is_empty() {
+            run_on(&exec, &program::format(&resets, &[], (0, 0), vec![], vec![]))?;
         }
         tables.member_state = states.clone();
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
@@ -513,7 +505,8 @@ impl DvsArray {
             code,
             poisoned: None,
             current: None,
-            member_io,
+            exec,
+            side_io: Mutex::new(side_io),
             geo,
         };
         a.checkpoint()?;
@@ -529,9 +522,8 @@ impl DvsArray {
         }
         let mut best: Vec<(u64, u64, Vec<u8>)> = Vec::new();
         let mut best_end = self.ml.journal_start;
-        for (m, d) in self.meta_members() {
-            let mut j = vec![0u8; (self.ml.journal_end - self.ml.journal_start) as usize];
-            d.read_at(&mut j, self.ml.journal_start).map_err(|e| ioe("reading the journal", m, e))?;
+        for m in self.meta_members() {
+            let j = read_one(&self.exec, m, self.ml.journal_start, self.ml.journal_end - self.ml.journal_start)?;
             let (mut pos, mut want, mut recs) = (0usize, self.meta.jseq, Vec::new());
             while let Some((s, off, data, n)) = decode_journal(&j[pos..]) {
                 if s != want {

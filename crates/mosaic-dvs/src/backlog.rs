@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use mosaic_core::{Plan, Role};
+use mosaic_core::{DevOp, Phase, Plan, Program};
 use mosaic_drives::{DriveModel, ReqKind};
 
 #[derive(Debug, Clone, Default)]
@@ -61,21 +61,40 @@ impl Backlog {
         self.held
     }
 
-    /// Account `plans` issued at `now`; `chunks` of cache stay held until
-    /// they are estimated done.
-    pub fn add(&mut self, plans: &[Plan], now: u64, chunks: usize) {
+    /// Account `programs` issued at `now`; `chunks` of cache stay held
+    /// until they are estimated done.  Zone resets take no time but wait
+    /// behind the drive's earlier work.
+    pub fn add(&mut self, programs: &[Program], now: u64, chunks: usize) {
+        let ops = programs.iter().flat_map(|p| {
+            p.phases.iter().flat_map(|ph| -> Box<dyn Iterator<Item = (&DevOp, bool)> + '_> {
+                match ph {
+                    Phase::Read(ios) | Phase::Write { ops: ios, .. } => Box::new(ios.iter().map(|io| (&io.op, true))),
+                    Phase::Reset(zs) => Box::new(zs.iter().map(|z| (z, false))),
+                    _ => Box::new(std::iter::empty()),
+                }
+            })
+        });
+        self.account(ops, now, chunks);
+    }
+
+    /// [`Backlog::add`] for plans (the baselines).
+    pub fn add_plans(&mut self, plans: &[Plan], now: u64, chunks: usize) {
+        let ops = plans.iter().flat_map(|p| p.reads().chain(p.writes())).map(|op| (op, op.role != mosaic_core::Role::ZoneReset));
+        self.account(ops, now, chunks);
+    }
+
+    /// Queue each op (timed when its flag is set) behind its drive's work.
+    fn account<'a>(&mut self, ops: impl Iterator<Item = (&'a DevOp, bool)>, now: u64, chunks: usize) {
         if self.est.is_empty() {
             return;
         }
         let mut done = now;
-        for p in plans {
-            for op in p.reads().chain(p.writes()) {
-                let Some(&(pos, per)) = self.est.get(op.member) else { continue };
-                let t = if op.role == Role::ZoneReset { 0.0 } else { pos + per * op.len as f64 };
-                let b = &mut self.busy[op.member];
-                *b = (*b).max(now) + t as u64;
-                done = done.max(*b);
-            }
+        for (op, timed) in ops {
+            let Some(&(pos, per)) = self.est.get(op.member) else { continue };
+            let t = if timed { pos + per * op.len as f64 } else { 0.0 };
+            let b = &mut self.busy[op.member];
+            *b = (*b).max(now) + t as u64;
+            done = done.max(*b);
         }
         if chunks > 0 && done > now {
             *self.inflight.entry(done).or_insert(0) += chunks;

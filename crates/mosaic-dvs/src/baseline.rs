@@ -476,11 +476,11 @@ impl Frontend for CachedFrontend {
             }
             if self.dirty.len() >= min && self.dirty.len() + held > self.high {
                 let (p, n) = self.destage(h)?;
-                self.backlog.add(&p, now_ns, n);
+                self.backlog.add_plans(&p, now_ns, n);
                 bg.extend(p);
             }
         }
-        self.backlog.add(&fg, now_ns, 0);
+        self.backlog.add_plans(&fg, now_ns, 0);
         Ok(Staged::io_only(&fg, &bg))
     }
     fn stats(&self) -> Vec<(String, f64)> {

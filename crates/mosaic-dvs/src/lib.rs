@@ -7,10 +7,11 @@
 //!   tables    GTT, per-SSG AMT and SIT, the stripe builder
 //!   cache     SSG LRU/LFU write cache, LRU read cache
 //!   engine    the sans-I/O state machine: writes -> destage / GC jobs, reads -> sources
-//!   frontend  jobs -> mosaic_core plans; DVS as a mosaic_core::Frontend for mosaic-sim
+//!   program   the one lowering: jobs, reads, metadata writes -> mosaic_core Programs
+//!   frontend  DVS as a mosaic_core::Frontend for mosaic-sim (the programs, counting mode)
 //!   baseline  Segment RAID-5 and Sblock RAID-5 on SMR, and a chunk write cache for any layout
 //!   meta      metadata persistence: checkpoint + log in conventional zones
-//!   array     the real executor on zoned members (ZonedFile), parity with mosaic-ec
+//!   array     the real array on zoned members (ZonedFile): the programs on mosaic-exec
 //! ```
 
 // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
@@ -25,6 +26,7 @@ pub mod engine;
 pub mod files;
 pub mod frontend;
 pub mod meta;
+pub mod program;
 pub mod tables;
 
 pub use addr::{ChunkKey, DvsConfig, Geo};
