@@ -4,10 +4,10 @@
 //!
 //! * **fixed geometry** (RAID-0/1/4/5/6, `rs:K+M`, later CBRO): a logical
 //!   address maps to members by arithmetic alone;
-//! * **mapped geometry** (later: log-structured DVS stripes, tiering,
-//!   remapping): a logical address maps through tables the layout keeps and
-//!   updates as it plans writes, behind `&self` with its own interior
-//!   locking, and commits in [`Layout::complete`].
+//! * **mapped geometry** (DVS, and later tiering and remapping) does not
+//!   implement this trait: it keeps its tables (on the `mosaic-map` kit),
+//!   plans programs as a `mosaic_exec::Planner`, and commits or aborts what
+//!   it reserved when the executor reports the program's fate.
 //!
 //! Planning maps a request onto stripes ([`Plan`]); lowering turns that
 //! into a [`Program`] whose computation is data, which the one executor
@@ -36,8 +36,6 @@ pub trait Layout: Send + Sync {
 
     fn plan_read(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError>;
     fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError>;
-    /// A plan's device operations all finished (mapped layouts commit here).
-    fn complete(&self, _plan: &Plan) {}
 
     /// The program of a read: its output is the client's buffer.
     fn read_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;

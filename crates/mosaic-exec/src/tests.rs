@@ -195,6 +195,78 @@ fn a_malformed_program_is_an_error_not_a_panic() {
     assert!(matches!(ex.run(&p, Client::In(&[0u8; 16]), None), Err(ExecError::Program(_))));
 }
 
+/// An allocating policy: each write reserves an extent on the first member
+/// it believes healthy and writes there.
+struct Allocating<'e> {
+    ex: &'e Executor,
+    alloc: mosaic_map::ExtentAllocator,
+    failed: Vec<bool>,
+    held: Option<mosaic_map::Reservation>,
+    placed: Vec<mosaic_map::Placement>,
+}
+
+impl Planner for Allocating<'_> {
+    type Error = ExecError;
+    fn plan(&mut self) -> Result<Program, ExecError> {
+        use mosaic_map::{Allocator, Placement, Pool};
+        let m = (0..self.failed.len()).find(|&m| !self.failed[m]).ok_or(ExecError::Stale)?;
+        let r = self.alloc.allocate_in(4096, Pool::Member(m as u32)).ok_or(ExecError::Stale)?;
+        let Placement::Member { offset, .. } = r.placement() else { unreachable!("member pools place on members") };
+        self.held = Some(r);
+        let mut p = Program::default();
+        let input = p.buf(Buf::Input { off: 0, len: 4096 });
+        p.phases.push(Phase::write(vec![Io::new(op(m, offset, 4096, Role::Data), Ref::new(input, 0))]));
+        Ok(p)
+    }
+    fn commit(&mut self, _: &Program, _: Vec<Vec<u8>>) -> Result<(), ExecError> {
+        use mosaic_map::Allocator;
+        let r = self.held.take().ok_or(ExecError::Stale)?;
+        self.placed.push(r.placement());
+        self.alloc.commit(r).map_err(|e| ExecError::Program(e.to_string()))
+    }
+    fn abort(&mut self, _: &Program) {
+        use mosaic_map::Allocator;
+        if let Some(r) = self.held.take() {
+            self.alloc.abort(r).expect("a reservation this allocator made");
+        }
+    }
+    fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
+        for (m, _) in f {
+            self.failed[*m] = true;
+        }
+        self.ex.bump();
+        Ok(())
+    }
+}
+
+#[test]
+fn an_allocating_policy_neither_leaks_nor_double_allocates_when_a_member_fails_mid_program() {
+    use mosaic_map::{Allocator, Placement, Pool};
+    let ms = mems(2);
+    let bad = Arc::new(FaultyMember::new(ms[0].clone()));
+    let ex = Executor::new(vec![Some(bad.clone() as Arc<dyn Member>), Some(ms[1].clone() as Arc<dyn Member>)], 0);
+    let alloc = mosaic_map::ExtentAllocator::new(&[(Pool::Member(0), 1 << 20), (Pool::Member(1), 1 << 20)]);
+    let mut pl = Allocating { ex: &ex, alloc, failed: vec![false; 2], held: None, placed: vec![] };
+    ex.submit(&mut pl, Client::In(&[1u8; 4096]), None).unwrap();
+    bad.break_now();
+    ex.submit(&mut pl, Client::In(&[2u8; 4096]), None).unwrap();
+    ex.submit(&mut pl, Client::In(&[3u8; 4096]), None).unwrap();
+    // The first write landed on member 0; the second was planned there,
+    // failed, was aborted and re-planned on member 1; the third went to
+    // member 1 at once.  Exactly three extents are owned, none twice, and
+    // member 0's aborted reservation is free again.
+    assert_eq!(pl.placed.len(), 3);
+    assert!(matches!(pl.placed[0], Placement::Member { member: 0, .. }));
+    assert!(pl.placed[1..].iter().all(|p| matches!(p, Placement::Member { member: 1, .. })));
+    assert_ne!(pl.placed[1], pl.placed[2]);
+    assert_eq!(pl.alloc.free_bytes(), (2 << 20) - 3 * 4096);
+    assert!(pl.held.is_none());
+    for (p, byte) in pl.placed[1..].iter().zip([2u8, 3]) {
+        let Placement::Member { offset, .. } = p else { unreachable!() };
+        assert!(peek(&ms[1], *offset, 4096).iter().all(|&x| x == byte));
+    }
+}
+
 proptest! {
     /// A combination over GF(2^8) equals the byte-wise reference, with the
     /// destination's own buffer among the terms.
