@@ -193,16 +193,18 @@ impl Program {
     }
 
     /// The device operations of `plan` with no bytes and no computation,
-    /// one lane per stripe: reads, then writes, then zone resets.  For
-    /// policies that exist only in the simulator (the SMR baselines);
-    /// such a program is counted and timed, never executed (its writes
-    /// would carry zeros).
+    /// one lane per stripe: reads, then writes, with each zone reset in
+    /// its own phase where the stripe's write list has it (a segment
+    /// rewrite resets its zone before writing it again).  For policies
+    /// that exist only in the simulator (the SMR baselines); such a
+    /// program is counted and timed, never executed (its writes would
+    /// carry zeros).
     pub fn io_only(plan: &Plan) -> Program {
         let mut p = Program::default();
         let reads: u64 = plan.reads().map(|o| o.len).sum();
         let widest = plan.writes().map(|o| o.len).max().unwrap_or(0);
         let scratch = p.buf(Buf::Scratch(reads.max(widest) as usize));
-        let (mut r, mut w, mut z) = (Vec::new(), Vec::new(), Vec::new());
+        let mut r = Vec::new();
         let mut at = 0;
         for (lane, sp) in plan.stripes.iter().enumerate() {
             p.locks.push(sp.stripe);
@@ -211,21 +213,25 @@ impl Program {
                 r.push(Io { op: *op, at: Ref::new(scratch, at), lane: lane as u32 });
                 at += op.len as usize;
             }
-            for op in &sp.writes {
-                match op.role {
-                    Role::ZoneReset => z.push(*op),
-                    _ => w.push(Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 }),
-                }
-            }
         }
         if !r.is_empty() {
             p.phases.push(Phase::Read(r));
         }
-        if !w.is_empty() {
-            p.phases.push(Phase::write(w));
+        let io = |lane: usize, op: &DevOp| Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 };
+        if plan.writes().all(|o| o.role != Role::ZoneReset) {
+            let w: Vec<Io> = plan.stripes.iter().enumerate().flat_map(|(l, sp)| sp.writes.iter().map(move |op| io(l, op))).collect();
+            if !w.is_empty() {
+                p.phases.push(Phase::write(w));
+            }
+            return p;
         }
-        if !z.is_empty() {
-            p.phases.push(Phase::Reset(z));
+        for (lane, sp) in plan.stripes.iter().enumerate() {
+            for run in sp.writes.chunk_by(|a, b| (a.role == Role::ZoneReset) == (b.role == Role::ZoneReset)) {
+                p.phases.push(match run[0].role {
+                    Role::ZoneReset => Phase::Reset(run.to_vec()),
+                    _ => Phase::write(run.iter().map(|op| io(lane, op)).collect()),
+                });
+            }
         }
         p
     }

@@ -1,7 +1,11 @@
-//! The real executor: DVS on zoned member devices, storing real bytes.
+//! The real array: DVS on zoned member devices, storing real bytes.
 //!
 //! It runs the jobs of the same [`Dvs`] state machine the simulator runs,
-//! one at a time, in the order they were made:
+//! one at a time, in the order they were made, each lowered into a
+//! program by [`crate::program`] (the lowering the simulator's front end
+//! uses) and run by one `mosaic_exec::Executor`, which also counts every
+//! member's reads and writes (metadata, journal, open, rebuild and scrub
+//! run as programs too):
 //!
 //! ```text
 //!   job:  fills (old chunks; reconstruct via the SIT when a member failed)
@@ -576,13 +580,6 @@ impl DvsArray {
         }
     }
 
-    fn member(&self, m: usize) -> Result<&Arc<dyn ZonedMember>, DvsError> {
-        match self.members.get(m) {
-            Some(Some(d)) if self.dvs.healthy[m] => Ok(d),
-            _ => Err(DvsError::Other(format!("member {m} is failed"))),
-        }
-    }
-
     fn check_ok(&self) -> Result<(), DvsError> {
         match &self.poisoned {
             Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
@@ -624,8 +621,7 @@ impl DvsArray {
             self.destage_all()?;
         }
         let (jseq, offset_in_meta) = self.meta.take_journal(len);
-        let rec = encode_journal(jseq, offset, data);
-        self.write_meta(&MetaWrite { offset: offset_in_meta, bytes: rec }, "journal")
+        self.write_meta(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) })
     }
 
     /// Destage every cached chunk, then retire the journal.
@@ -636,7 +632,7 @@ impl DvsArray {
         }
         if self.geo.cfg.cache_chunks > 0 {
             let w = self.meta.journal_reset()?;
-            self.write_meta(&w, "log")?;
+            self.write_meta(w)?;
         }
         Ok(())
     }
@@ -663,14 +659,17 @@ impl DvsArray {
         let pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
         let blk = self.geo.block as usize;
         let disk: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(cr) = &p.src { Some(cr) } else { None }).collect();
-        let mut got = self.read_chunks(&disk)?.into_iter();
+        let (prog, at) = self.lower().read(&disk)?;
+        let got = if disk.is_empty() { Vec::new() } else { self.run(&prog)?.pop().unwrap_or_default() };
+        let mut at = at.into_iter();
         for p in &pieces {
             let out = &mut buf[p.buf_off as usize..(p.buf_off + p.b - p.a) as usize];
             match &p.src {
                 ReadSrc::Cache | ReadSrc::Zero => out.fill(0),
                 ReadSrc::Disk(cr) => {
-                    let v = got.next().ok_or_else(|| DvsError::Other("a chunk read went missing".into()))?;
-                    out.copy_from_slice(&v[(p.a - cr.a) as usize..(p.b - cr.a) as usize]);
+                    let o = at.next().ok_or_else(|| DvsError::Other("a chunk read went missing".into()))?;
+                    let src = got.get(o + (p.a - cr.a) as usize..o + (p.b - cr.a) as usize).ok_or_else(|| DvsError::Other("a chunk read came back short".into()))?;
+                    out.copy_from_slice(src);
                 }
             }
             if let (Some(bm), Some(bytes)) = (self.dvs.cache.get(p.key), self.bytes.get(&p.key)) {
@@ -685,56 +684,14 @@ impl DvsArray {
         Ok(())
     }
 
-    /// Bytes `[a, b)` of each chunk read, in order: the direct reads
-    /// merged into runs ([`read_runs`], the rule the replay front end
-    /// plans by), then each reconstruction.
-    fn read_chunks(&self, reads: &[&ChunkRead]) -> Result<Vec<Vec<u8>>, DvsError> {
-        let mut out: Vec<Vec<u8>> = vec![Vec::new(); reads.len()];
-        for run in read_runs(&self.geo, reads) {
-            let mut buf = vec![0u8; run.len as usize];
-            self.member(run.member)?.read_at(&mut buf, run.offset).map_err(|e| ioe("read", run.member, e))?;
-            for (i, at) in run.parts {
-                let n = (reads[i].b - reads[i].a) as usize;
-                out[i] = buf[at as usize..at as usize + n].to_vec();
-            }
-        }
-        for (i, cr) in reads.iter().enumerate() {
-            if let Src::Recon { phys, stripe, col } = &cr.src {
-                out[i] = self.reconstruct(*phys, stripe, *col, cr.a, cr.b, None)?;
-            }
-        }
-        Ok(out)
+    /// The lowering of this array's work into programs.
+    fn lower(&self) -> Lower<'_> {
+        Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy }
     }
 
-    fn shard(&self, st: &Stripe, c: usize) -> usize {
-        if c < st.width() {
-            c
-        } else {
-            self.geo.data + c - st.width()
-        }
-    }
-
-    /// Decode column `col` of a stripe over in-chunk bytes `[a, b)` from its
-    /// other working columns (`skip`: a member not to read, being rebuilt).
-    fn reconstruct(&self, phys: u32, st: &Stripe, col: usize, a: u64, b: u64, skip: Option<usize>) -> Result<Vec<u8>, DvsError> {
-        let len = (b - a) as usize;
-        let mut present: Vec<(usize, Vec<u8>)> = Vec::new();
-        for c in 0..st.members.len() {
-            let m = st.members[c] as usize;
-            if c == col || Some(m) == skip || !self.dvs.healthy[m] {
-                continue;
-            }
-            let mut v = vec![0u8; len];
-            self.member(m)?.read_at(&mut v, self.geo.slot_offset(phys, st.idx[c]) + a).map_err(|e| ioe("read", m, e))?;
-            present.push((self.shard(st, c), v));
-        }
-        for j in st.width()..self.geo.data {
-            present.push((j, vec![0u8; len]));
-        }
-        let mut out = vec![0u8; len];
-        let refs: Vec<(usize, &[u8])> = present.iter().map(|(i, v)| (*i, v.as_slice())).collect();
-        self.code.decode(&refs, &mut [(self.shard(st, col), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
-        Ok(out)
+    /// Run `p` on the members.
+    fn run(&self, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
+        run_on(&self.exec, p)
     }
 
     fn encode(&self, st: &Stripe, data: &HashMap<u32, Vec<u8>>) -> Result<Vec<Vec<u8>>, DvsError> {
@@ -760,61 +717,27 @@ impl DvsArray {
         self.poisoned.as_ref().and(self.current)
     }
 
+    /// Run a job (see [`crate::program`]): fills, merge, parity,
+    /// appends, flush, its log record, zone resets.
     fn run_job(&mut self, job: &Job) -> Result<(), DvsError> {
         self.current = Some(job.kind);
-        let c = self.geo.chunk as usize;
-        let blk = self.geo.block as usize;
-        let fills: Vec<&ChunkRead> = job.fills.iter().collect();
-        let mut old: HashMap<u32, Vec<u8>> = job.fills.iter().map(|f| f.key.1).zip(self.read_chunks(&fills)?).collect();
-        let mut data: HashMap<u32, Vec<u8>> = HashMap::new();
-        for (lcn, bm) in &job.chunks {
-            let bytes = match bm {
-                Some(bm) => {
-                    let mut b = self.bytes.remove(&(job.lsn, *lcn)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")))?;
-                    if let Some(o) = old.get(lcn) {
-                        for i in 0..c / blk {
-                            if !bm.get(i) {
-                                b[i * blk..(i + 1) * blk].copy_from_slice(&o[i * blk..(i + 1) * blk]);
-                            }
-                        }
-                    }
-                    b
-                }
-                None => old.remove(lcn).unwrap_or_else(|| vec![0u8; c]),
-            };
-            data.insert(*lcn, bytes);
-        }
-        let mut per: BTreeMap<usize, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
-        for st in &job.stripes {
-            let par = self.encode(st, &data)?;
-            for (col, (&m, &idx)) in st.members.iter().zip(&st.idx).enumerate() {
-                if !self.writes_to(m as usize, job.lsn) {
-                    continue; // degraded write: the column is rebuilt later
-                }
-                let b = if col < st.width() { data[&st.lcns[col]].clone() } else { par[col - st.width()].clone() };
-                per.entry(m as usize).or_default().push((self.geo.slot_offset(job.phys, idx), b));
-            }
-        }
-        for (m, mut ops) in per {
-            ops.sort_by_key(|o| o.0);
-            let d = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
-            let mut i = 0;
-            while i < ops.len() {
-                let start = ops[i].0;
-                let mut buf = std::mem::take(&mut ops[i].1);
-                i += 1;
-                while i < ops.len() && ops[i].0 == start + buf.len() as u64 {
-                    buf.extend_from_slice(&ops[i].1);
-                    i += 1;
-                }
-                d.write_at(&buf, start).map_err(|e| ioe("append", m, e))?;
-            }
-            d.flush().map_err(|e| ioe("flush", m, e))?;
-        }
-        self.log(Record::of_job(job))?;
-        // The old segment's zone, on every member that holds the SSG (the
-        // engine lists the active ones; a member being rebuilt past this
-        // SSG holds it too).
+        let writes_to: Vec<bool> = (0..self.geo.n).map(|m| self.writes_to(m, job.lsn)).collect();
+        let resets = self.resets_of(job);
+        let w = self.meta.log(&Record::of_job(job))?;
+        let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
+        let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
+        let bytes = &mut self.bytes;
+        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(|b| Payload::Bytes(b.into())).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let p = lower.job(job, &mut cached, &writes_to, Some(meta), &resets)?;
+        self.run(&p)?;
+        self.current = None;
+        Ok(())
+    }
+
+    /// The zone resets of a GC's old segment: on every member that holds
+    /// the SSG (the engine lists the active ones; a member being rebuilt
+    /// past this SSG holds it too).
+    fn resets_of(&self, job: &Job) -> Vec<(usize, u64)> {
         let mut resets = job.resets.clone();
         if let Some(old) = job.old_phys {
             let zone = self.geo.zone_of(old);
@@ -825,19 +748,14 @@ impl DvsArray {
                 }
             }
         }
-        for (m, zone) in resets {
-            let d = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
-            d.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
-        }
-        self.current = None;
-        Ok(())
+        resets
     }
 
     /// Members that keep the metadata (log, checkpoints, journal): every
     /// present member that is not failed, a member being rebuilt included
     /// (it gets a checkpoint when it is put in, and every record after).
-    fn meta_members(&self) -> Vec<(usize, Arc<dyn ZonedMember>)> {
-        self.members.iter().enumerate().filter(|(m, _)| !matches!(self.state(*m), MemberState::Failed)).filter_map(|(m, d)| d.clone().map(|d| (m, d))).collect()
+    fn meta_members(&self) -> Vec<usize> {
+        (0..self.geo.n).filter(|&m| !matches!(self.state(m), MemberState::Failed) && self.members[m].is_some()).collect()
     }
 
     /// The recorded state of member `m`.
@@ -873,38 +791,38 @@ impl DvsArray {
     /// its checkpoint included) or [`DvsArray::reset_io`]: data, parity,
     /// fills, GC, metadata log records, checkpoints, the write-cache
     /// journal, rebuild and scrub.  Flushes and zone resets are not counted.
+    /// Counted in one place, the executor that runs every program (a
+    /// transfer counts once it completed), plus the superblock reads that
+    /// find a device's member index before it is one.
     pub fn member_io(&self) -> Vec<DeviceIo> {
-        self.member_io.iter().map(|c| *c.lock().unwrap_or_else(|e| e.into_inner())).collect()
+        let side = self.side_io.lock().unwrap_or_else(|e| e.into_inner());
+        let ran = self.exec.counters().members;
+        side.iter().zip(ran).map(|(a, b)| DeviceIo { reads: a.reads + b.reads, writes: a.writes + b.writes, read_bytes: a.read_bytes + b.read_bytes, write_bytes: a.write_bytes + b.write_bytes }).collect()
     }
 
     /// Start [`DvsArray::member_io`] over from zero.
     pub fn reset_io(&self) {
-        for c in &self.member_io {
-            *c.lock().unwrap_or_else(|e| e.into_inner()) = DeviceIo::default();
-        }
+        self.exec.reset_counters();
+        self.side_io.lock().unwrap_or_else(|e| e.into_inner()).fill(DeviceIo::default());
     }
 
     /// Append a record to the log of every working member (checkpoint
     /// instead when the log is full).
     fn log(&mut self, rec: Record) -> Result<(), DvsError> {
         let w = self.meta.log(&rec)?;
-        self.write_meta(&w, "log")
+        self.write_meta(w)
     }
 
     /// Write `w` to every metadata member, each flushed.
-    fn write_meta(&self, w: &MetaWrite, what: &str) -> Result<(), DvsError> {
-        for (m, d) in self.meta_members() {
-            d.write_at(&w.bytes, w.offset).map_err(|e| ioe(what, m, e))?;
-            d.flush().map_err(|e| ioe("flush", m, e))?;
-        }
-        Ok(())
+    fn write_meta(&self, w: MetaWrite) -> Result<(), DvsError> {
+        self.run(&program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() })).map(drop)
     }
 
     /// Write the durable tables to the other checkpoint slot of every
     /// working member and restart the log.
     pub fn checkpoint(&mut self) -> Result<(), DvsError> {
         let w = self.meta.checkpoint();
-        self.write_meta(&w, "checkpoint")
+        self.write_meta(w)
     }
 
     /// Mark member `m` failed (a command, or a member known bad) and record
@@ -946,8 +864,8 @@ impl DvsArray {
             MemberState::Rebuilding { .. } => return Err(DvsError::Other(format!("member {m} is already being rebuilt (mosaic rebuild resumes it)"))),
         }
         check_member(&self.geo.cfg, m, dev.as_ref())?;
-        let dev = Counted::wrap(dev, &self.member_io[m]);
         let mut b = vec![0u8; SB_LEN as usize];
+        self.side_io.lock().unwrap_or_else(|e| e.into_inner())[m].add(Dir::Read, SB_LEN);
         if dev.read_at(&mut b, 0).is_ok() {
             if let Ok(sb) = Superblock::decode(&b) {
                 if sb.uuid == self.uuid && sb.member != m && sb.member < self.geo.n && !matches!(self.state(sb.member), MemberState::Failed) {
@@ -955,23 +873,17 @@ impl DvsArray {
                 }
             }
         }
-        let cfg = &self.geo.cfg;
-        for z in cfg.conventional..cfg.zones {
-            if dev.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size) {
-                dev.reset_zone(z).map_err(|e| ioe("zone reset", m, e))?;
-            }
-        }
         // Old checkpoints and records (from an earlier life of this
         // device) must not be taken for this array's.
-        let zero = vec![0u8; (self.ml.journal_end - SB_LEN).min(16 << 20) as usize];
-        let mut pos = SB_LEN;
-        while pos < self.ml.journal_end {
-            let n = ((self.ml.journal_end - pos) as usize).min(zero.len());
-            dev.write_at(&zero[..n], pos).map_err(|e| ioe("clearing the metadata area", m, e))?;
-            pos += n as u64;
+        let cfg = &self.geo.cfg;
+        let sb = Superblock { config: cfg.clone(), uuid: self.uuid, member: m }.encode();
+        let p = program::format(&written_zones(cfg, m, dev.as_ref()), &[m], (SB_LEN, self.ml.journal_end), vec![], vec![(m, 0, sb)]);
+        let old = self.exec.member(m);
+        self.exec.set_member(m, Some(as_member(&dev)));
+        if let Err(e) = self.run(&p) {
+            self.exec.set_member(m, old);
+            return Err(e);
         }
-        dev.write_at(&Superblock { config: cfg.clone(), uuid: self.uuid, member: m }.encode(), 0).map_err(|e| ioe("superblock", m, e))?;
-        dev.flush().map_err(|e| ioe("flush", m, e))?;
         self.members[m] = Some(dev);
         Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;
         let r = self.checkpoint();
@@ -1041,37 +953,39 @@ impl DvsArray {
         Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
     }
 
-    /// Rebuild SSG `lsn` onto member `m`; returns the bytes written.
+    /// Rebuild SSG `lsn` onto member `m` (after resetting the zone a
+    /// stopped rebuild may have half written), in writes of about 1 MiB,
+    /// then flush; returns the bytes written.
     fn rebuild_ssg(&self, m: usize, lsn: u32) -> Result<u64, DvsError> {
         let Some(s) = self.dvs.tables.get(lsn) else { return Ok(0) };
         let dev = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
-        let (phys, c) = (s.phys, self.geo.chunk);
-        let zone = self.geo.zone_of(phys);
+        let zone = self.geo.zone_of(s.phys);
+        let mut prog = Program::default();
         if dev.write_pointer(zone).is_some_and(|wp| wp > zone * self.geo.cfg.zone_size) {
-            dev.reset_zone(zone).map_err(|e| ioe("zone reset", m, e))?;
+            program::chain(&mut prog, program::format(&[(m, zone * self.geo.cfg.zone_size)], &[], (0, 0), vec![], vec![]));
         }
-        let mut buf: Vec<u8> = Vec::new();
-        let mut at = self.geo.slot_offset(phys, 0);
-        let mut written = 0;
+        let per = (1u64 << 20).div_ceil(self.geo.chunk).max(1) as u32;
+        let mut cols = Vec::with_capacity(per as usize);
+        let mut first = 0;
         for idx in 0..s.wp[m] {
-            let bytes = match s.owner[m].get(idx as usize) {
+            cols.push(match s.owner[m].get(idx as usize) {
                 Some(&row) if row != crate::tables::NONE => {
-                    let st = &s.sit[row as usize];
+                    let st = s.sit.get(row as usize).ok_or_else(|| DvsError::Corrupt(format!("SSG {lsn}: slot {m}:{idx} owned by SIT row {row}, which does not exist")))?;
                     let col = st.col_of(m).ok_or_else(|| DvsError::Corrupt(format!("SSG {lsn}: slot {m}:{idx} owned by a stripe without member {m}")))?;
-                    self.reconstruct(phys, st, col, 0, c, Some(m))?
+                    Some((st, col))
                 }
-                _ => vec![0u8; c as usize],
-            };
-            buf.extend_from_slice(&bytes);
-            if buf.len() >= 1 << 20 || idx + 1 == s.wp[m] {
-                dev.write_at(&buf, at).map_err(|e| ioe("rebuild write", m, e))?;
-                at += buf.len() as u64;
-                written += buf.len() as u64;
-                buf.clear();
+                _ => None,
+            });
+            if cols.len() as u32 == per || idx + 1 == s.wp[m] {
+                program::chain(&mut prog, self.lower().rebuild(lsn, s.phys, m, first, &cols)?);
+                self.run(&std::mem::take(&mut prog))?;
+                first = idx + 1;
+                cols.clear();
             }
         }
-        dev.flush().map_err(|e| ioe("flush", m, e))?;
-        Ok(written)
+        prog.phases.push(mosaic_core::Phase::Flush(vec![m]));
+        self.run(&prog)?;
+        Ok(s.wp[m] as u64 * self.geo.chunk)
     }
 
     /// Verify every stripe that still protects data: recomputed parity
@@ -1112,13 +1026,8 @@ impl DvsArray {
                     rep.unverified_stripes += 1;
                     continue;
                 }
-                let mut cols = Vec::with_capacity(st.members.len());
-                for (col, &m) in st.members.iter().enumerate() {
-                    let mut v = vec![0u8; c];
-                    self.member(m as usize)?.read_at(&mut v, self.geo.slot_offset(s.phys, st.idx[col])).map_err(|e| ioe("read", m as usize, e))?;
-                    rep.bytes_read += c as u64;
-                    cols.push(v);
-                }
+                let mut cols = self.run(&program::stripe_columns(&self.geo, s.phys, st))?;
+                rep.bytes_read += (c * cols.len()) as u64;
                 rep.stripes_checked += 1;
                 if self.consistent(st, &cols)? {
                     continue;
@@ -1175,12 +1084,12 @@ impl DvsArray {
         let zero = vec![0u8; c];
         let mut found = None;
         for cand in 0..cols.len() {
-            let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|&i| i != cand).map(|i| (self.shard(st, i), cols[i].as_slice())).collect();
+            let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|&i| i != cand).map(|i| (program::shard(&self.geo, st, i), cols[i].as_slice())).collect();
             for j in st.width()..self.geo.data {
                 present.push((j, zero.as_slice()));
             }
             let mut out = vec![0u8; c];
-            self.code.decode(&present, &mut [(self.shard(st, cand), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
+            self.code.decode(&present, &mut [(program::shard(&self.geo, st, cand), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
             let mut fixed = cols.to_vec();
             fixed[cand] = out;
             if self.consistent(st, &fixed)? {

@@ -109,8 +109,7 @@ impl Lower<'_> {
             let degraded = reads.iter().any(|r| matches!(r.src, Src::Recon { .. }));
             p.methods.push(if degraded { Method::DegradedRead } else { Method::Read });
         }
-        let buf = at.first().map_or(0, |r| r.buf);
-        p.keep = if p.bufs.is_empty() { vec![] } else { vec![buf] };
+        p.keep = (0..p.bufs.len() as u32).collect(); // the one buffer, if any read
         Ok((p, at.iter().map(|r| r.off as usize).collect()))
     }
 
@@ -324,9 +323,9 @@ pub fn format(resets: &[(usize, u64)], members: &[usize], clear: (u64, u64), fir
         p.phases.push(Phase::Reset(resets.iter().map(|&(member, offset)| DevOp { member, offset, len: 0, role: Role::ZoneReset, col: 0 }).collect()));
     }
     let (lo, hi) = clear;
-    let zero = p.buf(Buf::Scratch((hi.saturating_sub(lo)).min(ZEROS) as usize));
     let mut ios = Vec::new();
-    for &member in members {
+    let zero = if hi > lo { p.buf(Buf::Scratch((hi - lo).min(ZEROS) as usize)) } else { 0 };
+    for &member in members.iter().filter(|_| hi > lo) {
         let mut pos = lo;
         while pos < hi {
             let len = (hi - pos).min(ZEROS);
@@ -340,9 +339,13 @@ pub fn format(resets: &[(usize, u64)], members: &[usize], clear: (u64, u64), fir
             let b = p.buf(Buf::Bytes(bytes.into()));
             ios.push(Io::new(DevOp { member, offset, len, role: Role::Meta, col: 0 }, Ref::new(b, 0)));
         }
-        p.phases.push(Phase::write(std::mem::take(&mut ios)));
+        if !ios.is_empty() {
+            p.phases.push(Phase::write(std::mem::take(&mut ios)));
+        }
     }
-    p.phases.push(Phase::Flush(members.to_vec()));
+    if !members.is_empty() {
+        p.phases.push(Phase::Flush(members.to_vec()));
+    }
     p
 }
 

@@ -1,0 +1,147 @@
+use std::sync::Arc;
+
+use mosaic_core::{Dir, MemberState};
+use mosaic_dev::{MemMember, Member};
+use mosaic_exec::{Client, Executor};
+
+use super::*;
+use crate::addr::DvsConfig;
+use crate::engine::{Dvs, DvsParams};
+
+/// A write-through DVS engine of `n` members and `k` parity.
+fn dvs(n: usize, k: usize) -> Dvs {
+    Dvs::new(Geo::new(DvsConfig::new(n, k, 4096, 16 * 4096, 8, 1)).unwrap(), DvsParams::write_through())
+}
+
+/// Bytes of chunk `lcn` (any pattern that differs per chunk and byte).
+fn chunk_bytes(lcn: u32, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(lcn * 97 + 7) as u8).collect()
+}
+
+fn lower<'a>(d: &'a Dvs, code: &'a Code) -> Lower<'a> {
+    Lower { geo: &d.geo, code, healthy: &d.healthy }
+}
+
+fn io_of(p: &Program) -> Vec<(Dir, Vec<Io>)> {
+    p.io().map(|(d, ios)| (d, ios.to_vec())).collect()
+}
+
+/// A job lowered in byte mode and in counting mode.
+fn both_modes(d: &Dvs, code: &Code, job: &Job) -> (Program, Program) {
+    let c = d.geo.chunk as usize;
+    let meta = |payload| Some(Meta { offset: 4096, payload, members: vec![0, 1, 2, 3, 4] });
+    let bytes = lower(d, code).job(job, &mut |l| Ok(Payload::Bytes(chunk_bytes(l, c).into())), &d.healthy, meta(Payload::Bytes(vec![9u8; 300].into())), &job.resets).unwrap();
+    let count = lower(d, code).job(job, &mut |_| Ok(Payload::Len(c)), &d.healthy, meta(Payload::Len(300)), &job.resets).unwrap();
+    (bytes, count)
+}
+
+#[test]
+fn byte_mode_and_counting_mode_issue_the_same_operations() {
+    let mut d = dvs(5, 1);
+    let code = Code::new(d.geo.data, d.geo.k).unwrap();
+    let c = d.geo.chunk;
+    let mut jobs = Vec::new();
+    jobs.extend(d.write(0, 6 * c, 0).unwrap().0);
+    jobs.extend(d.write(512, 1024, 0).unwrap().0); // a partial chunk: a fill
+    for _ in 0..40 {
+        jobs.extend(d.write(c, c, 0).unwrap().0); // until a foreground GC
+    }
+    let (m, _) = d.tables.lookup(0, 2).unwrap();
+    let mut h = mosaic_core::Health::all_active(5);
+    h.states[m] = MemberState::Failed;
+    d.set_health(&h);
+    jobs.extend(d.write(2 * c + 512, 512, 0).unwrap().0); // a degraded fill
+    assert!(jobs.iter().any(|j| j.old_phys.is_some() && !j.resets.is_empty()), "a GC with resets");
+    assert!(jobs.iter().any(|j| j.fills.iter().any(|f| matches!(f.src, Src::Recon { .. }))), "a reconstruction");
+    for j in &jobs {
+        let (b, n) = both_modes(&d, &code, j);
+        assert_eq!(b.validate(), Ok(()));
+        assert_eq!(io_of(&b), io_of(&n));
+        assert_eq!(b.phases.len(), n.phases.len());
+        assert!(matches!(b.phases.last(), Some(Phase::Reset(_)) | Some(Phase::Flush(_))));
+    }
+}
+
+/// RAM members the size of the array's members.
+fn ram(geo: &Geo) -> (Vec<Arc<MemMember>>, Executor) {
+    let size = geo.cfg.zone_size * geo.cfg.zones;
+    let ms: Vec<Arc<MemMember>> = (0..geo.n).map(|i| Arc::new(MemMember::new(format!("m{i}"), size))).collect();
+    let exec = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+    (ms, exec)
+}
+
+#[test]
+fn a_job_program_writes_the_codes_parity_and_a_read_program_reconstructs() {
+    let mut d = dvs(5, 2);
+    let code = Code::new(d.geo.data, d.geo.k).unwrap();
+    let (c, geo) = (d.geo.chunk as usize, d.geo.clone());
+    let (ms, exec) = ram(&geo);
+    // Two chunks: a stripe narrower than the 3 data columns.
+    let job = d.write(0, 2 * c as u64, 0).unwrap().0.remove(0);
+    let (p, _) = both_modes(&d, &code, &job);
+    exec.run(&p, Client::None, None).unwrap();
+    for st in &job.stripes {
+        let data: Vec<Vec<u8>> = (0..geo.data).map(|j| st.lcns.get(j).map_or(vec![0u8; c], |&l| chunk_bytes(l, c))).collect();
+        let mut par = vec![vec![0u8; c]; geo.k];
+        code.encode(&data.iter().map(|v| v.as_slice()).collect::<Vec<_>>(), &mut par.iter_mut().map(|v| v.as_mut_slice()).collect::<Vec<_>>()).unwrap();
+        for (col, (&m, &idx)) in st.members.iter().zip(&st.idx).enumerate() {
+            let mut got = vec![0u8; c];
+            ms[m as usize].read_at(&mut got, geo.slot_offset(job.phys, idx)).unwrap();
+            let want = if col < st.width() { &data[col] } else { &par[col - st.width()] };
+            assert!(&got == want, "column {col} on member {m}");
+        }
+    }
+    // Both data members of the stripe fail: reads decode from the parity.
+    let st = &job.stripes[0];
+    let mut h = mosaic_core::Health::all_active(5);
+    for &m in &st.members[..2] {
+        h.states[m as usize] = MemberState::Failed;
+    }
+    d.set_health(&h);
+    let pieces = d.read(0, 2 * c as u64, 0).unwrap();
+    let reads: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let crate::engine::ReadSrc::Disk(r) = &p.src { Some(r) } else { None }).collect();
+    assert!(reads.iter().all(|r| matches!(r.src, Src::Recon { .. })));
+    let (p, at) = lower(&d, &code).read(&reads).unwrap();
+    let got = exec.run(&p, Client::None, None).unwrap().remove(0);
+    for (r, o) in reads.iter().zip(at) {
+        assert!(got[o..o + c] == chunk_bytes(r.key.1, c)[..], "chunk {} reconstructed", r.key.1);
+    }
+}
+
+fn direct(member: usize, offset: u64, a: u64, b: u64) -> ChunkRead {
+    ChunkRead { key: (0, 0), a, b, src: Src::Direct { member, offset: offset + a } }
+}
+
+#[test]
+fn read_runs_merge_contiguous_reads_of_one_member_in_one_zone() {
+    let g = Geo::new(DvsConfig::new(5, 1, 4096, 4 * 4096, 8, 1)).unwrap();
+    let z = g.cfg.zone_size;
+    // Member 1: slots 1, 2 (contiguous), 3 from byte 512 (a gap);
+    // member 2: the last slot of one zone and the first of the next.
+    let r = [direct(1, z + 8192, 0, 4096), direct(1, z + 4096, 0, 4096), direct(1, z + 12288, 512, 4096), direct(2, 2 * z - 4096, 0, 4096), direct(2, 2 * z, 0, 4096)];
+    let refs: Vec<&ChunkRead> = r.iter().collect();
+    let run = |member, offset, len, parts: Vec<(usize, u64)>| ReadRun { member, offset, len, parts };
+    assert_eq!(
+        read_runs(&g, &refs),
+        vec![
+            run(1, z + 4096, 8192, vec![(1, 0), (0, 4096)]),
+            run(1, z + 12288 + 512, 3584, vec![(2, 0)]),
+            run(2, 2 * z - 4096, 4096, vec![(3, 0)]),
+            run(2, 2 * z, 4096, vec![(4, 0)]),
+        ]
+    );
+}
+
+#[test]
+fn a_jobs_appends_are_one_write_per_member_and_contiguous_slots() {
+    let mut d = dvs(5, 1);
+    let code = Code::new(d.geo.data, d.geo.k).unwrap();
+    // Eight chunks: two full stripes, each member gets two contiguous slots.
+    let job = d.write(0, 8 * d.geo.chunk, 0).unwrap().0.remove(0);
+    let (p, _) = both_modes(&d, &code, &job);
+    let (_, appends) = p.io().find(|(dir, _)| *dir == Dir::Write).unwrap();
+    let mut ms: Vec<usize> = appends.iter().map(|io| io.op.member).collect();
+    ms.dedup();
+    assert_eq!(ms, vec![0, 1, 2, 3, 4]);
+    assert!(appends.iter().all(|io| io.op.len == 2 * d.geo.chunk));
+}
