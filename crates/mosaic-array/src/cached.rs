@@ -9,9 +9,10 @@
 //!        │   fdatasync, then cache the pages ── ack
 //!        ▼
 //!   CachedArray::write_steps ─> steps (victim destages, parity evictions)
-//!        │ each step: reads ─> CachedArray::compute (recipe) ─> journal
-//!        │   the step's member writes (and a parity-row mark when the
-//!        │   row's code stays cached) ─> member writes
+//!        │ each step: CachedArray::lower ─> one program: reads ─> code as
+//!        │   GF(2^8) combinations ─> journal the member writes (and a
+//!        │   parity-row mark when the row's code stays cached) ─> member
+//!        │   writes; then CachedArray::commit stores the code it kept
 //!        ▼
 //!   write-through (no journal): every write ends with a full destage, so
 //!   the code on the drives is current when it returns
@@ -34,8 +35,10 @@
 //! policy planned: the fills of a widened write, the reads of the pages
 //! not cached ([`CachedArray::read_steps`]), and the destage steps.  So a
 //! trace replayed at queue depth 1 does the same operations, member by
-//! member, as the simulator running `CachedArray` in counting mode
-//! (`crates/mosaic-cli/tests/cli_replay_cache.rs`).  Two real-only
+//! member, as the simulator running `CachedArray` in counting mode, whose
+//! destage steps lower into the very programs run here, byte buffers
+//! aside (`crates/mosaic-cli/tests/cli_replay_cache.rs`,
+//! `tests/cache_program.rs`).  Two real-only
 //! durability steps are outside that: the checkpoint when the journal
 //! passes half full (it destages everything), and write-through (no
 //! journal: every write ends with a full destage).
@@ -51,7 +54,7 @@
 use parking_lot::Mutex;
 
 use mosaic_core::cache::Widened;
-use mosaic_core::{Buf, CacheConfig, CachedArray, Io, Phase, Program, Ref, Step};
+use mosaic_core::{CacheConfig, CachedArray, Step};
 use mosaic_exec::Client;
 
 use crate::journal::{LOGICAL, PARITY_ROW};
@@ -109,33 +112,19 @@ impl CacheVolume {
         self.cache.lock().cache_stats()
     }
 
-    /// Run steps in order: reads, compute, journal, member writes.
+    /// Run steps in order, each as the one program it lowers into (the
+    /// code it keeps stored once it has run, nothing stored if it fails).
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>) -> Result<(), ArrayError> {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         for st in steps {
-            let mut rp = Program::default();
-            let mut ios = Vec::new();
-            for op in &st.sp.reads {
-                let b = rp.buf(Buf::Scratch(op.len as usize));
-                ios.push(Io::new(*op, Ref::new(b, 0)));
-                rp.keep.push(b as u32);
+            let p = c.lower(&st, Some(PARITY_ROW))?;
+            match self.arr.run_program(&p, Client::None, WHAT) {
+                Ok(kept) => c.commit(&st, kept)?,
+                Err(e) => {
+                    c.abort(&st);
+                    return Err(e);
+                }
             }
-            rp.phases.push(Phase::Read(ios));
-            let reads = self.arr.run_program(&rp, Client::None, WHAT)?;
-            let bufs = c.compute(&st, &reads)?;
-            let mut wp = Program { methods: vec![st.sp.method], ..Default::default() };
-            let mut ios = Vec::new();
-            for (op, bytes) in st.sp.writes.iter().zip(bufs) {
-                let b = wp.buf(Buf::Bytes(bytes.into()));
-                ios.push(Io::new(*op, Ref::new(b, 0)));
-            }
-            let mut marks = Vec::new();
-            if let Some(mosaic_core::cache::Recipe::Parity { stripe, keep: true, .. }) = &st.recipe {
-                // The row's code on the members goes stale from here on.
-                marks.push((PARITY_ROW, *stripe));
-            }
-            wp.phases.push(Phase::Write { ops: ios, journal: true, marks });
-            self.arr.run_program(&wp, Client::None, WHAT)?;
         }
         Ok(())
     }

@@ -76,11 +76,21 @@
 //! generation (old data, old code, uncovered pages, code writes) from the
 //! data writes, as the paper's figures do.
 //!
-//! The policy plans; it never touches bytes, so the simulator runs it as is
-//! ([`Frontend`]).  A write whose pages cannot all fit the write cache
-//! bypasses it (its cached pages are dropped) and is planned directly.
+//! **Programs.**  The policy plans [`Step`]s: a stripe plan and a
+//! [`Recipe`] saying how its code is computed (code = base + Σ A[row][col]
+//! · term over GF(2^8)).  [`CachedArray::lower`] turns each step into one
+//! [`Program`]: reads, the code as [`Combine`]s, journaled writes.  In
+//! counting mode the simulator runs those programs ([`Frontend`]); in byte
+//! mode ([`CachedArray::with_bytes`]) the real volume runs them, the cache
+//! supplying its pages as shared [`Buf::Bytes`], and stores the code a
+//! step keeps ([`CachedArray::commit`]).  Both modes lower a step into the
+//! same program, byte buffers aside.
+//!
+//! A write whose pages cannot all fit the write cache bypasses it (its
+//! cached pages are dropped) and is planned directly.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -90,6 +100,7 @@ use crate::health::Health;
 use crate::layout::{FixedLayout, Layout};
 use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
 use crate::planner::WritePolicy;
+use crate::program::{Buf, Combine, Io, Phase, Program, Ref};
 use crate::PlanError;
 
 /// Which parity cache runs behind the write cache.
@@ -228,34 +239,40 @@ impl Lru {
     }
 }
 
-/// Where one term of a parity computation comes from (byte mode).
+/// Where one term of a parity computation comes from.  A term of column
+/// `c` that names no bytes of its own takes page `c`'s new bytes from the
+/// step's `pages`.
 #[derive(Debug, Clone)]
 pub enum Src {
-    /// A page's new bytes (it joins a code sum).
-    Page(Vec<u8>),
+    /// The page's new bytes (it joins a code sum).
+    Page,
     /// The bytes of read `i` of the step's plan.
     Read(usize),
-    /// Read `i` XOR these new bytes (old data out, new data in).
-    ReadXor(usize, Vec<u8>),
-    /// Old bytes XOR new bytes, both in memory (old-data buffer hit).
-    Xor(Vec<u8>, Vec<u8>),
+    /// Read `i` plus the page's new bytes (old data out, new data in).
+    ReadXor(usize),
+    /// These old bytes plus the page's new bytes (old-data buffer hit).
+    Xor(Buf),
 }
 
-/// The code a step starts from (byte mode).
+/// The code a step starts from.
 #[derive(Debug, Clone)]
 pub enum Base {
     Zero,
     /// The step's reads at these indices, in code-column order.
     Reads(Vec<usize>),
     /// The code bytes the parity cache holds for `stripe` when the step
-    /// runs (steps run in the order they were planned); `take` drops them.
+    /// runs (steps are lowered and run in the order they were planned);
+    /// `take` drops them once the step has run.
     Stored { stripe: u64, take: bool },
 }
 
-/// How to compute the bytes of one step's writes once its reads are in
-/// (byte mode).  Code = base + sum of coefficient * term over `terms`.
+/// How a step computes the bytes of its writes.  Byte buffers are
+/// [`Buf::Bytes`] in byte mode (shared with the cache, never copied) and
+/// [`Buf::Scratch`] of the same length in counting mode, so both modes
+/// lower a step into the same program ([`CachedArray::lower`]).
 #[derive(Debug, Clone)]
 pub enum Recipe {
+    /// Code = base + sum of A[row][c] * term over `terms` (c, term).
     Parity {
         stripe: u64,
         base: Base,
@@ -264,10 +281,13 @@ pub enum Recipe {
         /// is then stale until the entry is flushed).
         keep: bool,
         /// New bytes of the data pages this step writes.
-        pages: Vec<(usize, Vec<u8>)>,
+        pages: Vec<(usize, Buf)>,
     },
-    /// A plan of the layout's own planner for these request bytes.
-    Direct { input: Vec<u8> },
+    /// A write plan of the layout's own planner whose new bytes are `input`.
+    Direct { input: Buf },
+    /// A read plan of the layout's own planner (the fill of a partly
+    /// written page, counting mode; the real volume reads its fills).
+    Read,
 }
 
 /// A write widened to whole pages ([`CachedArray::widen`]).
@@ -290,25 +310,28 @@ pub struct ReadSteps {
     pub flush: Vec<Step>,
 }
 
-/// One stripe plan of a destage, with its recipe in byte mode.
+/// One stripe plan of the policy, with the recipe of its bytes.
 #[derive(Debug, Clone)]
 pub struct Step {
     pub sp: StripePlan,
-    pub recipe: Option<Recipe>,
+    pub recipe: Recipe,
 }
 
 /// Bytes the structures hold when the policy runs on real data.
+#[derive(Default)]
 struct Bytes {
-    code: mosaic_ec::Code,
-    pages: HashMap<(u64, usize), Vec<u8>>,
-    parity: HashMap<u64, Vec<Vec<u8>>>,
-    old: HashMap<(u64, usize), Vec<u8>>,
+    pages: HashMap<(u64, usize), Arc<[u8]>>,
+    /// A row's `m` code units, one after the other.
+    parity: HashMap<u64, Arc<[u8]>>,
+    old: HashMap<(u64, usize), Arc<[u8]>>,
 }
 
 /// The write cache, parity cache and old-data buffer in front of a
-/// parity layout.  Implements [`Frontend`] (counting only); with
-/// [`CachedArray::with_bytes`] it also keeps the bytes and says how to
-/// compute every write ([`Recipe`]) for the real array.
+/// parity layout.  Every step it plans lowers into one [`Program`]
+/// ([`CachedArray::lower`]); counting mode hands those to the simulator
+/// ([`Frontend`]); with [`CachedArray::with_bytes`] it also keeps the
+/// bytes, the real array runs the programs and the cache stores the code
+/// they keep ([`CachedArray::commit`]).
 pub struct CachedArray {
     layout: FixedLayout,
     cfg: CacheConfig,
@@ -369,8 +392,8 @@ impl CachedArray {
     /// Keep the bytes of every structure (the real array's mode): writes
     /// must then cover whole pages (stripe units).
     pub fn with_bytes(mut self) -> Result<CachedArray, PlanError> {
-        let code = mosaic_ec::Code::new(self.geo.k, self.geo.m).map_err(|e| PlanError::Geometry(e.to_string()))?;
-        self.bytes = Some(Bytes { code, pages: HashMap::new(), parity: HashMap::new(), old: HashMap::new() });
+        self.layout.math.code()?;
+        self.bytes = Some(Bytes::default());
         Ok(self)
     }
 
@@ -388,7 +411,7 @@ impl CachedArray {
 
     /// Bytes of a cached page (byte mode): newer than the drives' copy.
     pub fn cached_page(&self, stripe: u64, col: usize) -> Option<&[u8]> {
-        self.bytes.as_ref()?.pages.get(&(stripe, col)).map(|v| v.as_slice())
+        self.bytes.as_ref()?.pages.get(&(stripe, col)).map(|v| &v[..])
     }
 
     /// Rows whose code on the drives is stale (their parity is cached).
@@ -481,7 +504,7 @@ impl CachedArray {
             for &(o, l) in &w.fills {
                 let r = self.read_steps(o, l, h)?;
                 fg.extend(r.flush);
-                fg.extend(self.layout.plan_read(o, l, h)?.stripes.into_iter().map(|sp| Step { sp, recipe: None }));
+                fg.extend(self.layout.plan_read(o, l, h)?.stripes.into_iter().map(|sp| Step { sp, recipe: Recipe::Read }));
             }
             (w.offset, w.len)
         } else {
@@ -501,13 +524,14 @@ impl CachedArray {
                 steps.extend(self.parity_flush(e.stripe, h)?);
             }
             let p = self.layout.plan_write(offset, len, h)?;
-            let direct = data.filter(|_| self.bytes.is_some()).map(|d| d.to_vec());
+            // One input for the whole request, shared by its stripes.
+            let input = match data.filter(|_| self.bytes.is_some()) {
+                Some(d) => Buf::Bytes(d.into()),
+                None => Buf::Scratch(len as usize),
+            };
             for sp in p.stripes {
                 self.count(&sp);
-                // One recipe for the whole request: the executor hands the
-                // request's bytes to the planner's own compute.
-                let recipe = direct.as_ref().map(|d| Recipe::Direct { input: d.clone() });
-                steps.push(Step { sp, recipe });
+                steps.push(Step { sp, recipe: Recipe::Direct { input: input.clone() } });
             }
             return Ok(steps);
         }
@@ -536,7 +560,7 @@ impl CachedArray {
                 self.victims.insert(k);
                 if let (Some(b), Some(d)) = (self.bytes.as_mut(), data) {
                     let at = c.buf_off as usize;
-                    b.pages.insert((e.stripe, c.col), d[at..at + (c.end - c.start) as usize].to_vec());
+                    b.pages.insert((e.stripe, c.col), d[at..at + (c.end - c.start) as usize].into());
                 }
             }
         }
@@ -580,11 +604,26 @@ impl CachedArray {
         self.destage(stripe, &row, h)
     }
 
-    /// The new bytes of the row's pages (byte mode), taken out of the cache.
-    fn take_pages(&mut self, stripe: u64, row: &Row) -> Vec<(usize, Vec<u8>)> {
-        match self.bytes.as_mut() {
-            Some(b) => row.pages.iter().map(|c| (c, b.pages.remove(&(stripe, c)).expect("cached page bytes"))).collect(),
-            None => vec![],
+    /// The new bytes of the row's pages, taken out of the cache (byte
+    /// mode; scratch of a page's length in counting mode).
+    fn take_pages(&mut self, stripe: u64, row: &Row) -> Result<Vec<(usize, Buf)>, PlanError> {
+        let unit = self.geo.unit as usize;
+        let missing = |c: usize| PlanError::Invalid(format!("stripe {stripe}: page {c} is cached without its bytes"));
+        row.pages
+            .iter()
+            .map(|c| match self.bytes.as_mut() {
+                Some(b) => b.pages.remove(&(stripe, c)).map(|v| (c, Buf::Bytes(v))).ok_or_else(|| missing(c)),
+                None => Ok((c, Buf::Scratch(unit))),
+            })
+            .collect()
+    }
+
+    /// The old-data buffer's bytes of a page (byte mode; scratch of a
+    /// page's length in counting mode).
+    fn old_bytes(&self, stripe: u64, col: usize) -> Result<Buf, PlanError> {
+        match &self.bytes {
+            Some(b) => b.old.get(&(stripe, col)).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
+            None => Ok(Buf::Scratch(self.geo.unit as usize)),
         }
     }
 
@@ -596,8 +635,7 @@ impl CachedArray {
         let g = self.geo.clone();
         let (k, m) = (g.k, g.m);
         let w = row.pages.len();
-        let pages = self.take_pages(stripe, row);
-        let newb = |c: usize| pages.iter().find(|p| p.0 == c).map(|p| p.1.clone()).unwrap_or_default();
+        let pages = self.take_pages(stripe, row)?;
         let mut sp = Self::stripe_plan(stripe, Method::Rmw);
         let mut terms: Vec<(usize, Src)> = Vec::new();
         let mut base = Base::Zero;
@@ -619,10 +657,10 @@ impl CachedArray {
                 };
                 if w == k {
                     sp.method = Method::Fsw;
-                    terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
+                    terms.extend(row.pages.iter().map(|c| (c, Src::Page)));
                 } else if use_rcw {
                     sp.method = Method::Rcw;
-                    terms.extend(row.pages.iter().map(|c| (c, Src::Page(newb(c)))));
+                    terms.extend(row.pages.iter().map(|c| (c, Src::Page)));
                     for c in (0..k).filter(|&c| !row.pages.contains(c)) {
                         terms.push((c, Src::Read(sp.reads.len())));
                         sp.reads.push(self.op(stripe, c, Role::Data));
@@ -630,7 +668,7 @@ impl CachedArray {
                 } else {
                     sp.method = Method::Rmw;
                     for c in row.pages.iter() {
-                        terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
+                        terms.push((c, Src::ReadXor(sp.reads.len())));
                         sp.reads.push(self.op(stripe, c, Role::Data));
                     }
                     if full_cached {
@@ -672,25 +710,24 @@ impl CachedArray {
                         let buffered = self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c);
                         if buffered {
                             self.stats.old_data_hits += 1;
-                            let old = self.bytes.as_ref().map(|b| b.old[&(stripe, c)].clone()).unwrap_or_default();
-                            terms.push((c, Src::Xor(old, newb(c))));
+                            terms.push((c, Src::Xor(self.old_bytes(stripe, c)?)));
                         } else {
                             if self.cfg.policy == CachePolicy::PpcData {
                                 self.stats.old_data_misses += 1;
                             }
-                            terms.push((c, Src::ReadXor(sp.reads.len(), newb(c))));
+                            terms.push((c, Src::ReadXor(sp.reads.len())));
                             sp.reads.push(self.op(stripe, c, Role::Data));
                         }
                     } else {
-                        terms.push((c, Src::Page(newb(c))));
+                        terms.push((c, Src::Page));
                     }
                     covered.insert(c);
                 }
                 sp.method = if covered.len() == k { Method::Fsw } else { Method::Rmw };
-                for c in row.pages.iter() {
-                    sp.writes.push(self.op(stripe, c, Role::Data));
+                for (c, b) in &pages {
+                    sp.writes.push(self.op(stripe, *c, Role::Data));
                     if self.cfg.policy == CachePolicy::PpcData {
-                        self.old_put(stripe, c, Some(newb(c)));
+                        self.old_put(stripe, *c, b);
                     }
                 }
                 keep = true;
@@ -698,7 +735,7 @@ impl CachedArray {
             }
         }
         self.count(&sp);
-        let recipe = self.bytes.is_some().then(|| Recipe::Parity { stripe, base, terms, keep, pages: pages.clone() });
+        let recipe = Recipe::Parity { stripe, base, terms, keep, pages };
         // The entry the row evicted from the parity cache goes first: the
         // row's own parity takes its place once computed.
         let mut steps = after;
@@ -714,15 +751,12 @@ impl CachedArray {
     /// planner's degraded write handle the pages.
     fn destage_degraded(&mut self, stripe: u64, row: &Row, h: &Health) -> Result<Vec<Step>, PlanError> {
         let mut steps = self.parity_flush(stripe, h)?;
-        let pages = self.take_pages(stripe, row);
-        for c in row.pages.iter() {
+        for (c, input) in self.take_pages(stripe, row)? {
             let off = stripe * self.geo.stripe_data_bytes() + c as u64 * self.geo.unit;
             let p = self.layout.plan_write(off, self.geo.unit, h)?;
-            let input = pages.iter().find(|p| p.0 == c).map(|p| p.1.clone());
             for sp in p.stripes {
                 self.count(&sp);
-                let recipe = input.clone().map(|input| Recipe::Direct { input });
-                steps.push(Step { sp, recipe });
+                steps.push(Step { sp, recipe: Recipe::Direct { input: input.clone() } });
             }
         }
         Ok(steps)
@@ -796,7 +830,7 @@ impl CachedArray {
             }
         }
         self.count(&sp);
-        let recipe = self.bytes.is_some().then(|| Recipe::Parity { stripe, base: Base::Stored { stripe, take: true }, terms, keep: false, pages: vec![] });
+        let recipe = Recipe::Parity { stripe, base: Base::Stored { stripe, take: true }, terms, keep: false, pages: vec![] };
         Ok(vec![Step { sp, recipe }])
     }
 
@@ -811,12 +845,13 @@ impl CachedArray {
         }
     }
 
-    fn old_put(&mut self, stripe: u64, col: usize, bytes: Option<Vec<u8>>) {
+    /// Buffer the latest value of a covered page (its bytes in byte mode).
+    fn old_put(&mut self, stripe: u64, col: usize, bytes: &Buf) {
         if self.od_pages() == 0 {
             return;
         }
-        if let (Some(b), Some(v)) = (self.bytes.as_mut(), bytes) {
-            b.old.insert((stripe, col), v);
+        if let (Some(b), Buf::Bytes(v)) = (self.bytes.as_mut(), bytes) {
+            b.old.insert((stripe, col), v.clone());
         }
         if let Some(stamp) = self.old.insert((stripe, col), self.clock) {
             self.old_lru.remove(&(stamp, stripe, col));
@@ -892,73 +927,194 @@ impl CachedArray {
         Ok(ReadSteps { ranges, flush })
     }
 
-    /// A read as one plan (counting mode): [`CachedArray::read_steps`].
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
+    /// A read's programs (counting mode): [`CachedArray::read_steps`]'s
+    /// parity flushes, then the layout's read program of each range, as
+    /// the real volume runs them.
+    fn read_programs(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         let r = self.read_steps(offset, len, h)?;
-        let mut plan = plan_of(r.flush);
+        let mut programs = self.lower_all(&r.flush)?;
         for (o, l) in r.ranges {
-            plan.stripes.extend(self.layout.plan_read(o, l, h)?.stripes);
+            programs.push(self.layout.read_program(o, l, h)?);
         }
-        Ok(plan)
+        Ok(programs)
     }
 
-    /// The bytes of a step's writes, in `sp.writes` order, from its reads
-    /// (byte mode).  A recipe that keeps its code updates the parity cache.
-    pub fn compute(&mut self, step: &Step, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
-        let sp = &step.sp;
+    /// Lower steps that need no commit between them (counting mode: no
+    /// code is stored, so lowering is the same at any point).
+    fn lower_all(&self, steps: &[Step]) -> Result<Vec<Program>, PlanError> {
+        steps.iter().map(|st| self.lower(st, None)).collect()
+    }
+
+    /// The one program that carries out `step`: its reads, the code
+    /// computed as GF(2^8) combinations, its writes journaled.  A step
+    /// that keeps its code in the parity cache keeps the code buffer
+    /// ([`Program::keep`]) and, with `parity_mark`, logs the journal mark
+    /// `(parity_mark, stripe)` beside its writes (the row's code on the
+    /// drives goes stale).  In byte mode lower each step right before it
+    /// runs, after the previous step's [`CachedArray::commit`]: a step may
+    /// start from the code an earlier one stored.
+    pub fn lower(&self, step: &Step, parity_mark: Option<usize>) -> Result<Program, PlanError> {
+        let one = || Plan { stripes: vec![step.sp.clone()] };
         match &step.recipe {
-            None => Err(PlanError::Invalid("a cache step without a recipe (counting mode)".into())),
-            Some(Recipe::Direct { input }) => {
-                let bufs = self.layout.compute_writes(sp, input, reads)?;
-                Ok(bufs.iter().map(|b| b.bytes().to_vec()).collect())
-            }
-            Some(Recipe::Parity { stripe, base, terms, keep, pages }) => {
-                let unit = self.geo.unit as usize;
+            Recipe::Direct { input } => self.layout.math.write_program_from(&one(), input.clone()),
+            Recipe::Read => self.layout.math.read_program(&one()),
+            Recipe::Parity { stripe, base, terms, keep, pages } => {
                 let (k, m) = (self.geo.k, self.geo.m);
-                let b = self.bytes.as_mut().ok_or_else(|| PlanError::Invalid("compute needs byte mode".into()))?;
-                let mut code: Vec<Vec<u8>> = match base {
-                    Base::Zero => vec![vec![0u8; unit]; m],
-                    Base::Reads(idx) => idx.iter().map(|&i| reads[i].clone()).collect(),
-                    Base::Stored { stripe, take } => {
-                        let got = if *take { b.parity.remove(stripe) } else { b.parity.get(stripe).cloned() };
-                        got.ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: no cached parity bytes")))?
-                    }
+                let mut b = ParityBuilder::new(&step.sp, pages, self.geo.unit as usize, m);
+                let base = match base {
+                    Base::Zero => vec![],
+                    Base::Reads(idx) => idx.iter().map(|&i| b.read(i)).collect::<Result<_, _>>()?,
+                    Base::Stored { stripe, .. } => b.rows(self.stored_code(*stripe)?, m),
                 };
-                let mut delta = vec![0u8; unit];
-                for (c, src) in terms {
-                    let d: &[u8] = match src {
-                        Src::Page(p) => p,
-                        Src::Read(i) => &reads[*i],
-                        Src::ReadXor(i, p) => {
-                            for ((o, a), x) in delta.iter_mut().zip(&reads[*i]).zip(p) {
-                                *o = a ^ x;
-                            }
-                            &delta
-                        }
-                        Src::Xor(a, p) => {
-                            for ((o, a), x) in delta.iter_mut().zip(a).zip(p) {
-                                *o = a ^ x;
-                            }
-                            &delta
-                        }
-                    };
-                    let mut refs: Vec<&mut [u8]> = code.iter_mut().map(|v| v.as_mut_slice()).collect();
-                    b.code.apply_delta(*c, d, &mut refs).map_err(|e| PlanError::Invalid(e.to_string()))?;
+                if !base.is_empty() && base.len() != m {
+                    return Err(PlanError::Invalid(format!("stripe {stripe}: a base of {} code units, not {m}", base.len())));
                 }
-                let out = sp
-                    .writes
-                    .iter()
-                    .map(|op| match op.role {
-                        Role::Code => code[op.col - k].clone(),
-                        _ => pages.iter().find(|p| p.0 == op.col).map(|p| p.1.clone()).unwrap_or_default(),
-                    })
-                    .collect();
-                if *keep {
-                    b.parity.insert(*stripe, code);
-                }
-                Ok(out)
+                let terms = b.terms(terms)?;
+                b.combines(self.layout.math.code()?, m, &base, &terms);
+                b.writes(&step.sp, k)?;
+                let marks = parity_mark.filter(|_| *keep).map(|kind| (kind, *stripe)).into_iter().collect();
+                Ok(b.finish(*keep, marks))
             }
         }
+    }
+
+    /// The code units the parity cache holds for `stripe` (byte mode;
+    /// scratch of `m` units in counting mode).
+    fn stored_code(&self, stripe: u64) -> Result<Buf, PlanError> {
+        match &self.bytes {
+            Some(b) => b.parity.get(&stripe).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: no cached parity bytes"))),
+            None => Ok(Buf::Scratch(self.geo.m * self.geo.unit as usize)),
+        }
+    }
+
+    /// `step`'s program ran; `kept` holds its kept buffers.  The code a
+    /// step keeps goes into the parity cache; a step that takes the stored
+    /// code drops it.  Nothing to do in counting mode.
+    pub fn commit(&mut self, step: &Step, kept: Vec<Vec<u8>>) -> Result<(), PlanError> {
+        let (Recipe::Parity { stripe, base, keep, .. }, Some(b)) = (&step.recipe, self.bytes.as_mut()) else { return Ok(()) };
+        if let Base::Stored { stripe, take: true } = base {
+            b.parity.remove(stripe);
+        }
+        if *keep {
+            let code = kept.into_iter().next().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
+            b.parity.insert(*stripe, code.into());
+        }
+        Ok(())
+    }
+
+    /// `step`'s program did not complete: store nothing, and drop the
+    /// row's cached code bytes if the step would have replaced or dropped
+    /// them.  The policy updated the row's entry when it planned the step,
+    /// so the old bytes no longer match it; a later flush of the row is
+    /// then an error rather than wrong code on the drives.
+    pub fn abort(&mut self, step: &Step) {
+        if let (Recipe::Parity { stripe, base, keep, .. }, Some(b)) = (&step.recipe, self.bytes.as_mut()) {
+            if *keep || matches!(base, Base::Stored { take: true, .. }) {
+                b.parity.remove(stripe);
+            }
+        }
+    }
+}
+
+/// The program of one [`Recipe::Parity`] step under construction: one
+/// scratch buffer for the reads, one for the `m` code units (row `r` at
+/// `r * unit`), the pages' bytes as the recipe holds them.
+struct ParityBuilder {
+    p: Program,
+    unit: usize,
+    /// Where each read of the plan lands, in order.
+    reads: Vec<Io>,
+    /// Where each page's new bytes are: (column, bytes).
+    pages: Vec<(usize, Ref)>,
+    code: usize,
+    combines: Vec<Combine>,
+    writes: Vec<Io>,
+}
+
+impl ParityBuilder {
+    fn new(sp: &StripePlan, pages: &[(usize, Buf)], unit: usize, m: usize) -> ParityBuilder {
+        let mut p = Program { locks: vec![sp.stripe], methods: vec![sp.method], ..Default::default() };
+        let rd = p.buf(Buf::Scratch(sp.reads.iter().map(|o| o.len as usize).sum()));
+        let mut at = 0;
+        let mut reads = Vec::with_capacity(sp.reads.len());
+        for op in &sp.reads {
+            reads.push(Io::new(*op, Ref::new(rd, at)));
+            at += op.len as usize;
+        }
+        let code = p.buf(Buf::Scratch(m * unit));
+        let pages = pages.iter().map(|(c, b)| (*c, Ref::new(p.buf(b.clone()), 0))).collect();
+        ParityBuilder { p, unit, reads, pages, code, combines: vec![], writes: vec![] }
+    }
+
+    fn read(&self, i: usize) -> Result<Ref, PlanError> {
+        self.reads.get(i).map(|io| io.at).ok_or_else(|| PlanError::Invalid(format!("a cache recipe names read {i} of {}", self.reads.len())))
+    }
+
+    fn page(&self, col: usize) -> Result<Ref, PlanError> {
+        self.pages.iter().find(|p| p.0 == col).map(|p| p.1).ok_or_else(|| PlanError::Invalid(format!("a cache recipe names page {col}, which the step does not write")))
+    }
+
+    /// Add `code`, `m` code units, as a buffer: where each row starts.
+    fn rows(&mut self, code: Buf, m: usize) -> Vec<Ref> {
+        let b = self.p.buf(code);
+        (0..m).map(|r| Ref::new(b, r * self.unit)).collect()
+    }
+
+    /// Each term of column `c` as the buffers it sums (its bytes, or old
+    /// and new bytes, whose sum is their difference).
+    fn terms(&mut self, terms: &[(usize, Src)]) -> Result<Vec<(usize, Vec<Ref>)>, PlanError> {
+        let mut out = Vec::with_capacity(terms.len());
+        for (c, src) in terms {
+            let refs = match src {
+                Src::Page => vec![self.page(*c)?],
+                Src::Read(i) => vec![self.read(*i)?],
+                Src::ReadXor(i) => vec![self.read(*i)?, self.page(*c)?],
+                Src::Xor(old) => vec![Ref::new(self.p.buf(old.clone()), 0), self.page(*c)?],
+            };
+            out.push((*c, refs));
+        }
+        Ok(out)
+    }
+
+    /// Code row `r` = base row `r` (if any) + sum of A[r][c] * term.
+    fn combines(&mut self, code: &mosaic_ec::Code, m: usize, base: &[Ref], terms: &[(usize, Vec<Ref>)]) {
+        for r in 0..m {
+            let mut t: Vec<(u8, Ref)> = base.get(r).map(|&b| (1, b)).into_iter().collect();
+            for (c, refs) in terms {
+                let a = code.coefficient(r, *c);
+                t.extend(refs.iter().map(|&x| (a, x)));
+            }
+            self.combines.push(Combine { dst: Ref::new(self.code, r * self.unit), len: self.unit, acc: false, terms: t });
+        }
+    }
+
+    /// The plan's writes: code units from the code buffer, data pages
+    /// from their bytes.
+    fn writes(&mut self, sp: &StripePlan, k: usize) -> Result<(), PlanError> {
+        for op in &sp.writes {
+            let at = match (op.role, op.col.checked_sub(k)) {
+                (Role::Code, Some(row)) => Ref::new(self.code, row * self.unit),
+                _ => self.page(op.col)?,
+            };
+            self.writes.push(Io::new(*op, at));
+        }
+        Ok(())
+    }
+
+    /// Reads, computation, journaled writes (with `marks`); the code
+    /// buffer kept when `keep`.
+    fn finish(mut self, keep: bool, marks: Vec<(usize, u64)>) -> Program {
+        if !self.reads.is_empty() {
+            self.p.phases.push(Phase::Read(self.reads));
+        }
+        self.p.phases.push(Phase::Compute(self.combines));
+        if !self.writes.is_empty() {
+            self.p.phases.push(Phase::Write { ops: self.writes, journal: true, marks });
+        }
+        if keep {
+            self.p.keep.push(self.code as u32);
+        }
+        self.p
     }
 }
 
@@ -981,8 +1137,13 @@ impl Frontend for CachedArray {
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         self.layout.planner.check(offset, len)?;
-        let fg = if write { plan_of(self.write_steps(offset, len, None, h)?) } else { self.read(offset, len, h)? };
-        Ok(Staged { fg: if fg.stripes.is_empty() { vec![] } else { vec![crate::Program::io_only(&fg)] }, bg: vec![] })
+        let fg = if write {
+            let steps = self.write_steps(offset, len, None, h)?;
+            self.lower_all(&steps)?
+        } else {
+            self.read_programs(offset, len, h)?
+        };
+        Ok(Staged { fg, bg: vec![] })
     }
     fn stats(&self) -> Vec<(String, f64)> {
         let s = &self.stats;

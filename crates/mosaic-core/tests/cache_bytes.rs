@@ -1,9 +1,11 @@
 //! The caches in byte mode on in-memory members: every policy returns the
 //! reference bytes at every point, and after a flush every stripe's code
-//! agrees with its data.
+//! agrees with its data.  Each step runs as the program it lowers into, on
+//! a minimal in-test executor (mosaic-core cannot use mosaic-exec; the
+//! real executor runs them in mosaic-array's `cache_program` tests).
 
 use mosaic_core::cache::Step;
-use mosaic_core::{CacheConfig, CachePolicy, CachedArray, FixedLayout, Geometry, Health, Layout, Level};
+use mosaic_core::{Buf, CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Geometry, Health, Layout, Level, Phase, Program};
 use proptest::prelude::*;
 
 const U: u64 = 4096;
@@ -24,15 +26,16 @@ impl Rig {
         Rig { mem: vec![vec![0u8; (stripes * U) as usize]; n], h: Health::all_active(n), layout, cache }
     }
 
+    /// Lower, run and commit each step in order; a step's program does
+    /// exactly its plan's device operations.
     fn exec(&mut self, steps: Vec<Step>) {
         for st in steps {
-            let reads: Vec<Vec<u8>> = st.sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
-            let w = self.cache.compute(&st, &reads).unwrap();
-            assert_eq!(w.len(), st.sp.writes.len());
-            for (op, b) in st.sp.writes.iter().zip(w) {
-                assert_eq!(b.len() as u64, op.len);
-                self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].copy_from_slice(&b);
-            }
+            let p = self.cache.lower(&st, None).unwrap();
+            let ops = |d: Dir| p.io().filter(|(x, _)| *x == d).flat_map(|(_, ios)| ios.iter().map(|io| io.op)).collect::<Vec<_>>();
+            assert_eq!(ops(Dir::Read), st.sp.reads);
+            assert_eq!(ops(Dir::Write), st.sp.writes);
+            let kept = run_program(&mut self.mem, &p);
+            self.cache.commit(&st, kept).unwrap();
         }
     }
 
@@ -68,6 +71,49 @@ impl Rig {
             self.layout.scrub_check(&sp, &reads).unwrap().bad_cols.is_empty()
         })
     }
+}
+
+/// Run `p` on in-memory members: reads, GF(2^8) combinations, writes;
+/// its kept buffers.
+fn run_program(mem: &mut [Vec<u8>], p: &Program) -> Vec<Vec<u8>> {
+    p.validate().unwrap();
+    let kernel = mosaic_ec::default_kernel().unwrap();
+    let mut bufs: Vec<Vec<u8>> = p
+        .bufs
+        .iter()
+        .map(|b| match b {
+            Buf::Scratch(n) => vec![0u8; *n],
+            Buf::Bytes(v) => v.to_vec(),
+            other => panic!("a cache program with a client buffer: {other:?}"),
+        })
+        .collect();
+    for phase in &p.phases {
+        match phase {
+            Phase::Read(ios) => {
+                for io in ios {
+                    let (at, len, off) = (io.at.off as usize, io.op.len as usize, io.op.offset as usize);
+                    bufs[io.at.buf as usize][at..at + len].copy_from_slice(&mem[io.op.member][off..off + len]);
+                }
+            }
+            Phase::Compute(cs) => {
+                for c in cs {
+                    let inputs: Vec<Vec<u8>> = c.terms.iter().map(|(_, t)| bufs[t.buf as usize][t.off as usize..t.off as usize + c.len].to_vec()).collect();
+                    let coefs: Vec<u8> = c.terms.iter().map(|t| t.0).collect();
+                    let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+                    let d = c.dst.off as usize;
+                    mosaic_ec::combine_with(kernel, &coefs, &refs, &mut bufs[c.dst.buf as usize][d..d + c.len], c.acc).unwrap();
+                }
+            }
+            Phase::Write { ops, .. } => {
+                for io in ops {
+                    let (at, len, off) = (io.at.off as usize, io.op.len as usize, io.op.offset as usize);
+                    mem[io.op.member][off..off + len].copy_from_slice(&bufs[io.at.buf as usize][at..at + len]);
+                }
+            }
+            Phase::Flush(_) | Phase::Reset(_) => {}
+        }
+    }
+    p.keep.iter().map(|&k| bufs[k as usize].clone()).collect()
 }
 
 fn run(level: &str, n: usize, policy: CachePolicy, pages: u64, ops: &[(u64, u64, u8)]) {
