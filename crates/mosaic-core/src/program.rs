@@ -153,6 +153,12 @@ pub struct Program {
     pub keep: Vec<u32>,
     /// How each stripe was handled (counters only).
     pub methods: Vec<Method>,
+    /// The program appends to zones: its writes and zone resets must reach
+    /// each device after those of every earlier ordered program, as a
+    /// host writes a zone in order.  The real executor runs such programs
+    /// one after another (the policy holds `&mut`); the simulator keeps
+    /// the order on each drive while their reads overlap.
+    pub ordered: bool,
 }
 
 impl Program {

@@ -39,6 +39,11 @@ pub trait Backend: Send {
     fn capacity(&self) -> u64;
     fn block_size(&self) -> u64;
     fn members(&self) -> usize;
+    /// Whether the scheme appends to zones, so its writes must reach each
+    /// drive in the order planned ([`mosaic_core::Program::ordered`]).
+    fn zoned(&self) -> bool {
+        false
+    }
     fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError>;
     fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError>;
 }
@@ -118,6 +123,9 @@ impl Backend for SegmentRaid5 {
     }
     fn members(&self) -> usize {
         self.layout.members()
+    }
+    fn zoned(&self) -> bool {
+        true
     }
     fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
         let mut plan = self.layout.plan_write(offset, len, h)?;
@@ -298,6 +306,9 @@ impl Backend for SblockRaid5 {
     fn members(&self) -> usize {
         self.layout.members()
     }
+    fn zoned(&self) -> bool {
+        true
+    }
     fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
         let mut plan = self.layout.plan_write(offset, len, h)?;
         let (mut reads, mut writes) = (Vec::new(), Vec::new());
@@ -394,6 +405,18 @@ impl CachedFrontend {
     }
 }
 
+impl CachedFrontend {
+    /// The backend's plans as programs for the simulator, ordered when the
+    /// scheme appends to zones.
+    fn staged(&self, fg: &[Plan], bg: &[Plan]) -> Staged {
+        let mut st = Staged::io_only(fg, bg);
+        for p in st.fg.iter_mut().chain(st.bg.iter_mut()) {
+            p.ordered = self.b.zoned();
+        }
+        st
+    }
+}
+
 fn check(offset: u64, len: u64, block: u64, cap: u64) -> Result<(), PlanError> {
     if offset % block != 0 || len % block != 0 {
         return Err(PlanError::Unaligned { offset, len, block });
@@ -426,7 +449,7 @@ impl Frontend for CachedFrontend {
         let held = self.backlog.held(now_ns);
         if self.cap == 0 {
             let p = if write { self.b.write(offset, len, h)? } else { self.b.read(offset, len, h)? };
-            return Ok(Staged::io_only(&p, &[]));
+            return Ok(self.staged(&p, &[]));
         }
         let blk = self.block_size();
         let mut fg = Vec::new();
@@ -481,7 +504,7 @@ impl Frontend for CachedFrontend {
             }
         }
         self.backlog.add_plans(&fg, now_ns, 0);
-        Ok(Staged::io_only(&fg, &bg))
+        Ok(self.staged(&fg, &bg))
     }
     fn stats(&self) -> Vec<(String, f64)> {
         vec![("write hits".into(), self.stats[0] as f64), ("read hits".into(), self.stats[1] as f64), ("destaged chunks".into(), self.stats[2] as f64)]

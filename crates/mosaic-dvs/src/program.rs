@@ -178,7 +178,7 @@ impl Lower<'_> {
     /// the job's appends; `meta` the job's log record; `resets` the zones
     /// `(member, zone)` to reset last.
     pub fn job(&self, job: &Job, cached: &mut dyn FnMut(u32) -> Result<Payload, DvsError>, writes_to: &[bool], meta: Option<Meta>, resets: &[(usize, u64)]) -> Result<Program, DvsError> {
-        let mut p = Program { locks: vec![job.lsn as u64], ..Program::default() };
+        let mut p = Program { locks: vec![job.lsn as u64], ordered: true, ..Program::default() };
         let fills: Vec<&ChunkRead> = job.fills.iter().collect();
         let old: HashMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads(&mut p, &fills)?).collect();
         if !fills.is_empty() {
@@ -422,6 +422,7 @@ pub fn chain(p: &mut Program, next: Program) {
     p.locks.extend(next.locks);
     p.methods.extend(next.methods);
     p.keep.extend(next.keep.iter().map(|k| k + base));
+    p.ordered |= next.ordered;
     for ph in next.phases {
         p.phases.push(match ph {
             Phase::Read(ios) => Phase::Read(shift_ios(ios)),

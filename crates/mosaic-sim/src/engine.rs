@@ -143,6 +143,10 @@ struct Drive {
     model: Box<dyn DriveModel>,
     pending_ids: VecDeque<usize>,
     pending: VecDeque<DriveRequest>,
+    /// Ordered programs ([`Program::ordered`]) with writes or zone resets
+    /// on this drive, in launch order, and how many each has left: an
+    /// ordered program's writes go only once every earlier one's have.
+    write_order: VecDeque<(usize, usize)>,
     outstanding: usize,
     busy_since: u64,
     stats: DeviceStats,
@@ -250,6 +254,7 @@ impl<'a> Simulator<'a> {
                 model,
                 pending_ids: VecDeque::new(),
                 pending: VecDeque::new(),
+                write_order: VecDeque::new(),
                 outstanding: 0,
                 busy_since: 0,
             })
@@ -350,7 +355,13 @@ impl<'a> Simulator<'a> {
         if n == 0 {
             return;
         }
+        let writes = if p.ordered { writes_per_drive(&p, self.drives.len()) } else { vec![] };
         let plan = self.plans.insert((p, n));
+        for (d, &w) in writes.iter().enumerate() {
+            if w > 0 {
+                self.drives[d].write_order.push_back((plan, w));
+            }
+        }
         for lane in 0..n as u32 {
             let st = self.lanes.insert(LaneState { req, plan, lane, phase: 0, ops_left: 0 });
             self.next_phase(st);
@@ -405,11 +416,13 @@ impl<'a> Simulator<'a> {
             if drive.pending.is_empty() || drive.outstanding >= drive.model.queue_depth().max(1) {
                 return;
             }
-            let idx = if drive.pending.len() == 1 {
+            let picked = if drive.pending.len() == 1 {
                 0
             } else {
                 drive.model.pick(now, drive.pending.make_contiguous()).min(drive.pending.len() - 1)
             };
+            let Some(idx) = self.in_order(d, picked) else { return };
+            let drive = &mut self.drives[d];
             let req = drive.pending.remove(idx).unwrap();
             let st = drive.pending_ids.remove(idx).unwrap();
             let done = match drive.model.submit(now, &req) {
@@ -438,6 +451,33 @@ impl<'a> Simulator<'a> {
             }
             self.push(done, Ev::OpDone { drive: d, lane: st });
         }
+    }
+
+    /// The pending request of drive `d` to dispatch instead of `picked`
+    /// so ordered programs' writes keep their order (the first one
+    /// allowed; `picked` itself when allowed); None when none may go.
+    fn in_order(&mut self, d: usize, picked: usize) -> Option<usize> {
+        let head = match self.drives[d].write_order.front() {
+            None => return Some(picked),
+            Some(w) => w.0,
+        };
+        let Simulator { drives, lanes, plans, .. } = self;
+        let drive = &mut drives[d];
+        let mut allowed = |i: usize| {
+            let plan = lanes.get(drive.pending_ids[i]).plan;
+            !matches!(drive.pending[i].kind, ReqKind::Write | ReqKind::ZoneReset) || !plans.get(plan).0.ordered || plan == head
+        };
+        let idx = if allowed(picked) { picked } else { (0..drive.pending.len()).find(|&i| allowed(i))? };
+        let is_head_write = matches!(drive.pending[idx].kind, ReqKind::Write | ReqKind::ZoneReset) && lanes.get(drive.pending_ids[idx]).plan == head;
+        if is_head_write {
+            if let Some(w) = drive.write_order.front_mut() {
+                w.1 -= 1;
+                if w.1 == 0 {
+                    drive.write_order.pop_front();
+                }
+            }
+        }
+        Some(idx)
     }
 
     fn lane_done(&mut self, st: usize) {
@@ -529,6 +569,19 @@ impl<'a> Simulator<'a> {
         }
         self.dispatch(d);
     }
+}
+
+/// Writes and zone resets `p` sends to each of `n` drives.
+fn writes_per_drive(p: &Program, n: usize) -> Vec<usize> {
+    let mut w = vec![0usize; n];
+    for ph in &p.phases {
+        match ph {
+            Phase::Write { ops, .. } => ops.iter().for_each(|io| w[io.op.member] += 1),
+            Phase::Reset(ops) => ops.iter().for_each(|o| w[o.member] += 1),
+            _ => {}
+        }
+    }
+    w
 }
 
 /// A trace request placed on an array.
