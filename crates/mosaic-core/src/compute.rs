@@ -1,14 +1,12 @@
-//! The compute phase between a plan's reads and writes.
-//!
-//! Pure functions over byte buffers: given a [`StripePlan`], the request's
-//! bytes and the bytes its reads returned (in `reads` order), produce the
-//! bytes of every write, assemble a read's output, reconstruct rebuilt
-//! columns, or verify a stripe.  No I/O happens here.
+//! The stripe math: the erasure code of a geometry, whose coefficients
+//! the lowering ([`crate::lower`]) spells out in programs, and scrub's
+//! verdict on the bytes a scrub program read: recompute the code, compare,
+//! and locate a single wrong column.  No I/O happens here.
 
 use mosaic_ec::Code;
 
 use crate::geometry::Geometry;
-use crate::plan::{DevOp, Method, Role, StripePlan};
+use crate::plan::{DevOp, StripePlan};
 use crate::PlanError;
 
 /// The stripe math for one geometry: the erasure code, if any.
@@ -16,21 +14,6 @@ use crate::PlanError;
 pub struct StripeMath {
     pub geo: Geometry,
     code: Option<Code>,
-}
-
-/// Bytes for one write op: either a slice of the request or computed bytes.
-pub enum WriteBuf<'a> {
-    Input(&'a [u8]),
-    Owned(Vec<u8>),
-}
-
-impl WriteBuf<'_> {
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            WriteBuf::Input(s) => s,
-            WriteBuf::Owned(v) => v,
-        }
-    }
 }
 
 /// Result of verifying one stripe range.
@@ -78,19 +61,8 @@ impl StripeMath {
         })
     }
 
-    /// New bytes of column `col` over `[a, b)` from the request.
-    fn new_slice<'i>(&self, sp: &StripePlan, input: &'i [u8], col: usize, a: u64, b: u64) -> Option<&'i [u8]> {
-        sp.touched.iter().find_map(|c| {
-            (c.col == col && c.start <= a && b <= c.end).then(|| {
-                let o = (c.buf_off + a - c.start) as usize;
-                &input[o..o + (b - a) as usize]
-            })
-        })
-    }
-
-    /// Column image over `[a, b)`: old bytes from reads, then (if `input` is
-    /// given) new bytes from the request on top.
-    fn image(&self, sp: &StripePlan, reads: &[Vec<u8>], input: Option<&[u8]>, col: usize, a: u64, b: u64) -> Vec<u8> {
+    /// Column `col` over `[a, b)` from the reads that cover it.
+    fn image(&self, sp: &StripePlan, reads: &[Vec<u8>], col: usize, a: u64, b: u64) -> Vec<u8> {
         let mut img = vec![0u8; (b - a) as usize];
         for (op, buf) in sp.reads.iter().zip(reads) {
             if op.col != col {
@@ -100,15 +72,6 @@ impl StripeMath {
             let (x, y) = (s.max(a), e.min(b));
             if x < y {
                 img[(x - a) as usize..(y - a) as usize].copy_from_slice(&buf[(x - s) as usize..(y - s) as usize]);
-            }
-        }
-        if let Some(input) = input {
-            for c in sp.touched.iter().filter(|c| c.col == col) {
-                let (x, y) = (c.start.max(a), c.end.min(b));
-                if x < y {
-                    let o = (c.buf_off + x - c.start) as usize;
-                    img[(x - a) as usize..(y - a) as usize].copy_from_slice(&input[o..o + (y - x) as usize]);
-                }
             }
         }
         img
@@ -133,99 +96,6 @@ impl StripeMath {
         Ok(out)
     }
 
-    /// Bytes of every write of `sp`, in `sp.writes` order.
-    pub fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError> {
-        let g = &self.geo;
-        let mut out = Vec::with_capacity(sp.writes.len());
-        // Degraded writes and RCW/FSW need full data images; compute the
-        // code columns over the span once.
-        let mut code_img: Option<(u64, Vec<Vec<u8>>)> = None;
-        if sp.method == Method::DegradedWrite {
-            let (a, b) = sp.span;
-            let mut data: Vec<Vec<u8>> = Vec::with_capacity(g.k);
-            let decoded = if sp.missing.is_empty() { vec![] } else { self.decode_span(sp, reads, &sp.missing, a, b)? };
-            for j in 0..g.k {
-                let mut img = match sp.missing.iter().position(|&c| c == j) {
-                    Some(i) => decoded[i].clone(),
-                    None => self.image(sp, reads, None, j, a, b),
-                };
-                for c in sp.touched.iter().filter(|c| c.col == j) {
-                    let (x, y) = (c.start.max(a), c.end.min(b));
-                    let o = (c.buf_off + x - c.start) as usize;
-                    img[(x - a) as usize..(y - a) as usize].copy_from_slice(&input[o..o + (y - x) as usize]);
-                }
-                data.push(img);
-            }
-            code_img = Some((a, self.encode_images(&data)?));
-        }
-        let mut range_cache: Vec<((u64, u64), Vec<Vec<u8>>)> = Vec::new();
-        for op in &sp.writes {
-            let (a, b) = op_range(g, sp.stripe, op);
-            if op.role == Role::Data || sp.method == Method::Mirror {
-                let col = if g.is_mirror() { 0 } else { op.col };
-                let s = self
-                    .new_slice(sp, input, col, a, b)
-                    .ok_or_else(|| PlanError::Invalid(format!("no request bytes for column {col} [{a},{b})")))?;
-                out.push(WriteBuf::Input(s));
-                continue;
-            }
-            let row = op.col - g.k;
-            let buf = match sp.method {
-                Method::DegradedWrite => {
-                    let (base, imgs) = code_img.as_ref().unwrap();
-                    imgs[row][(a - base) as usize..(b - base) as usize].to_vec()
-                }
-                Method::Fsw | Method::Rcw => {
-                    // Every code column is written over the same ranges:
-                    // encode each range once.
-                    let i = match range_cache.iter().position(|r| r.0 == (a, b)) {
-                        Some(i) => i,
-                        None => {
-                            // Each column straight from the request or a read
-                            // when one covers the range; assembled otherwise.
-                            let data: Vec<std::borrow::Cow<[u8]>> = (0..g.k)
-                                .map(|j| match self.new_slice(sp, input, j, a, b).or_else(|| self.read_slice(sp, reads, j, a, b)) {
-                                    Some(s) => std::borrow::Cow::Borrowed(s),
-                                    None => std::borrow::Cow::Owned(self.image(sp, reads, Some(input), j, a, b)),
-                                })
-                                .collect();
-                            range_cache.push(((a, b), self.encode_slices(&data)?));
-                            range_cache.len() - 1
-                        }
-                    };
-                    std::mem::take(&mut range_cache[i].1[row])
-                }
-                Method::Rmw => {
-                    let mut p = self
-                        .read_slice(sp, reads, op.col, a, b)
-                        .ok_or_else(|| PlanError::Invalid("rmw without old code".into()))?
-                        .to_vec();
-                    for t in &sp.touched {
-                        let (x, y) = (t.start.max(a), t.end.min(b));
-                        if x >= y {
-                            continue;
-                        }
-                        let old = self.read_slice(sp, reads, t.col, x, y).ok_or_else(|| PlanError::Invalid("rmw without old data".into()))?;
-                        let new = self.new_slice(sp, input, t.col, x, y).unwrap();
-                        let mut delta = old.to_vec();
-                        mosaic_ec::xor_into(&mut delta, new);
-                        self.code()?
-                            .apply_delta_row(row, t.col, &delta, &mut p[(x - a) as usize..(y - a) as usize])
-                            .map_err(|e| PlanError::Invalid(e.to_string()))?;
-                    }
-                    p
-                }
-                m => return Err(PlanError::Invalid(format!("method {} writes no code", m.name()))),
-            };
-            out.push(WriteBuf::Owned(buf));
-        }
-        Ok(out)
-    }
-
-    fn encode_images(&self, data: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
-        self.encode_slices(data)
-    }
-
     fn encode_slices<D: AsRef<[u8]>>(&self, data: &[D]) -> Result<Vec<Vec<u8>>, PlanError> {
         let len = data.first().map_or(0, |d| d.as_ref().len());
         let mut code: Vec<Vec<u8>> = (0..self.geo.m).map(|_| vec![0u8; len]).collect();
@@ -233,45 +103,6 @@ impl StripeMath {
         let mut outs: Vec<&mut [u8]> = code.iter_mut().map(|v| v.as_mut_slice()).collect();
         self.code()?.encode(&refs, &mut outs).map_err(|e| PlanError::Invalid(e.to_string()))?;
         Ok(code)
-    }
-
-    /// Fill `out` (the request buffer) from a read plan's results.
-    pub fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError> {
-        let g = &self.geo;
-        if g.is_mirror() {
-            for (c, buf) in sp.touched.iter().zip(reads) {
-                out[c.buf_off as usize..(c.buf_off + c.len()) as usize].copy_from_slice(buf);
-            }
-            return Ok(());
-        }
-        let decoded = if sp.missing.is_empty() {
-            vec![]
-        } else {
-            self.decode_span(sp, reads, &sp.missing, sp.span.0, sp.span.1)?
-        };
-        for c in &sp.touched {
-            let dst = &mut out[c.buf_off as usize..(c.buf_off + c.len()) as usize];
-            if let Some(i) = sp.missing.iter().position(|&m| m == c.col) {
-                let o = (c.start - sp.span.0) as usize;
-                dst.copy_from_slice(&decoded[i][o..o + c.len() as usize]);
-            } else {
-                let s = self
-                    .read_slice(sp, reads, c.col, c.start, c.end)
-                    .ok_or_else(|| PlanError::Invalid(format!("no read for column {}", c.col)))?;
-                dst.copy_from_slice(s);
-            }
-        }
-        Ok(())
-    }
-
-    /// Bytes for a rebuild plan's writes.
-    pub fn compute_rebuild(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
-        if self.geo.is_mirror() {
-            let src = reads.first().ok_or_else(|| PlanError::Invalid("no surviving copy".into()))?;
-            return Ok(sp.writes.iter().map(|_| src.clone()).collect());
-        }
-        let want: Vec<usize> = sp.writes.iter().map(|o| o.col).collect();
-        self.decode_span(sp, reads, &want, sp.span.0, sp.span.1)
     }
 
     /// Verify a scrub plan's reads: recompute code (or compare copies).
@@ -308,10 +139,10 @@ impl StripeMath {
         let data: Vec<Vec<u8>> = (0..g.k)
             .map(|j| match missing_data.iter().position(|&c| c == j) {
                 Some(i) => decoded[i].clone(),
-                None => self.image(sp, reads, None, j, a, b),
+                None => self.image(sp, reads, j, a, b),
             })
             .collect();
-        let code = self.encode_images(&data)?;
+        let code = self.encode_slices(&data)?;
         for &c in &code_avail {
             let have = self.read_slice(sp, reads, c, a, b).unwrap();
             if have != code[c - g.k].as_slice() {
@@ -320,7 +151,7 @@ impl StripeMath {
             }
         }
         if !bad.is_empty() && avail.len() >= g.k + 2 {
-            let cols: Vec<(usize, Vec<u8>)> = avail.iter().map(|&c| (c, self.image(sp, reads, None, c, a, b))).collect();
+            let cols: Vec<(usize, Vec<u8>)> = avail.iter().map(|&c| (c, self.image(sp, reads, c, a, b))).collect();
             if let Some((c, fix)) = self.locate(&cols)? {
                 return Ok(ScrubOutcome { verified: true, bad_cols: vec![c], repairs: vec![fix], located: true });
             }

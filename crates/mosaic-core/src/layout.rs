@@ -15,7 +15,7 @@
 //! (rebuild, scrub) walks *regions*: stripes for fixed geometries, stripe
 //! groups for mapped ones.
 
-use crate::compute::{ScrubOutcome, StripeMath, WriteBuf};
+use crate::compute::{ScrubOutcome, StripeMath};
 use crate::geometry::Geometry;
 use crate::health::Health;
 use crate::plan::{Plan, StripePlan};
@@ -48,14 +48,11 @@ pub trait Layout: Send + Sync {
     /// [`Layout::scrub_check`] (no range locks: the caller holds them).
     fn scrub_program(&self, sps: &[StripePlan]) -> Program;
 
-    fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError>;
-    fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError>;
 
     /// Number of maintenance regions.
     fn regions(&self) -> u64;
     /// Plans that rebuild `targets` (member indices) in `region`.
     fn plan_rebuild(&self, region: u64, targets: &[usize], h: &Health) -> Result<Vec<StripePlan>, PlanError>;
-    fn compute_rebuild(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError>;
     /// Plans that read `region` for verification.
     fn plan_scrub(&self, region: u64, h: &Health) -> Result<Vec<StripePlan>, PlanError>;
     fn scrub_check(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<ScrubOutcome, PlanError>;
@@ -133,20 +130,11 @@ impl Layout for FixedLayout {
         p.methods.clear();
         p
     }
-    fn compute_writes<'i>(&self, sp: &StripePlan, input: &'i [u8], reads: &[Vec<u8>]) -> Result<Vec<WriteBuf<'i>>, PlanError> {
-        self.math.compute_writes(sp, input, reads)
-    }
-    fn assemble_read(&self, sp: &StripePlan, reads: &[Vec<u8>], out: &mut [u8]) -> Result<(), PlanError> {
-        self.math.assemble_read(sp, reads, out)
-    }
     fn regions(&self) -> u64 {
         self.planner.geo.stripes
     }
     fn plan_rebuild(&self, region: u64, targets: &[usize], h: &Health) -> Result<Vec<StripePlan>, PlanError> {
         self.chunks().map(|(lo, hi)| self.planner.plan_rebuild(region, lo, hi, targets, h)).collect()
-    }
-    fn compute_rebuild(&self, sp: &StripePlan, reads: &[Vec<u8>]) -> Result<Vec<Vec<u8>>, PlanError> {
-        self.math.compute_rebuild(sp, reads)
     }
     fn plan_scrub(&self, region: u64, h: &Health) -> Result<Vec<StripePlan>, PlanError> {
         self.chunks().map(|(lo, hi)| self.planner.plan_scrub(region, lo, hi, h)).collect()

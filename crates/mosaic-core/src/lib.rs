@@ -23,7 +23,7 @@ pub mod planner;
 pub mod program;
 
 pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray, Step};
-pub use compute::{ScrubOutcome, StripeMath, WriteBuf};
+pub use compute::{ScrubOutcome, StripeMath};
 pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
 pub use health::{Health, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};

@@ -1,18 +1,22 @@
 //! The caches in byte mode on in-memory members: every policy returns the
 //! reference bytes at every point, and after a flush every stripe's code
 //! agrees with its data.  Each step runs as the program it lowers into, on
-//! a minimal in-test executor (mosaic-core cannot use mosaic-exec; the
-//! real executor runs them in mosaic-array's `cache_program` tests).
+//! the one executor.
+
+use std::sync::Arc;
 
 use mosaic_core::cache::Step;
-use mosaic_core::{Buf, CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Geometry, Health, Layout, Level, Phase, Program};
+use mosaic_core::{CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Geometry, Health, Layout, Level};
+use mosaic_dev::{MemMember, Member};
+use mosaic_exec::{Client, Executor};
 use proptest::prelude::*;
 
 const U: u64 = 4096;
 
 struct Rig {
     layout: FixedLayout,
-    mem: Vec<Vec<u8>>,
+    mem: Vec<Arc<MemMember>>,
+    exec: Executor,
     cache: CachedArray,
     h: Health,
 }
@@ -23,7 +27,9 @@ impl Rig {
         let layout = FixedLayout::new(geo).unwrap();
         let cfg = CacheConfig { policy, write_cache: pages * U, parity_cache: 3 * U * layout.geometry().m as u64, old_data: 4 * U };
         let cache = CachedArray::new(&layout, cfg).unwrap().with_bytes().unwrap();
-        Rig { mem: vec![vec![0u8; (stripes * U) as usize]; n], h: Health::all_active(n), layout, cache }
+        let mem: Vec<Arc<MemMember>> = (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), stripes * U))).collect();
+        let exec = Executor::new(mem.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+        Rig { mem, exec, h: Health::all_active(n), layout, cache }
     }
 
     /// Lower, run and commit each step in order; a step's program does
@@ -34,7 +40,7 @@ impl Rig {
             let ops = |d: Dir| p.io().filter(|(x, _)| *x == d).flat_map(|(_, ios)| ios.iter().map(|io| io.op)).collect::<Vec<_>>();
             assert_eq!(ops(Dir::Read), st.sp.reads);
             assert_eq!(ops(Dir::Write), st.sp.writes);
-            let kept = run_program(&mut self.mem, &p);
+            let kept = self.exec.run(&p, Client::None, None).unwrap();
             self.cache.commit(&st, kept).unwrap();
         }
     }
@@ -45,12 +51,9 @@ impl Rig {
     }
 
     fn read(&self, off: u64, len: u64) -> Vec<u8> {
-        let plan = self.layout.plan_read(off, len, &self.h).unwrap();
         let mut out = vec![0u8; len as usize];
-        for sp in &plan.stripes {
-            let reads: Vec<Vec<u8>> = sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
-            self.layout.assemble_read(sp, &reads, &mut out).unwrap();
-        }
+        let p = self.layout.read_program(off, len, &self.h).unwrap();
+        self.exec.run(&p, Client::Out(&mut out), None).unwrap();
         // Cached pages are newer than the members.
         let g = self.layout.geometry();
         for e in g.split(off, len) {
@@ -67,53 +70,18 @@ impl Rig {
         let g = self.layout.geometry();
         (0..g.stripes).all(|s| {
             let sp = self.layout.planner.plan_scrub(s, 0, U, &self.h).unwrap();
-            let reads: Vec<Vec<u8>> = sp.reads.iter().map(|op| self.mem[op.member][op.offset as usize..(op.offset + op.len) as usize].to_vec()).collect();
+            let reads: Vec<Vec<u8>> = sp
+                .reads
+                .iter()
+                .map(|op| {
+                    let mut b = vec![0u8; op.len as usize];
+                    self.mem[op.member].read_at(&mut b, op.offset).unwrap();
+                    b
+                })
+                .collect();
             self.layout.scrub_check(&sp, &reads).unwrap().bad_cols.is_empty()
         })
     }
-}
-
-/// Run `p` on in-memory members: reads, GF(2^8) combinations, writes;
-/// its kept buffers.
-fn run_program(mem: &mut [Vec<u8>], p: &Program) -> Vec<Vec<u8>> {
-    p.validate().unwrap();
-    let kernel = mosaic_ec::default_kernel().unwrap();
-    let mut bufs: Vec<Vec<u8>> = p
-        .bufs
-        .iter()
-        .map(|b| match b {
-            Buf::Scratch(n) => vec![0u8; *n],
-            Buf::Bytes(v) => v.to_vec(),
-            other => panic!("a cache program with a client buffer: {other:?}"),
-        })
-        .collect();
-    for phase in &p.phases {
-        match phase {
-            Phase::Read(ios) => {
-                for io in ios {
-                    let (at, len, off) = (io.at.off as usize, io.op.len as usize, io.op.offset as usize);
-                    bufs[io.at.buf as usize][at..at + len].copy_from_slice(&mem[io.op.member][off..off + len]);
-                }
-            }
-            Phase::Compute(cs) => {
-                for c in cs {
-                    let inputs: Vec<Vec<u8>> = c.terms.iter().map(|(_, t)| bufs[t.buf as usize][t.off as usize..t.off as usize + c.len].to_vec()).collect();
-                    let coefs: Vec<u8> = c.terms.iter().map(|t| t.0).collect();
-                    let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
-                    let d = c.dst.off as usize;
-                    mosaic_ec::combine_with(kernel, &coefs, &refs, &mut bufs[c.dst.buf as usize][d..d + c.len], c.acc).unwrap();
-                }
-            }
-            Phase::Write { ops, .. } => {
-                for io in ops {
-                    let (at, len, off) = (io.at.off as usize, io.op.len as usize, io.op.offset as usize);
-                    mem[io.op.member][off..off + len].copy_from_slice(&bufs[io.at.buf as usize][at..at + len]);
-                }
-            }
-            Phase::Flush(_) | Phase::Reset(_) => {}
-        }
-    }
-    p.keep.iter().map(|&k| bufs[k as usize].clone()).collect()
 }
 
 fn run(level: &str, n: usize, policy: CachePolicy, pages: u64, ops: &[(u64, u64, u8)]) {
