@@ -56,6 +56,9 @@ struct Builder {
     reads: Vec<Io>,
     writes: Vec<Io>,
     combines: Vec<Combine>,
+    /// Old XOR new data of (lane, column, range) computed so far (RMW).
+    deltas: Vec<((u32, usize, u64, u64), Ref)>,
+    lane: u32,
 }
 
 impl Builder {
@@ -64,7 +67,7 @@ impl Builder {
         let input = input.map(|b| p.buf(b));
         let rd = p.buf(Buf::Scratch(0));
         let cd = p.buf(Buf::Scratch(0));
-        Builder { p, input, rd, rd_len: 0, cd, cd_len: 0, reads: vec![], writes: vec![], combines: vec![] }
+        Builder { p, input, rd, rd_len: 0, cd, cd_len: 0, reads: vec![], writes: vec![], combines: vec![], deltas: vec![], lane: 0 }
     }
 
     /// Read `op` into scratch; where it landed.
@@ -234,6 +237,7 @@ impl StripeMath {
     fn lower_write(&self, b: &mut Builder, sp: &StripePlan, lane: u32) -> Result<(), PlanError> {
         let g = &self.geo;
         let input = b.input.ok_or_else(|| invalid("a write program without input".into()))?;
+        b.lane = lane;
         let mut src = Sources { new: vec![], decoded: vec![], read: vec![] };
         for c in &sp.touched {
             src.new.push(Piece { col: c.col, start: c.start, end: c.end, at: Ref::new(input, c.buf_off as usize) });
@@ -259,24 +263,56 @@ impl StripeMath {
         Ok(())
     }
 
+    /// Old XOR new bytes of column `col` over `[s, e)`, computed once per
+    /// stripe.
+    fn delta(&self, b: &mut Builder, src: &Sources, col: usize, s: u64, e: u64) -> Result<Ref, PlanError> {
+        let key = (b.lane, col, s, e);
+        if let Some(&(_, at)) = b.deltas.iter().find(|d| d.0 == key) {
+            return Ok(at);
+        }
+        let old_d = src.read.iter().find_map(|p| p.covers(col, s, e)).ok_or_else(|| invalid("rmw without old data".into()))?;
+        let new_d = src.find(col, s, e).ok_or_else(|| invalid("rmw without new data".into()))?;
+        let at = b.scratch(e - s);
+        b.combines.push(Combine { dst: at, len: (e - s) as usize, acc: false, terms: vec![(1, old_d), (1, new_d)] });
+        b.deltas.push((key, at));
+        Ok(at)
+    }
+
     /// Compute code row `row` over `[x, y)` into scratch.
     fn code_range(&self, b: &mut Builder, sp: &StripePlan, src: &Sources, row: usize, x: u64, y: u64) -> Result<Ref, PlanError> {
         let k = self.geo.k;
         let dst = b.scratch(y - x);
         match sp.method {
             Method::Rmw => {
+                // P' = P + Σ c·(D + D') over each touched range.  One
+                // pass with m = 1; with more code rows each delta D + D'
+                // is computed once and multiplied into every row.
                 let old = src.read.iter().find_map(|p| p.covers(k + row, x, y)).ok_or_else(|| invalid("rmw without old code".into()))?;
-                b.combines.push(Combine::copy(dst, old, (y - x) as usize));
+                let mut deltas = Vec::new();
                 for t in &sp.touched {
                     let (s, e) = (t.start.max(x), t.end.min(y));
                     if s >= e {
                         continue;
                     }
                     let c = self.coef(row, t.col)?;
-                    let old_d = src.read.iter().find_map(|p| p.covers(t.col, s, e)).ok_or_else(|| invalid("rmw without old data".into()))?;
-                    let new_d = src.find(t.col, s, e).ok_or_else(|| invalid("rmw without new data".into()))?;
-                    b.combines.push(Combine { dst: dst.at((s - x) as usize), len: (e - s) as usize, acc: true, terms: vec![(c, old_d), (c, new_d)] });
+                    let delta = match self.geo.m {
+                        1 => {
+                            let old_d = src.read.iter().find_map(|p| p.covers(t.col, s, e)).ok_or_else(|| invalid("rmw without old data".into()))?;
+                            let new_d = src.find(t.col, s, e).ok_or_else(|| invalid("rmw without new data".into()))?;
+                            vec![(c, old_d), (c, new_d)]
+                        }
+                        _ => vec![(c, self.delta(b, src, t.col, s, e)?)],
+                    };
+                    deltas.push(Combine { dst: dst.at((s - x) as usize), len: (e - s) as usize, acc: true, terms: delta });
                 }
+                match deltas.as_mut_slice() {
+                    [one] if one.len as u64 == y - x => {
+                        one.acc = false;
+                        one.terms.insert(0, (1, old));
+                    }
+                    _ => b.combines.push(Combine::copy(dst, old, (y - x) as usize)),
+                }
+                b.combines.append(&mut deltas);
             }
             Method::Fsw | Method::Rcw | Method::DegradedWrite => {
                 let cuts = src.breaks(x, y);

@@ -107,20 +107,27 @@ pub fn combine_with(kernel: Kernel, coefs: &[u8], inputs: &[&[u8]], out: &mut [u
         return Err(EcError::Count { what: "coefficient", expected: inputs.len(), got: coefs.len() });
     }
     common_len(std::iter::once(out.len()).chain(inputs.iter().map(|i| i.len())))?;
-    let ones: Vec<&[u8]> = inputs.iter().zip(coefs).filter(|(_, &c)| c == 1).map(|(s, _)| *s).collect();
-    let others = coefs.iter().filter(|&&c| c > 1).count();
-    if !acc && others == 0 {
-        xor_sum(out, &ones);
+    if !acc && coefs.iter().all(|&c| c == 1) {
+        xor_sum(out, inputs);
         return Ok(());
     }
     let ops = kernel.ops();
-    if !acc {
+    if !acc && inputs.len() > 1 && coefs.iter().all(|&c| c > 1) {
         // One streaming pass over every input for the whole row.
         let tables = ops.tables(inputs.len(), 1, coefs);
         return ops.dot(inputs.len(), coefs, &tables, inputs, &mut [out]);
     }
-    for s in ones {
-        xor_into(out, s);
+    // Coefficients of 1 are XORs (no multiply), then the others.
+    let mut fresh = !acc;
+    for (s, _) in inputs.iter().zip(coefs).filter(|(_, &c)| c == 1) {
+        if std::mem::take(&mut fresh) {
+            out.copy_from_slice(s);
+        } else {
+            xor_into(out, s);
+        }
+    }
+    if fresh {
+        out.fill(0);
     }
     for (s, &c) in inputs.iter().zip(coefs) {
         if c > 1 {
