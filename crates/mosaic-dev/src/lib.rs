@@ -42,6 +42,12 @@ pub trait Member: Send + Sync {
     fn is_memory(&self) -> bool {
         false
     }
+    /// Whether a flush costs next to nothing (RAM, or a file on a RAM file
+    /// system), so a phase of flushes runs inline rather than waking I/O
+    /// threads.
+    fn cheap_flush(&self) -> bool {
+        self.is_memory()
+    }
     /// Reset the zone that starts at byte `offset` of a zoned device (its
     /// write pointer back to the zone's start).  Devices without zones
     /// refuse.
@@ -165,6 +171,22 @@ impl Member for FileMember {
     fn flush(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+    fn cheap_flush(&self) -> bool {
+        on_ram_fs(&self.file)
+    }
+}
+
+/// Whether `file` lives on tmpfs or ramfs, where fdatasync has nothing to
+/// write back.
+pub fn on_ram_fs(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    const TMPFS: i64 = 0x0102_1994;
+    const RAMFS: i64 = 0x8584_58f6;
+    // SAFETY: fstatfs writes one statfs into the zeroed struct we own; the
+    // descriptor belongs to `file`, which outlives the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } == 0;
+    ok && matches!(st.f_type as i64, TMPFS | RAMFS)
 }
 
 /// A member in RAM.
@@ -282,6 +304,9 @@ impl Member for FaultyMember {
     }
     fn is_memory(&self) -> bool {
         self.inner.is_memory()
+    }
+    fn cheap_flush(&self) -> bool {
+        self.inner.cheap_flush()
     }
     fn reset_zone(&self, offset: u64) -> io::Result<()> {
         self.check()?;

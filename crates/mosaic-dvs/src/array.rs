@@ -67,6 +67,10 @@ pub trait ZonedMember: Send + Sync {
     fn zone_size(&self) -> u64;
     fn zone_count(&self) -> u64;
     fn conventional_zones(&self) -> u64;
+    /// See [`mosaic_dev::Member::cheap_flush`].
+    fn cheap_flush(&self) -> bool {
+        false
+    }
 }
 
 impl ZonedMember for ZonedFile {
@@ -99,6 +103,9 @@ impl ZonedMember for ZonedFile {
     }
     fn conventional_zones(&self) -> u64 {
         self.report_zones().iter().filter(|z| z.cond == ZoneCond::Conventional).count() as u64
+    }
+    fn cheap_flush(&self) -> bool {
+        Member::cheap_flush(self)
     }
 }
 
@@ -187,6 +194,9 @@ impl Member for AsMember {
     fn flush(&self) -> io::Result<()> {
         self.0.flush()
     }
+    fn cheap_flush(&self) -> bool {
+        self.0.cheap_flush()
+    }
     fn reset_zone(&self, offset: u64) -> io::Result<()> {
         let z = self.0.zone_size();
         if z == 0 || offset % z != 0 {
@@ -248,7 +258,9 @@ pub struct DvsArray {
     uuid: u64,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
     dvs: Dvs,
-    bytes: HashMap<ChunkKey, Vec<u8>>,
+    /// Bytes of cached chunks, shared with the programs that destage them
+    /// (no copy on the way to the executor).
+    bytes: HashMap<ChunkKey, Arc<[u8]>>,
     code: Code,
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
@@ -641,7 +653,7 @@ impl DvsArray {
     fn cache_write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
             let c = self.geo.chunk as usize;
-            let buf = self.bytes.entry(key).or_insert_with(|| vec![0u8; c]);
+            let buf = Arc::make_mut(self.bytes.entry(key).or_insert_with(|| Arc::from(vec![0u8; c])));
             buf[a as usize..b as usize].copy_from_slice(&data[off as usize..(off + b - a) as usize]);
         }
         let r = self.dvs.write(offset, data.len() as u64, 0);
@@ -727,7 +739,7 @@ impl DvsArray {
         let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let bytes = &mut self.bytes;
-        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(|b| Payload::Bytes(b.into())).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(Payload::Bytes).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
         let p = lower.job(job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.run(&p)?;
         self.current = None;
