@@ -94,8 +94,7 @@ impl Frontend for Direct<'_> {
         self.0.members()
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
-        let p = if write { self.0.write_program(offset, len, h)? } else { self.0.read_program(offset, len, h)? };
-        Ok(Staged::foreground(p))
+        Ok(Staged::foreground(self.0.io_program(write, offset, len, h)?))
     }
 }
 

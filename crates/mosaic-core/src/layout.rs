@@ -41,6 +41,10 @@ pub trait Layout: Send + Sync {
     fn read_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;
     /// The program of a write: its input is the client's bytes.
     fn write_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;
+    /// The device phases of the read or write program, without its
+    /// computation (the simulator's view: computation takes no virtual
+    /// time).  The same transfers, phase by phase, as the full program.
+    fn io_program(&self, write: bool, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError>;
     /// The program of rebuild plans (no range locks: the caller holds
     /// them; no stripe methods: maintenance is not counted as requests).
     fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError>;
@@ -117,6 +121,12 @@ impl Layout for FixedLayout {
     }
     fn write_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
         self.math.write_program(&self.planner.plan_write(offset, len, h)?, len as usize)
+    }
+    fn io_program(&self, write: bool, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
+        match write {
+            true => self.math.write_program_as(&self.planner.plan_write(offset, len, h)?, len as usize, false),
+            false => self.math.read_program_as(&self.planner.plan_read(offset, len, h)?, false),
+        }
     }
     fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
         let mut p = self.math.rebuild_program(sps)?;

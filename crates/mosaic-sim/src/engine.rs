@@ -208,6 +208,8 @@ pub struct Simulator<'a> {
     reqs: Slab<ReqState>,
     lanes: Slab<LaneState>,
     plans: Slab<(Program, usize)>,
+    /// Scratch: the drives a phase queued on, in order.
+    order: Vec<usize>,
     report: SimReport,
     write_dev_reads: u64,
     write_dev_writes: u64,
@@ -270,6 +272,7 @@ impl<'a> Simulator<'a> {
             events: BinaryHeap::new(),
             reqs: Slab::new(),
             lanes: Slab::new(),
+            order: Vec::new(),
             plans: Slab::new(),
             report: SimReport { layout: describe, ..Default::default() },
             write_dev_reads: 0,
@@ -377,14 +380,14 @@ impl<'a> Simulator<'a> {
                 s.phase += 1;
                 (s.plan, s.lane, s.phase - 1)
             };
-            let Simulator { plans, drives, .. } = self;
+            let Simulator { plans, drives, order, .. } = self;
             let p = &plans.get(plan).0;
             let Some(ph) = p.phases.get(phase) else {
                 self.lane_done(st);
                 return;
             };
             // Drives are dispatched in the order the phase names them.
-            let mut order: Vec<usize> = Vec::new();
+            order.clear();
             let mut queue = |member: usize, kind: ReqKind, offset: u64, len: u64| {
                 let drive = &mut drives[member];
                 drive.pending_ids.push_back(st);
@@ -402,9 +405,11 @@ impl<'a> Simulator<'a> {
                 continue;
             }
             self.lanes.get(st).ops_left = order.len();
-            for d in order {
+            let ds = std::mem::take(&mut self.order);
+            for &d in &ds {
                 self.dispatch(d);
             }
+            self.order = ds;
             return;
         }
     }
