@@ -88,6 +88,12 @@ impl Builder {
         at
     }
 
+    /// The program locks these stripes and counts their methods.
+    fn stripes(&mut self, sps: &[StripePlan]) {
+        self.p.locks = sps.iter().map(|s| s.stripe).collect();
+        self.p.methods = sps.iter().map(|s| s.method).collect();
+    }
+
     fn finish(mut self, journal: bool) -> Program {
         self.p.bufs[self.rd] = Buf::Scratch(self.rd_len);
         self.p.bufs[self.cd] = Buf::Scratch(self.cd_len);
@@ -160,8 +166,7 @@ impl StripeMath {
         for (lane, sp) in plan.stripes.iter().enumerate() {
             self.lower_read(&mut b, sp, lane as u32)?;
         }
-        b.p.locks = plan.stripes.iter().map(|s| s.stripe).collect();
-        b.p.methods = plan.stripes.iter().map(|s| s.method).collect();
+        b.stripes(&plan.stripes);
         Ok(b.finish(false))
     }
 
@@ -257,8 +262,7 @@ impl StripeMath {
         for (lane, sp) in plan.stripes.iter().enumerate() {
             self.lower_write(&mut b, sp, lane as u32)?;
         }
-        b.p.locks = plan.stripes.iter().map(|s| s.stripe).collect();
-        b.p.methods = plan.stripes.iter().map(|s| s.method).collect();
+        b.stripes(&plan.stripes);
         Ok(b.finish(true))
     }
 
@@ -387,8 +391,7 @@ impl StripeMath {
                 b.writes.push(Io { op: *op, at, lane });
             }
         }
-        b.p.locks = sps.iter().map(|s| s.stripe).collect();
-        b.p.methods = sps.iter().map(|s| s.method).collect();
+        b.stripes(sps);
         Ok(b.finish(false))
     }
 
@@ -401,8 +404,7 @@ impl StripeMath {
                 b.read(op, lane as u32);
             }
         }
-        b.p.locks = sps.iter().map(|s| s.stripe).collect();
-        b.p.methods = sps.iter().map(|s| s.method).collect();
+        b.stripes(sps);
         b.p.keep = vec![b.rd as u32];
         b.finish(false)
     }

@@ -329,19 +329,12 @@ impl Executor {
     }
 
     fn each<T: Sync>(&self, items: &[T], bytes: u64, f: impl Fn(&T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
-        if self.inline(items.len()) || bytes <= INLINE_BYTES {
-            return items.iter().map(&f).collect();
-        }
-        let mut out: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
-        self.pool().scope(|s| {
-            for (it, slot) in items.iter().zip(out.iter_mut()) {
-                let f = &f;
-                s.spawn(move |_| *slot = Some(f(it)));
-            }
-        });
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("I/O thread lost")))).collect()
+        let mut refs: Vec<&T> = items.iter().collect();
+        self.each_mut(&mut refs, bytes, |t| f(t))
     }
 
+    /// `f` on every item: inline (see [`Executor::inline`]) or one task
+    /// per item on the I/O threads; the results in item order.
     fn each_mut<T: Send>(&self, items: &mut [T], bytes: u64, f: impl Fn(&mut T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
         if self.inline(items.len()) || bytes <= INLINE_BYTES {
             return items.iter_mut().map(&f).collect();

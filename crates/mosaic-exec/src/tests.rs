@@ -107,6 +107,15 @@ fn a_journaled_phase_is_logged_first_and_a_refused_log_writes_nothing() {
     assert!(peek(&ms[0], 4096, 4096).iter().all(|&x| x == 0), "nothing written after a refused log");
 }
 
+/// What a test planner does when members fail: remember them, and tell
+/// the executor the health changed.
+fn mark_failed(ex: &Executor, failed: &mut [bool], f: &[(usize, io::Error)]) {
+    for (m, _) in f {
+        failed[*m] = true;
+    }
+    ex.bump();
+}
+
 /// Plans a mirrored write over the members it believes healthy.
 struct Mirror<'e> {
     ex: &'e Executor,
@@ -129,10 +138,7 @@ impl Planner for Mirror<'_> {
         self.aborts += 1;
     }
     fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
-        for (m, _) in f {
-            self.failed[*m] = true;
-        }
-        self.ex.bump();
+        mark_failed(self.ex, &mut self.failed, f);
         Ok(())
     }
 }
@@ -231,10 +237,7 @@ impl Planner for Allocating<'_> {
         }
     }
     fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
-        for (m, _) in f {
-            self.failed[*m] = true;
-        }
-        self.ex.bump();
+        mark_failed(self.ex, &mut self.failed, f);
         Ok(())
     }
 }
