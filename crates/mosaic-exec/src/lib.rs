@@ -306,14 +306,14 @@ impl Executor {
         failures(ios.iter().map(|io| io.op.member), res)
     }
 
-    /// Run ops on the calling thread (with [`INLINE_BYTES`]): one op, RAM
-    /// members, small phases,
-    /// or a caller that is itself an I/O thread (a nested array used as a
+    /// Run a phase's ops on the calling thread: one op, RAM members, or a
+    /// caller that is itself an I/O thread (a nested array used as a
     /// member): blocking on another pool from inside a pool job can
-    /// deadlock work stealing.  Small phases (a 4 KiB read-modify-write
-    /// moves 8 KiB per phase) run inline because waking pool threads costs
-    /// more than the copies, and throughput callers (the NBD server) issue
-    /// requests from several threads anyway.
+    /// deadlock work stealing.  Phases of at most [`INLINE_BYTES`] run
+    /// inline too (see `each_mut`): a 4 KiB read-modify-write moves 8 KiB
+    /// per phase, waking pool threads costs more than the copies, and
+    /// throughput callers (the NBD server) issue requests from several
+    /// threads anyway.
     fn inline(&self, n: usize) -> bool {
         n <= 1 || self.all_memory.load(Ordering::Relaxed) || rayon::current_thread_index().is_some()
     }
@@ -328,6 +328,7 @@ impl Executor {
         })
     }
 
+    /// `each_mut` over shared items.
     fn each<T: Sync>(&self, items: &[T], bytes: u64, f: impl Fn(&T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
         let mut refs: Vec<&T> = items.iter().collect();
         self.each_mut(&mut refs, bytes, |t| f(t))
