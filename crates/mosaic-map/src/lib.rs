@@ -1,6 +1,7 @@
 //! mosaic-map: the shared mapped-layout kit.
 //!
-//! * [`frame`]: the one crc32c frame codec for on-disk metadata;
+//! * [`frame`]: the one crc32c frame codec for on-disk metadata (it lives
+//!   in `mosaic-format`, re-exported here);
 //! * [`map`]: a persistent, crash-safe block map from logical extents to
 //!   placements (member, tier or zone): two checkpoint slots plus a delta
 //!   log of frames;
@@ -14,7 +15,7 @@
 //! adaptive layout use it as it is.
 
 pub mod alloc;
-pub mod frame;
+pub use mosaic_format::frame;
 pub mod map;
 pub mod migrate;
 

@@ -1,10 +1,11 @@
 //! The one crc32c frame codec of the project.
 //!
-//! Every piece of metadata that mosaic writes to a device (this crate's
-//! map label, checkpoints and delta log; later the array journal, the
-//! superblocks and DVS's metadata log, which today carry codecs of their
-//! own) can be framed the same way, so one decoder, with one set of
-//! no-panic tests, guards every on-disk structure.
+//! Every piece of metadata that mosaic writes to a device is framed the
+//! same way: member labels (the one superblock format, [`crate::label`]),
+//! the array journal, DVS's checkpoints, metadata log and write journal,
+//! the block map's label, checkpoints and delta log, and the header of an
+//! emulated zoned drive.  So one decoder, with one set of no-panic tests
+//! and one fuzz target, guards every on-disk structure.
 //!
 //! ```text
 //!  0       4     6     8             16      20      24               24+len   k*512
@@ -43,9 +44,22 @@ pub const KIND_MAP_LABEL: u16 = 0x0001;
 pub const KIND_MAP_CHECKPOINT: u16 = 0x0002;
 /// A block-map delta-log record group.
 pub const KIND_MAP_DELTA: u16 = 0x0003;
-/// Kinds 0x0100..=0x01ff are reserved for the array journal,
-/// 0x0200..=0x02ff for superblocks, 0x0300..=0x03ff for DVS metadata.
-pub const KIND_RESERVED_FIRST: u16 = 0x0100;
+/// Kinds 0x0100..=0x01ff: the array journal's header.
+pub const KIND_JOURNAL_HEADER: u16 = 0x0100;
+/// A journal record (typed entries: device writes and policy marks).
+pub const KIND_JOURNAL_RECORD: u16 = 0x0101;
+/// Kinds 0x0200..=0x02ff: member labels ([`crate::label`]).
+pub const KIND_LABEL: u16 = 0x0200;
+/// Kinds 0x0300..=0x03ff: DVS metadata: a checkpoint of the tables.
+pub const KIND_DVS_CHECKPOINT: u16 = 0x0300;
+/// A DVS metadata-log record.
+pub const KIND_DVS_LOG: u16 = 0x0301;
+/// A DVS write-journal record.
+pub const KIND_DVS_JOURNAL: u16 = 0x0302;
+/// Kinds 0x0400..=0x04ff: emulated devices: a zoned drive file's header.
+pub const KIND_ZONED_HEADER: u16 = 0x0400;
+/// The magic every frame starts with (so tools can recognise frames).
+pub const FRAME_MAGIC: [u8; 4] = MAGIC;
 
 /// One decoded frame.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,211 @@
+//! The one freshness rule: which devices may serve as which members.
+//!
+//! ```text
+//!   labels read from the devices given (and from path hints)
+//!     the array = the UUID most devices carry; others reported, not used
+//!     authoritative label = the highest event counter
+//!     member index out of range ───────────────────────┐
+//!     replaced since (member UUID differs) ────────────┤
+//!     stale: events + EVENT_MARGIN < the array's ──────┼──> not used, named
+//!     the kind's own reason (too small, ...) ──────────┤    in a warning
+//!     two devices claim one slot: the fresher wins ────┘
+//! ```
+//!
+//! Like md, the event counter decides.  Every update of an array's state
+//! is written in two rounds, each bumping `events` and reaching every
+//! member in service before the next starts, with no data written between
+//! the rounds.  So a crash during an update leaves members at most one
+//! event apart ([`EVENT_MARGIN`]), while a member that missed data writes
+//! (it was out of the array, or its device was swapped for an old copy)
+//! is at least two events behind: it is *stale*, and is never read or used
+//! for code until rebuilt.  Every kind of array assembles through
+//! [`assemble`], so the rule lives here once.
+
+use uuid::Uuid;
+
+use crate::label::Label;
+
+/// A member whose event counter is more than this behind the array's is
+/// stale (see the module doc).
+pub const EVENT_MARGIN: u64 = 1;
+
+/// Whether a member at `member` events is stale in an array at `array`.
+pub fn is_stale(member: u64, array: u64) -> bool {
+    member.saturating_add(EVENT_MARGIN) < array
+}
+
+/// A device that carries a valid label.
+pub struct Found<T> {
+    pub label: Label,
+    /// How to name it to a user (its path).
+    pub name: String,
+    pub dev: T,
+}
+
+/// The outcome of [`assemble`].
+pub struct Assembled<T> {
+    /// The authoritative label (the highest event counter).
+    pub auth: Label,
+    /// The device serving each member slot, with its name.
+    pub slots: Vec<Option<(String, T)>>,
+    /// Every device not used, and why.
+    pub warnings: Vec<String>,
+}
+
+/// Keep the devices of the array most of them belong to; the others are
+/// reported in `warnings`.  A tie between two arrays is an error.
+pub fn pick_array<T>(found: Vec<Found<T>>, warnings: &mut Vec<String>) -> Result<Vec<Found<T>>, String> {
+    let mut groups: Vec<(Uuid, usize)> = Vec::new();
+    for f in &found {
+        match groups.iter_mut().find(|g| g.0 == f.label.array_uuid) {
+            Some(g) => g.1 += 1,
+            None => groups.push((f.label.array_uuid, 1)),
+        }
+    }
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+    if groups.len() > 1 && groups[0].1 == groups[1].1 {
+        let names = |u: Uuid| found.iter().filter(|f| f.label.array_uuid == u).map(|f| f.name.clone()).collect::<Vec<_>>().join(", ");
+        return Err(format!(
+            "members from two arrays, as many of each: {} belong to {} but {} belong to {}",
+            names(groups[0].0),
+            groups[0].0,
+            names(groups[1].0),
+            groups[1].0
+        ));
+    }
+    let Some(&(uuid, _)) = groups.first() else { return Ok(found) };
+    let (ours, theirs): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| f.label.array_uuid == uuid);
+    for f in theirs {
+        warnings.push(format!("{}: belongs to another array ({}, member {}); not used", f.name, f.label.array_uuid, f.label.member_index));
+    }
+    Ok(ours)
+}
+
+/// The authoritative label among `found`: the highest event counter.
+pub fn authoritative<T>(found: &[Found<T>]) -> Option<&Label> {
+    found.iter().map(|f| &f.label).max_by_key(|l| l.events)
+}
+
+/// Why the device labelled `l` cannot serve as its member of the array
+/// whose authoritative label is `auth`, if it cannot.
+pub fn verdict(name: &str, l: &Label, auth: &Label) -> Option<String> {
+    let (i, n) = (l.member_index, auth.members);
+    if i >= n || l.kind != auth.kind {
+        return Some(format!("{name}: member index {i} out of range for {n} members; not used"));
+    }
+    if l.member_uuid != auth.member_uuids[i] {
+        return Some(format!("{name}: was member {i} before that member was replaced; not used"));
+    }
+    if is_stale(l.events, auth.events) {
+        return Some(format!(
+            "{name}: member {i} is stale (event counter {}, the array is at {}): it missed writes, so it is failed and never read; \
+             `mosaic replace --member {i} --drive PATH` rebuilds it",
+            l.events, auth.events
+        ));
+    }
+    None
+}
+
+/// Assign devices of one array (after [`pick_array`]) to member slots.
+/// `skip(i)` says member `i` is failed on record (its device is not used
+/// until replaced); `own(&found)` is the kind's own reason a device cannot
+/// serve (too small, ...).  Two devices with the same event counter
+/// claiming one slot is an error; otherwise the fresher wins.
+pub fn assemble<T>(
+    mut found: Vec<Found<T>>,
+    mut warnings: Vec<String>,
+    skip: impl Fn(usize) -> bool,
+    own: impl Fn(&Found<T>, &Label) -> Option<String>,
+) -> Result<Assembled<T>, String> {
+    let Some(auth) = authoritative(&found).cloned() else {
+        let why = if warnings.is_empty() { String::new() } else { format!(": {}", warnings.join("; ")) };
+        return Err(format!("no member of any array found{why}"));
+    };
+    // The freshest device first, so it wins a slot two devices claim.
+    found.sort_by_key(|f| std::cmp::Reverse(f.label.events));
+    let mut slots: Vec<Option<(String, T)>> = (0..auth.members).map(|_| None).collect();
+    let mut slot_events = vec![0u64; auth.members];
+    for f in found {
+        let i = f.label.member_index;
+        if i < auth.members && skip(i) {
+            continue;
+        }
+        if let Some(why) = verdict(&f.name, &f.label, &auth).or_else(|| own(&f, &auth)) {
+            warnings.push(why);
+            continue;
+        }
+        if let Some((held, _)) = &slots[i] {
+            if slot_events[i] == f.label.events {
+                return Err(format!(
+                    "two devices claim member {i} of array {}: {held} and {} (same event counter {}); give only one",
+                    auth.array_uuid, f.name, f.label.events
+                ));
+            }
+            warnings.push(format!("{}: an older copy of member {i} (event counter {}, {held} is at {}); not used", f.name, f.label.events, slot_events[i]));
+            continue;
+        }
+        slot_events[i] = f.label.events;
+        slots[i] = Some((f.name, f.dev));
+    }
+    Ok(Assembled { auth, slots, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(array: u128, i: usize, events: u64) -> Label {
+        Label {
+            kind: "fixed".into(),
+            array_uuid: Uuid::from_u128(array),
+            member_uuid: Uuid::from_u128(100 + i as u128),
+            member_index: i,
+            members: 3,
+            events,
+            member_uuids: (0..3).map(|j| Uuid::from_u128(100 + j)).collect(),
+            created: 0,
+            policy: serde_json::Value::Null,
+        }
+    }
+
+    fn f(label: Label, name: &str) -> Found<()> {
+        Found { label, name: name.into(), dev: () }
+    }
+
+    #[test]
+    fn the_margin_is_one_event() {
+        assert!(!is_stale(9, 10));
+        assert!(is_stale(8, 10));
+        assert!(!is_stale(u64::MAX, 3));
+    }
+
+    #[test]
+    fn stale_replaced_foreign_and_duplicate_devices_are_named_not_used() {
+        let mut w = Vec::new();
+        let mut replaced = l(1, 2, 10);
+        replaced.member_uuid = Uuid::from_u128(7);
+        let found = vec![f(l(1, 0, 10), "a"), f(l(1, 1, 8), "b"), f(replaced, "c"), f(l(2, 0, 50), "x"), f(l(1, 0, 9), "a-old")];
+        let ours = pick_array(found, &mut w).unwrap();
+        assert_eq!(ours.len(), 4);
+        assert!(w[0].starts_with("x: belongs to another array"));
+        let a = assemble(ours, w, |_| false, |_, _| None).unwrap();
+        assert_eq!(a.auth.events, 10);
+        assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [Some("a"), None, None]);
+        let w = a.warnings.join("\n");
+        assert!(w.contains("b: member 1 is stale (event counter 8, the array is at 10)"), "{w}");
+        assert!(w.contains("c: was member 2 before that member was replaced"), "{w}");
+        assert!(w.contains("a-old: an older copy of member 0"), "{w}");
+    }
+
+    #[test]
+    fn ties_are_errors() {
+        let mut w = Vec::new();
+        let Err(e) = pick_array(vec![f(l(1, 0, 1), "a"), f(l(2, 0, 1), "b")], &mut w) else { panic!("a tie was accepted") };
+        assert!(e.contains("two arrays"), "{e}");
+        let Err(e) = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 0, 4), "b")], vec![], |_| false, |_, _| None) else { panic!("a tie was accepted") };
+        assert!(e.contains("two devices claim member 0"), "{e}");
+        let a = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 1, 4), "b")], vec![], |i| i == 1, |f, _| (f.name == "a").then(|| "a: too small".to_string())).unwrap();
+        assert!(a.slots.iter().all(Option::is_none));
+        assert_eq!(a.warnings, ["a: too small"]);
+    }
+}

@@ -1,0 +1,19 @@
+//! mosaic-format: the on-disk formats every kind of array shares.
+//!
+//! * [`frame`]: the one crc32c frame codec; every piece of metadata
+//!   mosaic writes (labels, journal records, DVS metadata, the block map,
+//!   an emulated zoned drive's header) is a frame;
+//! * [`label`]: the one member label (superblock) format: shared fields
+//!   plus a policy blob for what a kind needs more;
+//! * [`fresh`]: the one freshness rule (event counters decide) and the
+//!   assignment of devices to member slots that applies it.
+//!
+//! Pure formats: no device I/O beyond a caller's read closure, so every
+//! decoder here is fuzzed directly.
+
+pub mod frame;
+pub mod fresh;
+pub mod label;
+
+pub use frame::{Frame, FrameError};
+pub use label::{Label, LabelError};
