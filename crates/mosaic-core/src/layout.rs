@@ -123,10 +123,11 @@ impl Layout for FixedLayout {
         self.math.write_program(&self.planner.plan_write(offset, len, h)?, len as usize)
     }
     fn io_program(&self, write: bool, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
-        match write {
-            true => self.math.write_program_as(&self.planner.plan_write(offset, len, h)?, len as usize, false),
-            false => self.math.read_program_as(&self.planner.plan_read(offset, len, h)?, false),
-        }
+        // A fixed layout's plans carry their device operations in the
+        // order the lowering issues them, so the device phases come
+        // straight from the plan (the lowering test below holds them equal).
+        let plan = if write { self.planner.plan_write(offset, len, h)? } else { self.planner.plan_read(offset, len, h)? };
+        Ok(Program::io_only(&plan))
     }
     fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
         let mut p = self.math.rebuild_program(sps)?;
