@@ -2,6 +2,8 @@
 //!
 //! * [`frame`]: the one crc32c frame codec for on-disk metadata (it lives
 //!   in `mosaic-format`, re-exported here);
+//! * [`ledger`]: a checkpoint plus a delta log of frames, the durable
+//!   form of every mapped layout's tables (the block map's, DVS's);
 //! * [`map`]: a persistent, crash-safe block map from logical extents to
 //!   placements (member, tier or zone): two checkpoint slots plus a delta
 //!   log of frames;
@@ -15,10 +17,12 @@
 //! adaptive layout use it as it is.
 
 pub mod alloc;
+pub mod ledger;
 pub use mosaic_format::frame;
 pub mod map;
 pub mod migrate;
 
+pub use ledger::{Ledger, LedgerLayout, LedgerWrite};
 pub use alloc::{AllocError, Allocator, ExtentAllocator, Pool, Reservation, ZoneAllocator};
 pub use map::{BlockMap, Geometry, MapError, MapState, Placement, Update};
 pub use migrate::{MappedVolume, MemberStore, Store, VolumeError};

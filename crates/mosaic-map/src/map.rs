@@ -16,8 +16,10 @@
 //! ```
 //!
 //! Every box is a [`crate::frame`]: the label (kind `KIND_MAP_LABEL`) gives
-//! the unit size and the sizes S and L; checkpoints and deltas carry
-//! records of 32 bytes each:
+//! the unit size and the sizes S and L; the slots and the log are a
+//! [`crate::ledger`] (checkpoint parts of kind `KIND_MAP_CHECKPOINT`,
+//! deltas of kind `KIND_MAP_DELTA`) whose bodies are records of 32 bytes
+//! each:
 //!
 //! ```text
 //!  0    1     2     3     4        8       12      16          24          32
@@ -52,6 +54,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use thiserror::Error;
 
 use crate::frame::{self, FrameError, KIND_MAP_CHECKPOINT, KIND_MAP_DELTA, KIND_MAP_LABEL, SECTOR};
+use crate::ledger::{self, Ledger, LedgerError, LedgerLayout, LedgerWrite};
 
 /// Where a logical extent lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -170,7 +173,7 @@ impl Geometry {
     /// extents plus zones with a write pointer), and a log of `log_bytes`.
     pub fn sized_for(unit: u64, max_records: u64, log_bytes: u64) -> Geometry {
         let payload = max_records.saturating_mul(RECORD as u64).saturating_add(8);
-        let slot_bytes = payload.saturating_add(frame::HEADER_LEN as u64).div_ceil(SECTOR as u64) * SECTOR as u64;
+        let slot_bytes = ledger::checkpoint_len(payload.min(usize::MAX as u64) as usize);
         Geometry { unit, slot_bytes, log_bytes: log_bytes.div_ceil(SECTOR as u64) * SECTOR as u64 }
     }
 
@@ -184,6 +187,17 @@ impl Geometry {
     }
     fn log_offset(&self) -> u64 {
         SECTOR as u64 + 2 * self.slot_bytes
+    }
+    /// Where the ledger of checkpoints and deltas lives.
+    fn ledger(&self) -> LedgerLayout {
+        LedgerLayout {
+            slots: [self.slot_offset(0), self.slot_offset(1)],
+            slot_bytes: self.slot_bytes,
+            log_start: self.log_offset(),
+            log_end: self.log_offset() + self.log_bytes,
+            checkpoint_kind: KIND_MAP_CHECKPOINT,
+            delta_kind: KIND_MAP_DELTA,
+        }
     }
     fn end(&self) -> Option<u64> {
         self.slot_bytes.checked_mul(2)?.checked_add(self.log_bytes)?.checked_add(SECTOR as u64)
@@ -333,6 +347,13 @@ fn read_frame(dev: &dyn Member, off: u64, end: u64) -> Result<Option<frame::Fram
     Ok(frame::decode(&buf)?)
 }
 
+fn map_err(e: LedgerError) -> MapError {
+    match e {
+        LedgerError::CheckpointTooLarge { need, have } => MapError::CheckpointTooLarge { need: need as usize, have },
+        LedgerError::DeltaTooLarge(n) => MapError::CommitTooLarge(n as usize),
+    }
+}
+
 /// Counters, for tests and `info`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MapStats {
@@ -359,11 +380,7 @@ struct Queue {
 
 /// Where the next writes go.
 struct Log {
-    next_seq: u64,
-    /// Byte offset of the log's end.
-    pos: u64,
-    /// The slot the next checkpoint goes to (the one not holding the newest).
-    next_slot: usize,
+    ledger: Ledger,
     poisoned: bool,
     stats: MapStats,
 }
@@ -383,7 +400,7 @@ impl BlockMap {
     pub fn format(dev: Arc<dyn Member>, geo: Geometry) -> Result<BlockMap, MapError> {
         geo.check(dev.size())?;
         dev.write_at(&frame::encode(KIND_MAP_LABEL, 0, &geo.encode()), 0)?;
-        let log = Log { next_seq: 1, pos: geo.log_offset(), next_slot: 0, poisoned: false, stats: MapStats::default() };
+        let log = Log { ledger: Ledger::fresh(geo.ledger()), poisoned: false, stats: MapStats::default() };
         let map = Self::assemble(dev, geo, log, MapState::default());
         map.checkpoint_locked(&mut map.log.lock())?;
         Ok(map)
@@ -394,47 +411,23 @@ impl BlockMap {
         let label = read_frame(&*dev, 0, SECTOR as u64).ok().flatten();
         let label = label.filter(|f| f.kind == KIND_MAP_LABEL).ok_or(MapError::NoLabel)?;
         let geo = Geometry::decode(&label.payload, dev.size())?;
-        let (slot, seq, mut state) = Self::newest_checkpoint(&*dev, &geo)?;
-        let first = seq.checked_add(1).ok_or(MapError::Corrupt("checkpoint sequence number at its limit".into()))?;
-        let (pos, next_seq, replayed) = Self::replay(&*dev, &geo, first, &mut state)?;
+        let l = geo.ledger();
+        let read = |off: u64, len: u64| -> Result<Vec<u8>, MapError> {
+            let mut b = vec![0u8; len as usize];
+            dev.read_at(&mut b, off)?;
+            Ok(b)
+        };
+        let (s0, s1) = (read(l.slots[0], l.slot_bytes)?, read(l.slots[1], l.slot_bytes)?);
+        let log = read(l.log_start, l.log_end - l.log_start)?;
+        let apply = |s: &mut MapState, p: &[u8]| decode_records(p).map(|ups| ups.iter().for_each(|u| s.apply(u))).is_ok();
+        let (ledger, state, replayed) = Ledger::recover(l, [&s0, &s1], &log, |b| decode_checkpoint(b).ok(), apply).ok_or(MapError::NoCheckpoint)?;
         let stats = MapStats { replayed, ..MapStats::default() };
-        let log = Log { next_seq, pos, next_slot: 1 - slot, poisoned: false, stats };
-        Ok(Self::assemble(dev, geo, log, state))
+        Ok(Self::assemble(dev, geo, Log { ledger, poisoned: false, stats }, state))
     }
 
     fn assemble(dev: Arc<dyn Member>, geo: Geometry, log: Log, state: MapState) -> BlockMap {
         let queue = Queue { next_ticket: 1, ..Queue::default() };
         BlockMap { dev, geo, log: Mutex::new(log), state: RwLock::new(state), queue: Mutex::new(queue), wake: Condvar::new() }
-    }
-
-    /// The valid checkpoint with the highest seq: (slot, seq, state).
-    fn newest_checkpoint(dev: &dyn Member, geo: &Geometry) -> Result<(usize, u64, MapState), MapError> {
-        let mut best: Option<(usize, u64, MapState)> = None;
-        for slot in 0..2 {
-            let off = geo.slot_offset(slot);
-            let Ok(Some(f)) = read_frame(dev, off, off + geo.slot_bytes) else { continue };
-            let Ok(state) = decode_checkpoint(&f.payload) else { continue };
-            if f.kind == KIND_MAP_CHECKPOINT && !matches!(&best, Some(b) if b.1 >= f.seq) {
-                best = Some((slot, f.seq, state));
-            }
-        }
-        best.ok_or(MapError::NoCheckpoint)
-    }
-
-    /// Apply delta frames from the log's start while valid and in sequence:
-    /// (end offset, next seq, frames applied).
-    fn replay(dev: &dyn Member, geo: &Geometry, mut seq: u64, state: &mut MapState) -> Result<(u64, u64, u64), MapError> {
-        let (mut pos, end) = (geo.log_offset(), geo.log_offset() + geo.log_bytes);
-        let mut n = 0;
-        while let Ok(Some(f)) = read_frame(dev, pos, end) {
-            let Ok(updates) = decode_records(&f.payload) else { break };
-            let Some(next) = seq.checked_add(1).filter(|_| f.kind == KIND_MAP_DELTA && f.seq == seq) else { break };
-            updates.iter().for_each(|u| state.apply(u));
-            pos += frame::encoded_len(f.payload.len()) as u64;
-            seq = next;
-            n += 1;
-        }
-        Ok((pos, seq, n))
     }
 
     /// Make `updates` durable, then apply them; all-or-nothing.  Callers
@@ -495,24 +488,23 @@ impl BlockMap {
             return Err(MapError::Poisoned);
         }
         let payload = encode_records(updates);
-        let len = frame::encoded_len(payload.len()) as u64;
-        if log.pos + len > self.geo.log_offset() + self.geo.log_bytes {
-            self.checkpoint_locked(&mut log)?;
-        }
-        let bytes = frame::encode(KIND_MAP_DELTA, log.next_seq, &payload);
-        let pos = log.pos;
-        self.durable_write(&mut log, &bytes, pos)?;
+        let w = match log.ledger.delta(&payload).map_err(map_err)? {
+            Some(w) => w,
+            None => {
+                self.checkpoint_locked(&mut log)?;
+                log.ledger.delta(&payload).map_err(map_err)?.ok_or(MapError::CommitTooLarge(payload.len()))?
+            }
+        };
+        self.durable_write(&mut log, &w)?;
         let mut state = self.state.write();
         updates.iter().for_each(|u| state.apply(u));
-        log.next_seq += 1;
-        log.pos += len;
         log.stats.frames += 1;
         Ok(())
     }
 
     /// Write and flush, poisoning the map on failure.
-    fn durable_write(&self, log: &mut Log, bytes: &[u8], off: u64) -> Result<(), MapError> {
-        let r = self.dev.write_at(bytes, off).and_then(|_| self.dev.flush());
+    fn durable_write(&self, log: &mut Log, w: &LedgerWrite) -> Result<(), MapError> {
+        let r = self.dev.write_at(&w.bytes, w.offset).and_then(|_| self.dev.flush());
         log.poisoned |= r.is_err();
         Ok(r?)
     }
@@ -528,15 +520,10 @@ impl BlockMap {
 
     fn checkpoint_locked(&self, log: &mut Log) -> Result<(), MapError> {
         let payload = encode_records(&self.state.read().records());
-        let need = frame::encoded_len(payload.len());
-        if need as u64 > self.geo.slot_bytes || payload.len() > frame::MAX_PAYLOAD {
-            return Err(MapError::CheckpointTooLarge { need, have: self.geo.slot_bytes });
-        }
-        let bytes = frame::encode(KIND_MAP_CHECKPOINT, log.next_seq, &payload);
-        self.durable_write(log, &bytes, self.geo.slot_offset(log.next_slot))?;
-        log.next_seq += 1;
-        log.next_slot = 1 - log.next_slot;
-        log.pos = self.geo.log_offset();
+        let mut ledger = log.ledger.clone();
+        let w = ledger.checkpoint(&payload).map_err(map_err)?;
+        log.ledger = ledger;
+        self.durable_write(log, &w)?;
         log.stats.checkpoints += 1;
         Ok(())
     }
@@ -695,13 +682,14 @@ mod tests {
         assert!(matches!(BlockMap::format(d.clone(), Geometry { unit: 0, ..GEO }), Err(MapError::Geometry(_))));
         let big = Geometry { unit: 1, slot_bytes: 1 << 20, log_bytes: 512 };
         assert!(matches!(BlockMap::format(d.clone(), big), Err(MapError::Geometry(_))));
-        let tight = Geometry::sized_for(1, 15, 1000);
+        let tight = Geometry::sized_for(1, 14, 1000);
         assert_eq!(tight, Geometry { unit: 1, slot_bytes: 512, log_bytes: 1024 });
-        assert_eq!(Geometry::sized_for(1, 16, 1024).slot_bytes, 1024);
+        assert_eq!(Geometry::sized_for(1, 15, 1024).slot_bytes, 1024);
         assert_eq!(tight.device_bytes(), 512 + 2 * 512 + 1024);
         let map = BlockMap::format(d.clone(), tight).unwrap();
-        // 15 records fit a 512-byte slot: 24 + 8 + 15 * 32 = 512.
-        let ups: Vec<Update> = (0..15).map(|i| m(i, i)).collect();
+        // 14 records fit a 512-byte slot: frame header 24 + part header 8
+        // + count 8 + 14 * 32 = 488.
+        let ups: Vec<Update> = (0..14).map(|i| m(i, i)).collect();
         map.commit(&ups).unwrap();
         map.commit(&[m(100, 1)]).unwrap();
         assert!(matches!(map.commit(&[m(101, 1)]), Err(MapError::CheckpointTooLarge { .. })));

@@ -65,6 +65,28 @@ proptest! {
     }
 
     #[test]
+    fn ledger_recovery_never_panics_on_random_or_damaged_bytes(
+        noise in proptest::collection::vec(any::<u8>(), 0..3000),
+        at in any::<usize>(),
+        bit in any::<usize>(),
+    ) {
+        use mosaic_map::ledger::{Ledger, LedgerLayout};
+        let l = LedgerLayout { slots: [512, 2560], slot_bytes: 2048, log_start: 4608, log_end: 6656, checkpoint_kind: 2, delta_kind: 3 };
+        let (mut dev, _) = formatted();
+        let at = 512 + at % (dev.len() - 512);
+        let n = noise.len().min(dev.len() - at);
+        dev[at..at + n].copy_from_slice(&noise[..n]);
+        let bit = bit % (dev.len() * 8);
+        dev[bit / 8] ^= 1 << (bit % 8);
+        let r = Ledger::recover(l, [&dev[512..2560], &dev[2560..4608]], &dev[4608..6656], |b| decode_checkpoint(b).ok(), |s, p| {
+            decode_records(p).map(|u| u.iter().for_each(|u| s.apply(u))).is_ok()
+        });
+        if let Some((ledger, _, _)) = r {
+            prop_assert!(ledger.pos >= l.log_start && ledger.pos <= l.log_end);
+        }
+    }
+
+    #[test]
     fn record_and_checkpoint_decoders_never_panic(b in proptest::collection::vec(any::<u8>(), 0..600)) {
         let _ = decode_records(&b);
         let _ = decode_checkpoint(&b);
