@@ -1,0 +1,1 @@
+//! mosaic-tier: the hybrid SSD+HDD tier (work in progress).
