@@ -170,37 +170,44 @@ impl StripePlanner {
     }
 
     fn plan_stripe_write(&self, ext: StripeExtent, h: &Health) -> Result<StripePlan, PlanError> {
-        let g = &self.geo;
-        let s = ext.stripe;
-        let failed = self.failed_cols(h, s)?;
         let mut sp = StripePlan {
-            stripe: s,
+            stripe: ext.stripe,
             method: Method::Direct,
-            touched: ext.cols.clone(),
+            touched: vec![],
             reads: vec![],
             writes: vec![],
             span: (0, 0),
             missing: vec![],
         };
+        self.fill_stripe_write(&ext.cols, h, &mut sp)?;
+        sp.touched = ext.cols;
+        Ok(sp)
+    }
+
+    /// The method, reads and writes of `sp` for a write of `cols`.
+    fn fill_stripe_write(&self, cols: &[ColRange], h: &Health, sp: &mut StripePlan) -> Result<(), PlanError> {
+        let g = &self.geo;
+        let s = sp.stripe;
+        let failed = self.failed_cols(h, s)?;
         if g.m == 0 {
-            for c in &ext.cols {
+            for c in cols {
                 sp.writes.push(self.op(s, c.col, c.start, c.end));
             }
-            return Ok(sp);
+            return Ok(());
         }
         if g.is_mirror() {
             sp.method = Method::Mirror;
-            for c in &ext.cols {
+            for c in cols {
                 for copy in 0..g.k + g.m {
                     if self.avail(h, s, copy) {
                         sp.writes.push(self.op(s, copy, c.start, c.end));
                     }
                 }
             }
-            return Ok(sp);
+            return Ok(());
         }
         // Data writes are the same for every method (skipping failed members).
-        for c in &ext.cols {
+        for c in cols {
             if self.avail(h, s, c.col) {
                 sp.writes.push(self.op(s, c.col, c.start, c.end));
             }
@@ -209,8 +216,8 @@ impl StripePlanner {
 
         if failed.iter().any(|&c| c < g.k) {
             // Degraded: read every survivor over the touched span.
-            let lo = ext.cols.iter().map(|c| c.start).min().unwrap();
-            let hi = ext.cols.iter().map(|c| c.end).max().unwrap();
+            let lo = cols.iter().map(|c| c.start).min().unwrap();
+            let hi = cols.iter().map(|c| c.end).max().unwrap();
             for c in 0..g.k + g.m {
                 if self.avail(h, s, c) {
                     sp.reads.push(self.op(s, c, lo, hi));
@@ -222,27 +229,27 @@ impl StripePlanner {
             sp.method = Method::DegradedWrite;
             sp.span = (lo, hi);
             sp.missing = failed.into_iter().filter(|&c| c < g.k).collect();
-            return Ok(sp);
+            return Ok(());
         }
 
-        let full = ext.cols.len() == g.k && ext.cols.iter().all(|c| c.start == 0 && c.end == g.unit);
+        let full = cols.len() == g.k && cols.iter().all(|c| c.start == 0 && c.end == g.unit);
         if full {
             for &c in &code_cols {
                 sp.writes.push(self.op(s, c, 0, g.unit));
             }
             sp.method = Method::Fsw;
-            return Ok(sp);
+            return Ok(());
         }
 
         // Intervals over which the touched column set is constant.
-        let ivs = intervals(&ext.cols);
+        let ivs = intervals(&cols);
         // Code ranges: touched intervals, adjacent ones merged.
         let code_ranges = merge(ivs.iter().map(|iv| (iv.0, iv.1)));
 
         // Reads of each method, as (column, start, end); count before
         // building ops.
         let rmw_reads = || {
-            let data = ext.cols.iter().map(|c| (c.col, c.start, c.end));
+            let data = cols.iter().map(|c| (c.col, c.start, c.end));
             let code = code_cols.iter().flat_map(|&c| code_ranges.iter().map(move |&(a, b)| (c, a, b)));
             data.chain(code)
         };
@@ -283,7 +290,7 @@ impl StripePlanner {
                 sp.writes.push(self.op(s, c, a, b));
             }
         }
-        Ok(sp)
+        Ok(())
     }
 
     /// Plan the reconstruction of `targets` (members) for stripe `stripe`,
@@ -364,6 +371,9 @@ impl StripePlanner {
 /// Elementary intervals `[a, b)` of in-unit offsets with the set of columns
 /// touching them; intervals no column touches are left out.
 pub(crate) fn intervals(cols: &[ColRange]) -> Vec<(u64, u64, Vec<usize>)> {
+    if let [c] = cols {
+        return vec![(c.start, c.end, vec![c.col])];
+    }
     let mut pts: Vec<u64> = cols.iter().flat_map(|c| [c.start, c.end]).collect();
     pts.sort_unstable();
     pts.dedup();
