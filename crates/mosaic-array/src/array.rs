@@ -27,12 +27,12 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use serde::Serialize;
 use uuid::Uuid;
 
-use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, MemberState, OpCounts, Phase, Program};
+use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
 use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner};
 use mosaic_dev::{FileMember, Member};
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
-use crate::journal::{Journal, ReplayReport};
+use crate::journal::{Entry, Journal, ReplayReport};
 use crate::spec::ArraySpec;
 use crate::superblock::{ArrayState, MemberRole, Superblock, DATA_OFFSET};
 use crate::ArrayError;
@@ -473,35 +473,31 @@ impl Array {
     /// the report names the damaged, held-back and tail records with their
     /// stripes.
     fn replay(&self, log: crate::journal::JournalLog) -> Result<ReplayReport, ArrayError> {
-        use crate::journal::{LOGICAL, PARITY_ROW};
         let (records, mut rep) = log.plan(&self.geo);
         let h = self.health();
         let mut logical: Vec<(u64, &[u8])> = Vec::new();
         let mut rows: std::collections::BTreeSet<u64> = Default::default();
-        for (_, ops) in &records {
+        for (_, entries) in &records {
             rep.records += 1;
-            for op in ops {
-                if op.member == LOGICAL {
-                    logical.push((op.offset, &op.data));
-                    let s = self.geo.stripe_data_bytes();
-                    rows.extend(op.offset / s..op.offset.saturating_add(op.data.len() as u64).div_ceil(s));
-                    continue;
+            for e in entries {
+                match e {
+                    Entry::Logical { offset, data } => {
+                        logical.push((*offset, data));
+                        let s = self.geo.stripe_data_bytes();
+                        rows.extend(offset / s..offset.saturating_add(data.len() as u64).div_ceil(s));
+                    }
+                    Entry::Resync { row } => {
+                        rows.insert(*row);
+                    }
+                    Entry::Device { member, offset, data } => {
+                        if *member >= self.geo.members || matches!(h.states[*member], MemberState::Failed) {
+                            continue;
+                        }
+                        self.replay_device(*member, *offset, data)?;
+                        rep.ops += 1;
+                        rep.bytes += data.len() as u64;
+                    }
                 }
-                if op.member == PARITY_ROW {
-                    rows.insert(op.offset);
-                    continue;
-                }
-                if op.member >= self.geo.members || matches!(h.states[op.member], MemberState::Failed) {
-                    continue;
-                }
-                let Some(m) = self.member(op.member) else { continue };
-                let end = op.offset.checked_add(op.data.len() as u64).and_then(|e| e.checked_add(DATA_OFFSET));
-                if end.is_none_or(|e| e > m.size()) {
-                    return Err(ArrayError::BadMember(format!("journal record writes {} bytes at {} beyond member {}", op.data.len(), op.offset, op.member)));
-                }
-                m.write_at(&op.data, DATA_OFFSET + op.offset).map_err(|e| ArrayError::Io(format!("journal replay to member {}: {e}", op.member)))?;
-                rep.ops += 1;
-                rep.bytes += op.data.len() as u64;
             }
         }
         if !records.is_empty() {
@@ -529,15 +525,30 @@ impl Array {
         Ok(rep)
     }
 
-    /// Make a write's device operations durable in the journal before they
-    /// reach the members.  The guard keeps a checkpoint from starting until
-    /// the caller's member writes are done.
-    fn journal_append(&self, writes: &[(DevOp, &[u8])]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    /// Write one device entry of a replayed record to its member.
+    fn replay_device(&self, member: usize, offset: u64, data: &[u8]) -> Result<(), ArrayError> {
+        let Some(m) = self.member(member) else { return Ok(()) };
+        let end = offset.checked_add(data.len() as u64).and_then(|e| e.checked_add(DATA_OFFSET));
+        if end.is_none_or(|e| e > m.size()) {
+            return Err(ArrayError::BadMember(format!("journal record writes {} bytes at {offset} beyond member {member}", data.len())));
+        }
+        m.write_at(data, DATA_OFFSET + offset).map_err(|e| ArrayError::Io(format!("journal replay to member {member}: {e}")))
+    }
+
+    /// Make a write's device operations (and the policy's marks) durable in
+    /// the journal, as one record, before they reach the members.  The
+    /// guard keeps a checkpoint from starting until the caller's member
+    /// writes are done.
+    fn journal_append(&self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
-        let ops: Vec<(usize, u64, &[u8])> = writes.iter().map(|(op, b)| (op.member, op.offset, *b)).collect();
+        let resync = marks.iter().map(|m| match *m {
+            Mark::Resync { row } => Entry::Resync { row },
+        });
+        let device = writes.iter().map(|(op, b)| Entry::Device { member: op.member, offset: op.offset, data: *b });
+        let entries: Vec<Entry<&[u8]>> = resync.chain(device).collect();
         loop {
             let g = self.inflight.read();
-            if let Some(seq) = j.try_append(&ops)? {
+            if let Some(seq) = j.try_append(&entries)? {
                 j.sync_to(seq)?;
                 return Ok(Some(g));
             }
@@ -559,11 +570,11 @@ impl Array {
         j.checkpoint()
     }
 
-    /// Journal a record of ops that are not member writes (logical writes,
-    /// parity-row marks) and make it durable.
-    pub(crate) fn journal_marks(&self, ops: &[(usize, u64, &[u8])]) -> Result<(), ArrayError> {
+    /// Journal a record of entries that are not member writes (a cache
+    /// volume's logical writes) and make it durable.
+    pub(crate) fn journal_entries(&self, entries: &[Entry<&[u8]>]) -> Result<(), ArrayError> {
         let Some(j) = &self.journal else { return Ok(()) };
-        match j.try_append(ops)? {
+        match j.try_append(entries)? {
             Some(seq) => j.sync_to(seq),
             None => Err(ArrayError::Io(format!("journal {} is full; the cache volume checkpoints it", j.describe()))),
         }
@@ -972,11 +983,7 @@ impl Planner for Request<'_> {
 struct ArrayJournal<'a>(&'a Array);
 
 impl JournalHook for ArrayJournal<'_> {
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
-        if !marks.is_empty() {
-            let ms: Vec<(usize, u64, &[u8])> = marks.iter().map(|&(k, v)| (k, v, &[][..])).collect();
-            self.0.journal_marks(&ms).map_err(|e| e.to_string())?;
-        }
-        Ok(Box::new(self.0.journal_append(writes).map_err(|e| e.to_string())?))
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+        Ok(Box::new(self.0.journal_append(writes, marks).map_err(|e| e.to_string())?))
     }
 }

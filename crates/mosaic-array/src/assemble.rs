@@ -1,18 +1,18 @@
 //! Assembly: which device is which member, and which members may be used.
 //!
 //! ```text
-//!   devices given (-a DIR or a list) ──> superblocks read
-//!     unreadable, no/corrupt superblock, too small ──> reported, not used
-//!     the array = the UUID most devices carry; others reported, not used
-//!     authoritative superblock = the highest event counter
-//!     member missing (tried by its path hint) ─────────┐
-//!     replaced since (member UUID differs) ─────────────┤
-//!     stale: events + EVENT_MARGIN < the array's ───────┼──> Failed, named
-//!     two devices claim one slot: the fresher wins ─────┘    in a warning
+//!   devices given (-a DIR or a list) ──> superblocks (labels) read
+//!     unreadable, no/corrupt superblock ──> reported, not used
+//!     mosaic_format::fresh::pick_array: the array = the UUID most carry
+//!     member missing: tried by its path hint
+//!     mosaic_format::fresh::assemble: authoritative = highest event counter;
+//!       replaced, stale, two devices for one slot ──┐
+//!       too small for the geometry (this kind's) ───┴──> Failed, named
 //!   more members out than the code tolerates ──> refused, with every reason
 //! ```
 //!
-//! Like md, the event counter decides: a member that missed writes is never
+//! The freshness rule is the one every kind shares
+//! ([`mosaic_format::fresh`]).  Like md, the event counter decides: a member that missed writes is never
 //! read and never used for code, whatever its superblock says about itself.
 //! A bad device does not make the array unopenable (md assembles degraded):
 //! it is reported by name.
@@ -31,10 +31,11 @@ use std::sync::Arc;
 
 use mosaic_core::MemberState;
 use mosaic_dev::{FileMember, Member};
+use mosaic_format::fresh;
 
 use crate::nested::ARRAY_PREFIX;
 use crate::spec::ArraySpec;
-use crate::superblock::{Superblock, DATA_OFFSET, EVENT_MARGIN};
+use crate::superblock::{Superblock, DATA_OFFSET};
 use crate::ArrayError;
 
 /// A device with a readable superblock.
@@ -162,33 +163,13 @@ pub(crate) struct Assembly {
     pub states_changed: bool,
 }
 
-/// Keep the devices of the array most of them belong to; the others are
-/// reported.
-fn pick_array(found: Vec<Found>, warnings: &mut Vec<String>) -> Result<Vec<Found>, ArrayError> {
-    let mut groups: Vec<(uuid::Uuid, usize)> = Vec::new();
-    for f in &found {
-        match groups.iter_mut().find(|g| g.0 == f.sb.array_uuid) {
-            Some(g) => g.1 += 1,
-            None => groups.push((f.sb.array_uuid, 1)),
-        }
-    }
-    groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-    if groups.len() > 1 && groups[0].1 == groups[1].1 {
-        let names = |u: uuid::Uuid| found.iter().filter(|f| f.sb.array_uuid == u).map(|f| f.path.clone()).collect::<Vec<_>>().join(", ");
-        return Err(ArrayError::Usage(format!(
-            "members from two arrays, as many of each: {} belong to {} but {} belong to {}",
-            names(groups[0].0),
-            groups[0].0,
-            names(groups[1].0),
-            groups[1].0
-        )));
-    }
-    let Some(&(uuid, _)) = groups.first() else { return Ok(found) };
-    let (ours, theirs): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.array_uuid == uuid);
-    for f in theirs {
-        warnings.push(format!("{}: belongs to another array ({}, member {}); not used", f.path, f.sb.array_uuid, f.sb.member_index));
-    }
-    Ok(ours)
+/// `f` as the freshness rule sees it: its label, named by its path.
+fn to_fresh(f: Found) -> Result<fresh::Found<Found>, ArrayError> {
+    Ok(fresh::Found { label: f.sb.to_label()?, name: f.path.clone(), dev: f })
+}
+
+fn to_fresh_all(found: Vec<Found>) -> Result<Vec<fresh::Found<Found>>, ArrayError> {
+    found.into_iter().map(to_fresh).collect()
 }
 
 /// Try the path hints of members no given device supplied.
@@ -232,28 +213,18 @@ fn follow_hints(found: &mut Vec<Found>, auth: &Superblock, place: &Place, writab
     }
 }
 
-/// Why `f` cannot fill its slot, if it cannot.
-fn unusable(f: &Found, auth: &Superblock) -> Option<String> {
-    let n = auth.geometry.members;
+/// The fixed kind's own reason `f` cannot fill its slot: a member too
+/// small for the geometry of `auth` (the freshness rule does the rest).
+fn too_small(f: &Found, auth: &Superblock) -> Option<String> {
     let i = f.sb.member_index;
-    if i >= n {
-        return Some(format!("{}: member index {i} out of range for {n} members; not used", f.path));
-    }
-    if f.sb.member_uuid != auth.member_uuids[i] {
-        return Some(format!("{}: was member {i} before that member was replaced; not used", f.path));
-    }
     let need = DATA_OFFSET + auth.geometry.member_bytes(i);
-    if f.m.size() < need {
-        return Some(format!("{}: member {i} is too small: {} bytes, the array needs {need} (truncated?); not used", f.path, f.m.size()));
-    }
-    if f.sb.events + EVENT_MARGIN < auth.events {
-        return Some(format!(
-            "{}: member {i} is stale (event counter {}, the array is at {}): it missed writes, so it is failed and never read; \
-             `mosaic replace --member {i} --drive PATH` rebuilds it",
-            f.path, f.sb.events, auth.events
-        ));
-    }
-    None
+    (f.m.size() < need).then(|| format!("{}: member {i} is too small: {} bytes, the array needs {need} (truncated?); not used", f.path, f.m.size()))
+}
+
+/// The authoritative superblock among `found`: the highest event counter
+/// (the same device [`fresh::authoritative`] picks).
+fn authoritative(found: &[Found]) -> Option<Superblock> {
+    found.iter().max_by_key(|f| f.sb.events).map(|f| f.sb.clone())
 }
 
 /// Assemble from the devices found; `rejected` are messages about devices
@@ -266,19 +237,18 @@ pub(crate) fn assemble(
     use_hints: bool,
 ) -> Result<Assembly, ArrayError> {
     let mut warnings = rejected;
-    let mut found = pick_array(found, &mut warnings)?;
-    let Some(auth) = found.iter().max_by_key(|f| f.sb.events).map(|f| f.sb.clone()) else {
+    let ours = fresh::pick_array(to_fresh_all(found)?, &mut warnings).map_err(ArrayError::Usage)?;
+    let mut found: Vec<Found> = ours.into_iter().map(|f| f.dev).collect();
+    let Some(first) = authoritative(&found) else {
         let why = if warnings.is_empty() { String::new() } else { format!(": {}", warnings.join("; ")) };
         return Err(ArrayError::BadMember(format!("no member of any array found{why}")));
     };
-    let n = auth.geometry.members;
     if use_hints {
-        follow_hints(&mut found, &auth, place, writable, &mut warnings);
+        follow_hints(&mut found, &first, place, writable, &mut warnings);
     }
-    // The freshest device first, so it wins a slot two devices claim.
-    found.sort_by_key(|f| std::cmp::Reverse(f.sb.events));
-    let mut slots: Vec<Option<Arc<dyn Member>>> = vec![None; n];
-    let mut slot_events = vec![0u64; n];
+    let auth = authoritative(&found).unwrap_or(first);
+    let failed = |i: usize| auth.member_states.get(i).is_some_and(|s| matches!(s, MemberState::Failed));
+    let a = fresh::assemble(to_fresh_all(found)?, warnings, failed, |f, _| too_small(&f.dev, &auth)).map_err(ArrayError::Usage)?;
     let mut sb = auth.clone();
     // In memory, hints are paths as this open resolves them.
     for p in sb.member_paths.iter_mut().chain(sb.journal.iter_mut()) {
@@ -286,34 +256,21 @@ pub(crate) fn assemble(
             *p = r;
         }
     }
-    for f in found {
-        if auth.member_states.get(f.sb.member_index).is_some_and(|s| matches!(s, MemberState::Failed)) {
-            continue; // failed on record: its device is not opened until replaced
-        }
-        if let Some(why) = unusable(&f, &auth) {
-            warnings.push(why);
-            continue;
-        }
-        let i = f.sb.member_index;
-        if slots[i].is_some() {
-            if slot_events[i] == f.sb.events {
-                return Err(ArrayError::Usage(format!(
-                    "two devices claim member {i} of array {}: {} and {} (same event counter {}); give only one",
-                    auth.array_uuid, sb.member_paths[i], f.path, f.sb.events
-                )));
+    let mut slots: Vec<Option<Arc<dyn Member>>> = Vec::with_capacity(a.slots.len());
+    for (i, slot) in a.slots.into_iter().enumerate() {
+        match slot {
+            Some((path, f)) => {
+                sb.member_paths[i] = path;
+                slots.push(Some(f.m));
             }
-            warnings.push(format!("{}: an older copy of member {i} (event counter {}, {} is at {}); not used", f.path, f.sb.events, sb.member_paths[i], slot_events[i]));
-            continue;
-        }
-        slot_events[i] = f.sb.events;
-        sb.member_paths[i] = f.path;
-        slots[i] = Some(f.m);
-    }
-    for (i, slot) in slots.iter().enumerate() {
-        if slot.is_none() {
-            sb.member_states[i] = MemberState::Failed;
+            None => {
+                sb.member_states[i] = MemberState::Failed;
+                slots.push(None);
+            }
         }
     }
+    let warnings = a.warnings;
+    let n = sb.geometry.members;
     let out: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
     let tolerable = sb.geometry.m;
     if out.len() > tolerable {

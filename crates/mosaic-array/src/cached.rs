@@ -11,7 +11,7 @@
 //!   CachedArray::write_steps ─> steps (victim destages, parity evictions)
 //!        │ each step: CachedArray::lower ─> one program: reads ─> code as
 //!        │   GF(2^8) combinations ─> journal the member writes (and a
-//!        │   parity-row mark when the row's code stays cached) ─> member
+//!        │   resync mark when the row's code stays cached) ─> member
 //!        │   writes; then CachedArray::commit stores the code it kept
 //!        ▼
 //!   write-through (no journal): every write ends with a full destage, so
@@ -57,7 +57,7 @@ use mosaic_core::cache::Widened;
 use mosaic_core::{CacheConfig, CachedArray, Step};
 use mosaic_exec::Client;
 
-use crate::journal::{LOGICAL, PARITY_ROW};
+use crate::journal::Entry;
 use crate::{Array, ArrayError};
 
 /// An array behind the small-write caches.
@@ -117,7 +117,7 @@ impl CacheVolume {
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>) -> Result<(), ArrayError> {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         for st in steps {
-            let p = c.lower(&st, Some(PARITY_ROW))?;
+            let p = c.lower(&st, true)?;
             match self.arr.run_program(&p, Client::None, WHAT) {
                 Ok(kept) => c.commit(&st, kept)?,
                 Err(e) => {
@@ -216,7 +216,7 @@ impl CacheVolume {
     /// Write-back bookkeeping before a write's pages reach the cache: keep
     /// the journal under half full (a checkpoint destages everything first:
     /// nothing cached may depend on a record it drops) and log the write
-    /// (`LOGICAL`).  A write that bypasses the cache goes to the members as
+    /// (a logical-write entry).  A write that bypasses the cache goes to the members as
     /// journaled steps; replay applies logical records after member
     /// records, so the pages of its range that an earlier logical record
     /// holds are logged again with the new bytes, and replay ends with them.
@@ -234,7 +234,7 @@ impl CacheVolume {
         if bypass {
             return self.relog(&logged, unit, lo, pages);
         }
-        self.arr.journal_marks(&[(LOGICAL, lo, pages)])?;
+        self.arr.journal_entries(&[Entry::Logical { offset: lo, data: pages }])?;
         logged.extend(lo / unit..(lo + pages.len() as u64) / unit);
         Ok(())
     }
@@ -255,7 +255,7 @@ impl CacheVolume {
                 p += 1;
             }
             let (a, b) = (((start - first) * unit) as usize, ((p - first) * unit) as usize);
-            self.arr.journal_marks(&[(LOGICAL, start * unit, &pages[a..b])])?;
+            self.arr.journal_entries(&[Entry::Logical { offset: start * unit, data: &pages[a..b] }])?;
         }
         Ok(())
     }

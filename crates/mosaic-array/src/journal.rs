@@ -17,20 +17,42 @@
 //!   journal device (a file or a fast device):
 //!   0        4 KiB                                                    size
 //!   ├ header ┼ record seq=c ┼ record c+1 ┼ ... ┼ (older, superseded) ┤
-//!   header: "MOSAICJL" | version u32 | array uuid | size u64 | checkpoint seq u64 | crc32c
-//!   record: "MJRECORD" | seq u64 | ops u32 | payload u64 | crc32c
-//!           | ops x (member u32, offset u64, len u32) | payload (op bytes, in op order)
-//!           padded to 512 bytes; the crc covers header fields, op table and payload
+//!
+//!   header: frame { kind 0x0100 | seq = checkpoint | version u32 | array uuid | size u64 }
+//!   record: frame { "MOSF" | ver | kind 0x0101 | seq | len | crc32c | payload [len] } 0 pad to 512
+//!   payload:
+//!     ┌ count u32 ┬ table crc32c u32 ┬ count × entry (24 bytes) ────────┬ bytes ──────────┐
+//!     │           │ (count + entries)│ tag u32 | member u32 | at u64 |  │ of the device   │
+//!     │           │                  │ len u64                          │ and logical     │
+//!     │           │                  │                                  │ writes, in entry│
+//!     └───────────┴──────────────────┴──────────────────────────────────┴ order ──────────┘
+//!   entries ([`Entry`]):
+//!     1 device write   member, at = member offset, len bytes
+//!     2 logical write  at = array offset, len bytes (a client write a cache volume holds)
+//!     3 resync         at = stripe row whose code replay recomputes from its data, len 0
 //! ```
+//!
+//! Records and the header are frames of the one codec
+//! ([`mosaic_format::frame`]); the frame's crc32c covers a record's header
+//! fields and its whole payload.  The entry table comes first in the
+//! payload and carries its own crc32c, so where a damaged record wrote is
+//! known whenever its table survived, even if its bytes did not: the
+//! table is trusted when its checksum holds and its lengths add up to the
+//! payload length in the frame header ([`decode_entry_table`], which reads
+//! the frame header's length and sequence fields without checking the
+//! frame's magic or checksum).
 //!
 //! Open replays, in order, every valid record from the header's checkpoint
 //! sequence on (each must carry the next sequence number; the first that
-//! does not, or fails its checksum, ends the log), writing its ops to the
-//! members that are in service, flushes the members, and moves the
-//! checkpoint past them.  Replaying a record twice is harmless: it writes
-//! the same bytes to the same places.  After replay every stripe a crash
-//! interrupted holds the new data and matching code, so scrub is clean and a
-//! later member failure rebuilds every block correctly.
+//! does not, or fails its checksum, ends the log), writing its device
+//! writes to the members that are in service, flushes the members, and
+//! moves the checkpoint past them.  Replaying a record twice is harmless:
+//! it writes the same bytes to the same places.  After replay every stripe
+//! a crash interrupted holds the new data and matching code, so scrub is
+//! clean and a later member failure rebuilds every block correctly.
+//! Resync entries and logical writes are the cache volume's
+//! ([`crate::cached`]): replay recomputes the code of the rows they name
+//! and then applies the logical writes in order.
 //!
 //! A record that fails its checks is not always the end: when valid records
 //! with later sequence numbers follow it (found by scanning on, 512 bytes
@@ -38,19 +60,20 @@
 //! ring), the record was *damaged*, and the members may already hold what
 //! the later records wrote.  Replay then applies the valid records on both
 //! sides of it, but never an older record over a place the damaged record
-//! wrote ([`JournalLog::replayable`]): where its op table is still readable
-//! those places are clipped out of older ops; where it is not, older records
-//! are held back whole.  A record that fails its checks where the log ends
-//! but still carries the sequence number expected there is the *tail*: torn
-//! by the crash (never acknowledged: older records must be applied whole,
-//! as always) or damaged; it is reported too.  The [`ReplayReport`] names
-//! the damaged, held-back and tail records with the stripes they touched,
-//! and [`ReplayReport::warning`] tells the user to scrub them.
+//! wrote ([`JournalLog::replayable`]): where its entry table is still
+//! readable those places are clipped out of older entries; where it is not,
+//! older records are held back whole.  A record that fails its checks where
+//! the log ends but still carries the sequence number expected there is the
+//! *tail*: torn by the crash (never acknowledged: older records must be
+//! applied whole, as always) or damaged; it is reported too.  The
+//! [`ReplayReport`] names the damaged, held-back and tail records with the
+//! stripes they touched, and [`ReplayReport::warning`] tells the user to
+//! scrub them.
 //!
 //! Every length, offset and count read from the device is checked against
 //! the buffer and the device before use; [`decode_header`],
-//! [`decode_record`] and [`decode_op_table`] are the parsers `open` uses,
-//! public so that they can be fuzzed.
+//! [`decode_record`] and [`decode_entry_table`] are the parsers `open`
+//! uses, public so that they can be fuzzed.
 //!
 //! When the ring is full the journal *checkpoints*: it waits until every
 //! write in flight has reached the members, flushes them, and starts over
@@ -64,17 +87,26 @@ use uuid::Uuid;
 
 use mosaic_core::{Geometry, Level};
 use mosaic_dev::Member;
+use mosaic_format::frame::{self, FrameError, FRAME_MAGIC, KIND_JOURNAL_HEADER, KIND_JOURNAL_RECORD};
 
 use crate::ArrayError;
 
-const MAGIC: &[u8; 8] = b"MOSAICJL";
-const REC_MAGIC: &[u8; 8] = b"MJRECORD";
+/// The version of the header's payload.
 const VERSION: u32 = 1;
 /// The header block; records start after it.
 pub const HEADER_BYTES: u64 = 4096;
-const REC_HEADER: usize = 32;
-const OP_ENTRY: usize = 16;
-const ALIGN: u64 = 512;
+/// Bytes of the header's payload: version, array UUID, size.
+const HEADER_PAYLOAD: usize = 28;
+/// Records are frames, padded to and aligned on this many bytes.
+const ALIGN: u64 = frame::SECTOR as u64;
+/// Bytes of a record's payload before its entries: the entry count and
+/// the entry table's own checksum.
+const TABLE_HEAD: usize = 8;
+/// Bytes of one entry of the table.
+const ENTRY: usize = 24;
+const TAG_DEVICE: u32 = 1;
+const TAG_LOGICAL: u32 = 2;
+const TAG_RESYNC: u32 = 3;
 /// The smallest journal that makes sense.
 pub const MIN_JOURNAL: u64 = 1 << 20;
 /// The largest checkpoint sequence a header may carry (records then have
@@ -85,25 +117,74 @@ const SCAN_CHUNK: u64 = 1 << 20;
 /// Stripes a warning lists of one record before it only counts them.
 const LISTED_STRIPES: usize = 16;
 
-/// `member` of a record op that is a *logical* write (a write the cache
-/// volume acknowledged and holds in cache): `offset` is the array offset.
-pub const LOGICAL: usize = u32::MAX as usize;
-/// `member` of a record op that marks a row whose code on the members is
-/// stale because its parity is cached: `offset` is the stripe.
-pub const PARITY_ROW: usize = u32::MAX as usize - 1;
+/// One entry of a journal record.  `B` is its bytes: `Vec<u8>` as read,
+/// `&[u8]` to append, `u64` (their count) for an [`Extent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry<B = Vec<u8>> {
+    /// Bytes for member `member` at `offset` (from the data offset).
+    Device { member: usize, offset: u64, data: B },
+    /// A client write at array offset `offset` that a cache volume
+    /// acknowledged and holds in cache.
+    Logical { offset: u64, data: B },
+    /// Stripe row `row`'s code on the members may disagree with its data
+    /// (its parity is cached): replay recomputes it from the data.
+    Resync { row: u64 },
+}
+
+/// Where an entry writes, without its bytes (`data` is their count).
+pub type Extent = Entry<u64>;
 
 /// Records to replay, with their sequence numbers, in order.
-pub type Records = Vec<(u64, Vec<JournalOp>)>;
+pub type Records = Vec<(u64, Vec<Entry>)>;
 
-/// Where a record op writes, without its bytes: (member, offset, length).
-pub type OpExtent = (usize, u64, u64);
+impl<B> Entry<B> {
+    /// The same entry with its bytes mapped through `f`.
+    pub fn map<C>(&self, f: impl FnOnce(&B) -> C) -> Entry<C> {
+        match self {
+            Entry::Device { member, offset, data } => Entry::Device { member: *member, offset: *offset, data: f(data) },
+            Entry::Logical { offset, data } => Entry::Logical { offset: *offset, data: f(data) },
+            Entry::Resync { row } => Entry::Resync { row: *row },
+        }
+    }
 
-/// One device write in a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournalOp {
-    pub member: usize,
-    pub offset: u64,
-    pub data: Vec<u8>,
+    /// Where the entry writes bytes: (member, or `None` for the array's
+    /// logical space; offset).  `None` for a resync mark.
+    fn target(&self) -> Option<(Option<usize>, u64)> {
+        match self {
+            Entry::Device { member, offset, .. } => Some((Some(*member), *offset)),
+            Entry::Logical { offset, .. } => Some((None, *offset)),
+            Entry::Resync { .. } => None,
+        }
+    }
+}
+
+impl<B: AsRef<[u8]>> Entry<B> {
+    /// The bytes the entry carries (none for a resync mark).
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Entry::Device { data, .. } | Entry::Logical { data, .. } => data.as_ref(),
+            Entry::Resync { .. } => &[],
+        }
+    }
+
+    /// Where the entry writes.
+    pub fn extent(&self) -> Extent {
+        self.map(|d| d.as_ref().len() as u64)
+    }
+}
+
+impl Extent {
+    /// Bytes the entry carries.
+    pub fn len(&self) -> u64 {
+        match self {
+            Entry::Device { data, .. } | Entry::Logical { data, .. } => *data,
+            Entry::Resync { .. } => 0,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 struct Ring {
@@ -135,9 +216,9 @@ pub struct Journal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DamagedRecord {
     pub seq: u64,
-    /// Where it wrote, when its op table is still readable and agrees with
-    /// its payload length and its place in the ring.
-    pub ops: Option<Vec<OpExtent>>,
+    /// Where it wrote, when its entry table is still readable and agrees
+    /// with its payload length and its place in the ring.
+    pub entries: Option<Vec<Extent>>,
 }
 
 /// What [`Journal::open`] found from the checkpoint on.
@@ -164,76 +245,81 @@ impl JournalLog {
         self.len() == 0
     }
 
-    /// The records to apply, in order, each op clipped so that it never
-    /// writes a place that a later damaged record wrote; and the records
-    /// held back whole because a later damaged record's places are unknown
-    /// (with where they would have written, for the report).
-    pub fn replayable(&self) -> (Records, Vec<(u64, Vec<OpExtent>)>) {
+    /// The records to apply, in order, each entry clipped so that it
+    /// never writes a place that a later damaged record wrote; and the
+    /// records held back whole because a later damaged record's places are
+    /// unknown (with where they would have written, for the report).
+    pub fn replayable(&self) -> (Records, Vec<(u64, Vec<Extent>)>) {
         let (mut apply, mut held) = (Vec::new(), Vec::new());
-        for (seq, ops) in &self.records {
+        for (seq, entries) in &self.records {
             let later: Vec<&DamagedRecord> = self.damaged.iter().filter(|d| d.seq > *seq).collect();
-            if later.iter().any(|d| d.ops.is_none()) {
-                held.push((*seq, ops.iter().map(extent).collect()));
+            if later.iter().any(|d| d.entries.is_none()) {
+                held.push((*seq, entries.iter().map(Entry::extent).collect()));
                 continue;
             }
-            let guard: Vec<OpExtent> = later.iter().flat_map(|d| d.ops.iter().flatten().copied()).collect();
-            apply.push((*seq, ops.iter().flat_map(|op| clip(op, &guard)).collect()));
+            let guard: Vec<Extent> = later.iter().flat_map(|d| d.entries.iter().flatten().copied()).collect();
+            apply.push((*seq, entries.iter().flat_map(|e| clip(e, &guard)).collect()));
         }
         (apply, held)
     }
 
     /// What replay applies to an array of geometry `geo`: the records of
-    /// [`JournalLog::replayable`] (after forgetting op tables that name
+    /// [`JournalLog::replayable`] (after forgetting entry tables that name
     /// places outside the array: they are damaged too), and a report that
     /// names the damaged, held-back and tail records with their stripes.
     pub fn plan(mut self, geo: &Geometry) -> (Records, ReplayReport) {
-        let inside = |&(m, off, len): &OpExtent| match m {
-            LOGICAL => off.checked_add(len).is_some_and(|e| e <= geo.capacity()),
-            PARITY_ROW => off < geo.stripes,
-            m => m < geo.members && off.checked_add(len).is_some_and(|e| e <= geo.member_bytes(m)),
-        };
         for d in self.damaged.iter_mut().chain(self.tail.as_mut()) {
-            if d.ops.as_ref().is_some_and(|ops| !ops.iter().all(inside)) {
-                d.ops = None;
+            if d.entries.as_ref().is_some_and(|es| !es.iter().all(|e| inside(geo, e))) {
+                d.entries = None;
             }
         }
-        let named = |seq: u64, ops: Option<&Vec<OpExtent>>| RecordStripes {
+        let named = |seq: u64, es: Option<&Vec<Extent>>| RecordStripes {
             seq,
-            stripes: ops.map(|o| o.iter().flat_map(|e| stripes_of(geo, e)).collect::<std::collections::BTreeSet<u64>>().into_iter().collect()),
+            stripes: es.map(|es| es.iter().flat_map(|e| stripes_of(geo, e)).collect::<std::collections::BTreeSet<u64>>().into_iter().collect()),
         };
         let (records, held) = self.replayable();
         let rep = ReplayReport {
-            damaged: self.damaged.iter().map(|d| named(d.seq, d.ops.as_ref())).collect(),
-            held_back: held.iter().map(|(seq, ops)| named(*seq, Some(ops))).collect(),
-            tail: self.tail.as_ref().map(|t| named(t.seq, t.ops.as_ref())),
+            damaged: self.damaged.iter().map(|d| named(d.seq, d.entries.as_ref())).collect(),
+            held_back: held.iter().map(|(seq, es)| named(*seq, Some(es))).collect(),
+            tail: self.tail.as_ref().map(|t| named(t.seq, t.entries.as_ref())),
             ..ReplayReport::default()
         };
         (records, rep)
     }
 }
 
-/// Where `op` writes.
-fn extent(op: &JournalOp) -> OpExtent {
-    (op.member, op.offset, op.data.len() as u64)
+/// Whether `e` names a place inside an array of geometry `geo`.
+fn inside(geo: &Geometry, e: &Extent) -> bool {
+    match *e {
+        Entry::Device { member, offset, data } => member < geo.members && offset.checked_add(data).is_some_and(|end| end <= geo.member_bytes(member)),
+        Entry::Logical { offset, data } => offset.checked_add(data).is_some_and(|end| end <= geo.capacity()),
+        Entry::Resync { row } => row < geo.stripes,
+    }
 }
 
-/// The pieces of `op` outside every extent of `guard` on the same member
-/// (ops without bytes, parity-row marks, are kept: they only make code
-/// agree with data).
-fn clip(op: &JournalOp, guard: &[OpExtent]) -> Vec<JournalOp> {
-    let start = op.offset;
-    let end = start.saturating_add(op.data.len() as u64);
+/// The pieces of `e` outside every extent of `guard` in the same space
+/// (the same member, or the logical space); resync marks are kept whole:
+/// they only make code agree with data.
+fn clip(e: &Entry, guard: &[Extent]) -> Vec<Entry> {
+    let Some((space, start)) = e.target() else { return vec![e.clone()] };
+    let data = e.bytes();
+    let end = start.saturating_add(data.len() as u64);
     let mut cuts: Vec<(u64, u64)> = guard
         .iter()
-        .filter(|g| g.0 == op.member)
-        .map(|g| (g.1, g.1.saturating_add(g.2)))
+        .filter_map(|g| g.target().filter(|t| t.0 == space).map(|t| (t.1, t.1.saturating_add(g.len()))))
         .filter(|&(a, b)| a < end && b > start)
         .collect();
     if cuts.is_empty() {
-        return vec![op.clone()];
+        return vec![e.clone()];
     }
     cuts.sort_unstable();
-    let piece = |a: u64, b: u64| JournalOp { member: op.member, offset: a, data: op.data[(a - start) as usize..(b - start) as usize].to_vec() };
+    let piece = |a: u64, b: u64| {
+        let bytes = data[(a - start) as usize..(b - start) as usize].to_vec();
+        match space {
+            Some(member) => Entry::Device { member, offset: a, data: bytes },
+            None => Entry::Logical { offset: a, data: bytes },
+        }
+    };
     let (mut out, mut pos) = (Vec::new(), start);
     for (a, b) in cuts {
         if a > pos {
@@ -247,25 +333,26 @@ fn clip(op: &JournalOp, guard: &[OpExtent]) -> Vec<JournalOp> {
     out
 }
 
-/// The stripes (scrub regions) of `geo` that an op extent touches; none
-/// for places outside the array.
-pub fn stripes_of(geo: &Geometry, e: &OpExtent) -> Vec<u64> {
-    let (member, off, len) = *e;
-    let last = off.saturating_add(len.max(1) - 1);
+/// The stripes (scrub regions) of `geo` that an entry touches; none for
+/// places outside the array.
+pub fn stripes_of(geo: &Geometry, e: &Extent) -> Vec<u64> {
     let top = geo.stripes.saturating_sub(1);
-    let span = |per: u64| (off / per..=(last / per).min(top)).collect::<Vec<u64>>();
-    match member {
-        PARITY_ROW => [off].into_iter().filter(|&s| s < geo.stripes).collect(),
-        LOGICAL => span(geo.stripe_data_bytes().max(1)),
-        m if m < geo.members => match geo.level {
+    let span = |off: u64, len: u64, per: u64| {
+        let last = off.saturating_add(len.max(1) - 1);
+        (off / per..=(last / per).min(top)).collect::<Vec<u64>>()
+    };
+    match *e {
+        Entry::Resync { row } => [row].into_iter().filter(|&s| s < geo.stripes).collect(),
+        Entry::Logical { offset, data } => span(offset, data, geo.stripe_data_bytes().max(1)),
+        Entry::Device { member: m, offset, data } if m < geo.members => match geo.level {
             // A CDA member of cbro holds one unit per `w` stripes.
             Level::Cbro { w, .. } if m >= geo.k => {
                 let (w, idx) = (w.max(1) as u64, ((m - geo.k) % w.max(1) as usize) as u64);
-                span(geo.unit.max(1)).into_iter().map(|u| u.saturating_mul(w).saturating_add(idx)).filter(|&s| s < geo.stripes).collect()
+                span(offset, data, geo.unit.max(1)).into_iter().map(|u| u.saturating_mul(w).saturating_add(idx)).filter(|&s| s < geo.stripes).collect()
             }
-            _ => span(geo.unit.max(1)),
+            _ => span(offset, data, geo.unit.max(1)),
         },
-        _ => Vec::new(),
+        Entry::Device { .. } => Vec::new(),
     }
 }
 
@@ -289,7 +376,7 @@ pub struct ReplayReport {
 }
 
 /// A journal record a [`ReplayReport`] names, with the stripes it touched
-/// (`None`: unknown, its op table is unreadable).
+/// (`None`: unknown, its entry table is unreadable).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RecordStripes {
     pub seq: u64,
@@ -349,15 +436,16 @@ impl ReplayReport {
     }
 }
 
-fn header_bytes(array: Uuid, size: u64, checkpoint: u64) -> Vec<u8> {
-    let mut b = vec![0u8; HEADER_BYTES as usize];
-    b[0..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    b[12..28].copy_from_slice(array.as_bytes());
-    b[28..36].copy_from_slice(&size.to_le_bytes());
-    b[36..44].copy_from_slice(&checkpoint.to_le_bytes());
-    let crc = crc32c::crc32c(&b[0..44]);
-    b[44..48].copy_from_slice(&crc.to_le_bytes());
+/// Encode a journal header block: a frame of kind
+/// [`KIND_JOURNAL_HEADER`] whose sequence number is the checkpoint,
+/// padded to [`HEADER_BYTES`].
+pub fn encode_header(array: Uuid, size: u64, checkpoint: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(HEADER_PAYLOAD);
+    p.extend_from_slice(&VERSION.to_le_bytes());
+    p.extend_from_slice(array.as_bytes());
+    p.extend_from_slice(&size.to_le_bytes());
+    let mut b = frame::encode(KIND_JOURNAL_HEADER, checkpoint, &p);
+    b.resize(HEADER_BYTES as usize, 0);
     b
 }
 
@@ -370,92 +458,122 @@ pub struct JournalHeader {
 }
 
 /// Decode a journal header block (what [`Journal::open`] reads; public
-/// for fuzzing).
+/// for fuzzing and for tools that identify a journal).
 pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
-    if h.get(0..8) != Some(&MAGIC[..]) {
-        return Err("not a mosaic journal (no header)".into());
+    let f = match frame::decode(h) {
+        Ok(Some(f)) if f.kind == KIND_JOURNAL_HEADER => f,
+        Ok(_) | Err(FrameError::BadMagic) => return Err("not a mosaic journal (no header)".into()),
+        Err(FrameError::BadCrc) => return Err("corrupt journal header (checksum mismatch)".into()),
+        Err(e) => return Err(format!("corrupt journal header ({e})")),
+    };
+    let p = &f.payload;
+    if p.len() != HEADER_PAYLOAD {
+        return Err(format!("corrupt journal header ({} payload bytes, not {HEADER_PAYLOAD})", p.len()));
     }
-    let Some(h) = h.get(0..48) else { return Err(format!("journal header truncated: {} bytes, needs 48", h.len())) };
-    let le32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
-    let le64 = |o: usize| u64::from_le_bytes(std::array::from_fn(|i| h[o + i]));
-    if crc32c::crc32c(&h[0..44]) != le32(44) {
-        return Err("corrupt journal header (checksum mismatch)".into());
-    }
-    let version = le32(8);
+    let version = le32(p, 0);
     if version != VERSION {
         return Err(format!("unsupported journal version {version}"));
     }
-    let array = Uuid::from_bytes(std::array::from_fn(|i| h[12 + i]));
+    let array = Uuid::from_bytes(std::array::from_fn(|i| p[4 + i]));
     // Sequence numbers start at 1 and grow by one a record: a checkpoint
     // of 0, or one so large that they would run out, is damage.
-    let checkpoint = le64(36);
+    let checkpoint = f.seq;
     if checkpoint == 0 || checkpoint > MAX_SEQ {
         return Err(format!("corrupt journal header (impossible checkpoint sequence {checkpoint})"));
     }
-    Ok(JournalHeader { array, size: le64(28), checkpoint })
+    Ok(JournalHeader { array, size: le64(p, 20), checkpoint })
 }
 
-/// Little-endian u32 and u64 at `o` of a record header (callers check
-/// that `h` holds [`REC_HEADER`] bytes).
-fn rec_u32(h: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]])
+/// Little-endian u32 and u64 at `o` of `b` (callers check the length).
+fn le32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
-fn rec_u64(h: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(std::array::from_fn(|i| h[o + i]))
+fn le64(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(std::array::from_fn(|i| b[o + i]))
 }
 
-/// Unpadded bytes of the record whose header is `h` (header, op table,
-/// payload), if the lengths it claims add up without overflow.
+/// The sequence number in a frame header (callers check the length).
+fn frame_seq(h: &[u8]) -> u64 {
+    le64(h, 8)
+}
+
+/// Whether `h` starts like a journal record: the frame magic and kind.
+fn is_record_header(h: &[u8]) -> bool {
+    h.len() >= frame::HEADER_LEN && h[0..4] == FRAME_MAGIC && u16::from_le_bytes([h[6], h[7]]) == KIND_JOURNAL_RECORD
+}
+
+/// Unpadded bytes of the record whose frame header is `h`, from the
+/// payload length it claims (magic and checksum not checked), if that
+/// length is one a frame may have.
 fn record_raw_len(h: &[u8]) -> Option<u64> {
-    let h = h.get(..REC_HEADER)?;
-    let table = (rec_u32(h, 16) as u64).checked_mul(OP_ENTRY as u64)?;
-    (REC_HEADER as u64).checked_add(table)?.checked_add(rec_u64(h, 20))
+    let h = h.get(..frame::HEADER_LEN)?;
+    let len = le32(h, 16) as usize;
+    (len <= frame::MAX_PAYLOAD).then_some((frame::HEADER_LEN + len) as u64)
 }
 
-/// The op table of the record at the start of `b`, without checking the
-/// record's checksum: `None` unless `b` holds the whole table and its
-/// lengths add up to the payload length the header claims.  Replay uses
-/// it to learn where a damaged record wrote; public for fuzzing.
-pub fn decode_op_table(b: &[u8]) -> Option<Vec<OpExtent>> {
-    let h = b.get(..REC_HEADER)?;
-    let nops = rec_u32(h, 16) as usize;
-    let payload = rec_u64(h, 20);
-    let table = b.get(REC_HEADER..REC_HEADER.checked_add(nops.checked_mul(OP_ENTRY)?)?)?;
-    let mut ops = Vec::with_capacity(nops);
-    let mut sum = 0u64;
-    for e in table.chunks_exact(OP_ENTRY) {
-        let len = rec_u32(e, 12) as u64;
-        sum = sum.checked_add(len)?;
-        ops.push((rec_u32(e, 0) as usize, rec_u64(e, 4), len));
+/// The entry table at the start of a record's `payload`, whose full
+/// length is `payload_len` (`payload` may hold only the table): its own
+/// checksum must hold and its lengths must add up to `payload_len`.
+fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<Extent>, String> {
+    let Some(head) = payload.get(..TABLE_HEAD) else { return Err("journal record entry table truncated".into()) };
+    let count = le32(head, 0) as u64;
+    let table_len = TABLE_HEAD as u64 + count * ENTRY as u64;
+    if table_len > payload_len {
+        return Err("journal record entry table exceeds its payload".into());
     }
-    (sum == payload).then_some(ops)
+    let Some(table) = payload.get(TABLE_HEAD..table_len as usize) else { return Err("journal record entry table truncated".into()) };
+    if crc32c::crc32c_append(crc32c::crc32c(&head[0..4]), table) != le32(head, 4) {
+        return Err("journal record entry table checksum mismatch".into());
+    }
+    let mut sum = table_len;
+    let mut out = Vec::with_capacity(count as usize);
+    for e in table.chunks_exact(ENTRY) {
+        let (tag, member, at, len) = (le32(e, 0), le32(e, 4) as usize, le64(e, 8), le64(e, 16));
+        out.push(match (tag, len) {
+            (TAG_DEVICE, _) => Entry::Device { member, offset: at, data: len },
+            (TAG_LOGICAL, _) => Entry::Logical { offset: at, data: len },
+            (TAG_RESYNC, 0) => Entry::Resync { row: at },
+            _ => return Err(format!("journal record entry of unknown type {tag} (or a resync entry with bytes)")),
+        });
+        sum = sum.checked_add(len).ok_or("journal record entry lengths overflow")?;
+    }
+    if sum != payload_len {
+        return Err("journal record entry table disagrees with its payload length".into());
+    }
+    Ok(out)
 }
 
-/// Decode the record at the start of `b`: its sequence number, ops and
-/// padded length.  Every length is checked against `b` before use.  What
-/// [`Journal::open`] reads records with; public for fuzzing.
-pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<JournalOp>, u64), String> {
-    let Some(h) = b.get(..REC_HEADER) else { return Err(format!("journal record truncated: {} bytes, the header needs {REC_HEADER}", b.len())) };
-    if &h[0..8] != REC_MAGIC {
-        return Err("no journal record here (bad magic)".into());
+/// The entry table of the record at the start of `b`, best effort: `b`
+/// needs the frame header and the table, not the entries' bytes, and
+/// neither the frame's magic nor its checksum is checked (the table has
+/// its own checksum).  `None` unless the table's checksum holds and its
+/// lengths add up to the payload length the frame header claims.  Replay
+/// uses it to learn where a damaged record wrote; public for fuzzing.
+pub fn decode_entry_table(b: &[u8]) -> Option<Vec<Extent>> {
+    let raw = record_raw_len(b)?;
+    parse_table(b.get(frame::HEADER_LEN..)?, raw - frame::HEADER_LEN as u64).ok()
+}
+
+/// Decode the record at the start of `b`: its sequence number, entries
+/// and padded length.  Every length is checked against `b` before use.
+/// What [`Journal::open`] reads records with; public for fuzzing.
+pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<Entry>, u64), String> {
+    let f = frame::decode(b).map_err(|e| format!("no valid journal record here ({e})"))?;
+    let f = f.ok_or("no journal record here (blank)")?;
+    if f.kind != KIND_JOURNAL_RECORD {
+        return Err(format!("no journal record here (a frame of kind {:#06x})", f.kind));
     }
-    let raw = record_raw_len(h).ok_or("journal record lengths overflow")?;
-    let Some(body) = usize::try_from(raw).ok().and_then(|r| b.get(REC_HEADER..r)) else {
-        return Err(format!("journal record of {raw} bytes exceeds the {} bytes there", b.len()));
-    };
-    if crc32c::crc32c_append(crc32c::crc32c(&h[0..28]), body) != rec_u32(h, 28) {
-        return Err("journal record checksum mismatch".into());
+    let table = parse_table(&f.payload, f.payload.len() as u64)?;
+    let mut p = TABLE_HEAD + table.len() * ENTRY;
+    let mut entries = Vec::with_capacity(table.len());
+    for e in table {
+        // The table adds up to the payload, so every entry's bytes are in it.
+        let n = e.len() as usize;
+        let data = f.payload.get(p..p + n).ok_or("journal record entry beyond its payload")?;
+        entries.push(e.map(|_| data.to_vec()));
+        p += n;
     }
-    let table = decode_op_table(b).ok_or("journal record op table disagrees with its payload length")?;
-    let mut p = table.len() * OP_ENTRY;
-    let mut ops = Vec::with_capacity(table.len());
-    for (member, offset, len) in table {
-        // The op table adds up to the payload, so every op is in `body`.
-        let data = body.get(p..p + len as usize).ok_or("journal record op beyond its payload")?;
-        ops.push(JournalOp { member, offset, data: data.to_vec() });
-        p += len as usize;
-    }
-    Ok((rec_u64(h, 8), ops, raw.next_multiple_of(ALIGN)))
+    Ok((f.seq, entries, frame::encoded_len(f.payload.len()) as u64))
 }
 
 /// Read journal bytes at `at`, naming the device when that fails.
@@ -463,28 +581,42 @@ fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
     dev.read_at(buf, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))
 }
 
-/// Encode one record (padded to [`ALIGN`]).
-pub fn encode_record(seq: u64, ops: &[(usize, u64, &[u8])]) -> Vec<u8> {
-    let payload: usize = ops.iter().map(|o| o.2.len()).sum();
-    let raw = REC_HEADER + ops.len() * OP_ENTRY + payload;
-    let mut b = Vec::with_capacity(raw.next_multiple_of(ALIGN as usize));
-    b.extend_from_slice(REC_MAGIC);
-    b.extend_from_slice(&seq.to_le_bytes());
-    b.extend_from_slice(&(ops.len() as u32).to_le_bytes());
-    b.extend_from_slice(&(payload as u64).to_le_bytes());
-    b.extend_from_slice(&[0u8; 4]); // crc, filled below
-    for (m, off, d) in ops {
-        b.extend_from_slice(&(*m as u32).to_le_bytes());
-        b.extend_from_slice(&off.to_le_bytes());
-        b.extend_from_slice(&(d.len() as u32).to_le_bytes());
-    }
-    for (_, _, d) in ops {
-        b.extend_from_slice(d);
-    }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..28]), &b[REC_HEADER..]);
-    b[28..32].copy_from_slice(&crc.to_le_bytes());
-    b.resize(raw.next_multiple_of(ALIGN as usize), 0);
+/// Bytes of the payload of a record of `entries`.
+fn payload_len(entries: &[Entry<&[u8]>]) -> usize {
+    TABLE_HEAD + entries.len() * ENTRY + entries.iter().map(|e| e.bytes().len()).sum::<usize>()
+}
+
+/// One entry of the table, as stored.
+fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
+    let (tag, member, at) = match *e {
+        Entry::Device { member, offset, .. } => (TAG_DEVICE, member as u32, offset),
+        Entry::Logical { offset, .. } => (TAG_LOGICAL, 0, offset),
+        Entry::Resync { row } => (TAG_RESYNC, 0, row),
+    };
+    let mut b = [0u8; ENTRY];
+    b[0..4].copy_from_slice(&tag.to_le_bytes());
+    b[4..8].copy_from_slice(&member.to_le_bytes());
+    b[8..16].copy_from_slice(&at.to_le_bytes());
+    b[16..24].copy_from_slice(&e.len().to_le_bytes());
     b
+}
+
+/// Encode one record: a frame padded to [`ALIGN`].  The caller keeps
+/// the payload within [`frame::MAX_PAYLOAD`] ([`Journal::try_append`]
+/// refuses larger records).
+pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(payload_len(entries));
+    p.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    p.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
+    for e in entries {
+        p.extend_from_slice(&entry_bytes(&e.extent()));
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&p[0..4]), &p[TABLE_HEAD..]);
+    p[4..8].copy_from_slice(&crc.to_le_bytes());
+    for e in entries {
+        p.extend_from_slice(e.bytes());
+    }
+    frame::encode(KIND_JOURNAL_RECORD, seq, &p)
 }
 
 impl Journal {
@@ -518,8 +650,9 @@ impl Journal {
 
     /// Whether `dev` starts with a journal header.
     pub fn is_journal(dev: &dyn Member) -> bool {
-        let mut m = [0u8; 8];
-        dev.size() >= MIN_JOURNAL && dev.read_at(&mut m, 0).is_ok() && &m == MAGIC
+        let mut h = [0u8; frame::HEADER_LEN];
+        let kind = |h: &[u8]| u16::from_le_bytes([h[6], h[7]]);
+        dev.size() >= MIN_JOURNAL && dev.read_at(&mut h, 0).is_ok() && h[0..4] == FRAME_MAGIC && kind(&h) == KIND_JOURNAL_HEADER
     }
 
     pub fn describe(&self) -> String {
@@ -527,7 +660,7 @@ impl Journal {
     }
 
     fn write_header(&self, checkpoint: u64) -> Result<(), ArrayError> {
-        let b = header_bytes(self.uuid, self.dev.size(), checkpoint);
+        let b = encode_header(self.uuid, self.dev.size(), checkpoint);
         self.dev
             .write_at(&b, 0)
             .and_then(|_| self.dev.flush())
@@ -572,8 +705,8 @@ impl Journal {
         let mut log = JournalLog::default();
         let (mut at, mut seq) = (HEADER_BYTES, checkpoint);
         loop {
-            if let Some((_, ops, len)) = Self::read_record(dev, at, Some(seq))? {
-                log.records.push((seq, ops));
+            if let Some((_, entries, len)) = Self::read_record(dev, at, Some(seq))? {
+                log.records.push((seq, entries));
                 let next = seq.checked_add(1).ok_or_else(|| ArrayError::BadMember(format!("{}: journal sequence number {seq} cannot advance", dev.describe())))?;
                 // `read_record` checked that the record ends inside the device.
                 (at, seq) = (at + len, next);
@@ -587,38 +720,35 @@ impl Journal {
                 }
                 break;
             };
-            let ops = if next_seq - seq == 1 { Self::damaged_ops(dev, at, next_at)? } else { None };
-            log.damaged.push(DamagedRecord { seq, ops });
-            log.damaged.extend((seq + 1..next_seq).map(|s| DamagedRecord { seq: s, ops: None }));
+            let entries = if next_seq - seq == 1 { Self::damaged_entries(dev, at, next_at)? } else { None };
+            log.damaged.push(DamagedRecord { seq, entries });
+            log.damaged.extend((seq + 1..next_seq).map(|s| DamagedRecord { seq: s, entries: None }));
             (at, seq) = (next_at, next_seq);
         }
         Ok((log, at, seq))
     }
 
-    /// The record header at `at`, when one fits before the end of the device.
-    fn record_header(dev: &dyn Member, at: u64) -> Result<Option<[u8; REC_HEADER]>, ArrayError> {
-        if at.checked_add(REC_HEADER as u64).is_none_or(|e| e > dev.size()) {
+    /// The frame header at `at`, when one fits before the end of the device.
+    fn record_header(dev: &dyn Member, at: u64) -> Result<Option<[u8; frame::HEADER_LEN]>, ArrayError> {
+        if at.checked_add(frame::HEADER_LEN as u64).is_none_or(|e| e > dev.size()) {
             return Ok(None);
         }
-        let mut h = [0u8; REC_HEADER];
+        let mut h = [0u8; frame::HEADER_LEN];
         jread(dev, &mut h, at)?;
         Ok(Some(h))
     }
 
-    /// The record at `at` (its sequence, ops and padded length) if it is
-    /// valid, lies inside the device, and carries `want` (when given).
-    fn read_record(dev: &dyn Member, at: u64, want: Option<u64>) -> Result<Option<(u64, Vec<JournalOp>, u64)>, ArrayError> {
-        let size = dev.size();
-        let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
+    /// The record at `at` (its sequence, entries and padded length) if it
+    /// is valid, lies inside the device, and carries `want` (when given).
+    fn read_record(dev: &dyn Member, at: u64, want: Option<u64>) -> Result<Option<(u64, Vec<Entry>, u64)>, ArrayError> {
         let Some(h) = Self::record_header(dev, at)? else { return Ok(None) };
-        if &h[0..8] != REC_MAGIC || want.is_some_and(|w| rec_u64(&h, 8) != w) {
+        if !is_record_header(&h) || want.is_some_and(|w| frame_seq(&h) != w) {
             return Ok(None);
         }
-        let raw = record_raw_len(&h).filter(|&r| at.checked_add(r).is_some_and(|e| e <= size));
+        let raw = record_raw_len(&h).filter(|&r| at.checked_add(r).is_some_and(|e| e <= dev.size()));
         let Some(raw) = raw.and_then(|r| usize::try_from(r).ok()) else { return Ok(None) };
         let mut b = vec![0u8; raw];
-        b[..REC_HEADER].copy_from_slice(&h);
-        dev.read_at(&mut b[REC_HEADER..], at + REC_HEADER as u64).map_err(io)?;
+        jread(dev, &mut b, at)?;
         Ok(decode_record(&b).ok())
     }
 
@@ -641,9 +771,7 @@ impl Journal {
         }
         // Where the failed record's header says it ends, if the next
         // record is there.
-        let mut h = [0u8; REC_HEADER];
-        if at.checked_add(REC_HEADER as u64).is_some_and(|e| e <= dev.size()) {
-            dev.read_at(&mut h, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))?;
+        if let Some(h) = Self::record_header(dev, at)? {
             let end = record_raw_len(&h).and_then(|r| r.checked_next_multiple_of(ALIGN)).and_then(|r| at.checked_add(r));
             if let Some(end) = end.filter(|&e| e > at) {
                 if let Some(s) = Self::valid_seq_at(dev, end)? {
@@ -656,11 +784,11 @@ impl Journal {
         let size = dev.size();
         let mut buf = vec![0u8; SCAN_CHUNK as usize];
         let mut p = at + ALIGN;
-        while p.checked_add(REC_HEADER as u64).is_some_and(|e| e <= size) {
+        while p.checked_add(frame::HEADER_LEN as u64).is_some_and(|e| e <= size) {
             let n = SCAN_CHUNK.min(size - p) as usize;
             dev.read_at(&mut buf[..n], p).map_err(|e| ArrayError::Io(format!("{}: scanning journal: {e}", dev.describe())))?;
             for off in (0..n).step_by(ALIGN as usize) {
-                if buf.get(off..off + 8) != Some(&REC_MAGIC[..]) {
+                if !buf.get(off..n).is_some_and(is_record_header) {
                     continue;
                 }
                 let pos = p + off as u64;
@@ -676,40 +804,47 @@ impl Journal {
     }
 
     /// The record at `at` that ends the log, if its header carries `seq`,
-    /// with where it wrote when its lengths fit the device and its op table
-    /// is readable.
+    /// with where it wrote when its length fits the device and its entry
+    /// table is readable.
     fn tail_at(dev: &dyn Member, at: u64, seq: u64) -> Result<Option<DamagedRecord>, ArrayError> {
-        let size = dev.size();
         let Some(h) = Self::record_header(dev, at)? else { return Ok(None) };
-        if rec_u64(&h, 8) != seq {
+        if frame_seq(&h) != seq {
             return Ok(None);
         }
-        let fits = record_raw_len(&h).and_then(|r| at.checked_add(r)).is_some_and(|e| e <= size);
-        if !fits {
-            return Ok(Some(DamagedRecord { seq, ops: None }));
-        }
-        // The table lies inside the record, which lies inside the device.
-        let mut b = vec![0u8; REC_HEADER + rec_u32(&h, 16) as usize * OP_ENTRY];
-        jread(dev, &mut b, at)?;
-        Ok(Some(DamagedRecord { seq, ops: decode_op_table(&b) }))
+        let fits = record_raw_len(&h).and_then(|r| at.checked_add(r)).is_some_and(|e| e <= dev.size());
+        let entries = if fits { Self::read_table(dev, at, &h)? } else { None };
+        Ok(Some(DamagedRecord { seq, entries }))
     }
 
-    /// Where the damaged record at `at` wrote, if its op table is readable
-    /// and its lengths put its end exactly at `next`, where the next valid
-    /// record starts.
-    fn damaged_ops(dev: &dyn Member, at: u64, next: u64) -> Result<Option<Vec<OpExtent>>, ArrayError> {
-        let io = |e: std::io::Error| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe()));
-        let mut h = [0u8; REC_HEADER];
-        dev.read_at(&mut h, at).map_err(io)?;
+    /// Where the damaged record at `at` wrote, if its entry table is
+    /// readable and its length puts its end exactly at `next`, where the
+    /// next valid record starts.
+    fn damaged_entries(dev: &dyn Member, at: u64, next: u64) -> Result<Option<Vec<Extent>>, ArrayError> {
+        let Some(h) = Self::record_header(dev, at)? else { return Ok(None) };
         let fits = record_raw_len(&h).and_then(|r| r.checked_next_multiple_of(ALIGN)) == Some(next - at);
         if !fits {
             return Ok(None);
         }
-        // The table lies inside the record, which lies inside the device.
-        let table = REC_HEADER as u64 + rec_u32(&h, 16) as u64 * OP_ENTRY as u64;
-        let mut b = vec![0u8; table as usize];
-        dev.read_at(&mut b, at).map_err(io)?;
-        Ok(decode_op_table(&b))
+        Self::read_table(dev, at, &h)
+    }
+
+    /// The entry table of the record at `at` whose frame header is `h`
+    /// (the caller checked that the record lies inside the device), best
+    /// effort ([`decode_entry_table`]).
+    fn read_table(dev: &dyn Member, at: u64, h: &[u8]) -> Result<Option<Vec<Extent>>, ArrayError> {
+        let Some(raw) = record_raw_len(h) else { return Ok(None) };
+        let mut head = [0u8; frame::HEADER_LEN + TABLE_HEAD];
+        if raw < head.len() as u64 {
+            return Ok(None);
+        }
+        jread(dev, &mut head, at)?;
+        let need = head.len() as u64 + le32(&head, frame::HEADER_LEN) as u64 * ENTRY as u64;
+        if need > raw {
+            return Ok(None);
+        }
+        let mut b = vec![0u8; need as usize];
+        jread(dev, &mut b, at)?;
+        Ok(decode_entry_table(&b))
     }
 
     /// After the caller applied the replayed records and flushed the
@@ -723,10 +858,9 @@ impl Journal {
         Ok(())
     }
 
-    /// Bytes a record of these ops takes.
-    pub fn record_len(ops: &[(usize, u64, &[u8])]) -> u64 {
-        let raw = REC_HEADER + ops.len() * OP_ENTRY + ops.iter().map(|o| o.2.len()).sum::<usize>();
-        (raw as u64).next_multiple_of(ALIGN)
+    /// Bytes a record of these entries takes.
+    pub fn record_len(entries: &[Entry<&[u8]>]) -> u64 {
+        frame::encoded_len(payload_len(entries)) as u64
     }
 
     /// Largest record the ring holds.
@@ -734,21 +868,22 @@ impl Journal {
         self.dev.size() - HEADER_BYTES
     }
 
-    /// Whether a record of `ops` fits before the end of the ring now.
-    pub fn try_append_fits(&self, ops: &[(usize, u64, &[u8])]) -> bool {
-        self.ring.lock().tail + Self::record_len(ops) <= self.dev.size()
+    /// Whether a record of `entries` fits before the end of the ring now.
+    pub fn try_append_fits(&self, entries: &[Entry<&[u8]>]) -> bool {
+        self.ring.lock().tail + Self::record_len(entries) <= self.dev.size()
     }
 
     /// Append a record if it fits before the end of the ring; `Ok(None)`
     /// when the ring must checkpoint first.  Not yet durable: see
     /// [`Journal::sync_to`].
-    pub fn try_append(&self, ops: &[(usize, u64, &[u8])]) -> Result<Option<u64>, ArrayError> {
-        let len = Self::record_len(ops);
-        if len > self.capacity() {
+    pub fn try_append(&self, entries: &[Entry<&[u8]>]) -> Result<Option<u64>, ArrayError> {
+        let len = Self::record_len(entries);
+        if len > self.capacity() || payload_len(entries) > frame::MAX_PAYLOAD {
             return Err(ArrayError::Usage(format!(
-                "a write needs a {len}-byte journal record but the journal {} holds {} bytes; use a larger journal",
+                "a write needs a {len}-byte journal record but the journal {} holds {} bytes (and a record at most {} MiB); use a larger journal or smaller writes",
                 self.dev.describe(),
-                self.capacity()
+                self.capacity(),
+                frame::MAX_PAYLOAD >> 20
             )));
         }
         let mut r = self.ring.lock();
@@ -756,7 +891,7 @@ impl Journal {
             return Ok(None);
         }
         let seq = r.next_seq;
-        let rec = encode_record(seq, ops);
+        let rec = encode_record(seq, entries);
         self.dev.write_at(&rec, r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
         r.tail += len;
         r.next_seq += 1;
@@ -812,6 +947,14 @@ mod tests {
     use super::*;
     use mosaic_dev::MemMember;
 
+    fn put(member: usize, offset: u64, data: &[u8]) -> Entry<&[u8]> {
+        Entry::Device { member, offset, data }
+    }
+
+    fn ext(member: usize, offset: u64, len: u64) -> Extent {
+        Entry::Device { member, offset, data: len }
+    }
+
     #[test]
     fn records_round_trip_and_end_at_the_first_bad_one() {
         let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", 2 << 20));
@@ -819,28 +962,29 @@ mod tests {
         let j = Journal::format(dev.clone(), id).unwrap();
         let a = vec![1u8; 4096];
         let b = vec![2u8; 1000];
-        let s1 = j.try_append(&[(0, 4096, &a), (3, 0, &b)]).unwrap().unwrap();
-        let s2 = j.try_append(&[(1, 8192, &b)]).unwrap().unwrap();
+        let s1 = j.try_append(&[put(0, 4096, &a), put(3, 0, &b)]).unwrap().unwrap();
+        let s2 = j.try_append(&[put(1, 8192, &b), Entry::Resync { row: 7 }, Entry::Logical { offset: 5, data: &a[..10] }]).unwrap().unwrap();
         assert_eq!((s1, s2), (1, 2));
         j.sync_to(s2).unwrap();
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
         let recs = log.records;
         assert_eq!(recs.len(), 2);
-        assert_eq!(recs[0].1, vec![JournalOp { member: 0, offset: 4096, data: a.clone() }, JournalOp { member: 3, offset: 0, data: b.clone() }]);
-        assert_eq!(recs[1].1[0].offset, 8192);
+        assert_eq!(recs[0].1, vec![Entry::Device { member: 0, offset: 4096, data: a.clone() }, Entry::Device { member: 3, offset: 0, data: b.clone() }]);
+        assert_eq!(recs[1].1, vec![Entry::Device { member: 1, offset: 8192, data: b.clone() }, Entry::Resync { row: 7 }, Entry::Logical { offset: 5, data: a[..10].to_vec() }]);
         // A torn second record ends the log after the first.
-        let at = HEADER_BYTES + Journal::record_len(&[(0, 4096, &a), (3, 0, &b)]);
+        let at = HEADER_BYTES + Journal::record_len(&[put(0, 4096, &a), put(3, 0, &b)]);
         let mut byte = [0u8];
-        dev.read_at(&mut byte, at + 40).unwrap();
-        dev.write_at(&[byte[0] ^ 0xff], at + 40).unwrap();
+        dev.read_at(&mut byte, at + 200).unwrap();
+        dev.write_at(&[byte[0] ^ 0xff], at + 200).unwrap();
         let (j2, log) = Journal::open(dev.clone(), id).unwrap();
         assert_eq!((log.records.len(), log.damaged.len()), (1, 0), "a torn last record is the end, not damage");
-        assert_eq!(log.tail, Some(DamagedRecord { seq: 2, ops: Some(vec![(1, 8192 ^ (0xff << 32), 1000)]) }), "its op table is still readable");
+        let want = vec![ext(1, 8192, 1000), Entry::Resync { row: 7 }, Entry::Logical { offset: 5, data: 10 }];
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 2, entries: Some(want) }), "its entry table is still readable");
         // After replay the log starts empty with the sequence moved on.
         j2.replayed().unwrap();
         let (j3, log) = Journal::open(dev.clone(), id).unwrap();
         assert!(log.is_empty());
-        assert_eq!(j3.try_append(&[(0, 0, &b)]).unwrap(), Some(3), "past the torn record's number");
+        assert_eq!(j3.try_append(&[put(0, 0, &b)]).unwrap(), Some(3), "past the torn record's number");
     }
 
     #[test]
@@ -849,14 +993,14 @@ mod tests {
         let id = Uuid::new_v4();
         let j = Journal::format(dev.clone(), id).unwrap();
         let big = vec![7u8; 300 << 10];
-        assert!(j.try_append(&[(0, 0, &big)]).unwrap().is_some());
-        assert!(j.try_append(&[(0, 0, &big)]).unwrap().is_some());
-        assert!(j.try_append(&[(0, 0, &big)]).unwrap().is_some());
-        assert_eq!(j.try_append(&[(0, 0, &big)]).unwrap(), None, "ring full");
+        assert!(j.try_append(&[put(0, 0, &big)]).unwrap().is_some());
+        assert!(j.try_append(&[put(0, 0, &big)]).unwrap().is_some());
+        assert!(j.try_append(&[put(0, 0, &big)]).unwrap().is_some());
+        assert_eq!(j.try_append(&[put(0, 0, &big)]).unwrap(), None, "ring full");
         j.checkpoint().unwrap();
-        assert_eq!(j.try_append(&[(0, 0, &big)]).unwrap(), Some(4));
+        assert_eq!(j.try_append(&[put(0, 0, &big)]).unwrap(), Some(4));
         let huge = vec![0u8; 2 << 20];
-        let e = j.try_append(&[(0, 0, &huge)]).unwrap_err().to_string();
+        let e = j.try_append(&[put(0, 0, &huge)]).unwrap_err().to_string();
         assert!(e.contains("use a larger journal"), "{e}");
         let e = Journal::open(dev.clone(), Uuid::new_v4()).err().unwrap().to_string();
         assert!(e.contains("belongs to array"), "{e}");
@@ -878,7 +1022,7 @@ mod tests {
         for i in 0..4u8 {
             at.push(HEADER_BYTES + j.used());
             let d = vec![i + 1; 4096];
-            let s = j.try_append(&[(i as usize % 2, (i as u64 / 2) * 4096, &d)]).unwrap().unwrap();
+            let s = j.try_append(&[put(i as usize % 2, (i as u64 / 2) * 4096, &d)]).unwrap().unwrap();
             j.sync_to(s).unwrap();
         }
         (dev, id, at)
@@ -892,35 +1036,40 @@ mod tests {
 
     #[test]
     fn a_damaged_record_with_valid_ones_after_it_is_reported_not_an_end() {
-        // Payload damage: the op table still says where it wrote.
+        // Payload damage: the entry table still says where it wrote.
         let (dev, id, at) = four(2 << 20);
         flip(&dev, at[1] + 100);
         let (j, log) = Journal::open(dev.clone(), id).unwrap();
         assert_eq!(log.records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 3, 4]);
-        assert_eq!(log.damaged, vec![DamagedRecord { seq: 2, ops: Some(vec![(1, 0, 4096)]) }]);
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 2, entries: Some(vec![ext(1, 0, 4096)]) }]);
         // New records continue after every record found.
-        assert_eq!(j.try_append(&[(0, 0, &[0u8; 512])]).unwrap(), Some(5));
-        // Header damage (the magic): where it wrote is still known from
-        // its op table, which fits exactly up to the next record.
+        assert_eq!(j.try_append(&[put(0, 0, &[0u8; 512])]).unwrap(), Some(5));
+        // Header damage (the frame magic): where it wrote is still known
+        // from its entry table, which fits exactly up to the next record.
         let (dev, id, at) = four(2 << 20);
         flip(&dev, at[2]);
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
-        assert_eq!(log.damaged, vec![DamagedRecord { seq: 3, ops: Some(vec![(0, 4096, 4096)]) }]);
-        // A wrong op count: unknown.
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 3, entries: Some(vec![ext(0, 4096, 4096)]) }]);
+        // A wrong payload length in the frame header: unknown.
         let (dev, id, at) = four(2 << 20);
         flip(&dev, at[0] + 16);
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
-        assert_eq!(log.damaged, vec![DamagedRecord { seq: 1, ops: None }]);
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 1, entries: None }]);
         assert_eq!(log.records.len(), 3);
         // The last record damaged: the end of the log, damaged or torn.
         let (dev, id, at) = four(2 << 20);
         flip(&dev, at[3] + 100);
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
         assert_eq!((log.records.len(), log.damaged.len()), (3, 0));
-        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, ops: Some(vec![(1, 4096, 4096)]) }));
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, entries: Some(vec![ext(1, 4096, 4096)]) }));
         flip(&dev, at[3] + 16);
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
-        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, ops: None }), "a bad op count: where it wrote is unknown");
+        assert_eq!(log.tail, Some(DamagedRecord { seq: 4, entries: None }), "a bad payload length: where it wrote is unknown");
+        // A damaged entry table (its own checksum fails): unknown.
+        let (dev, id, at) = four(2 << 20);
+        flip(&dev, at[1] + 40);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: 2, entries: None }]);
         // A torn record whose header never reached the journal: no tail.
         let (dev, id, at) = four(2 << 20);
         dev.write_at(&[0u8; 512], at[3]).unwrap();
@@ -930,10 +1079,10 @@ mod tests {
 
     #[test]
     fn older_records_never_write_where_a_damaged_one_wrote() {
-        let op = |member, offset, len: usize, b: u8| JournalOp { member, offset, data: vec![b; len] };
+        let op = |member, offset, len: usize, b: u8| Entry::Device { member, offset, data: vec![b; len] };
         let log = JournalLog {
             records: vec![(1, vec![op(0, 0, 8192, 1), op(1, 0, 4096, 1)]), (3, vec![op(0, 4096, 4096, 3)])],
-            damaged: vec![DamagedRecord { seq: 2, ops: Some(vec![(0, 2048, 4096)]) }],
+            damaged: vec![DamagedRecord { seq: 2, entries: Some(vec![ext(0, 2048, 4096)]) }],
             tail: None,
         };
         let (apply, held) = log.replayable();
@@ -941,10 +1090,10 @@ mod tests {
         assert_eq!(apply[0], (1, vec![op(0, 0, 2048, 1), op(0, 6144, 2048, 1), op(1, 0, 4096, 1)]));
         assert_eq!(apply[1], (3, vec![op(0, 4096, 4096, 3)]), "a later record is applied whole");
         // Unknown places: everything older is held back.
-        let log = JournalLog { damaged: vec![DamagedRecord { seq: 2, ops: None }], ..log };
+        let log = JournalLog { damaged: vec![DamagedRecord { seq: 2, entries: None }], ..log };
         let (apply, held) = log.replayable();
         assert_eq!(apply.iter().map(|r| r.0).collect::<Vec<_>>(), vec![3]);
-        assert_eq!(held, vec![(1, vec![(0, 0, 8192), (1, 0, 4096)])]);
+        assert_eq!(held, vec![(1, vec![ext(0, 0, 8192), ext(1, 0, 4096)])]);
     }
 
     #[test]
@@ -972,30 +1121,37 @@ mod tests {
 
     #[test]
     fn decoders_check_every_length() {
-        let rec = encode_record(9, &[(2, 512, &[7u8; 600])]);
-        let (seq, ops, len) = decode_record(&rec).unwrap();
-        assert_eq!((seq, ops[0].member, ops[0].offset, ops[0].data.len(), len), (9, 2, 512, 600, 1024));
-        assert!(decode_record(&rec[..40]).unwrap_err().contains("exceeds the 40 bytes there"));
-        let mut huge = rec.clone();
-        huge[20..28].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert_eq!(decode_record(&huge).unwrap_err(), "journal record lengths overflow");
-        assert_eq!(decode_op_table(&huge), None);
-        let h = header_bytes(Uuid::nil(), 1 << 20, 5);
+        let rec = encode_record(9, &[put(2, 512, &[7u8; 600])]);
+        let (seq, entries, len) = decode_record(&rec).unwrap();
+        assert_eq!((seq, entries[0].extent(), len), (9, ext(2, 512, 600), 1024));
+        assert!(decode_record(&rec[..40]).unwrap_err().contains("truncated"));
+        // The table's lengths must add up to the payload: a longer entry,
+        // table checksum and frame checksum made right, is refused.
+        let mut long = rec[frame::HEADER_LEN..frame::HEADER_LEN + 632].to_vec();
+        long[TABLE_HEAD + 16..TABLE_HEAD + 24].copy_from_slice(&u64::MAX.to_le_bytes());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&long[0..4]), &long[TABLE_HEAD..TABLE_HEAD + ENTRY]);
+        long[4..8].copy_from_slice(&crc.to_le_bytes());
+        let bad = frame::encode(KIND_JOURNAL_RECORD, 9, &long);
+        assert_eq!(decode_record(&bad).unwrap_err(), "journal record entry lengths overflow");
+        assert_eq!(decode_entry_table(&bad), None);
+        assert_eq!(decode_entry_table(&rec[..frame::HEADER_LEN + TABLE_HEAD + ENTRY]), Some(vec![ext(2, 512, 600)]), "the table alone is enough");
+        let h = encode_header(Uuid::nil(), 1 << 20, 5);
         assert_eq!(decode_header(&h).unwrap().checkpoint, 5);
         assert!(decode_header(&h[..20]).unwrap_err().contains("truncated"));
+        assert_eq!(decode_header(&rec).unwrap_err(), "not a mosaic journal (no header)");
     }
 
     #[test]
-    fn stripes_of_op_extents() {
+    fn stripes_of_entries() {
         let raid5 = Geometry::new(Level::Raid5, 5, 4096, 4096, 64 * 4096).unwrap();
-        assert_eq!(stripes_of(&raid5, &(2, 4096, 8192)), vec![1, 2]);
-        assert_eq!(stripes_of(&raid5, &(LOGICAL, 16384, 1)), vec![1], "4 data units of 4 KiB a stripe");
-        assert_eq!(stripes_of(&raid5, &(PARITY_ROW, 7, 0)), vec![7]);
-        assert_eq!(stripes_of(&raid5, &(9, 0, 4096)), Vec::<u64>::new(), "no member 9");
-        assert_eq!(stripes_of(&raid5, &(0, u64::MAX - 1, 4096)), Vec::<u64>::new(), "beyond the array");
+        assert_eq!(stripes_of(&raid5, &ext(2, 4096, 8192)), vec![1, 2]);
+        assert_eq!(stripes_of(&raid5, &Entry::Logical { offset: 16384, data: 1 }), vec![1], "4 data units of 4 KiB a stripe");
+        assert_eq!(stripes_of(&raid5, &Entry::Resync { row: 7 }), vec![7]);
+        assert_eq!(stripes_of(&raid5, &ext(9, 0, 4096)), Vec::<u64>::new(), "no member 9");
+        assert_eq!(stripes_of(&raid5, &ext(0, u64::MAX - 1, 4096)), Vec::<u64>::new(), "beyond the array");
         // cbro:4+1,cda=raid0:2: CDA members 4 and 5 take turns by stripe.
         let cbro = Geometry::new(Level::Cbro { n: 4, k: 1, w: 2 }, 6, 4096, 4096, 64 * 4096).unwrap();
-        assert_eq!(stripes_of(&cbro, &(5, 4096, 4096)), vec![3]);
-        assert_eq!(stripes_of(&cbro, &(4, 0, 8192)), vec![0, 2]);
+        assert_eq!(stripes_of(&cbro, &ext(5, 4096, 4096)), vec![3]);
+        assert_eq!(stripes_of(&cbro, &ext(4, 0, 8192)), vec![0, 2]);
     }
 }

@@ -1,53 +1,56 @@
-//! The on-disk superblock.
+//! The fixed array's superblock, on disk the one member label of
+//! [`mosaic_format::label`] of kind `"fixed"`.
 //!
 //! Every member starts with a 1 MiB header; stripe data begins at
-//! [`DATA_OFFSET`].  The superblock lives in two 64 KiB slots at the start
-//! of the header and is written alternately (slot = events mod 2), so a torn
-//! write of one slot leaves the other intact.  Only the 4 KiB blocks a
-//! superblock needs are written and read (one block up to a few dozen
-//! members; `rs:K+M` with K+M = 255 needs about five):
+//! [`DATA_OFFSET`].  The label's two 64 KiB slots take the first 128 KiB
+//! and are written alternately (slot = events mod 2), so a torn write of
+//! one slot leaves the other intact; only the 4 KiB blocks a label needs
+//! are written and read (one block up to a few dozen members; `rs:K+M`
+//! with K+M = 255 needs a few):
 //!
 //! ```text
 //!   member byte 0          64 KiB         128 KiB              1 MiB
 //!   ├── slot 0 ────────────┼── slot 1 ─────┼── (reserved) ────────┼── stripe data ...
 //!
-//!   slot: "MOSAICSB" | version u32 | payload length u32 | crc32c u32 | JSON payload
-//!         (crc32c covers the first 16 bytes and the payload)
+//!   slot: frame { "MOSF" | ver | kind 0x0200 (label) | seq = events | len | crc32c
+//!                 | JSON label { kind: "fixed", array_uuid, member_uuid, member_index,
+//!                                members, events, member_uuids[], created,
+//!                                policy: FixedPolicy { format_version, role, geometry,
+//!                                  member_data_size, data_offset, state, member_states[],
+//!                                  member_paths[], journal?, home? } } }
 //! ```
 //!
-//! The payload is JSON so it stays readable and can grow fields; the frame
-//! around it is fixed.  The copy with the highest event counter among all
-//! members is authoritative for the array's view of member states.
+//! The label carries what every kind of array shares (identity, event
+//! counter, the identity expected in each slot); the policy blob carries
+//! what only a fixed layout needs.  [`Superblock`] is the two joined, the
+//! type the rest of the crate works with.  The copy with the highest event
+//! counter among all members is authoritative for the array's view of
+//! member states.
 //!
-//! **Event counters decide freshness** (as md's do).  Every update is
-//! written in two rounds, each bumping `events` and reaching every member
-//! in service before the next starts ([`crate::Array`] does this), and no
-//! data is written between the rounds.  So a crash during an update leaves
-//! members at most one event apart, while a member that missed data
-//! writes (it was out of the array, or its file was swapped for an old
-//! copy) is at least two events behind: it is *stale*, and is never used
-//! until rebuilt.
+//! **Event counters decide freshness**, by the one rule of
+//! [`mosaic_format::fresh`]: every update is written in two rounds, each
+//! bumping `events` and reaching every member in service before the next
+//! starts ([`crate::Array`] does this), and no data is written between the
+//! rounds, so a member two or more events behind missed writes: it is
+//! *stale*, and is never used until rebuilt.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use mosaic_core::{Geometry, MemberState};
 use mosaic_dev::Member;
+use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
 
 use crate::ArrayError;
 
-pub const MAGIC: &[u8; 8] = b"MOSAICSB";
-/// Version 2: 64 KiB slots (version 1 had 4 KiB slots; its slot 0 still reads).
-pub const FORMAT_VERSION: u32 = 2;
-/// Space reserved for each of the two copies.
-pub const SLOT_SIZE: u64 = 64 << 10;
-/// Slots are read and written in blocks of this size.
-const SLOT_BLOCK: usize = 4096;
-/// A member whose event counter is more than this behind the array's is
-/// stale (see the module doc).
-pub const EVENT_MARGIN: u64 = 1;
+pub use mosaic_format::label::SLOT_SIZE;
+
+/// The label kind of a fixed-layout array's members.
+pub const KIND: &str = "fixed";
+/// The version of the fixed kind's policy blob.
+pub const FORMAT_VERSION: u32 = 3;
 pub const DATA_OFFSET: u64 = 1 << 20;
-const HEADER: usize = 20;
+const _: () = assert!(mosaic_format::label::LABEL_AREA <= DATA_OFFSET);
 
 /// Clean/dirty shutdown state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,52 +108,77 @@ impl Superblock {
         self.member_states.iter().any(|s| !matches!(s, MemberState::Active))
     }
 
-    /// Encode into one slot's bytes (whole 4 KiB blocks, at most a slot).
-    pub fn encode(&self) -> Result<Vec<u8>, ArrayError> {
-        let payload = serde_json::to_vec(self).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
-        if payload.len() + HEADER > SLOT_SIZE as usize {
-            return Err(ArrayError::Format(format!(
-                "superblock of {} bytes does not fit a {SLOT_SIZE}-byte slot (too many members?)",
-                payload.len()
-            )));
-        }
-        let mut buf = vec![0u8; (payload.len() + HEADER).next_multiple_of(SLOT_BLOCK)];
-        buf[0..8].copy_from_slice(MAGIC);
-        buf[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        buf[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&buf[0..16]), &payload);
-        buf[16..20].copy_from_slice(&crc.to_le_bytes());
-        buf[HEADER..HEADER + payload.len()].copy_from_slice(&payload);
-        Ok(buf)
+    /// The label this superblock is on disk.
+    pub fn to_label(&self) -> Result<Label, ArrayError> {
+        let p = FixedPolicy {
+            format_version: self.format_version,
+            role: self.role,
+            geometry: self.geometry.clone(),
+            member_data_size: self.member_data_size,
+            data_offset: self.data_offset,
+            state: self.state,
+            member_states: self.member_states.clone(),
+            member_paths: self.member_paths.clone(),
+            journal: self.journal.clone(),
+            home: self.home.clone(),
+        };
+        let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
+        Ok(Label {
+            kind: KIND.into(),
+            array_uuid: self.array_uuid,
+            member_uuid: self.member_uuid,
+            member_index: self.member_index,
+            members: self.member_uuids.len(),
+            events: self.events,
+            member_uuids: self.member_uuids.clone(),
+            created: self.created,
+            policy,
+        })
     }
 
-    /// Decode one slot.
-    pub fn decode(buf: &[u8]) -> Result<Superblock, SlotError> {
-        if buf.len() < HEADER || &buf[0..8] != MAGIC {
-            return Err(SlotError::NoMagic);
+    /// The superblock a valid label of kind `"fixed"` carries.
+    pub fn from_label(l: Label) -> Result<Superblock, String> {
+        if l.kind != KIND {
+            return Err(format!("a {} array's label, not a fixed array's", l.kind));
         }
-        let version = u32::from_le_bytes(buf[8..12].try_into().unwrap());
-        if version != FORMAT_VERSION && version != 1 {
-            return Err(SlotError::Corrupt(format!("unsupported format version {version}")));
-        }
-        let len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
-        if HEADER + len > buf.len() {
-            return Err(SlotError::Corrupt(format!("payload length {len} exceeds the slot")));
-        }
-        let want = u32::from_le_bytes(buf[16..20].try_into().unwrap());
-        let payload = &buf[HEADER..HEADER + len];
-        let got = crc32c::crc32c_append(crc32c::crc32c(&buf[0..16]), payload);
-        if got != want {
-            return Err(SlotError::Corrupt(format!("checksum mismatch (stored {want:08x}, computed {got:08x})")));
-        }
-        let sb: Superblock =
-            serde_json::from_slice(payload).map_err(|e| SlotError::Corrupt(format!("bad payload: {e}")))?;
-        sb.validate().map_err(SlotError::Corrupt)?;
+        let p: FixedPolicy = l.policy().map_err(|e| e.to_string())?;
+        let sb = Superblock {
+            format_version: p.format_version,
+            array_uuid: l.array_uuid,
+            member_uuid: l.member_uuid,
+            member_index: l.member_index,
+            role: p.role,
+            geometry: p.geometry,
+            member_data_size: p.member_data_size,
+            data_offset: p.data_offset,
+            events: l.events,
+            state: p.state,
+            member_states: p.member_states,
+            member_uuids: l.member_uuids,
+            member_paths: p.member_paths,
+            created: l.created,
+            journal: p.journal,
+            home: p.home,
+        };
+        sb.validate()?;
         Ok(sb)
+    }
+
+    /// Encode into one slot's bytes (whole 4 KiB blocks, at most a slot).
+    pub fn encode(&self) -> Result<Vec<u8>, ArrayError> {
+        self.to_label()?.encode().map_err(|e| ArrayError::Format(format!("superblock: {e}")))
+    }
+
+    /// Decode one slot.  Never panics: every length is checked.
+    pub fn decode(buf: &[u8]) -> Result<Superblock, LabelError> {
+        Superblock::from_label(Label::decode(buf)?).map_err(LabelError::Corrupt)
     }
 
     /// Internal consistency of a decoded superblock.
     fn validate(&self) -> Result<(), String> {
+        if self.format_version != FORMAT_VERSION {
+            return Err(format!("unsupported format version {}", self.format_version));
+        }
         let g = &self.geometry;
         let n = g.members;
         let bytes = g.stripes.checked_mul(g.unit).ok_or("geometry fields overflow (stripes x stripe unit)")?;
@@ -167,55 +195,22 @@ impl Superblock {
         Ok(())
     }
 
-    /// Read one slot: its first block, and the rest its header asks for.
-    fn read_slot(m: &dyn Member, slot: u64) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; SLOT_BLOCK];
-        m.read_at(&mut buf, slot * SLOT_SIZE)?;
-        if &buf[0..8] == MAGIC {
-            let len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
-            let want = (len.saturating_add(HEADER)).min(SLOT_SIZE as usize).next_multiple_of(SLOT_BLOCK);
-            if want > SLOT_BLOCK {
-                buf.resize(want, 0);
-                m.read_at(&mut buf[SLOT_BLOCK..], slot * SLOT_SIZE + SLOT_BLOCK as u64)?;
-            }
-        }
-        Ok(buf)
-    }
-
     /// Read both slots of a member and return the newest valid copy.
     pub fn read_from(m: &dyn Member) -> Result<Superblock, ArrayError> {
         let who = m.describe();
-        if m.size() < 2 * SLOT_SIZE {
+        if m.size() < LABEL_AREA {
             return Err(ArrayError::BadMember(format!("{who}: too small ({} bytes) to hold a superblock", m.size())));
         }
-        let mut best: Option<Superblock> = None;
-        let mut errs = Vec::new();
-        for slot in 0..2 {
-            let buf = Self::read_slot(m, slot).map_err(|e| ArrayError::Io(format!("{who}: reading superblock: {e}")))?;
-            match Superblock::decode(&buf) {
-                Ok(sb) => {
-                    if best.as_ref().is_none_or(|b| sb.events > b.events) {
-                        best = Some(sb);
-                    }
-                }
-                Err(e) => errs.push(e),
+        let read = label::read_label(m.size(), &mut |buf, off| m.read_at(buf, off));
+        let label = read.map_err(|e| ArrayError::Io(format!("{who}: reading superblock: {e}")))?;
+        let bad = |why: String| ArrayError::BadMember(format!("{who}: corrupt superblock: {why}"));
+        match label {
+            Ok(l) => Superblock::from_label(l).map_err(bad),
+            Err(LabelError::None) if old_format(m) => {
+                Err(ArrayError::BadMember(format!("{who}: a member of an array of an older mosaic format, which this version does not open")))
             }
-        }
-        match best {
-            Some(sb) => Ok(sb),
-            None if errs.iter().all(|e| matches!(e, SlotError::NoMagic)) => {
-                Err(ArrayError::BadMember(format!("{who}: no mosaic superblock (not a member of any array)")))
-            }
-            None => {
-                let why: Vec<String> = errs
-                    .iter()
-                    .filter_map(|e| match e {
-                        SlotError::Corrupt(s) => Some(s.clone()),
-                        SlotError::NoMagic => None,
-                    })
-                    .collect();
-                Err(ArrayError::BadMember(format!("{who}: corrupt superblock: {}", why.join("; "))))
-            }
+            Err(LabelError::None) => Err(ArrayError::BadMember(format!("{who}: no mosaic superblock (not a member of any array)"))),
+            Err(LabelError::Corrupt(why)) => Err(bad(why)),
         }
     }
 
@@ -229,9 +224,27 @@ impl Superblock {
     }
 }
 
-/// Why one slot could not be used.
-#[derive(Debug)]
-pub enum SlotError {
-    NoMagic,
-    Corrupt(String),
+/// Whether `m` starts with the superblock magic of a format before the
+/// one member label (pre-release; not opened, but named as such).
+fn old_format(m: &dyn Member) -> bool {
+    let mut b = [0u8; 8];
+    m.read_at(&mut b, 0).is_ok() && &b == b"MOSAICSB"
+}
+
+/// What the label's policy blob holds for a fixed array: everything of
+/// [`Superblock`] that is not a shared label field.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FixedPolicy {
+    format_version: u32,
+    role: MemberRole,
+    geometry: Geometry,
+    member_data_size: u64,
+    data_offset: u64,
+    state: ArrayState,
+    member_states: Vec<MemberState>,
+    member_paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    journal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    home: Option<String>,
 }

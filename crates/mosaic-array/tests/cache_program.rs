@@ -43,7 +43,7 @@ impl Rig {
     fn exec(&mut self, steps: Vec<Step>) -> Vec<Program> {
         let mut ran = Vec::new();
         for st in steps {
-            let p = self.cache.lower(&st, None).unwrap();
+            let p = self.cache.lower(&st, false).unwrap();
             assert_eq!(ops(&p, Dir::Read), st.sp.reads);
             assert_eq!(ops(&p, Dir::Write), st.sp.writes);
             let kept = self.exec.run(&p, Client::None, None).unwrap();
@@ -158,17 +158,16 @@ fn counting_mode_lowers_the_programs_byte_mode_runs() {
                 let steps = r.cache.flush_steps(&h).unwrap();
                 r.exec(steps).into_iter().map(as_counted).collect()
             };
-            let lowered: Vec<Program> = counted.flush_steps(&h).unwrap().iter().map(|st| counted.lower(st, None).unwrap()).collect();
+            let lowered: Vec<Program> = counted.flush_steps(&h).unwrap().iter().map(|st| counted.lower(st, false).unwrap()).collect();
             assert!(lowered == ran, "{what}: flush programs differ");
         }
     }
 }
 
-/// A step that keeps its code logs the parity-row mark it is given, and
+/// A step that keeps its code logs a resync mark of its row, and
 /// keeps the code buffer; a step that writes its code does neither.
 #[test]
 fn a_kept_code_is_marked_and_kept() {
-    const MARK: usize = 77;
     for p in CachePolicy::ALL {
         let mut r = Rig::new("raid5", 5, p, 1);
         let mut seen = 0;
@@ -176,8 +175,8 @@ fn a_kept_code_is_marked_and_kept() {
         for (off, data) in (0..12u64).map(|i| ((i * 3 % 8) * U, vec![i as u8 + 1; U as usize])) {
             let steps = r.cache.write_steps(off, data.len() as u64, Some(&data), &r.h.clone()).unwrap();
             for st in steps {
-                let prog = r.cache.lower(&st, Some(MARK)).unwrap();
-                let marks: Vec<(usize, u64)> = prog
+                let prog = r.cache.lower(&st, true).unwrap();
+                let marks: Vec<mosaic_core::Mark> = prog
                     .phases
                     .iter()
                     .flat_map(|ph| match ph {
@@ -186,7 +185,7 @@ fn a_kept_code_is_marked_and_kept() {
                     })
                     .collect();
                 let keeps = matches!(st.recipe, mosaic_core::cache::Recipe::Parity { keep: true, .. });
-                assert_eq!(marks, if keeps { vec![(MARK, st.sp.stripe)] } else { vec![] }, "{p:?}");
+                assert_eq!(marks, if keeps { vec![mosaic_core::Mark::Resync { row: st.sp.stripe }] } else { vec![] }, "{p:?}");
                 assert_eq!(prog.keep.len(), keeps as usize, "{p:?}");
                 seen += keeps as usize;
                 let kept = r.exec.run(&prog, Client::None, None).unwrap();

@@ -7,7 +7,7 @@
 //! (acknowledged from a drive's volatile cache: their images are taken
 //! from before those writes) while the journal, synced, kept them.  For
 //! every record position i and three kinds of damage (a payload byte, the
-//! magic, the op count), record i is corrupted and the array reopened:
+//! frame magic, the frame's payload length), record i is corrupted and the array reopened:
 //! every block must hold its newest acknowledged bytes, unless it is a
 //! block of a record the replay report names (with its stripe, or
 //! "unknown") and the array warns about.
@@ -89,10 +89,11 @@ fn mem(name: &str, bytes: &[u8]) -> Arc<dyn Member> {
 enum Damage {
     /// One byte in the middle of the record (its payload).
     Payload,
-    /// The record magic: the op table still tells where it wrote.
+    /// The frame magic: the entry table still tells where it wrote.
     Magic,
-    /// The op count: where it wrote is unknown.
-    OpCount,
+    /// The payload length in the frame header (bytes 16..20): the entry
+    /// table no longer adds up to it, so where it wrote is unknown.
+    Length,
 }
 
 /// Corrupt record `i` of a copy of the crashed journal and reopen; the
@@ -103,7 +104,7 @@ fn reopen_damaged(c: &Crashed, i: usize, d: Damage) -> (Array, Vec<Arc<dyn Membe
     let at = match d {
         Damage::Payload => (c.starts[i] + end) / 2,
         Damage::Magic => c.starts[i],
-        Damage::OpCount => c.starts[i] + 16,
+        Damage::Length => c.starts[i] + 16,
     } as usize;
     journal[at] ^= 0x5a;
     let mems: Vec<Arc<dyn Member>> = c.members.iter().enumerate().map(|(k, b)| mem(&format!("m{k}"), b)).collect();
@@ -133,10 +134,10 @@ fn check_case(c: &Crashed, i: usize, d: Damage, lost: usize) -> usize {
         assert!(rep.damaged.is_empty(), "{what}: {rep:?}");
         assert_eq!(rep.tail.as_ref().map(|t| t.seq), Some(seq), "{what}: {rep:?}");
     }
-    // Where the op table survives, the report has the record's stripes.
+    // Where the entry table survives, the report has the record's stripes.
     let own: BTreeSet<u64> = (0..c.versions.len()).filter(|&b| c.versions[b].iter().any(|v| v.0 == i)).map(|b| b as u64 / c.data).collect();
     match d {
-        Damage::OpCount => assert_eq!(named(&rep, seq), Some(None), "{what}: {rep:?}"),
+        Damage::Length => assert_eq!(named(&rep, seq), Some(None), "{what}: {rep:?}"),
         _ => assert_eq!(named(&rep, seq), Some(Some(own.clone())), "{what}: {rep:?}"),
     }
     // The warning, as the user sees it.
@@ -180,7 +181,7 @@ fn kill_nine_then_any_record_damaged() {
         let seed = seed as u64;
         let c = crashed_run(level, n, seed, 0);
         for i in 0..WRITES {
-            for d in [Damage::Payload, Damage::Magic, Damage::OpCount] {
+            for d in [Damage::Payload, Damage::Magic, Damage::Length] {
                 let reported = check_case(&c, i, d, 0);
                 if i + 1 < WRITES {
                     assert_eq!(reported, 0, "{level} record {i} {d:?}: a damaged record in the middle rolled blocks back");
@@ -199,7 +200,7 @@ fn power_cut_then_any_record_damaged() {
     for seed in 0..3 {
         let c = crashed_run(["raid5", "raid6", "rs:3+2"][seed as usize], [5, 6, 5][seed as usize], seed + 10, 4);
         for i in 0..WRITES {
-            for d in [Damage::Payload, Damage::Magic, Damage::OpCount] {
+            for d in [Damage::Payload, Damage::Magic, Damage::Length] {
                 reported += check_case(&c, i, d, 4);
             }
         }

@@ -1,15 +1,17 @@
-//! The fixed-array decoders never panic: the superblock, the journal header
-//! and journal records (alone and as `Journal::open` reads them from a
-//! device), on random bytes and on valid encodings with bytes flipped or
-//! cut short — with checksums left wrong, and made right again so that
-//! the checks behind them are reached.  `Ok` or a clear error, always.
+//! The fixed-array decoders never panic: the superblock (a member label of
+//! `mosaic_format` with the fixed kind's policy blob), the journal header
+//! and journal records with their entry tables (alone and as
+//! `Journal::open` reads them from a device), on random bytes and on valid
+//! encodings with bytes flipped or cut short — with checksums left wrong,
+//! and made right again so that the checks behind them are reached.  `Ok`
+//! or a clear error, always.
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use uuid::Uuid;
 
-use mosaic_array::journal::{decode_header, decode_op_table, decode_record, encode_record, Journal, HEADER_BYTES, MIN_JOURNAL};
+use mosaic_array::journal::{decode_entry_table, decode_header, decode_record, encode_header, encode_record, Entry, Journal, HEADER_BYTES, MIN_JOURNAL};
 use mosaic_array::{Array, CreateOptions, Superblock, DATA_OFFSET};
 use mosaic_dev::{MemMember, Member};
 
@@ -20,29 +22,38 @@ fn superblock() -> Superblock {
     Array::create_on(mems, &o, true).unwrap().superblock()
 }
 
-/// Make a superblock slot's checksum right again (it covers the first 16
-/// bytes and the payload whose length they give).
-fn reseal_superblock(b: &mut [u8]) {
-    if b.len() < 20 {
+/// Make a frame's checksum right again (it covers the first 20 bytes and
+/// the payload whose length they give, as much of it as `b` holds).
+fn reseal_frame(b: &mut [u8]) {
+    if b.len() < 24 {
         return;
     }
-    let len = (u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize).min(b.len() - 20);
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..16]), &b[20..20 + len]);
-    b[16..20].copy_from_slice(&crc.to_le_bytes());
+    let len = (u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize).min(b.len() - 24);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), &b[24..24 + len]);
+    b[20..24].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Make a journal record's checksum right again for the lengths its
-/// header claims (when they fit `b`).
+/// Make a journal record's checksums right again: its entry table's (for
+/// the entry count it claims, when the table fits `b`) and its frame's.
 fn reseal_record(b: &mut [u8]) {
-    if b.len() < 32 {
-        return;
+    if b.len() >= 32 {
+        let count = u32::from_le_bytes(b[24..28].try_into().unwrap()) as u64;
+        let end = 32 + count * 24;
+        if end <= b.len() as u64 {
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&b[24..28]), &b[32..end as usize]);
+            b[28..32].copy_from_slice(&crc.to_le_bytes());
+        }
     }
-    let nops = u32::from_le_bytes(b[16..20].try_into().unwrap()) as u64;
-    let payload = u64::from_le_bytes(b[20..28].try_into().unwrap());
-    let raw = 32 + nops * 16;
-    let Some(raw) = raw.checked_add(payload).filter(|&r| r <= b.len() as u64) else { return };
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..28]), &b[32..raw as usize]);
-    b[28..32].copy_from_slice(&crc.to_le_bytes());
+    reseal_frame(b);
+}
+
+/// A frame header of `kind` over `b`'s first 24 bytes (magic, version).
+fn frame_head(b: &mut [u8], kind: u16) {
+    if b.len() >= 8 {
+        b[..4].copy_from_slice(b"MOSF");
+        b[4..6].copy_from_slice(&1u16.to_le_bytes());
+        b[6..8].copy_from_slice(&kind.to_le_bytes());
+    }
 }
 
 fn flip(b: &mut [u8], flips: &[(usize, u8)]) {
@@ -63,7 +74,13 @@ fn journal_with_records() -> (Arc<MemMember>, Uuid, Vec<u64>) {
     for i in 0..5u8 {
         starts.push(HEADER_BYTES + j.used());
         let d = vec![i; 1000 + 700 * i as usize];
-        j.try_append(&[(i as usize, 4096 * i as u64, &d), (5, 0, &d[..100])]).unwrap().unwrap();
+        let entries = [
+            Entry::Device { member: i as usize, offset: 4096 * i as u64, data: &d[..] },
+            Entry::Device { member: 5, offset: 0, data: &d[..100] },
+            Entry::Resync { row: i as u64 },
+            Entry::Logical { offset: 512, data: &d[..200] },
+        ];
+        j.try_append(&entries).unwrap().unwrap();
     }
     j.sync_to(5).unwrap();
     (dev, id, starts)
@@ -81,19 +98,21 @@ fn superblock_geometry_overflow_is_a_clear_error() {
 
 #[test]
 fn resealed_nonsense_is_a_clear_error() {
-    // A record whose op table overruns its payload, checksum made right.
-    let mut r = encode_record(3, &[(1, 0, &[9u8; 600])]);
-    r[44..48].copy_from_slice(&5000u32.to_le_bytes());
+    // A record whose entry claims more bytes than its payload holds,
+    // checksums made right.
+    let mut r = encode_record(3, &[Entry::Device { member: 1, offset: 0, data: &[9u8; 600] }]);
+    r[48..56].copy_from_slice(&5000u64.to_le_bytes());
     reseal_record(&mut r);
-    assert_eq!(decode_record(&r).unwrap_err(), "journal record op table disagrees with its payload length");
-    assert_eq!(decode_op_table(&r), None);
+    assert_eq!(decode_record(&r).unwrap_err(), "journal record entry table disagrees with its payload length");
+    assert_eq!(decode_entry_table(&r), None);
+    // An entry of an unknown type.
+    let mut r = encode_record(3, &[Entry::Resync { row: 2 }]);
+    r[32] = 9;
+    reseal_record(&mut r);
+    assert!(decode_record(&r).unwrap_err().contains("unknown type 9"));
     // A journal header naming a checkpoint at the end of the sequence space.
     let (dev, id, _) = journal_with_records();
-    let mut h = vec![0u8; 48];
-    dev.read_at(&mut h, 0).unwrap();
-    h[36..44].copy_from_slice(&u64::MAX.to_le_bytes());
-    let crc = crc32c::crc32c(&h[0..44]);
-    h[44..48].copy_from_slice(&crc.to_le_bytes());
+    let h = encode_header(id, dev.size(), u64::MAX);
     dev.write_at(&h, 0).unwrap();
     let e = Journal::open(dev.clone(), id).err().unwrap().to_string();
     assert!(e.ends_with(&format!("corrupt journal header (impossible checkpoint sequence {})", u64::MAX)), "{e}");
@@ -104,10 +123,9 @@ proptest! {
     #[test]
     fn superblock_random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..600), magic in any::<bool>()) {
         let mut b = b;
-        if magic && b.len() >= 12 {
-            b[..8].copy_from_slice(b"MOSAICSB");
-            b[8..12].copy_from_slice(&2u32.to_le_bytes());
-            reseal_superblock(&mut b);
+        if magic {
+            frame_head(&mut b, 0x0200);
+            reseal_frame(&mut b);
         }
         let _ = Superblock::decode(&b);
     }
@@ -121,7 +139,7 @@ proptest! {
         let mut b = superblock().encode().unwrap();
         flip(&mut b[..200], &flips);
         if sealed {
-            reseal_superblock(&mut b);
+            reseal_frame(&mut b);
         }
         let _ = Superblock::decode(&b);
         let _ = Superblock::decode(&b[..cut % (b.len() + 1)]);
@@ -130,14 +148,22 @@ proptest! {
     #[test]
     fn journal_headers_never_panic(
         b in proptest::collection::vec(any::<u8>(), 0..64),
-        flips in proptest::collection::vec((0usize..48, any::<u8>()), 1..4),
-        cut in 0usize..49,
+        flips in proptest::collection::vec((0usize..52, any::<u8>()), 1..4),
+        cut in 0usize..53,
+        sealed in any::<bool>(),
     ) {
+        let mut b = b;
+        let _ = decode_header(&b);
+        frame_head(&mut b, 0x0100);
+        reseal_frame(&mut b);
         let _ = decode_header(&b);
         let (dev, _, _) = journal_with_records();
-        let mut h = vec![0u8; 48];
+        let mut h = vec![0u8; 52];
         dev.read_at(&mut h, 0).unwrap();
         flip(&mut h, &flips);
+        if sealed {
+            reseal_frame(&mut h);
+        }
         let _ = decode_header(&h);
         let _ = decode_header(&h[..cut]);
     }
@@ -150,22 +176,28 @@ proptest! {
         sealed in any::<bool>(),
     ) {
         let mut rnd = b;
-        if rnd.len() >= 8 {
-            rnd[..8].copy_from_slice(b"MJRECORD");
-            reseal_record(&mut rnd);
-        }
+        frame_head(&mut rnd, 0x0101);
+        reseal_record(&mut rnd);
         let _ = decode_record(&rnd);
-        let _ = decode_op_table(&rnd);
-        let mut r = encode_record(4, &[(0, 4096, &[1u8; 700]), (3, 0, &[2u8; 300])]);
+        let _ = decode_entry_table(&rnd);
+        let entries = [
+            Entry::Device { member: 0, offset: 4096, data: &[1u8; 700][..] },
+            Entry::Device { member: 3, offset: 0, data: &[2u8; 300][..] },
+            Entry::Resync { row: 5 },
+            Entry::Logical { offset: 8192, data: &[3u8; 100][..] },
+        ];
+        let mut r = encode_record(4, &entries);
         flip(&mut r, &flips);
         if sealed {
             reseal_record(&mut r);
         }
         for b in [&r[..], &r[..cut % (r.len() + 1)]] {
-            if let Ok((_, ops, len)) = decode_record(b) {
-                prop_assert!(len as usize >= ops.iter().map(|o| o.data.len()).sum::<usize>());
+            if let Ok((_, es, len)) = decode_record(b) {
+                prop_assert!(len as usize >= es.iter().map(|e| e.bytes().len()).sum::<usize>());
             }
-            let _ = decode_op_table(b);
+            if let Some(es) = decode_entry_table(b) {
+                prop_assert!(es.len() <= b.len() / 24, "{} entries from {} bytes", es.len(), b.len());
+            }
         }
     }
 
@@ -197,7 +229,7 @@ proptest! {
                 let mut r = vec![0u8; 8192];
                 dev.read_at(&mut r, starts[rec]).unwrap();
                 reseal_record(&mut r);
-                dev.write_at(&r[..32], starts[rec]).unwrap();
+                dev.write_at(&r, starts[rec]).unwrap();
             }
         }
         if let Ok((_, log)) = Journal::open(dev.clone(), id) {

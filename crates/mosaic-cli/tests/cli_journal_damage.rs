@@ -61,7 +61,7 @@ fn damage_record(dir: &Path, i: usize) -> u64 {
     let mut j = fs::read(&jp).unwrap();
     let recs = records(&j);
     let (at, seq) = recs[i];
-    // Past the header and the op table of these small records: payload.
+    // Past the header and the entry table of these small records: payload.
     j[at + 600] ^= 0x5a;
     fs::write(&jp, &j).unwrap();
     seq

@@ -215,6 +215,16 @@ fn other_outputs_are_guarded_too() {
         assert!(e.starts_with(&format!("error: {} is a directory holding an array (", a.display())), "{e}");
     }
     assert_eq!(snapshot(&a), before, "a refused output changed the array");
+    // A member or journal of an older mosaic format is refused too.
+    for (at, magic) in [(0, b"MOSAICSB"), (65536, b"MOSAICSB"), (0, b"MOSAICJL"), (0, b"MOSAICZD")] {
+        let old = t.path().join("old.img");
+        let mut b = vec![0u8; 1 << 20];
+        b[at..at + 8].copy_from_slice(magic);
+        fs::write(&old, &b).unwrap();
+        let e = fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--plot", s(&old)]);
+        assert_eq!(e.trim_end(), format!("error: {} is an array of an older mosaic format; use --force to overwrite it", old.display()));
+        assert!(fs::read(&old).unwrap() == b, "a refused output changed the old array");
+    }
     // A plain file is fine.
     let plot = t.path().join("plot.svg");
     ok(&["replay", "--synthetic", "randwrite", "--count", "10", "--plot", s(&plot)]);

@@ -100,7 +100,7 @@ use crate::health::Health;
 use crate::layout::{FixedLayout, Layout};
 use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
 use crate::planner::WritePolicy;
-use crate::program::{Buf, Combine, Io, Phase, Program, Ref};
+use crate::program::{Buf, Combine, Io, Mark, Phase, Program, Ref};
 use crate::PlanError;
 
 /// Which parity cache runs behind the write cache.
@@ -942,18 +942,18 @@ impl CachedArray {
     /// Lower steps that need no commit between them (counting mode: no
     /// code is stored, so lowering is the same at any point).
     fn lower_all(&self, steps: &[Step]) -> Result<Vec<Program>, PlanError> {
-        steps.iter().map(|st| self.lower(st, None)).collect()
+        steps.iter().map(|st| self.lower(st, false)).collect()
     }
 
     /// The one program that carries out `step`: its reads, the code
     /// computed as GF(2^8) combinations, its writes journaled.  A step
     /// that keeps its code in the parity cache keeps the code buffer
-    /// ([`Program::keep`]) and, with `parity_mark`, logs the journal mark
-    /// `(parity_mark, stripe)` beside its writes (the row's code on the
+    /// ([`Program::keep`]) and, with `resync`, logs the journal mark
+    /// [`Mark::Resync`] of its row beside its writes (the row's code on the
     /// drives goes stale).  In byte mode lower each step right before it
     /// runs, after the previous step's [`CachedArray::commit`]: a step may
     /// start from the code an earlier one stored.
-    pub fn lower(&self, step: &Step, parity_mark: Option<usize>) -> Result<Program, PlanError> {
+    pub fn lower(&self, step: &Step, resync: bool) -> Result<Program, PlanError> {
         let one = || Plan { stripes: vec![step.sp.clone()] };
         match &step.recipe {
             Recipe::Direct { input } => self.layout.math.write_program_from(&one(), input.clone()),
@@ -972,7 +972,7 @@ impl CachedArray {
                 let terms = b.terms(terms)?;
                 b.combines(self.layout.math.code()?, m, &base, &terms);
                 b.writes(&step.sp, k)?;
-                let marks = parity_mark.filter(|_| *keep).map(|kind| (kind, *stripe)).into_iter().collect();
+                let marks = if resync && *keep { vec![Mark::Resync { row: *stripe }] } else { vec![] };
                 Ok(b.finish(*keep, marks))
             }
         }
@@ -1103,7 +1103,7 @@ impl ParityBuilder {
 
     /// Reads, computation, journaled writes (with `marks`); the code
     /// buffer kept when `keep`.
-    fn finish(mut self, keep: bool, marks: Vec<(usize, u64)>) -> Program {
+    fn finish(mut self, keep: bool, marks: Vec<Mark>) -> Program {
         if !self.reads.is_empty() {
             self.p.phases.push(Phase::Read(self.reads));
         }

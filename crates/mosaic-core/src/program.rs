@@ -126,13 +126,22 @@ pub enum Phase {
     Read(Vec<Io>),
     /// Device writes; with `journal`, the executor logs them (and `marks`,
     /// policy records the journal keeps beside them) before issuing any.
-    Write { ops: Vec<Io>, journal: bool, marks: Vec<(usize, u64)> },
+    Write { ops: Vec<Io>, journal: bool, marks: Vec<Mark> },
     Compute(Vec<Combine>),
     /// Make completed writes on these members durable (lane 0).
     Flush(Vec<usize>),
     /// Reset zones: ops of role [`Role::ZoneReset`], `offset` the zone's
     /// first byte, `len` 0 (lane 0).
     Reset(Vec<DevOp>),
+}
+
+/// A policy record that a journaled write phase logs beside its writes,
+/// for replay after a crash to act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Stripe row `row`'s code on the members goes stale (a parity cache
+    /// keeps the current code): replay recomputes it from the row's data.
+    Resync { row: u64 },
 }
 
 impl Phase {

@@ -36,7 +36,7 @@ impl Rig {
     /// exactly its plan's device operations.
     fn exec(&mut self, steps: Vec<Step>) {
         for st in steps {
-            let p = self.cache.lower(&st, None).unwrap();
+            let p = self.cache.lower(&st, false).unwrap();
             let ops = |d: Dir| p.io().filter(|(x, _)| *x == d).flat_map(|(_, ios)| ios.iter().map(|io| io.op)).collect::<Vec<_>>();
             assert_eq!(ops(Dir::Read), st.sp.reads);
             assert_eq!(ops(Dir::Write), st.sp.writes);

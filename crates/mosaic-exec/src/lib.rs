@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, OpCounts, Phase, Program};
+use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program};
 use mosaic_dev::Member;
 
 mod slots;
@@ -83,9 +83,10 @@ impl<T> Held for T {}
 /// Where a write phase marked `journal` is logged before any of its writes
 /// is issued.
 pub trait JournalHook: Sync {
-    /// Log `writes` (member, offset, bytes) and `marks` durably.  The
-    /// returned value is held until the writes complete.
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String>;
+    /// Log `writes` (member, offset, bytes) and `marks` (the policy's
+    /// records for replay) durably.  The returned value is held until the
+    /// writes complete.
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
 }
 
 /// A policy's side of [`Executor::submit`]: plan against the current

@@ -1,7 +1,7 @@
 use std::io;
 use std::sync::Arc;
 
-use mosaic_core::{Buf, Combine, DevOp, Io, Method, Phase, Program, Ref, Role};
+use mosaic_core::{Buf, Combine, DevOp, Io, Mark, Method, Phase, Program, Ref, Role};
 use mosaic_dev::{FaultyMember, MemMember, Member};
 use proptest::prelude::*;
 
@@ -80,17 +80,20 @@ fn reads_land_in_the_client_buffer_and_decode_is_a_combination() {
     assert!(buf[4096..].iter().all(|&x| x == 1 ^ 3));
 }
 
-struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>);
+/// Logs where writes go, and the marks beside them.
+#[derive(Default)]
+struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>, parking_lot::Mutex<Vec<Mark>>);
 impl JournalHook for Log {
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], _marks: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         self.0.lock().extend(writes.iter().map(|(o, b)| (o.member, o.offset, b.len())));
+        self.1.lock().extend_from_slice(marks);
         Ok(Box::new(()))
     }
 }
 
 struct Refuse;
 impl JournalHook for Refuse {
-    fn log<'a>(&'a self, _: &[(DevOp, &[u8])], _: &[(usize, u64)]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, _: &[(DevOp, &[u8])], _: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         Err("journal full".into())
     }
 }
@@ -99,9 +102,14 @@ impl JournalHook for Refuse {
 fn a_journaled_phase_is_logged_first_and_a_refused_log_writes_nothing() {
     let ms = mems(3);
     let ex = exec_on(&ms);
-    let log = Log(Default::default());
-    ex.run(&rmw(0, 2, 0), Client::In(&[7u8; 4096]), Some(&log)).unwrap();
+    let log = Log::default();
+    let mut p = rmw(0, 2, 0);
+    if let Some(Phase::Write { marks, .. }) = p.phases.last_mut() {
+        marks.push(Mark::Resync { row: 0 });
+    }
+    ex.run(&p, Client::In(&[7u8; 4096]), Some(&log)).unwrap();
     assert_eq!(*log.0.lock(), vec![(0, 0, 4096), (2, 0, 4096)]);
+    assert_eq!(*log.1.lock(), vec![Mark::Resync { row: 0 }], "marks reach the journal beside the writes");
     let err = ex.run(&rmw(0, 2, 4096), Client::In(&[9u8; 4096]), Some(&Refuse)).unwrap_err();
     assert!(matches!(err, ExecError::Journal(_)));
     assert!(peek(&ms[0], 4096, 4096).iter().all(|&x| x == 0), "nothing written after a refused log");

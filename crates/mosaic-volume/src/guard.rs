@@ -2,14 +2,21 @@
 //! opens a file for writing, so no command overwrites another array's
 //! member or journal by accident.
 //!
+//! Everything is recognised through the one on-disk format
+//! ([`mosaic_format`]):
+//!
 //! ```text
-//!   regular file / block device      the first two superblock slots read, nothing written
-//!     "MOSAICSB" at a slot start     member i of fixed array U (the newest valid slot;
-//!                                    slot 1 at SLOT_SIZE, or at 4096 in format 1)
-//!     "MOSAICJL" at 0                the journal of array U
-//!     "MOSAICDV" at 0                member i of DVS array U (a zoned block device)
-//!     "MOSAICZD" at 0                an emulated zoned drive file; with "MOSAICDV"
-//!                                    at 4096 (its device byte 0): member i of DVS array U
+//!   regular file / block device      the first 4 KiB + LABEL_AREA read, nothing written
+//!     a label (slot 0 or 1)          kind "fixed": member i of array U
+//!                                    kind "dvs":   member i of DVS array U
+//!     frame kind JOURNAL_HEADER at 0 the journal of array U (mosaic_array's decoder)
+//!     frame kind ZONED_HEADER at 0   an emulated zoned drive file; a label at 4096
+//!                                    (its device byte 0): member i of DVS array U
+//!     a label or frame that does     damaged (still refused without --force)
+//!       not decode
+//!     "MOSAICSB" at 0/4096/64 KiB,   an array of an older mosaic format (refused
+//!     "MOSAICJL", "MOSAICDV",        without --force, never opened)
+//!     "MOSAICZD" at 0
 //!   directory                        holds an array when a file directly in it (or in
 //!                                    its cda-I subdirectories) carries one of the above
 //!   character device, FIFO, socket,  nothing (never read: reading a FIFO would take
@@ -22,21 +29,19 @@ use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use mosaic_array::superblock::{Superblock, SLOT_SIZE};
+use mosaic_format::frame::{self, FRAME_MAGIC, KIND_JOURNAL_HEADER, KIND_ZONED_HEADER};
+use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
 
 use crate::{Result, VolumeError};
 
-const FIXED_MAGIC: &[u8; 8] = b"MOSAICSB";
-const JOURNAL_MAGIC: &[u8; 8] = b"MOSAICJL";
-const DVS_MAGIC: &[u8; 8] = b"MOSAICDV";
-const ZONED_MAGIC: &[u8; 8] = b"MOSAICZD";
-/// The zone header of an emulated zoned drive file: its device byte 0
-/// (where a DVS superblock lives) is this far into the file.
+/// Magics of the formats before the one frame codec: a fixed member's
+/// superblock, a journal, a DVS member, an emulated zoned drive.
+const OLD_MAGICS: [&[u8; 8]; 4] = [b"MOSAICSB", b"MOSAICJL", b"MOSAICDV", b"MOSAICZD"];
+/// Where old fixed-member superblock slots started (both old versions).
+const OLD_SLOTS: [usize; 3] = [0, 4096, 64 << 10];
+/// The header of an emulated zoned drive file: its device byte 0 (where a
+/// DVS member's label lives) is this far into the file.
 const ZONED_HEADER: usize = 4096;
-/// Where format 1 (4 KiB slots) put superblock slot 1.
-const V1_SLOT1: usize = 4096;
-/// Where the journal header keeps its array's UUID.
-const JOURNAL_UUID: std::ops::Range<usize> = 12..28;
 
 /// What a path carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +57,11 @@ pub enum Carries {
     /// An emulated zoned drive file without a DVS superblock (e.g. a
     /// replacement not yet rebuilt).
     ZonedFile,
-    /// A mosaic superblock that does not decode.
+    /// A mosaic label, journal header or zoned-drive header that does not
+    /// decode.
     Damaged,
+    /// A member, journal or zoned drive of an older mosaic format.
+    OldFormat,
     /// A directory holding (part of) an array: what its file `entry` carries.
     Dir { entry: String, inner: Box<Carries> },
 }
@@ -87,6 +95,7 @@ impl fmt::Display for Carries {
             Carries::DvsMember { array, index } => write!(f, "member {index} of DVS array {array}"),
             Carries::ZonedFile => write!(f, "an emulated zoned drive (a DVS member file)"),
             Carries::Damaged => write!(f, "a member of an array with a damaged mosaic superblock"),
+            Carries::OldFormat => write!(f, "an array of an older mosaic format"),
             Carries::Dir { entry, inner } => write!(f, "a directory holding an array ({entry} is {inner})"),
         }
     }
@@ -97,8 +106,9 @@ pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// What `path` carries.  Reads at most two superblock slots of a regular file or block
-/// device and never writes; a path that does not exist carries nothing.
+/// What `path` carries.  Reads at most a zone header and two label slots
+/// of a regular file or block device and never writes; a path that does
+/// not exist carries nothing.
 pub fn identify(path: &Path) -> Result<Carries> {
     if is_stdio(path) {
         return Ok(Carries::Nothing);
@@ -121,50 +131,70 @@ pub fn identify(path: &Path) -> Result<Carries> {
 
 /// What the first bytes of a file say it is.
 pub fn identify_bytes(head: &[u8]) -> Carries {
+    if label::has_label(head) {
+        return member(head);
+    }
+    match frame_kind(head) {
+        Some(KIND_JOURNAL_HEADER) => journal(head),
+        Some(KIND_ZONED_HEADER) => zoned(head),
+        Some(_) => Carries::Damaged,
+        None if old_format(head) => Carries::OldFormat,
+        None => Carries::Nothing,
+    }
+}
+
+/// The kind of the frame at `head`'s byte 0, if one starts there.
+fn frame_kind(head: &[u8]) -> Option<u16> {
+    let h = head.get(..8).filter(|h| h[0..4] == FRAME_MAGIC)?;
+    Some(u16::from_le_bytes([h[6], h[7]]))
+}
+
+/// Whether `head` carries a magic of an older mosaic format.
+fn old_format(head: &[u8]) -> bool {
     let at = |off: usize, magic: &[u8; 8]| head.get(off..off + 8) == Some(&magic[..]);
-    if slot_starts().any(|off| at(off, FIXED_MAGIC)) {
-        return fixed_member(head);
-    }
-    if at(0, JOURNAL_MAGIC) {
-        return match head.get(JOURNAL_UUID) {
-            Some(b) => Carries::Journal { array: uuid_text(b) },
-            None => Carries::Damaged,
-        };
-    }
-    if at(0, DVS_MAGIC) {
-        return dvs_member(head);
-    }
-    if at(0, ZONED_MAGIC) {
-        return match head.get(ZONED_HEADER..) {
-            Some(dev) if dev.starts_with(DVS_MAGIC) => dvs_member(dev),
-            _ => Carries::ZonedFile,
-        };
-    }
-    Carries::Nothing
+    OLD_SLOTS.iter().any(|&o| at(o, OLD_MAGICS[0])) || OLD_MAGICS.iter().any(|m| at(0, m))
 }
 
-/// Where superblock slots may start (both formats).
-fn slot_starts() -> impl Iterator<Item = usize> {
-    [0, V1_SLOT1, SLOT_SIZE as usize].into_iter()
-}
-
-/// The newest valid superblock slot of a fixed-array member.
-fn fixed_member(head: &[u8]) -> Carries {
-    let best = slot_starts()
-        .filter_map(|off| head.get(off..))
-        .filter_map(|b| Superblock::decode(&b[..b.len().min(SLOT_SIZE as usize)]).ok())
-        .max_by_key(|sb| sb.events);
-    match best {
-        Some(sb) => Carries::Member { array: sb.array_uuid.to_string(), index: sb.member_index },
-        None => Carries::Damaged,
+/// The member whose label `dev` (a device's first bytes) carries.
+fn member(dev: &[u8]) -> Carries {
+    let read = label::read_label(dev.len() as u64, &mut |buf, off| {
+        let src = usize::try_from(off).ok().and_then(|o| dev.get(o..o.checked_add(buf.len())?));
+        let src = src.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    });
+    match read {
+        Ok(Ok(l)) => labelled(&l),
+        Ok(Err(LabelError::None | LabelError::Corrupt(_))) | Err(_) => Carries::Damaged,
     }
 }
 
-/// A DVS superblock at the start of `dev` (the member's device byte 0).
-fn dvs_member(dev: &[u8]) -> Carries {
-    match mosaic_dvs::meta::Superblock::decode(dev) {
-        Ok(sb) => Carries::DvsMember { array: format!("{:016x}", sb.uuid), index: sb.member },
+/// What a valid label says its device is.
+fn labelled(l: &Label) -> Carries {
+    let (array, index) = (l.array_uuid.to_string(), l.member_index);
+    match l.kind.as_str() {
+        "dvs" => Carries::DvsMember { array, index },
+        _ => Carries::Member { array, index },
+    }
+}
+
+/// A journal header at byte 0, decoded by the journal's own decoder.
+fn journal(head: &[u8]) -> Carries {
+    match mosaic_array::journal::decode_header(head) {
+        Ok(h) => Carries::Journal { array: h.array.to_string() },
         Err(_) => Carries::Damaged,
+    }
+}
+
+/// An emulated zoned drive file: a DVS member when its device (from file
+/// byte [`ZONED_HEADER`]) carries a label.
+fn zoned(head: &[u8]) -> Carries {
+    if !matches!(frame::decode(head), Ok(Some(_))) {
+        return Carries::Damaged;
+    }
+    match head.get(ZONED_HEADER..) {
+        Some(dev) if label::has_label(dev) => member(dev),
+        _ => Carries::ZonedFile,
     }
 }
 
@@ -195,20 +225,14 @@ fn identify_dir(dir: &Path) -> Result<Carries> {
     Ok(Carries::Nothing)
 }
 
-/// The first bytes of a file that can say what it is: both superblock
-/// slots, or a zone header and the DVS superblock after it (fewer when
-/// the file is shorter).
+/// The first bytes of a file that can say what it is: a zone header and
+/// the two label slots after it (fewer when the file is shorter).
 fn read_head(path: &Path) -> Result<Vec<u8>> {
     let f = File::open(path).map_err(|e| io_err(path, e))?;
-    let len = (2 * SLOT_SIZE).max(2 * ZONED_HEADER as u64);
+    let len = ZONED_HEADER as u64 + LABEL_AREA;
     let mut head = Vec::with_capacity(len as usize);
     f.take(len).read_to_end(&mut head).map_err(|e| io_err(path, e))?;
     Ok(head)
-}
-
-/// A UUID stored as 16 bytes, as `mosaic info` prints it.
-fn uuid_text(b: &[u8]) -> String {
-    uuid::Uuid::from_slice(b).map(|u| u.to_string()).unwrap_or_else(|_| "(unreadable)".into())
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> VolumeError {
@@ -235,23 +259,82 @@ pub fn refusal(path: &Path, what: &Carries) -> VolumeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mosaic_format::label::SLOT_SIZE;
+    use uuid::Uuid;
+
+    fn label(kind: &str, index: usize, events: u64) -> Label {
+        Label {
+            kind: kind.into(),
+            array_uuid: Uuid::from_u128(0x1234),
+            member_uuid: Uuid::from_u128(index as u128),
+            member_index: index,
+            members: 3,
+            events,
+            member_uuids: (0..3).map(Uuid::from_u128).collect(),
+            created: 0,
+            policy: serde_json::Value::Null,
+        }
+    }
+
+    /// A device image of `len` bytes with `l` in its slot.
+    fn labelled_dev(l: &Label, len: usize) -> Vec<u8> {
+        let mut d = vec![0u8; len];
+        let b = l.encode().unwrap();
+        let at = (l.slot() * SLOT_SIZE) as usize;
+        d[at..at + b.len()].copy_from_slice(&b);
+        d
+    }
+
+    const U: &str = "00000000-0000-0000-0000-000000001234";
 
     #[test]
-    fn uuid_text_is_hyphenated() {
-        let b: Vec<u8> = (0..16).collect();
-        assert_eq!(uuid_text(&b), "00010203-0405-0607-0809-0a0b0c0d0e0f");
+    fn plain_bytes_carry_nothing() {
+        assert_eq!(identify_bytes(&[0u8; 8192]), Carries::Nothing);
+        assert_eq!(identify_bytes(b"short"), Carries::Nothing);
+        assert_eq!(identify_bytes(b"MOSF"), Carries::Nothing, "too short for a frame kind");
     }
 
     #[test]
-    fn plain_bytes_carry_nothing_and_bad_magic_is_damaged() {
-        assert_eq!(identify_bytes(&[0u8; 8192]), Carries::Nothing);
-        assert_eq!(identify_bytes(b"short"), Carries::Nothing);
-        let mut b = vec![0u8; 8192];
-        b[..8].copy_from_slice(FIXED_MAGIC);
-        assert_eq!(identify_bytes(&b), Carries::Damaged);
-        let mut z = vec![0u8; 8192];
-        z[..8].copy_from_slice(ZONED_MAGIC);
+    fn labels_name_fixed_and_dvs_members_and_a_torn_slot_is_survived() {
+        let d = labelled_dev(&label("fixed", 2, 4), LABEL_AREA as usize);
+        assert_eq!(identify_bytes(&d), Carries::Member { array: U.into(), index: 2 });
+        let mut d = labelled_dev(&label("dvs", 1, 5), LABEL_AREA as usize);
+        let older = label("dvs", 1, 4).encode().unwrap();
+        d[..older.len()].copy_from_slice(&older);
+        assert_eq!(identify_bytes(&d), Carries::DvsMember { array: U.into(), index: 1 });
+        d[SLOT_SIZE as usize + 100] ^= 1;
+        assert_eq!(identify_bytes(&d), Carries::DvsMember { array: U.into(), index: 1 }, "slot 1 torn, slot 0 read");
+        d[100] ^= 1;
+        assert_eq!(identify_bytes(&d), Carries::Damaged, "both slots damaged");
+        let d = labelled_dev(&label("fixed", 0, 2), 8192);
+        assert_eq!(identify_bytes(&d), Carries::Damaged, "a label in a file too short to hold it");
+    }
+
+    #[test]
+    fn journals_and_zoned_drives_are_frames_at_byte_0() {
+        let id = Uuid::from_u128(0x1234);
+        let mut j = mosaic_array::journal::encode_header(id, 1 << 20, 1);
+        assert_eq!(identify_bytes(&j), Carries::Journal { array: U.into() });
+        j[30] ^= 1;
+        assert_eq!(identify_bytes(&j), Carries::Damaged);
+        let mut z = frame::encode(KIND_ZONED_HEADER, 0, b"zones");
+        z.resize(ZONED_HEADER, 0);
         assert_eq!(identify_bytes(&z), Carries::ZonedFile);
-        assert_eq!(identify_bytes(&z[..100]), Carries::ZonedFile);
+        let mut with = z.clone();
+        with.extend(labelled_dev(&label("dvs", 2, 6), LABEL_AREA as usize));
+        assert_eq!(identify_bytes(&with), Carries::DvsMember { array: U.into(), index: 2 });
+        z[26] ^= 1;
+        assert_eq!(identify_bytes(&z), Carries::Damaged);
+        assert_eq!(identify_bytes(&frame::encode(0x7777, 0, b"?")), Carries::Damaged, "a frame of a kind nobody knows");
+    }
+
+    #[test]
+    fn old_formats_are_recognised_not_opened() {
+        for (at, magic) in [(0, b"MOSAICSB"), (4096, b"MOSAICSB"), (65536, b"MOSAICSB"), (0, b"MOSAICJL"), (0, b"MOSAICDV"), (0, b"MOSAICZD")] {
+            let mut b = vec![0u8; 70000];
+            b[at..at + 8].copy_from_slice(magic);
+            assert_eq!(identify_bytes(&b), Carries::OldFormat, "{} at {at}", String::from_utf8_lossy(magic));
+        }
+        assert_eq!(Carries::OldFormat.to_string(), "an array of an older mosaic format");
     }
 }
