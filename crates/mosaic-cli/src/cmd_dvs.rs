@@ -42,7 +42,7 @@ pub fn create_dvs(array: &str, level: &str, members: Option<usize>, member_size:
     } else {
         let c = &info.config;
         println!(
-            "created dvs array {:016x}: {} zoned members ({} zones of {}, {} conventional), {}+{} chunks of {}, {} SSGs, capacity {}",
+            "created dvs array {}: {} zoned members ({} zones of {}, {} conventional), {}+{} chunks of {}, {} SSGs, capacity {}",
             info.uuid,
             c.members,
             c.zones,

@@ -4,9 +4,18 @@
 //!   file:  [ header 4 KiB | zone 0 | zone 1 | ... | zone n-1 ]
 //!   zones: 0 .. c-1 conventional (random writes), c .. n-1 sequential-write-required
 //!
-//!   header: "MOSAICZD" | version u32 | zone_size u64 | zones u64 | conventional u64
-//!           | per zone: write pointer u64, state u8 | crc32c of all before it
+//!   header: a mosaic_format frame of kind KIND_ZONED_HEADER at file byte 0,
+//!           padded with zeros to the 4 KiB header block:
+//!     "MOSF" | ver | kind 0x0400 | seq 0 | len | crc32c
+//!     | zone_size u64 | zones u64 | conventional u64
+//!     | per zone: write pointer u64, condition u8
+//!
+//!   device byte 0 = file byte 4096 (the guard and DVS labels rely on it)
 //! ```
+//!
+//! The header block holds at most [`MAX_ZONES`] zones (449: 24 bytes of
+//! frame header, 24 of geometry and 9 per zone in 4096 bytes); `create`
+//! refuses more with a clear error.
 //!
 //! As on a real host-managed drive, a write to a sequential zone must start
 //! exactly at the zone's write pointer and stay inside the zone, or it fails
@@ -25,13 +34,20 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use mosaic_format::frame::{self, FrameError, KIND_ZONED_HEADER};
 use parking_lot::Mutex;
 
 use crate::Member;
 
-const MAGIC: &[u8; 8] = b"MOSAICZD";
-const VERSION: u32 = 1;
-const HEADER: u64 = 4096;
+/// Bytes of the header block at the start of the file (device byte 0 is
+/// file byte `HEADER`).
+pub const HEADER: u64 = 4096;
+/// Bytes of the header payload before the per-zone rows.
+const GEOMETRY: usize = 24;
+/// Bytes per zone in the header payload (write pointer, condition).
+const ROW: usize = 9;
+/// The most zones a header block holds.
+pub const MAX_ZONES: u64 = ((HEADER as usize - frame::HEADER_LEN - GEOMETRY) / ROW) as u64;
 
 /// Condition of a zone (ZBC terms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,11 +105,12 @@ fn bad(path: &Path, msg: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("{}: {msg}", path.display()))
 }
 
-/// magic 8 + version 4 + zone size 8 + zones 8 + conventional 8, then 9
-/// bytes per zone (write pointer, condition), then the crc; `None` when it
-/// does not fit the header block.
-fn header_len(zones: u64) -> Option<u64> {
-    zones.checked_mul(9)?.checked_add(40).filter(|&l| l <= HEADER)
+/// Payload bytes of the header of `zones` zones: geometry, then 9 bytes
+/// per zone; `None` when the frame does not fit the header block.
+fn payload_len(zones: u64) -> Option<usize> {
+    let len = zones.checked_mul(ROW as u64)?.checked_add(GEOMETRY as u64)?;
+    let len = usize::try_from(len).ok()?;
+    (frame::HEADER_LEN + len <= HEADER as usize).then_some(len)
 }
 
 /// What a zone header says.
@@ -117,34 +134,30 @@ impl ZoneHeader {
 /// Decode the header block of an emulated zoned drive, checking every
 /// field before use (what [`ZonedFile::open`] reads; public for fuzzing).
 pub fn decode_header(h: &[u8]) -> Result<ZoneHeader, String> {
-    if h.get(0..8) != Some(&MAGIC[..]) {
-        return Err("not an emulated zoned drive (no zone header)".into());
-    }
-    let u64_at = |o: usize| h.get(o..o + 8).map(|b| u64::from_le_bytes(std::array::from_fn(|i| b[i])));
-    let truncated = || format!("zone header truncated ({} bytes)", h.len());
-    let version = h.get(8..12).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(truncated)?;
-    if version != VERSION {
-        return Err(format!("unsupported zone header version {version}"));
-    }
-    let (zone_size, zones, conventional) = match (u64_at(12), u64_at(20), u64_at(28)) {
-        (Some(a), Some(b), Some(c)) => (a, b, c),
-        _ => return Err(truncated()),
+    let f = match frame::decode(h) {
+        Ok(Some(f)) if f.kind == KIND_ZONED_HEADER => f,
+        Ok(_) | Err(FrameError::BadMagic) => return Err("not an emulated zoned drive (no zone header)".into()),
+        Err(FrameError::Truncated { have, .. }) => return Err(format!("zone header truncated ({have} bytes)")),
+        Err(FrameError::BadCrc) => return Err("corrupt zone header (checksum mismatch)".into()),
+        Err(e) => return Err(format!("corrupt zone header ({e})")),
     };
-    let len = header_len(zones).filter(|_| zone_size != 0 && zones != 0 && conventional <= zones);
-    let Some(body) = len.and_then(|l| usize::try_from(l - 4).ok()) else { return Err("corrupt zone header (impossible geometry)".into()) };
-    let want = h.get(body..body + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(truncated)?;
-    if crc32c::crc32c(&h[..body]) != want {
-        return Err("corrupt zone header (checksum mismatch)".into());
+    let p = &f.payload;
+    let u64_at = |o: usize| p.get(o..o + 8).map(|b| u64::from_le_bytes(std::array::from_fn(|i| b[i])));
+    let (Some(zone_size), Some(zones), Some(conventional)) = (u64_at(0), u64_at(8), u64_at(16)) else {
+        return Err(format!("corrupt zone header (a payload of {} bytes)", p.len()));
+    };
+    if zone_size == 0 || zones == 0 || conventional > zones || payload_len(zones) != Some(p.len()) {
+        return Err("corrupt zone header (impossible geometry)".into());
     }
     let mut hd = ZoneHeader { zone_size, zones, conventional, write_pointers: Vec::new(), conditions: Vec::new() };
     if hd.file_len().is_none() {
         return Err(format!("corrupt zone header ({zones} zones of {zone_size} bytes overflow)"));
     }
     for z in 0..zones {
-        // Inside `body`: 36 + 9 * zones bytes.
-        let o = 36 + z as usize * 9;
-        let wp = u64_at(o).ok_or_else(truncated)?;
-        let cond = ZoneCond::from_code(h[o + 8]).ok_or_else(|| format!("zone {z}: bad condition code"))?;
+        // Inside the payload: its length is 24 + 9 * zones bytes.
+        let o = GEOMETRY + z as usize * ROW;
+        let (Some(wp), Some(&code)) = (u64_at(o), p.get(o + 8)) else { return Err("corrupt zone header (impossible geometry)".into()) };
+        let cond = ZoneCond::from_code(code).ok_or_else(|| format!("zone {z}: bad condition code"))?;
         // `file_len` did not overflow, so neither do the zone bounds.
         let start = z * zone_size;
         if wp < start || wp > start + zone_size || z < conventional && cond != ZoneCond::Conventional {
@@ -166,8 +179,11 @@ impl ZonedFile {
         if zones == 0 || conventional > zones {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{conventional} conventional zones of {zones}")));
         }
-        if header_len(zones).is_none() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones do not fit the {HEADER}-byte zone header")));
+        if payload_len(zones).is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{zones} zones do not fit the {HEADER}-byte zone header: an emulated zoned drive has at most {MAX_ZONES} zones (use larger zones)"),
+            ));
         }
         let Some(len) = zone_size.checked_mul(zones).and_then(|b| b.checked_add(HEADER)) else {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones of {zone_size} bytes are too large")));
@@ -268,18 +284,15 @@ impl ZonedFile {
     }
 
     fn persist(&self, st: &State) -> io::Result<()> {
-        let mut h = Vec::with_capacity(HEADER as usize);
-        h.extend_from_slice(MAGIC);
-        h.extend_from_slice(&VERSION.to_le_bytes());
-        h.extend_from_slice(&self.zone_size.to_le_bytes());
-        h.extend_from_slice(&self.zones.to_le_bytes());
-        h.extend_from_slice(&self.conventional.to_le_bytes());
+        let mut p = Vec::with_capacity(GEOMETRY + ROW * st.wps.len());
+        p.extend_from_slice(&self.zone_size.to_le_bytes());
+        p.extend_from_slice(&self.zones.to_le_bytes());
+        p.extend_from_slice(&self.conventional.to_le_bytes());
         for (wp, c) in st.wps.iter().zip(&st.conds) {
-            h.extend_from_slice(&wp.to_le_bytes());
-            h.push(c.code());
+            p.extend_from_slice(&wp.to_le_bytes());
+            p.push(c.code());
         }
-        let crc = crc32c::crc32c(&h);
-        h.extend_from_slice(&crc.to_le_bytes());
+        let mut h = frame::encode(KIND_ZONED_HEADER, 0, &p);
         h.resize(HEADER as usize, 0);
         self.file.write_all_at(&h, 0)?;
         self.file.sync_data()
@@ -432,10 +445,13 @@ mod tests {
         assert!(ZonedFile::open(&p).unwrap_err().to_string().contains("not an emulated zoned drive"));
         ZonedFile::create(&p, ZS, 4, 1).unwrap();
         let mut bytes = std::fs::read(&p).unwrap();
-        bytes[40] ^= 1;
+        bytes[40] ^= 1; // inside the frame's payload
         std::fs::write(&p, &bytes).unwrap();
         assert!(ZonedFile::open(&p).unwrap_err().to_string().contains("checksum"));
         assert!(ZonedFile::create(&p, 1000, 4, 1).is_err());
         assert!(ZonedFile::create(&p, ZS, 4, 5).is_err());
+        ZonedFile::create(&p, 4096, MAX_ZONES, 1).unwrap();
+        let e = ZonedFile::create(&p, 4096, MAX_ZONES + 1, 1).unwrap_err().to_string();
+        assert!(e.contains("at most 449 zones"), "{e}");
     }
 }

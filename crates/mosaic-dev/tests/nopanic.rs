@@ -3,28 +3,29 @@
 
 use proptest::prelude::*;
 
-use mosaic_dev::zoned::{decode_header, ZonedFile};
+use mosaic_dev::zoned::{decode_header, ZonedFile, HEADER};
+use mosaic_format::frame::{self, HEADER_LEN, KIND_ZONED_HEADER};
 
 /// A valid header block of a drive of `zones` zones of 64 KiB.
 fn valid_header(zones: u64, conventional: u64) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("z");
     ZonedFile::create(&p, 64 << 10, zones, conventional).unwrap();
-    std::fs::read(&p).unwrap()[..4096].to_vec()
+    std::fs::read(&p).unwrap()[..HEADER as usize].to_vec()
 }
 
-/// The checksum of a header whose fields were changed, made right again,
-/// so the field checks behind it are reached.
-fn reseal(h: &mut [u8]) {
-    if h.len() < 28 {
-        return;
-    }
-    let zones = u64::from_le_bytes(h[20..28].try_into().unwrap());
-    if let Some(body) = zones.checked_mul(9).and_then(|b| b.checked_add(36)).filter(|&b| b + 4 <= h.len() as u64) {
-        let body = body as usize;
-        let crc = crc32c::crc32c(&h[..body]);
-        h[body..body + 4].copy_from_slice(&crc.to_le_bytes());
-    }
+/// Frame `payload` as a header block, so the field checks behind the
+/// frame's checksum are reached.
+fn sealed(payload: &[u8]) -> Vec<u8> {
+    let mut h = frame::encode(KIND_ZONED_HEADER, 0, payload);
+    h.resize(h.len().max(HEADER as usize), 0);
+    h
+}
+
+/// The payload of a header block (what the frame carries).
+fn payload(h: &[u8]) -> Vec<u8> {
+    let len = u32::from_le_bytes(h[16..20].try_into().unwrap()) as usize;
+    h[HEADER_LEN..HEADER_LEN + len].to_vec()
 }
 
 #[test]
@@ -33,24 +34,28 @@ fn a_valid_header_decodes_and_damage_is_named() {
     let hd = decode_header(&h).unwrap();
     assert_eq!((hd.zone_size, hd.zones, hd.conventional, hd.write_pointers[3]), (64 << 10, 6, 2, 3 * (64 << 10)));
     assert_eq!(decode_header(&h[..30]).unwrap_err(), "zone header truncated (30 bytes)");
-    let mut big = h.clone();
-    big[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
-    reseal(&mut big);
-    assert_eq!(decode_header(&big).unwrap_err(), format!("corrupt zone header (6 zones of {} bytes overflow)", u64::MAX));
-    let mut wp = h.clone();
-    wp[36 + 9 * 4..36 + 9 * 4 + 8].copy_from_slice(&u64::MAX.to_le_bytes());
-    reseal(&mut wp);
-    assert_eq!(decode_header(&wp).unwrap_err(), "zone 4: corrupt write pointer or condition");
+    assert_eq!(decode_header(&[0u8; 4096]).unwrap_err(), "not an emulated zoned drive (no zone header)");
+    let mut bad = h.clone();
+    bad[HEADER_LEN + 3] ^= 1;
+    assert_eq!(decode_header(&bad).unwrap_err(), "corrupt zone header (checksum mismatch)");
+    let mut big = payload(&h);
+    big[0..8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(decode_header(&sealed(&big)).unwrap_err(), format!("corrupt zone header (6 zones of {} bytes overflow)", u64::MAX));
+    let mut wp = payload(&h);
+    wp[24 + 9 * 4..24 + 9 * 4 + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(decode_header(&sealed(&wp)).unwrap_err(), "zone 4: corrupt write pointer or condition");
+    let mut short = payload(&h);
+    short.pop();
+    assert_eq!(decode_header(&sealed(&short)).unwrap_err(), "corrupt zone header (impossible geometry)");
+    assert_eq!(decode_header(&sealed(&[1, 2, 3])).unwrap_err(), "corrupt zone header (a payload of 3 bytes)");
+    let other = frame::encode(frame::KIND_DVS_LOG, 0, &payload(&h));
+    assert_eq!(decode_header(&other).unwrap_err(), "not an emulated zoned drive (no zone header)");
 }
 
 proptest! {
     #[test]
-    fn random_bytes_never_panic(mut b in proptest::collection::vec(any::<u8>(), 0..4200), magic in any::<bool>()) {
-        if magic && b.len() >= 12 {
-            b[..8].copy_from_slice(b"MOSAICZD");
-            b[8..12].copy_from_slice(&1u32.to_le_bytes());
-            reseal(&mut b);
-        }
+    fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..4200), framed in any::<bool>()) {
+        let b = if framed { sealed(&b) } else { b };
         let _ = decode_header(&b);
     }
 
@@ -59,16 +64,18 @@ proptest! {
         zones in 1u64..40,
         flips in proptest::collection::vec((0usize..4096, any::<u8>()), 1..8),
         cut in 0usize..4097,
-        sealed in any::<bool>(),
+        reseal in any::<bool>(),
     ) {
-        let mut h = valid_header(zones, zones / 2);
+        let h = valid_header(zones, zones / 2);
+        let mut h = if reseal { payload(&h) } else { h };
         for (at, x) in flips {
-            h[at] ^= x;
+            let n = h.len();
+            h[at % n] ^= x;
         }
-        if sealed {
-            reseal(&mut h);
+        if reseal {
+            h = sealed(&h);
         }
         let _ = decode_header(&h);
-        let _ = decode_header(&h[..cut]);
+        let _ = decode_header(&h[..cut.min(h.len())]);
     }
 }

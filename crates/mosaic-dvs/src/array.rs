@@ -23,12 +23,32 @@
 //! cache on open.  Destaging the whole cache retires the journal (a log
 //! record names the first live journal record).
 //!
-//! On open: superblocks (any order, members found by index), the newest
-//! checkpoint with the longest unbroken log, then the drives' write
-//! pointers: slots a crash appended but never logged become garbage, and
-//! spare segments a crash left written are reset; members missing or
-//! stale are recorded failed.  A fresh checkpoint is then written to every
-//! member and the log restarts.
+//! On open:
+//!
+//! ```text
+//!   labels of the devices given (any order)
+//!     ──> mosaic_format::fresh: pick_array, assemble       (the one freshness rule)
+//!           another array's device, a replaced member, a stale member (event
+//!           counter two behind), an older copy, wrong DVS config or zone
+//!           geometry ──> not used, named in warnings()
+//!     ──> the newest checkpoint with the longest unbroken log (members in slots)
+//!     ──> the drives' write pointers:
+//!           a member holding less than the tables say ──> stale (DVS's own
+//!             evidence), failed, named in warnings()
+//!           slots a crash appended but never logged ──> garbage
+//!           spare segments a crash left written ──> reset
+//!     ──> a fresh checkpoint on every member in service; the log restarts
+//!     ──> member states changed (missing, stale): the labels' event counter
+//!         bumped in two rounds
+//! ```
+//!
+//! A member not used is recorded failed and never read (only its label
+//! was).  The event counter goes up in two rounds over every member in
+//! service whenever member states change: `fail`, `replace`, a rebuild
+//! done, and an open that found a member failed.  The labels also list
+//! the members failed on record, so their devices are skipped quietly at
+//! later opens (the one rule's `skip`): a stale device is named by the
+//! open that finds it, not at every open after.
 //!
 //! Maintenance (see the crate README): `fail` records a member failed;
 //! `replace` puts a new device in as `Rebuilding { done: 0 }`; `rebuild`
@@ -49,7 +69,11 @@ use mosaic_exec::{Client, ExecError, Executor};
 
 use crate::addr::{ChunkKey, DvsConfig, Geo};
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
-use crate::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, peek_record, record_header_len, MetaLayout, MetaState, MetaWrite, Record, Superblock, SB_LEN};
+use mosaic_format::fresh::{self, Assembled, Found};
+use mosaic_format::label::{read_label, Label, LabelError, SLOT_SIZE};
+use uuid::Uuid;
+
+use crate::meta::{self, decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
 use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
@@ -239,7 +263,9 @@ fn written_zones(cfg: &DvsConfig, m: usize, d: &dyn ZonedMember) -> Vec<(usize, 
 /// What `info` reports.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ArrayInfo {
-    pub uuid: u64,
+    pub uuid: Uuid,
+    /// The labels' event counter.
+    pub events: u64,
     pub config: DvsConfig,
     pub capacity: u64,
     pub ssgs: u32,
@@ -255,8 +281,15 @@ pub struct ArrayInfo {
 pub struct DvsArray {
     geo: Geo,
     ml: MetaLayout,
-    uuid: u64,
+    /// The array's identity: its UUID, each member's, creation time (the
+    /// authoritative label at open; its event counter is `meta.events`).
+    label: Label,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
+    /// For each member, which of the devices given to open serves it.
+    sources: Vec<Option<usize>>,
+    /// What open found worth telling a user: devices not used and why,
+    /// members found stale or missing.
+    warnings: Vec<String>,
     dvs: Dvs,
     /// Bytes of cached chunks, shared with the programs that destage them
     /// (no copy on the way to the executor).
@@ -269,7 +302,7 @@ pub struct DvsArray {
     current: Option<crate::engine::JobKind>,
     /// Runs every program on the members; counts their reads and writes.
     exec: Executor,
-    /// Reads issued outside the executor: superblocks read to learn a
+    /// Reads issued outside the executor: labels read to learn a
     /// device's member index (open, replace).
     side_io: Mutex<Vec<DeviceIo>>,
 }
@@ -287,6 +320,8 @@ pub struct IoCounts {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MemberInfo {
     pub index: usize,
+    /// The identity the labels expect in this slot.
+    pub uuid: Uuid,
     pub state: MemberState,
     pub present: bool,
     pub describe: String,
@@ -333,10 +368,6 @@ fn holds(state: &MemberState, lsn: u32) -> bool {
     }
 }
 
-fn ioe(what: &str, m: usize, e: io::Error) -> DvsError {
-    DvsError::Io(io::Error::new(e.kind(), format!("member {m}: {what}: {e}")))
-}
-
 fn check_member(cfg: &DvsConfig, i: usize, d: &dyn ZonedMember) -> Result<(), DvsError> {
     if d.zone_size() != cfg.zone_size || d.zone_count() != cfg.zones || d.conventional_zones() != cfg.conventional {
         return Err(DvsError::Geometry(format!(
@@ -353,6 +384,57 @@ fn check_member(cfg: &DvsConfig, i: usize, d: &dyn ZonedMember) -> Result<(), Dv
     Ok(())
 }
 
+/// The label of member `m` of the array `identity` names, at `events`,
+/// with the members `failed` on record.
+fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize]) -> Label {
+    meta::label(cfg, identity.array_uuid, &identity.member_uuids, m, events, identity.created, failed)
+}
+
+/// A device given to open: its place in the list, and its label reads.
+struct Given {
+    at: usize,
+    dev: Arc<dyn ZonedMember>,
+    io: DeviceIo,
+}
+
+/// The label of `d` (read through the one label format), and the reads
+/// it took.
+fn counted_label(d: &dyn ZonedMember) -> (io::Result<Result<Label, LabelError>>, DeviceIo) {
+    let mut io = DeviceIo::default();
+    let l = read_label(d.size(), &mut |buf: &mut [u8], off| {
+        io.add(Dir::Read, buf.len() as u64);
+        d.read_at(buf, off)
+    });
+    (l, io)
+}
+
+/// The DVS labels of `devs`; a device without one is named in `warnings`.
+fn dvs_labels(devs: Vec<Arc<dyn ZonedMember>>, warnings: &mut Vec<String>) -> Vec<Found<Given>> {
+    let mut found = Vec::new();
+    for (at, dev) in devs.into_iter().enumerate() {
+        let name = dev.describe();
+        let (l, io) = counted_label(dev.as_ref());
+        match l {
+            Ok(Ok(label)) if label.kind == meta::LABEL_KIND => found.push(Found { label, name, dev: Given { at, dev, io } }),
+            Ok(Ok(l)) => warnings.push(format!("{name}: a member of a {} array, not of a DVS array; not used", l.kind)),
+            Ok(Err(LabelError::None)) => warnings.push(format!("{name}: no label (not a DVS member); not used")),
+            Ok(Err(LabelError::Corrupt(e))) => warnings.push(format!("{name}: damaged label ({e}); not used")),
+            Err(e) => warnings.push(format!("{name}: cannot read its label: {e}; not used")),
+        }
+    }
+    found
+}
+
+/// DVS's own reasons a device cannot serve as the member its label names:
+/// another DVS configuration, or zones unlike the array's.
+fn unusable(f: &Found<Given>, auth: &Label) -> Option<String> {
+    let cfg = label_config(auth).ok()?;
+    if label_config(&f.label).ok().as_ref() != Some(&cfg) {
+        return Some(format!("{}: its DVS configuration differs from the array's; not used", f.name));
+    }
+    check_member(&cfg, f.label.member_index, f.dev.dev.as_ref()).err().map(|e| format!("{}: {e}; not used", f.name))
+}
+
 impl DvsArray {
     /// Create an array on `members` (erasing them).
     pub fn create(members: Vec<Arc<dyn ZonedMember>>, cfg: DvsConfig) -> Result<DvsArray, DvsError> {
@@ -364,21 +446,29 @@ impl DvsArray {
         for (i, d) in members.iter().enumerate() {
             check_member(&cfg, i, d.as_ref())?;
         }
-        let uuid: u64 = rand::random();
+        let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
+        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let label = meta::label(&cfg, Uuid::new_v4(), &member_uuids, 0, 0, created, &[]);
         let tables = Tables::new(geo.clone());
         let ck = encode_checkpoint(&tables, 0);
         let exec = executor(&members.iter().cloned().map(Some).collect::<Vec<_>>());
         let ids: Vec<usize> = (0..members.len()).collect();
         let resets: Vec<(usize, u64)> = members.iter().enumerate().flat_map(|(i, d)| written_zones(&cfg, i, d.as_ref())).collect();
-        let slots = ids.iter().flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone())]).collect();
-        let sbs = ids.iter().map(|&i| (i, 0, Superblock { config: cfg.clone(), uuid, member: i }.encode())).collect();
-        run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, sbs))?;
+        // Label slot 1 is cleared: an older label there must not win.
+        let slots = ids
+            .iter()
+            .flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone()), (i, SLOT_SIZE, vec![0u8; ml.label_len as usize])])
+            .collect();
+        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[]), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
+        run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
             dvs: Dvs::with_tables(tables.clone(), array_params(&cfg)),
             meta: MetaState::new(ml, tables, 0, 0, 0),
             ml,
-            uuid,
+            label,
+            sources: (0..members.len()).map(Some).collect(),
+            warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
             bytes: HashMap::new(),
             code,
@@ -393,29 +483,27 @@ impl DvsArray {
     /// Open an array from its members in any order; missing members are
     /// `None` (failed) or simply absent.
     pub fn open(devs: Vec<Arc<dyn ZonedMember>>) -> Result<DvsArray, DvsError> {
-        let mut sbs = Vec::new();
-        for (i, d) in devs.iter().enumerate() {
-            let mut b = vec![0u8; SB_LEN as usize];
-            d.read_at(&mut b, 0).map_err(|e| ioe("reading the superblock", i, e))?;
-            let sb = Superblock::decode(&b).map_err(|e| DvsError::Corrupt(format!("{}: {e}", d.describe())))?;
-            sbs.push(sb);
+        if devs.is_empty() {
+            return Err(DvsError::Other("no member devices given".into()));
         }
-        let first = sbs.first().ok_or_else(|| DvsError::Other("no member devices given".into()))?.clone();
-        let cfg = first.config.clone();
+        let mut warnings = Vec::new();
+        let found = dvs_labels(devs, &mut warnings);
+        let found = fresh::pick_array(found, &mut warnings).map_err(DvsError::Other)?;
+        // Members failed on record (as the authoritative label says) are
+        // not used until replaced: the one rule's `skip`.
+        let failed = fresh::authoritative(&found).and_then(|l| meta::label_policy(l).ok()).map(|p| p.failed).unwrap_or_default();
+        let Assembled { auth, slots, mut warnings } = fresh::assemble(found, warnings, |i| failed.contains(&i), unusable).map_err(DvsError::Other)?;
+        let cfg = label_config(&auth)?;
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;
         let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None; cfg.members];
         let mut side_io = vec![DeviceIo::default(); cfg.members];
-        for (d, sb) in devs.into_iter().zip(&sbs) {
-            if sb.uuid != first.uuid || sb.config != cfg {
-                return Err(DvsError::Corrupt(format!("{} belongs to another array", d.describe())));
-            }
-            if sb.member >= cfg.members || members[sb.member].is_some() {
-                return Err(DvsError::Corrupt(format!("{}: member index {} is out of range or given twice", d.describe(), sb.member)));
-            }
-            check_member(&cfg, sb.member, d.as_ref())?;
-            side_io[sb.member].add(Dir::Read, SB_LEN); // the superblock read above
-            members[sb.member] = Some(d);
+        let mut sources = vec![None; cfg.members];
+        for (i, slot) in slots.into_iter().enumerate() {
+            let Some((_, d)) = slot else { continue };
+            side_io[i] = d.io; // the label read above
+            sources[i] = Some(d.at);
+            members[i] = Some(d.dev);
         }
         let exec = executor(&members);
         let present = members.iter().filter(|m| m.is_some()).count();
@@ -438,11 +526,11 @@ impl DvsArray {
             let log = read_one(&exec, i, ml.log_start, ml.log_end - ml.log_start)?;
             let mut pos = 0;
             let mut seq = ck_seq;
-            while let Some((s, len)) = peek_record(&log[pos..]) {
-                if s != seq + 1 || pos + record_header_len() + len > log.len() {
+            // `decode_record` takes only whole frames: `pos` stays in `log`.
+            while let Some((s, rec, n)) = decode_record(&log[pos..], &geo) {
+                if s != seq + 1 {
                     break;
                 }
-                let Some((_, rec, n)) = decode_record(&log[pos..], &geo) else { break };
                 rec.apply(&mut t)?;
                 seq = s;
                 pos += n;
@@ -459,7 +547,8 @@ impl DvsArray {
         // member that fails once stays failed until it is replaced.
         let mut states = tables.member_state.clone();
         for (m, st) in states.iter_mut().enumerate() {
-            if members[m].is_none() {
+            if members[m].is_none() && !matches!(st, MemberState::Failed) {
+                warnings.push(format!("member {m}: no usable device; it is failed until `mosaic replace --member {m} --drive PATH` rebuilds it"));
                 *st = MemberState::Failed;
             }
         }
@@ -470,10 +559,16 @@ impl DvsArray {
                 let wp = d.write_pointer(zone).unwrap_or(0);
                 let dev = (wp.saturating_sub(zone * geo.cfg.zone_size)).div_ceil(geo.chunk) as u32;
                 if dev < tables.get(lsn).map(|s| s.wp[m]).unwrap_or(0) {
+                    warnings.push(format!(
+                        "{}: member {m} is stale (it holds less of SSG {lsn} than the metadata records): it missed writes, so it is failed and never read; \
+                         `mosaic replace --member {m} --drive PATH` rebuilds it",
+                        d.describe()
+                    ));
                     states[m] = MemberState::Failed;
                 }
             }
         }
+        let changed = states != tables.member_state;
         let out = states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
         if out > cfg.parity {
             return Err(DvsError::Corrupt(format!("{out} members are failed, missing, being rebuilt or hold less than the metadata records; at most {} may", cfg.parity)));
@@ -511,11 +606,15 @@ impl DvsArray {
         let mut dvs = Dvs::with_tables(tables.clone(), array_params(&cfg));
         dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
+        let mut meta = MetaState::new(ml, tables, seq, slot, jseq);
+        meta.events = auth.events;
         let mut a = DvsArray {
             dvs,
-            meta: MetaState::new(ml, tables, seq, slot, jseq),
+            meta,
             ml,
-            uuid: first.uuid,
+            label: auth,
+            sources,
+            warnings,
             members,
             bytes: HashMap::new(),
             code,
@@ -526,8 +625,43 @@ impl DvsArray {
             geo,
         };
         a.checkpoint()?;
+        if changed {
+            a.label_rounds()?;
+        }
         a.replay_journal()?;
         Ok(a)
+    }
+
+    /// Bump the event counter in two rounds, each writing the label of
+    /// every member in service (and flushing it) before the next starts:
+    /// a member out of service is then two events behind, stale.
+    fn label_rounds(&mut self) -> Result<(), DvsError> {
+        for _ in 0..2 {
+            let (offset, events) = self.meta.bump_events();
+            let members = self.meta_members();
+            let failed = self.failed_on_record();
+            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
+            self.run(&program::format(&[], &members, (0, 0), writes, vec![]))?;
+        }
+        Ok(())
+    }
+
+    /// The members the metadata records failed.
+    fn failed_on_record(&self) -> Vec<usize> {
+        (0..self.geo.n).filter(|&m| matches!(self.state(m), MemberState::Failed)).collect()
+    }
+
+    /// What open found worth telling a user: devices not used and why
+    /// (another array's, replaced, stale, an older copy, damaged),
+    /// members missing or found stale.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// For each member, the index (in the list given to [`DvsArray::open`]
+    /// or [`DvsArray::create`]) of the device serving it, if any.
+    pub fn sources(&self) -> &[Option<usize>] {
+        &self.sources
     }
 
     /// Put the journal's live records back into the write cache (they may
@@ -545,7 +679,7 @@ impl DvsArray {
                 if s != want {
                     break;
                 }
-                recs.push((s, off, data.to_vec()));
+                recs.push((s, off, data));
                 want += 1;
                 pos += n;
             }
@@ -579,13 +713,14 @@ impl DvsArray {
     pub fn info(&self) -> ArrayInfo {
         let t = &self.dvs.tables;
         ArrayInfo {
-            uuid: self.uuid,
+            uuid: self.label.array_uuid,
+            events: self.meta.events,
             config: self.geo.cfg.clone(),
             capacity: self.capacity(),
             ssgs: self.geo.ssgs,
             logical_chunks_per_ssg: self.geo.lchunks,
             failed: self.dvs.failed_members(),
-            member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
+            member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, uuid: self.label.member_uuids[m], state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
             log_seq: self.meta.seq,
@@ -615,7 +750,7 @@ impl DvsArray {
             return self.cache_write(offset, data);
         }
         // Journal pieces small enough to fit the journal many times over.
-        let max = ((self.ml.journal_end - self.ml.journal_start) / 4 / self.geo.block * self.geo.block).max(self.geo.block) as usize;
+        let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         for (i, piece) in data.chunks(max).enumerate() {
             let off = offset + (i * max) as u64;
             let r = self.journal(off, piece);
@@ -799,12 +934,12 @@ impl DvsArray {
     }
 
     /// Every read and write issued to each member device since create or
-    /// open (open's own superblock, checkpoint, log and journal reads and
+    /// open (open's own label, checkpoint, log and journal reads and
     /// its checkpoint included) or [`DvsArray::reset_io`]: data, parity,
     /// fills, GC, metadata log records, checkpoints, the write-cache
     /// journal, rebuild and scrub.  Flushes and zone resets are not counted.
     /// Counted in one place, the executor that runs every program (a
-    /// transfer counts once it completed), plus the superblock reads that
+    /// transfer counts once it completed), plus the label reads that
     /// find a device's member index before it is one.
     pub fn member_io(&self) -> Vec<DeviceIo> {
         let side = self.side_io.lock().unwrap_or_else(|e| e.into_inner());
@@ -857,11 +992,14 @@ impl DvsArray {
         }
         self.dvs.healthy[m] = false;
         let r = self.log(Record::Member { m: m as u8, state: MemberState::Failed });
+        self.poison(r)?;
+        let r = self.label_rounds();
         self.poison(r)
     }
 
     /// Put `dev` in place of failed member `m`: its zones are reset, its
-    /// metadata area cleared, and it gets the superblock and a checkpoint.
+    /// metadata area cleared, and it gets a label with a new member UUID
+    /// and a checkpoint; the event counter then goes up two rounds.
     /// It is then `Rebuilding { done: 0 }`: [`DvsArray::rebuild`] fills it
     /// SSG by SSG and can be stopped and resumed; meanwhile it takes the
     /// appends of the SSGs already rebuilt.
@@ -876,29 +1014,37 @@ impl DvsArray {
             MemberState::Rebuilding { .. } => return Err(DvsError::Other(format!("member {m} is already being rebuilt (mosaic rebuild resumes it)"))),
         }
         check_member(&self.geo.cfg, m, dev.as_ref())?;
-        let mut b = vec![0u8; SB_LEN as usize];
-        self.side_io.lock().unwrap_or_else(|e| e.into_inner())[m].add(Dir::Read, SB_LEN);
-        if dev.read_at(&mut b, 0).is_ok() {
-            if let Ok(sb) = Superblock::decode(&b) {
-                if sb.uuid == self.uuid && sb.member != m && sb.member < self.geo.n && !matches!(self.state(sb.member), MemberState::Failed) {
-                    return Err(DvsError::Other(format!("{} is member {} of this array already", dev.describe(), sb.member)));
-                }
+        let (l, io) = counted_label(dev.as_ref());
+        self.side_io.lock().unwrap_or_else(|e| e.into_inner())[m].add(Dir::Read, io.read_bytes);
+        if let Ok(Ok(l)) = l {
+            let i = l.member_index;
+            let ours = l.array_uuid == self.label.array_uuid && self.label.member_uuids.get(i) == Some(&l.member_uuid);
+            if ours && i != m && !matches!(self.state(i), MemberState::Failed) {
+                return Err(DvsError::Other(format!("{} is member {i} of this array already", dev.describe())));
             }
         }
-        // Old checkpoints and records (from an earlier life of this
-        // device) must not be taken for this array's.
-        let cfg = &self.geo.cfg;
-        let sb = Superblock { config: cfg.clone(), uuid: self.uuid, member: m }.encode();
-        let p = program::format(&written_zones(cfg, m, dev.as_ref()), &[m], (SB_LEN, self.ml.journal_end), vec![], vec![(m, 0, sb)]);
+        // The device gets an identity of its own, and its metadata area is
+        // cleared: old checkpoints and records (from an earlier life of
+        // this device) must not be taken for this array's.
+        let mut identity = self.label.clone();
+        identity.member_uuids[m] = Uuid::new_v4();
+        let events = self.meta.events;
+        let failed: Vec<usize> = self.failed_on_record().into_iter().filter(|&i| i != m).collect();
+        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed), self.ml.label_len)?;
+        let p = program::format(&written_zones(&self.geo.cfg, m, dev.as_ref()), &[m], (0, self.ml.journal_end), vec![], vec![(m, label_offset(events), l)]);
         let old = self.exec.member(m);
         self.exec.set_member(m, Some(as_member(&dev)));
         if let Err(e) = self.run(&p) {
             self.exec.set_member(m, old);
             return Err(e);
         }
+        self.label = identity;
         self.members[m] = Some(dev);
+        self.sources[m] = None;
         Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;
         let r = self.checkpoint();
+        self.poison(r)?;
+        let r = self.label_rounds();
         self.poison(r)
     }
 
@@ -960,6 +1106,8 @@ impl DvsArray {
             self.poison(r)?;
         }
         let r = self.checkpoint();
+        self.poison(r)?;
+        let r = self.label_rounds();
         self.poison(r)?;
         let seconds = t0.elapsed().as_secs_f64();
         Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })

@@ -4,13 +4,14 @@
 //!
 //! ```text
 //!   -a DIR          members DIR/dvs-0.zoned .. DIR/dvs-{n-1}.zoned
-//!   -a P0,P1,...    members are those files, in any order (superblocks decide)
+//!   -a P0,P1,...    members are those files, in any order (labels decide)
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mosaic_dev::zoned::ZonedFile;
+use mosaic_format::label::read_label;
 
 use crate::addr::{DvsConfig, Geo};
 use crate::array::{DvsArray, ZonedMember};
@@ -70,13 +71,14 @@ pub fn member_paths(spec: &str) -> Result<Vec<PathBuf>, DvsError> {
     Ok(v.into_iter().map(|x| x.1).collect())
 }
 
-/// Whether `spec` names DVS members (its first member has a DVS superblock).
+/// Whether `spec` names DVS members (its first member carries a DVS label).
 pub fn is_dvs(spec: &str) -> bool {
     let Ok(paths) = member_paths(spec) else { return false };
     let Some(p) = paths.first() else { return false };
     let Ok(z) = ZonedFile::open(p) else { return false };
-    let mut b = vec![0u8; 16];
-    mosaic_dev::Member::read_at(&z, &mut b, 0).is_ok() && &b[..8] == b"MOSAICDV"
+    let mut read = |buf: &mut [u8], off: u64| mosaic_dev::Member::read_at(&z, buf, off);
+    let size = mosaic_dev::Member::size(&z);
+    matches!(read_label(size, &mut read), Ok(Ok(l)) if l.kind == crate::meta::LABEL_KIND)
 }
 
 /// Create member files `DIR/dvs-i.zoned` and an array on them.

@@ -3,11 +3,11 @@
 //! [`crate::program`] in counting mode (lengths instead of bytes).
 //!
 //! ```text
-//!   write ─> [health change: log record]  [journal full: destage all, retire the journal]
+//!   write ─> [health change: log record, two label rounds]  [journal full: destage all, retire the journal]
 //!            [journal record]  fg jobs ...          ─ one program, phases in sequence
 //!            bg jobs                                ─ one program each
 //!   read  ─> chunk reads (runs, reconstructions)   ─ one program
-//!   idle  ─> [health change: log record]  GC job    ─ one program
+//!   idle  ─> [health change: log record, labels]  GC job    ─ one program
 //! ```
 //!
 //! [`MetaState`] decides every metadata write for both sides, so a replay
@@ -160,8 +160,9 @@ impl DvsFrontend {
 
     /// Take the members' health.  With `meta_log`, each member newly
     /// failed is recorded in the metadata as the real array's `fail` does
-    /// (one log record), on the members still working after this update
-    /// (members that fail together are gone together).  A failed member
+    /// (one log record, then the labels' event counter bumped in two
+    /// rounds), on the members still working after this update (members
+    /// that fail together are gone together).  A failed member
     /// coming back is not modelled (a real array rebuilds it).
     fn take_health(&mut self, h: &Health) -> Result<Program, DvsError> {
         let before = self.dvs.healthy.clone();
@@ -174,6 +175,11 @@ impl DvsFrontend {
                 None => break,
             };
             chain(&mut out, meta(self.meta_of(w.offset, w.bytes.len())));
+            for _ in 0..2 {
+                let Some(st) = self.meta.as_mut() else { break };
+                let ((offset, _), len) = (st.bump_events(), st.ml.label_len);
+                chain(&mut out, meta(self.meta_of(offset, len as usize)));
+            }
         }
         Ok(out)
     }
@@ -192,7 +198,7 @@ impl DvsFrontend {
     /// Largest write piece one journal record holds (the real array's rule).
     fn journal_piece(&self, ml: &MetaLayout) -> u64 {
         let b = self.dvs.geo.block;
-        ((ml.journal_end - ml.journal_start) / 4 / b * b).max(b)
+        ml.journal_piece(b).max(b)
     }
 
     /// A write: with a journal, piece by piece (journal record, then the

@@ -10,7 +10,7 @@
 //!   program   the one lowering: jobs, reads, metadata writes -> mosaic_core Programs
 //!   frontend  DVS as a mosaic_core::Frontend for mosaic-sim (the programs, counting mode)
 //!   baseline  Segment RAID-5 and Sblock RAID-5 on SMR, and a chunk write cache for any layout
-//!   meta      metadata persistence: checkpoint + log in conventional zones
+//!   meta      metadata persistence: labels, checkpoint + log (+ journal) in conventional zones
 //!   array     the real array on zoned members (ZonedFile): the programs on mosaic-exec
 //! ```
 

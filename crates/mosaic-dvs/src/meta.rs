@@ -1,14 +1,23 @@
-//! Metadata persistence: a superblock, a checkpoint of the tables and a log
-//! of table changes, in the conventional zones of every member (mirrored).
+//! Metadata persistence: the member labels, a checkpoint of the tables and
+//! a log of table changes, in the conventional zones of every member
+//! (mirrored).  Every record is a [`mosaic_format::frame`]; the label is
+//! the one member label of every kind of array ([`mosaic_format::label`]).
 //!
 //! ```text
 //!   conventional zones of each member:
-//!   [ superblock 4K | checkpoint slot A (S) | checkpoint slot B (S) | log ............ ]
+//!   [ labels 128K | checkpoint slot A (S) | checkpoint slot B (S) | log .......... | journal ...... ]
+//!     slot 0, 1     frames of one checkpoint   frames, back to back   frames (write cache only)
 //!
-//!   superblock : "MOSAICDV" | crc32c | len | JSON { config, uuid, member }
-//!   checkpoint : "DVSCKPT2" | seq | len | crc32c | journal_from | member states | GTT | per SSG: wp[], SIT rows
-//!   log record : "DVLR"     | seq | len | crc32c | Append{lsn, rows} | Compact{lsn, phys, rows}
-//!                                               | JournalReset{from} | Member{m, state}
+//!   every frame: "MOSF" | ver | kind | seq u64 | len | crc32c | payload | zeros to 512 bytes
+//!
+//!   label      : kind 0x0200, seq = events: JSON { kind "dvs", array_uuid, member_uuid,
+//!                member_index, members, events, member_uuids[], created,
+//!                policy { config: DvsConfig, failed: [members failed on record] } }
+//!   checkpoint : kind 0x0300, seq: part u32 | parts u32 | a piece (<= 1 MiB) of
+//!                journal_from | member states | GTT | per SSG: wp[], SIT rows
+//!   log record : kind 0x0301, seq: Append{lsn, rows} | Compact{lsn, phys, rows}
+//!                                | JournalReset{from} | Member{m, state}
+//!   journal    : kind 0x0302, seq = jseq: offset u64 | data
 //! ```
 //!
 //! The AMT is not stored: replaying an SSG's SIT rows in order rebuilds
@@ -17,60 +26,108 @@
 //! its chunks are on the drives and flushed, and a write is acknowledged
 //! only after its record is flushed on every working member, so recovery
 //! = newest valid checkpoint + the unbroken run of records after it
-//! (sequence numbers consecutive, checksums good).  When the log area is
-//! full the tables are checkpointed into the other slot and the log starts
-//! over; older records have smaller sequence numbers, so replay stops at
-//! them.
+//! (frame sequence numbers consecutive, checksums good).  When the log
+//! area is full the tables are checkpointed into the other slot and the
+//! log starts over; older records have smaller sequence numbers, so replay
+//! stops at them.  Every checkpoint takes a sequence number of its own, so
+//! the parts of two checkpoints never mix: a checkpoint is valid only
+//! when all its parts are, in order, with its sequence number.
 //!
-//! Every decoder here ([`Superblock::decode`], [`decode_record`],
-//! [`peek_record`], [`decode_journal`], [`decode_checkpoint`]) checks each
-//! length, count and index it reads against the buffer and the geometry
-//! before use, and answers a clear error (or `None`) for bad bytes, never a
-//! panic; `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
+//! Labels carry the event counter of the one freshness rule
+//! ([`mosaic_format::fresh`]): it is bumped in two rounds over every
+//! member in service whenever member states change (see
+//! [`MetaState::bump_events`]), so a member that was out of the array
+//! when that happened is stale.  Each label write is padded to
+//! [`MetaLayout::label_len`], the length of the widest label of the
+//! geometry, so the simulator's twin issues writes of the same size.
+//!
+//! Every decoder here ([`label_config`], [`decode_record`],
+//! [`decode_journal`], [`decode_checkpoint`]) checks each length, count
+//! and index it reads against the buffer and the geometry before use, and
+//! answers a clear error (or `None`) for bad bytes, never a panic;
+//! `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
 
+use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG, MAX_PAYLOAD};
+use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::addr::{DvsConfig, Geo};
 use crate::tables::{Stripe, Tables, NONE};
 use crate::DvsError;
 use mosaic_core::MemberState;
 
-pub const SB_LEN: u64 = 4096;
-const SB_MAGIC: &[u8; 8] = b"MOSAICDV";
-const CK_MAGIC: &[u8; 8] = b"DVSCKPT2";
-const LR_MAGIC: &[u8; 4] = b"DVLR";
+/// The kind of array in a DVS member's label.
+pub const LABEL_KIND: &str = "dvs";
+/// Bytes of a checkpoint's body each of its frames carries at most.
+pub const CK_PART: usize = 1 << 20;
+/// Bytes before a checkpoint part's piece: part index, part count.
+const CK_PART_HEADER: usize = 8;
+/// The largest write piece one journal record carries.
+const MAX_JOURNAL_PIECE: u64 = 16 << 20;
 
-/// Superblock contents.
+/// What a DVS label carries beyond the shared fields (its policy blob).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Superblock {
+pub struct DvsPolicy {
     pub config: DvsConfig,
-    pub uuid: u64,
-    pub member: usize,
+    /// Members failed on record when the labels were written: their
+    /// devices are not used until replaced (`skip` of the one rule).
+    #[serde(default)]
+    pub failed: Vec<usize>,
 }
 
-impl Superblock {
-    pub fn encode(&self) -> Vec<u8> {
-        let j = serde_json::to_vec(self).expect("superblock serialises");
-        let mut v = Vec::with_capacity(SB_LEN as usize);
-        v.extend_from_slice(SB_MAGIC);
-        v.extend_from_slice(&crc32c::crc32c(&j).to_le_bytes());
-        v.extend_from_slice(&(j.len() as u32).to_le_bytes());
-        v.extend_from_slice(&j);
-        v.resize(SB_LEN as usize, 0);
-        v
+/// The label of member `index` of a DVS array; `failed`: the members
+/// failed on record.
+pub fn label(cfg: &DvsConfig, array_uuid: Uuid, member_uuids: &[Uuid], index: usize, events: u64, created: u64, failed: &[usize]) -> Label {
+    let policy = DvsPolicy { config: cfg.clone(), failed: failed.to_vec() };
+    Label {
+        kind: LABEL_KIND.into(),
+        array_uuid,
+        member_uuid: member_uuids.get(index).copied().unwrap_or_default(),
+        member_index: index,
+        members: member_uuids.len(),
+        events,
+        member_uuids: member_uuids.to_vec(),
+        created,
+        policy: serde_json::to_value(policy).unwrap_or_default(),
     }
-    pub fn decode(b: &[u8]) -> Result<Superblock, DvsError> {
-        if b.len() < 16 || &b[..8] != SB_MAGIC {
-            return Err(DvsError::Corrupt("no DVS superblock (not a DVS member)".into()));
-        }
-        let crc = u32::from_le_bytes(b[8..12].try_into().unwrap());
-        let len = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
-        let j = 16usize.checked_add(len).and_then(|end| b.get(16..end)).ok_or_else(|| DvsError::Corrupt("superblock length out of range".into()))?;
-        if crc32c::crc32c(j) != crc {
-            return Err(DvsError::Corrupt("superblock checksum mismatch".into()));
-        }
-        serde_json::from_slice(j).map_err(|e| DvsError::Corrupt(format!("superblock: {e}")))
+}
+
+/// The policy blob of a DVS label, checked against the shared fields.
+pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
+    if l.kind != LABEL_KIND {
+        return Err(DvsError::Corrupt(format!("a member of a {} array, not a DVS array", l.kind)));
     }
+    let p: DvsPolicy = l.policy().map_err(|e| DvsError::Corrupt(e.to_string()))?;
+    if p.config.members != l.members || p.failed.iter().any(|&m| m >= l.members) {
+        return Err(DvsError::Corrupt(format!("label of {} members carries a configuration of {} (failed {:?})", l.members, p.config.members, p.failed)));
+    }
+    Ok(p)
+}
+
+/// The configuration a DVS label carries.
+pub fn label_config(l: &Label) -> Result<DvsConfig, DvsError> {
+    Ok(label_policy(l)?.config)
+}
+
+/// Bytes of every label write of an array of `cfg`: the encoding of its
+/// widest label (every number at its most digits), so all label writes,
+/// real and simulated, have one length.
+pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
+    let ids = vec![Uuid::nil(); cfg.members.max(1)];
+    let all: Vec<usize> = (0..ids.len()).collect();
+    let widest = label(cfg, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX, &all);
+    Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
+}
+
+/// Label `l` as written: encoded and padded to `len` bytes.
+pub fn label_bytes(l: &Label, len: u64) -> Result<Vec<u8>, DvsError> {
+    let mut b = l.encode().map_err(|e| DvsError::Other(e.to_string()))?;
+    if b.len() as u64 > len {
+        return Err(DvsError::Other(format!("a label of {} bytes is longer than the {len} reserved", b.len())));
+    }
+    b.resize(len as usize, 0);
+    Ok(b)
 }
 
 /// Where things live in the metadata area.
@@ -82,44 +139,65 @@ pub struct MetaLayout {
     /// The write-cache journal (empty when write-through).
     pub journal_start: u64,
     pub journal_end: u64,
+    /// Bytes of every label write ([`label_write_len`]).
+    pub label_len: u64,
 }
 
 impl MetaLayout {
     pub fn new(geo: &Geo) -> Result<MetaLayout, DvsError> {
-        // The configuration comes from a superblock: check before multiplying.
+        // The configuration comes from a label: check before multiplying.
         let Some(area) = geo.cfg.conventional.checked_mul(geo.cfg.zone_size) else {
             return Err(DvsError::Geometry(format!("{} conventional zones of {} bytes overflow", geo.cfg.conventional, geo.cfg.zone_size)));
         };
-        if area < SB_LEN + 3 * 4096 {
-            return Err(DvsError::Geometry(format!("{} conventional bytes per member cannot hold DVS metadata (need at least one conventional zone of 16 KiB)", area)));
+        let least = LABEL_AREA + 3 * 4096;
+        if area < least {
+            return Err(DvsError::Geometry(format!(
+                "{area} conventional bytes per member cannot hold DVS metadata: the member labels take {LABEL_AREA} bytes, checkpoints and the log more \
+                 (need at least {least} bytes of conventional zones: use more conventional zones or larger zones)"
+            )));
         }
-        let slot = (area - SB_LEN) / 4 / 4096 * 4096;
+        let label_len = label_write_len(&geo.cfg)?;
+        let slot = (area - LABEL_AREA) / 4 / 4096 * 4096;
         let need = checkpoint_bound(geo);
         if need > slot {
             return Err(DvsError::Geometry(format!("a checkpoint may need {need} bytes but the conventional zones leave {slot} per slot: use more conventional zones or larger chunks")));
         }
-        let log_start = SB_LEN + 2 * slot;
+        let log_start = LABEL_AREA + 2 * slot;
         if geo.cfg.cache_chunks == 0 {
-            return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area });
+            return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area, label_len });
         }
         // Log and journal share what the checkpoints leave, half each.
         let mid = log_start + (area - log_start) / 2 / 4096 * 4096;
         if mid - log_start < 4096 {
             return Err(DvsError::Geometry("no room for a write-cache journal: use more conventional zones".into()));
         }
-        Ok(MetaLayout { slot, log_start, log_end: mid, journal_start: mid, journal_end: area })
+        Ok(MetaLayout { slot, log_start, log_end: mid, journal_start: mid, journal_end: area, label_len })
     }
     pub fn slot_offset(&self, i: u64) -> u64 {
-        SB_LEN + (i % 2) * self.slot
+        LABEL_AREA + (i % 2) * self.slot
+    }
+    /// Largest write piece one journal record holds (the real array and
+    /// its twin split writes alike).
+    pub fn journal_piece(&self, block: u64) -> u64 {
+        let b = block.max(1);
+        ((self.journal_end - self.journal_start) / 4).min(MAX_JOURNAL_PIECE) / b * b
     }
 }
 
-/// Largest checkpoint of a geometry (saturating: a geometry too large for
-/// any metadata area gives `u64::MAX`).
+/// The label slot written at event counter `events`.
+pub fn label_offset(events: u64) -> u64 {
+    (events % 2) * SLOT_SIZE
+}
+
+/// Largest checkpoint of a geometry on disk, its frames included
+/// (saturating: a geometry too large for any metadata area gives `u64::MAX`).
 pub fn checkpoint_bound(geo: &Geo) -> u64 {
     let (n, ssgs) = (geo.n as u64, geo.ssgs as u64);
     let per_ssg = (geo.seg_chunks as u64).saturating_mul(n).saturating_mul(10).saturating_add(8 + 4 * n);
-    ssgs.saturating_mul(per_ssg).saturating_add(32 + 9 * n + 4 * ssgs)
+    let body = ssgs.saturating_mul(per_ssg).saturating_add(32 + 9 * n + 4 * ssgs);
+    let parts = body.div_ceil(CK_PART as u64).max(1);
+    // Each part: its frame header and part header, padded to a sector.
+    body.saturating_add(parts.saturating_mul((frame::HEADER_LEN + CK_PART_HEADER + frame::SECTOR) as u64))
 }
 
 // ---------------------------------------------------------------- encoding
@@ -252,8 +330,8 @@ impl Record {
         }
     }
 
-    /// Framed bytes with sequence number `seq`.
-    pub fn encode(&self, seq: u64) -> Vec<u8> {
+    /// The record's payload (what its frame carries).
+    pub fn payload(&self) -> Vec<u8> {
         let mut p = W(Vec::new());
         match self {
             Record::Append { lsn, rows } => {
@@ -278,7 +356,12 @@ impl Record {
                 p.state(state);
             }
         }
-        frame(LR_MAGIC, seq, &p.0)
+        p.0
+    }
+
+    /// The record as a frame with sequence number `seq`.
+    pub fn encode(&self, seq: u64) -> Vec<u8> {
+        frame::encode(KIND_DVS_LOG, seq, &self.payload())
     }
 
     fn decode(payload: &[u8], geo: &Geo) -> Result<Record, DvsError> {
@@ -300,72 +383,62 @@ fn check_lsn(t: &Tables, lsn: u32) -> Result<(), DvsError> {
     Ok(())
 }
 
-/// magic | seq u64 | len u32 | crc u32 (of seq, len, payload) | payload
-fn frame(magic: &[u8], seq: u64, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(magic.len() + 16 + payload.len());
-    v.extend_from_slice(magic);
-    v.extend_from_slice(&seq.to_le_bytes());
-    v.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    let mut c = seq.to_le_bytes().to_vec();
-    c.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    c.extend_from_slice(payload);
-    v.extend_from_slice(&crc32c::crc32c(&c).to_le_bytes());
-    v.extend_from_slice(payload);
-    v
+/// The frame of `kind` at the start of `b`, with the bytes it takes on
+/// disk (padding included, all of it inside `b`): `None` for blank space,
+/// damage, a torn frame or another kind.
+fn frame_of(b: &[u8], kind: u16) -> Option<(frame::Frame, usize)> {
+    let f = frame::decode(b).ok()??;
+    let len = frame::encoded_len(f.payload.len());
+    (f.kind == kind && len <= b.len()).then_some((f, len))
 }
 
-/// Parse a frame at the start of `b`: (seq, payload, total length).
-fn unframe<'a>(magic: &[u8], b: &'a [u8]) -> Option<(u64, &'a [u8], usize)> {
-    let h = magic.len();
-    if b.len() < h + 16 || &b[..h] != magic {
-        return None;
-    }
-    let seq = u64::from_le_bytes(b[h..h + 8].try_into().unwrap());
-    let len = u32::from_le_bytes(b[h + 8..h + 12].try_into().unwrap()) as usize;
-    let crc = u32::from_le_bytes(b[h + 12..h + 16].try_into().unwrap());
-    let payload = b.get(h + 16..(h + 16).checked_add(len)?)?;
-    let mut c = b[h..h + 12].to_vec();
-    c.extend_from_slice(payload);
-    (crc32c::crc32c(&c) == crc).then_some((seq, payload, h + 16 + len))
-}
-
-/// Length of a frame header before its payload, for reading.
-pub fn record_header_len() -> usize {
-    LR_MAGIC.len() + 16
-}
-
-/// Parse the header of a log record: (seq, payload length), if the magic matches.
-pub fn peek_record(b: &[u8]) -> Option<(u64, usize)> {
-    if b.len() < record_header_len() || &b[..4] != LR_MAGIC {
-        return None;
-    }
-    Some((u64::from_le_bytes(b[4..12].try_into().unwrap()), u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize))
-}
-
-/// Decode a complete log record frame.
+/// Decode a complete log record frame at the start of `b`: (seq, record,
+/// bytes it takes).
 pub fn decode_record(b: &[u8], geo: &Geo) -> Option<(u64, Record, usize)> {
-    let (seq, payload, len) = unframe(LR_MAGIC, b)?;
-    Record::decode(payload, geo).ok().map(|r| (seq, r, len))
+    let (f, len) = frame_of(b, KIND_DVS_LOG)?;
+    Record::decode(&f.payload, geo).ok().map(|r| (f.seq, r, len))
 }
-
-const JR_MAGIC: &[u8; 4] = b"DVJR";
 
 /// A journal record: one acknowledged write held in the write cache.
 pub fn encode_journal(jseq: u64, offset: u64, data: &[u8]) -> Vec<u8> {
-    let mut p = offset.to_le_bytes().to_vec();
+    let mut p = Vec::with_capacity(8 + data.len());
+    p.extend_from_slice(&offset.to_le_bytes());
     p.extend_from_slice(data);
-    frame(JR_MAGIC, jseq, &p)
+    frame::encode(KIND_DVS_JOURNAL, jseq, &p)
 }
 
-/// Parse a journal record at the start of `b`: (jseq, offset, data, length).
-pub fn decode_journal(b: &[u8]) -> Option<(u64, u64, &[u8], usize)> {
-    let (seq, payload, len) = unframe(JR_MAGIC, b)?;
-    let off = u64::from_le_bytes(payload.get(..8)?.try_into().ok()?);
-    Some((seq, off, &payload[8..], len))
+/// Parse a journal record at the start of `b`: (jseq, offset, data, bytes
+/// it takes).
+pub fn decode_journal(b: &[u8]) -> Option<(u64, u64, Vec<u8>, usize)> {
+    let (f, len) = frame_of(b, KIND_DVS_JOURNAL)?;
+    let off = u64::from_le_bytes(f.payload.get(..8)?.try_into().ok()?);
+    let data = f.payload.get(8..)?.to_vec();
+    Some((f.seq, off, data, len))
 }
 
-/// The tables as a checkpoint frame.
+/// Length of the journal record of `data_len` bytes (what [`encode_journal`] makes).
+pub fn journal_record_len(data_len: u64) -> u64 {
+    (frame::HEADER_LEN as u64 + 8).saturating_add(data_len).div_ceil(frame::SECTOR as u64) * frame::SECTOR as u64
+}
+
+/// The tables as a checkpoint: frames of at most [`CK_PART`] bytes of its
+/// body each, all with sequence number `seq`.
 pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
+    let body = checkpoint_body(t);
+    let pieces: Vec<&[u8]> = if body.is_empty() { vec![&[]] } else { body.chunks(CK_PART).collect() };
+    let mut out = Vec::with_capacity(body.len() + pieces.len() * frame::SECTOR);
+    for (i, piece) in pieces.iter().enumerate() {
+        let mut p = Vec::with_capacity(CK_PART_HEADER + piece.len());
+        p.extend_from_slice(&(i as u32).to_le_bytes());
+        p.extend_from_slice(&(pieces.len() as u32).to_le_bytes());
+        p.extend_from_slice(piece);
+        out.extend_from_slice(&frame::encode(KIND_DVS_CHECKPOINT, seq, &p));
+    }
+    out
+}
+
+/// The body of a checkpoint of `t`.
+fn checkpoint_body(t: &Tables) -> Vec<u8> {
     let mut p = W(Vec::new());
     p.u32(t.journal_from as u32);
     p.u32((t.journal_from >> 32) as u32);
@@ -378,7 +451,7 @@ pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
     let mut live = t.live.clone();
     live.sort_unstable();
     for l in live {
-        let s = t.get(l).unwrap();
+        let Some(s) = t.get(l) else { continue };
         p.u32(l);
         for &w in &s.wp {
             p.u32(w);
@@ -386,13 +459,37 @@ pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
         p.stripes(&s.sit);
     }
     p.u32(NONE);
-    frame(CK_MAGIC, seq, &p.0)
+    p.0
 }
 
-/// Parse a checkpoint frame: (seq, tables).
+/// The sequence number and body of the checkpoint at the start of `b`:
+/// every part valid, in order, with one sequence number; `None` otherwise
+/// (blank, damaged or torn).
+fn read_checkpoint_body(b: &[u8]) -> Option<(u64, Vec<u8>)> {
+    let (mut pos, mut part, mut parts) = (0usize, 0u32, 1u32);
+    let mut seq = None;
+    let mut body = Vec::new();
+    // Each part takes at least a sector, so this ends within `b`.
+    while part < parts {
+        let (f, len) = frame_of(b.get(pos..)?, KIND_DVS_CHECKPOINT)?;
+        let i = u32::from_le_bytes(f.payload.get(0..4)?.try_into().ok()?);
+        let n = u32::from_le_bytes(f.payload.get(4..8)?.try_into().ok()?);
+        if i != part || n == 0 || (part > 0 && n != parts) || seq.is_some_and(|s| s != f.seq) {
+            return None;
+        }
+        (parts, seq) = (n, Some(f.seq));
+        body.extend_from_slice(f.payload.get(CK_PART_HEADER..)?);
+        pos += len;
+        part += 1;
+    }
+    Some((seq?, body))
+}
+
+/// Parse a checkpoint: (seq, tables); `Ok(None)` when `b` holds no valid
+/// checkpoint, an error when a valid one disagrees with the geometry.
 pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, DvsError> {
-    let Some((seq, payload, _)) = unframe(CK_MAGIC, b) else { return Ok(None) };
-    let mut r = R(payload, 0);
+    let Some((seq, body)) = read_checkpoint_body(b) else { return Ok(None) };
+    let mut r = R(&body, 0);
     let mut t = Tables::new(geo.clone());
     t.journal_from = r.u32()? as u64 | (r.u32()? as u64) << 32;
     for m in 0..geo.n {
@@ -428,11 +525,6 @@ pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, D
     Ok(Some((seq, t)))
 }
 
-/// Length of the journal record of `data_len` bytes (what [`encode_journal`] makes).
-pub fn journal_record_len(data_len: u64) -> u64 {
-    JR_MAGIC.len() as u64 + 16 + 8 + data_len
-}
-
 /// One metadata write: `bytes` at byte `offset` of the conventional zones,
 /// issued to every metadata member.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -459,13 +551,25 @@ pub struct MetaState {
     /// Journal: next record offset and sequence number.
     pub jpos: u64,
     pub jseq: u64,
+    /// The event counter of the labels ([`MetaState::bump_events`]).
+    pub events: u64,
 }
 
 impl MetaState {
     /// State after a checkpoint of `durable` with sequence `seq` in slot
     /// `ck_slot`: empty log and journal, journal records from `jseq`.
     pub fn new(ml: MetaLayout, durable: Tables, seq: u64, ck_slot: u64, jseq: u64) -> MetaState {
-        MetaState { ml, durable, seq, log_pos: ml.log_start, ck_slot, jpos: ml.journal_start, jseq }
+        MetaState { ml, durable, seq, log_pos: ml.log_start, ck_slot, jpos: ml.journal_start, jseq, events: 0 }
+    }
+
+    /// One round of a label update: the event counter one up, and the
+    /// offset of the slot its labels go to.  Member states change in two
+    /// rounds (each reaching every member in service before the next),
+    /// so a member out of service meanwhile ends up two events behind:
+    /// stale, by the one freshness rule.
+    pub fn bump_events(&mut self) -> (u64, u64) {
+        self.events += 1;
+        (label_offset(self.events), self.events)
     }
 
     /// Apply `rec` to the durable tables; the write that makes it durable:
@@ -473,19 +577,21 @@ impl MetaState {
     pub fn log(&mut self, rec: &Record) -> Result<MetaWrite, DvsError> {
         rec.apply(&mut self.durable)?;
         let seq = self.seq + 1;
-        let bytes = rec.encode(seq);
         self.seq = seq;
-        if self.log_pos + bytes.len() as u64 > self.ml.log_end {
+        let payload = rec.payload();
+        if payload.len() > MAX_PAYLOAD || self.log_pos + frame::encoded_len(payload.len()) as u64 > self.ml.log_end {
             return Ok(self.checkpoint());
         }
+        let bytes = frame::encode(KIND_DVS_LOG, seq, &payload);
         let offset = self.log_pos;
         self.log_pos += bytes.len() as u64;
         Ok(MetaWrite { offset, bytes })
     }
 
-    /// A checkpoint of the durable tables into the other slot; the log
-    /// starts over.
+    /// A checkpoint of the durable tables into the other slot, with a
+    /// sequence number of its own; the log starts over.
     pub fn checkpoint(&mut self) -> MetaWrite {
+        self.seq += 1;
         let bytes = encode_checkpoint(&self.durable, self.seq);
         let slot = (self.ck_slot + 1) % 2;
         self.ck_slot = slot;
@@ -526,7 +632,8 @@ mod tests {
 
     #[test]
     fn meta_state_places_records_checkpoints_and_journal_records() {
-        let g = Geo::new(DvsConfig { cache_chunks: 8, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1) }).unwrap();
+        // 6 conventional zones of 32 KiB: the labels, then 64 KiB for the rest.
+        let g = Geo::new(DvsConfig { cache_chunks: 8, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 16, 6) }).unwrap();
         let ml = MetaLayout::new(&g).unwrap();
         let mut st = MetaState::new(ml, Tables::new(g.clone()), 0, 0, 0);
         // Records follow each other in the log, sequence numbers one up.
@@ -536,12 +643,19 @@ mod tests {
         let w2 = st.log(&rec).unwrap();
         assert_eq!(w2.offset, ml.log_start + w1.bytes.len() as u64);
         assert_eq!(st.durable.journal_from, 3);
-        // A full log: the record becomes a checkpoint into the other slot.
+        assert_eq!(w1.bytes.len(), 512, "frames are padded to whole sectors");
+        // A full log: the record becomes a checkpoint into the other slot,
+        // with a sequence number of its own.
         st.log_pos = ml.log_end - 1;
         let w3 = st.log(&rec).unwrap();
-        assert_eq!((w3.offset, st.seq, st.ck_slot, st.log_pos), (ml.slot_offset(1), 3, 1, ml.log_start));
-        assert_eq!(w3.bytes, encode_checkpoint(&st.durable, 3));
+        assert_eq!((w3.offset, st.seq, st.ck_slot, st.log_pos), (ml.slot_offset(1), 4, 1, ml.log_start));
+        assert_eq!(w3.bytes, encode_checkpoint(&st.durable, 4));
+        assert!(w3.bytes.len() as u64 <= checkpoint_bound(&g));
         assert_eq!(st.checkpoint().offset, ml.slot_offset(0));
+        assert_eq!(st.seq, 5);
+        // Label rounds alternate the two label slots.
+        assert_eq!(st.bump_events(), (SLOT_SIZE, 1));
+        assert_eq!(st.bump_events(), (0, 2));
         // Journal records: lengths as encoded, until the journal is full.
         let len = journal_record_len(1000);
         assert_eq!(len, encode_journal(0, 0, &[0u8; 1000]).len() as u64);
@@ -586,8 +700,10 @@ mod tests {
         assert!(Record::Member { m: 4, state: MemberState::Failed }.apply(&mut t).is_err(), "4 members: no member 4");
         let (_, t3) = decode_checkpoint(&encode_checkpoint(&t, 10), &g).unwrap().unwrap();
         assert_eq!(t3.member_state, vec![MemberState::Active, MemberState::Rebuilding { done: 1 << 33 }, MemberState::Active, MemberState::Failed]);
-        // Any flipped byte is caught.
-        for i in [0, 5, 13, 20, e.len() - 1] {
+        // Any flipped byte of the frame is caught (the padding after it is
+        // not covered).
+        assert_eq!(e.len() % 512, 0);
+        for i in [0, 5, 13, 20, 24 + r2.payload().len() - 1] {
             let mut bad = e.clone();
             bad[i] ^= 0x40;
             assert!(decode_record(&bad, &g).is_none(), "byte {i}");
@@ -595,11 +711,56 @@ mod tests {
         let mut bad = ck.clone();
         bad[30] ^= 1;
         assert!(decode_checkpoint(&bad, &g).unwrap().is_none());
-        let sb = Superblock { config: g.cfg.clone(), uuid: 5, member: 3 };
-        assert_eq!(Superblock::decode(&sb.encode()).unwrap(), sb);
-        let mut b = sb.encode();
-        b[20] ^= 1;
-        assert!(Superblock::decode(&b).is_err());
-        assert!(Superblock::decode(&[0u8; 64]).is_err());
+        assert!(decode_record(&e[..e.len() - 1], &g).is_none(), "a torn frame");
+    }
+
+    #[test]
+    fn a_checkpoint_of_many_parts_is_valid_only_whole() {
+        let g = geo();
+        let mut t = Tables::new(g.clone());
+        t.journal_from = 77;
+        // A small body is one part.
+        let ck = encode_checkpoint(&t, 3);
+        assert_eq!(ck.len(), 512);
+        let (seq, back) = decode_checkpoint(&ck, &g).unwrap().unwrap();
+        assert_eq!((seq, back.journal_from), (3, 77));
+        // Hand-made parts: the body split in three.
+        let body = checkpoint_body(&t);
+        let parts = |seqs: [u64; 3]| -> Vec<u8> {
+            let cut = [0, body.len() / 3, 2 * body.len() / 3, body.len()];
+            (0..3usize)
+                .flat_map(|i| {
+                    let mut p = (i as u32).to_le_bytes().to_vec();
+                    p.extend_from_slice(&3u32.to_le_bytes());
+                    p.extend_from_slice(&body[cut[i]..cut[i + 1]]);
+                    frame::encode(KIND_DVS_CHECKPOINT, seqs[i], &p)
+                })
+                .collect()
+        };
+        let (seq, back) = decode_checkpoint(&parts([9, 9, 9]), &g).unwrap().unwrap();
+        assert_eq!((seq, back.journal_from, back.gtt.clone()), (9, 77, t.gtt.clone()));
+        assert!(decode_checkpoint(&parts([9, 8, 9]), &g).unwrap().is_none(), "parts of two checkpoints");
+        let whole = parts([9, 9, 9]);
+        assert!(decode_checkpoint(&whole[..whole.len() - 512], &g).unwrap().is_none(), "a torn checkpoint");
+    }
+
+    #[test]
+    fn labels_carry_the_config_and_have_one_length() {
+        let g = geo();
+        let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
+        let l = label(&g.cfg, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000, &[1]);
+        let len = label_write_len(&g.cfg).unwrap();
+        let b = label_bytes(&l, len).unwrap();
+        assert_eq!(b.len() as u64, len);
+        let back = Label::decode(&b).unwrap();
+        assert_eq!(back, l);
+        assert_eq!(label_policy(&back).unwrap(), DvsPolicy { config: g.cfg.clone(), failed: vec![1] });
+        let mut other = back.clone();
+        other.kind = "fixed".into();
+        assert!(label_config(&other).unwrap_err().to_string().contains("not a DVS array"));
+        other.kind = LABEL_KIND.into();
+        other.policy = serde_json::json!({ "chunk": "big" });
+        assert!(label_config(&other).is_err());
+        assert_eq!(label_offset(7), SLOT_SIZE);
     }
 }

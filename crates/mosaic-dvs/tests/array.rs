@@ -14,8 +14,10 @@ use rand_chacha::ChaCha8Rng;
 
 const CHUNK: u64 = 4096;
 const ZONE: u64 = 8 * CHUNK;
-const ZONES: u64 = 12;
-const CONV: u64 = 2;
+/// 4 conventional zones (128 KiB) hold the member labels; 2 more the
+/// checkpoints and the log; 10 sequential zones.
+const ZONES: u64 = 16;
+const CONV: u64 = 6;
 
 /// A scratch directory, in RAM when the machine has /dev/shm (the drives
 /// fsync on every flush; on tmpfs that is free).
@@ -293,20 +295,23 @@ fn bad_members_and_metadata_give_clear_errors() {
     let mut devs = files(dir.path(), 4);
     devs.push(Arc::new(ZonedFile::create(&dir.path().join("odd"), ZONE, ZONES + 1, CONV).unwrap()));
     let e = DvsArray::create(devs, cfg(1)).err().unwrap();
-    assert!(matches!(e, DvsError::Geometry(_)) && e.to_string().contains("13 zones"), "{e}");
+    assert!(matches!(e, DvsError::Geometry(_)) && e.to_string().contains("17 zones"), "{e}");
     // Not DVS members.
     let e = DvsArray::open(files(dir.path(), 5)).err().unwrap();
-    assert!(e.to_string().contains("no DVS superblock"), "{e}");
-    // Corrupt superblock, corrupt checkpoints.
+    assert!(e.to_string().contains("no member of any array found") && e.to_string().contains("no label (not a DVS member)"), "{e}");
+    // A damaged label: that device is not used (named in a warning).
     let mut a = DvsArray::create(files(dir.path(), 5), cfg(1)).unwrap();
     a.write(0, &[1u8; 8192]).unwrap();
     drop(a);
     let p0 = dir.path().join("m0");
     let mut bytes = std::fs::read(&p0).unwrap();
-    bytes[4096 + 20] ^= 0xff; // inside member 0's superblock JSON (after the 4 KiB zone header)
+    bytes[4096 + 40] ^= 0xff; // inside member 0's label (after the 4 KiB zone header)
     std::fs::write(&p0, &bytes).unwrap();
-    let e = DvsArray::open(reopen_files(dir.path(), 5)).err().unwrap();
-    assert!(e.to_string().contains("superblock checksum"), "{e}");
+    let b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    let w = b.warnings().join("\n");
+    assert!(w.contains("m0 (zoned): damaged label") && w.contains("member 0: no usable device"), "{w}");
+    assert_eq!(b.sources()[0], None);
+    drop(b);
     // Without member 0 the array still opens (k = 1) and reads back.
     let mut rest = reopen_files(dir.path(), 5);
     rest.remove(0);
@@ -398,10 +403,12 @@ fn a_failed_member_stays_failed_across_reopen_and_a_stopped_rebuild_resumes() {
         more_writes(&mut a, &mut rng, &mut reference, 200);
         drop(a);
         // Its file is back, but it missed writes: it must stay failed (by
-        // the record, not by luck of the write pointers).
+        // the record and its label's event counter, not by luck of the
+        // write pointers).
         let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
         assert_eq!(states(&b)[3], Failed, "k={k}");
-        assert!(b.info().member_list[3].present);
+        assert!(!b.info().member_list[3].present, "a member failed on record is not used");
+        assert!(b.warnings().is_empty(), "failed by a command, it is skipped quietly: {:?}", b.warnings());
         check_all(&mut b, &reference);
         assert!(b.rebuild(&|_, _| {}, None).unwrap_err().to_string().contains("nothing to rebuild"));
         // Replacing an active member is refused; so is a device that is
@@ -570,4 +577,82 @@ fn found_row(r: &mosaic_core::ScrubReport) -> u64 {
         mosaic_core::ScrubAt::Extent { row, .. } => row,
         other => panic!("a DVS finding names an extent, not {other}"),
     }
+}
+
+#[test]
+fn a_stale_member_copy_is_named_and_never_read() {
+    use mosaic_core::{DeviceIo, MemberState::*};
+    let dir = scratch();
+    let c = cfg(1);
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut reference = fill(&mut a, &mut rng, 100);
+    drop(a);
+    // Member 2's file is copied away, the array takes more writes, and
+    // the old copy is put back.
+    let p2 = dir.path().join("m2");
+    let old = std::fs::read(&p2).unwrap();
+    let mut a = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    assert!(a.warnings().is_empty(), "{:?}", a.warnings());
+    more_writes(&mut a, &mut rng, &mut reference, 100);
+    drop(a);
+    std::fs::write(&p2, &old).unwrap();
+    // Writes change no member state, so its label is current: the write
+    // pointers (DVS's own evidence) name it stale, and it is failed.
+    let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    let w = b.warnings().join("\n");
+    assert!(w.contains("m2 (zoned): member 2 is stale (it holds less of SSG"), "{w}");
+    assert_eq!(states(&b)[2], Failed);
+    b.reset_io();
+    check_all(&mut b, &reference);
+    assert_eq!(b.member_io()[2], DeviceIo::default(), "a stale member is never read");
+    drop(b);
+    // Failed on record (the labels say so too): skipped quietly from now on.
+    let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    assert!(b.warnings().is_empty() && !b.info().member_list[2].present, "{:?}", b.warnings());
+    assert_eq!(b.member_io()[2], DeviceIo::default());
+    b.replace(2, Arc::new(ZonedFile::open(&p2).unwrap())).unwrap();
+    b.rebuild(&|_, _| {}, None).unwrap();
+    drop(b);
+    // Copied away again; meanwhile member 0 fails and is rebuilt (member
+    // states change: the event counter goes up), then the copy is back.
+    let old = std::fs::read(&p2).unwrap();
+    let mut a = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    let at = a.info().events;
+    a.fail(0).unwrap();
+    more_writes(&mut a, &mut rng, &mut reference, 50);
+    a.replace(0, Arc::new(ZonedFile::open(&dir.path().join("m0")).unwrap())).unwrap();
+    a.rebuild(&|_, _| {}, None).unwrap();
+    assert_eq!(a.info().events, at + 6, "fail, replace, rebuild done: two rounds each");
+    drop(a);
+    std::fs::write(&p2, &old).unwrap();
+    // The one freshness rule names the copy stale before anything of it
+    // but its label is read.  A member of another array given too is
+    // named and not used.
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    drop(DvsArray::create(files_for(&other, 5, &c), c.clone()).unwrap());
+    let mut devs = reopen_files(dir.path(), 5);
+    devs.push(Arc::new(ZonedFile::open(&other.join("m0")).unwrap()));
+    let mut d = DvsArray::open(devs).unwrap();
+    let w = d.warnings().join("\n");
+    assert!(w.contains(&format!("m2 (zoned): member 2 is stale (event counter {at}, the array is at {})", at + 6)), "{w}");
+    assert!(w.contains("other/m0 (zoned): belongs to another array"), "{w}");
+    assert_eq!(d.info().events, at + 8, "the open recorded member 2 failed");
+    assert!(!d.info().member_list[2].present);
+    assert_eq!(d.sources()[2], None);
+    assert_eq!(d.member_io()[2], DeviceIo::default(), "a stale member is never read");
+    check_all(&mut d, &reference);
+    drop(d);
+    assert!(std::fs::read(&p2).unwrap() == old, "nor written");
+    // Replaced and rebuilt, the member is back.
+    let mut e = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    assert!(e.warnings().is_empty(), "{:?}", e.warnings());
+    e.replace(2, Arc::new(ZonedFile::open(&p2).unwrap())).unwrap();
+    e.rebuild(&|_, _| {}, None).unwrap();
+    drop(e);
+    let mut f = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    assert!(f.warnings().is_empty(), "{:?}", f.warnings());
+    assert_eq!(states(&f), vec![Active; 5]);
+    check_all(&mut f, &reference);
 }

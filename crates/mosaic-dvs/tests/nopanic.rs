@@ -1,14 +1,18 @@
 //! DVS metadata decoders never panic: random bytes, and valid encodings
 //! with bytes flipped or cut short (with their checksums left wrong, and
-//! made right again so the parsers behind them are reached), give `Ok` or
-//! a clear error.  What decodes is applied to tables, as recovery does.
+//! made right again by framing the damaged payload anew, so the parsers
+//! behind the frame are reached), give `Ok` or a clear error.  What
+//! decodes is applied to tables, as recovery does.
 
 use proptest::prelude::*;
 
 use mosaic_core::MemberState;
-use mosaic_dvs::meta::{decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, peek_record, MetaLayout, Record, Superblock};
+use mosaic_dvs::meta::{self, decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, label_config, MetaLayout, Record};
 use mosaic_dvs::tables::Tables;
 use mosaic_dvs::{DvsConfig, Geo};
+use mosaic_format::frame::{self, HEADER_LEN, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG, KIND_LABEL};
+use mosaic_format::Label;
+use uuid::Uuid;
 
 fn geo() -> Geo {
     Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).unwrap()
@@ -38,19 +42,24 @@ fn records() -> Vec<Vec<u8>> {
     ]
 }
 
-/// Make the frame checksum right again after `b` was changed (magic of
-/// `magic` bytes, then seq u64, len u32, crc u32, payload).
-fn reseal(b: &mut [u8], magic: usize) {
-    let h = magic + 16;
-    if b.len() < h {
-        return;
+/// The (kind, seq, payload) of the frame at the start of `b`, read
+/// without checks (the test's own view of the format).
+fn unframe(b: &[u8]) -> (u16, u64, Vec<u8>) {
+    let len = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
+    (u16::from_le_bytes([b[6], b[7]]), u64::from_le_bytes(b[8..16].try_into().unwrap()), b[HEADER_LEN..HEADER_LEN + len].to_vec())
+}
+
+/// Damage the payload of the frame `b` and frame it anew (a good
+/// checksum over bad contents), or damage the frame itself.
+fn damage(b: &[u8], flips: &[(usize, u8)], sealed: bool) -> Vec<u8> {
+    if !sealed {
+        let mut b = b.to_vec();
+        flip(&mut b, flips);
+        return b;
     }
-    let len = u32::from_le_bytes(b[magic + 8..magic + 12].try_into().unwrap()) as usize;
-    let Some(payload) = b.get(h..h.saturating_add(len)) else { return };
-    let mut c = b[magic..magic + 12].to_vec();
-    c.extend_from_slice(payload);
-    let crc = crc32c::crc32c(&c);
-    b[magic + 12..h].copy_from_slice(&crc.to_le_bytes());
+    let (kind, seq, mut p) = unframe(b);
+    flip(&mut p, flips);
+    frame::encode(kind, seq, &p)
 }
 
 /// Flip bytes of `b` (positions taken modulo its length).
@@ -67,12 +76,28 @@ fn flip(b: &mut [u8], flips: &[(usize, u8)]) {
 /// Decode a log record and, if it decodes, apply it as recovery does.
 fn decode_and_apply(b: &[u8]) {
     let g = geo();
-    let _ = peek_record(b);
     if let Some((_, r, len)) = decode_record(b, &g) {
         assert!(len <= b.len());
         let _ = r.apply(&mut Tables::new(g.clone()));
         let _ = r.apply(&mut busy_tables());
     }
+}
+
+/// What open does with a label's bytes: decode, take the configuration,
+/// lay out the metadata.
+fn decode_label(b: &[u8]) {
+    if let Ok(l) = Label::decode(b) {
+        if let Ok(cfg) = label_config(&l) {
+            if let Ok(g) = Geo::new(cfg) {
+                let _ = MetaLayout::new(&g);
+            }
+        }
+    }
+}
+
+fn a_label(cfg: DvsConfig) -> Label {
+    let ids: Vec<Uuid> = (0..cfg.members.max(1)).map(|i| Uuid::from_u128(i as u128 + 1)).collect();
+    meta::label(&cfg, Uuid::from_u128(99), &ids, 0, 3, 5, &[0])
 }
 
 #[test]
@@ -88,10 +113,14 @@ fn valid_encodings_decode_and_resealed_damage_is_refused() {
     let (_, rec, _) = decode_record(&bad.encode(3), &g).unwrap();
     let e = rec.apply(&mut Tables::new(g.clone())).unwrap_err().to_string();
     assert!(e.contains("member 200"), "{e}");
-    // A superblock claiming a length beyond its block.
-    let mut sb = Superblock { config: g.cfg.clone(), uuid: 1, member: 0 }.encode();
-    sb[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(Superblock::decode(&sb).unwrap_err().to_string().contains("superblock length out of range"));
+    // Frames of the wrong kind are not taken for another.
+    let j = encode_journal(5, 4096, &[1, 2, 3]);
+    assert!(decode_record(&j, &g).is_none() && decode_journal(&records()[0]).is_none());
+    assert!(decode_checkpoint(&j, &g).unwrap().is_none());
+    // A label whose policy is not a DVS configuration.
+    let mut l = a_label(g.cfg.clone());
+    l.policy = serde_json::json!([1, 2]);
+    assert!(label_config(&l).is_err());
     // Conventional zones whose size overflows: a geometry error.
     let mut cfg = g.cfg.clone();
     cfg.zone_size = 1 << 62;
@@ -101,23 +130,25 @@ fn valid_encodings_decode_and_resealed_damage_is_refused() {
     let big = Geo::new(cfg).unwrap();
     let e = MetaLayout::new(&big).unwrap_err().to_string();
     assert_eq!(e, format!("bad DVS geometry: 8 conventional zones of {} bytes overflow", 1u64 << 62));
+    // Conventional zones too small for the labels: a clear error.
+    let e = MetaLayout::new(&g).unwrap_err().to_string();
+    assert!(e.contains("the member labels take 131072 bytes"), "{e}");
 }
 
 proptest! {
     #[test]
-    fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..600), kind in 0u8..4) {
-        let mut b = b;
-        let magic: &[u8] = [&b"DVLR"[..], b"DVJR", b"DVSCKPT2", b"MOSAICDV"][kind as usize];
-        if b.len() >= magic.len() {
-            b[..magic.len()].copy_from_slice(magic);
-        }
-        if kind < 3 {
-            reseal(&mut b, magic.len());
-        }
+    fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..1200), kind in 0u8..5) {
+        let b = match kind {
+            0 => frame::encode(KIND_DVS_LOG, 1, &b),
+            1 => frame::encode(KIND_DVS_JOURNAL, 1, &b),
+            2 => frame::encode(KIND_DVS_CHECKPOINT, 1, &b),
+            3 => frame::encode(KIND_LABEL, 1, &b),
+            _ => b,
+        };
         decode_and_apply(&b);
         let _ = decode_journal(&b);
         let _ = decode_checkpoint(&b, &geo());
-        let _ = Superblock::decode(&b);
+        decode_label(&b);
     }
 
     #[test]
@@ -127,11 +158,7 @@ proptest! {
         cut in any::<usize>(),
         sealed in any::<bool>(),
     ) {
-        let mut r = records()[which].clone();
-        flip(&mut r, &flips);
-        if sealed {
-            reseal(&mut r, 4);
-        }
+        let r = damage(&records()[which], &flips, sealed);
         decode_and_apply(&r);
         decode_and_apply(&r[..cut % (r.len() + 1)]);
     }
@@ -143,11 +170,7 @@ proptest! {
         cut in any::<usize>(),
         sealed in any::<bool>(),
     ) {
-        let mut e = encode_journal(5, 4096, &data);
-        flip(&mut e, &flips);
-        if sealed {
-            reseal(&mut e, 4);
-        }
+        let e = damage(&encode_journal(5, 4096, &data), &flips, sealed);
         if let Some((_, _, d, len)) = decode_journal(&e) {
             prop_assert!(len <= e.len() && d.len() < len);
         }
@@ -161,41 +184,27 @@ proptest! {
         sealed in any::<bool>(),
     ) {
         let g = geo();
-        let mut c = encode_checkpoint(&busy_tables(), 9);
-        flip(&mut c, &flips);
-        if sealed {
-            reseal(&mut c, 8);
-        }
+        let c = damage(&encode_checkpoint(&busy_tables(), 9), &flips, sealed);
         let _ = decode_checkpoint(&c, &g);
         let _ = decode_checkpoint(&c[..cut % (c.len() + 1)], &g);
     }
 
     #[test]
-    fn damaged_superblocks_never_panic(
+    fn damaged_labels_never_panic(
         flips in proptest::collection::vec((0usize..400, any::<u8>()), 1..6),
         cut in 0usize..4097,
         sealed in any::<bool>(),
         fields in proptest::array::uniform8(any::<u64>()),
     ) {
         let mut cfg = geo().cfg;
-        // Random geometry fields, as a damaged (but checksummed) superblock may carry.
+        // Random geometry fields, as a damaged (but checksummed) label may carry.
         (cfg.chunk, cfg.zone_size, cfg.zones, cfg.conventional, cfg.block, cfg.spare, cfg.op_pct, cfg.cache_chunks) =
             (fields[0] >> (fields[0] % 64), fields[1] >> (fields[1] % 64), fields[2] >> (fields[2] % 64), fields[3] >> (fields[3] % 64),
              fields[4] >> (fields[4] % 64), fields[5] >> (fields[5] % 64), fields[6] % 200, fields[7] >> (fields[7] % 64));
-        let mut b = Superblock { config: cfg, uuid: 7, member: 1 }.encode();
-        flip(&mut b, &flips);
-        if sealed && b.len() >= 16 {
-            let len = (u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize).min(b.len() - 16);
-            let crc = crc32c::crc32c(&b[16..16 + len]);
-            b[8..12].copy_from_slice(&crc.to_le_bytes());
-        }
-        for b in [&b[..], &b[..cut]] {
-            if let Ok(sb) = Superblock::decode(b) {
-                // What open does next with a decoded superblock.
-                if let Ok(g) = Geo::new(sb.config) {
-                    let _ = MetaLayout::new(&g);
-                }
-            }
-        }
+        let b = a_label(cfg).encode().unwrap();
+        decode_label(&b);
+        let b = damage(&b, &flips, sealed);
+        decode_label(&b);
+        decode_label(&b[..cut.min(b.len())]);
     }
 }

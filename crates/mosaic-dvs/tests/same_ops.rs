@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 const N: usize = 5;
 const CHUNK: u64 = 4096;
 const ZONE: u64 = 16 * CHUNK;
-const ZONES: u64 = 24;
+const ZONES: u64 = 26;
 
 /// A scratch directory, in RAM when the machine has /dev/shm.
 fn scratch() -> tempfile::TempDir {
@@ -33,9 +33,10 @@ fn scratch() -> tempfile::TempDir {
     }
 }
 
-/// A 4+1 array; with a write cache of `cache` chunks (and room for its journal).
+/// A 4+1 array; with a write cache of `cache` chunks (and room for its
+/// journal).  The first two conventional zones hold the member labels.
 fn cfg(cache: u64) -> DvsConfig {
-    let conv = if cache > 0 { 4 } else { 2 };
+    let conv = if cache > 0 { 6 } else { 4 };
     DvsConfig { cache_chunks: cache, ..DvsConfig::new(N, 1, CHUNK, ZONE, ZONES, conv) }
 }
 

@@ -26,7 +26,6 @@ use mosaic_array::{RebuildReport, ScrubReport};
 use mosaic_core::MemberState;
 use mosaic_dev::zoned::ZonedFile;
 use mosaic_dev::DeviceLock;
-use mosaic_dvs::meta::{Superblock, SB_LEN};
 use mosaic_dvs::{files, DvsArray, ZonedMember};
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
@@ -63,26 +62,18 @@ impl DvsVolume {
     /// background work.
     pub fn open(spec: &str, writable: bool) -> Result<DvsVolume> {
         let mut devs: Vec<std::sync::Arc<dyn ZonedMember>> = Vec::new();
-        let mut found = Vec::new();
+        let mut given = Vec::new();
         let mut locks = Vec::new();
         for p in files::member_paths(spec)? {
             // As files::open_spec: a file that cannot be opened is a missing member.
             let Ok(z) = ZonedFile::open(&p) else { continue };
             locks.push(DeviceLock::acquire(&p, true).map_err(|e| VolumeError::Usage(e.to_string()))?);
-            let mut sb = vec![0u8; SB_LEN as usize];
-            if let Ok(sb) = ZonedMember::read_at(&z, &mut sb, 0).map_err(Into::into).and_then(|_| Superblock::decode(&sb)) {
-                found.push((sb.member, p));
-            }
             devs.push(std::sync::Arc::new(z));
+            given.push(p);
         }
         let arr = DvsArray::open(devs)?;
-        let n = arr.geo().n;
-        let mut paths = vec![None; n];
-        for (m, p) in found {
-            if m < n {
-                paths[m] = Some(p);
-            }
-        }
+        // The file serving each member, as the labels assigned them.
+        let paths = arr.sources().iter().map(|s| s.and_then(|i| given.get(i).cloned())).collect();
         let dir = (!spec.contains(',') && Path::new(spec).is_dir()).then(|| PathBuf::from(spec));
         Ok(DvsVolume {
             capacity: arr.capacity(),
@@ -169,12 +160,12 @@ impl Volume for DvsVolume {
                 state: m.state,
                 present: m.present,
                 path: self.member_path(m.index).map(|p| p.display().to_string()).unwrap_or_default(),
-                uuid: None,
+                uuid: Some(m.uuid.to_string()),
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));
         let summary = vec![
-            ("array".to_string(), format!("{:016x} (a dvs array on {} zoned members)", i.uuid, c.members)),
+            ("array".to_string(), format!("{} (a dvs array on {} zoned members, event counter {})", i.uuid, c.members, i.events)),
             ("level".into(), format!("dvs ({} data + {} parity chunks per full stripe)", c.members - c.parity, c.parity)),
             ("chunk".into(), format!("{} ({} bytes), block {} bytes", human(c.chunk), c.chunk, c.block)),
             ("capacity".into(), format!("{} ({} bytes), {} valid chunks", human(i.capacity), i.capacity, i.valid_chunks)),
@@ -193,7 +184,7 @@ impl Volume for DvsVolume {
         VolumeInfo {
             kind: "dvs".into(),
             level: if c.parity == 1 { "dvs".into() } else { format!("dvs:{}", c.parity) },
-            uuid: format!("{:016x}", i.uuid),
+            uuid: i.uuid.to_string(),
             capacity: i.capacity,
             block_size: c.block,
             stripe_unit: c.chunk,
@@ -204,6 +195,12 @@ impl Volume for DvsVolume {
             summary,
             detail: serde_json::to_value(&i).unwrap_or(serde_json::Value::Null),
         }
+    }
+
+    /// What the open found: devices not used and why (another array's, a
+    /// replaced member, a stale one, an older copy), members missing.
+    fn warnings(&self) -> Vec<String> {
+        self.lock().warnings().to_vec()
     }
 
     fn io_counters(&self) -> IoCounters {

@@ -139,10 +139,11 @@ fn dvs_dir_array() {
     let dir = t.path().join("z");
     let spec = dvs(&dir, 1);
     let want = write_fail_read(&spec, "dvs", 1);
-    // The failure is recorded: a new open still sees it.
+    // The failure is recorded: a new open still sees it, and does not use
+    // the member's file (failed on record: its label is stale).
     let v = open(&spec, true).unwrap();
     let info = v.info();
-    assert!(info.degraded && info.members[0].state == MemberState::Failed && info.members[0].present, "{:?}", info.members);
+    assert!(info.degraded && info.members[0].state == MemberState::Failed && !info.members[0].present, "{:?}", info.members);
     read_back(v.as_ref(), 3 * 4096, &want, "dvs reopened");
     // The replacement is created, rebuilt and takes member 0's file name.
     let new0 = t.path().join("new0.zoned");
