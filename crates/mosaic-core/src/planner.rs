@@ -242,7 +242,7 @@ impl StripePlanner {
         }
 
         // Intervals over which the touched column set is constant.
-        let ivs = intervals(&cols);
+        let ivs = intervals(cols);
         // Code ranges: touched intervals, adjacent ones merged.
         let code_ranges = merge(ivs.iter().map(|iv| (iv.0, iv.1)));
 

@@ -70,10 +70,11 @@ use mosaic_exec::{Client, ExecError, Executor};
 use crate::addr::{ChunkKey, DvsConfig, Geo};
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
 use mosaic_format::fresh::{self, Assembled, Found};
+use mosaic_map::ledger::Ledger;
 use mosaic_format::label::{read_label, Label, LabelError, SLOT_SIZE};
 use uuid::Uuid;
 
-use crate::meta::{self, decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
+use crate::meta::{self, decode_journal, encode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
 use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
@@ -450,7 +451,8 @@ impl DvsArray {
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let label = meta::label(&cfg, Uuid::new_v4(), &member_uuids, 0, 0, created, &[]);
         let tables = Tables::new(geo.clone());
-        let ck = encode_checkpoint(&tables, 0);
+        let (meta, ck) = MetaState::created(ml, tables.clone())?;
+        let ck = ck.bytes;
         let exec = executor(&members.iter().cloned().map(Some).collect::<Vec<_>>());
         let ids: Vec<usize> = (0..members.len()).collect();
         let resets: Vec<(usize, u64)> = members.iter().enumerate().flat_map(|(i, d)| written_zones(&cfg, i, d.as_ref())).collect();
@@ -464,7 +466,7 @@ impl DvsArray {
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
             dvs: Dvs::with_tables(tables.clone(), array_params(&cfg)),
-            meta: MetaState::new(ml, tables, 0, 0, 0),
+            meta,
             ml,
             label,
             sources: (0..members.len()).map(Some).collect(),
@@ -511,35 +513,16 @@ impl DvsArray {
             return Err(DvsError::Other(format!("only {present} of {} members present; at most {} may be missing", cfg.members, cfg.parity)));
         }
         // The newest checkpoint with the longest log, over all members.
-        let mut best: Option<(u64, u64, Tables, u64)> = None; // (final seq, ck slot, tables, ck seq)
+        let mut best: Option<(Ledger, Tables)> = None;
         for i in (0..cfg.members).filter(|&i| members[i].is_some()) {
-            let mut ck: Option<(u64, u64, Tables)> = None;
             let slots = run_on(&exec, &program::reads(&[(i, ml.slot_offset(0), ml.slot), (i, ml.slot_offset(1), ml.slot)]))?;
-            for (slot, b) in (0..2).zip(&slots) {
-                if let Some((seq, t)) = decode_checkpoint(b, &geo)? {
-                    if ck.as_ref().is_none_or(|c| seq > c.0) {
-                        ck = Some((seq, slot, t));
-                    }
-                }
-            }
-            let Some((ck_seq, slot, mut t)) = ck else { continue };
             let log = read_one(&exec, i, ml.log_start, ml.log_end - ml.log_start)?;
-            let mut pos = 0;
-            let mut seq = ck_seq;
-            // `decode_record` takes only whole frames: `pos` stays in `log`.
-            while let Some((s, rec, n)) = decode_record(&log[pos..], &geo) {
-                if s != seq + 1 {
-                    break;
-                }
-                rec.apply(&mut t)?;
-                seq = s;
-                pos += n;
-            }
-            if best.as_ref().is_none_or(|b| seq > b.0) {
-                best = Some((seq, slot, t, ck_seq));
+            let Some((ledger, t)) = meta::recover(&ml, &geo, [&slots[0], &slots[1]], &log)? else { continue };
+            if best.as_ref().is_none_or(|b| ledger.seq > b.0.seq) {
+                best = Some((ledger, t));
             }
         }
-        let (seq, slot, mut tables, _) = best.ok_or_else(|| DvsError::Corrupt("no valid checkpoint on any member".into()))?;
+        let (ledger, mut tables) = best.ok_or_else(|| DvsError::Corrupt("no valid checkpoint on any member".into()))?;
         // Member states: what the metadata records, then what the drives
         // say.  A missing member fails; a member holding less than the
         // tables say in a zone it should hold missed writes: stale, failed.
@@ -606,7 +589,7 @@ impl DvsArray {
         let mut dvs = Dvs::with_tables(tables.clone(), array_params(&cfg));
         dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
-        let mut meta = MetaState::new(ml, tables, seq, slot, jseq);
+        let mut meta = MetaState::new(ml, tables, ledger, jseq);
         meta.events = auth.events;
         let mut a = DvsArray {
             dvs,
@@ -723,7 +706,7 @@ impl DvsArray {
             member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, uuid: self.label.member_uuids[m], state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
-            log_seq: self.meta.seq,
+            log_seq: self.meta.seq(),
         }
     }
 
@@ -968,7 +951,7 @@ impl DvsArray {
     /// Write the durable tables to the other checkpoint slot of every
     /// working member and restart the log.
     pub fn checkpoint(&mut self) -> Result<(), DvsError> {
-        let w = self.meta.checkpoint();
+        let w = self.meta.checkpoint()?;
         self.write_meta(w)
     }
 

@@ -99,7 +99,7 @@ impl DvsFrontend {
         let ml = MetaLayout::new(&geo)?;
         let mut p = array_params(cfg);
         p.idle_ns = Some(REAL_IDLE_NS);
-        let meta = MetaState::new(ml, Tables::new(geo.clone()), 0, 0, 0);
+        let meta = MetaState::created(ml, Tables::new(geo.clone()))?.0;
         Ok(DvsFrontend::with(Dvs::new(geo, p), true, Some(meta), cfg.cache_chunks > 0))
     }
 
@@ -128,7 +128,7 @@ impl DvsFrontend {
         }
         if self.meta.is_none() {
             let ml = MetaLayout::new(&self.dvs.geo)?;
-            self.meta = Some(MetaState::new(ml, Tables::new(self.dvs.geo.clone()), 0, 0, 0));
+            self.meta = Some(MetaState::created(ml, Tables::new(self.dvs.geo.clone()))?.0);
         }
         Ok(self.meta.as_mut())
     }

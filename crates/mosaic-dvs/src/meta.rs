@@ -13,12 +13,19 @@
 //!   label      : kind 0x0200, seq = events: JSON { kind "dvs", array_uuid, member_uuid,
 //!                member_index, members, events, member_uuids[], created,
 //!                policy { config: DvsConfig, failed: [members failed on record] } }
-//!   checkpoint : kind 0x0300, seq: part u32 | parts u32 | a piece (<= 1 MiB) of
+//!   checkpoint : kind 0x0300, seq: part u32 | parts u32 | a piece of the body
 //!                journal_from | member states | GTT | per SSG: wp[], SIT rows
 //!   log record : kind 0x0301, seq: Append{lsn, rows} | Compact{lsn, phys, rows}
 //!                                | JournalReset{from} | Member{m, state}
 //!   journal    : kind 0x0302, seq = jseq: offset u64 | data
 //! ```
+//!
+//! The checkpoint slots and the log are a ledger of the mapped-layout kit
+//! ([`mosaic_map::ledger`]): the kit decides where each checkpoint and
+//! log record goes, frames them, and recovers the newest checkpoint plus
+//! its unbroken run of records; DVS supplies the bodies (its tables) and
+//! writes what the ledger answers on every metadata member, as programs
+//! on the one executor.
 //!
 //! The AMT is not stored: replaying an SSG's SIT rows in order rebuilds
 //! it (a later row's chunk supersedes an earlier one), with the valid
@@ -47,7 +54,8 @@
 //! answers a clear error (or `None`) for bad bytes, never a panic;
 //! `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
 
-use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG, MAX_PAYLOAD};
+use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG};
+use mosaic_map::ledger::{self, Ledger, LedgerLayout};
 use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -59,10 +67,6 @@ use mosaic_core::MemberState;
 
 /// The kind of array in a DVS member's label.
 pub const LABEL_KIND: &str = "dvs";
-/// Bytes of a checkpoint's body each of its frames carries at most.
-pub const CK_PART: usize = 1 << 20;
-/// Bytes before a checkpoint part's piece: part index, part count.
-const CK_PART_HEADER: usize = 8;
 /// The largest write piece one journal record carries.
 const MAX_JOURNAL_PIECE: u64 = 16 << 20;
 
@@ -176,6 +180,17 @@ impl MetaLayout {
     pub fn slot_offset(&self, i: u64) -> u64 {
         LABEL_AREA + (i % 2) * self.slot
     }
+    /// Where the ledger of checkpoints and log records lives.
+    pub fn ledger(&self) -> LedgerLayout {
+        LedgerLayout {
+            slots: [self.slot_offset(0), self.slot_offset(1)],
+            slot_bytes: self.slot,
+            log_start: self.log_start,
+            log_end: self.log_end,
+            checkpoint_kind: KIND_DVS_CHECKPOINT,
+            delta_kind: KIND_DVS_LOG,
+        }
+    }
     /// Largest write piece one journal record holds (the real array and
     /// its twin split writes alike).
     pub fn journal_piece(&self, block: u64) -> u64 {
@@ -195,9 +210,7 @@ pub fn checkpoint_bound(geo: &Geo) -> u64 {
     let (n, ssgs) = (geo.n as u64, geo.ssgs as u64);
     let per_ssg = (geo.seg_chunks as u64).saturating_mul(n).saturating_mul(10).saturating_add(8 + 4 * n);
     let body = ssgs.saturating_mul(per_ssg).saturating_add(32 + 9 * n + 4 * ssgs);
-    let parts = body.div_ceil(CK_PART as u64).max(1);
-    // Each part: its frame header and part header, padded to a sector.
-    body.saturating_add(parts.saturating_mul((frame::HEADER_LEN + CK_PART_HEADER + frame::SECTOR) as u64))
+    ledger::checkpoint_len(body.min(usize::MAX as u64 / 2) as usize)
 }
 
 // ---------------------------------------------------------------- encoding
@@ -421,20 +434,16 @@ pub fn journal_record_len(data_len: u64) -> u64 {
     (frame::HEADER_LEN as u64 + 8).saturating_add(data_len).div_ceil(frame::SECTOR as u64) * frame::SECTOR as u64
 }
 
-/// The tables as a checkpoint: frames of at most [`CK_PART`] bytes of its
-/// body each, all with sequence number `seq`.
+/// The tables as a checkpoint with sequence number `seq` (at least 1),
+/// framed as the ledger frames it: a slot's bytes (for tests and tools).
 pub fn encode_checkpoint(t: &Tables, seq: u64) -> Vec<u8> {
-    let body = checkpoint_body(t);
-    let pieces: Vec<&[u8]> = if body.is_empty() { vec![&[]] } else { body.chunks(CK_PART).collect() };
-    let mut out = Vec::with_capacity(body.len() + pieces.len() * frame::SECTOR);
-    for (i, piece) in pieces.iter().enumerate() {
-        let mut p = Vec::with_capacity(CK_PART_HEADER + piece.len());
-        p.extend_from_slice(&(i as u32).to_le_bytes());
-        p.extend_from_slice(&(pieces.len() as u32).to_le_bytes());
-        p.extend_from_slice(piece);
-        out.extend_from_slice(&frame::encode(KIND_DVS_CHECKPOINT, seq, &p));
-    }
-    out
+    let layout = LedgerLayout { slots: [0, 0], slot_bytes: u64::MAX, log_start: 0, log_end: 0, checkpoint_kind: KIND_DVS_CHECKPOINT, delta_kind: KIND_DVS_LOG };
+    let mut l = Ledger { seq: seq.saturating_sub(1), ..Ledger::fresh(layout) };
+    l.checkpoint(&checkpoint_body(t)).map(|w| w.bytes).unwrap_or_default()
+}
+
+fn ledger_err(e: ledger::LedgerError) -> DvsError {
+    DvsError::Geometry(e.to_string())
 }
 
 /// The body of a checkpoint of `t`.
@@ -462,34 +471,17 @@ fn checkpoint_body(t: &Tables) -> Vec<u8> {
     p.0
 }
 
-/// The sequence number and body of the checkpoint at the start of `b`:
-/// every part valid, in order, with one sequence number; `None` otherwise
-/// (blank, damaged or torn).
-fn read_checkpoint_body(b: &[u8]) -> Option<(u64, Vec<u8>)> {
-    let (mut pos, mut part, mut parts) = (0usize, 0u32, 1u32);
-    let mut seq = None;
-    let mut body = Vec::new();
-    // Each part takes at least a sector, so this ends within `b`.
-    while part < parts {
-        let (f, len) = frame_of(b.get(pos..)?, KIND_DVS_CHECKPOINT)?;
-        let i = u32::from_le_bytes(f.payload.get(0..4)?.try_into().ok()?);
-        let n = u32::from_le_bytes(f.payload.get(4..8)?.try_into().ok()?);
-        if i != part || n == 0 || (part > 0 && n != parts) || seq.is_some_and(|s| s != f.seq) {
-            return None;
-        }
-        (parts, seq) = (n, Some(f.seq));
-        body.extend_from_slice(f.payload.get(CK_PART_HEADER..)?);
-        pos += len;
-        part += 1;
-    }
-    Some((seq?, body))
-}
-
 /// Parse a checkpoint: (seq, tables); `Ok(None)` when `b` holds no valid
 /// checkpoint, an error when a valid one disagrees with the geometry.
 pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, DvsError> {
-    let Some((seq, body)) = read_checkpoint_body(b) else { return Ok(None) };
-    let mut r = R(&body, 0);
+    let Some((seq, body)) = ledger::read_checkpoint(b, KIND_DVS_CHECKPOINT) else { return Ok(None) };
+    decode_checkpoint_body(&body, geo).map(|t| Some((seq, t)))
+}
+
+/// The tables a checkpoint body holds; an error when it disagrees with
+/// the geometry.
+pub fn decode_checkpoint_body(body: &[u8], geo: &Geo) -> Result<Tables, DvsError> {
+    let mut r = R(body, 0);
     let mut t = Tables::new(geo.clone());
     t.journal_from = r.u32()? as u64 | (r.u32()? as u64) << 32;
     for m in 0..geo.n {
@@ -522,16 +514,32 @@ pub fn decode_checkpoint(b: &[u8], geo: &Geo) -> Result<Option<(u64, Tables)>, D
             s.wp[m] = w;
         }
     }
-    Ok(Some((seq, t)))
+    Ok(t)
+}
+
+/// Recover the tables from the bytes of both checkpoint slots and of the
+/// log of one member: the ledger positioned after the last record, the
+/// tables.  `Ok(None)` when neither slot holds a checkpoint; an error
+/// when a checkpoint or record that passed its checksum disagrees with
+/// the geometry (a bug or a foreign writer, not a torn write).
+pub fn recover(ml: &MetaLayout, geo: &Geo, slots: [&[u8]; 2], log: &[u8]) -> Result<Option<(Ledger, Tables)>, DvsError> {
+    let mut err = None;
+    let load = |b: &[u8]| decode_checkpoint_body(b, geo).map_err(|e| err = Some(e)).ok();
+    let mut bad = None;
+    let apply = |t: &mut Tables, p: &[u8]| match Record::decode(p, geo) {
+        Ok(rec) => rec.apply(t).map_err(|e| bad = Some(e)).is_ok(),
+        Err(_) => false,
+    };
+    let r = Ledger::recover(ml.ledger(), slots, log, load, apply);
+    if let Some(e) = err.or(bad) {
+        return Err(e);
+    }
+    Ok(r.map(|(l, t, _)| (l, t)))
 }
 
 /// One metadata write: `bytes` at byte `offset` of the conventional zones,
 /// issued to every metadata member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetaWrite {
-    pub offset: u64,
-    pub bytes: Vec<u8>,
-}
+pub use mosaic_map::ledger::LedgerWrite as MetaWrite;
 
 /// The metadata positions of an array and the tables its log and
 /// checkpoints hold: where the next log record, checkpoint and journal
@@ -543,11 +551,8 @@ pub struct MetaState {
     pub ml: MetaLayout,
     /// What the log and checkpoints hold.
     pub durable: Tables,
-    /// Sequence number of the last record (or checkpoint).
-    pub seq: u64,
-    pub log_pos: u64,
-    /// Slot of the newest checkpoint.
-    pub ck_slot: u64,
+    /// Where the next checkpoint and log record go.
+    pub ledger: Ledger,
     /// Journal: next record offset and sequence number.
     pub jpos: u64,
     pub jseq: u64,
@@ -556,10 +561,23 @@ pub struct MetaState {
 }
 
 impl MetaState {
-    /// State after a checkpoint of `durable` with sequence `seq` in slot
-    /// `ck_slot`: empty log and journal, journal records from `jseq`.
-    pub fn new(ml: MetaLayout, durable: Tables, seq: u64, ck_slot: u64, jseq: u64) -> MetaState {
-        MetaState { ml, durable, seq, log_pos: ml.log_start, ck_slot, jpos: ml.journal_start, jseq, events: 0 }
+    /// State with the ledger at `ledger` (as recovered): an empty
+    /// journal, its records from `jseq`.
+    pub fn new(ml: MetaLayout, durable: Tables, ledger: Ledger, jseq: u64) -> MetaState {
+        MetaState { ml, durable, ledger, jpos: ml.journal_start, jseq, events: 0 }
+    }
+
+    /// The state of a newly created array holding `durable`, and the
+    /// first checkpoint's write (the simulator's twin starts here too).
+    pub fn created(ml: MetaLayout, durable: Tables) -> Result<(MetaState, MetaWrite), DvsError> {
+        let mut st = MetaState::new(ml, durable, Ledger::fresh(ml.ledger()), 0);
+        let w = st.checkpoint()?;
+        Ok((st, w))
+    }
+
+    /// The sequence number of the last record (or checkpoint).
+    pub fn seq(&self) -> u64 {
+        self.ledger.seq
     }
 
     /// One round of a label update: the event counter one up, and the
@@ -576,27 +594,17 @@ impl MetaState {
     /// the record at the end of the log, or a checkpoint when the log is full.
     pub fn log(&mut self, rec: &Record) -> Result<MetaWrite, DvsError> {
         rec.apply(&mut self.durable)?;
-        let seq = self.seq + 1;
-        self.seq = seq;
-        let payload = rec.payload();
-        if payload.len() > MAX_PAYLOAD || self.log_pos + frame::encoded_len(payload.len()) as u64 > self.ml.log_end {
-            return Ok(self.checkpoint());
+        match self.ledger.delta(&rec.payload()) {
+            Ok(Some(w)) => Ok(w),
+            // Full, or too large for any log: the tables are checkpointed.
+            Ok(None) | Err(_) => self.checkpoint(),
         }
-        let bytes = frame::encode(KIND_DVS_LOG, seq, &payload);
-        let offset = self.log_pos;
-        self.log_pos += bytes.len() as u64;
-        Ok(MetaWrite { offset, bytes })
     }
 
     /// A checkpoint of the durable tables into the other slot, with a
     /// sequence number of its own; the log starts over.
-    pub fn checkpoint(&mut self) -> MetaWrite {
-        self.seq += 1;
-        let bytes = encode_checkpoint(&self.durable, self.seq);
-        let slot = (self.ck_slot + 1) % 2;
-        self.ck_slot = slot;
-        self.log_pos = self.ml.log_start;
-        MetaWrite { offset: self.ml.slot_offset(slot), bytes }
+    pub fn checkpoint(&mut self) -> Result<MetaWrite, DvsError> {
+        self.ledger.checkpoint(&checkpoint_body(&self.durable)).map_err(ledger_err)
     }
 
     /// Whether a journal record of `len` bytes fits after the last one.
@@ -635,24 +643,25 @@ mod tests {
         // 6 conventional zones of 32 KiB: the labels, then 64 KiB for the rest.
         let g = Geo::new(DvsConfig { cache_chunks: 8, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 16, 6) }).unwrap();
         let ml = MetaLayout::new(&g).unwrap();
-        let mut st = MetaState::new(ml, Tables::new(g.clone()), 0, 0, 0);
+        let (mut st, ck) = MetaState::created(ml, Tables::new(g.clone())).unwrap();
+        assert_eq!((ck.offset, st.seq(), st.ledger.slot), (ml.slot_offset(0), 1, 0));
         // Records follow each other in the log, sequence numbers one up.
         let rec = Record::JournalReset { from: 3 };
         let w1 = st.log(&rec).unwrap();
-        assert_eq!((w1.offset, w1.bytes.clone()), (ml.log_start, rec.encode(1)));
+        assert_eq!((w1.offset, w1.bytes.clone()), (ml.log_start, rec.encode(2)));
         let w2 = st.log(&rec).unwrap();
         assert_eq!(w2.offset, ml.log_start + w1.bytes.len() as u64);
         assert_eq!(st.durable.journal_from, 3);
         assert_eq!(w1.bytes.len(), 512, "frames are padded to whole sectors");
         // A full log: the record becomes a checkpoint into the other slot,
         // with a sequence number of its own.
-        st.log_pos = ml.log_end - 1;
+        st.ledger.pos = ml.log_end - 1;
         let w3 = st.log(&rec).unwrap();
-        assert_eq!((w3.offset, st.seq, st.ck_slot, st.log_pos), (ml.slot_offset(1), 4, 1, ml.log_start));
+        assert_eq!((w3.offset, st.seq(), st.ledger.slot, st.ledger.pos), (ml.slot_offset(1), 4, 1, ml.log_start));
         assert_eq!(w3.bytes, encode_checkpoint(&st.durable, 4));
         assert!(w3.bytes.len() as u64 <= checkpoint_bound(&g));
-        assert_eq!(st.checkpoint().offset, ml.slot_offset(0));
-        assert_eq!(st.seq, 5);
+        assert_eq!(st.checkpoint().unwrap().offset, ml.slot_offset(0));
+        assert_eq!(st.seq(), 5);
         // Label rounds alternate the two label slots.
         assert_eq!(st.bump_events(), (SLOT_SIZE, 1));
         assert_eq!(st.bump_events(), (0, 2));
@@ -665,7 +674,7 @@ mod tests {
         assert!(!st.journal_fits(len));
         let w4 = st.journal_reset().unwrap();
         assert_eq!((st.jpos, st.durable.journal_from), (ml.journal_start, 2));
-        assert_eq!(w4.bytes, Record::JournalReset { from: 2 }.encode(st.seq));
+        assert_eq!(w4.bytes, Record::JournalReset { from: 2 }.encode(st.seq()));
         assert!(st.journal_fits(len));
     }
 

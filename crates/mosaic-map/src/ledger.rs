@@ -175,9 +175,10 @@ fn frame_at(b: &[u8], kind: u16) -> Option<(frame::Frame, usize)> {
     (f.kind == kind).then_some((f, len))
 }
 
-/// The sequence number and body of the checkpoint at the start of `b`:
+/// The sequence number and body of the checkpoint at the start of `b` (a
+/// slot's bytes):
 /// every part valid, in order, with one sequence number.
-fn read_checkpoint(b: &[u8], kind: u16) -> Option<(u64, Vec<u8>)> {
+pub fn read_checkpoint(b: &[u8], kind: u16) -> Option<(u64, Vec<u8>)> {
     let (mut pos, mut part, mut parts) = (0usize, 0u32, 1u32);
     let mut seq = None;
     let mut body = Vec::new();
