@@ -10,13 +10,13 @@ use libfuzzer_sys::fuzz_target;
 use mosaic_dvs::meta::{decode_checkpoint, decode_journal, decode_record, label_config, MetaLayout};
 use mosaic_dvs::tables::Tables;
 use mosaic_dvs::{DvsConfig, Geo};
-use mosaic_format::frame::{encode, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG, KIND_LABEL};
+use mosaic_format::frame::{encode, KIND_DVS_CHECKPOINT, KIND_JOURNAL_RECORD, KIND_DVS_LOG, KIND_LABEL};
 use mosaic_format::Label;
 
 fuzz_target!(|data: &[u8]| {
     let geo = Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).expect("geometry");
     let (first, rest) = data.split_first().map_or((0, data), |(f, r)| (*f, r));
-    let kinds = [KIND_LABEL, KIND_DVS_LOG, KIND_DVS_JOURNAL, KIND_DVS_CHECKPOINT];
+    let kinds = [KIND_LABEL, KIND_DVS_LOG, KIND_JOURNAL_RECORD, KIND_DVS_CHECKPOINT];
     let framed;
     let input: &[u8] = match kinds.get(first as usize % 8) {
         Some(&kind) => {

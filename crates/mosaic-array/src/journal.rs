@@ -87,7 +87,9 @@ use uuid::Uuid;
 
 use mosaic_core::{Geometry, Level};
 use mosaic_dev::Member;
-use mosaic_format::frame::{self, FrameError, FRAME_MAGIC, KIND_JOURNAL_HEADER, KIND_JOURNAL_RECORD};
+use mosaic_format::frame::{self, FrameError, FRAME_MAGIC, KIND_JOURNAL_HEADER};
+use mosaic_format::journal::{frame_seq, is_record_header, le32, le64, record_payload_len, record_raw_len, ENTRY, TABLE_HEAD};
+pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_record, Entry, Extent};
 
 use crate::ArrayError;
 
@@ -99,14 +101,9 @@ pub const HEADER_BYTES: u64 = 4096;
 const HEADER_PAYLOAD: usize = 28;
 /// Records are frames, padded to and aligned on this many bytes.
 const ALIGN: u64 = frame::SECTOR as u64;
-/// Bytes of a record's payload before its entries: the entry count and
-/// the entry table's own checksum.
-const TABLE_HEAD: usize = 8;
-/// Bytes of one entry of the table.
-const ENTRY: usize = 24;
-const TAG_DEVICE: u32 = 1;
-const TAG_LOGICAL: u32 = 2;
-const TAG_RESYNC: u32 = 3;
+/// Records to replay, with their sequence numbers, in order.
+pub type Records = Vec<(u64, Vec<Entry>)>;
+
 /// The smallest journal that makes sense.
 pub const MIN_JOURNAL: u64 = 1 << 20;
 /// The largest checkpoint sequence a header may carry (records then have
@@ -116,76 +113,6 @@ const MAX_SEQ: u64 = u64::MAX / 2;
 const SCAN_CHUNK: u64 = 1 << 20;
 /// Stripes a warning lists of one record before it only counts them.
 const LISTED_STRIPES: usize = 16;
-
-/// One entry of a journal record.  `B` is its bytes: `Vec<u8>` as read,
-/// `&[u8]` to append, `u64` (their count) for an [`Extent`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry<B = Vec<u8>> {
-    /// Bytes for member `member` at `offset` (from the data offset).
-    Device { member: usize, offset: u64, data: B },
-    /// A client write at array offset `offset` that a cache volume
-    /// acknowledged and holds in cache.
-    Logical { offset: u64, data: B },
-    /// Stripe row `row`'s code on the members may disagree with its data
-    /// (its parity is cached): replay recomputes it from the data.
-    Resync { row: u64 },
-}
-
-/// Where an entry writes, without its bytes (`data` is their count).
-pub type Extent = Entry<u64>;
-
-/// Records to replay, with their sequence numbers, in order.
-pub type Records = Vec<(u64, Vec<Entry>)>;
-
-impl<B> Entry<B> {
-    /// The same entry with its bytes mapped through `f`.
-    pub fn map<C>(&self, f: impl FnOnce(&B) -> C) -> Entry<C> {
-        match self {
-            Entry::Device { member, offset, data } => Entry::Device { member: *member, offset: *offset, data: f(data) },
-            Entry::Logical { offset, data } => Entry::Logical { offset: *offset, data: f(data) },
-            Entry::Resync { row } => Entry::Resync { row: *row },
-        }
-    }
-
-    /// Where the entry writes bytes: (member, or `None` for the array's
-    /// logical space; offset).  `None` for a resync mark.
-    fn target(&self) -> Option<(Option<usize>, u64)> {
-        match self {
-            Entry::Device { member, offset, .. } => Some((Some(*member), *offset)),
-            Entry::Logical { offset, .. } => Some((None, *offset)),
-            Entry::Resync { .. } => None,
-        }
-    }
-}
-
-impl<B: AsRef<[u8]>> Entry<B> {
-    /// The bytes the entry carries (none for a resync mark).
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            Entry::Device { data, .. } | Entry::Logical { data, .. } => data.as_ref(),
-            Entry::Resync { .. } => &[],
-        }
-    }
-
-    /// Where the entry writes.
-    pub fn extent(&self) -> Extent {
-        self.map(|d| d.as_ref().len() as u64)
-    }
-}
-
-impl Extent {
-    /// Bytes the entry carries.
-    pub fn len(&self) -> u64 {
-        match self {
-            Entry::Device { data, .. } | Entry::Logical { data, .. } => *data,
-            Entry::Resync { .. } => 0,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 struct Ring {
     /// Next byte to append at.
@@ -484,139 +411,9 @@ pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
     Ok(JournalHeader { array, size: le64(p, 20), checkpoint })
 }
 
-/// Little-endian u32 and u64 at `o` of `b` (callers check the length).
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-fn le64(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(std::array::from_fn(|i| b[o + i]))
-}
-
-/// The sequence number in a frame header (callers check the length).
-fn frame_seq(h: &[u8]) -> u64 {
-    le64(h, 8)
-}
-
-/// Whether `h` starts like a journal record: the frame magic and kind.
-fn is_record_header(h: &[u8]) -> bool {
-    h.len() >= frame::HEADER_LEN && h[0..4] == FRAME_MAGIC && u16::from_le_bytes([h[6], h[7]]) == KIND_JOURNAL_RECORD
-}
-
-/// Unpadded bytes of the record whose frame header is `h`, from the
-/// payload length it claims (magic and checksum not checked), if that
-/// length is one a frame may have.
-fn record_raw_len(h: &[u8]) -> Option<u64> {
-    let h = h.get(..frame::HEADER_LEN)?;
-    let len = le32(h, 16) as usize;
-    (len <= frame::MAX_PAYLOAD).then_some((frame::HEADER_LEN + len) as u64)
-}
-
-/// The entry table at the start of a record's `payload`, whose full
-/// length is `payload_len` (`payload` may hold only the table): its own
-/// checksum must hold and its lengths must add up to `payload_len`.
-fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<Extent>, String> {
-    let Some(head) = payload.get(..TABLE_HEAD) else { return Err("journal record entry table truncated".into()) };
-    let count = le32(head, 0) as u64;
-    let table_len = TABLE_HEAD as u64 + count * ENTRY as u64;
-    if table_len > payload_len {
-        return Err("journal record entry table exceeds its payload".into());
-    }
-    let Some(table) = payload.get(TABLE_HEAD..table_len as usize) else { return Err("journal record entry table truncated".into()) };
-    if crc32c::crc32c_append(crc32c::crc32c(&head[0..4]), table) != le32(head, 4) {
-        return Err("journal record entry table checksum mismatch".into());
-    }
-    let mut sum = table_len;
-    let mut out = Vec::with_capacity(count as usize);
-    for e in table.chunks_exact(ENTRY) {
-        let (tag, member, at, len) = (le32(e, 0), le32(e, 4) as usize, le64(e, 8), le64(e, 16));
-        out.push(match (tag, len) {
-            (TAG_DEVICE, _) => Entry::Device { member, offset: at, data: len },
-            (TAG_LOGICAL, _) => Entry::Logical { offset: at, data: len },
-            (TAG_RESYNC, 0) => Entry::Resync { row: at },
-            _ => return Err(format!("journal record entry of unknown type {tag} (or a resync entry with bytes)")),
-        });
-        sum = sum.checked_add(len).ok_or("journal record entry lengths overflow")?;
-    }
-    if sum != payload_len {
-        return Err("journal record entry table disagrees with its payload length".into());
-    }
-    Ok(out)
-}
-
-/// The entry table of the record at the start of `b`, best effort: `b`
-/// needs the frame header and the table, not the entries' bytes, and
-/// neither the frame's magic nor its checksum is checked (the table has
-/// its own checksum).  `None` unless the table's checksum holds and its
-/// lengths add up to the payload length the frame header claims.  Replay
-/// uses it to learn where a damaged record wrote; public for fuzzing.
-pub fn decode_entry_table(b: &[u8]) -> Option<Vec<Extent>> {
-    let raw = record_raw_len(b)?;
-    parse_table(b.get(frame::HEADER_LEN..)?, raw - frame::HEADER_LEN as u64).ok()
-}
-
-/// Decode the record at the start of `b`: its sequence number, entries
-/// and padded length.  Every length is checked against `b` before use.
-/// What [`Journal::open`] reads records with; public for fuzzing.
-pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<Entry>, u64), String> {
-    let f = frame::decode(b).map_err(|e| format!("no valid journal record here ({e})"))?;
-    let f = f.ok_or("no journal record here (blank)")?;
-    if f.kind != KIND_JOURNAL_RECORD {
-        return Err(format!("no journal record here (a frame of kind {:#06x})", f.kind));
-    }
-    let table = parse_table(&f.payload, f.payload.len() as u64)?;
-    let mut p = TABLE_HEAD + table.len() * ENTRY;
-    let mut entries = Vec::with_capacity(table.len());
-    for e in table {
-        // The table adds up to the payload, so every entry's bytes are in it.
-        let n = e.len() as usize;
-        let data = f.payload.get(p..p + n).ok_or("journal record entry beyond its payload")?;
-        entries.push(e.map(|_| data.to_vec()));
-        p += n;
-    }
-    Ok((f.seq, entries, frame::encoded_len(f.payload.len()) as u64))
-}
-
 /// Read journal bytes at `at`, naming the device when that fails.
 fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
     dev.read_at(buf, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))
-}
-
-/// Bytes of the payload of a record of `entries`.
-fn payload_len(entries: &[Entry<&[u8]>]) -> usize {
-    TABLE_HEAD + entries.len() * ENTRY + entries.iter().map(|e| e.bytes().len()).sum::<usize>()
-}
-
-/// One entry of the table, as stored.
-fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
-    let (tag, member, at) = match *e {
-        Entry::Device { member, offset, .. } => (TAG_DEVICE, member as u32, offset),
-        Entry::Logical { offset, .. } => (TAG_LOGICAL, 0, offset),
-        Entry::Resync { row } => (TAG_RESYNC, 0, row),
-    };
-    let mut b = [0u8; ENTRY];
-    b[0..4].copy_from_slice(&tag.to_le_bytes());
-    b[4..8].copy_from_slice(&member.to_le_bytes());
-    b[8..16].copy_from_slice(&at.to_le_bytes());
-    b[16..24].copy_from_slice(&e.len().to_le_bytes());
-    b
-}
-
-/// Encode one record: a frame padded to [`ALIGN`].  The caller keeps
-/// the payload within [`frame::MAX_PAYLOAD`] ([`Journal::try_append`]
-/// refuses larger records).
-pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(payload_len(entries));
-    p.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    p.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
-    for e in entries {
-        p.extend_from_slice(&entry_bytes(&e.extent()));
-    }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&p[0..4]), &p[TABLE_HEAD..]);
-    p[4..8].copy_from_slice(&crc.to_le_bytes());
-    for e in entries {
-        p.extend_from_slice(e.bytes());
-    }
-    frame::encode(KIND_JOURNAL_RECORD, seq, &p)
 }
 
 impl Journal {
@@ -860,7 +657,7 @@ impl Journal {
 
     /// Bytes a record of these entries takes.
     pub fn record_len(entries: &[Entry<&[u8]>]) -> u64 {
-        frame::encoded_len(payload_len(entries)) as u64
+        frame::encoded_len(record_payload_len(entries)) as u64
     }
 
     /// Largest record the ring holds.
@@ -878,7 +675,7 @@ impl Journal {
     /// [`Journal::sync_to`].
     pub fn try_append(&self, entries: &[Entry<&[u8]>]) -> Result<Option<u64>, ArrayError> {
         let len = Self::record_len(entries);
-        if len > self.capacity() || payload_len(entries) > frame::MAX_PAYLOAD {
+        if len > self.capacity() || record_payload_len(entries) > frame::MAX_PAYLOAD {
             return Err(ArrayError::Usage(format!(
                 "a write needs a {len}-byte journal record but the journal {} holds {} bytes (and a record at most {} MiB); use a larger journal or smaller writes",
                 self.dev.describe(),
@@ -1131,7 +928,7 @@ mod tests {
         long[TABLE_HEAD + 16..TABLE_HEAD + 24].copy_from_slice(&u64::MAX.to_le_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&long[0..4]), &long[TABLE_HEAD..TABLE_HEAD + ENTRY]);
         long[4..8].copy_from_slice(&crc.to_le_bytes());
-        let bad = frame::encode(KIND_JOURNAL_RECORD, 9, &long);
+        let bad = frame::encode(frame::KIND_JOURNAL_RECORD, 9, &long);
         assert_eq!(decode_record(&bad).unwrap_err(), "journal record entry lengths overflow");
         assert_eq!(decode_entry_table(&bad), None);
         assert_eq!(decode_entry_table(&rec[..frame::HEADER_LEN + TABLE_HEAD + ENTRY]), Some(vec![ext(2, 512, 600)]), "the table alone is enough");

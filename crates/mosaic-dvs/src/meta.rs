@@ -17,7 +17,8 @@
 //!                journal_from | member states | GTT | per SSG: wp[], SIT rows
 //!   log record : kind 0x0301, seq: Append{lsn, rows} | Compact{lsn, phys, rows}
 //!                                | JournalReset{from} | Member{m, state}
-//!   journal    : kind 0x0302, seq = jseq: offset u64 | data
+//!   journal    : the one journal record (kind 0x0101, seq = jseq) of one
+//!                logical write entry (mosaic_format::journal)
 //! ```
 //!
 //! The checkpoint slots and the log are a ledger of the mapped-layout kit
@@ -54,7 +55,8 @@
 //! answers a clear error (or `None`) for bad bytes, never a panic;
 //! `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
 
-use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG};
+use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_LOG};
+use mosaic_format::journal::{self, Entry};
 use mosaic_map::ledger::{self, Ledger, LedgerLayout};
 use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
 use serde::{Deserialize, Serialize};
@@ -412,26 +414,27 @@ pub fn decode_record(b: &[u8], geo: &Geo) -> Option<(u64, Record, usize)> {
     Record::decode(&f.payload, geo).ok().map(|r| (f.seq, r, len))
 }
 
-/// A journal record: one acknowledged write held in the write cache.
+/// A journal record: one acknowledged write held in the write cache, in
+/// the one journal record format ([`mosaic_format::journal`]): a logical
+/// write entry.
 pub fn encode_journal(jseq: u64, offset: u64, data: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(8 + data.len());
-    p.extend_from_slice(&offset.to_le_bytes());
-    p.extend_from_slice(data);
-    frame::encode(KIND_DVS_JOURNAL, jseq, &p)
+    journal::encode_record(jseq, &[Entry::Logical { offset, data }])
 }
 
 /// Parse a journal record at the start of `b`: (jseq, offset, data, bytes
-/// it takes).
+/// it takes).  `None` unless it is a valid record of one logical write.
 pub fn decode_journal(b: &[u8]) -> Option<(u64, u64, Vec<u8>, usize)> {
-    let (f, len) = frame_of(b, KIND_DVS_JOURNAL)?;
-    let off = u64::from_le_bytes(f.payload.get(..8)?.try_into().ok()?);
-    let data = f.payload.get(8..)?.to_vec();
-    Some((f.seq, off, data, len))
+    let (seq, mut entries, len) = journal::decode_record(b).ok()?;
+    match (entries.pop(), entries.is_empty()) {
+        (Some(Entry::Logical { offset, data }), true) => Some((seq, offset, data, len as usize)),
+        _ => None,
+    }
 }
 
 /// Length of the journal record of `data_len` bytes (what [`encode_journal`] makes).
 pub fn journal_record_len(data_len: u64) -> u64 {
-    (frame::HEADER_LEN as u64 + 8).saturating_add(data_len).div_ceil(frame::SECTOR as u64) * frame::SECTOR as u64
+    let payload = ((journal::TABLE_HEAD + journal::ENTRY) as u64).saturating_add(data_len);
+    (frame::HEADER_LEN as u64).saturating_add(payload).div_ceil(frame::SECTOR as u64) * frame::SECTOR as u64
 }
 
 /// The tables as a checkpoint with sequence number `seq` (at least 1),

@@ -10,7 +10,7 @@ use mosaic_core::MemberState;
 use mosaic_dvs::meta::{self, decode_checkpoint, decode_journal, decode_record, encode_checkpoint, encode_journal, label_config, MetaLayout, Record};
 use mosaic_dvs::tables::Tables;
 use mosaic_dvs::{DvsConfig, Geo};
-use mosaic_format::frame::{self, HEADER_LEN, KIND_DVS_CHECKPOINT, KIND_DVS_JOURNAL, KIND_DVS_LOG, KIND_LABEL};
+use mosaic_format::frame::{self, HEADER_LEN, KIND_DVS_CHECKPOINT, KIND_JOURNAL_RECORD, KIND_DVS_LOG, KIND_LABEL};
 use mosaic_format::Label;
 use uuid::Uuid;
 
@@ -140,7 +140,7 @@ proptest! {
     fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..1200), kind in 0u8..5) {
         let b = match kind {
             0 => frame::encode(KIND_DVS_LOG, 1, &b),
-            1 => frame::encode(KIND_DVS_JOURNAL, 1, &b),
+            1 => frame::encode(KIND_JOURNAL_RECORD, 1, &b),
             2 => frame::encode(KIND_DVS_CHECKPOINT, 1, &b),
             3 => frame::encode(KIND_LABEL, 1, &b),
             _ => b,

@@ -2,7 +2,8 @@
 //!
 //! Every piece of metadata that mosaic writes to a device is framed the
 //! same way: member labels (the one superblock format, [`crate::label`]),
-//! the array journal, DVS's checkpoints, metadata log and write journal,
+//! journal records (the array's write-ahead journal and DVS's write
+//! cache), DVS's checkpoints and metadata log,
 //! the block map's label, checkpoints and delta log, and the header of an
 //! emulated zoned drive.  So one decoder, with one set of no-panic tests
 //! and one fuzz target, guards every on-disk structure.
@@ -46,7 +47,8 @@ pub const KIND_MAP_CHECKPOINT: u16 = 0x0002;
 pub const KIND_MAP_DELTA: u16 = 0x0003;
 /// Kinds 0x0100..=0x01ff: the array journal's header.
 pub const KIND_JOURNAL_HEADER: u16 = 0x0100;
-/// A journal record (typed entries: device writes and policy marks).
+/// A journal record of any kind of array (typed entries: device writes,
+/// logical writes and resync marks; [`crate::journal`]).
 pub const KIND_JOURNAL_RECORD: u16 = 0x0101;
 /// Kinds 0x0200..=0x02ff: member labels ([`crate::label`]).
 pub const KIND_LABEL: u16 = 0x0200;
@@ -54,8 +56,6 @@ pub const KIND_LABEL: u16 = 0x0200;
 pub const KIND_DVS_CHECKPOINT: u16 = 0x0300;
 /// A DVS metadata-log record.
 pub const KIND_DVS_LOG: u16 = 0x0301;
-/// A DVS write-journal record.
-pub const KIND_DVS_JOURNAL: u16 = 0x0302;
 /// Kinds 0x0400..=0x04ff: emulated devices: a zoned drive file's header.
 pub const KIND_ZONED_HEADER: u16 = 0x0400;
 /// The magic every frame starts with (so tools can recognise frames).

@@ -5,6 +5,8 @@
 //!   an emulated zoned drive's header) is a frame;
 //! * [`label`]: the one member label (superblock) format: shared fields
 //!   plus a policy blob for what a kind needs more;
+//! * [`journal`]: the one journal record format (typed entries: device
+//!   writes, logical writes, resync marks) every journal writes;
 //! * [`fresh`]: the one freshness rule (event counters decide) and the
 //!   assignment of devices to member slots that applies it.
 //!
@@ -13,6 +15,7 @@
 
 pub mod frame;
 pub mod fresh;
+pub mod journal;
 pub mod label;
 
 pub use frame::{Frame, FrameError};
