@@ -93,16 +93,28 @@ pub fn encoded_len(payload_len: usize) -> usize {
 /// The caller keeps payloads within [`MAX_PAYLOAD`] (decoders reject
 /// longer ones).
 pub fn encode(kind: u16, seq: u64, payload: &[u8]) -> Vec<u8> {
-    debug_assert!(payload.len() <= MAX_PAYLOAD);
-    let mut b = vec![0u8; encoded_len(payload.len())];
+    encode_parts(kind, seq, &[payload])
+}
+
+/// [`encode`] of the payload that is `parts` one after another, copied
+/// once, straight into the frame (a journal record's table and bytes).
+pub fn encode_parts(kind: u16, seq: u64, parts: &[&[u8]]) -> Vec<u8> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    debug_assert!(len <= MAX_PAYLOAD);
+    let mut b = vec![0u8; encoded_len(len)];
     b[0..4].copy_from_slice(&MAGIC);
     b[4..6].copy_from_slice(&VERSION.to_le_bytes());
     b[6..8].copy_from_slice(&kind.to_le_bytes());
     b[8..16].copy_from_slice(&seq.to_le_bytes());
-    b[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), payload);
+    b[16..20].copy_from_slice(&(len as u32).to_le_bytes());
+    let mut crc = crc32c::crc32c(&b[0..20]);
+    let mut at = HEADER_LEN;
+    for p in parts {
+        crc = crc32c::crc32c_append(crc, p);
+        b[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
     b[20..24].copy_from_slice(&crc.to_le_bytes());
-    b[HEADER_LEN..HEADER_LEN + payload.len()].copy_from_slice(payload);
     b
 }
 

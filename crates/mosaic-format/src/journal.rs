@@ -221,18 +221,18 @@ fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
 /// Encode one record: a frame padded to whole sectors.  The caller keeps
 /// the payload within [`frame::MAX_PAYLOAD`] (decoders refuse larger ones).
 pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(record_payload_len(entries));
-    p.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-    p.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
+    let mut table = Vec::with_capacity(TABLE_HEAD + entries.len() * ENTRY);
+    table.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    table.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
     for e in entries {
-        p.extend_from_slice(&entry_bytes(&e.extent()));
+        table.extend_from_slice(&entry_bytes(&e.extent()));
     }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&p[0..4]), &p[TABLE_HEAD..]);
-    p[4..8].copy_from_slice(&crc.to_le_bytes());
-    for e in entries {
-        p.extend_from_slice(e.bytes());
-    }
-    frame::encode(KIND_JOURNAL_RECORD, seq, &p)
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&table[0..4]), &table[TABLE_HEAD..]);
+    table[4..8].copy_from_slice(&crc.to_le_bytes());
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + entries.len());
+    parts.push(&table);
+    parts.extend(entries.iter().map(|e| e.bytes()));
+    frame::encode_parts(KIND_JOURNAL_RECORD, seq, &parts)
 }
 
 #[cfg(test)]
