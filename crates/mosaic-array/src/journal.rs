@@ -87,7 +87,7 @@ use uuid::Uuid;
 
 use mosaic_core::{Geometry, Level};
 use mosaic_dev::Member;
-use mosaic_format::frame::{self, FrameError, FRAME_MAGIC, KIND_JOURNAL_HEADER};
+use mosaic_format::frame::{self, FrameError, KIND_JOURNAL_HEADER};
 use mosaic_format::journal::{frame_seq, is_record_header, le32, le64, record_payload_len, record_raw_len, ENTRY, TABLE_HEAD};
 pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_record, Entry, Extent};
 
@@ -448,8 +448,7 @@ impl Journal {
     /// Whether `dev` starts with a journal header.
     pub fn is_journal(dev: &dyn Member) -> bool {
         let mut h = [0u8; frame::HEADER_LEN];
-        let kind = |h: &[u8]| u16::from_le_bytes([h[6], h[7]]);
-        dev.size() >= MIN_JOURNAL && dev.read_at(&mut h, 0).is_ok() && h[0..4] == FRAME_MAGIC && kind(&h) == KIND_JOURNAL_HEADER
+        dev.size() >= MIN_JOURNAL && dev.read_at(&mut h, 0).is_ok() && frame::peek_kind(&h) == Some(KIND_JOURNAL_HEADER)
     }
 
     pub fn describe(&self) -> String {
@@ -799,6 +798,11 @@ mod tests {
         let huge = vec![0u8; 2 << 20];
         let e = j.try_append(&[put(0, 0, &huge)]).unwrap_err().to_string();
         assert!(e.contains("use a larger journal"), "{e}");
+        // A record's payload is at most one frame's, however large the journal.
+        let roomy = Journal::format(Arc::new(MemMember::new("j2", 80 << 20)), id).unwrap();
+        let over = vec![0u8; frame::MAX_PAYLOAD];
+        let e = roomy.try_append(&[put(0, 0, &over)]).unwrap_err().to_string();
+        assert!(e.contains("a record at most 64 MiB") && e.contains("smaller writes"), "{e}");
         let e = Journal::open(dev.clone(), Uuid::new_v4()).err().unwrap().to_string();
         assert!(e.contains("belongs to array"), "{e}");
         dev.write_at(&[0u8; 8], 0).unwrap();
