@@ -59,18 +59,15 @@ struct Builder {
     /// Old XOR new data of (lane, column, range) computed so far (RMW).
     deltas: Vec<((u32, usize, u64, u64), Ref)>,
     lane: u32,
-    /// Build the computation (false: the simulator's counting mode, where
-    /// computation takes no virtual time; the device phases are the same).
-    compute: bool,
 }
 
 impl Builder {
-    fn new(input: Option<Buf>, compute: bool) -> Builder {
+    fn new(input: Option<Buf>) -> Builder {
         let mut p = Program { bufs: Vec::with_capacity(3), phases: Vec::with_capacity(3), ..Program::default() };
         let input = input.map(|b| p.buf(b));
         let rd = p.buf(Buf::Scratch(0));
         let cd = p.buf(Buf::Scratch(0));
-        Builder { p, input, rd, rd_len: 0, cd, cd_len: 0, reads: Vec::with_capacity(8), writes: Vec::with_capacity(8), combines: Vec::with_capacity(4), deltas: vec![], lane: 0, compute }
+        Builder { p, input, rd, rd_len: 0, cd, cd_len: 0, reads: Vec::with_capacity(8), writes: Vec::with_capacity(8), combines: Vec::with_capacity(4), deltas: vec![], lane: 0 }
     }
 
     /// Read `op` into scratch; where it landed.
@@ -156,13 +153,7 @@ impl StripeMath {
     /// buffer where they match a requested range; the rest (degraded
     /// stripes) are read into scratch and decoded.
     pub fn read_program(&self, plan: &Plan) -> Result<Program, PlanError> {
-        self.read_program_as(plan, true)
-    }
-
-    /// [`StripeMath::read_program`] with (`compute`) or without its
-    /// computation: the simulator needs only the device phases.
-    pub fn read_program_as(&self, plan: &Plan, compute: bool) -> Result<Program, PlanError> {
-        let mut b = Builder::new(None, compute);
+        let mut b = Builder::new(None);
         for (lane, sp) in plan.stripes.iter().enumerate() {
             self.lower_read(&mut b, sp, lane as u32)?;
         }
@@ -204,9 +195,7 @@ impl StripeMath {
         for (c, _) in sp.touched.iter().zip(&direct).filter(|(_, d)| !**d) {
             let from = src.find(c.col, c.start, c.end).ok_or_else(|| invalid(format!("no read for column {}", c.col)))?;
             let out = b.p.buf(Buf::Output { off: c.buf_off as usize, len: c.len() as usize });
-            if b.compute {
-                b.combines.push(Combine::copy(Ref::new(out, 0), from, c.len() as usize));
-            }
+            b.combines.push(Combine::copy(Ref::new(out, 0), from, c.len() as usize));
         }
         Ok(())
     }
@@ -215,13 +204,6 @@ impl StripeMath {
     /// scratch; adds them to `src.decoded`.
     fn decode(&self, b: &mut Builder, src: &mut Sources, want: &[usize], (a, z): (u64, u64)) -> Result<(), PlanError> {
         if want.is_empty() {
-            return Ok(());
-        }
-        if !b.compute {
-            for &col in want {
-                let at = b.scratch(z - a);
-                src.decoded.push(Piece { col, start: a, end: z, at });
-            }
             return Ok(());
         }
         let mut present: Vec<usize> = src.read.iter().filter(|p| p.start <= a && z <= p.end).map(|p| p.col).collect();
@@ -245,20 +227,10 @@ impl StripeMath {
         self.write_program_from(plan, Buf::Input { off: 0, len })
     }
 
-    /// [`StripeMath::write_program`] with (`compute`) or without its
-    /// computation: the simulator needs only the device phases.
-    pub fn write_program_as(&self, plan: &Plan, len: usize, compute: bool) -> Result<Program, PlanError> {
-        self.write_program_with(plan, Buf::Input { off: 0, len }, compute)
-    }
-
     /// The program of a write plan whose new bytes are `input` (the
     /// client's, or bytes a policy holds, such as a cache's pages).
     pub fn write_program_from(&self, plan: &Plan, input: Buf) -> Result<Program, PlanError> {
-        self.write_program_with(plan, input, true)
-    }
-
-    fn write_program_with(&self, plan: &Plan, input: Buf, compute: bool) -> Result<Program, PlanError> {
-        let mut b = Builder::new(Some(input), compute);
+        let mut b = Builder::new(Some(input));
         for (lane, sp) in plan.stripes.iter().enumerate() {
             self.lower_write(&mut b, sp, lane as u32)?;
         }
@@ -314,9 +286,6 @@ impl StripeMath {
     fn code_range(&self, b: &mut Builder, sp: &StripePlan, src: &Sources, row: usize, x: u64, y: u64) -> Result<Ref, PlanError> {
         let k = self.geo.k;
         let dst = b.scratch(y - x);
-        if !b.compute {
-            return Ok(dst);
-        }
         match sp.method {
             Method::Rmw => {
                 // P' = P + Σ c·(D + D') over each touched range.  One
@@ -369,7 +338,7 @@ impl StripeMath {
     /// The program of rebuild plans: survivors read, lost columns decoded
     /// (or a copy taken, for mirrors) and written to the members rebuilt.
     pub fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
-        let mut b = Builder::new(None, true);
+        let mut b = Builder::new(None);
         for (lane, sp) in sps.iter().enumerate() {
             let lane = lane as u32;
             let mut src = Sources { new: vec![], decoded: vec![], read: vec![] };
@@ -398,7 +367,7 @@ impl StripeMath {
     /// The program that reads what scrub verifies: every read of `sps`
     /// into one kept buffer, in order ([`split_reads`] cuts it up again).
     pub fn scrub_program(&self, sps: &[StripePlan]) -> Program {
-        let mut b = Builder::new(None, true);
+        let mut b = Builder::new(None);
         for (lane, sp) in sps.iter().enumerate() {
             for op in &sp.reads {
                 b.read(op, lane as u32);

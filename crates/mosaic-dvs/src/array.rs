@@ -619,10 +619,10 @@ impl DvsArray {
     /// every member in service (and flushing it) before the next starts:
     /// a member out of service is then two events behind, stale.
     fn label_rounds(&mut self) -> Result<(), DvsError> {
+        let members = self.meta_members();
+        let failed = self.failed_on_record();
         for _ in 0..2 {
             let (offset, events) = self.meta.bump_events();
-            let members = self.meta_members();
-            let failed = self.failed_on_record();
             let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
             self.run(&program::format(&[], &members, (0, 0), writes, vec![]))?;
         }

@@ -398,19 +398,10 @@ fn check_lsn(t: &Tables, lsn: u32) -> Result<(), DvsError> {
     Ok(())
 }
 
-/// The frame of `kind` at the start of `b`, with the bytes it takes on
-/// disk (padding included, all of it inside `b`): `None` for blank space,
-/// damage, a torn frame or another kind.
-fn frame_of(b: &[u8], kind: u16) -> Option<(frame::Frame, usize)> {
-    let f = frame::decode(b).ok()??;
-    let len = frame::encoded_len(f.payload.len());
-    (f.kind == kind && len <= b.len()).then_some((f, len))
-}
-
 /// Decode a complete log record frame at the start of `b`: (seq, record,
 /// bytes it takes).
 pub fn decode_record(b: &[u8], geo: &Geo) -> Option<(u64, Record, usize)> {
-    let (f, len) = frame_of(b, KIND_DVS_LOG)?;
+    let (f, len) = frame::decode_kind(b, KIND_DVS_LOG)?;
     Record::decode(&f.payload, geo).ok().map(|r| (f.seq, r, len))
 }
 

@@ -118,6 +118,22 @@ pub fn encode_parts(kind: u16, seq: u64, parts: &[&[u8]]) -> Vec<u8> {
     b
 }
 
+/// The kind of the frame whose header starts `h`, when `h` starts with
+/// the frame magic (nothing else is checked: for recognising frames).
+pub fn peek_kind(h: &[u8]) -> Option<u16> {
+    let h = h.get(..8).filter(|h| h[0..4] == MAGIC)?;
+    Some(u16::from_le_bytes([h[6], h[7]]))
+}
+
+/// The valid frame of `kind` at the start of `b`, with the bytes it takes
+/// on disk (padding included, all inside `b`); `None` for blank space,
+/// damage, a torn frame or another kind.
+pub fn decode_kind(b: &[u8], kind: u16) -> Option<(Frame, usize)> {
+    let len = frame_len(b).ok()??;
+    let f = decode(b.get(..len)?).ok()??;
+    (f.kind == kind).then_some((f, len))
+}
+
 /// From the first [`HEADER_LEN`] bytes of a frame, the bytes the whole
 /// frame takes on disk (padding included), so a reader knows how much more
 /// to read.  `Ok(None)` for a blank (all-zero) header.

@@ -25,7 +25,7 @@
 //! damaged record wrote is known whenever its table survived
 //! ([`decode_entry_table`]).  Every length is checked before use.
 
-use crate::frame::{self, FRAME_MAGIC, KIND_JOURNAL_RECORD};
+use crate::frame::{self, KIND_JOURNAL_RECORD};
 
 /// Bytes of a record's payload before its entries: the entry count and
 /// the entry table's own checksum.
@@ -121,7 +121,7 @@ pub fn frame_seq(h: &[u8]) -> u64 {
 
 /// Whether `h` starts like a journal record: the frame magic and kind.
 pub fn is_record_header(h: &[u8]) -> bool {
-    h.len() >= frame::HEADER_LEN && h[0..4] == FRAME_MAGIC && u16::from_le_bytes([h[6], h[7]]) == KIND_JOURNAL_RECORD
+    h.len() >= frame::HEADER_LEN && frame::peek_kind(h) == Some(KIND_JOURNAL_RECORD)
 }
 
 /// Unpadded bytes of the record whose frame header is `h`, from the

@@ -167,10 +167,7 @@ pub fn read_label(size: u64, read: &mut dyn FnMut(&mut [u8], u64) -> io::Result<
 /// Whether `head` (the first bytes of a device, at least [`LABEL_AREA`]
 /// when it has them) carries a label in either slot, valid or damaged.
 pub fn has_label(head: &[u8]) -> bool {
-    [0, SLOT_SIZE as usize].iter().any(|&o| {
-        let h = head.get(o..o + frame::HEADER_LEN);
-        h.is_some_and(|h| h[0..4] == frame::FRAME_MAGIC && u16::from_le_bytes([h[6], h[7]]) == KIND_LABEL)
-    })
+    [0, SLOT_SIZE as usize].iter().any(|&o| head.get(o..o + frame::HEADER_LEN).and_then(frame::peek_kind) == Some(KIND_LABEL))
 }
 
 #[cfg(test)]

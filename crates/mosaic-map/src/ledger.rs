@@ -156,7 +156,7 @@ impl Ledger {
         }
         let (slot, mut seq, mut state) = best?;
         let (mut at, mut n) = (0usize, 0u64);
-        while let Some((f, len)) = frame_at(log.get(at..).unwrap_or(&[]), layout.delta_kind) {
+        while let Some((f, len)) = frame::decode_kind(log.get(at..).unwrap_or(&[]), layout.delta_kind) {
             if Some(f.seq) != seq.checked_add(1) || !apply(&mut state, &f.payload) {
                 break;
             }
@@ -168,13 +168,6 @@ impl Ledger {
     }
 }
 
-/// The valid frame of `kind` at the start of `b`, and its length on disk.
-fn frame_at(b: &[u8], kind: u16) -> Option<(frame::Frame, usize)> {
-    let len = frame::frame_len(b).ok()??;
-    let f = frame::decode(b.get(..len)?).ok()??;
-    (f.kind == kind).then_some((f, len))
-}
-
 /// The sequence number and body of the checkpoint at the start of `b` (a
 /// slot's bytes):
 /// every part valid, in order, with one sequence number.
@@ -184,7 +177,7 @@ pub fn read_checkpoint(b: &[u8], kind: u16) -> Option<(u64, Vec<u8>)> {
     let mut body = Vec::new();
     // Each part takes at least a sector, so this ends within `b`.
     while part < parts {
-        let (f, len) = frame_at(b.get(pos..)?, kind)?;
+        let (f, len) = frame::decode_kind(b.get(pos..)?, kind)?;
         let i = u32::from_le_bytes(f.payload.get(0..4)?.try_into().ok()?);
         let n = u32::from_le_bytes(f.payload.get(4..8)?.try_into().ok()?);
         if i != part || n == 0 || (part > 0 && n != parts) || seq.is_some_and(|s| s != f.seq) {

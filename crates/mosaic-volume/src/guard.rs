@@ -29,7 +29,7 @@ use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use mosaic_format::frame::{self, FRAME_MAGIC, KIND_JOURNAL_HEADER, KIND_ZONED_HEADER};
+use mosaic_format::frame::{self, KIND_JOURNAL_HEADER, KIND_ZONED_HEADER};
 use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
 
 use crate::{Result, VolumeError};
@@ -134,19 +134,13 @@ pub fn identify_bytes(head: &[u8]) -> Carries {
     if label::has_label(head) {
         return member(head);
     }
-    match frame_kind(head) {
+    match frame::peek_kind(head) {
         Some(KIND_JOURNAL_HEADER) => journal(head),
         Some(KIND_ZONED_HEADER) => zoned(head),
         Some(_) => Carries::Damaged,
         None if old_format(head) => Carries::OldFormat,
         None => Carries::Nothing,
     }
-}
-
-/// The kind of the frame at `head`'s byte 0, if one starts there.
-fn frame_kind(head: &[u8]) -> Option<u16> {
-    let h = head.get(..8).filter(|h| h[0..4] == FRAME_MAGIC)?;
-    Some(u16::from_le_bytes([h[6], h[7]]))
 }
 
 /// Whether `head` carries a magic of an older mosaic format.
