@@ -510,7 +510,10 @@ impl DvsArray {
         let exec = executor(&members);
         let present = members.iter().filter(|m| m.is_some()).count();
         if present + cfg.parity < cfg.members {
-            return Err(DvsError::Other(format!("only {present} of {} members present; at most {} may be missing", cfg.members, cfg.parity)));
+            let mut whys = warnings.clone();
+            whys.extend(failed.iter().map(|m| format!("member {m} is failed on record until replaced")));
+            let why = if whys.is_empty() { String::new() } else { format!(" ({})", whys.join("; ")) };
+            return Err(DvsError::Other(format!("only {present} of {} members present; at most {} may be missing{why}", cfg.members, cfg.parity)));
         }
         // The newest checkpoint with the longest log, over all members.
         let mut best: Option<(Ledger, Tables)> = None;

@@ -328,6 +328,42 @@ fn bad_members_and_metadata_give_clear_errors() {
     // Bad geometry in the config.
     let e = DvsArray::create(files(dir.path(), 5), DvsConfig { parity: 3, ..cfg(1) }).err().unwrap();
     assert!(matches!(e, DvsError::Geometry(_)), "{e}");
+    // A label of another kind, or of another DVS configuration: named, not used.
+    let kind = |l: &mut mosaic_format::Label| l.kind = "fixed".into();
+    let config = |l: &mut mosaic_format::Label| l.policy["config"]["cache_chunks"] = 9.into();
+    let whys = ["m0 (zoned): a member of a fixed array, not of a DVS array; not used", "m0 (zoned): its DVS configuration differs from the array's; not used"];
+    for (change, why) in [&kind as &dyn Fn(&mut mosaic_format::Label), &config].into_iter().zip(whys) {
+        let dir = scratch();
+        drop(DvsArray::create(files(dir.path(), 5), cfg(1)).unwrap());
+        relabel(&dir.path().join("m0"), change);
+        let b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        let w = b.warnings().join("\n");
+        assert!(w.contains(why) && b.sources()[0].is_none(), "{w}");
+        // With a second member gone too, the refusal says why each is out.
+        drop(b);
+        relabel(&dir.path().join("m1"), &kind);
+        let e = DvsArray::open(reopen_files(dir.path(), 5)).err().unwrap().to_string();
+        // Member 0 was recorded failed by the open above.
+        assert!(e.contains("at most 1 may be missing") && e.contains("member 0 is failed on record") && e.contains("m1 (zoned): a member of a fixed array"), "{e}");
+    }
+}
+
+/// Rewrite the newest label of the zoned member file at `path` through `f`.
+fn relabel(path: &Path, f: &dyn Fn(&mut mosaic_format::Label)) {
+    use mosaic_format::label::{read_label, SLOT_SIZE};
+    let mut bytes = std::fs::read(path).unwrap();
+    let dev = 4096; // device byte 0, after the zone header
+    let mut l = read_label((bytes.len() - dev) as u64, &mut |buf: &mut [u8], off| {
+        buf.copy_from_slice(&bytes[dev + off as usize..dev + off as usize + buf.len()]);
+        Ok(())
+    })
+    .unwrap()
+    .unwrap();
+    f(&mut l);
+    let enc = l.encode().unwrap();
+    let at = dev + (l.slot() * SLOT_SIZE) as usize;
+    bytes[at..at + enc.len()].copy_from_slice(&enc);
+    std::fs::write(path, &bytes).unwrap();
 }
 
 #[test]
