@@ -41,8 +41,9 @@ impl Staged {
         Staged { fg: vec![p], bg: vec![] }
     }
 
-    /// Device operations only ([`Program::io_only`]), for policies that
-    /// live only in the simulator.
+    /// Device operations only ([`Program::io_only`]), for the simulator's
+    /// side of policies whose real programs are built separately from the
+    /// same plans (the SMR baselines).
     pub fn io_only(fg: &[Plan], bg: &[Plan]) -> Staged {
         Staged { fg: fg.iter().map(Program::io_only).collect(), bg: bg.iter().map(Program::io_only).collect() }
     }

@@ -210,10 +210,10 @@ impl Program {
     /// The device operations of `plan` with no bytes and no computation,
     /// one lane per stripe: reads, then writes, with each zone reset in
     /// its own phase where the stripe's write list has it (a segment
-    /// rewrite resets its zone before writing it again).  For policies
-    /// that exist only in the simulator (the SMR baselines); such a
-    /// program is counted and timed, never executed (its writes would
-    /// carry zeros).
+    /// rewrite resets its zone before writing it again).  For the
+    /// simulator's side of policies whose real programs are built
+    /// separately from the same plan (the SMR baselines); such a program
+    /// is counted and timed, never executed (its writes would carry zeros).
     pub fn io_only(plan: &Plan) -> Program {
         let mut p = Program::default();
         let reads: u64 = plan.reads().map(|o| o.len).sum();

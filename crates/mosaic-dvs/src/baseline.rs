@@ -1,37 +1,66 @@
-//! The paper's baselines, as front ends for the replay engine.
+//! The paper's baselines, as front ends for the replay engine and, for
+//! the two SMR schemes, on real zoned drives.
 //!
 //! * **HDD RAID-5**: mosaic's `raid5` layout on conventional drives.
-//! * **Segment RAID-5** (HWSR segments under RAID-5): the `raid5` planner's
-//!   member ops, updated *in place* on segment-based SMR drives.  A segment
-//!   is a zone; a write at or beyond the zone's write pointer appends (the
-//!   gap is filled), a write below it rewrites the segment:
+//! * **Segment RAID-5** (HWSR segments under RAID-5, [`segment`]): the
+//!   `raid5` planner's member ops, updated *in place* on segment-based SMR
+//!   drives.  A segment is a zone; a write at or beyond the zone's write
+//!   pointer appends (the gap is filled), a write below it rewrites the
+//!   segment:
 //!
 //!   ```text
 //!     zone: [ valid ......... wp )            write at x < wp:
 //!           read [start, wp) ─> reset zone ─> write [start, max(wp, x+len))
 //!   ```
-//! * **Sblock RAID-5** (Cassuto's S-blocks): the `raid5` planner over
-//!   drives that each keep a circular log of 4 KiB pages over their
-//!   sequential zones with a page map; writes append at the head, and when
-//!   fewer than two zones are free the tail zone is cleaned (its valid
+//! * **Sblock RAID-5** (Cassuto's S-blocks, [`sblock`]): the `raid5`
+//!   planner over drives that each keep a circular log of 4 KiB pages over
+//!   their sequential zones with a page map; writes append at the head, and
+//!   when fewer than two zones are free the tail zone is cleaned (its valid
 //!   pages read and appended at the head, the zone reset).
+//!
+//! **One planning path.**  The two SMR schemes plan a request once
+//! (`baseline/work.rs`): the `raid5` stripe plan lowered with its real computation
+//! (`mosaic_core::StripeMath`), each member operation turned into what the
+//! scheme does on a zoned drive.  The simulator gets the device operations
+//! as byte-less programs ([`Backend::write`]/[`Backend::read`], lowered
+//! with `Program::io_only`, reads and ordered zone writes as two programs,
+//! as it always timed them); the real engine gets the same operations as
+//! one program with bytes ([`Backend::write_programs`]), run by the one
+//! executor on emulated zoned members ([`real::RealBaseline`]).  At queue
+//! depth 1 both issue the same per-member operations and zone resets
+//! (`tests/baseline_real.rs`).
+//!
+//! The schemes' state (write pointers, page maps) lives in memory: they
+//! are the paper's comparison schemes, for the simulator and for real
+//! measurement, not an array kind a user creates, so they have no
+//! superblock and no crash recovery.
 //!
 //! All of them (and DVS) get the same cache: [`CachedFrontend`] is a
 //! chunk-granular LRU write-back cache plus an LRU read cache of the same
 //! size in front of any [`Backend`], destaging the LRU chunks in address
-//! order above its high-water mark.  With size 0 it is write-through.
+//! order above its high-water mark.  With size 0 it is write-through.  The
+//! cache keeps no bytes: with bytes it serves write-through only
+//! ([`CachedFrontend::programs`]).
 
 use std::collections::{BTreeMap, HashMap};
 
-use mosaic_core::{DevOp, FixedLayout, Frontend, Geometry, Health, Layout, Level, Method, Plan, PlanError, Role, Staged, StripePlan};
+use mosaic_core::{FixedLayout, Frontend, Geometry, Health, Layout, Level, Plan, PlanError, Program, Staged};
 use mosaic_drives::{DriveModel, ZoneState};
 
 use crate::addr::{DvsConfig, Geo};
 use crate::backlog::Backlog;
 use crate::cache::{Bitmap, ReadCache};
 use crate::engine::DvsParams;
-use crate::frontend::{coalesce, DvsFrontend};
+use crate::frontend::DvsFrontend;
 use crate::DvsError;
+
+pub mod real;
+pub mod sblock;
+pub mod segment;
+mod work;
+
+pub use sblock::SblockRaid5;
+pub use segment::SegmentRaid5;
 
 /// Plans device work for logical byte ranges.
 pub trait Backend: Send {
@@ -46,6 +75,18 @@ pub trait Backend: Send {
     }
     fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError>;
     fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError>;
+    /// The write planned with real bytes (the client's `len` bytes are the
+    /// programs' input), and the plans of the same device operations that
+    /// [`Backend::write`] would have returned.  Schemes without a byte
+    /// form refuse.
+    fn write_programs(&mut self, _offset: u64, _len: u64, _h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
+        Err(PlanError::Invalid(format!("{}: no programs with bytes (counting plans for the simulator only)", self.describe())))
+    }
+    /// The read planned with real bytes (into the client's buffer), and
+    /// the plans of the same device operations.
+    fn read_programs(&mut self, _offset: u64, _len: u64, _h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
+        Err(PlanError::Invalid(format!("{}: no programs with bytes (counting plans for the simulator only)", self.describe())))
+    }
 }
 
 /// Plain layout (HDD RAID-5).
@@ -69,269 +110,6 @@ impl Backend for Plain {
     }
     fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
         Ok(vec![self.0.plan_read(offset, len, h)?])
-    }
-}
-
-fn sp(stripe: u64, method: Method, reads: Vec<DevOp>, writes: Vec<DevOp>) -> StripePlan {
-    StripePlan { stripe, method, touched: vec![], reads, writes, span: (0, 0), missing: vec![] }
-}
-
-/// Split a plan into a read plan (keeping each stripe's method) and one
-/// write plan, so zone writes enter the drive queues in planning order.
-fn split(plan: Plan, extra_reads: Vec<DevOp>, writes: Vec<DevOp>) -> Vec<Plan> {
-    let mut rp: Vec<StripePlan> = plan.stripes.into_iter().map(|s| sp(s.stripe, s.method, s.reads, vec![])).collect();
-    if !extra_reads.is_empty() {
-        rp.push(sp(0, Method::Read, extra_reads, vec![]));
-    }
-    let mut out = vec![Plan { stripes: rp }];
-    if !writes.is_empty() {
-        out.push(Plan { stripes: vec![sp(0, Method::Direct, vec![], writes)] });
-    }
-    out
-}
-
-/// RAID-5 over segment-based SMR drives that update segments in place.
-pub struct SegmentRaid5 {
-    layout: FixedLayout,
-    zone: u64,
-    base: u64,
-    /// (member, zone) -> write pointer.
-    wp: HashMap<(usize, u64), u64>,
-    pub rewrites: u64,
-    pub appends: u64,
-}
-
-impl SegmentRaid5 {
-    /// `zone`: zone size; `conventional`: leading conventional zones
-    /// (skipped); `zones`: zones per drive.
-    pub fn new(n: usize, unit: u64, block: u64, zone: u64, zones: u64, conventional: u64) -> Result<SegmentRaid5, PlanError> {
-        let per = (zones.saturating_sub(conventional)) * zone;
-        let layout = FixedLayout::new(Geometry::new(Level::Raid5, n, unit, block, per)?)?;
-        Ok(SegmentRaid5 { layout, zone, base: conventional * zone, wp: HashMap::new(), rewrites: 0, appends: 0 })
-    }
-}
-
-impl Backend for SegmentRaid5 {
-    fn describe(&self) -> String {
-        format!("segment-raid5 {} seg {}K", self.layout.describe(), self.zone >> 10)
-    }
-    fn capacity(&self) -> u64 {
-        self.layout.capacity()
-    }
-    fn block_size(&self) -> u64 {
-        self.layout.block_size()
-    }
-    fn members(&self) -> usize {
-        self.layout.members()
-    }
-    fn zoned(&self) -> bool {
-        true
-    }
-    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        let mut plan = self.layout.plan_write(offset, len, h)?;
-        let mut groups: BTreeMap<(usize, u64), (u64, u64, Role)> = BTreeMap::new();
-        for s in plan.stripes.iter_mut() {
-            for r in s.reads.iter_mut() {
-                r.offset += self.base;
-            }
-            for w in &s.writes {
-                let off = w.offset + self.base;
-                let z = off / self.zone;
-                let g = groups.entry((w.member, z)).or_insert((off, off + w.len, w.role));
-                g.0 = g.0.min(off);
-                g.1 = g.1.max(off + w.len);
-            }
-        }
-        let (mut reads, mut writes) = (Vec::new(), Vec::new());
-        for ((m, z), (lo, hi, role)) in groups {
-            let start = z * self.zone;
-            let wp = self.wp.entry((m, z)).or_insert(start);
-            if lo >= *wp {
-                self.appends += 1;
-                writes.push(DevOp { member: m, offset: *wp, len: hi - *wp, role, col: 0 });
-            } else {
-                self.rewrites += 1;
-                reads.push(DevOp { member: m, offset: start, len: *wp - start, role: Role::Data, col: 0 });
-                writes.push(DevOp { member: m, offset: start, len: 0, role: Role::ZoneReset, col: 0 });
-                writes.push(DevOp { member: m, offset: start, len: hi.max(*wp) - start, role, col: 0 });
-            }
-            *wp = hi.max(*wp);
-        }
-        Ok(split(plan, reads, writes))
-    }
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        let mut plan = self.layout.plan_read(offset, len, h)?;
-        for s in plan.stripes.iter_mut() {
-            for r in s.reads.iter_mut() {
-                r.offset += self.base;
-            }
-        }
-        Ok(vec![plan])
-    }
-}
-
-const PAGE: u64 = 4096;
-const NOPAGE: u64 = u64::MAX;
-
-/// One drive's circular log of pages over its sequential zones.
-struct Log {
-    base_zone: u64,
-    zones: u64,
-    ppz: u64,
-    head: u64,
-    head_fill: u64,
-    tail: u64,
-    /// Zones in use, tail..=head.
-    used: u64,
-    map: HashMap<u64, u64>,
-    /// Zone -> slot -> page.
-    rev: HashMap<u64, Vec<u64>>,
-}
-
-impl Log {
-    fn new(base_zone: u64, zones: u64, zone: u64) -> Log {
-        Log { base_zone, zones, ppz: zone / PAGE, head: 0, head_fill: 0, tail: 0, used: 1, map: HashMap::new(), rev: HashMap::new() }
-    }
-    fn loc_offset(&self, loc: u64) -> u64 {
-        (self.base_zone + loc / self.ppz) * self.ppz * PAGE + (loc % self.ppz) * PAGE
-    }
-    fn free(&self) -> u64 {
-        self.zones - self.used
-    }
-    /// Append `page` at the head; returns its location.
-    fn append(&mut self, page: u64) -> u64 {
-        if self.head_fill == self.ppz {
-            self.head = (self.head + 1) % self.zones;
-            self.head_fill = 0;
-            self.used += 1;
-        }
-        let loc = self.head * self.ppz + self.head_fill;
-        self.head_fill += 1;
-        if let Some(old) = self.map.insert(page, loc) {
-            if let Some(r) = self.rev.get_mut(&(old / self.ppz)) {
-                r[(old % self.ppz) as usize] = NOPAGE;
-            }
-        }
-        let ppz = self.ppz as usize;
-        self.rev.entry(self.head).or_insert_with(|| vec![NOPAGE; ppz])[(loc % self.ppz) as usize] = page;
-        loc
-    }
-    /// Write `pages` at the head, cleaning the tail first if needed.
-    fn write(&mut self, member: usize, pages: std::ops::Range<u64>, role: Role, reads: &mut Vec<DevOp>, writes: &mut Vec<DevOp>) {
-        let need = (pages.end - pages.start).div_ceil(self.ppz) + 2;
-        let mut guard = 0;
-        while self.free() < need && guard < self.zones {
-            self.clean(member, reads, writes);
-            guard += 1;
-        }
-        let mut ops = Vec::new();
-        for p in pages {
-            let loc = self.append(p);
-            ops.push(DevOp { member, offset: self.loc_offset(loc), len: PAGE, role, col: 0 });
-        }
-        writes.extend(merge_in_order(ops, self.ppz * PAGE));
-    }
-    fn clean(&mut self, member: usize, reads: &mut Vec<DevOp>, writes: &mut Vec<DevOp>) {
-        if self.used <= 1 {
-            return;
-        }
-        let t = self.tail;
-        let live: Vec<u64> = self.rev.remove(&t).map(|r| r.into_iter().filter(|&p| p != NOPAGE).collect()).unwrap_or_default();
-        let mut rops = Vec::new();
-        let mut wops = Vec::new();
-        for p in live {
-            let old = self.map[&p];
-            rops.push(DevOp { member, offset: self.loc_offset(old), len: PAGE, role: Role::Data, col: 0 });
-            let loc = self.append(p);
-            wops.push(DevOp { member, offset: self.loc_offset(loc), len: PAGE, role: Role::Data, col: 0 });
-        }
-        reads.extend(coalesce(rops));
-        writes.extend(merge_in_order(wops, self.ppz * PAGE));
-        writes.push(DevOp { member, offset: (self.base_zone + t) * self.ppz * PAGE, len: 0, role: Role::ZoneReset, col: 0 });
-        self.tail = (t + 1) % self.zones;
-        self.used -= 1;
-    }
-    fn read(&self, member: usize, pages: std::ops::Range<u64>, role: Role) -> Vec<DevOp> {
-        let ops = pages.filter_map(|p| self.map.get(&p)).map(|&l| DevOp { member, offset: self.loc_offset(l), len: PAGE, role, col: 0 }).collect();
-        coalesce(ops)
-    }
-}
-
-/// Merge contiguous ops keeping their order (appends must stay in order),
-/// never across a zone boundary.
-fn merge_in_order(ops: Vec<DevOp>, zone: u64) -> Vec<DevOp> {
-    let mut out: Vec<DevOp> = Vec::new();
-    for o in ops {
-        if let Some(l) = out.last_mut() {
-            if l.member == o.member && l.role == o.role && l.offset + l.len == o.offset && o.offset % zone != 0 {
-                l.len += o.len;
-                continue;
-            }
-        }
-        out.push(o);
-    }
-    out
-}
-
-/// RAID-5 over drives that each run an S-block circular log.
-pub struct SblockRaid5 {
-    layout: FixedLayout,
-    logs: Vec<Log>,
-    zone: u64,
-}
-
-impl SblockRaid5 {
-    /// Each drive's logical space is 80% of its sequential zones.
-    pub fn new(n: usize, unit: u64, block: u64, zone: u64, zones: u64, conventional: u64) -> Result<SblockRaid5, PlanError> {
-        if zone % PAGE != 0 || zones < conventional + 4 {
-            return Err(PlanError::Geometry(format!("sblock-raid5 needs zones of whole 4 KiB pages and at least 4 sequential zones, got {zones} zones of {zone} bytes")));
-        }
-        let seq = zones - conventional;
-        let per = seq * zone / 10 * 8;
-        let layout = FixedLayout::new(Geometry::new(Level::Raid5, n, unit, block, per)?)?;
-        Ok(SblockRaid5 { layout, logs: (0..n).map(|_| Log::new(conventional, seq, zone)).collect(), zone })
-    }
-}
-
-impl Backend for SblockRaid5 {
-    fn describe(&self) -> String {
-        format!("sblock-raid5 {} zone {}K", self.layout.describe(), self.zone >> 10)
-    }
-    fn capacity(&self) -> u64 {
-        self.layout.capacity()
-    }
-    fn block_size(&self) -> u64 {
-        self.layout.block_size()
-    }
-    fn members(&self) -> usize {
-        self.layout.members()
-    }
-    fn zoned(&self) -> bool {
-        true
-    }
-    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        let mut plan = self.layout.plan_write(offset, len, h)?;
-        let (mut reads, mut writes) = (Vec::new(), Vec::new());
-        for s in plan.stripes.iter_mut() {
-            let rs = std::mem::take(&mut s.reads);
-            for r in rs {
-                s.reads.extend(self.logs[r.member].read(r.member, r.offset / PAGE..(r.offset + r.len).div_ceil(PAGE), r.role));
-            }
-            for w in &s.writes {
-                self.logs[w.member].write(w.member, w.offset / PAGE..(w.offset + w.len).div_ceil(PAGE), w.role, &mut reads, &mut writes);
-            }
-        }
-        Ok(split(plan, reads, writes))
-    }
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        let mut plan = self.layout.plan_read(offset, len, h)?;
-        for s in plan.stripes.iter_mut() {
-            let rs = std::mem::take(&mut s.reads);
-            for r in rs {
-                s.reads.extend(self.logs[r.member].read(r.member, r.offset / PAGE..(r.offset + r.len).div_ceil(PAGE), r.role));
-            }
-        }
-        Ok(vec![plan])
     }
 }
 
@@ -406,6 +184,18 @@ impl CachedFrontend {
 }
 
 impl CachedFrontend {
+    /// A request as programs with real bytes, for the one executor: the
+    /// backend's write-through programs.  The cache keeps no bytes, so a
+    /// cached front end refuses (the simulator's cache is counting only).
+    pub fn programs(&mut self, write: bool, offset: u64, len: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
+        check(offset, len, self.block_size(), self.capacity())?;
+        if self.cap != 0 {
+            return Err(PlanError::Invalid(format!("{}: a write cache that keeps bytes is not implemented; run write-through (cache size 0)", self.describe())));
+        }
+        let (p, _) = if write { self.b.write_programs(offset, len, h)? } else { self.b.read_programs(offset, len, h)? };
+        Ok(p)
+    }
+
     /// The backend's plans as programs for the simulator, ordered when the
     /// scheme appends to zones.
     fn staged(&self, fg: &[Plan], bg: &[Plan]) -> Staged {
@@ -603,6 +393,7 @@ pub fn conventional_twin(models: &[Box<dyn DriveModel>]) -> Vec<Box<dyn DriveMod
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mosaic_core::{Method, Role};
     use mosaic_drives::ReqKind;
 
     #[test]
@@ -639,6 +430,56 @@ mod tests {
             }
         }
         assert!(resets > 0, "the circular log cleaned zones");
+    }
+
+    /// A member's reads (sorted), and its writes and resets in order, as
+    /// (offset, length; resets u64::MAX).
+    type MemberOps = (Vec<(u64, u64)>, Vec<(u64, u64)>);
+
+    fn per_member(programs: &[mosaic_core::Program]) -> Vec<MemberOps> {
+        use mosaic_core::Phase;
+        let mut out = vec![(vec![], vec![]); 4];
+        for ph in programs.iter().flat_map(|p| &p.phases) {
+            match ph {
+                Phase::Read(ios) => ios.iter().for_each(|i| out[i.op.member].0.push((i.op.offset, i.op.len))),
+                Phase::Write { ops, .. } => ops.iter().for_each(|i| out[i.op.member].1.push((i.op.offset, i.op.len))),
+                Phase::Reset(ops) => ops.iter().for_each(|o| out[o.member].1.push((o.offset, u64::MAX))),
+                Phase::Compute(_) => {}
+                Phase::Flush(_) => panic!("the baselines flush nothing"),
+            }
+        }
+        for m in &mut out {
+            m.0.sort_unstable();
+        }
+        out
+    }
+
+    #[test]
+    fn byte_programs_issue_the_simulators_operations_in_its_order() {
+        use rand::{Rng, SeedableRng};
+        let h = Health::all_active(4);
+        let schemes: Vec<Box<dyn Backend>> = vec![Box::new(SegmentRaid5::new(4, 4096, 512, 32 << 10, 12, 1).unwrap()), Box::new(SblockRaid5::new(4, 4096, 4096, 32 << 10, 12, 1).unwrap())];
+        for mut s in schemes {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+            let (cap, blk) = (s.capacity(), s.block_size());
+            let (mut resets, mut extra) = (0, 0);
+            for _ in 0..400 {
+                let len = rng.gen_range(1..=20u64) * blk;
+                let off = rng.gen_range(0..=(cap / 2 - len) / blk) * blk;
+                let write = rng.gen_range(0..4) != 0;
+                let (progs, plans) = if write { s.write_programs(off, len, &h).unwrap() } else { s.read_programs(off, len, &h).unwrap() };
+                let counted: Vec<_> = plans.iter().map(mosaic_core::Program::io_only).collect();
+                assert_eq!(per_member(&progs), per_member(&counted), "{} {off}+{len}", s.describe());
+                let (mut c, mut d) = (mosaic_core::OpCounts::default(), mosaic_core::OpCounts::default());
+                progs.iter().for_each(|p| c.merge(&p.counts()));
+                counted.iter().for_each(|p| d.merge(&p.counts()));
+                assert_eq!(c, d);
+                assert!(progs.iter().all(|p| p.validate().is_ok() && p.ordered));
+                resets += c.zone_resets;
+                extra += plans[0].stripes.iter().filter(|s| s.method == Method::Read).count();
+            }
+            assert!(resets > 0 && extra > 0, "{}: segment rewrites / cleaning happened", s.describe());
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!   engine    the sans-I/O state machine: writes -> destage / GC jobs, reads -> sources
 //!   program   the one lowering: jobs, reads, metadata writes -> mosaic_core Programs
 //!   frontend  DVS as a mosaic_core::Frontend for mosaic-sim (the programs, counting mode)
-//!   baseline  Segment RAID-5 and Sblock RAID-5 on SMR, and a chunk write cache for any layout
+//!   baseline  Segment RAID-5 and Sblock RAID-5 on SMR (simulator and real zoned members), and a chunk write cache for any layout
 //!   meta      metadata persistence: labels, checkpoint + log (+ journal) in conventional zones
 //!   array     the real array on zoned members (ZonedFile): the programs on mosaic-exec
 //! ```
@@ -31,6 +31,7 @@ pub mod tables;
 
 pub use addr::{ChunkKey, DvsConfig, Geo};
 pub use array::{DvsArray, ZonedMember};
+pub use baseline::real::RealBaseline;
 pub use baseline::{build_frontend, CachedFrontend, SblockRaid5, SegmentRaid5};
 pub use engine::{Dvs, DvsParams, DvsStats, Job, JobKind};
 pub use frontend::DvsFrontend;
