@@ -116,4 +116,12 @@ pub trait FastTierAllocator {
     fn expire(&mut self, now_ns: u64);
     /// Current space accounting.
     fn stats(&self) -> SpaceStats;
+    /// Place a run right after flat block `after` in the same extent, if
+    /// `after` is the highest block written there and the blocks after it
+    /// are free and inside the extent (a write run growing in place, as a
+    /// file grows); `None` when it cannot, and nothing changes.
+    fn extend(&mut self, after: u64, req: AllocRequest, now_ns: u64) -> Result<Option<Piece>, TierError>;
+    /// Recovery: flat block `fast_block` holds live data (its extent is
+    /// taken and sealed).  A block adopted twice is an error.
+    fn adopt(&mut self, fast_block: u64) -> Result<(), TierError>;
 }

@@ -214,4 +214,23 @@ impl FastTierAllocator for ReHypar {
     fn stats(&self) -> SpaceStats {
         self.pool.stats()
     }
+
+    fn extend(&mut self, after: u64, req: AllocRequest, now_ns: u64) -> Result<Option<Piece>, TierError> {
+        check_request(req)?;
+        self.expire(now_ns);
+        let Some((ext, off)) = self.pool.successor(after, req) else { return Ok(None) };
+        let tail_start = self.pool.extents[ext as usize].next;
+        let piece = self.pool.write(ext, off, req);
+        if off + req.blocks > tail_start && self.open.contains_key(&ext) {
+            // The run grew into the listed free tail: MAP again from its
+            // new last block, as ALLOCATE does after a write.
+            self.unlist(ext);
+            self.after_write(ext, off + req.blocks - 1)?;
+        }
+        Ok(Some(piece))
+    }
+
+    fn adopt(&mut self, fast_block: u64) -> Result<(), TierError> {
+        self.pool.adopt(fast_block)
+    }
 }

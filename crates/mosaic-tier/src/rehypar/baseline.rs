@@ -3,7 +3,7 @@
 //! tail of the last one is never reused (the extent is sealed at once).
 
 use super::pool::{check_request, Pool};
-use super::{AllocRequest, Allocation, FastTierAllocator, SpaceStats, TierConfig, TierError};
+use super::{AllocRequest, Allocation, FastTierAllocator, Piece, SpaceStats, TierConfig, TierError};
 
 /// Fixed-extent allocator: same sections and section choice as ReHypar.
 #[derive(Debug, Clone)]
@@ -45,5 +45,14 @@ impl FastTierAllocator for FixedExtent {
 
     fn stats(&self) -> SpaceStats {
         self.pool.stats()
+    }
+
+    fn extend(&mut self, after: u64, req: AllocRequest, _now_ns: u64) -> Result<Option<Piece>, TierError> {
+        check_request(req)?;
+        Ok(self.pool.successor(after, req).map(|(ext, off)| self.pool.write(ext, off, req)))
+    }
+
+    fn adopt(&mut self, fast_block: u64) -> Result<(), TierError> {
+        self.pool.adopt(fast_block)
     }
 }

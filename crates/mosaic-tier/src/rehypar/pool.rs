@@ -33,6 +33,9 @@ pub(crate) struct Extent {
     pub live: u64,
     /// Logical ranges (lba, blocks) of runs placed here, for d.
     pub runs: Vec<(u64, u64)>,
+    /// One past the highest offset written in this use of the extent:
+    /// offsets from here on have never been written.
+    pub end: u64,
 }
 
 impl Extent {
@@ -45,6 +48,7 @@ impl Extent {
             live_bits: vec![0; words],
             live: 0,
             runs: Vec::new(),
+            end: 0,
         }
     }
     fn is_live(&self, off: u64) -> bool {
@@ -142,7 +146,8 @@ impl Pool {
         }
         e.live += req.blocks;
         e.written += req.blocks;
-        e.next = off + req.blocks;
+        e.next = e.next.max(off + req.blocks);
+        e.end = e.end.max(off + req.blocks);
         e.runs.push((req.lba, req.blocks));
         let base =
             self.sections[sec].base_block + (ext - self.sections[sec].first_extent) as u64 * s;
@@ -164,7 +169,7 @@ impl Pool {
     }
 
     /// Map a flat block to (extent, offset).
-    fn locate(&self, fast_block: u64) -> Result<(u32, u64), TierError> {
+    pub fn locate(&self, fast_block: u64) -> Result<(u32, u64), TierError> {
         for sec in &self.sections {
             let len = sec.extents as u64 * sec.geom.s();
             if fast_block >= sec.base_block && fast_block - sec.base_block < len {
@@ -237,6 +242,42 @@ impl Pool {
             st.skipped += s - e.written - tail;
         }
         st
+    }
+}
+
+impl Pool {
+    /// Where `req.blocks` blocks can go right after flat block `after`:
+    /// the same extent (in use, not clean), `after` its highest written
+    /// block, and the extent long enough.  `None` otherwise.
+    pub fn successor(&self, after: u64, req: AllocRequest) -> Option<(u32, u64)> {
+        let (ext, off) = self.locate(after).ok()?;
+        let e = &self.extents[ext as usize];
+        let fits = off.checked_add(1 + req.blocks).is_some_and(|end| end <= self.s_of(ext));
+        (e.phase != Phase::Clean && e.end == off + 1 && fits).then_some((ext, off + 1))
+    }
+
+    /// Recovery: flat block `fast_block` holds live data.  Its extent is
+    /// taken from the clean pool and sealed (what else was written there
+    /// before the crash is unknown, so nothing but its never-written end
+    /// is reused); a block already live is an error.
+    pub fn adopt(&mut self, fast_block: u64) -> Result<(), TierError> {
+        let (ext, off) = self.locate(fast_block)?;
+        let sec = self.section_of(ext);
+        let s = self.s_of(ext);
+        let e = &mut self.extents[ext as usize];
+        if e.is_live(off) {
+            return Err(TierError::Request(format!("fast block {fast_block} adopted twice")));
+        }
+        if e.phase == Phase::Clean {
+            self.clean[sec].remove(&ext);
+            e.phase = Phase::Sealed;
+            e.next = s;
+        }
+        e.set(off, true);
+        e.live += 1;
+        e.written += 1;
+        e.end = e.end.max(off + 1);
+        Ok(())
     }
 }
 
