@@ -28,7 +28,8 @@ pub struct CreateArgs {
     /// A directory to create member files in, or a comma list of existing member files / block devices
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// raid0, raid1, raid4, raid5, raid6 or rs:K+M
+    /// raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], dvs
+    /// (with --zoned) or tier (with --fast and --slow)
     #[arg(long)]
     pub level: String,
     /// Number of members (implied by rs:K+M; defaults to the number of paths)
@@ -77,6 +78,45 @@ pub struct CreateArgs {
     /// absent: write-through)
     #[arg(long, value_parser = size)]
     pub dvs_cache: Option<u64>,
+    /// tier: the fast inner array, LEVEL:N (raid1:2, raid5:4), rs:K+M or
+    /// cbro:N+K[,cda=...]; created in DIR/fast
+    #[arg(long)]
+    pub fast: Option<String>,
+    /// tier: the slow inner array (e.g. raid6:6), created in DIR/slow
+    #[arg(long)]
+    pub slow: Option<String>,
+    /// tier: size of each fast member file (default: --member-size)
+    #[arg(long, value_parser = size)]
+    pub fast_size: Option<u64>,
+    /// tier: size of each slow member file (default: --member-size)
+    #[arg(long, value_parser = size)]
+    pub slow_size: Option<u64>,
+    /// tier: ReHypar data sections' extent sizes, equal shares of the fast
+    /// data space (default 64K,256K)
+    #[arg(long)]
+    pub tier_extents: Option<String>,
+    /// tier: ReHypar's chunk threshold V in blocks (8 and 32 in the paper)
+    #[arg(long)]
+    pub tier_v: Option<u64>,
+    /// tier: the fast devices' erase block; extents are aligned to it
+    #[arg(long, value_parser = size)]
+    pub tier_erase_block: Option<u64>,
+    /// tier: plain fixed extents instead of ReHypar's chunk partitioning
+    #[arg(long)]
+    pub tier_fixed_extents: bool,
+    /// tier: demote when the fast tier is fuller than this (0.8) ...
+    #[arg(long)]
+    pub tier_high_water: Option<f64>,
+    /// tier: ... until it is at most this full (0.6)
+    #[arg(long)]
+    pub tier_low_water: Option<f64>,
+    /// tier: promote a slow group after this many read hits (2)
+    #[arg(long)]
+    pub tier_promote_hits: Option<u32>,
+    /// tier: decide by a clock that advances this many ns per request
+    /// instead of real time (reproducible replays; 0 = real time)
+    #[arg(long, default_value_t = 0)]
+    pub tier_request_clock: u64,
     #[arg(long)]
     pub json: bool,
 }
@@ -354,6 +394,12 @@ fn remove(p: &Path) {
 
 /// Create the array `a` describes (dispatched by `--level`).
 fn create_array(a: &CreateArgs) -> Result<i32> {
+    if a.level == "tier" {
+        return create_tier(a);
+    }
+    if a.fast.is_some() || a.slow.is_some() {
+        bail!("--fast and --slow are for --level tier");
+    }
     if a.level == "dvs" || a.level.starts_with("dvs:") {
         if !a.zoned {
             bail!("--level dvs needs --zoned: its members are host-managed zoned drives");
@@ -409,6 +455,63 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
     }
     created(&arr, a.json)
+}
+
+/// `--level tier`: a fast and a slow inner array in DIR/fast and
+/// DIR/slow, each made by the one create path for a directory (journal,
+/// guard, geometry checks), then the tier labels and the empty map.
+fn create_tier(a: &CreateArgs) -> Result<i32> {
+    if !is_dir_spec(&a.array) {
+        bail!("a tier array puts its inner arrays in DIR/fast and DIR/slow: give a directory with -a");
+    }
+    if a.journal.is_some() {
+        bail!("--journal is not for tier arrays: each inner array gets its own journal (DIR/fast/journal.img, DIR/slow/journal.img)");
+    }
+    if a.members.is_some() || a.zoned || a.assume_clean {
+        bail!("--members, --zoned and --assume-clean are not for tier arrays: give each tier's level and member count in --fast/--slow (e.g. --fast raid1:2 --slow raid6:6)");
+    }
+    let (Some(fast), Some(slow)) = (&a.fast, &a.slow) else { bail!("--level tier needs --fast SPEC and --slow SPEC (e.g. --fast raid1:2 --slow raid6:6)") };
+    let need = |s: Option<u64>, which: &str| s.or(a.member_size).with_context(|| format!("--level tier needs --{which}-size (or --member-size): the size of each {which} member file"));
+    let c = mosaic_volume::TierCreate {
+        fast: mosaic_volume::InnerSpec::parse(fast, need(a.fast_size, "fast")?)?,
+        slow: mosaic_volume::InnerSpec::parse(slow, need(a.slow_size, "slow")?)?,
+        unit: a.stripe_unit,
+        block: a.block_size,
+        force: a.force,
+        journal_size: (!a.no_journal).then_some(a.journal_size),
+        config: tier_config(a)?,
+    };
+    if a.no_journal {
+        eprintln!("warning: no write-ahead journals: a crash during a write followed by a member failure can corrupt other blocks of that stripe");
+    }
+    let vol = mosaic_volume::TierVolume::create(Path::new(&a.array), &c)?;
+    let info = vol.info();
+    vol.close()?;
+    if a.json {
+        print_json(&info_json(&info)?)?;
+    } else {
+        let line = |k: &str| info.summary.iter().find(|(l, _)| l == k).map(|(_, v)| v.clone()).unwrap_or_default();
+        println!("created tier array {}: capacity {}", info.uuid, human(info.capacity));
+        println!("  fast: {}", line("fast"));
+        println!("  slow: {}", line("slow"));
+    }
+    Ok(0)
+}
+
+/// The tier policy's configuration from the `--tier-*` options.
+fn tier_config(a: &CreateArgs) -> Result<mosaic_tier::policy::PolicyConfig> {
+    let mut cfg = mosaic_tier::policy::PolicyConfig::default();
+    if let Some(list) = &a.tier_extents {
+        cfg.sections = crate::tier_sim::sections(list)?;
+    }
+    cfg.threshold_v = a.tier_v.unwrap_or(cfg.threshold_v);
+    cfg.erase_block = a.tier_erase_block.unwrap_or(cfg.erase_block);
+    cfg.fixed_extents = a.tier_fixed_extents;
+    cfg.high_water = a.tier_high_water.unwrap_or(cfg.high_water);
+    cfg.low_water = a.tier_low_water.unwrap_or(cfg.low_water);
+    cfg.promote_hits = a.tier_promote_hits.unwrap_or(cfg.promote_hits);
+    cfg.request_clock_ns = a.tier_request_clock;
+    Ok(cfg)
 }
 
 /// The model's CBRO performance check (Ineq. 23) for drive-model hints.

@@ -28,6 +28,8 @@ pub enum BenchCmd {
     Cache(crate::bench_cache::CacheBenchArgs),
     /// A real DVS array on zoned files vs raid5 with its journal: writes, scrub, rebuild
     Dvs(crate::bench_dvs::DvsBenchArgs),
+    /// A real hybrid tier array (raid1 SSD + raid6 HDD files) vs its slow and its fast array alone
+    Tier(crate::bench_tier::TierBenchArgs),
 }
 
 #[derive(Args)]
@@ -70,6 +72,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
         BenchCmd::Replay(a) => replay(a),
         BenchCmd::Cache(a) => crate::bench_cache::run(a),
         BenchCmd::Dvs(a) => crate::bench_dvs::run(a),
+        BenchCmd::Tier(a) => crate::bench_tier::run(a),
     }
 }
 

@@ -97,7 +97,8 @@ pub struct ReplayArgs {
     pub footprint: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], or on SMR drives dvs, segment-raid5, sblock-raid5
+    /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], tier (see --fast, --slow),
+    /// or on SMR drives dvs, segment-raid5, sblock-raid5
     #[arg(long, default_value = "raid5")]
     pub layout: String,
     /// Compare several layouts on the same trace and drives (comma list)
@@ -152,6 +153,39 @@ pub struct ReplayArgs {
     /// At queue depth 1 its per-member counts equal a simulated replay's.
     #[arg(long, conflicts_with_all = ["compare", "plot", "failed"])]
     pub on: Option<String>,
+    #[command(flatten)]
+    pub tier: TierArgs,
+}
+
+/// The hybrid tier's two arrays (`--layout tier`): members are numbered
+/// fast ones first, so `--device 0-1=ssd:... --device 2-7=hdd:...`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TierArgs {
+    /// tier: the fast array, LEVEL:N (e.g. raid1:2)
+    #[arg(long, default_value = "raid1:2")]
+    pub fast: String,
+    /// tier: the slow array, LEVEL:N (e.g. raid6:6)
+    #[arg(long, default_value = "raid6:6")]
+    pub slow: String,
+    /// tier: bytes used of each fast drive (as `create --fast-size`); default the whole model
+    #[arg(long, value_parser = size)]
+    pub fast_size: Option<u64>,
+    /// tier: bytes used of each slow drive (as `create --slow-size`); default the whole model
+    #[arg(long, value_parser = size)]
+    pub slow_size: Option<u64>,
+    /// tier: extent sizes of the fast tier's data sections (equal shares)
+    #[arg(long, default_value = "64K,256K")]
+    pub tier_extents: String,
+    /// tier: ReHypar's threshold V in blocks
+    #[arg(long, default_value_t = 8)]
+    pub tier_v: u64,
+    /// tier: the fixed-extent baseline instead of ReHypar
+    #[arg(long)]
+    pub tier_fixed_extents: bool,
+    /// tier: decide by a clock that advances this many ns per request
+    /// instead of virtual time (as `create --tier-request-clock`; 0 = off)
+    #[arg(long, default_value_t = 0)]
+    pub tier_request_clock: u64,
 }
 
 /// Build one drive model per member from `--device` arguments.
@@ -255,7 +289,12 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
     };
     let cfg = SimConfig { mode, failed, keep_latencies: keep };
     let layout;
-    let (fe, drives): (Box<dyn Frontend>, _) = if crate::cmd_dvs::is_dvs_scheme(level) {
+    let (fe, drives): (Box<dyn Frontend>, _) = if level == "tier" {
+        if cache.is_some() {
+            bail!("--cache is for fixed parity layouts; the tier's fast array is its cache");
+        }
+        crate::tier_sim::frontend(&a.tier, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?
+    } else if crate::cmd_dvs::is_dvs_scheme(level) {
         if cache.is_some() {
             bail!("--cache is for fixed parity layouts; {level} has its own write cache");
         }

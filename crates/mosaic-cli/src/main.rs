@@ -3,6 +3,7 @@
 
 mod bench_cache;
 mod bench_dvs;
+mod bench_tier;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
@@ -13,6 +14,7 @@ mod cmd_serve;
 mod cmd_sim;
 mod eval_ppc;
 mod replay_real;
+mod tier_sim;
 mod util;
 
 use clap::{Parser, Subcommand};

@@ -40,7 +40,7 @@ fn same_ops(level: &str, create: &[&str], sim: &[&str]) -> (serde_json::Value, s
     assert_eq!(rm.len(), sm.len(), "{level}");
     assert!(rm.iter().map(|m| m[1]).sum::<u64>() > 600, "{level}: too little work to prove anything");
     assert_eq!(rm, sm, "{level}: per-member counts differ (real, then simulated)");
-    if level.ends_with(":zoned") {
+    if level.ends_with(":zoned") || level == "tier" {
         return (real, simulated);
     }
     assert_eq!(real["ops"], simulated["ops"], "{level}: operation counts by kind differ");
@@ -68,7 +68,7 @@ fn nested_cbro_real_and_simulated_do_the_same_device_operations() {
 /// Requests and percent writes: DVS gets enough writes to fill its
 /// 153 MiB and garbage-collect.
 fn workload(level: &str) -> (usize, u64) {
-    if level.ends_with(":zoned") {
+    if level.ends_with(":zoned") || level == "tier" {
         (2500, 85)
     } else {
         (600, 60)
@@ -77,7 +77,9 @@ fn workload(level: &str) -> (usize, u64) {
 
 /// The trace's span: within the array (DVS: its 153 MiB of 5 x 64 MiB).
 fn span(level: &str) -> u64 {
-    if level.ends_with(":zoned") {
+    if level == "tier" {
+        96 << 20
+    } else if level.ends_with(":zoned") {
         140 << 20
     } else {
         48 << 20
@@ -98,4 +100,23 @@ fn dvs_real_and_simulated_do_the_same_device_operations_gc_and_metadata_included
     assert!(simulated["ops"]["meta_writes"].as_u64().unwrap() > 100, "{}", simulated["ops"]);
     let policy = |k: &str| simulated["policy"].as_array().unwrap().iter().find(|p| p[0] == k).map(|p| p[1].as_f64().unwrap()).unwrap();
     assert!(policy("foreground gc") + policy("background gc") > 0.0 && policy("gc moved chunks") > 100.0, "{}", simulated["policy"]);
+}
+
+#[test]
+fn tier_real_and_simulated_do_the_same_device_operations_demotion_and_map_included() {
+    // The simulated arrays are sized like the real ones: a raid1 of two
+    // 24 MiB SSDs in front of a raid5 of five 32 MiB HDDs, so the trace
+    // overflows the fast tier and demotes.
+    // Both decide by the request clock: the policy's time-based choices
+    // (write runs, ReHypar's d/t, recency) then follow the requests, not
+    // how fast either side's drives are.
+    let sizes = ["--fast", "raid1:2", "--slow", "raid5:5", "--fast-size", "24M", "--slow-size", "32M", "--tier-request-clock", "1000000"];
+    let mut sim = sizes.to_vec();
+    sim.extend(["--device", "0-1=ssd:samsung-830-128g", "--device", "2-6=hdd:seagate-st91000640ss"]);
+    let (real, simulated) = same_ops("tier", &sizes, &sim);
+    let policy = |k: &str| simulated["policy"].as_array().unwrap().iter().find(|p| p[0] == k).map(|p| p[1].as_f64().unwrap()).unwrap();
+    assert!(policy("demote_batches") > 0.0, "{}", simulated["policy"]);
+    assert!(policy("map_bytes_written") > 0.0, "{}", simulated["policy"]);
+    // The two members are the inner arrays: fast, then slow.
+    assert_eq!(members(&real).len(), 2);
 }

@@ -29,6 +29,11 @@ impl ArrayDrive {
         let n = drives.len();
         Ok(ArrayDrive { layout, drives, health: Health::all_active(n) })
     }
+
+    /// The inner array's layout.
+    pub fn layout(&self) -> &FixedLayout {
+        &self.layout
+    }
 }
 
 impl DriveModel for ArrayDrive {

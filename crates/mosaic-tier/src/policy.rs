@@ -166,19 +166,21 @@ pub struct TierPolicy {
     /// Programs planned (their state applied) but not yet handed out:
     /// they go first, before anything planned later.
     pending: VecDeque<Program>,
+    /// Client requests seen (the request clock).
+    ticks: u64,
 }
 
 impl TierPolicy {
     /// A fresh tier and the program that writes its empty map on FAST.
     pub fn format(cfg: PolicyConfig, geo: TierGeometry) -> Result<(TierPolicy, Program), PolicyError> {
         let (core, p) = Core::format(cfg, geo)?;
-        Ok((TierPolicy { core, pending: VecDeque::new() }, p))
+        Ok((TierPolicy { core, pending: VecDeque::new(), ticks: 0 }, p))
     }
 
     /// Rebuild from FAST's map region: `meta` = bytes `[0, map_bytes)` of FAST.
     pub fn recover(cfg: PolicyConfig, geo: TierGeometry, meta: &[u8]) -> Result<TierPolicy, PolicyError> {
         let core = recover::recover(cfg, geo, meta)?;
-        Ok(TierPolicy { core, pending: VecDeque::new() })
+        Ok(TierPolicy { core, pending: VecDeque::new(), ticks: 0 })
     }
 
     /// Bytes of FAST's map region (what `recover` needs to be given); 0
@@ -231,6 +233,20 @@ impl TierPolicy {
         l.layout.log_end - l.pos
     }
 
+    /// The policy's time: the caller's clock, or with
+    /// [`PolicyConfig::request_clock_ns`] a clock that advances by that
+    /// step per client request, so a replay decides the same on drive
+    /// models and on real members, whatever either's speed.
+    fn clock(&mut self, now_ns: u64, request: bool) -> u64 {
+        match self.core.cfg.request_clock_ns {
+            0 => now_ns,
+            step => {
+                self.ticks += request as u64;
+                self.ticks * step
+            }
+        }
+    }
+
     /// Put programs planned earlier in front of `p` (one program, run in
     /// order), or hand `p` out alone.
     fn with_pending(&mut self, p: Program) -> Program {
@@ -254,6 +270,7 @@ impl Frontend for TierPolicy {
         2
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
+        let now_ns = self.clock(now_ns, true);
         self.core.observe(h);
         self.core.round_reset();
         let p = if write {
@@ -269,6 +286,7 @@ impl Frontend for TierPolicy {
         Some(self.core.cfg.idle_after_ns)
     }
     fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
+        let now_ns = self.clock(now_ns, false);
         self.core.observe(h);
         if let Some(p) = self.pending.pop_front() {
             return Ok(vec![p]);

@@ -201,7 +201,9 @@ fn identify_dir(dir: &Path) -> Result<Carries> {
     for p in names {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let Ok(meta) = std::fs::metadata(&p) else { continue };
-        let inner = if meta.is_dir() && name.starts_with("cda-") {
+        // Nested arrays: CBRO check drive arrays and a tier's two arrays.
+        let nested = name.starts_with("cda-") || name == crate::tier::FAST_DIR || name == crate::tier::SLOW_DIR;
+        let inner = if meta.is_dir() && nested {
             identify_dir(&p)?
         } else if meta.is_file() {
             identify_bytes(&read_head(&p)?)

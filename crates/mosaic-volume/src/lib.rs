@@ -7,14 +7,17 @@
 //!                                        ▼
 //!                     open(spec) / open_cached(spec) -> Box<dyn Volume>
 //!                                        │
-//!             ┌──────────────────────────┼───────────────────────────┐
-//!             ▼                          ▼                           ▼
-//!   mosaic_array::Array        CachedVolume (CacheVolume)     DvsVolume (DvsArray)
-//!   kind "fixed"               kind "cached"                  kind "dvs"
+//!        ┌─────────────────────┬─────────┴──────────┬──────────────────────┐
+//!        ▼                     ▼                    ▼                      ▼
+//!   mosaic_array::Array   CachedVolume         DvsVolume (DvsArray)   TierVolume (fast +
+//!   kind "fixed"          kind "cached"        kind "dvs"             slow inner arrays)
+//!                                                                     kind "tier"
 //! ```
 //!
-//! [`open`] decides the kind from what is on the members: DVS superblocks
-//! on zoned member files make a [`DvsVolume`], anything else is assembled
+//! [`open`] decides the kind from what is on the members: a directory
+//! with `fast/` and `slow/` inner arrays is a [`TierVolume`] (its tier
+//! labels decide whether they belong together), DVS superblocks on zoned
+//! member files make a [`DvsVolume`], anything else is assembled
 //! by [`mosaic_array::Array::open`] (nested CBRO check drive arrays
 //! included).  Every method takes `&self`, so one volume serves many
 //! threads (`Arc<dyn Volume>`).
@@ -23,6 +26,7 @@ mod dvs;
 mod fixed;
 pub mod guard;
 pub mod replay;
+pub mod tier;
 
 use std::path::Path;
 use std::time::Duration;
@@ -37,6 +41,7 @@ use mosaic_dvs::DvsError;
 
 pub use dvs::{DvsVolume, DEFAULT_IDLE};
 pub use fixed::CachedVolume;
+pub use tier::{tier_geometry, InnerSpec, TierCreate, TierVolume};
 
 /// Errors of volume operations.  Each message says what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +52,9 @@ pub enum VolumeError {
     /// From a DVS array.
     #[error(transparent)]
     Dvs(#[from] DvsError),
+    /// From a tier array's policy or one of its programs.
+    #[error("tier: {0}")]
+    Tier(String),
     /// The request does not fit the volume (bad member, nothing to do,
     /// not supported by this kind).
     #[error("{0}")]
@@ -79,7 +87,8 @@ pub struct VolumeMember {
 /// What every kind of volume reports, plus the kind's own info.
 #[derive(Debug, Clone, Serialize)]
 pub struct VolumeInfo {
-    /// `fixed`, `cached` or `dvs`.
+    /// `fixed`, `cached`, `dvs` or `tier` (a hybrid of a fast and a slow
+    /// inner array; its members are the inner arrays' members, fast first).
     pub kind: String,
     /// The level as `mosaic create --level` names it (`raid6`, `dvs`, ...).
     pub level: String,
@@ -175,6 +184,9 @@ pub trait Volume: Send + Sync {
 /// Open the array named by `spec` (a directory or a comma list of
 /// members), whatever its kind.
 pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+    if tier::is_tier(spec) {
+        return Ok(Box::new(TierVolume::open(Path::new(spec.trim()), writable)?));
+    }
     if mosaic_dvs::files::is_dvs(spec) {
         return Ok(Box::new(DvsVolume::open(spec, writable)?));
     }
@@ -185,6 +197,9 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
 /// Open a fixed-geometry array behind the small-write caches of `cfg`
 /// (write-back through the array's journal, write-through without one).
 pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<dyn Volume>> {
+    if tier::is_tier(spec) {
+        return Err(VolumeError::Usage("the small-write caches are for fixed-geometry arrays; a tier array's fast tier takes its writes".into()));
+    }
     if mosaic_dvs::files::is_dvs(spec) {
         return Err(VolumeError::Usage(
             "the small-write caches are for fixed-geometry arrays; a DVS array has its own write cache (mosaic create --level dvs --dvs-cache SIZE)".into(),

@@ -41,6 +41,13 @@ pub struct PolicyConfig {
     pub round_share: f64,
     /// Idle time before background movement starts (100 ms).
     pub idle_after_ns: u64,
+    /// 0: the policy's time is the caller's clock.  Otherwise its time
+    /// advances by this many ns per client request, so its time-based
+    /// choices (runs, d/t, expiry, recency) depend on the request sequence
+    /// only: a replay on drive models and one on real members decide the
+    /// same (`mosaic replay` and `create --tier-request-clock`).
+    #[serde(default)]
+    pub request_clock_ns: u64,
 }
 
 impl Default for PolicyConfig {
@@ -61,6 +68,7 @@ impl Default for PolicyConfig {
             budget_bytes_per_s: 0,
             round_share: 0.1,
             idle_after_ns: 100_000_000,
+            request_clock_ns: 0,
         }
     }
 }

@@ -1,0 +1,155 @@
+//! `mosaic bench tier`: a real hybrid tier array against its slow array
+//! alone and its fast array alone, same member files, same scratch
+//! directory (RAM when /dev/shm exists), as ratios measured in the same run.
+//!
+//! ```text
+//!   tier        raid1 over 2 "SSD" files  +  raid6 over 6 "HDD" files (ReHypar, demotion on)
+//!   slow alone  the same raid6 4+2 with its journal
+//!   fast alone  the same raid1 1+1 with its journal
+//!
+//!   1 MiB sequential write   over the footprint (the fast array's capacity, so all three hold it)
+//!   4 KiB random write       over the same footprint, for --seconds: the tier demotes as it fills
+//! ```
+//!
+//! On RAM every "drive" is equally fast, so this measures what the tier's
+//! policy costs in CPU and metadata (map writes, demotion copies), not the
+//! SSD/HDD gap; `mosaic eval tier` and `mosaic replay --layout tier` give
+//! that on drive models.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Args;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, CreateOptions};
+use mosaic_core::Level;
+use mosaic_tier::policy::PolicyConfig;
+use mosaic_volume::{InnerSpec, TierCreate, TierVolume, Volume};
+
+use crate::util::{human, print_json, size, table};
+
+#[derive(Args)]
+pub struct TierBenchArgs {
+    /// Seconds of 4 KiB random writes per scheme
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Size of each fast member (the slow members are 2x)
+    #[arg(long, value_parser = size, default_value = "64M")]
+    pub member_size: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Row {
+    workload: &'static str,
+    scheme: &'static str,
+    per_sec: f64,
+    unit: &'static str,
+    vs_slow: f64,
+    vs_fast: f64,
+}
+
+const UNIT: u64 = 64 << 10;
+const SCHEMES: [&str; 3] = ["tier", "slow alone", "fast alone"];
+
+/// One inner-style array alone, with its journal, opened as a volume.
+fn plain(dir: &Path, level: Level, members: usize, member_size: u64) -> Result<Box<dyn Volume>> {
+    std::fs::create_dir_all(dir)?;
+    let o = CreateOptions { level, members: Some(members), member_size: Some(member_size), unit: UNIT, block: 4096, force: true, assume_clean: true };
+    Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), 64 << 20)))?.close()?;
+    Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
+}
+
+/// The array of `scheme` in `dir`.
+fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
+    match scheme {
+        "tier" => {
+            let c = TierCreate {
+                fast: InnerSpec::parse("raid1:2", member_size)?,
+                slow: InnerSpec::parse("raid6:6", 2 * member_size)?,
+                unit: UNIT,
+                block: 4096,
+                force: true,
+                journal_size: Some(64 << 20),
+                config: PolicyConfig::default(),
+            };
+            TierVolume::create(dir, &c)?.close()?;
+            Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
+        }
+        "slow alone" => plain(dir, Level::Raid6, 6, 2 * member_size),
+        _ => plain(dir, Level::Raid1, 2, member_size),
+    }
+}
+
+fn scratch() -> Result<tempfile::TempDir> {
+    match std::fs::metadata("/dev/shm") {
+        Ok(m) if m.is_dir() => Ok(tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?),
+        _ => Ok(tempfile::tempdir()?),
+    }
+}
+
+/// MiB/s of 1 MiB writes over `[0, footprint)`.
+fn sequential(v: &dyn Volume, footprint: u64) -> Result<f64> {
+    let buf = vec![0xa5u8; 1 << 20];
+    let t0 = Instant::now();
+    let mut off = 0;
+    while off < footprint {
+        let n = (footprint - off).min(1 << 20) as usize;
+        v.write(off, &buf[..n])?;
+        off += n as u64;
+    }
+    v.flush()?;
+    Ok(footprint as f64 / (1 << 20) as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// IOPS of 4 KiB writes at random blocks of `[0, footprint)` for `dur`.
+fn random(v: &dyn Volume, footprint: u64, dur: Duration) -> Result<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let blocks = footprint / 4096;
+    let buf = vec![0x5au8; 4096];
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < dur {
+        for _ in 0..16 {
+            v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
+            n += 1;
+        }
+    }
+    v.flush()?;
+    Ok(n as f64 / t0.elapsed().as_secs_f64())
+}
+
+pub fn run(a: TierBenchArgs) -> Result<i32> {
+    let dur = Duration::from_secs_f64(a.seconds);
+    let tmp = scratch()?;
+    let vols: Vec<Box<dyn Volume>> = SCHEMES.iter().map(|s| make(&tmp.path().join(s.replace(' ', "-")), s, a.member_size)).collect::<Result<_>>()?;
+    let footprint = vols.iter().map(|v| v.capacity()).min().unwrap_or(0) / (1 << 20) * (1 << 20);
+    let mut rows = Vec::new();
+    for (v, scheme) in vols.iter().zip(SCHEMES) {
+        rows.push(Row { workload: "1 MiB sequential write", scheme, per_sec: sequential(v.as_ref(), footprint)?, unit: "MiB/s", vs_slow: 0.0, vs_fast: 0.0 });
+        rows.push(Row { workload: "4 KiB random write", scheme, per_sec: random(v.as_ref(), footprint, dur)?, unit: "IOPS", vs_slow: 0.0, vs_fast: 0.0 });
+    }
+    let rate = |w: &str, s: &str| rows.iter().find(|r| r.workload == w && r.scheme == s).map(|r| r.per_sec).unwrap_or(f64::NAN);
+    let refs: Vec<(f64, f64)> = rows.iter().map(|r| (rate(r.workload, "slow alone"), rate(r.workload, "fast alone"))).collect();
+    for (r, (s, f)) in rows.iter_mut().zip(refs) {
+        (r.vs_slow, r.vs_fast) = (r.per_sec / s, r.per_sec / f);
+    }
+    rows.sort_by_key(|r| r.workload);
+    if a.json {
+        print_json(&rows)?;
+        return Ok(0);
+    }
+    println!("tier: raid1 1+1 of {} members + raid6 4+2 of {} members; footprint {}", human(a.member_size), human(2 * a.member_size), human(footprint));
+    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs slow".into(), "vs fast".into()]];
+    for r in &rows {
+        t.push(vec![r.workload.to_string(), r.scheme.to_string(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.vs_slow), format!("{:.2}", r.vs_fast)]);
+    }
+    print!("{}", table(&t));
+    Ok(0)
+}

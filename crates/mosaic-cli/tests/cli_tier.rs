@@ -1,0 +1,276 @@
+//! A tier array through the CLI: `create --level tier`, then the same
+//! write / read / info / fail / replace / rebuild / scrub / serve as every
+//! kind, bytes checked; create's refusals.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command as Process, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mosaic_nbd::proto::*;
+use mosaic_nbd::{Command, Request};
+
+mod common;
+use common::{fails, json, mosaic, ok};
+
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_mul(2246822519).wrapping_add(seed) >> 11) as u8).collect()
+}
+
+fn read_back(spec: &str, off: &str, len: usize, out: &Path) -> Vec<u8> {
+    ok(&["read", "-a", spec, "--offset", off, "--length", &len.to_string(), "--output", out.to_str().unwrap()]);
+    fs::read(out).unwrap()
+}
+
+/// raid1 over 2 x 16 MiB fast, raid6 over 6 x 16 MiB slow; `extra` options.
+fn create(dir: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "create", "-a", dir, "--level", "tier", "--fast", "raid1:2", "--slow", "raid6:6", "--fast-size", "16M", "--slow-size", "16M",
+        "--stripe-unit", "64K", "--journal-size", "4M", "--json",
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+fn state(info: &serde_json::Value, m: usize) -> String {
+    info["volume"]["members"][m]["state"]["state"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_tier_through_the_array_commands() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    let c = json(&create(ad, &["--tier-extents", "64K,256K", "--tier-v", "8"]));
+    assert_eq!(c["kind"], "tier", "{c}");
+    assert!(a.join("fast/journal.img").exists() && a.join("slow/member-05.img").exists());
+
+    let bytes = data(700 << 10, 3);
+    let input = t.path().join("in.bin");
+    fs::write(&input, &bytes).unwrap();
+    // An unaligned offset: the edges are read, modified and written back.
+    let w = json(&ok(&["write", "-a", ad, "--offset", "70000", "--input", input.to_str().unwrap(), "--json"]));
+    assert!(w["device_writes"].as_u64().unwrap() > 0, "{w}");
+    let out = t.path().join("out.bin");
+    assert!(read_back(ad, "70000", bytes.len(), &out) == bytes, "read differs");
+
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    assert_eq!(info["kind"], "tier");
+    assert_eq!(info["volume"]["level"], "tier");
+    assert_eq!(info["volume"]["members"].as_array().unwrap().len(), 8, "2 fast + 6 slow members");
+    assert_eq!(info["fast"]["level"], "raid1");
+    assert_eq!(info["slow"]["level"], "raid6");
+    assert!(info["stats"]["blocks_fast"].as_u64().unwrap() > 0, "{info}");
+    let human = ok(&["info", "-a", ad]);
+    assert!(human.contains("fragmentation") && human.contains("raid6 over 6 members") && human.contains("Normal"), "{human}");
+
+    ok(&["fail", "-a", ad, "--member", "0"]);
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    assert_eq!(state(&info, 0), "failed", "{info}");
+    assert_eq!(info["volume"]["degraded"], true);
+    assert!(read_back(ad, "70000", bytes.len(), &out) == bytes, "read with a fast member failed differs");
+    // A slow member too (raid6 tolerates two).
+    ok(&["fail", "-a", ad, "--member", "4"]);
+    assert!(read_back(ad, "70000", bytes.len(), &out) == bytes, "read with a slow member failed differs");
+    let e = fails(&["fail", "-a", ad, "--member", "1"]);
+    assert!(e.contains("data would be lost"), "{e}");
+
+    let r = ok(&["replace", "-a", ad, "--member", "0", "--drive", t.path().join("new-fast.img").to_str().unwrap()]);
+    assert!(r.contains("rebuilt member(s) [0]"), "{r}");
+    let r = ok(&["replace", "-a", ad, "--member", "4", "--drive", t.path().join("new-slow.img").to_str().unwrap()]);
+    assert!(r.contains("rebuilt member(s) [4]"), "{r}");
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    assert_eq!(info["volume"]["degraded"], false, "{info}");
+    assert!(read_back(ad, "70000", bytes.len(), &out) == bytes, "read after rebuild differs");
+    let s = ok(&["scrub", "-a", ad]);
+    assert!(s.contains("all consistent"), "{s}");
+    // The replaced members' old files stay in the inner directories (named in warnings).
+    let o = mosaic(&["rebuild", "-a", ad]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("error: nothing to rebuild") && e.contains("before that member was replaced"), "{e}");
+}
+
+#[test]
+fn create_refuses_bad_tiers_and_other_arrays_files() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    let base = ["create", "-a", ad, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3"];
+    let with = |extra: &[&'static str]| base.iter().copied().chain(extra.iter().copied()).collect::<Vec<&str>>();
+    let e = fails(&with(&["--fast-size", "64M", "--slow-size", "8M"]));
+    assert!(e.contains("larger than the slow tier"), "{e}");
+    let e = fails(&["create", "-a", ad, "--level", "tier", "--fast", "raid1:2", "--member-size", "8M"]);
+    assert!(e.contains("--slow"), "{e}");
+    let e = fails(&["create", "-a", ad, "--level", "tier", "--fast", "raid6", "--slow", "raid5:3", "--member-size", "8M"]);
+    assert!(e.contains("bad tier spec"), "{e}");
+    let e = fails(&["create", "-a", ad, "--level", "raid5", "--members", "3", "--member-size", "8M", "--fast", "raid1:2"]);
+    assert!(e.contains("--level tier"), "{e}");
+    assert!(!a.exists(), "a refused create left files");
+
+    // Over another array's directory, and over an existing tier.
+    ok(&["create", "-a", a.join("slow").to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "4M"]);
+    let e = fails(&with(&["--fast-size", "4M", "--slow-size", "8M"]));
+    assert!(e.contains("use --force"), "{e}");
+    assert!(!a.join("fast").exists(), "a refused create left files");
+    ok(&with(&["--fast-size", "4M", "--slow-size", "8M", "--force"]));
+    let e = fails(&with(&["--fast-size", "4M", "--slow-size", "8M"]));
+    assert!(e.contains("use --force"), "{e}");
+    assert_eq!(json(&ok(&["info", "-a", ad, "--json"]))["kind"], "tier", "the refused create damaged the tier");
+    // Another kind of array over the tier's directory: refused too.
+    let e = fails(&["create", "-a", ad, "--level", "raid5", "--members", "3", "--member-size", "4M"]);
+    assert!(e.contains("use --force"), "{e}");
+    assert_eq!(json(&ok(&["info", "-a", ad, "--json"]))["kind"], "tier", "the refused create damaged the tier");
+}
+
+// ------------------------------------------------------------- over NBD
+
+/// A running `mosaic serve` and its stderr lines.
+struct Serve {
+    child: Child,
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Serve {
+    fn start(array: &str) -> Serve {
+        let mut child = Process::new(env!("CARGO_BIN_EXE_mosaic"))
+            .args(["serve", "-a", array, "--listen", "127.0.0.1:0"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run mosaic serve");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (log2, err) = (log.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                log2.lock().unwrap().push(line);
+            }
+        });
+        let t = Instant::now();
+        loop {
+            let port = log.lock().unwrap().iter().find_map(|l| {
+                let rest = l.strip_prefix("mosaic serve: listening on nbd://127.0.0.1:")?;
+                rest.split('/').next()?.parse::<u16>().ok()
+            });
+            if let Some(port) = port {
+                return Serve { child, port, log };
+            }
+            assert!(child.try_wait().unwrap().is_none(), "serve exited: {:?}", log.lock().unwrap());
+            assert!(t.elapsed() < Duration::from_secs(30), "serve did not start: {:?}", log.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM and wait: the exit code and the log.
+    fn stop(mut self) -> (i32, Vec<String>) {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "serve did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        (status.code().unwrap_or(-1), self.log.lock().unwrap().clone())
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().unwrap())
+}
+
+/// A raw NBD client: fixed newstyle, NBD_OPT_GO, simple replies.
+struct Nbd(TcpStream);
+
+impl Nbd {
+    fn open(port: u16) -> Nbd {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut g = [0u8; 18];
+        s.read_exact(&mut g).unwrap();
+        assert_eq!(&g[..8], &NBDMAGIC.to_be_bytes());
+        s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes()).unwrap();
+        let mut o = IHAVEOPT.to_be_bytes().to_vec();
+        o.extend_from_slice(&OPT_GO.to_be_bytes());
+        o.extend_from_slice(&6u32.to_be_bytes());
+        o.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        s.write_all(&o).unwrap();
+        loop {
+            let mut h = [0u8; 20];
+            s.read_exact(&mut h).unwrap();
+            let mut d = vec![0u8; be32(&h[16..]) as usize];
+            s.read_exact(&mut d).unwrap();
+            match be32(&h[12..]) {
+                REP_ACK => return Nbd(s),
+                REP_INFO => {}
+                t => panic!("GO answered with {t:#x}: {}", String::from_utf8_lossy(&d)),
+            }
+        }
+    }
+
+    fn cmd(&mut self, cmd: Command, offset: u64, length: u32, payload: &[u8]) -> u32 {
+        let mut v = Request { flags: 0, cmd, cookie: 7, offset, length }.encode().to_vec();
+        v.extend_from_slice(payload);
+        self.0.write_all(&v).unwrap();
+        let mut h = [0u8; 16];
+        self.0.read_exact(&mut h).unwrap();
+        assert_eq!(be32(&h), SIMPLE_REPLY_MAGIC);
+        assert_eq!(u64::from_be_bytes(h[8..].try_into().unwrap()), 7);
+        be32(&h[4..])
+    }
+
+    /// NBD_CMD_DISC has no reply.
+    fn disconnect(mut self) {
+        let v = Request { flags: 0, cmd: Command::Disc, cookie: 8, offset: 0, length: 0 }.encode();
+        self.0.write_all(&v).unwrap();
+    }
+
+    fn read(&mut self, offset: u64, len: u32) -> Vec<u8> {
+        assert_eq!(self.cmd(Command::Read, offset, len, &[]), 0, "READ at {offset}");
+        let mut b = vec![0u8; len as usize];
+        self.0.read_exact(&mut b).unwrap();
+        b
+    }
+}
+
+#[test]
+fn serve_exports_a_tier_and_demotes_while_idle() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    // Demote as soon as anything is on the fast tier.
+    create(ad, &["--tier-high-water", "0.01", "--tier-low-water", "0"]);
+    let s = Serve::start(ad);
+    let mut c = Nbd::open(s.port);
+    let mut want = vec![0u8; 4 << 20];
+    for i in 0..24u32 {
+        let off = ((i as usize * 389) % 960) * 4096;
+        let d = data(16 << 10, i);
+        assert_eq!(c.cmd(Command::Write, off as u64, d.len() as u32, &d), 0);
+        want[off..off + d.len()].copy_from_slice(&d);
+    }
+    assert_eq!(c.cmd(Command::Flush, 0, 0, &[]), 0);
+    assert!(c.read(0, 4 << 20) == want, "read over NBD differs");
+    // Idle: the serve's idle thread demotes.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(c.read(0, 4 << 20) == want, "read over NBD after idle demotion differs");
+    c.disconnect();
+    let (code, log) = s.stop();
+    assert_eq!(code, 0, "{log:?}");
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    assert!(info["stats"]["blocks_slow"].as_u64().unwrap() > 0, "the idle thread demoted nothing: {info}");
+    let out = t.path().join("out.bin");
+    assert!(read_back(ad, "0", 4 << 20, &out) == want, "read after serve differs");
+}

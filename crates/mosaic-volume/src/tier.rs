@@ -1,0 +1,587 @@
+//! The hybrid tier array: a fast inner array (e.g. raid1 over SSDs) and a
+//! slow one (e.g. raid6 over HDDs), placed and moved between by
+//! `mosaic_tier::policy::TierPolicy`, every program run by the one
+//! executor.
+//!
+//! ```text
+//!   DIR/fast/   a complete mosaic array (member files + journal.img)
+//!   DIR/slow/   a complete mosaic array (member files + journal.img)
+//!
+//!   each inner array's logical space:
+//!   0          128 KiB                 data_offset (1 MiB; slow: rounded up to a full stripe)
+//!   ├ tier label ┼── (reserved) ───────┼── tier data: the policy's offset 0 ...
+//!     two slots of the one label format (mosaic_format::label), kind "tier":
+//!     array UUID = the tier's, member 0 = fast / 1 = slow, member UUID =
+//!     that inner array's UUID, policy blob = TierBlob (config, geometry,
+//!     data offsets)
+//!
+//!   requests ─> Mutex<TierPolicy>::submit ─> Staged { fg, bg }
+//!                 └─ each program run to completion before the next is
+//!                    planned (the policy applies its state at plan time)
+//!   Executor (base 0) ─ member 0: Shifted(ArrayMember(fast), fast offset)
+//!                     └ member 1: Shifted(ArrayMember(slow), slow offset)
+//!   a program fails ─> the policy is dropped and recovered from FAST's
+//!                      map region (always right by its phase order)
+//! ```
+//!
+//! **Tier, not cache**: the capacity is the slow tier's (less the
+//! policy's compaction reserve); the fast tier holds the map and the
+//! blocks written or promoted lately.  Writes are acknowledged once they
+//! are on the fast array (through its journal), never from memory.
+//!
+//! **Identity and freshness** go through the one rule
+//! ([`mosaic_format::fresh`]): both labels must carry the same tier UUID,
+//! the inner array under each must be the one the label names, and
+//! every writable open bumps both labels' event counter in two rounds, so
+//! an old copy of one inner array put back is stale and refused.
+//!
+//! **Blocks**: both inner arrays have the tier's block; the policy writes
+//! its map as whole blocks.
+//!
+//! **Slow data offset**: the slow array's tier data starts on a full
+//! stripe boundary (1 MiB rounded up to the stripe's data bytes), so the
+//! policy's whole-segment demotions are full-stripe writes for any layout
+//! (raid5:4 with 64 KiB units has 192 KiB stripes).  The executor has one
+//! base for all members, so each member adds its own offset ([`Shifted`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use mosaic_array::maint::RebuildOptions;
+use mosaic_array::nested::ArrayMember;
+use mosaic_array::spec::ArraySpec;
+use mosaic_array::{Array, RebuildReport, ScrubReport};
+use mosaic_core::{DeviceIo, Frontend, Health, MemberState, Program};
+use mosaic_dev::Member;
+use mosaic_exec::{Client, Executor};
+use mosaic_format::label::Label;
+use mosaic_tier::policy::{PolicyConfig, TierGeometry, TierHealth, TierPolicy, TierState, TierStats, FAST, SLOW};
+
+use crate::{IoCounters, Result, Volume, VolumeError, VolumeInfo};
+
+mod create;
+mod info;
+mod labels;
+mod maint;
+
+pub use create::{geometry as tier_geometry, InnerSpec, TierCreate};
+use create::{create_inner, geometry, precheck};
+use labels::{check_labels, label_of, write_tier_label};
+use maint::{merge_rebuild, merge_scrub};
+
+/// The label kind of a tier's inner arrays.
+pub const KIND: &str = "tier";
+/// Bytes at the start of each inner array kept for the tier label.
+pub const LABEL_SPACE: u64 = 1 << 20;
+/// Subdirectory of the fast inner array.
+pub const FAST_DIR: &str = "fast";
+/// Subdirectory of the slow inner array.
+pub const SLOW_DIR: &str = "slow";
+const SIDES: [&str; 2] = ["fast", "slow"];
+
+/// The tier label's policy blob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierBlob {
+    pub config: PolicyConfig,
+    pub geometry: TierGeometry,
+    /// The inner arrays' UUIDs, fast then slow.
+    pub inner: [Uuid; 2],
+    /// Where tier data starts on each inner array (logical bytes).
+    pub data_offset: [u64; 2],
+}
+
+/// Whether `spec` names a tier array: a directory with `fast/` or `slow/`
+/// (the open names the one missing).
+pub fn is_tier(spec: &str) -> bool {
+    let d = Path::new(spec.trim());
+    !spec.contains(',') && (d.join(FAST_DIR).is_dir() || d.join(SLOW_DIR).is_dir())
+}
+
+pub(crate) fn policy_err(e: impl std::fmt::Display) -> VolumeError {
+    VolumeError::Tier(e.to_string())
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+// -------------------------------------------------------------- the member
+
+/// An inner array as member of the tier: its logical bytes from `base`.
+struct Shifted {
+    inner: ArrayMember,
+    base: u64,
+}
+
+impl Member for Shifted {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size().saturating_sub(self.base)
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, offset + self.base)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, offset + self.base)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+// ------------------------------------------------------------------ volume
+
+/// The client's side of a request.
+enum Data<'a> {
+    In(&'a [u8]),
+    Out(&'a mut [u8]),
+}
+
+impl Data<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Data::In(d) => d.len() as u64,
+            Data::Out(b) => b.len() as u64,
+        }
+    }
+    fn client(&mut self) -> Client<'_> {
+        match self {
+            Data::In(d) => Client::In(d),
+            Data::Out(b) => Client::Out(b),
+        }
+    }
+}
+
+/// A tier array behind the volume interface.
+pub struct TierVolume {
+    dir: PathBuf,
+    /// The inner arrays, fast then slow (also the executor's members).
+    inner: [Arc<Array>; 2],
+    exec: Executor,
+    /// None only after a failed program whose map could not be read back.
+    policy: Mutex<Option<TierPolicy>>,
+    blob: TierBlob,
+    uuid: Uuid,
+    created: u64,
+    events: AtomicU64,
+    writable: bool,
+    capacity: u64,
+    start: Instant,
+    last_io: Mutex<Instant>,
+    idle_after_ns: AtomicU64,
+    warnings: Vec<String>,
+}
+
+impl TierVolume {
+    /// Create a tier in `dir` (`dir/fast`, `dir/slow`) and open it for
+    /// writing.  Refuses another array's files without `force`.
+    pub fn create(dir: &Path, c: &TierCreate) -> Result<TierVolume> {
+        let cfg = PolicyConfig { block: c.block, ..c.config.clone() };
+        precheck(dir, c, &cfg)?;
+        let fast = create_inner(&dir.join(FAST_DIR), &c.fast, c, c.block)?;
+        let slow = create_inner(&dir.join(SLOW_DIR), &c.slow, c, c.block)?;
+        let (geo, data_offset) = geometry(fast.capacity(), slow.capacity(), slow.geometry().stripe_data_bytes())?;
+        let (policy, format) = TierPolicy::format(cfg.clone(), geo).map_err(policy_err)?;
+        let blob = TierBlob { config: cfg, geometry: geo, inner: [fast.info().uuid, slow.info().uuid], data_offset };
+        let vol = TierVolume::assemble(dir, [fast, slow], Uuid::new_v4(), now_secs(), 0, blob, policy, true, Vec::new());
+        // The empty map first, then the labels: a labelled tier has a map.
+        vol.exec.run(&format, Client::None, None).map_err(policy_err)?;
+        vol.flush()?;
+        vol.write_labels(1)?;
+        Ok(vol)
+    }
+
+    /// Open the tier in `dir`: both inner arrays, their labels (one tier,
+    /// fresh), the map from the fast tier.  A writable open bumps the
+    /// labels' event counter.
+    pub fn open(dir: &Path, writable: bool) -> Result<TierVolume> {
+        let dirs = [dir.join(FAST_DIR), dir.join(SLOW_DIR)];
+        let open = |side: usize| {
+            Array::open(&ArraySpec::Dir(dirs[side].clone()), writable)
+                .map_err(|e| VolumeError::Usage(format!("the {} tier {}: {e}", SIDES[side], dirs[side].display())))
+        };
+        let (fast, slow) = (open(FAST)?, open(SLOW)?);
+        let labels = [label_of(&dirs[FAST], &fast)?, label_of(&dirs[SLOW], &slow)?];
+        let auth = check_labels(&dirs, [fast.info().uuid, slow.info().uuid], labels)?;
+        let blob: TierBlob = auth.policy().map_err(|e| VolumeError::Usage(format!("tier {}: {e}", auth.array_uuid)))?;
+        let mut warnings = Vec::new();
+        for (side, arr) in [&fast, &slow].into_iter().enumerate() {
+            warnings.extend(Volume::warnings(arr).into_iter().map(|w| format!("{} tier: {w}", SIDES[side])));
+        }
+        let policy = load_policy(&fast, &blob)?;
+        let vol = TierVolume::assemble(dir, [fast, slow], auth.array_uuid, auth.created, auth.events, blob, policy, writable, warnings);
+        if writable {
+            vol.write_labels(auth.events + 1)?;
+            vol.write_labels(auth.events + 2)?;
+        }
+        Ok(vol)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        dir: &Path,
+        arrays: [Array; 2],
+        uuid: Uuid,
+        created: u64,
+        events: u64,
+        blob: TierBlob,
+        mut policy: TierPolicy,
+        writable: bool,
+        warnings: Vec<String>,
+    ) -> TierVolume {
+        let [fast, slow] = arrays.map(Arc::new);
+        let member = |side: usize, arr: &Arc<Array>| {
+            let name = dir.join(SIDES[side]);
+            let name = std::fs::canonicalize(&name).unwrap_or(name).display().to_string();
+            let m = Shifted { inner: ArrayMember::new(arr.clone(), name), base: blob.data_offset[side] };
+            Some(Arc::new(m) as Arc<dyn Member>)
+        };
+        let exec = Executor::new(vec![member(FAST, &fast), member(SLOW, &slow)], 0);
+        let inner = [fast, slow];
+        let (fh, sh) = (tier_health(&inner[FAST]), tier_health(&inner[SLOW]));
+        policy.set_health(fh, sh);
+        TierVolume {
+            dir: dir.to_path_buf(),
+            exec,
+            capacity: policy.capacity(),
+            idle_after_ns: AtomicU64::new(policy.idle_after_ns().unwrap_or(DEFAULT_IDLE_NS)),
+            policy: Mutex::new(Some(policy)),
+            blob,
+            uuid,
+            created,
+            events: AtomicU64::new(events),
+            writable,
+            start: Instant::now(),
+            last_io: Mutex::new(Instant::now()),
+            inner,
+            warnings,
+        }
+    }
+
+    /// The tier's UUID.
+    pub fn uuid(&self) -> Uuid {
+        self.uuid
+    }
+
+    /// The policy's counters (None when the map could not be read back).
+    pub fn stats(&self) -> Option<TierStats> {
+        self.lock().as_ref().map(TierPolicy::stats)
+    }
+
+    /// The tier's state (None when the map could not be read back).
+    pub fn state(&self) -> Option<TierState> {
+        self.lock().as_ref().map(TierPolicy::state)
+    }
+
+    /// The inner arrays, fast then slow.
+    pub fn inner(&self) -> [&Array; 2] {
+        [&self.inner[FAST], &self.inner[SLOW]]
+    }
+
+    /// Where logical block `lb` lives now: FAST or SLOW and the byte
+    /// offset in that inner array's tier data.
+    pub fn placement(&self, lb: u64) -> Option<(usize, u64)> {
+        self.lock().as_ref().and_then(|p| p.placement(lb))
+    }
+
+    fn label(&self, side: usize, events: u64) -> Result<Label> {
+        Ok(Label {
+            kind: KIND.into(),
+            array_uuid: self.uuid,
+            member_uuid: self.blob.inner[side],
+            member_index: side,
+            members: 2,
+            events,
+            member_uuids: self.blob.inner.to_vec(),
+            created: self.created,
+            policy: serde_json::to_value(&self.blob).map_err(policy_err)?,
+        })
+    }
+
+    /// One round of a label update: both labels at `events`.
+    fn write_labels(&self, events: u64) -> Result<()> {
+        for side in [FAST, SLOW] {
+            write_tier_label(&self.inner[side], &self.label(side, events)?)?;
+        }
+        self.events.store(events, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<TierPolicy>> {
+        self.policy.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_io.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos().min(u64::MAX as u128) as u64
+    }
+
+    /// The outer members' states as the policy reads them: an inner
+    /// array that lost more members than it tolerates is failed.
+    fn health(&self) -> Health {
+        let st = |side: usize| match tier_health(&self.inner[side]) {
+            TierHealth::Offline => MemberState::Failed,
+            _ => MemberState::Active,
+        };
+        Health { states: vec![st(FAST), st(SLOW)] }
+    }
+
+    /// Tell the policy how the inner arrays are.
+    fn sync_health(&self, p: &mut TierPolicy) {
+        p.set_health(tier_health(&self.inner[FAST]), tier_health(&self.inner[SLOW]));
+    }
+
+    fn refresh_health(&self) {
+        if let Some(p) = self.lock().as_mut() {
+            self.sync_health(p);
+        }
+    }
+
+    /// Run one program; when it fails, drop the policy and recover it
+    /// from the map on FAST.
+    fn run(&self, slot: &mut Option<TierPolicy>, p: &Program, client: Client<'_>) -> Result<()> {
+        let Err(e) = self.exec.run(p, client, None) else { return Ok(()) };
+        *slot = None;
+        let what = format!("tier program failed: {e}");
+        match load_policy(&self.inner[FAST], &self.blob) {
+            Ok(mut pol) => {
+                self.sync_health(&mut pol);
+                *slot = Some(pol);
+                Err(VolumeError::Tier(format!("{what} (the tier map was read back from the fast tier)")))
+            }
+            Err(e2) => Err(VolumeError::Tier(format!("{what}; the tier map could not be read back either ({e2}): reopen the array"))),
+        }
+    }
+
+    /// A client request: plan, then run every program to completion.
+    fn request(&self, write: bool, off: u64, mut data: Data<'_>) -> Result<()> {
+        if write && !self.writable {
+            return Err(VolumeError::Usage("writing needs the array open for writing".into()));
+        }
+        self.touch();
+        let mut g = self.lock();
+        let r = self.request_locked(&mut g, write, off, &mut data);
+        drop(g);
+        self.touch();
+        r
+    }
+
+    fn request_locked(&self, g: &mut Option<TierPolicy>, write: bool, off: u64, data: &mut Data<'_>) -> Result<()> {
+        let pol = g.as_mut().ok_or_else(map_lost)?;
+        self.sync_health(pol);
+        let staged = pol.submit(write, off, data.len(), self.now_ns(), &self.health()).map_err(policy_err)?;
+        for p in &staged.fg {
+            self.run(g, p, data.client())?;
+        }
+        for p in &staged.bg {
+            self.run(g, p, Client::None)?;
+        }
+        Ok(())
+    }
+
+    /// Flattened member `i`: its inner array and index there.
+    fn locate(&self, i: usize) -> Result<(usize, usize)> {
+        let nf = self.inner[FAST].geometry().members;
+        let ns = self.inner[SLOW].geometry().members;
+        match i {
+            i if i < nf => Ok((FAST, i)),
+            i if i < nf + ns => Ok((SLOW, i - nf)),
+            _ => Err(VolumeError::Usage(format!(
+                "no member {i}: the tier has members 0..{} (fast 0..{}, slow {}..{})",
+                nf + ns - 1,
+                nf - 1,
+                nf,
+                nf + ns - 1
+            ))),
+        }
+    }
+
+    fn check_writable(&self, what: &str) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(VolumeError::Usage(format!("{what} needs the array open for writing")))
+        }
+    }
+}
+
+/// Default idle time before movement when the policy names none.
+const DEFAULT_IDLE_NS: u64 = 100_000_000;
+
+fn map_lost() -> VolumeError {
+    VolumeError::Tier("the tier map could not be read back after a failed program: reopen the array".into())
+}
+
+/// An inner array's health as the policy sees it.
+fn tier_health(arr: &Array) -> TierHealth {
+    let h = arr.health();
+    let out = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+    if out > arr.geometry().m {
+        TierHealth::Offline
+    } else if out > 0 {
+        TierHealth::Degraded
+    } else {
+        TierHealth::Ok
+    }
+}
+
+/// Read FAST's map region and recover the policy from it.
+fn load_policy(fast: &Array, blob: &TierBlob) -> Result<TierPolicy> {
+    let n = TierPolicy::map_bytes(&blob.config, &blob.geometry);
+    let end = blob.data_offset[FAST].checked_add(n).filter(|&e| n > 0 && e <= fast.capacity());
+    if end.is_none() {
+        return Err(VolumeError::Tier(format!(
+            "the tier's configuration and geometry give no map region that fits the fast tier ({} bytes)",
+            fast.capacity()
+        )));
+    }
+    let mut meta = vec![0u8; n as usize];
+    fast.read(blob.data_offset[FAST], &mut meta)?;
+    TierPolicy::recover(blob.config.clone(), blob.geometry, &meta).map_err(policy_err)
+}
+
+impl Volume for TierVolume {
+    fn info(&self) -> VolumeInfo {
+        self.volume_info()
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn block_size(&self) -> u64 {
+        self.blob.config.block
+    }
+    fn preferred_block(&self) -> u64 {
+        // The largest power of two dividing the smallest extent (one
+        // write run fills an extent), at most 64 KiB.
+        let e = self.blob.config.sections.iter().map(|s| s.0).min().unwrap_or(self.blob.config.block);
+        (1u64 << e.trailing_zeros().min(16)).max(self.blob.config.block)
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.request(false, off, Data::Out(buf))
+    }
+    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.request(true, off, Data::In(data))
+    }
+    fn flush(&self) -> Result<()> {
+        for a in &self.inner {
+            a.flush()?;
+        }
+        Ok(())
+    }
+    /// The map is always durable: closing closes the inner arrays.
+    fn close(&self) -> Result<()> {
+        for a in &self.inner {
+            a.close()?;
+        }
+        Ok(())
+    }
+
+    /// Per outer member (0 fast, 1 slow): what the tier's executor ran on
+    /// each inner array; `info` details the inner members' own counters.
+    fn io_counters(&self) -> IoCounters {
+        let c = self.exec.counters();
+        let members: Vec<DeviceIo> = c.members.clone();
+        IoCounters {
+            device_reads: members.iter().map(|m| m.reads).sum(),
+            device_writes: members.iter().map(|m| m.writes).sum(),
+            ops: Some(c.ops),
+            members,
+        }
+    }
+    fn reset_counters(&self) {
+        self.exec.reset_counters();
+        for a in &self.inner {
+            a.reset_counters();
+        }
+    }
+    fn auto_failed(&self) -> Vec<(usize, String)> {
+        let nf = self.inner[FAST].geometry().members;
+        let mut out = self.inner[FAST].auto_failed();
+        out.extend(self.inner[SLOW].auto_failed().into_iter().map(|(m, e)| (m + nf, format!("slow tier: {e}"))));
+        out
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
+    fn fail_member(&self, idx: usize) -> Result<()> {
+        let (side, m) = self.locate(idx)?;
+        self.inner[side].fail_member(m)?;
+        self.refresh_health();
+        Ok(())
+    }
+    fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
+        self.check_writable("replace")?;
+        let (side, m) = self.locate(idx)?;
+        let r = Volume::replace(self.inner[side].as_ref(), m, drive);
+        self.refresh_health();
+        r
+    }
+    fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
+        self.check_writable("rebuild")?;
+        let nf = self.inner[FAST].geometry().members;
+        let total: u64 = self.inner.iter().map(|a| a.geometry().stripes).sum();
+        let mut reps = Vec::new();
+        let mut before = 0;
+        for side in [FAST, SLOW] {
+            let a = &self.inner[side];
+            if a.rebuild_pending().is_some() {
+                let r = a.rebuild(&|d, _| progress(before + d, total), opts);
+                self.refresh_health();
+                reps.push(([0, nf][side], r?));
+            }
+            before += a.geometry().stripes;
+        }
+        if reps.is_empty() {
+            return Err(VolumeError::Usage("nothing to rebuild: no member of either tier is being rebuilt (use mosaic replace)".into()));
+        }
+        Ok(merge_rebuild(reps))
+    }
+    fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        if repair {
+            self.check_writable("scrub --repair")?;
+        }
+        let total: u64 = self.inner.iter().map(|a| a.geometry().stripes).sum();
+        let fast_regions = self.inner[FAST].geometry().stripes;
+        let f = self.inner[FAST].scrub(repair, &|d, _| progress(d, total))?;
+        let s = self.inner[SLOW].scrub(repair, &|d, _| progress(fast_regions + d, total))?;
+        Ok(merge_scrub(vec![(FAST, f), (SLOW, s)]))
+    }
+
+    /// One step of movement (demotion, promotion, compaction) once no
+    /// request came for the idle time; requests wait at most for it.
+    fn idle_work(&self) -> Result<bool> {
+        if !self.writable {
+            return Ok(false);
+        }
+        let after = Duration::from_nanos(self.idle_after_ns.load(Ordering::Relaxed));
+        if self.last_io.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < after {
+            return Ok(false);
+        }
+        let mut g = match self.policy.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        let pol = g.as_mut().ok_or_else(map_lost)?;
+        self.sync_health(pol);
+        let ps = pol.idle(self.now_ns(), &self.health()).map_err(policy_err)?;
+        for p in &ps {
+            self.run(&mut g, p, Client::None)?;
+        }
+        Ok(!ps.is_empty())
+    }
+    fn set_idle_after(&self, after: Duration) {
+        self.idle_after_ns.store(after.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+}
