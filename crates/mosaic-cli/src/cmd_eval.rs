@@ -26,6 +26,32 @@ pub enum EvalCmd {
     Ppc(crate::eval_ppc::PpcArgs),
     /// DVS-RAID vs HDD, Segment and Sblock RAID-5 on SMR: trace and synthetic workloads, cache and segment sweeps
     Dvs(crate::cmd_dvs::EvalDvsArgs),
+    /// ReHypar hybrid SSD+HDD tier: fast-tier space utilisation, IOzone-like and Postmark-like workloads, the real trace; tier vs all-SSD, all-HDD, LRU cache
+    Tier(EvalTierArgs),
+}
+
+#[derive(Args)]
+pub struct EvalTierArgs {
+    /// Write tier-space.svg, tier-iozone.svg, tier-postmark.svg and tier-trace.svg into this directory
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+    /// Overwrite plot files that are members or journals of an array
+    #[arg(long)]
+    pub force: bool,
+    /// Every number as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// Small workloads (seconds in a debug build; for tests)
+    #[arg(long)]
+    pub quick: bool,
+    /// The real trace (CloudPhysics format); skipped with a note when absent
+    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
+    pub trace: std::path::PathBuf,
+    /// Replay at most this many trace requests (default: 20,000; 2,000 with --quick)
+    #[arg(long)]
+    pub trace_requests: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Args)]
@@ -52,7 +78,35 @@ pub fn run(cmd: EvalCmd) -> Result<i32> {
         EvalCmd::Cbro(a) => cbro(a),
         EvalCmd::Ppc(a) => crate::eval_ppc::run(a),
         EvalCmd::Dvs(a) => crate::cmd_dvs::eval_dvs(a),
+        EvalCmd::Tier(a) => eval_tier(a),
     }
+}
+
+/// `mosaic eval tier`: the ReHypar experiments, paper beside mosaic.
+fn eval_tier(a: EvalTierArgs) -> Result<i32> {
+    use mosaic_exp::tier;
+    if let Some(dir) = &a.plot {
+        crate::util::check_output_dir(dir, &tier::Results::PLOTS, a.force)?;
+    }
+    let mut cfg = if a.quick { tier::TierEvalConfig::quick() } else { tier::TierEvalConfig::default() };
+    cfg.seed = a.seed;
+    if let Some(n) = a.trace_requests {
+        cfg.trace_first = n;
+    }
+    let trace = a.trace.exists().then_some(a.trace.as_path());
+    if trace.is_none() {
+        eprintln!("note: {} not found; the trace experiment is skipped", a.trace.display());
+    }
+    let r = tier::run_all(trace, &cfg)?;
+    if let Some(d) = &a.plot {
+        r.plot(d)?;
+    }
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", r.table());
+    }
+    Ok(0)
 }
 
 /// One configuration at one size.

@@ -7,10 +7,15 @@
 //! * [`dvs`]: the DVS-RAID experiments (HDD RAID-5, DVS, Segment and
 //!   Sblock RAID-5 on the same drives: trace, synthetic workloads, cache
 //!   and zone-size sweeps), `mosaic eval dvs`;
-//! * [`dvs_plot`]: their SVG plots.
+//! * [`dvs_plot`]: their SVG plots;
+//! * [`tier`]: the ReHypar hybrid SSD+HDD experiments (fast-tier space
+//!   utilisation, IOzone-like and Postmark-like workloads, the real trace;
+//!   the tier policy against all-SSD, all-HDD and an LRU block cache),
+//!   `mosaic eval tier`.
 
 // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
 #![allow(clippy::manual_is_multiple_of)]
 
 pub mod dvs;
 pub mod dvs_plot;
+pub mod tier;
