@@ -82,11 +82,43 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
     Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
 }
 
-fn scratch() -> Result<tempfile::TempDir> {
+/// A scratch directory: in RAM when /dev/shm exists.
+pub fn scratch() -> Result<tempfile::TempDir> {
     match std::fs::metadata("/dev/shm") {
         Ok(m) if m.is_dir() => Ok(tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?),
         _ => Ok(tempfile::tempdir()?),
     }
+}
+
+/// MiB/s of 1 MiB writes over `[0, footprint)`, flushed.
+pub fn sequential(v: &dyn Volume, footprint: u64) -> Result<f64> {
+    let buf = vec![0xa5u8; 1 << 20];
+    let t0 = Instant::now();
+    let mut off = 0;
+    while off < footprint {
+        let n = (footprint - off).min(1 << 20) as usize;
+        v.write(off, &buf[..n])?;
+        off += n as u64;
+    }
+    v.flush()?;
+    Ok(footprint as f64 / (1 << 20) as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// IOPS of 4 KiB writes at random blocks of `[0, footprint)` for `dur`, flushed.
+pub fn random(v: &dyn Volume, footprint: u64, dur: Duration) -> Result<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let blocks = footprint / 4096;
+    let buf = vec![0x5au8; 4096];
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < dur {
+        for _ in 0..16 {
+            v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
+            n += 1;
+        }
+    }
+    v.flush()?;
+    Ok(n as f64 / t0.elapsed().as_secs_f64())
 }
 
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
@@ -103,31 +135,9 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
             "dvs" => "dvs 4+1 write-through".to_string(),
             _ => "dvs 4+1 + 16 MiB SSG cache".to_string(),
         };
-        // Sequential fill of the whole capacity, 1 MiB at a time.
-        let buf1m = vec![0xa5u8; 1 << 20];
-        let t0 = Instant::now();
-        let mut off = 0;
-        while off < cap {
-            let n = (cap - off).min(1 << 20) as usize;
-            v.write(off, &buf1m[..n])?;
-            off += n as u64;
-        }
-        v.flush()?;
-        rows.push(Row { workload: "1 MiB sequential write", scheme: label.clone(), per_sec: cap as f64 / (1 << 20) as f64 / t0.elapsed().as_secs_f64(), unit: "MiB/s", ratio_to_raid5: 0.0 });
-        // 4 KiB random writes over the whole capacity.
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let blocks = cap / 4096;
-        let buf4k = vec![0x5au8; 4096];
-        let t0 = Instant::now();
-        let mut n = 0u64;
-        while t0.elapsed() < dur {
-            for _ in 0..16 {
-                v.write(rng.gen_range(0..blocks) * 4096, &buf4k)?;
-                n += 1;
-            }
-        }
-        v.flush()?;
-        rows.push(Row { workload: "4 KiB random write", scheme: label.clone(), per_sec: n as f64 / t0.elapsed().as_secs_f64(), unit: "IOPS", ratio_to_raid5: 0.0 });
+        // Sequential fill of the whole capacity, then random writes over it.
+        rows.push(Row { workload: "1 MiB sequential write", scheme: label.clone(), per_sec: sequential(v.as_ref(), cap)?, unit: "MiB/s", ratio_to_raid5: 0.0 });
+        rows.push(Row { workload: "4 KiB random write", scheme: label.clone(), per_sec: random(v.as_ref(), cap, dur)?, unit: "IOPS", ratio_to_raid5: 0.0 });
         let s = scrub(v.as_ref())?;
         rows.push(Row { workload: "scrub (array bytes read)", scheme: label.clone(), per_sec: s / (1 << 20) as f64, unit: "MiB/s", ratio_to_raid5: 0.0 });
         let r = rebuild(v.as_ref(), tmp.path())?;

@@ -17,12 +17,10 @@
 //! that on drive models.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use mosaic_array::spec::ArraySpec;
@@ -31,6 +29,7 @@ use mosaic_core::Level;
 use mosaic_tier::policy::PolicyConfig;
 use mosaic_volume::{InnerSpec, TierCreate, TierVolume, Volume};
 
+use crate::bench_dvs::{random, scratch, sequential};
 use crate::util::{human, print_json, size, table};
 
 #[derive(Args)]
@@ -85,44 +84,6 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
         "slow alone" => plain(dir, Level::Raid6, 6, 2 * member_size),
         _ => plain(dir, Level::Raid1, 2, member_size),
     }
-}
-
-fn scratch() -> Result<tempfile::TempDir> {
-    match std::fs::metadata("/dev/shm") {
-        Ok(m) if m.is_dir() => Ok(tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?),
-        _ => Ok(tempfile::tempdir()?),
-    }
-}
-
-/// MiB/s of 1 MiB writes over `[0, footprint)`.
-fn sequential(v: &dyn Volume, footprint: u64) -> Result<f64> {
-    let buf = vec![0xa5u8; 1 << 20];
-    let t0 = Instant::now();
-    let mut off = 0;
-    while off < footprint {
-        let n = (footprint - off).min(1 << 20) as usize;
-        v.write(off, &buf[..n])?;
-        off += n as u64;
-    }
-    v.flush()?;
-    Ok(footprint as f64 / (1 << 20) as f64 / t0.elapsed().as_secs_f64())
-}
-
-/// IOPS of 4 KiB writes at random blocks of `[0, footprint)` for `dur`.
-fn random(v: &dyn Volume, footprint: u64, dur: Duration) -> Result<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let blocks = footprint / 4096;
-    let buf = vec![0x5au8; 4096];
-    let t0 = Instant::now();
-    let mut n = 0u64;
-    while t0.elapsed() < dur {
-        for _ in 0..16 {
-            v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
-            n += 1;
-        }
-    }
-    v.flush()?;
-    Ok(n as f64 / t0.elapsed().as_secs_f64())
 }
 
 pub fn run(a: TierBenchArgs) -> Result<i32> {

@@ -171,6 +171,30 @@ pub struct Program {
 }
 
 impl Program {
+    /// Append `next`'s phases after this program's, its buffers renumbered
+    /// after this one's: the two run as one program, in order.
+    pub fn append(&mut self, next: Program) {
+        let base = self.bufs.len() as u32;
+        let shift = |r: Ref| Ref { buf: r.buf + base, off: r.off };
+        let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), ..io }).collect();
+        self.bufs.extend(next.bufs);
+        self.locks.extend(next.locks);
+        self.methods.extend(next.methods);
+        self.keep.extend(next.keep.iter().map(|k| k + base));
+        self.ordered |= next.ordered;
+        for ph in next.phases {
+            self.phases.push(match ph {
+                Phase::Read(ios) => Phase::Read(shift_ios(ios)),
+                Phase::Write { ops, journal, marks } => Phase::Write { ops: shift_ios(ops), journal, marks },
+                Phase::Compute(cs) => {
+                    let cs = cs.into_iter().map(|c| Combine { dst: shift(c.dst), terms: c.terms.into_iter().map(|(k, r)| (k, shift(r))).collect(), ..c });
+                    Phase::Compute(cs.collect())
+                }
+                other => other,
+            });
+        }
+    }
+
     /// Add a buffer; its index.
     pub fn buf(&mut self, b: Buf) -> usize {
         self.bufs.push(b);

@@ -1108,7 +1108,7 @@ impl DvsArray {
         let zone = self.geo.zone_of(s.phys);
         let mut prog = Program::default();
         if dev.write_pointer(zone).is_some_and(|wp| wp > zone * self.geo.cfg.zone_size) {
-            program::chain(&mut prog, program::format(&[(m, zone * self.geo.cfg.zone_size)], &[], (0, 0), vec![], vec![]));
+            prog.append(program::format(&[(m, zone * self.geo.cfg.zone_size)], &[], (0, 0), vec![], vec![]));
         }
         let per = (1u64 << 20).div_ceil(self.geo.chunk).max(1) as u32;
         let mut cols = Vec::with_capacity(per as usize);
@@ -1123,7 +1123,7 @@ impl DvsArray {
                 _ => None,
             });
             if cols.len() as u32 == per || idx + 1 == s.wp[m] {
-                program::chain(&mut prog, self.lower().rebuild(lsn, s.phys, m, first, &cols)?);
+                prog.append(self.lower().rebuild(lsn, s.phys, m, first, &cols)?);
                 self.run(&std::mem::take(&mut prog))?;
                 first = idx + 1;
                 cols.clear();

@@ -29,7 +29,7 @@ use crate::array::array_params;
 use crate::backlog::Backlog;
 use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
 use crate::meta::{journal_record_len, MetaLayout, MetaState, Record};
-use crate::program::{chain, meta, Lower, Meta, Payload};
+use crate::program::{meta, Lower, Meta, Payload};
 use crate::tables::Tables;
 use crate::DvsError;
 
@@ -153,7 +153,7 @@ impl DvsFrontend {
                 None => None,
             };
             let m = w.map(|w| self.meta_of(w.offset, w.bytes.len()));
-            chain(&mut p, self.lower()?.job(j, &mut |_| Ok(Payload::Len(chunk)), &self.dvs.healthy, m, &j.resets)?);
+            p.append(self.lower()?.job(j, &mut |_| Ok(Payload::Len(chunk)), &self.dvs.healthy, m, &j.resets)?);
         }
         Ok(p)
     }
@@ -174,11 +174,11 @@ impl DvsFrontend {
                 Some(st) => st.log(&Record::Member { m: m as u8, state: mosaic_core::MemberState::Failed })?,
                 None => break,
             };
-            chain(&mut out, meta(self.meta_of(w.offset, w.bytes.len())));
+            out.append(meta(self.meta_of(w.offset, w.bytes.len())));
             for _ in 0..2 {
                 let Some(st) = self.meta.as_mut() else { break };
                 let ((offset, _), len) = (st.bump_events(), st.ml.label_len);
-                chain(&mut out, meta(self.meta_of(offset, len as usize)));
+                out.append(meta(self.meta_of(offset, len as usize)));
             }
         }
         Ok(out)
@@ -190,7 +190,7 @@ impl DvsFrontend {
         let mut out = self.jobs(&jobs)?;
         if let Some(st) = self.meta_state()? {
             let w = st.journal_reset()?;
-            chain(&mut out, meta(self.meta_of(w.offset, w.bytes.len())));
+            out.append(meta(self.meta_of(w.offset, w.bytes.len())));
         }
         Ok(out)
     }
@@ -220,15 +220,15 @@ impl DvsFrontend {
             let rl = journal_record_len(n);
             let mut pre = Program::default();
             if !self.meta.as_ref().is_some_and(|st| st.journal_fits(rl)) {
-                chain(&mut pre, self.flush_all()?);
+                pre.append(self.flush_all()?);
             }
             if let Some(st) = self.meta.as_mut() {
                 let (_, at) = st.take_journal(rl);
-                chain(&mut pre, meta(self.meta_of(at, rl as usize)));
+                pre.append(meta(self.meta_of(at, rl as usize)));
             }
             let (f, b) = self.dvs.write(offset + pos, n, now_ns)?;
             let s = self.staged(&f, &b, now_ns, pre)?;
-            chain(&mut fg, s.0);
+            fg.append(s.0);
             bg.extend(s.1);
             pos += n;
         }
@@ -239,7 +239,7 @@ impl DvsFrontend {
     /// per background destage in `bg` (its chunks held by the backlog
     /// estimate).
     fn staged(&mut self, fg: &[Job], bg: &[Job], now_ns: u64, mut pre: Program) -> Result<Stage, DvsError> {
-        chain(&mut pre, self.jobs(fg)?);
+        pre.append(self.jobs(fg)?);
         self.backlog.add(std::slice::from_ref(&pre), now_ns, 0);
         let mut bgp = Vec::new();
         for j in bg {
@@ -292,7 +292,7 @@ impl Frontend for DvsFrontend {
         } else {
             self.read(offset, len, now_ns)?
         };
-        chain(&mut fg, p);
+        fg.append(p);
         Ok(Staged { fg: nonempty(fg), bg })
     }
     fn idle_after_ns(&self) -> Option<u64> {
@@ -301,7 +301,7 @@ impl Frontend for DvsFrontend {
     fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         let mut p = self.take_health(h)?;
         let jobs: Vec<Job> = self.dvs.idle()?.into_iter().collect();
-        chain(&mut p, self.jobs(&jobs)?);
+        p.append(self.jobs(&jobs)?);
         self.backlog.add(std::slice::from_ref(&p), now_ns, 0);
         Ok(nonempty(p))
     }

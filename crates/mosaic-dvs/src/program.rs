@@ -412,27 +412,6 @@ pub fn meta(m: Meta) -> Program {
     p
 }
 
-/// Append `next`'s phases to `p`, to run after `p`'s (its buffers
-/// renumbered after `p`'s).
-pub fn chain(p: &mut Program, next: Program) {
-    let base = p.bufs.len() as u32;
-    let shift = |r: Ref| Ref { buf: r.buf + base, off: r.off };
-    let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), ..io }).collect();
-    p.bufs.extend(next.bufs);
-    p.locks.extend(next.locks);
-    p.methods.extend(next.methods);
-    p.keep.extend(next.keep.iter().map(|k| k + base));
-    p.ordered |= next.ordered;
-    for ph in next.phases {
-        p.phases.push(match ph {
-            Phase::Read(ios) => Phase::Read(shift_ios(ios)),
-            Phase::Write { ops, journal, marks } => Phase::Write { ops: shift_ios(ops), journal, marks },
-            Phase::Compute(cs) => Phase::Compute(cs.into_iter().map(|c| Combine { dst: shift(c.dst), terms: c.terms.into_iter().map(|(k, r)| (k, shift(r))).collect(), ..c }).collect()),
-            other => other,
-        });
-    }
-}
-
 /// One device read serving direct chunk reads: `parts` are (index into
 /// the chunk reads, byte offset of its bytes in the run).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -63,32 +63,10 @@ pub fn chain_all(ps: Vec<Program>) -> Program {
     let mut it = ps.into_iter();
     let Some(mut p) = it.next() else { return Program::default() };
     for next in it {
-        chain(&mut p, next);
+        p.append(next);
     }
     p.locks.sort_unstable();
     p.locks.dedup();
     p
 }
 
-/// Append `next`'s phases to `p`'s, its buffers renumbered after `p`'s.
-fn chain(p: &mut Program, next: Program) {
-    let base = p.bufs.len() as u32;
-    let shift = |r: Ref| Ref { buf: r.buf + base, off: r.off };
-    let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), ..io }).collect();
-    p.bufs.extend(next.bufs);
-    p.locks.extend(next.locks);
-    p.methods.extend(next.methods);
-    p.keep.extend(next.keep.iter().map(|k| k + base));
-    p.ordered |= next.ordered;
-    for ph in next.phases {
-        p.phases.push(match ph {
-            Phase::Read(ios) => Phase::Read(shift_ios(ios)),
-            Phase::Write { ops, journal, marks } => Phase::Write { ops: shift_ios(ops), journal, marks },
-            Phase::Compute(cs) => {
-                let cs = cs.into_iter().map(|c| Combine { dst: shift(c.dst), terms: c.terms.into_iter().map(|(k, r)| (k, shift(r))).collect(), ..c });
-                Phase::Compute(cs.collect())
-            }
-            other => other,
-        });
-    }
-}
