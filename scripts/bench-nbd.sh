@@ -23,6 +23,10 @@ MEMBER=${BENCH_MEMBER_SIZE:-256M}
 SERVE_ARGS=${BENCH_SERVE_ARGS:-}
 # Extra `mosaic create` arguments, e.g. BENCH_CREATE_ARGS="--no-journal".
 CREATE_ARGS=${BENCH_CREATE_ARGS:-}
+# Another array in place of raid5 4+1 (the floors are raid5's), e.g. a tier:
+#   BENCH_ARRAY="--level tier --fast raid1:2 --slow raid5:5 --fast-size 128M --slow-size 256M" BENCH_LABEL="tier"
+ARRAY=${BENCH_ARRAY:---level raid5 --members 5 --member-size $MEMBER}
+LABEL=${BENCH_LABEL:-raid5 4+1}
 
 for t in fio qemu-nbd python3; do
     command -v "$t" >/dev/null 2>&1 || { echo "bench-nbd: missing $t"; exit 1; }
@@ -44,7 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$MOSAIC" create -a "$SHM/arr" --level raid5 --members 5 --member-size "$MEMBER" --stripe-unit 64K $CREATE_ARGS >/dev/null
+"$MOSAIC" create -a "$SHM/arr" $ARRAY --stripe-unit 64K $CREATE_ARGS >/dev/null
 CAP=$("$MOSAIC" info -a "$SHM/arr" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity"])')
 truncate -s "$CAP" "$SHM/ref.raw"
 truncate -s "$CAP" "$SHM/nbd.raw"
@@ -105,17 +109,18 @@ for rep in $(seq "$REPS"); do
     done
 done
 
-echo "bench-nbd: $REPS x ${SECS}s per workload and server, raid5 4+1 (64 KiB unit) vs qemu-nbd raw, export $((CAP >> 20)) MiB in /dev/shm, load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "${R[randread-mosaic]}" "${R[randread-qemu]}" "${R[randwrite-mosaic]}" "${R[randwrite-qemu]}" \
+echo "bench-nbd: $REPS x ${SECS}s per workload and server, $LABEL (64 KiB unit) vs qemu-nbd raw, export $((CAP >> 20)) MiB in /dev/shm, load $(cut -d' ' -f1-3 /proc/loadavg)"
+BENCH_LABEL=$LABEL python3 - "${R[randread-mosaic]}" "${R[randread-qemu]}" "${R[randwrite-mosaic]}" "${R[randwrite-qemu]}" \
     "${R[seqwrite-mosaic]}" "${R[seqwrite-qemu]}" "${R[randread-file]}" "${R[randwrite-file]}" "${R[seqwrite-file]}" <<'EOF'
-import statistics, sys
+import os, statistics, sys
 a = sys.argv[1:]
+label = "mosaic " + os.environ.get("BENCH_LABEL", "raid5 4+1")
 def vals(s, idx):
     return [float(x.split()[idx]) for x in s.split(";") if x.strip()]
 rows = [("4K randread QD32", a[0], a[1], a[6], 0.8, "IOPS", 0),
         ("4K randwrite QD32", a[2], a[3], a[7], 0.5, "IOPS", 0),
         ("1M seqwrite QD8", a[4], a[5], a[8], 0.7, "MiB/s", 1)]
-print(f'{"workload":<18} {"metric":>6} {"mosaic raid5 4+1":>17} {"qemu-nbd raw":>13} {"ratio":>6} {"floor":>6}  {"result":<7}  {"mosaic-nbd raw":>14}  (runs: mosaic | qemu-nbd)')
+print(f'{"workload":<18} {"metric":>6} {label:>17} {"qemu-nbd raw":>13} {"ratio":>6} {"floor":>6}  {"result":<7}  {"mosaic-nbd raw":>14}  (runs: mosaic | qemu-nbd)')
 missed = 0
 for name, m, q, f, floor, unit, idx in rows:
     mv, qv = vals(m, idx), vals(q, idx)

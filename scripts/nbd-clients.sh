@@ -4,8 +4,10 @@
 # `mosaic replay` read, a full server refusing a client visibly, mkfs.ext4
 # with its defaults (1 KiB blocks) and an ext4 filesystem through nbdfuse +
 # fuse2fs with postmark, both on a server with default options (skipped with
-# a reason when FUSE mounts are refused), and a crash loop (kill -9 during
-# writes, restart, flushed data intact, scrub clean).
+# a reason when FUSE mounts are refused), a crash loop (kill -9 during
+# writes, restart, flushed data intact, scrub clean), and a hybrid tier
+# array through all of it: fio verify past its fast tier, ext4 + postmark,
+# and the crash loop while demotion runs (NBD_TIER_CRASH_ITERS=8).
 #
 # Prints `nbd-clients: <name> ok|FAIL|SKIP ...` per check and ends with one
 # line `N passed, M failed`.  Exit status 1 if any check failed.
@@ -221,50 +223,50 @@ wait_mounted() {
 }
 
 fs_check() {
-    local why=""
+    local name=${1:-filesystem} why=""
     if [ ! -c /dev/fuse ]; then why="no /dev/fuse"
     elif ! command -v fuse2fs >/dev/null || ! command -v postmark >/dev/null || ! command -v fusermount3 >/dev/null; then
         why="fuse2fs, postmark or fusermount3 missing"
     fi
-    if [ -n "$why" ]; then skip filesystem "$why"; return; fi
+    if [ -n "$why" ]; then skip "$name" "$why"; return; fi
     FS_MNT=$WORK/fs
     mkdir -p "$FS_MNT"
     if ! mount_nbdfuse; then
-        skip filesystem "FUSE mount refused in this sandbox: $(tr '\n' ' ' <"$WORK/nbdfuse.log")"
+        skip "$name" "FUSE mount refused in this sandbox: $(tr '\n' ' ' <"$WORK/nbdfuse.log")"
         FS_MNT=""
         return
     fi
     local img=$FUSE_MNT/nbd
-    if ! mkfs.ext4 -q -F -b 4096 "$img" >"$WORK/mkfs.log" 2>&1; then fail filesystem "mkfs.ext4: $(cat "$WORK/mkfs.log")"; return; fi
+    if ! mkfs.ext4 -q -F -b 4096 "$img" >"$WORK/mkfs.log" 2>&1; then fail "$name" "mkfs.ext4: $(cat "$WORK/mkfs.log")"; return; fi
     # fuse2fs runs in the foreground (-f) in the background, so the check
     # can wait for it to finish writing after an unmount, before e2fsck.
     fuse2fs "$img" "$FS_MNT" -o fakeroot -f >"$WORK/fuse2fs.log" 2>&1 &
     local fs_pid=$!
     if ! wait_mounted "$FS_MNT" "$fs_pid"; then
-        fail filesystem "fuse2fs mount: $(cat "$WORK/fuse2fs.log")"; return
+        fail "$name" "fuse2fs mount: $(cat "$WORK/fuse2fs.log")"; return
     fi
     mkdir -p "$FS_MNT/keep" "$FS_MNT/pm"
     for i in $(seq 20); do head -c $((i * 37 * 1024)) /dev/urandom >"$FS_MNT/keep/f$i"; done
     (cd "$FS_MNT/keep" && sha256sum f* >"$WORK/keep.sha")
     if ! printf 'set location %s\nset number 500\nset transactions 2000\nrun\nquit\n' "$FS_MNT/pm" \
         | timeout 180 postmark >"$WORK/postmark.log" 2>&1; then
-        fail filesystem "postmark: $(tail -5 "$WORK/postmark.log")"; return
+        fail "$name" "postmark: $(tail -5 "$WORK/postmark.log")"; return
     fi
-    fusermount3 -u "$FS_MNT" || { fail filesystem "unmount"; return; }
+    fusermount3 -u "$FS_MNT" || { fail "$name" "unmount"; return; }
     wait "$fs_pid"
-    if ! e2fsck -fn "$img" >"$WORK/fsck.log" 2>&1; then fail filesystem "e2fsck: $(tail -5 "$WORK/fsck.log")"; return; fi
+    if ! e2fsck -fn "$img" >"$WORK/fsck.log" 2>&1; then fail "$name" "e2fsck: $(tail -5 "$WORK/fsck.log")"; return; fi
     fuse2fs "$img" "$FS_MNT" -o fakeroot -f >>"$WORK/fuse2fs.log" 2>&1 &
     fs_pid=$!
-    wait_mounted "$FS_MNT" "$fs_pid" || { fail filesystem "remount: $(cat "$WORK/fuse2fs.log")"; return; }
+    wait_mounted "$FS_MNT" "$fs_pid" || { fail "$name" "remount: $(cat "$WORK/fuse2fs.log")"; return; }
     if ! (cd "$FS_MNT/keep" && sha256sum -c --quiet "$WORK/keep.sha") >"$WORK/sha.log" 2>&1; then
-        fail filesystem "checksums after remount: $(cat "$WORK/sha.log")"; return
+        fail "$name" "checksums after remount: $(cat "$WORK/sha.log")"; return
     fi
     fusermount3 -u "$FS_MNT"
     wait "$fs_pid"
     FS_MNT=""
     # fuse2fs exits (closing the image) shortly after its unmount.
     unmount_nbdfuse
-    ok filesystem "mkfs.ext4, postmark 2000 transactions at $(grep -oE 'transactions \([0-9]+ per second' "$WORK/postmark.log" | grep -oE '[0-9]+' | head -1)/s, e2fsck clean, checksums equal"
+    ok "$name" "mkfs.ext4, postmark 2000 transactions at $(grep -oE 'transactions \([0-9]+ per second' "$WORK/postmark.log" | grep -oE '[0-9]+' | head -1)/s, e2fsck clean, checksums equal"
 }
 
 # --- clean stop and the recorded trace ----------------------------------------
@@ -395,15 +397,42 @@ cache_check() {
 }
 cache_check
 
+# --- a hybrid tier array: fio verify past the fast tier, ext4 + postmark -------
+tier_check() {
+    local d=$WORK/tier
+    "$MOSAIC" create -a "$d" --level tier --fast raid1:2 --slow raid5:5 --fast-size 24M --slow-size 64M --stripe-unit 64K >/dev/null 2>"$WORK/tier-create.log" \
+        || { fail tier-serve "create failed: $(tail -3 "$WORK/tier-create.log")"; return; }
+    start_server "$d" "$WORK/tier.log" || { fail tier-serve "server did not start"; return; }
+    # 64 MiB of random writes through a fast tier of about 16 MiB: demotion
+    # runs while fio writes, and its verify reads back from both tiers.
+    local out
+    if ! out=$(cd "$WORK" && $FIO --name=tier --ioengine=nbd --uri="$URI" --rw=randwrite --bsrange=4k-64k --iodepth=8 --size=64M \
+        --verify=crc32c --do_verify=1 2>&1); then
+        fail tier-serve "fio: $(tail -3 <<<"$out")"; stop_server >/dev/null; return
+    fi
+    fs_check tier-filesystem
+    stop_server >/dev/null
+    local slow
+    # Blocks on the slow tier, as the map says: demotion moved them there.
+    slow=$("$MOSAIC" info -a "$d" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["stats"]["blocks_slow"])' 2>/dev/null)
+    if [ "${slow:-0}" -gt 0 ] && grep -q 'closed clean' "$WORK/tier.log" && "$MOSAIC" scrub -a "$d" >"$WORK/tier-scrub.log" 2>&1; then
+        ok tier-serve "fio crc32c verify of 64 MiB through a 16 MiB fast tier, $((slow * 4 >> 10)) MiB on the slow tier, scrub clean"
+    else
+        fail tier-serve "demoted=${slow:-?} $(tail -3 "$WORK/tier.log") $(tail -2 "$WORK/tier-scrub.log")"
+    fi
+    "$MOSAIC" create -a "$WORK/tier-crash" --level tier --fast raid1:2 --slow raid5:5 --fast-size 16M --slow-size 64M --stripe-unit 16K >/dev/null 2>&1 \
+        || { fail tier-crash-loop "create failed"; return; }
+    crash_loop tier-crash-loop "$WORK/tier-crash" "fast tier full: demotion in the foreground" "${NBD_TIER_CRASH_ITERS:-8}"
+}
+
 # --- crash loop -----------------------------------------------------------------
-CR=$WORK/crash
-# NBD_CRASH_CREATE_ARGS=--no-journal shows the write hole without the journal.
-"$MOSAIC" create -a "$CR" --level raid5 --members 5 --member-size 32M --stripe-unit 16K ${NBD_CRASH_CREATE_ARGS:-} >/dev/null 2>&1
-crash_bad=""
-scrub_bad=0
-dirty=0
-prev=""
-for i in $(seq "$CRASH_ITERS"); do
+# crash_loop NAME DIR [NOTE] [ITERS]: kill -9 the server of the array in DIR
+# while fio writes, ITERS (default CRASH_ITERS) times; flushed data must
+# survive and scrub be clean.
+crash_loop() {
+local name=$1 CR=$2 iters=${4:-$CRASH_ITERS}
+local crash_bad="" scrub_bad=0 dirty=0 prev="" i pat region out fio_pid wchar checks
+for i in $(seq "$iters"); do
     pat=$(printf '0x%02x' $(((i * 37) % 255 + 1)))
     region=$(((i % 8) * 1024))  # KiB: 8 regions of 512 KiB in the first 8 MiB
     if ! start_server "$CR" "$WORK/crash.log"; then crash_bad="iteration $i: server did not start: $(tail -3 "$WORK/crash.log")"; break; fi
@@ -433,20 +462,26 @@ for i in $(seq "$CRASH_ITERS"); do
     stop_server >/dev/null
     if ! "$MOSAIC" scrub -a "$CR" >"$WORK/crash-scrub.log" 2>&1; then
         scrub_bad=$((scrub_bad + 1))
-        echo "nbd-clients: crash iteration $i: scrub: $(grep -iE 'mismatch|stripe' "$WORK/crash-scrub.log" | head -2 | tr '\n' ' ')"
+        echo "nbd-clients: $name iteration $i: scrub: $(grep -iE 'mismatch|stripe' "$WORK/crash-scrub.log" | head -2 | tr '\n' ' ')"
         "$MOSAIC" scrub -a "$CR" --repair >/dev/null 2>&1
     fi
 done
 if [ -z "$crash_bad" ]; then
-    ok crash-loop "$CRASH_ITERS kill -9 cycles ($dirty killed after writing > 8 MiB), flushed data intact"
+    ok "$name" "$iters kill -9 cycles ($dirty killed after writing > 8 MiB), flushed data intact${3:+, $3}"
 else
-    fail crash-loop "$crash_bad"
+    fail "$name" "$crash_bad"
 fi
 if [ -z "$crash_bad" ] && [ "$scrub_bad" -eq 0 ]; then
-    ok crash-scrub "scrub exit 0 after every crash"
+    ok "$name-scrub" "scrub exit 0 after every crash"
 else
-    fail crash-scrub "scrub failed after $scrub_bad of $CRASH_ITERS crashes${crash_bad:+ (crash loop stopped early)}"
+    fail "$name-scrub" "scrub failed after $scrub_bad of $iters crashes${crash_bad:+ (crash loop stopped early)}"
 fi
+}
+
+# NBD_CRASH_CREATE_ARGS=--no-journal shows the write hole without the journal.
+"$MOSAIC" create -a "$WORK/crash" --level raid5 --members 5 --member-size 32M --stripe-unit 16K ${NBD_CRASH_CREATE_ARGS:-} >/dev/null 2>&1
+crash_loop crash-loop "$WORK/crash"
+tier_check
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

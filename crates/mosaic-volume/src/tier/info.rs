@@ -21,6 +21,7 @@ impl TierVolume {
         };
         let [fi, si] = [self.inner[FAST].info(), self.inner[SLOW].info()];
         let detail = serde_json::json!({
+            "capacity": self.capacity,
             "tier": {
                 "uuid": self.uuid,
                 "events": self.events.load(Ordering::Relaxed),
