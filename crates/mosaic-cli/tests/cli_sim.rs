@@ -146,3 +146,18 @@ fn model_cbro_checks() {
     let human = ok(&["model", "--drives", "16", "--codes", "1", "--sizes", "4K:1M", "--cda-device", "ssd:samsung-830-128g"]);
     assert!(human.contains("CDA will be the bottleneck"), "{human}");
 }
+
+#[test]
+fn eval_tier_quick_prints_paper_beside_mosaic_and_partitioning_wins_on_space() {
+    let out = ok(&["eval", "tier", "--quick"]);
+    assert!(out.contains("paper"), "{out}");
+    let j = json(&ok(&["eval", "tier", "--quick", "--json"]));
+    let live = |case: &str| j["space"].as_array().unwrap().iter().find(|r| r["case"] == case).map(|r| r["live_fraction"].as_f64().unwrap());
+    // Chunk partitioning keeps more of the allocated fast space live than
+    // plain fixed extents, on the Postmark-like small-file workload.
+    let (re, fixed) = (live("rehypar 64K V=8").unwrap(), live("fixed 64K").expect("a fixed-extent row"));
+    assert!(re > fixed, "ReHypar {re} vs fixed {fixed}");
+    // The tier beats all-HDD on IOzone-like writes (virtual time).
+    let mibs = |scheme: &str| j["iozone"].as_array().unwrap().iter().find(|r| r["run"]["scheme"].as_str().unwrap().starts_with(scheme)).map(|r| r["run"]["mib_per_s"].as_f64().unwrap()).unwrap();
+    assert!(mibs("tier") > 2.0 * mibs("all-hdd"), "{}", j["iozone"]);
+}
