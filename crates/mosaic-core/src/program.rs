@@ -23,8 +23,11 @@
 //!
 //! **Buffers.**  [`Buf::Input`] and [`Buf::Output`] are ranges of the
 //! client's write data and read buffer (a healthy read lands in the
-//! client's buffer directly); [`Buf::Scratch`] is zeroed memory the
-//! executor allocates; [`Buf::Bytes`] are bytes the policy supplies
+//! client's buffer directly); [`Buf::Scratch`] is memory the executor
+//! provides that reads as zeros until the program writes it (the executor
+//! reuses its memory and zeroes only what a program may read before a
+//! device read or a computation has written it); [`Buf::Bytes`] are bytes
+//! the policy supplies
 //! (cached pages, a metadata record).  A [`Ref`] is a byte offset in one
 //! buffer.  Reads of one phase land on disjoint ranges.
 //!
@@ -40,7 +43,9 @@ use crate::plan::{DevOp, Dir, Method, OpCounts, Plan, Role};
 /// One buffer of a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Buf {
-    /// `len` zeroed bytes the executor allocates.
+    /// `len` bytes the executor provides, zeros wherever the program reads
+    /// them before writing them (a successful device read fills its whole
+    /// target; a computation without `acc` writes its whole destination).
     Scratch(usize),
     /// Bytes the policy supplies.
     Bytes(Arc<[u8]>),

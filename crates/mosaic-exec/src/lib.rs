@@ -127,6 +127,8 @@ pub struct Executor {
     counts: Mutex<Counters>,
     pool: std::sync::OnceLock<rayon::ThreadPool>,
     all_memory: AtomicBool,
+    /// Scratch memory reused from run to run.
+    scratch: slots::Pool,
     kernel: mosaic_ec::Kernel,
 }
 
@@ -142,6 +144,7 @@ impl Executor {
             counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n] }),
             pool: std::sync::OnceLock::new(),
             all_memory: AtomicBool::new(all),
+            scratch: slots::Pool::default(),
             kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
         }
     }
@@ -226,13 +229,21 @@ impl Executor {
         if epoch.is_some_and(|e| e != self.epoch()) {
             return Err(ExecError::Stale);
         }
-        let mut slots = slots::materialize(&p.bufs, client).map_err(ExecError::Program)?;
+        let mut slots = slots::materialize(p, &self.scratch, client).map_err(ExecError::Program)?;
+        let res = self.phases(p, &mut slots, journal);
+        let kept = res.map(|()| p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect());
+        self.scratch.recycle(slots);
+        kept
+    }
+
+    /// Run `p`'s phases in order, then count its stripes.
+    fn phases(&self, p: &Program, slots: &mut [Slot<'_>], journal: Option<&dyn JournalHook>) -> Result<(), ExecError> {
         for phase in &p.phases {
             match phase {
-                Phase::Read(ios) => self.read_phase(ios, &mut slots)?,
-                Phase::Compute(cs) => self.compute_phase(cs, &mut slots)?,
+                Phase::Read(ios) => self.read_phase(ios, slots)?,
+                Phase::Compute(cs) => self.compute_phase(cs, slots)?,
                 Phase::Write { ops, journal: j, marks } => {
-                    let writes: Vec<(DevOp, &[u8])> = ops.iter().map(|io| (io.op, slots::bytes(&slots, io.at, io.op.len as usize))).collect();
+                    let writes: Vec<(DevOp, &[u8])> = ops.iter().map(|io| (io.op, slots::bytes(slots, io.at, io.op.len as usize))).collect();
                     let held = match (j, journal) {
                         (true, Some(hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
                         _ => None,
@@ -256,13 +267,11 @@ impl Executor {
                 }
             }
         }
-        {
-            let mut c = self.counts.lock();
-            for m in &p.methods {
-                c.ops.add_method(*m);
-            }
+        let mut c = self.counts.lock();
+        for m in &p.methods {
+            c.ops.add_method(*m);
         }
-        Ok(p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect())
+        Ok(())
     }
 
     fn dev(&self, m: usize) -> io::Result<Arc<dyn Member>> {

@@ -1,7 +1,8 @@
 //! A running program's buffers: scratch memory, policy bytes, and the
 //! client's data, split into the disjoint pieces each phase needs.
 
-use mosaic_core::{Buf, Combine, Io, Ref};
+use mosaic_core::{Buf, Combine, Io, Phase, Program, Ref};
+use parking_lot::Mutex;
 
 use crate::Client;
 
@@ -29,8 +30,196 @@ impl Slot<'_> {
     }
 }
 
-/// The slots of `bufs`: client ranges cut out of `client`.
-pub(crate) fn materialize<'a>(bufs: &'a [Buf], client: Client<'a>) -> Result<Vec<Slot<'a>>, String> {
+/// Byte ranges `[a, b)` of one buffer, sorted, disjoint, not touching.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Ranges(Vec<(usize, usize)>);
+
+impl Ranges {
+    fn add(&mut self, a: usize, b: usize) {
+        if a >= b {
+            return;
+        }
+        let i = self.0.partition_point(|r| r.1 < a);
+        let (mut lo, mut hi, mut j) = (a, b, i);
+        while j < self.0.len() && self.0[j].0 <= hi {
+            lo = lo.min(self.0[j].0);
+            hi = hi.max(self.0[j].1);
+            j += 1;
+        }
+        self.0.splice(i..j, [(lo, hi)]);
+    }
+
+    /// The parts of `[a, b)` outside these ranges.
+    fn gaps(&self, a: usize, b: usize) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut pos = a;
+        for &(lo, hi) in &self.0[self.0.partition_point(|r| r.1 <= a)..] {
+            if lo >= b {
+                break;
+            }
+            if lo > pos {
+                out.push((pos, lo));
+            }
+            pos = pos.max(hi);
+        }
+        if pos < b {
+            out.push((pos, b));
+        }
+        out
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        self.0.iter().map(|r| r.1 - r.0).sum()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn spans(&self) -> &[(usize, usize)] {
+        &self.0
+    }
+}
+
+/// Scratch buffers smaller than this are zeroed whole: cheaper than
+/// working out which of their bytes need it.
+pub(crate) const ANALYZED: usize = 16 << 10;
+
+/// For each buffer of `p`, the bytes that must read as zeros when the run
+/// starts: those of a scratch buffer the program may read (a computation
+/// term, the base of an accumulating computation, a device write, a kept
+/// buffer) before a device read or a computation has written them (a
+/// non-accumulating computation writes every byte of its destination; a
+/// successful device read fills every byte of its target).  Every other
+/// byte of a scratch buffer is written before anything reads it, so it
+/// need not be zeroed.  Scratch buffers smaller than `min` are not looked
+/// at: all of their bytes.  Empty for buffers that are not scratch.
+pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
+    let lens: Vec<Option<usize>> = p.bufs.iter().map(|b| if let Buf::Scratch(n) = b { Some(*n) } else { None }).collect();
+    let mut zero: Vec<Ranges> = lens.iter().map(|n| Ranges(n.filter(|&n| n > 0 && n < min).map(|n| vec![(0, n)]).unwrap_or_default())).collect();
+    if !lens.iter().any(|n| n.is_some_and(|n| n >= min)) {
+        return zero;
+    }
+    let lens: Vec<Option<usize>> = lens.into_iter().map(|n| n.filter(|&n| n >= min)).collect();
+    let mut written: Vec<Ranges> = vec![Ranges::default(); p.bufs.len()];
+    // Only scratch buffers are tracked; ranges are clipped to the buffer
+    // (a reference beyond it fails when the program runs).
+    let span = |r: Ref, len: usize| -> Option<(usize, usize, usize)> {
+        let n = (*lens.get(r.buf as usize)?)?;
+        let a = (r.off as usize).min(n);
+        Some((r.buf as usize, a, (r.off as usize).saturating_add(len).min(n)))
+    };
+    let read = |written: &[Ranges], zero: &mut [Ranges], r: Ref, len: usize| {
+        if let Some((b, lo, hi)) = span(r, len) {
+            for (x, y) in written[b].gaps(lo, hi) {
+                zero[b].add(x, y);
+            }
+        }
+    };
+    for phase in &p.phases {
+        match phase {
+            Phase::Read(ios) => {
+                for io in ios {
+                    if let Some((b, lo, hi)) = span(io.at, io.op.len as usize) {
+                        written[b].add(lo, hi);
+                    }
+                }
+            }
+            Phase::Compute(cs) => {
+                // In order: a computation reads its terms (and with `acc`
+                // its destination) before it writes the destination.
+                for c in cs {
+                    for &(_, t) in &c.terms {
+                        read(&written, &mut zero, t, c.len);
+                    }
+                    if c.acc {
+                        read(&written, &mut zero, c.dst, c.len);
+                    }
+                    if let Some((b, lo, hi)) = span(c.dst, c.len) {
+                        written[b].add(lo, hi);
+                    }
+                }
+            }
+            Phase::Write { ops, .. } => {
+                for io in ops {
+                    read(&written, &mut zero, io.at, io.op.len as usize);
+                }
+            }
+            Phase::Flush(_) | Phase::Reset(_) => {}
+        }
+    }
+    for &k in &p.keep {
+        if let Some(Some(n)) = lens.get(k as usize) {
+            read(&written, &mut zero, Ref::new(k as usize, 0), *n);
+        }
+    }
+    zero
+}
+
+/// Most scratch buffers the pool holds between runs.
+const POOL_BUFS: usize = 16;
+/// Most bytes the pool holds between runs.
+const POOL_BYTES: usize = 32 << 20;
+
+/// Scratch memory reused from run to run, so a buffer that the program
+/// fills before reading it is not zeroed every time.  A buffer from the
+/// pool holds an earlier run's bytes: [`Pool::get`] zeroes every byte the
+/// program may read before writing ([`must_zero`]), so none of them is
+/// ever seen.
+#[derive(Default)]
+pub(crate) struct Pool(Mutex<Vec<Vec<u8>>>);
+
+impl Pool {
+    /// `n` bytes, zero at least in `zero`.  Buffers the program keeps are
+    /// new (they leave the executor).
+    fn get(&self, n: usize, zero: &Ranges, kept: bool) -> Vec<u8> {
+        if n == 0 || kept || zero.total() >= n {
+            return vec![0u8; n];
+        }
+        let mut pool = self.0.lock();
+        // The smallest that fits, if it is not much larger.
+        let fit = (0..pool.len()).filter(|&i| pool[i].capacity() >= n && pool[i].capacity() <= 2 * n).min_by_key(|&i| pool[i].capacity());
+        let Some(i) = fit else {
+            drop(pool);
+            return vec![0u8; n];
+        };
+        let mut v = pool.swap_remove(i);
+        drop(pool);
+        v.resize(n, 0); // within its capacity: no new allocation
+        for &(a, b) in &zero.0 {
+            v[a..b].fill(0);
+        }
+        v
+    }
+
+    /// Keep `v` for a later run, dropping the oldest kept beyond the
+    /// pool's limits (so the pool follows what recent programs need).
+    /// Buffers below [`ANALYZED`] are never taken from the pool.
+    fn put(&self, v: Vec<u8>) {
+        let cap = v.capacity();
+        if cap < ANALYZED || cap > POOL_BYTES {
+            return;
+        }
+        let mut pool = self.0.lock();
+        pool.push(v);
+        let mut held: usize = pool.iter().map(|v| v.capacity()).sum();
+        while pool.len() > POOL_BUFS || held > POOL_BYTES {
+            held -= pool.remove(0).capacity();
+        }
+    }
+
+    /// Give a finished run's scratch buffers back.
+    pub(crate) fn recycle(&self, slots: Vec<Slot<'_>>) {
+        for s in slots {
+            if let Slot::Owned(v) = s {
+                self.put(v);
+            }
+        }
+    }
+}
+
+/// The slots of `p`'s buffers: scratch from `pool` (zero where
+/// [`must_zero`] says), client ranges cut out of `client`.
+pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -> Result<Vec<Slot<'a>>, String> {
+    let bufs = &p.bufs;
+    let zero = must_zero(p, ANALYZED);
     let mut slots: Vec<Option<Slot<'a>>> = Vec::with_capacity(bufs.len());
     let mut outs: Vec<(usize, usize, usize)> = Vec::new();
     let (input, output): (Option<&'a [u8]>, Option<&'a mut [u8]>) = match client {
@@ -40,7 +229,7 @@ pub(crate) fn materialize<'a>(bufs: &'a [Buf], client: Client<'a>) -> Result<Vec
     };
     for (i, b) in bufs.iter().enumerate() {
         slots.push(match b {
-            Buf::Scratch(n) => Some(Slot::Owned(vec![0u8; *n])),
+            Buf::Scratch(n) => Some(Slot::Owned(pool.get(*n, &zero[i], p.keep.contains(&(i as u32))))),
             Buf::Bytes(b) => Some(Slot::Shared(b)),
             Buf::Input { off, len } => {
                 let src = input.ok_or("an input buffer without client data")?;
@@ -139,25 +328,35 @@ fn combine_into(kernel: mosaic_ec::Kernel, c: &Combine, dst_slot: &mut Slot<'_>,
     if lo + len > whole.len() {
         return Err(format!("computation {lo}+{len} beyond buffer {d}"));
     }
-    // Terms in the destination's own buffer are copied first.
+    // Terms in the destination's own buffer are read where they are when
+    // they lie wholly before or after the destination (a parity computed
+    // beside its data), and copied first only when they overlap it.
+    let overlaps = |o: usize| o < lo + len && lo < o + len;
     let own: Vec<Vec<u8>> = c
         .terms
         .iter()
-        .filter(|t| t.1.buf == d)
+        .filter(|t| t.1.buf == d && overlaps(t.1.off as usize))
         .map(|t| whole.get(t.1.off as usize..t.1.off as usize + len).map(|s| s.to_vec()).ok_or_else(|| "term beyond its buffer".to_string()))
         .collect::<Result<_, _>>()?;
+    let (head, rest) = whole.split_at_mut(lo);
+    let (dst, tail) = rest.split_at_mut(len);
+    let (head, tail): (&[u8], &[u8]) = (head, tail);
     let mut own_it = own.iter();
     let mut inputs: Vec<&[u8]> = Vec::with_capacity(c.terms.len());
     for (_, t) in &c.terms {
-        let s = if t.buf == d {
-            own_it.next().map(|v| v.as_slice()).unwrap_or_default()
-        } else {
+        let o = t.off as usize;
+        let s = if t.buf != d {
             let b = slots.get(t.buf as usize).ok_or_else(|| format!("term in buffer {} of {}", t.buf, slots.len()))?.bytes();
-            b.get(t.off as usize..t.off as usize + len).ok_or_else(|| format!("term {}+{len} beyond buffer {}", t.off, t.buf))?
+            b.get(o..o + len).ok_or_else(|| format!("term {}+{len} beyond buffer {}", t.off, t.buf))?
+        } else if overlaps(o) {
+            own_it.next().map(|v| v.as_slice()).unwrap_or_default()
+        } else if o + len <= lo {
+            &head[o..o + len]
+        } else {
+            tail.get(o - lo - len..o - lo).ok_or_else(|| "term beyond its buffer".to_string())?
         };
         inputs.push(s);
     }
-    let dst = &mut whole[lo..lo + len];
     match (c.acc, c.terms.as_slice()) {
         (false, [(1, _)]) => dst.copy_from_slice(inputs[0]),
         _ => {

@@ -278,7 +278,157 @@ fn an_allocating_policy_neither_leaks_nor_double_allocates_when_a_member_fails_m
     }
 }
 
+/// Leave a scratch buffer of `n` bytes full of 0xee in the executor's pool.
+fn dirty_pool(ex: &Executor, dirty: &MemMember, n: usize) {
+    dirty.write_at(&vec![0xeeu8; n], 0).unwrap();
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(n));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 0, n as u64, Role::Data), Ref::new(s, 0))]));
+    p.phases.push(Phase::write(vec![Io::new(op(1, 0, n as u64, Role::Data), Ref::new(s, 0))]));
+    ex.run(&p, Client::None, None).unwrap();
+    assert!(peek(dirty, 0, n).iter().all(|&x| x == 0xee));
+}
+
+#[test]
+fn scratch_a_program_reads_before_filling_is_zero_even_when_reused() {
+    const K: usize = 16 << 10; // large enough to be analyzed, not zeroed whole
+    let ms = mems(3);
+    let ex = exec_on(&ms);
+    dirty_pool(&ex, &ms[0], 4 * K);
+    // Read K bytes into the second quarter of a scratch buffer, accumulate
+    // them into its first, write all of it: the rest must be zeros, not
+    // an earlier run's bytes.
+    ms[0].write_at(&[3u8; K], 8 * K as u64).unwrap();
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(4 * K));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 8 * K as u64, K as u64, Role::Data), Ref::new(s, K))]));
+    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(s, 0), len: K, acc: true, terms: vec![(1, Ref::new(s, K))] }]));
+    p.phases.push(Phase::write(vec![Io::new(op(2, 0, 4 * K as u64, Role::Data), Ref::new(s, 0))]));
+    ex.run(&p, Client::None, None).unwrap();
+    let got = peek(&ms[2], 0, 4 * K);
+    assert!(got[..2 * K].iter().all(|&x| x == 3), "the read bytes and their accumulation");
+    assert!(got[2 * K..].iter().all(|&x| x == 0), "unfilled scratch reads as zeros");
+    // A kept buffer the program only partly fills: zeros elsewhere.
+    dirty_pool(&ex, &ms[0], 4 * K);
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(4 * K));
+    p.phases.push(Phase::Read(vec![Io::new(op(2, 0, K as u64, Role::Data), Ref::new(s, 0))]));
+    p.keep = vec![s as u32];
+    let kept = ex.run(&p, Client::None, None).unwrap().remove(0);
+    assert!(kept[..K].iter().all(|&x| x == 3) && kept[K..].iter().all(|&x| x == 0));
+    // Small scratch is zeroed whole, whatever the pool holds.
+    dirty_pool(&ex, &ms[0], 4096);
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(4096));
+    p.phases.push(Phase::write(vec![Io::new(op(2, 0, 4096, Role::Data), Ref::new(s, 0))]));
+    ex.run(&p, Client::None, None).unwrap();
+    assert!(peek(&ms[2], 0, 4096).iter().all(|&x| x == 0));
+}
+
+#[test]
+fn only_bytes_read_before_written_must_be_zero() {
+    use crate::slots::must_zero;
+    // Data chunks copied in, parity computed beside them from the same
+    // buffer, all written: nothing to zero.
+    let mut p = Program::default();
+    let d = p.buf(Buf::Bytes(Arc::from(vec![1u8; 2048])));
+    let out = p.buf(Buf::Scratch(3072));
+    p.phases.push(Phase::Compute(vec![
+        Combine::copy(Ref::new(out, 0), Ref::new(d, 0), 1024),
+        Combine::copy(Ref::new(out, 1024), Ref::new(d, 1024), 1024),
+        Combine { dst: Ref::new(out, 2048), len: 1024, acc: false, terms: vec![(1, Ref::new(out, 0)), (1, Ref::new(out, 1024))] },
+    ]));
+    p.phases.push(Phase::write(vec![Io::new(op(0, 0, 3072, Role::Data), Ref::new(out, 0))]));
+    assert!(must_zero(&p, 0).iter().all(|r| r.total() == 0));
+    // A term read before its bytes are computed, an accumulating base, a
+    // write of a hole, a kept buffer with a hole.
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(4096));
+    let k = p.buf(Buf::Scratch(512));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 512, Role::Data), Ref::new(s, 0)), Io::new(op(0, 0, 256, Role::Data), Ref::new(k, 0))]));
+    p.phases.push(Phase::Compute(vec![
+        Combine::copy(Ref::new(s, 512), Ref::new(s, 1024), 256),
+        Combine::copy(Ref::new(s, 1024), Ref::new(s, 0), 512),
+        Combine { dst: Ref::new(s, 2048), len: 256, acc: true, terms: vec![(1, Ref::new(s, 0))] },
+    ]));
+    p.phases.push(Phase::write(vec![Io::new(op(0, 0, 512, Role::Data), Ref::new(s, 3000))]));
+    p.keep = vec![k as u32];
+    let z = must_zero(&p, 0);
+    assert_eq!(z[s].spans(), &[(1024, 1280), (2048, 2304), (3000, 3512)]);
+    assert_eq!(z[k].spans(), &[(256, 512)]);
+}
+
+#[test]
+fn terms_beside_the_destination_in_its_own_buffer() {
+    let ex = exec_on(&mems(1));
+    let mut p = Program::default();
+    let b = p.buf(Buf::Bytes(Arc::from((0..=255u8).collect::<Vec<u8>>())));
+    let s = p.buf(Buf::Scratch(1024));
+    p.phases.push(Phase::Compute(vec![
+        Combine::copy(Ref::new(s, 0), Ref::new(b, 0), 256),
+        Combine::copy(Ref::new(s, 768), Ref::new(b, 0), 256),
+        Combine::copy(Ref::new(s, 300), Ref::new(b, 0), 256),
+        // Before and after the destination, and one overlapping it.
+        Combine { dst: Ref::new(s, 256), len: 256, acc: true, terms: vec![(2, Ref::new(s, 0)), (1, Ref::new(s, 768)), (3, Ref::new(s, 300))] },
+    ]));
+    p.keep = vec![s as u32];
+    let got = ex.run(&p, Client::None, None).unwrap().remove(0);
+    for i in 0..256 {
+        let x = i as u8;
+        let base = if i < 44 { 0 } else { x.wrapping_sub(44) }; // s[256 + i] after the copy to 300
+        // s[300 + i] is x before the combination overwrites part of it.
+        assert_eq!(got[256 + i], base ^ gf_mul(2, x) ^ x ^ gf_mul(3, x), "byte {i}");
+    }
+}
+
 proptest! {
+    /// Random programs over one scratch buffer that a dirty earlier run
+    /// left in the pool give the bytes they would with zeroed scratch.
+    #[test]
+    fn reused_scratch_is_as_good_as_zeroed(steps in prop::collection::vec((0u8..4, 0usize..8, 1usize..4, 0usize..8), 1..12)) {
+        const BLK: usize = 4096;
+        const N: usize = 8 * BLK; // analyzed (not below slots::ANALYZED)
+        let ms = mems(3);
+        let ex = exec_on(&ms);
+        let pattern: Vec<u8> = (0..N).map(|i| (i as u8).wrapping_mul(7).wrapping_add(1)).collect();
+        let mut p = Program::default();
+        let s = p.buf(Buf::Scratch(N));
+        let mut want = vec![0u8; N];
+        let mut dev1 = vec![0u8; N];
+        for &(kind, a, n, b) in &steps {
+            let n = n.min(8 - a).min(8 - b) * BLK;
+            let (a, b) = (a * BLK, b * BLK);
+            match kind {
+                0 => {
+                    p.phases.push(Phase::Read(vec![Io::new(op(2, a as u64, n as u64, Role::Data), Ref::new(s, b))]));
+                    want[b..b + n].copy_from_slice(&pattern[a..a + n]);
+                }
+                1 if a + n <= b || b + n <= a => {
+                    p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, b), Ref::new(s, a), n)]));
+                    let src = want[a..a + n].to_vec();
+                    want[b..b + n].copy_from_slice(&src);
+                }
+                2 => {
+                    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(s, b), len: n, acc: true, terms: vec![(1, Ref::new(s, a))] }]));
+                    let src = want[a..a + n].to_vec();
+                    want[b..b + n].iter_mut().zip(src).for_each(|(d, x)| *d ^= x);
+                }
+                _ => {
+                    p.phases.push(Phase::write(vec![Io::new(op(1, a as u64, n as u64, Role::Data), Ref::new(s, a))]));
+                    dev1[a..a + n].copy_from_slice(&want[a..a + n]);
+                }
+            }
+        }
+        p.phases.push(Phase::write(vec![Io::new(op(0, 0, N as u64, Role::Data), Ref::new(s, 0))]));
+        ms[2].write_at(&pattern, 0).unwrap();
+        dirty_pool(&ex, &ms[0], N);
+        ms[0].write_at(&[0u8; N], 0).unwrap();
+        ms[1].write_at(&[0u8; N], 0).unwrap();
+        ex.run(&p, Client::None, None).unwrap();
+        prop_assert_eq!(peek(&ms[0], 0, N), want);
+        prop_assert_eq!(peek(&ms[1], 0, N), dev1);
+    }
+
     /// A combination over GF(2^8) equals the byte-wise reference, with the
     /// destination's own buffer among the terms.
     #[test]
