@@ -774,7 +774,11 @@ impl DvsArray {
     fn cache_write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
             let c = self.geo.chunk as usize;
-            let buf = Arc::make_mut(self.bytes.entry(key).or_insert_with(|| Arc::from(vec![0u8; c])));
+            if (b - a) as usize == c {
+                self.bytes.insert(key, Arc::from(&data[off as usize..off as usize + c]));
+                continue;
+            }
+            let buf = Arc::make_mut(self.bytes.entry(key).or_insert_with(|| std::iter::repeat(0u8).take(c).collect()));
             buf[a as usize..b as usize].copy_from_slice(&data[off as usize..(off + b - a) as usize]);
         }
         let r = self.dvs.write(offset, data.len() as u64, 0);
