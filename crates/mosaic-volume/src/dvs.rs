@@ -17,9 +17,8 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{RebuildReport, ScrubReport};
@@ -44,8 +43,7 @@ pub struct DvsVolume {
     capacity: u64,
     block: u64,
     chunk: u64,
-    last_io: Mutex<Instant>,
-    idle_after_ns: AtomicU64,
+    idle: crate::IdleClock,
     /// The array lock on every member file (exclusive: even a read-only
     /// open writes a checkpoint).
     locks: Mutex<Vec<DeviceLock>>,
@@ -83,8 +81,7 @@ impl DvsVolume {
             dir,
             paths: Mutex::new(paths),
             writable,
-            last_io: Mutex::new(Instant::now()),
-            idle_after_ns: AtomicU64::new(DEFAULT_IDLE.as_nanos() as u64),
+            idle: crate::IdleClock::new(DEFAULT_IDLE),
             locks: Mutex::new(locks),
         })
     }
@@ -94,7 +91,7 @@ impl DvsVolume {
     }
 
     fn touch(&self) {
-        *self.last_io.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.idle.touch();
     }
 
     /// Run a request: it counts as activity (no GC until the volume has
@@ -298,8 +295,7 @@ impl Volume for DvsVolume {
         if !self.writable {
             return Ok(false);
         }
-        let after = Duration::from_nanos(self.idle_after_ns.load(Ordering::Relaxed));
-        if self.last_io.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < after {
+        if !self.idle.due() {
             return Ok(false);
         }
         let mut a = match self.arr.try_lock() {
@@ -311,6 +307,6 @@ impl Volume for DvsVolume {
     }
 
     fn set_idle_after(&self, after: Duration) {
-        self.idle_after_ns.store(after.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.idle.set(after);
     }
 }

@@ -181,6 +181,33 @@ pub trait Volume: Send + Sync {
     fn set_idle_after(&self, _after: Duration) {}
 }
 
+/// When a volume last saw a request, and how long it must see none
+/// before its idle work (DVS garbage collection, tier movement) runs.
+pub(crate) struct IdleClock {
+    last_io: std::sync::Mutex<std::time::Instant>,
+    after_ns: std::sync::atomic::AtomicU64,
+}
+
+impl IdleClock {
+    pub(crate) fn new(after: Duration) -> IdleClock {
+        let c = IdleClock { last_io: std::sync::Mutex::new(std::time::Instant::now()), after_ns: std::sync::atomic::AtomicU64::new(0) };
+        c.set(after);
+        c
+    }
+    /// A request came now.
+    pub(crate) fn touch(&self) {
+        *self.last_io.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+    /// Whether no request came for the idle time.
+    pub(crate) fn due(&self) -> bool {
+        let after = Duration::from_nanos(self.after_ns.load(std::sync::atomic::Ordering::Relaxed));
+        self.last_io.lock().unwrap_or_else(|e| e.into_inner()).elapsed() >= after
+    }
+    pub(crate) fn set(&self, after: Duration) {
+        self.after_ns.store(after.as_nanos().min(u64::MAX as u128) as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Open the array named by `spec` (a directory or a comma list of
 /// members), whatever its kind.
 pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {

@@ -174,8 +174,7 @@ pub struct TierVolume {
     writable: bool,
     capacity: u64,
     start: Instant,
-    last_io: Mutex<Instant>,
-    idle_after_ns: AtomicU64,
+    idle: crate::IdleClock,
     warnings: Vec<String>,
 }
 
@@ -251,7 +250,7 @@ impl TierVolume {
             dir: dir.to_path_buf(),
             exec,
             capacity: policy.capacity(),
-            idle_after_ns: AtomicU64::new(policy.idle_after_ns().unwrap_or(DEFAULT_IDLE_NS)),
+            idle: crate::IdleClock::new(Duration::from_nanos(policy.idle_after_ns().unwrap_or(DEFAULT_IDLE_NS))),
             policy: Mutex::new(Some(policy)),
             blob,
             uuid,
@@ -259,7 +258,6 @@ impl TierVolume {
             events: AtomicU64::new(events),
             writable,
             start: Instant::now(),
-            last_io: Mutex::new(Instant::now()),
             inner,
             warnings,
         }
@@ -319,7 +317,7 @@ impl TierVolume {
     }
 
     fn touch(&self) {
-        *self.last_io.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        self.idle.touch();
     }
 
     fn now_ns(&self) -> u64 {
@@ -564,8 +562,7 @@ impl Volume for TierVolume {
         if !self.writable {
             return Ok(false);
         }
-        let after = Duration::from_nanos(self.idle_after_ns.load(Ordering::Relaxed));
-        if self.last_io.lock().unwrap_or_else(|e| e.into_inner()).elapsed() < after {
+        if !self.idle.due() {
             return Ok(false);
         }
         let mut g = match self.policy.try_lock() {
@@ -582,6 +579,6 @@ impl Volume for TierVolume {
         Ok(!ps.is_empty())
     }
     fn set_idle_after(&self, after: Duration) {
-        self.idle_after_ns.store(after.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.idle.set(after);
     }
 }
