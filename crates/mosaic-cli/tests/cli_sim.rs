@@ -161,3 +161,15 @@ fn eval_tier_quick_prints_paper_beside_mosaic_and_partitioning_wins_on_space() {
     let mibs = |scheme: &str| j["iozone"].as_array().unwrap().iter().find(|r| r["run"]["scheme"].as_str().unwrap().starts_with(scheme)).map(|r| r["run"]["mib_per_s"].as_f64().unwrap()).unwrap();
     assert!(mibs("tier") > 2.0 * mibs("all-hdd"), "{}", j["iozone"]);
 }
+
+#[test]
+fn replay_of_a_tier_refuses_bad_options_with_their_reason() {
+    let base = ["replay", "--layout", "tier", "--synthetic", "randwrite", "--count", "10", "--footprint", "64M", "--device", "ssd:samsung-830-128g"];
+    let with = |extra: &[&'static str]| base.iter().copied().chain(extra.iter().copied()).collect::<Vec<&str>>();
+    let e = fails(&with(&["--cache", "ppc"]));
+    assert!(e.contains("the tier's fast array is its cache"), "{e}");
+    let e = fails(&with(&["--fast-size", "512K"]));
+    assert!(e.contains("is too small"), "{e}");
+    let e = fails(&with(&["--fast", "raid9:2"]));
+    assert!(e.contains("bad tier spec"), "{e}");
+}

@@ -3,17 +3,16 @@
 //! kind, bytes checked; create's refusals.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command as Process, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mosaic_nbd::proto::*;
 use mosaic_nbd::{Command, Request};
 
 mod common;
+use common::serve::Serve;
 use common::{fails, json, mosaic, ok};
 
 fn data(len: usize, seed: u32) -> Vec<u8> {
@@ -127,66 +126,6 @@ fn create_refuses_bad_tiers_and_other_arrays_files() {
 
 // ------------------------------------------------------------- over NBD
 
-/// A running `mosaic serve` and its stderr lines.
-struct Serve {
-    child: Child,
-    port: u16,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Serve {
-    fn start(array: &str) -> Serve {
-        let mut child = Process::new(env!("CARGO_BIN_EXE_mosaic"))
-            .args(["serve", "-a", array, "--listen", "127.0.0.1:0"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run mosaic serve");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (log2, err) = (log.clone(), child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                log2.lock().unwrap().push(line);
-            }
-        });
-        let t = Instant::now();
-        loop {
-            let port = log.lock().unwrap().iter().find_map(|l| {
-                let rest = l.strip_prefix("mosaic serve: listening on nbd://127.0.0.1:")?;
-                rest.split('/').next()?.parse::<u16>().ok()
-            });
-            if let Some(port) = port {
-                return Serve { child, port, log };
-            }
-            assert!(child.try_wait().unwrap().is_none(), "serve exited: {:?}", log.lock().unwrap());
-            assert!(t.elapsed() < Duration::from_secs(30), "serve did not start: {:?}", log.lock().unwrap());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM and wait: the exit code and the log.
-    fn stop(mut self) -> (i32, Vec<String>) {
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let t = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "serve did not stop");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        std::thread::sleep(Duration::from_millis(200));
-        (status.code().unwrap_or(-1), self.log.lock().unwrap().clone())
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b[..4].try_into().unwrap())
 }
@@ -252,7 +191,7 @@ fn serve_exports_a_tier_and_demotes_while_idle() {
     let ad = a.to_str().unwrap();
     // Demote as soon as anything is on the fast tier.
     create(ad, &["--tier-high-water", "0.01", "--tier-low-water", "0"]);
-    let s = Serve::start(ad);
+    let s = Serve::start(ad, &[]);
     let mut c = Nbd::open(s.port);
     let mut want = vec![0u8; 4 << 20];
     for i in 0..24u32 {

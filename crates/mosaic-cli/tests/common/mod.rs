@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::process::{Command, Output};
 
 pub fn mosaic(args: &[&str]) -> Output {
