@@ -21,6 +21,8 @@ SECS=${BENCH_SECONDS:-10}
 MEMBER=${BENCH_MEMBER_SIZE:-256M}
 # Extra `mosaic serve` arguments, e.g. BENCH_SERVE_ARGS="--workers 4".
 SERVE_ARGS=${BENCH_SERVE_ARGS:-}
+# Another mosaic binary to measure (a before/after comparison):
+#   BENCH_MOSAIC=/path/to/old/mosaic
 # Extra `mosaic create` arguments, e.g. BENCH_CREATE_ARGS="--no-journal".
 CREATE_ARGS=${BENCH_CREATE_ARGS:-}
 # Another array in place of raid5 4+1 (the floors are raid5's), e.g. a tier:
@@ -33,7 +35,7 @@ for t in fio qemu-nbd python3; do
 done
 cargo build --release -p mosaic-cli >/dev/null 2>&1
 cargo build --release -p mosaic-nbd --example serve_file >/dev/null 2>&1
-MOSAIC=$ROOT/target/release/mosaic
+MOSAIC=${BENCH_MOSAIC:-$ROOT/target/release/mosaic}
 SERVE_FILE=$ROOT/target/release/examples/serve_file
 
 SHM=$(mktemp -d /dev/shm/bench-nbd.XXXXXX)
