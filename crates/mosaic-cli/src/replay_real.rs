@@ -50,7 +50,6 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };
-    vol.flush()?;
     let mut rep = report(vol.as_ref(), stats);
     rep.realigned = realigned;
     rep.wrapped = wrapped;

@@ -15,7 +15,13 @@
 //!                every fg program is done                  nobody waits for it
 //!
 //!   drives idle for idle_after_ns ──> Frontend::idle ──> more bg programs (GC steps)
+//!   client FLUSH (and the end of a replay) ──> Frontend::flush ──> programs it waits for
 //! ```
+//!
+//! A completed write is durable after the next flush, as on a disk with a
+//! volatile write cache (the `Volume` contract): a policy that keeps
+//! metadata in memory between flushes (the tier's map records) writes it
+//! in [`Frontend::flush`].
 //!
 //! Like layouts, front ends are sans-I/O: they plan in the executor's
 //! (virtual or real) time and own no thread or file.  The simulator runs
@@ -72,6 +78,13 @@ pub trait Frontend {
     fn idle(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Program>, PlanError> {
         Ok(vec![])
     }
+    /// A client flush at `now_ns`: programs that make every completed
+    /// write durable (they run concurrently: a policy chains what must be
+    /// ordered); the flush completes when they are done.  Default: none
+    /// (the volume flushes the members itself).
+    fn flush(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Program>, PlanError> {
+        Ok(vec![])
+    }
     /// Policy counters for reports (cache hits, destages, GC moves, ...).
     fn stats(&self) -> Vec<(String, f64)> {
         vec![]
@@ -122,6 +135,9 @@ impl<F: Frontend + ?Sized> Frontend for &mut F {
     }
     fn idle(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         (**self).idle(now_ns, h)
+    }
+    fn flush(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
+        (**self).flush(now_ns, h)
     }
     fn stats(&self) -> Vec<(String, f64)> {
         (**self).stats()

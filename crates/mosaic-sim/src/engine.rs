@@ -687,7 +687,46 @@ impl Simulator<'_> {
                 }
             }
         }
+        self.final_flush()?;
         Ok(self.finish())
+    }
+
+    /// The flush a real replay ends with (`Volume::flush`), from the moment
+    /// the last request or background step completed: the front end's
+    /// flush programs (metadata a policy keeps in memory until a flush,
+    /// counted on both sides), then a flush of every drive, timed like any
+    /// request (IOzone's `-e`).
+    fn final_flush(&mut self) -> Result<(), SimError> {
+        // The queue is empty: time goes back from the last (idle) event.
+        self.now = self.last_done;
+        let mut plans = self.fe.flush(self.now, &self.health)?;
+        for p in &plans {
+            self.report.ops.merge(&p.counts());
+        }
+        plans.push(Program { phases: vec![Phase::Flush((0..self.drives.len()).collect())], ..Program::default() });
+        for p in plans {
+            // In order: the drives' flush after the policy's.
+            self.bg_inflight += p.lanes() as u64;
+            self.launch(p, None);
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Run the queued events to the end; idle periods start nothing.
+    fn drain(&mut self) -> Result<(), SimError> {
+        while let Some(Reverse((t, _, ev))) = self.events.pop() {
+            self.now = t;
+            match ev {
+                Ev::OpDone { drive, lane } => self.op_done(drive, lane),
+                Ev::Idle { .. } => self.idle_pending = false,
+                Ev::Arrival => {}
+            }
+            if let Some(e) = self.error.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn finish(mut self) -> SimReport {

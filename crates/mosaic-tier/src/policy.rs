@@ -36,6 +36,7 @@
 //! If a real program fails, the caller drops the policy and recovers from
 //! the map.
 
+mod commit;
 mod config;
 mod demote;
 mod layout;
@@ -134,6 +135,10 @@ pub struct TierStats {
     pub map_bytes_written: u64,
     /// Map checkpoints written (log full or a delta too large).
     pub map_checkpoints: u64,
+    /// Commits of client placements (flush, idle, a full batch, before a move).
+    pub map_commits: u64,
+    /// Logical blocks placed in memory, not yet in a durable map frame.
+    pub map_dirty: u64,
     /// Demotions planned inside a client write (fast tier full).
     pub foreground_demotions: u64,
     /// The current state.
@@ -292,6 +297,11 @@ impl Frontend for TierPolicy {
             return Ok(vec![p]);
         }
         Ok(state::idle_step(&mut self.core, now_ns)?.into_iter().collect())
+    }
+    fn flush(&mut self, _now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
+        self.core.observe(h);
+        let p = commit::flush(&mut self.core)?;
+        Ok(vec![self.with_pending(p)])
     }
     fn stats(&self) -> Vec<(String, f64)> {
         self.core.stats().pairs()

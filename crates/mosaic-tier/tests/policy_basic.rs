@@ -141,7 +141,9 @@ fn recover_reads_the_same(fixed: bool) {
         }
     }
     let before = r.read(0, cap).unwrap();
+    r.flush();
     let st = r.pol.stats();
+    assert_eq!(st.map_dirty, 0);
     r.recover();
     assert_eq!(r.read(0, cap).unwrap(), before);
     let st2 = r.pol.stats();
@@ -314,4 +316,64 @@ fn recovery_names_bad_records() {
     assert!(e.contains("not on tier"), "{e}");
     let e = with(&[Update::Map { logical: 3, placement: Placement::Tier { tier: SLOW as u8, offset: 64 << 20 } }]).unwrap();
     assert!(e.contains("slow offset"), "{e}");
+}
+
+/// Map writes (FAST, below the data) of a program.
+fn map_writes(r: &Rig, p: &mosaic_core::Program) -> usize {
+    let end = TierPolicy::map_bytes(&r.cfg, &r.geo);
+    ops_on(p, FAST).iter().filter(|o| o.0 == Dir::Write && o.1 < end).count()
+}
+
+#[test]
+fn placements_commit_in_groups_at_flush_idle_and_the_batch_bound() {
+    let cfg = mosaic_tier::PolicyConfig { commit_blocks: 3, ..small_cfg() };
+    let g = geo(&cfg, 512 * KIB, 64, STRIPE);
+    let mut r = Rig::new(cfg, g);
+    let start = r.log.len();
+    // Blocks far apart: each write places one new block.
+    for i in 0..7u64 {
+        r.write(i * 40 * BLOCK, &pattern(i, i * 40 * BLOCK, BLOCK)).unwrap();
+    }
+    let per_write: Vec<usize> = r.log[start..].iter().map(|p| map_writes(&r, p)).collect();
+    assert_eq!(per_write, vec![0, 0, 1, 0, 0, 1, 0], "every third placement commits the group");
+    assert_eq!(r.pol.stats().map_dirty, 1);
+    // An in-place overwrite places nothing.
+    r.write(0, &pattern(50, 0, BLOCK)).unwrap();
+    assert_eq!(map_writes(&r, r.log.last().unwrap()), 0);
+    // Idle time commits the last one; a flush with nothing dirty only
+    // flushes FAST.
+    assert_eq!(r.idle_once(), 1);
+    assert_eq!((map_writes(&r, r.log.last().unwrap()), r.pol.stats().map_dirty), (1, 0));
+    r.flush();
+    let p = r.log.last().unwrap();
+    assert_eq!((write_ops(p), p.phases.clone()), (0, vec![mosaic_core::Phase::Flush(vec![FAST])]));
+    assert_eq!(r.pol.stats().map_commits, 3);
+    r.crash();
+    assert_eq!(r.read(0, BLOCK).unwrap(), pattern(50, 0, BLOCK));
+    for i in 1..7u64 {
+        assert_eq!(r.read(i * 40 * BLOCK, BLOCK).unwrap(), pattern(i, i * 40 * BLOCK, BLOCK), "block {}", i * 40);
+    }
+}
+
+#[test]
+fn commit_blocks_zero_commits_every_placing_write() {
+    let cfg = mosaic_tier::PolicyConfig { commit_blocks: 0, ..small_cfg() };
+    let g = geo(&cfg, 512 * KIB, 64, STRIPE);
+    let mut r = Rig::new(cfg, g);
+    r.write(5 * BLOCK, &pattern(1, 5 * BLOCK, 2 * BLOCK)).unwrap();
+    let p = r.log.last().unwrap();
+    assert_eq!(map_writes(&r, p), 1);
+    // data, then flush FAST, then the map, then flush FAST.
+    let kinds: Vec<&str> = p
+        .phases
+        .iter()
+        .map(|ph| match ph {
+            mosaic_core::Phase::Write { .. } => "write",
+            mosaic_core::Phase::Flush(_) => "flush",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, vec!["write", "flush", "write", "flush"]);
+    r.crash();
+    assert_eq!(r.read(5 * BLOCK, 2 * BLOCK).unwrap(), pattern(1, 5 * BLOCK, 2 * BLOCK));
 }

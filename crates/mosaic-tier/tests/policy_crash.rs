@@ -1,6 +1,8 @@
-//! Power cuts at every device write of a client write, a demotion (with
-//! compaction) and a promotion: recovery from FAST's map bytes always
-//! gives every acknowledged byte back, and the accounting stays whole.
+//! Power cuts at every device write of a client write and its flush, a
+//! demotion (with compaction), a promotion, and unflushed writes followed
+//! by movement: recovery from FAST's map bytes always gives every flushed
+//! byte back, each unflushed block old or new, and the accounting stays
+//! whole.
 
 mod policy_support;
 
@@ -48,7 +50,21 @@ fn setup_with(pct: u64, cfg: PolicyConfig) -> (Rig, Model) {
             m.write(b * BLOCK, &d);
         }
     }
+    r.flush();
     (r, m)
+}
+
+/// The write of `data` at `off` and the flush after it, as one program
+/// (what "acknowledged and flushed" runs).
+fn write_and_flush(r: &mut Rig, off: u64, data: &[u8]) -> Program {
+    r.now += 1_000_000;
+    let st = r.pol.submit(true, off, data.len() as u64, r.now, &health()).unwrap();
+    assert_eq!(st.fg.len(), 1);
+    let mut p = st.fg[0].clone();
+    for f in r.pol.flush(r.now, &health()).unwrap() {
+        p.append(f);
+    }
+    p
 }
 
 /// Cut power at every device write of the program `act` plans; after
@@ -126,12 +142,7 @@ fn power_cut_during_a_write_with_new_placements_and_foreground_demotion() {
     // nearly full) must demote first.
     let off = 100 * BLOCK;
     let data = pattern(4242, off, 40 * BLOCK);
-    let act = |r: &mut Rig| {
-        r.now += 1_000_000;
-        let st = r.pol.submit(true, off, data.len() as u64, r.now, &health()).unwrap();
-        assert_eq!(st.fg.len(), 1);
-        (st.fg[0].clone(), Some((off, data.clone())))
-    };
+    let act = |r: &mut Rig| (write_and_flush(r, off, &data), Some((off, data.clone())));
     let (p, _) = act(&mut base.rig());
     assert!(ops_on(&p, SLOW).iter().any(|o| o.0 == mosaic_core::Dir::Write), "the write demoted first");
     let n = cut_everywhere(&base, &act);
@@ -190,7 +201,8 @@ fn power_cut_during_a_write_whose_map_write_is_a_checkpoint() {
     let g = geo(&probe, 256 * KIB, 24, STRIPE);
     let (pol, _) = mosaic_tier::TierPolicy::format(probe.clone(), g).unwrap();
     let slot = pol.layout().slot_bytes;
-    let cfg = PolicyConfig { map_bytes: BLOCK + 2 * slot + BLOCK, ..probe };
+    // commit_blocks 0: every placing write commits by itself.
+    let cfg = PolicyConfig { map_bytes: BLOCK + 2 * slot + BLOCK, commit_blocks: 0, ..probe };
     let (r, m) = setup_with(60, cfg);
     let l = r.pol.layout().ledger();
     assert_eq!(l.log_end - l.log_start, BLOCK, "{l:?}");
@@ -213,13 +225,96 @@ fn power_cut_during_a_write_whose_map_write_is_a_checkpoint() {
             r.now += 1_000_000;
             let st = r.pol.submit(true, lb * BLOCK, BLOCK, r.now, &health()).unwrap();
             r.exec.run(&st.fg[0], Client::In(&same), None).unwrap();
+            for f in r.pol.flush(r.now, &health()).unwrap() {
+                r.exec.run(&f, Client::None, None).unwrap();
+            }
         }
-        r.now += 1_000_000;
-        let st = r.pol.submit(true, off, data.len() as u64, r.now, &health()).unwrap();
-        (st.fg[0].clone(), Some((off, data.clone())))
+        (write_and_flush(r, off, &data), Some((off, data.clone())))
     };
     let (p, _) = act(&mut base.rig());
     let meta_at: Vec<u64> = ops_on(&p, FAST).iter().filter(|o| o.0 == mosaic_core::Dir::Write && o.1 < l.log_end).map(|o| o.1).collect();
     assert!(meta_at.iter().any(|o| l.slots.contains(o)), "a checkpoint write: {meta_at:?} slots {:?}", l.slots);
     cut_everywhere(&base, &act);
+}
+
+/// `n` consecutive logical blocks that all live on SLOW.
+fn slow_run(r: &Rig, n: u64) -> u64 {
+    let blocks = r.capacity() / BLOCK;
+    (0..blocks - n).find(|&b| (b..b + n).all(|x| r.pol.placement(x).map(|p| p.0) == Some(SLOW))).expect("a run of slow blocks")
+}
+
+#[test]
+fn power_cut_after_unflushed_writes_and_the_movement_that_commits_them() {
+    // Writes over slow blocks without a flush supersede them (held, not
+    // free); the idle work after commits them first, then demotes with
+    // compaction into free segments.  A cut anywhere leaves each written
+    // block old or new, and every other block as flushed.
+    let (r, m) = setup(95);
+    let base = Base::of(&r, &m);
+    let lb = slow_run(&r, 6);
+    let off = lb * BLOCK;
+    let data = pattern(5151, off, 6 * BLOCK);
+    let act = |r: &mut Rig| {
+        r.now += 1_000_000;
+        let st = r.pol.submit(true, off, data.len() as u64, r.now, &health()).unwrap();
+        let mut p = st.fg[0].clone();
+        assert!(write_ops(&p) >= 1 && ops_on(&p, SLOW).is_empty(), "the write only writes FAST data");
+        loop {
+            r.now += 1_000_000_000;
+            let ps = r.pol.idle(r.now, &health()).unwrap();
+            assert_eq!(ps.len(), 1, "an idle step");
+            let moves = ops_on(&ps[0], SLOW).iter().any(|o| o.0 == mosaic_core::Dir::Write);
+            p.append(ps[0].clone());
+            if moves {
+                return (p, Some((off, data.clone())));
+            }
+        }
+    };
+    let (p, _) = act(&mut base.rig());
+    // The map write that commits the write comes before any slow write.
+    let l = base.rig().pol.layout().ledger();
+    let writes: Vec<(usize, u64)> = p.io().filter(|(d, _)| *d == mosaic_core::Dir::Write).flat_map(|(_, ios)| ios.iter().map(|io| (io.op.member, io.op.offset))).collect();
+    let first_map = writes.iter().position(|&(m, o)| m == FAST && o < l.log_end).expect("a map write");
+    let first_slow = writes.iter().position(|&(m, _)| m == SLOW).expect("a slow write");
+    assert!(first_map < first_slow, "commit before movement: {writes:?}");
+    cut_everywhere(&base, &act);
+}
+
+#[test]
+fn superseded_slow_blocks_keep_their_data_until_the_commit() {
+    let (mut r, m) = setup(60);
+    // Every live block of one slow segment.
+    let lb = slow_run(&r, 1);
+    let seg = r.pol.placement(lb).unwrap().1 / STRIPE;
+    let blocks: Vec<u64> = (0..r.capacity() / BLOCK).filter(|&b| r.pol.placement(b).is_some_and(|(t, o)| t == SLOW && o / STRIPE == seg)).collect();
+    let st0 = r.pol.stats();
+    for &b in &blocks {
+        r.write(b * BLOCK, &pattern(808, b * BLOCK, BLOCK)).unwrap();
+    }
+    let st1 = r.pol.stats();
+    assert_eq!(st1.map_dirty, blocks.len() as u64);
+    assert_eq!(st1.segments_free, st0.segments_free + 1, "the segment is free in memory");
+    assert_eq!(st1.map_bytes_written, st0.map_bytes_written, "no map write before the flush");
+    // A crash now: the durable map still names the slow blocks, intact.
+    let mut c = Rig::from_bytes(r.cfg.clone(), r.geo, r.fast.snapshot(), r.slow.snapshot(), r.now);
+    for &b in &blocks {
+        assert_eq!(c.read(b * BLOCK, BLOCK).unwrap(), m.get(b * BLOCK, BLOCK), "block {b}: the flushed data");
+    }
+    accounting_holds(&c);
+    // Idle work commits before any movement (the free segment may be its
+    // target): its first program writes the map and nothing on SLOW.
+    r.now += 1_000_000_000;
+    let ps = r.pol.idle(r.now, &health()).unwrap();
+    assert_eq!(ps.len(), 1);
+    let end = mosaic_tier::TierPolicy::map_bytes(&r.cfg, &r.geo);
+    assert!(ops_on(&ps[0], SLOW).is_empty() && ops_on(&ps[0], FAST).iter().all(|o| o.1 < end), "{:?}", ops_on(&ps[0], FAST));
+    r.run(&ps[0], Client::None);
+    // Committed: a crash keeps the new data.
+    let st2 = r.pol.stats();
+    assert_eq!((st2.map_dirty, st2.map_commits), (0, st1.map_commits + 1));
+    r.crash();
+    accounting_holds(&r);
+    for &b in &blocks {
+        assert_eq!(r.read(b * BLOCK, BLOCK).unwrap(), pattern(808, b * BLOCK, BLOCK), "block {b}: flushed");
+    }
 }

@@ -22,7 +22,7 @@ fn fill(r: &Rig) -> f64 {
     st.fast_allocated as f64 / st.fast_blocks as f64
 }
 
-/// Write `blocks` blocks from block 0 in 64 KiB requests; the model.
+/// Write `blocks` blocks from block 0 in 64 KiB requests and flush; the model.
 fn write_seq(r: &mut Rig, blocks: u64) -> Model {
     let mut m = Model::new(r.capacity());
     let mut b = 0;
@@ -33,6 +33,8 @@ fn write_seq(r: &mut Rig, blocks: u64) -> Model {
         m.write(b * BLOCK, &d);
         b += n;
     }
+    // Flushed: the idle steps that follow are movement, not the commit.
+    r.flush();
     m
 }
 

@@ -1,8 +1,12 @@
-//! Random writes, reads and idle time against a reference byte model:
-//! everything reads back across demotions, compactions, promotions and
-//! recovery, and the accounting holds (no block owned twice).
+//! Random writes, reads, flushes, idle time and crashes against a
+//! reference byte model: everything reads back across demotions,
+//! compactions, promotions and clean recovery; after a crash every block
+//! holds its flushed value or one written since; and the accounting
+//! holds (no block owned twice).
 
 mod policy_support;
+
+use std::collections::HashMap;
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -28,6 +32,8 @@ enum Op {
     Read(u64, u64),
     Idle(usize),
     Recover,
+    Flush,
+    Crash,
 }
 
 fn op(cap_blocks: u64) -> impl Strategy<Value = Op> {
@@ -36,16 +42,26 @@ fn op(cap_blocks: u64) -> impl Strategy<Value = Op> {
         3 => (0..cap_blocks, 1u64..40).prop_map(move |(b, n)| Op::Read(b.min(cap_blocks - n), n)),
         1 => (1usize..6).prop_map(Op::Idle),
         1 => Just(Op::Recover),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Crash),
     ]
 }
 
 fn run_ops(ops: &[Op], fixed: bool) {
     let mut r = rig((0.3, 0.6), 0.5, fixed);
     let mut m = Model::new(r.capacity());
+    // Per block written since the last flush: every value it has had
+    // since (the flushed one first).
+    let mut since: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
+    let bs = BLOCK as usize;
     for (i, o) in ops.iter().enumerate() {
         match *o {
             Op::Write(b, n) => {
                 let d = pattern(i as u64, b * BLOCK, n * BLOCK);
+                for (k, new) in d.chunks(bs).enumerate() {
+                    let lb = b + k as u64;
+                    since.entry(lb).or_insert_with(|| vec![m.get(lb * BLOCK, BLOCK).to_vec()]).push(new.to_vec());
+                }
                 r.write(b * BLOCK, &d).unwrap();
                 m.write(b * BLOCK, &d);
             }
@@ -53,7 +69,30 @@ fn run_ops(ops: &[Op], fixed: bool) {
             Op::Idle(k) => {
                 r.idle(k);
             }
-            Op::Recover => r.recover(),
+            Op::Recover | Op::Flush => {
+                if matches!(o, Op::Recover) {
+                    r.recover();
+                } else {
+                    r.flush();
+                }
+                since.clear();
+            }
+            Op::Crash => {
+                r.crash();
+                let got = r.read(0, r.capacity()).unwrap();
+                for (lb, g) in got.chunks(bs).enumerate() {
+                    match since.get(&(lb as u64)) {
+                        Some(vals) => assert!(vals.iter().any(|v| v == g), "op {i}: block {lb} holds a value never written since the flush"),
+                        None => assert_eq!(g, m.get(lb as u64 * BLOCK, BLOCK), "op {i}: flushed block {lb}"),
+                    }
+                }
+                // The model follows what survived; that is durable now
+                // only once flushed, so the candidates stay.
+                m.write(0, &got);
+                for (lb, vals) in since.iter_mut() {
+                    vals.push(got[*lb as usize * bs..][..bs].to_vec());
+                }
+            }
         }
         accounting_holds(&r);
     }

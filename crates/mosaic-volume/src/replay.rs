@@ -51,8 +51,8 @@ struct Source<I> {
 }
 
 /// Run `reqs` on `vol` with `queue_depth` requests outstanding, after
-/// resetting its counters; the first error (a request the volume refused,
-/// or one the source gives) stops the run.
+/// resetting its counters, then flush; the first error (a request the
+/// volume refused, or one the source gives) stops the run.
 pub fn run<I>(vol: &dyn Volume, reqs: I, queue_depth: usize) -> Result<RunStats>
 where
     I: Iterator<Item = Result<Req>> + Send,
@@ -64,10 +64,13 @@ where
         let workers: Vec<_> = (0..queue_depth.max(1)).map(|_| s.spawn(|| worker(vol, &src, queue_depth <= 1))).collect();
         workers.into_iter().map(|w| w.join().unwrap_or_default()).collect()
     });
-    let elapsed = t0.elapsed();
     if let Some(e) = src.into_inner().unwrap_or_else(|e| e.into_inner()).failed {
         return Err(e);
     }
+    // The run ends with a flush, timed and counted, as the simulator's
+    // replay ends with the front end's flush.
+    vol.flush()?;
+    let elapsed = t0.elapsed();
     let mut out = RunStats { elapsed, counters: vol.io_counters(), ..RunStats::default() };
     for p in parts {
         out.reads += p.reads;

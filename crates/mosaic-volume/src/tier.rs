@@ -27,7 +27,10 @@
 //! **Tier, not cache**: the capacity is the slow tier's (less the
 //! policy's compaction reserve); the fast tier holds the map and the
 //! blocks written or promoted lately.  Writes are acknowledged once they
-//! are on the fast array (through its journal), never from memory.
+//! are on the fast array (through its journal), never from memory; their
+//! new placements reach the map on FAST with the next flush (as every
+//! volume's writes are durable after a flush; `mosaic_tier`'s
+//! `commit.rs`), idle time or movement.
 //!
 //! **Identity and freshness** go through the one rule
 //! ([`mosaic_format::fresh`]): both labels must carry the same tier UUID,
@@ -346,9 +349,17 @@ impl TierVolume {
     }
 
     /// Run one program; when it fails, drop the policy and recover it
-    /// from the map on FAST.
+    /// from the map on FAST.  A failed program without device writes (a
+    /// read) changed nothing on the members: the policy stays, with its
+    /// dirty placements.
     fn run(&self, slot: &mut Option<TierPolicy>, p: &Program, client: Client<'_>) -> Result<()> {
         let Err(e) = self.exec.run(p, client, None) else { return Ok(()) };
+        if p.io().all(|(dir, _)| dir == mosaic_core::Dir::Read) {
+            if let Some(pol) = slot.as_mut() {
+                self.sync_health(pol);
+            }
+            return Err(VolumeError::Tier(format!("tier read failed: {e}")));
+        }
         *slot = None;
         let what = format!("tier program failed: {e}");
         match load_policy(&self.inner[FAST], &self.blob) {
@@ -413,6 +424,16 @@ impl TierVolume {
     }
 }
 
+/// A volume dropped without `close` still commits its dirty placements
+/// (best effort, as closing a file would); only a crash loses them.
+impl Drop for TierVolume {
+    fn drop(&mut self) {
+        if self.writable {
+            let _ = Volume::flush(self);
+        }
+    }
+}
+
 /// Default idle time before movement when the policy names none.
 const DEFAULT_IDLE_NS: u64 = 100_000_000;
 
@@ -470,14 +491,28 @@ impl Volume for TierVolume {
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         self.request(true, off, Data::In(data))
     }
+    /// The policy's flush (FAST's data, then the map's dirty placements),
+    /// then both inner arrays.
     fn flush(&self) -> Result<()> {
+        if self.writable {
+            let mut g = self.lock();
+            let pol = g.as_mut().ok_or_else(map_lost)?;
+            self.sync_health(pol);
+            for p in pol.flush(self.now_ns(), &self.health()).map_err(policy_err)? {
+                self.run(&mut g, &p, Client::None)?;
+            }
+        }
         for a in &self.inner {
             a.flush()?;
         }
         Ok(())
     }
-    /// The map is always durable: closing closes the inner arrays.
+    /// Closing flushes (the map's dirty placements), then closes the
+    /// inner arrays.
     fn close(&self) -> Result<()> {
+        if self.writable {
+            self.flush()?;
+        }
         for a in &self.inner {
             a.close()?;
         }

@@ -143,7 +143,8 @@ fn reopen_recovers_the_map_and_writes_go_on() {
         for (off, d) in &ws[..3] {
             v.write(*off, d).unwrap();
         }
-        // No close: the map on FAST is durable after every write.
+        // No close: dropping the volume flushes (a crash would lose
+        // the unflushed placements, see the tier crash tests).
     }
     {
         let v = TierVolume::open(&dir, true).unwrap();
@@ -303,7 +304,7 @@ fn bad_geometries_are_refused_before_anything_is_created() {
 }
 
 #[test]
-fn a_lost_slow_tier_fails_only_reads_of_slow_blocks_and_the_map_is_read_back() {
+fn a_lost_slow_tier_fails_only_reads_of_slow_blocks() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("tier");
     let v = create(&dir, eager());
@@ -315,6 +316,7 @@ fn a_lost_slow_tier_fails_only_reads_of_slow_blocks_and_the_map_is_read_back() {
     v.set_idle_after(Duration::from_secs(3600));
     let new = data(64 << 10, 22);
     v.write(4 << 20, &new).unwrap();
+    v.flush().unwrap();
     assert!(matches!(v.placement(1024), Some((FAST, _))));
     // Two of the slow raid5's four members lose their data area.
     for m in ["member-00.img", "member-01.img"] {
@@ -323,7 +325,9 @@ fn a_lost_slow_tier_fails_only_reads_of_slow_blocks_and_the_map_is_read_back() {
     }
     let mut buf = vec![0u8; old.len()];
     let e = v.read(0, &mut buf).unwrap_err().to_string();
-    assert!(e.contains("tier program failed") && e.contains("read back"), "{e}");
+    // A read changes nothing on the members: the policy (and the
+    // placements not yet flushed) stays.
+    assert!(e.contains("tier read failed"), "{e}");
     assert_eq!(v.state(), Some(TierState::SlowOffline));
     assert!(read(&v, 4 << 20, new.len()) == new, "a fast block is still read right");
     v.set_idle_after(Duration::ZERO);

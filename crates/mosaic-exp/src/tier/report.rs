@@ -10,8 +10,11 @@ setup: FAST = raid1 over 2 SSD models, SLOW = raid6 over 6 HDD models, each an A
   every scheme (all-ssd / all-hdd are a pass-through over one of them); device counts are per inner array.
   The paper ran ext2/ext4 with 1 KB blocks on a Fusion-io card and 2 disks; its baselines are file systems on
   one device.  The tier uses 4 KiB blocks, V kept in bytes (8 KB / 32 KB); the space experiment uses 1 KiB blocks.
-  The tier acknowledges a write once its data and, for new placements, its map delta are on FAST (two ordered
-  SSD writes); ReHypar in the paper buffers extents in memory.  all-ssd writes in place with no map.
+  The tier acknowledges a write once its data is on FAST; new placements reach the map on FAST in groups, at
+  a flush (every replay ends with one, timed), idle time, before a movement, or every 2048 placements; ReHypar
+  in the paper buffers extents in memory.  all-ssd writes in place with no map.  Tier programs run one at a
+  time (one policy lock), while all-ssd keeps 32 requests on the SSDs' dies: the IOzone gap at 1 MB is the
+  final map commit, at 256 MB that serialisation.
   The SSD model maps page p to die p mod 32, statically: extent-aligned small writes (256 KiB extents = 32 pages)
   start on the same die, which a real FTL would spread.
   The tier writes each request where ReHypar places it, at once: the extent size changes placement, not the size

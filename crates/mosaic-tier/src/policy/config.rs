@@ -48,6 +48,17 @@ pub struct PolicyConfig {
     /// same (`mosaic replay` and `create --tier-request-clock`).
     #[serde(default)]
     pub request_clock_ns: u64,
+    /// Placements (blocks a client write put on new fast space) kept in
+    /// memory at most before the write that reaches this many commits the
+    /// map itself; a flush, idle time and every movement commit before
+    /// that (2048).  0: every write that places blocks commits at once
+    /// (its placements are durable when it completes, flush or not).
+    #[serde(default = "default_commit_blocks")]
+    pub commit_blocks: u64,
+}
+
+fn default_commit_blocks() -> u64 {
+    2048
 }
 
 impl Default for PolicyConfig {
@@ -69,6 +80,7 @@ impl Default for PolicyConfig {
             round_share: 0.1,
             idle_after_ns: 100_000_000,
             request_clock_ns: 0,
+            commit_blocks: default_commit_blocks(),
         }
     }
 }

@@ -3,11 +3,15 @@
 //! The map holds one entry per mapped logical block, as `mosaic_map`
 //! records (`Update::Map { logical, placement: Placement::Tier { tier,
 //! offset } }`, offset = byte offset on that tier's inner array).  A
-//! program that changes placements carries them as one delta frame of the
-//! ledger; when the log has no room for it, a checkpoint of the whole map
-//! (after the change) goes to the other slot instead.
+//! program that moves data carries its placements as one delta frame of
+//! the ledger; when the log has no room for it, a checkpoint of the whole
+//! map (after the change) goes to the other slot instead.
+//!
+//! Client writes do not write the map: the blocks they place are `dirty`
+//! (placed in memory, not yet in a durable frame) until the next map
+//! write, which carries them all (a group commit; see `commit.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use mosaic_map::frame::{self, KIND_MAP_LABEL};
 use mosaic_map::ledger::{Ledger, LedgerWrite};
@@ -30,6 +34,8 @@ pub enum Loc {
 pub struct MapStore {
     /// Logical block -> place.
     pub locs: BTreeMap<u64, Loc>,
+    /// Logical blocks whose place in `locs` no durable frame names yet.
+    pub dirty: BTreeSet<u64>,
     /// Where the next delta or checkpoint goes.
     pub ledger: Ledger,
     /// The log's bytes from the block holding the ledger's position up to
@@ -66,8 +72,12 @@ impl MapStore {
     /// ```
     ///
     /// The zeros past the frame end a log replay there, as unwritten log does.
+    /// The frame also carries every dirty block's record (first, so the
+    /// program's own records win a replay), and the dirty set empties.
     pub fn persist(&mut self, lay: &TierLayout, updates: &[Update]) -> Result<LedgerWrite, String> {
-        let payload = encode_records(updates);
+        let mut all: Vec<Update> = std::mem::take(&mut self.dirty).into_iter().filter_map(|lb| Some(Self::record(lay, lb, *self.locs.get(&lb)?))).collect();
+        all.extend_from_slice(updates);
+        let payload = encode_records(&all);
         let w = match self.ledger.delta(&payload) {
             Ok(Some(w)) => self.whole_blocks(lay.block, w),
             Ok(None) | Err(_) => self.checkpoint(lay)?,

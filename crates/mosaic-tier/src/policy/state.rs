@@ -11,7 +11,7 @@ use super::layout::TierLayout;
 use super::mapstore::{self, Loc, MapStore};
 use super::promote::Hits;
 use super::segments::Segments;
-use super::{demote, program, promote, PolicyConfig, PolicyError, TierGeometry, TierHealth, TierState, TierStats, FAST};
+use super::{commit, demote, program, promote, PolicyConfig, PolicyError, TierGeometry, TierHealth, TierState, TierStats, FAST};
 use crate::rehypar::{FastTierAllocator, FixedExtent, ReHypar};
 use crate::run::{Coalescer, RunConfig};
 
@@ -66,7 +66,7 @@ impl Core {
         let alloc: Alloc = if cfg.fixed_extents { Box::new(FixedExtent::new(&tc)?) } else { Box::new(ReHypar::new(&tc)?) };
         let coalescer = Coalescer::new(RunConfig { window_ns: cfg.window_ns, max_run_blocks: None }).map_err(|e| PolicyError::Config(e.to_string()))?;
         let segs = Segments::new(lay.segments, lay.seg_blocks);
-        let map = MapStore { locs: BTreeMap::new(), ledger, tail: Vec::new(), bytes_written: 0, checkpoints: 0 };
+        let map = MapStore { locs: BTreeMap::new(), dirty: BTreeSet::new(), ledger, tail: Vec::new(), bytes_written: 0, checkpoints: 0 };
         let hits = Hits::new(&cfg, &lay);
         Ok(Core {
             cfg,
@@ -289,6 +289,7 @@ impl Core {
             segments_reserve: self.lay.reserve,
             map_bytes_written: self.map.bytes_written,
             map_checkpoints: self.map.checkpoints,
+            map_dirty: self.map.dirty.len() as u64,
             state: Some(self.state()),
             ..self.st.clone()
         }
@@ -311,11 +312,17 @@ impl TierStats {
     }
 }
 
-/// One step of idle work: demote while fill is above the watermarks,
+/// One step of idle work: commit dirty placements; then demote while
+/// fill is above the watermarks,
 /// else promote a hot group; nothing while movement is paused, the round
 /// or the budget is spent, or there is nothing to do.
 pub fn idle_step(core: &mut Core, now: u64) -> Result<Option<Program>, mosaic_core::PlanError> {
     core.alloc.expire(now);
+    // Idle time commits the map first (as a file system's commit
+    // interval), and movement never starts with dirty placements.
+    if let Some(p) = commit::commit(core)? {
+        return Ok(Some(p));
+    }
     if !core.can_move() {
         return Ok(None);
     }

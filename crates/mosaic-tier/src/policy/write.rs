@@ -17,22 +17,23 @@
 //!   `FastFull` (no busy loop).
 //!
 //! ```text
-//!   [ foreground demotions ... ]
-//!   Write [ FAST blocks <- client data ]   Flush [ FAST ]
-//!   Write [ FAST map delta ]               Flush [ FAST ]   (only when placements changed)
-//!   then: superseded slow blocks freed
+//!   [ commit, foreground demotion ]...   (FAST full)
+//!   Write [ FAST blocks <- client data ]      new placements dirty
+//!   [ commit ]                                (commit_blocks dirty)
 //! ```
 //!
 //! The write is acknowledged when its program is done: its data is on
-//! FAST and its map delta durable.  "Slow RMWs avoided" counts, per
-//! write, the slow stripes it touches without covering them.
+//! FAST.  Its new placements reach the map with the next commit (a
+//! flush, idle time, a movement or a full batch; see `commit.rs`).
+//! "Slow RMWs avoided" counts, per write, the slow stripes it touches
+//! without covering them.
 
 use mosaic_core::{Buf, Method, Phase, PlanError, Program, Role};
 
-use super::mapstore::{Loc, MapStore};
+use super::mapstore::Loc;
 use super::program::{self, Xfer};
 use super::state::Core;
-use super::{demote, read, TierHealth, FAST};
+use super::{commit, demote, read, TierHealth, FAST};
 use crate::rehypar::{AllocRequest, TierError};
 use crate::run::BlockRequest;
 
@@ -139,7 +140,7 @@ fn allocate(core: &mut Core, req: AllocRequest, own: std::ops::Range<u64>, now: 
     loop {
         match core.alloc.allocate(req, now) {
             Ok(a) => return Ok(a.pieces.iter().flat_map(|p| p.fast_block..p.fast_block + p.blocks).collect()),
-            Err(TierError::Full { .. }) => match demote::foreground(core, now, req.blocks, own.clone())? {
+            Err(TierError::Full { .. }) => match commit_then_demote(core, now, req.blocks, own.clone(), demos)? {
                 Some(p) => demos.push(p),
                 None => {
                     core.fast_full = true;
@@ -149,6 +150,15 @@ fn allocate(core: &mut Core, req: AllocRequest, own: std::ops::Range<u64>, now: 
             Err(e) => return Err(alloc_err(e)),
         }
     }
+}
+
+/// A foreground demotion, after a commit of the dirty placements (a move
+/// plans against a clean map).
+fn commit_then_demote(core: &mut Core, now: u64, blocks: u64, own: std::ops::Range<u64>, demos: &mut Vec<Program>) -> Result<Option<Program>, PlanError> {
+    if let Some(c) = commit::commit(core)? {
+        demos.push(c);
+    }
+    demote::foreground(core, now, blocks, own)
 }
 
 fn alloc_err(e: TierError) -> PlanError {
@@ -190,25 +200,21 @@ fn build(core: &mut Core, lb0: u64, n: u64, fresh: &[(u64, u64)], now: u64) -> R
         core.touch(fb, now);
     }
     p.phases.push(Phase::write(program::merged(FAST, input, blk, &xs, Role::Data)));
-    p.phases.push(Phase::Flush(vec![FAST]));
-    if fresh.is_empty() {
-        return Ok(p);
-    }
-    let mut updates = Vec::with_capacity(fresh.len());
-    let mut superseded = Vec::new();
     for &(lb, fb) in fresh {
         if let Some(Loc::Slow(sb)) = core.map.locs.insert(lb, Loc::Fast(fb)) {
-            superseded.push(sb);
+            core.segs.remove(sb);
         }
+        core.map.dirty.insert(lb);
         core.fast_add(fb, lb, now);
-        updates.push(MapStore::record(&core.lay, lb, Loc::Fast(fb)));
     }
-    let w = core.map.persist(&core.lay, &updates).map_err(PlanError::Invalid)?;
-    program::push_map(&mut p, w);
-    for sb in superseded {
-        core.segs.remove(sb);
+    if !fresh.is_empty() {
+        core.fast_full = false;
     }
-    core.fast_full = false;
+    if commit::due(core) {
+        if let Some(c) = commit::commit(core)? {
+            p.append(c);
+        }
+    }
     Ok(p)
 }
 

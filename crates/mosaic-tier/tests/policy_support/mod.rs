@@ -135,8 +135,24 @@ impl Rig {
         self.fast.snapshot()[..n].to_vec()
     }
 
-    /// Drop the policy and recover it from FAST's map region.
+    /// A client flush: the programs it gave, run.
+    pub fn flush(&mut self) {
+        let ps = self.pol.flush(self.now, &health()).unwrap();
+        for p in &ps {
+            self.run(p, Client::None);
+        }
+    }
+
+    /// A clean restart: flush, drop the policy and recover it from
+    /// FAST's map region.
     pub fn recover(&mut self) {
+        self.flush();
+        self.crash();
+    }
+
+    /// A crash: drop the policy (and its dirty placements) and recover it
+    /// from FAST's map region as it is.
+    pub fn crash(&mut self) {
         self.pol = TierPolicy::recover(self.cfg.clone(), self.geo, &self.meta()).unwrap();
     }
 
