@@ -10,8 +10,12 @@
 //! * [`alloc`]: an allocator interface with reservations that commit or
 //!   abort, an extent allocator and a zone-append allocator, both rebuilt
 //!   from the map at open;
-//! * [`migrate`]: client I/O through the map and the migration protocol
-//!   (copy, flush, log the remap, free) under per-extent locks.
+//! * [`moves`]: the migration protocol (copy, flush, log the remap, free)
+//!   as programs for the one executor, and the group commit of
+//!   placements; what mapped policies (the hybrid tier) move data with;
+//! * [`migrate`]: client I/O through the map and the same protocol under
+//!   per-extent locks, run directly on a [`Store`] (the kit's reference
+//!   volume, which its power-cut tests drive).
 //!
 //! DVS keeps its own tables on top of this kit; the hybrid tier and the
 //! adaptive layout use it as it is.
@@ -21,6 +25,7 @@ pub mod ledger;
 pub use mosaic_format::frame;
 pub mod map;
 pub mod migrate;
+pub mod moves;
 
 pub use ledger::{Ledger, LedgerLayout, LedgerWrite};
 pub use alloc::{AllocError, Allocator, ExtentAllocator, Pool, Reservation, ZoneAllocator};

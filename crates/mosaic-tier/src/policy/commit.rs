@@ -39,12 +39,9 @@ pub fn commit(core: &mut Core) -> Result<Option<Program>, PlanError> {
     if core.map.dirty.is_empty() {
         return Ok(None);
     }
-    let mut p = program::new(Method::Direct);
-    p.phases.push(Phase::Flush(vec![FAST]));
     let w = core.map.persist(&core.lay, &[]).map_err(PlanError::Invalid)?;
-    program::push_map(&mut p, w);
     core.st.map_commits += 1;
-    Ok(Some(p))
+    Ok(Some(program::commit(w)))
 }
 
 /// A client flush: the commit, or a flush of FAST when nothing is dirty

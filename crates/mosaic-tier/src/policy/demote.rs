@@ -2,11 +2,13 @@
 //! compaction of the sparsest segment folded into the same batch.
 //!
 //! ```text
-//!   Read  [ FAST cold blocks ..., SLOW victim's live blocks ... ] -> scratch (k segments)
-//!   Write [ SLOW segment s1 (full stripe), SLOW segment s2, ... ]
+//!   Read  [ SLOW victims' live blocks ..., FAST cold blocks ... ] -> staging (k segments)
+//!   Write [ SLOW segments s1, s2, ... (full stripes) ]
 //!   Flush [ SLOW ]
 //!   Write [ FAST map delta ]    Flush [ FAST ]
 //!   then: fast blocks freed, victim segment free
+//!
+//! (the kit's migration protocol, `mosaic_map::moves::Move`)
 //! ```
 //!
 //! * **Coldest first**: extents in LRU order (last read or write of any
@@ -28,12 +30,13 @@
 
 use std::ops::Range;
 
-use mosaic_core::{Buf, DevOp, Io, Method, Phase, PlanError, Program, Ref, Role};
+use mosaic_core::{Method, PlanError, Program};
+use mosaic_map::moves::Move;
 
 use mosaic_map::map::Update;
 
 use super::mapstore::{Loc, MapStore};
-use super::program::{self, Xfer};
+use super::program;
 use super::state::Core;
 use super::{FAST, SLOW};
 
@@ -89,11 +92,10 @@ struct Batch {
 /// the program and the bytes it writes to SLOW.
 fn plan_batch(core: &mut Core, now: u64, max: u64, exclude: Option<Range<u64>>) -> Result<Option<(Program, u64)>, PlanError> {
     let Some(b) = choose(core, max, exclude) else { return Ok(None) };
-    let mut p = build(core, &b);
+    let m = build(core, &b);
     let updates = apply(core, &b, now)?;
     let w = core.map.persist(&core.lay, &updates).map_err(PlanError::Invalid)?;
-    program::push_map(&mut p, w);
-    Ok(Some((p, b.segs.len() as u64 * core.seg_bytes())))
+    Ok(Some((m.remap(FAST, w), b.segs.len() as u64 * core.seg_bytes())))
 }
 
 /// Choose the victim, the cold blocks and the segments.
@@ -144,22 +146,24 @@ fn slot(b: &Batch, seg_blocks: u64, j: usize) -> u64 {
     b.segs[j / seg_blocks as usize] * seg_blocks + j as u64 % seg_blocks
 }
 
-/// The program's data part: reads, whole-segment writes, flush SLOW.
-fn build(core: &Core, b: &Batch) -> Program {
+/// The batch's copies through the kit's migration protocol: the live
+/// blocks (victims' first) into staging slots, whole segments out
+/// (adjacent segments merge into one full-stripe write).
+fn build(core: &Core, b: &Batch) -> Move {
     let (bs, blk) = (core.lay.seg_blocks, core.lay.block);
-    let mut p = program::new(Method::Fsw);
-    let buf = p.buf(Buf::Scratch((b.segs.len() as u64 * bs * blk) as usize));
-    let v = b.victim.len();
-    let slow_x: Vec<Xfer> = b.victim.iter().enumerate().map(|(j, &(sb, _))| Xfer { dev: core.lay.slow_offset(sb), at: j * blk as usize }).collect();
-    let fast_x: Vec<Xfer> = b.fast.iter().enumerate().map(|(j, &(fb, _))| Xfer { dev: core.lay.fast_offset(fb), at: (v + j) * blk as usize }).collect();
-    let mut reads = program::merged(SLOW, buf, blk, &slow_x, Role::Data);
-    reads.extend(program::merged(FAST, buf, blk, &fast_x, Role::Data));
-    p.phases.push(Phase::Read(reads));
     let seg_bytes = bs * blk;
-    let writes = b.segs.iter().enumerate().map(|(i, &s)| Io::new(DevOp { member: SLOW, offset: core.lay.slow_offset(s * bs), len: seg_bytes, role: Role::Data, col: 0 }, Ref::new(buf, i * seg_bytes as usize)));
-    p.phases.push(Phase::write(writes.collect()));
-    p.phases.push(Phase::Flush(vec![SLOW]));
-    p
+    let mut m = program::new_move(Method::Fsw, (b.segs.len() as u64 * seg_bytes) as usize);
+    let v = b.victim.len();
+    for (j, &(sb, _)) in b.victim.iter().enumerate() {
+        m.read(SLOW, core.lay.slow_offset(sb), blk, j * blk as usize);
+    }
+    for (j, &(fb, _)) in b.fast.iter().enumerate() {
+        m.read(FAST, core.lay.fast_offset(fb), blk, (v + j) * blk as usize);
+    }
+    for (i, &s) in b.segs.iter().enumerate() {
+        m.write(SLOW, core.lay.slow_offset(s * bs), seg_bytes, i * seg_bytes as usize);
+    }
+    m
 }
 
 /// Apply the batch: the map, the segment table, the fast frees; the

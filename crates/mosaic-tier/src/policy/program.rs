@@ -1,11 +1,13 @@
-//! Building the tier's programs: merged block transfers, the map write
-//! with its flushes, and chaining programs so they run in order.
+//! Building the tier's programs: merged block transfers, moves and map
+//! commits through the kit's migration protocol (`mosaic_map::moves`),
+//! and chaining programs so they run in order.
 //!
 //! Every tier program takes range-lock key 0: the executor never runs two
 //! of them at once, which is what the plan-time state assumes anyway.
 
-use mosaic_core::{Buf, Combine, DevOp, Io, Method, Phase, Program, Ref, Role};
+use mosaic_core::{Combine, Io, Method, Program, Ref, Role};
 use mosaic_map::ledger::LedgerWrite;
+use mosaic_map::moves::{self, Move};
 
 use super::FAST;
 
@@ -25,31 +27,25 @@ pub struct Xfer {
 }
 
 /// Transfers of `block` bytes each on `member` into/out of buffer `buf`,
-/// merged where both the device and the buffer offsets run on.
+/// merged where both the device and the buffer offsets run on (the
+/// kit's rule, `mosaic_map::moves::push_merged`).
 pub fn merged(member: usize, buf: usize, block: u64, xs: &[Xfer], role: Role) -> Vec<Io> {
     let mut out: Vec<Io> = Vec::new();
     for x in xs {
-        if let Some(last) = out.last_mut() {
-            let next_dev = last.op.offset + last.op.len;
-            let next_at = last.at.off as usize + last.op.len as usize;
-            if next_dev == x.dev && next_at == x.at {
-                last.op.len += block;
-                continue;
-            }
-        }
-        out.push(Io::new(DevOp { member, offset: x.dev, len: block, role, col: 0 }, Ref::new(buf, x.at)));
+        moves::push_merged(&mut out, role, member, x.dev, block, Ref::new(buf, x.at));
     }
     out
 }
 
-/// Append the map write (data already flushed): the ledger write on
-/// FAST, then a flush of FAST.
-pub fn push_map(p: &mut Program, w: LedgerWrite) {
-    let len = w.bytes.len() as u64;
-    let b = p.buf(Buf::Bytes(w.bytes.into()));
-    let op = DevOp { member: FAST, offset: w.offset, len, role: Role::Meta, col: 0 };
-    p.phases.push(Phase::write(vec![Io::new(op, Ref::new(b, 0))]));
-    p.phases.push(Phase::Flush(vec![FAST]));
+/// A move of the kit's migration protocol holding the tier lock.
+pub fn new_move(method: Method, staging: usize) -> Move {
+    Move::new(vec![LOCK], method, staging)
+}
+
+/// The kit's group commit of placements written to FAST: flush FAST,
+/// the map frame `w` on FAST, flush FAST.
+pub fn commit(w: LedgerWrite) -> Program {
+    moves::commit(vec![LOCK], Method::Direct, &[FAST], FAST, w)
 }
 
 /// Zero `[at, at + len)` of buffer `dst` by copying from a zeroed scratch

@@ -23,11 +23,12 @@
 
 use std::collections::HashMap;
 
-use mosaic_core::{Buf, Method, Phase, PlanError, Program, Role};
+use mosaic_core::{Method, PlanError, Program};
+use mosaic_map::moves::Move;
 
 use super::layout::TierLayout;
 use super::mapstore::{Loc, MapStore};
-use super::program::{self, Xfer};
+use super::program;
 use super::state::Core;
 use super::{PolicyConfig, FAST, SLOW};
 use crate::rehypar::AllocRequest;
@@ -132,7 +133,7 @@ pub fn idle_promote(core: &mut Core, now: u64, allowance: u64) -> Result<Option<
         }
         let Ok(a) = core.alloc.allocate(AllocRequest { lba: blocks[0].0, blocks: n }, now) else { return Ok(None) };
         let fbs: Vec<u64> = a.pieces.iter().flat_map(|p| p.fast_block..p.fast_block + p.blocks).collect();
-        let mut p = build(core, &blocks, &fbs);
+        let m = build(core, &blocks, &fbs);
         let mut updates = Vec::with_capacity(blocks.len());
         for (&(lb, sb), &fb) in blocks.iter().zip(&fbs) {
             core.map.locs.insert(lb, Loc::Fast(fb));
@@ -141,7 +142,7 @@ pub fn idle_promote(core: &mut Core, now: u64, allowance: u64) -> Result<Option<
             updates.push(MapStore::record(&core.lay, lb, Loc::Fast(fb)));
         }
         let w = core.map.persist(&core.lay, &updates).map_err(PlanError::Invalid)?;
-        program::push_map(&mut p, w);
+        let p = m.remap(FAST, w);
         core.hits.forget(g);
         core.st.promoted_bytes += n * core.lay.block;
         core.st.promote_batches += 1;
@@ -151,15 +152,15 @@ pub fn idle_promote(core: &mut Core, now: u64, allowance: u64) -> Result<Option<
     Ok(None)
 }
 
-/// The data part: read SLOW, write FAST, flush FAST.
-fn build(core: &Core, blocks: &[(u64, u64)], fbs: &[u64]) -> Program {
+/// The copies through the kit's migration protocol: read SLOW, write FAST.
+fn build(core: &Core, blocks: &[(u64, u64)], fbs: &[u64]) -> Move {
     let blk = core.lay.block;
-    let mut p = program::new(Method::Direct);
-    let buf = p.buf(Buf::Scratch((blocks.len() as u64 * blk) as usize));
-    let rx: Vec<Xfer> = blocks.iter().enumerate().map(|(j, &(_, sb))| Xfer { dev: core.lay.slow_offset(sb), at: j * blk as usize }).collect();
-    let wx: Vec<Xfer> = fbs.iter().enumerate().map(|(j, &fb)| Xfer { dev: core.lay.fast_offset(fb), at: j * blk as usize }).collect();
-    p.phases.push(Phase::Read(program::merged(SLOW, buf, blk, &rx, Role::Data)));
-    p.phases.push(Phase::write(program::merged(FAST, buf, blk, &wx, Role::Data)));
-    p.phases.push(Phase::Flush(vec![FAST]));
-    p
+    let mut m = program::new_move(Method::Direct, (blocks.len() as u64 * blk) as usize);
+    for (j, &(_, sb)) in blocks.iter().enumerate() {
+        m.read(SLOW, core.lay.slow_offset(sb), blk, j * blk as usize);
+    }
+    for (j, &fb) in fbs.iter().enumerate() {
+        m.write(FAST, core.lay.fast_offset(fb), blk, j * blk as usize);
+    }
+    m
 }

@@ -109,7 +109,7 @@ impl Core {
         let label_op = DevOp { member: FAST, offset: 0, len: block, role: Role::Meta, col: 0 };
         p.phases.push(Phase::write(vec![Io::new(label_op, Ref::new(label, 0))]));
         core.map.bytes_written += ck.bytes.len() as u64;
-        program::push_map(&mut p, ck);
+        mosaic_map::moves::push_map(&mut p, FAST, ck);
         Ok((core, p))
     }
 
