@@ -4,6 +4,8 @@
 //!   in `mosaic-format`, re-exported here);
 //! * [`ledger`]: a checkpoint plus a delta log of frames, the durable
 //!   form of every mapped layout's tables (the block map's, DVS's);
+//! * [`blocklog`]: map records on a ledger written as whole blocks,
+//!   sans-I/O (the hybrid tier's map on its fast array);
 //! * [`map`]: a persistent, crash-safe block map from logical extents to
 //!   placements (member, tier or zone): two checkpoint slots plus a delta
 //!   log of frames;
@@ -21,6 +23,7 @@
 //! adaptive layout use it as it is.
 
 pub mod alloc;
+pub mod blocklog;
 pub mod ledger;
 pub use mosaic_format::frame;
 pub mod map;

@@ -234,8 +234,7 @@ impl TierPolicy {
     /// Bytes left in the map's delta log: a map change whose delta frame
     /// is larger goes out as a checkpoint of the whole map instead.
     pub fn log_room(&self) -> u64 {
-        let l = &self.core.map.ledger;
-        l.layout.log_end - l.pos
+        self.core.map.log.log_room()
     }
 
     /// The policy's time: the caller's clock, or with

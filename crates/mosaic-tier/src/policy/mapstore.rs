@@ -14,8 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use mosaic_map::frame::{self, KIND_MAP_LABEL};
-use mosaic_map::ledger::{Ledger, LedgerWrite};
-use mosaic_map::map::{encode_records, Placement, Update};
+use mosaic_map::blocklog::BlockLedger;
+use mosaic_map::ledger::LedgerWrite;
+use mosaic_map::map::{Placement, Update};
 
 use super::layout::TierLayout;
 use super::{TierGeometry, FAST, SLOW};
@@ -29,22 +30,15 @@ pub enum Loc {
     Slow(u64),
 }
 
-/// The map and the ledger positions.
+/// The map and its ledger.
 #[derive(Clone, Debug)]
 pub struct MapStore {
     /// Logical block -> place.
     pub locs: BTreeMap<u64, Loc>,
     /// Logical blocks whose place in `locs` no durable frame names yet.
     pub dirty: BTreeSet<u64>,
-    /// Where the next delta or checkpoint goes.
-    pub ledger: Ledger,
-    /// The log's bytes from the block holding the ledger's position up to
-    /// it: a delta is written as whole blocks, so it carries them again.
-    pub tail: Vec<u8>,
-    /// Bytes of deltas and checkpoints planned.
-    pub bytes_written: u64,
-    /// Checkpoints planned.
-    pub checkpoints: u64,
+    /// The kit's ledger of map records, written as whole blocks.
+    pub log: BlockLedger,
 }
 
 /// Magic at the start of the label payload.
@@ -61,57 +55,26 @@ impl MapStore {
     }
 
     /// The durable write for `updates`, already applied to `locs`: a
-    /// delta, or a checkpoint of the whole map when the log has no room.
-    ///
-    /// Every write covers whole blocks (FAST may be an array of 4 KiB
-    /// blocks, and frames are 512-byte sectors):
-    ///
-    /// ```text
-    ///   log:  ... | block b: [ tail (earlier frames) | new frame | zeros ] | ...
-    ///                        ^ b*block               ^ ledger pos          written whole
-    /// ```
-    ///
-    /// The zeros past the frame end a log replay there, as unwritten log does.
-    /// The frame also carries every dirty block's record (first, so the
-    /// program's own records win a replay), and the dirty set empties.
+    /// delta, or a checkpoint of the whole map when the log has no room
+    /// (whole blocks either way: `mosaic_map::blocklog`).  The frame also
+    /// carries every dirty block's record (first, so the program's own
+    /// records win a replay), and the dirty set empties.
     pub fn persist(&mut self, lay: &TierLayout, updates: &[Update]) -> Result<LedgerWrite, String> {
         let mut all: Vec<Update> = std::mem::take(&mut self.dirty).into_iter().filter_map(|lb| Some(Self::record(lay, lb, *self.locs.get(&lb)?))).collect();
         all.extend_from_slice(updates);
-        let payload = encode_records(&all);
-        let w = match self.ledger.delta(&payload) {
-            Ok(Some(w)) => self.whole_blocks(lay.block, w),
-            Ok(None) | Err(_) => self.checkpoint(lay)?,
-        };
-        self.bytes_written += w.bytes.len() as u64;
-        Ok(w)
+        let locs = &self.locs;
+        self.log.persist(&all, || Self::all(lay, locs))
     }
 
-    /// A checkpoint of the whole map (whole blocks; the log starts over).
+    /// A checkpoint of the whole map.
     pub fn checkpoint(&mut self, lay: &TierLayout) -> Result<LedgerWrite, String> {
-        let all: Vec<Update> = self.locs.iter().map(|(&lb, &loc)| Self::record(lay, lb, loc)).collect();
-        self.checkpoints += 1;
-        let w = self.ledger.checkpoint(&encode_records(&all)).map_err(|e| e.to_string())?;
-        self.tail.clear();
-        Ok(LedgerWrite { offset: w.offset, bytes: pad(w.bytes, lay.block) })
+        self.log.checkpoint(&Self::all(lay, &self.locs))
     }
 
-    /// Delta `w` (at the old ledger position) as whole blocks: the tail
-    /// before it, the frame, zeros; the new tail kept.
-    fn whole_blocks(&mut self, block: u64, w: LedgerWrite) -> LedgerWrite {
-        let start = w.offset / block * block;
-        debug_assert_eq!(self.tail.len() as u64, w.offset - start);
-        let mut bytes = std::mem::take(&mut self.tail);
-        bytes.extend_from_slice(&w.bytes);
-        let end = start + bytes.len() as u64;
-        self.tail = bytes[(end / block * block - start) as usize..].to_vec();
-        LedgerWrite { offset: start, bytes: pad(bytes, block) }
+    /// Every block's record.
+    fn all(lay: &TierLayout, locs: &BTreeMap<u64, Loc>) -> Vec<Update> {
+        locs.iter().map(|(&lb, &loc)| Self::record(lay, lb, loc)).collect()
     }
-}
-
-/// `b` padded with zeros to whole blocks.
-pub fn pad(mut b: Vec<u8>, block: u64) -> Vec<u8> {
-    b.resize((b.len() as u64).div_ceil(block) as usize * block as usize, 0);
-    b
 }
 
 /// The label frame at offset 0 of FAST: what the map region was laid out

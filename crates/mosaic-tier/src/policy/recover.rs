@@ -11,8 +11,8 @@
 //! This wastes at most the free tails of the extents open at the crash.
 
 use mosaic_map::frame::{self, KIND_MAP_LABEL, SECTOR};
-use mosaic_map::ledger::Ledger;
-use mosaic_map::map::{decode_records, MapState, Placement, Update};
+use mosaic_map::blocklog::BlockLedger;
+use mosaic_map::map::Placement;
 
 use super::layout::TierLayout;
 use super::mapstore::{self, Loc};
@@ -26,36 +26,13 @@ pub fn recover(cfg: PolicyConfig, geo: TierGeometry, meta: &[u8]) -> Result<Core
         return Err(PolicyError::Corrupt(format!("given {} bytes of the map region, it has {}", meta.len(), lay.map_bytes)));
     }
     check_label(&lay, &geo, meta)?;
-    let l = lay.ledger();
-    let span = |a: u64, b: u64| &meta[a as usize..b as usize];
-    let slots = [span(l.slots[0], l.slots[0] + l.slot_bytes), span(l.slots[1], l.slots[1] + l.slot_bytes)];
-    let apply = |s: &mut MapState, p: &[u8]| decode_records(p).map(|ups| ups.iter().for_each(|u| s.apply(u))).is_ok();
-    let (ledger, state, _) = Ledger::recover(l, slots, span(l.log_start, l.log_end), load, apply)
-        .ok_or_else(|| PolicyError::Corrupt("no valid checkpoint in either map slot".into()))?;
-    let mut core = Core::empty(cfg, geo, lay, ledger)?;
-    let pos = core.map.ledger.pos;
-    core.map.tail = span(pos / core.lay.block * core.lay.block, pos).to_vec();
+    let (log, state) = BlockLedger::recover(lay.ledger(), lay.block, meta).ok_or_else(|| PolicyError::Corrupt("no valid checkpoint in either map slot".into()))?;
+    let mut core = Core::empty(cfg, geo, lay, log)?;
     for (&lb, &placement) in &state.extents {
         let loc = locate(&core.lay, lb, placement)?;
         adopt(&mut core, lb, loc)?;
     }
     Ok(core)
-}
-
-/// A checkpoint body: map records only, each logical block once.
-fn load(body: &[u8]) -> Option<MapState> {
-    let mut s = MapState::default();
-    for u in decode_records(body).ok()? {
-        match u {
-            Update::Map { logical, placement } if placement != Placement::Unmapped => {
-                if s.extents.insert(logical, placement).is_some() {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-    }
-    Some(s)
 }
 
 fn check_label(lay: &TierLayout, geo: &TierGeometry, meta: &[u8]) -> Result<(), PolicyError> {

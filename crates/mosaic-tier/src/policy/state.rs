@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mosaic_core::{Buf, DevOp, Health, Io, MemberState, Method, Phase, Program, Ref, Role};
-use mosaic_map::ledger::Ledger;
+use mosaic_map::blocklog::BlockLedger;
 
 use super::layout::TierLayout;
 use super::mapstore::{self, Loc, MapStore};
@@ -61,12 +61,12 @@ pub struct Core {
 
 impl Core {
     /// An empty tier over `lay`, with `ledger` positioned.
-    pub fn empty(cfg: PolicyConfig, geo: TierGeometry, lay: TierLayout, ledger: Ledger) -> Result<Core, PolicyError> {
+    pub fn empty(cfg: PolicyConfig, geo: TierGeometry, lay: TierLayout, log: BlockLedger) -> Result<Core, PolicyError> {
         let tc = lay.tier_config(&cfg);
         let alloc: Alloc = if cfg.fixed_extents { Box::new(FixedExtent::new(&tc)?) } else { Box::new(ReHypar::new(&tc)?) };
         let coalescer = Coalescer::new(RunConfig { window_ns: cfg.window_ns, max_run_blocks: None }).map_err(|e| PolicyError::Config(e.to_string()))?;
         let segs = Segments::new(lay.segments, lay.seg_blocks);
-        let map = MapStore { locs: BTreeMap::new(), dirty: BTreeSet::new(), ledger, tail: Vec::new(), bytes_written: 0, checkpoints: 0 };
+        let map = MapStore { locs: BTreeMap::new(), dirty: BTreeSet::new(), log };
         let hits = Hits::new(&cfg, &lay);
         Ok(Core {
             cfg,
@@ -96,19 +96,18 @@ impl Core {
     /// device can be replayed), then the label and checkpoint 1.
     pub fn format(cfg: PolicyConfig, geo: TierGeometry) -> Result<(Core, Program), PolicyError> {
         let lay = TierLayout::new(&cfg, &geo)?;
-        let ledger = Ledger::fresh(lay.ledger());
-        let mut core = Core::empty(cfg, geo, lay, ledger)?;
+        let log = BlockLedger::fresh(lay.ledger(), lay.block);
+        let mut core = Core::empty(cfg, geo, lay, log)?;
         let l = core.lay.ledger();
         let mut p = program::new(Method::Direct);
         let zeros = p.buf(Buf::Scratch((l.log_end - l.log_start).max(l.slot_bytes) as usize));
         let z = |offset: u64, len: u64| Io::new(DevOp { member: FAST, offset, len, role: Role::Meta, col: 0 }, Ref::new(zeros, 0));
         let block = core.lay.block;
         p.phases.push(Phase::write(vec![z(l.slots[1], block), z(l.log_start, l.log_end - l.log_start)]));
-        let label = p.buf(Buf::Bytes(mapstore::pad(mapstore::label(&core.lay, &geo), block).into()));
+        let label = p.buf(Buf::Bytes(mosaic_map::blocklog::pad(mapstore::label(&core.lay, &geo), block).into()));
         let ck = core.map.checkpoint(&core.lay).map_err(PolicyError::Map)?;
         let label_op = DevOp { member: FAST, offset: 0, len: block, role: Role::Meta, col: 0 };
         p.phases.push(Phase::write(vec![Io::new(label_op, Ref::new(label, 0))]));
-        core.map.bytes_written += ck.bytes.len() as u64;
         mosaic_map::moves::push_map(&mut p, FAST, ck);
         Ok((core, p))
     }
@@ -287,8 +286,8 @@ impl Core {
             segments_free: self.segs.free_count(),
             segments_used: self.segs.used_count(),
             segments_reserve: self.lay.reserve,
-            map_bytes_written: self.map.bytes_written,
-            map_checkpoints: self.map.checkpoints,
+            map_bytes_written: self.map.log.bytes_written,
+            map_checkpoints: self.map.log.checkpoints,
             map_dirty: self.map.dirty.len() as u64,
             state: Some(self.state()),
             ..self.st.clone()
