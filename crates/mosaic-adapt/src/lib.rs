@@ -4,8 +4,19 @@
 //! graph, the graph a placement of vertices on drives that puts
 //! correlated blocks on different drives, and the placement a
 //! least-movement mapping of colours to drives.  Pure computation: no
-//! I/O, no clock; the remapped array and `mosaic adapt` use it.
+//! I/O, and no clock except in `correlate::speedup` (a report's wall-clock
+//! timing); the remapped array and `mosaic adapt` are to use it.
 
+pub mod assign;
+pub mod correlate;
 pub mod graph;
+pub mod group;
+pub mod plan;
+pub mod txn;
 
+pub use assign::{assign, AssignError, Assignment};
+pub use correlate::{mbc, sequential};
 pub use graph::{Graph, Vertex};
+pub use group::{group, max_group_bytes, GroupError, Grouping};
+pub use plan::{conflicts, plan, Plan, PlanConfig, PlanError};
+pub use txn::{Transactions, Txn, TxnConfig, TxnError, TxnStats};
