@@ -1,0 +1,205 @@
+//! Migration: the queued moves of a target layout, a batch per idle call,
+//! through the kit's migration protocol (`mosaic_map::moves`).
+//!
+//! ```text
+//!   set_target([(u7, m2), (u3, m0), ...])   queue, in the caller's order
+//!                                           (benefit over cost); units
+//!                                           already on their member dropped
+//!
+//!   idle -> one program: up to batch_units queued moves whose target
+//!           member has a free slot (the lowest one), as ONE kit Move:
+//!
+//!     Read  [ u7 @ m1 slot 0, u3 @ m3 slot 0, ... ] -> staging        (1) copy
+//!     Write [ u7 -> m2 slot D, u3 -> m0 slot D, ... ] <- staging
+//!     Flush [ m2, m0, ... ]                                          (2) durable
+//!     Write [ map delta on m0: u7 -> (m2, D), u3 -> (m0, D), ... ]   (3) remap
+//!     Flush [ m0 ]
+//!   then, in memory at plan time: the new places taken, the old ones
+//!   free (4): later programs may write them, never this one.
+//! ```
+//!
+//! * **Old places stay untouched by their own batch.**  A batch lands
+//!   only in slots free before it was planned; a slot it frees is taken
+//!   by a later batch at the earliest, whose program runs after this one
+//!   (the caller runs each program before planning the next, as for the
+//!   tier).  A crash before (3) leaves the map naming old places nobody
+//!   wrote; from (3) on, new places durable since (2).
+//! * **Blocked moves.**  A move whose target member has no free slot
+//!   stays queued (counted as blocked) and goes once a move away from
+//!   that member frees one.  `idle` gives nothing when no queued move can
+//!   go: no busy loop.  Two members full and each waiting for the other
+//!   stay blocked: the caller plans with the spare room in mind.
+//! * **Pause.**  Nothing moves while any member is not Active: raid0 has
+//!   no redundancy, and a degraded array is no time to add work.
+//! * **Budget.**  A token bucket of `budget_bytes_per_s` (as the tier's),
+//!   holding at least one unit, limits the bytes moved.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+
+use mosaic_core::{Health, MemberState, Method, PlanError, Program};
+use mosaic_map::moves::Move;
+
+use crate::layout::RemapLayout;
+use crate::places::Places;
+use crate::{mapstore, RemapError, RemapPolicy};
+
+/// The member holding the map.
+pub const MAP_MEMBER: usize = 0;
+
+/// The bytes/s bucket of migration.
+#[derive(Clone, Debug, Default)]
+pub struct Bucket {
+    /// Bytes the bucket holds.
+    pub credit: u64,
+    /// When it was last filled.
+    pub filled_ns: Option<u64>,
+}
+
+impl Bucket {
+    /// Refill up to `now` at `rate` bytes/s, holding at most `cap`.
+    fn refill(&mut self, now: u64, rate: u64, cap: u64) {
+        let add = match self.filled_ns {
+            None => cap,
+            Some(t) => (rate as u128 * now.saturating_sub(t) as u128 / 1_000_000_000).min(cap as u128) as u64,
+        };
+        self.credit = (self.credit + add).min(cap);
+        self.filled_ns = Some(now);
+    }
+
+    /// Bytes migration may move now (`rate` 0: unlimited).
+    pub fn allowance(&mut self, now: u64, rate: u64, unit: u64) -> u64 {
+        if rate == 0 {
+            return u64::MAX;
+        }
+        self.refill(now, rate, rate.max(unit));
+        self.credit
+    }
+
+    /// Charge `bytes` moved.
+    pub fn charge(&mut self, bytes: u64) {
+        self.credit = self.credit.saturating_sub(bytes);
+    }
+}
+
+/// One planned move: a unit, its old place and its new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Step {
+    unit: u64,
+    from: (usize, u64),
+    to: (usize, u64),
+}
+
+/// Check a target and make it the queue: every unit inside the capacity
+/// and named once, every member in the array; units already on their
+/// target member left out.
+pub fn queue(lay: &RemapLayout, places: &Places, target: Vec<(u64, usize)>) -> Result<VecDeque<(u64, usize)>, RemapError> {
+    let mut seen = HashSet::with_capacity(target.len());
+    let mut q = VecDeque::with_capacity(target.len());
+    for (l, m) in target {
+        if l >= lay.capacity_units {
+            return Err(RemapError::Target(format!("unit {l} is beyond the capacity of {} units", lay.capacity_units)));
+        }
+        if m >= lay.members {
+            return Err(RemapError::Target(format!("unit {l}: member {m} is not one of the {} members", lay.members)));
+        }
+        if !seen.insert(l) {
+            return Err(RemapError::Target(format!("unit {l} is named twice")));
+        }
+        if places.of(lay, l).0 != m {
+            q.push_back((l, m));
+        }
+    }
+    Ok(q)
+}
+
+/// Whether every member is Active (movement runs only then).
+pub fn all_active(h: &Health, members: usize) -> bool {
+    (0..members).all(|m| matches!(h.states.get(m), Some(MemberState::Active)))
+}
+
+/// One idle step: the next batch as a program, or `None` when paused,
+/// out of budget, or no queued move can go.
+pub fn step(pol: &mut RemapPolicy, now: u64, h: &Health) -> Result<Option<Program>, PlanError> {
+    if pol.queue.is_empty() {
+        return Ok(None);
+    }
+    if !all_active(h, pol.lay.members) {
+        pol.st.paused += 1;
+        return Ok(None);
+    }
+    let unit = pol.lay.unit;
+    let budget = pol.bucket.allowance(now, pol.cfg.budget_bytes_per_s, unit) / unit;
+    let max = budget.min(pol.cfg.batch_units as u64) as usize;
+    if max == 0 {
+        return Ok(None);
+    }
+    let steps = select(pol, max);
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    build(pol, &steps).map(Some)
+}
+
+/// Take up to `max` queued moves that can go, lowest free slot of their
+/// target member each (slots free before this batch only); drop moves
+/// already done; keep the rest queued and count the blocked ones.
+fn select(pol: &mut RemapPolicy, max: usize) -> Vec<Step> {
+    let (lay, places) = (&pol.lay, &pol.places);
+    let mut taken = BTreeSet::new();
+    let (mut steps, mut keep, mut blocked) = (Vec::new(), VecDeque::new(), 0u64);
+    for (l, m) in std::mem::take(&mut pol.queue) {
+        let from = places.of(lay, l);
+        if from.0 == m {
+            continue;
+        }
+        match places.free_slot(m, &taken) {
+            Some(s) if steps.len() < max => {
+                taken.insert((m, s));
+                steps.push(Step { unit: l, from, to: (m, s) });
+            }
+            Some(_) => keep.push_back((l, m)),
+            None => {
+                blocked += 1;
+                keep.push_back((l, m));
+            }
+        }
+    }
+    pol.queue = keep;
+    pol.st.moves_blocked = blocked;
+    pol.st.blocked_skips += blocked;
+    // Writes in slot order, so moves into neighbouring slots merge.
+    steps.sort_by_key(|s| s.to);
+    steps
+}
+
+/// The batch as one kit `Move`, its map frame, and its state applied.
+fn build(pol: &mut RemapPolicy, steps: &[Step]) -> Result<Program, PlanError> {
+    let unit = pol.lay.unit;
+    let mut locks: Vec<u64> = steps.iter().map(|s| s.unit).collect();
+    locks.sort_unstable();
+    let mut mv = Move::new(locks, Method::Direct, steps.len() * unit as usize);
+    for (j, s) in steps.iter().enumerate() {
+        mv.read(s.from.0, pol.lay.slot_offset(s.from.1), unit, j * unit as usize);
+    }
+    for (j, s) in steps.iter().enumerate() {
+        mv.write(s.to.0, pol.lay.slot_offset(s.to.1), unit, j * unit as usize);
+    }
+    let over: Vec<(u64, (usize, u64))> = steps.iter().map(|s| (s.unit, s.to)).collect();
+    let updates: Vec<_> = over.iter().map(|&(l, at)| mapstore::record(&pol.lay, l, at)).collect();
+    let (lay, moved) = (&pol.lay, &pol.places.moved);
+    let w = pol.log.persist(&updates, || mapstore::all(lay, moved, &over)).map_err(|e| PlanError::Invalid(format!("remap map write: {e}")))?;
+    apply(&pol.lay, &mut pol.places, steps)?;
+    pol.bucket.charge(steps.len() as u64 * unit);
+    pol.st.moves += steps.len() as u64;
+    pol.st.move_programs += 1;
+    pol.st.bytes_moved += steps.len() as u64 * unit;
+    Ok(mv.remap(MAP_MEMBER, w))
+}
+
+/// The new places taken and the old ones freed, in memory.
+fn apply(lay: &RemapLayout, places: &mut Places, steps: &[Step]) -> Result<(), PlanError> {
+    for s in steps {
+        places.place(lay, s.unit, s.to).map_err(|e| PlanError::Invalid(format!("remap state: {e}")))?;
+    }
+    Ok(())
+}

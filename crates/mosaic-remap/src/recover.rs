@@ -1,0 +1,75 @@
+//! Recovery from member 0's map region: label, newest checkpoint,
+//! deltas; then the slot state rebuilt from the records.
+//!
+//! ```text
+//!   region = member 0 bytes [0, map_bytes):
+//!   [label: mosaicRM + layout fields][ckpt 0][ckpt 1][delta log]
+//!      |                               \________ BlockLedger::recover ________/
+//!      must equal what cfg + geo give        -> unit -> Placement::Member
+//!                                            -> each checked, then Places::rebuild
+//! ```
+//!
+//! Every record is checked: a unit inside the capacity, a member of the
+//! array, an offset that is the start of a slot, no slot held twice
+//! (home slots of units without a record count as held).  The errors
+//! name the unit.  Damaged bytes are an error or an older consistent
+//! map (a torn delta ends the log replay), never a panic.
+
+use std::collections::BTreeMap;
+
+use mosaic_map::blocklog::BlockLedger;
+use mosaic_map::frame::{self, KIND_MAP_LABEL, SECTOR};
+use mosaic_map::map::Placement;
+
+use crate::layout::RemapLayout;
+use crate::mapstore;
+use crate::places::Places;
+use crate::{RemapConfig, RemapError, RemapGeometry};
+
+/// The layout, the slot state and the positioned ledger from `region`.
+pub fn recover(cfg: &RemapConfig, geo: &RemapGeometry, region: &[u8]) -> Result<(RemapLayout, Places, BlockLedger), RemapError> {
+    let lay = RemapLayout::new(cfg, geo)?;
+    if (region.len() as u64) < lay.map_bytes {
+        return Err(RemapError::Corrupt(format!("given {} bytes of the map region, it has {}", region.len(), lay.map_bytes)));
+    }
+    check_label(&lay, geo, region)?;
+    let (log, state) = BlockLedger::recover(lay.ledger(), lay.block, region).ok_or_else(|| RemapError::Corrupt("no valid checkpoint in either map slot".into()))?;
+    if let Some(((m, z), _)) = state.zone_wps.iter().next() {
+        return Err(RemapError::Corrupt(format!("a zone record (member {m}, zone {z}) in a remap map")));
+    }
+    let mut moved = BTreeMap::new();
+    for (&l, &p) in &state.extents {
+        moved.insert(l, locate(&lay, l, p)?);
+    }
+    let places = Places::rebuild(&lay, moved).map_err(RemapError::Corrupt)?;
+    Ok((lay, places, log))
+}
+
+/// The label must be ours and describe this configuration and geometry.
+fn check_label(lay: &RemapLayout, geo: &RemapGeometry, region: &[u8]) -> Result<(), RemapError> {
+    let (f, _) = frame::decode_kind(&region[..SECTOR.min(region.len())], KIND_MAP_LABEL).ok_or_else(|| RemapError::Corrupt("no valid remap label at the start of member 0 (not formatted?)".into()))?;
+    let got = mapstore::decode_label(&f.payload).ok_or_else(|| RemapError::Corrupt("the label is not a remap array label".into()))?;
+    let want = mapstore::label_fields(lay, geo);
+    for ((name, g), w) in mapstore::LABEL_FIELDS.iter().zip(got).zip(want) {
+        if g != w {
+            return Err(RemapError::Corrupt(format!("the label's {name} is {g}, this configuration and geometry give {w}")));
+        }
+    }
+    Ok(())
+}
+
+/// A record's place as (member, slot), checked against the layout.
+fn locate(lay: &RemapLayout, l: u64, p: Placement) -> Result<(usize, u64), RemapError> {
+    let bad = |m: String| Err(RemapError::Corrupt(format!("unit {l}: {m}")));
+    if l >= lay.capacity_units {
+        return bad(format!("beyond the capacity of {} units", lay.capacity_units));
+    }
+    match p {
+        Placement::Member { member, offset } if (member as usize) < lay.members => match lay.slot_at(offset) {
+            Some(s) => Ok((member as usize, s)),
+            None => bad(format!("offset {offset} on member {member} is not the start of one of its {} slots", lay.slots)),
+        },
+        Placement::Member { member, .. } => bad(format!("member {member} is not one of the {} members", lay.members)),
+        other => bad(format!("placement {other:?} is not on a member")),
+    }
+}
