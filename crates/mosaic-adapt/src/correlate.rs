@@ -29,8 +29,6 @@
 //! The result equals the SBC's for any input (the counts are sums, so
 //! order does not matter), including unsorted or duplicated transactions.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -47,31 +45,7 @@ const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 /// Most threads [`mbc`] uses; more are clamped to this.
 pub const MAX_THREADS: usize = 256;
 
-/// splitmix64's finaliser: vertex ids are often consecutive unit numbers,
-/// and hashbrown needs entropy in both the high and the low bits.
-#[derive(Default)]
-struct VertexHasher(u64);
-
-impl Hasher for VertexHasher {
-    fn finish(&self) -> u64 {
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = self.0.rotate_left(32) ^ n;
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<VertexHasher>>;
+use crate::graph::FastMap;
 
 /// Edge counts keyed by the smaller vertex, then the larger one.
 type Counts = FastMap<Vertex, FastMap<Vertex, u64>>;
@@ -180,7 +154,7 @@ fn apply(counts: &mut Counts, pairs: &[(Vertex, Vertex)]) {
 }
 
 /// One row of [`speedup`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Speedup {
     /// MBC threads.
     pub threads: usize,

@@ -15,6 +15,35 @@
 //! name.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hash map keyed by vertices with a fast integer hasher (SipHash's
+/// flooding resistance buys nothing for unit numbers from our own trace).
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<VertexHasher>>;
+
+/// splitmix64's finaliser: vertex ids are often consecutive unit numbers,
+/// and hashbrown needs entropy in both the high and the low bits.
+#[derive(Default)]
+pub struct VertexHasher(u64);
+
+impl Hasher for VertexHasher {
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(32) ^ n;
+    }
+}
 
 /// A vertex: a remap unit number, or a group id.
 pub type Vertex = u64;
@@ -22,7 +51,7 @@ pub type Vertex = u64;
 /// An undirected graph with `u64` edge weights and no self-loops.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Graph {
-    adj: HashMap<Vertex, HashMap<Vertex, u64>>,
+    adj: FastMap<Vertex, FastMap<Vertex, u64>>,
 }
 
 impl Graph {

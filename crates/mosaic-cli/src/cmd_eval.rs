@@ -28,6 +28,32 @@ pub enum EvalCmd {
     Dvs(crate::cmd_dvs::EvalDvsArgs),
     /// ReHypar hybrid SSD+HDD tier: fast-tier space utilisation, IOzone-like and Postmark-like workloads, the real trace; tier vs all-SSD, all-HDD, LRU cache
     Tier(EvalTierArgs),
+    /// Adaptive layout analysis on a real trace: train/test split, correlation graph, min-conflict placement from a Zipf-like initial layout, movement and parallel depth vs the static layout, correlator speed-up
+    Adapt(EvalAdaptArgs),
+}
+
+#[derive(Args)]
+pub struct EvalAdaptArgs {
+    /// The trace (any format mosaic reads)
+    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
+    pub trace: std::path::PathBuf,
+    /// Requests read (split 50/50 into train and test)
+    #[arg(long, default_value_t = 100_000)]
+    pub requests: u64,
+    /// Remap unit
+    #[arg(long, value_parser = crate::util::size, default_value = "4K")]
+    pub unit: u64,
+    /// Drives (the paper's all-flash array has 14)
+    #[arg(long, default_value_t = 14)]
+    pub drives: usize,
+    /// Only alpha = 0 and 1, threshold 1, threads 1 and 2 (for tests)
+    #[arg(long)]
+    pub quick: bool,
+    /// Every number as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Args)]
@@ -79,7 +105,26 @@ pub fn run(cmd: EvalCmd) -> Result<i32> {
         EvalCmd::Ppc(a) => crate::eval_ppc::run(a),
         EvalCmd::Dvs(a) => crate::cmd_dvs::eval_dvs(a),
         EvalCmd::Tier(a) => eval_tier(a),
+        EvalCmd::Adapt(a) => eval_adapt(a),
     }
+}
+
+/// `mosaic eval adapt`: the adaptive layout's analysis, paper beside mosaic.
+fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
+    use mosaic_exp::adapt;
+    let mut cfg = adapt::AdaptEvalConfig { requests: a.requests, unit: a.unit, drives: a.drives, seed: a.seed, ..Default::default() };
+    if a.quick {
+        cfg.alphas = vec![0.0, 1.0];
+        cfg.thresholds = vec![1];
+        cfg.threads = vec![1, 2];
+    }
+    let r = adapt::run(&a.trace, &cfg)?;
+    if a.json {
+        print_json(&r)?;
+    } else {
+        print!("{}", r.text());
+    }
+    Ok(0)
 }
 
 /// `mosaic eval tier`: the ReHypar experiments, paper beside mosaic.

@@ -16,6 +16,7 @@
 // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
 #![allow(clippy::manual_is_multiple_of)]
 
+pub mod adapt;
 pub mod dvs;
 pub mod dvs_plot;
 pub mod tier;

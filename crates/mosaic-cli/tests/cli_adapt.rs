@@ -1,0 +1,27 @@
+//! `mosaic eval adapt` on the real trace: the planned layout lowers the
+//! train graph's conflicts and the test half's parallel depth, moves
+//! data, and the correlator speed-up is reported.
+
+mod common;
+use common::{json, ok};
+
+#[test]
+fn eval_adapt_plans_a_layout_that_lowers_conflicts_on_the_test_half() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv");
+    let trace = p.to_str().unwrap();
+    let r = json(&ok(&["eval", "adapt", "--trace", trace, "--requests", "6000", "--quick", "--json"]));
+    let rows = r["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "alpha 0 and 1 at threshold 1");
+    for row in rows {
+        let f = |k: &str| row[k].as_f64().unwrap();
+        assert!(f("edges") > 100.0, "{row}");
+        assert!(f("train_conflicts_after") < f("train_conflicts_before"), "{row}");
+        assert!(f("bytes_moved") > 0.0, "{row}");
+        let (st, ad) = (row["test_static"]["mean_depth"].as_f64().unwrap(), row["test_adaptive"]["mean_depth"].as_f64().unwrap());
+        assert!(ad <= st && ad >= 1.0, "{row}");
+    }
+    // A skewed initial layout (alpha 1) leaves more to gain than a uniform one.
+    let c = |i: usize| rows[i]["train_conflicts_before"].as_f64().unwrap();
+    assert!(c(1) > c(0), "alpha 1 starts with more conflicts");
+    assert_eq!(r["speedup"].as_array().unwrap().len(), 2);
+}
