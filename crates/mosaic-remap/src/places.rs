@@ -4,13 +4,16 @@
 //!   moved:  unit -> (member, slot)      only units that were ever moved;
 //!                                       every other unit is at its home
 //!   owner:  (member, slot) -> unit      the slots moved units hold
-//!   free:   member -> {slot}            slots nobody holds (the spare
-//!                                       slots at first, then every slot
-//!                                       a unit left, its home included)
+//!   free:   member -> { spare slots not taken, home slots a unit left }
 //!
 //!   a slot is held  <=>  owner has it, or it is the home of a unit not in `moved`
-//!   free = every slot not held (kept as a set, so a move finds one at once)
+//!   free = every slot not held
 //! ```
+//!
+//! Memory follows the moves, not the array's size: the spare slots are a
+//! range with the taken ones listed (`spare_taken`), and only home slots
+//! that units left are listed (`freed`).  Recovery walks the moved units,
+//! never every slot.
 //!
 //! A unit that moves back to its home slot keeps its record (and its
 //! `owner` entry): simplest, and the map stays right without a special
@@ -20,6 +23,63 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::layout::RemapLayout;
 
+/// The free slots of one member.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FreeSlots {
+    /// The spare slots: `spare.0..spare.1`.
+    spare: (u64, u64),
+    /// Spare slots a unit holds.
+    spare_taken: BTreeSet<u64>,
+    /// Home slots whose unit moved away and nobody took.
+    freed: BTreeSet<u64>,
+}
+
+impl FreeSlots {
+    fn new(lay: &RemapLayout) -> FreeSlots {
+        FreeSlots { spare: (lay.data_slots, lay.slots), ..FreeSlots::default() }
+    }
+
+    fn is_spare(&self, s: u64) -> bool {
+        (self.spare.0..self.spare.1).contains(&s)
+    }
+
+    /// Whether slot `s` is free.
+    pub fn contains(&self, s: u64) -> bool {
+        if self.is_spare(s) {
+            !self.spare_taken.contains(&s)
+        } else {
+            self.freed.contains(&s)
+        }
+    }
+
+    fn take(&mut self, s: u64) {
+        if self.is_spare(s) {
+            self.spare_taken.insert(s);
+        } else {
+            self.freed.remove(&s);
+        }
+    }
+
+    fn give_back(&mut self, s: u64) {
+        if self.is_spare(s) {
+            self.spare_taken.remove(&s);
+        } else {
+            self.freed.insert(s);
+        }
+    }
+
+    /// The lowest free slot not in `skip`: freed home slots first (lower),
+    /// then the spare range.
+    fn lowest(&self, skip: impl Fn(u64) -> bool) -> Option<u64> {
+        let home = self.freed.iter().copied().find(|&s| !skip(s));
+        home.or_else(|| (self.spare.0..self.spare.1).find(|&s| !self.spare_taken.contains(&s) && !skip(s)))
+    }
+
+    fn len(&self) -> u64 {
+        self.freed.len() as u64 + (self.spare.1 - self.spare.0) - self.spare_taken.len() as u64
+    }
+}
+
 /// The placement state of the array.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Places {
@@ -28,13 +88,13 @@ pub struct Places {
     /// (member, slot) -> the moved unit holding it.
     pub owner: BTreeMap<(usize, u64), u64>,
     /// Per member, the slots nobody holds.
-    pub free: Vec<BTreeSet<u64>>,
+    pub free: Vec<FreeSlots>,
 }
 
 impl Places {
     /// Every unit at home: the spare slots free.
     pub fn fresh(lay: &RemapLayout) -> Places {
-        let free = (0..lay.members).map(|_| (lay.data_slots..lay.slots).collect()).collect();
+        let free = (0..lay.members).map(|_| FreeSlots::new(lay)).collect();
         Places { moved: BTreeMap::new(), owner: BTreeMap::new(), free }
     }
 
@@ -43,35 +103,30 @@ impl Places {
         self.moved.get(&l).copied().unwrap_or_else(|| lay.home(l))
     }
 
-    /// Whether (member, slot) holds a unit.
-    pub fn held(&self, lay: &RemapLayout, member: usize, slot: u64) -> bool {
-        self.owner.contains_key(&(member, slot)) || lay.home_unit(member, slot).is_some_and(|h| !self.moved.contains_key(&h))
-    }
-
     /// Unit `l` now lives at `to` (a free slot): `to` leaves the free
     /// set, the old place joins it.  The caller frees old places only
     /// once the move's program has been planned (see `migrate.rs`).
     pub fn place(&mut self, lay: &RemapLayout, l: u64, to: (usize, u64)) -> Result<(), String> {
-        if !self.free.get(to.0).is_some_and(|f| f.contains(&to.1)) {
+        if !self.free.get(to.0).is_some_and(|f| f.contains(to.1)) {
             return Err(format!("unit {l}: slot {} of member {} is not free", to.1, to.0));
         }
         let from = self.of(lay, l);
-        self.free[to.0].remove(&to.1);
+        self.free[to.0].take(to.1);
         self.owner.remove(&from);
         self.owner.insert(to, l);
         self.moved.insert(l, to);
-        self.free[from.0].insert(from.1);
+        self.free[from.0].give_back(from.1);
         Ok(())
     }
 
     /// The lowest free slot of `member` not in `taken`.
     pub fn free_slot(&self, member: usize, taken: &BTreeSet<(usize, u64)>) -> Option<u64> {
-        self.free.get(member)?.iter().copied().find(|s| !taken.contains(&(member, *s)))
+        self.free.get(member)?.lowest(|s| taken.contains(&(member, s)))
     }
 
     /// Free slots in all.
     pub fn free_count(&self) -> u64 {
-        self.free.iter().map(|f| f.len() as u64).sum()
+        self.free.iter().map(FreeSlots::len).sum()
     }
 
     /// Rebuild from recovered placements (each already checked to be a
@@ -87,11 +142,16 @@ impl Places {
                 return Err(format!("unit {l} placed in slot {} of member {}, the home of unit {h} which never moved", at.1, at.0));
             }
         }
-        let mut p = Places { moved, owner, free: vec![BTreeSet::new(); lay.members] };
-        for m in 0..lay.members {
-            let free: BTreeSet<u64> = (0..lay.slots).filter(|&s| !p.held(lay, m, s)).collect();
-            p.free[m] = free;
+        let mut free: Vec<FreeSlots> = (0..lay.members).map(|_| FreeSlots::new(lay)).collect();
+        for &(m, s) in owner.keys() {
+            free[m].take(s);
         }
-        Ok(p)
+        for &l in moved.keys() {
+            let (m, s) = lay.home(l);
+            if !owner.contains_key(&(m, s)) {
+                free[m].give_back(s);
+            }
+        }
+        Ok(Places { moved, owner, free })
     }
 }
