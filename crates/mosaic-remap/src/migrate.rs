@@ -34,7 +34,7 @@
 //! * **Budget.**  A token bucket of `budget_bytes_per_s` (as the tier's),
 //!   holding at least one unit, limits the bytes moved.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use mosaic_core::{Health, MemberState, Method, PlanError, Program};
 use mosaic_map::moves::Move;
@@ -145,16 +145,17 @@ pub fn step(pol: &mut RemapPolicy, now: u64, h: &Health) -> Result<Option<Progra
 /// already done; keep the rest queued and count the blocked ones.
 fn select(pol: &mut RemapPolicy, max: usize) -> Vec<Step> {
     let (lay, places) = (&pol.lay, &pol.places);
-    let mut taken = BTreeSet::new();
+    // Per member, one past the last slot this batch took there.
+    let mut taken: HashMap<usize, u64> = HashMap::new();
     let (mut steps, mut keep, mut blocked) = (Vec::new(), VecDeque::new(), 0u64);
     for (l, m) in std::mem::take(&mut pol.queue) {
         let from = places.of(lay, l);
         if from.0 == m {
             continue;
         }
-        match places.free_slot(m, &taken) {
+        match places.free_slot(m, taken.get(&m).copied().unwrap_or(0)) {
             Some(s) if steps.len() < max => {
-                taken.insert((m, s));
+                taken.insert(m, s + 1);
                 steps.push(Step { unit: l, from, to: (m, s) });
             }
             Some(_) => keep.push_back((l, m)),

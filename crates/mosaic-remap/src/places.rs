@@ -24,19 +24,29 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::layout::RemapLayout;
 
 /// The free slots of one member.
+///
+/// ```text
+///   spare range  spare.0 ............ next ............ spare.1
+///                [ taken, or free again (spare_freed) ][ never taken ]
+/// ```
+///
+/// Moves take the lowest free slot, so the never-taken part is one
+/// cursor and every operation costs a set lookup, not a scan.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct FreeSlots {
     /// The spare slots: `spare.0..spare.1`.
     spare: (u64, u64),
-    /// Spare slots a unit holds.
-    spare_taken: BTreeSet<u64>,
+    /// Spare slots from here on were never taken.
+    next: u64,
+    /// Spare slots below `next` that are free again.
+    spare_freed: BTreeSet<u64>,
     /// Home slots whose unit moved away and nobody took.
     freed: BTreeSet<u64>,
 }
 
 impl FreeSlots {
     fn new(lay: &RemapLayout) -> FreeSlots {
-        FreeSlots { spare: (lay.data_slots, lay.slots), ..FreeSlots::default() }
+        FreeSlots { spare: (lay.data_slots, lay.slots), next: lay.data_slots, ..FreeSlots::default() }
     }
 
     fn is_spare(&self, s: u64) -> bool {
@@ -46,37 +56,43 @@ impl FreeSlots {
     /// Whether slot `s` is free.
     pub fn contains(&self, s: u64) -> bool {
         if self.is_spare(s) {
-            !self.spare_taken.contains(&s)
+            s >= self.next || self.spare_freed.contains(&s)
         } else {
             self.freed.contains(&s)
         }
     }
 
+    /// Slot `s` (free) is taken.
     fn take(&mut self, s: u64) {
-        if self.is_spare(s) {
-            self.spare_taken.insert(s);
-        } else {
+        if !self.is_spare(s) {
             self.freed.remove(&s);
-        }
-    }
-
-    fn give_back(&mut self, s: u64) {
-        if self.is_spare(s) {
-            self.spare_taken.remove(&s);
+        } else if s >= self.next {
+            // The never-taken slots skipped over stay free.
+            self.spare_freed.extend(self.next..s);
+            self.next = s + 1;
         } else {
-            self.freed.insert(s);
+            self.spare_freed.remove(&s);
         }
     }
 
-    /// The lowest free slot not in `skip`: freed home slots first (lower),
-    /// then the spare range.
-    fn lowest(&self, skip: impl Fn(u64) -> bool) -> Option<u64> {
-        let home = self.freed.iter().copied().find(|&s| !skip(s));
-        home.or_else(|| (self.spare.0..self.spare.1).find(|&s| !self.spare_taken.contains(&s) && !skip(s)))
+    /// Slot `s` (held) is free again.
+    fn give_back(&mut self, s: u64) {
+        if !self.is_spare(s) {
+            self.freed.insert(s);
+        } else if s < self.next {
+            self.spare_freed.insert(s);
+        }
+    }
+
+    /// The lowest free slot from `from` on: freed home slots (the lowest
+    /// numbers), then freed spare slots, then the never-taken ones.
+    fn lowest_from(&self, from: u64) -> Option<u64> {
+        let again = self.freed.range(from..).next().or_else(|| self.spare_freed.range(from..).next()).copied();
+        again.or_else(|| Some(self.next.max(from)).filter(|&s| s < self.spare.1))
     }
 
     fn len(&self) -> u64 {
-        self.freed.len() as u64 + (self.spare.1 - self.spare.0) - self.spare_taken.len() as u64
+        (self.freed.len() + self.spare_freed.len()) as u64 + (self.spare.1 - self.next)
     }
 }
 
@@ -119,9 +135,11 @@ impl Places {
         Ok(())
     }
 
-    /// The lowest free slot of `member` not in `taken`.
-    pub fn free_slot(&self, member: usize, taken: &BTreeSet<(usize, u64)>) -> Option<u64> {
-        self.free.get(member)?.lowest(|s| taken.contains(&(member, s)))
+    /// The lowest free slot of `member` from slot `from` on (a batch
+    /// passes one past the last slot it took there, as it takes them in
+    /// ascending order).
+    pub fn free_slot(&self, member: usize, from: u64) -> Option<u64> {
+        self.free.get(member)?.lowest_from(from)
     }
 
     /// Free slots in all.
