@@ -89,7 +89,7 @@ use mosaic_core::{Geometry, Level};
 use mosaic_dev::Member;
 use mosaic_format::frame::{self, FrameError, KIND_JOURNAL_HEADER};
 use mosaic_format::journal::{frame_seq, is_record_header, le32, le64, record_payload_len, record_raw_len, ENTRY, TABLE_HEAD};
-pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_record, Entry, Extent};
+pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_record, encode_record_unsealed, Entry, Extent};
 
 use crate::ArrayError;
 
@@ -682,12 +682,16 @@ impl Journal {
                 frame::MAX_PAYLOAD >> 20
             )));
         }
+        // The record's allocation and copy happen before the ring lock,
+        // which every journaled write takes in turn; inside, only the
+        // sequence number and checksum are set and the record written.
+        let unsealed = encode_record_unsealed(entries);
         let mut r = self.ring.lock();
         if r.tail + len > self.dev.size() {
             return Ok(None);
         }
         let seq = r.next_seq;
-        let rec = encode_record(seq, entries);
+        let rec = unsealed.seal(seq);
         self.dev.write_at(&rec, r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
         r.tail += len;
         r.next_seq += 1;

@@ -221,6 +221,12 @@ fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
 /// Encode one record: a frame padded to whole sectors.  The caller keeps
 /// the payload within [`frame::MAX_PAYLOAD`] (decoders refuse larger ones).
 pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
+    encode_record_unsealed(entries).seal(seq)
+}
+
+/// [`encode_record`] but for the sequence number, so a log can build the
+/// record before it takes the lock that numbers it.
+pub fn encode_record_unsealed(entries: &[Entry<&[u8]>]) -> frame::Unsealed {
     let mut table = Vec::with_capacity(TABLE_HEAD + entries.len() * ENTRY);
     table.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     table.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
@@ -232,7 +238,7 @@ pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
     let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + entries.len());
     parts.push(&table);
     parts.extend(entries.iter().map(|e| e.bytes()));
-    frame::encode_parts(KIND_JOURNAL_RECORD, seq, &parts)
+    frame::encode_unsealed(KIND_JOURNAL_RECORD, &parts)
 }
 
 #[cfg(test)]
