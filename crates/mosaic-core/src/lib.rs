@@ -47,3 +47,21 @@ pub enum PlanError {
     #[error("{0}")]
     Invalid(String),
 }
+
+impl PlanError {
+    /// The one request rule every array kind applies: a request is not
+    /// empty, starts and ends on a `block` boundary and lies inside
+    /// `capacity` bytes.
+    pub fn check_request(offset: u64, len: u64, block: u64, capacity: u64) -> Result<(), PlanError> {
+        if len == 0 {
+            return Err(PlanError::Invalid("zero-length request".into()));
+        }
+        if block == 0 || offset % block != 0 || len % block != 0 {
+            return Err(PlanError::Unaligned { offset, len, block });
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= capacity => Ok(()),
+            _ => Err(PlanError::OutOfRange { offset, len, capacity }),
+        }
+    }
+}

@@ -55,18 +55,7 @@ impl StripePlanner {
 
     /// Check a logical request against capacity and alignment.
     pub fn check(&self, offset: u64, len: u64) -> Result<(), PlanError> {
-        let b = self.geo.block;
-        if len == 0 {
-            return Err(PlanError::Invalid("zero-length request".into()));
-        }
-        if offset % b != 0 || len % b != 0 {
-            return Err(PlanError::Unaligned { offset, len, block: b });
-        }
-        let cap = self.geo.capacity();
-        if offset.checked_add(len).is_none_or(|e| e > cap) {
-            return Err(PlanError::OutOfRange { offset, len, capacity: cap });
-        }
-        Ok(())
+        PlanError::check_request(offset, len, self.geo.block, self.geo.capacity())
     }
 
     fn op(&self, stripe: u64, col: usize, start: u64, end: u64) -> DevOp {

@@ -208,13 +208,7 @@ impl CachedFrontend {
 }
 
 fn check(offset: u64, len: u64, block: u64, cap: u64) -> Result<(), PlanError> {
-    if offset % block != 0 || len % block != 0 {
-        return Err(PlanError::Unaligned { offset, len, block });
-    }
-    if offset.checked_add(len).is_none_or(|e| e > cap) {
-        return Err(PlanError::OutOfRange { offset, len, capacity: cap });
-    }
-    Ok(())
+    PlanError::check_request(offset, len, block, cap)
 }
 
 impl Frontend for CachedFrontend {

@@ -30,14 +30,7 @@ use crate::places::Places;
 
 /// Check alignment and range; the request's units as (first, last).
 pub fn check(lay: &RemapLayout, offset: u64, len: u64) -> Result<(u64, u64), PlanError> {
-    let (block, capacity) = (lay.block, lay.capacity_bytes());
-    if offset % block != 0 || len % block != 0 || len == 0 {
-        return Err(PlanError::Unaligned { offset, len, block });
-    }
-    match offset.checked_add(len) {
-        Some(end) if end <= capacity => {}
-        _ => return Err(PlanError::OutOfRange { offset, len, capacity }),
-    }
+    PlanError::check_request(offset, len, lay.block, lay.capacity_bytes())?;
     if len > u32::MAX as u64 {
         return Err(PlanError::Invalid(format!("request of {len} bytes: at most 4 GiB at once")));
     }

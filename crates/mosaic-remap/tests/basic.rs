@@ -65,7 +65,7 @@ fn bad_requests_are_errors() {
     let h = health(4);
     assert!(matches!(r.pol.submit(false, 100, 4096, 0, &h), Err(PlanError::Unaligned { .. })));
     assert!(matches!(r.pol.submit(false, 0, 100, 0, &h), Err(PlanError::Unaligned { .. })));
-    assert!(matches!(r.pol.submit(true, 0, 0, 0, &h), Err(PlanError::Unaligned { .. })));
+    assert!(matches!(r.pol.submit(true, 0, 0, 0, &h), Err(PlanError::Invalid(_))));
     assert!(matches!(r.pol.submit(true, cap - 4096, 8192, 0, &h), Err(PlanError::OutOfRange { .. })));
     assert!(matches!(r.pol.submit(true, u64::MAX - 4095, 4096, 0, &h), Err(PlanError::OutOfRange { .. })));
     let mut failed = Health::all_active(4);

@@ -673,17 +673,9 @@ impl Simulator<'_> {
                         }
                     }
                     let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
-                    self.now = t;
-                    match ev {
-                        Ev::OpDone { drive, lane } => self.op_done(drive, lane),
-                        // Closed loop has no idle periods: the next request
-                        // always arrives at once.
-                        Ev::Idle { .. } => self.idle_pending = false,
-                        Ev::Arrival => {}
-                    }
-                    if let Some(e) = self.error.take() {
-                        return Err(e);
-                    }
+                    // Closed loop has no idle periods: the next request
+                    // always arrives at once.
+                    self.quiet_step(t, ev)?;
                 }
             }
         }
@@ -716,17 +708,20 @@ impl Simulator<'_> {
     /// Run the queued events to the end; idle periods start nothing.
     fn drain(&mut self) -> Result<(), SimError> {
         while let Some(Reverse((t, _, ev))) = self.events.pop() {
-            self.now = t;
-            match ev {
-                Ev::OpDone { drive, lane } => self.op_done(drive, lane),
-                Ev::Idle { .. } => self.idle_pending = false,
-                Ev::Arrival => {}
-            }
-            if let Some(e) = self.error.take() {
-                return Err(e);
-            }
+            self.quiet_step(t, ev)?;
         }
         Ok(())
+    }
+
+    /// One event at `t` where idle periods start nothing: completions only.
+    fn quiet_step(&mut self, t: u64, ev: Ev) -> Result<(), SimError> {
+        self.now = t;
+        match ev {
+            Ev::OpDone { drive, lane } => self.op_done(drive, lane),
+            Ev::Idle { .. } => self.idle_pending = false,
+            Ev::Arrival => {}
+        }
+        self.error.take().map_or(Ok(()), Err)
     }
 
     fn finish(mut self) -> SimReport {

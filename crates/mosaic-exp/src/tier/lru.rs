@@ -184,13 +184,7 @@ impl LruCache {
     }
 
     fn check(&self, offset: u64, len: u64) -> Result<(), PlanError> {
-        if offset % self.block != 0 || len % self.block != 0 || len == 0 {
-            return Err(PlanError::Unaligned { offset, len, block: self.block });
-        }
-        match offset.checked_add(len) {
-            Some(end) if end <= self.capacity => Ok(()),
-            _ => Err(PlanError::OutOfRange { offset, len, capacity: self.capacity }),
-        }
+        PlanError::check_request(offset, len, self.block, self.capacity)
     }
 
     fn write(&mut self, first: u64, n: u64) -> Staged {

@@ -21,14 +21,7 @@ use super::{TierHealth, FAST, SLOW};
 /// Check alignment and range; the request as (first block, blocks).
 pub fn check(core: &Core, offset: u64, len: u64) -> Result<(u64, u64), PlanError> {
     let block = core.lay.block;
-    let capacity = core.lay.capacity_bytes();
-    if offset % block != 0 || len % block != 0 || len == 0 {
-        return Err(PlanError::Unaligned { offset, len, block });
-    }
-    match offset.checked_add(len) {
-        Some(end) if end <= capacity => {}
-        _ => return Err(PlanError::OutOfRange { offset, len, capacity }),
-    }
+    PlanError::check_request(offset, len, block, core.lay.capacity_bytes())?;
     if len > u32::MAX as u64 {
         return Err(PlanError::Invalid(format!("request of {len} bytes: at most 4 GiB at once")));
     }
