@@ -217,6 +217,11 @@ impl Program {
         })
     }
 
+    /// The transfers on `member` as (direction, offset, length), in order.
+    pub fn ops_on(&self, member: usize) -> Vec<(Dir, u64, u64)> {
+        self.io().flat_map(|(d, ios)| ios.iter().filter(move |io| io.op.member == member).map(move |io| (d, io.op.offset, io.op.len))).collect()
+    }
+
     /// Device operation counts by role, and stripes by method.
     pub fn counts(&self) -> OpCounts {
         let mut c = OpCounts::default();

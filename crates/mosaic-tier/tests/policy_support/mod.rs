@@ -163,28 +163,10 @@ impl Rig {
 
 /// Device ops of `p` on `member`: (direction, offset, len).
 pub fn ops_on(p: &Program, member: usize) -> Vec<(Dir, u64, u64)> {
-    p.io().flat_map(|(d, ios)| ios.iter().filter(move |io| io.op.member == member).map(move |io| (d, io.op.offset, io.op.len))).collect()
+    p.ops_on(member)
 }
 
-/// A byte pattern for a write: distinct per (tag, offset).
-pub fn pattern(tag: u64, off: u64, len: u64) -> Vec<u8> {
-    (0..len).map(|i| (((off + i) / 7) ^ tag.wrapping_mul(131) ^ (i % 251)) as u8).collect()
-}
-
-/// The reference model: the bytes the volume must hold.
-pub struct Model(pub Vec<u8>);
-
-impl Model {
-    pub fn new(cap: u64) -> Model {
-        Model(vec![0; cap as usize])
-    }
-    pub fn write(&mut self, off: u64, data: &[u8]) {
-        self.0[off as usize..off as usize + data.len()].copy_from_slice(data);
-    }
-    pub fn get(&self, off: u64, len: u64) -> &[u8] {
-        &self.0[off as usize..(off + len) as usize]
-    }
-}
+pub use mosaic_dev::testing::{pattern, Model};
 
 /// Run `p` with writes cut after `budget` device writes (power cut).
 pub fn run_cut(fast: &Arc<MemMember>, slow: &Arc<MemMember>, p: &Program, client: Client<'_>, budget: i64) {
