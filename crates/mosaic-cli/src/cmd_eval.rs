@@ -49,6 +49,10 @@ pub struct EvalAdaptArgs {
     /// Only alpha = 0 and 1, threshold 1, threads 1 and 2 (for tests)
     #[arg(long)]
     pub quick: bool,
+    /// Instead of the trace: a synthetic one with this many planted cliques
+    /// of --drives units each (the right answer known: no conflict, depth 1)
+    #[arg(long)]
+    pub planted: Option<u64>,
     /// Every number as JSON
     #[arg(long)]
     pub json: bool,
@@ -118,7 +122,10 @@ fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
         cfg.thresholds = vec![1];
         cfg.threads = vec![1, 2];
     }
-    let r = adapt::run(&a.trace, &cfg)?;
+    let r = match a.planted {
+        Some(g) => adapt::run_requests(format!("a planted trace ({g} cliques of {} units, 20 rounds)", a.drives), &adapt::planted(&cfg, g, 20, a.seed), &cfg)?,
+        None => adapt::run(&a.trace, &cfg)?,
+    };
     if a.json {
         print_json(&r)?;
     } else {
