@@ -3,7 +3,7 @@
 //! data, and the correlator speed-up is reported.
 
 mod common;
-use common::{json, ok};
+use common::{fails, json, ok};
 
 #[test]
 fn eval_adapt_plans_a_layout_that_lowers_conflicts_on_the_test_half() {
@@ -24,4 +24,15 @@ fn eval_adapt_plans_a_layout_that_lowers_conflicts_on_the_test_half() {
     let c = |i: usize| rows[i]["train_conflicts_before"].as_f64().unwrap();
     assert!(c(1) > c(0), "alpha 1 starts with more conflicts");
     assert_eq!(r["speedup"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn eval_adapt_names_a_missing_trace_and_a_malformed_line() {
+    let e = fails(&["eval", "adapt", "--trace", "/nonexistent/t.csv", "--quick"]);
+    assert!(e.contains("trace /nonexistent/t.csv"), "{e}");
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("bad.csv");
+    std::fs::write(&p, "version,time,op,size,lbn\n1,5633898,2a,512,42932745\n1,5633898,2a,oops,1\n").unwrap();
+    let e = fails(&["eval", "adapt", "--trace", p.to_str().unwrap(), "--quick"]);
+    assert!(e.contains("bad.csv:3") && e.contains("size"), "{e}");
 }
