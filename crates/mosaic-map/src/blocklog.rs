@@ -123,3 +123,44 @@ pub fn pad(mut b: Vec<u8>, block: u64) -> Vec<u8> {
     b.resize((b.len() as u64).div_ceil(block) as usize * block as usize, 0);
     b
 }
+
+/// The label at offset 0 of a map region: a policy's 8-byte magic and the
+/// named numbers its layout was derived from, so a recovery with another
+/// configuration or geometry refuses, naming the first field that
+/// differs.  One frame of kind `KIND_MAP_LABEL`, sequence 0.
+pub struct Label<'a> {
+    pub magic: &'a [u8; 8],
+    /// Field names, for errors.
+    pub names: &'a [&'a str],
+    /// What the label names: the tier's map, the remapped array's.
+    pub what: &'a str,
+    /// Where the label is, for errors ("the map region", "member 0").
+    pub at: &'a str,
+}
+
+impl Label<'_> {
+    /// The label frame for `fields` (in `names` order).
+    pub fn encode(&self, fields: &[u64]) -> Vec<u8> {
+        let mut v = self.magic.to_vec();
+        fields.iter().for_each(|x| v.extend_from_slice(&x.to_le_bytes()));
+        crate::frame::encode(crate::frame::KIND_MAP_LABEL, 0, &v)
+    }
+
+    /// Check the label at the start of `region` against `want`.
+    pub fn check(&self, region: &[u8], want: &[u64]) -> Result<(), String> {
+        let head = &region[..crate::frame::SECTOR.min(region.len())];
+        let (f, _) = crate::frame::decode_kind(head, crate::frame::KIND_MAP_LABEL)
+            .ok_or_else(|| format!("no valid {} label at the start of {} (not formatted?)", self.what, self.at))?;
+        let p = &f.payload;
+        if p.len() != 8 + 8 * self.names.len() || &p[..8] != self.magic {
+            return Err(format!("the label is not a {} label", self.what));
+        }
+        for ((name, c), w) in self.names.iter().zip(p[8..].chunks_exact(8)).zip(want) {
+            let g = u64::from_le_bytes(c.try_into().map_err(|_| "short label".to_string())?);
+            if g != *w {
+                return Err(format!("the label's {name} is {g}, this configuration and geometry give {w}"));
+            }
+        }
+        Ok(())
+    }
+}

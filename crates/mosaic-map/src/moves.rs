@@ -121,3 +121,38 @@ pub fn push_merged(ios: &mut Vec<Io>, role: Role, member: usize, offset: u64, le
     }
     ios.push(Io::new(DevOp { member, offset, len, role, col: 0 }, at));
 }
+
+/// The bytes/s budget of a policy's data movement: a token bucket that
+/// holds at most one second of `rate` (and at least `least` bytes, so a
+/// budget below one move still makes progress), refilled from the
+/// policy's clock.
+#[derive(Clone, Debug, Default)]
+pub struct Budget {
+    /// Bytes the bucket holds.
+    credit: u64,
+    /// When it was last filled.
+    filled_ns: Option<u64>,
+}
+
+impl Budget {
+    /// Bytes movement may move at `now` under `rate` bytes/s (0: no
+    /// limit, `u64::MAX`).
+    pub fn allowance(&mut self, now: u64, rate: u64, least: u64) -> u64 {
+        if rate == 0 {
+            return u64::MAX;
+        }
+        let cap = rate.max(least);
+        let add = match self.filled_ns {
+            None => cap,
+            Some(t) => (rate as u128 * now.saturating_sub(t) as u128 / 1_000_000_000).min(cap as u128) as u64,
+        };
+        self.credit = (self.credit + add).min(cap);
+        self.filled_ns = Some(now);
+        self.credit
+    }
+
+    /// Charge `bytes` moved.
+    pub fn charge(&mut self, bytes: u64) {
+        self.credit = self.credit.saturating_sub(bytes);
+    }
+}

@@ -49,7 +49,7 @@ pub use config::{RemapConfig, RemapGeometry, MAX_MEMBERS, MAX_STAGING};
 pub use layout::RemapLayout;
 pub use migrate::MAP_MEMBER;
 
-use migrate::Bucket;
+use mosaic_map::moves::Budget;
 use places::Places;
 
 /// What is wrong with a configuration, a geometry, a target or the map.
@@ -117,7 +117,7 @@ pub struct RemapPolicy {
     places: Places,
     log: BlockLedger,
     queue: VecDeque<(u64, usize)>,
-    bucket: Bucket,
+    bucket: Budget,
     st: RemapStats,
 }
 
@@ -130,7 +130,7 @@ impl RemapPolicy {
         let lay = RemapLayout::new(&cfg, &geo)?;
         let log = BlockLedger::fresh(lay.ledger(), lay.block);
         let places = Places::fresh(&lay);
-        let mut pol = RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Bucket::default(), st: RemapStats::default() };
+        let mut pol = RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Budget::default(), st: RemapStats::default() };
         let p = pol.format_program()?;
         Ok((pol, p))
     }
@@ -143,7 +143,7 @@ impl RemapPolicy {
         let op = |offset: u64, len: u64| DevOp { member: MAP_MEMBER, offset, len, role: Role::Meta, col: 0 };
         let z = |offset: u64, len: u64| Io::new(op(offset, len), Ref::new(zeros, 0));
         p.phases.push(Phase::write(vec![z(l.slots[1], block), z(l.log_start, l.log_end - l.log_start)]));
-        let label = p.buf(Buf::Bytes(pad(mapstore::label(&self.lay, &self.geo), block).into()));
+        let label = p.buf(Buf::Bytes(pad(mapstore::LABEL.encode(&mapstore::label_fields(&self.lay, &self.geo)), block).into()));
         p.phases.push(Phase::write(vec![Io::new(op(0, block), Ref::new(label, 0))]));
         let ck = self.log.checkpoint(&[]).map_err(RemapError::Map)?;
         mosaic_map::moves::push_map(&mut p, MAP_MEMBER, ck);
@@ -154,7 +154,7 @@ impl RemapPolicy {
     /// `[0, map_bytes)` (more is fine).  The queue starts empty.
     pub fn recover(cfg: RemapConfig, geo: RemapGeometry, region: &[u8]) -> Result<RemapPolicy, RemapError> {
         let (lay, places, log) = recover::recover(&cfg, &geo, region)?;
-        Ok(RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Bucket::default(), st: RemapStats::default() })
+        Ok(RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Budget::default(), st: RemapStats::default() })
     }
 
     /// Bytes of every member's map region (what `recover` needs of

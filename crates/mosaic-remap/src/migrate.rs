@@ -46,41 +46,6 @@ use crate::{mapstore, RemapError, RemapPolicy};
 /// The member holding the map.
 pub const MAP_MEMBER: usize = 0;
 
-/// The bytes/s bucket of migration.
-#[derive(Clone, Debug, Default)]
-pub struct Bucket {
-    /// Bytes the bucket holds.
-    pub credit: u64,
-    /// When it was last filled.
-    pub filled_ns: Option<u64>,
-}
-
-impl Bucket {
-    /// Refill up to `now` at `rate` bytes/s, holding at most `cap`.
-    fn refill(&mut self, now: u64, rate: u64, cap: u64) {
-        let add = match self.filled_ns {
-            None => cap,
-            Some(t) => (rate as u128 * now.saturating_sub(t) as u128 / 1_000_000_000).min(cap as u128) as u64,
-        };
-        self.credit = (self.credit + add).min(cap);
-        self.filled_ns = Some(now);
-    }
-
-    /// Bytes migration may move now (`rate` 0: unlimited).
-    pub fn allowance(&mut self, now: u64, rate: u64, unit: u64) -> u64 {
-        if rate == 0 {
-            return u64::MAX;
-        }
-        self.refill(now, rate, rate.max(unit));
-        self.credit
-    }
-
-    /// Charge `bytes` moved.
-    pub fn charge(&mut self, bytes: u64) {
-        self.credit = self.credit.saturating_sub(bytes);
-    }
-}
-
 /// One planned move: a unit, its old place and its new one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Step {

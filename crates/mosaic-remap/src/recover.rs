@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 
 use mosaic_map::blocklog::BlockLedger;
-use mosaic_map::frame::{self, KIND_MAP_LABEL, SECTOR};
 use mosaic_map::map::Placement;
 
 use crate::layout::RemapLayout;
@@ -47,15 +46,7 @@ pub fn recover(cfg: &RemapConfig, geo: &RemapGeometry, region: &[u8]) -> Result<
 
 /// The label must be ours and describe this configuration and geometry.
 fn check_label(lay: &RemapLayout, geo: &RemapGeometry, region: &[u8]) -> Result<(), RemapError> {
-    let (f, _) = frame::decode_kind(&region[..SECTOR.min(region.len())], KIND_MAP_LABEL).ok_or_else(|| RemapError::Corrupt("no valid remap label at the start of member 0 (not formatted?)".into()))?;
-    let got = mapstore::decode_label(&f.payload).ok_or_else(|| RemapError::Corrupt("the label is not a remap array label".into()))?;
-    let want = mapstore::label_fields(lay, geo);
-    for ((name, g), w) in mapstore::LABEL_FIELDS.iter().zip(got).zip(want) {
-        if g != w {
-            return Err(RemapError::Corrupt(format!("the label's {name} is {g}, this configuration and geometry give {w}")));
-        }
-    }
-    Ok(())
+    mapstore::LABEL.check(region, &mapstore::label_fields(lay, geo)).map_err(RemapError::Corrupt)
 }
 
 /// A record's place as (member, slot), checked against the layout.

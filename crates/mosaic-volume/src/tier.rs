@@ -48,7 +48,7 @@
 //! base for all members, so each member adds its own offset ([`Shifted`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -175,6 +175,8 @@ pub struct TierVolume {
     created: u64,
     events: AtomicU64,
     writable: bool,
+    /// Set by `close`: dropping then flushes nothing again.
+    closed: AtomicBool,
     capacity: u64,
     start: Instant,
     idle: crate::IdleClock,
@@ -260,6 +262,7 @@ impl TierVolume {
             created,
             events: AtomicU64::new(events),
             writable,
+            closed: AtomicBool::new(false),
             start: Instant::now(),
             inner,
             warnings,
@@ -428,7 +431,7 @@ impl TierVolume {
 /// (best effort, as closing a file would); only a crash loses them.
 impl Drop for TierVolume {
     fn drop(&mut self) {
-        if self.writable {
+        if self.writable && !self.closed.load(Ordering::Relaxed) {
             let _ = Volume::flush(self);
         }
     }
@@ -513,6 +516,7 @@ impl Volume for TierVolume {
         if self.writable {
             self.flush()?;
         }
+        self.closed.store(true, Ordering::Relaxed);
         for a in &self.inner {
             a.close()?;
         }

@@ -13,8 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use mosaic_map::frame::{self, KIND_MAP_LABEL};
-use mosaic_map::blocklog::BlockLedger;
+use mosaic_map::blocklog::{BlockLedger, Label};
 use mosaic_map::ledger::LedgerWrite;
 use mosaic_map::map::{Placement, Update};
 
@@ -40,9 +39,6 @@ pub struct MapStore {
     /// The kit's ledger of map records, written as whole blocks.
     pub log: BlockLedger,
 }
-
-/// Magic at the start of the label payload.
-const MAGIC: &[u8; 8] = b"mosaicTR";
 
 impl MapStore {
     /// The record for `lb` at `loc`.
@@ -77,32 +73,16 @@ impl MapStore {
     }
 }
 
-/// The label frame at offset 0 of FAST: what the map region was laid out
-/// for, so `recover` with another configuration or geometry refuses.
-pub fn label(lay: &TierLayout, geo: &TierGeometry) -> Vec<u8> {
-    frame::encode(KIND_MAP_LABEL, 0, &label_payload(lay, geo))
-}
+/// The label at offset 0 of FAST: what the map region was laid out for,
+/// so `recover` with another configuration or geometry refuses.
+pub const LABEL: Label<'static> = Label {
+    magic: b"mosaicTR",
+    names: &["block", "map_bytes", "slot_bytes", "log_bytes", "fast_bytes", "slow_bytes", "slow_stripe"],
+    what: "tier map",
+    at: "the map region",
+};
 
-/// The label's payload: magic, then the sizes (u64 little-endian).
-pub fn label_payload(lay: &TierLayout, geo: &TierGeometry) -> Vec<u8> {
-    let mut v = MAGIC.to_vec();
-    for x in [lay.block, lay.map_bytes, lay.slot_bytes, lay.log_bytes, geo.fast_bytes, geo.slow_bytes, geo.slow_stripe] {
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v
-}
-
-/// Names of the label's fields, for error messages.
-pub const LABEL_FIELDS: [&str; 7] = ["block", "map_bytes", "slot_bytes", "log_bytes", "fast_bytes", "slow_bytes", "slow_stripe"];
-
-/// Decode a label payload into its seven fields.
-pub fn decode_label(p: &[u8]) -> Option<[u64; 7]> {
-    if p.len() != MAGIC.len() + 7 * 8 || &p[..MAGIC.len()] != MAGIC {
-        return None;
-    }
-    let mut out = [0u64; 7];
-    for (i, c) in p[MAGIC.len()..].chunks_exact(8).enumerate() {
-        out[i] = u64::from_le_bytes(c.try_into().ok()?);
-    }
-    Some(out)
+/// The label's fields, in [`LABEL`] order.
+pub fn label_fields(lay: &TierLayout, geo: &TierGeometry) -> [u64; 7] {
+    [lay.block, lay.map_bytes, lay.slot_bytes, lay.log_bytes, geo.fast_bytes, geo.slow_bytes, geo.slow_stripe]
 }

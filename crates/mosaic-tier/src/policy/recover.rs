@@ -10,7 +10,6 @@
 //! extent returns to the clean pool when its last live block leaves.
 //! This wastes at most the free tails of the extents open at the crash.
 
-use mosaic_map::frame::{self, KIND_MAP_LABEL, SECTOR};
 use mosaic_map::blocklog::BlockLedger;
 use mosaic_map::map::Placement;
 
@@ -36,16 +35,7 @@ pub fn recover(cfg: PolicyConfig, geo: TierGeometry, meta: &[u8]) -> Result<Core
 }
 
 fn check_label(lay: &TierLayout, geo: &TierGeometry, meta: &[u8]) -> Result<(), PolicyError> {
-    let (f, _) = frame::decode_kind(&meta[..SECTOR.min(meta.len())], KIND_MAP_LABEL)
-        .ok_or_else(|| PolicyError::Corrupt("no valid tier label at the start of the map region (not formatted?)".into()))?;
-    let got = mapstore::decode_label(&f.payload).ok_or_else(|| PolicyError::Corrupt("the label is not a tier map label".into()))?;
-    let want = mapstore::decode_label(&mapstore::label_payload(lay, geo)).unwrap_or_default();
-    for ((name, g), w) in mapstore::LABEL_FIELDS.iter().zip(got).zip(want) {
-        if g != w {
-            return Err(PolicyError::Corrupt(format!("the label's {name} is {g}, this configuration and geometry give {w}")));
-        }
-    }
-    Ok(())
+    mapstore::LABEL.check(meta, &mapstore::label_fields(lay, geo)).map_err(PolicyError::Corrupt)
 }
 
 /// A record's place, checked against the layout.

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use mosaic_core::{Buf, DevOp, Health, Io, MemberState, Method, Phase, Program, Ref, Role};
 use mosaic_map::blocklog::BlockLedger;
+use mosaic_map::moves::Budget;
 
 use super::layout::TierLayout;
 use super::mapstore::{self, Loc, MapStore};
@@ -25,10 +26,8 @@ pub struct Movement {
     pub demoting: bool,
     /// Bytes moved since the last client request (this idle round).
     pub round_moved: u64,
-    /// Bytes the bucket holds (budget_bytes_per_s > 0 only).
-    pub credit: u64,
-    /// When the bucket was last filled.
-    pub filled_ns: Option<u64>,
+    /// The bytes/s budget (the kit's).
+    pub budget: Budget,
 }
 
 /// Everything the policy knows.
@@ -104,7 +103,7 @@ impl Core {
         let z = |offset: u64, len: u64| Io::new(DevOp { member: FAST, offset, len, role: Role::Meta, col: 0 }, Ref::new(zeros, 0));
         let block = core.lay.block;
         p.phases.push(Phase::write(vec![z(l.slots[1], block), z(l.log_start, l.log_end - l.log_start)]));
-        let label = p.buf(Buf::Bytes(mosaic_map::blocklog::pad(mapstore::label(&core.lay, &geo), block).into()));
+        let label = p.buf(Buf::Bytes(mosaic_map::blocklog::pad(mapstore::LABEL.encode(&mapstore::label_fields(&core.lay, &geo)), block).into()));
         let ck = core.map.checkpoint(&core.lay).map_err(PolicyError::Map)?;
         let label_op = DevOp { member: FAST, offset: 0, len: block, role: Role::Meta, col: 0 };
         p.phases.push(Phase::write(vec![Io::new(label_op, Ref::new(label, 0))]));
@@ -233,21 +232,6 @@ impl Core {
         s.allocated as f64 / s.total as f64
     }
 
-    /// Refill the bytes/s bucket up to `now`.
-    fn refill(&mut self, now: u64) {
-        let rate = self.cfg.budget_bytes_per_s;
-        if rate == 0 {
-            return;
-        }
-        let cap = rate.max(self.seg_bytes());
-        let add = match self.mv.filled_ns {
-            None => cap,
-            Some(t) => (rate as u128 * now.saturating_sub(t) as u128 / 1_000_000_000).min(cap as u128) as u64,
-        };
-        self.mv.credit = (self.mv.credit + add).min(cap);
-        self.mv.filled_ns = Some(now);
-    }
-
     /// Bytes of one segment.
     pub fn seg_bytes(&self) -> u64 {
         self.lay.seg_blocks * self.lay.block
@@ -256,19 +240,15 @@ impl Core {
     /// Bytes idle movement may move now: the round's rest (at least one
     /// segment per round) and the bucket's credit.
     pub fn allowance(&mut self, now: u64) -> u64 {
-        self.refill(now);
         let round_cap = ((self.lay.fast_data_bytes() as f64 * self.cfg.round_share) as u64).max(self.seg_bytes());
-        let mut a = round_cap.saturating_sub(self.mv.round_moved);
-        if self.cfg.budget_bytes_per_s > 0 {
-            a = a.min(self.mv.credit);
-        }
-        a
+        let seg = self.seg_bytes();
+        round_cap.saturating_sub(self.mv.round_moved).min(self.mv.budget.allowance(now, self.cfg.budget_bytes_per_s, seg))
     }
 
     /// Charge `bytes` of idle movement.
     pub fn charge(&mut self, bytes: u64) {
         self.mv.round_moved += bytes;
-        self.mv.credit = self.mv.credit.saturating_sub(bytes);
+        self.mv.budget.charge(bytes);
     }
 
     /// Counters and space figures.
