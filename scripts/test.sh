@@ -22,6 +22,8 @@ if ((${#need[@]})); then
 fi
 
 export CARGO_TERM_COLOR=never
+# One-shot build: incremental state would only use disk (see Cargo.toml).
+export CARGO_INCREMENTAL=0
 cargo build --workspace --all-targets
 cargo test --workspace 2>&1 | tee target/test-output.txt
 
