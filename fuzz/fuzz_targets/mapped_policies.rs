@@ -1,5 +1,5 @@
 //! Fuzz the map regions of the mapped policies (the hybrid tier's on its
-//! fast array, the remapped array's on member 0): the input is XORed
+//! fast array, the remapped array's at the start of its inner array): the input is XORed
 //! onto a freshly formatted region, so the fuzzer starts from valid
 //! labels, checkpoints and logs.  Recovery never panics; a recovered
 //! policy plans reads over its whole capacity without panicking.
@@ -30,7 +30,8 @@ fn tier_cfg() -> (PolicyConfig, TierGeometry) {
 }
 
 fn remap_cfg() -> (RemapConfig, RemapGeometry) {
-    (RemapConfig { unit: 4096, ..RemapConfig::default() }, RemapGeometry { members: 4, member_bytes: 1 << 20 })
+    let inner = mosaic_core::Geometry::new(mosaic_core::Level::Raid5, 4, 4096, 4096, 1 << 20).unwrap();
+    (RemapConfig { unit: 4096, ..RemapConfig::default() }, RemapGeometry::new(inner))
 }
 
 static TIER: OnceLock<Vec<u8>> = OnceLock::new();
@@ -58,10 +59,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let (rc, rg) = remap_cfg();
     let rbase = REMAP.get_or_init(|| {
-        let (_, p) = RemapPolicy::format(rc.clone(), rg).unwrap();
-        formatted(&p, rg.members, rg.member_bytes, RemapPolicy::map_bytes(&rc, &rg))
+        let (_, p) = RemapPolicy::format(rc.clone(), rg.clone()).unwrap();
+        formatted(&p, 1, rg.inner.capacity(), RemapPolicy::map_bytes(&rc, &rg))
     });
     if let Ok(mut pol) = RemapPolicy::recover(rc, rg, &xored(rbase, data)) {
-        let _ = pol.submit(false, 0, pol.capacity(), 0, &Health::all_active(rg.members));
+        let _ = pol.submit(false, 0, pol.capacity(), 0, &Health::all_active(1));
     }
 });

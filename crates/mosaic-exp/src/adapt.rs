@@ -15,8 +15,9 @@
 //! a transaction's units on one drive), the mean parallel depth (the most
 //! units any one drive serves for a transaction: what a request waits for
 //! when drives work in parallel), and the mean response times of the test
-//! requests replayed at their timestamps on the remapped raid0
-//! (`mosaic_remap::RemapPolicy`) over `drives` SSD models, the placement
+//! requests replayed at their timestamps on the remapped array
+//! (`mosaic_remap::RemapPolicy`) over a raid0 of `drives` SSD models
+//! (`mosaic_sim::nested::ArrayDrive`, each drive its own queue), the placement
 //! applied before the replay (as the paper measures after
 //! reorganisation; the movement is reported apart).
 
@@ -25,9 +26,10 @@ use std::path::Path;
 
 use mosaic_adapt::correlate::{self, Speedup};
 use mosaic_adapt::{assign, plan, Graph, PlanConfig, Txn, TxnConfig, Vertex};
-use mosaic_core::{Frontend, Health};
-use mosaic_drives::preset;
+use mosaic_core::{FixedLayout, Frontend, Geometry, Health, Level};
+use mosaic_drives::{preset, DriveModel};
 use mosaic_remap::{RemapConfig, RemapGeometry, RemapPolicy};
+use mosaic_sim::nested::ArrayDrive;
 use mosaic_sim::{Mode, SimConfig, Simulator};
 use mosaic_trace::{Request, TraceOptions};
 use serde::Serialize;
@@ -308,7 +310,7 @@ impl Replay {
     fn new(all: &[Request], test: &[Request], cfg: &AdaptEvalConfig) -> Result<Replay, AdaptEvalError> {
         let span = all.iter().map(|r| r.offset.saturating_add(r.len)).max().unwrap_or(0);
         let units = span.div_ceil(cfg.unit).max(1);
-        // The map region takes about 2 x 32 x N / unit of each member.
+        // The map region takes about 2 x 32 / unit of the inner array.
         let per = units.div_ceil(cfg.drives as u64) * 4 + 64;
         let t0 = test.first().map(|r| r.time_ns).unwrap_or(0);
         let test = test.iter().map(|r| Request { time_ns: r.time_ns - t0, ..*r }).collect();
@@ -320,18 +322,20 @@ impl Replay {
     fn times(&self, place: &HashMap<Vertex, usize>) -> Result<Times, AdaptEvalError> {
         let bad = |e: String| AdaptEvalError::Analysis(format!("remapped replay: {e}"));
         let cfg = RemapConfig { unit: self.unit, block: 512, batch_units: 4096, spare_share: 0.5, ..RemapConfig::default() };
-        let geo = RemapGeometry { members: self.drives, member_bytes: self.member_bytes };
-        let (mut pol, _format) = RemapPolicy::format(cfg, geo).map_err(|e| bad(e.to_string()))?;
+        let inner = Geometry::new(Level::Raid0, self.drives, self.unit, 512, self.member_bytes).map_err(|e| bad(e.to_string()))?;
+        let (mut pol, _format) = RemapPolicy::format(cfg, RemapGeometry::new(inner.clone())).map_err(|e| bad(e.to_string()))?;
         let mut target: Vec<(u64, usize)> = place.iter().map(|(&u, &d)| (u, d)).filter(|&(u, _)| u < pol.layout().capacity_units).collect();
         target.sort_unstable();
         pol.set_target(target).map_err(|e| bad(e.to_string()))?;
-        let h = Health::all_active(self.drives);
+        let h = Health::all_active(1);
         while !pol.idle(0, &h).map_err(|e| bad(e.to_string()))?.is_empty() {}
         if pol.pending_moves() > 0 {
             return Err(bad(format!("{} moves blocked: members too small", pol.pending_moves())));
         }
         let spec = preset(SSD).map_err(|e| bad(e.to_string()))?;
-        let models = (0..self.drives).map(|_| spec.build(None)).collect();
+        let drives = (0..self.drives).map(|_| spec.build(None)).collect();
+        let array = ArrayDrive::new(FixedLayout::new(inner).map_err(|e| bad(e.to_string()))?, drives).map_err(bad)?;
+        let models: Vec<Box<dyn DriveModel>> = vec![Box::new(array)];
         let sc = SimConfig { mode: Mode::Open { time_scale: 1.0 }, ..SimConfig::default() };
         let r = Simulator::with_frontend(Box::new(pol), models, sc).map_err(|e| bad(e.to_string()))?;
         let r = r.run(self.test.iter().map(|r| Ok::<_, std::convert::Infallible>(*r))).map_err(|e| bad(e.to_string()))?;

@@ -7,6 +7,8 @@
 
 #![allow(clippy::manual_is_multiple_of)] // rust-version 1.80
 
+use mosaic_core::Geometry;
+
 use crate::RemapError;
 
 /// Largest staging buffer of one move program: a program's buffer
@@ -15,14 +17,15 @@ use crate::RemapError;
 pub const MAX_STAGING: u64 = 1 << 30;
 
 /// Most members a map record can name sensibly (records carry a `u32`;
-/// an array of more drives than this is not a raid0 anyone builds).
+/// an array of more drives than this is not one anyone builds).
 pub const MAX_MEMBERS: usize = 1 << 16;
 
 /// How the remapped array places and moves units.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemapConfig {
-    /// Bytes of one unit: the stripe unit of the static raid0 layout and
-    /// what a move relocates (power of two, >= 4096; 64 KiB).
+    /// Bytes of one unit: what a move relocates; it divides the inner
+    /// array's stripe unit (power of two, >= 4096; 64 KiB, the default
+    /// stripe unit).
     pub unit: u64,
     /// Logical block: requests are multiples of it, and the label and
     /// every map write are whole blocks (power of two, >= 512, divides
@@ -31,8 +34,9 @@ pub struct RemapConfig {
     /// Share of each member's slots kept spare, the room moves land in
     /// (in (0, 0.5]; 0.125).  At least one slot per member is spare.
     pub spare_share: f64,
-    /// Bytes of every member's map region; 0 = sized from the geometry
-    /// (see `layout.rs`).  A multiple of the unit.
+    /// Bytes of the map region; 0 = sized from the geometry (see
+    /// `layout.rs`).  A multiple of the unit; rounded up to whole
+    /// periods of stripes.
     pub map_bytes: u64,
     /// Moves per migration program (16).
     pub batch_units: u32,
@@ -48,14 +52,14 @@ impl Default for RemapConfig {
     }
 }
 
-/// The members of the array: how many, and the usable bytes of each
-/// (the smallest member's, as for any raid0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The inner array the remapped array sits on: its fixed geometry, with
+/// `stripes` the stripes the remapped array may use from its start (the
+/// caller keeps any label space before them, whole periods of stripes,
+/// so the data placement of every stripe is the inner array's own).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RemapGeometry {
-    /// Member (drive) count, >= 2.
-    pub members: usize,
-    /// Usable bytes of each member.
-    pub member_bytes: u64,
+    /// The inner array's geometry.
+    pub inner: Geometry,
 }
 
 impl RemapConfig {
@@ -85,16 +89,43 @@ impl RemapConfig {
 }
 
 impl RemapGeometry {
+    /// Over `inner`.
+    pub fn new(inner: Geometry) -> RemapGeometry {
+        RemapGeometry { inner }
+    }
+
     /// Check the geometry on its own (whether it holds data at all is
     /// the layout's question).
     pub fn validate(&self) -> Result<(), RemapError> {
         let bad = |m: String| Err(RemapError::Geometry(m));
-        if self.members < 2 || self.members > MAX_MEMBERS {
-            return bad(format!("{} members: a remapped array needs 2 to {MAX_MEMBERS}", self.members));
+        let g = &self.inner;
+        if g.members < 2 || g.members > MAX_MEMBERS {
+            return bad(format!("{} members: a remapped array needs 2 to {MAX_MEMBERS}", g.members));
         }
-        if self.member_bytes == 0 {
-            return bad("members of 0 bytes".into());
+        if g.is_mirror() {
+            return bad("raid1 keeps every unit on every drive: nothing to re-place".into());
+        }
+        if g.stripes == 0 || g.k == 0 {
+            return bad("an inner array of no stripes".into());
+        }
+        let p = self.period();
+        let repeats = (0..2 * p).all(|s| (0..g.k).all(|c| g.member_of(s, c) == g.member_of(s % p, c)));
+        if !repeats {
+            return bad(format!("{}: the data placement does not repeat every {p} stripes", g.level));
         }
         Ok(())
+    }
+
+    /// Stripes after which the inner data placement repeats: the members
+    /// for a rotating layout, else 1.  Label space before the remapped
+    /// array must be a multiple of it.
+    pub fn period(&self) -> u64 {
+        let g = &self.inner;
+        let rotates = (0..g.k).any(|c| g.member_of(1, c) != g.member_of(0, c));
+        if rotates {
+            g.members as u64
+        } else {
+            1
+        }
     }
 }

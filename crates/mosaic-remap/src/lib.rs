@@ -4,18 +4,25 @@
 //! The adaptive layout re-places logical units on drives so that units
 //! a workload reads together sit on different drives and are served in
 //! parallel.  This crate is the array that carries such a plan out: a
-//! raid0 (no redundancy, as in the paper) whose units start at their
-//! static striping home and move, in the idle time, to the member a
-//! target names.  The analysis that picks the target is `mosaic-adapt`.
+//! map from logical units to the data units of an inner fixed array
+//! (raid0 as in the paper; raid4/5/6 and rs beyond it), where units
+//! start at the inner array's own striping and move, in the idle time,
+//! to the drive (column) a target names.  The analysis that picks the
+//! target is `mosaic-adapt`.
 //!
 //! ```text
-//!   every member: [ map region | slot 0 | slot 1 | ... | slot S-1 ]    slot = one unit
-//!   unit l at home: member l % N, slot l / N;  moved units: the map on member 0
+//!   the executor's one member = the inner array's logical space (it keeps
+//!   its own parity, journal, degraded reads, rebuild and scrub):
+//!   [ map region | home units (the inner striping) | spare units ]
 //!
 //!   client request ──> submit ──> one program: each unit where it is now (in place)
 //!   set_target ──> queue ──> idle ──> one move program per call:
-//!        Read [old] -> Write [new] -> Flush -> map delta on member 0 -> Flush
+//!        Read [old] -> Write [new] -> Flush -> map delta -> Flush
 //! ```
+//!
+//! See `layout.rs` for the geometry.  The real volume runs the programs
+//! on the inner `Array` (shifted past its label space); the simulator
+//! runs them on a `mosaic_sim::nested::ArrayDrive` of the same layout.
 //!
 //! **Plan-time state.**  As the tier policy, this one applies its state
 //! changes when it plans a program (the simulator needs that).  The
@@ -23,12 +30,10 @@
 //! real volume serialises), so no program is planned against data not
 //! yet written: a slot a move frees is reused only by a later program.
 //! If a real program fails, the caller drops the policy and recovers it
-//! from member 0's map region.
+//! from the map region.
 //!
-//! Health: a request touching a member that is not available (failed,
-//! missing, or a rebuilding member above its rebuilt mark, slots counted
-//! as stripes) fails with an error; movement pauses while any member is
-//! not Active.
+//! Health: requests fail only when the inner array is offline; movement
+//! pauses while it is degraded (the caller says so, [`RemapPolicy::set_degraded`]).
 
 #![warn(missing_docs)]
 
@@ -61,7 +66,7 @@ pub enum RemapError {
     /// The geometry cannot hold a remapped array with this configuration.
     #[error("bad remap geometry: {0}")]
     Geometry(String),
-    /// The map region on member 0 is not a valid remap map.
+    /// The map region is not a valid remap map.
     #[error("corrupt remap map: {0}")]
     Corrupt(String),
     /// A target names a unit or member that does not exist, or a unit twice.
@@ -79,7 +84,7 @@ pub struct RemapStats {
     pub units: u64,
     /// Units with a map record (moved at least once).
     pub moved_units: u64,
-    /// Free slots over all members.
+    /// Free slots over all columns.
     pub free_slots: u64,
     /// Moves queued by the last target and not yet planned.
     pub pending_moves: u64,
@@ -119,18 +124,19 @@ pub struct RemapPolicy {
     queue: VecDeque<(u64, usize)>,
     bucket: Budget,
     st: RemapStats,
+    degraded: bool,
 }
 
 impl RemapPolicy {
     /// A fresh array (every unit at home) and the program that writes
-    /// its empty map on member 0: the log and checkpoint slot 1's first
+    /// its empty map region: the log and checkpoint slot 1's first
     /// block zeroed (no frame of an earlier array on the member can be
     /// replayed), then the label and checkpoint 1.
     pub fn format(cfg: RemapConfig, geo: RemapGeometry) -> Result<(RemapPolicy, Program), RemapError> {
         let lay = RemapLayout::new(&cfg, &geo)?;
         let log = BlockLedger::fresh(lay.ledger(), lay.block);
         let places = Places::fresh(&lay);
-        let mut pol = RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Budget::default(), st: RemapStats::default() };
+        let mut pol = RemapPolicy::assemble(cfg, geo, lay, places, log);
         let p = pol.format_program()?;
         Ok((pol, p))
     }
@@ -150,15 +156,24 @@ impl RemapPolicy {
         Ok(p)
     }
 
-    /// Rebuild from member 0's map region: `region` = its bytes
+    /// Rebuild from the map region: `region` = its bytes
     /// `[0, map_bytes)` (more is fine).  The queue starts empty.
     pub fn recover(cfg: RemapConfig, geo: RemapGeometry, region: &[u8]) -> Result<RemapPolicy, RemapError> {
         let (lay, places, log) = recover::recover(&cfg, &geo, region)?;
-        Ok(RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Budget::default(), st: RemapStats::default() })
+        Ok(RemapPolicy::assemble(cfg, geo, lay, places, log))
     }
 
-    /// Bytes of every member's map region (what `recover` needs of
-    /// member 0); 0 when the configuration or geometry is invalid.
+    fn assemble(cfg: RemapConfig, geo: RemapGeometry, lay: RemapLayout, places: Places, log: BlockLedger) -> RemapPolicy {
+        RemapPolicy { cfg, geo, lay, places, log, queue: VecDeque::new(), bucket: Budget::default(), st: RemapStats::default(), degraded: false }
+    }
+
+    /// Whether the inner array is degraded: movement pauses while it is.
+    pub fn set_degraded(&mut self, degraded: bool) {
+        self.degraded = degraded;
+    }
+
+    /// Bytes of the map region (what `recover` needs); 0 when the
+    /// configuration or geometry is invalid.
     pub fn map_bytes(cfg: &RemapConfig, geo: &RemapGeometry) -> u64 {
         RemapLayout::new(cfg, geo).map(|l| l.map_bytes).unwrap_or(0)
     }
@@ -174,27 +189,27 @@ impl RemapPolicy {
     }
 
     /// The geometry.
-    pub fn geometry(&self) -> RemapGeometry {
-        self.geo
+    pub fn geometry(&self) -> &RemapGeometry {
+        &self.geo
     }
 
-    /// Where unit `l` lives now: (member, byte offset on it); `None`
-    /// beyond the capacity.
+    /// Where unit `l` lives now: (column, inner byte offset); `None`
+    /// beyond the capacity.  `layout().columns[column]` is its drive.
     pub fn placement(&self, l: u64) -> Option<(usize, u64)> {
         (l < self.lay.capacity_units).then(|| {
-            let (m, s) = self.places.of(&self.lay, l);
-            (m, self.lay.slot_offset(s))
+            let (c, s) = self.places.of(&self.lay, l);
+            (c, self.lay.slot_offset(c, s))
         })
     }
 
-    /// Every moved unit's place: unit -> (member, slot).
+    /// Every moved unit's place: unit -> (column, slot).
     pub fn moved(&self) -> &BTreeMap<u64, (usize, u64)> {
         &self.places.moved
     }
 
-    /// Queue the moves of a target layout, in the given order (the caller
-    /// orders them by benefit over cost).  Replaces any earlier queue;
-    /// units already on their target member are left out.  The number of
+    /// Queue the moves of a target layout, (unit, column) in the given
+    /// order (the caller orders them by benefit over cost).  Replaces any
+    /// earlier queue; units already on their target column are left out.  The number of
     /// moves queued.
     pub fn set_target(&mut self, target: Vec<(u64, usize)>) -> Result<usize, RemapError> {
         self.queue = migrate::queue(&self.lay, &self.places, target)?;
@@ -225,8 +240,9 @@ impl Frontend for RemapPolicy {
     fn describe(&self) -> String {
         let l = &self.lay;
         format!(
-            "remap raid0: {} members x {} slots of {} KiB ({} data, {} spare each), map {} KiB, {} MiB logical, {} units moved",
-            l.members,
+            "remap over {}: {} columns x {} slots of {} KiB ({} data, {} spare each), map {} KiB, {} MiB logical, {} units moved",
+            self.geo.inner.level,
+            l.ncols(),
             l.slots,
             l.unit >> 10,
             l.data_slots,
@@ -243,7 +259,7 @@ impl Frontend for RemapPolicy {
         self.lay.block
     }
     fn members(&self) -> usize {
-        self.lay.members
+        1
     }
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         io::plan(&self.lay, &self.places, write, offset, len, h).map(Staged::foreground)

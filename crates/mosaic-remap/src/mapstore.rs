@@ -1,10 +1,12 @@
-//! The map's durable form on member 0: a label, then the kit's ledger of
-//! map records written as whole blocks (`mosaic_map::blocklog`).
+//! The map's durable form at the start of the inner array's space: a
+//! label, then the kit's ledger of map records written as whole blocks
+//! (`mosaic_map::blocklog`).
 //!
 //! ```text
-//!   member 0: [ label block | ckpt slot 0 | ckpt slot 1 | delta log ] [ slots ... ]
+//!   inner space: [ label block | ckpt slot 0 | ckpt slot 1 | delta log ] [ units ... ]
 //!   record of a moved unit: Update::Map { logical: unit,
-//!                                         placement: Member { member, offset: slot start } }
+//!                                         placement: Member { member: column,
+//!                                                             offset: inner offset of the slot } }
 //! ```
 //!
 //! Only moved units have records: a fresh array's map is empty, and a
@@ -20,18 +22,21 @@ use mosaic_map::map::{Placement, Update};
 use crate::layout::RemapLayout;
 use crate::RemapGeometry;
 
-/// The label at offset 0 of member 0: what the map region was laid out
-/// for, so `recover` with another configuration or geometry refuses.
+/// The label at offset 0 of the map region: what it was laid out for,
+/// so `recover` with another configuration or geometry refuses.
 pub const LABEL: Label<'static> = Label {
     magic: b"mosaicRM",
-    names: &["members", "member_bytes", "unit", "block", "map_bytes", "ckpt_bytes", "log_bytes", "slots", "spare", "capacity_units"],
+    names: &[
+        "drives", "data_columns", "code_columns", "stripe_unit", "stripes", "period", "unit", "block", "map_bytes", "ckpt_bytes", "log_bytes", "slots", "spare",
+        "capacity_units",
+    ],
     what: "remap array",
-    at: "member 0",
+    at: "the start of the inner array",
 };
 
-/// The record placing unit `l` at (member, slot).
+/// The record placing unit `l` at (column, slot).
 pub fn record(lay: &RemapLayout, l: u64, at: (usize, u64)) -> Update {
-    Update::Map { logical: l, placement: Placement::Member { member: at.0 as u32, offset: lay.slot_offset(at.1) } }
+    Update::Map { logical: l, placement: Placement::Member { member: at.0 as u32, offset: lay.slot_offset(at.0, at.1) } }
 }
 
 /// Every moved unit's record, with `over` (records about to be written)
@@ -43,6 +48,22 @@ pub fn all(lay: &RemapLayout, moved: &BTreeMap<u64, (usize, u64)>, over: &[(u64,
 }
 
 /// The label's fields, in [`LABEL`] order.
-pub fn label_fields(lay: &RemapLayout, geo: &RemapGeometry) -> [u64; 10] {
-    [geo.members as u64, geo.member_bytes, lay.unit, lay.block, lay.map_bytes, lay.ckpt_bytes, lay.log_bytes, lay.slots, lay.spare, lay.capacity_units]
+pub fn label_fields(lay: &RemapLayout, geo: &RemapGeometry) -> [u64; 14] {
+    let g = &geo.inner;
+    [
+        g.members as u64,
+        g.k as u64,
+        g.m as u64,
+        g.unit,
+        g.stripes,
+        lay.period,
+        lay.unit,
+        lay.block,
+        lay.map_bytes,
+        lay.ckpt_bytes,
+        lay.log_bytes,
+        lay.slots,
+        lay.spare,
+        lay.capacity_units,
+    ]
 }

@@ -2,18 +2,19 @@
 //! through the kit's migration protocol (`mosaic_map::moves`).
 //!
 //! ```text
-//!   set_target([(u7, m2), (u3, m0), ...])   queue, in the caller's order
+//!   set_target([(u7, c2), (u3, c0), ...])   queue, in the caller's order
 //!                                           (benefit over cost); units
-//!                                           already on their member dropped
+//!                                           already on their column dropped
 //!
 //!   idle -> one program: up to batch_units queued moves whose target
-//!           member has a free slot (the lowest one), as ONE kit Move:
+//!           column has a free slot (the lowest one), as ONE kit Move,
+//!           every operation on the inner array (member 0):
 //!
-//!     Read  [ u7 @ m1 slot 0, u3 @ m3 slot 0, ... ] -> staging        (1) copy
-//!     Write [ u7 -> m2 slot D, u3 -> m0 slot D, ... ] <- staging
-//!     Flush [ m2, m0, ... ]                                          (2) durable
-//!     Write [ map delta on m0: u7 -> (m2, D), u3 -> (m0, D), ... ]   (3) remap
-//!     Flush [ m0 ]
+//!     Read  [ u7 @ c1 slot 0, u3 @ c3 slot 0, ... ] -> staging        (1) copy
+//!     Write [ u7 -> c2 slot D, u3 -> c0 slot D, ... ] <- staging
+//!     Flush [ inner ]                                                (2) durable
+//!     Write [ map delta: u7 -> (c2, D), u3 -> (c0, D), ... ]         (3) remap
+//!     Flush [ inner ]
 //!   then, in memory at plan time: the new places taken, the old ones
 //!   free (4): later programs may write them, never this one.
 //! ```
@@ -24,13 +25,21 @@
 //!   (the caller runs each program before planning the next, as for the
 //!   tier).  A crash before (3) leaves the map naming old places nobody
 //!   wrote; from (3) on, new places durable since (2).
-//! * **Blocked moves.**  A move whose target member has no free slot
+//! * **Parity.**  On a parity inner array the write of (1) is the inner
+//!   array's read-modify-write of the destination stripe, through its
+//!   journal: that stripe's code takes the unit in.  The source stripe's
+//!   code needs no change: the vacated unit keeps its bytes, which that
+//!   code covers, until a later move or write lands there (again as a
+//!   read-modify-write).  So a move is one unit write's cost, and a crash
+//!   anywhere leaves both stripes consistent (the inner journal).
+//! * **Blocked moves.**  A move whose target column has no free slot
 //!   stays queued (counted as blocked) and goes once a move away from
-//!   that member frees one.  `idle` gives nothing when no queued move can
-//!   go: no busy loop.  Two members full and each waiting for the other
+//!   that column frees one.  `idle` gives nothing when no queued move can
+//!   go: no busy loop.  Two columns full and each waiting for the other
 //!   stay blocked: the caller plans with the spare room in mind.
-//! * **Pause.**  Nothing moves while any member is not Active: raid0 has
-//!   no redundancy, and a degraded array is no time to add work.
+//! * **Pause.**  Nothing moves while the inner array is degraded
+//!   ([`RemapPolicy::set_degraded`]) or not Active: a degraded array is
+//!   no time to add work, and raid0 has no redundancy.
 //! * **Budget.**  A token bucket of `budget_bytes_per_s` (as the tier's),
 //!   holding at least one unit, limits the bytes moved.
 
@@ -43,7 +52,8 @@ use crate::layout::RemapLayout;
 use crate::places::Places;
 use crate::{mapstore, RemapError, RemapPolicy};
 
-/// The member holding the map.
+/// The executor's one member: the inner array's logical space, which
+/// holds the map region and every unit.
 pub const MAP_MEMBER: usize = 0;
 
 /// One planned move: a unit, its old place and its new one.
@@ -55,8 +65,8 @@ struct Step {
 }
 
 /// Check a target and make it the queue: every unit inside the capacity
-/// and named once, every member in the array; units already on their
-/// target member left out.
+/// and named once, every column in the array; units already on their
+/// target column left out.
 pub fn queue(lay: &RemapLayout, places: &Places, target: Vec<(u64, usize)>) -> Result<VecDeque<(u64, usize)>, RemapError> {
     let mut seen = HashSet::with_capacity(target.len());
     let mut q = VecDeque::with_capacity(target.len());
@@ -64,8 +74,8 @@ pub fn queue(lay: &RemapLayout, places: &Places, target: Vec<(u64, usize)>) -> R
         if l >= lay.capacity_units {
             return Err(RemapError::Target(format!("unit {l} is beyond the capacity of {} units", lay.capacity_units)));
         }
-        if m >= lay.members {
-            return Err(RemapError::Target(format!("unit {l}: member {m} is not one of the {} members", lay.members)));
+        if m >= lay.ncols() {
+            return Err(RemapError::Target(format!("unit {l}: column {m} is not one of the {} columns", lay.ncols())));
         }
         if !seen.insert(l) {
             return Err(RemapError::Target(format!("unit {l} is named twice")));
@@ -77,9 +87,9 @@ pub fn queue(lay: &RemapLayout, places: &Places, target: Vec<(u64, usize)>) -> R
     Ok(q)
 }
 
-/// Whether every member is Active (movement runs only then).
-pub fn all_active(h: &Health, members: usize) -> bool {
-    (0..members).all(|m| matches!(h.states.get(m), Some(MemberState::Active)))
+/// Whether the inner array is Active (movement runs only then).
+pub fn active(h: &Health) -> bool {
+    matches!(h.states.get(MAP_MEMBER), Some(MemberState::Active))
 }
 
 /// One idle step: the next batch as a program, or `None` when paused,
@@ -88,7 +98,7 @@ pub fn step(pol: &mut RemapPolicy, now: u64, h: &Health) -> Result<Option<Progra
     if pol.queue.is_empty() {
         return Ok(None);
     }
-    if !all_active(h, pol.lay.members) {
+    if pol.degraded || !active(h) {
         pol.st.paused += 1;
         return Ok(None);
     }
@@ -106,11 +116,11 @@ pub fn step(pol: &mut RemapPolicy, now: u64, h: &Health) -> Result<Option<Progra
 }
 
 /// Take up to `max` queued moves that can go, lowest free slot of their
-/// target member each (slots free before this batch only); drop moves
+/// target column each (slots free before this batch only); drop moves
 /// already done; keep the rest queued and count the blocked ones.
 fn select(pol: &mut RemapPolicy, max: usize) -> Vec<Step> {
     let (lay, places) = (&pol.lay, &pol.places);
-    // Per member, one past the last slot this batch took there.
+    // Per column, one past the last slot this batch took there.
     let mut taken: HashMap<usize, u64> = HashMap::new();
     let (mut steps, mut keep, mut blocked) = (Vec::new(), VecDeque::new(), 0u64);
     for (l, m) in std::mem::take(&mut pol.queue) {
@@ -133,8 +143,8 @@ fn select(pol: &mut RemapPolicy, max: usize) -> Vec<Step> {
     pol.queue = keep;
     pol.st.moves_blocked = blocked;
     pol.st.blocked_skips += blocked;
-    // Writes in slot order, so moves into neighbouring slots merge.
-    steps.sort_by_key(|s| s.to);
+    // Writes in inner order, so moves into neighbouring slots merge.
+    steps.sort_by_key(|s| lay.slot_offset(s.to.0, s.to.1));
     steps
 }
 
@@ -145,10 +155,10 @@ fn build(pol: &mut RemapPolicy, steps: &[Step]) -> Result<Program, PlanError> {
     locks.sort_unstable();
     let mut mv = Move::new(locks, Method::Direct, steps.len() * unit as usize);
     for (j, s) in steps.iter().enumerate() {
-        mv.read(s.from.0, pol.lay.slot_offset(s.from.1), unit, j * unit as usize);
+        mv.read(MAP_MEMBER, pol.lay.slot_offset(s.from.0, s.from.1), unit, j * unit as usize);
     }
     for (j, s) in steps.iter().enumerate() {
-        mv.write(s.to.0, pol.lay.slot_offset(s.to.1), unit, j * unit as usize);
+        mv.write(MAP_MEMBER, pol.lay.slot_offset(s.to.0, s.to.1), unit, j * unit as usize);
     }
     let over: Vec<(u64, (usize, u64))> = steps.iter().map(|s| (s.unit, s.to)).collect();
     let updates: Vec<_> = over.iter().map(|&(l, at)| mapstore::record(&pol.lay, l, at)).collect();

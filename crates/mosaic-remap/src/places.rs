@@ -1,10 +1,10 @@
 //! Where every unit is, and which slots are free.
 //!
 //! ```text
-//!   moved:  unit -> (member, slot)      only units that were ever moved;
+//!   moved:  unit -> (column, slot)      only units that were ever moved;
 //!                                       every other unit is at its home
-//!   owner:  (member, slot) -> unit      the slots moved units hold
-//!   free:   member -> { spare slots not taken, home slots a unit left }
+//!   owner:  (column, slot) -> unit      the slots moved units hold
+//!   free:   column -> { spare slots not taken, home slots a unit left }
 //!
 //!   a slot is held  <=>  owner has it, or it is the home of a unit not in `moved`
 //!   free = every slot not held
@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::layout::RemapLayout;
 
-/// The free slots of one member.
+/// The free slots of one column.
 ///
 /// ```text
 ///   spare range  spare.0 ............ next ............ spare.1
@@ -99,22 +99,22 @@ impl FreeSlots {
 /// The placement state of the array.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Places {
-    /// Unit -> (member, slot), for moved units only.
+    /// Unit -> (column, slot), for moved units only.
     pub moved: BTreeMap<u64, (usize, u64)>,
-    /// (member, slot) -> the moved unit holding it.
+    /// (column, slot) -> the moved unit holding it.
     pub owner: BTreeMap<(usize, u64), u64>,
-    /// Per member, the slots nobody holds.
+    /// Per column, the slots nobody holds.
     pub free: Vec<FreeSlots>,
 }
 
 impl Places {
     /// Every unit at home: the spare slots free.
     pub fn fresh(lay: &RemapLayout) -> Places {
-        let free = (0..lay.members).map(|_| FreeSlots::new(lay)).collect();
+        let free = (0..lay.ncols()).map(|_| FreeSlots::new(lay)).collect();
         Places { moved: BTreeMap::new(), owner: BTreeMap::new(), free }
     }
 
-    /// Where unit `l` is: (member, slot).
+    /// Where unit `l` is: (column, slot).
     pub fn of(&self, lay: &RemapLayout, l: u64) -> (usize, u64) {
         self.moved.get(&l).copied().unwrap_or_else(|| lay.home(l))
     }
@@ -124,7 +124,7 @@ impl Places {
     /// once the move's program has been planned (see `migrate.rs`).
     pub fn place(&mut self, lay: &RemapLayout, l: u64, to: (usize, u64)) -> Result<(), String> {
         if !self.free.get(to.0).is_some_and(|f| f.contains(to.1)) {
-            return Err(format!("unit {l}: slot {} of member {} is not free", to.1, to.0));
+            return Err(format!("unit {l}: slot {} of column {} is not free", to.1, to.0));
         }
         let from = self.of(lay, l);
         self.free[to.0].take(to.1);
@@ -135,7 +135,7 @@ impl Places {
         Ok(())
     }
 
-    /// The lowest free slot of `member` from slot `from` on (a batch
+    /// The lowest free slot of column `member` from slot `from` on (a batch
     /// passes one past the last slot it took there, as it takes them in
     /// ascending order).
     pub fn free_slot(&self, member: usize, from: u64) -> Option<u64> {
@@ -154,13 +154,13 @@ impl Places {
         let mut owner = BTreeMap::new();
         for (&l, &at) in &moved {
             if let Some(other) = owner.insert(at, l) {
-                return Err(format!("units {other} and {l} both placed in slot {} of member {}", at.1, at.0));
+                return Err(format!("units {other} and {l} both placed in slot {} of column {}", at.1, at.0));
             }
             if let Some(h) = lay.home_unit(at.0, at.1).filter(|h| *h != l && !moved.contains_key(h)) {
-                return Err(format!("unit {l} placed in slot {} of member {}, the home of unit {h} which never moved", at.1, at.0));
+                return Err(format!("unit {l} placed in slot {} of column {}, the home of unit {h} which never moved", at.1, at.0));
             }
         }
-        let mut free: Vec<FreeSlots> = (0..lay.members).map(|_| FreeSlots::new(lay)).collect();
+        let mut free: Vec<FreeSlots> = (0..lay.ncols()).map(|_| FreeSlots::new(lay)).collect();
         for &(m, s) in owner.keys() {
             free[m].take(s);
         }

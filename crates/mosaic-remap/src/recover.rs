@@ -1,16 +1,16 @@
-//! Recovery from member 0's map region: label, newest checkpoint,
-//! deltas; then the slot state rebuilt from the records.
+//! Recovery from the map region: label, newest checkpoint, deltas; then
+//! the slot state rebuilt from the records.
 //!
 //! ```text
-//!   region = member 0 bytes [0, map_bytes):
+//!   region = inner bytes [0, map_bytes):
 //!   [label: mosaicRM + layout fields][ckpt 0][ckpt 1][delta log]
 //!      |                               \________ BlockLedger::recover ________/
 //!      must equal what cfg + geo give        -> unit -> Placement::Member
 //!                                            -> each checked, then Places::rebuild
 //! ```
 //!
-//! Every record is checked: a unit inside the capacity, a member of the
-//! array, an offset that is the start of a slot, no slot held twice
+//! Every record is checked: a unit inside the capacity, a column of the
+//! array, an offset that is the start of one of its slots, no slot held twice
 //! (home slots of units without a record count as held).  The errors
 //! name the unit.  Damaged bytes are an error or an older consistent
 //! map (a torn delta ends the log replay), never a panic.
@@ -49,18 +49,18 @@ fn check_label(lay: &RemapLayout, geo: &RemapGeometry, region: &[u8]) -> Result<
     mapstore::LABEL.check(region, &mapstore::label_fields(lay, geo)).map_err(RemapError::Corrupt)
 }
 
-/// A record's place as (member, slot), checked against the layout.
+/// A record's place as (column, slot), checked against the layout.
 fn locate(lay: &RemapLayout, l: u64, p: Placement) -> Result<(usize, u64), RemapError> {
     let bad = |m: String| Err(RemapError::Corrupt(format!("unit {l}: {m}")));
     if l >= lay.capacity_units {
         return bad(format!("beyond the capacity of {} units", lay.capacity_units));
     }
     match p {
-        Placement::Member { member, offset } if (member as usize) < lay.members => match lay.slot_at(offset) {
-            Some(s) => Ok((member as usize, s)),
-            None => bad(format!("offset {offset} on member {member} is not the start of one of its {} slots", lay.slots)),
+        Placement::Member { member, offset } if (member as usize) < lay.ncols() => match lay.slot_at(offset) {
+            Some((c, s)) if c == member as usize => Ok((c, s)),
+            _ => bad(format!("offset {offset} is not the start of one of column {member}'s {} slots", lay.slots)),
         },
-        Placement::Member { member, .. } => bad(format!("member {member} is not one of the {} members", lay.members)),
+        Placement::Member { member, .. } => bad(format!("column {member} is not one of the {} columns", lay.ncols())),
         other => bad(format!("placement {other:?} is not on a member")),
     }
 }

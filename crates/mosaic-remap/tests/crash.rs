@@ -17,7 +17,7 @@ fn tight_cfg(members: usize, slots: u64) -> (RemapConfig, RemapGeometry) {
     (cfg, g)
 }
 
-/// The moves of round `k`: a third of the units, each to another member.
+/// The moves of round `k`: a third of the units, each to another column.
 fn target(units: u64, n: usize, k: u64) -> Vec<(u64, usize)> {
     (0..units).filter(|l| (l * 7 + k) % 3 == 0).map(|l| (l, ((l + k + 1) % n as u64) as usize)).collect()
 }
@@ -32,7 +32,7 @@ fn keeps_working(r: &mut Rig, model: &mut Model, k: u64) {
         model.write(off, &d);
     }
     let units = r.pol.layout().capacity_units;
-    r.pol.set_target(target(units, r.n(), k + 1)).unwrap();
+    r.pol.set_target(target(units, r.cols(), k + 1)).unwrap();
     r.idle(1000);
     placements_consistent(&r.pol);
     assert_bytes(&r.read(0, cap).unwrap(), model.get(0, cap), "after more work");
@@ -41,7 +41,7 @@ fn keeps_working(r: &mut Rig, model: &mut Model, k: u64) {
 #[test]
 fn power_cut_at_every_write_of_every_move_program() {
     let (cfg, g) = tight_cfg(4, 12);
-    let mut r = Rig::new(cfg.clone(), g);
+    let mut r = Rig::new(cfg.clone(), g.clone());
     let model = fill(&mut r, 21);
     let lay = r.pol.layout().clone();
     let (mut batches, mut cuts, mut checkpoints) = (0, 0, 0);
@@ -58,12 +58,12 @@ fn power_cut_at_every_write_of_every_move_program() {
             assert!(writes >= 2, "data and map writes");
             for cut in 0..=writes as i64 {
                 // The same state, recovered from the bytes, plans the same program.
-                let mut c = Rig::from_bytes(cfg.clone(), g, base.clone(), r.now);
+                let mut c = Rig::from_bytes(cfg.clone(), g.clone(), base.clone(), r.now);
                 c.pol.set_target(t.clone()).unwrap();
                 let p2 = c.plan_idle().expect("the same move");
                 assert_eq!(p2, p, "batch {batches}: recovery gives the same plan");
                 run_cut(&c.mems, &p2, Client::None, cut);
-                let mut after = Rig::from_bytes(cfg.clone(), g, c.snapshots(), c.now);
+                let mut after = Rig::from_bytes(cfg.clone(), g.clone(), c.snapshots(), c.now);
                 placements_consistent(&after.pol);
                 if cut == writes as i64 {
                     assert_eq!(after.pol.moved(), &planned, "a finished move is durable");
@@ -89,7 +89,7 @@ fn power_cut_at_every_write_of_every_move_program() {
 #[test]
 fn damaged_map_bytes_never_panic() {
     let (cfg, g) = tight_cfg(3, 10);
-    let mut r = Rig::new(cfg.clone(), g);
+    let mut r = Rig::new(cfg.clone(), g.clone());
     fill(&mut r, 3);
     let units = r.pol.layout().capacity_units;
     for k in 0..3 {
@@ -99,7 +99,7 @@ fn damaged_map_bytes_never_panic() {
     let region = r.region();
     let lay = r.pol.layout().clone();
     let (mut refused, mut accepted) = (0, 0);
-    let mut try_region = |b: &[u8]| match RemapPolicy::recover(cfg.clone(), g, b) {
+    let mut try_region = |b: &[u8]| match RemapPolicy::recover(cfg.clone(), g.clone(), b) {
         Ok(p) => {
             placements_consistent(&p);
             accepted += 1;
@@ -123,10 +123,14 @@ fn damaged_map_bytes_never_panic() {
     try_region(&vec![0; region.len()]);
     assert!(refused > 0 && accepted > 0, "refused {refused}, accepted {accepted}");
     // Another configuration or geometry refuses the label, naming the field.
-    let e = RemapPolicy::recover(RemapConfig { spare_share: 0.4, ..cfg.clone() }, g, &region).err().unwrap().to_string();
+    let e = RemapPolicy::recover(RemapConfig { spare_share: 0.4, ..cfg.clone() }, g.clone(), &region).err().unwrap().to_string();
     assert!(e.contains("spare"), "{e}");
-    let g2 = RemapGeometry { members: 4, ..g };
-    assert!(RemapPolicy::recover(cfg, g2, &region).is_err());
+    let mut g2 = g.clone();
+    g2.inner.level = mosaic_core::Level::Raid5;
+    g2.inner.k -= 1;
+    g2.inner.m += 1;
+    let e = RemapPolicy::recover(cfg.clone(), g2, &region).err().unwrap().to_string();
+    assert!(e.contains("data_columns"), "{e}");
 }
 
 #[test]
@@ -134,7 +138,7 @@ fn forged_records_are_refused_naming_the_unit() {
     use mosaic_map::blocklog::BlockLedger;
     use mosaic_map::map::{Placement, Update};
     let (cfg, g) = tight_cfg(3, 10);
-    let r = Rig::new(cfg.clone(), g);
+    let r = Rig::new(cfg.clone(), g.clone());
     let lay = r.pol.layout().clone();
     let region = r.region();
     let forge = |ups: Vec<Update>| {
@@ -142,13 +146,15 @@ fn forged_records_are_refused_naming_the_unit() {
         let mut log = BlockLedger::fresh(lay.ledger(), lay.block);
         let w = log.checkpoint(&ups).unwrap();
         b[w.offset as usize..w.offset as usize + w.bytes.len()].copy_from_slice(&w.bytes);
-        RemapPolicy::recover(cfg.clone(), g, &b).err().map(|e| e.to_string()).unwrap_or_default()
+        RemapPolicy::recover(cfg.clone(), g.clone(), &b).err().map(|e| e.to_string()).unwrap_or_default()
     };
-    let at = |member: u32, slot: u64| Placement::Member { member, offset: lay.map_bytes + slot * lay.unit };
+    let at = |member: u32, slot: u64| Placement::Member { member, offset: lay.slot_offset(member.min(2) as usize, slot) };
     let m = |logical: u64, placement: Placement| Update::Map { logical, placement };
     let cap = lay.capacity_units;
     assert!(forge(vec![m(cap, at(0, lay.slots - 1))]).contains(&format!("unit {cap}: beyond")));
-    assert!(forge(vec![m(1, at(3, lay.slots - 1))]).contains("unit 1: member 3"));
+    assert!(forge(vec![m(1, at(3, lay.slots - 1))]).contains("unit 1: column 3"));
+    let wrong_column = Placement::Member { member: 1, offset: lay.slot_offset(0, lay.slots - 1) };
+    assert!(forge(vec![m(1, wrong_column)]).contains("unit 1: offset"));
     assert!(forge(vec![m(1, Placement::Member { member: 0, offset: lay.map_bytes + 100 })]).contains("unit 1: offset"));
     assert!(forge(vec![m(1, at(0, lay.slots))]).contains("unit 1: offset"));
     assert!(forge(vec![m(1, Placement::Tier { tier: 0, offset: 0 })]).contains("unit 1: placement"));

@@ -25,7 +25,7 @@ fn act() -> impl Strategy<Value = Act> {
     ]
 }
 
-/// A target moving about 1/(share+1) of the units to pseudo-random members.
+/// A target moving about 1/(share+1) of the units to pseudo-random columns.
 fn target(units: u64, n: usize, seed: u64, share: u64) -> Vec<(u64, usize)> {
     let mix = |l: u64| (l ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17;
     (0..units).filter(|&l| mix(l) % (share + 1) == 0).map(|l| (l, (mix(l) / 7 % n as u64) as usize)).collect()
@@ -35,9 +35,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn reads_and_writes_match_the_model(acts in proptest::collection::vec(act(), 1..40), unit_log in 0u32..3) {
+    fn reads_and_writes_match_the_model(acts in proptest::collection::vec(act(), 1..40), unit_log in 0u32..3, raid5 in any::<bool>()) {
         let cfg = mosaic_remap::RemapConfig { unit: 4096 << unit_log, batch_units: 3, ..small_cfg() };
-        let g = geo(&cfg, 4, 16);
+        let g = if raid5 { geo_level(&cfg, mosaic_core::Level::Raid5, 4, 16) } else { geo(&cfg, 4, 16) };
         let mut r = Rig::new(cfg, g);
         let cap = r.capacity();
         let blocks = cap / 4096;

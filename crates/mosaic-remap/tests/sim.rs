@@ -1,19 +1,21 @@
 //! The same policy in the simulator: a few hundred generated requests
 //! replayed on drive models, with moves in the idle gaps.  Every program
 //! the simulator got is then run by the real executor on RAM members in
-//! the same order: the per-member device operation counts of the
-//! simulator's report, of the programs and of the members agree, and
-//! every read returns the model's bytes.
+//! the same order: the device operation counts of the simulator's
+//! report (on the inner array, a nested drive of four models), of the
+//! programs and of the member agree, and every read returns the model's
+//! bytes.
 
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use mosaic_core::{Dir, Frontend, Health, PlanError, Program, Staged};
+use mosaic_core::{Dir, FixedLayout, Frontend, Health, Level, PlanError, Program, Staged};
 use mosaic_dev::{MemMember, Member};
 use mosaic_exec::{Client, Executor};
 use mosaic_remap::{RemapConfig, RemapPolicy};
+use mosaic_sim::nested::ArrayDrive;
 use mosaic_sim::{Mode, SimConfig, Simulator};
 use mosaic_trace::{Op, Request};
 use rand::{Rng, SeedableRng};
@@ -128,14 +130,16 @@ fn program_counts(ps: &[(Program, Why)], n: usize) -> Vec<(u64, u64)> {
 }
 
 /// A fresh array with a target moving every third unit to the next
-/// member, replayed on four `spec` drives.
-fn replay(spec: &str, cfg: &RemapConfig, g: mosaic_remap::RemapGeometry, reqs: &[Request]) -> (Recorder, Program, mosaic_sim::SimReport) {
-    let (pol, format) = RemapPolicy::format(cfg.clone(), g).unwrap();
+/// column, replayed on an inner array of four `spec` drives.
+fn replay(spec: &str, cfg: &RemapConfig, g: &mosaic_remap::RemapGeometry, reqs: &[Request]) -> (Recorder, Program, mosaic_sim::SimReport) {
+    let (pol, format) = RemapPolicy::format(cfg.clone(), g.clone()).unwrap();
     let mut rec = Recorder { pol, log: Vec::new() };
     let units = rec.pol.layout().capacity_units;
     rec.pol.set_target((0..units).filter(|l| l % 3 == 0).map(|l| (l, ((l + 1) % 4) as usize)).collect()).unwrap();
     let drive = mosaic_drives::preset(spec).unwrap();
-    let models = (0..4).map(|_| drive.build(Some(g.member_bytes))).collect();
+    let drives = (0..4).map(|_| drive.build(Some(g.inner.member_data_bytes()))).collect();
+    let inner = ArrayDrive::new(FixedLayout::new(g.inner.clone()).unwrap(), drives).unwrap();
+    let models: Vec<Box<dyn mosaic_drives::DriveModel>> = vec![Box::new(inner)];
     let sim_cfg = SimConfig { mode: Mode::Open { time_scale: 1.0 }, ..SimConfig::default() };
     let sim = Simulator::with_frontend(Box::new(&mut rec), models, sim_cfg).unwrap();
     let report = sim.run(reqs.iter().map(|r| Ok::<_, std::convert::Infallible>(*r))).unwrap();
@@ -145,27 +149,27 @@ fn replay(spec: &str, cfg: &RemapConfig, g: mosaic_remap::RemapGeometry, reqs: &
 #[test]
 fn simulator_and_executor_see_the_same_device_operations() {
     let cfg = RemapConfig { unit: 16 * KIB, block: 4 * KIB, batch_units: 4, idle_after_ns: 100_000, ..RemapConfig::default() };
-    let g = geo(&cfg, 4, 24);
-    let cap = RemapPolicy::format(cfg.clone(), g).unwrap().0.capacity();
-    let reqs = requests(cap, 300);
-    for spec in ["ram:default", "ssd:generic-sata"] {
-        let (rec, format, report) = replay(spec, &cfg, g, &reqs);
+    for (level, spec) in [(Level::Raid0, "ram:default"), (Level::Raid0, "ssd:generic-sata"), (Level::Raid5, "ssd:generic-sata")] {
+        let g = geo_level(&cfg, level, 4, 24);
+        let cap = RemapPolicy::format(cfg.clone(), g.clone()).unwrap().0.capacity();
+        let reqs = requests(cap, 300);
+        let (rec, format, report) = replay(spec, &cfg, &g, &reqs);
         assert_eq!(report.requests, 300, "{spec}");
         let st = rec.pol.stats();
         assert!(st.moves > 0 && st.move_programs > 0, "{spec}: moves ran in the idle gaps: {st:?}");
-        let want = program_counts(&rec.log, 4);
+        let want = program_counts(&rec.log, 1);
         let got: Vec<(u64, u64)> = report.devices.iter().map(|d| (d.reads, d.writes)).collect();
         assert_eq!(got, want, "{spec}: simulator vs programs");
         assert!(report.policy.iter().any(|(k, v)| k == "moves" && *v == st.moves as f64), "{spec}: {:?}", report.policy);
-        assert_eq!(execute(&format, &rec.log, g.member_bytes, cap), want, "{spec}: executor vs programs");
+        assert_eq!(execute(&format, &rec.log, g.inner.capacity(), cap), want, "{spec}: executor vs programs");
     }
 }
 
-/// Run the format program and then `log` in order on counting RAM
-/// members; every read checked against a model of the writes.  The
-/// counts of the logged programs per member.
+/// Run the format program and then `log` in order on a counting RAM
+/// member (the inner space); every read checked against a model of the
+/// writes.  The counts of the logged programs.
 fn execute(format: &Program, log: &[(Program, Why)], member_bytes: u64, cap: u64) -> Vec<(u64, u64)> {
-    let mems: Vec<Arc<Counting>> = (0..4).map(|i| Arc::new(Counting { inner: Arc::new(MemMember::new(format!("m{i}"), member_bytes)), reads: AtomicU64::new(0), writes: AtomicU64::new(0) })).collect();
+    let mems = vec![Arc::new(Counting { inner: Arc::new(MemMember::new(String::from("inner"), member_bytes)), reads: AtomicU64::new(0), writes: AtomicU64::new(0) })];
     let exec = Executor::new(mems.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
     exec.run(format, Client::None, None).unwrap();
     for m in &mems {

@@ -1,12 +1,13 @@
-//! A remap policy run by the real executor on N RAM members, and a
-//! reference byte model to check it against.
+//! A remap policy run by the real executor on one RAM member standing
+//! for the inner array's logical space, and a reference byte model to
+//! check it against.
 
 #![allow(dead_code)]
 
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 
-use mosaic_core::{Dir, Frontend, Health, Phase, PlanError, Program};
+use mosaic_core::{Dir, Frontend, Geometry, Health, Level, Phase, PlanError, Program};
 use mosaic_dev::{MemMember, Member, PowerCut};
 use mosaic_exec::{Client, Executor};
 use mosaic_remap::{RemapConfig, RemapGeometry, RemapPolicy};
@@ -18,24 +19,32 @@ pub fn small_cfg() -> RemapConfig {
     RemapConfig { unit: 4 * KIB, block: 4 * KIB, batch_units: 4, ..RemapConfig::default() }
 }
 
-/// `members` members with `slots` unit slots each after the map region.
-pub fn geo(cfg: &RemapConfig, members: usize, slots: u64) -> RemapGeometry {
-    let start = if cfg.map_bytes == 0 { 1 << 30 } else { cfg.map_bytes + slots * cfg.unit };
-    let mut g = RemapGeometry { members, member_bytes: start };
-    // The map region depends (a little) on the member size: settle it.
-    for _ in 0..10 {
-        let map = RemapPolicy::map_bytes(cfg, &g);
-        assert!(map > 0, "geometry {g:?} invalid");
-        if g.member_bytes == map + slots * cfg.unit {
-            return g;
-        }
-        g.member_bytes = map + slots * cfg.unit;
-    }
-    panic!("map region does not settle for {g:?}")
+/// A raid0 inner array of `drives` drives (stripe unit = the remap
+/// unit) with `slots` unit slots per drive after the map region.
+pub fn geo(cfg: &RemapConfig, drives: usize, slots: u64) -> RemapGeometry {
+    geo_level(cfg, Level::Raid0, drives, slots)
 }
 
-pub fn health(n: usize) -> Health {
-    Health::all_active(n)
+/// An inner array of `level` over `drives` drives whose stripes after
+/// the map region number `stripes` (whole periods).
+pub fn geo_level(cfg: &RemapConfig, level: Level, drives: usize, stripes: u64) -> RemapGeometry {
+    let inner = |stripes: u64| RemapGeometry::new(Geometry::new(level, drives, cfg.unit, cfg.block.max(512), stripes * cfg.unit).unwrap());
+    // The map region depends (a little) on the inner size: settle it.
+    let mut extra = 1;
+    for _ in 0..40 {
+        let g = inner(stripes + extra);
+        match RemapPolicy::format(cfg.clone(), g.clone()) {
+            Ok((p, _)) if p.layout().map_stripes == extra => return g,
+            Ok((p, _)) => extra = p.layout().map_stripes,
+            Err(_) => extra *= 2,
+        }
+    }
+    panic!("map region does not settle for {level} over {drives} drives, {stripes} stripes")
+}
+
+/// The inner array (member 0) healthy.
+pub fn health() -> Health {
+    Health::all_active(1)
 }
 
 /// The policy on RAM members; programs run by the one executor.
@@ -56,33 +65,34 @@ fn executor(mems: &[Arc<MemMember>]) -> Executor {
 
 impl Rig {
     pub fn new(cfg: RemapConfig, geo: RemapGeometry) -> Rig {
-        let mems: Vec<_> = (0..geo.members).map(|i| Arc::new(MemMember::new(format!("m{i}"), geo.member_bytes))).collect();
+        let mems = vec![Arc::new(MemMember::new(String::from("inner"), geo.inner.capacity()))];
         let exec = executor(&mems);
-        let (pol, p) = RemapPolicy::format(cfg.clone(), geo).unwrap();
+        let (pol, p) = RemapPolicy::format(cfg.clone(), geo.clone()).unwrap();
         exec.run(&p, Client::None, None).unwrap();
         Rig { mems, exec, pol, cfg, geo, now: 1_000_000_000, log: vec![p] }
     }
 
-    /// A rig over members holding `bytes`, the policy recovered from
-    /// member 0's map region.
+    /// A rig over a member holding `bytes`, the policy recovered from
+    /// its map region.
     pub fn from_bytes(cfg: RemapConfig, geo: RemapGeometry, bytes: Vec<Vec<u8>>, now: u64) -> Rig {
         let mems: Vec<_> = bytes
             .into_iter()
             .enumerate()
             .map(|(i, b)| {
-                let m = Arc::new(MemMember::new(format!("m{i}"), geo.member_bytes));
+                let m = Arc::new(MemMember::new(format!("m{i}"), geo.inner.capacity()));
                 m.restore(b);
                 m
             })
             .collect();
         let exec = executor(&mems);
         let map = RemapPolicy::map_bytes(&cfg, &geo) as usize;
-        let pol = RemapPolicy::recover(cfg.clone(), geo, &mems[0].snapshot()[..map]).unwrap();
+        let pol = RemapPolicy::recover(cfg.clone(), geo.clone(), &mems[0].snapshot()[..map]).unwrap();
         Rig { mems, exec, pol, cfg, geo, now, log: Vec::new() }
     }
 
-    pub fn n(&self) -> usize {
-        self.geo.members
+    /// Columns (drives holding data).
+    pub fn cols(&self) -> usize {
+        self.pol.layout().ncols()
     }
 
     /// Run one program and remember it.
@@ -95,7 +105,7 @@ impl Rig {
     /// Write `data` at byte `off`; the error when the policy refuses.
     pub fn write(&mut self, off: u64, data: &[u8]) -> Result<(), PlanError> {
         self.now += 1_000_000;
-        let st = self.pol.submit(true, off, data.len() as u64, self.now, &health(self.n()))?;
+        let st = self.pol.submit(true, off, data.len() as u64, self.now, &health())?;
         for p in &st.fg {
             self.run(p, Client::In(data));
         }
@@ -105,7 +115,7 @@ impl Rig {
     /// Read `len` bytes at `off`.
     pub fn read(&mut self, off: u64, len: u64) -> Result<Vec<u8>, PlanError> {
         self.now += 1_000_000;
-        let st = self.pol.submit(false, off, len, self.now, &health(self.n()))?;
+        let st = self.pol.submit(false, off, len, self.now, &health())?;
         let mut buf = vec![0xAAu8; len as usize];
         for p in &st.fg {
             self.run(p, Client::Out(&mut buf));
@@ -116,7 +126,7 @@ impl Rig {
     /// The next idle program, planned but not run.
     pub fn plan_idle(&mut self) -> Option<Program> {
         self.now += 200_000_000;
-        let mut ps = self.pol.idle(self.now, &health(self.n())).unwrap();
+        let mut ps = self.pol.idle(self.now, &health()).unwrap();
         assert!(ps.len() <= 1, "one program per idle call");
         ps.pop()
     }
@@ -132,7 +142,7 @@ impl Rig {
         n
     }
 
-    /// Member 0's map region as it is on the member.
+    /// The map region as it is on the member.
     pub fn region(&self) -> Vec<u8> {
         let n = RemapPolicy::map_bytes(&self.cfg, &self.geo) as usize;
         self.mems[0].snapshot()[..n].to_vec()
@@ -143,9 +153,9 @@ impl Rig {
         self.mems.iter().map(|m| m.snapshot()).collect()
     }
 
-    /// Drop the policy and recover it from member 0's map region.
+    /// Drop the policy and recover it from the map region.
     pub fn recover(&mut self) {
-        self.pol = RemapPolicy::recover(self.cfg.clone(), self.geo, &self.region()).unwrap();
+        self.pol = RemapPolicy::recover(self.cfg.clone(), self.geo.clone(), &self.region()).unwrap();
     }
 
     pub fn capacity(&self) -> u64 {
@@ -196,18 +206,18 @@ pub fn shape(p: &Program) -> Vec<&'static str> {
         .collect()
 }
 
-/// Every unit's place: distinct slots, each a slot of the layout.
+/// Every unit's place: distinct slots, each a slot of its column.
 pub fn placements_consistent(pol: &RemapPolicy) {
     let lay = pol.layout();
     let mut seen = std::collections::BTreeSet::new();
     for l in 0..lay.capacity_units {
-        let (m, off) = pol.placement(l).unwrap();
-        assert!(m < lay.members && off >= lay.map_bytes && (off - lay.map_bytes) % lay.unit == 0, "unit {l} at {m}/{off}");
-        assert!((off - lay.map_bytes) / lay.unit < lay.slots, "unit {l} beyond the slots");
-        assert!(seen.insert((m, off)), "unit {l}: slot {m}/{off} held twice");
+        let (c, off) = pol.placement(l).unwrap();
+        let (c2, j) = lay.slot_at(off).unwrap_or_else(|| panic!("unit {l} at {off}: not a slot"));
+        assert!(c == c2 && j < lay.slots, "unit {l} at column {c}, offset {off}: slot ({c2}, {j})");
+        assert!(seen.insert(off), "unit {l}: inner offset {off} held twice");
     }
     let st = pol.stats();
-    assert_eq!(st.free_slots, lay.members as u64 * lay.slots - lay.capacity_units, "{st:?}");
+    assert_eq!(st.free_slots, lay.ncols() as u64 * lay.slots - lay.capacity_units, "{st:?}");
 }
 
 /// `got == want`, reported by the first differing byte (not megabytes of
