@@ -25,7 +25,7 @@ export CARGO_TERM_COLOR=never
 # One-shot build: incremental state would only use disk (see Cargo.toml).
 export CARGO_INCREMENTAL=0
 cargo build --workspace --all-targets
-cargo test --workspace 2>&1 | tee target/test-output.txt
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
 
 # The main job must run end to end on its built-in default.
 ./target/debug/mosaic demo --member-size 16M >/dev/null
