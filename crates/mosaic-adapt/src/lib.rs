@@ -12,6 +12,7 @@ pub mod correlate;
 pub mod graph;
 pub mod group;
 pub mod plan;
+pub mod target;
 pub mod txn;
 
 pub use assign::{assign, AssignError, Assignment};
@@ -19,4 +20,5 @@ pub use correlate::{mbc, sequential};
 pub use graph::{Graph, Vertex};
 pub use group::{group, max_group_bytes, GroupError, Grouping};
 pub use plan::{conflicts, plan, Plan, PlanConfig, PlanError};
+pub use target::{target, Target, TargetError, TargetInput};
 pub use txn::{Transactions, Txn, TxnConfig, TxnError, TxnStats};

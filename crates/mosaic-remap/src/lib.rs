@@ -172,6 +172,12 @@ impl RemapPolicy {
         self.degraded = degraded;
     }
 
+    /// Set the migration budget in bytes per second (0: unlimited),
+    /// replacing the configured one.
+    pub fn set_budget(&mut self, bytes_per_s: u64) {
+        self.cfg.budget_bytes_per_s = bytes_per_s;
+    }
+
     /// Bytes of the map region (what `recover` needs); 0 when the
     /// configuration or geometry is invalid.
     pub fn map_bytes(cfg: &RemapConfig, geo: &RemapGeometry) -> u64 {

@@ -12,10 +12,12 @@
 //!   mosaic_array::Array   CachedVolume         DvsVolume (DvsArray)   TierVolume (fast +
 //!   kind "fixed"          kind "cached"        kind "dvs"             slow inner arrays)
 //!                                                                     kind "tier"
+//!   RemapVolume (units of an inner array re-placed on its drives), kind "remap"
 //! ```
 //!
 //! [`open`] decides the kind from what is on the members: a directory
-//! with `fast/` and `slow/` inner arrays is a [`TierVolume`] (its tier
+//! with an `inner/` array is a [`RemapVolume`] (its remap label decides
+//! whether the inner array is its own), one with `fast/` and `slow/` inner arrays is a [`TierVolume`] (its tier
 //! labels decide whether they belong together), DVS superblocks on zoned
 //! member files make a [`DvsVolume`], anything else is assembled
 //! by [`mosaic_array::Array::open`] (nested CBRO check drive arrays
@@ -25,6 +27,8 @@
 mod dvs;
 mod fixed;
 pub mod guard;
+mod nest;
+pub mod remap;
 pub mod replay;
 pub mod tier;
 
@@ -41,6 +45,7 @@ use mosaic_dvs::DvsError;
 
 pub use dvs::{DvsVolume, DEFAULT_IDLE};
 pub use fixed::CachedVolume;
+pub use remap::{RemapCreate, RemapVolume};
 pub use tier::{tier_geometry, InnerSpec, TierCreate, TierVolume};
 
 /// Errors of volume operations.  Each message says what was wrong.
@@ -179,6 +184,11 @@ pub trait Volume: Send + Sync {
     /// How long the volume must see no request before [`Volume::idle_work`]
     /// does anything.
     fn set_idle_after(&self, _after: Duration) {}
+    /// The remapped array behind this volume, for `mosaic adapt` and the
+    /// periodic job in `serve`.
+    fn as_remap(&self) -> Option<&RemapVolume> {
+        None
+    }
 }
 
 /// When a volume last saw a request, and how long it must see none
@@ -211,6 +221,9 @@ impl IdleClock {
 /// Open the array named by `spec` (a directory or a comma list of
 /// members), whatever its kind.
 pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+    if remap::is_remap(spec) {
+        return Ok(Box::new(RemapVolume::open(Path::new(spec.trim()), writable)?));
+    }
     if tier::is_tier(spec) {
         return Ok(Box::new(TierVolume::open(Path::new(spec.trim()), writable)?));
     }
@@ -224,6 +237,9 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
 /// Open a fixed-geometry array behind the small-write caches of `cfg`
 /// (write-back through the array's journal, write-through without one).
 pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<dyn Volume>> {
+    if remap::is_remap(spec) {
+        return Err(VolumeError::Usage("the small-write caches are for fixed-geometry arrays, not remapped ones".into()));
+    }
     if tier::is_tier(spec) {
         return Err(VolumeError::Usage("the small-write caches are for fixed-geometry arrays; a tier array's fast tier takes its writes".into()));
     }

@@ -62,6 +62,8 @@ use mosaic_array::{Array, RebuildReport, ScrubReport};
 use mosaic_core::{DeviceIo, Frontend, Health, MemberState, Program};
 use mosaic_dev::Member;
 use mosaic_exec::{Client, Executor};
+
+use crate::nest::{Data, Shifted};
 use mosaic_format::label::Label;
 use mosaic_tier::policy::{PolicyConfig, TierGeometry, TierHealth, TierPolicy, TierState, TierStats, FAST, SLOW};
 
@@ -72,9 +74,11 @@ mod info;
 mod labels;
 mod maint;
 
+pub(crate) use create::create_inner;
 pub use create::{geometry as tier_geometry, InnerSpec, TierCreate};
-use create::{create_inner, geometry, precheck};
-use labels::{check_labels, label_of, write_tier_label};
+use create::{geometry, precheck};
+use crate::nest::write_label;
+use labels::{check_labels, label_of};
 use maint::{merge_rebuild, merge_scrub};
 
 /// The label kind of a tier's inner arrays.
@@ -113,55 +117,6 @@ fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-// -------------------------------------------------------------- the member
-
-/// An inner array as member of the tier: its logical bytes from `base`.
-struct Shifted {
-    inner: ArrayMember,
-    base: u64,
-}
-
-impl Member for Shifted {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size().saturating_sub(self.base)
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.inner.read_at(buf, offset + self.base)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.inner.write_at(buf, offset + self.base)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-// ------------------------------------------------------------------ volume
-
-/// The client's side of a request.
-enum Data<'a> {
-    In(&'a [u8]),
-    Out(&'a mut [u8]),
-}
-
-impl Data<'_> {
-    fn len(&self) -> u64 {
-        match self {
-            Data::In(d) => d.len() as u64,
-            Data::Out(b) => b.len() as u64,
-        }
-    }
-    fn client(&mut self) -> Client<'_> {
-        match self {
-            Data::In(d) => Client::In(d),
-            Data::Out(b) => Client::Out(b),
-        }
-    }
-}
-
 /// A tier array behind the volume interface.
 pub struct TierVolume {
     dir: PathBuf,
@@ -189,8 +144,8 @@ impl TierVolume {
     pub fn create(dir: &Path, c: &TierCreate) -> Result<TierVolume> {
         let cfg = PolicyConfig { block: c.block, ..c.config.clone() };
         precheck(dir, c, &cfg)?;
-        let fast = create_inner(&dir.join(FAST_DIR), &c.fast, c, c.block)?;
-        let slow = create_inner(&dir.join(SLOW_DIR), &c.slow, c, c.block)?;
+        let fast = create_inner(&dir.join(FAST_DIR), &c.fast, c.unit, c.block, c.force, c.journal_size)?;
+        let slow = create_inner(&dir.join(SLOW_DIR), &c.slow, c.unit, c.block, c.force, c.journal_size)?;
         let (geo, data_offset) = geometry(fast.capacity(), slow.capacity(), slow.geometry().stripe_data_bytes())?;
         let (policy, format) = TierPolicy::format(cfg.clone(), geo).map_err(policy_err)?;
         let blob = TierBlob { config: cfg, geometry: geo, inner: [fast.info().uuid, slow.info().uuid], data_offset };
@@ -312,7 +267,7 @@ impl TierVolume {
     /// One round of a label update: both labels at `events`.
     fn write_labels(&self, events: u64) -> Result<()> {
         for side in [FAST, SLOW] {
-            write_tier_label(&self.inner[side], &self.label(side, events)?)?;
+            write_label(&self.inner[side], &self.label(side, events)?)?;
         }
         self.events.store(events, Ordering::Relaxed);
         Ok(())

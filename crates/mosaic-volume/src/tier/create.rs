@@ -143,17 +143,9 @@ pub(super) fn precheck(dir: &Path, c: &TierCreate, cfg: &PolicyConfig) -> Result
 
 /// Create one inner array in `dir` through the one create path for a
 /// directory (journal, guard against existing member files, geometry).
-pub(super) fn create_inner(dir: &Path, s: &InnerSpec, c: &TierCreate, block: u64) -> Result<Array> {
-    let o = CreateOptions {
-        level: s.level()?,
-        members: Some(s.members),
-        member_size: Some(s.member_size),
-        unit: c.unit,
-        block,
-        force: c.force,
-        assume_clean: false,
-    };
-    Ok(nested::create_dir(dir, &s.level, &o, c.journal_size)?)
+pub(crate) fn create_inner(dir: &Path, s: &InnerSpec, unit: u64, block: u64, force: bool, journal_size: Option<u64>) -> Result<Array> {
+    let o = CreateOptions { level: s.level()?, members: Some(s.members), member_size: Some(s.member_size), unit, block, force, assume_clean: false };
+    Ok(nested::create_dir(dir, &s.level, &o, journal_size)?)
 }
 
 #[cfg(test)]

@@ -8,39 +8,16 @@ use uuid::Uuid;
 
 use mosaic_array::Array;
 use mosaic_format::fresh::{self, Found};
-use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
+use mosaic_format::label::{Label, LabelError};
 use mosaic_tier::policy::{FAST, SLOW};
 
-use super::{policy_err, KIND, SIDES};
+use super::{KIND, SIDES};
 use crate::{Result, VolumeError};
-
-/// The tier label on `arr`, if it carries one.
-pub(super) fn read_tier_label(arr: &Array) -> Result<std::result::Result<Label, LabelError>> {
-    if arr.capacity() < LABEL_AREA {
-        return Ok(Err(LabelError::None));
-    }
-    let mut head = vec![0u8; LABEL_AREA as usize];
-    arr.read(0, &mut head)?;
-    let r = label::read_label(LABEL_AREA, &mut |buf, off| {
-        let src = usize::try_from(off).ok().and_then(|o| head.get(o..o.checked_add(buf.len())?));
-        buf.copy_from_slice(src.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?);
-        Ok(())
-    });
-    Ok(r.unwrap_or_else(|e| Err(LabelError::Corrupt(e.to_string()))))
-}
-
-/// Write `l` into its slot on `arr` and make it durable.
-pub(super) fn write_tier_label(arr: &Array, l: &Label) -> Result<()> {
-    let b = l.encode().map_err(policy_err)?;
-    arr.write(l.slot() * label::SLOT_SIZE, &b)?;
-    arr.flush()?;
-    Ok(())
-}
 
 /// The label of `dir` (an inner array's directory) or why it has none.
 pub(super) fn label_of(dir: &Path, arr: &Array) -> Result<Label> {
     let name = dir.display();
-    let l = match read_tier_label(arr)? {
+    let l = match crate::nest::read_label(arr)? {
         Ok(l) => l,
         Err(LabelError::None) => {
             return Err(VolumeError::Usage(format!(
