@@ -29,7 +29,7 @@ pub struct CreateArgs {
     #[arg(short = 'a', long = "array")]
     pub array: String,
     /// raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], dvs
-    /// (with --zoned) or tier (with --fast and --slow)
+    /// (with --zoned), tier (with --fast and --slow) or remap (with --inner)
     #[arg(long)]
     pub level: String,
     /// Number of members (implied by rs:K+M; defaults to the number of paths)
@@ -78,6 +78,16 @@ pub struct CreateArgs {
     /// absent: write-through)
     #[arg(long, value_parser = size)]
     pub dvs_cache: Option<u64>,
+    /// remap: the inner array whose units are re-placed, LEVEL:N
+    /// (raid0:14, raid5:4, raid6:6) or rs:K+M; created in DIR/inner
+    #[arg(long)]
+    pub inner: Option<String>,
+    /// remap: the unit that moves (divides --stripe-unit; default the stripe unit)
+    #[arg(long, value_parser = size)]
+    pub remap_unit: Option<u64>,
+    /// remap: share of each drive's units kept spare, where moves land (0.125)
+    #[arg(long)]
+    pub remap_spare: Option<f64>,
     /// tier: the fast inner array, LEVEL:N (raid1:2, raid5:4), rs:K+M or
     /// cbro:N+K[,cda=...]; created in DIR/fast
     #[arg(long)]
@@ -397,6 +407,12 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
     if a.level == "tier" {
         return create_tier(a);
     }
+    if a.level == "remap" {
+        return crate::cmd_adapt::create_remap(a);
+    }
+    if a.inner.is_some() || a.remap_unit.is_some() || a.remap_spare.is_some() {
+        bail!("--inner, --remap-unit and --remap-spare are for --level remap");
+    }
     if a.fast.is_some() || a.slow.is_some() {
         bail!("--fast and --slow are for --level tier");
     }
@@ -550,7 +566,7 @@ fn created(arr: &Array, json: bool) -> Result<i32> {
 
 /// `info --json`: the kind's own info (for fixed arrays exactly what it
 /// always was) with `kind` and the common `volume` part added.
-fn info_json(info: &VolumeInfo) -> Result<serde_json::Value> {
+pub(crate) fn info_json(info: &VolumeInfo) -> Result<serde_json::Value> {
     let mut common = serde_json::to_value(info)?;
     if let serde_json::Value::Object(m) = &mut common {
         m.remove("detail");

@@ -1,9 +1,11 @@
 //! `mosaic`: the command-line face of the mosaic library.  Every command is
 //! thin: parse, call the library, print a table (or JSON with `--json`).
 
+mod adapt_job;
 mod bench_cache;
 mod bench_dvs;
 mod bench_tier;
+mod cmd_adapt;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_demo;
@@ -55,6 +57,8 @@ enum Cmd {
     Scrub(cmd_array::ScrubArgs),
     /// Serve an array over NBD (qemu, nbdcopy, nbdfuse, fio, nbd-client)
     Serve(cmd_serve::ServeArgs),
+    /// Re-place a remapped array's units so blocks requested together sit on different drives
+    Adapt(cmd_adapt::AdaptArgs),
     /// Trace tools
     #[command(subcommand)]
     Trace(cmd_sim::TraceCmd),
@@ -91,6 +95,7 @@ fn main() {
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
         Cmd::Serve(a) => cmd_serve::run(a),
+        Cmd::Adapt(a) => cmd_adapt::run(a),
         Cmd::Trace(t) => cmd_sim::trace(t),
         Cmd::Replay(a) => cmd_sim::replay(a),
         Cmd::Model(a) => cmd_model::model(a),

@@ -5,12 +5,18 @@
 mod common;
 use common::{fails, json, ok};
 
+/// The real trace, beside the repository (`../shared/traces`).
+fn trace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv")
+}
+
 #[test]
 fn eval_adapt_plans_a_layout_that_lowers_conflicts_on_the_test_half() {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv");
+    let p = trace();
     let trace = p.to_str().unwrap();
-    let r = json(&ok(&["eval", "adapt", "--trace", trace, "--requests", "6000", "--quick", "--json"]));
-    let rows = r["rows"].as_array().unwrap();
+    let r = json(&ok(&["eval", "adapt", "--trace", trace, "--requests", "6000", "--quick", "--array", "ssd", "--json"]));
+    assert!(r["hdd"].is_null(), "--array ssd runs no HDD array");
+    let rows = r["ssd"]["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "alpha 0 and 1 at threshold 1");
     for row in rows {
         let f = |k: &str| row[k].as_f64().unwrap();
@@ -24,6 +30,38 @@ fn eval_adapt_plans_a_layout_that_lowers_conflicts_on_the_test_half() {
     let c = |i: usize| rows[i]["train_conflicts_before"].as_f64().unwrap();
     assert!(c(1) > c(0), "alpha 1 starts with more conflicts");
     assert_eq!(r["speedup"].as_array().unwrap().len(), 2);
+}
+
+/// The hard-disk array: a maximum group from the drive model, groups
+/// formed, and rows planned on units and on groups with response times.
+#[test]
+fn eval_adapt_reports_the_hdd_array_with_and_without_grouping() {
+    let p = trace();
+    let r = json(&ok(&["eval", "adapt", "--trace", p.to_str().unwrap(), "--requests", "6000", "--quick", "--array", "hdd", "--hdd-drives", "8", "--json"]));
+    assert!(r["ssd"].is_null(), "--array hdd runs no SSD array");
+    let h = &r["hdd"];
+    assert_eq!(h["drive"], "hdd:seagate-st91000640ss-detailed");
+    assert_eq!(h["drives"], 8);
+    let g = &h["grouping"];
+    assert_eq!(g["max_group_bytes"], 1_259_315, "(17.06 - 7.5 + 4.1667) ms x 89,592 KiB/s");
+    for (rows, grouped) in [(&h["rows"], false), (&g["rows"], true)] {
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 2, "alpha 0 and 1 at threshold 1");
+        for row in rows {
+            let f = |k: &str| row[k].as_f64().unwrap();
+            assert!(f("edges") > 0.0 && f("bytes_moved") > 0.0, "{row}");
+            assert!(f("train_conflicts_after") < f("train_conflicts_before"), "{row}");
+            for side in ["static_ms", "adaptive_ms"] {
+                assert!(["read", "write", "all"].iter().all(|k| row[side][k].as_f64().unwrap() > 0.0), "{row}");
+            }
+            assert_eq!(row["groups"].is_null(), !grouped, "{row}");
+        }
+    }
+    let grows = g["rows"].as_array().unwrap();
+    assert!(grows.iter().all(|x| x["groups"]["groups"].as_u64().unwrap() > 0), "{g}");
+    // Groups are vertices of several units: the grouped graph is smaller.
+    let v = |rows: &serde_json::Value, i: usize| rows[i]["vertices"].as_u64().unwrap();
+    assert!((0..2).all(|i| v(&g["rows"], i) < v(&h["rows"], i)), "{h}");
 }
 
 #[test]

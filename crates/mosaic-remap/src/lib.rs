@@ -223,6 +223,12 @@ impl RemapPolicy {
         Ok(self.queue.len())
     }
 
+    /// Units each column holds now (home units not moved away, plus
+    /// units moved in).
+    pub fn column_fill(&self) -> Vec<u64> {
+        (0..self.lay.ncols()).map(|c| self.lay.slots - self.places.free_in(c)).collect()
+    }
+
     /// Moves queued and not yet planned.
     pub fn pending_moves(&self) -> usize {
         self.queue.len()

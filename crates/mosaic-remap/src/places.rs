@@ -142,6 +142,11 @@ impl Places {
         self.free.get(member)?.lowest_from(from)
     }
 
+    /// Free slots of column `c`.
+    pub fn free_in(&self, c: usize) -> u64 {
+        self.free.get(c).map(FreeSlots::len).unwrap_or(0)
+    }
+
     /// Free slots in all.
     pub fn free_count(&self) -> u64 {
         self.free.iter().map(FreeSlots::len).sum()

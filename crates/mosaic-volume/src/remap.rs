@@ -214,6 +214,16 @@ impl RemapVolume {
         &self.inner
     }
 
+    /// Look at the policy (None when the map could not be read back).
+    pub fn with_policy<R>(&self, f: impl FnOnce(&RemapPolicy) -> R) -> Option<R> {
+        self.lock().as_ref().map(f)
+    }
+
+    /// The configuration and geometry the array was created with.
+    pub fn blob(&self) -> &RemapBlob {
+        &self.blob
+    }
+
     /// The policy's layout (None when the map could not be read back).
     pub fn layout(&self) -> Option<RemapLayout> {
         self.lock().as_ref().map(|p| p.layout().clone())
@@ -222,6 +232,19 @@ impl RemapVolume {
     /// The policy's counters (None when the map could not be read back).
     pub fn stats(&self) -> Option<RemapStats> {
         self.lock().as_ref().map(RemapPolicy::stats)
+    }
+
+    /// Units each drive holds now, by drive (inner member) index; 0 for
+    /// drives that hold no data.
+    pub fn drive_fill(&self) -> Vec<u64> {
+        let g = self.lock();
+        let mut out = vec![0; self.inner.geometry().members];
+        if let Some(p) = g.as_ref() {
+            for (c, n) in p.column_fill().into_iter().enumerate() {
+                out[p.layout().columns[c]] = n;
+            }
+        }
+        out
     }
 
     /// The drive (inner member) unit `l` is on now.
@@ -417,7 +440,7 @@ impl Volume for RemapVolume {
             ("Remap unit".to_string(), crate::human(self.blob.config.unit)),
         ];
         if let Some(s) = &stats {
-            summary.push(("Units moved".into(), format!("{} of {} ({} moved in all, {} queued)", s.moved_units, s.units, crate::human(s.bytes_moved), s.pending_moves)));
+            summary.push(("Units moved".into(), format!("{} of {} off their home ({} queued)", s.moved_units, s.units, s.pending_moves)));
         }
         summary.append(&mut i.summary);
         i.detail = serde_json::json!({ "remap": { "uuid": self.uuid, "events": self.events, "config": self.blob.config, "data_offset": self.blob.data_offset, "layout": lay }, "stats": stats, "inner": i.detail });
