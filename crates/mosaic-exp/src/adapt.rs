@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use mosaic_adapt::correlate::{self, Speedup};
-use mosaic_adapt::{assign, plan, Graph, PlanConfig, Txn, TxnConfig, Vertex};
+use mosaic_adapt::{Graph, Txn, TxnConfig, Vertex};
 use mosaic_core::{FixedLayout, Frontend, Geometry, Health, Level};
 use mosaic_drives::{preset, DriveConfig, DriveModel};
 use mosaic_remap::{RemapConfig, RemapGeometry, RemapPolicy};
@@ -436,8 +436,8 @@ struct Ctx<'a> {
 
 /// A plan carried back to units.
 struct Replanned {
-    plan: mosaic_adapt::Plan,
-    assignment: mosaic_adapt::Assignment,
+    /// Plan, assignment and moves (`mosaic_adapt::target`, as `mosaic adapt`).
+    target: mosaic_adapt::Target,
     /// Every unit of `initial`, where the plan puts it.
     adaptive: HashMap<Vertex, usize>,
     groups: Option<Groups>,
@@ -457,12 +457,12 @@ impl Ctx<'_> {
             threshold,
             vertices: r.vertices,
             edges: r.edges,
-            train_conflicts_before: r.plan.conflicts_before,
-            train_conflicts_after: r.plan.conflicts_after,
-            passes: r.plan.passes,
+            train_conflicts_before: r.target.conflicts_before,
+            train_conflicts_after: r.target.conflicts_after,
+            passes: r.target.passes,
             units_moved: moved,
             bytes_moved: moved * self.cfg.unit,
-            identity_gap: r.assignment.identity_gap(),
+            identity_gap: r.target.identity_gap,
             test_static: s.test,
             test_adaptive: measure(self.test, &r.adaptive),
             static_ms: s.ms,
@@ -489,17 +489,15 @@ fn replan(g: &Graph, initial: &HashMap<Vertex, usize>, drives: usize, cfg: &Adap
     };
     let size = |v: Vertex| grouping.as_ref().map_or(unit, |gr| gr.sizes.get(&v).copied().unwrap_or(unit));
     let (base, w) = fills(initial, graph, place, &size, drives, cfg).ok_or_else(|| bad(format!("a placement names a drive outside 0..{drives}")))?;
-    let pc = PlanConfig::new(drives, w);
-    let p = plan::plan(graph, place, size, &base, &pc).map_err(|e| bad(e.to_string()))?;
-    let a = assign::assign(place, &p.placement, size, drives).map_err(|e| bad(e.to_string()))?;
-    let planned = assign::apply(&p.placement, &a.mapping).map_err(|e| bad(e.to_string()))?;
+    let input = mosaic_adapt::TargetInput { graph, current: place, base, drives, capacity: w };
+    let t = mosaic_adapt::target(&input, size).map_err(|e| bad(e.to_string()))?;
     let mut adaptive = initial.clone();
     adaptive.extend(match &grouping {
-        Some(gr) => gr.expand(&planned),
-        None => planned,
+        Some(gr) => gr.expand(&t.placement),
+        None => t.placement.clone(),
     });
     let groups = grouping.as_ref().map(group_counts);
-    Ok(Replanned { plan: p, assignment: a, adaptive, groups, vertices: graph.vertex_count(), edges: graph.edge_count() })
+    Ok(Replanned { target: t, adaptive, groups, vertices: graph.vertex_count(), edges: graph.edge_count() })
 }
 
 /// The bytes on each drive outside `graph` (all of `initial`'s, minus the
@@ -886,7 +884,7 @@ mod tests {
         used.sort_unstable();
         used.dedup();
         assert!(used.len() > 1, "the runs are spread over drives: {used:?}");
-        assert!(on_groups.plan.conflicts_after < on_groups.plan.conflicts_before);
+        assert!(on_groups.target.conflicts_after < on_groups.target.conflicts_before);
         // A cap below a run's size leaves only smaller groups.
         let small = replan(&g, &initial, 4, &cfg, Some(2 * 4096)).unwrap();
         assert_eq!(small.groups.map(|x| (x.groups, x.grouped_units)), Some((16, 32)));
