@@ -98,6 +98,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], tier (see --fast, --slow),
+    /// remap:LEVEL (the remapped array over LEVEL on --drives, as create --level remap),
     /// or on SMR drives dvs, segment-raid5, sblock-raid5
     #[arg(long, default_value = "raid5")]
     pub layout: String,
@@ -155,6 +156,15 @@ pub struct ReplayArgs {
     pub on: Option<String>,
     #[command(flatten)]
     pub tier: TierArgs,
+    /// remap:LEVEL: bytes used of each drive (as `create --member-size`); default the whole model
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    /// remap:LEVEL: the unit that moves (divides --stripe-unit; default the stripe unit)
+    #[arg(long, value_parser = size)]
+    pub remap_unit: Option<u64>,
+    /// remap:LEVEL: share of each drive's units kept spare (0.125)
+    #[arg(long)]
+    pub remap_spare: Option<f64>,
 }
 
 /// The hybrid tier's two arrays (`--layout tier`): members are numbered
@@ -289,7 +299,12 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
     };
     let cfg = SimConfig { mode, failed, keep_latencies: keep };
     let layout;
-    let (fe, drives): (Box<dyn Frontend>, _) = if level == "tier" {
+    let (fe, drives): (Box<dyn Frontend>, _) = if let Some(inner) = level.strip_prefix("remap:") {
+        if cache.is_some() {
+            bail!("--cache is for fixed parity layouts, not remapped ones");
+        }
+        crate::remap_sim::frontend(a, inner, policy(&a.policy)?)?
+    } else if level == "tier" {
         if cache.is_some() {
             bail!("--cache is for fixed parity layouts; the tier's fast array is its cache");
         }

@@ -15,6 +15,7 @@ mod cmd_model;
 mod cmd_serve;
 mod cmd_sim;
 mod eval_ppc;
+mod remap_sim;
 mod replay_real;
 mod tier_sim;
 mod util;

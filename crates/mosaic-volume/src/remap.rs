@@ -41,7 +41,7 @@ use mosaic_array::maint::RebuildOptions;
 use mosaic_array::nested::ArrayMember;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, RebuildReport, ScrubReport};
-use mosaic_core::{Frontend, Geometry, Health, MemberState, Program};
+use mosaic_core::{DeviceIo, Frontend, Geometry, Health, MemberState, Program};
 use mosaic_dev::Member;
 use mosaic_exec::{Client, Executor};
 use mosaic_format::label::{Label, LabelError};
@@ -443,12 +443,17 @@ impl Volume for RemapVolume {
             summary.push(("Units moved".into(), format!("{} of {} off their home ({} queued)", s.moved_units, s.units, s.pending_moves)));
         }
         summary.append(&mut i.summary);
-        i.detail = serde_json::json!({ "remap": { "uuid": self.uuid, "events": self.events, "config": self.blob.config, "data_offset": self.blob.data_offset, "layout": lay }, "stats": stats, "inner": i.detail });
+        let inner_io = Volume::io_counters(self.inner.as_ref());
+        i.detail = serde_json::json!({ "remap": { "uuid": self.uuid, "events": self.events, "config": self.blob.config, "data_offset": self.blob.data_offset, "layout": lay }, "stats": stats, "inner": i.detail, "inner_io": inner_io });
         VolumeInfo { kind: KIND.into(), level: "remap".into(), uuid: self.uuid.to_string(), capacity: Volume::capacity(self), block_size: self.blob.config.block, summary, ..i }
     }
-    /// The inner array's counters: per drive, what a replay compares.
+    /// What the executor ran on its one member, the inner array (what a
+    /// replay compares with the simulator, as for the tier); `info`
+    /// details the inner drives' own counters.
     fn io_counters(&self) -> IoCounters {
-        Volume::io_counters(self.inner.as_ref())
+        let c = self.exec.counters();
+        let members: Vec<DeviceIo> = c.members.clone();
+        IoCounters { device_reads: members.iter().map(|m| m.reads).sum(), device_writes: members.iter().map(|m| m.writes).sum(), ops: Some(c.ops), members }
     }
     fn reset_counters(&self) {
         self.exec.reset_counters();

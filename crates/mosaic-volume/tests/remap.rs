@@ -70,7 +70,7 @@ fn raid5_units_move_between_drives_with_consistent_parity_and_survive_reopen() {
     }
     // A move is the destination stripe's RMW on the inner array: device
     // writes at least the unit and its parity.
-    let io = Volume::io_counters(&v);
+    let io = Volume::io_counters(v.inner());
     assert!(io.device_writes >= 2 * target.len() as u64, "{io:?}");
     assert_eq!(read(&v, 0, cap), bytes, "bytes after the moves");
     let s = Volume::scrub(&v, false, &|_, _| {}).unwrap();
