@@ -6,6 +6,8 @@
 //!   client ──NBD──▶ mosaic_nbd::serve ──Export──▶ VolumeExport ──▶ Arc<dyn Volume>
 //!                                                  │ sub-block requests:      (fixed, cached, DVS)
 //!                                                  │ read-modify-write
+//!                                                  ├ --monitor: ring of recent requests
+//!                                                  │   (mosaic_adapt::monitor, lock-free)
 //!                                                  └ --record: MSR trace line
 //!   idle thread: Volume::idle_work in steps (DVS: garbage collection)
 //!   watch thread: members failed after I/O errors, logged with a timestamp
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use mosaic_adapt::monitor::Ring;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, CreateOptions};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
@@ -63,6 +66,31 @@ pub struct ServeArgs {
     /// Append every read and write served to FILE as an MSR Cambridge trace (`mosaic replay --trace FILE`)
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Keep the newest N requests served in memory, for the adaptive
+    /// layout's monitoring (32 bytes each, N rounded up to a power of two;
+    /// 0 turns it off).  The default, 1 Mi requests in 32 MiB, holds about
+    /// 10 s of this server's peak 4 KiB rate (~100k IOPS), so a job taking
+    /// snapshots every few seconds loses nothing, and days of a typical
+    /// enterprise volume (the paper's traces: ~3 million requests a week)
+    #[arg(long, default_value_t = DEFAULT_MONITOR, value_parser = clap::value_parser!(u64).range(0..=mosaic_adapt::monitor::MAX_CAPACITY))]
+    pub monitor: u64,
+    /// Remapped arrays: every SECS seconds, plan from the requests the
+    /// monitor ring saw since the last round and move units while clients
+    /// keep going (as `mosaic adapt`)
+    #[arg(long, value_parser = seconds)]
+    pub adapt_every: Option<Duration>,
+    /// --adapt-every: correlation threshold
+    #[arg(long, default_value_t = 1)]
+    pub adapt_threshold: u64,
+    /// --adapt-every: migration budget in bytes per second (0: unlimited)
+    #[arg(long, value_parser = size, default_value = "32M")]
+    pub adapt_rate: u64,
+    /// --adapt-every: most bytes moved per round, BYTES or PERCENT% of the capacity
+    #[arg(long)]
+    pub adapt_max_move: Option<String>,
+    /// --adapt-every: rounds that saw fewer requests plan nothing
+    #[arg(long, default_value_t = 1000)]
+    pub adapt_min_requests: usize,
     /// Let --record overwrite a file that carries another array's member or journal
     #[arg(long, requires = "record")]
     pub force: bool,
@@ -95,6 +123,9 @@ pub struct ServeArgs {
     #[arg(long, value_parser = size, default_value = "2M")]
     pub cache_size: u64,
 }
+
+/// `--monitor`'s default ring capacity in requests (see there).
+const DEFAULT_MONITOR: u64 = 1 << 20;
 
 /// The advertised minimum block when `--min-block` is not given: 512 (what
 /// portable clients align to) or the volume's block if that is smaller.
@@ -145,24 +176,23 @@ fn filetime_now() -> u64 {
 /// Appends served requests as an MSR trace with real timestamps.
 struct Recorder {
     out: Mutex<TraceWriter<BufWriter<File>>>,
-    start: Instant,
 }
 
 impl Recorder {
     fn create(path: &PathBuf) -> Result<Recorder> {
         let f = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let w = TraceWriter::new(BufWriter::new(f), "mosaic-serve").with_base_ticks(filetime_now());
-        Ok(Recorder { out: Mutex::new(w), start: Instant::now() })
+        Ok(Recorder { out: Mutex::new(w) })
     }
 
-    fn record(&self, op: Op, offset: u64, len: u64, began: Instant) {
+    /// One request that arrived `time_ns` after the server started and
+    /// took `resp_ns`.
+    fn record(&self, op: Op, offset: u64, len: u64, time_ns: u64, resp_ns: u64) {
         if len == 0 {
             return;
         }
-        let time_ns = began.duration_since(self.start).as_nanos() as u64;
-        let resp = began.elapsed().as_nanos() as u64;
         let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = w.write(&Request { time_ns, op, offset, len }, resp) {
+        if let Err(e) = w.write(&Request { time_ns, op, offset, len }, resp_ns) {
             eprintln!("mosaic serve: --record: {e}");
         }
     }
@@ -187,6 +217,9 @@ struct VolumeExport {
     /// exclusively, aligned writes share it, so no write is lost.
     rmw: RwLock<()>,
     recorder: Option<Recorder>,
+    monitor: Option<Arc<Ring>>,
+    /// Time stamps (ring and trace) count from here: the server's start.
+    start: Instant,
 }
 
 fn io_err(e: VolumeError) -> io::Error {
@@ -194,13 +227,36 @@ fn io_err(e: VolumeError) -> io::Error {
 }
 
 impl VolumeExport {
-    fn new(vol: Arc<dyn Volume>, min_block: Option<u64>, recorder: Option<Recorder>) -> Result<VolumeExport> {
+    fn new(vol: Arc<dyn Volume>, min_block: Option<u64>, recorder: Option<Recorder>, monitor: Option<Arc<Ring>>) -> Result<VolumeExport> {
         let block = vol.block_size();
         let min_block = min_block.unwrap_or(DEFAULT_MIN_BLOCK.min(block));
         if !min_block.is_power_of_two() || min_block > block {
             bail!("--min-block must be a power of two no larger than the array's block ({block})");
         }
-        Ok(VolumeExport { block, min_block, preferred: vol.preferred_block(), capacity: vol.capacity(), vol, rmw: RwLock::new(()), recorder })
+        let (preferred, capacity, rmw, start) = (vol.preferred_block(), vol.capacity(), RwLock::new(()), Instant::now());
+        Ok(VolumeExport { block, min_block, preferred, capacity, vol, rmw, recorder, monitor, start })
+    }
+
+    /// The `--monitor` ring, for a periodic job to take snapshots of.
+    pub(crate) fn monitor(&self) -> Option<Arc<Ring>> {
+        self.monitor.clone()
+    }
+
+    /// A request arriving: into the `--monitor` ring.  Its arrival time,
+    /// for [`served`](Self::served).
+    fn arrived(&self, op: Op, off: u64, len: u64) -> Instant {
+        let t = Instant::now();
+        if let Some(ring) = &self.monitor {
+            ring.push(op, off, len, t.duration_since(self.start).as_nanos() as u64);
+        }
+        t
+    }
+
+    /// A request served (successfully or not): into the `--record` trace.
+    fn served(&self, op: Op, off: u64, len: u64, arrived: Instant) {
+        if let Some(rec) = &self.recorder {
+            rec.record(op, off, len, arrived.duration_since(self.start).as_nanos() as u64, arrived.elapsed().as_nanos() as u64);
+        }
     }
 
     // `%` rather than `is_multiple_of`: the workspace's rust-version is 1.80.
@@ -257,19 +313,15 @@ impl Export for VolumeExport {
         true
     }
     fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
-        let t = Instant::now();
+        let t = self.arrived(Op::Read, off, buf.len() as u64);
         let r = self.read_inner(off, buf);
-        if let Some(rec) = &self.recorder {
-            rec.record(Op::Read, off, buf.len() as u64, t);
-        }
+        self.served(Op::Read, off, buf.len() as u64, t);
         r
     }
     fn write(&self, off: u64, data: &[u8]) -> io::Result<()> {
-        let t = Instant::now();
+        let t = self.arrived(Op::Write, off, data.len() as u64);
         let r = self.write_inner(off, data);
-        if let Some(rec) = &self.recorder {
-            rec.record(Op::Write, off, data.len() as u64, t);
-        }
+        self.served(Op::Write, off, data.len() as u64, t);
         r
     }
     fn flush(&self) -> io::Result<()> {
@@ -280,11 +332,9 @@ impl Export for VolumeExport {
         Ok(())
     }
     fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
-        let t = Instant::now();
+        let t = self.arrived(Op::Write, off, len);
         mosaic_nbd::export::zero_fill(off, len, (4u64 << 20).max(self.preferred), |o, z| self.write_inner(o, z))?;
-        if let Some(rec) = &self.recorder {
-            rec.record(Op::Write, off, len, t);
-        }
+        self.served(Op::Write, off, len, t);
         Ok(())
     }
 }
@@ -398,7 +448,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     }
     let vinfo = vol.info();
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
-    let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder)?);
+    let monitor = (a.monitor > 0).then(|| Ring::new(a.monitor).map(Arc::new)).transpose().context("--monitor")?;
+    let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder, monitor)?);
     let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
@@ -426,6 +477,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let idle_stop = Arc::new(AtomicBool::new(false));
     let idle = idle_thread(vol.clone(), idle_stop.clone());
     let watch = watch_thread(vol.clone(), idle_stop.clone());
+    let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
     let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop);
@@ -433,6 +485,10 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     idle_stop.store(true, Ordering::Relaxed);
     let idle_result = idle.join().map_err(|_| anyhow::anyhow!("the idle-work thread panicked"))?;
     let failed = watch.join().map_err(|_| anyhow::anyhow!("the member-failure watch thread panicked"))?;
+    if let Some(j) = adapt {
+        let d = j.join().map_err(|_| anyhow::anyhow!("the adapt job panicked"))?.context("the adapt job")?;
+        eprintln!("mosaic serve: adapt: {} rounds, {} units moved ({}), {} requests not seen (ring overrun)", d.rounds, d.moves, human(d.bytes), d.lost);
+    }
     let stats = served?;
     eprintln!(
         "mosaic serve: stopping: {} connections{}, {} requests, {} errors, {failed} member(s) failed while serving{}; flushing",
@@ -445,6 +501,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
             _ => String::new(),
         }
     );
+    if let Some(ring) = export.monitor() {
+        eprintln!("mosaic serve: monitored {} requests (the newest {} kept in memory)", ring.pushed(), ring.pushed().min(ring.capacity()));
+    }
     if let Some(rec) = &export.recorder {
         let n = rec.finish().context("writing the --record trace")?;
         eprintln!("mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
@@ -454,6 +513,22 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     idle_result.context("background work while idle")?;
     eprintln!("mosaic serve: array flushed and closed clean");
     Ok(0)
+}
+
+/// The `--adapt-every` job, on a remapped array with the monitor on.
+fn adapt_job(a: &ServeArgs, vol: &Arc<dyn Volume>, ring: Option<Arc<Ring>>, stop: &Arc<AtomicBool>) -> Result<Option<std::thread::JoinHandle<Result<crate::serve_adapt::Done>>>> {
+    let Some(every) = a.adapt_every else { return Ok(None) };
+    if vol.as_remap().is_none() {
+        bail!("--adapt-every is for remapped arrays (mosaic create --level remap)");
+    }
+    let Some(ring) = ring else { bail!("--adapt-every learns from the monitor ring: drop --monitor 0") };
+    if a.read_only {
+        bail!("--adapt-every moves data: not with --read-only");
+    }
+    let max_move = a.adapt_max_move.as_deref().map(|s| crate::adapt_job::parse_max_move(s, vol.capacity())).transpose()?;
+    let opts = crate::adapt_job::PlanOpts { threshold: a.adapt_threshold, window_ns: 1_000_000, max_units: 64, max_move, threads: 1 };
+    let cfg = crate::serve_adapt::Every { every, opts, rate: a.adapt_rate, min_requests: a.adapt_min_requests };
+    Ok(Some(crate::serve_adapt::spawn(vol.clone(), ring, cfg, stop.clone())))
 }
 
 #[cfg(test)]
@@ -471,8 +546,8 @@ mod tests {
         Arc::new(Array::create(&ArraySpec::Dir(dir.to_path_buf()), &opts).unwrap())
     }
 
-    fn export(vol: &Arc<dyn Volume>, recorder: Option<Recorder>) -> Arc<VolumeExport> {
-        Arc::new(VolumeExport::new(vol.clone(), None, recorder).unwrap())
+    fn export(vol: &Arc<dyn Volume>, recorder: Option<Recorder>, ring: Option<Arc<Ring>>) -> Arc<VolumeExport> {
+        Arc::new(VolumeExport::new(vol.clone(), None, recorder, ring).unwrap())
     }
 
     fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -501,19 +576,19 @@ mod tests {
     fn the_default_minimum_block_is_512() {
         let dir = tempfile::tempdir().unwrap();
         let arr = array(dir.path());
-        let ex = export(&arr, None);
+        let ex = export(&arr, None, None);
         assert_eq!((ex.block_size(), ex.block), (512, 4096));
         let info = mosaic_nbd::export_info(ex.as_ref(), &ServerConfig::default());
         assert_eq!(info.min_block, 512);
-        assert!(VolumeExport::new(arr.clone(), Some(8192), None).is_err());
-        assert_eq!(VolumeExport::new(arr, Some(1), None).unwrap().block_size(), 1);
+        assert!(VolumeExport::new(arr.clone(), Some(8192), None, None).is_err());
+        assert_eq!(VolumeExport::new(arr, Some(1), None, None).unwrap().block_size(), 1);
     }
 
     #[test]
     fn sub_block_requests_read_modify_write() {
         let dir = tempfile::tempdir().unwrap();
         let arr = array(dir.path());
-        let ex = export(&arr, None);
+        let ex = export(&arr, None, None);
         ex.write(0, &pattern(1, 16384)).unwrap();
         ex.write(1000, &pattern(2, 3000)).unwrap();
         let mut back = vec![0u8; 16384];
@@ -556,7 +631,7 @@ mod tests {
         drop(mosaic_dvs::files::create_in_dir(dir.path(), &spec, false).unwrap());
         let vol: Arc<dyn Volume> = mosaic_volume::open(dir.path().to_str().unwrap(), true).unwrap().into();
         vol.set_idle_after(Duration::from_millis(20));
-        let ex = export(&vol, None);
+        let ex = export(&vol, None, None);
         assert_eq!(ex.preferred_block(), 64 << 10);
         let stop = Arc::new(AtomicBool::new(false));
         let idle = idle_thread(vol.clone(), stop.clone());
@@ -625,7 +700,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let arr = array(&dir.path().join("arr"));
         let trace = dir.path().join("served.csv");
-        let ex = export(&arr, Some(Recorder::create(&trace).unwrap()));
+        let ring = Arc::new(Ring::new(64).unwrap());
+        let ex = export(&arr, Some(Recorder::create(&trace).unwrap()), Some(ring.clone()));
         let l = Listener::bind_tcp("127.0.0.1:0").unwrap();
         let port = l.port().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -653,5 +729,32 @@ mod tests {
         let st = mosaic_trace::stats(mosaic_trace::open(&trace, &mosaic_trace::TraceOptions::default()).unwrap()).unwrap();
         assert_eq!(st.requests, 20);
         assert_eq!(st.reads, 10);
+        let ops: Vec<(Op, u64, u64)> = ring.snapshot().iter().map(|r| (r.op, r.offset, r.len)).collect();
+        let want: Vec<(Op, u64, u64)> = [Op::Write, Op::Read].iter().flat_map(|&op| (0..10u64).map(move |i| (op, i * 8192, 8192))).collect();
+        assert_eq!(ops, want);
+    }
+
+    #[test]
+    fn requests_served_land_in_the_monitor_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let arr = array(dir.path());
+        let ring = Arc::new(Ring::new(4).unwrap());
+        let ex = export(&arr, None, Some(ring.clone()));
+        assert!(Arc::ptr_eq(&ex.monitor().unwrap(), &ring));
+        assert!(export(&arr, None, None).monitor().is_none());
+        let began = Instant::now();
+        ex.write(0, &pattern(1, 16384)).unwrap();
+        ex.write(1000, &pattern(2, 3000)).unwrap();
+        ex.read(4001, &mut [0u8; 777]).unwrap();
+        ex.write_zeroes(512, 1024).unwrap();
+        ex.read(0, &mut [0u8; 8192]).unwrap();
+        let reqs = ring.snapshot();
+        let ops: Vec<(Op, u64, u64)> = reqs.iter().map(|r| (r.op, r.offset, r.len)).collect();
+        // The newest four of five: the ring holds 4.
+        assert_eq!(ops, [(Op::Write, 1000, 3000), (Op::Read, 4001, 777), (Op::Write, 512, 1024), (Op::Read, 0, 8192)]);
+        let times: Vec<u64> = reqs.iter().map(|r| r.time_ns).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        assert!(times[3] <= ex.start.elapsed().as_nanos() as u64 && times[0] >= (began - ex.start).as_nanos() as u64, "{times:?}");
+        assert_eq!((ring.pushed(), ring.take_since(0).lost), (5, 1));
     }
 }

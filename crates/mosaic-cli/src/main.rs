@@ -17,6 +17,7 @@ mod cmd_sim;
 mod eval_ppc;
 mod remap_sim;
 mod replay_real;
+mod serve_adapt;
 mod tier_sim;
 mod util;
 

@@ -1,0 +1,99 @@
+//! `mosaic serve --adapt-every SECS`: the adaptive layout as a periodic
+//! job inside the server, on a remapped array, while clients keep reading
+//! and writing.
+//!
+//! ```text
+//!   every SECS:  ring.take_since(cursor) ── the requests served since the last round
+//!                  └─ at least --adapt-min-requests?  plan (adapt_job::plan_txns,
+//!                     as `mosaic adapt`) ─> migrate: one batch per step, the
+//!                     policy lock released between batches (clients go first),
+//!                     paced by --adapt-rate; paused while the array is degraded
+//!   stop flag (the server stopping) ends a round between batches
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use mosaic_adapt::monitor::Ring;
+use mosaic_volume::Volume;
+
+use crate::adapt_job::{self, PlanOpts};
+
+/// The job's settings.
+#[derive(Clone, Debug)]
+pub struct Every {
+    pub every: Duration,
+    pub opts: PlanOpts,
+    /// Migration budget, bytes/s (0: unlimited).
+    pub rate: u64,
+    /// Rounds with fewer new requests plan nothing.
+    pub min_requests: usize,
+}
+
+/// What the job did over the server's life.
+#[derive(Debug, Default)]
+pub struct Done {
+    pub rounds: u64,
+    pub bytes: u64,
+    pub moves: u64,
+    pub lost: u64,
+}
+
+/// Start the job; it returns when `stop` is set.
+pub fn spawn(vol: Arc<dyn Volume>, ring: Arc<Ring>, cfg: Every, stop: Arc<AtomicBool>) -> JoinHandle<Result<Done>> {
+    std::thread::spawn(move || {
+        let mut done = Done::default();
+        let mut cursor = ring.pushed();
+        while !wait(cfg.every, &stop) {
+            let t = ring.take_since(cursor);
+            cursor = t.next;
+            done.lost += t.lost;
+            if t.requests.len() < cfg.min_requests {
+                continue;
+            }
+            round(vol.as_ref(), &t.requests, &cfg, &stop, &mut done)?;
+        }
+        Ok(done)
+    })
+}
+
+/// Sleep `d` in short steps; whether `stop` was set.
+fn wait(d: Duration, stop: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(d));
+    }
+    stop.load(Ordering::Relaxed)
+}
+
+/// One round: plan on `reqs`, migrate.
+fn round(vol: &dyn Volume, reqs: &[mosaic_trace::Request], cfg: &Every, stop: &AtomicBool, done: &mut Done) -> Result<()> {
+    let Some(remap) = vol.as_remap() else { return Ok(()) };
+    let plan = adapt_job::plan(remap, reqs, &cfg.opts)?;
+    done.rounds += 1;
+    if plan.target.moves.is_empty() {
+        return Ok(());
+    }
+    remap.set_rate(cfg.rate);
+    eprintln!(
+        "mosaic serve: adapt: {} requests, conflicts {} -> {}: moving {} units ({})",
+        reqs.len(),
+        plan.target.conflicts_before,
+        plan.target.conflicts_after,
+        plan.target.moves.len(),
+        crate::util::human(plan.target.bytes())
+    );
+    let m = adapt_job::migrate(remap, &plan, &|_, _| {}, &|| stop.load(Ordering::Relaxed))?;
+    done.bytes += m.bytes;
+    done.moves += m.moves;
+    let why = if m.paused { ", paused: the array is degraded" } else { "" };
+    eprintln!("mosaic serve: adapt: moved {} units, {} in {:.1} s, {} left{why}", m.moves, crate::util::human(m.bytes), m.seconds, m.left);
+    Ok(())
+}
