@@ -59,6 +59,12 @@ pub struct EvalAdaptArgs {
     /// of --drives units each (the right answer known: no conflict, depth 1)
     #[arg(long)]
     pub planted: Option<u64>,
+    /// Write adapt-response.svg, adapt-cost-gain.svg and adapt-depth.svg into this directory
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
+    /// Overwrite plot files that are members or journals of an array
+    #[arg(long)]
+    pub force: bool,
     /// Every number as JSON
     #[arg(long)]
     pub json: bool,
@@ -122,6 +128,9 @@ pub fn run(cmd: EvalCmd) -> Result<i32> {
 /// `mosaic eval adapt`: the adaptive layout's analysis, paper beside mosaic.
 fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
     use mosaic_exp::adapt;
+    if let Some(dir) = &a.plot {
+        crate::util::check_output_dir(dir, &mosaic_exp::adapt_plot::PLOTS, a.force)?;
+    }
     let arrays = match a.array.as_str() {
         "ssd" => vec![adapt::Array::Ssd],
         "hdd" => vec![adapt::Array::Hdd],
@@ -137,10 +146,23 @@ fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
         Some(g) => adapt::run_requests(format!("a planted trace ({g} cliques of {} units, 20 rounds)", a.drives), &adapt::planted(&cfg, g, 20, a.seed), &cfg)?,
         None => adapt::run(&a.trace, &cfg)?,
     };
+    let written = match &a.plot {
+        Some(d) => mosaic_exp::adapt_plot::write_plots(d, &r).map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
     if a.json {
         print_json(&r)?;
     } else {
         print!("{}", r.text());
+    }
+    // With --json, stdout stays one JSON document: the files go to stderr.
+    for f in &written {
+        let line = format!("wrote {}", f.display());
+        if a.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
     }
     Ok(0)
 }

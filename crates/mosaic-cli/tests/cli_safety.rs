@@ -210,7 +210,7 @@ fn other_outputs_are_guarded_too() {
     assert_eq!(e.trim_end(), want);
     let e = fails(&["eval", "cbro", "--requests", "10", "--plot", s(&m)]);
     assert_eq!(e.trim_end(), want);
-    for cmd in ["ppc", "dvs"] {
+    for cmd in ["ppc", "dvs", "adapt"] {
         let e = fails(&["eval", cmd, "--plot", s(&a)]);
         assert!(e.starts_with(&format!("error: {} is a directory holding an array (", a.display())), "{e}");
     }

@@ -11,12 +11,16 @@
 //! * [`tier`]: the ReHypar hybrid SSD+HDD experiments (fast-tier space
 //!   utilisation, IOzone-like and Postmark-like workloads, the real trace;
 //!   the tier policy against all-SSD, all-HDD and an LRU block cache),
-//!   `mosaic eval tier`.
+//!   `mosaic eval tier`;
+//! * [`adapt`]: the adaptive layout's analysis on a real trace (static vs
+//!   adaptive placement, migration cost vs gain), `mosaic eval adapt`;
+//! * [`adapt_plot`]: its SVG plots.
 
 // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.80.
 #![allow(clippy::manual_is_multiple_of)]
 
 pub mod adapt;
+pub mod adapt_plot;
 pub mod dvs;
 pub mod dvs_plot;
 pub mod tier;
