@@ -56,7 +56,7 @@ fio_iops() {
     shift 2
     (cd "$SHM" && fio --name="$name" --ioengine=nbd --uri="nbd+unix:///mosaic?socket=$sock" --output-format=json \
         --output="$SHM/$name.json" "$@" >"$SHM/$name.err" 2>&1) || { echo "bench-adapt: fio $name: $(cat "$SHM/$name.err")" >&2; echo 0; return; }
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; d=j["read"] if j["read"]["io_bytes"] else j["write"]; print(f"{d[\"iops\"]:.0f}")' "$SHM/$name.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; d=j["read"] if j["read"]["io_bytes"] else j["write"]; print("%.0f" % d["iops"])' "$SHM/$name.json"
 }
 make_array() {
     "$MOSAIC" create -a "$1" --level remap --inner "$INNER" --member-size "$MEMBER" --journal-size 32M --remap-spare 0.25 >/dev/null
@@ -83,9 +83,9 @@ for rep in $(seq "$REPS"); do
     before+=("$(fio_iops "$SHM/a.sock" "before$rep" "${ZIPF[@]}" --size="$CAP_HINT")")
     unserve
     p=$("$MOSAIC" adapt -a "$A" --trace "$SHM/a$rep.csv" --dry-run --json --model hdd:seagate-st91000640ss-detailed)
-    pred+=("$(echo "$p" | python3 -c 'import json,sys; j=json.load(sys.stdin); print(f"{j[\"prediction\"][\"gain\"]*100:+.0f}%:{j[\"plan\"][\"target\"][\"conflicts_before\"]}->{j[\"plan\"][\"target\"][\"conflicts_after\"]}")')")
+    pred+=("$(echo "$p" | python3 -c 'import json,sys; j=json.load(sys.stdin); t=j["plan"]["target"]; print("%+.0f%%:%d->%d" % (j["prediction"]["gain"]*100, t["conflicts_before"], t["conflicts_after"]))')")
     m=$("$MOSAIC" adapt -a "$A" --trace "$SHM/a$rep.csv" --json)
-    mig+=("$(echo "$m" | python3 -c 'import json,sys; j=json.load(sys.stdin)["migrated"]; print(f"{j[\"bytes\"]/1048576/max(j[\"seconds\"],1e-9):.0f}:{j[\"bytes\"]>>20}")')")
+    mig+=("$(echo "$m" | python3 -c 'import json,sys; j=json.load(sys.stdin)["migrated"]; print("%.0f:%d" % (j["bytes"]/1048576/max(j["seconds"],1e-9), j["bytes"]>>20))')")
     serve "$A" "$SHM/a.sock"
     after+=("$(fio_iops "$SHM/a.sock" "after$rep" "${ZIPF[@]}" --size="$CAP_HINT")")
     unserve

@@ -7,7 +7,8 @@
 //!                  └─ at least --adapt-min-requests?  plan (adapt_job::plan_txns,
 //!                     as `mosaic adapt`) ─> migrate: one batch per step, the
 //!                     policy lock released between batches (clients go first),
-//!                     paced by --adapt-rate; paused while the array is degraded
+//!                     paced by --adapt-rate; paused while the array is degraded;
+//!                     a progress bar on a terminal, a log line per round
 //!   stop flag (the server stopping) ends a round between batches
 //! ```
 
@@ -90,7 +91,13 @@ fn round(vol: &dyn Volume, reqs: &[mosaic_trace::Request], cfg: &Every, stop: &A
         plan.target.moves.len(),
         crate::util::human(plan.target.bytes())
     );
-    let m = adapt_job::migrate(remap, &plan, &|_, _| {}, &|| stop.load(Ordering::Relaxed))?;
+    // A progress bar on a terminal (indicatif hides it otherwise).
+    let bar = crate::util::progress(plan.target.bytes().max(1), "adapt");
+    let m = adapt_job::migrate(remap, &plan, &|done, total| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+    }, &|| stop.load(Ordering::Relaxed))?;
+    bar.finish_and_clear();
     done.bytes += m.bytes;
     done.moves += m.moves;
     let why = if m.paused { ", paused: the array is degraded" } else { "" };
