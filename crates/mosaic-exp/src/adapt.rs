@@ -369,22 +369,36 @@ fn section(array: Array, x: &Input, cfg: &AdaptEvalConfig) -> Result<Section, Ad
         Array::Ssd => None,
     };
     let ctx = Ctx { cfg, drives, test: x.test, rig: &rig };
+    let max_group = grouping.as_ref().map(|g| g.max_group_bytes);
+    // Alphas are independent: two at a time (these machines have 2 cores).
+    let per_alpha = parallel_map(&cfg.alphas, 2, |&alpha| ctx.alpha_rows(x, alpha, max_group));
     let mut rows = Vec::new();
-    for &alpha in &cfg.alphas {
-        // The static side depends on alpha only: placed and replayed once.
-        let zipf = Zipf::new(drives, alpha, cfg.seed);
-        let initial: HashMap<Vertex, usize> = x.units.iter().map(|&u| (u, zipf.drive(u))).collect();
-        let start = Start { alpha, test: measure(x.test, &initial), ms: rig.times(&initial)?, initial };
-        for &t in &cfg.thresholds {
-            let g = x.full.at_least(t);
-            rows.push(ctx.one(&g, &start, t, None)?);
-            if let Some(gr) = grouping.as_mut() {
-                gr.rows.push(ctx.one(&g, &start, t, Some(gr.max_group_bytes))?);
-            }
+    for r in per_alpha {
+        let (units, groups) = r?;
+        rows.extend(units);
+        if let Some(gr) = grouping.as_mut() {
+            gr.rows.extend(groups);
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
     Ok(Section { array, drive: array.preset().into(), drives, rows, grouping, seconds })
+}
+
+/// `f` over `items` on `workers` threads, results in the items' order.
+fn parallel_map<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    out.into_iter().filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())).collect()
 }
 
 /// The grouping inputs of an HDD model (§3.5): worst-case minus average
@@ -447,6 +461,23 @@ struct Replanned {
 }
 
 impl Ctx<'_> {
+    /// One alpha's rows, planned on units and (with `max_group`) on groups.
+    fn alpha_rows(&self, x: &Input, alpha: f64, max_group: Option<u64>) -> Result<(Vec<Row>, Vec<Row>), AdaptEvalError> {
+        // The static side depends on alpha only: placed and replayed once.
+        let zipf = Zipf::new(self.drives, alpha, self.cfg.seed);
+        let initial: HashMap<Vertex, usize> = x.units.iter().map(|&u| (u, zipf.drive(u))).collect();
+        let start = Start { alpha, test: measure(x.test, &initial), ms: self.rig.times(&initial)?, initial };
+        let (mut units, mut groups) = (Vec::new(), Vec::new());
+        for &t in &self.cfg.thresholds {
+            let g = x.full.at_least(t);
+            units.push(self.one(&g, &start, t, None)?);
+            if max_group.is_some() {
+                groups.push(self.one(&g, &start, t, max_group)?);
+            }
+        }
+        Ok((units, groups))
+    }
+
     /// Plan on `g` (the train graph at one threshold) from the static
     /// placement `s`, and measure the planned one on the test transactions.
     fn one(&self, g: &Graph, s: &Start, threshold: u64, max_group: Option<u64>) -> Result<Row, AdaptEvalError> {
