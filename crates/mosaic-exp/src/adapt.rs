@@ -16,8 +16,8 @@
 //! units any one drive serves for a transaction: what a request waits for
 //! when drives work in parallel), and the mean response times of the test
 //! requests replayed at their timestamps on the remapped array
-//! (`mosaic_remap::RemapPolicy` over a raid0 `mosaic_sim::nested::ArrayDrive`,
-//! each drive its own queue), the placement applied before the replay
+//! (`mosaic_remap::RemapPolicy` over raid0, lowered onto one model per
+//! drive by `adapt_striped`: each drive its own queue and scheduling), the placement applied before the replay
 //! (as the paper measures after reorganisation; the movement is reported
 //! apart), on each array asked for: `drives` SSD models ([`SSD`], the
 //! paper's all-flash array) and `hdd_drives` HDD models ([`HDD`], its
@@ -31,10 +31,9 @@ use std::path::Path;
 
 use mosaic_adapt::correlate::{self, Speedup};
 use mosaic_adapt::{Graph, Txn, TxnConfig, Vertex};
-use mosaic_core::{FixedLayout, Frontend, Geometry, Health, Level};
+use mosaic_core::{Frontend, Geometry, Health, Level};
 use mosaic_drives::{preset, DriveConfig, DriveModel};
 use mosaic_remap::{RemapConfig, RemapGeometry, RemapPolicy};
-use mosaic_sim::nested::ArrayDrive;
 use mosaic_sim::{Mode, SimConfig, Simulator};
 use mosaic_trace::{Request, TraceOptions};
 use serde::Serialize;
@@ -593,11 +592,10 @@ impl Replay {
         if pol.pending_moves() > 0 {
             return Err(bad(format!("{} moves blocked: members too small", pol.pending_moves())));
         }
-        let drives = (0..self.drives).map(|_| self.spec.build(None)).collect();
-        let array = ArrayDrive::new(FixedLayout::new(inner).map_err(|e| bad(e.to_string()))?, drives).map_err(bad)?;
-        let models: Vec<Box<dyn DriveModel>> = vec![Box::new(array)];
+        let models: Vec<Box<dyn DriveModel>> = (0..self.drives).map(|_| self.spec.build(None)).collect();
         let sc = SimConfig { mode: Mode::Open { time_scale: 1.0 }, ..SimConfig::default() };
-        let r = Simulator::with_frontend(Box::new(pol), models, sc).map_err(|e| bad(e.to_string()))?;
+        let fe = crate::adapt_striped::Striped::new(pol, inner.members, inner.unit);
+        let r = Simulator::with_frontend(Box::new(fe), models, sc).map_err(|e| bad(e.to_string()))?;
         let r = r.run(self.test.iter().map(|r| Ok::<_, std::convert::Infallible>(*r))).map_err(|e| bad(e.to_string()))?;
         let (nr, nw) = (r.read_latency.count as f64, r.write_latency.count as f64);
         let all = if nr + nw > 0.0 { (r.read_latency.mean_us * nr + r.write_latency.mean_us * nw) / (nr + nw) } else { 0.0 };
