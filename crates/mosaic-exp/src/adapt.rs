@@ -118,10 +118,11 @@ pub const HDD: &str = "hdd:seagate-st91000640ss-detailed";
 /// HDDs as run in a minute".  Measured on the CloudPhysics trace (100,000
 /// requests, 4 KiB units, a 2-core machine at load 4-6): the HDD part
 /// barely depends on the drive count (`--quick`: 23.4 s at 16 drives,
-/// 22.9 s at 48; the full run about 100 s loaded), since planning is
-/// O(edges + vertices x drives) and the replay's cost is per request.
-/// So the count is not a time budget: 48 drives, a shelf of disks (the
-/// map region is on the inner space, 2 x 32 B per unit, so any count fits).
+/// 22.9 s at 48), since planning is O(edges + vertices x drives) and the
+/// replay's cost is per request.  At 48 drives the full HDD part (units
+/// and groups, 6 alphas x 3 thresholds, two alphas at a time) takes 41 s
+/// on the idle machine (release build): 48 run in a minute (the map
+/// region is on the inner space, 2 x 32 B per unit, so any count fits).
 pub const HDD_DRIVES: usize = 48;
 
 /// An array the evaluation runs on.
