@@ -2,7 +2,8 @@
 //! on a real remapped array (planning and migration in `adapt_job.rs`).
 //!
 //! ```text
-//!   mosaic adapt -a DIR --trace FILE [--threshold N] [--max-move B|P%] [--rate B/s] [--dry-run]
+//!   mosaic adapt -a DIR [--trace FILE] [--threshold N] [--max-move B|P%] [--rate B/s] [--dry-run]
+//!     (no --trace: DIR/monitor.trace, what the last `serve` monitored)
 //!     open (read-only for a dry run) -> plan -> dry run: print the plan
 //!                                            -> else: migrate with a progress bar
 //! ```
@@ -32,9 +33,11 @@ pub struct AdaptArgs {
     /// The remapped array (a directory made by create --level remap)
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// Requests to learn from: a trace in any format mosaic reads (serve --record writes one)
+    /// Requests to learn from: a trace in any format mosaic reads (serve
+    /// --record writes one); default DIR/monitor.trace, the requests the
+    /// last `mosaic serve` of the array monitored
     #[arg(long)]
-    pub trace: PathBuf,
+    pub trace: Option<PathBuf>,
     /// Use the first N requests of the trace
     #[arg(long)]
     pub requests: Option<u64>,
@@ -65,7 +68,17 @@ pub struct AdaptArgs {
 
 /// `mosaic adapt`.
 pub fn run(a: AdaptArgs) -> Result<i32> {
-    let reqs = load(&a.trace, a.requests)?;
+    let trace = match &a.trace {
+        Some(t) => t.clone(),
+        None => {
+            let t = Path::new(&a.array).join(crate::serve_adapt::MONITOR_FILE);
+            if !t.exists() {
+                bail!("no --trace and no {}: serve the array first (its monitored requests are saved there when it stops), or give --trace FILE", t.display());
+            }
+            t
+        }
+    };
+    let reqs = load(&trace, a.requests)?;
     let vol = RemapVolume::open(Path::new(&a.array), !a.dry_run).with_context(|| format!("opening {}", a.array))?;
     let cap = Volume::capacity(&vol);
     let max_move = a.max_move.as_deref().map(|s| adapt_job::parse_max_move(s, cap)).transpose()?;

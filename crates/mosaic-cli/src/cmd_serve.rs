@@ -503,6 +503,14 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     );
     if let Some(ring) = export.monitor() {
         eprintln!("mosaic serve: monitored {} requests (the newest {} kept in memory)", ring.pushed(), ring.pushed().min(ring.capacity()));
+        // A remapped array keeps them for `mosaic adapt` without --trace.
+        if vol.as_remap().is_some() && !a.read_only && ring.pushed() > 0 {
+            let dir = std::path::Path::new(a.array.as_deref().unwrap_or_default());
+            match crate::serve_adapt::save_ring(dir, &ring) {
+                Ok(n) => eprintln!("mosaic serve: {n} monitored requests saved to {} (mosaic adapt reads them)", dir.join(crate::serve_adapt::MONITOR_FILE).display()),
+                Err(e) => eprintln!("mosaic serve: could not save the monitored requests: {e}"),
+            }
+        }
     }
     if let Some(rec) = &export.recorder {
         let n = rec.finish().context("writing the --record trace")?;

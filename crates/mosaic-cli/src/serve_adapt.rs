@@ -104,3 +104,21 @@ fn round(vol: &dyn Volume, reqs: &[mosaic_trace::Request], cfg: &Every, stop: &A
     eprintln!("mosaic serve: adapt: moved {} units, {} in {:.1} s, {} left{why}", m.moves, crate::util::human(m.bytes), m.seconds, m.left);
     Ok(())
 }
+
+/// Where `serve` leaves the monitor ring of a remapped array when it
+/// stops, and where `mosaic adapt` looks without `--trace`.
+pub const MONITOR_FILE: &str = "monitor.trace";
+
+/// Write the ring's requests (the newest it kept) to `DIR/monitor.trace`
+/// as an MSR trace, replacing the previous one; the count.
+pub fn save_ring(dir: &std::path::Path, ring: &Ring) -> Result<usize> {
+    let reqs = ring.snapshot();
+    let path = dir.join(MONITOR_FILE);
+    let tmp = dir.join(format!("{MONITOR_FILE}.tmp"));
+    let f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    let mut f = mosaic_trace::write_msr(f, &reqs)?;
+    std::io::Write::flush(&mut f)?;
+    f.get_ref().sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(reqs.len())
+}

@@ -131,6 +131,8 @@ fn a_degraded_array_pauses_and_bad_input_is_an_error() {
     assert!(e.contains("line 2") || e.contains(":2"), "{e}");
     let e = fails(&["adapt", "-a", &arr, "--trace", tr, "--max-move", "150%"]);
     assert!(e.contains("max-move"), "{e}");
+    let e = fails(&["adapt", "-a", &arr, "--dry-run"]);
+    assert!(e.contains("no --trace") && e.contains("monitor.trace"), "{e}");
     let e = fails(&["create", "-a", d.path().join("x").to_str().unwrap(), "--level", "remap", "--member-size", "8M"]);
     assert!(e.contains("--inner"), "{e}");
     let e = fails(&["create", "-a", d.path().join("y").to_str().unwrap(), "--level", "remap", "--inner", "raid1:2", "--member-size", "8M"]);
@@ -179,6 +181,10 @@ fn serve_adapts_online_from_what_clients_request() {
     assert_eq!(code, 0, "{log:?}");
     let moved: Vec<&String> = log.iter().filter(|l| l.contains("adapt: moved")).collect();
     assert!(!moved.is_empty(), "the job moved units while serving: {log:?}");
+    // The monitored requests were saved for `mosaic adapt` without --trace.
+    assert!(log.iter().any(|l| l.contains("monitored requests saved")), "{log:?}");
+    let again = json(&ok(&["adapt", "-a", &arr, "--dry-run", "--json"]));
+    assert!(again["plan"]["requests"].as_u64().unwrap() >= 12 * 40 * 4, "{again}");
     let trace = d.path().join("planted.csv");
     planted(&trace);
     let after = json(&ok(&["adapt", "-a", &arr, "--trace", trace.to_str().unwrap(), "--dry-run", "--json"]));
