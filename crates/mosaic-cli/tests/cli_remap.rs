@@ -14,19 +14,26 @@ use std::time::{Duration, Instant};
 
 const UNIT: u64 = 64 << 10;
 
+/// `rounds` rounds of the 40 cliques in a seeded order (xorshift).
+fn clique_rounds(rounds: usize) -> Vec<Vec<u64>> {
+    let mut x = 7u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..rounds).map(|_| (0..40u64).map(|k| (k + next() % 40) % 40).collect()).collect()
+}
+
 /// Clique g: units 12g + 0/4/8/12 ... spaced so that several of them
 /// share a drive at home; 40 cliques, each requested 20 times, the four
 /// units of one arriving together, cliques 5 ms apart.
 fn planted(path: &Path) {
     let mut out = String::new();
     let mut t = 128_166_372_000_000_000u64;
-    let mut x = 7u64;
-    for _ in 0..20 {
-        for k in 0..40u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let g = (k + x % 40) % 40;
+    for round in clique_rounds(20) {
+        for g in round {
             for i in 0..4 {
                 let unit = g * 16 + i * 4;
                 out.push_str(&format!("{t},host,0,Read,{},{UNIT},100\n", unit * UNIT));
@@ -150,13 +157,8 @@ fn serve_adapts_online_from_what_clients_request() {
     let arr = create(d.path());
     let mut bytes = fill(d.path(), &arr);
     let mut cmds: Vec<String> = Vec::new();
-    let mut x = 7u64;
-    for round in 0..12u64 {
-        for k in 0..40u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let g = (k + x % 40) % 40;
+    for (round, gs) in (0u64..).zip(clique_rounds(12)) {
+        for g in gs {
             for i in 0..4 {
                 cmds.push(format!("read {} 64k", (g * 16 + i * 4) * UNIT));
             }

@@ -17,14 +17,7 @@ use crate::adapt::{cost_vs_gain, paper, Results, Row, Section};
 /// The files [`write_plots`] writes.
 pub const PLOTS: [&str; 3] = ["adapt-response.svg", "adapt-cost-gain.svg", "adapt-depth.svg"];
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
+use mosaic_sim::plot::COLORS;
 
 /// The smallest value a log axis shows (values below are drawn there).
 const LOG_FLOOR: f64 = 1e-3;

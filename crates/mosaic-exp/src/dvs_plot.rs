@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use crate::dvs::{Row, SCHEMES};
 
-const COLORS: [RGBColor; 4] = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
+use mosaic_sim::plot::COLORS;
 
 fn err<E: std::fmt::Display>(e: E) -> String {
     format!("plot: {e}")

@@ -7,13 +7,16 @@ use plotters::prelude::*;
 
 use crate::SimReport;
 
-const COLORS: [RGBColor; 6] = [
+/// The one palette of mosaic's plots (matplotlib's "tab10" order).
+pub const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
 ];
 
 fn err<E: std::fmt::Display>(e: E) -> String {

@@ -6,16 +6,7 @@ use plotters::prelude::*;
 
 use super::{Results, TierEvalError};
 
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
+use mosaic_sim::plot::COLORS;
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
