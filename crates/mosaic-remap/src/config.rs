@@ -31,7 +31,7 @@ pub struct RemapConfig {
     /// every map write are whole blocks (power of two, >= 512, divides
     /// the unit; 4096).
     pub block: u64,
-    /// Share of each member's slots kept spare, the room moves land in
+    /// Share of each column's slots kept spare, the room moves land in
     /// (in (0, 0.5]; 0.125).  At least one slot per member is spare.
     pub spare_share: f64,
     /// Bytes of the map region; 0 = sized from the geometry (see
