@@ -12,6 +12,7 @@ mod cmd_demo;
 mod cmd_dvs;
 mod cmd_eval;
 mod cmd_model;
+mod cmd_scan;
 mod cmd_serve;
 mod cmd_sim;
 mod eval_ppc;
@@ -59,6 +60,10 @@ enum Cmd {
     Scrub(cmd_array::ScrubArgs),
     /// Serve an array over NBD (qemu, nbdcopy, nbdfuse, fio, nbd-client)
     Serve(cmd_serve::ServeArgs),
+    /// Print one member's superblock (label): its array, index, event counter, layout
+    Examine(cmd_scan::ExamineArgs),
+    /// Find the members of every array by UUID, wherever their files are (--scan DIR|DEVICES...)
+    Assemble(cmd_scan::AssembleArgs),
     /// Re-place a remapped array's units so blocks requested together sit on different drives
     Adapt(cmd_adapt::AdaptArgs),
     /// Trace tools
@@ -97,6 +102,8 @@ fn main() {
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
         Cmd::Serve(a) => cmd_serve::run(a),
+        Cmd::Examine(a) => cmd_scan::examine(a),
+        Cmd::Assemble(a) => cmd_scan::assemble(a),
         Cmd::Adapt(a) => cmd_adapt::run(a),
         Cmd::Trace(t) => cmd_sim::trace(t),
         Cmd::Replay(a) => cmd_sim::replay(a),

@@ -151,6 +151,14 @@ fn old_format(head: &[u8]) -> bool {
 
 /// The member whose label `dev` (a device's first bytes) carries.
 fn member(dev: &[u8]) -> Carries {
+    match decode_label(dev) {
+        Some(l) => labelled(&l),
+        None => Carries::Damaged,
+    }
+}
+
+/// The newer valid label slot of `dev` (a device's first bytes).
+fn decode_label(dev: &[u8]) -> Option<Label> {
     let read = label::read_label(dev.len() as u64, &mut |buf, off| {
         let src = usize::try_from(off).ok().and_then(|o| dev.get(o..o.checked_add(buf.len())?));
         let src = src.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
@@ -158,9 +166,21 @@ fn member(dev: &[u8]) -> Carries {
         Ok(())
     });
     match read {
-        Ok(Ok(l)) => labelled(&l),
-        Ok(Err(LabelError::None | LabelError::Corrupt(_))) | Err(_) => Carries::Damaged,
+        Ok(Ok(l)) => Some(l),
+        Ok(Err(LabelError::None | LabelError::Corrupt(_))) | Err(_) => None,
     }
+}
+
+/// The member label a regular file or block device carries (a DVS
+/// member's behind its zoned-drive header), for `mosaic examine` and
+/// `assemble --scan`; None for anything else.
+pub fn member_label(path: &Path) -> Result<Option<Label>> {
+    let head = read_head(path)?;
+    let dev = match frame::peek_kind(&head) {
+        Some(KIND_ZONED_HEADER) => head.get(ZONED_HEADER..).unwrap_or_default(),
+        _ => &head[..],
+    };
+    Ok(if label::has_label(dev) { decode_label(dev) } else { None })
 }
 
 /// What a valid label says its device is.

@@ -30,6 +30,7 @@ pub mod guard;
 mod nest;
 pub mod remap;
 pub mod replay;
+pub mod scan;
 pub mod tier;
 
 use std::path::Path;

@@ -1,0 +1,114 @@
+//! `mosaic examine MEMBER` and `mosaic assemble --scan PATH...`: what is
+//! on the disks, without opening an array (`mosaic_volume::scan`).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use mosaic_volume::guard;
+use mosaic_volume::scan::{self, FoundArray};
+
+use crate::util::print_json;
+
+#[derive(Args)]
+pub struct ExamineArgs {
+    /// A member file or block device (or a journal)
+    pub member: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct AssembleArgs {
+    /// Find the members of every array under these directories, files or devices
+    #[arg(long, required = true, num_args = 1..)]
+    pub scan: Vec<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mosaic examine`: one member's label (identity, event counter, the
+/// layout its policy records).  Exit 1 when the path carries nothing.
+pub fn examine(a: ExamineArgs) -> Result<i32> {
+    let what = guard::identify(&a.member)?;
+    let label = if a.member.is_file() || is_block(&a.member) { guard::member_label(&a.member)? } else { None };
+    if a.json {
+        print_json(&serde_json::json!({ "path": a.member, "carries": what.to_string(), "array": what.array(), "label": label.as_ref().map(label_json) }))?;
+    } else {
+        println!("{}: {what}", a.member.display());
+        if let Some(l) = &label {
+            println!("  kind      {}", l.kind);
+            println!("  array     {}", l.array_uuid);
+            println!("  member    {} of {} ({})", l.member_index, l.members, l.member_uuid);
+            println!("  events    {}", l.events);
+            println!("  created   {}", l.created);
+            for (k, v) in l.policy.as_object().into_iter().flatten() {
+                println!("  {k:<9} {v}");
+            }
+        }
+    }
+    if what == guard::Carries::Nothing {
+        bail!("{} carries nothing of mosaic's", a.member.display());
+    }
+    Ok(0)
+}
+
+fn is_block(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).map(|m| m.file_type().is_block_device()).unwrap_or(false)
+}
+
+fn label_json(l: &mosaic_format::label::Label) -> serde_json::Value {
+    serde_json::json!({
+        "kind": l.kind, "array_uuid": l.array_uuid, "member_uuid": l.member_uuid, "member_index": l.member_index,
+        "members": l.members, "events": l.events, "member_uuids": l.member_uuids, "created": l.created, "policy": l.policy,
+    })
+}
+
+/// `mosaic assemble --scan`: every array found, its members in order.
+/// Exit 4 when an array found is incomplete (members missing or stale
+/// beyond what its code tolerates).
+pub fn assemble(a: AssembleArgs) -> Result<i32> {
+    let found = scan::scan(&a.scan)?;
+    if a.json {
+        let v: Vec<serde_json::Value> = found.iter().map(|f| serde_json::json!({ "array": f, "spec": f.spec() })).collect();
+        print_json(&serde_json::Value::Array(v))?;
+    } else {
+        if found.is_empty() {
+            println!("no arrays found");
+        }
+        for f in &found {
+            print!("{}", describe(f));
+        }
+    }
+    Ok(if found.iter().all(|f| f.complete) { 0 } else { 4 })
+}
+
+fn describe(f: &FoundArray) -> String {
+    let mut s = format!(
+        "array {} ({}{}): {} of {} members{}\n",
+        f.uuid,
+        f.kind,
+        f.level.as_deref().map(|l| format!(", {l}")).unwrap_or_default(),
+        f.found.len(),
+        f.members,
+        if f.complete { "" } else { ", INCOMPLETE" }
+    );
+    for m in &f.found {
+        s += &format!("  {:>3}  {}  events {}{}\n", m.index, m.path, m.events, if m.stale { "  STALE" } else { "" });
+    }
+    for i in &f.missing {
+        s += &format!("  {i:>3}  missing\n");
+    }
+    for d in &f.duplicates {
+        s += &format!("       older copy: {d}\n");
+    }
+    for j in &f.journals {
+        s += &format!("  journal {j}\n");
+    }
+    if !f.found.is_empty() {
+        s += &format!("  -a {}\n", f.spec());
+    }
+    s
+}

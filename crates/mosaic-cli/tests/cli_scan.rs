@@ -1,0 +1,99 @@
+//! `mosaic examine` and `mosaic assemble --scan`: two arrays whose
+//! members are shuffled across directories (and renamed) are found by
+//! UUID, members in index order, and open from the printed spec with
+//! their bytes; a missing member, a stale copy and a foreign file are
+//! reported as such.
+
+mod common;
+use common::{json, mosaic, ok};
+
+use std::path::Path;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[2] ^ seed).collect()
+}
+
+fn write(dir: &Path, arr: &str, data: &[u8]) {
+    let f = dir.join("in.bin");
+    std::fs::write(&f, data).unwrap();
+    ok(&["write", "-a", arr, "--offset", "0", "--input", f.to_str().unwrap()]);
+}
+
+fn read(dir: &Path, arr: &str, len: usize) -> Vec<u8> {
+    let f = dir.join("out.bin");
+    ok(&["read", "-a", arr, "--offset", "0", "--length", &len.to_string(), "--output", f.to_str().unwrap(), "--force"]);
+    std::fs::read(f).unwrap()
+}
+
+#[test]
+fn assemble_finds_two_arrays_whose_members_are_shuffled_across_directories() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let (a, b) = (d.join("a"), d.join("b"));
+    ok(&["create", "-a", a.to_str().unwrap(), "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    ok(&["create", "-a", b.to_str().unwrap(), "--level", "raid6", "--members", "5", "--member-size", "8M", "--journal-size", "4M"]);
+    let (da, db) = (pattern(1 << 20, 1), pattern(1 << 20, 2));
+    write(d, a.to_str().unwrap(), &da);
+    write(d, b.to_str().unwrap(), &db);
+    let ua = json(&ok(&["info", "-a", a.to_str().unwrap(), "--json"]))["uuid"].as_str().unwrap().to_string();
+    // Shuffle: members of both arrays renamed into two other directories.
+    let (x, y) = (d.join("x"), d.join("y"));
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::create_dir_all(y.join("deep")).unwrap();
+    std::fs::rename(a.join("member-00.img"), x.join("disk7")).unwrap();
+    std::fs::rename(b.join("member-03.img"), x.join("disk1")).unwrap();
+    std::fs::rename(a.join("member-02.img"), y.join("deep/disk3")).unwrap();
+    std::fs::rename(b.join("member-00.img"), y.join("disk0")).unwrap();
+    std::fs::write(x.join("notes.txt"), b"not a member").unwrap();
+    let ex = json(&ok(&["examine", x.join("disk7").to_str().unwrap(), "--json"]));
+    assert_eq!((ex["label"]["array_uuid"].as_str().unwrap(), ex["label"]["member_index"].as_u64().unwrap()), (ua.as_str(), 0));
+    assert_eq!(ex["label"]["policy"]["geometry"]["level"], "raid5");
+    let scan: Vec<&str> = vec!["assemble", "--scan", x.to_str().unwrap(), y.to_str().unwrap(), a.to_str().unwrap(), b.to_str().unwrap(), "--json"];
+    let found = json(&ok(&scan));
+    let arrays = found.as_array().unwrap();
+    assert_eq!(arrays.len(), 2, "{found}");
+    for f in arrays {
+        let arr = &f["array"];
+        assert_eq!(arr["complete"], true, "{f}");
+        assert!(arr["missing"].as_array().unwrap().is_empty());
+        let idx: Vec<u64> = arr["found"].as_array().unwrap().iter().map(|m| m["index"].as_u64().unwrap()).collect();
+        assert_eq!(idx, (0..idx.len() as u64).collect::<Vec<_>>(), "members in index order");
+        assert_eq!(arr["journals"].as_array().unwrap().len(), 1);
+        let spec = f["spec"].as_str().unwrap();
+        let (want, level) = if arr["uuid"] == ua.as_str() { (&da, "raid5") } else { (&db, "raid6") };
+        assert_eq!(arr["level"], level);
+        assert_eq!(&read(d, spec, 1 << 20), want, "{level}: the bytes, opened from the printed spec");
+    }
+}
+
+#[test]
+fn missing_and_stale_members_and_foreign_files_are_named() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let a = d.join("a");
+    ok(&["create", "-a", a.to_str().unwrap(), "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    // An old copy of member 1, then the array moves on (two event rounds).
+    std::fs::copy(a.join("member-01.img"), d.join("old-member-01.img")).unwrap();
+    ok(&["fail", "-a", a.to_str().unwrap(), "--member", "3"]);
+    std::fs::remove_file(a.join("member-03.img")).unwrap();
+    let o = mosaic(&["assemble", "--scan", a.to_str().unwrap(), d.join("old-member-01.img").to_str().unwrap(), "--json"]);
+    let found = json(&String::from_utf8_lossy(&o.stdout));
+    let arr = &found[0]["array"];
+    assert_eq!(arr["missing"], serde_json::json!([3]), "{found}");
+    assert_eq!(arr["duplicates"].as_array().unwrap().len(), 1, "the old copy of member 1 is set aside: {found}");
+    assert_eq!(arr["complete"], true, "raid5 opens with one member out");
+    assert_eq!(o.status.code(), Some(0));
+    // Only the old copy of member 1 and member 0: two out, incomplete.
+    std::fs::remove_file(a.join("member-01.img")).unwrap();
+    let o = mosaic(&["assemble", "--scan", a.join("member-00.img").to_str().unwrap(), d.join("old-member-01.img").to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(4), "incomplete: exit 4");
+    let found = json(&String::from_utf8_lossy(&o.stdout));
+    let m1 = found[0]["array"]["found"].as_array().unwrap().iter().find(|m| m["index"] == 1).cloned().unwrap();
+    assert_eq!(m1["stale"], true, "the old copy missed event rounds: {found}");
+    // Plain files carry nothing: examine says so and fails.
+    std::fs::write(d.join("plain"), vec![0u8; 8192]).unwrap();
+    let e = common::fails(&["examine", d.join("plain").to_str().unwrap()]);
+    assert!(e.contains("nothing of mosaic's"), "{e}");
+    let empty = tempfile::tempdir().unwrap();
+    assert!(ok(&["assemble", "--scan", empty.path().to_str().unwrap()]).contains("no arrays found"));
+}
