@@ -101,7 +101,7 @@ pub fn run(a: AdaptArgs) -> Result<i32> {
     report(&a, &plan, None, Some(&m))?;
     if m.paused {
         eprintln!("mosaic adapt: paused: the inner array is degraded ({} moves left); rebuild it, then run adapt again: it resumes", m.left);
-        return Ok(2);
+        return Ok(crate::exit::DEGRADED);
     }
     Ok(0)
 }

@@ -994,6 +994,6 @@ pub fn scrub(a: ScrubArgs) -> Result<i32> {
     } else {
         print_scrub(&rep, a.repair);
     }
-    // Exit 2 when inconsistencies remain, so scripts can tell.
-    Ok(if rep.mismatched > 0 && !a.repair { 2 } else { 0 })
+    // Exit 3 when inconsistencies remain, so scripts can tell (crate::exit).
+    Ok(if rep.mismatched > 0 && !a.repair { crate::exit::MISMATCH } else { crate::exit::OK })
 }

@@ -96,9 +96,10 @@ pub struct EvalDvsArgs {
     pub force: bool,
     #[arg(long)]
     pub json: bool,
-    /// The real trace (CloudPhysics format); the synthetic workloads run without it
-    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
-    pub trace: PathBuf,
+    /// The real trace (CloudPhysics format; default ../shared/traces/cloudphysics-vscsi-part1.csv
+    /// when present); the synthetic workloads run without it
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Requests per synthetic workload
     #[arg(long, default_value_t = 20_000)]
     pub count: u64,
@@ -116,11 +117,8 @@ pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
         crate::util::check_output_dir(dir, &["dvs-overall.svg", "dvs-cache.svg", "dvs-band.svg"], a.force)?;
     }
     let cfg = exp::ExpConfig { synthetic_count: a.count, seed: a.seed, trace_time_scale: a.trace_time_scale, ..Default::default() };
-    let trace = a.trace.exists().then_some(a.trace.as_path());
-    if trace.is_none() {
-        eprintln!("note: {} not found; running the synthetic workloads only", a.trace.display());
-    }
-    let r = exp::run_all(trace, &cfg)?;
+    let trace = crate::util::eval_trace(a.trace.as_deref(), "running the synthetic workloads only")?;
+    let r = exp::run_all(trace.as_deref(), &cfg)?;
     if let Some(d) = &a.plot {
         r.plot(d)?;
     }

@@ -86,9 +86,10 @@ pub struct EvalTierArgs {
     /// Small workloads (seconds in a debug build; for tests)
     #[arg(long)]
     pub quick: bool,
-    /// The real trace (CloudPhysics format); skipped with a note when absent
-    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
-    pub trace: std::path::PathBuf,
+    /// The real trace (CloudPhysics format; default ../shared/traces/cloudphysics-vscsi-part1.csv,
+    /// skipped with a note when that is absent)
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
     /// Replay at most this many trace requests (default: 20,000; 2,000 with --quick)
     #[arg(long)]
     pub trace_requests: Option<u64>,
@@ -178,11 +179,8 @@ fn eval_tier(a: EvalTierArgs) -> Result<i32> {
     if let Some(n) = a.trace_requests {
         cfg.trace_first = n;
     }
-    let trace = a.trace.exists().then_some(a.trace.as_path());
-    if trace.is_none() {
-        eprintln!("note: {} not found; the trace experiment is skipped", a.trace.display());
-    }
-    let r = tier::run_all(trace, &cfg)?;
+    let trace = crate::util::eval_trace(a.trace.as_deref(), "the trace experiment is skipped")?;
+    let r = tier::run_all(trace.as_deref(), &cfg)?;
     if let Some(d) = &a.plot {
         r.plot(d)?;
     }

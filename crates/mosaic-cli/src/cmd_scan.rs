@@ -82,7 +82,7 @@ pub fn assemble(a: AssembleArgs) -> Result<i32> {
             print!("{}", describe(f));
         }
     }
-    Ok(if found.iter().all(|f| f.complete) { 0 } else { 4 })
+    Ok(if found.iter().all(|f| f.complete) { crate::exit::OK } else { crate::exit::DEGRADED })
 }
 
 fn describe(f: &FoundArray) -> String {

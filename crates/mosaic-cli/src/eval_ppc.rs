@@ -41,9 +41,9 @@ pub struct PpcArgs {
     /// Cache size for the real trace and the 4 KiB random writes
     #[arg(long, value_parser = size, default_value = "16M")]
     pub trace_cache_size: u64,
-    /// The real trace (skipped with a note when absent)
-    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
-    pub trace: PathBuf,
+    /// The real trace (default ../shared/traces/cloudphysics-vscsi-part1.csv, skipped with a note when that is absent)
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long)]
@@ -143,6 +143,7 @@ struct PpcOut {
 const QD: usize = 32;
 
 pub fn run(a: PpcArgs) -> Result<i32> {
+    let trace_path = crate::util::eval_trace(a.trace.as_deref(), "the real-trace experiment is skipped")?;
     if let Some(dir) = &a.plot {
         crate::util::check_output_dir(dir, &PLOTS, a.force)?;
     }
@@ -154,12 +155,12 @@ pub fn run(a: PpcArgs) -> Result<i32> {
     for k in 4..=7 {
         sweep.extend(points("postmark-like", &a.device, k, a.unit, a.cache_size, &pm, QD)?);
     }
-    let (trace, trace_note) = if a.trace.exists() {
+    let (trace, trace_note) = if let Some(tp) = &trace_path {
         let opts = mosaic_trace::TraceOptions::default();
-        let reqs: Vec<Request> = mosaic_trace::open(&a.trace, &opts)?.collect::<Result<_, _>>()?;
+        let reqs: Vec<Request> = mosaic_trace::open(tp, &opts)?.collect::<Result<_, _>>()?;
         (points("cloudphysics trace", &a.device, 4, a.unit, a.trace_cache_size, &reqs, 16)?, None)
     } else {
-        (vec![], Some(format!("trace {} not found: skipped", a.trace.display())))
+        (vec![], Some(format!("no trace ({}): skipped", crate::util::DEFAULT_TRACE)))
     };
     let rw: Vec<Request> = Synthetic { pattern: Pattern::RandWrite, size: 4096, count: 50_000, footprint: 256 << 20, seed: a.seed, interval_ns: 0 }
         .requests()
@@ -182,7 +183,8 @@ pub fn run(a: PpcArgs) -> Result<i32> {
     if let Some(n) = &trace_note {
         println!("\n{n}");
     } else {
-        print_section(&format!("Real trace {}, queue depth 16, caches {}", a.trace.display(), crate::util::human(a.trace_cache_size)), &trace);
+        let name = trace_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        print_section(&format!("Real trace {name}, queue depth 16, caches {}", crate::util::human(a.trace_cache_size)), &trace);
     }
     print_section("Synthetic 4 KiB random writes over 256 MiB, queue depth 16", &rand);
     Ok(0)

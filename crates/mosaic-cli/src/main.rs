@@ -14,6 +14,7 @@ mod cmd_eval;
 mod cmd_model;
 mod cmd_scan;
 mod cmd_serve;
+mod exit;
 mod cmd_sim;
 mod eval_ppc;
 mod remap_sim;

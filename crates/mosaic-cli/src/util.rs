@@ -65,3 +65,21 @@ pub fn check_output_dir(dir: &std::path::Path, names: &[&str], force: bool) -> a
     check_output(dir, force)?;
     names.iter().try_for_each(|n| check_output(&dir.join(n), force))
 }
+
+/// Where the evaluations find the real trace when `--trace` is not given.
+pub const DEFAULT_TRACE: &str = "../shared/traces/cloudphysics-vscsi-part1.csv";
+
+/// The trace an `eval` uses: a `--trace` given must exist (an error,
+/// not a silent skip); without one, the default when it is there, else
+/// none, with a note saying what is skipped (`what`).
+pub fn eval_trace(given: Option<&std::path::Path>, what: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    match given {
+        Some(p) if p.exists() => Ok(Some(p.to_path_buf())),
+        Some(p) => anyhow::bail!("trace {} does not exist", p.display()),
+        None if std::path::Path::new(DEFAULT_TRACE).exists() => Ok(Some(DEFAULT_TRACE.into())),
+        None => {
+            eprintln!("note: no --trace and no {DEFAULT_TRACE}: {what}");
+            Ok(None)
+        }
+    }
+}

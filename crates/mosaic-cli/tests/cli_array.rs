@@ -208,7 +208,7 @@ fn scrub_cli_reports_stripe_numbers_and_repairs() {
     bytes[(1 << 20) + 7 * 4096 + 5] ^= 1;
     fs::write(&m0, &bytes).unwrap();
     let o = mosaic(&["scrub", "-a", ad]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3), "scrub found a mismatch: exit 3");
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("1 of") && s.contains(": 7"), "{s}");
     ok(&["scrub", "-a", ad, "--repair"]);

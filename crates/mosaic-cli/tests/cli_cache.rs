@@ -52,7 +52,17 @@ fn cache_errors_are_clear() {
 #[test]
 fn eval_ppc_runs_and_normalises() {
     let t = tempfile::tempdir().unwrap();
-    let j = json(&ok(&["eval", "ppc", "--json", "--trace", "/nonexistent", "--plot", t.path().to_str().unwrap()]));
+    // A --trace that does not exist is an error, not a silent skip.
+    let e = fails(&["eval", "ppc", "--json", "--trace", "/nonexistent"]);
+    assert!(e.contains("trace /nonexistent does not exist"), "{e}");
+    // Without --trace, where the default trace is absent: skipped with a note.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["eval", "ppc", "--json", "--plot", t.path().to_str().unwrap()])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j = json(&String::from_utf8_lossy(&o.stdout));
     for sec in ["postmark", "iozone", "randwrite_4k"] {
         let pts = j[sec].as_array().unwrap();
         assert_eq!(pts.len(), 4, "{sec}");
@@ -60,7 +70,7 @@ fn eval_ppc_runs_and_normalises() {
         assert!((pts[0]["perf_vs_none"].as_f64().unwrap() - 1.0).abs() < 1e-9);
     }
     assert_eq!(j["width_sweep"].as_array().unwrap().len(), 16);
-    assert!(j["trace_note"].as_str().unwrap().contains("not found"));
+    assert!(j["trace_note"].as_str().unwrap().contains("no trace"));
     let r = j["randwrite_4k"].as_array().unwrap();
     let (ppc, data) = (&r[2], &r[3]);
     assert!(data["parity_reads_per_write"].as_f64() < ppc["parity_reads_per_write"].as_f64());

@@ -277,7 +277,7 @@ fn scrub_locates_with_two_redundant_columns_and_says_when_it_cannot() {
     rot(&a.join("member-00.img"), 100);
     let o = mosaic(&["scrub", "-a", s(&a)]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("stripe 0: member 0 holds the wrong") && out.contains("1 of"), "{out}");
     let out = ok(&["scrub", "-a", s(&a), "--repair"]);
     assert!(out.contains("(repaired)"), "{out}");
@@ -290,7 +290,7 @@ fn scrub_locates_with_two_redundant_columns_and_says_when_it_cannot() {
     rot(&b.join("member-02.img"), 4096 * 3 + 9);
     let o = mosaic(&["scrub", "-a", s(&b)]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("stripe 3: code column(s)") && out.contains("cannot be located"), "{out}");
     // Degraded: says how many stripes it could not verify, never "all consistent".
     ok(&["scrub", "-a", s(&b), "--repair"]);

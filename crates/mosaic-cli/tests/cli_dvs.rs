@@ -74,7 +74,7 @@ fn dvs_maintenance_from_the_command_line() {
     drop(f);
     let o = common::mosaic(&["scrub", "-a", ds]);
     let s = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(2), "{s}");
+    assert_eq!(o.status.code(), Some(3), "{s}");
     assert!(s.contains("1 of") && s.contains("SSG 0 row") && s.contains("member 0 holds the wrong column"), "{s}");
     let s = ok(&["scrub", "-a", ds, "--repair"]);
     assert!(s.contains("re-striped"), "{s}");

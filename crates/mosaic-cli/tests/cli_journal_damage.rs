@@ -139,7 +139,7 @@ fn a_damaged_last_record_is_reported_and_scrub_finds_its_stripe() {
     let fills: Vec<u8> = got.chunks(K).map(|b| b[0]).collect();
     assert_eq!(fills, vec![1, 2, 1, 6, 3, 0, 0, 0]);
     let s = mosaic(&["scrub", "-a", d, "--json"]);
-    assert_eq!(s.status.code(), Some(2), "scrub must exit 2: {}", String::from_utf8_lossy(&s.stdout));
+    assert_eq!(s.status.code(), Some(3), "scrub must exit 3: {}", String::from_utf8_lossy(&s.stdout));
     assert_eq!(json(&String::from_utf8_lossy(&s.stdout))["mismatched_stripes"], serde_json::json!([0]));
     ok(&["scrub", "-a", d, "--repair"]);
     assert_eq!(mosaic(&["scrub", "-a", d]).status.code(), Some(0));

@@ -130,7 +130,7 @@ fn a_degraded_array_pauses_and_bad_input_is_an_error() {
     let tr = trace.to_str().unwrap();
     ok(&["fail", "-a", &arr, "--member", "1"]);
     let o = mosaic(&["adapt", "-a", &arr, "--trace", tr]);
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(4), "paused while degraded: exit 4; {}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("paused"));
     let bad = d.path().join("bad.csv");
     std::fs::write(&bad, "128166372000000000,host,0,Read,0,65536,100\nnot a line\n").unwrap();

@@ -173,3 +173,11 @@ fn replay_of_a_tier_refuses_bad_options_with_their_reason() {
     let e = fails(&with(&["--fast", "raid9:2"]));
     assert!(e.contains("bad tier spec"), "{e}");
 }
+
+#[test]
+fn eval_given_a_trace_that_does_not_exist_is_an_error() {
+    for which in ["tier", "dvs", "ppc", "adapt"] {
+        let e = fails(&["eval", which, "--trace", "/nonexistent/t.csv"]);
+        assert!(e.contains("/nonexistent/t.csv"), "eval {which}: {e}");
+    }
+}

@@ -1,0 +1,14 @@
+//! The exit statuses of `mosaic`, in one place (documented in the README):
+//!
+//! ```text
+//!   0  ok
+//!   1  error (the message says what)
+//!   2  usage (a bad flag or argument, as clap reports it)
+//!   3  scrub found mismatches it did not repair
+//!   4  degraded: an array is incomplete (assemble), or work paused
+//!      because one is (adapt)
+//! ```
+
+pub const OK: i32 = 0;
+pub const MISMATCH: i32 = 3;
+pub const DEGRADED: i32 = 4;
