@@ -723,6 +723,11 @@ pub fn write(a: WriteArgs) -> Result<i32> {
     let mut data = vec![0u8; CHUNK as usize];
     let mut scratch = Vec::new();
     let mut done = 0u64;
+    // A bar when the length is known (a file, not a pipe).
+    let pb = progress(len.unwrap_or(0), "write");
+    if len.is_none() {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     loop {
         let pos = a.offset + done;
         let want = (CHUNK - pos % b) as usize;
@@ -740,10 +745,12 @@ pub fn write(a: WriteArgs) -> Result<i32> {
         }
         write_bytes(vol.as_ref(), pos, &data[..n], &mut scratch)?;
         done += n as u64;
+        pb.set_position(done);
         if n < want {
             break;
         }
     }
+    pb.finish_and_clear();
     if done == 0 {
         bail!("{name}: input is empty");
     }
@@ -849,6 +856,7 @@ pub fn read(a: ReadArgs) -> Result<i32> {
     let mut buf = Vec::new();
     let end = a.offset + a.length;
     let mut pos = a.offset;
+    let pb = progress(a.length, "read");
     // Each piece reads whole blocks; pieces after the first start on a boundary.
     while pos < end {
         let start = pos - pos % b;
@@ -857,7 +865,9 @@ pub fn read(a: ReadArgs) -> Result<i32> {
         vol.read(start, &mut buf)?;
         out.write_all(&buf[(pos - start) as usize..(stop - start) as usize]).with_context(|| format!("writing {}", a.output.display()))?;
         pos = stop;
+        pb.set_position(pos - a.offset);
     }
+    pb.finish_and_clear();
     out.finish(&a.output)?;
     io_report(vol.as_ref(), a.offset, a.length, a.json, "read", to_stdout)?;
     vol.close()?;
@@ -873,15 +883,10 @@ pub fn fail(a: FailArgs) -> Result<i32> {
 }
 
 fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
-    let pb = progress(vol.info().regions, "rebuild");
+    let info = vol.info();
+    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "rebuild");
     let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()) };
-    let rep = vol.rebuild(
-        &|d, t| {
-            pb.set_length(t);
-            pb.set_position(d)
-        },
-        opts,
-    )?;
+    let rep = vol.rebuild(&tick, opts)?;
     pb.finish_and_clear();
     if json {
         print_json(&rep)?;
@@ -980,11 +985,9 @@ fn print_scrub(rep: &mosaic_array::ScrubReport, repair: bool) {
 
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
     let vol = open(&a.array, a.repair)?;
-    let pb = progress(vol.info().regions, "scrub");
-    let rep = vol.scrub(a.repair, &|d, t| {
-        pb.set_length(t);
-        pb.set_position(d)
-    })?;
+    let info = vol.info();
+    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "scrub");
+    let rep = vol.scrub(a.repair, &tick)?;
     pb.finish_and_clear();
     if a.repair {
         vol.close()?;

@@ -18,7 +18,7 @@ use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, CreateOptions};
 use mosaic_core::{Level, OpCounts};
 
-use crate::util::{human, print_json, progress};
+use crate::util::{human, print_json};
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -145,8 +145,11 @@ pub fn run(a: DemoArgs) -> Result<i32> {
         mosaic_dev::FileMember::create(&p, a.member_size)?;
         arr.replace(m, &p)?;
     }
-    let pb = if a.json { indicatif::ProgressBar::hidden() } else { progress(arr.geometry().stripes, "rebuild") };
-    let rb = arr.rebuild(&|d, _| pb.set_position(d), RebuildOptions::default())?;
+    let (pb, tick) = crate::util::region_progress(arr.geometry().stripes, arr.capacity(), "rebuild");
+    if a.json {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let rb = arr.rebuild(&tick, RebuildOptions::default())?;
     pb.finish_and_clear();
     say(format!("replaced and rebuilt members {:?}: {} in {:.2} s ({:.1} MiB/s)", rb.members, human(rb.bytes_written), rb.seconds, rb.mib_per_s));
 

@@ -9,16 +9,31 @@ pub fn size(s: &str) -> Result<u64, String> {
 
 pub use mosaic_volume::human;
 
-/// A progress bar on stderr (hidden when stderr is not a terminal).
+/// A progress bar on stderr (hidden when stderr is not a terminal) over
+/// `total` bytes: percent, bytes done of the total, MiB/s and the time
+/// left, within 80 columns.
 pub fn progress(total: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(total);
     pb.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+        ProgressStyle::with_template("{msg:>8} [{bar:24}] {percent:>3}% {binary_bytes:>10}/{binary_total_bytes:<10} {binary_bytes_per_sec:>12} {eta:>4}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     pb.set_message(what.to_string());
     pb
+}
+
+/// A progress bar over the regions (stripes, SSGs) of rebuild or scrub,
+/// shown in the array's bytes (`capacity` over `regions`): the callback
+/// to pass them and the bar to finish.
+pub fn region_progress(regions: u64, capacity: u64, what: &str) -> (ProgressBar, impl Fn(u64, u64)) {
+    let per = capacity.checked_div(regions).unwrap_or(0).max(1);
+    let pb = progress(regions.saturating_mul(per), what);
+    let bar = pb.clone();
+    (pb, move |done: u64, total: u64| {
+        bar.set_length(total.saturating_mul(per));
+        bar.set_position(done.saturating_mul(per));
+    })
 }
 
 /// Print rows as an aligned table; the first row is the header.
