@@ -580,15 +580,26 @@ pub(crate) fn info_json(info: &VolumeInfo) -> Result<serde_json::Value> {
     Ok(serde_json::Value::Object(out))
 }
 
+/// `mosaic info`: through the server when the array is served, else
+/// from its disks.
 pub fn info(a: InfoArgs) -> Result<i32> {
-    let vol = open(&a.array, false)?;
-    let info = vol.info();
+    let body = match crate::control::ask(&a.array, &crate::control::Request::Info)? {
+        Some(b) => b,
+        None => crate::control::info_body(open(&a.array, false)?.as_ref())?,
+    };
     if a.json {
-        print_json(&info_json(&info)?)?;
-        return Ok(0);
+        print_json(&body["json"])?;
+    } else {
+        print!("{}", body["text"].as_str().unwrap_or_default());
     }
+    Ok(0)
+}
+
+/// The human text of `info`: the summary, then the members.
+pub fn info_text(info: &VolumeInfo) -> String {
+    let mut out = String::new();
     for (label, value) in &info.summary {
-        println!("{label:<10} {value}");
+        out += &format!("{label:<10} {value}\n");
     }
     let with_uuid = info.members.iter().any(|m| m.uuid.is_some());
     let mut header = vec!["member".to_string(), "state".into(), "present".into()];
@@ -613,8 +624,7 @@ pub fn info(a: InfoArgs) -> Result<i32> {
         row.push(m.path.clone());
         rows.push(row);
     }
-    print!("{}", table(&rows));
-    Ok(0)
+    out + &table(&rows)
 }
 
 #[derive(Serialize)]
@@ -875,9 +885,12 @@ pub fn read(a: ReadArgs) -> Result<i32> {
 }
 
 pub fn fail(a: FailArgs) -> Result<i32> {
-    let vol = open(&a.array, true)?;
-    vol.fail_member(a.member)?;
-    vol.close()?;
+    let req = crate::control::Request::Fail { member: a.member };
+    if crate::control::ask(&a.array, &req)?.is_none() {
+        let vol = open(&a.array, true)?;
+        vol.fail_member(a.member)?;
+        vol.close()?;
+    }
     println!("member {} marked failed; the array runs degraded", a.member);
     Ok(0)
 }

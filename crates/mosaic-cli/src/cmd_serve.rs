@@ -478,10 +478,15 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let idle = idle_thread(vol.clone(), idle_stop.clone());
     let watch = watch_thread(vol.clone(), idle_stop.clone());
     let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
+    // The control channel: info, status, fail, flush, stop on the live array.
+    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone())?;
+    eprintln!("mosaic serve: control socket {}", control.path.display());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
-    let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop);
+    let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop.clone());
     drop(listener);
+    stop.store(true, Ordering::Relaxed);
+    control.finish();
     idle_stop.store(true, Ordering::Relaxed);
     let idle_result = idle.join().map_err(|_| anyhow::anyhow!("the idle-work thread panicked"))?;
     let failed = watch.join().map_err(|_| anyhow::anyhow!("the member-failure watch thread panicked"))?;

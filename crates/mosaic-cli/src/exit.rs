@@ -5,10 +5,12 @@
 //!   1  error (the message says what)
 //!   2  usage (a bad flag or argument, as clap reports it)
 //!   3  scrub found mismatches it did not repair
-//!   4  degraded: an array is incomplete (assemble), or work paused
-//!      because one is (adapt)
+//!   4  degraded: an array is incomplete (assemble), runs degraded
+//!      (status), or work paused because one is (adapt)
+//!   5  failed: an array lost more members than its code tolerates (status)
 //! ```
 
 pub const OK: i32 = 0;
 pub const MISMATCH: i32 = 3;
 pub const DEGRADED: i32 = 4;
+pub const FAILED: i32 = 5;

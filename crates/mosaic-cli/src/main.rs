@@ -6,8 +6,10 @@ mod bench_cache;
 mod bench_dvs;
 mod bench_tier;
 mod cmd_adapt;
+mod control;
 mod cmd_array;
 mod cmd_bench;
+mod cmd_control;
 mod cmd_demo;
 mod cmd_dvs;
 mod cmd_eval;
@@ -61,6 +63,12 @@ enum Cmd {
     Scrub(cmd_array::ScrubArgs),
     /// Serve an array over NBD (qemu, nbdcopy, nbdfuse, fio, nbd-client)
     Serve(cmd_serve::ServeArgs),
+    /// Health, members and counters of an array (or of every array this user serves); exit 0 healthy, 4 degraded, 5 failed
+    Status(cmd_control::StatusArgs),
+    /// Make every completed write of an array durable (through its server when served)
+    Flush(cmd_control::ArrayArg),
+    /// Ask the server of an array to stop: drain clients, flush, close
+    Stop(cmd_control::ArrayArg),
     /// Print one member's superblock (label): its array, index, event counter, layout
     Examine(cmd_scan::ExamineArgs),
     /// Find the members of every array by UUID, wherever their files are (--scan DIR|DEVICES...)
@@ -103,6 +111,9 @@ fn main() {
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
         Cmd::Serve(a) => cmd_serve::run(a),
+        Cmd::Status(a) => cmd_control::status(a),
+        Cmd::Flush(a) => cmd_control::flush(a),
+        Cmd::Stop(a) => cmd_control::stop(a),
         Cmd::Examine(a) => cmd_scan::examine(a),
         Cmd::Assemble(a) => cmd_scan::assemble(a),
         Cmd::Adapt(a) => cmd_adapt::run(a),

@@ -220,7 +220,6 @@ fn one_writer_per_array_for_every_kind() {
         };
         busy(&["write", "-a", s(&d), "--offset", "0", "--input", s(&input)]);
         busy(&["scrub", "-a", s(&d), "--repair"]);
-        busy(&["fail", "-a", s(&d), "--member", "1"]);
         busy(&["replace", "-a", s(&d), "--member", "1", "--drive", s(&t.path().join("spare.img"))]);
         let mut force = c.clone();
         force.push("--force");

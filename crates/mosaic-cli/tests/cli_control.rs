@@ -1,0 +1,86 @@
+//! The control channel of a running `mosaic serve`: `info`, `status`,
+//! `fail`, `flush` and `stop` act on the live array through it while a
+//! client keeps its bytes; without a server (or after one was killed
+//! with SIGKILL) the same commands act on the disks.
+
+mod common;
+use common::{json, mosaic, ok};
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+#[test]
+fn info_status_fail_flush_and_stop_act_on_a_served_array() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "16M"]);
+    let uuid = json(&ok(&["info", "-a", a, "--json"]))["uuid"].as_str().unwrap().to_string();
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let sock = srv.lines().iter().find_map(|l| l.strip_prefix("mosaic serve: control socket ").map(str::to_string)).expect("the control socket is named");
+    assert!(sock.contains(&uuid), "{sock}");
+    assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600, "owner only");
+    // info and status through the server (the array is locked by it).
+    assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["uuid"], uuid.as_str());
+    let st = mosaic(&["status", "-a", a, "--json"]);
+    assert_eq!(st.status.code(), Some(0));
+    let st = json(&String::from_utf8_lossy(&st.stdout));
+    assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("healthy")), "{st}");
+    // A client writes; a member fails online; the client reads its bytes back degraded.
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    let io = |cmds: &[&str]| {
+        let mut args = vec!["-f", "raw", uri.as_str()];
+        for c in cmds {
+            args.extend(["-c", c]);
+        }
+        let o = std::process::Command::new("qemu-io").args(&args).output().unwrap();
+        assert!(o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("Pattern verification failed"), "{}", String::from_utf8_lossy(&o.stdout));
+    };
+    io(&["write -P 0x5a 0 4M"]);
+    assert!(ok(&["fail", "-a", a, "--member", "2"]).contains("marked failed"));
+    let st = mosaic(&["status", "-a", a, "--json"]);
+    assert_eq!(st.status.code(), Some(4), "degraded: exit 4");
+    let st = json(&String::from_utf8_lossy(&st.stdout));
+    assert_eq!(st[0]["health"], "degraded");
+    assert_eq!(st[0]["members"][2]["state"]["state"], "failed", "{st}");
+    io(&["read -P 0x5a 0 4M"]);
+    assert!(ok(&["flush", "-a", a]).contains("flushed"));
+    // Every array this user serves, without -a.
+    let all = json(&String::from_utf8_lossy(&mosaic(&["status", "--json"]).stdout));
+    assert!(all.as_array().unwrap().iter().any(|b| b["uuid"] == uuid.as_str()), "{all}");
+    // stop: the server drains, flushes and exits 0; its socket is gone.
+    assert!(ok(&["stop", "-a", a]).contains("stopping"));
+    let mut srv = srv;
+    let t0 = Instant::now();
+    while srv.alive() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!std::path::Path::new(&sock).exists());
+    // Without a server the same commands act on the disks.
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout));
+    assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(false), Some("degraded")), "{st}");
+    let e = common::fails(&["stop", "-a", a]);
+    assert!(e.contains("no mosaic serve answers"), "{e}");
+}
+
+#[test]
+fn a_killed_servers_socket_is_not_trusted() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid1", "--members", "2", "--member-size", "8M"]);
+    let mut srv = common::serve::Serve::start(a, &["--quiet"]);
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+    // The socket file is left behind; nobody answers: act directly.
+    assert!(ok(&["info", "-a", a]).contains("raid1"));
+    ok(&["fail", "-a", a, "--member", "1"]);
+    // A new server takes the socket over.
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let st = mosaic(&["status", "-a", a, "--json"]);
+    assert_eq!(st.status.code(), Some(4));
+    assert_eq!(json(&String::from_utf8_lossy(&st.stdout))[0]["served"], true);
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}
