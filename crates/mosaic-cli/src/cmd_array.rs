@@ -904,23 +904,28 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
     if json {
         print_json(&rep)?;
     } else {
-        println!(
-            "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}",
-            rep.members,
-            human(rep.bytes_written),
-            rep.seconds,
-            rep.mib_per_s,
-            if rep.resumed_from > 0 { format!(", resumed at stripe {}", rep.resumed_from) } else { String::new() }
-        );
+        print!("{}", rebuild_text(&rep));
     }
     Ok(())
+}
+
+/// What `rebuild` prints.
+pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
+    format!(
+        "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}\n",
+        rep.members,
+        human(rep.bytes_written),
+        rep.seconds,
+        rep.mib_per_s,
+        if rep.resumed_from > 0 { format!(", resumed at stripe {}", rep.resumed_from) } else { String::new() }
+    )
 }
 
 /// Refuse a replacement drive that carries another array's member or
 /// journal (without `--force`) or this array's journal.  This array's own
 /// members are left to the volume: its stale member in the same slot is
 /// fine, a working member elsewhere is refused there.
-fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
+pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(drive)?;
     let uuid = vol.info().uuid;
     if what.array() == Some(uuid.as_str()) {
@@ -933,6 +938,12 @@ fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
 }
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
+    // The server resolves paths from its own directory: send an absolute one.
+    let drive = if a.drive.is_absolute() { a.drive.clone() } else { std::env::current_dir()?.join(&a.drive) };
+    let req = crate::control::Request::Replace { member: a.member, drive, force: a.force };
+    if let Some(b) = crate::control::ask(&a.array, &req)? {
+        return crate::control::print_remote(&b, a.json);
+    }
     let vol = open(&a.array, true)?;
     check_drive(vol.as_ref(), &a.drive, a.force)?;
     vol.replace(a.member, &a.drive)?;
@@ -950,6 +961,9 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
 }
 
 pub fn rebuild(a: RebuildArgs) -> Result<i32> {
+    if let Some(b) = crate::control::ask(&a.array, &crate::control::Request::Rebuild)? {
+        return crate::control::print_remote(&b, a.json);
+    }
     let vol = open(&a.array, true)?;
     rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
@@ -958,15 +972,17 @@ pub fn rebuild(a: RebuildArgs) -> Result<i32> {
 
 /// A scrub report for people: "all consistent" only when every stripe
 /// was verified and none mismatched.
-fn print_scrub(rep: &mosaic_array::ScrubReport, repair: bool) {
+/// What `scrub` prints.
+pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> String {
+    let mut out = Vec::new();
     let verified = rep.stripes_checked - rep.unverified_stripes;
     if rep.mismatched == 0 && rep.unverified_stripes == 0 {
-        println!("scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+        out.push(format!("scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds));
     } else if rep.mismatched == 0 {
-        println!("scrub: {verified} of {} stripes verified, 0 mismatched ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds);
+        out.push(format!("scrub: {verified} of {} stripes verified, 0 mismatched ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds));
     } else {
         let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
-        println!(
+        out.push(format!(
             "scrub: {} of {} stripes mismatched{}{}{}{}",
             rep.mismatched,
             rep.stripes_checked,
@@ -974,29 +990,43 @@ fn print_scrub(rep: &mosaic_array::ScrubReport, repair: bool) {
             list.join(", "),
             if rep.mismatched_stripes.len() > 50 { ", ..." } else { "" },
             if repair { " (repaired)" } else { " (run with --repair to repair them)" }
-        );
+        ));
     }
     for f in rep.findings.iter().take(50) {
-        println!("scrub: {}", f.detail);
+        out.push(format!("scrub: {}", f.detail));
     }
     if rep.findings.len() > 50 {
-        println!("scrub: ... {} more findings (--json lists them all)", rep.findings.len() - 50);
+        out.push(format!("scrub: ... {} more findings (--json lists them all)", rep.findings.len() - 50));
     }
     for n in &rep.notes {
-        println!("scrub: {n}");
+        out.push(format!("scrub: {n}"));
     }
     if rep.unlocated_stripes > 0 {
-        println!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes);
+        out.push(format!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes));
     }
     if rep.unverified_stripes > 0 {
-        println!(
+        out.push(format!(
             "scrub: {} stripes could not be verified: too many members are missing or failed to check their code (the array is degraded; rebuild first)",
             rep.unverified_stripes
-        );
+        ));
+    }
+    out.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Exit 3 when inconsistencies remain, so scripts can tell (crate::exit).
+pub(crate) fn scrub_code(rep: &mosaic_array::ScrubReport, repair: bool) -> i32 {
+    if rep.mismatched > 0 && !repair {
+        crate::exit::MISMATCH
+    } else {
+        crate::exit::OK
     }
 }
 
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
+    let req = crate::control::Request::Scrub { repair: a.repair };
+    if let Some(b) = crate::control::ask(&a.array, &req)? {
+        return crate::control::print_remote(&b, a.json);
+    }
     let vol = open(&a.array, a.repair)?;
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "scrub");
@@ -1008,8 +1038,7 @@ pub fn scrub(a: ScrubArgs) -> Result<i32> {
     if a.json {
         print_json(&rep)?;
     } else {
-        print_scrub(&rep, a.repair);
+        print!("{}", scrub_text(&rep, a.repair));
     }
-    // Exit 3 when inconsistencies remain, so scripts can tell (crate::exit).
-    Ok(if rep.mismatched > 0 && !a.repair { crate::exit::MISMATCH } else { crate::exit::OK })
+    Ok(scrub_code(&rep, a.repair))
 }

@@ -86,6 +86,11 @@ fn text(b: &serde_json::Value) -> String {
         s += &format!("  {:>3}  {:<10} {}{}\n", m["index"], st, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
     }
     s += &format!("  device reads {}, writes {}\n", b["device_reads"], b["device_writes"]);
+    let m = &b["maintenance"];
+    if !m.is_null() {
+        let (d, t) = (m["done_bytes"].as_f64().unwrap_or(0.0), m["total_bytes"].as_f64().unwrap_or(1.0).max(1.0));
+        s += &format!("  {} {:.1}% at {:.1} MiB/s, {:.0} s left\n", m["what"].as_str().unwrap_or("?"), 100.0 * d / t, m["mib_per_s"].as_f64().unwrap_or(0.0), m["eta_s"].as_f64().unwrap_or(0.0));
+    }
     for f in b["failed_while_open"].as_array().into_iter().flatten() {
         s += &format!("  member {} failed while open: {}\n", f[0], f[1].as_str().unwrap_or(""));
     }

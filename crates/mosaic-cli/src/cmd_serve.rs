@@ -91,6 +91,11 @@ pub struct ServeArgs {
     /// --adapt-every: rounds that saw fewer requests plan nothing
     #[arg(long, default_value_t = 1000)]
     pub adapt_min_requests: usize,
+    /// Rebuild and scrub asked for through the control channel (`mosaic
+    /// replace/rebuild/scrub -a` while served) go at most this many bytes
+    /// per second, so client I/O keeps its share (0: unlimited)
+    #[arg(long, value_parser = size, default_value = "128M")]
+    pub maint_rate: u64,
     /// Let --record overwrite a file that carries another array's member or journal
     #[arg(long, requires = "record")]
     pub force: bool,
@@ -479,7 +484,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let watch = watch_thread(vol.clone(), idle_stop.clone());
     let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
     // The control channel: info, status, fail, flush, stop on the live array.
-    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone())?;
+    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone(), a.maint_rate)?;
     eprintln!("mosaic serve: control socket {}", control.path.display());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));

@@ -1,8 +1,11 @@
 //! The control channel of a running `mosaic serve`: a unix socket per
 //! served array, owner-only, through which `info`, `status`, `fail`,
-//! `flush` and `stop` act on the live array (as mdadm acts on a running
-//! md device).  Without a server they act directly, so the user types
-//! the same command either way.
+//! `replace`, `rebuild`, `scrub [--repair]`, `flush` and `stop` act on
+//! the live array (as mdadm acts on a running md device).  Without a
+//! server they act directly, so the user types the same command either
+//! way.  Rebuild and scrub run while clients keep reading and writing
+//! (they lock one region at a time) and yield to them through
+//! `serve --maint-rate`; `status` shows their progress, rate and ETA.
 //!
 //! ```text
 //!   $XDG_RUNTIME_DIR (or /tmp)/mosaic-UID/   mode 0700
@@ -38,8 +41,32 @@ pub enum Request {
     Info,
     Status,
     Fail { member: usize },
+    Replace { member: usize, drive: PathBuf, force: bool },
+    Rebuild,
+    Scrub { repair: bool },
     Flush,
     Stop,
+}
+
+/// Rebuild or scrub in progress, for `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Maint {
+    pub what: &'static str,
+    pub done_bytes: u64,
+    pub total_bytes: u64,
+    pub mib_per_s: f64,
+    pub eta_s: f64,
+    #[serde(skip)]
+    started: std::time::Instant,
+}
+
+/// What the control threads share.
+struct Shared {
+    vol: Arc<dyn Volume>,
+    stop: Arc<AtomicBool>,
+    /// Bytes per second rebuild and scrub may go at (0: unlimited).
+    rate: u64,
+    maint: std::sync::Mutex<Option<Maint>>,
 }
 
 /// The answer: `body` on success, `error` otherwise.
@@ -85,7 +112,7 @@ pub fn ask(spec: &str, req: &Request) -> Result<Option<serde_json::Value>> {
 /// Ask the server listening at `path`: None when none answers.
 pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value>> {
     let Ok(mut s) = UnixStream::connect(path) else { return Ok(None) };
-    s.set_read_timeout(Some(Duration::from_secs(600)))?;
+    // Rebuild and scrub answer when done: no read timeout.
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
     s.write_all(line.as_bytes()).context("the control channel")?;
@@ -123,8 +150,9 @@ impl Server {
 }
 
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
-/// requests set it.  Refuses when another server answers there.
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>) -> Result<Server> {
+/// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
+/// unlimited).  Refuses when another server answers there.
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
@@ -136,19 +164,26 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>) -> Result<
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let handle = std::thread::spawn(move || accept_loop(l, vol.as_ref(), &stop));
+    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None) });
+    let handle = std::thread::spawn(move || accept_loop(l, shared));
     Ok(Server { path, handle })
 }
 
-fn accept_loop(l: UnixListener, vol: &dyn Volume, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
+fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    while !sh.stop.load(Ordering::Relaxed) {
         match l.accept() {
             Ok((s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                if let Err(e) = answer(s, vol, stop) {
-                    eprintln!("mosaic serve: control: {e}");
-                }
+                // One thread per connection: a long scrub does not hold up `status`.
+                let sh = sh.clone();
+                conns.push(std::thread::spawn(move || {
+                    let _ = s.set_nonblocking(false);
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    if let Err(e) = answer(s, &sh) {
+                        eprintln!("mosaic serve: control: {e}");
+                    }
+                }));
+                conns.retain(|h| !h.is_finished());
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => {
@@ -157,17 +192,20 @@ fn accept_loop(l: UnixListener, vol: &dyn Volume, stop: &AtomicBool) {
             }
         }
     }
+    for h in conns {
+        let _ = h.join();
+    }
 }
 
 /// One connection: check the peer, read one request, answer it.
-fn answer(mut s: UnixStream, vol: &dyn Volume, stop: &AtomicBool) -> Result<()> {
+fn answer(mut s: UnixStream, sh: &Shared) -> Result<()> {
     let r = match peer_allowed(&s) {
         Err(e) => Response { ok: false, error: Some(e.to_string()), body: serde_json::Value::Null },
         Ok(()) => {
             let mut line = String::new();
             BufReader::new(s.try_clone()?.take_reader()).read_line(&mut line)?;
             match serde_json::from_str::<Request>(&line) {
-                Ok(req) => run(vol, &req, stop),
+                Ok(req) => run(sh, &req),
                 Err(e) => Response { ok: false, error: Some(format!("bad request: {e}")), body: serde_json::Value::Null },
             }
         }
@@ -195,14 +233,22 @@ fn peer_allowed(s: &UnixStream) -> Result<()> {
     Ok(())
 }
 
-fn run(vol: &dyn Volume, req: &Request, stop: &AtomicBool) -> Response {
+fn run(sh: &Shared, req: &Request) -> Response {
+    let vol = sh.vol.as_ref();
     let r: Result<serde_json::Value> = match req {
         Request::Info => info_body(vol),
-        Request::Status => Ok(status(vol, true)),
+        Request::Status => Ok(status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone())),
         Request::Fail { member } => vol.fail_member(*member).map(|_| serde_json::json!({ "failed": member })).map_err(Into::into),
+        Request::Replace { member, drive, force } => replace(sh, *member, drive, *force),
+        Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(vol, tick)),
+        Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
+            let rep = vol.scrub(*repair, tick)?;
+            let text = crate::cmd_array::scrub_text(&rep, *repair);
+            Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
+        }),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
         Request::Stop => {
-            stop.store(true, Ordering::Relaxed);
+            sh.stop.store(true, Ordering::Relaxed);
             Ok(serde_json::json!({ "stopping": true }))
         }
     };
@@ -210,6 +256,65 @@ fn run(vol: &dyn Volume, req: &Request, stop: &AtomicBool) -> Response {
         Ok(body) => Response { ok: true, error: None, body },
         Err(e) => Response { ok: false, error: Some(format!("{e:#}")), body: serde_json::Value::Null },
     }
+}
+
+fn replace(sh: &Shared, member: usize, drive: &Path, force: bool) -> Result<serde_json::Value> {
+    let vol = sh.vol.as_ref();
+    crate::cmd_array::check_drive(vol, drive, force)?;
+    vol.replace(member, drive)?;
+    maintain(sh, "rebuild", |tick| rebuild_body(vol, tick))
+}
+
+fn rebuild_body(vol: &dyn Volume, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    let rep = vol.rebuild(tick, mosaic_array::maint::RebuildOptions::default())?;
+    Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::rebuild_text(&rep), "code": 0 }))
+}
+
+/// Run one rebuild or scrub (one at a time): its progress kept for
+/// `status`, its pace held to the rate between regions.
+fn maintain(sh: &Shared, what: &'static str, f: impl FnOnce(&dyn Fn(u64, u64)) -> Result<serde_json::Value>) -> Result<serde_json::Value> {
+    let info = sh.vol.info();
+    let per = info.capacity.checked_div(info.regions).unwrap_or(0).max(1);
+    {
+        let mut m = sh.maint.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(busy) = m.as_ref() {
+            bail!("a {} is running ({} of {} bytes)", busy.what, busy.done_bytes, busy.total_bytes);
+        }
+        let started = std::time::Instant::now();
+        *m = Some(Maint { what, done_bytes: 0, total_bytes: info.capacity, mib_per_s: 0.0, eta_s: 0.0, started });
+    }
+    let tick = |done: u64, total: u64| {
+        let (d, t) = (done.saturating_mul(per), total.saturating_mul(per));
+        let started = {
+            let mut g = sh.maint.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(m) = g.as_mut() else { return };
+            let secs = m.started.elapsed().as_secs_f64().max(1e-9);
+            m.done_bytes = d;
+            m.total_bytes = t;
+            m.mib_per_s = d as f64 / secs / 1048576.0;
+            m.eta_s = if d > 0 { secs * (t.saturating_sub(d)) as f64 / d as f64 } else { 0.0 };
+            m.started
+        };
+        if sh.rate > 0 {
+            let due = Duration::from_secs_f64(d as f64 / sh.rate as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    };
+    let r = f(&tick);
+    *sh.maint.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    r
+}
+
+/// Print a remote rebuild's or scrub's answer; its exit status.
+pub fn print_remote(body: &serde_json::Value, json: bool) -> Result<i32> {
+    if json {
+        crate::util::print_json(&body["json"])?;
+    } else {
+        print!("{}", body["text"].as_str().unwrap_or_default());
+    }
+    Ok(body["code"].as_i64().unwrap_or(0) as i32)
 }
 
 /// What `info` prints: the JSON and the human text.
@@ -229,6 +334,11 @@ pub enum Health {
 
 /// `status`'s body: state, members, device counters, failures seen.
 pub fn status(vol: &dyn Volume, served: bool) -> serde_json::Value {
+    status_with(vol, served, None)
+}
+
+/// `status` with the rebuild or scrub in progress.
+fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
     let info = vol.info();
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     // Members out beyond the code columns: the array cannot serve.
@@ -250,5 +360,6 @@ pub fn status(vol: &dyn Volume, served: bool) -> serde_json::Value {
         "device_reads": io.device_reads,
         "device_writes": io.device_writes,
         "failed_while_open": vol.auto_failed(),
+        "maintenance": maint,
     })
 }

@@ -219,8 +219,8 @@ fn one_writer_per_array_for_every_kind() {
             assert!(e.contains("in use by another mosaic process"), "{name} {what:?}: {e}");
         };
         busy(&["write", "-a", s(&d), "--offset", "0", "--input", s(&input)]);
-        busy(&["scrub", "-a", s(&d), "--repair"]);
-        busy(&["replace", "-a", s(&d), "--member", "1", "--drive", s(&t.path().join("spare.img"))]);
+        // scrub, replace, rebuild, fail and info go through the server's
+        // control channel (tests/cli_control.rs), never to the members.
         let mut force = c.clone();
         force.push("--force");
         busy(&force);
