@@ -96,6 +96,12 @@ pub struct ServeArgs {
     /// per second, so client I/O keeps its share (0: unlimited)
     #[arg(long, value_parser = size, default_value = "128M")]
     pub maint_rate: u64,
+    /// Run CMD (through sh -c) for every event of the array: member
+    /// failure, rebuild start and end, scrub end and findings, warnings at
+    /// open (stale member, journal replay); the event is in its
+    /// environment (MOSAIC_EVENT, MOSAIC_ARRAY, MOSAIC_MEMBER, MOSAIC_DETAIL, MOSAIC_TIME)
+    #[arg(long)]
+    pub on_event: Option<String>,
     /// Let --record overwrite a file that carries another array's member or journal
     #[arg(long, requires = "record")]
     pub force: bool,
@@ -168,7 +174,7 @@ fn rfc3339(d: Duration) -> String {
 }
 
 /// Now as an RFC 3339 UTC timestamp.
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     rfc3339(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
@@ -388,7 +394,7 @@ fn idle_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::Join
 /// Log the members `vol` failed after I/O errors since the last call
 /// (`seen` of them were logged before), each with a timestamp, its index,
 /// path and error.
-fn log_new_failures(vol: &dyn Volume, seen: &mut usize) {
+fn log_new_failures(vol: &dyn Volume, seen: &mut usize, events: &crate::events::Events) {
     let failed = vol.auto_failed();
     if failed.len() <= *seen {
         return;
@@ -396,21 +402,22 @@ fn log_new_failures(vol: &dyn Volume, seen: &mut usize) {
     let info = vol.info();
     for (idx, err) in &failed[*seen..] {
         let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
-        eprintln!("mosaic serve: {}: member {idx} ({path}) failed while serving: {err}; serving degraded", now_rfc3339());
+        let detail = format!("{path} failed while serving: {err}; serving degraded");
+        events.emit(crate::events::Event { kind: "member-failed", member: Some(*idx), detail });
     }
     *seen = failed.len();
 }
 
 /// Watch for members failed while serving until `stop`, logging each as it
 /// happens; the number failed in all.
-fn watch_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+fn watch_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>, events: Arc<crate::events::Events>) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut seen = 0;
         while !stop.load(Ordering::Relaxed) {
-            log_new_failures(vol.as_ref(), &mut seen);
+            log_new_failures(vol.as_ref(), &mut seen, &events);
             std::thread::sleep(Duration::from_millis(100));
         }
-        log_new_failures(vol.as_ref(), &mut seen);
+        log_new_failures(vol.as_ref(), &mut seen, &events);
         seen
     })
 }
@@ -481,10 +488,14 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Background work (DVS: garbage collection) while the volume is idle.
     let idle_stop = Arc::new(AtomicBool::new(false));
     let idle = idle_thread(vol.clone(), idle_stop.clone());
-    let watch = watch_thread(vol.clone(), idle_stop.clone());
+    let events = Arc::new(crate::events::Events::new(&vinfo.uuid, a.on_event.clone()));
+    for w in vol.warnings() {
+        events.emit(crate::events::Event { kind: "open-warning", member: None, detail: w });
+    }
+    let watch = watch_thread(vol.clone(), idle_stop.clone(), events.clone());
     let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
     // The control channel: info, status, fail, flush, stop on the live array.
-    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone(), a.maint_rate)?;
+    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone(), a.maint_rate, events.clone())?;
     eprintln!("mosaic serve: control socket {}", control.path.display());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
@@ -528,6 +539,10 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     }
     vol.flush()?;
     vol.close()?;
+    // Every event's program has run before the server exits.
+    if let Ok(ev) = Arc::try_unwrap(events) {
+        ev.finish();
+    }
     idle_result.context("background work while idle")?;
     eprintln!("mosaic serve: array flushed and closed clean");
     Ok(0)

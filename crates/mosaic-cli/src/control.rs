@@ -32,6 +32,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use mosaic_core::MemberState;
+
+use crate::events::Event;
 use mosaic_volume::{guard, Volume};
 
 /// A request on the control channel.
@@ -67,6 +69,7 @@ struct Shared {
     /// Bytes per second rebuild and scrub may go at (0: unlimited).
     rate: u64,
     maint: std::sync::Mutex<Option<Maint>>,
+    events: Arc<crate::events::Events>,
 }
 
 /// The answer: `body` on success, `error` otherwise.
@@ -152,7 +155,7 @@ impl Server {
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
 /// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
 /// unlimited).  Refuses when another server answers there.
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64) -> Result<Server> {
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
@@ -164,7 +167,7 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64)
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None) });
+    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events });
     let handle = std::thread::spawn(move || accept_loop(l, shared));
     Ok(Server { path, handle })
 }
@@ -238,11 +241,19 @@ fn run(sh: &Shared, req: &Request) -> Response {
     let r: Result<serde_json::Value> = match req {
         Request::Info => info_body(vol),
         Request::Status => Ok(status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone())),
-        Request::Fail { member } => vol.fail_member(*member).map(|_| serde_json::json!({ "failed": member })).map_err(Into::into),
+        Request::Fail { member } => vol.fail_member(*member).map(|_| {
+            sh.events.emit(Event { kind: "member-failed", member: Some(*member), detail: "failed by request (mosaic fail)".into() });
+            serde_json::json!({ "failed": member })
+        }).map_err(Into::into),
         Request::Replace { member, drive, force } => replace(sh, *member, drive, *force),
-        Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(vol, tick)),
+        Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick)),
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
             let rep = vol.scrub(*repair, tick)?;
+            for f in &rep.findings {
+                sh.events.emit(Event { kind: "scrub-finding", member: None, detail: f.detail.clone() });
+            }
+            let detail = format!("{} regions checked, {} mismatched{}", rep.stripes_checked, rep.mismatched, if *repair { " (repaired)" } else { "" });
+            sh.events.emit(Event { kind: "scrub-end", member: None, detail });
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
         }),
@@ -262,11 +273,18 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool) -> Result<serd
     let vol = sh.vol.as_ref();
     crate::cmd_array::check_drive(vol, drive, force)?;
     vol.replace(member, drive)?;
-    maintain(sh, "rebuild", |tick| rebuild_body(vol, tick))
+    maintain(sh, "rebuild", |tick| rebuild_body(sh, tick))
 }
 
-fn rebuild_body(vol: &dyn Volume, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
-    let rep = vol.rebuild(tick, mosaic_array::maint::RebuildOptions::default())?;
+fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    sh.events.emit(Event { kind: "rebuild-start", member: None, detail: "rebuild started".into() });
+    let rep = sh.vol.rebuild(tick, mosaic_array::maint::RebuildOptions::default());
+    let detail = match &rep {
+        Ok(r) => format!("members {:?} rebuilt: {} bytes in {:.1} s", r.members, r.bytes_written, r.seconds),
+        Err(e) => format!("rebuild failed: {e}"),
+    };
+    sh.events.emit(Event { kind: "rebuild-end", member: None, detail });
+    let rep = rep?;
     Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::rebuild_text(&rep), "code": 0 }))
 }
 

@@ -16,6 +16,7 @@ mod cmd_eval;
 mod cmd_model;
 mod cmd_scan;
 mod cmd_serve;
+mod events;
 mod exit;
 mod cmd_sim;
 mod eval_ppc;

@@ -126,3 +126,27 @@ fn online_maintenance_keeps_to_the_rate_and_shows_in_status() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }
+
+/// `serve --on-event CMD`: the program gets every event in its
+/// environment: a member failed, the rebuild's start and end, the scrub's end.
+#[test]
+fn on_event_runs_a_program_for_each_event() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT ${{MOSAIC_MEMBER:--}} $MOSAIC_ARRAY\" >> {}", log.display());
+    let srv = common::serve::Serve::start(a, &["--quiet", "--on-event", &cmd]);
+    ok(&["fail", "-a", a, "--member", "1"]);
+    ok(&["replace", "-a", a, "--member", "1", "--drive", t.path().join("new.img").to_str().unwrap()]);
+    ok(&["scrub", "-a", a]);
+    let uuid = json(&ok(&["status", "-a", a, "--json"]))[0]["uuid"].as_str().unwrap().to_string();
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0);
+    assert!(lines.iter().any(|l| l.contains("event member-failed member 1")), "{lines:?}");
+    let got = std::fs::read_to_string(&log).unwrap();
+    let kinds: Vec<&str> = got.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(kinds, ["member-failed", "rebuild-start", "rebuild-end", "scrub-end"], "{got}");
+    assert!(got.lines().next().unwrap() == format!("member-failed 1 {uuid}"), "{got}");
+}

@@ -1,0 +1,78 @@
+//! Events of a served array, logged with a timestamp and handed to
+//! `serve --on-event CMD` (as mdadm's `--monitor --program` and ZFS's
+//! zedlets): the program runs through `sh -c` with the event in its
+//! environment, one at a time in order, never holding up the array.
+//!
+//! ```text
+//!   MOSAIC_EVENT    member-failed | rebuild-start | rebuild-end | scrub-end |
+//!                   scrub-finding | open-warning (stale member, journal replay, ...)
+//!   MOSAIC_ARRAY    the array's UUID          MOSAIC_TIME    RFC 3339, UTC
+//!   MOSAIC_MEMBER   the member index, when one is concerned
+//!   MOSAIC_DETAIL   the event in words
+//! ```
+
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Mutex;
+
+/// One event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub kind: &'static str,
+    pub member: Option<usize>,
+    pub detail: String,
+}
+
+/// Where events go: the log, and the `--on-event` program.
+pub struct Events {
+    tx: Option<Mutex<Sender<(Event, String)>>>,
+    runner: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Events {
+    /// Events of array `array`; `cmd` runs for each (in a thread of its own).
+    pub fn new(array: &str, cmd: Option<String>) -> Events {
+        let Some(cmd) = cmd else { return Events { tx: None, runner: None } };
+        let (tx, rx) = channel::<(Event, String)>();
+        let array = array.to_string();
+        let runner = std::thread::spawn(move || {
+            for (e, time) in rx {
+                run(&cmd, &array, &e, &time);
+            }
+        });
+        Events { tx: Some(Mutex::new(tx)), runner: Some(runner) }
+    }
+
+    /// Log `e` and hand it to the program.
+    pub fn emit(&self, e: Event) {
+        let time = crate::cmd_serve::now_rfc3339();
+        let who = e.member.map(|m| format!(" member {m}")).unwrap_or_default();
+        eprintln!("mosaic serve: {time}: event {}{who}: {}", e.kind, e.detail);
+        if let Some(tx) = &self.tx {
+            let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send((e, time));
+        }
+    }
+}
+
+impl Events {
+    /// Wait until the program has run for every event emitted.
+    pub fn finish(mut self) {
+        self.tx = None;
+        if let Some(r) = self.runner.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+fn run(cmd: &str, array: &str, e: &Event, time: &str) {
+    let mut c = std::process::Command::new("sh");
+    c.args(["-c", cmd]).env("MOSAIC_EVENT", e.kind).env("MOSAIC_ARRAY", array).env("MOSAIC_TIME", time).env("MOSAIC_DETAIL", &e.detail);
+    match e.member {
+        Some(m) => c.env("MOSAIC_MEMBER", m.to_string()),
+        None => c.env_remove("MOSAIC_MEMBER"),
+    };
+    match c.status() {
+        Ok(s) if !s.success() => eprintln!("mosaic serve: --on-event program exited {s} for {}", e.kind),
+        Err(err) => eprintln!("mosaic serve: --on-event program: {err}"),
+        _ => {}
+    }
+}
