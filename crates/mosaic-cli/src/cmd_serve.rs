@@ -402,7 +402,7 @@ fn log_new_failures(vol: &dyn Volume, seen: &mut usize, events: &crate::events::
     let info = vol.info();
     for (idx, err) in &failed[*seen..] {
         let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
-        let detail = format!("{path} failed while serving: {err}; serving degraded");
+        let detail = format!("member {idx} ({path}) failed while serving: {err}; serving degraded");
         events.emit(crate::events::Event { kind: "member-failed", member: Some(*idx), detail });
     }
     *seen = failed.len();
@@ -490,12 +490,15 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let idle = idle_thread(vol.clone(), idle_stop.clone());
     let events = Arc::new(crate::events::Events::new(&vinfo.uuid, a.on_event.clone()));
     for w in vol.warnings() {
-        events.emit(crate::events::Event { kind: "open-warning", member: None, detail: w });
+        events.emit(crate::events::Event { kind: "open-warning", member: None, detail: format!("warning at open: {w}") });
     }
     let watch = watch_thread(vol.clone(), idle_stop.clone(), events.clone());
     let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
     // The control channel: info, status, fail, flush, stop on the live array.
-    let control = crate::control::serve(vol.clone(), &vinfo.uuid, stop.clone(), a.maint_rate, events.clone())?;
+    // Clients find the socket by the UUID on the disks `-a` names (for a
+    // tier or remapped array, its first inner array's).
+    let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
+    let control = crate::control::serve(vol.clone(), &key, stop.clone(), a.maint_rate, events.clone())?;
     eprintln!("mosaic serve: control socket {}", control.path.display());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));

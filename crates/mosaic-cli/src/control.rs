@@ -242,7 +242,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
         Request::Info => info_body(vol),
         Request::Status => Ok(status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone())),
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
-            sh.events.emit(Event { kind: "member-failed", member: Some(*member), detail: "failed by request (mosaic fail)".into() });
+            sh.events.emit(Event { kind: "member-failed", member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
         Request::Replace { member, drive, force } => replace(sh, *member, drive, *force),
@@ -250,9 +250,9 @@ fn run(sh: &Shared, req: &Request) -> Response {
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
             let rep = vol.scrub(*repair, tick)?;
             for f in &rep.findings {
-                sh.events.emit(Event { kind: "scrub-finding", member: None, detail: f.detail.clone() });
+                sh.events.emit(Event { kind: "scrub-finding", member: None, detail: format!("scrub: {}", f.detail) });
             }
-            let detail = format!("{} regions checked, {} mismatched{}", rep.stripes_checked, rep.mismatched, if *repair { " (repaired)" } else { "" });
+            let detail = format!("scrub done: {} regions checked, {} mismatched{}", rep.stripes_checked, rep.mismatched, if *repair { " (repaired)" } else { "" });
             sh.events.emit(Event { kind: "scrub-end", member: None, detail });
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))

@@ -143,10 +143,10 @@ struct PpcOut {
 const QD: usize = 32;
 
 pub fn run(a: PpcArgs) -> Result<i32> {
-    let trace_path = crate::util::eval_trace(a.trace.as_deref(), "the real-trace experiment is skipped")?;
     if let Some(dir) = &a.plot {
         crate::util::check_output_dir(dir, &PLOTS, a.force)?;
     }
+    let trace_path = crate::util::eval_trace(a.trace.as_deref(), "the real-trace experiment is skipped")?;
     let pm = Postmark { seed: a.seed, ..Default::default() }.requests();
     let postmark = points("postmark-like", &a.device, 4, a.unit, a.cache_size, &pm, QD)?;
     let io = iozone(8 << 20, a.unit, 2);

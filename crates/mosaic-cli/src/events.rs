@@ -8,7 +8,7 @@
 //!                   scrub-finding | open-warning (stale member, journal replay, ...)
 //!   MOSAIC_ARRAY    the array's UUID          MOSAIC_TIME    RFC 3339, UTC
 //!   MOSAIC_MEMBER   the member index, when one is concerned
-//!   MOSAIC_DETAIL   the event in words
+//!   MOSAIC_DETAIL   the event in words (the log line after its timestamp)
 //! ```
 
 use std::sync::mpsc::{channel, Sender};
@@ -45,8 +45,7 @@ impl Events {
     /// Log `e` and hand it to the program.
     pub fn emit(&self, e: Event) {
         let time = crate::cmd_serve::now_rfc3339();
-        let who = e.member.map(|m| format!(" member {m}")).unwrap_or_default();
-        eprintln!("mosaic serve: {time}: event {}{who}: {}", e.kind, e.detail);
+        eprintln!("mosaic serve: {time}: {}", e.detail);
         if let Some(tx) = &self.tx {
             let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send((e, time));
         }

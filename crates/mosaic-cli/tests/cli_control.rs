@@ -144,9 +144,25 @@ fn on_event_runs_a_program_for_each_event() {
     let uuid = json(&ok(&["status", "-a", a, "--json"]))[0]["uuid"].as_str().unwrap().to_string();
     let (code, lines) = srv.stop();
     assert_eq!(code, 0);
-    assert!(lines.iter().any(|l| l.contains("event member-failed member 1")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("member 1 failed by request")), "{lines:?}");
     let got = std::fs::read_to_string(&log).unwrap();
     let kinds: Vec<&str> = got.lines().map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(kinds, ["member-failed", "rebuild-start", "rebuild-end", "scrub-end"], "{got}");
     assert!(got.lines().next().unwrap() == format!("member-failed 1 {uuid}"), "{got}");
+}
+
+/// Nested kinds are reached through the control channel too: a remapped
+/// array (its socket named by its inner array's UUID, as `-a DIR` finds it).
+#[test]
+fn a_served_remapped_array_answers_status_and_info() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("r");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "remap", "--inner", "raid5:3", "--member-size", "16M", "--journal-size", "4M"]);
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let st = json(&ok(&["status", "-a", a, "--json"]));
+    assert_eq!((st[0]["served"].as_bool(), st[0]["kind"].as_str()), (Some(true), Some("remap")), "{st}");
+    assert!(ok(&["info", "-a", a]).contains("Remapped"));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
 }

@@ -18,7 +18,8 @@
 //!     "MOSAICJL", "MOSAICDV",        without --force, never opened)
 //!     "MOSAICZD" at 0
 //!   directory                        holds an array when a file directly in it (or in
-//!                                    its cda-I subdirectories) carries one of the above
+//!                                    its cda-I, fast, slow or inner subdirectories)
+//!                                    carries one of the above
 //!   character device, FIFO, socket,  nothing (never read: reading a FIFO would take
 //!   missing path, "-"                its bytes or wait for a writer)
 //! ```
@@ -221,8 +222,9 @@ fn identify_dir(dir: &Path) -> Result<Carries> {
     for p in names {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let Ok(meta) = std::fs::metadata(&p) else { continue };
-        // Nested arrays: CBRO check drive arrays and a tier's two arrays.
-        let nested = name.starts_with("cda-") || name == crate::tier::FAST_DIR || name == crate::tier::SLOW_DIR;
+        // Nested arrays: CBRO check drive arrays, a tier's two arrays and a
+        // remapped array's inner one.
+        let nested = name.starts_with("cda-") || name == crate::tier::FAST_DIR || name == crate::tier::SLOW_DIR || name == crate::remap::INNER_DIR;
         let inner = if meta.is_dir() && nested {
             identify_dir(&p)?
         } else if meta.is_file() {
