@@ -82,8 +82,10 @@ pub struct Response {
     pub body: serde_json::Value,
 }
 
-/// Longest request line read.
+/// Longest request line the server reads.
 const MAX_LINE: u64 = 64 << 10;
+/// Longest answer line a client reads.
+const MAX_ANSWER: u64 = 64 << 20;
 
 /// The directory of this user's control sockets.
 fn runtime_dir() -> PathBuf {
@@ -119,8 +121,9 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
     s.write_all(line.as_bytes()).context("the control channel")?;
+    // Answers can be long (a scrub's every finding): read up to 64 MiB.
     let mut answer = String::new();
-    BufReader::new(s.take_reader()).read_line(&mut answer).context("the control channel")?;
+    BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer).context("the control channel")?;
     let r: Response = serde_json::from_str(&answer).map_err(|e| anyhow!("the server sent a bad answer ({e}): {answer:?}"))?;
     if !r.ok {
         bail!("{}", r.error.unwrap_or_else(|| "the server refused".into()));
