@@ -72,16 +72,12 @@ pub fn plan_txns(vol: &RemapVolume, requests: usize, txns: &[Txn], o: &PlanOpts)
     let lay = vol.layout().ok_or_else(|| anyhow!("the array's map could not be read back: reopen it"))?;
     let unit = lay.unit;
     let full = correlate::mbc(txns, o.threads.max(1)).at_least(o.threshold.max(1));
-    let mut current: HashMap<Vertex, usize> = HashMap::new();
-    let mut beyond = 0;
-    for v in full.vertices() {
-        match vol.drive_of(v) {
-            Some(d) => {
-                current.insert(v, d);
-            }
-            None => beyond += 1,
-        }
-    }
+    // Every vertex's drive under one look at the map (None: beyond the capacity).
+    let drives_of: Vec<(Vertex, Option<usize>)> = vol
+        .with_policy(|p| full.vertices().map(|v| (v, p.placement(v).map(|(c, _)| p.layout().columns[c]))).collect())
+        .ok_or_else(|| anyhow!("the array's map could not be read back: reopen it"))?;
+    let beyond = drives_of.iter().filter(|(_, d)| d.is_none()).count();
+    let current: HashMap<Vertex, usize> = drives_of.into_iter().filter_map(|(v, d)| Some((v, d?))).collect();
     let graph = if beyond > 0 { restrict(&full, &current) } else { full };
     let drives = vol.inner().geometry().members;
     let mut base: Vec<u64> = vol.drive_fill().iter().map(|n| n * unit).collect();
@@ -194,7 +190,7 @@ pub fn migrate(vol: &RemapVolume, plan: &AdaptPlan, progress: &dyn Fn(u64, u64),
             idle_rounds = 0;
             continue;
         }
-        if vol.inner().health().states.iter().any(|s| !matches!(s, mosaic_core::MemberState::Active)) {
+        if vol.degraded() {
             return Ok(Migrated { bytes: done, moves: st.moves - before, seconds: start.elapsed().as_secs_f64(), left: st.pending_moves, paused: true });
         }
         // Out of budget (waits) or blocked for room (gives up after ~1 s).

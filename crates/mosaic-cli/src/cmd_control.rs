@@ -59,7 +59,7 @@ fn one(spec: &str) -> Result<serde_json::Value> {
 
 /// Every array with a live control socket of this user.
 fn served() -> Result<Vec<serde_json::Value>> {
-    let dir = control::socket_path("x").parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let dir = control::runtime_dir();
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(&dir) else { return Ok(out) };
     let mut socks: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sock")).collect();

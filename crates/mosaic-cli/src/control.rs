@@ -88,7 +88,7 @@ const MAX_LINE: u64 = 64 << 10;
 const MAX_ANSWER: u64 = 64 << 20;
 
 /// The directory of this user's control sockets.
-fn runtime_dir() -> PathBuf {
+pub fn runtime_dir() -> PathBuf {
     let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_dir()).unwrap_or_else(std::env::temp_dir);
     // SAFETY: getuid has no preconditions.
     base.join(format!("mosaic-{}", unsafe { libc::getuid() }))
@@ -131,15 +131,6 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
     Ok(Some(r.body))
 }
 
-trait TakeReader {
-    fn take_reader(self) -> std::io::Take<UnixStream>;
-}
-
-impl TakeReader for UnixStream {
-    fn take_reader(self) -> std::io::Take<UnixStream> {
-        std::io::Read::take(self, MAX_LINE)
-    }
-}
 
 /// The running control thread; dropping it does not stop it (set `stop`).
 pub struct Server {
@@ -209,7 +200,7 @@ fn answer(mut s: UnixStream, sh: &Shared) -> Result<()> {
         Err(e) => Response { ok: false, error: Some(e.to_string()), body: serde_json::Value::Null },
         Ok(()) => {
             let mut line = String::new();
-            BufReader::new(s.try_clone()?.take_reader()).read_line(&mut line)?;
+            BufReader::new(std::io::Read::take(s.try_clone()?, MAX_LINE)).read_line(&mut line)?;
             match serde_json::from_str::<Request>(&line) {
                 Ok(req) => run(sh, &req),
                 Err(e) => Response { ok: false, error: Some(format!("bad request: {e}")), body: serde_json::Value::Null },

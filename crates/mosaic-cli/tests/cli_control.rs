@@ -166,3 +166,17 @@ fn a_served_remapped_array_answers_status_and_info() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }
+
+/// `serve --adapt-every` is for remapped arrays: on another kind it is
+/// refused with the reason, before any client is served.
+#[test]
+fn adapt_every_on_a_fixed_array_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let o = mosaic(&["serve", "-a", a, "--socket", t.path().join("s.sock").to_str().unwrap(), "--adapt-every", "1"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--adapt-every is for remapped arrays"), "{e}");
+}

@@ -116,6 +116,8 @@ pub struct RemapVolume {
     start: Instant,
     idle: crate::IdleClock,
     warnings: Vec<String>,
+    /// Logical bytes (fixed by the layout).
+    capacity: u64,
 }
 
 impl RemapVolume {
@@ -172,6 +174,7 @@ impl RemapVolume {
         let m = Shifted { inner: ArrayMember::new(inner.clone(), name), base: blob.data_offset };
         let exec = Executor::new(vec![Some(Arc::new(m) as Arc<dyn Member>)], 0);
         let idle = crate::IdleClock::new(Duration::from_nanos(policy.idle_after_ns().unwrap_or(100_000_000)));
+        let capacity = policy.capacity();
         RemapVolume {
             dir: dir.to_path_buf(),
             inner,
@@ -186,6 +189,7 @@ impl RemapVolume {
             start: Instant::now(),
             idle,
             warnings,
+            capacity,
         }
     }
 
@@ -315,7 +319,12 @@ impl RemapVolume {
     }
 
     fn sync_health(&self, p: &mut RemapPolicy) {
-        p.set_degraded(self.inner.health().states.iter().any(|s| !matches!(s, MemberState::Active)));
+        p.set_degraded(self.degraded());
+    }
+
+    /// Whether a member of the inner array is out (movement pauses then).
+    pub fn degraded(&self) -> bool {
+        self.inner.health().states.iter().any(|s| !matches!(s, MemberState::Active))
     }
 
     fn refresh_health(&self) {
@@ -408,7 +417,7 @@ fn load_policy(inner: &Array, blob: &RemapBlob) -> Result<RemapPolicy> {
 
 impl Volume for RemapVolume {
     fn capacity(&self) -> u64 {
-        self.lock().as_ref().map(|p| p.capacity()).unwrap_or(0)
+        self.capacity
     }
     fn block_size(&self) -> u64 {
         self.blob.config.block
