@@ -74,6 +74,12 @@ pub struct MemberInfo {
     pub uuid: Uuid,
     pub state: MemberState,
     pub present: bool,
+    /// Failed reads and writes since open (or the counters' reset; the
+    /// first error fails the member).
+    pub read_errors: u64,
+    pub write_errors: u64,
+    /// Columns a scrub found wrong on it since open.
+    pub checksum_errors: u64,
 }
 
 /// What `mosaic info` shows.
@@ -97,18 +103,45 @@ pub struct ArrayInfo {
     /// The write-ahead journal, if any, and what its replay at open did.
     pub journal: Option<String>,
     pub journal_replayed: Option<ReplayReport>,
+    /// Bytes of the journal ring in use and its size.
+    pub journal_fill: Option<JournalFill>,
+    /// Hot spares present (their paths).
+    pub spares: Vec<String>,
+    /// A grow in progress: new stripes restriped and their total.
+    pub grow: Option<GrowProgress>,
+}
+
+/// How full the journal ring is, in [`ArrayInfo`].
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct JournalFill {
+    pub used: u64,
+    pub capacity: u64,
+}
+
+/// A grow's progress in [`ArrayInfo`].
+#[derive(Debug, Clone, Serialize)]
+pub struct GrowProgress {
+    pub from_members: usize,
+    pub done_stripes: u64,
+    pub total_stripes: u64,
 }
 
 /// An assembled array.
 pub struct Array {
-    layout: FixedLayout,
-    geo: Geometry,
+    /// Geometry and layout (swapped whole when a grow moves on; see
+    /// [`crate::grow`]).
+    shape: RwLock<Arc<Shape>>,
+    /// Held (shared) by every client request while it plans and runs; a
+    /// grow's restripe step takes it exclusively.
+    pub(crate) gate: RwLock<()>,
     /// The one executor: members, range locks, I/O threads, counters.
     exec: Executor,
     health: RwLock<Health>,
     sb: Mutex<Superblock>,
     /// I/O errors per member since open.
     errors: Mutex<Vec<u64>>,
+    /// Columns a scrub found wrong on each member since open.
+    checksum_errors: Mutex<Vec<u64>>,
     writable: bool,
     closed: Mutex<bool>,
     /// Members failed automatically since open, with the error.
@@ -130,6 +163,8 @@ pub struct Array {
     journal_pending: usize,
     /// What assembly found wrong (devices not used, and why).
     open_warnings: Vec<String>,
+    /// Hot spares present, in the order of the superblock's list.
+    pub(crate) spares: Mutex<Vec<(Arc<dyn Member>, crate::superblock::Spare)>>,
 }
 
 fn now_secs() -> u64 {
@@ -302,6 +337,8 @@ impl Array {
             created: now_secs(),
             journal: journal.as_ref().map(|(_, p)| p.clone()),
             home: None,
+            reshape: None,
+            spares: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
@@ -310,7 +347,7 @@ impl Array {
         let mems: Vec<Option<Arc<dyn Member>>> = members.into_iter().map(|(m, _)| Some(m)).collect();
         let arr = Array::assemble(geo, mems, sb, true, journal)?;
         arr.write_superblocks(|_| {})?;
-        if !fresh && !o.assume_clean && arr.geo.m > 0 {
+        if !fresh && !o.assume_clean && arr.geometry().m > 0 {
             // Existing devices hold arbitrary bytes: make code agree with them.
             arr.scrub(true, &|_, _| {})?;
         }
@@ -421,7 +458,9 @@ impl Array {
         use_hints: bool,
         journal_dev: Option<Arc<dyn Member>>,
     ) -> Result<Array, ArrayError> {
+        let (spares, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Spare);
         let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
+        let spares = crate::spare::attach(&mut sb, spares, &place, writable, use_hints);
         if sb.home.is_none() || place.copy_of.is_none() && place.dir_spec && !Path::new(sb.home.as_deref().unwrap_or("")).exists() {
             // Moved (its old home is gone) or never had one: it lives here now.
             sb.home = place.base.as_ref().filter(|_| place.dir_spec).map(|b| b.display().to_string());
@@ -449,6 +488,7 @@ impl Array {
             _ => None,
         };
         let mut arr = Array::assemble(geo, slots, sb, writable, journal)?;
+        *arr.spares.lock() = spares;
         arr.record_assembly(warnings, states_changed)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
         arr.journal_pending = pending;
@@ -473,7 +513,7 @@ impl Array {
     /// the report names the damaged, held-back and tail records with their
     /// stripes.
     fn replay(&self, log: crate::journal::JournalLog) -> Result<ReplayReport, ArrayError> {
-        let (records, mut rep) = log.plan(&self.geo);
+        let (records, mut rep) = log.plan(&self.geometry());
         let h = self.health();
         let mut logical: Vec<(u64, &[u8])> = Vec::new();
         let mut rows: std::collections::BTreeSet<u64> = Default::default();
@@ -483,14 +523,14 @@ impl Array {
                 match e {
                     Entry::Logical { offset, data } => {
                         logical.push((*offset, data));
-                        let s = self.geo.stripe_data_bytes();
+                        let s = self.geometry().stripe_data_bytes();
                         rows.extend(offset / s..offset.saturating_add(data.len() as u64).div_ceil(s));
                     }
                     Entry::Resync { row } => {
                         rows.insert(*row);
                     }
                     Entry::Device { member, offset, data } => {
-                        if *member >= self.geo.members || matches!(h.states[*member], MemberState::Failed) {
+                        if *member >= self.geometry().members || matches!(h.states[*member], MemberState::Failed) {
                             continue;
                         }
                         self.replay_device(*member, *offset, data)?;
@@ -507,11 +547,11 @@ impl Array {
         // get code recomputed from their data; then the cached writes go
         // to the members in order.  A crash in here replays the same
         // records again to the same end.
-        for &row in rows.iter().filter(|&&r| r < self.geo.stripes) {
+        for &row in rows.iter().filter(|&&r| r < self.geometry().stripes) {
             self.scrub_region(row, true)?;
         }
         for (off, data) in &logical {
-            self.layout.planner.check(*off, data.len() as u64)?;
+            self.check_range(*off, data.len() as u64)?;
             self.write_stripes(*off, data, false)?;
             rep.ops += 1;
             rep.bytes += data.len() as u64;
@@ -590,16 +630,17 @@ impl Array {
     }
 
     fn assemble(geo: Geometry, members: Vec<Option<Arc<dyn Member>>>, sb: Superblock, writable: bool, journal: Option<Journal>) -> Result<Array, ArrayError> {
-        let layout = FixedLayout::new(geo.clone())?;
+        let shape = Shape::of(geo.clone(), sb.reshape.as_ref())?;
         let health = Health { states: sb.member_states.clone() };
         let n = geo.members;
         Ok(Array {
-            layout,
-            geo,
+            shape: RwLock::new(Arc::new(shape)),
+            gate: RwLock::new(()),
             exec: Executor::new(members, DATA_OFFSET),
             health: RwLock::new(health),
             sb: Mutex::new(sb),
             errors: Mutex::new(vec![0; n]),
+            checksum_errors: Mutex::new(vec![0; n]),
             writable,
             dirty: std::sync::atomic::AtomicBool::new(false),
             dirty_lock: Mutex::new(()),
@@ -612,6 +653,7 @@ impl Array {
             replayed: None,
             journal_pending: 0,
             open_warnings: Vec::new(),
+            spares: Mutex::new(Vec::new()),
         })
     }
 
@@ -640,7 +682,10 @@ impl Array {
         let mut disk = sb.clone();
         disk.member_paths = sb.member_paths.iter().map(|p| relativize(p, home)).collect();
         disk.journal = sb.journal.as_deref().map(|p| relativize(p, home));
-        for i in 0..self.geo.members {
+        // Last member first: a grow's new members carry the new geometry
+        // before any old member names them (a crash in between leaves
+        // an array that assembles, in the old geometry or the new).
+        for i in (0..sb.member_uuids.len()).rev() {
             let Some(m) = self.exec.member(i) else { continue };
             if matches!(sb.member_states[i], MemberState::Failed) {
                 continue;
@@ -667,16 +712,28 @@ impl Array {
         &self.open_warnings
     }
 
-    pub fn geometry(&self) -> &Geometry {
-        &self.geo
+    /// The geometry (during a grow: the one being grown to).
+    pub fn geometry(&self) -> Geometry {
+        self.shape.read().layout.planner.geo.clone()
     }
 
-    pub fn layout(&self) -> &FixedLayout {
-        &self.layout
+    /// The layout (during a grow: the one being grown to).
+    pub fn layout(&self) -> Arc<FixedLayout> {
+        self.shape.read().layout.clone()
     }
 
+    pub(crate) fn shape(&self) -> Arc<Shape> {
+        self.shape.read().clone()
+    }
+
+    pub(crate) fn set_shape(&self, s: Shape) {
+        *self.shape.write() = Arc::new(s);
+        self.exec.bump();
+    }
+
+    /// Logical bytes clients may use (during a grow: the old capacity).
     pub fn capacity(&self) -> u64 {
-        self.geo.capacity()
+        self.shape().capacity()
     }
 
     pub fn health(&self) -> Health {
@@ -711,34 +768,41 @@ impl Array {
     }
 
     pub fn info(&self) -> ArrayInfo {
+        let errs = self.exec.counters().errors;
         let sb = self.sb.lock().clone();
         let h = self.health.read();
         ArrayInfo {
             uuid: sb.array_uuid,
-            level: self.geo.level.to_string(),
-            members: self.geo.members,
-            data_columns: self.geo.k,
-            code_columns: self.geo.m,
-            stripe_unit: self.geo.unit,
-            block_size: self.geo.block,
-            stripes: self.geo.stripes,
-            capacity: self.geo.capacity(),
+            level: self.geometry().level.to_string(),
+            members: self.geometry().members,
+            data_columns: self.geometry().k,
+            code_columns: self.geometry().m,
+            stripe_unit: self.geometry().unit,
+            block_size: self.geometry().block,
+            stripes: self.geometry().stripes,
+            capacity: self.capacity(),
             member_data_size: sb.member_data_size,
             data_offset: sb.data_offset,
             events: sb.events,
             state: sb.state,
             degraded: h.is_degraded(),
-            member_list: (0..self.geo.members)
+            member_list: (0..self.geometry().members)
                 .map(|i| MemberInfo {
                     index: i,
                     path: sb.member_paths[i].clone(),
                     uuid: sb.member_uuids[i],
                     state: h.states[i],
                     present: self.exec.member(i).is_some(),
+                    read_errors: errs.get(i).map_or(0, |e| e[0]),
+                    write_errors: errs.get(i).map_or(0, |e| e[1]),
+                    checksum_errors: self.checksum_errors.lock().get(i).copied().unwrap_or(0),
                 })
                 .collect(),
             journal: sb.journal.clone(),
             journal_replayed: self.replayed.clone(),
+            journal_fill: self.journal.as_ref().map(|j| JournalFill { used: j.used(), capacity: j.capacity() }),
+            spares: self.spare_paths(),
+            grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
         }
     }
 
@@ -746,8 +810,8 @@ impl Array {
 
     /// Mark a member failed (command or I/O error) and record it on disk.
     pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {
-        if idx >= self.geo.members {
-            return Err(ArrayError::Usage(format!("no member {idx}: the array has members 0..{}", self.geo.members - 1)));
+        if idx >= self.geometry().members {
+            return Err(ArrayError::Usage(format!("no member {idx}: the array has members 0..{}", self.geometry().members - 1)));
         }
         {
             let h = self.health.read();
@@ -756,10 +820,10 @@ impl Array {
             }
             let failed = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
             let rebuilding = matches!(h.states[idx], MemberState::Rebuilding { .. });
-            if !rebuilding && failed + 1 > self.geo.m {
+            if !rebuilding && failed + 1 > self.geometry().m {
                 return Err(ArrayError::Usage(format!(
                     "refusing to fail member {idx}: {failed} member(s) already failed and {} tolerates {}; data would be lost",
-                    self.geo.level, self.geo.m
+                    self.geometry().level, self.geometry().m
                 )));
             }
         }
@@ -792,6 +856,28 @@ impl Array {
         self.exec.bump();
     }
 
+    /// Add an active member after the last (a grow; the geometry follows).
+    pub(crate) fn push_member(&self, m: Arc<dyn Member>) {
+        self.exec.add_member(m);
+        self.health.write().states.push(MemberState::Active);
+        self.errors.lock().push(0);
+        self.checksum_errors.lock().push(0);
+    }
+
+    /// A scrub found member `m`'s column wrong.
+    pub(crate) fn note_checksum_error(&self, m: usize) {
+        if let Some(c) = self.checksum_errors.lock().get_mut(m) {
+            *c += 1;
+        }
+    }
+
+    /// Plan and run one request on `layout` (a grow's copy: no gate, no
+    /// journal).
+    pub(crate) fn submit_on(&self, layout: &FixedLayout, offset: u64, data: Client<'_>, len: u64, write: bool) -> Result<(), ArrayError> {
+        let mut r = Request { arr: self, layout, offset, len, write };
+        self.exec.submit(&mut r, data, None)
+    }
+
     pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
         self.exec.set_member(idx, m);
     }
@@ -805,7 +891,7 @@ impl Array {
     /// Fail every member that returned an error.
     fn absorb(&self, failures: &[(usize, std::io::Error)]) {
         for (m, e) in failures {
-            if *m < self.geo.members {
+            if *m < self.geometry().members {
                 self.fail_on_error(*m, e);
             }
         }
@@ -865,25 +951,45 @@ impl Array {
         }
     }
 
+    /// A request's range must be whole blocks within the capacity.
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), ArrayError> {
+        let sh = self.shape();
+        sh.layout.planner.check(offset, len)?;
+        if offset.checked_add(len).map_or(true, |e| e > sh.capacity()) {
+            return Err(ArrayError::Usage(format!("request {offset}+{len} ends past the capacity {} (a grow is in progress)", sh.capacity())));
+        }
+        Ok(())
+    }
+
     /// Read `buf.len()` bytes at logical `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
-        let mut r = Request { arr: self, offset, len: buf.len() as u64, write: false };
-        self.exec.submit(&mut r, Client::Out(buf), None)
+        let _g = self.gate.read();
+        self.read_in(&self.shape(), offset, buf)
+    }
+
+    /// [`Array::read`] through the layouts of `sh`, without the gate.
+    pub(crate) fn read_in(&self, sh: &Shape, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        for (layout, off, at) in sh.split(offset, buf.len() as u64) {
+            let part = &mut buf[at.clone()];
+            let mut r = Request { arr: self, layout, offset: off, len: part.len() as u64, write: false };
+            self.exec.submit(&mut r, Client::Out(part), None)?;
+        }
+        Ok(())
     }
 
     /// Write `data` at logical `offset`.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), ArrayError> {
         self.check_writable()?;
         let len = data.len() as u64;
-        self.layout.planner.check(offset, len)?;
+        self.check_range(offset, len)?;
         self.mark_dirty()?;
         let Some(j) = &self.journal else { return self.write_stripes(offset, data, true) };
         // A journal record holds whole stripes and at most a quarter of the
         // ring, so a large write goes in pieces of whole stripes (each piece
         // is atomic; a block device promises no more).
-        let per_stripe = (self.geo.k + self.geo.m) as u64 * self.geo.unit + 4096;
+        let per_stripe = (self.geometry().k + self.geometry().m) as u64 * self.geometry().unit + 4096;
         let stripes = (j.capacity() / 4 / per_stripe).max(1);
-        let piece = stripes * self.geo.stripe_data_bytes();
+        let piece = stripes * self.geometry().stripe_data_bytes();
         if len <= piece {
             return self.write_stripes(offset, data, true);
         }
@@ -899,24 +1005,34 @@ impl Array {
     /// Plan, read, compute and write; `journaled` is false only for the
     /// replay of cached writes (their rows were just resynced).
     fn write_stripes(&self, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let mut r = Request { arr: self, offset, len: data.len() as u64, write: true };
+        let _g = self.gate.read();
+        self.write_in(&self.shape(), offset, data, journaled)
+    }
+
+    /// [`Array::write_stripes`] through the layouts of `sh`, without the gate.
+    pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
         let hook = ArrayJournal(self);
         let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
-        self.exec.submit(&mut r, Client::In(data), journal)
+        for (layout, off, at) in sh.split(offset, data.len() as u64) {
+            let part = &data[at];
+            let mut r = Request { arr: self, layout, offset: off, len: part.len() as u64, write: true };
+            self.exec.submit(&mut r, Client::In(part), journal)?;
+        }
+        Ok(())
     }
 
     /// Make every completed write durable on every member.
     pub fn flush(&self) -> Result<(), ArrayError> {
-        let present: Vec<usize> = (0..self.geo.members).filter(|&i| self.exec.member(i).is_some()).collect();
+        let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some()).collect();
         let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
             self.absorb(&f);
         }
         let failed = self.health().states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
-        if failed > self.geo.m {
+        if failed > self.geometry().m {
             return Err(ArrayError::Io(format!(
                 "flush: {failed} members failed, more than the {} {} tolerates",
-                self.geo.m, self.geo.level
+                self.geometry().m, self.geometry().level
             )));
         }
         Ok(())
@@ -957,10 +1073,63 @@ impl Drop for Array {
     }
 }
 
+/// An array's layout, and during a grow the layout the rows past the
+/// restripe position still have (see [`crate::grow`]).
+pub(crate) struct Shape {
+    pub layout: Arc<FixedLayout>,
+    pub reshape: Option<(Arc<FixedLayout>, u64)>,
+}
+
+impl Shape {
+    pub(crate) fn of(geo: Geometry, reshape: Option<&crate::superblock::Reshape>) -> Result<Shape, ArrayError> {
+        let layout = Arc::new(FixedLayout::new(geo)?);
+        let reshape = match reshape {
+            None => None,
+            Some(r) => Some((Arc::new(FixedLayout::new(r.from.clone())?), r.pos)),
+        };
+        Ok(Shape { layout, reshape })
+    }
+
+    /// Logical bytes: the old layout's while a grow runs.
+    pub(crate) fn capacity(&self) -> u64 {
+        match &self.reshape {
+            Some((old, _)) => old.planner.geo.capacity(),
+            None => self.layout.planner.geo.capacity(),
+        }
+    }
+
+    /// Logical bytes below which the new layout holds the data.
+    pub(crate) fn boundary(&self) -> u64 {
+        match &self.reshape {
+            Some((_, pos)) => (pos * self.layout.planner.geo.stripe_data_bytes()).min(self.capacity()),
+            None => u64::MAX,
+        }
+    }
+
+    /// `offset..offset+len` cut at the grow's boundary: each piece with
+    /// its layout, its offset and its range in the caller's buffer.
+    pub(crate) fn split(&self, offset: u64, len: u64) -> Vec<(&FixedLayout, u64, std::ops::Range<usize>)> {
+        let Some((old, _)) = &self.reshape else { return vec![(&self.layout, offset, 0..len as usize)] };
+        let end = offset.saturating_add(len);
+        let b = self.boundary();
+        let mut out = Vec::with_capacity(2);
+        if offset < b {
+            out.push((&*self.layout, offset, 0..(end.min(b) - offset) as usize));
+        }
+        if end > b {
+            let from = offset.max(b);
+            out.push((&**old, from, (from - offset) as usize..len as usize));
+        }
+        out
+    }
+}
+
 /// One client request as the executor's planner: the layout's program
 /// against the health of the moment; member failures recorded.
 struct Request<'a> {
     arr: &'a Array,
+    /// The layout this part of the request lives in (a grow has two).
+    layout: &'a FixedLayout,
     offset: u64,
     len: u64,
     write: bool,
@@ -969,8 +1138,10 @@ struct Request<'a> {
 impl Planner for Request<'_> {
     type Error = ArrayError;
     fn plan(&mut self) -> Result<Program, ArrayError> {
-        let h = self.arr.health();
-        let l = &self.arr.layout;
+        let mut h = self.arr.health();
+        let l = self.layout;
+        // The layout a grow leaves behind spans the old members only.
+        h.states.truncate(l.planner.geo.members);
         Ok(if self.write { l.write_program(self.offset, self.len, &h)? } else { l.read_program(self.offset, self.len, &h)? })
     }
     fn failed(&mut self, f: &[(usize, std::io::Error)]) -> Result<(), ArrayError> {

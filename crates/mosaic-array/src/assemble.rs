@@ -221,6 +221,25 @@ fn too_small(f: &Found, auth: &Superblock) -> Option<String> {
     (f.m.size() < need).then(|| format!("{}: member {i} is too small: {} bytes, the array needs {need} (truncated?); not used", f.path, f.m.size()))
 }
 
+/// A grow whose new members did not all get their superblock (a crash
+/// while it started) moved no data yet: it is undone, and the array is
+/// what it was before.
+fn roll_back_unstarted_grow(sb: &mut Superblock, slots: &mut Vec<Option<Arc<dyn Member>>>, warnings: &mut Vec<String>) {
+    let Some(r) = &sb.reshape else { return };
+    let old = r.from.members;
+    if r.pos > 0 || r.backup_crc.is_some() || slots[old..].iter().all(Option::is_some) {
+        return;
+    }
+    warnings.push(format!("a grow from {old} to {} members was rolled back: it had moved no data, and new members {:?} carry no superblock", sb.geometry.members, (old..slots.len()).filter(|&i| slots[i].is_none()).collect::<Vec<_>>()));
+    sb.geometry = r.from.clone();
+    sb.member_data_size = sb.geometry.member_data_bytes();
+    sb.reshape = None;
+    slots.truncate(old);
+    sb.member_states.truncate(old);
+    sb.member_uuids.truncate(old);
+    sb.member_paths.truncate(old);
+}
+
 /// The authoritative superblock among `found`: the highest event counter
 /// (the same device [`fresh::authoritative`] picks).
 fn authoritative(found: &[Found]) -> Option<Superblock> {
@@ -269,7 +288,8 @@ pub(crate) fn assemble(
             }
         }
     }
-    let warnings = a.warnings;
+    let mut warnings = a.warnings;
+    roll_back_unstarted_grow(&mut sb, &mut slots, &mut warnings);
     let n = sb.geometry.members;
     let out: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
     let tolerable = sb.geometry.m;
@@ -280,6 +300,6 @@ pub(crate) fn assemble(
             sb.array_uuid, sb.geometry.level
         )));
     }
-    let states_changed = sb.member_states != auth.member_states;
+    let states_changed = sb.member_states != auth.member_states || sb.geometry != auth.geometry;
     Ok(Assembly { sb, slots, warnings, states_changed })
 }

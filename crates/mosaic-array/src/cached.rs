@@ -75,7 +75,7 @@ impl CacheVolume {
     /// a journal (which must hold the caches many times over), otherwise
     /// write-through.
     pub fn new(arr: Array, cfg: CacheConfig) -> Result<CacheVolume, ArrayError> {
-        let cache = CachedArray::new(arr.layout(), cfg)?.with_bytes()?;
+        let cache = CachedArray::new(&arr.layout(), cfg)?.with_bytes()?;
         let write_back = match arr.journal() {
             Some(j) => {
                 // Between checkpoints (at half the ring) a write adds its

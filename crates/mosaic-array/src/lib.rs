@@ -14,9 +14,11 @@
 pub mod array;
 mod assemble;
 pub mod cached;
+pub mod grow;
 pub mod journal;
 pub mod maint;
 pub mod nested;
+pub mod spare;
 pub mod spec;
 pub mod superblock;
 

@@ -36,6 +36,16 @@ pub struct RebuildOptions {
 }
 
 impl Array {
+    /// Rebuild and scrub walk one layout: refused while a grow has two.
+    fn not_growing(&self, what: &str) -> Result<(), ArrayError> {
+        match self.grow_pending() {
+            Some((done, total)) => Err(ArrayError::Usage(format!(
+                "a grow is in progress ({done} of {total} stripes restriped): finish it before a {what} (mosaic grow -a ARRAY)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Put a new device in place of failed member `idx` (rebuild follows).
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
         let m = FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
@@ -45,6 +55,7 @@ impl Array {
 
     /// [`Array::replace`] with an already-open member.
     pub fn replace_with(&self, idx: usize, m: Arc<dyn Member>, path: &str) -> Result<(), ArrayError> {
+        self.not_growing("replace")?;
         let n = self.geometry().members;
         if idx >= n {
             return Err(ArrayError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
@@ -96,6 +107,7 @@ impl Array {
     /// Rebuild every member in `Rebuilding` state, resuming from its
     /// checkpoint.  `progress(done, total)` is called per region.
     pub fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport, ArrayError> {
+        self.not_growing("rebuild")?;
         let t0 = Instant::now();
         let Some((targets, start)) = self.rebuild_pending() else {
             return Err(ArrayError::Usage("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
@@ -166,6 +178,7 @@ impl Array {
     /// wrong: the located column where two redundant columns locate it,
     /// otherwise the code units, recomputed from the data.
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+        self.not_growing("scrub")?;
         if repair && !self.is_writable() {
             return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
         }
@@ -178,6 +191,9 @@ impl Array {
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
             if let Some(f) = r.finding {
+                if let Some(m) = f.member {
+                    self.note_checksum_error(m);
+                }
                 rep.record(f);
             }
             progress(region + 1, total);

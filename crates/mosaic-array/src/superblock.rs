@@ -49,6 +49,9 @@ pub use mosaic_format::label::SLOT_SIZE;
 pub const KIND: &str = "fixed";
 /// The version of the fixed kind's policy blob.
 pub const FORMAT_VERSION: u32 = 3;
+/// The version written while a grow is in progress, so that a mosaic
+/// that does not know grows refuses the array rather than misread it.
+pub const GROWING_VERSION: u32 = 4;
 pub const DATA_OFFSET: u64 = 1 << 20;
 const _: () = assert!(mosaic_format::label::LABEL_AREA <= DATA_OFFSET);
 
@@ -68,6 +71,30 @@ pub enum ArrayState {
 pub enum MemberRole {
     /// Holds stripe units (data and code rotate over members).
     Stripe,
+    /// A hot spare: holds nothing until it takes a failed member's place
+    /// (its label names the array; `member_index` means nothing).
+    Spare,
+}
+
+/// A grow in progress (see [`crate::grow`]): the geometry being left,
+/// and how many stripes of the new geometry hold their data already.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reshape {
+    pub from: Geometry,
+    /// Stripes `0..pos` of the new geometry are restriped and durable.
+    pub pos: u64,
+    /// The first stripes' data, saved on the new members before stripe 0
+    /// is rewritten, with its CRC-32C: a crash in there restores from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_crc: Option<u32>,
+}
+
+/// A hot spare the array may take when a member fails.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spare {
+    pub uuid: Uuid,
+    /// Last known path (a hint, as member paths are).
+    pub path: String,
 }
 
 /// One member's superblock.
@@ -101,6 +128,12 @@ pub struct Superblock {
     /// [`crate::assemble`]): paths inside it are stored relative to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<String>,
+    /// A grow in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reshape: Option<Reshape>,
+    /// Hot spares.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<Spare>,
 }
 
 impl Superblock {
@@ -111,7 +144,8 @@ impl Superblock {
     /// The label this superblock is on disk.
     pub fn to_label(&self) -> Result<Label, ArrayError> {
         let p = FixedPolicy {
-            format_version: self.format_version,
+            // A grow in progress is a format older versions cannot read.
+            format_version: if self.reshape.is_some() { GROWING_VERSION } else { self.format_version },
             role: self.role,
             geometry: self.geometry.clone(),
             member_data_size: self.member_data_size,
@@ -121,6 +155,8 @@ impl Superblock {
             member_paths: self.member_paths.clone(),
             journal: self.journal.clone(),
             home: self.home.clone(),
+            reshape: self.reshape.clone(),
+            spares: self.spares.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -142,7 +178,7 @@ impl Superblock {
             return Err(format!("a {} array's label, not a fixed array's", l.kind));
         }
         let p: FixedPolicy = l.policy().map_err(|e| e.to_string())?;
-        let sb = Superblock {
+        let mut sb = Superblock {
             format_version: p.format_version,
             array_uuid: l.array_uuid,
             member_uuid: l.member_uuid,
@@ -159,8 +195,12 @@ impl Superblock {
             created: l.created,
             journal: p.journal,
             home: p.home,
+            reshape: p.reshape,
+            spares: p.spares,
         };
         sb.validate()?;
+        // In memory the version is the array's; the grow's is on disk only.
+        sb.format_version = FORMAT_VERSION;
         Ok(sb)
     }
 
@@ -176,8 +216,9 @@ impl Superblock {
 
     /// Internal consistency of a decoded superblock.
     fn validate(&self) -> Result<(), String> {
-        if self.format_version != FORMAT_VERSION {
-            return Err(format!("unsupported format version {}", self.format_version));
+        match (self.format_version, &self.reshape) {
+            (FORMAT_VERSION, None) | (GROWING_VERSION, Some(_)) => {}
+            (v, _) => return Err(format!("unsupported format version {v}")),
         }
         let g = &self.geometry;
         let n = g.members;
@@ -191,6 +232,14 @@ impl Superblock {
         }
         if self.member_data_size != g.member_data_bytes() || self.data_offset != DATA_OFFSET {
             return Err("member data size or offset disagree with the geometry".into());
+        }
+        if let Some(r) = &self.reshape {
+            let f = &r.from;
+            let fb = f.stripes.checked_mul(f.unit).ok_or("grow geometry fields overflow")?;
+            let rebuilt = Geometry::new(f.level, f.members, f.unit, f.block, fb).map_err(|e| format!("grow: {e}"))?;
+            if &rebuilt != f || f.members >= n || f.unit != g.unit || f.block != g.block || f.stripes != g.stripes || f.m != g.m || r.pos > g.stripes {
+                return Err("the grow in progress disagrees with the geometry".into());
+            }
         }
         Ok(())
     }
@@ -247,4 +296,8 @@ struct FixedPolicy {
     journal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     home: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reshape: Option<Reshape>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    spares: Vec<Spare>,
 }

@@ -112,6 +112,8 @@ pub trait Planner {
 pub struct Counters {
     pub ops: OpCounts,
     pub members: Vec<DeviceIo>,
+    /// Failed operations per member: reads, writes (flushes count as writes).
+    pub errors: Vec<[u64; 2]>,
 }
 
 /// Runs programs on members.  One per array.
@@ -141,7 +143,7 @@ impl Executor {
             base,
             epoch: AtomicU64::new(0),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
-            counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n] }),
+            counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }),
             pool: std::sync::OnceLock::new(),
             all_memory: AtomicBool::new(all),
             scratch: slots::Pool::default(),
@@ -164,6 +166,18 @@ impl Executor {
         self.bump();
     }
 
+    /// Add a member after the last (an array that grows).
+    pub fn add_member(&self, m: Arc<dyn Member>) {
+        let mut ms = self.members.write();
+        ms.push(Some(m));
+        let mut c = self.counts.lock();
+        c.members.push(DeviceIo::default());
+        c.errors.push([0; 2]);
+        drop(c);
+        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
+        self.bump();
+    }
+
     /// The health epoch programs are planned against.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
@@ -180,7 +194,7 @@ impl Executor {
 
     pub fn reset_counters(&self) {
         let n = self.width();
-        *self.counts.lock() = Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n] };
+        *self.counts.lock() = Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] };
     }
 
     /// Lock the ranges `keys` (sorted, so two programs never wait on each
@@ -258,6 +272,7 @@ impl Executor {
                     // unless every one of them is cheap.
                     let cheap = ms.iter().all(|&m| self.member(m).is_some_and(|d| d.cheap_flush()));
                     let res = self.each(ms, if cheap { 0 } else { u64::MAX }, |&m| self.dev(m)?.flush());
+                    self.count_errors(Dir::Write, ms.iter().copied(), &res);
                     failures(ms.iter().copied(), res)?;
                 }
                 Phase::Reset(zs) => {
@@ -313,7 +328,21 @@ impl Executor {
                 }
             }
         }
+        self.count_errors(dir, ios.iter().map(|io| io.op.member), &res);
         failures(ios.iter().map(|io| io.op.member), res)
+    }
+
+    /// Count the failed operations of `res` by member and direction.
+    fn count_errors(&self, dir: Dir, members: impl Iterator<Item = usize>, res: &[io::Result<()>]) {
+        if res.iter().all(|r| r.is_ok()) {
+            return;
+        }
+        let mut c = self.counts.lock();
+        for (m, r) in members.zip(res) {
+            if let (Err(_), Some(e)) = (r, c.errors.get_mut(m)) {
+                e[matches!(dir, Dir::Write) as usize] += 1;
+            }
+        }
     }
 
     /// Run a phase's ops on the calling thread: one op, RAM members, or a

@@ -158,6 +158,7 @@ impl Volume for DvsVolume {
                 present: m.present,
                 path: self.member_path(m.index).map(|p| p.display().to_string()).unwrap_or_default(),
                 uuid: Some(m.uuid.to_string()),
+                errors: Default::default(),
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));

@@ -20,8 +20,13 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         ("capacity".into(), format!("{} ({} bytes), {} stripes", human(i.capacity), i.capacity, i.stripes)),
         ("member".into(), format!("{} data bytes from offset {}", human(i.member_data_size), i.data_offset)),
         ("journal".into(), i.journal.clone().unwrap_or_else(|| "none (write hole open)".into())),
+        ("spares".into(), if i.spares.is_empty() { "none".into() } else { i.spares.join(", ") }),
         ("state".into(), format!("{:?}{}, events {}", i.state, if i.degraded { ", degraded" } else { "" }, i.events)),
     ];
+    let mut summary = summary;
+    if let Some(g) = &i.grow {
+        summary.push(("grow".into(), format!("from {} members: {} of {} stripes restriped (resume: mosaic grow -a ARRAY)", g.from_members, g.done_stripes, g.total_stripes)));
+    }
     VolumeInfo {
         kind: kind.into(),
         level: i.level.clone(),
@@ -33,7 +38,14 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         members: i
             .member_list
             .iter()
-            .map(|m| VolumeMember { index: m.index, state: m.state, present: m.present, path: m.path.clone(), uuid: Some(m.uuid.to_string()) })
+            .map(|m| VolumeMember {
+                index: m.index,
+                state: m.state,
+                present: m.present,
+                path: m.path.clone(),
+                uuid: Some(m.uuid.to_string()),
+                errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
+            })
             .collect(),
         degraded: i.degraded,
         journal: i.journal.clone(),
@@ -141,6 +153,39 @@ impl Volume for Array {
     }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Ok(Array::scrub(self, repair, progress)?)
+    }
+    fn grow_start(&self, drives: &[std::path::PathBuf]) -> Result<()> {
+        let mut new = Vec::new();
+        let mut created = Vec::new();
+        for d in drives {
+            if !d.exists() {
+                created.push(d.clone());
+            }
+            match self.open_new_member(d) {
+                Ok(m) => new.push((m, d.display().to_string())),
+                Err(e) => {
+                    created.iter().for_each(|c| drop(std::fs::remove_file(c)));
+                    return Err(e.into());
+                }
+            }
+        }
+        let r = Array::grow_start(self, new);
+        if r.is_err() {
+            created.iter().for_each(|c| drop(std::fs::remove_file(c)));
+        }
+        Ok(r?)
+    }
+    fn grow_pending(&self) -> Option<(u64, u64)> {
+        Array::grow_pending(self)
+    }
+    fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
+        Ok(Array::grow_continue(self, progress, opts)?)
+    }
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        Ok(Array::add_spare(self, drive)?)
+    }
+    fn take_spare(&self) -> Result<Option<usize>> {
+        Ok(Array::take_spare(self)?)
     }
 }
 

@@ -53,6 +53,8 @@ pub enum Carries {
     Member { array: String, index: usize },
     /// A fixed-geometry array's write-ahead journal.
     Journal { array: String },
+    /// A hot spare of a fixed-geometry array.
+    Spare { array: String },
     /// A member of a DVS array.
     DvsMember { array: String, index: usize },
     /// An emulated zoned drive file without a DVS superblock (e.g. a
@@ -71,7 +73,7 @@ impl Carries {
     /// The array's UUID, when the path names one (as `mosaic info` prints it).
     pub fn array(&self) -> Option<&str> {
         match self {
-            Carries::Member { array, .. } | Carries::Journal { array } | Carries::DvsMember { array, .. } => Some(array),
+            Carries::Member { array, .. } | Carries::Journal { array } | Carries::DvsMember { array, .. } | Carries::Spare { array } => Some(array),
             Carries::Dir { inner, .. } => inner.array(),
             _ => None,
         }
@@ -94,6 +96,7 @@ impl fmt::Display for Carries {
             Carries::Member { array, index } => write!(f, "member {index} of array {array}"),
             Carries::Journal { array } => write!(f, "the journal of array {array}"),
             Carries::DvsMember { array, index } => write!(f, "member {index} of DVS array {array}"),
+            Carries::Spare { array } => write!(f, "a hot spare of array {array}"),
             Carries::ZonedFile => write!(f, "an emulated zoned drive (a DVS member file)"),
             Carries::Damaged => write!(f, "a member of an array with a damaged mosaic superblock"),
             Carries::OldFormat => write!(f, "an array of an older mosaic format"),
@@ -189,6 +192,7 @@ fn labelled(l: &Label) -> Carries {
     let (array, index) = (l.array_uuid.to_string(), l.member_index);
     match l.kind.as_str() {
         "dvs" => Carries::DvsMember { array, index },
+        _ if l.policy.get("role").and_then(|r| r.as_str()) == Some("spare") => Carries::Spare { array },
         _ => Carries::Member { array, index },
     }
 }

@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use mosaic_array::grow::{GrowOptions, GrowReport};
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, ArrayError, CacheVolume, RebuildReport, ScrubReport};
@@ -88,6 +89,18 @@ pub struct VolumeMember {
     pub path: String,
     /// Member UUID, for kinds that give members one.
     pub uuid: Option<String>,
+    /// Errors seen since open, for kinds that count them.
+    pub errors: MemberErrors,
+}
+
+/// Errors of one member since the volume was opened.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct MemberErrors {
+    /// Failed reads and writes (a member fails at its first).
+    pub read: u64,
+    pub write: u64,
+    /// Columns a scrub found wrong on the member.
+    pub checksum: u64,
 }
 
 /// What every kind of volume reports, plus the kind's own info.
@@ -175,6 +188,30 @@ pub trait Volume: Send + Sync {
     /// Verify every stripe's code (and repair mismatches with `repair`:
     /// fixed layouts rewrite the code units in place, DVS re-stripes).
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport>;
+
+    /// Add members at `drives` (files created with the members' size when
+    /// missing) and start restriping onto them; [`Volume::grow_continue`]
+    /// does the restripe.
+    fn grow_start(&self, _drives: &[std::path::PathBuf]) -> Result<()> {
+        Err(VolumeError::Usage(format!("a {} array cannot grow: grow works on fixed raid0, raid4, raid5, raid6 and rs arrays", self.info().kind)))
+    }
+    /// The grow in progress: stripes restriped and their total.
+    fn grow_pending(&self) -> Option<(u64, u64)> {
+        None
+    }
+    /// Restripe until the grow is done (resuming where it stopped);
+    /// `progress(done, total)` in stripes.
+    fn grow_continue(&self, _progress: &dyn Fn(u64, u64), _opts: GrowOptions) -> Result<GrowReport> {
+        Err(VolumeError::Usage("no grow is in progress".into()))
+    }
+    /// Add the device at `drive` (created when missing) as a hot spare.
+    fn add_spare(&self, _drive: &Path) -> Result<()> {
+        Err(VolumeError::Usage(format!("a {} array takes no hot spares (fixed arrays do)", self.info().kind)))
+    }
+    /// Put a hot spare in place of a failed member; which member, if any.
+    fn take_spare(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
 
     /// One step of background work when the volume has been idle (DVS:
     /// garbage collection); whether a step ran.  Call it repeatedly from

@@ -130,7 +130,7 @@ impl RemapVolume {
             }
         }
         let inner = create_inner(&dir.join(INNER_DIR), &c.inner, c.unit, c.block, c.force, c.journal_size)?;
-        let (geo, data_offset) = placement_geometry(inner.geometry())?;
+        let (geo, data_offset) = placement_geometry(&inner.geometry())?;
         let cfg = RemapConfig { block: c.block, ..c.config.clone() };
         let (policy, format) = RemapPolicy::format(cfg.clone(), geo.clone()).map_err(err)?;
         let blob = RemapBlob { config: cfg, geometry: geo, data_offset };
@@ -152,7 +152,7 @@ impl RemapVolume {
         let inner = Array::open(&ArraySpec::Dir(idir.clone()), writable).map_err(|e| VolumeError::Usage(format!("the inner array {}: {e}", idir.display())))?;
         let label = label_of(&idir, &inner)?;
         let blob: RemapBlob = label.policy().map_err(|e| err(format!("array {}: {e}", label.array_uuid)))?;
-        let (geo, off) = placement_geometry(inner.geometry())?;
+        let (geo, off) = placement_geometry(&inner.geometry())?;
         if geo != blob.geometry || off != blob.data_offset {
             return Err(err(format!("the label of {} describes another inner geometry than the array there has", idir.display())));
         }

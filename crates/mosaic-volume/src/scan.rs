@@ -51,14 +51,16 @@ pub struct FoundArray {
     /// Copies of a member seen more than once (the older ones).
     pub duplicates: Vec<String>,
     pub journals: Vec<String>,
+    /// Hot spares found.
+    pub spares: Vec<String>,
     /// Enough fresh members to open (all, or degraded within the code).
     pub complete: bool,
 }
 
 impl FoundArray {
-    /// The member list in index order, as `-a` takes it.
+    /// The member list in index order, then the spares, as `-a` takes it.
     pub fn spec(&self) -> String {
-        self.found.iter().map(|m| m.path.as_str()).collect::<Vec<_>>().join(",")
+        self.found.iter().map(|m| m.path.as_str()).chain(self.spares.iter().map(String::as_str)).collect::<Vec<_>>().join(",")
     }
 }
 
@@ -77,6 +79,7 @@ pub fn scan(paths: &[PathBuf]) -> Result<Vec<FoundArray>> {
                 }
             }
             Carries::Journal { array } => arrays.entry(array).or_default().journals.push(f.display().to_string()),
+            Carries::Spare { array } => arrays.entry(array).or_default().spares.push(f.display().to_string()),
             _ => {}
         }
     }
@@ -111,6 +114,7 @@ struct Builder {
     m: usize,
     by_index: BTreeMap<usize, Vec<FoundMember>>,
     journals: Vec<String>,
+    spares: Vec<String>,
 }
 
 impl Builder {
@@ -129,7 +133,7 @@ impl Builder {
     fn finish(self, uuid: String) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, complete: false });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (mut found, mut duplicates) = (Vec::new(), Vec::new());
@@ -143,7 +147,7 @@ impl Builder {
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
         let out = missing.len() + found.iter().filter(|m| m.stale).count();
         let complete = out <= self.m;
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, complete })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete })
     }
 }
 

@@ -1,0 +1,295 @@
+//! Grow: add members to a raid0/4/5/6 or rs array and restripe it online,
+//! crash-safe and resumable (md's `--grow`, ZFS raidz expansion).
+//!
+//! The new geometry has the same stripe unit and the same rows (stripes)
+//! per member, and D' > D data columns, so logical data moves only to
+//! lower or equal rows.  The restripe walks the new geometry's stripes in
+//! order; `pos` (in every superblock) says how many are done:
+//!
+//! ```text
+//!   logical  0 ──────────── pos·D'·u ───────────────────── old capacity
+//!            │ new layout (rows 0..pos) │ old layout (rows ≥ pos·D'/D) │
+//!
+//!   one step, clients held off (the gate), copies new stripes pos..pos+b:
+//!     read  logical [pos·D'u, (pos+b)·D'u) through the old layout
+//!     write new stripes pos..pos+b whole (full-stripe writes, new code)
+//!     flush the members, then record pos+b in every superblock
+//! ```
+//!
+//! **Why a crash loses nothing.**  Rewriting rows `pos..pos+b` destroys
+//! the old data there: logical units `[pos·D, (pos+b)·D)`, which must
+//! already sit durably below `pos` in the new layout, so
+//! `(pos+b)·D ≤ pos·D'`, i.e. `b ≤ pos·(D'−D)/D`.  The data a step copies
+//! lives in old rows `≥ pos·D'/D ≥ pos+b`, which no earlier step wrote, so
+//! redoing a step after a crash reads the same bytes.  Before each step the
+//! journal (if any) is checkpointed: its records name rows in the old
+//! layout, and a replay must never write them over restriped rows.
+//!
+//! The first `C = ⌈D/(D'−D)⌉` stripes cannot meet that rule (at `pos = 0`
+//! nothing is below).  Their data is first saved on the new members' last
+//! rows, which nothing uses until the walk ends there, and its CRC-32C is
+//! recorded in the superblocks; a crash in the critical section restores
+//! from that copy.  Steps grow geometrically (`b ≈ pos·(D'−D)/D`, capped),
+//! so the walk takes few superblock writes.  Past the old capacity the new
+//! stripes are written with zeros, so every stripe's code is right when
+//! the grow ends and the capacity becomes D'·u·stripes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use mosaic_core::{FixedLayout, Geometry, Level, MemberState};
+use mosaic_dev::{FileMember, Member};
+use mosaic_exec::Client;
+
+use crate::array::{Array, Shape};
+use crate::superblock::{Reshape, DATA_OFFSET};
+use crate::ArrayError;
+
+/// Most data one step copies.
+const STEP_BYTES: u64 = 8 << 20;
+
+/// How a restripe run ends early.
+#[derive(Debug, Clone, Default)]
+pub struct GrowOptions {
+    /// For tests: stop abruptly after copying this many stripes, as a
+    /// killed process would.
+    pub abort_after_stripes: Option<u64>,
+    /// Pause (cleanly, between steps) when this is set: a server stopping.
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// What a finished grow did.
+#[derive(Debug, Clone, Serialize)]
+pub struct GrowReport {
+    pub members: usize,
+    pub capacity: u64,
+    /// Stripes restriped by this run (a resumed grow counts its part).
+    pub stripes: u64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+    pub resumed: bool,
+    /// Paused before the end (asked to stop); the next run resumes.
+    pub paused: bool,
+}
+
+/// The level of `level` with `added` more data columns.
+fn grown_level(level: Level, added: usize) -> Result<Level, ArrayError> {
+    match level {
+        Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 => Ok(level),
+        Level::Rs { k, m } => {
+            let k = usize::from(k) + added;
+            let k = u16::try_from(k).map_err(|_| ArrayError::Usage(format!("rs with {k} data columns is too wide")))?;
+            Ok(Level::Rs { k, m })
+        }
+        other => Err(ArrayError::Usage(format!("a {other} array cannot grow: grow works on raid0, raid4, raid5, raid6 and rs"))),
+    }
+}
+
+/// Stripes of the critical section: `⌈D/(D'−D)⌉`.
+fn critical(old: &Geometry, new: &Geometry) -> u64 {
+    (old.k as u64).div_ceil((new.k - old.k) as u64)
+}
+
+/// Rows of each new member that hold the critical section's copy.
+fn backup_rows(old: &Geometry, new: &Geometry) -> u64 {
+    let units = critical(old, new) * new.k as u64;
+    units.div_ceil((new.members - old.members) as u64)
+}
+
+impl Array {
+    /// Open `path` as a new member (created with the members' size when
+    /// missing) for [`Array::grow_start`].
+    pub fn open_new_member(&self, path: &Path) -> Result<Arc<dyn Member>, ArrayError> {
+        let size = DATA_OFFSET + self.geometry().member_data_bytes();
+        let m = if path.exists() {
+            FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?
+        } else {
+            FileMember::create(path, size).map_err(|e| ArrayError::Io(e.to_string()))?
+        };
+        m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+        Ok(Arc::new(m))
+    }
+
+    /// Add `new` members and start the restripe ([`Array::grow_continue`]
+    /// does it).  The array must be healthy and not growing already.
+    pub fn grow_start(&self, new: Vec<(Arc<dyn Member>, String)>) -> Result<(), ArrayError> {
+        self.check_writable()?;
+        let sh = self.shape();
+        if sh.reshape.is_some() {
+            return Err(ArrayError::Usage("a grow is in progress already: resume it (mosaic grow -a ARRAY)".into()));
+        }
+        if new.is_empty() {
+            return Err(ArrayError::Usage("grow needs at least one new member".into()));
+        }
+        let old = self.geometry();
+        if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
+            return Err(ArrayError::Usage("the array is degraded: rebuild it before growing".into()));
+        }
+        let level = grown_level(old.level, new.len())?;
+        let n = old.members + new.len();
+        let geo = Geometry::new(level, n, old.unit, old.block, old.member_data_bytes())?;
+        debug_assert_eq!(geo.stripes, old.stripes);
+        for (m, path) in &new {
+            let need = DATA_OFFSET + geo.member_data_bytes();
+            if m.size() < need {
+                return Err(ArrayError::BadMember(format!("{path}: too small to join: {} bytes, the array needs {need}", m.size())));
+            }
+        }
+        let need = critical(&old, &geo) + backup_rows(&old, &geo);
+        if geo.stripes < need + 1 {
+            return Err(ArrayError::Usage(format!("the array is too small to grow: it has {} stripes, growing by {} needs {}", geo.stripes, new.len(), need + 1)));
+        }
+        let _g = self.gate.write();
+        let paths: Vec<String> = new.iter().map(|(_, p)| p.clone()).collect();
+        for (m, _) in new {
+            self.push_member(m);
+        }
+        let reshape = Reshape { from: old, pos: 0, backup_crc: None };
+        self.set_shape(Shape::of(geo.clone(), Some(&reshape))?);
+        self.write_superblocks(|s| {
+            s.geometry = geo.clone();
+            s.member_data_size = geo.member_data_bytes();
+            for p in paths {
+                s.member_uuids.push(Uuid::new_v4());
+                s.member_paths.push(p);
+            }
+            s.reshape = Some(reshape);
+        })
+    }
+
+    /// The grow in progress: stripes done and the total.
+    pub fn grow_pending(&self) -> Option<(u64, u64)> {
+        let sh = self.shape();
+        sh.reshape.as_ref().map(|(_, pos)| (*pos, sh.layout.planner.geo.stripes))
+    }
+
+    /// Restripe until done, resuming where the superblocks say;
+    /// `progress(done, total)` in stripes after each step.
+    pub fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: GrowOptions) -> Result<GrowReport, ArrayError> {
+        self.check_writable()?;
+        let t0 = Instant::now();
+        let Some((start, total)) = self.grow_pending() else {
+            return Err(ArrayError::Usage("no grow is in progress (mosaic grow -a ARRAY --add DRIVE starts one)".into()));
+        };
+        let mut written = 0u64;
+        let mut paused = false;
+        loop {
+            if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                paused = true;
+                break;
+            }
+            let sh = self.shape();
+            let Some((old, pos)) = sh.reshape.clone() else { break };
+            if pos >= total {
+                let _g = self.gate.write();
+                let geo = sh.layout.planner.geo.clone();
+                self.set_shape(Shape::of(geo, None)?);
+                self.write_superblocks(|s| s.reshape = None)?;
+                break;
+            }
+            if let Some(stop) = opts.abort_after_stripes {
+                if pos - start >= stop {
+                    std::process::abort(); // a kill, for tests: no cleanup
+                }
+            }
+            written += self.grow_step(&sh.layout, &old, pos)?;
+            if let Some((done, _)) = self.grow_pending() {
+                progress(done, total);
+            }
+        }
+        if !paused {
+            progress(total, total);
+        }
+        let done = self.grow_pending().map_or(total, |(d, _)| d);
+        Ok(GrowReport {
+            members: self.geometry().members,
+            capacity: self.capacity(),
+            stripes: done - start,
+            bytes_written: written,
+            seconds: t0.elapsed().as_secs_f64(),
+            resumed: start > 0,
+            paused,
+        })
+    }
+
+    /// One step from `pos`, clients held off; bytes written.
+    fn grow_step(&self, new: &Arc<FixedLayout>, old: &Arc<FixedLayout>, pos: u64) -> Result<u64, ArrayError> {
+        let (ng, og) = (&new.planner.geo, &old.planner.geo);
+        let _g = self.gate.write();
+        // Journal records name old rows: none may replay over new ones.
+        self.journal_checkpoint()?;
+        let c = critical(og, ng).min(ng.stripes);
+        let (end, backup) = if pos == 0 {
+            (c, true)
+        } else {
+            let safe = pos * (ng.k - og.k) as u64 / og.k as u64;
+            let cap = (STEP_BYTES / ng.stripe_data_bytes()).max(1);
+            (pos + safe.min(cap).min(ng.stripes - pos).max(1), false)
+        };
+        assert!(backup || (end * og.k as u64) <= pos * ng.k as u64, "a grow step would overwrite data not yet restriped");
+        let data = if backup { self.grow_backup(ng, og, old, c)? } else { self.grow_read(old, pos, end)? };
+        let at = pos * ng.stripe_data_bytes();
+        self.submit_on(new, at, Client::In(&data), data.len() as u64, true)?;
+        self.flush()?;
+        let reshape = Reshape { from: og.clone(), pos: end, backup_crc: None };
+        self.set_shape(Shape::of(ng.clone(), Some(&reshape))?);
+        self.write_superblocks(|s| s.reshape = Some(reshape))?;
+        Ok(data.len() as u64 / ng.k as u64 * (ng.k + ng.m) as u64)
+    }
+
+    /// The logical data of new stripes `from..to`, read through the old
+    /// layout (zeros past the old capacity).
+    fn grow_read(&self, old: &FixedLayout, from: u64, to: u64) -> Result<Vec<u8>, ArrayError> {
+        let per = self.geometry().stripe_data_bytes();
+        let (a, b) = (from * per, to * per);
+        let mut buf = vec![0u8; (b - a) as usize];
+        let cap = old.planner.geo.capacity();
+        if a < cap {
+            let n = (b.min(cap) - a) as usize;
+            self.submit_on(old, a, Client::Out(&mut buf[..n]), n as u64, false)?;
+        }
+        Ok(buf)
+    }
+
+    /// The critical section's data: saved on the new members' last rows
+    /// first (or, after a crash in here, restored from there).
+    fn grow_backup(&self, ng: &Geometry, og: &Geometry, old: &FixedLayout, c: u64) -> Result<Vec<u8>, ArrayError> {
+        let rows = backup_rows(og, ng);
+        let chunk = (rows * ng.unit) as usize;
+        let off = DATA_OFFSET + (ng.stripes - rows) * ng.unit;
+        let len = (c * ng.stripe_data_bytes()) as usize;
+        let saved = self.superblock().reshape.and_then(|r| r.backup_crc);
+        let new_members: Vec<Arc<dyn Member>> = (og.members..ng.members)
+            .map(|i| self.member(i).ok_or_else(|| ArrayError::Io(format!("member {i} (new) is missing: its copy of the first stripes is needed"))))
+            .collect::<Result<_, _>>()?;
+        let io = |e: std::io::Error| ArrayError::Io(format!("grow: the first stripes' copy: {e}"));
+        if let Some(crc) = saved {
+            let mut buf = vec![0u8; chunk * new_members.len()];
+            for (m, part) in new_members.iter().zip(buf.chunks_mut(chunk)) {
+                m.read_at(part, off).map_err(io)?;
+            }
+            buf.truncate(len);
+            if crc32c::crc32c(&buf) != crc {
+                return Err(ArrayError::Io("grow: the saved copy of the first stripes is damaged (CRC mismatch); the array cannot be restored automatically".into()));
+            }
+            return Ok(buf);
+        }
+        let data = self.grow_read(old, 0, c)?;
+        let mut padded = data.clone();
+        padded.resize(chunk * new_members.len(), 0);
+        for (m, part) in new_members.iter().zip(padded.chunks(chunk)) {
+            m.write_at(part, off).and_then(|_| m.flush()).map_err(io)?;
+        }
+        let crc = crc32c::crc32c(&data);
+        self.write_superblocks(|s| {
+            if let Some(r) = s.reshape.as_mut() {
+                r.backup_crc = Some(crc);
+            }
+        })?;
+        Ok(data)
+    }
+}
