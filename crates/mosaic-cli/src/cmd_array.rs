@@ -88,6 +88,11 @@ pub struct CreateArgs {
     /// remap: share of each drive's units kept spare, where moves land (0.125)
     #[arg(long)]
     pub remap_spare: Option<f64>,
+    /// A hot spare for a fixed-level array: a file or block device (a
+    /// missing file is created at the members' size) that takes a failed
+    /// member's place while the array is served; repeat for several
+    #[arg(long = "spare", value_name = "DRIVE")]
+    pub spare: Vec<PathBuf>,
     /// tier: the fast inner array, LEVEL:N (raid1:2, raid5:4), rs:K+M or
     /// cbro:N+K[,cda=...]; created in DIR/fast
     #[arg(long)]
@@ -220,7 +225,7 @@ pub struct ScrubArgs {
 
 /// Open any kind of array (fixed, nested CBRO or DVS) as a volume, with
 /// what the open found worth a warning.
-fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+pub(crate) fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
     let vol = mosaic_volume::open(spec, writable)?;
     for w in vol.warnings() {
         eprintln!("warning: {w}");
@@ -404,6 +409,9 @@ fn remove(p: &Path) {
 
 /// Create the array `a` describes (dispatched by `--level`).
 fn create_array(a: &CreateArgs) -> Result<i32> {
+    if !a.spare.is_empty() && (a.level == "tier" || a.level == "remap" || a.level.starts_with("dvs") || mosaic_array::nested::split_cda(&a.level)?.is_some()) {
+        bail!("--spare is for fixed-level arrays (raid0..6, rs, cbro without nested check arrays); a {} array takes no hot spares", a.level);
+    }
     if a.level == "tier" {
         return create_tier(a);
     }
@@ -466,7 +474,13 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         (None, ArraySpec::Dir(d), false) => Some(d.join(mosaic_array::array::JOURNAL_FILE)),
         _ => None,
     };
+    for sp in &a.spare {
+        check_output(sp, a.force)?;
+    }
     let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
+    for sp in &a.spare {
+        arr.add_spare(sp)?;
+    }
     if journal.is_none() && arr.geometry().m > 0 {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
     }

@@ -6,15 +6,20 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::control::{self, Request};
-use crate::util::print_json;
+use crate::util::{human, print_json};
 
 #[derive(Args)]
 pub struct StatusArgs {
     /// The array (default: every array this user serves)
     #[arg(short = 'a', long = "array")]
     pub array: Option<String>,
+    /// Print as JSON (one array of status objects; with --watch, one line per sample)
     #[arg(long)]
     pub json: bool,
+    /// Print again every SECS seconds, with client ops/s and MiB/s over
+    /// each interval (as iostat does), until interrupted
+    #[arg(long, value_name = "SECS")]
+    pub watch: Option<f64>,
 }
 
 #[derive(Args)]
@@ -26,11 +31,47 @@ pub struct ArrayArg {
 /// `mosaic status`: health, members and counters of one array, or of
 /// every served one.  Exit 0 healthy, 4 degraded, 5 failed (the worst).
 pub fn status(a: StatusArgs) -> Result<i32> {
-    let bodies = match &a.array {
+    let Some(every) = a.watch else { return status_once(&a, &mut Default::default()) };
+    if !(every > 0.0 && every.is_finite()) {
+        bail!("--watch needs a positive number of seconds");
+    }
+    let mut last = std::collections::HashMap::new();
+    loop {
+        status_once(&a, &mut last)?;
+        std::thread::sleep(std::time::Duration::from_secs_f64(every));
+    }
+}
+
+/// Client rates of `b` since the sample in `last` (or since the server
+/// started): ops/s and MiB/s, reads and writes.
+fn rates(b: &mut serde_json::Value, last: &mut std::collections::HashMap<String, serde_json::Value>) {
+    let c = b["clients"].clone();
+    if c.is_null() {
+        return;
+    }
+    let key = b["uuid"].as_str().unwrap_or_default().to_string();
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+    let prev = last.insert(key, c.clone()).unwrap_or_else(|| serde_json::json!({}));
+    let secs = (f(&c, "seconds") - f(&prev, "seconds")).max(1e-9);
+    let per = |k: &str| (f(&c, k) - f(&prev, k)) / secs;
+    b["client_rates"] = serde_json::json!({
+        "seconds": secs,
+        "read_ops_per_s": per("reads"), "write_ops_per_s": per("writes"),
+        "read_mib_per_s": per("read_bytes") / 1048576.0, "write_mib_per_s": per("write_bytes") / 1048576.0,
+    });
+}
+
+fn status_once(a: &StatusArgs, last: &mut std::collections::HashMap<String, serde_json::Value>) -> Result<i32> {
+    let mut bodies = match &a.array {
         Some(spec) => vec![one(spec)?],
         None => served()?,
     };
-    if a.json {
+    for b in &mut bodies {
+        rates(b, last);
+    }
+    if a.json && a.watch.is_some() {
+        println!("{}", serde_json::Value::Array(bodies.clone()));
+    } else if a.json {
         print_json(&serde_json::Value::Array(bodies.clone()))?;
     } else if bodies.is_empty() {
         println!("no arrays served by this user");
@@ -81,11 +122,33 @@ fn text(b: &serde_json::Value) -> String {
         b["health"].as_str().unwrap_or("?").to_uppercase(),
         if b["served"] == true { ", served" } else { "" }
     );
+    s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");
-        s += &format!("  {:>3}  {:<10} {}{}\n", m["index"], st, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
+        let errs = format!("{}/{}/{}", m["errors"]["read"], m["errors"]["write"], m["errors"]["checksum"]);
+        s += &format!("  {:>6}  {:<10} {:>17}  {}{}\n", m["index"], st, errs, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
+    }
+    for sp in b["spares"].as_array().into_iter().flatten() {
+        s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));
     }
     s += &format!("  device reads {}, writes {}\n", b["device_reads"], b["device_writes"]);
+    let j = &b["journal"];
+    if !j.is_null() {
+        let (u, c) = (j["used"].as_f64().unwrap_or(0.0), j["capacity"].as_f64().unwrap_or(1.0).max(1.0));
+        s += &format!("  journal {:.1}% full ({} of {})\n", 100.0 * u / c, human(u as u64), human(c as u64));
+    }
+    let r = &b["client_rates"];
+    if !r.is_null() {
+        let g = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        s += &format!(
+            "  clients over {:.1} s: read {:.0} ops/s {:.1} MiB/s, write {:.0} ops/s {:.1} MiB/s\n",
+            g("seconds"), g("read_ops_per_s"), g("read_mib_per_s"), g("write_ops_per_s"), g("write_mib_per_s")
+        );
+    }
+    let gr = &b["grow"];
+    if !gr.is_null() {
+        s += &format!("  grow from {} members: {} of {} stripes restriped\n", gr["from_members"], gr["done_stripes"], gr["total_stripes"]);
+    }
     let m = &b["maintenance"];
     if !m.is_null() {
         let (d, t) = (m["done_bytes"].as_f64().unwrap_or(0.0), m["total_bytes"].as_f64().unwrap_or(1.0).max(1.0));
@@ -93,6 +156,13 @@ fn text(b: &serde_json::Value) -> String {
     }
     for f in b["failed_while_open"].as_array().into_iter().flatten() {
         s += &format!("  member {} failed while open: {}\n", f[0], f[1].as_str().unwrap_or(""));
+    }
+    let ev = b["events"].as_array().cloned().unwrap_or_default();
+    if !ev.is_empty() {
+        s += "  last events:\n";
+        for e in ev.iter().rev().take(5).rev() {
+            s += &format!("    {} {}: {}\n", e["time"].as_str().unwrap_or(""), e["kind"].as_str().unwrap_or(""), e["detail"].as_str().unwrap_or(""));
+        }
     }
     s
 }

@@ -107,6 +107,9 @@ fn describe(f: &FoundArray) -> String {
     for j in &f.journals {
         s += &format!("  journal {j}\n");
     }
+    for sp in &f.spares {
+        s += &format!("  spare   {sp}\n");
+    }
     if !f.found.is_empty() {
         s += &format!("  -a {}\n", f.spec());
     }

@@ -223,7 +223,6 @@ struct VolumeExport {
     /// The advertised minimum block (at most `block`).
     min_block: u64,
     preferred: u64,
-    capacity: u64,
     /// Sub-block writes read-modify-write whole blocks: they hold this
     /// exclusively, aligned writes share it, so no write is lost.
     rmw: RwLock<()>,
@@ -231,6 +230,8 @@ struct VolumeExport {
     monitor: Option<Arc<Ring>>,
     /// Time stamps (ring and trace) count from here: the server's start.
     start: Instant,
+    /// Requests served, for `mosaic status`.
+    stats: Arc<crate::control::ClientStats>,
 }
 
 fn io_err(e: VolumeError) -> io::Error {
@@ -244,8 +245,9 @@ impl VolumeExport {
         if !min_block.is_power_of_two() || min_block > block {
             bail!("--min-block must be a power of two no larger than the array's block ({block})");
         }
-        let (preferred, capacity, rmw, start) = (vol.preferred_block(), vol.capacity(), RwLock::new(()), Instant::now());
-        Ok(VolumeExport { block, min_block, preferred, capacity, vol, rmw, recorder, monitor, start })
+        let (preferred, rmw, start) = (vol.preferred_block(), RwLock::new(()), Instant::now());
+        let stats = Arc::new(crate::control::ClientStats::default());
+        Ok(VolumeExport { block, min_block, preferred, vol, rmw, recorder, monitor, start, stats })
     }
 
     /// The `--monitor` ring, for a periodic job to take snapshots of.
@@ -265,6 +267,7 @@ impl VolumeExport {
 
     /// A request served (successfully or not): into the `--record` trace.
     fn served(&self, op: Op, off: u64, len: u64, arrived: Instant) {
+        self.stats.count(op, len);
         if let Some(rec) = &self.recorder {
             rec.record(op, off, len, arrived.duration_since(self.start).as_nanos() as u64, arrived.elapsed().as_nanos() as u64);
         }
@@ -312,7 +315,8 @@ impl VolumeExport {
 
 impl Export for VolumeExport {
     fn size(&self) -> u64 {
-        self.capacity
+        // Live: a grown array shows its new size to new connections.
+        self.vol.capacity()
     }
     fn block_size(&self) -> u64 {
         self.min_block
@@ -498,7 +502,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Clients find the socket by the UUID on the disks `-a` names (for a
     // tier or remapped array, its first inner array's).
     let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
-    let control = crate::control::serve(vol.clone(), &key, stop.clone(), a.maint_rate, events.clone())?;
+    let control = crate::control::serve(vol.clone(), &key, stop.clone(), a.maint_rate, events.clone(), export.stats.clone())?;
     eprintln!("mosaic serve: control socket {}", control.path.display());
     // Scripts wait for this exact line.
     eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));

@@ -23,7 +23,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -48,6 +48,9 @@ pub enum Request {
     Scrub { repair: bool },
     Flush,
     Stop,
+    /// Add members and restripe (no drives: resume a grow).
+    Grow { drives: Vec<PathBuf>, force: bool },
+    AddSpare { drive: PathBuf, force: bool },
 }
 
 /// Rebuild or scrub in progress, for `status`.
@@ -62,6 +65,45 @@ pub struct Maint {
     started: std::time::Instant,
 }
 
+/// Client requests a server has served, for `status` (rates come from
+/// two samples: `status --watch`, or one sample and the server's age).
+#[derive(Debug)]
+pub struct ClientStats {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+    started: std::time::Instant,
+}
+
+impl Default for ClientStats {
+    fn default() -> ClientStats {
+        let z = || AtomicU64::new(0);
+        ClientStats { reads: z(), writes: z(), read_bytes: z(), write_bytes: z(), started: std::time::Instant::now() }
+    }
+}
+
+impl ClientStats {
+    /// One request served.
+    pub fn count(&self, op: mosaic_trace::Op, len: u64) {
+        let (n, b) = match op {
+            mosaic_trace::Op::Read => (&self.reads, &self.read_bytes),
+            mosaic_trace::Op::Write => (&self.writes, &self.write_bytes),
+        };
+        n.fetch_add(1, Ordering::Relaxed);
+        b.fetch_add(len, Ordering::Relaxed);
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        serde_json::json!({
+            "reads": g(&self.reads), "writes": g(&self.writes),
+            "read_bytes": g(&self.read_bytes), "write_bytes": g(&self.write_bytes),
+            "seconds": self.started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
 /// What the control threads share.
 struct Shared {
     vol: Arc<dyn Volume>,
@@ -70,6 +112,7 @@ struct Shared {
     rate: u64,
     maint: std::sync::Mutex<Option<Maint>>,
     events: Arc<crate::events::Events>,
+    clients: Arc<ClientStats>,
 }
 
 /// The answer: `body` on success, `error` otherwise.
@@ -136,12 +179,14 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
 pub struct Server {
     pub path: PathBuf,
     handle: JoinHandle<()>,
+    supervisor: JoinHandle<()>,
 }
 
 impl Server {
     /// Wait for the thread (after `stop` was set) and remove the socket.
     pub fn finish(self) {
         let _ = self.handle.join();
+        let _ = self.supervisor.join();
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -149,7 +194,7 @@ impl Server {
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
 /// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
 /// unlimited).  Refuses when another server answers there.
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>) -> Result<Server> {
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
@@ -161,9 +206,11 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64,
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events });
+    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events, clients });
+    let sup = shared.clone();
+    let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
-    Ok(Server { path, handle })
+    Ok(Server { path, handle, supervisor })
 }
 
 fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
@@ -234,7 +281,12 @@ fn run(sh: &Shared, req: &Request) -> Response {
     let vol = sh.vol.as_ref();
     let r: Result<serde_json::Value> = match req {
         Request::Info => info_body(vol),
-        Request::Status => Ok(status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone())),
+        Request::Status => {
+            let mut b = status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone());
+            b["clients"] = sh.clients.json();
+            b["events"] = serde_json::to_value(sh.events.recent()).unwrap_or_default();
+            Ok(b)
+        }
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
             sh.events.emit(Event { kind: "member-failed", member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
             serde_json::json!({ "failed": member })
@@ -250,6 +302,11 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: "scrub-end", member: None, detail });
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
+        }),
+        Request::Grow { drives, force } => grow(sh, drives, *force),
+        Request::AddSpare { drive, force } => crate::cmd_grow::add_spare(vol, drive, *force).map(|_| {
+            sh.events.emit(Event { kind: "spare-added", member: None, detail: format!("{} added as a hot spare", drive.display()) });
+            serde_json::json!({ "spare": drive })
         }),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
         Request::Stop => {
@@ -268,6 +325,65 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool) -> Result<serd
     crate::cmd_array::check_drive(vol, drive, force)?;
     vol.replace(member, drive)?;
     maintain(sh, "rebuild", |tick| rebuild_body(sh, tick))
+}
+
+fn grow(sh: &Shared, drives: &[PathBuf], force: bool) -> Result<serde_json::Value> {
+    let vol = sh.vol.as_ref();
+    for d in drives {
+        crate::cmd_array::check_drive(vol, d, force)?;
+    }
+    if !drives.is_empty() {
+        if sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            bail!("a rebuild, scrub or grow is running: grow when it is done");
+        }
+        vol.grow_start(drives)?;
+    }
+    maintain(sh, "grow", |tick| grow_body(sh, tick))
+}
+
+fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    sh.events.emit(Event { kind: "grow-start", member: None, detail: "grow: restriping started".into() });
+    let opts = mosaic_volume::GrowOptions { abort_after_stripes: crate::cmd_grow::fault_abort(), stop: Some(sh.stop.clone()) };
+    let rep = sh.vol.grow_continue(tick, opts);
+    let detail = match &rep {
+        Ok(r) if r.paused => format!("grow paused at a checkpoint (the server stops); it resumes when the array is served again or with mosaic grow"),
+        Ok(r) => format!("grow done: {} members, {} bytes, in {:.1} s", r.members, r.capacity, r.seconds),
+        Err(e) => format!("grow stopped: {e}"),
+    };
+    sh.events.emit(Event { kind: "grow-end", member: None, detail });
+    let rep = rep?;
+    Ok(serde_json::json!({ "json": rep, "text": crate::cmd_grow::grow_text(&rep), "code": 0 }))
+}
+
+/// What the server does by itself: resume a grow it finds in progress, and
+/// put a hot spare in place of a failed member, then rebuild it online.
+fn supervise(sh: Arc<Shared>) {
+    let mut grow_tried = false;
+    while !sh.stop.load(Ordering::Relaxed) {
+        let idle = sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_none();
+        if idle && !grow_tried && sh.vol.grow_pending().is_some() {
+            grow_tried = true;
+            if let Err(e) = maintain(&sh, "grow", |tick| grow_body(&sh, tick)) {
+                eprintln!("mosaic serve: grow: {e:#}");
+            }
+            continue;
+        }
+        if idle {
+            match sh.vol.take_spare() {
+                Ok(Some(m)) => {
+                    let path = sh.vol.info().members.get(m).map(|x| x.path.clone()).unwrap_or_default();
+                    sh.events.emit(Event { kind: "spare-takeover", member: Some(m), detail: format!("hot spare {path} takes the place of failed member {m}; rebuilding it") });
+                    if let Err(e) = maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick)) {
+                        eprintln!("mosaic serve: rebuild onto the spare: {e:#}");
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => eprintln!("mosaic serve: taking a hot spare: {e:#}"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
@@ -361,6 +477,9 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         _ => Health::Degraded,
     };
     let io = vol.io_counters();
+    let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
+    let spares = ["/spares", "/inner/spares"].iter().find_map(|p| info.detail.pointer(p).cloned());
+    let grow = info.detail.pointer("/grow").cloned();
     serde_json::json!({
         "uuid": info.uuid,
         "kind": info.kind,
@@ -373,5 +492,10 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "device_writes": io.device_writes,
         "failed_while_open": vol.auto_failed(),
         "maintenance": maint,
+        "journal": fill,
+        "spares": spares.unwrap_or_else(|| serde_json::json!([])),
+        "grow": grow,
+        "clients": null,
+        "events": [],
     })
 }

@@ -24,6 +24,8 @@ pub struct Event {
 
 /// Where events go: the log, and the `--on-event` program.
 pub struct Events {
+    /// The newest events (time, event), for `mosaic status`.
+    recent: Mutex<std::collections::VecDeque<(String, Event)>>,
     tx: Option<Mutex<Sender<(Event, String)>>>,
     runner: Option<std::thread::JoinHandle<()>>,
 }
@@ -31,7 +33,7 @@ pub struct Events {
 impl Events {
     /// Events of array `array`; `cmd` runs for each (in a thread of its own).
     pub fn new(array: &str, cmd: Option<String>) -> Events {
-        let Some(cmd) = cmd else { return Events { tx: None, runner: None } };
+        let Some(cmd) = cmd else { return Events { recent: Default::default(), tx: None, runner: None } };
         let (tx, rx) = channel::<(Event, String)>();
         let array = array.to_string();
         let runner = std::thread::spawn(move || {
@@ -39,20 +41,36 @@ impl Events {
                 run(&cmd, &array, &e, &time);
             }
         });
-        Events { tx: Some(Mutex::new(tx)), runner: Some(runner) }
+        Events { recent: Default::default(), tx: Some(Mutex::new(tx)), runner: Some(runner) }
     }
 
     /// Log `e` and hand it to the program.
     pub fn emit(&self, e: Event) {
         let time = crate::cmd_serve::now_rfc3339();
         eprintln!("mosaic serve: {time}: {}", e.detail);
+        {
+            let mut r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if r.len() == RECENT {
+                r.pop_front();
+            }
+            r.push_back((time.clone(), e.clone()));
+        }
         if let Some(tx) = &self.tx {
             let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send((e, time));
         }
     }
 }
 
+/// How many events `status` shows.
+const RECENT: usize = 32;
+
 impl Events {
+    /// The newest events, oldest first.
+    pub fn recent(&self) -> Vec<serde_json::Value> {
+        let r = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        r.iter().map(|(t, e)| serde_json::json!({ "time": t, "kind": e.kind, "member": e.member, "detail": e.detail })).collect()
+    }
+
     /// Wait until the program has run for every event emitted.
     pub fn finish(mut self) {
         self.tx = None;

@@ -13,6 +13,7 @@ mod cmd_control;
 mod cmd_demo;
 mod cmd_dvs;
 mod cmd_eval;
+mod cmd_grow;
 mod cmd_model;
 mod cmd_scan;
 mod cmd_serve;
@@ -58,6 +59,10 @@ enum Cmd {
     Fail(cmd_array::FailArgs),
     /// Replace a failed member with a new drive and rebuild onto it
     Replace(cmd_array::ReplaceArgs),
+    /// Add members to a raid0/4/5/6 or rs array and restripe onto them (online when served; resumes an interrupted grow)
+    Grow(cmd_grow::GrowArgs),
+    /// Add hot spares to an array
+    Add(cmd_grow::AddArgs),
     /// Resume an interrupted rebuild
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
@@ -109,6 +114,8 @@ fn main() {
         Cmd::Read(a) => cmd_array::read(a),
         Cmd::Fail(a) => cmd_array::fail(a),
         Cmd::Replace(a) => cmd_array::replace(a),
+        Cmd::Grow(a) => cmd_grow::grow(a),
+        Cmd::Add(a) => cmd_grow::add(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
         Cmd::Serve(a) => cmd_serve::run(a),

@@ -55,10 +55,14 @@ fn eval_ppc_runs_and_normalises() {
     // A --trace that does not exist is an error, not a silent skip.
     let e = fails(&["eval", "ppc", "--json", "--trace", "/nonexistent"]);
     assert!(e.contains("trace /nonexistent does not exist"), "{e}");
-    // Without --trace, where the default trace is absent: skipped with a note.
+    // Without --trace, where the default trace is absent (no ../shared
+    // beside the working directory, whatever sits beside the temp dir):
+    // skipped with a note.
+    let cwd = t.path().join("work");
+    std::fs::create_dir(&cwd).unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
         .args(["eval", "ppc", "--json", "--plot", t.path().to_str().unwrap()])
-        .current_dir(t.path())
+        .current_dir(&cwd)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

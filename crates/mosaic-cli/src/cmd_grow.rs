@@ -1,0 +1,143 @@
+//! `mosaic grow` (add members and restripe, online when served) and
+//! `mosaic add --spare` (hot spares).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use mosaic_volume::{GrowOptions, GrowReport, Volume};
+
+use crate::cmd_array::{check_drive, open};
+use crate::control::{ask, print_remote, Request};
+use crate::util::{human, print_json};
+
+#[derive(Args)]
+pub struct GrowArgs {
+    /// The array: a directory or a comma list of member paths
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// A new member: a file or block device (a missing file is created at
+    /// the members' size); repeat for several
+    #[arg(long = "add", value_name = "DRIVE")]
+    pub add: Vec<PathBuf>,
+    /// Grow a directory array to this many members, creating member-NN.img
+    /// files in it (instead of --add)
+    #[arg(long, conflicts_with = "add")]
+    pub members: Option<usize>,
+    /// Use a drive that carries another array's superblock or journal
+    #[arg(long)]
+    pub force: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct AddArgs {
+    /// The array: a directory or a comma list of member paths
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// A hot spare: a file or block device (a missing file is created at
+    /// the members' size); it takes a failed member's place by itself
+    /// while the array is served; repeat for several
+    #[arg(long = "spare", value_name = "DRIVE", required = true)]
+    pub spare: Vec<PathBuf>,
+    /// Use a drive that carries another array's superblock or journal
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// An absolute path (the server resolves paths from its own directory).
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
+}
+
+/// The drives `a` adds: `--add`, or the member files `--members N` means.
+fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
+    let Some(n) = a.members else { return a.add.iter().map(|p| absolute(p)).collect() };
+    let dir = Path::new(&a.array);
+    if a.array.contains(',') || !dir.is_dir() {
+        bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");
+    }
+    let have = match ask(&a.array, &Request::Status)? {
+        Some(st) => st["members"].as_array().map_or(0, Vec::len),
+        None => open(&a.array, false)?.info().members.len(),
+    };
+    if n <= have {
+        bail!("the array has {have} members already; --members must be more (shrinking is not supported)");
+    }
+    (have..n).map(|i| absolute(&mosaic_array::spec::ArraySpec::member_file(dir, i))).collect()
+}
+
+pub fn grow(a: GrowArgs) -> Result<i32> {
+    let drives = new_drives(&a)?;
+    if let Some(b) = ask(&a.array, &Request::Grow { drives: drives.clone(), force: a.force })? {
+        return print_remote(&b, a.json);
+    }
+    let vol = open(&a.array, true)?;
+    if !drives.is_empty() {
+        for d in &drives {
+            check_drive(vol.as_ref(), d, a.force)?;
+        }
+        vol.grow_start(&drives)?;
+    }
+    let rep = grow_with_progress(vol.as_ref())?;
+    vol.close()?;
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        print!("{}", grow_text(&rep));
+    }
+    Ok(0)
+}
+
+/// Restripe to the end with a progress bar (offline).
+fn grow_with_progress(vol: &dyn Volume) -> Result<GrowReport> {
+    let info = vol.info();
+    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "grow");
+    let opts = GrowOptions { abort_after_stripes: fault_abort(), stop: None };
+    let rep = vol.grow_continue(&tick, opts)?;
+    pb.finish_and_clear();
+    Ok(rep)
+}
+
+/// For tests: `MOSAIC_FAULT_ABORT_GROW_AFTER=N` kills the process after
+/// N stripes of a grow, as `kill -9` would.
+pub(crate) fn fault_abort() -> Option<u64> {
+    std::env::var("MOSAIC_FAULT_ABORT_GROW_AFTER").ok().and_then(|v| v.parse().ok())
+}
+
+/// What `grow` prints.
+pub(crate) fn grow_text(rep: &GrowReport) -> String {
+    format!(
+        "{} {} members, capacity {}: {} stripes restriped{} ({} written in {:.2} s)\n",
+        if rep.paused { "grow paused (resume with mosaic grow -a ARRAY):" } else { "grown to" },
+        rep.members,
+        human(rep.capacity),
+        rep.stripes,
+        if rep.resumed { " (resumed)" } else { "" },
+        human(rep.bytes_written),
+        rep.seconds
+    )
+}
+
+pub fn add(a: AddArgs) -> Result<i32> {
+    for s in &a.spare {
+        let drive = absolute(s)?;
+        let req = Request::AddSpare { drive: drive.clone(), force: a.force };
+        if ask(&a.array, &req)?.is_none() {
+            let vol = open(&a.array, true)?;
+            add_spare(vol.as_ref(), &drive, a.force)?;
+            vol.close()?;
+        }
+        println!("{} is a hot spare of {}", drive.display(), a.array);
+    }
+    Ok(0)
+}
+
+/// Check `drive` (no other array's device without `--force`) and add it.
+pub(crate) fn add_spare(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
+    check_drive(vol, drive, force)?;
+    Ok(vol.add_spare(drive)?)
+}

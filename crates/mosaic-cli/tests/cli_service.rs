@@ -1,0 +1,174 @@
+//! A served array under a real client (fio over NBD, verifying every
+//! block with crc32c): a member fails and a hot spare takes over and is
+//! rebuilt online; an online `scrub --repair` under load; a grow from 4 to
+//! 6 members killed with SIGKILL mid-restripe and resumed.  `status
+//! --json` is checked at each stage, and `--on-event` hears the failure.
+
+mod common;
+use common::{json, mosaic, ok};
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// fio over NBD on `port`: `args` after the common ones.  Verify state
+/// files stay out of the way (`--verify_state_save=0`).
+fn fio(dir: &Path, port: u16, name: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("fio");
+    c.current_dir(dir)
+        .args(["--name", name, "--ioengine=nbd", "--verify_state_save=0", "--verify=crc32c", "--bs=4k", "--iodepth=8"])
+        .arg(format!("--uri=nbd://127.0.0.1:{port}/mosaic"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Wait for a background fio; panic with its output unless it passed.
+fn passed(c: Child, what: &str) {
+    let o = c.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && !out.contains("verify:") && !err.contains("verify"), "{what}: fio failed\n{out}\n{err}");
+}
+
+fn status(a: &str) -> (i32, serde_json::Value) {
+    let o = mosaic(&["status", "-a", a, "--json"]);
+    let v = json(&String::from_utf8_lossy(&o.stdout));
+    (o.status.code().unwrap_or(-1), v[0].clone())
+}
+
+/// Poll `status` until `done` holds (at most `secs`); the last status.
+fn wait_status(a: &str, secs: u64, what: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let (_, s) = status(a);
+        if done(&s) {
+            return s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}: not reached in {secs} s: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_hot_spare_takes_over_and_is_rebuilt_online_under_fio_verify() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    let spare = t.path().join("spare.img");
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "24M", "--spare", spare.to_str().unwrap()]);
+    let log = t.path().join("events.log");
+    let on_event = format!("echo \"$MOSAIC_EVENT ${{MOSAIC_MEMBER:-}}\" >> {}", log.display());
+    let srv = common::serve::Serve::start(a, &["--quiet", "--on-event", &on_event, "--maint-rate", "16M"]);
+    // Stage 1: healthy, one spare ready.
+    let (code, s) = status(a);
+    assert_eq!((code, s["health"].as_str()), (0, Some("healthy")), "{s}");
+    assert_eq!(s["spares"].as_array().map(|v| v.len()), Some(1), "{s}");
+    assert!(s["journal"]["capacity"].as_u64().unwrap() > 0, "journal fill is shown: {s}");
+    // fio writes 40 MiB at random and verifies every block, while a member fails.
+    let job = fio(t.path(), srv.port, "spare", &["--rw=randwrite", "--size=40M", "--rate_iops=4000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ok(&["fail", "-a", a, "--member", "2"]).contains("marked failed"));
+    // Stage 2: the spare took member 2's place and is rebuilt while fio runs.
+    let s = wait_status(a, 120, "the spare rebuilt", |s| s["health"] == "healthy" && s["maintenance"].is_null());
+    assert_eq!(s["spares"].as_array().map(|v| v.len()), Some(0), "the spare is used: {s}");
+    assert_eq!(s["members"][2]["path"].as_str().map(|p| p.ends_with("spare.img")), Some(true), "member 2 is the spare now: {s}");
+    let kinds: Vec<&str> = s["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    for k in ["member-failed", "spare-takeover", "rebuild-start", "rebuild-end"] {
+        assert!(kinds.contains(&k), "status lists the {k} event: {kinds:?}");
+    }
+    passed(job, "randwrite + verify through a failure and an online rebuild");
+    // Stage 3: the clients' counts are in status, with rates.
+    let (_, s) = status(a);
+    assert!(s["clients"]["writes"].as_u64().unwrap() >= 10240, "40 MiB of 4 KiB writes counted: {s}");
+    assert!(s["client_rates"]["write_ops_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    let text = ok(&["status", "-a", a]);
+    assert!(text.contains("spare-takeover") && text.contains("journal") && text.contains("errors(r/w/cksum)"), "{text}");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert!(events.lines().any(|l| l == "member-failed 2"), "--on-event heard the failure: {events}");
+    assert!(events.lines().any(|l| l == "spare-takeover 2"), "{events}");
+    // Offline: every stripe consistent, the spare is member 2 for good.
+    assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert!(info["member_list"][2]["path"].as_str().unwrap().ends_with("spare.img"), "{info}");
+}
+
+#[test]
+fn an_online_scrub_repairs_under_load() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid6", "--members", "5", "--member-size", "16M"]);
+    // Known bytes past what fio touches, then one member's unit there damaged.
+    let pattern: Vec<u8> = (0..8u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let input = t.path().join("pattern.bin");
+    std::fs::write(&input, &pattern).unwrap();
+    ok(&["write", "-a", a, "--offset", "32M", "--input", input.to_str().unwrap()]);
+    let m1 = arr.join("member-01.img");
+    let f = std::fs::OpenOptions::new().write(true).open(&m1).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xa5; 4096], (1 << 20) + (12 << 20)).unwrap();
+    drop(f);
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "32M"]);
+    let job = fio(t.path(), srv.port, "scrub", &["--rw=randrw", "--size=24M", "--rate_iops=3000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let rep = json(&ok(&["scrub", "-a", a, "--repair", "--json"]));
+    assert!(rep["mismatched"].as_u64().unwrap() >= 1, "the damage is found: {rep}");
+    assert!(rep["findings"].as_array().unwrap().iter().any(|f| f["member"] == 1), "and located on member 1: {rep}");
+    passed(job, "randrw + verify during an online scrub --repair");
+    let (_, s) = status(a);
+    assert!(s["members"][1]["errors"]["checksum"].as_u64().unwrap() >= 1, "status counts the checksum error: {s}");
+    let rep = json(&ok(&["scrub", "-a", a, "--json"]));
+    assert_eq!(rep["mismatched"], 0, "repaired: {rep}");
+    srv.stop();
+    let out = t.path().join("back.bin");
+    ok(&["read", "-a", a, "--offset", "32M", "--length", "8M", "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == pattern, "the damaged unit was rewritten from the others");
+}
+
+#[test]
+fn a_grow_killed_mid_restripe_resumes_and_loses_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "24M"]);
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "6M"]);
+    // Region A, written and verified before the grow.
+    let region_a = ["--rw=write", "--size=30M", "--offset=0"];
+    let first = fio(t.path(), srv.port, "a", &region_a).spawn().unwrap();
+    passed(first, "region A before the grow");
+    // The grow runs through the server; fio writes and verifies region B meanwhile.
+    let grow = Command::new(env!("CARGO_BIN_EXE_mosaic")).args(["grow", "-a", a, "--members", "6"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let s = wait_status(a, 60, "the grow started", |s| s["maintenance"]["what"] == "grow");
+    assert_eq!(s["health"], "healthy", "{s}");
+    let region_b = ["--rw=randwrite", "--size=8M", "--offset=34M"];
+    passed(fio(t.path(), srv.port, "b", &region_b).spawn().unwrap(), "region B during the grow");
+    let s = wait_status(a, 120, "the restripe under way", |s| {
+        let g = &s["grow"];
+        g["done_stripes"].as_u64().unwrap_or(0) * 5 >= g["total_stripes"].as_u64().unwrap_or(u64::MAX)
+    });
+    let done = s["grow"]["done_stripes"].as_u64().unwrap();
+    assert!(done < s["grow"]["total_stripes"].as_u64().unwrap(), "killed mid-restripe: {s}");
+    // kill -9: no flush, no close.
+    let mut srv = srv;
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+    let _ = grow.wait_with_output();
+    // Offline the array opens mid-grow and says so.
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert!(info["grow"]["done_stripes"].as_u64().unwrap() >= done, "{info}");
+    // Served again, the grow resumes by itself and ends.
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "0"]);
+    let s = wait_status(a, 120, "the resumed grow done", |s| s["grow"].is_null() && s["maintenance"].is_null());
+    assert_eq!((s["health"].as_str(), s["members"].as_array().unwrap().len()), (Some("healthy"), 6), "{s}");
+    assert_eq!(s["capacity"], 5 * 23 * 1024 * 1024, "capacity of 6 members: {s}");
+    let kinds: Vec<&str> = s["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"grow-end"), "{kinds:?}");
+    // Both regions verify after the kill and the resume; the new space takes writes.
+    passed(fio(t.path(), srv.port, "a", &[&region_a[..], &["--verify_only"]].concat()).spawn().unwrap(), "region A after the resume");
+    passed(fio(t.path(), srv.port, "b", &[&region_b[..], &["--verify_only"]].concat()).spawn().unwrap(), "region B after the resume");
+    passed(fio(t.path(), srv.port, "c", &["--rw=write", "--size=20M", "--offset=90M"]).spawn().unwrap(), "the new space");
+    srv.stop();
+    assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
+}
