@@ -76,45 +76,9 @@ impl ArraySpec {
     }
 }
 
-/// Parse sizes like `4096`, `64K`, `12k`, `64M`, `1G`, `2T` (binary units).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        None => (t, 1u64),
-        Some((i, _)) => {
-            let suffix = t[i..].to_ascii_lowercase();
-            let mult = match suffix.as_str() {
-                "b" => 1,
-                "k" | "kb" | "kib" => 1 << 10,
-                "m" | "mb" | "mib" => 1 << 20,
-                "g" | "gb" | "gib" => 1 << 30,
-                "t" | "tb" | "tib" => 1 << 40,
-                "s" => 512,
-                _ => return Err(format!("bad size {s:?}: unknown suffix {suffix:?} (use K, M, G, T or s for 512-byte sectors)")),
-            };
-            (&t[..i], mult)
-        }
-    };
-    let n: u64 = num.trim().parse().map_err(|_| format!("bad size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert_eq!(parse_size("12K").unwrap(), 12288);
-        assert_eq!(parse_size("896k").unwrap(), 896 * 1024);
-        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
-        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
-        assert_eq!(parse_size("8s").unwrap(), 4096);
-        assert!(parse_size("12Q").unwrap_err().contains("unknown suffix"));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("99999999999T").unwrap_err().contains("too large"));
-    }
 
     #[test]
     fn specs() {

@@ -24,12 +24,13 @@ pub struct CacheBenchArgs {
     /// Seconds per random-write measurement
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
-    /// Each cache structure's size
+    /// Size of each cache structure (write cache, parity cache, old-data buffer)
     #[arg(long, value_parser = size, default_value = "1M")]
     pub cache_size: u64,
-    /// Footprint of the random writes
+    /// Span the random 4 KiB writes address
     #[arg(long, value_parser = size, default_value = "8M")]
     pub footprint: u64,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }

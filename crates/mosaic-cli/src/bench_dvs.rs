@@ -37,6 +37,7 @@ pub struct DvsBenchArgs {
     /// Size of each member
     #[arg(long, value_parser = size, default_value = "64M")]
     pub member_size: u64,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }

@@ -40,6 +40,7 @@ pub struct TierBenchArgs {
     /// Size of each fast member (the slow members are 2x)
     #[arg(long, value_parser = size, default_value = "64M")]
     pub member_size: u64,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }

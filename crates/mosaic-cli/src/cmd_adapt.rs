@@ -44,10 +44,12 @@ pub struct AdaptArgs {
     /// Correlation threshold: keep pairs requested together at least N times
     #[arg(long, default_value_t = 1)]
     pub threshold: u64,
-    /// Most data to move: BYTES (e.g. 64M) or PERCENT of the capacity (e.g. 5%)
+    /// Most data to move: a size (e.g. 64M) or PERCENT% of the capacity (e.g.
+    /// 5%) (default: no limit)
     #[arg(long)]
     pub max_move: Option<String>,
-    /// Migration budget in bytes per second (e.g. 50M; default unlimited)
+    /// Migration budget in bytes per second, a size (e.g. 50M; default:
+    /// unlimited)
     #[arg(long, value_parser = size)]
     pub rate: Option<u64>,
     /// Show the plan (bytes to move, conflicts before and after, the simulator's predicted gain); move nothing
@@ -62,6 +64,7 @@ pub struct AdaptArgs {
     /// Drive model for the dry run's prediction (default: SSD)
     #[arg(long, default_value = "ssd:samsung-830-128g")]
     pub model: String,
+    /// Print the plan and the moves as JSON
     #[arg(long)]
     pub json: bool,
 }

@@ -23,14 +23,52 @@ use crate::util::{check_output, human, print_json, progress, size, table};
 /// Largest piece moved per array call by `read`/`write`.
 const CHUNK: u64 = 8 << 20;
 
+/// Every level `create --level` takes, as (syntax, an example, what it
+/// is): the one list `create --help` is made from, checked against the
+/// level parsers by the help tests.
+pub const LEVELS: &[(&str, &str, &str)] = &[
+    ("raid0", "raid0", "striping, no redundancy"),
+    ("raid1", "raid1", "n-way mirror"),
+    ("raid4", "raid4", "one dedicated parity member"),
+    ("raid5", "raid5", "rotating parity (left-symmetric, like md)"),
+    ("raid6", "raid6", "rotating P+Q"),
+    ("rs:K+M", "rs:10+4", "Reed-Solomon, K data + M code members"),
+    ("cbro:N+K[,cda=...]", "cbro:16+1,cda=raid5:4", "N data members, K check drive arrays (cda=single, raid0:W, raid5:W, raid6:W, rs:K+M or cbro:...)"),
+    ("dvs[:2]", "dvs:2", "DVS-RAID on zoned members (--zoned), 1 or 2 parity"),
+    ("tier", "tier", "hybrid tier of two inner arrays (--fast, --slow)"),
+    ("remap", "remap", "remapped inner array (--inner), see mosaic adapt"),
+];
+
+/// `--level`'s help: the names (short) or a line per level (long, each
+/// description wrapped to fit 80 columns below clap's indent of 10).
+fn level_help(long: bool) -> String {
+    let names: Vec<&str> = LEVELS.iter().map(|(s, _, _)| *s).collect();
+    let mut h = format!("The array's level: {}", names.join(", "));
+    if long {
+        h.push(':');
+        for (syntax, _, what) in LEVELS {
+            let mut line = format!("\n  {syntax:<18}");
+            for word in what.split(' ') {
+                if line.len() + 1 + word.len() > 70 {
+                    h.push_str(&line);
+                    line = format!("\n{:20}", "");
+                }
+                line.push(' ');
+                line.push_str(word);
+            }
+            h.push_str(&line);
+        }
+    }
+    h
+}
+
 #[derive(Args)]
 pub struct CreateArgs {
     /// A directory to create member files in, or a comma list of existing member files / block devices
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], dvs
-    /// (with --zoned), tier (with --fast and --slow) or remap (with --inner)
-    #[arg(long)]
+    // The list, with one line per level in --help: `LEVELS`.
+    #[arg(long, help = level_help(false), long_help = level_help(true))]
     pub level: String,
     /// Number of members (implied by rs:K+M; defaults to the number of paths)
     #[arg(long)]
@@ -41,20 +79,21 @@ pub struct CreateArgs {
     /// Stripe unit: any multiple of the block size up to 64M (e.g. 12K, 896K)
     #[arg(long, value_parser = size, default_value = "64K")]
     pub stripe_unit: u64,
-    /// Logical block size: 512 or 4096
+    /// Logical block size in bytes: 512 or 4096
     #[arg(long, value_parser = size, default_value = "4096")]
     pub block_size: u64,
     /// Overwrite members that already belong to an array
     #[arg(long)]
     pub force: bool,
-    /// Skip the initial parity sync of existing devices
+    /// Skip the initial parity sync of existing devices (their code units are
+    /// taken as consistent)
     #[arg(long)]
     pub assume_clean: bool,
     /// Write-ahead journal (a file, created when absent, or a fast device) that
     /// closes the RAID write hole; default for a directory: DIR/journal.img
     #[arg(long, conflicts_with = "no_journal")]
     pub journal: Option<PathBuf>,
-    /// Size of a journal file to create
+    /// Size of the journal file to create (with a directory or --journal FILE)
     #[arg(long, value_parser = size, default_value = "64M")]
     pub journal_size: u64,
     /// No journal: a crash during a write followed by a member failure can
@@ -66,12 +105,15 @@ pub struct CreateArgs {
     /// model's numbers, when a CDA will be the bottleneck
     #[arg(long, requires = "cda_device")]
     pub data_device: Option<String>,
+    /// cbro: drive model of the check drive arrays (e.g. ssd:samsung-830-128g),
+    /// with --data-device
     #[arg(long, requires = "data_device")]
     pub cda_device: Option<String>,
     /// dvs: members are emulated host-managed zoned drives (required)
     #[arg(long)]
     pub zoned: bool,
-    /// dvs: zone (= segment) size
+    /// dvs: zone (= segment) size (default: 16M, at most a quarter of
+    /// --member-size)
     #[arg(long, value_parser = size)]
     pub zone_size: Option<u64>,
     /// dvs: write cache size (journalled in the conventional zones; 0 or
@@ -82,10 +124,12 @@ pub struct CreateArgs {
     /// (raid0:14, raid5:4, raid6:6) or rs:K+M; created in DIR/inner
     #[arg(long)]
     pub inner: Option<String>,
-    /// remap: the unit that moves (divides --stripe-unit; default the stripe unit)
+    /// remap: the unit that moves; divides --stripe-unit (default: the stripe
+    /// unit)
     #[arg(long, value_parser = size)]
     pub remap_unit: Option<u64>,
-    /// remap: share of each drive's units kept spare, where moves land (0.125)
+    /// remap: share of each drive's units kept spare, where moves land, in
+    /// (0, 0.5] (default: 0.125)
     #[arg(long)]
     pub remap_spare: Option<f64>,
     /// A hot spare for a fixed-level array: a file or block device (a
@@ -107,64 +151,77 @@ pub struct CreateArgs {
     #[arg(long, value_parser = size)]
     pub slow_size: Option<u64>,
     /// tier: ReHypar data sections' extent sizes, equal shares of the fast
-    /// data space (default 64K,256K)
+    /// data space (default: 64K,256K)
     #[arg(long)]
     pub tier_extents: Option<String>,
-    /// tier: ReHypar's chunk threshold V in blocks (8 and 32 in the paper)
+    /// tier: ReHypar's chunk threshold V in blocks (default: 8; the paper uses
+    /// 8 and 32)
     #[arg(long)]
     pub tier_v: Option<u64>,
     /// tier: the fast devices' erase block; extents are aligned to it
+    /// (default: 256K)
     #[arg(long, value_parser = size)]
     pub tier_erase_block: Option<u64>,
     /// tier: plain fixed extents instead of ReHypar's chunk partitioning
     #[arg(long)]
     pub tier_fixed_extents: bool,
-    /// tier: demote when the fast tier is fuller than this (0.8) ...
+    /// tier: demote when the fast tier is fuller than this share (default: 0.8)
     #[arg(long)]
     pub tier_high_water: Option<f64>,
-    /// tier: ... until it is at most this full (0.6)
+    /// tier: ... until it is at most this full (default: 0.6)
     #[arg(long)]
     pub tier_low_water: Option<f64>,
-    /// tier: promote a slow group after this many read hits (2)
+    /// tier: promote a slow group after this many read hits (default: 2)
     #[arg(long)]
     pub tier_promote_hits: Option<u32>,
     /// tier: decide by a clock that advances this many ns per request
     /// instead of real time (reproducible replays; 0 = real time)
     #[arg(long, default_value_t = 0)]
     pub tier_request_clock: u64,
+    /// Print the created array's description as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct InfoArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
+    /// Print the superblock and members as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct WriteArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// Logical byte offset (K/M/G suffixes)
+    /// Logical byte offset in the array to write at (a size: 0, 4096, 1M)
     #[arg(long, value_parser = size)]
     pub offset: u64,
     /// File whose bytes are written (`-`: standard input); any offset and
     /// length (partial blocks are read, modified and written back)
     #[arg(long)]
     pub input: PathBuf,
+    /// Print the report (bytes, device operations) as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct ReadArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
+    /// Logical byte offset in the array to read from (a size: 0, 4096, 1M)
     #[arg(long, value_parser = size)]
     pub offset: u64,
+    /// Bytes to read (a size: 4096, 4M)
     #[arg(long, value_parser = size)]
     pub length: u64,
     /// File to write the bytes to (`-`: standard output; the report then
@@ -174,21 +231,26 @@ pub struct ReadArgs {
     /// Overwrite an output that is a member or journal of another array
     #[arg(long)]
     pub force: bool,
+    /// Print the report (bytes, device operations) as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct FailArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// Member index (see mosaic info)
+    /// Member index to mark failed (see mosaic info)
     #[arg(long)]
     pub member: usize,
 }
 
 #[derive(Args)]
 pub struct ReplaceArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
     /// Index of the failed member to replace
@@ -200,25 +262,32 @@ pub struct ReplaceArgs {
     /// Overwrite a drive that is a member or journal of another array
     #[arg(long)]
     pub force: bool,
+    /// Print the rebuild report as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct RebuildArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
+    /// Print the rebuild report as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct ScrubArgs {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
     /// Rewrite code units that disagree with the data
     #[arg(long)]
     pub repair: bool,
+    /// Print the scrub report (every mismatch found) as JSON
     #[arg(long)]
     pub json: bool,
 }

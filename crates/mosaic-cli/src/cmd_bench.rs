@@ -37,30 +37,33 @@ pub struct ReplayBenchArgs {
     /// Requests in the generated trace
     #[arg(long, default_value_t = 1_000_000)]
     pub requests: u64,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct EncodeArgs {
-    /// Seconds per measurement
+    /// Seconds per measurement (fractions allowed)
     #[arg(long, default_value_t = 0.5)]
     pub seconds: f64,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args)]
 pub struct ArrayBenchArgs {
-    /// Seconds per measurement
+    /// Seconds per measurement (fractions allowed)
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
-    /// Member size in MiB
-    #[arg(long, default_value_t = 256)]
-    pub member_mib: u64,
+    /// Size of each in-memory member
+    #[arg(long, value_parser = crate::util::size, default_value = "256M")]
+    pub member_size: u64,
     /// Skip the 1 MiB sequential workload (profiling the small-write path)
     #[arg(long)]
     pub random_only: bool,
+    /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -134,7 +137,7 @@ fn rate(dur: Duration, mut f: impl FnMut(u64) -> Result<()>) -> Result<f64> {
 
 fn array(a: ArrayBenchArgs) -> Result<i32> {
     let dur = Duration::from_secs_f64(a.seconds);
-    let member_size = a.member_mib << 20;
+    let member_size = a.member_size;
     let mut rows = Vec::new();
     for (level, n) in [(Level::Raid5, 5usize), (Level::Raid6, 10usize)] {
         let members: Vec<(Arc<dyn Member>, String)> =

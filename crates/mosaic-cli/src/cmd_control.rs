@@ -13,7 +13,7 @@ pub struct StatusArgs {
     /// The array (default: every array this user serves)
     #[arg(short = 'a', long = "array")]
     pub array: Option<String>,
-    /// Print as JSON (one array of status objects; with --watch, one line per sample)
+    /// Print each array's status as JSON (a list; with --watch, one line per sample)
     #[arg(long)]
     pub json: bool,
     /// Print again every SECS seconds, with client ops/s and MiB/s over
@@ -24,6 +24,8 @@ pub struct StatusArgs {
 
 #[derive(Args)]
 pub struct ArrayArg {
+    /// The array: a directory of member files, or a comma list of member files
+    /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
 }

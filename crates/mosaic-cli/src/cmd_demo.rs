@@ -34,6 +34,7 @@ pub struct DemoArgs {
     /// Let --dir hold an array already (it is overwritten)
     #[arg(long, requires = "dir")]
     pub force: bool,
+    /// Print the summary as JSON instead of the narrated steps
     #[arg(long)]
     pub json: bool,
 }

@@ -18,17 +18,22 @@ use crate::util::{human, print_json};
 /// Default zone (segment) size of created DVS members.
 pub const DEFAULT_ZONE: u64 = 16 << 20;
 
+/// The parity chunks of a DVS level: `dvs` (or `dvs:1`) one, `dvs:2` two.
+pub fn dvs_parity(level: &str) -> Option<usize> {
+    match level {
+        "dvs" | "dvs:1" => Some(1),
+        "dvs:2" => Some(2),
+        _ => None,
+    }
+}
+
 /// `mosaic create -a DIR --level dvs[:K] --members N --member-size S --zoned --stripe-unit U`.
 /// `level` is `dvs` (one parity chunk) or `dvs:2` (Reed-Solomon P+Q);
 /// `zone_size` defaults to [`DEFAULT_ZONE`]; `cache_size` (bytes) gives
 /// the array a journalled SSG write cache (None: write-through).
 #[allow(clippy::too_many_arguments)]
 pub fn create_dvs(array: &str, level: &str, members: Option<usize>, member_size: Option<u64>, stripe_unit: u64, block_size: u64, zone_size: Option<u64>, cache_size: Option<u64>, force: bool, json: bool) -> Result<i32> {
-    let parity = match level {
-        "dvs" | "dvs:1" => 1,
-        "dvs:2" => 2,
-        _ => bail!("unknown DVS level {level:?}: expected dvs or dvs:2"),
-    };
+    let Some(parity) = dvs_parity(level) else { bail!("unknown DVS level {level:?}: expected dvs or dvs:2") };
     if array.contains(',') {
         bail!("--level dvs creates its members as zoned files in a directory: give -a DIR");
     }
@@ -94,6 +99,7 @@ pub struct EvalDvsArgs {
     /// Overwrite plot files that are members or journals of an array
     #[arg(long)]
     pub force: bool,
+    /// Print every result as JSON
     #[arg(long)]
     pub json: bool,
     /// The real trace (CloudPhysics format; default ../shared/traces/cloudphysics-vscsi-part1.csv
@@ -106,6 +112,7 @@ pub struct EvalDvsArgs {
     /// Multiply trace timestamps by this (4 = replay the hour over four hours)
     #[arg(long, default_value_t = 4.0)]
     pub trace_time_scale: f64,
+    /// Seed of the synthetic workloads
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }

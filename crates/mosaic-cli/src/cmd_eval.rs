@@ -68,6 +68,7 @@ pub struct EvalAdaptArgs {
     /// Every number as JSON
     #[arg(long)]
     pub json: bool,
+    /// Seed of the initial layout and the planted trace
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
@@ -93,6 +94,7 @@ pub struct EvalTierArgs {
     /// Replay at most this many trace requests (default: 20,000; 2,000 with --quick)
     #[arg(long)]
     pub trace_requests: Option<u64>,
+    /// Seed of the synthetic workloads
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
@@ -102,10 +104,13 @@ pub struct CbroArgs {
     /// Writes per configuration and size
     #[arg(long, default_value_t = 20_000)]
     pub requests: u64,
+    /// Drive model of the 16 data drives (and of the RAID-5/6 baselines)
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
     pub data_device: String,
+    /// Drive model of the check drive arrays
     #[arg(long, default_value = "ssd:samsung-830-128g")]
     pub cda_device: String,
+    /// Print every row as JSON
     #[arg(long)]
     pub json: bool,
     /// Write an SVG of throughput by request size
@@ -253,15 +258,23 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     let ssd = a.cda_device.clone();
     let mut rows = Vec::new();
     let mut points = Vec::new();
-    for kib in [4u64, 8, 16, 64, 256, 1024] {
+    const SIZES_KIB: [u64; 6] = [4, 8, 16, 64, 256, 1024];
+    // A bar over the runs: six configurations at each size.
+    let pb = crate::util::steps(6 * SIZES_KIB.len() as u64, "eval");
+    let iops = |level: &str, devices: &[String], size: u64| {
+        let r = saturated_iops(level, devices, size, a.requests);
+        pb.inc(1);
+        r
+    };
+    for kib in SIZES_KIB {
         let s = kib << 10;
-        let r5 = saturated_iops("raid5", std::slice::from_ref(&hdd), s, a.requests)?;
-        let r6 = saturated_iops("raid6", std::slice::from_ref(&hdd), s, a.requests)?;
-        let c1 = saturated_iops("cbro:16+1", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
-        let c2 = saturated_iops("cbro:16+2", &[hdd.clone(), format!("16-17={ssd}")], s, a.requests)?;
-        let c1h = saturated_iops("cbro:16+1", std::slice::from_ref(&hdd), s, a.requests)?;
+        let r5 = iops("raid5", std::slice::from_ref(&hdd), s)?;
+        let r6 = iops("raid6", std::slice::from_ref(&hdd), s)?;
+        let c1 = iops("cbro:16+1", &[hdd.clone(), format!("16={ssd}")], s)?;
+        let c2 = iops("cbro:16+2", &[hdd.clone(), format!("16-17={ssd}")], s)?;
+        let c1h = iops("cbro:16+1", std::slice::from_ref(&hdd), s)?;
         // The CDA itself a raid5 of 4 SSDs (a nested plan per code unit).
-        let c1r = saturated_iops("cbro:16+1,cda=raid5:4", &[hdd.clone(), format!("16={ssd}")], s, a.requests)?;
+        let c1r = iops("cbro:16+1,cda=raid5:4", &[hdd.clone(), format!("16={ssd}")], s)?;
         // The model's performance check for one SSD CDA (saturated rates).
         let check = crate::cmd_model::cbro_rows(&hdd, &ssd, 16, 1, &[s])?.remove(0).check;
         for (name, v) in [("raid5 x16 HDD", r5), ("raid6 x16 HDD", r6), ("cbro:16+1 SSD CDA", c1), ("cbro:16+2 SSD CDAs", c2), ("cbro:16+1 HDD CDA", c1h), ("cbro:16+1 raid5:4 SSD CDA", c1r)] {
@@ -284,6 +297,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
             cda_check: check.message.clone(),
         });
     }
+    pb.finish_and_clear();
     if let Some(p) = &a.plot {
         crate::cmd_eval::plot_points(p, "CBRO: random single-unit writes, 16 data drives", &points).map_err(anyhow::Error::msg)?;
     }
@@ -305,7 +319,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     ]];
     for r in &rows {
         t.push(vec![
-            format!("{}K", r.size >> 10),
+            crate::util::short(r.size),
             format!("{:.0}", r.raid5_iops),
             format!("{:.0}", r.raid6_iops),
             format!("{:.0}", r.cbro1_iops),
@@ -320,7 +334,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     println!("CBRO on {} data drives, CDA {} (Jeremic et al. 2015, Sect. 5); closed loop, queue depth 512, {} writes each", hdd, ssd, a.requests);
     print!("{}", table(&t));
     for r in rows.iter().filter(|r| !r.cda_keeps_up) {
-        println!("warning at {}K: {}", r.size >> 10, r.cda_check);
+        println!("warning at {}: {}", crate::util::short(r.size), r.cda_check);
     }
     Ok(0)
 }

@@ -10,11 +10,12 @@ use mosaic_drives::{DriveModel, ReqKind};
 use mosaic_model::DriveTiming;
 
 use crate::cmd_sim::TraceInput;
-use crate::util::{human, print_json};
+use crate::util::{human, print_json, short};
 
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Drive model preset or file:PATH.toml
+    /// Drive model: a preset (hdd:seagate-st91000640ss, ssd:samsung-830-128g ...)
+    /// or file:PATH.toml
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
     pub device: String,
     /// Number of drives n
@@ -23,12 +24,14 @@ pub struct ModelArgs {
     /// Code blocks per stripe k
     #[arg(long, default_value_t = 1)]
     pub codes: usize,
-    /// Request sizes: MIN:MAX (powers of two)
+    /// Request sizes: MIN:MAX (the powers of two between) or MIN:MAX:STEP,
+    /// e.g. 4K:4M
     #[arg(long, default_value = "4K:4M")]
     pub sizes: String,
     /// Also model CBRO with the code columns on check drive arrays of this drive
     #[arg(long)]
     pub cda_device: Option<String>,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -37,15 +40,19 @@ pub struct ModelArgs {
 pub struct AdviseArgs {
     #[command(flatten)]
     pub input: TraceInput,
+    /// Drive model of every member: a preset or file:PATH.toml
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
     pub device: String,
+    /// Number of drives n
     #[arg(long, default_value_t = 9)]
     pub drives: usize,
+    /// Code blocks per stripe k
     #[arg(long, default_value_t = 1)]
     pub codes: usize,
     /// Requests in flight together (load must balance among them)
     #[arg(long, default_value_t = 64)]
     pub queue_depth: usize,
+    /// Print the advice and every candidate unit's estimate as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -93,7 +100,7 @@ pub fn model(a: ModelArgs) -> Result<i32> {
             for r in &rows {
                 println!(
                     "{:>10} {:>12.2} {:>14.2} {:>9} {:>9}",
-                    format!("{}K", r.size / 1024),
+                    short(r.size),
                     r.speedup_rmw,
                     r.gain_d1,
                     if r.check.performance_ok { "ok" } else { "TOO SLOW" },
@@ -101,7 +108,7 @@ pub fn model(a: ModelArgs) -> Result<i32> {
                 );
             }
             for r in rows.iter().filter(|r| !r.check.message.is_empty()) {
-                println!("warning at {}K: {}", r.size / 1024, r.check.message);
+                println!("warning at {}: {}", short(r.size), r.check.message);
             }
         }
     }

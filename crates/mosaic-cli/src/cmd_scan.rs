@@ -15,6 +15,7 @@ use crate::util::print_json;
 pub struct ExamineArgs {
     /// A member file or block device (or a journal)
     pub member: PathBuf,
+    /// Print the label as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -24,6 +25,7 @@ pub struct AssembleArgs {
     /// Find the members of every array under these directories, files or devices
     #[arg(long, required = true, num_args = 1..)]
     pub scan: Vec<PathBuf>,
+    /// Print every array found, with the -a spec to open it, as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -70,7 +72,12 @@ fn label_json(l: &mosaic_format::label::Label) -> serde_json::Value {
 /// Exit 4 when an array found is incomplete (members missing or stale
 /// beyond what its code tolerates).
 pub fn assemble(a: AssembleArgs) -> Result<i32> {
-    let found = scan::scan(&a.scan)?;
+    let pb = crate::util::steps(0, "assemble");
+    let found = scan::scan_with_progress(&a.scan, &|done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })?;
+    pb.finish_and_clear();
     if a.json {
         let v: Vec<serde_json::Value> = found.iter().map(|f| serde_json::json!({ "array": f, "spec": f.spec() })).collect();
         print_json(&serde_json::Value::Array(v))?;

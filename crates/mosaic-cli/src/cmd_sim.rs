@@ -24,13 +24,14 @@ pub struct TraceInput {
     /// Trace file (gzip and zstd are read transparently)
     #[arg(long = "trace")]
     pub trace: Option<PathBuf>,
-    /// spc, msr, blkparse, cloudphysics, fio2, fio3, alibaba, tencent or auto
+    /// Trace format: spc, msr, blkparse, cloudphysics, fio2, fio3, alibaba,
+    /// tencent or auto (detected from the first lines)
     #[arg(long, default_value = "auto")]
     pub format: String,
     /// Keep only this ASU / disk number / device or volume id
     #[arg(long = "trace-device")]
     pub trace_device: Option<String>,
-    /// Use only the first N requests
+    /// Use only the first N requests (default: all)
     #[arg(long)]
     pub first: Option<u64>,
     /// Multiply trace timestamps by X (0.5 = twice as fast)
@@ -50,6 +51,14 @@ impl TraceInput {
     pub fn open(&self, path: &Path) -> Result<mosaic_trace::TraceReader> {
         Ok(mosaic_trace::open(path, &self.options()?)?)
     }
+
+    /// [`Self::open`] with `pb` following the bytes of the file read (its
+    /// length set to the file's size).
+    pub fn open_with_bar(&self, path: &Path, pb: &indicatif::ProgressBar) -> Result<mosaic_trace::TraceReader> {
+        pb.set_length(std::fs::metadata(path).map(|m| m.len()).unwrap_or(0));
+        let bar = pb.clone();
+        Ok(mosaic_trace::open_with_progress(path, &self.options()?, move |n| bar.set_position(n))?)
+    }
 }
 
 #[derive(Args)]
@@ -58,6 +67,7 @@ pub struct TraceStatsArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub input: TraceInput,
+    /// Print the statistics as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -65,8 +75,10 @@ pub struct TraceStatsArgs {
 pub fn trace(cmd: TraceCmd) -> Result<i32> {
     match cmd {
         TraceCmd::Stats(a) => {
-            let r = a.input.open(&a.file)?;
+            let pb = crate::util::progress(0, "reading");
+            let r = a.input.open_with_bar(&a.file, &pb)?;
             let st = mosaic_trace::stats(r)?;
+            pb.finish_and_clear();
             if a.json {
                 print_json(&st)?;
             } else {
@@ -92,9 +104,10 @@ pub struct ReplayArgs {
     /// Synthetic request count
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
-    /// Synthetic footprint
+    /// Synthetic footprint: the span the requests address
     #[arg(long, value_parser = size, default_value = "1G")]
     pub footprint: u64,
+    /// Seed of the synthetic workload
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Layout: raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], tier (see --fast, --slow),
@@ -112,14 +125,16 @@ pub struct ReplayArgs {
     /// or file:PATH.toml; repeat with IDX=SPEC or A-B=SPEC to mix kinds per member
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
     pub device: Vec<String>,
+    /// Stripe unit of the replayed array (chunk of DVS and the SMR baselines)
     #[arg(long, value_parser = size, default_value = "64K")]
     pub stripe_unit: u64,
-    /// Logical block size of the replayed array
+    /// Logical block size of the replayed array, bytes: 512 or 4096
     #[arg(long, value_parser = size, default_value = "512")]
     pub block_size: u64,
     /// open (trace timestamps) or closed (fixed queue depth)
     #[arg(long, default_value = "open")]
     pub mode: String,
+    /// Requests in flight in closed mode (and on --on)
     #[arg(long, default_value_t = 16)]
     pub queue_depth: usize,
     /// Members failed for the whole replay (degraded mode), comma list
@@ -141,6 +156,7 @@ pub struct ReplayArgs {
     /// Old-data buffer capacity (default: --cache-size)
     #[arg(long, value_parser = size)]
     pub old_data_size: Option<u64>,
+    /// Print the report (and each --compare or --cache run) as JSON
     #[arg(long)]
     pub json: bool,
     /// Write an SVG: latency CDF and per-device utilisation
@@ -331,14 +347,20 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         None => None,
     };
     let sim = Simulator::with_frontend(fe, drives, cfg)?;
+    // A bar over the trace file's bytes, or the synthetic requests' bytes.
+    let pb = crate::util::progress(0, "replay");
     let rep = match (&syn, &a.input.trace) {
-        (Some(syn), _) => sim.run(syn.requests())?,
+        (Some(syn), _) => {
+            pb.set_length(syn.count.saturating_mul(syn.size));
+            sim.run(syn.requests().inspect(|_| pb.inc(syn.size)))?
+        }
         (None, Some(path)) => {
-            let r = a.input.open(path)?;
+            let r = a.input.open_with_bar(path, &pb)?;
             sim.run(r)?
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };
+    pb.finish_and_clear();
     Ok(rep)
 }
 

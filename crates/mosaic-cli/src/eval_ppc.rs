@@ -44,8 +44,10 @@ pub struct PpcArgs {
     /// The real trace (default ../shared/traces/cloudphysics-vscsi-part1.csv, skipped with a note when that is absent)
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Seed of the Postmark-like and random workloads
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Print every point as JSON
     #[arg(long)]
     pub json: bool,
     /// Write SVG plots into this directory
@@ -98,10 +100,14 @@ pub fn run_policy(device: &str, k: usize, unit: u64, cfg: CacheConfig, wp: Write
 
 fn points(workload: &str, device: &str, k: usize, unit: u64, bytes: u64, reqs: &[Request], qd: usize) -> Result<Vec<PpcPoint>> {
     let mut out: Vec<PpcPoint> = Vec::new();
+    // A bar over this workload's runs: the baseline, then each policy.
+    let pb = crate::util::steps(1 + CachePolicy::ALL.len() as u64, "eval");
     // The paper's RAID-5 baseline reads the rest of the victim stripe.
     let (rcw, _) = run_policy(device, k, unit, CacheConfig::uniform(CachePolicy::None, bytes), WritePolicy::ForceRcw, reqs, qd)?;
+    pb.inc(1);
     for p in CachePolicy::ALL {
         let (r, s) = run_policy(device, k, unit, CacheConfig::uniform(p, bytes), WritePolicy::Auto, reqs, qd).with_context(|| format!("{workload}, {}", p.name()))?;
+        pb.inc(1);
         let per = |x: u64| if s.writes > 0 { x as f64 / s.writes as f64 } else { 0.0 };
         out.push(PpcPoint {
             workload: workload.into(),
@@ -120,6 +126,7 @@ fn points(workload: &str, device: &str, k: usize, unit: u64, bytes: u64, reqs: &
             cache: s,
         });
     }
+    pb.finish_and_clear();
     let base = out[0].duration_s;
     for p in &mut out {
         p.perf_vs_none = if p.duration_s > 0.0 { base / p.duration_s } else { 0.0 };
@@ -176,7 +183,7 @@ pub fn run(a: PpcArgs) -> Result<i32> {
         print_json(&PpcOut { postmark, iozone: iozone_pts, width_sweep: sweep, trace, randwrite_4k: rand, trace_note })?;
         return Ok(0);
     }
-    println!("Small-write caches on raid5 over {} (unit {} KiB; caches {} each for Postmark/IOzone)", a.device, a.unit >> 10, crate::util::human(a.cache_size));
+    println!("Small-write caches on raid5 over {} (unit {}; caches {} each for Postmark/IOzone)", a.device, crate::util::human(a.unit), crate::util::human(a.cache_size));
     print_section("Postmark-like (paper: perf 1.00 / 1.13 / 1.47 / 1.76)", &postmark);
     print_section("IOzone-like sequential rewrite", &iozone_pts);
     print_section("Width sweep, Postmark-like (paper, proposed: 1.00 / 1.15 / 1.29 / 1.47 for 4+1..7+1)", &sweep);

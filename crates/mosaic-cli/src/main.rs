@@ -5,6 +5,8 @@ mod adapt_job;
 mod bench_cache;
 mod bench_dvs;
 mod bench_tier;
+#[cfg(test)]
+mod cli_help;
 mod cmd_adapt;
 mod control;
 mod cmd_array;
@@ -34,8 +36,11 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// Help pages wrap to the terminal, at most 80 columns, and end with the
+// exit statuses.
 #[derive(Parser)]
 #[command(name = "mosaic", version, about = "Adaptive erasure-coded storage arrays for mixed drives, and a simulator to pick their layout")]
+#[command(max_term_width = 80, after_help = after_help())]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -96,6 +101,11 @@ enum Cmd {
     /// Benchmarks (ratios against a reference measured in the same run)
     #[command(subcommand)]
     Bench(cmd_bench::BenchCmd),
+}
+
+/// What `mosaic --help` ends with: the size grammar and the exit statuses.
+fn after_help() -> String {
+    format!("Sizes (--member-size, --stripe-unit, --offset ...): {}.\n\n{}", mosaic_size::GRAMMAR, exit::HELP)
 }
 
 fn main() {

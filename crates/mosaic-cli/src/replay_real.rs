@@ -34,14 +34,17 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
         wrapped += f.wrapped as u64;
         Some(Req { write: r.op == Op::Write, offset: f.offset, len: f.len })
     };
+    // A bar over the trace file's bytes, or the synthetic requests' bytes.
+    let pb = crate::util::progress(0, "replay");
     let stats = match (&a.synthetic, &a.input.trace) {
         (Some(kind), _) => {
             let syn = crate::cmd_sim::synthetic_for(a, kind, cap, block)?;
-            let reqs = syn.requests().filter_map(|r| r.ok()).filter_map(&mut place).map(Ok);
+            pb.set_length(syn.count.saturating_mul(syn.size));
+            let reqs = syn.requests().inspect(|_| pb.inc(syn.size)).filter_map(|r| r.ok()).filter_map(&mut place).map(Ok);
             replay::run(vol.as_ref(), reqs, a.queue_depth)?
         }
         (None, Some(path)) => {
-            let reader = a.input.open(path)?;
+            let reader = a.input.open_with_bar(path, &pb)?;
             let reqs = reader.filter_map(|r| match r {
                 Ok(r) => place(r).map(Ok),
                 Err(e) => Some(Err(VolumeError::Usage(e.to_string()))),
@@ -50,6 +53,7 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };
+    pb.finish_and_clear();
     let mut rep = report(vol.as_ref(), stats);
     rep.realigned = realigned;
     rep.wrapped = wrapped;

@@ -1,26 +1,46 @@
 //! Small shared helpers for commands: sizes, progress bars, tables.
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressFinish, ProgressState, ProgressStyle};
 
-/// clap value parser for sizes with K/M/G/T suffixes.
-pub fn size(s: &str) -> Result<u64, String> {
-    mosaic_array::spec::parse_size(s)
-}
-
-pub use mosaic_volume::human;
+/// Sizes: `size` is the clap value parser of every size flag, `human`
+/// prints a size for a person, `short` labels one exactly (the grammar:
+/// [`mosaic_size`]).
+pub use mosaic_size::{human, parse as size, short};
 
 /// A progress bar on stderr (hidden when stderr is not a terminal) over
-/// `total` bytes: percent, bytes done of the total, MiB/s and the time
-/// left, within 80 columns.
+/// `total` bytes: percent, bytes done of the total and per second (sizes
+/// as [`human`] prints them, e.g. `12.5 MiB/s`) and the time left, within
+/// 80 columns.
 pub fn progress(total: u64, what: &str) -> ProgressBar {
+    bar(total, what, human, |r| format!("{}/s", human(r as u64)))
+}
+
+/// [`progress`] over `total` steps (requests, runs, files) instead of bytes.
+pub fn steps(total: u64, what: &str) -> ProgressBar {
+    bar(total, what, |n| n.to_string(), |r| format!("{r:.1}/s"))
+}
+
+/// The one bar style: `what` (up to 8 columns), the bar, percent, the
+/// amount done of the total, the rate and the time left, in 79 columns.
+fn bar(total: u64, what: &str, amount: fn(u64) -> String, rate: fn(f64) -> String) -> ProgressBar {
     let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("{msg:>8} [{bar:24}] {percent:>3}% {binary_bytes:>10}/{binary_total_bytes:<10} {binary_bytes_per_sec:>12} {eta:>4}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
+    let style = ProgressStyle::with_template("{msg:>8!} [{bar:23}] {percent:>3}% {done:>10}/{total:<10} {rate:>12} {eta:>4}")
+        .map(|s| {
+            s.with_key("done", move |st: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&amount(st.pos()));
+            })
+            .with_key("total", move |st: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&amount(st.len().unwrap_or(0)));
+            })
+            .with_key("rate", move |st: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&rate(st.per_sec()));
+            })
+        })
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style.progress_chars("=> "));
     pb.set_message(what.to_string());
-    pb
+    // A bar dropped unfinished (an error on the way) leaves no line behind.
+    pb.with_finish(ProgressFinish::AndClear)
 }
 
 /// A progress bar over the regions (stripes, SSGs) of rebuild or scrub,

@@ -241,12 +241,7 @@ pub fn advise_with(write_sizes: &[(u64, u64)], n: usize, k: usize, drive: &dyn D
 }
 
 fn unit_str(u: u64) -> String {
-    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.80
-    if u % 1024 == 0 {
-        format!("{} KiB", u / 1024)
-    } else {
-        format!("{u} B")
-    }
+    mosaic_size::human(u)
 }
 
 /// Sect. 4.2's threshold for "the vast majority of the requests are

@@ -96,7 +96,7 @@ pub use intervals::{crossover_numeric, crossover_sizes, win_intervals, win_inter
 pub use model::{
     crossover_hdd, crossover_rmw_rcw, crossover_rmw_rmw, speedup_fsw, speedup_rcw, speedup_rmw, throughput_array, throughput_hdd_closed_form, winner, Array, Choice, Method, Winner,
 };
-pub use report::{model_report, parse_size, parse_size_range, Crossover, ModelReport, Point, RmwCrossover, SizeRow, CROSSOVER_SEARCH};
+pub use report::{model_report, parse_size_range, Crossover, ModelReport, Point, RmwCrossover, SizeRow, CROSSOVER_SEARCH};
 
 /// Errors for bad model input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

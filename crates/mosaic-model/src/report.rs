@@ -77,36 +77,13 @@ pub struct ModelReport {
 /// Range searched for numeric crossovers, bytes.
 pub const CROSSOVER_SEARCH: (f64, f64) = (512.0, 1099511627776.0);
 
-/// Parse a size such as `4096`, `4K`, `4KiB`, `1.5M`, `2G` (binary units).
-pub fn parse_size(s: &str) -> Result<u64, ModelError> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, suf) = t.split_at(split);
-    let mult: u64 = match suf.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(ModelError::Input(format!("bad size {s:?}: unknown unit {suf:?} (use B, K, M, G, T)"))),
-    };
-    let bad = || ModelError::Input(format!("bad size {s:?}: expected a number with an optional K/M/G/T suffix"));
-    if num.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(v) = num.parse::<u64>() {
-        return v.checked_mul(mult).ok_or_else(|| ModelError::Input(format!("size {s:?} is too large")));
-    }
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let bytes = v * mult as f64;
-    if bytes.fract() != 0.0 || bytes >= u64::MAX as f64 {
-        return Err(ModelError::Input(format!("bad size {s:?}: not a whole number of bytes")));
-    }
-    Ok(bytes as u64)
+/// One size of a range, in the grammar of [`mosaic_size`].
+fn parse_size(s: &str) -> Result<u64, ModelError> {
+    mosaic_size::parse(s).map_err(|e| ModelError::Input(e.to_string()))
 }
 
 /// Parse `MIN:MAX` into the powers of two in [MIN, MAX], or `MIN:MAX:STEP`
-/// into MIN, MIN+STEP, ... <= MAX.  Sizes take binary suffixes (`4K:4M`).
+/// into MIN, MIN+STEP, ... <= MAX.  Sizes are [`mosaic_size`]'s (`4K:4M`).
 pub fn parse_size_range(s: &str) -> Result<Vec<u64>, ModelError> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() < 2 || parts.len() > 3 {

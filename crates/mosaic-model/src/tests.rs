@@ -367,8 +367,8 @@ fn size_ranges() {
     assert_eq!(parse_size_range("3K:20K").unwrap(), vec![4096, 8192, 16384]);
     assert_eq!(parse_size_range("4K:16K:4K").unwrap(), vec![4096, 8192, 12288, 16384]);
     assert_eq!(parse_size_range("512:1KiB").unwrap(), vec![512, 1024]);
-    assert_eq!(parse_size("1.5M").unwrap(), 3 << 19);
-    assert_eq!(parse_size(" 2 G ").unwrap(), 2 << 30);
+    assert_eq!(parse_size_range("1.5M:2M:0.5M").unwrap(), vec![3 << 19, 2 << 20]);
+    assert_eq!(parse_size_range(" 2 G : 4g ").unwrap(), vec![2 << 30, 4 << 30]);
     for bad in ["4K", "8K:4K", "xK:4K", "4K:4M:0", "0:4K", "4K:4Q", "1:2:3:4", "5K:7K", "0.3K:1K", ":4K"] {
         let e = parse_size_range(bad).unwrap_err().to_string();
         assert!(!e.is_empty(), "{bad}");
@@ -464,7 +464,7 @@ fn advisor_picks_rmw_units_for_small_writes_and_stripes_for_large() {
     // large write decides (FSW with 512 KiB units).
     let mix = advise(&[(64 << 10, 1000), (4 << 20, 1)], 9, 1, &h, &c).unwrap();
     assert_eq!(mix.best_unit, 512 << 10);
-    assert!(mix.rationale.contains("512 KiB"), "{}", mix.rationale);
+    assert!(mix.rationale.contains("512.0 KiB"), "{}", mix.rationale);
     // ... and 1 MiB writes (above 779 KiB) want 8 units of 128 KiB.
     assert_eq!(advise(&[(64 << 10, 1000), (1 << 20, 10)], 9, 1, &h, &c).unwrap().best_unit, 128 << 10);
     assert_eq!(mix.table().len(), 11);

@@ -137,9 +137,31 @@ fn check_kind(path: &Path, name: &str) -> Result<(), TraceError> {
 }
 
 fn open_source(path: &Path, name: &str) -> Result<(Compression, compress::Source), TraceError> {
+    open_counted(path, name, Box::new(|_| {}))
+}
+
+/// [`open_source`], calling `progress` with the bytes of the file read so far.
+fn open_counted(path: &Path, name: &str, progress: Box<dyn Fn(u64) + Send>) -> Result<(Compression, compress::Source), TraceError> {
     check_kind(path, name)?;
     let f = File::open(path).map_err(|e| io_err(name, e))?;
-    compress::decompress(Box::new(BufReader::with_capacity(1 << 16, f))).map_err(|e| io_err(name, e))
+    let counted = Counted { inner: f, done: 0, progress };
+    compress::decompress(Box::new(BufReader::with_capacity(1 << 16, counted))).map_err(|e| io_err(name, e))
+}
+
+/// A reader that reports how many bytes it has read.
+struct Counted<R> {
+    inner: R,
+    done: u64,
+    progress: Box<dyn Fn(u64) + Send>,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        (self.progress)(self.done);
+        Ok(n)
+    }
 }
 
 /// Open a trace file (plain, gzip or zstd).
@@ -147,8 +169,15 @@ fn open_source(path: &Path, name: &str) -> Result<(Compression, compress::Source
 /// A blkparse trace is pre-scanned up to its first Q event to choose
 /// between Q and D events, so reading stays constant-memory.
 pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader, TraceError> {
+    open_with_progress(path, opts, |_| {})
+}
+
+/// [`open`], calling `progress` with the bytes of the file read so far
+/// (of the compressed file when it is compressed), for a progress bar
+/// over the file's size.
+pub fn open_with_progress(path: &Path, opts: &TraceOptions, progress: impl Fn(u64) + Send + 'static) -> Result<TraceReader, TraceError> {
     let name = path.display().to_string();
-    let (compression, src) = open_source(path, &name)?;
+    let (compression, src) = open_counted(path, &name, Box::new(progress))?;
     let mut r = TraceReader::new(name.clone(), src, compression, opts)?;
     if r.format() == Format::Blkparse {
         let (_, mut scan) = open_source(path, &name)?;

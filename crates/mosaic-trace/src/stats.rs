@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use mosaic_size::human;
 use serde::Serialize;
 
 use crate::{Format, Op, TraceError, TraceReader};
@@ -186,14 +187,7 @@ fn bucket_label(i: usize) -> String {
     if i == BUCKETS - 1 {
         return ">1M".into();
     }
-    let b = 512u64 << i;
-    if b >= 1 << 20 {
-        format!("{}M", b >> 20)
-    } else if b >= 1024 {
-        format!("{}K", b >> 10)
-    } else {
-        format!("{b}")
-    }
+    mosaic_size::short(512u64 << i)
 }
 
 /// Read the whole trace and summarise it.  Memory: the footprint extents,
@@ -277,21 +271,6 @@ pub fn stats(mut r: TraceReader) -> Result<TraceStats, TraceError> {
         skipped_ops: r.skipped_ops(),
         filtered: r.filtered(),
     })
-}
-
-fn human(b: u64) -> String {
-    const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
 }
 
 impl fmt::Display for TraceStats {

@@ -70,3 +70,22 @@ fn magic_split_across_reads() {
         assert_eq!(r.map(|x| x.unwrap()).collect::<Vec<_>>(), plain("tencent.csv"));
     }
 }
+
+/// `open_with_progress` reports the bytes of the file read, compressed or
+/// not, and ends at the file's size; the requests are those of `open`.
+#[test]
+fn progress_counts_the_file_bytes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let raw = std::fs::read(fixture("msr.csv")).unwrap();
+    let gz = dir.path().join("msr.csv.gz");
+    std::fs::write(&gz, gzip(&raw)).unwrap();
+    for p in [fixture("msr.csv"), gz] {
+        let seen = Arc::new(AtomicU64::new(0));
+        let s = seen.clone();
+        let r = mosaic_trace::open_with_progress(&p, &TraceOptions::default(), move |n| s.store(n, Ordering::Relaxed)).unwrap();
+        assert_eq!(r.map(|x| x.unwrap()).collect::<Vec<_>>(), plain("msr.csv"));
+        assert_eq!(seen.load(Ordering::Relaxed), std::fs::metadata(&p).unwrap().len(), "{}", p.display());
+    }
+}

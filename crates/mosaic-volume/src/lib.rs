@@ -290,21 +290,9 @@ pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<d
     Ok(Box::new(CachedVolume::new(CacheVolume::new(arr, cfg)?, cfg)))
 }
 
-/// Human-readable binary size (for summaries; the CLI uses it too).
-pub fn human(bytes: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < U.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", U[i])
-    }
-}
+/// Human-readable binary size (for summaries; the CLI uses it too): the
+/// one printer of [`mosaic_size`].
+pub use mosaic_size::human;
 
 #[cfg(test)]
 mod tests;

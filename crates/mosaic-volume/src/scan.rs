@@ -66,12 +66,20 @@ impl FoundArray {
 
 /// Every array with a member or journal under `paths`, by UUID.
 pub fn scan(paths: &[PathBuf]) -> Result<Vec<FoundArray>> {
+    scan_with_progress(paths, &|_, _| {})
+}
+
+/// [`scan`], calling `progress(files looked at so far, files found)`
+/// before each file's label is read.
+pub fn scan_with_progress(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Result<Vec<FoundArray>> {
     let mut files = Vec::new();
     for p in paths {
         walk(p, 0, &mut files)?;
     }
+    let total = files.len() as u64;
     let mut arrays: BTreeMap<String, Builder> = BTreeMap::new();
-    for f in files {
+    for (i, f) in files.into_iter().enumerate() {
+        progress(i as u64, total);
         match guard::identify(&f)? {
             Carries::Member { .. } | Carries::DvsMember { .. } => {
                 if let Some(l) = guard::member_label(&f)? {
