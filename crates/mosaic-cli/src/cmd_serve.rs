@@ -14,6 +14,11 @@
 //!   SIGINT/SIGTERM ─▶ stop accepting, drain, stop both threads, flush, close
 //! ```
 //!
+//! The log goes through `tracing` (`--log-format`, `--log-level`: see
+//! `logging`); events of the array through `events`.  `serve --config
+//! FILE` serves every array a TOML file lists, one child `mosaic serve`
+//! each (`serve_config`).
+//!
 //! Clients cannot kill the server: SIGPIPE is ignored here (and the server
 //! sends with MSG_NOSIGNAL), connections are limited (`--max-connections`,
 //! refused visibly) and must finish their handshake in time
@@ -46,8 +51,13 @@ const DEMO_DIR: &str = "mosaic-data";
 #[derive(Args)]
 pub struct ServeArgs {
     /// The array: a directory of member files or a comma list of members
-    #[arg(short = 'a', long = "array", required_unless_present = "demo")]
+    #[arg(short = 'a', long = "array", required_unless_present_any = ["demo", "config"])]
     pub array: Option<String>,
+    /// Serve every array a TOML file lists (one `[[serve]]` table each, its
+    /// keys serve's options: docs/SERVICE.md), one child server per array;
+    /// SIGTERM/SIGINT stop them all
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Serve a default raid5 array in ./mosaic-data (created on first use)
     #[arg(long, conflicts_with = "array")]
     pub demo: bool,
@@ -135,6 +145,13 @@ pub struct ServeArgs {
     pub cache_size: u64,
 }
 
+/// `serve`'s command with `--config` conflicting with every other option
+/// of serve (the file gives them, per array; the global log flags stay).
+pub fn config_alone(serve: clap::Command) -> clap::Command {
+    let others: Vec<clap::Id> = serve.get_arguments().filter(|a| !a.is_global_set() && a.get_id() != "config").map(|a| a.get_id().clone()).collect();
+    serve.mut_arg("config", |c| c.conflicts_with_all(others))
+}
+
 /// `--monitor`'s default ring capacity in requests (see there).
 const DEFAULT_MONITOR: u64 = 1 << 20;
 
@@ -204,7 +221,7 @@ impl Recorder {
         }
         let mut w = self.out.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = w.write(&Request { time_ns, op, offset, len }, resp_ns) {
-            eprintln!("mosaic serve: --record: {e}");
+            tracing::warn!("mosaic serve: --record: {e}");
         }
     }
 
@@ -358,7 +375,7 @@ impl Export for VolumeExport {
 fn demo_array() -> Result<String> {
     let dir = PathBuf::from(DEMO_DIR);
     if ArraySpec::member_file(&dir, 0).exists() {
-        eprintln!("mosaic serve: reusing the demo array in ./{DEMO_DIR}");
+        tracing::info!("mosaic serve: reusing the demo array in ./{DEMO_DIR}");
         return Ok(DEMO_DIR.into());
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating ./{DEMO_DIR}"))?;
@@ -368,7 +385,7 @@ fn demo_array() -> Result<String> {
     let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
     let arr = Array::create_journaled(&ArraySpec::Dir(dir), &opts, Some((journal.as_path(), 64 << 20)))?;
     arr.close()?;
-    eprintln!("mosaic serve: created a raid5 demo array of 5 x 256 MiB members (and a 64 MiB journal) in ./{DEMO_DIR}");
+    tracing::info!("mosaic serve: created a raid5 demo array of 5 x 256 MiB members (and a 64 MiB journal) in ./{DEMO_DIR}");
     Ok(DEMO_DIR.into())
 }
 
@@ -407,9 +424,48 @@ fn log_new_failures(vol: &dyn Volume, seen: &mut usize, events: &crate::events::
     for (idx, err) in &failed[*seen..] {
         let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
         let detail = format!("member {idx} ({path}) failed while serving: {err}; serving degraded");
-        events.emit(crate::events::Event { kind: "member-failed", member: Some(*idx), detail });
+        events.emit(crate::events::Event { kind: crate::events::MEMBER_FAILED, member: Some(*idx), detail });
     }
     *seen = failed.len();
+}
+
+/// The events of the open: stale members, journal replays, other warnings.
+fn open_events(vol: &dyn Volume, info: &mosaic_volume::VolumeInfo, events: &crate::events::Events) {
+    use crate::events::{Event, JOURNAL_REPLAY, MEMBER_STALE, OPEN_WARNING};
+    for w in vol.warnings() {
+        let detail = format!("warning at open: {w}");
+        let e = match mosaic_format::fresh::stale_member(&w) {
+            // An inner array's member (of a tier, a check drive array) is
+            // not this array's index: the detail says which it is.
+            Some(s) => Event { kind: MEMBER_STALE, member: (!s.nested).then_some(s.member), detail },
+            None => Event { kind: OPEN_WARNING, member: None, detail },
+        };
+        events.emit(e);
+    }
+    let mut replays = Vec::new();
+    journal_replays(&info.detail, "", &mut replays);
+    for (at, r) in replays {
+        let n = |k: &str| r[k].as_u64().unwrap_or(0);
+        let whose = if at.is_empty() { String::new() } else { format!(" ({at})") };
+        let detail = format!("journal replayed at open{whose}: {} records, {} writes, {}", n("records"), n("ops"), human(n("bytes")));
+        events.emit(Event { kind: JOURNAL_REPLAY, member: None, detail });
+    }
+}
+
+/// The journal replays that wrote something, anywhere in a volume's info
+/// detail (an array's own `journal_replayed`, a tier's or remapped array's
+/// inner arrays'), each with where it was found.
+fn journal_replays<'a>(v: &'a serde_json::Value, at: &str, out: &mut Vec<(String, &'a serde_json::Value)>) {
+    let serde_json::Value::Object(m) = v else { return };
+    for (k, x) in m {
+        if k == "journal_replayed" {
+            if x["records"].as_u64().is_some_and(|n| n > 0) {
+                out.push((at.to_string(), x));
+            }
+        } else if x.is_object() {
+            journal_replays(x, &if at.is_empty() { k.clone() } else { format!("{at}/{k}") }, out);
+        }
+    }
 }
 
 /// Watch for members failed while serving until `stop`, logging each as it
@@ -434,6 +490,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    if let Some(file) = &a.config {
+        return crate::serve_config::run(file);
+    }
     // Signals first: a Ctrl-C during a long open still stops cleanly.
     let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
     if let Some(r) = &a.record {
@@ -450,7 +509,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
             let cfg = CacheConfig::uniform(CachePolicy::parse(name)?, a.cache_size);
             let v = mosaic_volume::open_cached(&spec, !a.read_only, cfg)?;
             let write_back = v.info().detail["cache"]["write_back"] == true;
-            eprintln!(
+            tracing::info!(
                 "mosaic serve: {} cache, {} per structure, {}",
                 name,
                 human(a.cache_size),
@@ -459,10 +518,11 @@ pub fn run(a: ServeArgs) -> Result<i32> {
             v.into()
         }
     };
-    for w in vol.warnings() {
-        eprintln!("warning: {w}");
-    }
     let vinfo = vol.info();
+    let uuid = vinfo.uuid.as_str();
+    // Warnings at open (stale members, ...) and journal replays are events.
+    let events = Arc::new(crate::events::Events::new(uuid, a.on_event.clone()));
+    open_events(vol.as_ref(), &vinfo, &events);
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
     let monitor = (a.monitor > 0).then(|| Ring::new(a.monitor).map(Arc::new)).transpose().context("--monitor")?;
     let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder, monitor)?);
@@ -478,7 +538,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         ..ServerConfig::default()
     };
     let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
-    eprintln!(
+    tracing::info!(
+        array = %uuid,
         "mosaic serve: {} {} array, {} ({} bytes), block {} preferred {} max {}{}",
         vinfo.level,
         human(vinfo.stripe_unit),
@@ -492,10 +553,6 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Background work (DVS: garbage collection) while the volume is idle.
     let idle_stop = Arc::new(AtomicBool::new(false));
     let idle = idle_thread(vol.clone(), idle_stop.clone());
-    let events = Arc::new(crate::events::Events::new(&vinfo.uuid, a.on_event.clone()));
-    for w in vol.warnings() {
-        events.emit(crate::events::Event { kind: "open-warning", member: None, detail: format!("warning at open: {w}") });
-    }
     let watch = watch_thread(vol.clone(), idle_stop.clone(), events.clone());
     let adapt = adapt_job(&a, &vol, export.monitor(), &idle_stop)?;
     // The control channel: info, status, fail, flush, stop on the live array.
@@ -503,9 +560,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // tier or remapped array, its first inner array's).
     let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
     let control = crate::control::serve(vol.clone(), &key, stop.clone(), a.maint_rate, events.clone(), export.stats.clone())?;
-    eprintln!("mosaic serve: control socket {}", control.path.display());
-    // Scripts wait for this exact line.
-    eprintln!("mosaic serve: listening on {}", listener.uri(&a.export));
+    tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
+    // Scripts and tests wait for this message (and read the port from it).
+    tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));
     let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop.clone());
     drop(listener);
     stop.store(true, Ordering::Relaxed);
@@ -515,10 +572,11 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let failed = watch.join().map_err(|_| anyhow::anyhow!("the member-failure watch thread panicked"))?;
     if let Some(j) = adapt {
         let d = j.join().map_err(|_| anyhow::anyhow!("the adapt job panicked"))?.context("the adapt job")?;
-        eprintln!("mosaic serve: adapt: {} rounds, {} units moved ({}), {} requests not seen (ring overrun)", d.rounds, d.moves, human(d.bytes), d.lost);
+        tracing::info!(array = %uuid, "mosaic serve: adapt: {} rounds, {} units moved ({}), {} requests not seen (ring overrun)", d.rounds, d.moves, human(d.bytes), d.lost);
     }
     let stats = served?;
-    eprintln!(
+    tracing::info!(
+        array = %uuid,
         "mosaic serve: stopping: {} connections{}, {} requests, {} errors, {failed} member(s) failed while serving{}; flushing",
         stats.connections,
         if stats.refused > 0 { format!(" ({} refused: server busy)", stats.refused) } else { String::new() },
@@ -530,19 +588,19 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         }
     );
     if let Some(ring) = export.monitor() {
-        eprintln!("mosaic serve: monitored {} requests (the newest {} kept in memory)", ring.pushed(), ring.pushed().min(ring.capacity()));
+        tracing::info!(array = %uuid, "mosaic serve: monitored {} requests (the newest {} kept in memory)", ring.pushed(), ring.pushed().min(ring.capacity()));
         // A remapped array keeps them for `mosaic adapt` without --trace.
         if vol.as_remap().is_some() && !a.read_only && ring.pushed() > 0 {
             let dir = std::path::Path::new(a.array.as_deref().unwrap_or_default());
             match crate::serve_adapt::save_ring(dir, &ring) {
-                Ok(n) => eprintln!("mosaic serve: {n} monitored requests saved to {} (mosaic adapt reads them)", dir.join(crate::serve_adapt::MONITOR_FILE).display()),
-                Err(e) => eprintln!("mosaic serve: could not save the monitored requests: {e}"),
+                Ok(n) => tracing::info!(array = %uuid, "mosaic serve: {n} monitored requests saved to {} (mosaic adapt reads them)", dir.join(crate::serve_adapt::MONITOR_FILE).display()),
+                Err(e) => tracing::warn!(array = %uuid, "mosaic serve: could not save the monitored requests: {e}"),
             }
         }
     }
     if let Some(rec) = &export.recorder {
         let n = rec.finish().context("writing the --record trace")?;
-        eprintln!("mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
+        tracing::info!(array = %uuid, "mosaic serve: recorded {n} requests to {}", a.record.as_ref().map(|p| p.display().to_string()).unwrap_or_default());
     }
     vol.flush()?;
     vol.close()?;
@@ -551,7 +609,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         ev.finish();
     }
     idle_result.context("background work while idle")?;
-    eprintln!("mosaic serve: array flushed and closed clean");
+    tracing::info!(array = %uuid, "mosaic serve: array flushed and closed clean");
     Ok(0)
 }
 

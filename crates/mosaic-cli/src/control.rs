@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use mosaic_core::MemberState;
 
-use crate::events::Event;
+use crate::events::{self, Event};
 use mosaic_volume::{guard, Volume};
 
 /// A request on the control channel.
@@ -224,14 +224,14 @@ fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
                     let _ = s.set_nonblocking(false);
                     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                     if let Err(e) = answer(s, &sh) {
-                        eprintln!("mosaic serve: control: {e}");
+                        tracing::warn!("mosaic serve: control: {e}");
                     }
                 }));
                 conns.retain(|h| !h.is_finished());
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
             Err(e) => {
-                eprintln!("mosaic serve: control: {e}");
+                tracing::warn!("mosaic serve: control: {e}");
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
@@ -288,7 +288,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             Ok(b)
         }
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
-            sh.events.emit(Event { kind: "member-failed", member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
+            sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
         Request::Replace { member, drive, force } => replace(sh, *member, drive, *force),
@@ -296,16 +296,16 @@ fn run(sh: &Shared, req: &Request) -> Response {
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
             let rep = vol.scrub(*repair, tick)?;
             for f in &rep.findings {
-                sh.events.emit(Event { kind: "scrub-finding", member: None, detail: format!("scrub: {}", f.detail) });
+                sh.events.emit(Event { kind: events::SCRUB_FINDING, member: None, detail: format!("scrub: {}", f.detail) });
             }
             let detail = format!("scrub done: {} regions checked, {} mismatched{}", rep.stripes_checked, rep.mismatched, if *repair { " (repaired)" } else { "" });
-            sh.events.emit(Event { kind: "scrub-end", member: None, detail });
+            sh.events.emit(Event { kind: events::SCRUB_END, member: None, detail });
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
         }),
         Request::Grow { drives, force } => grow(sh, drives, *force),
         Request::AddSpare { drive, force } => crate::cmd_grow::add_spare(vol, drive, *force).map(|_| {
-            sh.events.emit(Event { kind: "spare-added", member: None, detail: format!("{} added as a hot spare", drive.display()) });
+            sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", drive.display()) });
             serde_json::json!({ "spare": drive })
         }),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
@@ -342,7 +342,7 @@ fn grow(sh: &Shared, drives: &[PathBuf], force: bool) -> Result<serde_json::Valu
 }
 
 fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
-    sh.events.emit(Event { kind: "grow-start", member: None, detail: "grow: restriping started".into() });
+    sh.events.emit(Event { kind: events::GROW_START, member: None, detail: "grow: restriping started".into() });
     let opts = mosaic_volume::GrowOptions { abort_after_stripes: crate::cmd_grow::fault_abort(), stop: Some(sh.stop.clone()) };
     let rep = sh.vol.grow_continue(tick, opts);
     let detail = match &rep {
@@ -350,7 +350,7 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
         Ok(r) => format!("grow done: {} members, {} bytes, in {:.1} s", r.members, r.capacity, r.seconds),
         Err(e) => format!("grow stopped: {e}"),
     };
-    sh.events.emit(Event { kind: "grow-end", member: None, detail });
+    sh.events.emit(Event { kind: events::GROW_END, member: None, detail });
     let rep = rep?;
     Ok(serde_json::json!({ "json": rep, "text": crate::cmd_grow::grow_text(&rep), "code": 0 }))
 }
@@ -364,7 +364,7 @@ fn supervise(sh: Arc<Shared>) {
         if idle && !grow_tried && sh.vol.grow_pending().is_some() {
             grow_tried = true;
             if let Err(e) = maintain(&sh, "grow", |tick| grow_body(&sh, tick)) {
-                eprintln!("mosaic serve: grow: {e:#}");
+                tracing::warn!("mosaic serve: grow: {e:#}");
             }
             continue;
         }
@@ -372,14 +372,14 @@ fn supervise(sh: Arc<Shared>) {
             match sh.vol.take_spare() {
                 Ok(Some(m)) => {
                     let path = sh.vol.info().members.get(m).map(|x| x.path.clone()).unwrap_or_default();
-                    sh.events.emit(Event { kind: "spare-takeover", member: Some(m), detail: format!("hot spare {path} takes the place of failed member {m}; rebuilding it") });
+                    sh.events.emit(Event { kind: events::SPARE_TAKEOVER, member: Some(m), detail: format!("hot spare {path} takes the place of failed member {m}; rebuilding it") });
                     if let Err(e) = maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick)) {
-                        eprintln!("mosaic serve: rebuild onto the spare: {e:#}");
+                        tracing::warn!("mosaic serve: rebuild onto the spare: {e:#}");
                     }
                     continue;
                 }
                 Ok(None) => {}
-                Err(e) => eprintln!("mosaic serve: taking a hot spare: {e:#}"),
+                Err(e) => tracing::warn!("mosaic serve: taking a hot spare: {e:#}"),
             }
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -387,13 +387,13 @@ fn supervise(sh: Arc<Shared>) {
 }
 
 fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
-    sh.events.emit(Event { kind: "rebuild-start", member: None, detail: "rebuild started".into() });
+    sh.events.emit(Event { kind: events::REBUILD_START, member: None, detail: "rebuild started".into() });
     let rep = sh.vol.rebuild(tick, mosaic_array::maint::RebuildOptions::default());
     let detail = match &rep {
         Ok(r) => format!("members {:?} rebuilt: {} bytes in {:.1} s", r.members, r.bytes_written, r.seconds),
         Err(e) => format!("rebuild failed: {e}"),
     };
-    sh.events.emit(Event { kind: "rebuild-end", member: None, detail });
+    sh.events.emit(Event { kind: events::REBUILD_END, member: None, detail });
     let rep = rep?;
     Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::rebuild_text(&rep), "code": 0 }))
 }

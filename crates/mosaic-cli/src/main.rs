@@ -21,15 +21,17 @@ mod cmd_scan;
 mod cmd_serve;
 mod events;
 mod exit;
+mod logging;
 mod cmd_sim;
 mod eval_ppc;
 mod remap_sim;
 mod replay_real;
 mod serve_adapt;
+mod serve_config;
 mod tier_sim;
 mod util;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Planning and replay allocate many small vectors; mimalloc serves them
 /// markedly faster than the system allocator.
@@ -42,6 +44,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(name = "mosaic", version, about = "Adaptive erasure-coded storage arrays for mixed drives, and a simulator to pick their layout")]
 #[command(max_term_width = 80, after_help = after_help())]
 struct Cli {
+    /// Log lines on stderr (the server's): text, or json (one object a line)
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
+    /// Least level logged: error, warn, info, debug, trace, or RUST_LOG-style
+    /// directives [default: RUST_LOG when set, else info]
+    #[arg(long, global = true, value_parser = logging::parse_level)]
+    log_level: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -115,7 +124,9 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = Cli::command().mut_subcommand("serve", cmd_serve::config_alone).get_matches();
+    let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
+    logging::init(cli.log_format, cli.log_level.as_deref());
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),
@@ -148,5 +159,31 @@ fn main() {
             eprintln!("error: {e:#}");
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let m = Cli::command().mut_subcommand("serve", cmd_serve::config_alone).try_get_matches_from(args)?;
+        Cli::from_arg_matches(&m)
+    }
+
+    #[test]
+    fn serve_config_takes_the_log_flags_and_no_other_option() {
+        Cli::command().debug_assert();
+        let cli = parse(&["mosaic", "serve", "--config", "f.toml", "--log-format", "json", "--log-level", "debug"]).unwrap();
+        assert_eq!((cli.log_format, cli.log_level.as_deref()), (logging::LogFormat::Json, Some("debug")));
+        assert!(matches!(cli.cmd, Cmd::Serve(a) if a.config.is_some()));
+        for other in [&["--quiet"][..], &["-a", "x"], &["--listen", "127.0.0.1:1"], &["--maint-rate", "1M"]] {
+            let args: Vec<&str> = ["mosaic", "serve", "--config", "f.toml"].iter().chain(other).copied().collect();
+            let e = parse(&args).err().unwrap_or_else(|| panic!("{other:?} was taken with --config"));
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
+        }
+        assert!(parse(&["mosaic", "serve", "-a", "x", "--quiet", "--log-level", "warn"]).is_ok());
+        assert!(parse(&["mosaic", "serve"]).is_err(), "-a, --demo or --config");
+        assert!(parse(&["mosaic", "--log-level", "loud=!!", "info", "-a", "x"]).is_err());
     }
 }

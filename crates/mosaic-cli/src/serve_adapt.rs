@@ -83,7 +83,7 @@ fn round(vol: &dyn Volume, reqs: &[mosaic_trace::Request], cfg: &Every, stop: &A
         return Ok(());
     }
     remap.set_rate(cfg.rate);
-    eprintln!(
+    tracing::info!(
         "mosaic serve: adapt: {} requests, conflicts {} -> {}: moving {} units ({})",
         reqs.len(),
         plan.target.conflicts_before,
@@ -101,7 +101,7 @@ fn round(vol: &dyn Volume, reqs: &[mosaic_trace::Request], cfg: &Every, stop: &A
     done.bytes += m.bytes;
     done.moves += m.moves;
     let why = if m.paused { ", paused: the array is degraded" } else { "" };
-    eprintln!("mosaic serve: adapt: moved {} units, {} in {:.1} s, {} left{why}", m.moves, crate::util::human(m.bytes), m.seconds, m.left);
+    tracing::info!("mosaic serve: adapt: moved {} units, {} in {:.1} s, {} left{why}", m.moves, crate::util::human(m.bytes), m.seconds, m.left);
     Ok(())
 }
 

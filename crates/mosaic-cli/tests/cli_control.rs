@@ -17,7 +17,9 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "16M"]);
     let uuid = json(&ok(&["info", "-a", a, "--json"]))["uuid"].as_str().unwrap().to_string();
     let srv = common::serve::Serve::start(a, &["--quiet"]);
-    let sock = srv.lines().iter().find_map(|l| l.strip_prefix("mosaic serve: control socket ").map(str::to_string)).expect("the control socket is named");
+    let lines = srv.lines();
+    let sock = common::serve::message(&lines, "mosaic serve: control socket ").expect("the control socket is named");
+    let sock = sock.trim_start_matches("mosaic serve: control socket ").to_string();
     assert!(sock.contains(&uuid), "{sock}");
     assert_eq!(std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777, 0o600, "owner only");
     // info and status through the server (the array is locked by it).

@@ -124,14 +124,16 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8).collect()
 }
 
-/// The line of the log that starts with `prefix`.
+/// The message in the log that starts with `prefix` (lines are timestamp,
+/// level, message, fields).
 fn line<'a>(log: &'a [String], prefix: &str) -> &'a str {
-    log.iter().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line starting {prefix:?} in {log:#?}"))
+    common::serve::message(log, prefix).unwrap_or_else(|| panic!("no message starting {prefix:?} in {log:#?}"))
 }
 
 fn assert_clean_stop(code: i32, log: &[String]) {
     assert_eq!(code, 0, "exit code; log: {log:#?}");
-    assert_eq!(log.last().map(String::as_str), Some("mosaic serve: array flushed and closed clean"), "{log:#?}");
+    let last = log.last().map(|l| std::slice::from_ref(l)).unwrap_or_default();
+    assert_eq!(common::serve::message(last, "mosaic serve: "), Some("mosaic serve: array flushed and closed clean"), "{log:#?}");
 }
 
 #[test]
@@ -201,7 +203,7 @@ fn idle_connections_beyond_the_limit_get_a_visible_refusal_then_time_out() {
     let (code, log) = srv.stop();
     assert_clean_stop(code, &log);
     assert!(
-        log.iter().any(|l| l.starts_with("mosaic-nbd: refusing connection from 127.0.0.1:")
+        log.iter().any(|l| l.contains(" WARN mosaic-nbd: refusing connection from 127.0.0.1:")
             && l.ends_with(": server busy: 4 connections (the limit); try again later")),
         "{log:#?}"
     );
@@ -263,19 +265,21 @@ fn a_member_failing_while_serving_is_logged_with_a_timestamp_and_counted() {
     assert_eq!(failed.len(), 1, "logged as it happened, once: {:#?}", srv.lines());
     drop(c);
     let (code, log) = srv.stop();
-    // mosaic serve: 2026-01-02T03:04:05.678Z: member 1 (PATH) failed while serving: ERROR; serving degraded
-    let l = line(&log, "mosaic serve: 2");
-    let ts = &l["mosaic serve: ".len()..][..24];
+    // 2026-01-02T03:04:05.678Z  WARN mosaic serve: member 1 (PATH) failed while serving: ERROR; serving degraded kind=member-failed array=UUID member=1
+    let l = log.iter().find(|l| l.contains("failed while serving:")).unwrap();
+    let ts = &l[..24];
     let b = ts.as_bytes();
     assert!(
         b[4] == b'-' && b[7] == b'-' && b[10] == b'T' && b[13] == b':' && b[16] == b':' && b[19] == b'.' && b[23] == b'Z',
         "not an RFC 3339 UTC timestamp: {ts}"
     );
     assert!(ts.chars().filter(|c| c.is_ascii_digit()).count() == 17, "{ts}");
-    let rest = &l["mosaic serve: ".len() + 24..];
-    let want = format!(": member 1 ({}) failed while serving: ", member.display());
+    assert!(l[24..].starts_with("  WARN mosaic serve: "), "a warning: {l}");
+    let rest = line(&log, "mosaic serve: member 1 (");
+    let want = format!("mosaic serve: member 1 ({}) failed while serving: ", member.display());
     assert!(rest.starts_with(&want), "{rest:?} should start with {want:?}");
     assert!(rest.ends_with("; serving degraded") && rest.len() > want.len() + "; serving degraded".len(), "no error text: {rest}");
+    assert!(l.ends_with(" member=1") && l.contains(" kind=member-failed array="), "the event's fields: {l}");
     assert!(line(&log, "mosaic serve: stopping: ").contains(", 1 member(s) failed while serving; flushing"), "{log:#?}");
     assert_eq!(code, 0, "{log:#?}");
 }

@@ -98,12 +98,36 @@ pub fn verdict(name: &str, l: &Label, auth: &Label) -> Option<String> {
     }
     if is_stale(l.events, auth.events) {
         return Some(format!(
-            "{name}: member {i} is stale (event counter {}, the array is at {}): it missed writes, so it is failed and never read; \
+            "{name}: member {i}{STALE} {}, the array is at {}): it missed writes, so it is failed and never read; \
              `mosaic replace --member {i} --drive PATH` rebuilds it",
             l.events, auth.events
         ));
     }
     None
+}
+
+/// What a stale member's warning ([`verdict`]) says right after its index.
+const STALE: &str = " is stale (event counter";
+
+/// A warning of an open about a stale member (see [`stale_member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale {
+    pub member: usize,
+    /// A nesting kind prefixed the warning ("slow tier: ", "check drive
+    /// array D: "): the index is its inner array's.
+    pub nested: bool,
+}
+
+/// The member a warning of an open names as stale (a member found behind
+/// the array: it missed writes), if it is such a warning; a server turns
+/// it into a `member-stale` event.  Warnings are passed up as text through
+/// every kind (and prefixed by nesting ones), so the kind is read here,
+/// next to the one place that writes it.
+pub fn stale_member(warning: &str) -> Option<Stale> {
+    let (head, _) = warning.split_once(STALE)?;
+    let (device, index) = head.rsplit_once("member ")?;
+    // "{device}: member {i}": one ": " unless something was put in front.
+    Some(Stale { member: index.parse().ok()?, nested: device.matches(": ").count() > 1 })
 }
 
 /// Assign devices of one array (after [`pick_array`]) to member slots.
@@ -193,6 +217,11 @@ mod tests {
         assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [Some("a"), None, None]);
         let w = a.warnings.join("\n");
         assert!(w.contains("b: member 1 is stale (event counter 8, the array is at 10)"), "{w}");
+        let stale: Vec<Stale> = a.warnings.iter().filter_map(|w| stale_member(w)).collect();
+        assert_eq!(stale, [Stale { member: 1, nested: false }], "{w}");
+        let nested = format!("slow tier: check drive array /d: {}", a.warnings.iter().find(|w| w.contains("stale")).unwrap());
+        assert_eq!(stale_member(&nested), Some(Stale { member: 1, nested: true }));
+        assert_eq!(stale_member("member 1 (x): too small"), None);
         assert!(w.contains("c: was member 2 before that member was replaced"), "{w}");
         assert!(w.contains("a-old: an older copy of member 0"), "{w}");
     }

@@ -55,7 +55,8 @@ pub struct ServerConfig {
     /// client stops reading, for this long closes that connection (an idle
     /// connection between requests stays open).
     pub io_timeout: Duration,
-    /// Print connection and error lines on stderr.
+    /// Log connections and their errors (as `tracing` events: the
+    /// program installs a subscriber to see them).
     pub log: bool,
 }
 
@@ -113,9 +114,17 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
+    /// Log trouble with a connection (a warning), unless logging is off.
     pub(crate) fn log(&self, msg: &str) {
         if self.log {
-            eprintln!("mosaic-nbd: {msg}");
+            tracing::warn!("mosaic-nbd: {msg}");
+        }
+    }
+
+    /// Log a connection's comings and goings, unless logging is off.
+    pub(crate) fn log_info(&self, msg: &str) {
+        if self.log {
+            tracing::info!("mosaic-nbd: {msg}");
         }
     }
 }
@@ -167,9 +176,9 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
     };
     match handshake(&mut hs, &sh.info) {
         Ok(Outcome::Transmission) => {
-            sh.log(&format!("conn {id} from {peer}: transmission"));
+            sh.log_info(&format!("conn {id} from {peer}: transmission"));
             crate::conn::transmission(&sh, id, stream, rd);
-            sh.log(&format!("conn {id} from {peer}: closed"));
+            sh.log_info(&format!("conn {id} from {peer}: closed"));
         }
         Ok(Outcome::Aborted) => {}
         Err(e) => {

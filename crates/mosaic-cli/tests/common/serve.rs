@@ -1,5 +1,10 @@
 //! A running `mosaic serve` for CLI tests: started on an ephemeral port,
 //! its stderr collected, stopped with SIGTERM.
+//!
+//! The server logs through `tracing`: a line is a timestamp, a level, the
+//! message ("mosaic serve: listening on ...") and fields (`array=UUID`),
+//! or with `--log-format json` one JSON object; tests look for messages
+//! within lines.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command as Process, Stdio};
@@ -17,9 +22,15 @@ impl Serve {
     /// Start `mosaic serve -a ARRAY --listen 127.0.0.1:0 EXTRA...` and wait
     /// (at most 30 s) for its "listening on" line.
     pub fn start(array: &str, extra: &[&str]) -> Serve {
+        let args: Vec<&str> = ["serve", "-a", array, "--listen", "127.0.0.1:0"].iter().chain(extra).copied().collect();
+        Serve::spawn(&args, 1)
+    }
+
+    /// Start `mosaic ARGS...` and wait (at most 30 s) until `servers`
+    /// "listening on" lines are logged; `port` is the first one's.
+    pub fn spawn(args: &[&str], servers: usize) -> Serve {
         let mut child = Process::new(env!("CARGO_BIN_EXE_mosaic"))
-            .args(["serve", "-a", array, "--listen", "127.0.0.1:0"])
-            .args(extra)
+            .args(args)
             .stderr(Stdio::piped())
             .spawn()
             .expect("run mosaic serve");
@@ -32,12 +43,9 @@ impl Serve {
         });
         let t = Instant::now();
         loop {
-            let port = log.lock().unwrap().iter().find_map(|l| {
-                let rest = l.strip_prefix("mosaic serve: listening on nbd://127.0.0.1:")?;
-                rest.split('/').next()?.parse::<u16>().ok()
-            });
-            if let Some(port) = port {
-                return Serve { child, port, log };
+            let up = listening(&log.lock().unwrap());
+            if up.len() >= servers {
+                return Serve { child, port: up[0].0, log };
             }
             assert!(child.try_wait().unwrap().is_none(), "serve exited: {:?}", log.lock().unwrap());
             assert!(t.elapsed() < Duration::from_secs(30), "serve did not start: {:?}", log.lock().unwrap());
@@ -47,6 +55,11 @@ impl Serve {
 
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The ports and export names of the servers listening (TCP), in order.
+    pub fn listening(&self) -> Vec<(u16, String)> {
+        listening(&self.lines())
     }
 
     pub fn lines(&self) -> Vec<String> {
@@ -76,6 +89,36 @@ impl Serve {
         std::thread::sleep(Duration::from_millis(200));
         (status.code().unwrap_or(-1), self.lines())
     }
+}
+
+/// The message of the first line that has `prefix` (in a text line, or
+/// the message of a JSON one), from `prefix` to the end of the message
+/// (the fields after it left off).
+pub fn message<'a>(lines: &'a [String], prefix: &str) -> Option<&'a str> {
+    lines.iter().find_map(|l| {
+        let rest = &l[l.find(prefix)?..];
+        // Text: the server's fields follow the message as ` key=value`;
+        // JSON: the message ends at its quote.
+        let end = if l.starts_with('{') {
+            rest.find('"')
+        } else {
+            [" kind=", " array=", " member=", " pid=", " config="].iter().filter_map(|f| rest.find(f)).min()
+        };
+        Some(&rest[..end.unwrap_or(rest.len())])
+    })
+}
+
+/// The (port, export) of every "listening on nbd://127.0.0.1:PORT/EXPORT" line.
+pub fn listening(lines: &[String]) -> Vec<(u16, String)> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let rest = l.split_once("mosaic serve: listening on nbd://127.0.0.1:")?.1;
+            let (port, export) = rest.split_once('/')?;
+            let export = export.split([' ', '"']).next()?;
+            Some((port.parse().ok()?, export.to_string()))
+        })
+        .collect()
 }
 
 impl Drop for Serve {

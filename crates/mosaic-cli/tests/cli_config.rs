@@ -1,0 +1,119 @@
+//! `mosaic serve --config FILE`: one server per array the file lists,
+//! stopped together by one SIGTERM; a bad file starts nothing.
+
+mod common;
+use common::serve::{message, Serve};
+use common::{fails, json, mosaic, ok};
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn qemu_io(port: u16, export: &str, cmds: &[&str]) {
+    let uri = format!("nbd://127.0.0.1:{port}/{export}");
+    let mut args = vec!["-f", "raw", uri.as_str()];
+    for c in cmds {
+        args.extend(["-c", c]);
+    }
+    let o = Command::new("qemu-io").args(&args).output().expect("qemu-io");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("Pattern verification failed") && !out.contains("failed"), "qemu-io {cmds:?}: {out} {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The pids of the servers the supervisor started, from its log.
+fn children(lines: &[String]) -> Vec<i32> {
+    lines
+        .iter()
+        .filter_map(|l| message(std::slice::from_ref(l), "mosaic serve: config: started the server of "))
+        .map(|m| m.split("(pid ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+fn create(dir: &Path, level: &str, members: &str) -> String {
+    let a = dir.to_str().unwrap().to_string();
+    ok(&["create", "-a", &a, "--level", level, "--members", members, "--member-size", "16M"]);
+    a
+}
+
+#[test]
+fn one_config_serves_every_array_listed_and_a_sigterm_stops_them_all_clean() {
+    let t = tempfile::tempdir().unwrap();
+    let a = create(&t.path().join("a"), "raid5", "4");
+    let b = create(&t.path().join("b"), "raid1", "2");
+    let uuid = |arr: &str| json(&ok(&["info", "-a", arr, "--json"]))["uuid"].as_str().unwrap().to_string();
+    let (ua, ub) = (uuid(&a), uuid(&b));
+    let cfg = t.path().join("mosaic.toml");
+    // Port 0: each server picks a free port and logs it.
+    std::fs::write(
+        &cfg,
+        format!(
+            "# two arrays\n[defaults]\nquiet = true\nmaint-rate = \"64M\"\n\n\
+             [[serve]]\narray = \"{a}\"\nlisten = \"127.0.0.1:0\"\nexport = \"a\"\n\n\
+             [[serve]]\narray = \"{b}\"\nlisten = \"127.0.0.1:0\"\nexport = \"b\"\nhandshake-timeout = 5\n"
+        ),
+    )
+    .unwrap();
+    let srv = Serve::spawn(&["serve", "--config", cfg.to_str().unwrap()], 2);
+    let ports: Vec<(u16, String)> = srv.listening();
+    let port = |e: &str| ports.iter().find(|p| p.1 == e).unwrap_or_else(|| panic!("no export {e}: {ports:?}")).0;
+    let pids = children(&srv.lines());
+    assert_eq!(pids.len(), 2, "{:#?}", srv.lines());
+    // Both exports take writes and read them back.
+    qemu_io(port("a"), "a", &["write -P 0x5a 0 1M", "flush"]);
+    qemu_io(port("b"), "b", &["write -P 0xa5 1M 1M", "flush"]);
+    qemu_io(port("a"), "a", &["read -P 0x5a 0 1M"]);
+    qemu_io(port("b"), "b", &["read -P 0xa5 1M 1M", "read -P 0 0 1M"]);
+    // Both are served, each through its own control channel.
+    let all = json(&String::from_utf8_lossy(&mosaic(&["status", "--json"]).stdout));
+    for u in [&ua, &ub] {
+        let st = all.as_array().unwrap().iter().find(|s| s["uuid"] == u.as_str()).unwrap_or_else(|| panic!("{u} not served: {all}"));
+        assert_eq!((st["served"].as_bool(), st["health"].as_str()), (Some(true), Some("healthy")), "{st}");
+    }
+    // One SIGTERM: both servers drain, flush and close; the supervisor exits 0.
+    let (code, log) = srv.stop();
+    assert_eq!(code, 0, "{log:#?}");
+    for pid in pids {
+        // SAFETY: signal 0 only asks whether the process exists.
+        assert_eq!(unsafe { libc::kill(pid, 0) }, -1, "server {pid} is still running");
+    }
+    assert_eq!(log.iter().filter(|l| l.contains("mosaic serve: array flushed and closed clean")).count(), 2, "{log:#?}");
+    assert_eq!(log.iter().filter(|l| l.contains(") exited 0")).count(), 2, "{log:#?}");
+    assert!(log.iter().any(|l| l.contains("mosaic serve: config: SIGTERM: stopping 2 servers")), "{log:#?}");
+    // --quiet from [defaults]: no connection lines.
+    assert!(!log.iter().any(|l| l.contains("mosaic-nbd: conn")), "{log:#?}");
+    for (arr, u, pat, at) in [(&a, &ua, 0x5au8, "0"), (&b, &ub, 0xa5, "1M")] {
+        let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", arr, "--json"]).stdout));
+        assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(false), Some("healthy")), "{st}");
+        let info = json(&ok(&["info", "-a", arr, "--json"]));
+        assert_eq!((info["uuid"].as_str(), info["state"].as_str()), (Some(u.as_str()), Some("clean")), "{info}");
+        let out = t.path().join("out.bin");
+        ok(&["read", "-a", arr, "--offset", at, "--length", "1M", "--output", out.to_str().unwrap(), "--force"]);
+        assert!(std::fs::read(&out).unwrap().iter().all(|&x| x == pat), "{arr}: the bytes written over NBD");
+    }
+}
+
+#[test]
+fn a_bad_config_is_refused_with_its_line_and_starts_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let a = create(&t.path().join("a"), "raid1", "2");
+    let cfg = t.path().join("bad.toml");
+    let c = cfg.to_str().unwrap();
+    std::fs::write(&cfg, format!("[[serve]]\narray = \"{a}\"\nlisten = \"127.0.0.1:0\"\n\n[[serve]]\narray = \"{a}-b\"\nlisten = \"127.0.0.1:0\"\nread-olny = true\n"))
+        .unwrap();
+    let t0 = Instant::now();
+    let e = fails(&["serve", "--config", c]);
+    assert_eq!(e, format!("error: {c}:8: unknown key `read-olny` in [[serve]] (mosaic serve has no --read-olny)\n"));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // Nothing was started: the first array is not served.
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", &a, "--json"]).stdout));
+    assert_eq!(st[0]["served"], false, "{st}");
+    // A missing array, and serve's own parser on a value.
+    std::fs::write(&cfg, format!("[[serve]]\narray = \"{a}\"\nlisten = \"127.0.0.1:0\"\n[[serve]]\narray = \"{a}-gone\"\nlisten = \"127.0.0.1:0\"\n")).unwrap();
+    assert_eq!(fails(&["serve", "--config", c]), format!("error: {c}:5: array {a}-gone: {a}-gone does not exist\n"));
+    std::fs::write(&cfg, format!("[[serve]]\narray = \"{a}\"\nmaint-rate = \"fast\"\n")).unwrap();
+    let e = fails(&["serve", "--config", c]);
+    assert!(e.starts_with(&format!("error: {c}:3: invalid value 'fast' for '--maint-rate")), "{e}");
+    // --config takes no other serve option.
+    let o = mosaic(&["serve", "--config", c, "--quiet"]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+}

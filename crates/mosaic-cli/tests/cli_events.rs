@@ -1,0 +1,82 @@
+//! The server's log and events: `--log-format json` writes one JSON object
+//! a line with the events' fields; a stale member and a journal replay
+//! found at open are events of their own kinds.
+
+mod common;
+use common::serve::Serve;
+use common::{json, ok};
+
+use std::process::Command;
+
+#[test]
+fn json_logs_are_one_object_a_line_with_the_events_fields() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let uuid = json(&ok(&["info", "-a", a, "--json"]))["uuid"].as_str().unwrap().to_string();
+    let srv = Serve::start(a, &["--log-format", "json", "--log-level", "info"]);
+    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write 0 64k"]).output().unwrap();
+    assert!(o.status.success());
+    ok(&["fail", "-a", a, "--member", "1"]);
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    let logs: Vec<serde_json::Value> = lines.iter().map(|l| json(l)).collect();
+    for l in &logs {
+        let ts = l["timestamp"].as_str().unwrap_or_else(|| panic!("no timestamp: {l}"));
+        assert!(ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T', "{ts}");
+        assert!(["INFO", "WARN", "ERROR"].contains(&l["level"].as_str().unwrap()), "{l}");
+        assert!(l["message"].is_string(), "{l}");
+    }
+    let failed = logs.iter().find(|l| l["kind"] == "member-failed").unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!((failed["level"].as_str(), failed["member"].as_u64(), failed["array"].as_str()), (Some("WARN"), Some(1), Some(uuid.as_str())), "{failed}");
+    assert!(failed["message"].as_str().unwrap().starts_with("mosaic serve: member 1 failed by request"), "{failed}");
+    // The connection lines of the NBD server too, and the clean stop last.
+    assert!(logs.iter().any(|l| l["message"].as_str().unwrap().starts_with("mosaic-nbd: conn 1 from 127.0.0.1:")), "{lines:#?}");
+    assert_eq!(logs.last().unwrap()["message"], "mosaic serve: array flushed and closed clean");
+}
+
+/// A member swapped for an old copy after a crash: the next server's open
+/// finds it stale and replays the journal; each is an event, with its
+/// kind, in the --on-event program's environment.
+#[test]
+fn a_stale_member_and_a_journal_replay_at_open_are_events() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let uuid = json(&ok(&["info", "-a", a, "--json"]))["uuid"].as_str().unwrap().to_string();
+    let old = t.path().join("old-02.img");
+    std::fs::copy(arr.join("member-02.img"), &old).unwrap();
+    let mut srv = Serve::start(a, &["--quiet"]);
+    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x7e 0 1M"]).output().unwrap();
+    assert!(o.status.success());
+    // A crash: no flush, no close.
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+    drop(srv);
+    std::fs::copy(&old, arr.join("member-02.img")).unwrap();
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT ${{MOSAIC_MEMBER:--}} $MOSAIC_ARRAY $MOSAIC_DETAIL\" >> {}", log.display());
+    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    let got = std::fs::read_to_string(&log).unwrap();
+    let kinds: Vec<(&str, &str, &str)> = got
+        .lines()
+        .map(|l| {
+            let mut w = l.split(' ');
+            (w.next().unwrap(), w.next().unwrap(), w.next().unwrap())
+        })
+        .collect();
+    assert_eq!(kinds, [("member-stale", "2", uuid.as_str()), ("journal-replay", "-", uuid.as_str())], "{got}");
+    assert!(got.contains("member 2 is stale (event counter"), "{got}");
+    assert!(got.contains("journal replayed at open: "), "{got}");
+    // Logged as a warning and as news, with the kinds as fields.
+    assert!(lines.iter().any(|l| l.contains(" WARN mosaic serve: warning at open: ") && l.contains(" kind=member-stale ") && l.ends_with(" member=2")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains(" INFO mosaic serve: journal replayed at open: ") && l.contains(" kind=journal-replay ")), "{lines:#?}");
+    // The bytes written before the crash are there (degraded: member 2 is out).
+    let out = t.path().join("out.bin");
+    ok(&["read", "-a", a, "--offset", "0", "--length", "1M", "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap().iter().all(|&b| b == 0x7e));
+}
