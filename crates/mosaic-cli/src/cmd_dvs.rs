@@ -121,18 +121,20 @@ pub struct EvalDvsArgs {
 /// workloads, the cache-size sweep and the band-size sweep.
 pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
     if let Some(dir) = &a.plot {
-        crate::util::check_output_dir(dir, &["dvs-overall.svg", "dvs-cache.svg", "dvs-band.svg"], a.force)?;
+        crate::util::check_output_dir(dir, &exp::Results::PLOTS, a.force)?;
     }
     let cfg = exp::ExpConfig { synthetic_count: a.count, seed: a.seed, trace_time_scale: a.trace_time_scale, ..Default::default() };
     let trace = crate::util::eval_trace(a.trace.as_deref(), "running the synthetic workloads only")?;
     let r = exp::run_all(trace.as_deref(), &cfg)?;
-    if let Some(d) = &a.plot {
-        r.plot(d)?;
-    }
+    let written = match &a.plot {
+        Some(d) => r.plot(d)?,
+        None => Vec::new(),
+    };
     if a.json {
         print_json(&r)?;
     } else {
         print!("{}", r.table());
     }
+    crate::util::say_written(&written, a.json);
     Ok(0)
 }

@@ -161,15 +161,7 @@ fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
     } else {
         print!("{}", r.text());
     }
-    // With --json, stdout stays one JSON document: the files go to stderr.
-    for f in &written {
-        let line = format!("wrote {}", f.display());
-        if a.json {
-            eprintln!("{line}");
-        } else {
-            println!("{line}");
-        }
-    }
+    crate::util::say_written(&written, a.json);
     Ok(0)
 }
 
@@ -186,14 +178,16 @@ fn eval_tier(a: EvalTierArgs) -> Result<i32> {
     }
     let trace = crate::util::eval_trace(a.trace.as_deref(), "the trace experiment is skipped")?;
     let r = tier::run_all(trace.as_deref(), &cfg)?;
-    if let Some(d) = &a.plot {
-        r.plot(d)?;
-    }
+    let written = match &a.plot {
+        Some(d) => r.plot(d)?,
+        None => Vec::new(),
+    };
     if a.json {
         print_json(&r)?;
     } else {
         print!("{}", r.table());
     }
+    crate::util::say_written(&written, a.json);
     Ok(0)
 }
 
@@ -299,10 +293,12 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     }
     pb.finish_and_clear();
     if let Some(p) = &a.plot {
-        crate::cmd_eval::plot_points(p, "CBRO: random single-unit writes, 16 data drives", &points).map_err(anyhow::Error::msg)?;
+        plot_points(p, "CBRO: random single-unit writes, 16 data drives", &points).map_err(anyhow::Error::msg)?;
     }
+    let written: Vec<&std::path::PathBuf> = a.plot.iter().collect();
     if a.json {
         print_json(&rows)?;
+        crate::util::say_written(&written, true);
         return Ok(0);
     }
     let mut t = vec![vec![
@@ -336,45 +332,24 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     for r in rows.iter().filter(|r| !r.cda_keeps_up) {
         println!("warning at {}: {}", crate::util::short(r.size), r.cda_check);
     }
+    crate::util::say_written(&written, false);
     Ok(0)
 }
 
 /// Throughput (MiB/s) by request size, one line per configuration.
 pub fn plot_points(path: &std::path::Path, title: &str, points: &[Point]) -> Result<(), String> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| format!("plot: {e}");
-    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let max = points.iter().map(|p| p.mib_per_s).fold(1.0, f64::max) * 1.1;
-    let lo = points.iter().map(|p| p.size).min().unwrap_or(4096) as f64 / 1024.0;
-    let hi = points.iter().map(|p| p.size).max().unwrap_or(1 << 20) as f64 / 1024.0;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..max)
-        .map_err(|e| err(&e))?;
-    chart.configure_mesh().x_desc("request size = stripe unit (KiB)").y_desc("random write MiB/s").draw().map_err(|e| err(&e))?;
-    let mut names: Vec<&str> = points.iter().map(|p| p.config.as_str()).collect();
-    names.dedup();
-    let colors = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40), RGBColor(148, 103, 189)];
-    let mut seen = Vec::new();
+    use mosaic_sim::plot::{Axis, Figure, Panel, Plot, Series};
+    let mut names: Vec<&str> = Vec::new();
     for p in points {
-        if !seen.contains(&p.config) {
-            seen.push(p.config.clone());
+        if !names.contains(&p.config.as_str()) {
+            names.push(&p.config);
         }
     }
-    for (i, name) in seen.iter().enumerate() {
-        let c = colors[i % colors.len()];
-        let pts: Vec<(f64, f64)> = points.iter().filter(|p| &p.config == name).map(|p| (p.size as f64 / 1024.0, p.mib_per_s)).collect();
-        chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).position(SeriesLabelPosition::UpperLeft).draw().map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    let mut sizes: Vec<f64> = points.iter().map(|p| p.size as f64 / 1024.0).collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
+    let series = names.iter().enumerate().map(|(i, n)| Series::line(i, *n, points.iter().filter(|p| p.config == *n).map(|p| (p.size as f64 / 1024.0, p.mib_per_s)))).collect();
+    let x = Axis::log("request size = stripe unit (KiB)").ticks(sizes);
+    let panel = Panel { title: String::new(), y: Axis::linear("random write throughput (MiB/s)").from_zero(), plot: Plot::Lines { x, series } };
+    Figure::new(title, vec![panel], 1, (900, 560)).write(path)
 }

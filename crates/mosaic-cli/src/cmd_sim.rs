@@ -467,6 +467,7 @@ pub fn replay(a: ReplayArgs) -> Result<i32> {
     } else {
         print!("{}", replay_table(&reports));
     }
+    crate::util::say_written(&a.plot.iter().collect::<Vec<_>>(), a.json);
     Ok(0)
 }
 

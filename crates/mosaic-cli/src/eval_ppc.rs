@@ -8,11 +8,10 @@
 //! * the stripe-width sweep 4+1 .. 7+1 under the Postmark-like workload;
 //! * the real trace and synthetic 4 KiB random writes.
 //!
-//! The paper's numbers to set beside ours: performance 1.0 / 1.13 / 1.47 /
-//! 1.76 for RAID-5 / FPC / PPC / proposed under Postmark, and 1.0 / 1.15 /
-//! 1.29 / 1.47 for the proposed scheme across widths 4+1 .. 7+1.
+//! The paper's numbers to set beside ours are in [`PAPER`]; `--plot DIR`
+//! draws every experiment with them as markers beside mosaic's bars.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -20,6 +19,7 @@ use serde::Serialize;
 
 use mosaic_core::{CacheConfig, CachePolicy, CacheStats, CachedArray, Health, WritePolicy};
 use mosaic_sim::fsgen::{iozone, Postmark};
+use mosaic_sim::plot::{Axis, BarSeries, Figure, Panel, Plot};
 use mosaic_sim::{Mode, Pattern, SimConfig, SimReport, Simulator, Synthetic};
 use mosaic_trace::Request;
 
@@ -59,7 +59,44 @@ pub struct PpcArgs {
 }
 
 /// The files `--plot DIR` receives.
-const PLOTS: [&str; 2] = ["ppc-postmark.svg", "ppc-width.svg"];
+pub const PLOTS: [&str; 4] = ["ppc-parity.svg", "ppc-perf.svg", "ppc-width.svg", "ppc-latency.svg"];
+
+/// The paper's numbers (Chung & Hsu, IEEE TVLSI 2014, Sect. V), each
+/// array in [`CachePolicy::ALL`] order: RAID-5 (`none`: a write cache
+/// only), FPC (`fpc`), PPC (`ppc`), the proposed scheme (`ppc+data`).
+pub struct PaperValues {
+    /// Fig. 10, Postmark: parity-generation reads and writes per write request.
+    pub postmark_reads: [f64; 4],
+    pub postmark_writes: [f64; 4],
+    /// Fig. 11, Iozone: the same.
+    pub iozone_reads: [f64; 4],
+    pub iozone_writes: [f64; 4],
+    /// Fig. 12, Postmark: I/O performance over RAID-5.
+    pub postmark_perf: [f64; 4],
+    /// Fig. 15, Postmark: the proposed scheme at 4+1 .. 7+1 data + parity
+    /// drives, performance over 4+1.
+    pub width_perf: [(usize, f64); 4],
+}
+
+/// The paper's values, as its text gives them (checked against it by a test).
+pub const PAPER: PaperValues = PaperValues {
+    postmark_reads: [1.31, 1.31, 1.068, 0.65],
+    postmark_writes: [0.66, 0.37, 0.37, 0.32],
+    iozone_reads: [0.28, 0.28, 0.5, 0.32],
+    iozone_writes: [0.3, 0.19, 0.19, 0.18],
+    postmark_perf: [1.0, 1.13, 1.47, 1.76],
+    width_perf: [(4, 1.0), (5, 1.15), (6, 1.29), (7, 1.47)],
+};
+
+/// "1.00 / 1.13 / 1.068 ..." for a table title: two decimals, more where
+/// the paper gives more.
+fn slashed(v: impl IntoIterator<Item = f64>) -> String {
+    let f = |x: f64| match format!("{x:.2}") {
+        s if s.parse::<f64>() == Ok(x) => s,
+        _ => x.to_string(),
+    };
+    v.into_iter().map(f).collect::<Vec<_>>().join(" / ")
+}
 
 /// One policy on one workload.
 #[derive(Serialize, Clone)]
@@ -135,13 +172,13 @@ fn points(workload: &str, device: &str, k: usize, unit: u64, bytes: u64, reqs: &
 }
 
 #[derive(Serialize)]
-struct PpcOut {
-    postmark: Vec<PpcPoint>,
-    iozone: Vec<PpcPoint>,
-    width_sweep: Vec<PpcPoint>,
-    trace: Vec<PpcPoint>,
-    randwrite_4k: Vec<PpcPoint>,
-    trace_note: Option<String>,
+pub struct PpcOut {
+    pub postmark: Vec<PpcPoint>,
+    pub iozone: Vec<PpcPoint>,
+    pub width_sweep: Vec<PpcPoint>,
+    pub trace: Vec<PpcPoint>,
+    pub randwrite_4k: Vec<PpcPoint>,
+    pub trace_note: Option<String>,
 }
 
 /// Requests in flight: enough to keep the SSDs busy, so throughput follows
@@ -174,26 +211,29 @@ pub fn run(a: PpcArgs) -> Result<i32> {
         .map(|r| r.unwrap_or_else(|e| match e {}))
         .collect();
     let rand = points("4K random writes", &a.device, 4, a.unit, a.trace_cache_size, &rw, 16)?;
-    if let Some(dir) = &a.plot {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        plot_bars(&dir.join(PLOTS[0]), "Postmark-like, raid5 4+1 SSD: performance vs RAID-5", &postmark, |p| p.policy.clone())?;
-        plot_bars(&dir.join(PLOTS[1]), "Postmark-like, stripe width sweep: performance vs RAID-5", &sweep, |p| format!("{}+1 {}", p.width, p.policy))?;
-    }
+    let out = PpcOut { postmark, iozone: iozone_pts, width_sweep: sweep, trace, randwrite_4k: rand, trace_note };
+    let written = match &a.plot {
+        Some(dir) => write_plots(dir, &a.device, &out)?,
+        None => Vec::new(),
+    };
     if a.json {
-        print_json(&PpcOut { postmark, iozone: iozone_pts, width_sweep: sweep, trace, randwrite_4k: rand, trace_note })?;
+        print_json(&out)?;
+        crate::util::say_written(&written, true);
         return Ok(0);
     }
     println!("Small-write caches on raid5 over {} (unit {}; caches {} each for Postmark/IOzone)", a.device, crate::util::human(a.unit), crate::util::human(a.cache_size));
-    print_section("Postmark-like (paper: perf 1.00 / 1.13 / 1.47 / 1.76)", &postmark);
-    print_section("IOzone-like sequential rewrite", &iozone_pts);
-    print_section("Width sweep, Postmark-like (paper, proposed: 1.00 / 1.15 / 1.29 / 1.47 for 4+1..7+1)", &sweep);
-    if let Some(n) = &trace_note {
+    let p = &PAPER;
+    print_section(&format!("Postmark-like (paper: perf {}; parity reads/write {}, writes/write {})", slashed(p.postmark_perf), slashed(p.postmark_reads), slashed(p.postmark_writes)), &out.postmark);
+    print_section(&format!("IOzone-like sequential rewrite (paper: parity reads/write {}, writes/write {})", slashed(p.iozone_reads), slashed(p.iozone_writes)), &out.iozone);
+    print_section(&format!("Width sweep, Postmark-like (paper, proposed: {} for 4+1..7+1, over 4+1)", slashed(p.width_perf.map(|w| w.1))), &out.width_sweep);
+    if let Some(n) = &out.trace_note {
         println!("\n{n}");
     } else {
         let name = trace_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-        print_section(&format!("Real trace {name}, queue depth 16, caches {}", crate::util::human(a.trace_cache_size)), &trace);
+        print_section(&format!("Real trace {name}, queue depth 16, caches {}", crate::util::human(a.trace_cache_size)), &out.trace);
     }
-    print_section("Synthetic 4 KiB random writes over 256 MiB, queue depth 16", &rand);
+    print_section("Synthetic 4 KiB random writes over 256 MiB, queue depth 16", &out.randwrite_4k);
+    crate::util::say_written(&written, false);
     Ok(0)
 }
 
@@ -224,35 +264,167 @@ fn print_section(title: &str, pts: &[PpcPoint]) {
     print!("{}", table(&t));
 }
 
-fn plot_bars(path: &std::path::Path, title: &str, pts: &[PpcPoint], label: impl Fn(&PpcPoint) -> String) -> Result<()> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("plot {}: {e}", path.display());
-    let root = SVGBackend::new(path, (160 + 60 * pts.len() as u32, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let max = pts.iter().map(|p| p.perf_vs_none).fold(1.0, f64::max) * 1.15;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(90)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0..pts.len(), 0.0..max)
-        .map_err(|e| err(&e))?;
-    let labels: Vec<String> = pts.iter().map(&label).collect();
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(pts.len())
-        .x_label_formatter(&|i| labels.get(*i).cloned().unwrap_or_default())
-        .y_desc("performance / RAID-5")
-        .draw()
-        .map_err(|e| err(&e))?;
-    let colors = [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
-    chart
-        .draw_series(pts.iter().enumerate().map(|(i, p)| {
-            let c = colors[CachePolicy::ALL.iter().position(|q| q.name() == p.policy).unwrap_or(0)];
-            Rectangle::new([(i, 0.0), (i + 1, p.perf_vs_none)], c.filled())
-        }))
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+/// The legend names of [`CachePolicy::ALL`], with the paper's names.
+const POLICY_NAMES: [&str; 4] = ["none (RAID-5)", "fpc", "ppc", "ppc+data (proposed)"];
+
+/// One group of bars: a label, its points (one per policy) and the
+/// paper's values for it, per policy.
+type Group<'a> = (String, Vec<&'a PpcPoint>, [Option<f64>; 4]);
+
+/// The paper's values of every policy, or of none.
+fn quoted(v: Option<[f64; 4]>) -> [Option<f64>; 4] {
+    v.map(|v| v.map(Some)).unwrap_or([None; 4])
+}
+
+/// One bar per policy in each group: `metric` of mosaic's point, the
+/// paper's value (where it has one) as a marker beside it.
+fn policy_panel(title: &str, y: Axis, xdesc: &str, groups: &[Group], metric: &dyn Fn(&PpcPoint) -> f64) -> Panel {
+    let series = CachePolicy::ALL
+        .iter()
+        .enumerate()
+        .map(|(pi, pol)| {
+            let values = groups.iter().map(|g| g.1.iter().find(|q| q.policy == pol.name()).map(|q| metric(q))).collect();
+            BarSeries::new(pi, POLICY_NAMES[pi], values).with_paper(groups.iter().map(|g| g.2[pi]).collect())
+        })
+        .collect();
+    Panel { title: title.into(), y, plot: Plot::Bars { xdesc: xdesc.into(), groups: groups.iter().map(|g| g.0.clone()).collect(), series } }
+}
+
+/// The workloads run on 4+1, with the paper's values of `paper` (Postmark, IOzone).
+fn workload_groups<'a>(r: &'a PpcOut, paper: (Option<[f64; 4]>, Option<[f64; 4]>)) -> Vec<Group<'a>> {
+    let mut g: Vec<Group> = vec![("Postmark-like".into(), r.postmark.iter().collect(), quoted(paper.0)), ("IOzone-like".into(), r.iozone.iter().collect(), quoted(paper.1))];
+    if !r.trace.is_empty() {
+        g.push(("real trace".into(), r.trace.iter().collect(), [None; 4]));
+    }
+    g.push(("4 KiB random".into(), r.randwrite_4k.iter().collect(), [None; 4]));
+    g
+}
+
+/// Performance of `p` over its own policy at 4+1 (the paper's Fig. 15).
+fn vs_width_4(sweep: &[PpcPoint], p: &PpcPoint) -> f64 {
+    let base = sweep.iter().find(|q| q.width == 4 && q.policy == p.policy).map(|q| q.duration_s).unwrap_or(0.0);
+    if p.duration_s > 0.0 {
+        base / p.duration_s
+    } else {
+        0.0
+    }
+}
+
+/// The figures of `--plot DIR`, in [`PLOTS`] order: every experiment,
+/// the paper's values beside mosaic's bars.
+pub fn figures(device: &str, r: &PpcOut) -> Vec<Figure> {
+    let p = &PAPER;
+    let skipped = r.trace_note.as_ref().map(|n| format!("\n({n})")).unwrap_or_default();
+    let wl = "workload (raid5 4+1)";
+    let per_write = |what: &str| Axis::linear(format!("parity {what} per write request")).from_zero();
+    let parity = Figure::new(
+        format!("Parity-generation I/O per write request, raid5 4+1 over {device}; stars: the paper (Figs. 10, 11){skipped}"),
+        vec![
+            policy_panel("parity-generation reads", per_write("reads"), wl, &workload_groups(r, (Some(p.postmark_reads), Some(p.iozone_reads))), &|q| q.parity_reads_per_write),
+            policy_panel("parity writes", per_write("writes"), wl, &workload_groups(r, (Some(p.postmark_writes), Some(p.iozone_writes))), &|q| q.parity_writes_per_write),
+        ],
+        2,
+        (640, 460),
+    );
+    let perf_axis = || Axis::linear("performance (1 / replay time) over none").from_zero();
+    let rcw_axis = Axis::linear("performance over none with RCW destage").from_zero();
+    let perf = Figure::new(
+        format!("Performance over RAID-5, raid5 4+1 over {device}; stars: the paper (Fig. 12){skipped}"),
+        vec![
+            policy_panel("over none (RAID-5 behind the write cache, RMW or RCW)", perf_axis(), wl, &workload_groups(r, (Some(p.postmark_perf), None)), &|q| q.perf_vs_none),
+            policy_panel("over none with the paper's RAID-5 destage (always RCW)", rcw_axis, wl, &workload_groups(r, (Some(p.postmark_perf), None)), &|q| q.perf_vs_rcw_raid5),
+        ],
+        2,
+        (640, 460),
+    );
+    let mut widths: Vec<usize> = r.width_sweep.iter().map(|q| q.width).collect();
+    widths.dedup();
+    let by_width = |paper: &dyn Fn(usize) -> [Option<f64>; 4]| -> Vec<Group> {
+        widths.iter().map(|&k| (format!("{k}+1"), r.width_sweep.iter().filter(|q| q.width == k).collect(), paper(k))).collect()
+    };
+    let at_4 = |v: [f64; 4]| move |k: usize| quoted((k == 4).then_some(v));
+    let proposed = |k: usize| [None, None, None, p.width_perf.iter().find(|w| w.0 == k).map(|w| w.1)];
+    let sd = "stripe width (data + parity drives)";
+    let width = Figure::new(
+        format!("Stripe width sweep, Postmark-like, raid5 over {device}; stars: the paper (Figs. 10, 12, 15)"),
+        vec![
+            policy_panel("performance over the same policy at 4+1", Axis::linear("performance over 4+1").from_zero(), sd, &by_width(&proposed), &|q| vs_width_4(&r.width_sweep, q)),
+            policy_panel("performance over none at the same width", perf_axis(), sd, &by_width(&at_4(p.postmark_perf)), &|q| q.perf_vs_none),
+            policy_panel("parity-generation reads", per_write("reads"), sd, &by_width(&at_4(p.postmark_reads)), &|q| q.parity_reads_per_write),
+            policy_panel("parity writes", per_write("writes"), sd, &by_width(&at_4(p.postmark_writes)), &|q| q.parity_writes_per_write),
+        ],
+        2,
+        (640, 440),
+    );
+    let none = (None, None);
+    let all = || r.postmark.iter().chain(&r.iozone).chain(&r.trace).chain(&r.randwrite_4k);
+    let ops = |q: &PpcPoint| if q.writes > 0 { q.device_ops as f64 / q.writes as f64 } else { 0.0 };
+    let latency = Figure::new(
+        format!("Write latency and device work, raid5 4+1 over {device} (the paper gives none){skipped}"),
+        vec![
+            policy_panel("mean write latency", Axis::linear("mean write latency (µs)").log_when_wide(all().map(|q| q.write_mean_us)), wl, &workload_groups(r, none), &|q| q.write_mean_us),
+            policy_panel("99th percentile write latency", Axis::linear("p99 write latency (µs)").log_when_wide(all().map(|q| q.write_p99_us)), wl, &workload_groups(r, none), &|q| q.write_p99_us),
+            policy_panel("device operations per write request", Axis::linear("device reads + writes per write").from_zero(), wl, &workload_groups(r, none), &ops),
+        ],
+        3,
+        (520, 460),
+    );
+    vec![parity, perf, width, latency]
+}
+
+/// Write [`figures`] into `dir` (created if need be); the files written.
+fn write_plots(dir: &Path, device: &str, r: &PpcOut) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut out = Vec::new();
+    for (f, name) in figures(device, r).iter().zip(PLOTS) {
+        let path = dir.join(name);
+        f.write(&path).map_err(anyhow::Error::msg)?;
+        out.push(path);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PAPER;
+
+    /// How the paper writes a number: 1.0, 0.3, 1.068.
+    fn quoted(v: f64) -> String {
+        if v.fract() == 0.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v}")
+        }
+    }
+
+    fn listed(v: impl IntoIterator<Item = f64>) -> String {
+        let v: Vec<String> = v.into_iter().map(quoted).collect();
+        format!("{}, and {}", v[..v.len() - 1].join(", "), v[v.len() - 1])
+    }
+
+    /// [`PAPER`] says what the paper's text says, figure by figure (the
+    /// paper is in the shared folder beside the repository; skipped
+    /// where it is not, or read from $PPC_PAPER).
+    #[test]
+    fn the_paper_values_are_the_papers() {
+        let path = std::env::var_os("PPC_PAPER")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/papers/partial-parity-cache-ssd-raid.txt"));
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!("skipping: no {}", path.display());
+            return;
+        };
+        // Fig. 10 (Postmark) is described before Fig. 11 (Iozone).
+        let (postmark, iozone) = text.split_once("Fig. 11 shows the simulation results for the Iozone benchmark").expect("the Fig. 11 paragraph");
+        let times = |kind: &str, v: [f64; 4]| format!("normalized {kind} times for the parity generation of RAID-5, FPC, PPC, and the proposed scheme are {}, respectively", listed(v));
+        for (part, kind, v) in [(postmark, "read", PAPER.postmark_reads), (postmark, "write", PAPER.postmark_writes), (iozone, "read", PAPER.iozone_reads), (iozone, "write", PAPER.iozone_writes)] {
+            let want = times(kind, v);
+            assert!(part.contains(&want), "the paper does not say {want:?}");
+        }
+        let perf = format!("Postmark benchmark inputs for RAID-5, FPC, PPC, and the proposed scheme are {}, respectively", listed(PAPER.postmark_perf));
+        assert!(text.contains(&perf), "the paper does not say {perf:?}");
+        let widths: Vec<String> = PAPER.width_perf.iter().map(|w| format!("{} + 1", w.0)).collect();
+        let width = format!("performance of {}, and {} RAID systems is {}, respectively", widths[..3].join(", "), widths[3], listed(PAPER.width_perf.map(|w| w.1)));
+        assert!(text.contains(&width), "the paper does not say {width:?}");
+    }
 }

@@ -24,6 +24,8 @@ mod exit;
 mod logging;
 mod cmd_sim;
 mod eval_ppc;
+#[cfg(test)]
+mod plot_png;
 mod remap_sim;
 mod replay_real;
 mod serve_adapt;

@@ -101,6 +101,19 @@ pub fn check_output_dir(dir: &std::path::Path, names: &[&str], force: bool) -> a
     names.iter().try_for_each(|n| check_output(&dir.join(n), force))
 }
 
+/// Say where plots went, one "wrote FILE" line each: on stdout, or on
+/// stderr with `--json` (stdout stays one JSON document).
+pub fn say_written<P: AsRef<std::path::Path>>(files: &[P], json: bool) {
+    for f in files {
+        let line = format!("wrote plot {}", f.as_ref().display());
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
 /// Where the evaluations find the real trace when `--trace` is not given.
 pub const DEFAULT_TRACE: &str = "../shared/traces/cloudphysics-vscsi-part1.csv";
 

@@ -85,7 +85,7 @@ fn eval_adapt_plots_into_a_directory() {
     let out = ok(&["eval", "adapt", "--trace", p.to_str().unwrap(), "--requests", "6000", "--quick", "--array", "ssd", "--plot", dir.to_str().unwrap()]);
     for (f, names) in [("adapt-response.svg", &["SSD static", "SSD adaptive"][..]), ("adapt-cost-gain.svg", &["SSD (mosaic)", "paper Table 2 (AFA)"]), ("adapt-depth.svg", &["SSD static", "SSD adaptive"])] {
         let path = dir.join(f);
-        assert!(out.contains(&format!("wrote {}", path.display())), "{f} not listed: {out}");
+        assert!(out.contains(&format!("wrote plot {}", path.display())), "{f} not listed: {out}");
         let s = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(s.starts_with("<svg") || s.starts_with("<?xml"), "{f}: not an SVG");
         assert!(names.iter().all(|n| s.contains(n)), "{f}: series missing");

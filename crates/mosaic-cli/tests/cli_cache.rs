@@ -82,5 +82,11 @@ fn eval_ppc_runs_and_normalises() {
     for p in &r[1..] {
         assert!(p["parity_writes_per_write"].as_f64() <= r[0]["parity_writes_per_write"].as_f64(), "{p}");
     }
-    assert!(t.path().join("ppc-postmark.svg").exists() && t.path().join("ppc-width.svg").exists());
+    // Every experiment plotted, and said where (on stderr: stdout is the JSON).
+    let err = String::from_utf8_lossy(&o.stderr);
+    for f in ["ppc-parity.svg", "ppc-perf.svg", "ppc-width.svg", "ppc-latency.svg"] {
+        let p = t.path().join(f);
+        assert!(p.exists(), "no {f}");
+        assert!(err.contains(&format!("wrote plot {}", p.display())), "{f} not listed: {err}");
+    }
 }

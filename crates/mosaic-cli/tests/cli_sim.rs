@@ -57,6 +57,7 @@ fn replay_compare_plot_and_mixed_devices() {
     assert!(out.contains("raid5 5+1") && out.contains("raid6 4+2") && out.contains("rs:3+3"), "{out}");
     let s = fs::read_to_string(&svg).unwrap();
     assert!(s.contains("<svg") && s.contains("response time CDF"), "not an SVG plot");
+    assert!(out.contains(&format!("wrote plot {}", svg.display())), "where the plot went not said: {out}");
     let j = json(&ok(&["replay", "--synthetic", "randwrite", "--count", "500", "--drives", "5", "--device", "hdd:seagate-st91000640ss", "--device", "4=ssd:samsung-830-128g", "--json"]));
     assert!(j["devices"][4]["model"].as_str().unwrap().contains("samsung"), "{}", j["devices"][4]);
     assert!(j["devices"][0]["model"].as_str().unwrap().contains("seagate"));

@@ -228,13 +228,22 @@ impl Results {
         s
     }
 
-    /// Three SVGs into `dir`.
-    pub fn plot(&self, dir: &Path) -> Result<(), DvsError> {
+    /// The SVGs [`Results::plot`] writes.
+    pub const PLOTS: [&'static str; 3] = ["dvs-overall.svg", "dvs-cache.svg", "dvs-band.svg"];
+
+    /// Three SVGs into `dir`; the paths written.
+    pub fn plot(&self, dir: &Path) -> Result<Vec<std::path::PathBuf>, DvsError> {
+        use mosaic_sim::plot::Axis;
         std::fs::create_dir_all(dir)?;
-        crate::dvs_plot::bars(&dir.join("dvs-overall.svg"), "mean response time, cache 10% (ms, log)", &self.overall).map_err(DvsError::Other)?;
-        crate::dvs_plot::lines(&dir.join("dvs-cache.svg"), "mean response time vs cache size (% of working set)", &self.cache_sweep, |r| r.cache_pct as f64).map_err(DvsError::Other)?;
-        crate::dvs_plot::lines(&dir.join("dvs-band.svg"), "mean response time vs segment (zone) size (MiB)", &self.band_sweep, |r| r.zone_kib as f64 / 1024.0).map_err(DvsError::Other)?;
-        Ok(())
+        let files: Vec<std::path::PathBuf> = Self::PLOTS.iter().map(|f| dir.join(f)).collect();
+        crate::dvs_plot::bars(&files[0], "DVS: mean response time per workload, cache 10% of the working set", &self.overall).map_err(DvsError::Other)?;
+        let pct: Vec<f64> = self.config.cache_fracs.iter().map(|&f| f as f64).collect();
+        let cache = Axis::linear("cache size (% of the working set)").ticks(pct);
+        crate::dvs_plot::lines(&files[1], "DVS: mean response time vs cache size", cache, &self.cache_sweep, |r| r.cache_pct as f64).map_err(DvsError::Other)?;
+        let mib: Vec<f64> = self.config.zone_sizes.iter().map(|&z| z as f64 / 1048576.0).collect();
+        let band = Axis::log("segment (zone) size (MiB)").ticks(mib);
+        crate::dvs_plot::lines(&files[2], "DVS: mean response time vs segment (zone) size", band, &self.band_sweep, |r| r.zone_kib as f64 / 1024.0).map_err(DvsError::Other)?;
+        Ok(files)
     }
 }
 
