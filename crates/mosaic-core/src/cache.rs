@@ -700,12 +700,16 @@ impl CachedArray {
             }
             CachePolicy::Ppc | CachePolicy::PpcData => {
                 let mut covered = self.parity.get(&stripe).map(|e| e.covered).unwrap_or_default();
-                if parity_cached {
+                // A full row's partial parity is its full parity (the
+                // paper): computed from the pages alone, nothing read, no
+                // merge with what was cached.
+                let full_row = w == k;
+                if parity_cached && !full_row {
                     self.stats.merges += 1;
                     base = Base::Stored { stripe, take: false };
                 }
                 for c in row.pages.iter() {
-                    if covered.contains(c) {
+                    if covered.contains(c) && !full_row {
                         // Take the page's previous value out of the partial parity.
                         let buffered = self.cfg.policy == CachePolicy::PpcData && self.old_hit(stripe, c);
                         if buffered {
