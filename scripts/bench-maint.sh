@@ -66,15 +66,19 @@ rebuild() {
 serve
 fio --name=fill --ioengine=nbd --uri="nbd+unix:///mosaic?socket=$SHM/s.sock" --rw=write --bs=1M --iodepth=8 >/dev/null 2>&1
 
-base=$(client)
+# A rebuild under load: it and the client run start together.  Prints
+# "client-IOPS rebuild-MiB/s".
+loaded_rebuild() {
+    rebuild "$1" >"$SHM/rb$1" &
+    local rb=$! iops
+    sleep 0.3
+    iops=$(client)
+    wait $rb
+    echo "$iops $(cat "$SHM/rb$1")"
+}
 
-# Rebuild under load: the rebuild and the client run start together.
-rebuild 1 >"$SHM/rb1" &
-RB=$!
-sleep 0.3
-during_rebuild=$(client)
-wait $RB
-rebuild_loaded=$(cat "$SHM/rb1")
+base=$(client)
+read -r during_rebuild rebuild_loaded < <(loaded_rebuild 1)
 
 "$MOSAIC" scrub -a "$SHM/arr" >/dev/null &
 SC=$!
@@ -87,12 +91,7 @@ stop_server
 
 # The same without the rate limit.
 serve --maint-rate 0
-rebuild 3 >"$SHM/rb3" &
-RB=$!
-sleep 0.3
-during_rebuild_unl=$(client)
-wait $RB
-rebuild_loaded_unl=$(cat "$SHM/rb3")
+read -r during_rebuild_unl rebuild_loaded_unl < <(loaded_rebuild 3)
 rebuild_idle_unl=$(rebuild 4)
 stop_server
 

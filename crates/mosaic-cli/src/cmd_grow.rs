@@ -40,7 +40,8 @@ pub struct AddArgs {
     pub array: String,
     /// A hot spare: a file or block device (a missing file is created at
     /// the members' size); it takes a failed member's place by itself
-    /// while the array is served; repeat for several
+    /// while the array is served; repeat for several.  A tier array's
+    /// spare names its side: fast:PATH or slow:PATH
     #[arg(long = "spare", value_name = "DRIVE", required = true)]
     pub spare: Vec<PathBuf>,
     /// Use a drive that carries another array's superblock or journal
@@ -122,9 +123,25 @@ pub(crate) fn grow_text(rep: &GrowReport) -> String {
     )
 }
 
+/// A spare as given: `fast:PATH` / `slow:PATH` (a tier's side) or a path;
+/// the side, if any, and the absolute path.
+fn spare_arg(p: &Path) -> Result<(Option<&'static str>, PathBuf)> {
+    let s = p.to_string_lossy();
+    for side in ["fast:", "slow:"] {
+        if let Some(rest) = s.strip_prefix(side) {
+            return Ok((Some(side), absolute(Path::new(rest))?));
+        }
+    }
+    Ok((None, absolute(p)?))
+}
+
 pub fn add(a: AddArgs) -> Result<i32> {
     for s in &a.spare {
-        let drive = absolute(s)?;
+        let (side, path) = spare_arg(s)?;
+        let drive = match side {
+            Some(side) => PathBuf::from(format!("{side}{}", path.display())),
+            None => path,
+        };
         let req = Request::AddSpare { drive: drive.clone(), force: a.force };
         if ask(&a.array, &req)?.is_none() {
             let vol = open(&a.array, true)?;
@@ -138,6 +155,6 @@ pub fn add(a: AddArgs) -> Result<i32> {
 
 /// Check `drive` (no other array's device without `--force`) and add it.
 pub(crate) fn add_spare(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
-    check_drive(vol, drive, force)?;
+    check_drive(vol, &spare_arg(drive)?.1, force)?;
     Ok(vol.add_spare(drive)?)
 }

@@ -359,6 +359,8 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
 /// put a hot spare in place of a failed member, then rebuild it online.
 fn supervise(sh: Arc<Shared>) {
     let mut grow_tried = false;
+    // A spare took a member's place and its rebuild has not run to the end.
+    let mut spare_rebuild = false;
     while !sh.stop.load(Ordering::Relaxed) {
         let idle = sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_none();
         if idle && !grow_tried && sh.vol.grow_pending().is_some() {
@@ -368,19 +370,29 @@ fn supervise(sh: Arc<Shared>) {
             }
             continue;
         }
-        if idle {
+        if idle && !spare_rebuild {
             match sh.vol.take_spare() {
                 Ok(Some(m)) => {
                     let path = sh.vol.info().members.get(m).map(|x| x.path.clone()).unwrap_or_default();
                     sh.events.emit(Event { kind: events::SPARE_TAKEOVER, member: Some(m), detail: format!("hot spare {path} takes the place of failed member {m}; rebuilding it") });
-                    if let Err(e) = maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick)) {
-                        tracing::warn!("mosaic serve: rebuild onto the spare: {e:#}");
-                    }
-                    continue;
+                    spare_rebuild = true;
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("mosaic serve: taking a hot spare: {e:#}"),
             }
+        }
+        if idle && spare_rebuild {
+            // Tried until it runs (another maintenance may have started
+            // meanwhile, or a rebuild asked for may have done it).
+            match maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick)) {
+                Ok(_) => spare_rebuild = false,
+                Err(e) if e.to_string().contains("nothing to rebuild") => spare_rebuild = false,
+                Err(e) => {
+                    tracing::warn!("mosaic serve: rebuild onto the spare: {e:#}");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+            continue;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -423,7 +435,8 @@ fn maintain(sh: &Shared, what: &'static str, f: impl FnOnce(&dyn Fn(u64, u64)) -
             m.eta_s = if d > 0 { secs * (t.saturating_sub(d)) as f64 / d as f64 } else { 0.0 };
             m.started
         };
-        if sh.rate > 0 {
+        // A stopping server finishes the work at full speed.
+        if sh.rate > 0 && !sh.stop.load(Ordering::Relaxed) {
             let due = Duration::from_secs_f64(d as f64 / sh.rate as f64);
             if let Some(wait) = due.checked_sub(started.elapsed()) {
                 std::thread::sleep(wait);
@@ -478,7 +491,11 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     };
     let io = vol.io_counters();
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
-    let spares = ["/spares", "/inner/spares"].iter().find_map(|p| info.detail.pointer(p).cloned());
+    let spares: Vec<serde_json::Value> = ["/spares", "/inner/spares", "/fast/spares", "/slow/spares"]
+        .iter()
+        .filter_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
+        .flatten()
+        .collect();
     let grow = info.detail.pointer("/grow").cloned();
     serde_json::json!({
         "uuid": info.uuid,
@@ -493,7 +510,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "failed_while_open": vol.auto_failed(),
         "maintenance": maint,
         "journal": fill,
-        "spares": spares.unwrap_or_else(|| serde_json::json!([])),
+        "spares": spares,
         "grow": grow,
         "clients": null,
         "events": [],

@@ -172,3 +172,30 @@ fn a_grow_killed_mid_restripe_resumes_and_loses_nothing() {
     srv.stop();
     assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
 }
+
+#[test]
+fn tier_and_remapped_arrays_take_spares_for_their_inner_drives() {
+    let t = tempfile::tempdir().unwrap();
+    let tier = t.path().join("tier");
+    let remap = t.path().join("remap");
+    let (ta, ra) = (tier.to_str().unwrap(), remap.to_str().unwrap());
+    ok(&["create", "-a", ta, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--fast-size", "16M", "--slow-size", "16M"]);
+    ok(&["create", "-a", ra, "--level", "remap", "--inner", "raid5:4", "--member-size", "16M", "--journal-size", "8M"]);
+    // A tier's spare names its side.
+    let bare = t.path().join("bare.img");
+    let e = common::fails(&["add", "-a", ta, "--spare", bare.to_str().unwrap()]);
+    assert!(e.contains("fast:") && e.contains("slow:"), "{e}");
+    let slow_spare = format!("slow:{}", t.path().join("slow-spare.img").display());
+    ok(&["add", "-a", ta, "--spare", &slow_spare]);
+    ok(&["add", "-a", ra, "--spare", t.path().join("remap-spare.img").to_str().unwrap()]);
+    for (a, member, spare) in [(ta, 3, "slow-spare.img"), (ra, 1, "remap-spare.img")] {
+        let srv = common::serve::Serve::start(a, &["--quiet"]);
+        let (_, s) = status(a);
+        assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{a}: {s}");
+        ok(&["fail", "-a", a, "--member", &member.to_string()]);
+        let s = wait_status(a, 60, "the spare rebuilt", |s| s["health"] == "healthy" && s["maintenance"].is_null());
+        assert!(s["members"][member]["path"].as_str().unwrap().ends_with(spare), "{a}: {s}");
+        assert_eq!(s["spares"].as_array().map(Vec::len), Some(0), "{s}");
+        srv.stop();
+    }
+}

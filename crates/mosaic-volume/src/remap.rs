@@ -494,6 +494,16 @@ impl Volume for RemapVolume {
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Volume::scrub(self.inner.as_ref(), repair, progress)
     }
+    /// Spares are the inner array's: they stand in for its drives.
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("add a spare")?;
+        Volume::add_spare(self.inner.as_ref(), drive)
+    }
+    fn take_spare(&self) -> Result<Option<usize>> {
+        let r = Volume::take_spare(self.inner.as_ref());
+        self.refresh_health();
+        r
+    }
     /// One batch of queued moves once no request came for the idle time.
     fn idle_work(&self) -> Result<bool> {
         if !self.writable || !self.idle.due() {

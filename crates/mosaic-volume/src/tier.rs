@@ -539,6 +539,28 @@ impl Volume for TierVolume {
         }
         Ok(merge_rebuild(reps))
     }
+    /// A spare belongs to one tier: the drive is named `fast:PATH` or
+    /// `slow:PATH`.
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("add a spare")?;
+        let d = drive.to_string_lossy();
+        let (side, path) = match (d.strip_prefix("fast:"), d.strip_prefix("slow:")) {
+            (Some(p), _) => (FAST, p),
+            (_, Some(p)) => (SLOW, p),
+            _ => return Err(VolumeError::Usage(format!("a tier array's spare stands in for a fast or a slow drive: name it fast:{d} or slow:{d}"))),
+        };
+        Ok(self.inner[side].add_spare(Path::new(path))?)
+    }
+    fn take_spare(&self) -> Result<Option<usize>> {
+        let nf = self.inner[FAST].geometry().members;
+        for side in [FAST, SLOW] {
+            if let Some(m) = self.inner[side].take_spare()? {
+                self.refresh_health();
+                return Ok(Some(m + [0, nf][side]));
+            }
+        }
+        Ok(None)
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         if repair {
             self.check_writable("scrub --repair")?;
