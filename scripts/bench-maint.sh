@@ -51,10 +51,12 @@ client() {
     fio --name=c --ioengine=nbd --uri="nbd+unix:///mosaic?socket=$SHM/s.sock" \
         --rw=randrw --rwmixread=50 --bs=4k --iodepth=32 --time_based --runtime="$SECS" \
         --output-format=json 2>/dev/null |
-        python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))'
+        python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))'
 }
 
-# Fail member 2 and replace it with a new file; the rebuild's MiB/s.
+# Fail member 2 and replace it with a new file; the rebuild's MiB/s
+# written to the new member (the rate limit paces the array's logical
+# bytes, so a 4+1 member is written at a quarter of it).
 rebuild() {
     local n=$1
     "$MOSAIC" fail -a "$SHM/arr" --member 2 >/dev/null

@@ -125,7 +125,9 @@ pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
     }
     let cfg = exp::ExpConfig { synthetic_count: a.count, seed: a.seed, trace_time_scale: a.trace_time_scale, ..Default::default() };
     let trace = crate::util::eval_trace(a.trace.as_deref(), "running the synthetic workloads only")?;
-    let r = exp::run_all(trace.as_deref(), &cfg)?;
+    let (pb, tick) = crate::util::step_ticks("eval");
+    let r = exp::run_all_with(trace.as_deref(), &cfg, &tick)?;
+    pb.finish_and_clear();
     let written = match &a.plot {
         Some(d) => r.plot(d)?,
         None => Vec::new(),

@@ -148,10 +148,12 @@ fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
         cfg.thresholds = vec![1];
         cfg.threads = vec![1, 2];
     }
+    let (pb, tick) = crate::util::step_ticks("eval");
     let r = match a.planted {
-        Some(g) => adapt::run_requests(format!("a planted trace ({g} cliques of {} units, 20 rounds)", a.drives), &adapt::planted(&cfg, g, 20, a.seed), &cfg)?,
-        None => adapt::run(&a.trace, &cfg)?,
+        Some(g) => adapt::run_requests_with(format!("a planted trace ({g} cliques of {} units, 20 rounds)", a.drives), &adapt::planted(&cfg, g, 20, a.seed), &cfg, &tick)?,
+        None => adapt::run_with(&a.trace, &cfg, &tick)?,
     };
+    pb.finish_and_clear();
     let written = match &a.plot {
         Some(d) => mosaic_exp::adapt_plot::write_plots(d, &r).map_err(anyhow::Error::msg)?,
         None => Vec::new(),
@@ -177,7 +179,9 @@ fn eval_tier(a: EvalTierArgs) -> Result<i32> {
         cfg.trace_first = n;
     }
     let trace = crate::util::eval_trace(a.trace.as_deref(), "the trace experiment is skipped")?;
-    let r = tier::run_all(trace.as_deref(), &cfg)?;
+    let (pb, tick) = crate::util::step_ticks("eval");
+    let r = tier::run_all_with(trace.as_deref(), &cfg, &tick)?;
+    pb.finish_and_clear();
     let written = match &a.plot {
         Some(d) => r.plot(d)?,
         None => Vec::new(),

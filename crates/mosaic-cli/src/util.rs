@@ -20,6 +20,16 @@ pub fn steps(total: u64, what: &str) -> ProgressBar {
     bar(total, what, |n| n.to_string(), |r| format!("{r:.1}/s"))
 }
 
+/// A [`steps`] bar whose work says its total: `tick(done, total)`.
+pub fn step_ticks(what: &str) -> (ProgressBar, impl Fn(u64, u64)) {
+    let pb = steps(0, what);
+    let p = pb.clone();
+    (pb, move |done, total| {
+        p.set_length(total);
+        p.set_position(done);
+    })
+}
+
 /// The one bar style: `what` (up to 8 columns), the bar, percent, the
 /// amount done of the total, the rate and the time left, in 79 columns.
 fn bar(total: u64, what: &str, amount: fn(u64) -> String, rate: fn(f64) -> String) -> ProgressBar {

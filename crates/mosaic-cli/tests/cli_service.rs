@@ -174,7 +174,7 @@ fn a_grow_killed_mid_restripe_resumes_and_loses_nothing() {
 }
 
 #[test]
-fn tier_and_remapped_arrays_take_spares_for_their_inner_drives() {
+fn tier_remapped_and_cached_arrays_take_spares() {
     let t = tempfile::tempdir().unwrap();
     let tier = t.path().join("tier");
     let remap = t.path().join("remap");
@@ -188,8 +188,16 @@ fn tier_and_remapped_arrays_take_spares_for_their_inner_drives() {
     let slow_spare = format!("slow:{}", t.path().join("slow-spare.img").display());
     ok(&["add", "-a", ta, "--spare", &slow_spare]);
     ok(&["add", "-a", ra, "--spare", t.path().join("remap-spare.img").to_str().unwrap()]);
-    for (a, member, spare) in [(ta, 3, "slow-spare.img"), (ra, 1, "remap-spare.img")] {
-        let srv = common::serve::Serve::start(a, &["--quiet"]);
+    // A fixed array served behind the partial-parity cache: destaged first.
+    let cached = t.path().join("cached");
+    let ca = cached.to_str().unwrap();
+    ok(&["create", "-a", ca, "--level", "raid5", "--members", "4", "--member-size", "16M", "--spare", t.path().join("cached-spare.img").to_str().unwrap()]);
+    for (a, member, spare, extra) in [(ta, 3, "slow-spare.img", None), (ra, 1, "remap-spare.img", None), (ca, 2, "cached-spare.img", Some("ppc"))] {
+        let mut args = vec!["--quiet"];
+        if let Some(c) = extra {
+            args.extend(["--cache", c]);
+        }
+        let srv = common::serve::Serve::start(a, &args);
         let (_, s) = status(a);
         assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{a}: {s}");
         ok(&["fail", "-a", a, "--member", &member.to_string()]);

@@ -276,9 +276,14 @@ pub enum AdaptEvalError {
 
 /// Run everything on the trace at `path`.
 pub fn run(path: &Path, cfg: &AdaptEvalConfig) -> Result<Results, AdaptEvalError> {
+    run_with(path, cfg, &|_, _| {})
+}
+
+/// [`run`], with [`run_requests_with`]'s progress.
+pub fn run_with(path: &Path, cfg: &AdaptEvalConfig, progress: &dyn Fn(u64, u64)) -> Result<Results, AdaptEvalError> {
     let name = path.display().to_string();
     let reqs = load(path, cfg.requests).map_err(|e| AdaptEvalError::Trace(name.clone(), e))?;
-    run_requests(name, &reqs, cfg)
+    run_requests_with(name, &reqs, cfg, progress)
 }
 
 /// A trace with a planted correlation structure, where the right answer
@@ -313,6 +318,12 @@ pub fn planted(cfg: &AdaptEvalConfig, groups: u64, repeats: u64, seed: u64) -> V
 
 /// Run everything on `reqs` (named `name` in the report).
 pub fn run_requests(name: String, reqs: &[Request], cfg: &AdaptEvalConfig) -> Result<Results, AdaptEvalError> {
+    run_requests_with(name, reqs, cfg, &|_, _| {})
+}
+
+/// [`run_requests`], calling `progress(done, 4)` after the analysis, each
+/// array's section and the speedup.
+pub fn run_requests_with(name: String, reqs: &[Request], cfg: &AdaptEvalConfig, progress: &dyn Fn(u64, u64)) -> Result<Results, AdaptEvalError> {
     let half = reqs.len() / 2;
     let tc = TxnConfig::new(cfg.unit, cfg.window_ns, cfg.max_units);
     let err = |e: mosaic_adapt::TxnError| AdaptEvalError::Analysis(e.to_string());
@@ -328,8 +339,13 @@ pub fn run_requests(name: String, reqs: &[Request], cfg: &AdaptEvalConfig) -> Re
             Ok(None)
         }
     };
-    let (ssd, hdd) = (pick(Array::Ssd)?, pick(Array::Hdd)?);
+    progress(1, 4);
+    let ssd = pick(Array::Ssd)?;
+    progress(2, 4);
+    let hdd = pick(Array::Hdd)?;
+    progress(3, 4);
     let speedup = correlate::speedup(&train, &cfg.threads);
+    progress(4, 4);
     let notes = vec![format!(
         "{} requests: train {} transactions, test {}; unit {} B, window {} us, cap {} units; W = fullest drive's initial fill + {:.0}%",
         reqs.len(),

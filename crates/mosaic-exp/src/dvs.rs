@@ -171,6 +171,11 @@ pub struct Results {
 }
 
 pub fn run_all(trace_path: Option<&Path>, cfg: &ExpConfig) -> Result<Results, DvsError> {
+    run_all_with(trace_path, cfg, &|_, _| {})
+}
+
+/// [`run_all`], calling `progress(done, total)` after each replay.
+pub fn run_all_with(trace_path: Option<&Path>, cfg: &ExpConfig, progress: &dyn Fn(u64, u64)) -> Result<Results, DvsError> {
     let mut wls = Vec::new();
     if let Some(p) = trace_path {
         wls.push(trace(p, cfg.trace_first, cfg.trace_time_scale)?);
@@ -178,23 +183,32 @@ pub fn run_all(trace_path: Option<&Path>, cfg: &ExpConfig) -> Result<Results, Dv
     for n in ["randwrite", "seqwrite", "readheavy"] {
         wls.push(synthetic(n, cfg.synthetic_count, cfg.seed));
     }
+    const BAND: [&str; 3] = ["dvs", "segment-raid5", "sblock-raid5"];
+    let total = ((wls.len() + cfg.cache_fracs.len()) * SCHEMES.len() + cfg.zone_sizes.len() * BAND.len()) as u64;
+    let done = std::cell::Cell::new(0u64);
+    let run = |s: &str, w: &Workload, f: u32, z: u64| -> Result<Row, DvsError> {
+        let r = run_one(s, w, f, z)?.0;
+        done.set(done.get() + 1);
+        progress(done.get(), total);
+        Ok(r)
+    };
     let mut overall = Vec::new();
     for w in &wls {
         for s in SCHEMES {
-            overall.push(run_one(s, w, 10, cfg.zone_size)?.0);
+            overall.push(run(s, w, 10, cfg.zone_size)?);
         }
     }
     let sweep_wl = &wls[0];
     let mut cache_sweep = Vec::new();
     for &f in &cfg.cache_fracs {
         for s in SCHEMES {
-            cache_sweep.push(run_one(s, sweep_wl, f, cfg.zone_size)?.0);
+            cache_sweep.push(run(s, sweep_wl, f, cfg.zone_size)?);
         }
     }
     let mut band_sweep = Vec::new();
     for &z in &cfg.zone_sizes {
-        for s in ["dvs", "segment-raid5", "sblock-raid5"] {
-            band_sweep.push(run_one(s, sweep_wl, 10, z)?.0);
+        for s in BAND {
+            band_sweep.push(run(s, sweep_wl, 10, z)?);
         }
     }
     Ok(Results { config: cfg.clone(), overall, cache_sweep, band_sweep })

@@ -330,10 +330,18 @@ pub fn run_trace(path: &Path, cfg: &TierEvalConfig, notes: &mut Vec<String>) -> 
 
 /// Every experiment; the trace ones only when `trace` is given.
 pub fn run_all(trace: Option<&Path>, cfg: &TierEvalConfig) -> Result<Results, TierEvalError> {
+    run_all_with(trace, cfg, &|_, _| {})
+}
+
+/// [`run_all`], calling `progress(done, 4)` after each of its four parts.
+pub fn run_all_with(trace: Option<&Path>, cfg: &TierEvalConfig, progress: &dyn Fn(u64, u64)) -> Result<Results, TierEvalError> {
     let mut notes = Vec::new();
     let (space, space_workloads) = run_space(cfg)?;
+    progress(1, 4);
     let iozone = run_iozone(cfg, &mut notes)?;
+    progress(2, 4);
     let postmark = run_postmark(cfg, &mut notes)?;
+    progress(3, 4);
     let (trace, trace_cold_reads) = match trace {
         Some(p) => run_trace(p, cfg, &mut notes)?,
         None => {
@@ -341,5 +349,6 @@ pub fn run_all(trace: Option<&Path>, cfg: &TierEvalConfig) -> Result<Results, Ti
             (vec![], 0)
         }
     };
+    progress(4, 4);
     Ok(Results { config: cfg.clone(), table1: table1()?, space, space_workloads, iozone, postmark, trace, trace_cold_reads, notes })
 }

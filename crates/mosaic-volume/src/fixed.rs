@@ -285,4 +285,16 @@ impl Volume for CachedVolume {
         self.sync()?;
         Ok(self.cv.array().scrub(repair, progress)?)
     }
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        Ok(self.cv.array().add_spare(drive)?)
+    }
+    /// As `replace`: the caches are destaged first.
+    fn take_spare(&self) -> Result<Option<usize>> {
+        let a = self.cv.array();
+        if a.spare_paths().is_empty() || !a.health().states.iter().any(|s| matches!(s, MemberState::Failed)) {
+            return Ok(None);
+        }
+        self.sync()?;
+        Ok(a.take_spare()?)
+    }
 }
