@@ -8,7 +8,7 @@
 //! `serve --maint-rate`; `status` shows their progress, rate and ETA.
 //!
 //! ```text
-//!   $XDG_RUNTIME_DIR (or /tmp)/mosaic-UID/   mode 0700
+//!   /run/mosaic/ (root), $XDG_RUNTIME_DIR (or /tmp)/mosaic-UID/ (others)   mode 0700
 //!       ARRAY-UUID.sock                      mode 0600, peers of the same uid (or root) only
 //!
 //!   client ── one JSON line {"cmd":"fail","member":1} ──▶ serve's control thread
@@ -130,11 +130,18 @@ const MAX_LINE: u64 = 64 << 10;
 /// Longest answer line a client reads.
 const MAX_ANSWER: u64 = 64 << 20;
 
-/// The directory of this user's control sockets.
+/// The directory of this user's control sockets: root's in `/run/mosaic`
+/// (as md's in /run/mdadm), so a service and a root shell agree whatever
+/// their environment; another user's in `$XDG_RUNTIME_DIR` (or the
+/// temporary directory) under `mosaic-UID`.
 pub fn runtime_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_dir()).unwrap_or_else(std::env::temp_dir);
     // SAFETY: getuid has no preconditions.
-    base.join(format!("mosaic-{}", unsafe { libc::getuid() }))
+    let uid = unsafe { libc::getuid() };
+    if uid == 0 && Path::new("/run").is_dir() {
+        return PathBuf::from("/run/mosaic");
+    }
+    let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_dir()).unwrap_or_else(std::env::temp_dir);
+    base.join(format!("mosaic-{uid}"))
 }
 
 /// The control socket of array `uuid`.
