@@ -46,10 +46,11 @@ serve() {
     echo "bench-maint: serve did not start"; cat "$SHM/serve.log"; exit 1
 }
 
-# IOPS of a time-based 4 KiB random 50/50 run at QD32.
+# IOPS of a time-based 4 KiB random 50/50 run at QD32 (for $1 seconds,
+# default BENCH_SECONDS).
 client() {
     fio --name=c --ioengine=nbd --uri="nbd+unix:///mosaic?socket=$SHM/s.sock" \
-        --rw=randrw --rwmixread=50 --bs=4k --iodepth=32 --time_based --runtime="$SECS" \
+        --rw=randrw --rwmixread=50 --bs=4k --iodepth=32 --time_based --runtime="${1:-$SECS}" \
         --output-format=json 2>/dev/null |
         python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))'
 }
@@ -68,19 +69,21 @@ rebuild() {
 serve
 fio --name=fill --ioengine=nbd --uri="nbd+unix:///mosaic?socket=$SHM/s.sock" --rw=write --bs=1M --iodepth=8 >/dev/null 2>&1
 
-# A rebuild under load: it and the client run start together.  Prints
-# "client-IOPS rebuild-MiB/s".
+# A rebuild under load: it and a client run of $2 seconds start together.
+# Prints "client-IOPS rebuild-MiB/s".
 loaded_rebuild() {
     rebuild "$1" >"$SHM/rb$1" &
     local rb=$! iops
     sleep 0.3
-    iops=$(client)
+    iops=$(client "$2")
     wait $rb
     echo "$iops $(cat "$SHM/rb$1")"
 }
 
+# The first random run after the fill is slower (measured: ~15 %); warm up.
+client 3 >/dev/null
 base=$(client)
-read -r during_rebuild rebuild_loaded < <(loaded_rebuild 1)
+read -r during_rebuild rebuild_loaded < <(loaded_rebuild 1 "$SECS")
 
 "$MOSAIC" scrub -a "$SHM/arr" >/dev/null &
 SC=$!
@@ -91,20 +94,23 @@ wait $SC || true
 rebuild_idle=$(rebuild 2)
 stop_server
 
-# The same without the rate limit.
+# The same without the rate limit: a 1 GiB member rebuilds in about 3 s,
+# so the client run is 2 s to stay inside it.
 serve --maint-rate 0
-read -r during_rebuild_unl rebuild_loaded_unl < <(loaded_rebuild 3)
+base_short=$(client 2)
+read -r during_rebuild_unl rebuild_loaded_unl < <(loaded_rebuild 3 2)
 rebuild_idle_unl=$(rebuild 4)
 stop_server
 
-python3 - "$base" "$during_rebuild" "$during_scrub" "$rebuild_loaded" "$rebuild_idle" "$during_rebuild_unl" "$rebuild_loaded_unl" "$rebuild_idle_unl" <<'EOF'
+python3 - "$base" "$during_rebuild" "$during_scrub" "$rebuild_loaded" "$rebuild_idle" "$during_rebuild_unl" "$rebuild_loaded_unl" "$rebuild_idle_unl" "$base_short" <<'EOF'
 import sys
-base, dr, ds, rl, ri, dru, rlu, riu = map(float, sys.argv[1:])
+base, dr, ds, rl, ri, dru, rlu, riu, bs = map(float, sys.argv[1:])
 print("bench-maint: raid5 4+1 in /dev/shm, fio 4 KiB randrw 50/50 QD32 over NBD")
 print(f"  client IOPS without maintenance        {base:>10.0f}")
 print(f"  during online rebuild (128M/s default) {dr:>10.0f}   ratio {dr/base:.2f}")
 print(f"  during online scrub   (128M/s default) {ds:>10.0f}   ratio {ds/base:.2f}")
-print(f"  during online rebuild (unlimited)      {dru:>10.0f}   ratio {dru/base:.2f}")
+print(f"  without, 2 s run (reference for below)  {bs:>10.0f}")
+print(f"  during online rebuild (unlimited), 2 s {dru:>10.0f}   ratio {dru/bs:.2f}")
 print(f"  rebuild MiB/s, default rate: loaded {rl:.1f}, idle {ri:.1f} (ratio {rl/ri:.2f})")
 print(f"  rebuild MiB/s, unlimited:    loaded {rlu:.1f}, idle {riu:.1f} (ratio {rlu/riu:.2f})")
 EOF
