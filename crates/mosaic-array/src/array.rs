@@ -167,6 +167,18 @@ pub struct Array {
     pub(crate) spares: Mutex<Vec<(Arc<dyn Member>, crate::superblock::Spare)>>,
 }
 
+/// The file or device at `path`, created with `size` bytes when missing,
+/// locked for writing (a new member, spare or journal).
+pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<FileMember, ArrayError> {
+    let m = if path.exists() {
+        FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?
+    } else {
+        FileMember::create(path, size).map_err(|e| ArrayError::Io(e.to_string()))?
+    };
+    m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+    Ok(m)
+}
+
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
@@ -249,12 +261,7 @@ impl Array {
         let journal = match journal {
             None => None,
             Some((p, size)) => {
-                let dev = if p.exists() {
-                    FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?
-                } else {
-                    FileMember::create(p, size).map_err(|e| ArrayError::Io(e.to_string()))?
-                };
-                dev.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+                let dev = open_or_create(p, size)?;
                 let name = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
                 Some((Arc::new(dev) as Arc<dyn Member>, name.display().to_string()))
             }

@@ -42,7 +42,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use mosaic_core::{FixedLayout, Geometry, Level, MemberState};
-use mosaic_dev::{FileMember, Member};
+use mosaic_dev::Member;
 use mosaic_exec::Client;
 
 use crate::array::{Array, Shape};
@@ -105,13 +105,7 @@ impl Array {
     /// missing) for [`Array::grow_start`].
     pub fn open_new_member(&self, path: &Path) -> Result<Arc<dyn Member>, ArrayError> {
         let size = DATA_OFFSET + self.geometry().member_data_bytes();
-        let m = if path.exists() {
-            FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?
-        } else {
-            FileMember::create(path, size).map_err(|e| ArrayError::Io(e.to_string()))?
-        };
-        m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
-        Ok(Arc::new(m))
+        Ok(Arc::new(crate::array::open_or_create(path, size)?))
     }
 
     /// Add `new` members and start the restripe ([`Array::grow_continue`]

@@ -52,12 +52,7 @@ impl Array {
     pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
         self.check_writable()?;
         let created = !path.exists();
-        let m = if created {
-            FileMember::create(path, self.spare_size()).map_err(|e| ArrayError::Io(e.to_string()))?
-        } else {
-            FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?
-        };
-        let r = m.lock(true).map_err(|e| ArrayError::Usage(e.to_string())).and_then(|_| self.add_spare_with(Arc::new(m), &path.display().to_string()));
+        let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &path.display().to_string()));
         if r.is_err() && created {
             let _ = std::fs::remove_file(path);
         }

@@ -207,3 +207,25 @@ fn tier_remapped_and_cached_arrays_take_spares() {
         srv.stop();
     }
 }
+
+#[test]
+fn grow_spare_and_watch_refusals_say_why() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    let e = common::fails(&["grow", "-a", a, "--members", "3"]);
+    assert!(e.contains("shrinking is not supported"), "{e}");
+    let e = common::fails(&["grow", "-a", a]);
+    assert!(e.contains("no grow is in progress"), "{e}");
+    let e = common::fails(&["status", "-a", a, "--watch", "0"]);
+    assert!(e.contains("positive number of seconds"), "{e}");
+    let mirror = t.path().join("mirror");
+    ok(&["create", "-a", mirror.to_str().unwrap(), "--level", "raid1", "--members", "2", "--member-size", "8M"]);
+    let e = common::fails(&["grow", "-a", mirror.to_str().unwrap(), "--members", "3"]);
+    assert!(e.contains("cannot grow"), "{e}");
+    assert!(!mirror.join("member-02.img").exists(), "a refused grow leaves no new file");
+    // A spare that belongs to another array is refused without --force.
+    let e = common::fails(&["add", "-a", a, "--spare", mirror.join("member-00.img").to_str().unwrap()]);
+    assert!(e.contains("--force"), "{e}");
+}
