@@ -26,6 +26,11 @@ export CARGO_TERM_COLOR=never
 # One-shot build: incremental state would only use disk (see Cargo.toml).
 export CARGO_INCREMENTAL=0
 cargo build --workspace --all-targets
+# Real file-system traces (postmark on ext2 and ext4, IOzone-like fio),
+# recorded through `mosaic serve --record`; the partial-parity cache tests
+# replay them.  Kept in target/traces between runs.
+export MOSAIC_TRACES=$PWD/target/traces
+./scripts/record-traces.sh "$MOSAIC_TRACES" || echo "test.sh: record-traces.sh failed; the tests that replay its traces will fail"
 cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
 
 # The main job must run end to end on its built-in default.
