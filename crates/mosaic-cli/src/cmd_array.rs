@@ -478,8 +478,8 @@ fn remove(p: &Path) {
 
 /// Create the array `a` describes (dispatched by `--level`).
 fn create_array(a: &CreateArgs) -> Result<i32> {
-    if !a.spare.is_empty() && (a.level == "tier" || a.level == "remap" || a.level.starts_with("dvs") || mosaic_array::nested::split_cda(&a.level)?.is_some()) {
-        bail!("--spare is for fixed-level arrays (raid0..6, rs, cbro without nested check arrays); a {} array takes no hot spares", a.level);
+    if !a.spare.is_empty() && (a.level == "tier" || a.level == "remap" || mosaic_array::nested::split_cda(&a.level)?.is_some()) {
+        bail!("--spare at create is for fixed-level and dvs arrays (raid0..6, rs, cbro without nested check arrays, dvs); a {} array takes its spares with mosaic add --spare", a.level);
     }
     if a.level == "tier" {
         return create_tier(a);
@@ -497,7 +497,7 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         if !a.zoned {
             bail!("--level dvs needs --zoned: its members are host-managed zoned drives");
         }
-        return crate::cmd_dvs::create_dvs(&a.array, &a.level, a.members, a.member_size, a.stripe_unit, a.block_size, a.zone_size, a.dvs_cache, a.force, a.json);
+        return crate::cmd_dvs::create_dvs(a);
     }
     if a.zoned {
         bail!("--zoned is for --level dvs: the other levels overwrite in place");

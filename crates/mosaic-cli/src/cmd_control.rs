@@ -108,8 +108,11 @@ fn served() -> Result<Vec<serde_json::Value>> {
     let mut socks: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "sock")).collect();
     socks.sort();
     for s in socks {
-        if let Some(b) = control::ask_socket(&s, &Request::Status)? {
-            out.push(b);
+        // One server that does not answer does not hide the others.
+        match control::ask_socket(&s, &Request::Status) {
+            Ok(Some(b)) => out.push(b),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("mosaic status: {e:#}"),
         }
     }
     Ok(out)
@@ -128,7 +131,7 @@ fn text(b: &serde_json::Value) -> String {
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");
         let errs = format!("{}/{}/{}", m["errors"]["read"], m["errors"]["write"], m["errors"]["checksum"]);
-        s += &format!("  {:>6}  {:<10} {:>17}  {}{}\n", m["index"], st, errs, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
+        s += &format!("  {:>6}  {:<10} {:>17}  {}{}\n", m["index"].as_u64().unwrap_or(0), st, errs, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));

@@ -27,20 +27,35 @@ pub fn dvs_parity(level: &str) -> Option<usize> {
     }
 }
 
-/// `mosaic create -a DIR --level dvs[:K] --members N --member-size S --zoned --stripe-unit U`.
-/// `level` is `dvs` (one parity chunk) or `dvs:2` (Reed-Solomon P+Q);
-/// `zone_size` defaults to [`DEFAULT_ZONE`]; `cache_size` (bytes) gives
-/// the array a journalled SSG write cache (None: write-through).
-#[allow(clippy::too_many_arguments)]
-pub fn create_dvs(array: &str, level: &str, members: Option<usize>, member_size: Option<u64>, stripe_unit: u64, block_size: u64, zone_size: Option<u64>, cache_size: Option<u64>, force: bool, json: bool) -> Result<i32> {
+/// `mosaic create -a DIR --level dvs[:K] --members N --member-size S --zoned --stripe-unit U [--spare DRIVE]...`.
+/// The level is `dvs` (one parity chunk) or `dvs:2` (Reed-Solomon P+Q);
+/// the zone size defaults to [`DEFAULT_ZONE`]; `--dvs-cache` (bytes) gives
+/// the array a journalled SSG write cache (none: write-through).
+pub fn create_dvs(c: &crate::cmd_array::CreateArgs) -> Result<i32> {
+    let (array, level, stripe_unit, json) = (c.array.as_str(), c.level.as_str(), c.stripe_unit, c.json);
     let Some(parity) = dvs_parity(level) else { bail!("unknown DVS level {level:?}: expected dvs or dvs:2") };
     if array.contains(',') {
         bail!("--level dvs creates its members as zoned files in a directory: give -a DIR");
     }
-    let members = members.ok_or_else(|| anyhow!("--level dvs needs --members"))?;
-    let member_size = member_size.ok_or_else(|| anyhow!("--level dvs needs --member-size"))?;
-    let spec = files::CreateSpec { members, member_size, chunk: stripe_unit, block: block_size, zone_size: zone_size.unwrap_or(DEFAULT_ZONE.min(member_size / 4).max(4096)), parity, cache_chunks: cache_size.unwrap_or(0) / stripe_unit.max(1) };
-    let a = files::create_in_dir(Path::new(array), &spec, force).with_context(|| format!("creating a DVS array in {array}"))?;
+    let members = c.members.ok_or_else(|| anyhow!("--level dvs needs --members"))?;
+    let member_size = c.member_size.ok_or_else(|| anyhow!("--level dvs needs --member-size"))?;
+    for sp in &c.spare {
+        crate::util::check_output(sp, c.force)?;
+    }
+    let zone_size = c.zone_size.unwrap_or(DEFAULT_ZONE.min(member_size / 4).max(4096));
+    let spec = files::CreateSpec { members, member_size, chunk: stripe_unit, block: c.block_size, zone_size, parity, cache_chunks: c.dvs_cache.unwrap_or(0) / stripe_unit.max(1) };
+    let mut a = files::create_in_dir(Path::new(array), &spec, c.force).with_context(|| format!("creating a DVS array in {array}"))?;
+    if !c.spare.is_empty() {
+        // Spares through the volume, which moves them into the directory.
+        drop(a);
+        let vol = mosaic_volume::open(array, true)?;
+        for sp in &c.spare {
+            vol.add_spare(sp).with_context(|| format!("adding {} as a hot spare", sp.display()))?;
+        }
+        vol.close()?;
+        drop(vol);
+        a = files::open_spec(array)?;
+    }
     let info = a.info();
     if json {
         print_json(&info)?;
@@ -59,6 +74,9 @@ pub fn create_dvs(array: &str, level: &str, members: Option<usize>, member_size:
             info.ssgs,
             human(info.capacity)
         );
+        for sp in &info.spares {
+            println!("hot spare {}", sp.describe);
+        }
     }
     Ok(0)
 }

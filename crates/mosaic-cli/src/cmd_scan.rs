@@ -42,7 +42,11 @@ pub fn examine(a: ExamineArgs) -> Result<i32> {
         if let Some(l) = &label {
             println!("  kind      {}", l.kind);
             println!("  array     {}", l.array_uuid);
-            println!("  member    {} of {} ({})", l.member_index, l.members, l.member_uuid);
+            if matches!(what, guard::Carries::Spare { .. }) {
+                println!("  spare     {} (for an array of {} members)", l.member_uuid, l.members);
+            } else {
+                println!("  member    {} of {} ({})", l.member_index, l.members, l.member_uuid);
+            }
             println!("  events    {}", l.events);
             println!("  created   {}", l.created);
             for (k, v) in l.policy.as_object().into_iter().flatten() {

@@ -157,6 +157,9 @@ pub fn array_uuid(spec: &str) -> Option<String> {
     what.array().map(str::to_string)
 }
 
+/// How long `info` and `status` wait for a server's answer.
+const QUICK_ANSWER: Duration = Duration::from_secs(20);
+
 /// Ask the server holding `spec`'s array, if one runs: None when no
 /// server answers (act directly then).
 pub fn ask(spec: &str, req: &Request) -> Result<Option<serde_json::Value>> {
@@ -167,13 +170,21 @@ pub fn ask(spec: &str, req: &Request) -> Result<Option<serde_json::Value>> {
 /// Ask the server listening at `path`: None when none answers.
 pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value>> {
     let Ok(mut s) = UnixStream::connect(path) else { return Ok(None) };
-    // Rebuild and scrub answer when done: no read timeout.
+    // Rebuild and scrub answer when done: no read timeout.  Info and status
+    // answer at once from a healthy server; one that does not is named
+    // instead of hanging the command.
+    if matches!(req, Request::Info | Request::Status) {
+        s.set_read_timeout(Some(QUICK_ANSWER)).context("the control channel")?;
+    }
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
     s.write_all(line.as_bytes()).context("the control channel")?;
     // Answers can be long (a scrub's every finding): read up to 64 MiB.
     let mut answer = String::new();
-    BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer).context("the control channel")?;
+    BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => anyhow!("the server at {} did not answer within {} s", path.display(), QUICK_ANSWER.as_secs()),
+        _ => anyhow!("the control channel {}: {e}", path.display()),
+    })?;
     let r: Response = serde_json::from_str(&answer).map_err(|e| anyhow!("the server sent a bad answer ({e}): {answer:?}"))?;
     if !r.ok {
         bail!("{}", r.error.unwrap_or_else(|| "the server refused".into()));
@@ -289,7 +300,10 @@ fn run(sh: &Shared, req: &Request) -> Response {
     let r: Result<serde_json::Value> = match req {
         Request::Info => info_body(vol),
         Request::Status => {
-            let mut b = status_with(vol, true, sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone());
+            // The guard dropped before status reads the volume: a rebuild
+            // holds the volume's lock while it updates its progress.
+            let maint = sh.maint.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut b = status_with(vol, true, maint);
             b["clients"] = sh.clients.json();
             b["events"] = serde_json::to_value(sh.events.recent()).unwrap_or_default();
             Ok(b)

@@ -209,6 +209,46 @@ fn tier_remapped_and_cached_arrays_take_spares() {
 }
 
 #[test]
+fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("dvs");
+    let a = arr.to_str().unwrap();
+    let spare = t.path().join("first-spare.zoned");
+    ok(&["create", "-a", a, "--level", "dvs", "--members", "5", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--spare", spare.to_str().unwrap()]);
+    // The spare moved into the directory, where the next open finds it.
+    assert!(!spare.exists());
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let input = t.path().join("data");
+    std::fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", a, "--offset", "1M", "--input", input.to_str().unwrap()]);
+    // A slow rebuild (8 MiB/s): status must answer while it runs, so the
+    // rebuild cannot hold the array between its steps.
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "8M"]);
+    // A second spare, added online.
+    ok(&["add", "-a", a, "--spare", t.path().join("second-spare.zoned").to_str().unwrap()]);
+    let (_, s) = status(a);
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(2), "{s}");
+    ok(&["fail", "-a", a, "--member", "1"]);
+    let s = wait_status(a, 60, "the rebuild running", |s| !s["maintenance"].is_null());
+    assert_eq!(s["members"][1]["state"]["state"], "rebuilding", "{s}");
+    let s = wait_status(a, 60, "the spare rebuilt", |s| s["health"] == "healthy" && s["maintenance"].is_null());
+    assert!(s["members"][1]["path"].as_str().unwrap().ends_with("dvs-1.zoned"), "{s}");
+    assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
+    srv.stop();
+    // The failed member's old file is kept aside; the array reads back.
+    assert!(arr.join("dvs-1.zoned.replaced").exists());
+    let out = t.path().join("back");
+    ok(&["read", "-a", a, "--offset", "1M", "--length", "3M", "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == data, "bytes differ after the spare took over");
+    let scrub = json(&ok(&["scrub", "-a", a, "--json"]));
+    assert_eq!(scrub["mismatched"], 0, "{scrub}");
+    // With member 1 on the former spare, another member can be lost.
+    ok(&["fail", "-a", a, "--member", "3"]);
+    ok(&["read", "-a", a, "--offset", "1M", "--length", "3M", "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == data, "bytes differ with member 3 failed");
+}
+
+#[test]
 fn grow_spare_and_watch_refusals_say_why() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");

@@ -79,6 +79,9 @@ use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
 
+mod spare;
+pub use spare::SpareInfo;
+
 /// A host-managed zoned member device.
 pub trait ZonedMember: Send + Sync {
     fn describe(&self) -> String;
@@ -276,6 +279,19 @@ pub struct ArrayInfo {
     pub live_ssgs: usize,
     pub valid_chunks: u64,
     pub log_seq: u64,
+    /// The hot spares present.
+    pub spares: Vec<SpareInfo>,
+}
+
+/// What one [`DvsArray::rebuild_step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuildStep {
+    pub members: Vec<usize>,
+    /// The SSG the step started at, and the position after it.
+    pub from: u64,
+    pub done: u64,
+    pub total: u64,
+    pub bytes_written: u64,
 }
 
 /// A DVS array on zoned members.
@@ -306,6 +322,8 @@ pub struct DvsArray {
     /// Reads issued outside the executor: labels read to learn a
     /// device's member index (open, replace).
     side_io: Mutex<Vec<DeviceIo>>,
+    /// Hot spares present, in the order the labels list them.
+    spares: Vec<spare::SpareDev>,
 }
 
 /// What [`DvsArray::io_counters`] reports.
@@ -370,9 +388,14 @@ fn holds(state: &MemberState, lsn: u32) -> bool {
 }
 
 fn check_member(cfg: &DvsConfig, i: usize, d: &dyn ZonedMember) -> Result<(), DvsError> {
+    check_zones(cfg, &format!("member {i}"), d)
+}
+
+/// Whether `d` (`what`: how to name it) has the zone geometry of `cfg`.
+fn check_zones(cfg: &DvsConfig, what: &str, d: &dyn ZonedMember) -> Result<(), DvsError> {
     if d.zone_size() != cfg.zone_size || d.zone_count() != cfg.zones || d.conventional_zones() != cfg.conventional {
         return Err(DvsError::Geometry(format!(
-            "member {i} ({}): {} zones of {} bytes with {} conventional; the array needs {} zones of {} bytes with {} conventional",
+            "{what} ({}): {} zones of {} bytes with {} conventional; the array needs {} zones of {} bytes with {} conventional",
             d.describe(),
             d.zone_count(),
             d.zone_size(),
@@ -386,9 +409,10 @@ fn check_member(cfg: &DvsConfig, i: usize, d: &dyn ZonedMember) -> Result<(), Dv
 }
 
 /// The label of member `m` of the array `identity` names, at `events`,
-/// with the members `failed` on record.
-fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize]) -> Label {
-    meta::label(cfg, identity.array_uuid, &identity.member_uuids, m, events, identity.created, failed)
+/// with the members `failed` on record and the hot `spares`.
+fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize], spares: &[Uuid]) -> Label {
+    let policy = meta::DvsPolicy { config: cfg.clone(), failed: failed.to_vec(), spares: spares.to_vec(), role: String::new() };
+    meta::label(&policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created)
 }
 
 /// A device given to open: its place in the list, and its label reads.
@@ -449,7 +473,8 @@ impl DvsArray {
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let label = meta::label(&cfg, Uuid::new_v4(), &member_uuids, 0, 0, created, &[]);
+        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new() };
+        let label = meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created);
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
         let ck = ck.bytes;
@@ -461,7 +486,7 @@ impl DvsArray {
             .iter()
             .flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone()), (i, SLOT_SIZE, vec![0u8; ml.label_len as usize])])
             .collect();
-        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[]), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
+        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[], &[]), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
         run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
@@ -478,6 +503,7 @@ impl DvsArray {
             current: None,
             exec,
             side_io: Mutex::new(vec![DeviceIo::default(); cfg.members]),
+            spares: Vec::new(),
             geo,
         })
     }
@@ -490,6 +516,9 @@ impl DvsArray {
         }
         let mut warnings = Vec::new();
         let found = dvs_labels(devs, &mut warnings);
+        // Hot spares are set aside before the one freshness rule: they
+        // hold no data, so they can never be stale.
+        let (spares, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| meta::label_policy(&f.label).is_ok_and(|p| p.is_spare()));
         let found = fresh::pick_array(found, &mut warnings).map_err(DvsError::Other)?;
         // Members failed on record (as the authoritative label says) are
         // not used until replaced: the one rule's `skip`.
@@ -498,6 +527,7 @@ impl DvsArray {
         let cfg = label_config(&auth)?;
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;
+        let spares = spare::attach(spares, &auth, &mut warnings);
         let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None; cfg.members];
         let mut side_io = vec![DeviceIo::default(); cfg.members];
         let mut sources = vec![None; cfg.members];
@@ -608,6 +638,7 @@ impl DvsArray {
             current: None,
             exec,
             side_io: Mutex::new(side_io),
+            spares,
             geo,
         };
         a.checkpoint()?;
@@ -624,9 +655,10 @@ impl DvsArray {
     fn label_rounds(&mut self) -> Result<(), DvsError> {
         let members = self.meta_members();
         let failed = self.failed_on_record();
+        let spares = self.spare_uuids();
         for _ in 0..2 {
             let (offset, events) = self.meta.bump_events();
-            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
+            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed, &spares), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
             self.run(&program::format(&[], &members, (0, 0), writes, vec![]))?;
         }
         Ok(())
@@ -710,6 +742,7 @@ impl DvsArray {
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
             log_seq: self.meta.seq(),
+            spares: self.spares(),
         }
     }
 
@@ -1020,7 +1053,7 @@ impl DvsArray {
         identity.member_uuids[m] = Uuid::new_v4();
         let events = self.meta.events;
         let failed: Vec<usize> = self.failed_on_record().into_iter().filter(|&i| i != m).collect();
-        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed), self.ml.label_len)?;
+        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed, &self.spare_uuids()), self.ml.label_len)?;
         let p = program::format(&written_zones(&self.geo.cfg, m, dev.as_ref()), &[m], (0, self.ml.journal_end), vec![], vec![(m, label_offset(events), l)]);
         let old = self.exec.member(m);
         self.exec.set_member(m, Some(as_member(&dev)));
@@ -1072,25 +1105,68 @@ impl DvsArray {
                 self.poisoned = Some("rebuild stopped (fault injection)".into());
                 return Err(DvsError::Other(format!("rebuild stopped after {} SSGs (fault injection)", lsn - start)));
             }
-            let mut wrote = false;
-            for &m in &targets {
-                if !holds(&self.state(m), lsn as u32) && self.dvs.tables.get(lsn as u32).is_some() {
-                    let r = self.rebuild_ssg(m, lsn as u32);
-                    written += self.poison(r)?;
-                    wrote = true;
-                }
-            }
+            let (w, wrote) = self.rebuild_lsn(&targets, lsn)?;
+            written += w;
             progress(lsn + 1 - start, total - start);
             if wrote && lsn + 1 < total {
-                for &m in &targets {
-                    if !holds(&self.state(m), lsn as u32) {
-                        let r = self.log(Record::Member { m: m as u8, state: MemberState::Rebuilding { done: lsn + 1 } });
-                        self.poison(r)?;
-                    }
-                }
+                self.log_rebuilt(&targets, lsn + 1)?;
             }
         }
-        for &m in &targets {
+        self.rebuild_done(&targets)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
+    }
+
+    /// Rebuild at most `ssgs` SSGs from the recorded position and log the
+    /// new position (or, past the last SSG, make the members active): a
+    /// rebuild in steps, so a served array can take client requests
+    /// between them.  None when no member is being rebuilt.
+    pub fn rebuild_step(&mut self, ssgs: u64) -> Result<Option<RebuildStep>, DvsError> {
+        self.check_ok()?;
+        let Some((targets, start)) = self.rebuild_pending() else { return Ok(None) };
+        let total = self.geo.ssgs as u64;
+        let end = start.saturating_add(ssgs.max(1)).min(total);
+        let mut written = 0;
+        for lsn in start..end {
+            written += self.rebuild_lsn(&targets, lsn)?.0;
+        }
+        if end < total {
+            self.log_rebuilt(&targets, end)?;
+        } else {
+            self.rebuild_done(&targets)?;
+        }
+        Ok(Some(RebuildStep { members: targets, from: start, done: end, total, bytes_written: written }))
+    }
+
+    /// Rebuild SSG `lsn` onto every member of `targets` that lacks it:
+    /// the bytes written and whether any were.
+    fn rebuild_lsn(&mut self, targets: &[usize], lsn: u64) -> Result<(u64, bool), DvsError> {
+        let mut written = 0;
+        let mut wrote = false;
+        for &m in targets {
+            if !holds(&self.state(m), lsn as u32) && self.dvs.tables.get(lsn as u32).is_some() {
+                let r = self.rebuild_ssg(m, lsn as u32);
+                written += self.poison(r)?;
+                wrote = true;
+            }
+        }
+        Ok((written, wrote))
+    }
+
+    /// Record that the members of `targets` hold every SSG below `done`.
+    fn log_rebuilt(&mut self, targets: &[usize], done: u64) -> Result<(), DvsError> {
+        for &m in targets {
+            if !holds(&self.state(m), (done - 1) as u32) {
+                let r = self.log(Record::Member { m: m as u8, state: MemberState::Rebuilding { done } });
+                self.poison(r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The members of `targets` are rebuilt: active, checkpointed, labelled.
+    fn rebuild_done(&mut self, targets: &[usize]) -> Result<(), DvsError> {
+        for &m in targets {
             self.dvs.healthy[m] = true;
             let r = self.log(Record::Member { m: m as u8, state: MemberState::Active });
             self.poison(r)?;
@@ -1098,9 +1174,7 @@ impl DvsArray {
         let r = self.checkpoint();
         self.poison(r)?;
         let r = self.label_rounds();
-        self.poison(r)?;
-        let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
+        self.poison(r)
     }
 
     /// Rebuild SSG `lsn` onto member `m` (after resetting the zone a

@@ -3,8 +3,10 @@
 //! layer over these.
 //!
 //! ```text
-//!   -a DIR          members DIR/dvs-0.zoned .. DIR/dvs-{n-1}.zoned
-//!   -a P0,P1,...    members are those files, in any order (labels decide)
+//!   -a DIR          members DIR/dvs-0.zoned .. DIR/dvs-{n-1}.zoned,
+//!                   hot spares DIR/dvs-spare-ID.zoned
+//!   -a P0,P1,...    members and spares are those files, in any order
+//!                   (labels decide)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -60,12 +62,14 @@ pub fn member_paths(spec: &str) -> Result<Vec<PathBuf>, DvsError> {
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let i = name.strip_prefix("dvs-")?.strip_suffix(".zoned")?.parse().ok()?;
+            let stem = name.strip_prefix("dvs-")?.strip_suffix(".zoned")?;
+            // Spares after the members.
+            let i = if stem.starts_with("spare-") { usize::MAX } else { stem.parse().ok()? };
             Some((i, e.path()))
         })
         .collect();
     v.sort();
-    if v.is_empty() {
+    if v.iter().all(|x| x.0 == usize::MAX) {
         return Err(DvsError::Other(format!("{}: no DVS member files (dvs-N.zoned)", dir.display())));
     }
     Ok(v.into_iter().map(|x| x.1).collect())
@@ -112,12 +116,23 @@ pub fn open_spec(spec: &str) -> Result<DvsArray, DvsError> {
     DvsArray::open(devs)
 }
 
+/// The file name of hot spare `uuid` in a directory array.
+pub fn spare_file_name(uuid: uuid::Uuid) -> String {
+    format!("dvs-spare-{}.zoned", &uuid.simple().to_string()[..8])
+}
+
+/// The zoned file at `path`, created with the geometry of `a` when it does
+/// not exist.
+pub fn open_or_create(a: &DvsArray, path: &Path) -> Result<ZonedFile, DvsError> {
+    let c = &a.geo().cfg;
+    Ok(if path.exists() { ZonedFile::open(path)? } else { ZonedFile::create(path, c.zone_size, c.zones, c.conventional)? })
+}
+
 /// Replace member `m` with the zoned file at `path` (created with the
 /// array's zone geometry if it does not exist); [`DvsArray::rebuild`]
 /// fills it.
 pub fn replace_with_file(a: &mut DvsArray, m: usize, path: &Path) -> Result<(), DvsError> {
-    let c = a.geo().cfg.clone();
-    let z = if path.exists() { ZonedFile::open(path)? } else { ZonedFile::create(path, c.zone_size, c.zones, c.conventional)? };
+    let z = open_or_create(a, path)?;
     a.replace(m, Arc::new(z))
 }
 

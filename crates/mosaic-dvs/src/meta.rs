@@ -72,6 +72,11 @@ pub const LABEL_KIND: &str = "dvs";
 /// The largest write piece one journal record carries.
 const MAX_JOURNAL_PIECE: u64 = 16 << 20;
 
+/// The role a hot spare's label names (as fixed arrays' superblocks do).
+pub const ROLE_SPARE: &str = "spare";
+/// At most this many hot spares per array: labels have one length.
+pub const MAX_SPARES: usize = 4;
+
 /// What a DVS label carries beyond the shared fields (its policy blob).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvsPolicy {
@@ -80,12 +85,23 @@ pub struct DvsPolicy {
     /// devices are not used until replaced (`skip` of the one rule).
     #[serde(default)]
     pub failed: Vec<usize>,
+    /// The array's hot spares, by the member UUID of each spare's label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<Uuid>,
+    /// [`ROLE_SPARE`] in a hot spare's own label; empty in a member's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
 }
 
-/// The label of member `index` of a DVS array; `failed`: the members
-/// failed on record.
-pub fn label(cfg: &DvsConfig, array_uuid: Uuid, member_uuids: &[Uuid], index: usize, events: u64, created: u64, failed: &[usize]) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: failed.to_vec() };
+impl DvsPolicy {
+    pub fn is_spare(&self) -> bool {
+        self.role == ROLE_SPARE
+    }
+}
+
+/// The label of member `index` of a DVS array: `policy` names the
+/// members failed on record and the hot spares.
+pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index: usize, events: u64, created: u64) -> Label {
     Label {
         kind: LABEL_KIND.into(),
         array_uuid,
@@ -99,6 +115,14 @@ pub fn label(cfg: &DvsConfig, array_uuid: Uuid, member_uuids: &[Uuid], index: us
     }
 }
 
+/// The label of hot spare `uuid` of the array `member` (any member's
+/// label) names: the array's identity, role spare, no member index of
+/// its own (the index field is 0 and means nothing).
+pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> Label {
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into() };
+    Label { member_uuid: uuid, member_index: 0, ..label(&policy, member.array_uuid, &member.member_uuids, 0, events, member.created) }
+}
+
 /// The policy blob of a DVS label, checked against the shared fields.
 pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
     if l.kind != LABEL_KIND {
@@ -107,6 +131,9 @@ pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
     let p: DvsPolicy = l.policy().map_err(|e| DvsError::Corrupt(e.to_string()))?;
     if p.config.members != l.members || p.failed.iter().any(|&m| m >= l.members) {
         return Err(DvsError::Corrupt(format!("label of {} members carries a configuration of {} (failed {:?})", l.members, p.config.members, p.failed)));
+    }
+    if p.spares.len() > MAX_SPARES || !(p.role.is_empty() || p.is_spare()) {
+        return Err(DvsError::Corrupt(format!("label lists {} hot spares (at most {MAX_SPARES}) with role {:?}", p.spares.len(), p.role)));
     }
     Ok(p)
 }
@@ -121,8 +148,8 @@ pub fn label_config(l: &Label) -> Result<DvsConfig, DvsError> {
 /// real and simulated, have one length.
 pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
     let ids = vec![Uuid::nil(); cfg.members.max(1)];
-    let all: Vec<usize> = (0..ids.len()).collect();
-    let widest = label(cfg, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX, &all);
+    let policy = DvsPolicy { config: cfg.clone(), failed: (0..ids.len()).collect(), spares: vec![Uuid::nil(); MAX_SPARES], role: ROLE_SPARE.into() };
+    let widest = label(&policy, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX);
     Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
 }
 
@@ -751,13 +778,27 @@ mod tests {
     fn labels_carry_the_config_and_have_one_length() {
         let g = geo();
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
-        let l = label(&g.cfg, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000, &[1]);
+        let spares: Vec<Uuid> = (0..MAX_SPARES).map(|_| Uuid::new_v4()).collect();
+        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new() };
+        let l = label(&policy, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000);
         let len = label_write_len(&g.cfg).unwrap();
         let b = label_bytes(&l, len).unwrap();
         assert_eq!(b.len() as u64, len);
         let back = Label::decode(&b).unwrap();
         assert_eq!(back, l);
-        assert_eq!(label_policy(&back).unwrap(), DvsPolicy { config: g.cfg.clone(), failed: vec![1] });
+        assert_eq!(label_policy(&back).unwrap(), policy);
+        // A spare's label: the array's identity, role spare, its own UUID.
+        let sp = spare_label(&l, &g.cfg, spares[0], 9);
+        let back = Label::decode(&label_bytes(&sp, len).unwrap()).unwrap();
+        let p = label_policy(&back).unwrap();
+        assert!(p.is_spare() && p.spares.is_empty());
+        assert_eq!((back.array_uuid, back.member_uuid, back.events), (l.array_uuid, spares[0], 9));
+        // Too many spares, or a role of no meaning, is a damaged label.
+        let mut more = policy.clone();
+        more.spares.push(Uuid::new_v4());
+        assert!(label_policy(&label(&more, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string().contains("hot spares"));
+        let odd = DvsPolicy { role: "leader".into(), ..policy.clone() };
+        assert!(label_policy(&label(&odd, l.array_uuid, &ids, 0, 1, 1)).is_err());
         let mut other = back.clone();
         other.kind = "fixed".into();
         assert!(label_config(&other).unwrap_err().to_string().contains("not a DVS array"));

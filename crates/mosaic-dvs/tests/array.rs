@@ -692,3 +692,78 @@ fn a_stale_member_copy_is_named_and_never_read() {
     assert_eq!(states(&f), vec![Active; 5]);
     check_all(&mut f, &reference);
 }
+
+fn zoned(dir: &Path, name: &str, c: &DvsConfig) -> Arc<dyn ZonedMember> {
+    Arc::new(ZonedFile::create(&dir.join(name), ZONE, ZONES, c.conventional).unwrap())
+}
+
+fn reopen_with(dir: &Path, n: usize, extra: &[&str]) -> Vec<Arc<dyn ZonedMember>> {
+    let mut v = reopen_files(dir, n);
+    v.extend(extra.iter().map(|e| Arc::new(ZonedFile::open(&dir.join(e)).unwrap()) as Arc<dyn ZonedMember>));
+    v
+}
+
+#[test]
+fn a_hot_spare_takes_a_failed_members_place_and_is_rebuilt() {
+    use mosaic_core::MemberState::*;
+    let dir = scratch();
+    let c = cfg(1);
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut reference = fill(&mut a, &mut rng, 200);
+    // Wrong zones, a member of the array, and a fifth spare are refused.
+    let odd = Arc::new(ZonedFile::create(&dir.path().join("odd"), ZONE, ZONES + 1, c.conventional).unwrap());
+    assert!(a.add_spare(odd).unwrap_err().to_string().contains("the spare"));
+    let e = a.add_spare(Arc::new(ZonedFile::open(&dir.path().join("m2")).unwrap())).unwrap_err().to_string();
+    assert!(e.contains("in this array already"), "{e}");
+    let s0 = a.add_spare(zoned(dir.path(), "s0", &c)).unwrap();
+    let e = a.add_spare(Arc::new(ZonedFile::open(&dir.path().join("s0")).unwrap())).unwrap_err().to_string();
+    assert!(e.contains("in this array already"), "{e}");
+    let s1 = a.add_spare(zoned(dir.path(), "s1", &c)).unwrap();
+    for i in 2..mosaic_dvs::meta::MAX_SPARES {
+        a.add_spare(zoned(dir.path(), &format!("s{i}"), &c)).unwrap();
+    }
+    assert!(a.add_spare(zoned(dir.path(), "s9", &c)).unwrap_err().to_string().contains("hot spares already"));
+    assert!(a.take_spare().unwrap().is_none(), "no member is failed");
+    drop(a);
+    // Spares are found by their labels, in any order, and listed in order.
+    let names = ["s1", "s0", "s2", "s3"];
+    let mut b = DvsArray::open(reopen_with(dir.path(), 5, &names)).unwrap();
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    assert_eq!(b.spares().iter().map(|s| s.uuid).take(2).collect::<Vec<_>>(), vec![s0, s1]);
+    assert_eq!(b.spares()[0].source, Some(6), "s0 was the 7th device given");
+    b.fail(2).unwrap();
+    more_writes(&mut b, &mut rng, &mut reference, 100);
+    assert_eq!(b.take_spare().unwrap(), Some((2, s0)));
+    assert_eq!(states(&b)[2], Rebuilding { done: 0 });
+    assert_eq!(b.spares().len(), 3);
+    b.rebuild(&|_, _| {}, None).unwrap();
+    assert_eq!(states(&b), vec![Active; 5]);
+    check_all(&mut b, &reference);
+    drop(b);
+    // s0 now serves member 2 (its old device m2 is another copy); the
+    // other spares stay spares, and m2 is not used.
+    let mut devs = reopen_files(dir.path(), 5);
+    devs[2] = Arc::new(ZonedFile::open(&dir.path().join("s0")).unwrap());
+    devs.push(Arc::new(ZonedFile::open(&dir.path().join("m2")).unwrap()));
+    devs.extend(["s1", "s2", "s3"].iter().map(|e| Arc::new(ZonedFile::open(&dir.path().join(e)).unwrap()) as Arc<dyn ZonedMember>));
+    let mut d = DvsArray::open(devs).unwrap();
+    assert_eq!(d.sources()[2], Some(2));
+    assert_eq!(d.spares().len(), 3);
+    assert!(d.warnings().iter().any(|w| w.contains("m2")), "{:?}", d.warnings());
+    // Lose another member: member 2 (the former spare) carries its share.
+    d.fail(0).unwrap();
+    check_all(&mut d, &reference);
+    drop(d);
+    // A spare of another array is named and not used.
+    let other_dir = scratch();
+    let mut o = DvsArray::create(files_for(other_dir.path(), 5, &c), c.clone()).unwrap();
+    o.add_spare(zoned(other_dir.path(), "os", &c)).unwrap();
+    drop(o);
+    let mut devs = reopen_files(dir.path(), 5);
+    devs[2] = Arc::new(ZonedFile::open(&dir.path().join("s0")).unwrap());
+    devs.push(Arc::new(ZonedFile::open(&other_dir.path().join("os")).unwrap()));
+    let e = DvsArray::open(devs).unwrap();
+    assert!(e.warnings().iter().any(|w| w.contains("a hot spare of another DVS array")), "{:?}", e.warnings());
+    assert!(e.spares().is_empty());
+}

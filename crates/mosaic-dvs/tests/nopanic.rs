@@ -97,7 +97,7 @@ fn decode_label(b: &[u8]) {
 
 fn a_label(cfg: DvsConfig) -> Label {
     let ids: Vec<Uuid> = (0..cfg.members.max(1)).map(|i| Uuid::from_u128(i as u128 + 1)).collect();
-    meta::label(&cfg, Uuid::from_u128(99), &ids, 0, 3, 5, &[0])
+    meta::label(&meta::DvsPolicy { config: cfg.clone(), failed: vec![0], spares: vec![Uuid::from_u128(7)], role: String::new() }, Uuid::from_u128(99), &ids, 0, 3, 5)
 }
 
 #[test]

@@ -11,6 +11,11 @@
 //!              the zoned file); in a directory array the drive becomes
 //!              DIR/dvs-{idx}.zoned at once, so a stopped rebuild finds it
 //!   rebuild:   DvsArray::rebuild (SSG by SSG, resumable)
+//!   spares:    add_spare: the zoned file (created when missing) gets a
+//!              spare label; in a directory array it becomes
+//!              DIR/dvs-spare-ID.zoned, so the next open finds it.
+//!              take_spare: DvsArray::take_spare (a replace), then the file
+//!              takes the failed member's name as replace's drive does
 //!   scrub:     DvsArray::scrub_with; repair re-stripes (zones cannot be
 //!              rewritten in place); findings by extent "SSG l row r ..."
 //! ```
@@ -47,6 +52,8 @@ pub struct DvsVolume {
     /// The array lock on every member file (exclusive: even a read-only
     /// open writes a checkpoint).
     locks: Mutex<Vec<DeviceLock>>,
+    /// The file of each hot spare, by its UUID.
+    spare_paths: Mutex<Vec<(uuid::Uuid, PathBuf)>>,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -72,6 +79,7 @@ impl DvsVolume {
         let arr = DvsArray::open(devs)?;
         // The file serving each member, as the labels assigned them.
         let paths = arr.sources().iter().map(|s| s.and_then(|i| given.get(i).cloned())).collect();
+        let spare_paths = arr.spares().iter().filter_map(|s| Some((s.uuid, given.get(s.source?)?.clone()))).collect();
         let dir = (!spec.contains(',') && Path::new(spec).is_dir()).then(|| PathBuf::from(spec));
         Ok(DvsVolume {
             capacity: arr.capacity(),
@@ -83,6 +91,7 @@ impl DvsVolume {
             writable,
             idle: crate::IdleClock::new(DEFAULT_IDLE),
             locks: Mutex::new(locks),
+            spare_paths: Mutex::new(spare_paths),
         })
     }
 
@@ -106,6 +115,54 @@ impl DvsVolume {
     fn member_path(&self, m: usize) -> Option<PathBuf> {
         let known = self.paths.lock().unwrap_or_else(|e| e.into_inner()).get(m).cloned().flatten();
         known.or_else(|| self.dir.as_ref().map(|d| d.join(format!("dvs-{m}.zoned"))))
+    }
+
+    /// Hold the array lock on `drive`.
+    fn hold(&self, drive: &Path) -> Result<()> {
+        let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+        Ok(())
+    }
+
+    /// Refuse `drive` when it is a member of this array other than `idx`.
+    fn not_a_member(&self, drive: &Path, idx: Option<usize>, n: usize) -> Result<()> {
+        for m in (0..n).filter(|&m| Some(m) != idx) {
+            if self.member_path(m).is_some_and(|p| same_file(&p, drive)) {
+                return Err(VolumeError::Usage(format!("{} is member {m} of this array", drive.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// In a directory array, move `drive` to `name` in the directory (a
+    /// file already there is kept aside as NAME.replaced); where the
+    /// drive now is.
+    fn move_into_dir(&self, drive: &Path, name: &str, what: &str) -> Result<PathBuf> {
+        let Some(dir) = &self.dir else { return Ok(drive.to_path_buf()) };
+        let slot = dir.join(name);
+        if same_file(drive, &slot) {
+            return Ok(slot);
+        }
+        let moved = |e: io::Error, step: String| VolumeError::Io { what: format!("{what} is now {}, but {step} failed (do it before the array is next opened)", drive.display()), source: e };
+        if slot.exists() {
+            let aside = dir.join(format!("{name}.replaced"));
+            std::fs::rename(&slot, &aside).map_err(|e| moved(e, format!("moving {} to {}", slot.display(), aside.display())))?;
+        }
+        std::fs::rename(drive, &slot).map_err(|e| moved(e, format!("moving it to {}", slot.display())))?;
+        Ok(slot)
+    }
+
+    /// `drive` now serves member `idx`.  A directory array finds its
+    /// members by name: the drive takes member idx's file name, the old
+    /// file is kept aside.
+    fn adopt(&self, idx: usize, drive: &Path) -> Result<()> {
+        let path = self.move_into_dir(drive, &format!("dvs-{idx}.zoned"), &format!("member {idx}"))?;
+        self.paths.lock().unwrap_or_else(|e| e.into_inner())[idx] = Some(path);
+        Ok(())
+    }
+
+    fn spare_list(&self) -> Vec<String> {
+        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.1.display().to_string()).collect()
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {
@@ -162,6 +219,10 @@ impl Volume for DvsVolume {
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));
+        let spares = self.spare_list();
+        let mut detail = serde_json::to_value(&i).unwrap_or(serde_json::Value::Null);
+        // Spares by path, as fixed arrays report them.
+        detail["spares"] = serde_json::json!(spares);
         let summary = vec![
             ("array".to_string(), format!("{} (a dvs array on {} zoned members, event counter {})", i.uuid, c.members, i.events)),
             ("level".into(), format!("dvs ({} data + {} parity chunks per full stripe)", c.members - c.parity, c.parity)),
@@ -177,6 +238,7 @@ impl Volume for DvsVolume {
                     "none (write-through)".into()
                 },
             ),
+            ("spares".into(), if spares.is_empty() { "none".into() } else { spares.join(", ") }),
             ("state".into(), if degraded { format!("degraded: member(s) {:?} failed, missing, stale or rebuilding", i.failed) } else { "ok".into() }),
         ];
         VolumeInfo {
@@ -191,7 +253,7 @@ impl Volume for DvsVolume {
             degraded,
             journal: (c.cache_chunks > 0).then(|| "conventional zones of every member".to_string()),
             summary,
-            detail: serde_json::to_value(&i).unwrap_or(serde_json::Value::Null),
+            detail,
         }
     }
 
@@ -227,15 +289,10 @@ impl Volume for DvsVolume {
         if idx >= n {
             return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
         }
-        for m in (0..n).filter(|&m| m != idx) {
-            if self.member_path(m).is_some_and(|p| same_file(&p, drive)) {
-                return Err(VolumeError::Usage(format!("{} is member {m} of this array", drive.display())));
-            }
-        }
+        self.not_a_member(drive, Some(idx), n)?;
         let created = !drive.exists();
         if !created {
-            let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
-            self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+            self.hold(drive)?;
         }
         if let Err(e) = files::replace_with_file(&mut a, idx, drive) {
             if created {
@@ -244,44 +301,87 @@ impl Volume for DvsVolume {
             return Err(e.into());
         }
         if created {
-            let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
-            self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+            self.hold(drive)?;
         }
         drop(a);
-        // A directory array finds its members by name: the new drive
-        // takes member idx's file name, the old file is kept aside.
-        let mut new_path = drive.to_path_buf();
-        if let Some(dir) = &self.dir {
-            let slot = dir.join(format!("dvs-{idx}.zoned"));
-            if !same_file(drive, &slot) {
-                let moved = |e: io::Error, what: String| VolumeError::Io {
-                    what: format!("member {idx} is now {}, but {what} failed (do it before the array is next opened)", drive.display()),
-                    source: e,
-                };
-                if slot.exists() {
-                    let aside = dir.join(format!("dvs-{idx}.zoned.replaced"));
-                    std::fs::rename(&slot, &aside).map_err(|e| moved(e, format!("moving {} to {}", slot.display(), aside.display())))?;
-                }
-                std::fs::rename(drive, &slot).map_err(|e| moved(e, format!("moving it to {}", slot.display())))?;
-                new_path = slot;
-            }
+        self.adopt(idx, drive)
+    }
+
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("adding a spare")?;
+        let mut a = self.lock();
+        self.not_a_member(drive, None, a.geo().n)?;
+        let created = !drive.exists();
+        if !created {
+            self.hold(drive)?;
         }
-        self.paths.lock().unwrap_or_else(|e| e.into_inner())[idx] = Some(new_path);
+        let added = files::open_or_create(&a, drive).map_err(VolumeError::from).and_then(|z| Ok(a.add_spare(std::sync::Arc::new(z))?));
+        let uuid = match added {
+            Ok(u) => u,
+            Err(e) => {
+                if created {
+                    let _ = std::fs::remove_file(drive);
+                }
+                return Err(e);
+            }
+        };
+        if created {
+            self.hold(drive)?;
+        }
+        drop(a);
+        let path = self.move_into_dir(drive, &files::spare_file_name(uuid), "a hot spare")?;
+        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, path));
         Ok(())
     }
 
+    fn take_spare(&self) -> Result<Option<usize>> {
+        if !self.writable {
+            return Ok(None);
+        }
+        let Some((idx, uuid)) = self.lock().take_spare()? else { return Ok(None) };
+        let path = {
+            let mut sp = self.spare_paths.lock().unwrap_or_else(|e| e.into_inner());
+            let at = sp.iter().position(|s| s.0 == uuid);
+            at.map(|i| sp.remove(i).1)
+        };
+        if let Some(p) = path {
+            self.adopt(idx, &p)?;
+        }
+        Ok(Some(idx))
+    }
+
+    /// SSG by SSG, the array's lock released between steps: clients are
+    /// served while it runs, and `progress` (which may sleep to hold a
+    /// rate) runs without the lock.
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.check_writable("rebuild")?;
-        let mut a = self.lock();
-        if a.rebuild_pending().is_none() {
+        let t0 = std::time::Instant::now();
+        let mut written = 0;
+        let mut first: Option<mosaic_dvs::array::RebuildStep> = None;
+        loop {
+            let step = self.lock().rebuild_step(1)?;
+            let Some(s) = step else { break };
+            let start = first.get_or_insert_with(|| s.clone()).from;
+            written += s.bytes_written;
+            progress(s.done - start, s.total - start);
+            if s.done == s.total {
+                break;
+            }
+            if opts.abort_after_regions.is_some_and(|n| s.done - start >= n) {
+                return Err(VolumeError::Usage(format!("rebuild stopped after {} SSGs (as asked); it resumes where it stopped", s.done - start)));
+            }
+        }
+        let Some(f) = first else {
+            let a = self.lock();
             let failed: Vec<usize> = (0..a.geo().n).filter(|&m| matches!(a.state(m), MemberState::Failed)).collect();
             return Err(VolumeError::Usage(if failed.is_empty() {
                 "nothing to rebuild: no member of this dvs array is being rebuilt".into()
             } else {
                 format!("nothing to rebuild: member(s) {failed:?} are failed or missing; give each a new drive with mosaic replace --member M --drive PATH")
             }));
-        }
-        Ok(a.rebuild(progress, opts.abort_after_regions)?)
+        };
+        let seconds = t0.elapsed().as_secs_f64();
+        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
     }
 
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {

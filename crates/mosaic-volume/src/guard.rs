@@ -190,9 +190,12 @@ pub fn member_label(path: &Path) -> Result<Option<Label>> {
 /// What a valid label says its device is.
 fn labelled(l: &Label) -> Carries {
     let (array, index) = (l.array_uuid.to_string(), l.member_index);
+    // Fixed arrays' spares and DVS arrays' name their role alike.
+    if l.policy.get("role").and_then(|r| r.as_str()) == Some("spare") {
+        return Carries::Spare { array };
+    }
     match l.kind.as_str() {
         "dvs" => Carries::DvsMember { array, index },
-        _ if l.policy.get("role").and_then(|r| r.as_str()) == Some("spare") => Carries::Spare { array },
         _ => Carries::Member { array, index },
     }
 }
