@@ -110,10 +110,16 @@ pub struct CbroArgs {
     /// Drive model of the check drive arrays
     #[arg(long, default_value = "ssd:samsung-830-128g")]
     pub cda_device: String,
+    /// Writes per stripe unit in the stripe-unit figures (Fig. 10, 13)
+    #[arg(long, default_value_t = 20_000)]
+    pub unit_requests: u64,
+    /// Which parts: offload (CBRO vs RAID-5/6), units (Fig. 10 and 13), all
+    #[arg(long, default_value = "all", value_parser = ["all", "offload", "units"])]
+    pub part: String,
     /// Print every row as JSON
     #[arg(long)]
     pub json: bool,
-    /// Write an SVG of throughput by request size
+    /// Write an SVG of the offload part's throughput by request size
     #[arg(long)]
     pub plot: Option<std::path::PathBuf>,
     /// Overwrite a plot file that is a member or journal of an array
@@ -252,6 +258,31 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     if let Some(p) = &a.plot {
         crate::util::check_output(p, a.force)?;
     }
+    let offload = matches!(a.part.as_str(), "all" | "offload");
+    let units = matches!(a.part.as_str(), "all" | "units");
+    if a.plot.is_some() && !offload {
+        anyhow::bail!("--plot draws the offload part (throughput by request size); it has nothing to draw with --part {}", a.part);
+    }
+    let rows = if offload { cbro_offload(&a)? } else { vec![] };
+    let pb = crate::util::steps(if units { crate::eval_cbro::runs() } else { 0 }, "eval");
+    let unit_cases = if units { crate::eval_cbro::stripe_units(a.unit_requests, &|| pb.inc(1))? } else { vec![] };
+    pb.finish_and_clear();
+    let written: Vec<&std::path::PathBuf> = a.plot.iter().collect();
+    if a.json {
+        print_json(&serde_json::json!({ "offload": rows, "stripe_units": unit_cases }))?;
+        crate::util::say_written(&written, true);
+        return Ok(0);
+    }
+    if offload {
+        print_offload(&a, &rows);
+    }
+    crate::eval_cbro::print(&unit_cases);
+    crate::util::say_written(&written, false);
+    Ok(0)
+}
+
+/// CBRO against RAID-5/6 (Sect. 6.4): saturated single-unit writes.
+fn cbro_offload(a: &CbroArgs) -> Result<Vec<CbroRow>> {
     let hdd = a.data_device.clone();
     let ssd = a.cda_device.clone();
     let mut rows = Vec::new();
@@ -299,12 +330,10 @@ fn cbro(a: CbroArgs) -> Result<i32> {
     if let Some(p) = &a.plot {
         plot_points(p, "CBRO: random single-unit writes, 16 data drives", &points).map_err(anyhow::Error::msg)?;
     }
-    let written: Vec<&std::path::PathBuf> = a.plot.iter().collect();
-    if a.json {
-        print_json(&rows)?;
-        crate::util::say_written(&written, true);
-        return Ok(0);
-    }
+    Ok(rows)
+}
+
+fn print_offload(a: &CbroArgs, rows: &[CbroRow]) {
     let mut t = vec![vec![
         "size".into(),
         "raid5 IOPS".into(),
@@ -317,7 +346,7 @@ fn cbro(a: CbroArgs) -> Result<i32> {
         "raid5:4-CDA vs raid5".into(),
         "SSD CDA keeps up".into(),
     ]];
-    for r in &rows {
+    for r in rows {
         t.push(vec![
             crate::util::short(r.size),
             format!("{:.0}", r.raid5_iops),
@@ -331,13 +360,11 @@ fn cbro(a: CbroArgs) -> Result<i32> {
             if r.cda_keeps_up { "yes".into() } else { "no".into() },
         ]);
     }
-    println!("CBRO on {} data drives, CDA {} (Jeremic et al. 2015, Sect. 5); closed loop, queue depth 512, {} writes each", hdd, ssd, a.requests);
+    println!("CBRO on {} data drives, CDA {} (Jeremic et al. 2015, Sect. 5); closed loop, queue depth 512, {} writes each", a.data_device, a.cda_device, a.requests);
     print!("{}", table(&t));
     for r in rows.iter().filter(|r| !r.cda_keeps_up) {
         println!("warning at {}: {}", crate::util::short(r.size), r.cda_check);
     }
-    crate::util::say_written(&written, false);
-    Ok(0)
 }
 
 /// Throughput (MiB/s) by request size, one line per configuration.

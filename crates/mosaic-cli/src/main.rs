@@ -23,6 +23,7 @@ mod events;
 mod exit;
 mod logging;
 mod cmd_sim;
+mod eval_cbro;
 mod eval_ppc;
 #[cfg(test)]
 mod plot_png;

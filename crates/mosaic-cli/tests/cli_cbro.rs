@@ -45,3 +45,31 @@ fn nested_raid5_cda_round_trip_with_a_failed_cda_member() {
     let e = fails(&["create", "-a", t.path().join("x").to_str().unwrap(), "--level", "cbro:4+1,cda=raid7:3", "--member-size", "4M"]);
     assert!(e.contains("bad check drive array"), "{e}");
 }
+
+/// The stripe-unit figures of Jeremic et al. 2015: with each member's
+/// contiguous transfers merged, a 4 KiB unit no longer costs one HDD
+/// positioning per unit (6.6 MiB/s before the merge), the paper's 4 MiB
+/// wins Fig. 10, and Fig. 13's mixed sizes put 8 KiB best and 128 KiB
+/// worst, as measured on the Samsung 830s.
+#[test]
+fn eval_cbro_stripe_units_print_the_paper_beside_mosaic() {
+    let out = ok(&["eval", "cbro", "--part", "units", "--unit-requests", "3000"]);
+    assert!(out.contains("Fig. 10") && out.contains("Fig. 13") && out.contains("best paper/mosaic"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&ok(&["eval", "cbro", "--part", "units", "--unit-requests", "3000", "--json"])).unwrap();
+    let cases = j["stripe_units"].as_array().unwrap();
+    assert_eq!(cases.len(), 8);
+    assert!(j["offload"].as_array().unwrap().is_empty());
+    let fig = |f: &'static str| cases.iter().filter(move |c| c["figure"] == f);
+    for c in fig("10") {
+        assert_eq!(c["mosaic_best"], 4 << 20, "{c}");
+    }
+    let rmw5 = fig("10").next().unwrap();
+    let at_4k = rmw5["units"][0]["mib_per_s"].as_f64().unwrap();
+    assert!(at_4k > 40.0, "raid5 at u = 4 KiB: {at_4k} MiB/s");
+    for c in fig("13").filter(|c| c["workload"].as_str().unwrap().contains("mixed")) {
+        assert_eq!((c["mosaic_best"].as_u64(), c["mosaic_worst"].as_u64()), (Some(8 << 10), Some(128 << 10)), "{c}");
+        assert_eq!(c["agrees"], true);
+    }
+    let e = fails(&["eval", "cbro", "--part", "units", "--plot", "/tmp/never-written.svg"]);
+    assert!(e.contains("--plot draws the offload part"), "{e}");
+}

@@ -115,8 +115,8 @@ fn advise_on_a_trace() {
 
 #[test]
 fn eval_cbro_matches_the_model_and_shows_the_cda_bottleneck() {
-    let j = json(&ok(&["eval", "cbro", "--requests", "6000", "--json"]));
-    let rows = j.as_array().unwrap();
+    let j = json(&ok(&["eval", "cbro", "--part", "offload", "--requests", "6000", "--json"]));
+    let rows = j["offload"].as_array().unwrap();
     let at = |kib: u64| rows.iter().find(|r| r["size"].as_u64() == Some(kib * 1024)).unwrap();
     let r4 = at(4);
     // Model: (d+k)/d = 2 over RAID-5 and 3 over RAID-6 for d = 1; within 10%.

@@ -68,6 +68,12 @@ pub trait Layout: Send + Sync {
 /// 64 MiB unit does not need 64 MiB buffers per column.
 pub const MAINT_CHUNK: u64 = 1 << 20;
 
+/// `p` with its contiguous same-member transfers merged.
+fn merged(mut p: Program) -> Program {
+    crate::merge::merge_contiguous(&mut p);
+    p
+}
+
 /// RAID-0/1/4/5/6 and `rs:K+M`.
 #[derive(Debug)]
 pub struct FixedLayout {
@@ -116,18 +122,21 @@ impl Layout for FixedLayout {
     fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
         self.planner.plan_write(offset, len, h)
     }
+    // Requests' programs have their contiguous transfers on one member
+    // merged (`merge`), here, where the real array and the simulator
+    // both take them, so the two keep issuing the same operations.
     fn read_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
-        self.math.read_program(&self.planner.plan_read(offset, len, h)?)
+        Ok(merged(self.math.read_program(&self.planner.plan_read(offset, len, h)?)?))
     }
     fn write_program(&self, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
-        self.math.write_program(&self.planner.plan_write(offset, len, h)?, len as usize)
+        Ok(merged(self.math.write_program(&self.planner.plan_write(offset, len, h)?, len as usize)?))
     }
     fn io_program(&self, write: bool, offset: u64, len: u64, h: &Health) -> Result<Program, PlanError> {
         // A fixed layout's plans carry their device operations in the
         // order the lowering issues them, so the device phases come
-        // straight from the plan (the lowering test below holds them equal).
+        // straight from the plan (the lowering test holds them equal).
         let plan = if write { self.planner.plan_write(offset, len, h)? } else { self.planner.plan_read(offset, len, h)? };
-        Ok(Program::io_only(&plan))
+        Ok(merged(Program::io_only(&plan)))
     }
     fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
         let mut p = self.math.rebuild_program(sps)?;

@@ -5,7 +5,8 @@
 //! writes land on the same few drives.  This estimate keeps the model's
 //! per-operation costs (each device operation costs the drive's isolated
 //! random service time) but runs every write of the trace through the real
-//! planner and adds up the time each drive is busy.  Load must balance not
+//! planner and adds up the time each drive is busy (per transfer the
+//! executors issue: a member's contiguous pieces merged).  Load must balance not
 //! only over the whole trace but among the requests in flight together, so
 //! the trace is cut into windows of `window` consecutive writes (the queue
 //! depth): a window finishes when its busiest drive does.
@@ -18,7 +19,7 @@
 
 use serde::Serialize;
 
-use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level};
+use mosaic_core::{Dir, FixedLayout, Geometry, Health, Layout, Level};
 use mosaic_drives::{DriveModel, ReqKind};
 use mosaic_trace::{Op, Request};
 
@@ -62,15 +63,17 @@ pub fn estimate_units(level: Level, n: usize, block: u64, drive: &dyn DriveModel
             }
             in_window += 1;
             let Some(f) = fit(w, block, layout.capacity()) else { continue };
-            let plan = layout.plan_write(f.offset, f.len, &h)?;
+            // The program's transfers, contiguous ones on a member merged
+            // as the executors issue them.
+            let prog = layout.io_program(true, f.offset, f.len, &h)?;
             bytes += f.len;
-            for op in plan.reads() {
-                busy[op.member] += drive.random_service_ns(ReqKind::Read, op.len);
+            for (dir, ios) in prog.io() {
+                let kind = if dir == Dir::Read { ReqKind::Read } else { ReqKind::Write };
+                for io in ios {
+                    busy[io.op.member] += drive.random_service_ns(kind, io.op.len);
+                }
             }
-            for op in plan.writes() {
-                busy[op.member] += drive.random_service_ns(ReqKind::Write, op.len);
-            }
-            let c = plan.counts();
+            let c = prog.counts();
             rmw += c.stripes_rmw;
             rcw += c.stripes_rcw;
             fsw += c.stripes_fsw;

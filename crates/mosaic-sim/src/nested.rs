@@ -2,7 +2,7 @@
 //! array that is itself raid5, raid6, rs:K+M or cbro, in virtual time.
 //!
 //! ```text
-//!   outer op (one code unit) ──> inner Layout::plan_* ──> per stripe:
+//!   outer op (one code unit) ──> inner Layout::io_program ──> per lane:
 //!       reads on the inner drives at `now`      ─┐ completion = latest
 //!       writes on the inner drives once read    ─┘ inner write
 //! ```
@@ -11,7 +11,7 @@
 //! what it is given in order), so a busy check drive array delays later
 //! code units exactly as its drives are loaded.
 
-use mosaic_core::{FixedLayout, Health, Layout};
+use mosaic_core::{Dir, FixedLayout, Health, Layout};
 use mosaic_drives::{DriveError, DriveModel, DriveRequest, Nanos, ReqKind};
 
 /// An array of drive models seen as one drive.
@@ -47,23 +47,29 @@ impl DriveModel for ArrayDrive {
         self.drives.iter().map(|d| d.queue_depth()).sum::<usize>().max(1)
     }
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError> {
-        let plan = match req.kind {
-            ReqKind::Read => self.layout.plan_read(req.offset, req.len, &self.health),
-            ReqKind::Write => self.layout.plan_write(req.offset, req.len, &self.health),
+        let write = match req.kind {
+            ReqKind::Read => false,
+            ReqKind::Write => true,
             _ => return Ok(now),
         };
-        let plan = plan.map_err(|_| DriveError::OutOfRange { offset: req.offset, len: req.len, capacity: self.layout.capacity() })?;
+        // The inner array's own program, contiguous transfers merged as
+        // the real inner array merges them: per lane (stripe, or stripes
+        // sharing a merged transfer) its reads at `now`, its writes once
+        // they are done.
+        let prog = self.layout.io_program(write, req.offset, req.len, &self.health);
+        let prog = prog.map_err(|_| DriveError::OutOfRange { offset: req.offset, len: req.len, capacity: self.layout.capacity() })?;
         let mut done = now;
-        for sp in &plan.stripes {
+        for lane in 0..prog.lanes() as u32 {
             let mut t = now;
-            for op in &sp.reads {
-                t = t.max(self.drives[op.member].submit(now, &DriveRequest { kind: ReqKind::Read, offset: op.offset, len: op.len })?);
+            for (dir, ios) in prog.io() {
+                let (kind, start) = if dir == Dir::Read { (ReqKind::Read, now) } else { (ReqKind::Write, t) };
+                let mut end = start;
+                for io in ios.iter().filter(|io| io.lane == lane) {
+                    end = end.max(self.drives[io.op.member].submit(start, &DriveRequest { kind, offset: io.op.offset, len: io.op.len })?);
+                }
+                t = t.max(end);
             }
-            let mut w = t;
-            for op in &sp.writes {
-                w = w.max(self.drives[op.member].submit(t, &DriveRequest { kind: ReqKind::Write, offset: op.offset, len: op.len })?);
-            }
-            done = done.max(w);
+            done = done.max(t);
         }
         Ok(done)
     }
