@@ -133,6 +133,10 @@ pub struct EvalDvsArgs {
     /// Seed of the synthetic workloads
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// A short run (3,000 synthetic requests, the trace's first 8,000,
+    /// three cache sizes, two bands) for tests and quick looks
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// `mosaic eval dvs`: every scheme on the trace and the synthetic
@@ -141,7 +145,8 @@ pub fn eval_dvs(a: EvalDvsArgs) -> Result<i32> {
     if let Some(dir) = &a.plot {
         crate::util::check_output_dir(dir, &exp::Results::PLOTS, a.force)?;
     }
-    let cfg = exp::ExpConfig { synthetic_count: a.count, seed: a.seed, trace_time_scale: a.trace_time_scale, ..Default::default() };
+    let base = if a.quick { exp::ExpConfig::quick() } else { exp::ExpConfig { synthetic_count: a.count, ..Default::default() } };
+    let cfg = exp::ExpConfig { seed: a.seed, trace_time_scale: a.trace_time_scale, ..base };
     let trace = crate::util::eval_trace(a.trace.as_deref(), "running the synthetic workloads only")?;
     let (pb, tick) = crate::util::step_ticks("eval");
     let r = exp::run_all_with(trace.as_deref(), &cfg, &tick)?;

@@ -124,7 +124,10 @@ fn dvs_plots_render_with_every_schemes_colour() {
         device_reads: 1,
         device_writes: 1,
         zone_resets: 0,
+        idle_resets: 0,
         requests: 100,
+        offered_iops: 50.0,
+        sat_iops: None,
     };
     let mut overall = Vec::new();
     for (w, wl) in ["cloudphysics", "randwrite", "seqwrite", "readheavy"].iter().enumerate() {

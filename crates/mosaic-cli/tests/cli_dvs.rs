@@ -113,3 +113,19 @@ fn dvs_errors_are_clear() {
     let e = fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--layout", "dvs", "--device", "smr:default", "--cache", "ppc"]);
     assert!(e.contains("has its own write cache"), "{e}");
 }
+
+#[test]
+fn eval_dvs_quick_prints_paper_beside_mosaic() {
+    let t = ok(&["eval", "dvs", "--quick"]);
+    for want in ["paper vs mosaic", "0.74 (0.99/1.33)", "rw-dense", "rw-sparse", "sat/s", "Seg saturated throughput"] {
+        assert!(t.contains(want), "no {want:?} in:\n{t}");
+    }
+    let j = json(&ok(&["eval", "dvs", "--quick", "--json"]));
+    let rows = j["overall"].as_array().unwrap();
+    // Every scheme on every workload, each with its saturated throughput.
+    assert!(rows.len() >= 16, "{}", rows.len());
+    let seg = rows.iter().find(|r| r["scheme"] == "segment-raid5" && r["workload"] == "rw-dense").unwrap();
+    assert!(seg["sat_iops"].as_f64().unwrap() < seg["offered_iops"].as_f64().unwrap(), "{seg}");
+    let dvs = rows.iter().find(|r| r["scheme"] == "dvs" && r["workload"] == "rw-dense").unwrap();
+    assert!(dvs["zone_resets"].as_u64().unwrap() > 0 && dvs["idle_resets"] == dvs["zone_resets"], "{dvs}");
+}

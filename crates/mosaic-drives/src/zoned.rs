@@ -35,6 +35,16 @@
 //! at `R`, while interleaved appends to several zones pay `t_pos` each time
 //! the drive switches zones.  Zone resets and finishes are metadata
 //! operations and take no time beyond waiting for the drive.
+//!
+//! **Mechanical timing** ([`Zoned::with_mechanics`]): the zone rules on the
+//! detailed HDD's head ([`HddDetailed`], FIFO): every read or write pays
+//! seek (by cylinder distance) + settle + rotational wait + transfer, from
+//! wherever the head is.  An append right behind the previous request costs
+//! its transfer only; one to another zone (or to the same zone after the
+//! head moved away) pays the seek and the rotation like any HDD request.
+//! This is the same positioning the HDD RAID-5 baseline pays on
+//! `hdd-detailed`, so schemes on zoned and on conventional drives are timed
+//! by one model.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +53,7 @@ use crate::{
     check_range, ns, xfer_ns, DriveError, DriveModel, DriveRequest, Nanos, ReqKind, ZoneInfo,
     ZoneState,
 };
+use crate::{HddDetailed, HddDetailedParams, Scheduler};
 
 /// Parameters of a host-managed zoned drive.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,6 +123,9 @@ pub struct Zoned {
     wps: Vec<u64>,
     last_end: Option<u64>,
     busy_until: Nanos,
+    /// The head model of [`Zoned::with_mechanics`] (None: `t_pos + x / R`
+    /// with the append discount).
+    mech: Option<HddDetailed>,
 }
 
 impl Zoned {
@@ -130,7 +144,22 @@ impl Zoned {
             wps,
             last_end: None,
             busy_until: 0,
+            mech: None,
         }
+    }
+
+    /// The zone rules of `p` timed by the detailed HDD head of `m`
+    /// (short-stroked to this drive's capacity like `hdd-detailed` with a
+    /// capacity override; FIFO, since appends must reach a zone in order).
+    /// `p`'s `t_pos_ms` and `rate_kib_s` are not used.
+    pub fn with_mechanics(name: &str, p: ZonedParams, m: HddDetailedParams) -> Zoned {
+        let mut z = Zoned::new(name, p);
+        let m = HddDetailedParams {
+            scheduler: Scheduler::Fifo,
+            ..m
+        };
+        z.mech = Some(HddDetailed::with_capacity(name, m, z.p.capacity));
+        z
     }
 
     pub fn zones(&self) -> u64 {
@@ -239,7 +268,10 @@ impl DriveModel for Zoned {
             }
         }
         self.apply(req)?;
-        if matches!(req.kind, ReqKind::Read | ReqKind::Write) {
+        if let (Some(m), ReqKind::Read | ReqKind::Write) = (&mut self.mech, req.kind) {
+            // In range (checked above; the head model has this capacity).
+            self.busy_until = m.submit(start, req)?;
+        } else if matches!(req.kind, ReqKind::Read | ReqKind::Write) {
             let pos = if self.last_end == Some(req.offset) {
                 0.0
             } else {
@@ -252,6 +284,9 @@ impl DriveModel for Zoned {
         Ok(start.max(self.busy_until))
     }
     fn random_service_ns(&self, kind: ReqKind, len: u64) -> f64 {
+        if let Some(m) = &self.mech {
+            return m.random_service_ns(kind, len);
+        }
         match kind {
             ReqKind::Read | ReqKind::Write => {
                 self.p.t_pos_ms * 1e6 + xfer_ns(len, self.p.rate_kib_s * 1024.0)
@@ -484,6 +519,66 @@ mod tests {
         let t4 = d.submit(t3, &w(4 * ZS + 8192, 4096)).unwrap();
         assert_eq!(t4 - t3, ns(5e6 + x));
         assert_eq!(d.random_service_ns(ReqKind::Write, 4096), 5e6 + x);
+    }
+
+    fn seagate_mechanics() -> HddDetailedParams {
+        match crate::preset("hdd:seagate-st91000640ss-detailed").unwrap() {
+            crate::DriveConfig::HddDetailed { params, .. } => params,
+            _ => unreachable!("a detailed preset"),
+        }
+    }
+
+    #[test]
+    fn mechanical_zone_switches_pay_seek_and_rotation_appends_at_the_head_do_not() {
+        let zs = 64 << 20;
+        let p = ZonedParams {
+            capacity: 64 * zs,
+            zone_size: zs,
+            conventional_zones: 1,
+            t_pos_ms: 0.0,
+            rate_kib_s: 1.0,
+        };
+        let mut d = Zoned::with_mechanics("m", p, seagate_mechanics());
+        let head = HddDetailed::with_capacity("h", seagate_mechanics(), 64 * zs);
+        let xfer = 65536.0 * 1e9 / (89_592.0 * 1024.0);
+        // Two back-to-back appends in zone 10: the second is at the head.
+        let t1 = d.submit(0, &w(10 * zs, 65536)).unwrap();
+        let t2 = d.submit(t1, &w(10 * zs + 65536, 65536)).unwrap();
+        assert!(
+            ((t2 - t1) as f64 - xfer).abs() < 2.0,
+            "an append at the head costs its transfer only: {} vs {xfer}",
+            t2 - t1
+        );
+        // An append to a far zone pays the seek to it (and settle), plus rotation.
+        let far = 60 * zs;
+        let seek = head.seek_ns(
+            head.cylinder_of(far)
+                .abs_diff(head.cylinder_of(10 * zs + 131071)),
+        );
+        let t3 = d.submit(t2, &w(far, 65536)).unwrap();
+        assert!(
+            (t3 - t2) as f64 >= seek + xfer,
+            "a zone switch pays the seek: {} < {seek} + {xfer}",
+            t3 - t2
+        );
+        // Back to zone 10's write pointer: the head moved away, so it pays again.
+        let t4 = d.submit(t3, &w(10 * zs + 131072, 65536)).unwrap();
+        assert!((t4 - t3) as f64 >= seek + xfer, "{}", t4 - t3);
+        // An append at the head issued late pays the rotation it missed (no
+        // more than one revolution), but no seek.
+        let late = t4 + 3_000_000;
+        let t5 = d.submit(late, &w(10 * zs + 196608, 65536)).unwrap();
+        let rot = (t5 - late) as f64 - xfer;
+        assert!(rot > 0.0 && rot < head.revolution_ns(), "{rot}");
+        // The zone rules still hold, and the isolated random time is the HDD's.
+        assert!(matches!(
+            d.submit(t5, &w(10 * zs, 4096)),
+            Err(DriveError::NotAtWritePointer { .. })
+        ));
+        assert_eq!(
+            d.random_service_ns(ReqKind::Write, 4096),
+            head.random_service_ns(ReqKind::Write, 4096)
+        );
     }
 
     #[test]

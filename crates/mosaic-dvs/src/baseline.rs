@@ -131,7 +131,7 @@ pub struct CachedFrontend {
 
 impl CachedFrontend {
     pub fn new(b: Box<dyn Backend>, chunk: u64, cache_chunks: usize) -> CachedFrontend {
-        CachedFrontend { b, chunk, cap: cache_chunks, high: cache_chunks * 9 / 10, batch: 256, dirty: HashMap::new(), order: BTreeMap::new(), rcache: ReadCache::new(cache_chunks), clock: 0, stats: [0; 4], backlog: Backlog::none() }
+        CachedFrontend { b, chunk, cap: cache_chunks, high: cache_chunks * 9 / 10, batch: crate::engine::BG_HELD, dirty: HashMap::new(), order: BTreeMap::new(), rcache: ReadCache::new(cache_chunks), clock: 0, stats: [0; 4], backlog: Backlog::none() }
     }
 
     /// See [`DvsFrontend::with_backlog`].
@@ -281,7 +281,8 @@ impl Frontend for CachedFrontend {
             if self.dirty.len() >= min && self.dirty.len() + held > self.cap {
                 fg.extend(self.destage(h)?.0);
             }
-            if self.dirty.len() >= min && self.dirty.len() + held > self.high {
+            // Background work in flight bounded (see `Dvs::write`).
+            if held < crate::engine::BG_HELD && self.dirty.len() >= min && self.dirty.len() > self.high {
                 let (p, n) = self.destage(h)?;
                 self.backlog.add_plans(&p, now_ns, n);
                 bg.extend(p);

@@ -32,6 +32,14 @@ use crate::DvsError;
 /// earlier destages are in flight.  The baselines' cache uses the same.
 pub const MIN_BATCH: usize = 16;
 
+/// Background destages start only while fewer chunks than this are held by
+/// ones still in flight (see [`crate::backlog`]), and the baselines' cache
+/// destages this many chunks at a time: the drives' FIFO queues hold at
+/// most about this much destage work ahead of a read, whatever the cache
+/// size (with no bound, reads waited behind ever longer queues as the cache
+/// grew, and HDD RAID-5 got slower with a bigger cache).
+pub const BG_HELD: usize = 32;
+
 /// Policy parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DvsParams {
@@ -139,6 +147,9 @@ pub struct DvsStats {
     pub fills: u64,
     pub fg_gc: u64,
     pub bg_gc: u64,
+    /// Zone resets of foreground and of idle-time (background) GC.
+    pub fg_resets: u64,
+    pub bg_resets: u64,
     pub gc_moved: u64,
     pub degraded_reads: u64,
 }
@@ -229,8 +240,12 @@ impl Dvs {
             let v = self.cache.victim().expect("a non-empty cache has a victim");
             fg.push(self.destage(v)?);
         }
+        // Background work in flight is bounded by BG_HELD, not by the cache:
+        // unbounded, every write over the mark queued another batch, so the
+        // drives' FIFO queues (and every read behind them) grew with the
+        // cache size.
         let mut bg = Vec::new();
-        if self.cache.used() >= min.max(1) && self.cache.used() + self.held > self.cache.p.high {
+        if self.held < BG_HELD && self.cache.used() >= min.max(1) && self.cache.used() > self.cache.p.high {
             let v = self.cache.victim().expect("a non-empty cache has a victim");
             bg.push(self.destage(v)?);
         }
@@ -316,11 +331,13 @@ impl Dvs {
         let old = self.tables.switch(lsn, spare)?;
         self.tables.commit(lsn, &stripes)?;
         let zone = self.geo.zone_of(old);
-        let resets = (0..self.geo.n).filter(|&m| self.healthy[m] && old_wp[m] > 0).map(|m| (m, zone)).collect();
-        match kind {
-            JobKind::BgGc => self.stats.bg_gc += 1,
-            _ => self.stats.fg_gc += 1,
-        }
+        let resets: Vec<(usize, u64)> = (0..self.geo.n).filter(|&m| self.healthy[m] && old_wp[m] > 0).map(|m| (m, zone)).collect();
+        let (jobs, zones) = match kind {
+            JobKind::BgGc => (&mut self.stats.bg_gc, &mut self.stats.bg_resets),
+            _ => (&mut self.stats.fg_gc, &mut self.stats.fg_resets),
+        };
+        *jobs += 1;
+        *zones += resets.len() as u64;
         self.stats.gc_moved += moved;
         self.stats.fills += fills.len() as u64;
         self.count_stripes(&stripes);

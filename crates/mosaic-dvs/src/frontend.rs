@@ -319,6 +319,8 @@ impl Frontend for DvsFrontend {
             ("fill reads".into(), s.fills as f64),
             ("foreground gc".into(), s.fg_gc as f64),
             ("background gc".into(), s.bg_gc as f64),
+            ("foreground gc resets".into(), s.fg_resets as f64),
+            ("background gc resets".into(), s.bg_resets as f64),
             ("gc moved chunks".into(), s.gc_moved as f64),
         ]
     }

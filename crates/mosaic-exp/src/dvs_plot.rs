@@ -24,7 +24,8 @@ pub fn bars(path: &Path, title: &str, rows: &[Row]) -> Result<(), String> {
         .iter()
         .filter(|s| rows.iter().any(|r| r.scheme == **s))
         .map(|s| {
-            let v = wls.iter().map(|w| rows.iter().find(|r| r.scheme == *s && r.workload == *w).map(|r| r.mean_ms)).collect();
+            // A saturated scheme's mean only measures the run length: no bar.
+            let v = wls.iter().map(|w| rows.iter().find(|r| r.scheme == *s && r.workload == *w && !r.saturated()).map(|r| r.mean_ms)).collect();
             BarSeries { style: style(index(s)), ..BarSeries::new(0, *s, v) }
         })
         .collect();

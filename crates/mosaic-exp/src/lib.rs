@@ -23,5 +23,6 @@ pub mod adapt;
 pub mod adapt_plot;
 pub mod adapt_striped;
 pub mod dvs;
+pub mod dvs_paper;
 pub mod dvs_plot;
 pub mod tier;

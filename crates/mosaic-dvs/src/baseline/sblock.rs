@@ -1,6 +1,11 @@
 //! Sblock RAID-5 (Cassuto's S-blocks): the `raid5` planner over drives
-//! that each keep a circular log of 4 KiB pages over their sequential
-//! zones, with a page map in memory.
+//! whose sequential zones are grouped into S-blocks of [`SBLOCK_ZONES`]
+//! zones (one of all of them on a small drive); each S-block is a circular
+//! log of 4 KiB pages holding a fixed range of the drive's logical pages
+//! (`z - 3` of its `z` zones), with a page map in memory.  Logs are per
+//! S-block, as in Cassuto et al., so a log wraps (and cleans) once its own
+//! range has been rewritten by about the S-block's spare zones, not only
+//! after a whole drive's worth of writes.
 //!
 //! ```text
 //!   zones:   [ tail ........ | ........ | head ...   | free | free ]
@@ -28,6 +33,8 @@ use super::Backend;
 use crate::frontend::coalesce;
 
 pub(crate) const PAGE: u64 = 4096;
+/// Zones per S-block (fewer when the drive has fewer sequential zones).
+pub const SBLOCK_ZONES: u64 = 8;
 const NOPAGE: u64 = u64::MAX;
 
 /// One drive's circular log of pages over its sequential zones.
@@ -103,7 +110,9 @@ impl Log {
     /// Write `pages` at the head, cleaning the tail first if needed; page
     /// `p`'s bytes at `src` + (p - first page) pages.
     fn write(&mut self, work: &mut Work, pages: Range<u64>, role: Role, src: Ref) {
-        let need = (pages.end - pages.start).div_ceil(self.ppz) + 2;
+        // Room for the pages and a zone to clean into (a full range of
+        // `z - 3` zones and a partial head leave two).
+        let need = (pages.end - pages.start).div_ceil(self.ppz) + 1;
         let mut guard = 0;
         while self.free() < need && guard < self.zones {
             self.clean(work);
@@ -183,23 +192,66 @@ fn merge_in_order(ops: Vec<DevOp>, zone: u64) -> Vec<DevOp> {
     out
 }
 
-/// RAID-5 over drives that each run an S-block circular log.
+/// RAID-5 over drives whose S-blocks each run a circular log.
 pub struct SblockRaid5 {
     layout: FixedLayout,
-    logs: Vec<Log>,
+    /// Per member, its S-blocks' logs.
+    logs: Vec<Vec<Log>>,
     zone: u64,
+    /// Logical pages per S-block.
+    span: u64,
 }
 
 impl SblockRaid5 {
-    /// Each drive's logical space is 80% of its sequential zones.
+    /// Each drive's sequential zones form S-blocks of [`SBLOCK_ZONES`] zones
+    /// (left-over zones unused), or one S-block when there are fewer than
+    /// twice that; an S-block of `z`
+    /// zones holds `z - 3` zones of logical pages: a full range and a partly
+    /// written head still leave the two free zones a write of up to a zone
+    /// checks for.
     pub fn new(n: usize, unit: u64, block: u64, zone: u64, zones: u64, conventional: u64) -> Result<SblockRaid5, PlanError> {
         if zone % PAGE != 0 || zones < conventional + 4 {
             return Err(PlanError::Geometry(format!("sblock-raid5 needs zones of whole 4 KiB pages and at least 4 sequential zones, got {zones} zones of {zone} bytes")));
         }
         let seq = zones - conventional;
-        let per = seq * zone / 10 * 8;
-        let layout = FixedLayout::new(Geometry::new(Level::Raid5, n, unit, block, per)?)?;
-        Ok(SblockRaid5 { layout, logs: (0..n).map(|m| Log::new(m, conventional, seq, zone)).collect(), zone })
+        // A drive too small for two S-blocks is one.
+        let z = if seq < 2 * SBLOCK_ZONES { seq } else { SBLOCK_ZONES };
+        let count = seq / z;
+        let span = (z - 3) * zone / PAGE;
+        let layout = FixedLayout::new(Geometry::new(Level::Raid5, n, unit, block, count * span * PAGE)?)?;
+        let logs = (0..n).map(|m| (0..count).map(|s| Log::new(m, conventional + s * z, z, zone)).collect()).collect();
+        Ok(SblockRaid5 { layout, logs, zone, span })
+    }
+
+    /// `[offset, offset + len)` of a member's logical space cut at S-block
+    /// boundaries: (S-block, piece offset, piece length).
+    fn cut(&self, offset: u64, len: u64) -> Vec<(usize, u64, u64)> {
+        let span = self.span * PAGE;
+        let mut out = Vec::new();
+        let (mut at, end) = (offset, offset + len);
+        while at < end {
+            let s = at / span;
+            let e = end.min((s + 1) * span);
+            out.push((s as usize, at, e - at));
+            at = e;
+        }
+        out
+    }
+
+    /// Read a layout read `r` through its S-blocks' maps into `target`.
+    fn read_op(&self, work: &mut Work, lane: usize, r: &DevOp, target: Ref) {
+        for (s, at, len) in self.cut(r.offset, r.len) {
+            let t = if work.has_bytes() { target.at((at - r.offset) as usize) } else { target };
+            self.logs[r.member][s].read(work, lane, &DevOp { offset: at, len, ..*r }, t);
+        }
+    }
+
+    /// Append a layout write `w` (bytes at `src`) to its S-blocks' logs.
+    fn write_op(&mut self, work: &mut Work, w: &DevOp, src: Ref) {
+        for (s, at, len) in self.cut(w.offset, w.len) {
+            let from = if work.has_bytes() { src.at((at - w.offset) as usize) } else { src };
+            self.logs[w.member][s].write(work, at / PAGE..(at + len).div_ceil(PAGE), w.role, from);
+        }
     }
 
     /// Whether requests can be run with bytes: whole pages only.
@@ -216,7 +268,7 @@ impl SblockRaid5 {
 
     /// A new request: no place is written by it yet.
     fn begin(&mut self) {
-        for l in &mut self.logs {
+        for l in self.logs.iter_mut().flatten() {
             l.pending.clear();
         }
     }
@@ -229,12 +281,12 @@ impl SblockRaid5 {
         for (lane, s) in plan.stripes.iter().enumerate() {
             for r in &s.reads {
                 let at = work.target(ri);
-                self.logs[r.member].read(&mut work, lane, r, at);
+                self.read_op(&mut work, lane, r, at);
                 ri += 1;
             }
             for w in &s.writes {
                 let src = work.source(wi);
-                self.logs[w.member].write(&mut work, w.offset / PAGE..(w.offset + w.len).div_ceil(PAGE), w.role, src);
+                self.write_op(&mut work, w, src);
                 wi += 1;
             }
         }
@@ -249,7 +301,7 @@ impl SblockRaid5 {
         for (lane, s) in plan.stripes.iter().enumerate() {
             for r in &s.reads {
                 let at = work.target(ri);
-                self.logs[r.member].read(&mut work, lane, r, at);
+                self.read_op(&mut work, lane, r, at);
                 ri += 1;
             }
         }
