@@ -46,9 +46,10 @@ fn cache_errors_are_clear() {
     assert!(e.contains("needs a parity layout"), "{e}");
 }
 
-/// `mosaic eval ppc` on a short run: every section present, four policies
-/// each, normalised to none, and the old-data buffer pays off on random
-/// 4 KiB writes (fewer parity reads and writes than ppc without it).
+/// `mosaic eval ppc` on a short run: every section present, the paper's
+/// RAID-5 and four policies each, normalised to it, the recorded traces
+/// noted missing (naming the script that records them), and the data
+/// buffer pays off on random 4 KiB writes (fewer parity reads than ppc).
 #[test]
 fn eval_ppc_runs_and_normalises() {
     let t = tempfile::tempdir().unwrap();
@@ -62,6 +63,7 @@ fn eval_ppc_runs_and_normalises() {
     std::fs::create_dir(&cwd).unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
         .args(["eval", "ppc", "--json", "--plot", t.path().to_str().unwrap()])
+        .env("MOSAIC_TRACES", t.path().join("no-traces"))
         .current_dir(&cwd)
         .output()
         .unwrap();
@@ -69,14 +71,24 @@ fn eval_ppc_runs_and_normalises() {
     let j = json(&String::from_utf8_lossy(&o.stdout));
     for sec in ["postmark", "iozone", "randwrite_4k"] {
         let pts = j[sec].as_array().unwrap();
-        assert_eq!(pts.len(), 4, "{sec}");
-        assert_eq!(pts[0]["policy"], "none");
-        assert!((pts[0]["perf_vs_none"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        let names: Vec<&str> = pts.iter().map(|p| p["policy"].as_str().unwrap()).collect();
+        assert_eq!(names, ["raid5", "none", "fpc", "ppc", "ppc+data"], "{sec}");
+        assert!((pts[0]["perf_vs_raid5"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        assert!((pts[1]["perf_vs_none"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+        for p in pts {
+            assert!(p["device_work_ms"].as_f64().unwrap() >= p["busiest_drive_ms"].as_f64().unwrap(), "{p}");
+            assert!(p["destage_s"].as_f64().unwrap() > 0.0 && p["destage_s"].as_f64() < p["duration_s"].as_f64(), "{p}");
+        }
     }
-    assert_eq!(j["width_sweep"].as_array().unwrap().len(), 16);
+    assert_eq!(j["postmark"][4]["paper_reads_per_write"].as_f64(), Some(0.65));
+    assert_eq!(j["width_sweep"].as_array().unwrap().len(), 20);
     assert!(j["trace_note"].as_str().unwrap().contains("no trace"));
+    for rec in j["recorded"].as_array().unwrap() {
+        assert!(rec["points"].as_array().unwrap().is_empty());
+        assert!(rec["note"].as_str().unwrap().contains("run scripts/record-traces.sh"), "{rec}");
+    }
     let r = j["randwrite_4k"].as_array().unwrap();
-    let (ppc, data) = (&r[2], &r[3]);
+    let (ppc, data) = (&r[3], &r[4]);
     assert!(data["parity_reads_per_write"].as_f64() < ppc["parity_reads_per_write"].as_f64());
     // Parity is written at most once per destaged row under every parity cache.
     for p in &r[1..] {

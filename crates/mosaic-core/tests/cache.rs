@@ -58,18 +58,19 @@ fn three_writes_fitting_the_cache() {
 /// * fpc: first destage RMW (2 reads), keeps parity; the next two read only
 ///   old data (1 each); the flush writes the parity once: 4 reads, 3 data
 ///   + 1 code writes.
-/// * ppc: page 0 starts the partial parity (0 reads), page 1 merges (0
-///   reads), page 0 again must read its old value (1); the parity flush
-///   reads the 2 uncovered pages: 3 reads, 4 writes.
-/// * ppc+data: as ppc, but page 0's old value is in the old-data buffer:
-///   2 reads, 4 writes.
+/// * ppc: page 0 alone starts an entry of its change (1 read: its old
+///   value; with the old parity at eviction, 2 reads beat the 3 uncovered
+///   pages), page 1 joins it (1 read), page 0 again (1 read), the eviction
+///   reads the old parity (1): 4 reads, 4 writes.
+/// * ppc+data: as ppc, but page 0's latest value is in the entry's data
+///   buffer: 3 reads, 4 writes.
 #[test]
 fn rewrite_through_a_one_page_cache() {
     let expect = [
         (CachePolicy::None, 6, 6, 3),
         (CachePolicy::Fpc, 4, 4, 1),
-        (CachePolicy::Ppc, 3, 4, 1),
-        (CachePolicy::PpcData, 2, 4, 1),
+        (CachePolicy::Ppc, 4, 4, 1),
+        (CachePolicy::PpcData, 3, 4, 1),
     ];
     for (p, reads, writes, code_writes) in expect {
         let (fg, flush) = run(p, 1, &[0, 1, 0]);
@@ -190,4 +191,149 @@ fn a_full_row_over_its_partial_parity_reads_nothing() {
         assert_eq!((all.data_writes, all.code_writes), (9, 2), "{policy:?}: 9 pages, one parity per stripe");
         assert_eq!(c.cache_stats().merges, 0, "{policy:?}: a full row merges nothing");
     }
+}
+
+/// A 4+1 cache of `policy` with a 4-page write cache, one parity entry
+/// and 4 clean pages; each element of `rounds` writes those 4 KiB pages of
+/// stripe 0, then destages everything (`flush_all`).  Returns the reads
+/// of each round and the final stats.
+fn rounds(policy: CachePolicy, rounds: &[&[u64]]) -> (Vec<u64>, mosaic_core::CacheStats) {
+    let l = layout();
+    let cfg = CacheConfig { policy, write_cache: 4 * U, parity_cache: U, old_data: 4 * U };
+    let mut c = CachedArray::new(&l, cfg).unwrap();
+    let h = Health::all_active(5);
+    let mut reads = Vec::new();
+    for cols in rounds {
+        let mut n = OpCounts::default();
+        for &col in cols.iter() {
+            n.merge(&submit(&mut c, true, col * U, U, &h));
+        }
+        n.merge(&c.flush_all(&h).unwrap().counts());
+        assert_eq!(n.data_writes, cols.len() as u64, "{policy:?}: every page written once");
+        assert_eq!(n.code_writes, 1, "{policy:?}: one parity write per round");
+        reads.push(n.device_reads());
+    }
+    (reads, c.cache_stats())
+}
+
+/// Method 1 vs method 2 (the paper's Sect. IV-E), each where it reads
+/// less, by ppc: one page destaged alone keeps its change (its old value
+/// read before the write-through) and the eviction adds the old parity:
+/// 2 reads, not the 3 uncovered pages; two pages keep their partial
+/// parity (nothing read) and the eviction reads the 2 uncovered pages,
+/// not 2 old values + the old parity.
+#[test]
+fn each_method_where_it_reads_less() {
+    let (reads, s) = rounds(CachePolicy::Ppc, &[&[0]]);
+    assert_eq!(reads, [2]);
+    assert_eq!((s.method1, s.method2), (1, 0));
+    let (reads, s) = rounds(CachePolicy::Ppc, &[&[0, 1]]);
+    assert_eq!(reads, [2]);
+    assert_eq!((s.method1, s.method2), (0, 1));
+}
+
+/// Method 1 from the data buffer: pages 0-1 destaged, their partial
+/// parity written by method 2 (read pages 2-3), pages 0-1 again: ppc+data
+/// kept their flushed values (they match the code on the drives), so the
+/// second eviction reads only the old parity (1 read) instead of pages
+/// 2-3 (2); ppc, with no data buffer, reads pages 2-3 again.
+#[test]
+fn method_1_reads_the_old_parity_when_the_covered_pages_are_clean() {
+    let (reads, s) = rounds(CachePolicy::PpcData, &[&[0, 1], &[0, 1]]);
+    assert_eq!(reads, [2, 1]);
+    assert_eq!((s.method1, s.method2), (1, 1));
+    let (reads, s) = rounds(CachePolicy::Ppc, &[&[0, 1], &[0, 1]]);
+    assert_eq!(reads, [2, 2]);
+    assert_eq!((s.method1, s.method2), (0, 2));
+}
+
+/// Method 2 with clean pages: a full row destaged (nothing read; all four
+/// pages clean after its parity is written), then page 0 rewritten: its
+/// partial parity plus the clean pages 1-3 make the code, nothing read
+/// (method 1 would read the old parity).  ppc keeps page 0's change and
+/// reads its old value and the old parity.
+#[test]
+fn method_2_takes_clean_uncovered_pages_without_reading() {
+    let (reads, s) = rounds(CachePolicy::PpcData, &[&[0, 1, 2, 3], &[0]]);
+    assert_eq!(reads, [0, 0]);
+    assert_eq!((s.method1, s.method2, s.clean_hits), (0, 1, 3));
+    let (reads, _) = rounds(CachePolicy::Ppc, &[&[0, 1, 2, 3], &[0]]);
+    assert_eq!(reads, [0, 2]);
+}
+
+/// The per-entry data buffer (the paper's Fig. 3 and 16b): a two-page
+/// write cache, two parity entries; pages 0-1 of stripes 0, 1, 0, 1, 0
+/// (two pages a request).  Stripes 0 and 1 start partial parities (nothing
+/// read), then each is updated once with both pages rewritten: ppc+data
+/// reads nothing from the members for the updates (the covered pages'
+/// latest values are in the entry's buffer); ppc reads two pages for each.
+#[test]
+fn partial_parity_updates_read_nothing_with_the_data_buffer() {
+    let l = layout();
+    let h = Health::all_active(5);
+    for (policy, update_reads) in [(CachePolicy::PpcData, 0), (CachePolicy::Ppc, 4)] {
+        let cfg = CacheConfig { policy, write_cache: 2 * U, parity_cache: 2 * U, old_data: U };
+        let mut c = CachedArray::new(&l, cfg).unwrap();
+        let mut fg = OpCounts::default();
+        for s in [0u64, 1, 0, 1, 0] {
+            fg.merge(&submit(&mut c, true, s * 4 * U, 2 * U, &h));
+        }
+        assert_eq!(fg.device_reads(), update_reads, "{policy:?}: reads of the partial-parity updates");
+        assert_eq!((fg.data_writes, fg.code_writes), (8, 0), "{policy:?}");
+        let s = c.cache_stats();
+        assert_eq!(s.merges, 2, "{policy:?}");
+        if policy == CachePolicy::PpcData {
+            assert_eq!(s.old_data_hits, 4, "the rewrites of covered pages");
+        }
+    }
+}
+
+/// ppc folding three rewritten covered pages into a partial parity would
+/// read their three old values; reading the row's fourth page instead
+/// recomputes the code of the whole row (1 read) and the entry then
+/// covers it all, so its eviction reads nothing.  4-page write cache, two
+/// parity entries: stripe 0 pages 0-2 start an entry (evicted by stripe
+/// 1's pages 0-1, which start another when stripe 0's rewrite of pages 0-2
+/// needs room), flush: 1 read for stripe 0, 2 for stripe 1's uncovered
+/// pages (3 + 1 + 2 = 6 when folding page by page).
+#[test]
+fn ppc_recomputes_a_row_when_reading_the_rest_is_cheaper() {
+    let l = layout();
+    let h = Health::all_active(5);
+    let cfg = CacheConfig { policy: CachePolicy::Ppc, write_cache: 4 * U, parity_cache: 2 * U, old_data: U };
+    let mut c = CachedArray::new(&l, cfg).unwrap();
+    let mut all = OpCounts::default();
+    for (off, len) in [(0, 3 * U), (4 * U, 2 * U), (0, 3 * U)] {
+        all.merge(&submit(&mut c, true, off, len, &h));
+    }
+    all.merge(&c.flush_all(&h).unwrap().counts());
+    assert_eq!(all.device_reads(), 3);
+    assert_eq!((all.data_writes, all.code_writes), (8, 2));
+    assert_eq!(c.cache_stats().merges, 1);
+}
+
+/// ppc+data's victim rule: among rows with as many pages, one whose
+/// partial parity is cached is destaged first (it merges instead of taking
+/// a new entry), unless it is hot, written within the last quarter write
+/// cache's worth of writes (here 2 of 8 pages).  Stripe 0 gets an entry,
+/// is written again; the next write takes the LRU row (stripe 0 is hot),
+/// the one after takes stripe 0 (cold by then) and merges.
+#[test]
+fn the_victim_rule_skips_hot_rows() {
+    let l = layout();
+    let h = Health::all_active(5);
+    let cfg = CacheConfig { policy: CachePolicy::PpcData, write_cache: 8 * U, parity_cache: 8 * U, old_data: U };
+    let mut c = CachedArray::new(&l, cfg).unwrap();
+    let row = |s: u64| s * 4 * U;
+    for s in 0..=8 {
+        submit(&mut c, true, row(s), U, &h);
+    }
+    // Stripe 0 was the LRU victim: its entry exists; now its page 1.
+    submit(&mut c, true, row(0) + U, U, &h);
+    assert_eq!(c.cache_stats().merges, 0);
+    submit(&mut c, true, row(9), U, &h);
+    assert_eq!(c.cache_stats().merges, 0, "stripe 0 is hot: the LRU row goes");
+    submit(&mut c, true, row(10), U, &h);
+    assert_eq!(c.cache_stats().merges, 1, "stripe 0 is cold now: it goes and merges");
+    assert_eq!(c.cache_stats().victims, 4);
 }
