@@ -48,6 +48,9 @@ fn the_recorded_postmark_trace_meets_the_papers_ordering() {
     assert!(f(raid5, w) > 0.0 && f(raid5, r) > 0.0, "raid5 wrote and read parity: {raid5}");
     assert!(f(fpc, w) <= 0.65 * f(raid5, w), "fpc parity writes {} vs raid5 {}", f(fpc, w), f(raid5, w));
     assert!(f(ppc, r) < f(raid5, r), "ppc parity reads {} vs raid5 {}", f(ppc, r), f(raid5, r));
+    // Also below mosaic's own small writes (RMW or RCW, whichever reads less).
+    let none = row(pts, "none");
+    assert!(f(ppc, r) < f(none, r), "ppc parity reads {} vs none {}", f(ppc, r), f(none, r));
     assert!(f(data, r) <= 0.6 * f(raid5, r), "ppc+data parity reads {} vs raid5 {}", f(data, r), f(raid5, r));
     if cp.exists() {
         let t = &out["trace"];
