@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libisal-dev >/dev/null 2>&1 || need+=(libisal-dev)
+# libnbd, the NBD client library behind remote members (nbd:// URIs).
+dpkg -s libnbd-dev >/dev/null 2>&1 || need+=(libnbd-dev)
 # Real NBD clients for scripts/nbd-clients.sh: fio (nbd engine), nbdinfo /
 # nbdcopy / nbdfuse (libnbd-bin), qemu-io / qemu-nbd (qemu-utils), ext4 tools,
 # fuse2fs + fusermount3 (fuse3), postmark.  rsvg-convert (librsvg2-bin) for

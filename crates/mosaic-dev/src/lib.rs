@@ -13,6 +13,7 @@
 //! * [`zoned_blk::ZonedBlockDevice`]: a real zoned block device through the
 //!   kernel's zone ioctls, where one exists.
 
+pub mod nbd;
 pub mod testing;
 pub mod zoned;
 pub mod zoned_blk;
