@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
 use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner};
-use mosaic_dev::{FileMember, Member};
+use mosaic_dev::{Device, FileMember, Member};
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
 use crate::journal::{Entry, Journal, ReplayReport};
@@ -167,14 +167,10 @@ pub struct Array {
     pub(crate) spares: Mutex<Vec<(Arc<dyn Member>, crate::superblock::Spare)>>,
 }
 
-/// The file or device at `path`, created with `size` bytes when missing,
-/// locked for writing (a new member, spare or journal).
-pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<FileMember, ArrayError> {
-    let m = if path.exists() {
-        FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?
-    } else {
-        FileMember::create(path, size).map_err(|e| ArrayError::Io(e.to_string()))?
-    };
+/// The file, device or NBD export at `path`, a file created with `size`
+/// bytes when missing, locked for writing (a new member, spare or journal).
+pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<Device, ArrayError> {
+    let m = Device::open_or_create(path, size).map_err(|e| if path.exists() { ArrayError::BadMember(e.to_string()) } else { ArrayError::Io(e.to_string()) })?;
     m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
     Ok(m)
 }
@@ -243,7 +239,7 @@ impl Array {
                     return Err(ArrayError::Usage(format!("wrong member count: {} needs {n} members, {} paths given", o.level, paths.len())));
                 }
                 for p in paths {
-                    let m = FileMember::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+                    let m = Device::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
                     m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
                     if !o.force {
                         if let Ok(sb) = Superblock::read_from(&m) {
@@ -392,7 +388,7 @@ impl Array {
         let mut rejected = Vec::new();
         let mut listed_journal: Option<Arc<dyn Member>> = None;
         for p in &paths {
-            let m = match FileMember::open(p) {
+            let m = match Device::open(p) {
                 Ok(m) => m,
                 Err(e) => {
                     rejected.push(format!("{e}; not used"));
@@ -432,7 +428,7 @@ impl Array {
             }
             return Ok(None);
         };
-        match FileMember::open(Path::new(&p)).and_then(|m| m.lock(writable).map(|_| m)) {
+        match Device::open(Path::new(&p)).and_then(|m| m.lock(writable).map(|_| m)) {
             Ok(m) => Ok(Some(Arc::new(m) as Arc<dyn Member>)),
             Err(e) if writable => Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}"))),
             Err(_) => Ok(None),

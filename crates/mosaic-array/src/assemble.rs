@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mosaic_core::MemberState;
-use mosaic_dev::{FileMember, Member};
+use mosaic_dev::{Device, FileMember, Member};
 use mosaic_format::fresh;
 
 use crate::nested::ARRAY_PREFIX;
@@ -83,6 +83,11 @@ impl Place {
 
     /// The path to open for `hint`, or None when it must not be followed.
     pub fn resolve(&self, hint: &str) -> Option<String> {
+        // A remote member's URI is where it is; a copy of the array does
+        // not follow it (the export belongs to the original).
+        if mosaic_dev::nbd::is_uri(hint) {
+            return self.copy_of.is_none().then(|| hint.to_string());
+        }
         if let Some(rest) = hint.strip_prefix(ARRAY_PREFIX) {
             return self.resolve(rest).map(|p| format!("{ARRAY_PREFIX}{p}"));
         }
@@ -201,7 +206,7 @@ fn follow_hints(found: &mut Vec<Found>, auth: &Superblock, place: &Place, writab
             }
             continue;
         }
-        let Ok(m) = FileMember::open(Path::new(&path)) else { continue };
+        let Ok(m) = Device::open(Path::new(&path)) else { continue };
         if m.lock(writable).is_err() {
             continue; // held elsewhere (or already open here under another name)
         }

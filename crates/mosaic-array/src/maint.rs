@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use mosaic_core::{Buf, Io, Layout, MemberState, Phase, Program, Ref, ScrubAt, ScrubFinding};
 use mosaic_exec::Client;
-use mosaic_dev::{FileMember, Member};
+use mosaic_dev::{Device, Member};
 
 use crate::array::Array;
 use crate::superblock::{Superblock, DATA_OFFSET};
@@ -48,7 +48,7 @@ impl Array {
 
     /// Put a new device in place of failed member `idx` (rebuild follows).
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
-        let m = FileMember::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+        let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
         self.replace_with(idx, Arc::new(m), &path.display().to_string())
     }

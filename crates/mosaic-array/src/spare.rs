@@ -10,7 +10,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use mosaic_core::MemberState;
-use mosaic_dev::{FileMember, Member};
+use mosaic_dev::{Device, Member};
 
 use crate::array::Array;
 use crate::assemble::{Found, Place};
@@ -28,7 +28,7 @@ pub(crate) fn attach(sb: &mut Superblock, found: Vec<Found>, place: &Place, writ
             continue;
         }
         let Some(path) = place.resolve(&s.path).filter(|_| use_hints) else { continue };
-        let Ok(m) = FileMember::open(Path::new(&path)) else { continue };
+        let Ok(m) = Device::open(Path::new(&path)) else { continue };
         if m.lock(writable).is_err() {
             continue;
         }

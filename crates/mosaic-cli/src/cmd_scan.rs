@@ -34,7 +34,7 @@ pub struct AssembleArgs {
 /// layout its policy records).  Exit 1 when the path carries nothing.
 pub fn examine(a: ExamineArgs) -> Result<i32> {
     let what = guard::identify(&a.member)?;
-    let label = if a.member.is_file() || is_block(&a.member) { guard::member_label(&a.member)? } else { None };
+    let label = if a.member.is_file() || is_block(&a.member) || a.member.to_str().is_some_and(mosaic_dev::nbd::is_uri) { guard::member_label(&a.member)? } else { None };
     if a.json {
         print_json(&serde_json::json!({ "path": a.member, "carries": what.to_string(), "array": what.array(), "label": label.as_ref().map(label_json) }))?;
     } else {

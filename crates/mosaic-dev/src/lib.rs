@@ -105,6 +105,89 @@ impl DeviceLock {
     }
 }
 
+/// A member device named by a path (a regular file or a block device) or
+/// by an NBD URI (an export of a server elsewhere, [`nbd::NbdMember`]):
+/// what arrays open wherever a member path is accepted.
+#[derive(Debug)]
+pub enum Device {
+    File(FileMember),
+    Nbd(nbd::NbdMember),
+}
+
+impl Device {
+    /// Open the file, block device or NBD export `path` names.
+    pub fn open(path: &Path) -> io::Result<Device> {
+        match path.to_str().filter(|s| nbd::is_uri(s)) {
+            Some(uri) => nbd::NbdMember::connect(uri).map(Device::Nbd),
+            None => FileMember::open(path).map(Device::File),
+        }
+    }
+
+    /// Create (or truncate) a file of `size` bytes; an NBD export is not
+    /// created but connected to, and refused when smaller than `size`.
+    pub fn create(path: &Path, size: u64) -> io::Result<Device> {
+        match path.to_str().filter(|s| nbd::is_uri(s)) {
+            Some(_) => Self::open(path).and_then(|d| d.at_least(size)),
+            None => FileMember::create(path, size).map(Device::File),
+        }
+    }
+
+    /// The device at `path`, created with `size` bytes when it is a file
+    /// that does not exist.
+    pub fn open_or_create(path: &Path, size: u64) -> io::Result<Device> {
+        if path.exists() || path.to_str().is_some_and(nbd::is_uri) {
+            Self::open(path)
+        } else {
+            Self::create(path, size)
+        }
+    }
+
+    fn at_least(self, size: u64) -> io::Result<Device> {
+        if self.size() < size {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {} bytes, smaller than the {size} needed", self.describe(), self.size())));
+        }
+        Ok(self)
+    }
+
+    /// Take the array lock ([`lock_file`]) on a file or block device.  A
+    /// remote export has no lock a client can take (one writer per array
+    /// holds for the machine that serves the array, not across machines).
+    pub fn lock(&self, exclusive: bool) -> io::Result<()> {
+        match self {
+            Device::File(f) => f.lock(exclusive),
+            Device::Nbd(_) => Ok(()),
+        }
+    }
+
+    fn inner(&self) -> &dyn Member {
+        match self {
+            Device::File(f) => f,
+            Device::Nbd(n) => n,
+        }
+    }
+}
+
+impl Member for Device {
+    fn describe(&self) -> String {
+        self.inner().describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner().size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner().read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner().write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner().flush()
+    }
+    fn cheap_flush(&self) -> bool {
+        self.inner().cheap_flush()
+    }
+}
+
 /// A regular file or a block device.
 #[derive(Debug)]
 pub struct FileMember {

@@ -92,7 +92,8 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
             if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
         )));
     }
-    let created = !drive.exists();
+    // A missing file is created; a remote export (an NBD URI) is not.
+    let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
     if created {
         let size = DATA_OFFSET + geo.member_bytes(idx);
         mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating {}", drive.display()), source: e })?;

@@ -117,6 +117,9 @@ pub fn identify(path: &Path) -> Result<Carries> {
     if is_stdio(path) {
         return Ok(Carries::Nothing);
     }
+    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+        return Ok(identify_bytes(&read_head(path)?));
+    }
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Carries::Nothing),
@@ -253,10 +256,22 @@ fn identify_dir(dir: &Path) -> Result<Carries> {
 /// The first bytes of a file that can say what it is: a zone header and
 /// the two label slots after it (fewer when the file is shorter).
 fn read_head(path: &Path) -> Result<Vec<u8>> {
+    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+        return remote_head(path);
+    }
     let f = File::open(path).map_err(|e| io_err(path, e))?;
     let len = ZONED_HEADER as u64 + LABEL_AREA;
     let mut head = Vec::with_capacity(len as usize);
     f.take(len).read_to_end(&mut head).map_err(|e| io_err(path, e))?;
+    Ok(head)
+}
+
+/// The first bytes of a remote member (an NBD export), read over NBD.
+fn remote_head(path: &Path) -> Result<Vec<u8>> {
+    use mosaic_dev::Member;
+    let d = mosaic_dev::Device::open(path).map_err(|e| io_err(path, e))?;
+    let mut head = vec![0u8; (ZONED_HEADER as u64 + LABEL_AREA).min(d.size()) as usize];
+    d.read_at(&mut head, 0).map_err(|e| io_err(path, e))?;
     Ok(head)
 }
 
