@@ -54,6 +54,10 @@ struct Cli {
     /// directives [default: RUST_LOG when set, else info]
     #[arg(long, global = true, value_parser = logging::parse_level)]
     log_level: Option<String>,
+    /// How long a request to a remote member (an NBD URI) may take,
+    /// reconnects and retries included, before the member is failed
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0, value_parser = positive_secs)]
+    remote_timeout: f64,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -120,6 +124,13 @@ fn after_help() -> String {
     format!("Sizes (--member-size, --stripe-unit, --offset ...): {}.\n\n{}", mosaic_size::GRAMMAR, exit::HELP)
 }
 
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 1e9 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
 fn main() {
     // Like other Unix tools, end quietly when the reader of our output goes
     // away (`mosaic info | head`) instead of failing on a broken pipe.
@@ -130,6 +141,7 @@ fn main() {
     let cli = Cli::command().mut_subcommand("serve", cmd_serve::config_alone).get_matches();
     let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
     logging::init(cli.log_format, cli.log_level.as_deref());
+    mosaic_dev::nbd::set_default_timeout(std::time::Duration::from_secs_f64(cli.remote_timeout));
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),

@@ -14,14 +14,42 @@
 //!   read/write ──> split at the server's largest request ──> a free
 //!   connection (concurrent requests use different connections)
 //!   flush ──> NBD_CMD_FLUSH on one connection (when the server can flush)
+//!
+//!   a request not answered, or a connection gone ──> reconnect with
+//!   backoff (50 ms doubling to 2 s) and send it again, until the
+//!   remote's time (`set_timeout`, 30 s by default) is spent; then the
+//!   error goes up and the array fails the member like a local one
+//!   a flush after a reconnect ──> an error: writes the old connection
+//!   took may be lost with it, so the member must be failed and rebuilt
 //! ```
 //!
 //! libnbd is found at build time (`build.rs`); without it, opening a
 //! remote member is an error that says how to get it.
+// Without libnbd only the error path is compiled in.
+#![cfg_attr(not(mosaic_libnbd), allow(dead_code))]
 
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+#[cfg(mosaic_libnbd)]
+use std::time::Instant;
 
 use crate::Member;
+
+/// The remote's time of members connected from now on (ms);
+/// [`set_default_timeout`].
+static DEFAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(30_000);
+
+fn millis(t: Duration) -> u64 {
+    t.as_millis().clamp(1, u64::MAX as u128) as u64
+}
+
+/// How long a request to a remote member may take, reconnects and retries
+/// included, before the error goes up and the member is failed: for the
+/// members connected from now on (`mosaic --remote-timeout`).
+pub fn set_default_timeout(t: Duration) {
+    DEFAULT_TIMEOUT_MS.store(millis(t), Ordering::Relaxed);
+}
 
 /// Connections to one export, at most: when the server allows several.
 const MAX_CONNS: usize = 4;
@@ -38,8 +66,15 @@ pub fn is_uri(s: &str) -> bool {
 pub struct NbdMember {
     uri: String,
     size: u64,
+    /// Each connection; None after it died, until the next request
+    /// reconnects.
     #[cfg(mosaic_libnbd)]
-    conns: Vec<parking_lot::Mutex<ffi::Handle>>,
+    conns: Vec<parking_lot::Mutex<Option<ffi::Handle>>>,
+    /// A connection was lost since the last flush: writes it took may be
+    /// lost with it.
+    reconnected: AtomicBool,
+    /// The remote's time, ms ([`NbdMember::set_timeout`]).
+    timeout_ms: AtomicU64,
     #[cfg(mosaic_libnbd)]
     next: std::sync::atomic::AtomicUsize,
     can_flush: bool,
@@ -54,28 +89,43 @@ impl std::fmt::Debug for NbdMember {
 }
 
 impl NbdMember {
-    /// Connect to the export `uri` names.
-    #[cfg(mosaic_libnbd)]
+    /// Connect to the export `uri` names, with the default remote time.
     pub fn connect(uri: &str) -> io::Result<NbdMember> {
-        let first = ffi::Handle::connect(uri)?;
+        Self::connect_within(uri, Duration::from_millis(DEFAULT_TIMEOUT_MS.load(Ordering::Relaxed)))
+    }
+
+    /// Connect, giving each connection and then each request `timeout`.
+    #[cfg(mosaic_libnbd)]
+    pub fn connect_within(uri: &str, timeout: Duration) -> io::Result<NbdMember> {
+        let deadline = || Instant::now() + timeout;
+        let first = ffi::Handle::connect(uri, deadline())?;
         let size = first.size()?;
         let (can_flush, read_only, multi) = (first.flag(ffi::nbd_can_flush)?, first.flag(ffi::nbd_is_read_only)?, first.flag(ffi::nbd_can_multi_conn)?);
         let max_request = first.max_block().filter(|&m| m > 0).map_or(MAX_REQUEST, |m| m.min(MAX_REQUEST));
-        let mut conns = vec![parking_lot::Mutex::new(first)];
+        let mut conns = vec![parking_lot::Mutex::new(Some(first))];
         // More connections only where the server keeps them consistent;
         // one that fails to connect is simply not used.
         while multi && conns.len() < MAX_CONNS {
-            match ffi::Handle::connect(uri) {
-                Ok(h) => conns.push(parking_lot::Mutex::new(h)),
+            match ffi::Handle::connect(uri, deadline()) {
+                Ok(h) => conns.push(parking_lot::Mutex::new(Some(h))),
                 Err(_) => break,
             }
         }
-        Ok(NbdMember { uri: uri.to_string(), size, conns, next: Default::default(), can_flush, read_only, max_request })
+        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, read_only, max_request })
     }
 
     #[cfg(not(mosaic_libnbd))]
-    pub fn connect(uri: &str) -> io::Result<NbdMember> {
+    pub fn connect_within(uri: &str, _timeout: Duration) -> io::Result<NbdMember> {
         Err(io::Error::new(io::ErrorKind::Unsupported, format!("{uri}: this mosaic was built without libnbd, so it cannot reach remote members; install libnbd-dev and rebuild")))
+    }
+
+    /// How long a request may take, reconnects and retries included.
+    pub fn set_timeout(&self, t: Duration) {
+        self.timeout_ms.store(millis(t), Ordering::Relaxed);
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
     }
 
     /// Connections open to the export.
@@ -89,21 +139,56 @@ impl NbdMember {
     /// Run `f` on each piece of `[offset, offset + len)` no larger than the
     /// server takes, each on a free connection.
     #[cfg(mosaic_libnbd)]
-    fn pieces(&self, offset: u64, len: usize, mut f: impl FnMut(&ffi::Handle, u64, std::ops::Range<usize>) -> io::Result<()>) -> io::Result<()> {
+    fn pieces(&self, offset: u64, len: usize, mut f: impl FnMut(&ffi::Handle, u64, std::ops::Range<usize>, Instant) -> io::Result<()>) -> io::Result<()> {
         crate::range_check(&self.uri, self.size, offset, len)?;
         let mut done = 0usize;
         while done < len {
             let n = (len - done).min(self.max_request as usize);
-            let h = self.free();
-            f(&h, offset + done as u64, done..done + n).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.uri)))?;
+            self.with_retry(|h, deadline| f(h, offset + done as u64, done..done + n, deadline))?;
             done += n;
         }
         Ok(())
     }
 
+    /// Run `op` on a free connection (reconnecting a dead one); when the
+    /// connection dies or the remote does not answer, reconnect with
+    /// backoff and run it again, until the remote's time is spent.
+    #[cfg(mosaic_libnbd)]
+    fn with_retry(&self, mut op: impl FnMut(&ffi::Handle, Instant) -> io::Result<()>) -> io::Result<()> {
+        let deadline = Instant::now() + self.timeout();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let mut slot = self.free();
+            let r = match slot.as_ref() {
+                Some(h) => op(h, deadline),
+                None => ffi::Handle::connect(&self.uri, deadline).and_then(|h| op(slot.insert(h), deadline)),
+            };
+            let err = match r {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            // A command the server answered with an error is final; a dead
+            // connection or no answer is dropped (closing it abandons the
+            // request in flight) and retried.
+            if slot.as_ref().is_some_and(|h| h.alive()) && err.kind() != io::ErrorKind::TimedOut {
+                return Err(io::Error::new(err.kind(), format!("{}: {err}", self.uri)));
+            }
+            if slot.take().is_some() {
+                self.reconnected.store(true, Ordering::Relaxed);
+            }
+            drop(slot);
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{}: no answer for {:.1} s ({err})", self.uri, self.timeout().as_secs_f64())));
+            }
+            std::thread::sleep(backoff.min(deadline - now));
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+
     /// A connection no other thread is using, or the next one in turn.
     #[cfg(mosaic_libnbd)]
-    fn free(&self) -> parking_lot::MutexGuard<'_, ffi::Handle> {
+    fn free(&self) -> parking_lot::MutexGuard<'_, Option<ffi::Handle>> {
         let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let n = self.conns.len();
         (0..n).find_map(|i| self.conns[(start + i) % n].try_lock()).unwrap_or_else(|| self.conns[start % n].lock())
@@ -119,22 +204,25 @@ impl Member for NbdMember {
         self.size
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.pieces(offset, buf.len(), |h, off, r| h.pread(&mut buf[r], off))
+        self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         if self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
         }
-        self.pieces(offset, buf.len(), |h, off, r| h.pwrite(&buf[r], off))
+        self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, deadline))
     }
     /// With multi-conn, a flush on one connection covers every
     /// connection's completed writes (NBD spec); a server that cannot
     /// flush writes through.
     fn flush(&self) -> io::Result<()> {
-        if !self.can_flush {
-            return Ok(());
+        if self.can_flush {
+            self.with_retry(|h, deadline| h.flush(deadline))?;
         }
-        self.free().flush().map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.uri)))
+        if self.reconnected.swap(false, Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
+        }
+        Ok(())
     }
 }
 
@@ -163,11 +251,23 @@ impl Member for NbdMember {
 mod ffi {
     use std::ffi::{c_char, c_int, c_void, CStr, CString};
     use std::io;
+    use std::time::Instant;
 
     #[repr(C)]
     pub struct NbdHandle {
         _private: [u8; 0],
     }
+
+    /// libnbd's `nbd_completion_callback`, passed empty
+    /// (`LIBNBD_NULL_COMPLETION`): completion is polled instead.
+    #[repr(C)]
+    pub struct Completion {
+        callback: Option<unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int>,
+        user_data: *mut c_void,
+        free: Option<unsafe extern "C" fn(*mut c_void)>,
+    }
+
+    const NO_COMPLETION: Completion = Completion { callback: None, user_data: std::ptr::null_mut(), free: None };
 
     /// `nbd_get_block_size`'s size type for the largest request.
     const LIBNBD_SIZE_MAXIMUM: c_int = 2;
@@ -175,12 +275,18 @@ mod ffi {
     extern "C" {
         fn nbd_create() -> *mut NbdHandle;
         fn nbd_close(h: *mut NbdHandle);
-        fn nbd_connect_uri(h: *mut NbdHandle, uri: *const c_char) -> c_int;
+        fn nbd_aio_connect_uri(h: *mut NbdHandle, uri: *const c_char) -> c_int;
+        fn nbd_aio_is_dead(h: *mut NbdHandle) -> c_int;
+        fn nbd_aio_is_closed(h: *mut NbdHandle) -> c_int;
         fn nbd_get_size(h: *mut NbdHandle) -> i64;
         fn nbd_get_block_size(h: *mut NbdHandle, size_type: c_int) -> i64;
-        fn nbd_pread(h: *mut NbdHandle, buf: *mut c_void, count: usize, offset: u64, flags: u32) -> c_int;
-        fn nbd_pwrite(h: *mut NbdHandle, buf: *const c_void, count: usize, offset: u64, flags: u32) -> c_int;
-        fn nbd_flush(h: *mut NbdHandle, flags: u32) -> c_int;
+        fn nbd_aio_pread(h: *mut NbdHandle, buf: *mut c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
+        fn nbd_aio_pwrite(h: *mut NbdHandle, buf: *const c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
+        fn nbd_aio_flush(h: *mut NbdHandle, cb: Completion, flags: u32) -> i64;
+        fn nbd_aio_command_completed(h: *mut NbdHandle, cookie: u64) -> c_int;
+        fn nbd_poll(h: *mut NbdHandle, timeout_ms: c_int) -> c_int;
+        fn nbd_aio_is_ready(h: *mut NbdHandle) -> c_int;
+        fn nbd_aio_is_processing(h: *mut NbdHandle) -> c_int;
         fn nbd_get_error() -> *const c_char;
         fn nbd_get_errno() -> c_int;
         pub fn nbd_can_flush(h: *mut NbdHandle) -> c_int;
@@ -230,7 +336,10 @@ mod ffi {
     }
 
     impl Handle {
-        pub fn connect(uri: &str) -> io::Result<Handle> {
+        /// Connect and finish the handshake by `deadline` (a server that
+        /// accepts and never answers, e.g. one at its client limit, times
+        /// out).
+        pub fn connect(uri: &str, deadline: Instant) -> io::Result<Handle> {
             let c = CString::new(uri).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{uri:?}: a NUL byte in the URI")))?;
             // SAFETY: nbd_create has no preconditions; NULL means failure.
             let h = unsafe { nbd_create() };
@@ -238,9 +347,27 @@ mod ffi {
                 return Err(last_error());
             }
             let h = Handle(h);
+            let named = |e: io::Error| io::Error::new(e.kind(), format!("{uri}: {e}"));
             // SAFETY: a fresh handle and a NUL-terminated string.
-            check(unsafe { nbd_connect_uri(h.0, c.as_ptr()) }).map_err(|e| io::Error::new(e.kind(), format!("{uri}: {e}")))?;
-            Ok(h)
+            check(unsafe { nbd_aio_connect_uri(h.0, c.as_ptr()) }).map_err(named)?;
+            loop {
+                // SAFETY: a handle; the state queries take only it.
+                let (ready, gone) = unsafe { (nbd_aio_is_ready(h.0) == 1, nbd_aio_is_dead(h.0) == 1 || nbd_aio_is_closed(h.0) == 1) };
+                if ready {
+                    return Ok(h);
+                }
+                if gone {
+                    return Err(named(last_error()));
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(named(io::Error::new(io::ErrorKind::TimedOut, "the server did not finish the handshake in time")));
+                }
+                // SAFETY: a handle; polls its socket for at most the time left.
+                if unsafe { nbd_poll(h.0, left.as_millis().clamp(1, 1000) as c_int) } == -1 {
+                    return Err(named(last_error()));
+                }
+            }
         }
         pub fn size(&self) -> io::Result<u64> {
             // SAFETY: a connected handle.
@@ -261,17 +388,51 @@ mod ffi {
                 Ok(r == 1)
             }
         }
-        pub fn pread(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            // SAFETY: buf is valid for buf.len() bytes of writes.
-            check(unsafe { nbd_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, 0) })
+        /// Whether the connection can still carry commands.
+        pub fn alive(&self) -> bool {
+            // SAFETY: a handle; the state queries take only it.
+            unsafe { nbd_aio_is_ready(self.0) == 1 || nbd_aio_is_processing(self.0) == 1 }
         }
-        pub fn pwrite(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            // SAFETY: buf is valid for buf.len() bytes of reads.
-            check(unsafe { nbd_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, 0) })
+        // The requests are issued asynchronously and polled until
+        // `deadline`: a remote that does not answer times out (the caller
+        // then closes this handle, so libnbd never touches the buffer after
+        // the call returns).
+        pub fn pread(&self, buf: &mut [u8], offset: u64, deadline: Instant) -> io::Result<()> {
+            // SAFETY: buf is valid for buf.len() bytes of writes until the
+            // command completes or the handle is closed (see above).
+            let c = unsafe { nbd_aio_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
+            self.wait(c, deadline)
         }
-        pub fn flush(&self) -> io::Result<()> {
+        pub fn pwrite(&self, buf: &[u8], offset: u64, deadline: Instant) -> io::Result<()> {
+            // SAFETY: as pread, for reads of buf.
+            let c = unsafe { nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
+            self.wait(c, deadline)
+        }
+        pub fn flush(&self, deadline: Instant) -> io::Result<()> {
             // SAFETY: a connected handle.
-            check(unsafe { nbd_flush(self.0, 0) })
+            let c = unsafe { nbd_aio_flush(self.0, NO_COMPLETION, 0) };
+            self.wait(c, deadline)
+        }
+        /// Poll until command `cookie` completes or `deadline` passes.
+        fn wait(&self, cookie: i64, deadline: Instant) -> io::Result<()> {
+            let cookie = u64::try_from(cookie).map_err(|_| last_error())?;
+            loop {
+                // SAFETY: a handle and a cookie it issued.
+                match unsafe { nbd_aio_command_completed(self.0, cookie) } {
+                    1 => return Ok(()),
+                    0 => {}
+                    _ => return Err(last_error()),
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "the server did not answer in time"));
+                }
+                let ms = left.as_millis().clamp(1, 1000) as c_int;
+                // SAFETY: a handle; polls its socket for at most ms.
+                if unsafe { nbd_poll(self.0, ms) } == -1 {
+                    return Err(last_error());
+                }
+            }
         }
     }
 }
@@ -306,6 +467,65 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         Server(child)
+    }
+
+    fn signal(srv: &Server, sig: &str) {
+        Command::new("kill").args([sig, &srv.0.id().to_string()]).status().unwrap();
+    }
+
+    /// A remote that stops answering times out and is reconnected when it
+    /// answers again; the flush after that reports that writes may be
+    /// lost.  A remote that restarts within the time is retried.
+    #[test]
+    fn a_silent_remote_times_out_and_a_restarted_one_is_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.img");
+        std::fs::write(&file, vec![7u8; 1 << 20]).unwrap();
+        let sock = dir.path().join("s.sock");
+        let srv = serve(&file, &sock, 1);
+        let m = NbdMember::connect(&format!("nbd+unix:///m?socket={}", sock.display())).unwrap();
+        m.set_timeout(Duration::from_millis(1500));
+        signal(&srv, "-STOP");
+        let t0 = Instant::now();
+        let e = m.read_at(&mut [0u8; 4096], 0).unwrap_err();
+        let took = t0.elapsed();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(took >= Duration::from_millis(1400) && took < Duration::from_secs(10), "{took:?}");
+        signal(&srv, "-CONT");
+        let mut b = [0u8; 4096];
+        m.read_at(&mut b, 0).unwrap();
+        assert!(b.iter().all(|&x| x == 7));
+        let e = m.flush().unwrap_err().to_string();
+        assert!(e.contains("writes it took may be lost"), "{e}");
+        m.flush().unwrap();
+        // The server restarts (same file, same socket) within the time.
+        m.set_timeout(Duration::from_secs(20));
+        drop(srv);
+        let _ = std::fs::remove_file(&sock);
+        let f2 = file.clone();
+        let s2 = sock.clone();
+        let restart = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            serve(&f2, &s2, 1)
+        });
+        m.write_at(&[9u8; 4096], 8192).unwrap();
+        let _srv2 = restart.join().unwrap();
+        m.read_at(&mut b, 8192).unwrap();
+        assert!(b.iter().all(|&x| x == 9));
+    }
+
+    /// A server that accepts the connection and never answers (as one at
+    /// its client limit does) is an error after the time, not a hang.
+    #[test]
+    fn a_handshake_that_never_comes_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("mute.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let t0 = Instant::now();
+        let e = NbdMember::connect_within(&format!("nbd+unix:///m?socket={}", sock.display()), Duration::from_millis(800)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert!(e.to_string().contains("handshake"), "{e}");
     }
 
     #[test]
