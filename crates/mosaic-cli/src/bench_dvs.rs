@@ -6,6 +6,7 @@
 //!
 //! ```text
 //!   4 KiB random writes   DVS write-through | DVS + 16 MiB SSG cache | raid5 + journal
+//!                         (--threads writers at once; member ops per write)
 //!   1 MiB sequential      (each volume filled once first, so rebuild and scrub see full members)
 //!   rebuild               fail member 1, replace with a new file, rebuild: member MiB/s
 //!   scrub                 every stripe read and checked: array MiB/s read
@@ -37,6 +38,11 @@ pub struct DvsBenchArgs {
     /// Size of each member
     #[arg(long, value_parser = size, default_value = "64M")]
     pub member_size: u64,
+    /// Writers issuing the random writes at once (queue depth): DVS
+    /// writes that meet share one journal write and flush per member,
+    /// raid5's share its journal's flush (group commit)
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -49,6 +55,14 @@ struct Row {
     per_sec: f64,
     unit: &'static str,
     ratio_to_raid5: f64,
+    /// Random writes: member reads + writes (data, parity, metadata log,
+    /// DVS's journal; not raid5's journal device, not flushes) per
+    /// client write, the final flush included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member_ops_per_write: Option<f64>,
+    /// Random writes: member KiB read + written per client write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member_kib_per_write: Option<f64>,
 }
 
 const UNIT: u64 = 64 << 10;
@@ -107,19 +121,35 @@ pub fn sequential(v: &dyn Volume, footprint: u64) -> Result<f64> {
 
 /// IOPS of 4 KiB writes at random blocks of `[0, footprint)` for `dur`, flushed.
 pub fn random(v: &dyn Volume, footprint: u64, dur: Duration) -> Result<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    Ok(random_writers(v, footprint, dur, 1)?.0)
+}
+
+/// [`random`] from `threads` writers at once: IOPS and writes made.
+pub fn random_writers(v: &dyn Volume, footprint: u64, dur: Duration, threads: usize) -> Result<(f64, u64)> {
     let blocks = footprint / 4096;
-    let buf = vec![0x5au8; 4096];
     let t0 = Instant::now();
-    let mut n = 0u64;
-    while t0.elapsed() < dur {
-        for _ in 0..16 {
-            v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
-            n += 1;
+    let writer = |seed: u64| -> Result<u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let buf = vec![0x5au8; 4096];
+        let mut n = 0u64;
+        while t0.elapsed() < dur {
+            for _ in 0..16 {
+                v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
+                n += 1;
+            }
         }
+        Ok(n)
+    };
+    let counts: Vec<Result<u64>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads.max(1) as u64).map(|i| s.spawn(move || writer(1 + i))).collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a writer panicked")))).collect()
+    });
+    let mut n = 0;
+    for c in counts {
+        n += c?;
     }
     v.flush()?;
-    Ok(n as f64 / t0.elapsed().as_secs_f64())
+    Ok((n as f64 / t0.elapsed().as_secs_f64(), n))
 }
 
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
@@ -137,12 +167,19 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
             _ => "dvs 4+1 + 16 MiB SSG cache".to_string(),
         };
         // Sequential fill of the whole capacity, then random writes over it.
-        rows.push(Row { workload: "1 MiB sequential write", scheme: label.clone(), per_sec: sequential(v.as_ref(), cap)?, unit: "MiB/s", ratio_to_raid5: 0.0 });
-        rows.push(Row { workload: "4 KiB random write", scheme: label.clone(), per_sec: random(v.as_ref(), cap, dur)?, unit: "IOPS", ratio_to_raid5: 0.0 });
+        let row = |workload, scheme: &String, per_sec, unit| Row { workload, scheme: scheme.clone(), per_sec, unit, ratio_to_raid5: 0.0, member_ops_per_write: None, member_kib_per_write: None };
+        rows.push(row("1 MiB sequential write", &label, sequential(v.as_ref(), cap)?, "MiB/s"));
+        v.reset_counters();
+        let (iops, n) = random_writers(v.as_ref(), cap, dur, a.threads)?;
+        let io = v.io_counters().members;
+        let per = |x: u64| x as f64 / n.max(1) as f64;
+        let ops = per(io.iter().map(|m| m.reads + m.writes).sum());
+        let kib = per(io.iter().map(|m| m.read_bytes + m.write_bytes).sum()) / 1024.0;
+        rows.push(Row { member_ops_per_write: Some(ops), member_kib_per_write: Some(kib), ..row("4 KiB random write", &label, iops, "IOPS") });
         let s = scrub(v.as_ref())?;
-        rows.push(Row { workload: "scrub (array bytes read)", scheme: label.clone(), per_sec: s / (1 << 20) as f64, unit: "MiB/s", ratio_to_raid5: 0.0 });
+        rows.push(row("scrub (array bytes read)", &label, s / (1 << 20) as f64, "MiB/s"));
         let r = rebuild(v.as_ref(), tmp.path())?;
-        rows.push(Row { workload: "rebuild (member bytes written)", scheme: label, per_sec: r / (1 << 20) as f64, unit: "MiB/s", ratio_to_raid5: 0.0 });
+        rows.push(row("rebuild (member bytes written)", &label, r / (1 << 20) as f64, "MiB/s"));
     }
     let reference: Vec<(&'static str, f64)> = rows.iter().filter(|r| r.scheme.starts_with("raid5")).map(|r| (r.workload, r.per_sec)).collect();
     for r in &mut rows {
@@ -154,10 +191,11 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
         print_json(&rows)?;
         return Ok(0);
     }
-    println!("members: 5 x {} ({} zones for DVS), unit {}", human(a.member_size), human(ZONE), human(UNIT));
-    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs raid5".into()]];
+    println!("members: 5 x {} ({} zones for DVS), unit {}, {} writer(s)", human(a.member_size), human(ZONE), human(UNIT), a.threads.max(1));
+    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs raid5".into(), "ops/write".into()]];
     for r in &rows {
-        t.push(vec![r.workload.to_string(), r.scheme.clone(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5)]);
+        let ops = r.member_ops_per_write.map_or(String::new(), |o| format!("{o:.1}"));
+        t.push(vec![r.workload.to_string(), r.scheme.clone(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5), ops]);
     }
     print!("{}", table(&t));
     Ok(0)

@@ -779,6 +779,62 @@ impl DvsArray {
         Ok(())
     }
 
+    /// Write several requests, durable when this returns, sharing one
+    /// journal write and one flush per member (group commit): the
+    /// records of consecutive single-record requests go back to back in
+    /// the journal as one write, then each request enters the write
+    /// cache in order.  A request the journal splits into several pieces
+    /// goes alone, as [`DvsArray::write`] does it; a group of one is
+    /// exactly [`DvsArray::write`], so queue depth 1 (and the simulator's
+    /// twin) sees the same device operations.  Write-through arrays
+    /// have no journal to share: each request is destaged in turn.
+    pub fn write_many(&mut self, writes: &[(u64, &[u8])]) -> Result<(), DvsError> {
+        self.check_ok()?;
+        for &(offset, data) in writes {
+            self.geo.check(offset, data.len() as u64)?;
+        }
+        let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
+        let mut rest = writes;
+        while let Some(&(offset, data)) = rest.first() {
+            if self.geo.cfg.cache_chunks == 0 || data.is_empty() || data.len() > max {
+                self.write(offset, data)?;
+                rest = &rest[1..];
+                continue;
+            }
+            let n = rest.iter().take_while(|w| !w.1.is_empty() && w.1.len() <= max).count();
+            let r = self.journal_group(&rest[..n]);
+            let n = self.poison(r)?;
+            for &(offset, data) in &rest[..n] {
+                self.cache_write(offset, data)?;
+            }
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// The journal records of the first requests of `group` that fit
+    /// (at least one; the whole cache is destaged first when not even
+    /// that one fits), written as one metadata write: how many.
+    fn journal_group(&mut self, group: &[(u64, &[u8])]) -> Result<usize, DvsError> {
+        let first = journal_record_len(group[0].1.len() as u64);
+        if !self.meta.journal_fits(first) {
+            self.destage_all()?;
+        }
+        let (mut bytes, mut at, mut n) = (Vec::new(), None, 0);
+        for &(offset, data) in group {
+            let len = journal_record_len(data.len() as u64);
+            if n > 0 && !self.meta.journal_fits(len) {
+                break;
+            }
+            let (jseq, off) = self.meta.take_journal(len);
+            at.get_or_insert(off);
+            bytes.extend_from_slice(&encode_journal(jseq, offset, data));
+            n += 1;
+        }
+        self.write_meta(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes })?;
+        Ok(n)
+    }
+
     /// Append a journal record on every working member (after destaging
     /// the whole cache when the journal is full).
     fn journal(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {

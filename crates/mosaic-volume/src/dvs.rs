@@ -4,6 +4,8 @@
 //!
 //! ```text
 //!   requests ──> Mutex<DvsArray> ──> read / write / flush
+//!   writes   ──> commit::Commits: concurrent writes share one journal
+//!                write and flush per member (group commit)
 //!   idle_work: no request for `idle_after` ──> try_lock ──> one gc_step
 //!              (a request waits at most for the step in progress)
 //!   fail:      DvsArray::fail (recorded in the metadata of the others)
@@ -34,6 +36,8 @@ use mosaic_dvs::{files, DvsArray, ZonedMember};
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
 
+mod commit;
+
 /// How long a DVS volume must see no request before a background GC step.
 pub const DEFAULT_IDLE: Duration = Duration::from_millis(500);
 
@@ -54,6 +58,9 @@ pub struct DvsVolume {
     locks: Mutex<Vec<DeviceLock>>,
     /// The file of each hot spare, by its UUID.
     spare_paths: Mutex<Vec<(uuid::Uuid, PathBuf)>>,
+    /// The array's geometry: requests are checked before they queue.
+    geo: mosaic_dvs::Geo,
+    commits: commit::Commits,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -85,6 +92,8 @@ impl DvsVolume {
             capacity: arr.capacity(),
             block: arr.geo().block,
             chunk: arr.geo().chunk,
+            geo: arr.geo().clone(),
+            commits: commit::Commits::new(),
             arr: Mutex::new(arr),
             dir,
             paths: Mutex::new(paths),
@@ -190,7 +199,12 @@ impl Volume for DvsVolume {
     }
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable("writing")?;
-        self.io(|a| a.write(off, data))
+        // A bad request fails alone, never the group it would join.
+        self.geo.check(off, data.len() as u64)?;
+        self.touch();
+        let r = self.commits.write(off, data, &|group| self.lock().write_many(group));
+        self.touch();
+        Ok(r?)
     }
     fn flush(&self) -> Result<()> {
         if !self.writable {
