@@ -1,7 +1,10 @@
 //! Serve one raw file over NBD on a unix socket: the server with no array
 //! behind it, so benchmarks can tell the protocol's cost from the array's.
 //!
-//!   cargo run --release -p mosaic-nbd --example serve_file -- FILE SOCKET [WORKERS]
+//!   cargo run --release -p mosaic-nbd --example serve_file -- FILE SOCKET [WORKERS [pool]]
+//!
+//! `pool` serves through the worker pool rather than inline on each
+//! connection's reader (the path `mosaic serve` takes).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -13,6 +16,7 @@ use mosaic_nbd::{Export, Listener, ServerConfig};
 struct FileExport {
     f: File,
     size: u64,
+    inline: bool,
 }
 
 impl Export for FileExport {
@@ -24,6 +28,11 @@ impl Export for FileExport {
     }
     fn preferred_block(&self) -> u64 {
         4096
+    }
+    /// Meant for files in the page cache (/dev/shm): a pread or pwrite takes
+    /// microseconds, less than handing the request to a worker.
+    fn serve_inline(&self) -> bool {
+        self.inline
     }
     fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
         self.f.read_exact_at(buf, off)
@@ -42,16 +51,17 @@ impl Export for FileExport {
 fn main() -> io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: serve_file FILE SOCKET [WORKERS]");
+        eprintln!("usage: serve_file FILE SOCKET [WORKERS [pool]]");
         std::process::exit(2);
     }
     let f = OpenOptions::new().read(true).write(true).open(&args[1])?;
     let size = f.metadata()?.len() / 4096 * 4096;
     let workers = args.get(3).and_then(|w| w.parse().ok()).unwrap_or(4);
+    let inline = args.get(4).map(String::as_str) != Some("pool");
     let stop = mosaic_nbd::signals::stop_on_signals()?;
     let l = Listener::bind_unix(std::path::Path::new(&args[2]))?;
     let cfg = ServerConfig { workers, log: false, ..ServerConfig::default() };
     eprintln!("serve_file: listening on {}", l.uri(""));
-    mosaic_nbd::serve(&l, Arc::new(FileExport { f, size }), &cfg, stop)?;
+    mosaic_nbd::serve(&l, Arc::new(FileExport { f, size, inline }), &cfg, stop)?;
     Ok(())
 }

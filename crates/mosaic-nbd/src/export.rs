@@ -20,6 +20,16 @@ pub trait Export: Send + Sync {
     fn unaligned_ok(&self) -> bool {
         false
     }
+    /// Whether requests finish in microseconds and never wait for one
+    /// another (memory; a file in the page cache): then each connection's
+    /// reader serves them itself, with no hand-off to a worker thread (a
+    /// wake-up and a context switch per request, which cost more than the
+    /// request), and sends the replies of a pipelined burst together.  False
+    /// for exports whose requests block (an array: member I/O, journal,
+    /// stripe locks), which the worker pool serves concurrently.
+    fn serve_inline(&self) -> bool {
+        false
+    }
     fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()>;
     fn write(&self, off: u64, data: &[u8]) -> io::Result<()>;
     /// Make every completed write durable (all connections' writes: the
@@ -51,18 +61,26 @@ pub struct MemExport {
     data: RwLock<Vec<u8>>,
     block: u64,
     unaligned: bool,
+    inline: bool,
     flushes: AtomicU64,
     writes: AtomicU64,
 }
 
 impl MemExport {
     pub fn new(size: usize, block: u64) -> MemExport {
-        MemExport { data: RwLock::new(vec![0; size]), block, unaligned: false, flushes: AtomicU64::new(0), writes: AtomicU64::new(0) }
+        MemExport { data: RwLock::new(vec![0; size]), block, unaligned: false, inline: false, flushes: AtomicU64::new(0), writes: AtomicU64::new(0) }
     }
 
     /// Accept unaligned requests.
     pub fn with_unaligned(mut self) -> MemExport {
         self.unaligned = true;
+        self
+    }
+
+    /// Have the connections' readers serve requests (see
+    /// [`Export::serve_inline`]); the default tests the worker pool.
+    pub fn with_inline(mut self) -> MemExport {
+        self.inline = true;
         self
     }
 
@@ -102,6 +120,9 @@ impl Export for MemExport {
     }
     fn unaligned_ok(&self) -> bool {
         self.unaligned
+    }
+    fn serve_inline(&self) -> bool {
+        self.inline
     }
     fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
         let r = self.range(off, buf.len())?;

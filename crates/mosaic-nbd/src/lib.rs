@@ -9,8 +9,9 @@
 //!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT
 //!        ▼
 //!   conn::transmission ── reader: parse_request + check
-//!        │                 worker pool: Export::{read, write, flush, trim, write_zeroes}
-//!        ▼                 replier: simple replies under a mutex
+//!        │                 worker pool (or the reader, if Export::serve_inline):
+//!        │                   Export::{read, write, flush, trim, write_zeroes}
+//!        ▼                 replier: simple replies, queued and sent in batches
 //!   DISC / EOF / stop ── in-flight requests drained, socket closed
 //! ```
 

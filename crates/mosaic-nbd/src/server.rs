@@ -20,14 +20,13 @@ use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::conn::Budget;
 use crate::export::Export;
 use crate::handshake::{handshake, refuse, Deadline, ExportInfo, Outcome};
-use crate::pool::{Job, Pool};
+use crate::pool::{Pool, Queue};
 use crate::proto::*;
 use crate::stream::{Listener, Stream};
 
@@ -100,14 +99,14 @@ pub(crate) struct Shared {
     pub(crate) io_timeout: Duration,
     pub(crate) requests: AtomicU64,
     pub(crate) errors: AtomicU64,
-    jobs: Mutex<Sender<Job>>,
+    jobs: Arc<Queue>,
     stop: Arc<AtomicBool>,
     log: bool,
 }
 
 impl Shared {
     pub(crate) fn submit(&self, job: impl FnOnce() + Send + 'static) {
-        let _ = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(Box::new(job));
+        self.jobs.submit(Box::new(job));
     }
 
     pub(crate) fn stopping(&self) -> bool {
@@ -227,7 +226,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         io_timeout: cfg.io_timeout,
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
-        jobs: Mutex::new(pool.sender()),
+        jobs: pool.queue(),
         stop: stop.clone(),
         log: cfg.log,
     });

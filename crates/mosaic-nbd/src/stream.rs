@@ -59,27 +59,41 @@ impl Stream {
         }
     }
 
-    /// Write two buffers (reply header and data) with as few syscalls as the
-    /// kernel allows.
-    pub fn write_all2(&mut self, a: &[u8], b: &[u8]) -> io::Result<()> {
-        let mut done = 0usize;
-        let total = a.len() + b.len();
-        while done < total {
-            let n = if done < a.len() {
-                self.write_vectored(&[IoSlice::new(&a[done..]), IoSlice::new(b)])
-            } else {
-                self.write(&b[done - a.len()..])
-            };
-            match n {
+    /// Write every buffer in order (a batch of reply headers and data) with
+    /// one `sendmsg` each time the socket takes them all, more when it
+    /// takes part.
+    pub fn write_all_bufs(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        // The first unsent buffer and how much of it is sent.
+        let (mut i, mut off) = (0usize, 0usize);
+        while i < bufs.len() {
+            if off == bufs[i].len() {
+                (i, off) = (i + 1, 0);
+                continue;
+            }
+            let rest = bufs[i + 1..].iter().take(MAX_IOV - 1).map(|b| IoSlice::new(b));
+            let iov: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[i][off..])).chain(rest).collect();
+            let mut n = match self.write_vectored(&iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
+            };
+            while n > 0 {
+                let left = bufs[i].len() - off;
+                if n < left {
+                    off += n;
+                    break;
+                }
+                n -= left;
+                (i, off) = (i + 1, 0);
             }
         }
         Ok(())
     }
 }
+
+/// Buffers per `sendmsg` at most (Linux's UIO_MAXIOV is 1024).
+const MAX_IOV: usize = 1024;
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {

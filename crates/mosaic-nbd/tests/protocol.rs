@@ -251,6 +251,64 @@ fn many_requests_in_flight() {
     }
 }
 
+/// An inline export (the reader serves, replies of a buffered burst held
+/// back and sent together): one burst of writes, a rejected request, reads
+/// and DISC sent in a single write gets every reply, the read data, and
+/// then the close — no reply is left held back when the reader stops.
+#[test]
+fn inline_export_answers_a_whole_burst_before_disc() {
+    let ex = Arc::new(MemExport::new(SIZE, 4096).with_inline());
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    let n = 100u64;
+    let mut burst = Vec::new();
+    for i in 0..n {
+        let r = mosaic_nbd::Request { flags: 0, cmd: Command::Write, cookie: i, offset: i * 4096, length: 4096 };
+        burst.extend_from_slice(&r.encode());
+        burst.extend_from_slice(&pattern(300 + i, 4096));
+    }
+    let bad = mosaic_nbd::Request { flags: 0, cmd: Command::Read, cookie: 999, offset: SIZE as u64, length: 4096 };
+    burst.extend_from_slice(&bad.encode());
+    for i in 0..n {
+        let r = mosaic_nbd::Request { flags: 0, cmd: Command::Read, cookie: 1000 + i, offset: i * 4096, length: 4096 };
+        burst.extend_from_slice(&r.encode());
+    }
+    let disc = mosaic_nbd::Request { flags: 0, cmd: Command::Disc, cookie: 5000, offset: 0, length: 0 };
+    burst.extend_from_slice(&disc.encode());
+    // From a thread: the replies must be read while the burst is sent.
+    let mut w = c.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&burst).unwrap());
+    // The reader serves in order: all writes are answered before the
+    // reads, which therefore see the written data.
+    let mut seen = vec![false; 2 * n as usize];
+    for k in 0..2 * n + 1 {
+        let (cookie, err) = c.reply();
+        if cookie == 999 {
+            assert_eq!(err, EINVAL, "the request past the end is rejected");
+            continue;
+        }
+        assert_eq!(err, 0, "reply {k} (cookie {cookie})");
+        if cookie < n {
+            assert!(!seen[cookie as usize]);
+            seen[cookie as usize] = true;
+            continue;
+        }
+        let i = cookie - 1000;
+        assert!(!seen[(n + i) as usize]);
+        seen[(n + i) as usize] = true;
+        let mut b = vec![0u8; 4096];
+        c.s.read_exact(&mut b).unwrap();
+        assert_eq!(b, pattern(300 + i, 4096), "read {i}");
+    }
+    assert!(seen.iter().all(|&x| x));
+    writer.join().unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(c.s.read(&mut b).unwrap(), 0, "closed after DISC");
+    assert_eq!(ex.writes(), n);
+    let stats = srv.stop();
+    assert_eq!(stats.errors, 1);
+}
+
 #[test]
 fn several_connections_at_once() {
     let ex = mem();
