@@ -3,7 +3,7 @@
 //! measured in the same run.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Result;
 use clap::Args;
@@ -15,15 +15,19 @@ use mosaic_array::{Array, CacheVolume, CreateOptions};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_dev::{MemMember, Member};
 use mosaic_sim::fsgen::Postmark;
-use mosaic_trace::Op;
+use mosaic_trace::{Op, Request};
 
-use crate::util::{human, print_json, size, table};
+use crate::util::{cpu_seconds, human, print_json, size, table};
 
 #[derive(Args)]
 pub struct CacheBenchArgs {
-    /// Seconds per random-write measurement
-    #[arg(long, default_value_t = 1.0)]
-    pub seconds: f64,
+    /// Random 4 KiB writes per measurement (a fixed count, so every run
+    /// does the same device operations)
+    #[arg(long, default_value_t = 100_000)]
+    pub writes: u64,
+    /// Runs; rates are their medians
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
     /// Size of each cache structure (write cache, parity cache, old-data buffer)
     #[arg(long, value_parser = size, default_value = "1M")]
     pub cache_size: u64,
@@ -39,10 +43,25 @@ pub struct CacheBenchArgs {
 struct Row {
     workload: String,
     config: String,
+    /// Wall-clock rate (median).
     ops_per_sec: f64,
+    /// Per core: operations per CPU second (median); the caches' CPU cost
+    /// shows here even when other processes load the machine.
+    ops_per_cpu_sec: f64,
+    /// `ops_per_cpu_sec` over the same for no cache.
     ratio_to_no_cache: f64,
     device_reads_per_write: f64,
     device_writes_per_write: f64,
+}
+
+/// One measurement: requests and logical writes done, wall and CPU
+/// seconds, and the array's device reads and writes.
+struct Sample {
+    ops: u64,
+    writes: u64,
+    wall: f64,
+    cpu: f64,
+    dev: (u64, u64),
 }
 
 fn array(journal: bool) -> Result<Array> {
@@ -87,73 +106,93 @@ impl Vol {
     }
 }
 
+/// Run `f` on a fresh volume to its end (cache synced): one sample.
+fn measure(v: Vol, f: impl FnOnce(&Vol) -> Result<(u64, u64)>) -> Result<Sample> {
+    let (t0, c0) = (Instant::now(), cpu_seconds());
+    let (ops, writes) = f(&v)?;
+    v.finish()?;
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
+    let (c, _) = v.array().counters();
+    Ok(Sample { ops, writes, wall, cpu, dev: (c.device_reads(), c.device_writes()) })
+}
+
+/// `n` random 4 KiB writes over `footprint` bytes (the same ones every run).
+fn random_writes(v: &Vol, n: u64, footprint: u64) -> Result<(u64, u64)> {
+    let blocks = footprint / 4096;
+    let buf = [0x5au8; 4096];
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for _ in 0..n {
+        v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
+    }
+    Ok((n, n))
+}
+
+/// The Postmark-like request stream, start to end.
+fn postmark(v: &Vol, pm: &[Request]) -> Result<(u64, u64)> {
+    let wbuf = vec![0x5au8; pm.iter().map(|r| r.len as usize).max().unwrap_or(0)];
+    let mut rbuf = vec![0u8; wbuf.len()];
+    let mut writes = 0u64;
+    for r in pm {
+        let len = r.len as usize;
+        if r.op == Op::Write {
+            v.write(r.offset, &wbuf[..len])?;
+            writes += 1;
+        } else {
+            v.read(r.offset, &mut rbuf[..len])?;
+        }
+    }
+    Ok((pm.len() as u64, writes))
+}
+
+/// The row of one (workload, config) from its samples: median rates;
+/// device counts from the last run (every run does the same operations).
+fn row(workload: &str, config: &str, s: &[Sample]) -> Row {
+    let med = |f: &dyn Fn(&Sample) -> f64| {
+        let mut v: Vec<f64> = s.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let last = &s[s.len() - 1];
+    Row {
+        workload: workload.into(),
+        config: config.into(),
+        ops_per_sec: med(&|x| x.ops as f64 / x.wall),
+        ops_per_cpu_sec: med(&|x| x.ops as f64 / x.cpu),
+        ratio_to_no_cache: 0.0,
+        device_reads_per_write: last.dev.0 as f64 / last.writes as f64,
+        device_writes_per_write: last.dev.1 as f64 / last.writes as f64,
+    }
+}
+
 pub fn run(a: CacheBenchArgs) -> Result<i32> {
     let configs: Vec<(String, Option<CachePolicy>)> =
         std::iter::once(("no cache".to_string(), None)).chain(CachePolicy::ALL.iter().map(|p| (p.name().to_string(), Some(*p)))).collect();
     let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
+    let make = |p: &Option<CachePolicy>| -> Result<Vol> {
+        let arr = array(true)?;
+        Ok(match p {
+            None => Vol::Bare(Box::new(arr)),
+            Some(p) => Vol::Cached(Box::new(CacheVolume::new(arr, CacheConfig::uniform(*p, a.cache_size))?)),
+        })
+    };
+    // Runs interleave the configurations, so a slow spell of the machine
+    // hits them all alike.
+    let mut samples: Vec<[Vec<Sample>; 2]> = configs.iter().map(|_| [vec![], vec![]]).collect();
+    for _ in 0..a.repeat.max(1) {
+        for (i, (_, p)) in configs.iter().enumerate() {
+            samples[i][0].push(measure(make(p)?, |v| random_writes(v, a.writes, a.footprint))?);
+            samples[i][1].push(measure(make(p)?, |v| postmark(v, &pm))?);
+        }
+    }
+    let random = format!("{} random 4 KiB writes over {}", a.writes, human(a.footprint));
     let mut rows: Vec<Row> = Vec::new();
-    for (name, p) in &configs {
-        let make = || -> Result<Vol> {
-            let arr = array(true)?;
-            Ok(match p {
-                None => Vol::Bare(Box::new(arr)),
-                Some(p) => Vol::Cached(Box::new(CacheVolume::new(arr, CacheConfig::uniform(*p, a.cache_size))?)),
-            })
-        };
-        // 4 KiB random writes over the footprint, for a fixed time.
-        let v = make()?;
-        let blocks = a.footprint / 4096;
-        let buf = vec![0x5au8; 4096];
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let t0 = Instant::now();
-        let mut n = 0u64;
-        while t0.elapsed() < Duration::from_secs_f64(a.seconds) {
-            v.write(rng.gen_range(0..blocks) * 4096, &buf)?;
-            n += 1;
-        }
-        v.finish()?;
-        let secs = t0.elapsed().as_secs_f64();
-        let (c, _) = v.array().counters();
-        rows.push(Row {
-            workload: format!("4 KiB random writes over {}", human(a.footprint)),
-            config: name.clone(),
-            ops_per_sec: n as f64 / secs,
-            ratio_to_no_cache: 0.0,
-            device_reads_per_write: c.device_reads() as f64 / n as f64,
-            device_writes_per_write: c.device_writes() as f64 / n as f64,
-        });
-        // The Postmark-like request stream, start to end.
-        let v = make()?;
-        let mut rbuf = vec![0u8; 64 << 10];
-        let t0 = Instant::now();
-        let mut writes = 0u64;
-        for r in &pm {
-            let len = r.len as usize;
-            if r.op == Op::Write {
-                v.write(r.offset, &buf.repeat(len / 4096))?;
-                writes += 1;
-            } else {
-                if rbuf.len() < len {
-                    rbuf.resize(len, 0);
-                }
-                v.read(r.offset, &mut rbuf[..len])?;
-            }
-        }
-        v.finish()?;
-        let secs = t0.elapsed().as_secs_f64();
-        let (c, _) = v.array().counters();
-        rows.push(Row {
-            workload: "Postmark-like".into(),
-            config: name.clone(),
-            ops_per_sec: pm.len() as f64 / secs,
-            ratio_to_no_cache: 0.0,
-            device_reads_per_write: c.device_reads() as f64 / writes as f64,
-            device_writes_per_write: c.device_writes() as f64 / writes as f64,
-        });
+    for ((name, _), s) in configs.iter().zip(&samples) {
+        rows.push(row(&random, name, &s[0]));
+        rows.push(row("Postmark-like", name, &s[1]));
     }
     for i in 0..rows.len() {
-        let base = rows.iter().find(|r| r.workload == rows[i].workload && r.config == "no cache").map(|r| r.ops_per_sec).unwrap_or(1.0);
-        rows[i].ratio_to_no_cache = rows[i].ops_per_sec / base;
+        let base = rows.iter().find(|r| r.workload == rows[i].workload && r.config == "no cache").map(|r| r.ops_per_cpu_sec).unwrap_or(1.0);
+        rows[i].ratio_to_no_cache = rows[i].ops_per_cpu_sec / base;
     }
     rows.sort_by(|x, y| x.workload.cmp(&y.workload));
     if a.json {
@@ -161,12 +200,14 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         return Ok(0);
     }
     println!("raid5 4+1 on RAM members, unit 4 KiB, RAM journal; caches {} each (write-back)", human(a.cache_size));
-    let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "vs no cache".into(), "dev reads/write".into(), "dev writes/write".into()]];
+    println!("medians of {} runs; \"vs no cache\" compares operations per CPU second", a.repeat.max(1));
+    let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "ops/CPU s".into(), "vs no cache".into(), "dev r/write".into(), "dev w/write".into()]];
     for r in &rows {
         t.push(vec![
             r.workload.clone(),
             r.config.clone(),
             format!("{:.0}", r.ops_per_sec),
+            format!("{:.0}", r.ops_per_cpu_sec),
             format!("{:.2}", r.ratio_to_no_cache),
             format!("{:.2}", r.device_reads_per_write),
             format!("{:.2}", r.device_writes_per_write),

@@ -37,6 +37,13 @@ pub struct ReplayBenchArgs {
     /// Requests in the generated trace
     #[arg(long, default_value_t = 1_000_000)]
     pub requests: u64,
+    /// Runs; the rates are their medians
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Also write the replay's full report (JSON) here, to compare the
+    /// simulator's output across versions
+    #[arg(long)]
+    pub report: Option<std::path::PathBuf>,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -209,10 +216,29 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
 #[derive(Serialize)]
 struct ReplayBench {
     requests: u64,
+    runs: usize,
+    /// Wall-clock rates (medians).
     parse_per_sec: f64,
     replay_per_sec: f64,
     ratio: f64,
+    /// Per core: requests per CPU second (medians), which other
+    /// processes on the machine disturb far less than wall time.
+    parse_per_cpu_sec: f64,
+    replay_per_cpu_sec: f64,
     simulated_seconds: f64,
+}
+
+/// The median of `v` (0 when empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Wall and CPU seconds `f` takes, and its result.
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64)> {
+    let (t0, c0) = (Instant::now(), crate::util::cpu_seconds());
+    let out = f()?;
+    Ok((out, t0.elapsed().as_secs_f64(), crate::util::cpu_seconds() - c0))
 }
 
 fn replay(a: ReplayBenchArgs) -> Result<i32> {
@@ -232,33 +258,47 @@ fn replay(a: ReplayBenchArgs) -> Result<i32> {
         w.flush()?;
     }
     let opts = TraceOptions::default();
-    let t0 = Instant::now();
-    let parsed = mosaic_trace::open(&path, &opts)?.try_fold(0u64, |n, r| r.map(|_| n + 1))?;
-    let parse_s = t0.elapsed().as_secs_f64();
-
     let drive = mosaic_drives::preset("hdd:seagate-st91000640ss")?;
-    let drives: Vec<Box<dyn mosaic_drives::DriveModel>> = (0..9).map(|_| drive.build(None)).collect();
-    let geo = mosaic_core::Geometry::new(Level::Raid5, 9, 64 << 10, 512, drives[0].capacity())?;
+    let capacity = drive.build(None).capacity();
+    let geo = mosaic_core::Geometry::new(Level::Raid5, 9, 64 << 10, 512, capacity)?;
     let layout = mosaic_core::FixedLayout::new(geo)?;
-    let t0 = Instant::now();
-    let sim = Simulator::new(&layout, drives, SimConfig { mode: Mode::Closed { queue_depth: 32 }, ..Default::default() })?;
-    let rep = sim.run(mosaic_trace::open(&path, &opts)?)?;
-    let replay_s = t0.elapsed().as_secs_f64();
-    anyhow::ensure!(rep.requests == parsed, "replayed {} of {} requests", rep.requests, parsed);
+    let (mut parse, mut replay) = (vec![], vec![]);
+    let mut last = None;
+    for _ in 0..a.repeat.max(1) {
+        let (parsed, wall, cpu) = timed(|| Ok(mosaic_trace::open(&path, &opts)?.try_fold(0u64, |n, r| r.map(|_| n + 1))?))?;
+        parse.push((parsed, wall, cpu));
+        let drives: Vec<Box<dyn mosaic_drives::DriveModel>> = (0..9).map(|_| drive.build(None)).collect();
+        let (rep, wall, cpu) = timed(|| {
+            let sim = Simulator::new(&layout, drives, SimConfig { mode: Mode::Closed { queue_depth: 32 }, ..Default::default() })?;
+            Ok(sim.run(mosaic_trace::open(&path, &opts)?)?)
+        })?;
+        anyhow::ensure!(rep.requests == parsed, "replayed {} of {} requests", rep.requests, parsed);
+        replay.push((wall, cpu));
+        last = Some(rep);
+    }
+    let rep = last.expect("at least one run");
+    if let Some(p) = &a.report {
+        std::fs::write(p, serde_json::to_string_pretty(&rep)?)?;
+    }
+    let n = rep.requests as f64;
+    let rate = |v: Vec<f64>| median(v.into_iter().map(|s| n / s).collect());
     let out = ReplayBench {
-        requests: parsed,
-        parse_per_sec: parsed as f64 / parse_s,
-        replay_per_sec: parsed as f64 / replay_s,
-        ratio: parse_s / replay_s,
+        requests: rep.requests,
+        runs: replay.len(),
+        parse_per_sec: rate(parse.iter().map(|p| p.1).collect()),
+        replay_per_sec: rate(replay.iter().map(|r| r.0).collect()),
+        ratio: median(parse.iter().zip(&replay).map(|(p, r)| p.1 / r.0).collect()),
+        parse_per_cpu_sec: rate(parse.iter().map(|p| p.2).collect()),
+        replay_per_cpu_sec: rate(replay.iter().map(|r| r.1).collect()),
         simulated_seconds: rep.duration_s,
     };
     if a.json {
         print_json(&out)?;
     } else {
-        println!(
-            "{} requests: parse only {:.0} req/s, replay (parse + plan + simulate, raid5 9 x HDD) {:.0} req/s, ratio {:.3}; {:.0} s of virtual time",
-            out.requests, out.parse_per_sec, out.replay_per_sec, out.ratio, out.simulated_seconds
-        );
+        println!("{} requests, raid5 9 x HDD, {:.0} s of virtual time; medians of {} runs:", out.requests, out.simulated_seconds, out.runs);
+        println!("  parse only                  {:>10.0} req/s {:>10.0} req/CPU s", out.parse_per_sec, out.parse_per_cpu_sec);
+        println!("  parse + plan + simulate     {:>10.0} req/s {:>10.0} req/CPU s", out.replay_per_sec, out.replay_per_cpu_sec);
+        println!("  ratio (wall)                {:>10.3}", out.ratio);
     }
     Ok(0)
 }

@@ -141,3 +141,15 @@ pub fn eval_trace(given: Option<&std::path::Path>, what: &str) -> anyhow::Result
         }
     }
 }
+
+/// CPU seconds this process has used, all threads: benches divide work by
+/// it so their rates are per core and hold on a machine others load too.
+pub fn cpu_seconds() -> f64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return 0.0;
+    }
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}

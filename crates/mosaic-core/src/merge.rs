@@ -34,6 +34,16 @@ use crate::program::{Buf, Combine, Io, Phase, Program, Ref};
 /// Merge every run of adjacent same-member transfers within each read
 /// and write phase of `p` (see the module docs).
 pub fn merge_contiguous(p: &mut Program) {
+    // Most programs (a small write: one op per member and phase) have
+    // nothing to merge: leave them as they are, without allocating.
+    if !p.phases.iter().any(|ph| matches!(ph, Phase::Read(ios) | Phase::Write { ops: ios, .. } if has_adjacent(ios))) {
+        return;
+    }
+    merge_all(p);
+}
+
+/// [`merge_contiguous`] without its shortcut.
+fn merge_all(p: &mut Program) {
     let mut lanes = LaneSets::default();
     let mut out = Vec::with_capacity(p.phases.len() + 2);
     for ph in std::mem::take(&mut p.phases) {
@@ -59,6 +69,21 @@ pub fn merge_contiguous(p: &mut Program) {
     lanes.relabel(&mut p.phases);
 }
 
+/// Whether two transfers of `ios` would join one run of [`merge_phase`].
+/// Quadratic, which beats sorting for the few ops of a phase; long
+/// phases are simply assumed to merge.
+fn has_adjacent(ios: &[Io]) -> bool {
+    if ios.len() > 32 {
+        return true;
+    }
+    ios.iter().any(|a| ios.iter().any(|b| joins(&a.op, &b.op)))
+}
+
+/// Whether `b` continues `a` on the same member in one transfer.
+fn joins(a: &DevOp, b: &DevOp) -> bool {
+    a.member == b.member && a.len > 0 && b.len > 0 && a.offset + a.len == b.offset && roles_mix(a.role, b.role)
+}
+
 /// Whether two pieces' roles may share one transfer.
 fn roles_mix(a: Role, b: Role) -> bool {
     a == b || matches!((a, b), (Role::Data, Role::Code) | (Role::Code, Role::Data))
@@ -71,12 +96,9 @@ fn merge_phase(bufs: &mut Vec<Buf>, ios: Vec<Io>, read: bool, lanes: &mut LaneSe
     order.sort_by_key(|&i| (ios[i].op.member, ios[i].op.offset));
     let mut runs: Vec<Vec<usize>> = Vec::new();
     for i in order {
-        let joins = runs.last().and_then(|r| r.last()).is_some_and(|&j| {
-            let (a, b) = (&ios[j].op, &ios[i].op);
-            a.member == b.member && a.len > 0 && b.len > 0 && a.offset + a.len == b.offset && roles_mix(a.role, b.role)
-        });
+        let joined = runs.last().and_then(|r| r.last()).is_some_and(|&j| joins(&ios[j].op, &ios[i].op));
         match runs.last_mut() {
-            Some(r) if joins => r.push(i),
+            Some(r) if joined => r.push(i),
             _ => runs.push(vec![i]),
         }
     }
@@ -266,6 +288,31 @@ mod tests {
         let before = ops(&p);
         merge_contiguous(&mut p);
         assert_eq!(ops(&p), before);
+    }
+
+    #[test]
+    fn the_shortcut_leaves_programs_as_the_full_merge_does() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let roles = [Role::Data, Role::Code, Role::Meta];
+        let (mut merged, mut kept) = (0, 0);
+        for _ in 0..2000 {
+            let n = rng.gen_range(1..6);
+            let set: Vec<DevOp> = (0..n).map(|_| op(rng.gen_range(0..3), rng.gen_range(0..4) * 4096, 4096, roles[rng.gen_range(0..3)])).collect();
+            let mut p = program(rng.gen_bool(0.5), &set);
+            let mut q = p.clone();
+            let before = p.clone();
+            merge_contiguous(&mut p);
+            merge_all(&mut q);
+            assert_eq!(p, q, "{set:?}");
+            if p == before {
+                kept += 1;
+            } else {
+                merged += 1;
+            }
+        }
+        // Both kinds of program were drawn.
+        assert!(merged > 100 && kept > 100, "{merged} merged, {kept} kept");
     }
 
     #[test]

@@ -151,8 +151,9 @@ impl StripePlanner {
     /// Plan a logical write.
     pub fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
         self.check(offset, len)?;
-        let mut plan = Plan::default();
-        for ext in self.geo.split(offset, len) {
+        let exts = self.geo.split(offset, len);
+        let mut plan = Plan { stripes: Vec::with_capacity(exts.len()) };
+        for ext in exts {
             plan.stripes.push(self.plan_stripe_write(ext, h)?);
         }
         Ok(plan)
@@ -196,12 +197,15 @@ impl StripePlanner {
             return Ok(());
         }
         // Data writes are the same for every method (skipping failed members).
+        sp.writes.reserve(cols.len() + g.m);
         for c in cols {
             if self.avail(h, s, c.col) {
                 sp.writes.push(self.op(s, c.col, c.start, c.end));
             }
         }
-        let code_cols: Vec<usize> = (g.k..g.k + g.m).filter(|&c| self.avail(h, s, c)).collect();
+        // The available code columns, as an iterator: planning a small
+        // write allocates as little as it can (replays plan millions).
+        let code_cols = || (g.k..g.k + g.m).filter(move |&c| self.avail(h, s, c));
 
         if failed.iter().any(|&c| c < g.k) {
             // Degraded: read every survivor over the touched span.
@@ -212,7 +216,7 @@ impl StripePlanner {
                     sp.reads.push(self.op(s, c, lo, hi));
                 }
             }
-            for &c in &code_cols {
+            for c in code_cols() {
                 sp.writes.push(self.op(s, c, lo, hi));
             }
             sp.method = Method::DegradedWrite;
@@ -223,7 +227,7 @@ impl StripePlanner {
 
         let full = cols.len() == g.k && cols.iter().all(|c| c.start == 0 && c.end == g.unit);
         if full {
-            for &c in &code_cols {
+            for c in code_cols() {
                 sp.writes.push(self.op(s, c, 0, g.unit));
             }
             sp.method = Method::Fsw;
@@ -233,17 +237,17 @@ impl StripePlanner {
         // Intervals over which the touched column set is constant.
         let ivs = intervals(cols);
         // Code ranges: touched intervals, adjacent ones merged.
-        let code_ranges = merge(ivs.iter().map(|iv| (iv.0, iv.1)));
+        let code_ranges = merge(ivs.iter().copied());
 
         // Reads of each method, as (column, start, end); count before
         // building ops.
         let rmw_reads = || {
             let data = cols.iter().map(|c| (c.col, c.start, c.end));
-            let code = code_cols.iter().flat_map(|&c| code_ranges.iter().map(move |&(a, b)| (c, a, b)));
+            let code = code_cols().flat_map(|c| code_ranges.iter().map(move |&(a, b)| (c, a, b)));
             data.chain(code)
         };
         let rcw_reads = || {
-            (0..g.k).flat_map(|j| merge(ivs.iter().filter(|iv| !iv.2.contains(&j)).map(|iv| (iv.0, iv.1))).into_iter().map(move |(a, b)| (j, a, b)))
+            (0..g.k).flat_map(|j| merge(ivs.iter().filter(|iv| !touches(cols, j, iv)).copied()).into_iter().map(move |(a, b)| (j, a, b)))
         };
         let cost = |it: &mut dyn Iterator<Item = (usize, u64, u64)>| it.fold((0usize, 0u64), |(n, b), (_, s, e)| (n + 1, b + e - s));
         // RCW's cost without building its ranges: per untouched stretch of
@@ -252,7 +256,7 @@ impl StripePlanner {
             let (mut n, mut bytes) = (0usize, 0u64);
             for j in 0..g.k {
                 let mut last_end = None;
-                for iv in ivs.iter().filter(|iv| !iv.2.contains(&j)) {
+                for iv in ivs.iter().filter(|iv| !touches(cols, j, iv)) {
                     if last_end != Some(iv.0) {
                         n += 1;
                     }
@@ -274,7 +278,7 @@ impl StripePlanner {
             sp.method = Method::Rcw;
             sp.reads = rcw_reads().map(|(c, a, b)| self.op(s, c, a, b)).collect();
         }
-        for &c in &code_cols {
+        for c in code_cols() {
             for &(a, b) in &code_ranges {
                 sp.writes.push(self.op(s, c, a, b));
             }
@@ -357,24 +361,23 @@ impl StripePlanner {
     }
 }
 
-/// Elementary intervals `[a, b)` of in-unit offsets with the set of columns
-/// touching them; intervals no column touches are left out.
-pub(crate) fn intervals(cols: &[ColRange]) -> Vec<(u64, u64, Vec<usize>)> {
+/// Elementary intervals `[a, b)` of in-unit offsets, between the touched
+/// ranges' start and end points; within one, the set of touching columns
+/// is fixed ([`touches`]); intervals no column touches are left out.
+pub(crate) fn intervals(cols: &[ColRange]) -> Vec<(u64, u64)> {
     if let [c] = cols {
-        return vec![(c.start, c.end, vec![c.col])];
+        return vec![(c.start, c.end)];
     }
     let mut pts: Vec<u64> = cols.iter().flat_map(|c| [c.start, c.end]).collect();
     pts.sort_unstable();
     pts.dedup();
-    let mut out = Vec::new();
-    for w in pts.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let set: Vec<usize> = cols.iter().filter(|c| c.start <= a && b <= c.end).map(|c| c.col).collect();
-        if !set.is_empty() {
-            out.push((a, b, set));
-        }
-    }
-    out
+    pts.windows(2).map(|w| (w[0], w[1])).filter(|&(a, b)| cols.iter().any(|c| c.start <= a && b <= c.end)).collect()
+}
+
+/// Whether the write of `cols` covers column `col` over interval `iv`
+/// (one of [`intervals`]: a column covers it whole or not at all).
+fn touches(cols: &[ColRange], col: usize, iv: &(u64, u64)) -> bool {
+    cols.iter().any(|c| c.col == col && c.start <= iv.0 && iv.1 <= c.end)
 }
 
 /// Merge sorted ranges that touch.

@@ -249,11 +249,16 @@ impl Program {
     /// separately from the same plan (the SMR baselines); such a program
     /// is counted and timed, never executed (its writes would carry zeros).
     pub fn io_only(plan: &Plan) -> Program {
-        let mut p = Program::default();
-        let reads: u64 = plan.reads().map(|o| o.len).sum();
+        let n = plan.stripes.len();
+        let mut p = Program { locks: Vec::with_capacity(n), methods: Vec::with_capacity(n), phases: Vec::with_capacity(2), ..Program::default() };
+        let (mut reads, mut n_reads) = (0u64, 0usize);
+        plan.reads().for_each(|o| {
+            reads += o.len;
+            n_reads += 1;
+        });
         let widest = plan.writes().map(|o| o.len).max().unwrap_or(0);
         let scratch = p.buf(Buf::Scratch(reads.max(widest) as usize));
-        let mut r = Vec::new();
+        let mut r = Vec::with_capacity(n_reads);
         let mut at = 0;
         for (lane, sp) in plan.stripes.iter().enumerate() {
             p.locks.push(sp.stripe);
@@ -268,7 +273,8 @@ impl Program {
         }
         let io = |lane: usize, op: &DevOp| Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 };
         if plan.writes().all(|o| o.role != Role::ZoneReset) {
-            let w: Vec<Io> = plan.stripes.iter().enumerate().flat_map(|(l, sp)| sp.writes.iter().map(move |op| io(l, op))).collect();
+            let mut w = Vec::with_capacity(plan.writes().count());
+            w.extend(plan.stripes.iter().enumerate().flat_map(|(l, sp)| sp.writes.iter().map(move |op| io(l, op))));
             if !w.is_empty() {
                 p.phases.push(Phase::write(w));
             }
