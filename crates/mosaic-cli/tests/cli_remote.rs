@@ -6,8 +6,7 @@ mod common;
 use common::{fails, ok};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
 
 /// One export: qemu-nbd serving a raw file of `size` bytes.
 struct Export {
@@ -20,19 +19,7 @@ impl Export {
         let file = dir.join(format!("{name}.img"));
         std::fs::File::create(&file).unwrap().set_len(size).unwrap();
         let sock = dir.join(format!("{name}.sock"));
-        let child = Command::new("qemu-nbd")
-            .args(["-f", "raw", "-x", "m", "--persistent", "--shared=4", "-k"])
-            .arg(&sock)
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("qemu-nbd (Debian's qemu-utils; scripts/test.sh installs it)");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(sock.exists(), "qemu-nbd did not start on {}", sock.display());
+        let child = mosaic_dev::testing::qemu_nbd(&file, &sock, 4);
         Export { child: Some(child), sock }
     }
     fn uri(&self) -> String {

@@ -999,14 +999,7 @@ impl CachedArray {
             }
         }
         self.count(&sp);
-        // The code on the drives now matches the covered pages' latest
-        // values: the data buffer keeps them as the row's clean values.
-        for c in e.covered.iter() {
-            let latest = self.bytes.as_mut().and_then(|b| b.old.remove(&(stripe, c)));
-            if self.cfg.policy == CachePolicy::PpcData {
-                self.clean_put(stripe, c, latest);
-            }
-        }
+        self.covered_now_clean(stripe, e.covered);
         let recipe = Recipe::Parity { stripe, base, terms, keep: false, pages: vec![] };
         Ok(vec![Step { sp, recipe }])
     }
@@ -1034,12 +1027,7 @@ impl CachedArray {
             }
         }
         self.count(&sp);
-        for c in e.covered.iter() {
-            let latest = self.bytes.as_mut().and_then(|b| b.old.remove(&(stripe, c)));
-            if self.cfg.policy == CachePolicy::PpcData {
-                self.clean_put(stripe, c, latest);
-            }
-        }
+        self.covered_now_clean(stripe, e.covered);
         Ok(vec![Step { sp, recipe: Recipe::Parity { stripe, base: Base::ZeroTake { stripe }, terms, keep: false, pages: vec![] } }])
     }
 
@@ -1059,6 +1047,18 @@ impl CachedArray {
         match &self.bytes {
             Some(b) => b.clean.get(&(stripe, col)).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
             None => Ok(Buf::Scratch(self.geo.unit as usize)),
+        }
+    }
+
+    /// The code on the drives now matches the covered pages' latest
+    /// values: the data buffer (ppc+data) keeps them as the row's clean
+    /// values.
+    fn covered_now_clean(&mut self, stripe: u64, covered: ColSet) {
+        for c in covered.iter() {
+            let latest = self.bytes.as_mut().and_then(|b| b.old.remove(&(stripe, c)));
+            if self.cfg.policy == CachePolicy::PpcData {
+                self.clean_put(stripe, c, latest);
+            }
         }
     }
 

@@ -440,7 +440,7 @@ mod ffi {
 #[cfg(all(test, mosaic_libnbd))]
 mod tests {
     use super::*;
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Child, Command};
     use std::time::{Duration, Instant};
 
     /// qemu-nbd serving `file` on a unix socket, for `shared` clients.
@@ -454,19 +454,7 @@ mod tests {
     }
 
     fn serve(file: &std::path::Path, sock: &std::path::Path, shared: u32) -> Server {
-        let child = Command::new("qemu-nbd")
-            .args(["-f", "raw", "-x", "m", "--persistent", "--cache=writeback", &format!("--shared={shared}"), "-k"])
-            .arg(sock)
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("qemu-nbd (Debian's qemu-utils; scripts/test.sh installs it)");
-        let t0 = Instant::now();
-        while !sock.exists() && t0.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server(child)
+        Server(crate::testing::qemu_nbd(file, sock, shared))
     }
 
     fn signal(srv: &Server, sig: &str) {

@@ -21,3 +21,24 @@ impl Model {
         &self.0[off as usize..(off + len) as usize]
     }
 }
+
+/// qemu-nbd serving the raw file `file` as export `m` on the unix socket
+/// `sock` for up to `shared` clients (tests of remote members; Debian's
+/// qemu-utils, which scripts/test.sh installs).  Returns once the socket
+/// exists; kill the child to take the export away.
+pub fn qemu_nbd(file: &std::path::Path, sock: &std::path::Path, shared: u32) -> std::process::Child {
+    let child = std::process::Command::new("qemu-nbd")
+        .args(["-f", "raw", "-x", "m", "--persistent", "--cache=writeback", &format!("--shared={shared}"), "-k"])
+        .arg(sock)
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("qemu-nbd (Debian's qemu-utils; scripts/test.sh installs it)");
+    let t0 = std::time::Instant::now();
+    while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(sock.exists(), "qemu-nbd did not start on {}", sock.display());
+    child
+}
