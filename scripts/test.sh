@@ -12,8 +12,10 @@ dpkg -s libnbd-dev >/dev/null 2>&1 || need+=(libnbd-dev)
 # Real NBD clients for scripts/nbd-clients.sh: fio (nbd engine), nbdinfo /
 # nbdcopy / nbdfuse (libnbd-bin), qemu-io / qemu-nbd (qemu-utils), ext4 tools,
 # fuse2fs + fusermount3 (fuse3), postmark.  rsvg-convert (librsvg2-bin) for
-# the test that renders every plot to PNG and looks at its pixels.
-for p in fio libnbd-bin qemu-utils e2fsprogs fuse2fs fuse3 postmark librsvg2-bin; do
+# the test that renders every plot to PNG and looks at its pixels.  nbdkit
+# (file plugin, delay filter) serves remote members in tests and is the
+# reference server in scripts/bench-nbd.sh.
+for p in fio libnbd-bin qemu-utils e2fsprogs fuse2fs fuse3 postmark librsvg2-bin nbdkit; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if ((${#need[@]})); then

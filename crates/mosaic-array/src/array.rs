@@ -80,6 +80,13 @@ pub struct MemberInfo {
     pub write_errors: u64,
     /// Columns a scrub found wrong on it since open.
     pub checksum_errors: u64,
+    /// Its failure domain (see [`crate::domain`]): its host label, its
+    /// URI's host, or "local".
+    pub host: String,
+    /// How a remote member's requests have been answering (None for a
+    /// local device, or one not open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<mosaic_dev::nbd::Latency>,
 }
 
 /// What `mosaic info` shows.
@@ -342,6 +349,7 @@ impl Array {
             home: None,
             reshape: None,
             spares: Vec::new(),
+            member_hosts: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
@@ -799,6 +807,8 @@ impl Array {
                     read_errors: errs.get(i).map_or(0, |e| e[0]),
                     write_errors: errs.get(i).map_or(0, |e| e[1]),
                     checksum_errors: self.checksum_errors.lock().get(i).copied().unwrap_or(0),
+                    host: crate::domain::domain_of(&sb.member_paths[i], sb.member_hosts.get(i).map(String::as_str)),
+                    remote: self.exec.member(i).and_then(|m| m.remote_latency()),
                 })
                 .collect(),
             journal: sb.journal.clone(),
@@ -810,6 +820,25 @@ impl Array {
     }
 
     // --------------------------------------------------------------- health
+
+    /// Each member's failure domain ([`crate::domain`]).
+    pub fn domains(&self) -> Vec<String> {
+        let sb = self.sb.lock();
+        sb.member_paths.iter().enumerate().map(|(i, p)| crate::domain::domain_of(p, sb.member_hosts.get(i).map(String::as_str))).collect()
+    }
+
+    /// Label member `idx` with the host that holds it (its failure
+    /// domain), and record it on disk.
+    pub fn set_member_host(&self, idx: usize, host: &str) -> Result<(), ArrayError> {
+        let n = self.geometry().members;
+        if idx >= n || !crate::domain::valid_label(host) {
+            return Err(ArrayError::Usage(format!("cannot label member {idx} of 0..{} with host {host:?}", n.saturating_sub(1))));
+        }
+        self.write_superblocks(|s| {
+            s.member_hosts.resize(n, String::new());
+            s.member_hosts[idx] = host.to_string();
+        })
+    }
 
     /// Mark a member failed (command or I/O error) and record it on disk.
     pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {

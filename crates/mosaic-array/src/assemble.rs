@@ -243,6 +243,9 @@ fn roll_back_unstarted_grow(sb: &mut Superblock, slots: &mut Vec<Option<Arc<dyn 
     sb.member_states.truncate(old);
     sb.member_uuids.truncate(old);
     sb.member_paths.truncate(old);
+    if !sb.member_hosts.is_empty() {
+        sb.member_hosts.truncate(old);
+    }
 }
 
 /// The authoritative superblock among `found`: the highest event counter

@@ -150,6 +150,9 @@ impl Array {
             for p in paths {
                 s.member_uuids.push(Uuid::new_v4());
                 s.member_paths.push(p);
+                if !s.member_hosts.is_empty() {
+                    s.member_hosts.push(String::new());
+                }
             }
             s.reshape = Some(reshape);
         })

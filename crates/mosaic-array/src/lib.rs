@@ -14,6 +14,7 @@
 pub mod array;
 mod assemble;
 pub mod cached;
+pub mod domain;
 pub mod grow;
 pub mod journal;
 pub mod maint;

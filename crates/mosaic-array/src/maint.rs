@@ -82,6 +82,10 @@ impl Array {
         self.write_superblocks(|s| {
             s.member_uuids[idx] = Uuid::new_v4();
             s.member_paths[idx] = path.to_string();
+            // A new device: the old one's host label went with it.
+            if let Some(h) = s.member_hosts.get_mut(idx) {
+                h.clear();
+            }
         })
     }
 

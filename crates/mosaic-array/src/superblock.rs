@@ -134,6 +134,10 @@ pub struct Superblock {
     /// Hot spares.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spares: Vec<Spare>,
+    /// Each member's host label (its failure domain; see
+    /// [`crate::domain`]), "" where it has none; empty when none has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub member_hosts: Vec<String>,
 }
 
 impl Superblock {
@@ -157,6 +161,7 @@ impl Superblock {
             home: self.home.clone(),
             reshape: self.reshape.clone(),
             spares: self.spares.clone(),
+            member_hosts: self.member_hosts.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -197,6 +202,7 @@ impl Superblock {
             home: p.home,
             reshape: p.reshape,
             spares: p.spares,
+            member_hosts: p.member_hosts,
         };
         sb.validate()?;
         // In memory the version is the array's; the grow's is on disk only.
@@ -229,6 +235,9 @@ impl Superblock {
         }
         if self.member_index >= n || self.member_states.len() != n || self.member_uuids.len() != n || self.member_paths.len() != n {
             return Err(format!("member tables do not match the member count {n}"));
+        }
+        if !self.member_hosts.is_empty() && (self.member_hosts.len() != n || self.member_hosts.iter().any(|h| !h.is_empty() && !crate::domain::valid_label(h))) {
+            return Err(format!("host labels do not match the member count {n} or are not host names"));
         }
         if self.member_data_size != g.member_data_bytes() || self.data_offset != DATA_OFFSET {
             return Err("member data size or offset disagree with the geometry".into());
@@ -300,4 +309,6 @@ struct FixedPolicy {
     reshape: Option<Reshape>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     spares: Vec<Spare>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    member_hosts: Vec<String>,
 }

@@ -137,6 +137,12 @@ pub struct CreateArgs {
     /// member's place while the array is served; repeat for several
     #[arg(long = "spare", value_name = "DRIVE")]
     pub spare: Vec<PathBuf>,
+    /// The host that holds each member (its failure domain), in the
+    /// members' order: H0,H1,...  Members without one are placed by their
+    /// URI's host (nbd://HOST/...), or on this machine.  No host may hold
+    /// more members than the level survives losing, unless --force
+    #[arg(long, value_name = "H0,H1,...")]
+    pub hosts: Option<String>,
     /// tier: the fast inner array, LEVEL:N (raid1:2, raid5:4), rs:K+M or
     /// cbro:N+K[,cda=...]; created in DIR/fast
     #[arg(long)]
@@ -256,10 +262,17 @@ pub struct ReplaceArgs {
     /// Index of the failed member to replace
     #[arg(long)]
     pub member: usize,
-    /// The new drive: a file or block device (a missing file is created at the member size)
+    /// The new drive: a file or block device (a missing file is created at
+    /// the member size), or an NBD URI
     #[arg(long)]
     pub drive: PathBuf,
-    /// Overwrite a drive that is a member or journal of another array
+    /// The host that holds the new drive (its failure domain; default: its
+    /// URI's host, or this machine)
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Overwrite a drive that is a member or journal of another array, or
+    /// place it on a host that already holds as many members as the level
+    /// survives losing
     #[arg(long)]
     pub force: bool,
     /// Print the rebuild report as JSON
@@ -338,6 +351,7 @@ fn preflight(a: &CreateArgs) -> Result<()> {
     }
     if !is_dir_spec(&a.array) {
         let paths: Vec<&str> = a.array.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+        check_domains(a, &paths)?;
         for p in &paths {
             check_output(Path::new(p), a.force)?;
         }
@@ -359,6 +373,43 @@ fn preflight(a: &CreateArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The members' host labels from `--hosts` (one per member).
+fn host_labels(a: &CreateArgs, members: usize) -> Result<Option<Vec<String>>> {
+    a.hosts.as_deref().map(|h| mosaic_array::domain::parse_labels(h, members).map_err(anyhow::Error::msg)).transpose()
+}
+
+/// Refuse members placed so that losing one host loses data (unless
+/// `--force`): the failure-domain rule of [`mosaic_array::domain`].
+fn check_domains(a: &CreateArgs, paths: &[&str]) -> Result<()> {
+    let labels = host_labels(a, paths.len())?;
+    let fixed = a.level.parse::<Level>().ok();
+    let (Some(level), false) = (fixed, a.force) else {
+        if a.hosts.is_some() && fixed.is_none() {
+            bail!("--hosts is for fixed-layout arrays (raid0..6, rs, cbro), not --level {}", a.level);
+        }
+        return Ok(());
+    };
+    let (_, m) = level.columns(paths.len())?;
+    let domains: Vec<String> = paths.iter().enumerate().map(|(i, p)| mosaic_array::domain::domain_of(p, labels.as_ref().map(|l| l[i].as_str()))).collect();
+    mosaic_array::domain::check(&domains, m, &a.level).map_err(anyhow::Error::msg)
+}
+
+/// Refuse a replacement that puts more members of the array on one host
+/// than it survives losing (unless `force`).
+pub(crate) fn check_placement(vol: &dyn Volume, idx: usize, drive: &Path, host: Option<&str>, force: bool) -> Result<()> {
+    if let Some(h) = host.filter(|h| !mosaic_array::domain::valid_label(h)) {
+        bail!("--host {h:?} is not a host name (letters, digits, '-', '_' and '.', at most 63)");
+    }
+    let info = vol.info();
+    let code = ["/code_columns", "/inner/code_columns"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64()));
+    let Some(m) = code.filter(|_| !force) else { return Ok(()) };
+    let mut domains: Vec<String> = info.members.iter().map(|m| m.host.clone()).collect();
+    if let Some(d) = domains.get_mut(idx) {
+        *d = mosaic_array::domain::domain_of(&drive.to_string_lossy(), host);
+    }
+    mosaic_array::domain::check(&domains, m as usize, &info.level).map_err(anyhow::Error::msg)
 }
 
 /// Bytes of the zone header that precedes the zones of an emulated zoned drive file.
@@ -549,6 +600,9 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
     let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
     for sp in &a.spare {
         arr.add_spare(sp)?;
+    }
+    for (i, h) in host_labels(a, arr.geometry().members)?.iter().flatten().enumerate() {
+        arr.set_member_host(i, h)?;
     }
     if journal.is_none() && arr.geometry().m > 0 {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
@@ -1022,14 +1076,19 @@ pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     // The server resolves paths from its own directory: send an absolute one.
-    let drive = if a.drive.is_absolute() { a.drive.clone() } else { std::env::current_dir()?.join(&a.drive) };
-    let req = crate::control::Request::Replace { member: a.member, drive, force: a.force };
+    let uri = a.drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
+    let drive = if a.drive.is_absolute() || uri { a.drive.clone() } else { std::env::current_dir()?.join(&a.drive) };
+    let req = crate::control::Request::Replace { member: a.member, drive, force: a.force, host: a.host.clone() };
     if let Some(b) = crate::control::ask(&a.array, &req)? {
         return crate::control::print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
     check_drive(vol.as_ref(), &a.drive, a.force)?;
+    check_placement(vol.as_ref(), a.member, &a.drive, a.host.as_deref(), a.force)?;
     vol.replace(a.member, &a.drive)?;
+    if let Some(h) = &a.host {
+        vol.set_member_host(a.member, h)?;
+    }
     rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
     // Where the new member lives now (a DVS directory array gives it the member's file name).

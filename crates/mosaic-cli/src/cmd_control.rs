@@ -136,6 +136,7 @@ fn text(b: &serde_json::Value) -> String {
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));
     }
+    s += &remote_lines(b);
     s += &format!("  device reads {}, writes {}\n", b["device_reads"], b["device_writes"]);
     let j = &b["journal"];
     if !j.is_null() {
@@ -168,6 +169,29 @@ fn text(b: &serde_json::Value) -> String {
         for e in ev.iter().rev().take(5).rev() {
             s += &format!("    {} {}: {}\n", e["time"].as_str().unwrap_or(""), e["kind"].as_str().unwrap_or(""), e["detail"].as_str().unwrap_or(""));
         }
+    }
+    s
+}
+
+/// One line per remote member: its host, how its requests answer, and
+/// SLOW when recent ones average above the threshold.
+fn remote_lines(b: &serde_json::Value) -> String {
+    let mut s = String::new();
+    for m in b["members"].as_array().into_iter().flatten().filter(|m| m["remote"].is_object()) {
+        let l = &m["remote"];
+        let f = |k: &str| l[k].as_f64().unwrap_or(0.0);
+        s += &format!(
+            "  remote {} on host {}: {} requests, recent reads {:.1} ms, writes {:.1} ms, max {:.1} ms, {} over {:.0} ms{}\n",
+            m["index"],
+            m["host"].as_str().unwrap_or("?"),
+            l["requests"],
+            f("recent_read_ms"),
+            f("recent_write_ms"),
+            f("max_ms"),
+            l["slow_requests"],
+            f("threshold_ms"),
+            if l["slow"] == true { "  SLOW" } else { "" }
+        );
     }
     s
 }

@@ -43,7 +43,14 @@ pub enum Request {
     Info,
     Status,
     Fail { member: usize },
-    Replace { member: usize, drive: PathBuf, force: bool },
+    Replace {
+        member: usize,
+        drive: PathBuf,
+        force: bool,
+        /// The host label of the new drive (its failure domain).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+    },
     Rebuild,
     Scrub { repair: bool },
     Flush,
@@ -312,7 +319,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
-        Request::Replace { member, drive, force } => replace(sh, *member, drive, *force),
+        Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
         Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick)),
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
             let rep = vol.scrub(*repair, tick)?;
@@ -341,10 +348,14 @@ fn run(sh: &Shared, req: &Request) -> Response {
     }
 }
 
-fn replace(sh: &Shared, member: usize, drive: &Path, force: bool) -> Result<serde_json::Value> {
+fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
     crate::cmd_array::check_drive(vol, drive, force)?;
+    crate::cmd_array::check_placement(vol, member, drive, host, force)?;
     vol.replace(member, drive)?;
+    if let Some(h) = host {
+        vol.set_member_host(member, h)?;
+    }
     maintain(sh, "rebuild", |tick| rebuild_body(sh, tick))
 }
 
@@ -518,6 +529,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         .flatten()
         .collect();
     let grow = info.detail.pointer("/grow").cloned();
+    let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,
         "kind": info.kind,
@@ -526,6 +538,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "health": health,
         "capacity": info.capacity,
         "members": info.members,
+        "slow_remotes": slow,
         "device_reads": io.device_reads,
         "device_writes": io.device_writes,
         "failed_while_open": vol.auto_failed(),

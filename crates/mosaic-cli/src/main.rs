@@ -58,6 +58,10 @@ struct Cli {
     /// reconnects and retries included, before the member is failed
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0, value_parser = positive_secs)]
     remote_timeout: f64,
+    /// A remote member whose recent requests average more than this is
+    /// reported slow by status (and each request above it is counted)
+    #[arg(long, global = true, value_name = "MS", default_value_t = 200.0, value_parser = positive_secs)]
+    remote_slow_ms: f64,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -142,6 +146,7 @@ fn main() {
     let cli = Cli::from_arg_matches(&cli).unwrap_or_else(|e| e.exit());
     logging::init(cli.log_format, cli.log_level.as_deref());
     mosaic_dev::nbd::set_default_timeout(std::time::Duration::from_secs_f64(cli.remote_timeout));
+    mosaic_dev::nbd::set_slow_threshold(std::time::Duration::from_secs_f64(cli.remote_slow_ms / 1000.0));
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),

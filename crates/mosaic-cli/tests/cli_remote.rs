@@ -1,26 +1,50 @@
 //! Remote members: arrays whose members are NBD exports of other servers
-//! (here qemu-nbd on unix sockets; nothing leaves the machine), named by
-//! NBD URIs wherever a member path is accepted.
+//! (nbdkit's file plugin and qemu-nbd on unix sockets, another `mosaic
+//! serve` over TCP; nothing leaves the machine), named by NBD URIs
+//! wherever a member path is accepted.  Served arrays of remotes under
+//! fio with verify: two servers killed mid-run, one restarted empty and
+//! rebuilt onto, a remote that hangs (nbdkit's delay filter) failed after
+//! the time, a slow one reported, failure domains refused at create.
 
 mod common;
+use common::fio::{fio, passed, status, wait_status};
+use common::serve::Serve;
 use common::{fails, ok};
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::time::{Duration, Instant};
 
-/// One export: qemu-nbd serving a raw file of `size` bytes.
+/// One export: a server (nbdkit or qemu-nbd) serving a raw file.
 struct Export {
     child: Option<Child>,
+    file: PathBuf,
     sock: PathBuf,
 }
 
 impl Export {
+    /// qemu-nbd serving a new file of `size` bytes.
     fn start(dir: &Path, name: &str, size: u64) -> Export {
+        let (file, sock) = Export::new_file(dir, name, size);
+        let child = mosaic_dev::testing::qemu_nbd(&file, &sock, 4);
+        Export { child: Some(child), file, sock }
+    }
+    /// nbdkit's file plugin serving a new file of `size` bytes.
+    fn nbdkit(dir: &Path, name: &str, size: u64) -> Export {
+        let (file, sock) = Export::new_file(dir, name, size);
+        let child = mosaic_dev::testing::nbdkit(&file, &sock, &[], &[]);
+        Export { child: Some(child), file, sock }
+    }
+    fn new_file(dir: &Path, name: &str, size: u64) -> (PathBuf, PathBuf) {
         let file = dir.join(format!("{name}.img"));
         std::fs::File::create(&file).unwrap().set_len(size).unwrap();
-        let sock = dir.join(format!("{name}.sock"));
-        let child = mosaic_dev::testing::qemu_nbd(&file, &sock, 4);
-        Export { child: Some(child), sock }
+        (file, dir.join(format!("{name}.sock")))
+    }
+    /// Serve the same file again on the same socket with nbdkit `filters`
+    /// and their parameters.
+    fn restart(&mut self, filters: &[&str], params: &[&str]) {
+        self.kill();
+        self.child = Some(mosaic_dev::testing::nbdkit(&self.file, &self.sock, filters, params));
     }
     fn uri(&self) -> String {
         format!("nbd+unix:///m?socket={}", self.sock.display())
@@ -82,4 +106,148 @@ fn raid6_over_six_remote_exports_loses_two_and_rebuilds_onto_a_new_one() {
     let gone = format!("nbd+unix:///m?socket={}", t.path().join("nothing.sock").display());
     let e = fails(&["examine", &gone]);
     assert!(e.contains("nothing.sock"), "{e}");
+}
+
+/// Member `i`'s object in a status.
+fn member(s: &serde_json::Value, i: usize) -> &serde_json::Value {
+    &s["members"][i]
+}
+
+fn state(s: &serde_json::Value, i: usize) -> &str {
+    member(s, i)["state"]["state"].as_str().unwrap_or("?")
+}
+
+#[test]
+fn raid6_over_six_nbdkit_exports_under_fio_verify_loses_two_and_rebuilds_online() {
+    let t = tempfile::tempdir().unwrap();
+    let mut ex: Vec<Export> = (0..6).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 64 << 20)).collect();
+    let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    let journal = t.path().join("journal.img");
+    let create = |hosts: &str| common::mosaic(&["create", "-a", &a, "--level", "raid6", "--stripe-unit", "64K", "--journal", journal.to_str().unwrap(), "--hosts", hosts]);
+    // Failure domains: three members on one host is more than raid6 survives.
+    let e = String::from_utf8_lossy(&create("a,a,a,b,c,c").stderr).to_string();
+    assert!(e.contains("host a holds 3 members") && e.contains("survives the loss of 2") && e.contains("--force"), "{e}");
+    assert!(create("a,a,b,b,c,c").status.success());
+    let info = common::json(&ok(&["info", "-a", &a, "--json"]));
+    let hosts: Vec<&str> = (0..6).map(|i| info["member_list"][i]["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["a", "a", "b", "b", "c", "c"], "{info}");
+    let srv = Serve::start(&a, &["--quiet", "--remote-timeout", "4"]);
+    // fio writes 24 MiB at random and verifies it while two servers die.
+    let job = fio(t.path(), srv.port, "remote", &["--rw=randwrite", "--size=24M", "--rate_iops=2500"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    ex[1].kill();
+    ex[4].kill();
+    passed(job, "randwrite + verify while two remotes die");
+    let (code, s) = status(&a);
+    assert_eq!((code, s["health"].as_str()), (4, Some("degraded")), "{s}");
+    assert_eq!((state(&s, 1), state(&s, 4)), ("failed", "failed"), "{s}");
+    assert_eq!(s["failed_while_open"].as_array().map(Vec::len), Some(2), "{s}");
+    assert!(member(&s, 0)["remote"]["requests"].as_u64().unwrap() > 100, "a live remote's requests are counted: {s}");
+    // Member 1's server comes back as an empty export; a drive on host b
+    // would put three members there.
+    std::fs::File::create(&ex[1].file).unwrap().set_len(64 << 20).unwrap();
+    ex[1].restart(&[], &[]);
+    let uri1 = ex[1].uri();
+    let e = fails(&["replace", "-a", &a, "--member", "1", "--drive", &uri1, "--host", "b"]);
+    assert!(e.contains("host b holds 3 members"), "{e}");
+    ok(&["replace", "-a", &a, "--member", "1", "--drive", &uri1, "--host", "a"]);
+    let s = wait_status(&a, 120, "member 1 rebuilt over the network", |s| state(s, 1) == "active" && s["maintenance"].is_null());
+    assert_eq!(member(&s, 1)["host"].as_str(), Some("a"), "{s}");
+    passed(fio(t.path(), srv.port, "remote", &["--rw=randwrite", "--size=24M", "--verify_only"]).spawn().unwrap(), "verify after the rebuild");
+    let scrub = ok(&["scrub", "-a", &a]);
+    assert!(scrub.contains("0 stripes with mismatched"), "{scrub}");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    // Member 4's server comes back with its old bytes: it is behind by
+    // event counters, so it stays failed until rebuilt, never read.
+    ex[4].restart(&[], &[]);
+    let (code, s) = status(&a);
+    assert_eq!((code, state(&s, 4)), (4, "failed"), "a stale remote is not reused: {s}");
+    ok(&["replace", "-a", &a, "--member", "4", "--drive", &ex[4].uri(), "--host", "c"]);
+    let (code, s) = status(&a);
+    assert_eq!((code, s["health"].as_str()), (0, Some("healthy")), "{s}");
+    assert!(ok(&["scrub", "-a", &a]).contains("all consistent"));
+}
+
+#[test]
+fn a_slow_remote_is_reported_and_a_hung_one_is_failed_after_the_time() {
+    let t = tempfile::tempdir().unwrap();
+    let mut ex: Vec<Export> = (0..2).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 32 << 20)).collect();
+    let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    ok(&["create", "-a", &a, "--level", "raid1", "--journal", t.path().join("j.img").to_str().unwrap()]);
+    // Member 1 answers, but every write takes 150 ms (nbdkit's delay filter).
+    ex[1].restart(&["--filter=delay"], &["delay-write=150ms"]);
+    let srv = Serve::start(&a, &["--quiet", "--remote-timeout", "3", "--remote-slow-ms", "100"]);
+    passed(fio(t.path(), srv.port, "slow", &["--rw=write", "--bs=64k", "--size=1M"]).spawn().unwrap(), "writes to a slow remote");
+    let (code, s) = status(&a);
+    assert_eq!((code, s["slow_remotes"].clone()), (0, serde_json::json!([1])), "{s}");
+    let l = &member(&s, 1)["remote"];
+    assert!(l["slow"] == true && l["recent_write_ms"].as_f64().unwrap() > 100.0 && l["slow_requests"].as_u64().unwrap() >= 16, "{s}");
+    assert!(member(&s, 0)["remote"]["slow"] == false, "{s}");
+    let text = String::from_utf8_lossy(&common::mosaic(&["status", "-a", &a]).stdout).to_string();
+    assert!(text.lines().any(|l| l.contains("remote 1 on host local") && l.ends_with("SLOW")), "{text}");
+    // Now member 1's server hangs: requests are never answered.  After the
+    // remote time it is failed, and the array keeps serving from member 0.
+    ex[1].restart(&["--filter=delay"], &["delay-write=120", "delay-read=120"]);
+    let t0 = Instant::now();
+    passed(fio(t.path(), srv.port, "hang", &["--rw=randwrite", "--bs=64k", "--size=2M", "--offset=4M"]).spawn().unwrap(), "writes while a remote hangs");
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    let (code, s) = status(&a);
+    assert_eq!((code, state(&s, 1)), (4, "failed"), "{s}");
+    let why = s["failed_while_open"][0][1].as_str().unwrap_or("");
+    assert!(why.contains("no answer for 3.0 s"), "{s}");
+    passed(fio(t.path(), srv.port, "slow", &["--rw=write", "--bs=64k", "--size=1M", "--verify_only"]).spawn().unwrap(), "the first bytes, degraded");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_member_on_another_mosaic_serve_nests_over_the_network() {
+    let t = tempfile::tempdir().unwrap();
+    let inner = t.path().join("inner");
+    ok(&["create", "-a", inner.to_str().unwrap(), "--level", "raid1", "--members", "2", "--member-size", "40M"]);
+    let isrv = Serve::start(inner.to_str().unwrap(), &["--quiet"]);
+    let remote = format!("nbd://127.0.0.1:{}/mosaic", isrv.port);
+    let files: Vec<PathBuf> = (0..2).map(|i| t.path().join(format!("f{i}.img"))).collect();
+    for f in &files {
+        std::fs::File::create(f).unwrap().set_len(40 << 20).unwrap();
+    }
+    let a = format!("{remote},{},{}", files[0].display(), files[1].display());
+    ok(&["create", "-a", &a, "--level", "raid5", "--stripe-unit", "64K", "--no-journal"]);
+    let data: Vec<u8> = (0..(8u32 << 20)).map(|i| (i.wrapping_mul(2246822519) >> 13) as u8).collect();
+    let input = t.path().join("data");
+    std::fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let out = t.path().join("back");
+    assert!(read_back(&a, data.len(), &out) == data);
+    // The outer array's member 0 is the inner array: its writes went
+    // through the inner server to both of its mirrors.
+    let (_, s) = status(inner.to_str().unwrap());
+    assert!(s["clients"]["writes"].as_u64().unwrap() > 0 && s["device_writes"].as_u64().unwrap() > 0, "{s}");
+    let info = common::json(&ok(&["info", "-a", &a, "--json"]));
+    assert_eq!(info["member_list"][0]["path"].as_str(), Some(remote.as_str()), "{info}");
+    // The inner server goes away: the outer array reads degraded.
+    let (code, _) = isrv.stop();
+    assert_eq!(code, 0);
+    assert!(read_back(&a, data.len(), &out) == data, "degraded read without the nested member");
+}
+
+#[test]
+fn members_on_named_hosts_are_placed_by_failure_domain() {
+    // Refused before anything is contacted: the hosts here do not exist.
+    let four = "nbd://store-a/d0,nbd://store-a:10810/d1,nbd://store-b/d0,nbd://store-c/d0";
+    let e = fails(&["create", "-a", four, "--level", "raid5"]);
+    assert!(e.contains("host store-a holds 2 members") && e.contains("[0, 1]") && e.contains("raid5 survives the loss of 1"), "{e}");
+    // A label overrides the URI's host; labels are checked.
+    let e = fails(&["create", "-a", four, "--level", "raid5", "--hosts", "a,b,c"]);
+    assert!(e.contains("3 hosts for 4 members"), "{e}");
+    let e = fails(&["create", "-a", four, "--level", "raid5", "--hosts", "a,b,c,d e"]);
+    assert!(e.contains("not a host name"), "{e}");
+    let e = fails(&["create", "-a", "m0.img,m1.img,m2.img", "--level", "dvs", "--zoned", "--hosts", "a,b,c"]);
+    assert!(e.contains("--hosts is for fixed-layout arrays"), "{e}");
+    // Local files and one remote host: this machine holds two of three.
+    let t = tempfile::tempdir().unwrap();
+    let f: Vec<String> = (0..2).map(|i| t.path().join(format!("m{i}.img")).display().to_string()).collect();
+    let e = fails(&["create", "-a", &format!("{},{},nbd://store-b/d0", f[0], f[1]), "--level", "raid5", "--member-size", "8M"]);
+    assert!(e.contains("host local holds 2 members"), "{e}");
 }

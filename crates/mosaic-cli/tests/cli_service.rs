@@ -5,50 +5,11 @@
 //! --json` is checked at each stage, and `--on-event` hears the failure.
 
 mod common;
+use common::fio::{fio, passed, status, wait_status};
 use common::{json, mosaic, ok};
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// fio over NBD on `port`: `args` after the common ones.  Verify state
-/// files stay out of the way (`--verify_state_save=0`).
-fn fio(dir: &Path, port: u16, name: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("fio");
-    c.current_dir(dir)
-        .args(["--name", name, "--ioengine=nbd", "--verify_state_save=0", "--verify=crc32c", "--bs=4k", "--iodepth=8"])
-        .arg(format!("--uri=nbd://127.0.0.1:{port}/mosaic"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// Wait for a background fio; panic with its output unless it passed.
-fn passed(c: Child, what: &str) {
-    let o = c.wait_with_output().unwrap();
-    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success() && !out.contains("verify:") && !err.contains("verify"), "{what}: fio failed\n{out}\n{err}");
-}
-
-fn status(a: &str) -> (i32, serde_json::Value) {
-    let o = mosaic(&["status", "-a", a, "--json"]);
-    let v = json(&String::from_utf8_lossy(&o.stdout));
-    (o.status.code().unwrap_or(-1), v[0].clone())
-}
-
-/// Poll `status` until `done` holds (at most `secs`); the last status.
-fn wait_status(a: &str, secs: u64, what: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let t = Instant::now();
-    loop {
-        let (_, s) = status(a);
-        if done(&s) {
-            return s;
-        }
-        assert!(t.elapsed() < Duration::from_secs(secs), "{what}: not reached in {secs} s: {s}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 #[test]
 fn a_hot_spare_takes_over_and_is_rebuilt_online_under_fio_verify() {

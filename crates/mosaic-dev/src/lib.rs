@@ -56,6 +56,11 @@ pub trait Member: Send + Sync {
     fn reset_zone(&self, offset: u64) -> io::Result<()> {
         Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: not a zoned device (zone reset at byte {offset})", self.describe())))
     }
+    /// How a remote member's requests have been answering (None for a
+    /// local device).
+    fn remote_latency(&self) -> Option<nbd::Latency> {
+        None
+    }
 }
 
 fn range_check(what: &str, size: u64, offset: u64, len: usize) -> io::Result<()> {
@@ -185,6 +190,9 @@ impl Member for Device {
     }
     fn cheap_flush(&self) -> bool {
         self.inner().cheap_flush()
+    }
+    fn remote_latency(&self) -> Option<nbd::Latency> {
+        self.inner().remote_latency()
     }
 }
 

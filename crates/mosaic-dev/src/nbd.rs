@@ -51,6 +51,78 @@ pub fn set_default_timeout(t: Duration) {
     DEFAULT_TIMEOUT_MS.store(millis(t), Ordering::Relaxed);
 }
 
+/// A request slower than this (ms) counts as slow ([`set_slow_threshold`]).
+static SLOW_MS: AtomicU64 = AtomicU64::new(200);
+
+/// The latency above which a remote's request counts as slow, and a
+/// remote whose recent requests average above it is reported slow
+/// (`mosaic --remote-slow-ms`).
+pub fn set_slow_threshold(t: Duration) {
+    SLOW_MS.store(millis(t), Ordering::Relaxed);
+}
+
+/// How a remote member's requests have been answering: what `status`
+/// shows, and whether it calls the remote slow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Latency {
+    /// Requests answered (reads, writes and flushes; a split request
+    /// counts once).
+    pub requests: u64,
+    /// The mean of recent reads, and of recent writes and flushes (each an
+    /// exponentially weighted average over about the last 16), ms.
+    pub recent_read_ms: f64,
+    pub recent_write_ms: f64,
+    /// The slowest request since connecting, ms.
+    pub max_ms: f64,
+    /// Requests slower than the threshold.
+    pub slow_requests: u64,
+    /// The threshold, ms.
+    pub threshold_ms: f64,
+    /// Whether recent reads or recent writes average above the threshold.
+    pub slow: bool,
+}
+
+/// Latency counters of one remote, updated by every request.
+#[derive(Default)]
+struct LatencyMeter {
+    requests: AtomicU64,
+    /// Weighted means, microseconds (weight 1/16 for each new request):
+    /// reads, then writes and flushes.
+    recent_us: [AtomicU64; 2],
+    max_us: AtomicU64,
+    slow: AtomicU64,
+}
+
+impl LatencyMeter {
+    fn record(&self, write: bool, took: Duration) {
+        let us = took.as_micros().min(u64::MAX as u128) as u64;
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        // Racing updates may lose one sample; the mean stays a mean.
+        let mean = &self.recent_us[write as usize];
+        let old = mean.load(Ordering::Relaxed);
+        mean.store(if old == 0 { us } else { old - old / 16 + us / 16 }, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+        if us > SLOW_MS.load(Ordering::Relaxed) * 1000 {
+            self.slow.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn read(&self) -> Latency {
+        let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1000.0;
+        let threshold_ms = SLOW_MS.load(Ordering::Relaxed) as f64;
+        let (r, w) = (ms(&self.recent_us[0]), ms(&self.recent_us[1]));
+        Latency {
+            requests: self.requests.load(Ordering::Relaxed),
+            recent_read_ms: r,
+            recent_write_ms: w,
+            max_ms: ms(&self.max_us),
+            slow_requests: self.slow.load(Ordering::Relaxed),
+            threshold_ms,
+            slow: r.max(w) > threshold_ms,
+        }
+    }
+}
+
 /// Connections to one export, at most: when the server allows several.
 const MAX_CONNS: usize = 4;
 /// The largest request sent, whatever the server allows (libnbd's own
@@ -80,6 +152,7 @@ pub struct NbdMember {
     can_flush: bool,
     read_only: bool,
     max_request: u64,
+    latency: LatencyMeter,
 }
 
 impl std::fmt::Debug for NbdMember {
@@ -111,7 +184,7 @@ impl NbdMember {
                 Err(_) => break,
             }
         }
-        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, read_only, max_request })
+        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, read_only, max_request, latency: LatencyMeter::default() })
     }
 
     #[cfg(not(mosaic_libnbd))]
@@ -126,6 +199,19 @@ impl NbdMember {
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// How its requests have been answering.
+    pub fn latency(&self) -> Latency {
+        self.latency.read()
+    }
+
+    /// Time `f`, one read (or write or flush), into the latency counters.
+    fn timed<T>(&self, write: bool, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let t0 = std::time::Instant::now();
+        let r = f();
+        self.latency.record(write, t0.elapsed());
+        r
     }
 
     /// Connections open to the export.
@@ -204,25 +290,28 @@ impl Member for NbdMember {
         self.size
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline))
+        self.timed(false, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline)))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         if self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
         }
-        self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, deadline))
+        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, deadline)))
     }
     /// With multi-conn, a flush on one connection covers every
     /// connection's completed writes (NBD spec); a server that cannot
     /// flush writes through.
     fn flush(&self) -> io::Result<()> {
         if self.can_flush {
-            self.with_retry(|h, deadline| h.flush(deadline))?;
+            self.timed(true, || self.with_retry(|h, deadline| h.flush(deadline)))?;
         }
         if self.reconnected.swap(false, Ordering::Relaxed) {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
         }
         Ok(())
+    }
+    fn remote_latency(&self) -> Option<Latency> {
+        Some(self.latency())
     }
 }
 
@@ -514,6 +603,25 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
         assert!(t0.elapsed() < Duration::from_secs(10));
         assert!(e.to_string().contains("handshake"), "{e}");
+    }
+
+    #[test]
+    fn recent_reads_or_writes_above_the_threshold_make_a_remote_slow() {
+        let m = LatencyMeter::default();
+        let ms = Duration::from_millis;
+        for _ in 0..32 {
+            m.record(false, ms(1));
+        }
+        m.record(true, ms(400));
+        let l = m.read();
+        assert_eq!((l.requests, l.slow_requests, l.max_ms), (33, 1, 400.0));
+        assert!(l.slow && l.recent_write_ms == 400.0 && l.recent_read_ms == 1.0, "{l:?}");
+        // Fast writes bring the mean back under the threshold.
+        for _ in 0..64 {
+            m.record(true, ms(2));
+        }
+        let l = m.read();
+        assert!(!l.slow && l.recent_write_ms < 10.0 && l.max_ms == 400.0, "{l:?}");
     }
 
     #[test]

@@ -42,3 +42,30 @@ pub fn qemu_nbd(file: &std::path::Path, sock: &std::path::Path, shared: u32) -> 
     assert!(sock.exists(), "qemu-nbd did not start on {}", sock.display());
     child
 }
+
+/// nbdkit's file plugin serving `file` on the unix socket `sock`, with
+/// `extra` arguments after the file (filters go first: pass
+/// `["--filter=delay", ...]` in `filters`, their parameters in `extra`,
+/// e.g. `delay-write=120ms`).  Debian's nbdkit, which scripts/test.sh
+/// installs.  Returns once the socket exists; kill the child to take the
+/// export away.
+pub fn nbdkit(file: &std::path::Path, sock: &std::path::Path, filters: &[&str], extra: &[&str]) -> std::process::Child {
+    let _ = std::fs::remove_file(sock);
+    let child = std::process::Command::new("nbdkit")
+        .args(["--foreground", "--exportname=m", "-U"])
+        .arg(sock)
+        .args(filters)
+        .arg("file")
+        .arg(file)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nbdkit (Debian's nbdkit; scripts/test.sh installs it)");
+    let t0 = std::time::Instant::now();
+    while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(sock.exists(), "nbdkit did not start on {}", sock.display());
+    child
+}

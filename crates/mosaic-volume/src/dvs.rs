@@ -230,6 +230,8 @@ impl Volume for DvsVolume {
                 path: self.member_path(m.index).map(|p| p.display().to_string()).unwrap_or_default(),
                 uuid: Some(m.uuid.to_string()),
                 errors: Default::default(),
+                host: mosaic_array::domain::LOCAL.into(),
+                remote: None,
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));

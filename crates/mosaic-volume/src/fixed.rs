@@ -45,6 +45,8 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 path: m.path.clone(),
                 uuid: Some(m.uuid.to_string()),
                 errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
+                host: m.host.clone(),
+                remote: m.remote,
             })
             .collect(),
         degraded: i.degraded,
@@ -148,6 +150,9 @@ impl Volume for Array {
     }
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         replace(self, idx, drive)
+    }
+    fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
+        Ok(Array::set_member_host(self, idx, host)?)
     }
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         Ok(Array::rebuild(self, progress, opts)?)
@@ -277,6 +282,9 @@ impl Volume for CachedVolume {
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         self.sync()?;
         replace(self.cv.array(), idx, drive)
+    }
+    fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
+        Ok(self.cv.array().set_member_host(idx, host)?)
     }
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.sync()?;

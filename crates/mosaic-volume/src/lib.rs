@@ -91,6 +91,13 @@ pub struct VolumeMember {
     pub uuid: Option<String>,
     /// Errors seen since open, for kinds that count them.
     pub errors: MemberErrors,
+    /// Its failure domain: the host that holds it, or "local"
+    /// (`mosaic_array::domain`).
+    pub host: String,
+    /// How a remote member's requests have been answering (None for a
+    /// local device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<mosaic_dev::nbd::Latency>,
 }
 
 /// Errors of one member since the volume was opened.
@@ -183,6 +190,12 @@ pub trait Volume: Send + Sync {
     /// Put the drive at `drive` (created with the right size and kind when
     /// missing) in place of member `idx`; [`Volume::rebuild`] follows.
     fn replace(&self, idx: usize, drive: &Path) -> Result<()>;
+    /// Label member `idx` with the host that holds it: its failure domain
+    /// (`mosaic_array::domain`), recorded on the members.
+    fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
+        let _ = (idx, host);
+        Err(VolumeError::Usage("host labels are for fixed-layout arrays (raid0..6, rs, cbro)".into()))
+    }
     /// Rebuild replaced members; `progress(done, total)` per region.
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport>;
     /// Verify every stripe's code (and repair mismatches with `repair`:

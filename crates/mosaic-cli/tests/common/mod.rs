@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod fio;
 pub mod serve;
 
 use std::process::{Command, Output};

@@ -84,6 +84,8 @@ impl TierVolume {
                     path: self.member_path(side, &m.path),
                     uuid: Some(m.uuid.to_string()),
                     errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
+                    host: m.host,
+                    remote: m.remote,
                 });
             }
         }
