@@ -122,7 +122,8 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 5)]
     pub drives: usize,
     /// Drive model: a preset (hdd:seagate-st91000640ss, ssd:samsung-830-128g, nvme:generic, ram:default, smr:default...)
-    /// or file:PATH.toml; repeat with IDX=SPEC or A-B=SPEC to mix kinds per member
+    /// or file:PATH.toml; net:LINK/SPEC puts it on another machine behind a link (LINK: 1gbe, 10gbe, 25gbe,
+    /// 100gbe or wan, with ,rtt_us=..,gbit=..,jitter_us=..); repeat with IDX=SPEC or A-B=SPEC to mix kinds per member
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
     pub device: Vec<String>,
     /// Stripe unit of the replayed array (chunk of DVS and the SMR baselines)
@@ -218,7 +219,7 @@ pub struct TierArgs {
 pub fn build_drives(specs: &[String], n: usize) -> Result<Vec<Box<dyn DriveModel>>> {
     device_specs(specs, n)?
         .iter()
-        .map(|spec| Ok(mosaic_drives::parse_device_spec(spec).map_err(|e| anyhow!("--device {spec:?}: {e}"))?.build(None)))
+        .map(|spec| mosaic_drives::build_device(spec, None).map_err(|e| anyhow!("--device {spec:?}: {e}")))
         .collect()
 }
 

@@ -69,6 +69,29 @@ fn replay_compare_plot_and_mixed_devices() {
     assert!(e.contains("outside"), "{e}");
 }
 
+/// "raid6 over 8 remote HDD servers on 10 GbE": the same device
+/// operations as local drives, each paying the link; a WAN link costs more.
+#[test]
+fn replay_over_networked_drives_pays_the_link() {
+    let run = |dev: &str| json(&ok(&["replay", "--synthetic", "mixed:50", "--count", "2000", "--layout", "raid6", "--drives", "8", "--device", dev, "--json"]));
+    let hdd = "hdd:seagate-st91000640ss";
+    let (local, lan, wan) = (run(hdd), run(&format!("net:10gbe/{hdd}")), run(&format!("net:wan,jitter_us=2000/{hdd}")));
+    for r in [&lan, &wan] {
+        assert_eq!((&r["device_reads"], &r["device_writes"]), (&local["device_reads"], &local["device_writes"]), "the link changes time, not operations");
+    }
+    let mean = |r: &serde_json::Value| r["write_latency"]["mean_us"].as_f64().unwrap();
+    // A raid6 small write is two round trips deep (read old, write new): at
+    // 50 us each, 10 GbE adds at least 100 us.
+    assert!(mean(&lan) > mean(&local) + 100.0 && mean(&lan) < mean(&local) * 1.5, "{} vs {}", mean(&lan), mean(&local));
+    assert!(mean(&wan) > mean(&local) + 40_000.0, "{} vs {}", mean(&wan), mean(&local));
+    assert!(lan["devices"][0]["model"].as_str().unwrap().contains("10 Gbit/s link"), "{}", lan["devices"][0]);
+    assert_eq!(run(&format!("net:wan,jitter_us=2000/{hdd}")), wan, "seeded jitter repeats");
+    let e = fails(&["replay", "--synthetic", "randwrite", "--device", "net:5gbe/hdd:seagate-st91000640ss"]);
+    assert!(e.contains("unknown link") && e.contains("10gbe"), "{e}");
+    let e = fails(&["replay", "--synthetic", "randwrite", "--device", "net:10gbe"]);
+    assert!(e.contains("net:LINK/DRIVE"), "{e}");
+}
+
 #[test]
 fn replay_real_trace_open_loop() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cloudphysics-vscsi-part1.csv");

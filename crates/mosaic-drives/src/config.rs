@@ -523,6 +523,23 @@ pub fn parse_device_spec(spec: &str) -> Result<DriveConfig, DriveError> {
     Ok(c)
 }
 
+/// Build the drive a device spec names: [`parse_device_spec`]'s grammar,
+/// or `net:LINK[,key=value...]/SPEC` for that drive on another machine
+/// behind a link ([`crate::net`]: `net:10gbe/hdd:generic-7200`,
+/// `net:1gbe,jitter_us=50/ssd:generic-sata`).
+pub fn build_device(spec: &str, capacity_override: Option<u64>) -> Result<Box<dyn DriveModel>, DriveError> {
+    let spec = spec.trim();
+    if let Some(rest) = spec.strip_prefix("net:") {
+        let (link, drive) = rest.split_once('/').ok_or_else(|| {
+            let names: Vec<&str> = crate::net::profiles().iter().map(|p| p.0).collect();
+            DriveError::config("net", format!("{spec:?}: give net:LINK/DRIVE, e.g. net:10gbe/hdd:generic-7200 (links: {})", names.join(", ")))
+        })?;
+        let link = crate::net::parse_link(link)?;
+        return Ok(Box::new(crate::net::Networked::new(build_device(drive, capacity_override)?, link)));
+    }
+    parse_device_spec(spec)?.try_build(capacity_override)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

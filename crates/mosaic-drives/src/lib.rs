@@ -35,11 +35,12 @@
 
 pub mod config;
 pub mod hdd;
+pub mod net;
 pub mod ram;
 pub mod ssd;
 pub mod zoned;
 
-pub use config::{list_presets, parse_device_spec, preset, DriveConfig};
+pub use config::{build_device, list_presets, parse_device_spec, preset, DriveConfig};
 pub use hdd::{HddDetailed, HddDetailedParams, HddSimple, HddSimpleParams, Scheduler, SeekCurve};
 pub use ram::{Ram, RamParams};
 pub use ssd::{Ssd, SsdParams, WaModel};
