@@ -9,6 +9,11 @@
 #              placed in the server or in the array
 #   nbdkit     `nbdkit -U SOCK file FILE`, its default threads
 #   qemu-nbd   extra column with BENCH_QEMU=1
+#   remote     extra column with BENCH_REMOTE=1: `mosaic serve` of raid5 4+1
+#              (with its journal) whose members are 5 nbdkit exports of
+#              files in /dev/shm (remote members over unix sockets); its
+#              ratio to the mosaic column (the same array on files
+#              directly) is printed below the table
 # Every rep runs each workload on every server back to back, and the ratios
 # to nbdkit are taken within the rep (load from other processes hits all
 # columns alike); the table shows each column's median and the median of
@@ -42,6 +47,7 @@ ARRAY=${BENCH_ARRAY:---level raid5 --members 5 --member-size $MEMBER}
 LABEL=${BENCH_LABEL:-raid5 4+1}
 SERVERS="mosaic file nbdkit"
 [ "${BENCH_QEMU:-0}" = 1 ] && SERVERS="$SERVERS qemu"
+[ "${BENCH_REMOTE:-0}" = 1 ] && SERVERS="$SERVERS remote"
 
 need=(fio python3 nbdkit)
 [ "${BENCH_QEMU:-0}" = 1 ] && need+=(qemu-nbd)
@@ -82,6 +88,24 @@ if [ "${BENCH_QEMU:-0}" = 1 ]; then
     qemu-nbd -f raw --persistent -t -k "$SHM/qemu.sock" "$SHM/qemu.raw" 2>"$SHM/qemu.log" &
     PID[qemu]=$!
     URI[qemu]="nbd+unix:///?socket=$SHM/qemu.sock"
+fi
+if [ "${BENCH_REMOTE:-0}" = 1 ]; then
+    # raid5 4+1 over five nbdkit exports, each a member file in /dev/shm.
+    members=()
+    for i in 0 1 2 3 4; do
+        truncate -s "$MEMBER" "$SHM/rm$i.img"
+        nbdkit -f -U "$SHM/rm$i.sock" file "$SHM/rm$i.img" 2>"$SHM/rm$i.log" &
+        PID[rm$i]=$!
+        members+=("nbd+unix:///?socket=$SHM/rm$i.sock")
+    done
+    for i in 0 1 2 3 4; do
+        for _ in $(seq 100); do [ -S "$SHM/rm$i.sock" ] && break; sleep 0.1; done
+    done
+    RA=$(IFS=,; echo "${members[*]}")
+    "$MOSAIC" create -a "$RA" --level raid5 --stripe-unit 64K --journal "$SHM/rm-journal.img" $CREATE_ARGS >/dev/null
+    "$MOSAIC" serve -a "$RA" --socket "$SHM/remote.sock" --quiet $SERVE_ARGS 2>"$SHM/remote.log" &
+    PID[remote]=$!
+    URI[remote]="nbd+unix:///mosaic?socket=$SHM/remote.sock"
 fi
 for s in $SERVERS; do
     for _ in $(seq 100); do [ -S "$SHM/$s.sock" ] && break; sleep 0.1; done
@@ -130,7 +154,7 @@ for jobs in $NUMJOBS; do
         "export $((CAP >> 20)) MiB in /dev/shm, load $(cut -d' ' -f1-3 /proc/loadavg)"
     args=()
     for w in randread randwrite seqwrite; do
-        for s in mosaic file nbdkit qemu; do args+=("$w-$s=${R[$w-$s]:-}"); done
+        for s in mosaic file nbdkit qemu remote; do args+=("$w-$s=${R[$w-$s]:-}"); done
     done
     BENCH_LABEL=$LABEL python3 - "${args[@]}" <<'EOF' || missed=1
 import os, statistics, sys
@@ -144,14 +168,16 @@ rows = [("4K randread QD32", "randread", "IOPS", 0, 1.0, 1.0),
         ("4K randwrite QD32", "randwrite", "IOPS", 0, 0.6, 1.0),
         ("1M seqwrite QD8", "seqwrite", "MiB/s", 1, 0.9, 1.0)]
 qemu = bool(R["randread-qemu"])
+remote = bool(R["randread-remote"])
 print(f'{"workload":<18} {"unit":>5} {"nbdkit":>8} {"mosaic":>8} {"ratio":>6} {"goal":>5} '
-      f'{"file":>8} {"ratio":>6} {"goal":>5}' + (f' {"qemu-nbd":>8} {"ratio":>6}' if qemu else ''))
+      f'{"file":>8} {"ratio":>6} {"goal":>5}' + (f' {"qemu-nbd":>8} {"ratio":>6}' if qemu else '')
+      + (f' {"remote":>8} {"ratio":>6}' if remote else ''))
 missed, lines = 0, []
 for name, w, unit, idx, gm, gf in rows:
     ref = vals(f"{w}-nbdkit", idx)
     out = f"{name:<18} {unit:>5} {med(ref):>8.0f}"
-    for s, goal in (("mosaic", gm), ("file", gf), ("qemu", None)):
-        if s == "qemu" and not qemu:
+    for s, goal in (("mosaic", gm), ("file", gf), ("qemu", None), ("remote", None)):
+        if (s == "qemu" and not qemu) or (s == "remote" and not remote):
             continue
         v = vals(f"{w}-{s}", idx)
         # Same-rep ratios: each rep's servers ran back to back.
@@ -166,6 +192,10 @@ for name, w, unit, idx, gm, gf in rows:
     print(out)
 print("runs per rep:\n" + "\n".join(lines) + f"\n  nbdkit: " + " | ".join(
     " ".join(f"{x:.0f}" for x in vals(f"{w}-nbdkit", i)) for _, w, _, i, _, _ in rows))
+if remote:
+    for name, w, unit, idx, _, _ in rows:
+        v, d = vals(f"{w}-remote", idx), vals(f"{w}-mosaic", idx)
+        print(f"remote members vs the same array on files, {name}: {med([a / b for a, b in zip(v, d) if b > 0]):.2f}")
 print(f"bench-nbd: {6 - missed} of 6 goals met ('!' marks a miss)")
 sys.exit(1 if missed else 0)
 EOF

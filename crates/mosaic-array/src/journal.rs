@@ -457,10 +457,9 @@ impl Journal {
 
     fn write_header(&self, checkpoint: u64) -> Result<(), ArrayError> {
         let b = encode_header(self.uuid, self.dev.size(), checkpoint);
-        self.dev
-            .write_at(&b, 0)
-            .and_then(|_| self.dev.flush())
-            .map_err(|e| ArrayError::Io(format!("{}: writing journal header: {e}", self.dev.describe())))
+        // Only the header itself must be durable: the records before a
+        // checkpoint need not be (FUA on a remote journal).
+        self.dev.write_durable(&b, 0).map_err(|e| ArrayError::Io(format!("{}: writing journal header: {e}", self.dev.describe())))
     }
 
     /// Open the journal of `array` on `dev` and read the records that must

@@ -39,6 +39,12 @@ pub trait Member: Send + Sync {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
+    /// Write `buf` at `offset` and make that write durable (not
+    /// necessarily others): a remote with FUA does it in one request.
+    fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)?;
+        self.flush()
+    }
     /// Whether operations are so cheap (RAM) that running them inline beats
     /// handing them to other threads.
     fn is_memory(&self) -> bool {
@@ -187,6 +193,9 @@ impl Member for Device {
     }
     fn flush(&self) -> io::Result<()> {
         self.inner().flush()
+    }
+    fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner().write_durable(buf, offset)
     }
     fn cheap_flush(&self) -> bool {
         self.inner().cheap_flush()

@@ -150,6 +150,8 @@ pub struct NbdMember {
     #[cfg(mosaic_libnbd)]
     next: std::sync::atomic::AtomicUsize,
     can_flush: bool,
+    /// The server honours FUA (force unit access) on a write.
+    can_fua: bool,
     read_only: bool,
     max_request: u64,
     latency: LatencyMeter,
@@ -174,6 +176,7 @@ impl NbdMember {
         let first = ffi::Handle::connect(uri, deadline())?;
         let size = first.size()?;
         let (can_flush, read_only, multi) = (first.flag(ffi::nbd_can_flush)?, first.flag(ffi::nbd_is_read_only)?, first.flag(ffi::nbd_can_multi_conn)?);
+        let can_fua = first.flag(ffi::nbd_can_fua)?;
         let max_request = first.max_block().filter(|&m| m > 0).map_or(MAX_REQUEST, |m| m.min(MAX_REQUEST));
         let mut conns = vec![parking_lot::Mutex::new(Some(first))];
         // More connections only where the server keeps them consistent;
@@ -184,7 +187,7 @@ impl NbdMember {
                 Err(_) => break,
             }
         }
-        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, read_only, max_request, latency: LatencyMeter::default() })
+        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, can_fua, read_only, max_request, latency: LatencyMeter::default() })
     }
 
     #[cfg(not(mosaic_libnbd))]
@@ -296,7 +299,20 @@ impl Member for NbdMember {
         if self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
         }
-        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, deadline)))
+        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, false, deadline)))
+    }
+    /// With FUA where the server advertises it: the one write is durable
+    /// when answered, with no flush of everything else.
+    fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if !self.can_fua || self.read_only {
+            self.write_at(buf, offset)?;
+            return self.flush();
+        }
+        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, true, deadline)))?;
+        if self.reconnected.swap(false, Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
+        }
+        Ok(())
     }
     /// With multi-conn, a flush on one connection covers every
     /// connection's completed writes (NBD spec); a server that cannot
@@ -379,6 +395,7 @@ mod ffi {
         fn nbd_get_error() -> *const c_char;
         fn nbd_get_errno() -> c_int;
         pub fn nbd_can_flush(h: *mut NbdHandle) -> c_int;
+        pub fn nbd_can_fua(h: *mut NbdHandle) -> c_int;
         pub fn nbd_can_multi_conn(h: *mut NbdHandle) -> c_int;
         pub fn nbd_is_read_only(h: *mut NbdHandle) -> c_int;
     }
@@ -492,9 +509,11 @@ mod ffi {
             let c = unsafe { nbd_aio_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
             self.wait(c, deadline)
         }
-        pub fn pwrite(&self, buf: &[u8], offset: u64, deadline: Instant) -> io::Result<()> {
+        /// Write; with `fua`, the server answers once this write is
+        /// durable (LIBNBD_CMD_FLAG_FUA).
+        pub fn pwrite(&self, buf: &[u8], offset: u64, fua: bool, deadline: Instant) -> io::Result<()> {
             // SAFETY: as pread, for reads of buf.
-            let c = unsafe { nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
+            let c = unsafe { nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, fua as u32) };
             self.wait(c, deadline)
         }
         pub fn flush(&self, deadline: Instant) -> io::Result<()> {
@@ -671,6 +690,11 @@ mod tests {
         let f = std::fs::read(&file).unwrap();
         assert_eq!(f[8192 * 65], 1 ^ 1);
         assert_eq!(&f[(64 * 4) * 8192 + 4096..][..1 << 20], &data[(64 * 4) * 8192..][..1 << 20]);
+        // A durable write with FUA (qemu-nbd advertises it): on the file
+        // when answered, with no flush.
+        assert!(m.can_fua, "qemu-nbd advertises FUA");
+        m.write_durable(&[0x5a; 4096], 0).unwrap();
+        assert!(std::fs::read(&file).unwrap()[..4096].iter().all(|&x| x == 0x5a));
         // Out of range and a server that is gone are clear errors.
         let e = m.read_at(&mut [0u8; 8], 48 << 20).unwrap_err().to_string();
         assert!(e.contains("beyond device size"), "{e}");
