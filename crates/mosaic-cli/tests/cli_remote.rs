@@ -251,3 +251,26 @@ fn members_on_named_hosts_are_placed_by_failure_domain() {
     let e = fails(&["create", "-a", &format!("{},{},nbd://store-b/d0", f[0], f[1]), "--level", "raid5", "--member-size", "8M"]);
     assert!(e.contains("host local holds 2 members"), "{e}");
 }
+
+/// A tier's inner arrays open by directory; a member replaced by a remote
+/// is found again through its superblock hint.
+#[test]
+fn a_tier_member_on_a_remote_is_found_again_at_open() {
+    let t = tempfile::tempdir().unwrap();
+    let tier = t.path().join("t");
+    let a = tier.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "16M", "--slow-size", "32M"]);
+    let data: Vec<u8> = (0..(6u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8).collect();
+    let input = t.path().join("data");
+    std::fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let ex = Export::nbdkit(t.path(), "r", 40 << 20);
+    ok(&["fail", "-a", a, "--member", "3"]);
+    ok(&["replace", "-a", a, "--member", "3", "--drive", &ex.uri()]);
+    let (code, s) = status(a);
+    assert_eq!((code, member(&s, 3)["path"].as_str()), (0, Some(ex.uri().as_str())), "{s}");
+    assert!(member(&s, 3)["remote"]["requests"].as_u64().unwrap() > 0, "{s}");
+    let out = t.path().join("back");
+    assert!(read_back(a, data.len(), &out) == data);
+    assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
+}

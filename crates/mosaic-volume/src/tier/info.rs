@@ -63,7 +63,7 @@ impl TierVolume {
             None => ("", p),
         };
         let path = Path::new(rest);
-        if path.is_absolute() {
+        if path.is_absolute() || mosaic_dev::nbd::is_uri(rest) {
             return p.to_string();
         }
         let inside = self.dir.join(SIDES[side]).join(path.file_name().map(Path::new).unwrap_or(path));
