@@ -13,7 +13,9 @@
 #              (with its journal) whose members are 5 nbdkit exports of
 #              files in /dev/shm (remote members over unix sockets); its
 #              ratio to the mosaic column (the same array on files
-#              directly) is printed below the table
+#              directly) is printed below the table.  BENCH_REMOTE_DELAY=1ms
+#              puts nbdkit's delay filter on every member export (each read
+#              and write answered that much later, as across a network)
 # Every rep runs each workload on every server back to back, and the ratios
 # to nbdkit are taken within the rep (load from other processes hits all
 # columns alike); the table shows each column's median and the median of
@@ -94,7 +96,10 @@ if [ "${BENCH_REMOTE:-0}" = 1 ]; then
     members=()
     for i in 0 1 2 3 4; do
         truncate -s "$MEMBER" "$SHM/rm$i.img"
-        nbdkit -f -U "$SHM/rm$i.sock" file "$SHM/rm$i.img" 2>"$SHM/rm$i.log" &
+        delay=()
+        [ -n "${BENCH_REMOTE_DELAY:-}" ] && delay=(--filter=delay)
+        nbdkit -f -U "$SHM/rm$i.sock" "${delay[@]}" file "$SHM/rm$i.img" \
+            ${BENCH_REMOTE_DELAY:+delay-read=$BENCH_REMOTE_DELAY delay-write=$BENCH_REMOTE_DELAY} 2>"$SHM/rm$i.log" &
         PID[rm$i]=$!
         members+=("nbd+unix:///?socket=$SHM/rm$i.sock")
     done

@@ -131,8 +131,10 @@ pub struct ServeArgs {
     pub handshake_timeout: Duration,
     /// Worker threads serving requests (the array runs member I/O on its own
     /// pool; more workers mostly add context switches on small machines)
-    #[arg(long, default_value_t = 4)]
-    pub workers: usize,
+    /// [default: 4, or 32 when a member is remote: each request then waits
+    /// on the network]
+    #[arg(long)]
+    pub workers: Option<usize>,
     /// Do not log connections
     #[arg(long)]
     pub quiet: bool,
@@ -531,7 +533,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         name: a.export.clone(),
         description: format!("mosaic {} array, {} members", vinfo.level, vinfo.members.len()),
         read_only: a.read_only,
-        workers: a.workers.max(1),
+        workers: a.workers.unwrap_or(if vinfo.members.iter().any(|m| m.remote.is_some()) { 32 } else { 4 }).max(1),
         max_connections: a.max_connections as usize,
         handshake_timeout: a.handshake_timeout,
         log: !a.quiet,

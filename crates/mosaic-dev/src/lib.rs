@@ -56,6 +56,10 @@ pub trait Member: Send + Sync {
     fn cheap_flush(&self) -> bool {
         self.is_memory()
     }
+    /// Whether its operations cross a network (each waits a round trip).
+    fn is_remote(&self) -> bool {
+        false
+    }
     /// Reset the zone that starts at byte `offset` of a zoned device (its
     /// write pointer back to the zone's start).  Devices without zones
     /// refuse.
@@ -202,6 +206,9 @@ impl Member for Device {
     }
     fn remote_latency(&self) -> Option<nbd::Latency> {
         self.inner().remote_latency()
+    }
+    fn is_remote(&self) -> bool {
+        matches!(self, Device::Nbd(_))
     }
 }
 

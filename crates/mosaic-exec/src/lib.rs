@@ -129,6 +129,9 @@ pub struct Executor {
     counts: Mutex<Counters>,
     pool: std::sync::OnceLock<rayon::ThreadPool>,
     all_memory: AtomicBool,
+    /// Some member is remote: its operations wait on a network round
+    /// trip, so a phase's operations always go out together.
+    any_remote: AtomicBool,
     /// Scratch memory reused from run to run.
     scratch: slots::Pool,
     kernel: mosaic_ec::Kernel,
@@ -138,6 +141,7 @@ impl Executor {
     pub fn new(members: Vec<Option<Arc<dyn Member>>>, base: u64) -> Executor {
         let n = members.len();
         let all = members.iter().flatten().all(|m| m.is_memory());
+        let remote = members.iter().flatten().any(|m| m.is_remote());
         Executor {
             members: RwLock::new(members),
             base,
@@ -146,6 +150,7 @@ impl Executor {
             counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }),
             pool: std::sync::OnceLock::new(),
             all_memory: AtomicBool::new(all),
+            any_remote: AtomicBool::new(remote),
             scratch: slots::Pool::default(),
             kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
         }
@@ -162,7 +167,7 @@ impl Executor {
     pub fn set_member(&self, i: usize, m: Option<Arc<dyn Member>>) {
         let mut ms = self.members.write();
         ms[i] = m;
-        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
+        self.kinds_changed(&ms);
         self.bump();
     }
 
@@ -174,8 +179,18 @@ impl Executor {
         c.members.push(DeviceIo::default());
         c.errors.push([0; 2]);
         drop(c);
-        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
+        self.kinds_changed(&ms);
         self.bump();
+    }
+
+    fn kinds_changed(&self, ms: &[Option<Arc<dyn Member>>]) {
+        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
+        self.any_remote.store(ms.iter().flatten().any(|m| m.is_remote()), Ordering::Relaxed);
+    }
+
+    /// Whether some member is remote (its operations wait on the network).
+    pub fn any_remote(&self) -> bool {
+        self.any_remote.load(Ordering::Relaxed)
     }
 
     /// The health epoch programs are planned against.
@@ -352,15 +367,18 @@ impl Executor {
     /// inline too (see `each_mut`): a 4 KiB read-modify-write moves 8 KiB
     /// per phase, waking pool threads costs more than the copies, and
     /// throughput callers (the NBD server) issue requests from several
-    /// threads anyway.
+    /// threads anyway.  Not with remote members: there an operation waits
+    /// a round trip, and a phase's operations wait them together.
     fn inline(&self, n: usize) -> bool {
         n <= 1 || self.all_memory.load(Ordering::Relaxed) || rayon::current_thread_index().is_some()
     }
 
     fn pool(&self) -> &rayon::ThreadPool {
         self.pool.get_or_init(|| {
+            // Remote members take up to 4 requests each at once.
+            let per = if self.any_remote() { 4 } else { 2 };
             rayon::ThreadPoolBuilder::new()
-                .num_threads((2 * self.width()).clamp(4, 64))
+                .num_threads((per * self.width()).clamp(4, 64))
                 .thread_name(|i| format!("mosaic-io-{i}"))
                 .build()
                 .expect("starting I/O threads")
@@ -376,7 +394,7 @@ impl Executor {
     /// `f` on every item: inline (see [`Executor::inline`]) or one task
     /// per item on the I/O threads; the results in item order.
     fn each_mut<T: Send>(&self, items: &mut [T], bytes: u64, f: impl Fn(&mut T) -> io::Result<()> + Sync) -> Vec<io::Result<()>> {
-        if self.inline(items.len()) || bytes <= INLINE_BYTES {
+        if self.inline(items.len()) || (bytes <= INLINE_BYTES && !self.any_remote()) {
             return items.iter_mut().map(&f).collect();
         }
         let mut out: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
