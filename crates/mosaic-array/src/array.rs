@@ -471,7 +471,10 @@ impl Array {
     ) -> Result<Array, ArrayError> {
         let (spares, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Spare);
         let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
-        let spares = crate::spare::attach(&mut sb, spares, &place, writable, use_hints);
+        // Spares are found where their hints say even when the members were
+        // listed (as the journal is): a list that leaves them out must not
+        // drop them from the array.
+        let spares = crate::spare::attach(&mut sb, spares, &place, writable);
         if sb.home.is_none() || place.copy_of.is_none() && place.dir_spec && !Path::new(sb.home.as_deref().unwrap_or("")).exists() {
             // Moved (its old home is gone) or never had one: it lives here now.
             sb.home = place.base.as_ref().filter(|_| place.dir_spec).map(|b| b.display().to_string());

@@ -17,9 +17,9 @@ use crate::assemble::{Found, Place};
 use crate::superblock::{MemberRole, Spare, Superblock, DATA_OFFSET};
 use crate::ArrayError;
 
-/// The spares of `sb` among `found` (and, with hints, where their paths
-/// say), in the superblock's order; spares not found are dropped from it.
-pub(crate) fn attach(sb: &mut Superblock, found: Vec<Found>, place: &Place, writable: bool, use_hints: bool) -> Vec<(Arc<dyn Member>, Spare)> {
+/// The spares of `sb` among `found`, else where their path hints say, in
+/// the superblock's order; spares not found are dropped from it.
+pub(crate) fn attach(sb: &mut Superblock, found: Vec<Found>, place: &Place, writable: bool) -> Vec<(Arc<dyn Member>, Spare)> {
     let mut out = Vec::new();
     for s in &sb.spares {
         let mine = |f: &Found| f.sb.array_uuid == sb.array_uuid && f.sb.member_uuid == s.uuid;
@@ -27,7 +27,7 @@ pub(crate) fn attach(sb: &mut Superblock, found: Vec<Found>, place: &Place, writ
             out.push((f.m.clone(), Spare { uuid: s.uuid, path: f.path.clone() }));
             continue;
         }
-        let Some(path) = place.resolve(&s.path).filter(|_| use_hints) else { continue };
+        let Some(path) = place.resolve(&s.path) else { continue };
         let Ok(m) = Device::open(Path::new(&path)) else { continue };
         if m.lock(writable).is_err() {
             continue;

@@ -274,3 +274,25 @@ fn a_tier_member_on_a_remote_is_found_again_at_open() {
     assert!(read_back(a, data.len(), &out) == data);
     assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
 }
+
+/// The journal and a hot spare are remote too: a member fails, the spare
+/// on another export takes its place and is rebuilt online.
+#[test]
+fn a_remote_journal_and_a_remote_hot_spare_take_over_online() {
+    let t = tempfile::tempdir().unwrap();
+    let ex: Vec<Export> = (0..5).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 32 << 20)).collect();
+    let a = ex[..3].iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    ok(&["create", "-a", &a, "--level", "raid5", "--journal", &ex[3].uri(), "--spare", &ex[4].uri()]);
+    let srv = Serve::start(&a, &["--quiet"]);
+    let (_, s) = status(&a);
+    assert_eq!(s["spares"], serde_json::json!([ex[4].uri()]), "{s}");
+    passed(fio(t.path(), srv.port, "j", &["--rw=randwrite", "--size=8M"]).spawn().unwrap(), "writes through a remote journal");
+    ok(&["fail", "-a", &a, "--member", "1"]);
+    let s = wait_status(&a, 60, "the remote spare rebuilt", |s| s["health"] == "healthy" && s["maintenance"].is_null());
+    assert_eq!(member(&s, 1)["path"].as_str(), Some(ex[4].uri().as_str()), "{s}");
+    passed(fio(t.path(), srv.port, "j", &["--rw=randwrite", "--size=8M", "--verify_only"]).spawn().unwrap(), "after the takeover");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let b = format!("{},{},{}", ex[0].uri(), ex[4].uri(), ex[2].uri());
+    assert!(ok(&["scrub", "-a", &b]).contains("all consistent"));
+}
