@@ -238,6 +238,7 @@ impl Replier {
             }
             for p in batch.drain(..) {
                 self.release(p.held);
+                self.sh.bufs.give(p.data);
             }
             ob = self.outbox();
             if ob.queue.is_empty() {
@@ -318,9 +319,14 @@ fn await_request<R: Read>(rd: &mut BufReader<R>, sh: &Shared, id: u64) -> bool {
     }
 }
 
-/// Read a WRITE payload of `len` bytes, growing the buffer as bytes arrive
-/// (a client that stops part-way has not made the server touch the rest).
-fn read_payload<R: Read>(rd: &mut R, len: usize) -> io::Result<Vec<u8>> {
+/// Read a WRITE payload of `len` bytes into a kept buffer, or else into a
+/// new one grown as bytes arrive (a client that stops part-way has not
+/// made the server touch the rest).
+fn read_payload<R: Read>(rd: &mut R, len: usize, kept: Option<Vec<u8>>) -> io::Result<Vec<u8>> {
+    if let Some(mut v) = kept {
+        rd.read_exact(&mut v)?;
+        return Ok(v);
+    }
     let mut v = Vec::with_capacity(len);
     rd.take(len as u64).read_to_end(&mut v)?;
     if v.len() < len {
@@ -346,10 +352,14 @@ fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, s
     let ex = &sh.export;
     let res: io::Result<Vec<u8>> = match r.cmd {
         Command::Read => {
-            let mut buf = vec![0u8; r.length as usize];
+            let mut buf = sh.bufs.take_or_new(r.length as usize);
             ex.read(r.offset, &mut buf).map(|_| buf)
         }
-        Command::Write => ex.write(r.offset, &payload).map(|_| Vec::new()),
+        Command::Write => {
+            let r = ex.write(r.offset, &payload).map(|_| Vec::new());
+            sh.bufs.give(payload);
+            r
+        }
         Command::Trim => ex.trim(r.offset, r.length as u64).map(|_| Vec::new()),
         Command::WriteZeroes => ex.write_zeroes(r.offset, r.length as u64).map(|_| Vec::new()),
         Command::Flush => ex.flush().map(|_| Vec::new()),
@@ -414,7 +424,7 @@ fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, by
     if req.cmd != Command::Write {
         return Ok(Vec::new());
     }
-    read_payload(rd, req.length as usize).map_err(|e| {
+    read_payload(rd, req.length as usize, sh.bufs.take(req.length as usize)).map_err(|e| {
         let e = if timed_out(&e) { format!("nothing for {:?}", sh.io_timeout) } else { e.to_string() };
         sh.log(&format!("conn {id}: short WRITE payload ({e}); closing"));
         sh.buffers.release(bytes);

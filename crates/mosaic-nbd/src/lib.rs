@@ -15,6 +15,7 @@
 //!   DISC / EOF / stop ── in-flight requests drained, socket closed
 //! ```
 
+mod bufs;
 pub mod conn;
 pub mod export;
 pub mod handshake;

@@ -96,6 +96,8 @@ pub(crate) struct Shared {
     pub(crate) max_inflight_bytes: u64,
     /// Payload bytes held by every connection together.
     pub(crate) buffers: Budget,
+    /// Payload buffers kept for reuse.
+    pub(crate) bufs: crate::bufs::Bufs,
     pub(crate) io_timeout: Duration,
     pub(crate) requests: AtomicU64,
     pub(crate) errors: AtomicU64,
@@ -223,6 +225,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         max_inflight: cfg.max_inflight.max(1),
         max_inflight_bytes: cfg.max_inflight_bytes.max(MAX_PAYLOAD as u64),
         buffers: Budget::new(usize::MAX, cfg.max_buffered_bytes.max(MAX_PAYLOAD as u64)),
+        bufs: Default::default(),
         io_timeout: cfg.io_timeout,
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
