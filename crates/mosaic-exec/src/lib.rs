@@ -128,7 +128,11 @@ pub struct Executor {
     locks: Vec<Mutex<()>>,
     counts: Mutex<Counters>,
     pool: std::sync::OnceLock<rayon::ThreadPool>,
-    all_memory: AtomicBool,
+    /// Every member is RAM or a file on a RAM file system: an operation is
+    /// a memory copy, so phases run on the calling thread (perf under 1 MiB
+    /// writes on /dev/shm files: handing them to I/O threads spent 44 % of
+    /// the server's samples in those threads' yields and wake-ups).
+    all_cheap: AtomicBool,
     /// Some member is remote: its operations wait on a network round
     /// trip, so a phase's operations always go out together.
     any_remote: AtomicBool,
@@ -140,8 +144,8 @@ pub struct Executor {
 impl Executor {
     pub fn new(members: Vec<Option<Arc<dyn Member>>>, base: u64) -> Executor {
         let n = members.len();
-        let all = members.iter().flatten().all(|m| m.is_memory());
         let remote = members.iter().flatten().any(|m| m.is_remote());
+        let cheap = members.iter().flatten().all(|m| m.cheap_flush());
         Executor {
             members: RwLock::new(members),
             base,
@@ -149,8 +153,8 @@ impl Executor {
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
             counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }),
             pool: std::sync::OnceLock::new(),
-            all_memory: AtomicBool::new(all),
             any_remote: AtomicBool::new(remote),
+            all_cheap: AtomicBool::new(cheap),
             scratch: slots::Pool::default(),
             kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
         }
@@ -184,8 +188,8 @@ impl Executor {
     }
 
     fn kinds_changed(&self, ms: &[Option<Arc<dyn Member>>]) {
-        self.all_memory.store(ms.iter().flatten().all(|m| m.is_memory()), Ordering::Relaxed);
         self.any_remote.store(ms.iter().flatten().any(|m| m.is_remote()), Ordering::Relaxed);
+        self.all_cheap.store(ms.iter().flatten().all(|m| m.cheap_flush()), Ordering::Relaxed);
     }
 
     /// Whether some member is remote (its operations wait on the network).
@@ -360,7 +364,8 @@ impl Executor {
         }
     }
 
-    /// Run a phase's ops on the calling thread: one op, RAM members, or a
+    /// Run a phase's ops on the calling thread: one op, RAM members or
+    /// files on a RAM file system (`all_cheap`), or a
     /// caller that is itself an I/O thread (a nested array used as a
     /// member): blocking on another pool from inside a pool job can
     /// deadlock work stealing.  Phases of at most [`INLINE_BYTES`] run
@@ -370,7 +375,7 @@ impl Executor {
     /// threads anyway.  Not with remote members: there an operation waits
     /// a round trip, and a phase's operations wait them together.
     fn inline(&self, n: usize) -> bool {
-        n <= 1 || self.all_memory.load(Ordering::Relaxed) || rayon::current_thread_index().is_some()
+        n <= 1 || self.all_cheap.load(Ordering::Relaxed) || rayon::current_thread_index().is_some()
     }
 
     fn pool(&self) -> &rayon::ThreadPool {
