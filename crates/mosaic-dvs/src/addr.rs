@@ -57,12 +57,17 @@ pub struct DvsConfig {
     /// journal in the conventional zones (0: write-through).
     #[serde(default)]
     pub cache_chunks: u64,
+    /// Bytes of the write-cache journal at the end of the conventional
+    /// zones (0: the log and the journal share what the checkpoints leave,
+    /// half each, as arrays made before this field did).
+    #[serde(default)]
+    pub journal_bytes: u64,
 }
 
 impl DvsConfig {
     /// A config for `members` zoned drives of `zones` zones of `zone_size`.
     pub fn new(members: usize, parity: usize, chunk: u64, zone_size: u64, zones: u64, conventional: u64) -> DvsConfig {
-        DvsConfig { members, parity, chunk, zone_size, zones, conventional, block: 512, spare: 1, op_pct: 20, cache_chunks: 0 }
+        DvsConfig { members, parity, chunk, zone_size, zones, conventional, block: 512, spare: 1, op_pct: 20, cache_chunks: 0, journal_bytes: 0 }
     }
 }
 

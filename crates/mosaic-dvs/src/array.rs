@@ -18,9 +18,9 @@
 //!
 //! Writes are acknowledged once durable: with `cache_chunks = 0`
 //! write-through (destaged before the call returns); otherwise appended to
-//! a journal in the conventional zones of every member and held in the
-//! SSG write cache, destaged by the cache policy, and replayed into the
-//! cache on open.  Destaging the whole cache retires the journal (a log
+//! a journal in the conventional zones of k + 1 members and held (as
+//! blocks) in the block-counted write cache, destaged by the cache policy,
+//! and replayed into the cache on open.  Destaging the whole cache retires the journal (a log
 //! record names the first live journal record).
 //!
 //! On open:
@@ -79,7 +79,9 @@ use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
 
+mod held;
 mod spare;
+use held::Held;
 pub use spare::SpareInfo;
 
 /// A host-managed zoned member device.
@@ -308,9 +310,9 @@ pub struct DvsArray {
     /// members found stale or missing.
     warnings: Vec<String>,
     dvs: Dvs,
-    /// Bytes of cached chunks, shared with the programs that destage them
-    /// (no copy on the way to the executor).
-    bytes: HashMap<ChunkKey, Arc<[u8]>>,
+    /// Bytes of cached chunks: whole chunks (moved to the programs that
+    /// destage them, no copy) or just their cached blocks.
+    bytes: HashMap<ChunkKey, Held>,
     code: Code,
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
@@ -358,8 +360,12 @@ fn scrub_finding(lsn: u32, row: usize, member: Option<usize>) -> ScrubFinding {
     ScrubFinding { at, member, detail }
 }
 
-/// The policy of a real array: write-through, or the SSG write cache of
-/// `cache_chunks` chunks (no read cache: reads overlay the cached bytes).
+/// The policy of a real array: write-through, or a block-granular write
+/// cache of `cache_chunks` chunks' worth of blocks (no read cache: reads
+/// overlay the cached bytes).  A small write holds one block of the
+/// budget; the cache destages only when full (the SSG holding the most
+/// blocks, whole) or when the journal is full (everything), so a chunk
+/// rewritten by a destage carries every block written to it meanwhile.
 /// Reference counts never halve (a real array has no policy clock), so
 /// the policy's decisions do not depend on time: a replay front end with
 /// these parameters makes the same jobs whatever its clock says.
@@ -368,6 +374,9 @@ pub fn array_params(cfg: &DvsConfig) -> DvsParams {
         DvsParams::write_through()
     } else {
         let mut p = DvsParams::cached(cfg.cache_chunks as usize);
+        let per_chunk = (cfg.chunk / cfg.block.max(1)).max(1) as usize;
+        p.cache = crate::cache::CacheParams::blocks((cfg.cache_chunks as usize).saturating_mul(per_chunk));
+        p.max_batch = usize::MAX;
         p.read_cache_chunks = 0;
         p.idle_ns = None;
         p
@@ -684,31 +693,39 @@ impl DvsArray {
 
     /// Put the journal's live records back into the write cache (they may
     /// have been destaged already: writing them again is harmless).
+    /// Records sit at the same offsets on every member of their lane; each
+    /// is taken from any member holding it whole (the sequence number
+    /// tells it from another lane's or an older record), in sequence, the
+    /// next lane's start tried when the rest of a lane holds none, until
+    /// one is found nowhere.
     fn replay_journal(&mut self) -> Result<(), DvsError> {
-        if self.ml.journal_end == self.ml.journal_start {
+        let l = self.meta.lane_len();
+        if l == 0 {
             return Ok(());
         }
-        let mut best: Vec<(u64, u64, Vec<u8>)> = Vec::new();
-        let mut best_end = self.ml.journal_start;
+        let mut areas = Vec::new();
         for m in self.meta_members() {
-            let j = read_one(&self.exec, m, self.ml.journal_start, self.ml.journal_end - self.ml.journal_start)?;
-            let (mut pos, mut want, mut recs) = (0usize, self.meta.jseq, Vec::new());
-            while let Some((s, off, data, n)) = decode_journal(&j[pos..]) {
-                if s != want {
-                    break;
-                }
-                recs.push((s, off, data));
-                want += 1;
-                pos += n;
-            }
-            if recs.len() > best.len() || best.is_empty() && best_end == self.ml.journal_start {
-                best_end = self.ml.journal_start + pos as u64;
-                best = recs;
-            }
+            areas.push(read_one(&self.exec, m, self.ml.journal_start, l)?);
         }
-        self.meta.jpos = best_end;
-        for (s, off, data) in best {
-            self.meta.jseq = s + 1;
+        let find = |v: u64, want: u64| areas.iter().find_map(|j| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want));
+        let (mut v, mut recs) = (0u64, Vec::new());
+        loop {
+            let want = self.meta.jseq + recs.len() as u64;
+            let next = (v / l + 1) * l;
+            let (at, rec) = match find(v, want) {
+                Some(r) => (v, r),
+                None if v % l != 0 && next < self.meta.lanes * l => match find(next, want) {
+                    Some(r) => (next, r),
+                    None => break,
+                },
+                None => break,
+            };
+            v = at + rec.3 as u64;
+            recs.push((rec.1, rec.2));
+        }
+        self.meta.jpos = self.ml.journal_start + v;
+        for (off, data) in recs {
+            self.meta.jseq += 1;
             let r = self.cache_write(off, &data);
             self.poison(r)?;
         }
@@ -780,7 +797,7 @@ impl DvsArray {
     }
 
     /// Write several requests, durable when this returns, sharing one
-    /// journal write and one flush per member (group commit): the
+    /// journal write and one flush per journal member (group commit): the
     /// records of consecutive single-record requests go back to back in
     /// the journal as one write, then each request enters the write
     /// cache in order.  A request the journal splits into several pieces
@@ -820,18 +837,20 @@ impl DvsArray {
         if !self.meta.journal_fits(first) {
             self.destage_all()?;
         }
-        let (mut bytes, mut at, mut n) = (Vec::new(), None, 0);
+        let (mut bytes, mut at, mut lane, mut n) = (Vec::new(), None, 0, 0);
         for &(offset, data) in group {
             let len = journal_record_len(data.len() as u64);
-            if n > 0 && !self.meta.journal_fits(len) {
+            // A group is one write: it stops where a lane does.
+            if n > 0 && self.meta.journal_place(len).map(|v| self.meta.lane_of(v)) != Some(lane) {
                 break;
             }
-            let (jseq, off) = self.meta.take_journal(len);
+            let (jseq, off, l) = self.meta.take_journal(len);
             at.get_or_insert(off);
+            lane = l;
             bytes.extend_from_slice(&encode_journal(jseq, offset, data));
             n += 1;
         }
-        self.write_meta(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes })?;
+        self.write_journal(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes }, lane)?;
         Ok(n)
     }
 
@@ -842,8 +861,16 @@ impl DvsArray {
         if !self.meta.journal_fits(len) {
             self.destage_all()?;
         }
-        let (jseq, offset_in_meta) = self.meta.take_journal(len);
-        self.write_meta(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) })
+        let (jseq, offset_in_meta, lane) = self.meta.take_journal(len);
+        self.write_journal(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) }, lane)
+    }
+
+    /// Write journal records `w` to the members of journal lane `lane`
+    /// (k + 1 of them, [`meta::journal_members`]; the log and checkpoints,
+    /// which the open needs whole, stay on every member), each flushed.
+    fn write_journal(&self, w: MetaWrite, lane: usize) -> Result<(), DvsError> {
+        let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
+        self.run(&program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members })).map(drop)
     }
 
     /// Destage every cached chunk, then retire the journal.
@@ -861,14 +888,12 @@ impl DvsArray {
 
     /// Into the write cache; run the destage and GC jobs that causes.
     fn cache_write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
-            let c = self.geo.chunk as usize;
-            if (b - a) as usize == c {
-                self.bytes.insert(key, Arc::from(&data[off as usize..off as usize + c]));
-                continue;
+            let piece = &data[off as usize..(off + b - a) as usize];
+            if let Some(h) = Held::put(self.bytes.get_mut(&key), c, blk, a as usize, piece) {
+                self.bytes.insert(key, h);
             }
-            let buf = Arc::make_mut(self.bytes.entry(key).or_insert_with(|| std::iter::repeat(0u8).take(c).collect()));
-            buf[a as usize..b as usize].copy_from_slice(&data[off as usize..(off + b - a) as usize]);
         }
         let r = self.dvs.write(offset, data.len() as u64, 0);
         let (fg, bg) = self.poison(r)?;
@@ -898,11 +923,11 @@ impl DvsArray {
                     out.copy_from_slice(src);
                 }
             }
-            if let (Some(bm), Some(bytes)) = (self.dvs.cache.get(p.key), self.bytes.get(&p.key)) {
+            if let (Some(bm), Some(held)) = (self.dvs.cache.get(p.key), self.bytes.get(&p.key)) {
                 for i in (p.a as usize / blk)..(p.b as usize / blk) {
-                    if bm.get(i) {
+                    if let Some(src) = held.block(i, blk).filter(|_| bm.get(i)) {
                         let o = i * blk - p.a as usize;
-                        out[o..o + blk].copy_from_slice(&bytes[i * blk..(i + 1) * blk]);
+                        out[o..o + blk].copy_from_slice(src);
                     }
                 }
             }
@@ -953,7 +978,8 @@ impl DvsArray {
         let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let bytes = &mut self.bytes;
-        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(Payload::Bytes).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
+        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_chunk(c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
         let p = lower.job(job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.run(&p)?;
         self.current = None;
@@ -1124,6 +1150,11 @@ impl DvsArray {
         let r = self.checkpoint();
         self.poison(r)?;
         let r = self.label_rounds();
+        self.poison(r)?;
+        // Journal records written while `m` was out are on fewer than
+        // k + 1 members, and the new device has none: destage them (the
+        // stripes are rebuilt with the rest) and start the journal over.
+        let r = if self.geo.cfg.cache_chunks > 0 { self.destage_all() } else { Ok(()) };
         self.poison(r)
     }
 

@@ -21,6 +21,13 @@
 //! The cache tracks which blocks of each chunk it holds (a bitmap), so a
 //! partial-chunk write needs no read until destage; bytes live elsewhere
 //! (the real executor), the simulator needs none.
+//!
+//! Its budget is counted in chunks (the paper's SSD cache, what the
+//! simulator's `eval dvs` runs) or, with [`CacheParams::by_blocks`] (real
+//! arrays), in dirty blocks: a random small write then costs one block of
+//! the budget, not a whole chunk, and the victim is the SSG holding the
+//! most dirty blocks, destaged whole, so one rewrite of its chunks
+//! retires as many client writes as possible.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -45,6 +52,10 @@ impl Bitmap {
     pub fn all(&self, a: usize, b: usize) -> bool {
         (a..b).all(|i| self.get(i))
     }
+    /// Blocks held.
+    pub fn ones(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +64,8 @@ struct Entry {
     lists: Vec<BTreeMap<u64, u32>>,
     /// LCN -> (stamp, blocks).
     chunks: HashMap<u32, (u64, Bitmap)>,
+    /// Blocks held over all its chunks.
+    blocks: usize,
     count: u32,
     recency: bool,
     /// Key in the LRU map (when recency) or LFU set.
@@ -63,19 +76,28 @@ struct Entry {
 /// Write-cache parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheParams {
-    /// Capacity in chunks (0: write-through).
-    pub chunks: usize,
-    /// Destage starts above this many chunks.
+    /// Capacity in chunks, or in blocks when `by_blocks` (0: write-through).
+    pub capacity: usize,
+    /// Destage starts above this much (chunks, or blocks when `by_blocks`).
     pub high: usize,
     /// Length of the SSG LRU list.
     pub lru_len: usize,
     /// Count halving interval.
     pub halve_ns: u64,
+    /// Budget counted in dirty blocks, and the victim is the SSG with the
+    /// most of them (else chunks, and the LFU/LRU victim).
+    pub by_blocks: bool,
 }
 
 impl CacheParams {
+    /// The paper's cache: `chunks` chunks, destage above 90 %.
     pub fn sized(chunks: usize) -> CacheParams {
-        CacheParams { chunks, high: chunks * 9 / 10, lru_len: 8, halve_ns: 10_000_000_000 }
+        CacheParams { capacity: chunks, high: chunks * 9 / 10, lru_len: 8, halve_ns: 10_000_000_000, by_blocks: false }
+    }
+    /// A block-granular cache of `blocks` dirty blocks, destaged only
+    /// when full (or flushed).
+    pub fn blocks(blocks: usize) -> CacheParams {
+        CacheParams { capacity: blocks, high: blocks, lru_len: 8, halve_ns: 0, by_blocks: true }
     }
 }
 
@@ -88,14 +110,17 @@ pub struct SsgCache {
     entries: HashMap<u32, Entry>,
     lru: BTreeMap<u64, u32>,
     lfu: BTreeSet<(u32, u64, u32)>,
+    /// Chunks held.
     used: usize,
+    /// Blocks held.
+    blocks_used: usize,
     clock: u64,
     last_halve: u64,
 }
 
 impl SsgCache {
     pub fn new(p: CacheParams, members: usize, chunk_blocks: usize) -> SsgCache {
-        SsgCache { p, members, blocks: chunk_blocks, entries: HashMap::new(), lru: BTreeMap::new(), lfu: BTreeSet::new(), used: 0, clock: 0, last_halve: 0 }
+        SsgCache { p, members, blocks: chunk_blocks, entries: HashMap::new(), lru: BTreeMap::new(), lfu: BTreeSet::new(), used: 0, blocks_used: 0, clock: 0, last_halve: 0 }
     }
 
     fn tick(&mut self) -> u64 {
@@ -103,8 +128,23 @@ impl SsgCache {
         self.clock
     }
 
+    /// What the budget counts: chunks held, or blocks when `by_blocks`.
     pub fn used(&self) -> usize {
+        if self.p.by_blocks {
+            self.blocks_used
+        } else {
+            self.used
+        }
+    }
+
+    /// Chunks held.
+    pub fn chunks_used(&self) -> usize {
         self.used
+    }
+
+    /// Blocks held.
+    pub fn blocks_used(&self) -> usize {
+        self.blocks_used
     }
 
     /// An access to SSG `lsn`: to the MRU end of the LRU list.
@@ -112,7 +152,7 @@ impl SsgCache {
         self.maybe_halve(now);
         let stamp = self.tick();
         let members = self.members;
-        let e = self.entries.entry(lsn).or_insert_with(|| Entry { lists: vec![BTreeMap::new(); members], chunks: HashMap::new(), count: 0, recency: false, lru_stamp: 0, lfu_seq: 0 });
+        let e = self.entries.entry(lsn).or_insert_with(|| Entry { lists: vec![BTreeMap::new(); members], chunks: HashMap::new(), blocks: 0, count: 0, recency: false, lru_stamp: 0, lfu_seq: 0 });
         if e.recency {
             self.lru.remove(&e.lru_stamp);
         } else if e.count > 0 || !e.chunks.is_empty() {
@@ -155,21 +195,25 @@ impl SsgCache {
         let disk = key.1 as usize % self.members;
         let blocks = self.blocks;
         let e = self.entries.get_mut(&key.0).unwrap();
-        let hit = match e.chunks.get_mut(&key.1) {
+        let (hit, added) = match e.chunks.get_mut(&key.1) {
             Some((st, bm)) => {
                 e.lists[disk].remove(st);
                 *st = stamp;
+                let before = bm.ones();
                 bm.set(a, b);
-                true
+                (true, bm.ones() - before)
             }
             None => {
                 let mut bm = Bitmap::new(blocks);
                 bm.set(a, b);
+                let added = bm.ones();
                 e.chunks.insert(key.1, (stamp, bm));
                 self.used += 1;
-                false
+                (false, added)
             }
         };
+        e.blocks += added;
+        self.blocks_used += added;
         e.lists[disk].insert(stamp, key.1);
         hit
     }
@@ -186,8 +230,13 @@ impl SsgCache {
         }
     }
 
-    /// The destage victim: lowest count in the LFU list, else the LRU tail.
+    /// The destage victim: by blocks, the SSG holding the most blocks
+    /// (the lowest LSN of equals); else the lowest count in the LFU list,
+    /// else the LRU tail.
     pub fn victim(&self) -> Option<u32> {
+        if self.p.by_blocks {
+            return self.entries.iter().max_by_key(|(&l, e)| (e.blocks, std::cmp::Reverse(l))).map(|(&l, _)| l);
+        }
         self.lfu.first().map(|v| v.2).or_else(|| self.lru.first_key_value().map(|(_, &l)| l))
     }
 
@@ -204,6 +253,9 @@ impl SsgCache {
                 }
                 if let Some((_, lcn)) = e.lists[d].pop_first() {
                     let (_, bm) = e.chunks.remove(&lcn).unwrap();
+                    let n = bm.ones();
+                    e.blocks -= n;
+                    self.blocks_used -= n;
                     out.push((lcn, bm));
                     any = true;
                 }
@@ -301,7 +353,7 @@ mod tests {
 
     #[test]
     fn lru_then_lfu_lowest_count_is_the_victim() {
-        let mut c = SsgCache::new(CacheParams { chunks: 100, high: 90, lru_len: 2, halve_ns: 0 }, 5, 8);
+        let mut c = SsgCache::new(CacheParams { capacity: 100, high: 90, lru_len: 2, halve_ns: 0, by_blocks: false }, 5, 8);
         // SSG 1 accessed 3 times, SSG 2 once, SSG 3 twice, then 4 and 5.
         for l in 0..3 {
             c.write((1, l), 0, 8, 0);
@@ -329,7 +381,7 @@ mod tests {
 
     #[test]
     fn counts_halve_on_the_interval_and_take_round_robins_disks() {
-        let mut c = SsgCache::new(CacheParams { chunks: 100, high: 90, lru_len: 1, halve_ns: 1000 }, 4, 8);
+        let mut c = SsgCache::new(CacheParams { capacity: 100, high: 90, lru_len: 1, halve_ns: 1000, by_blocks: false }, 4, 8);
         for i in 0..8 {
             c.write((1, i), 0, 8, 0);
         }
@@ -344,6 +396,26 @@ mod tests {
         assert_eq!(c.take(1, 100).len(), 3);
         assert!(c.count(1).is_none());
         assert_eq!(c.used(), 2);
+    }
+
+    #[test]
+    fn by_blocks_counts_dirty_blocks_and_picks_the_ssg_holding_most() {
+        let mut c = SsgCache::new(CacheParams::blocks(100), 5, 16);
+        // SSG 1: one block in each of 3 chunks; SSG 2: 5 blocks of one chunk.
+        for l in 0..3 {
+            c.write((1, l), 4, 5, 0);
+        }
+        c.write((2, 0), 0, 4, 0);
+        c.write((2, 0), 2, 5, 0);
+        assert_eq!((c.used(), c.chunks_used(), c.blocks_used()), (8, 4, 8));
+        assert_eq!(c.victim(), Some(2));
+        c.write((1, 0), 0, 3, 0);
+        assert_eq!(c.victim(), Some(1), "SSG 1 now holds 6 blocks");
+        let t = c.take(1, usize::MAX);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.iter().map(|x| x.1.ones()).sum::<usize>(), 6);
+        assert_eq!((c.used(), c.chunks_used()), (5, 1));
+        assert_eq!(c.victim(), Some(2));
     }
 
     #[test]

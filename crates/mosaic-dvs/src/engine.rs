@@ -229,14 +229,14 @@ impl Dvs {
         }
         let mut fg = Vec::new();
         // Over capacity by cached chunks alone: destage until it fits.
-        while self.cache.used() > self.cache.p.chunks {
+        while self.cache.used() > self.cache.p.capacity {
             let v = self.cache.victim().expect("a non-empty cache has a victim");
             fg.push(self.destage(v)?);
         }
         // Over capacity counting destages still in flight: this write waits
         // for one more destage (queued behind them), if it can fill a stripe.
-        let min = MIN_BATCH.min(self.cache.p.chunks);
-        if self.cache.used() >= min.max(1) && self.cache.used() + self.held > self.cache.p.chunks {
+        let min = MIN_BATCH.min(self.cache.p.capacity);
+        if self.cache.used() >= min.max(1) && self.cache.used() + self.held > self.cache.p.capacity {
             let v = self.cache.victim().expect("a non-empty cache has a victim");
             fg.push(self.destage(v)?);
         }
@@ -441,6 +441,31 @@ mod tests {
         let w: usize = j.stripes.iter().map(|s| s.width()).sum();
         assert_eq!(w, j.chunks.len());
         assert!(d.cache.used() <= 18);
+    }
+
+    #[test]
+    fn a_block_counted_cache_destages_the_ssg_holding_most_blocks_whole_when_full() {
+        let g = Geo::new(DvsConfig::new(5, 1, 4096, 16 * 4096, 8, 1)).unwrap();
+        let mut p = DvsParams::cached(0);
+        p.cache = CacheParams::blocks(20);
+        p.max_batch = usize::MAX;
+        let mut d = Dvs::new(g, p);
+        let (c, ssg) = (d.geo.chunk, d.geo.ssg_bytes());
+        // One 512-byte block in each of 12 chunks of SSG 0 and 8 of SSG 1:
+        // 20 blocks in 20 chunks, within the budget.
+        for i in 0..12 {
+            assert_eq!(d.write(i * c, 512, 0).unwrap(), (vec![], vec![]));
+        }
+        for i in 0..8 {
+            assert_eq!(d.write(ssg + i * c, 512, 0).unwrap(), (vec![], vec![]));
+        }
+        assert_eq!((d.cache.used(), d.cache.chunks_used()), (20, 20));
+        // The 21st block: SSG 0 (12 blocks) goes whole, 12 chunks = 3 full stripes.
+        let (fg, bg) = d.write(ssg + 8 * c, 512, 0).unwrap();
+        assert!(bg.is_empty());
+        assert_eq!(fg.len(), 1);
+        assert_eq!((fg[0].lsn, fg[0].chunks.len(), fg[0].stripes.len()), (0, 12, 3));
+        assert_eq!(d.cache.used(), 9);
     }
 
     #[test]

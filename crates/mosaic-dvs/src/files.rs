@@ -34,15 +34,38 @@ pub struct CreateSpec {
 }
 
 /// The config for a spec: zones of `zone_size`, the fewest conventional
-/// zones that hold the metadata.
+/// zones that hold the metadata.  With a write cache, the journal is
+/// sized to hold the whole cache as one-block records
+/// ([`journal_for_cache`]) when that leaves at least half the zones for
+/// data; otherwise the journal shares the metadata area with the log (a
+/// full journal then destages the cache before it is full).
 pub fn config_for(s: &CreateSpec) -> Result<DvsConfig, DvsError> {
     if s.zone_size == 0 || s.member_size % s.zone_size != 0 {
         return Err(DvsError::Geometry(format!("member size {} is not a whole number of {}-byte zones", s.member_size, s.zone_size)));
     }
     let zones = s.member_size / s.zone_size;
+    let journal = journal_for_cache(s.cache_chunks, s.chunk, s.block);
+    if journal > 0 {
+        if let Ok(cfg) = fewest_conventional(s, zones, journal, zones / 2) {
+            return Ok(cfg);
+        }
+    }
+    fewest_conventional(s, zones, 0, zones.saturating_sub(1).max(1))
+}
+
+/// Journal bytes that hold a cache of `cache_chunks` chunks as records of
+/// one block each (the smallest write, the most overhead per block).
+pub fn journal_for_cache(cache_chunks: u64, chunk: u64, block: u64) -> u64 {
+    let blocks = cache_chunks.saturating_mul(chunk / block.max(1));
+    blocks.saturating_mul(crate::meta::journal_record_len(block))
+}
+
+/// The first config with fewer than `below` conventional zones whose
+/// metadata (and a journal of `journal` bytes) fits.
+fn fewest_conventional(s: &CreateSpec, zones: u64, journal: u64, below: u64) -> Result<DvsConfig, DvsError> {
     let mut last = None;
-    for conv in 1..zones.saturating_sub(1).max(1) {
-        let cfg = DvsConfig { block: s.block, cache_chunks: s.cache_chunks, ..DvsConfig::new(s.members, s.parity, s.chunk, s.zone_size, zones, conv) };
+    for conv in 1..below {
+        let cfg = DvsConfig { block: s.block, cache_chunks: s.cache_chunks, journal_bytes: journal, ..DvsConfig::new(s.members, s.parity, s.chunk, s.zone_size, zones, conv) };
         match Geo::new(cfg.clone()).and_then(|g| MetaLayout::new(&g).map(|_| ())) {
             Ok(()) => return Ok(cfg),
             Err(e) => last = Some(e),

@@ -223,8 +223,10 @@ impl DvsFrontend {
                 pre.append(self.flush_all()?);
             }
             if let Some(st) = self.meta.as_mut() {
-                let (_, at) = st.take_journal(rl);
-                pre.append(meta(self.meta_of(at, rl as usize)));
+                let (_, at, lane) = st.take_journal(rl);
+                let mut m = self.meta_of(at, rl as usize);
+                m.members = crate::meta::journal_members(m.members, self.dvs.geo.k, lane);
+                pre.append(meta(m));
             }
             let (f, b) = self.dvs.write(offset + pos, n, now_ns)?;
             let s = self.staged(&f, &b, now_ns, pre)?;
@@ -273,7 +275,8 @@ fn nonempty(p: Program) -> Vec<Program> {
 impl Frontend for DvsFrontend {
     fn describe(&self) -> String {
         let g = &self.dvs.geo;
-        format!("dvs {}+{} chunk {}K seg {}K cache {} chunks", g.data, g.k, g.chunk >> 10, g.cfg.zone_size >> 10, self.dvs.p.cache.chunks)
+        let unit = if self.dvs.p.cache.by_blocks { "blocks" } else { "chunks" };
+        format!("dvs {}+{} chunk {}K seg {}K cache {} {unit}", g.data, g.k, g.chunk >> 10, g.cfg.zone_size >> 10, self.dvs.p.cache.capacity)
     }
     fn capacity(&self) -> u64 {
         self.dvs.geo.capacity()

@@ -7,6 +7,8 @@
 //!   conventional zones of each member:
 //!   [ labels 128K | checkpoint slot A (S) | checkpoint slot B (S) | log .......... | journal ...... ]
 //!     slot 0, 1     frames of one checkpoint   frames, back to back   frames (write cache only)
+//!   the journal is the last `journal_bytes` (when set: sized to hold the write cache),
+//!   else half of what the checkpoints leave
 //!
 //!   every frame: "MOSF" | ver | kind | seq u64 | len | crc32c | payload | zeros to 512 bytes
 //!
@@ -190,12 +192,23 @@ impl MetaLayout {
             )));
         }
         let label_len = label_write_len(&geo.cfg)?;
-        let slot = (area - LABEL_AREA) / 4 / 4096 * 4096;
+        let jbytes = if geo.cfg.cache_chunks == 0 { 0 } else { geo.cfg.journal_bytes.div_ceil(4096).saturating_mul(4096) };
+        if jbytes > 0 && jbytes < journal_record_len(geo.block).saturating_mul(2) {
+            return Err(DvsError::Geometry(format!("a journal of {jbytes} bytes holds fewer than two records of one {}-byte block", geo.block)));
+        }
+        if jbytes > 0 && jbytes.saturating_add(least) > area {
+            return Err(DvsError::Geometry(format!("a journal of {jbytes} bytes leaves too little of the {area} conventional bytes for the labels, checkpoints and log: use more conventional zones")));
+        }
+        let rest = area - jbytes;
+        let slot = (rest - LABEL_AREA) / 4 / 4096 * 4096;
         let need = checkpoint_bound(geo);
         if need > slot {
             return Err(DvsError::Geometry(format!("a checkpoint may need {need} bytes but the conventional zones leave {slot} per slot: use more conventional zones or larger chunks")));
         }
         let log_start = LABEL_AREA + 2 * slot;
+        if jbytes > 0 {
+            return Ok(MetaLayout { slot, log_start, log_end: rest, journal_start: rest, journal_end: area, label_len });
+        }
         if geo.cfg.cache_chunks == 0 {
             return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area, label_len });
         }
@@ -432,6 +445,20 @@ pub fn decode_record(b: &[u8], geo: &Geo) -> Option<(u64, Record, usize)> {
     Record::decode(&f.payload, geo).ok().map(|r| (f.seq, r, len))
 }
 
+/// Journal lanes of an array of `n` members with `k` parity: one per
+/// whole group of k + 1 members.
+pub fn journal_lanes(n: usize, k: usize) -> usize {
+    (n / (k + 1)).max(1)
+}
+
+/// The members that take the records of journal lane `lane`: members
+/// lane(k+1) .. lane(k+1)+k of `meta_members` (every record survives k
+/// failures; with one of them failed, k - 1, like a degraded stripe).  The
+/// real array and its replay twin choose alike.
+pub fn journal_members(meta_members: impl IntoIterator<Item = usize>, k: usize, lane: usize) -> Vec<usize> {
+    meta_members.into_iter().filter(|&m| m / (k + 1) == lane).collect()
+}
+
 /// A journal record: one acknowledged write held in the write cache, in
 /// the one journal record format ([`mosaic_format::journal`]): a logical
 /// write entry.
@@ -574,9 +601,14 @@ pub struct MetaState {
     pub durable: Tables,
     /// Where the next checkpoint and log record go.
     pub ledger: Ledger,
-    /// Journal: next record offset and sequence number.
+    /// Journal: next record position and sequence number.  The journal
+    /// has `lanes` lanes, lane l the journal area of members l(k+1) ..
+    /// l(k+1)+k; records fill lane 0, then lane 1, ...; `jpos` is a
+    /// position in the lanes laid end to end (`journal_start` + lane x
+    /// the journal's length + offset in it).
     pub jpos: u64,
     pub jseq: u64,
+    pub lanes: u64,
     /// The event counter of the labels ([`MetaState::bump_events`]).
     pub events: u64,
 }
@@ -585,7 +617,8 @@ impl MetaState {
     /// State with the ledger at `ledger` (as recovered): an empty
     /// journal, its records from `jseq`.
     pub fn new(ml: MetaLayout, durable: Tables, ledger: Ledger, jseq: u64) -> MetaState {
-        MetaState { ml, durable, ledger, jpos: ml.journal_start, jseq, events: 0 }
+        let lanes = journal_lanes(durable.geo.n, durable.geo.k) as u64;
+        MetaState { ml, durable, ledger, jpos: ml.journal_start, jseq, lanes, events: 0 }
     }
 
     /// The state of a newly created array holding `durable`, and the
@@ -628,18 +661,41 @@ impl MetaState {
         self.ledger.checkpoint(&checkpoint_body(&self.durable)).map_err(ledger_err)
     }
 
-    /// Whether a journal record of `len` bytes fits after the last one.
-    pub fn journal_fits(&self, len: u64) -> bool {
-        self.jpos + len <= self.ml.journal_end
+    /// Bytes of one journal lane (the journal area of a member).
+    pub fn lane_len(&self) -> u64 {
+        self.ml.journal_end - self.ml.journal_start
     }
 
-    /// Take room for a journal record of `len` bytes: its sequence number
-    /// and offset (check [`MetaState::journal_fits`] first).
-    pub fn take_journal(&mut self, len: u64) -> (u64, u64) {
-        let at = (self.jseq, self.jpos);
-        self.jpos += len;
+    /// Where a journal record of `len` bytes goes after the last one (a
+    /// position in the lanes laid end to end; the next lane when the rest
+    /// of this one is too short), or None when the journal is full.
+    pub fn journal_place(&self, len: u64) -> Option<u64> {
+        let (l, v) = (self.lane_len(), self.jpos - self.ml.journal_start);
+        if l == 0 || len > l {
+            return None;
+        }
+        let v = if v % l + len <= l { v } else { (v / l + 1) * l };
+        (v + len <= self.lanes.max(1) * l).then_some(v)
+    }
+
+    /// Whether a journal record of `len` bytes fits after the last one.
+    pub fn journal_fits(&self, len: u64) -> bool {
+        self.journal_place(len).is_some()
+    }
+
+    /// The lane of a position [`MetaState::journal_place`] answered.
+    pub fn lane_of(&self, v: u64) -> usize {
+        (v / self.lane_len().max(1)) as usize
+    }
+
+    /// Take room for a journal record of `len` bytes: its sequence
+    /// number, its offset in the metadata area and its lane (check
+    /// [`MetaState::journal_fits`] first).
+    pub fn take_journal(&mut self, len: u64) -> (u64, u64, usize) {
+        let v = self.journal_place(len).unwrap_or(self.jpos - self.ml.journal_start);
+        self.jpos = self.ml.journal_start + v + len;
         self.jseq += 1;
-        at
+        (self.jseq - 1, self.ml.journal_start + v % self.lane_len().max(1), self.lane_of(v))
     }
 
     /// The whole write cache was destaged: log that the journal is empty
@@ -657,6 +713,20 @@ mod tests {
 
     fn geo() -> Geo {
         Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).unwrap()
+    }
+
+    #[test]
+    fn a_sized_journal_takes_the_end_of_the_conventional_zones() {
+        let c = DvsConfig { cache_chunks: 8, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 16, 6) };
+        let area = 6 * 8 * 4096;
+        let ml = MetaLayout::new(&Geo::new(DvsConfig { journal_bytes: 20_000, ..c.clone() }).unwrap()).unwrap();
+        assert_eq!((ml.journal_start, ml.journal_end, ml.log_end), (area - 20_480, area, area - 20_480));
+        assert!(ml.log_start < ml.log_end);
+        let old = MetaLayout::new(&Geo::new(c.clone()).unwrap()).unwrap();
+        assert_eq!(old.journal_end - old.journal_start, (area - old.log_start) / 2 / 4096 * 4096);
+        for bad in [area, area - 4096, u64::MAX] {
+            assert!(MetaLayout::new(&Geo::new(DvsConfig { journal_bytes: bad, ..c.clone() }).unwrap()).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -689,13 +759,18 @@ mod tests {
         // Journal records: lengths as encoded, until the journal is full.
         let len = journal_record_len(1000);
         assert_eq!(len, encode_journal(0, 0, &[0u8; 1000]).len() as u64);
-        assert_eq!(st.take_journal(len), (0, ml.journal_start));
-        assert_eq!(st.take_journal(len), (1, ml.journal_start + len));
+        assert_eq!(st.take_journal(len), (0, ml.journal_start, 0));
+        assert_eq!(st.take_journal(len), (1, ml.journal_start + len, 0));
+        // 4 members, k = 1: two lanes; a record that does not fit the
+        // rest of lane 0 starts lane 1, at the same offsets.
         st.jpos = ml.journal_end - len + 1;
+        assert_eq!(st.take_journal(len), (2, ml.journal_start, 1));
+        assert_eq!(journal_members(0..4, 1, 1), vec![2, 3]);
+        st.jpos = ml.journal_end + st.lane_len() - len + 1;
         assert!(!st.journal_fits(len));
         let w4 = st.journal_reset().unwrap();
-        assert_eq!((st.jpos, st.durable.journal_from), (ml.journal_start, 2));
-        assert_eq!(w4.bytes, Record::JournalReset { from: 2 }.encode(st.seq()));
+        assert_eq!((st.jpos, st.durable.journal_from), (ml.journal_start, 3));
+        assert_eq!(w4.bytes, Record::JournalReset { from: 3 }.encode(st.seq()));
         assert!(st.journal_fits(len));
     }
 

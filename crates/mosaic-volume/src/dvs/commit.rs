@@ -1,11 +1,11 @@
 //! Group commit of a DVS volume's writes.
 //!
 //! A journalled DVS write is durable once its journal record is written
-//! and flushed on every metadata member.  Writers that arrive while
+//! and flushed on the journal's k + 1 members.  Writers that arrive while
 //! another holds the array queue here; the first becomes the leader,
 //! takes every write waiting, and hands them to
 //! [`mosaic_dvs::DvsArray::write_many`] as one group: one journal write
-//! and one flush per member for all of them (the pattern of
+//! and one flush per journal member for all of them (the pattern of
 //! `mosaic_map::map::BlockMap::commit`).  A writer returns once the group
 //! holding its write is durable, or with that group's error.  Alone (queue
 //! depth 1) a group holds one write, which is exactly `DvsArray::write`.
