@@ -51,6 +51,8 @@
 //! row rather than guessed (`fpc` and `none` keep full parity and have no
 //! such window).
 
+use std::borrow::Cow;
+
 use parking_lot::Mutex;
 
 use mosaic_core::cache::Widened;
@@ -190,11 +192,15 @@ impl CacheVolume {
 
     /// The whole pages of a write widened by the policy: the rest of a
     /// partly written page from the cache or, as the policy planned, from
-    /// the members (its fills); then the write's bytes.
-    fn page_bytes(&self, c: &mut CachedArray, w: &Widened, offset: u64, data: &[u8]) -> Result<Vec<u8>, ArrayError> {
+    /// the members (its fills); then the write's bytes.  A write of whole
+    /// pages is its own bytes (no copy).
+    fn page_bytes<'d>(&self, c: &mut CachedArray, w: &Widened, offset: u64, data: &'d [u8]) -> Result<Cow<'d, [u8]>, ArrayError> {
         let lo = w.offset;
+        if offset == lo && data.len() as u64 == w.len {
+            return Ok(Cow::Borrowed(data));
+        }
         let mut b = vec![0u8; w.len as usize];
-        if offset != lo || data.len() as u64 != w.len {
+        {
             let geo = c.geometry().clone();
             for at in [lo, lo + w.len - geo.unit] {
                 let e = geo.split(at, geo.unit);
@@ -210,7 +216,7 @@ impl CacheVolume {
         }
         let i = (offset - lo) as usize;
         b[i..i + data.len()].copy_from_slice(data);
-        Ok(b)
+        Ok(Cow::Owned(b))
     }
 
     /// Write-back bookkeeping before a write's pages reach the cache: keep

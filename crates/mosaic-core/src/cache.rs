@@ -220,10 +220,52 @@ impl ColSet {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The columns in increasing order (walks the set bits only).
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..256).filter(move |&c| self.contains(c))
+        self.0.iter().enumerate().flat_map(|(w, &bits)| Bits(bits).map(move |b| w * 64 + b))
     }
 }
+
+/// The set bits of a word, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let b = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(b)
+    }
+}
+
+/// A hasher for the cache's small integer keys (rows, pages): one
+/// multiply per word instead of SipHash.  The maps are never iterated in
+/// an order that matters (`parity_rows` sorts), so the policy's decisions
+/// do not depend on it.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<KeyHasher>>;
 
 /// A cached row of the write cache (whole pages only).
 #[derive(Debug, Clone, Default)]
@@ -373,14 +415,14 @@ pub struct Step {
 /// Bytes the structures hold when the policy runs on real data.
 #[derive(Default)]
 struct Bytes {
-    pages: HashMap<(u64, usize), Arc<[u8]>>,
+    pages: Map<(u64, usize), Arc<[u8]>>,
     /// A row's `m` code units, one after the other.
-    parity: HashMap<u64, Arc<[u8]>>,
+    parity: Map<u64, Arc<[u8]>>,
     /// The data buffer of each parity entry (ppc+data): the latest value
     /// of every page its partial parity covers.
-    old: HashMap<(u64, usize), Arc<[u8]>>,
+    old: Map<(u64, usize), Arc<[u8]>>,
     /// The data buffer's clean pages (ppc+data).
-    clean: HashMap<(u64, usize), Arc<[u8]>>,
+    clean: Map<(u64, usize), Arc<[u8]>>,
 }
 
 /// The write cache, parity cache and old-data buffer in front of a
@@ -393,16 +435,16 @@ pub struct CachedArray {
     layout: FixedLayout,
     cfg: CacheConfig,
     geo: Geometry,
-    rows: HashMap<u64, Row>,
+    rows: Map<u64, Row>,
     victims: BTreeSet<VictimKey>,
     /// The keys of the cached rows whose parity is cached (ppc+data).
     with_parity: BTreeSet<VictimKey>,
     cached_pages: u64,
-    parity: HashMap<u64, ParityEntry>,
+    parity: Map<u64, ParityEntry>,
     parity_lru: Lru,
     /// Clean pages of the data buffer (ppc+data): page key -> use stamp.
     /// Their values match the code on the drives ([`CachedArray::clean_put`]).
-    clean: HashMap<(u64, usize), u64>,
+    clean: Map<(u64, usize), u64>,
     clean_lru: BTreeSet<(u64, u64, usize)>,
     clock: u64,
     stats: CacheStats,
@@ -436,13 +478,13 @@ impl CachedArray {
             layout: FixedLayout::new(geo.clone())?.with_policy(layout.planner.policy),
             cfg,
             geo,
-            rows: HashMap::new(),
+            rows: Map::default(),
             victims: BTreeSet::new(),
             with_parity: BTreeSet::new(),
             cached_pages: 0,
-            parity: HashMap::new(),
+            parity: Map::default(),
             parity_lru: Lru::default(),
-            clean: HashMap::new(),
+            clean: Map::default(),
             clean_lru: BTreeSet::new(),
             clock: 0,
             stats: CacheStats::default(),

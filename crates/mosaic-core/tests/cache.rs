@@ -337,3 +337,16 @@ fn the_victim_rule_skips_hot_rows() {
     assert_eq!(c.cache_stats().merges, 1, "stripe 0 is cold now: it goes and merges");
     assert_eq!(c.cache_stats().victims, 4);
 }
+
+#[test]
+fn column_sets_list_their_columns_in_order_across_words() {
+    let mut s = mosaic_core::cache::ColSet::default();
+    let cols = [0usize, 1, 63, 64, 127, 128, 200, 255];
+    for &c in cols.iter().rev() {
+        assert!(s.insert(c));
+    }
+    assert!(!s.insert(64));
+    assert_eq!(s.iter().collect::<Vec<_>>(), cols);
+    assert_eq!(s.len(), cols.len());
+    assert_eq!(mosaic_core::cache::ColSet::default().iter().count(), 0);
+}
