@@ -288,10 +288,12 @@ impl Geometry {
             return col;
         }
         let c0 = n - 1 - (stripe % n as u64) as usize;
-        if col >= self.k {
-            (c0 + (col - self.k)) % n
+        // c0 < n and the column's place after it is < n: one wrap at most.
+        let at = if col >= self.k { c0 + (col - self.k) } else { c0 + self.m + col };
+        if at >= n {
+            at - n
         } else {
-            (c0 + self.m + col) % n
+            at
         }
     }
 
@@ -330,24 +332,48 @@ impl Geometry {
 
     /// Split a logical extent into per-stripe, per-column pieces.
     pub fn split(&self, offset: u64, len: u64) -> Vec<StripeExtent> {
-        let mut out: Vec<StripeExtent> = Vec::new();
+        self.stripes_of(offset, len)
+            .map(|(stripe, lo, hi)| {
+                let mut cols = Vec::new();
+                self.cols_into(stripe, lo, hi, offset, &mut cols);
+                StripeExtent { stripe, cols }
+            })
+            .collect()
+    }
+
+    /// The stripes a logical extent touches, in order, each as (stripe,
+    /// first logical byte, end) of the extent's part in it.
+    pub fn stripes_of(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64, u64)> {
         let sd = self.stripe_data_bytes();
+        let end = offset.saturating_add(len);
         let mut pos = offset;
-        let end = offset + len;
-        while pos < end {
+        std::iter::from_fn(move || {
+            if pos >= end || sd == 0 {
+                return None;
+            }
             let stripe = pos / sd;
-            let in_stripe = pos % sd;
+            let hi = (stripe + 1).saturating_mul(sd).min(end);
+            let lo = pos;
+            pos = hi;
+            Some((stripe, lo, hi))
+        })
+    }
+
+    /// Replace `out` with the data-column pieces of logical bytes
+    /// `[lo, hi)`, all in `stripe`, their buffer offsets counted from
+    /// logical byte `base` (see [`split`](Geometry::split)).
+    pub fn cols_into(&self, stripe: u64, lo: u64, hi: u64, base: u64, out: &mut Vec<ColRange>) {
+        out.clear();
+        let sd = self.stripe_data_bytes();
+        let mut pos = lo;
+        while pos < hi {
+            let in_stripe = pos - stripe * sd;
             let col = (in_stripe / self.unit) as usize;
             let start = in_stripe % self.unit;
-            let take = (self.unit - start).min(end - pos);
-            let piece = ColRange { col, start, end: start + take, buf_off: pos - offset };
-            match out.last_mut() {
-                Some(last) if last.stripe == stripe => last.cols.push(piece),
-                _ => out.push(StripeExtent { stripe, cols: vec![piece] }),
-            }
+            let take = (self.unit - start).min(hi - pos);
+            out.push(ColRange { col, start, end: start + take, buf_off: pos - base });
             pos += take;
         }
-        out
     }
 }
 

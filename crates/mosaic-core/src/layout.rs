@@ -68,6 +68,11 @@ pub trait Layout: Send + Sync {
 /// 64 MiB unit does not need 64 MiB buffers per column.
 pub const MAINT_CHUNK: u64 = 1 << 20;
 
+thread_local! {
+    /// [`FixedLayout::io_program`]'s reused plan.
+    static SCRATCH_PLAN: std::cell::RefCell<Plan> = std::cell::RefCell::new(Plan::default());
+}
+
 /// `p` with its contiguous same-member transfers merged.
 fn merged(mut p: Program) -> Program {
     crate::merge::merge_contiguous(&mut p);
@@ -135,8 +140,28 @@ impl Layout for FixedLayout {
         // A fixed layout's plans carry their device operations in the
         // order the lowering issues them, so the device phases come
         // straight from the plan (the lowering test holds them equal).
-        let plan = if write { self.planner.plan_write(offset, len, h)? } else { self.planner.plan_read(offset, len, h)? };
-        Ok(merged(Program::io_only(&plan)))
+        // The plan is scratch, kept per thread so its vectors are reused
+        // (a replay plans millions of requests).
+        let run = |plan: &mut Plan| -> Result<Program, PlanError> {
+            if write {
+                self.planner.plan_write_into(offset, len, h, plan)?;
+            } else {
+                self.planner.plan_read_into(offset, len, h, plan)?;
+            }
+            Ok(merged(Program::io_only(plan)))
+        };
+        SCRATCH_PLAN.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut plan) => {
+                let p = run(&mut plan);
+                if plan.stripes.capacity() > 64 {
+                    // Keep no large request's vectors.
+                    *plan = Plan::default();
+                }
+                p
+            }
+            // Planned from inside a plan (not done today): a fresh one.
+            Err(_) => run(&mut Plan::default()),
+        })
     }
     fn rebuild_program(&self, sps: &[StripePlan]) -> Result<Program, PlanError> {
         let mut p = self.math.rebuild_program(sps)?;

@@ -24,7 +24,7 @@
 //! surviving columns are read over the touched span, the missing ones
 //! decoded, and all code re-encoded.
 
-use crate::geometry::{ColRange, Geometry, Level, StripeExtent};
+use crate::geometry::{ColRange, Geometry, Level};
 use crate::health::Health;
 use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
 use crate::PlanError;
@@ -68,6 +68,11 @@ impl StripePlanner {
         }
     }
 
+    /// Whether every member is active, so every column is available.
+    fn all_active(&self, h: &Health) -> bool {
+        h.states.len() >= self.geo.members && !h.is_degraded()
+    }
+
     fn avail(&self, h: &Health, stripe: u64, col: usize) -> bool {
         h.available(self.geo.member_of(stripe, col), stripe)
     }
@@ -88,97 +93,119 @@ impl StripePlanner {
 
     /// Plan a logical read.
     pub fn plan_read(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
-        self.check(offset, len)?;
         let mut plan = Plan::default();
-        for ext in self.geo.split(offset, len) {
-            plan.stripes.push(self.plan_stripe_read(ext, h)?);
-        }
+        self.plan_read_into(offset, len, h, &mut plan)?;
         Ok(plan)
     }
 
-    fn plan_stripe_read(&self, ext: StripeExtent, h: &Health) -> Result<StripePlan, PlanError> {
+    /// [`plan_read`](StripePlanner::plan_read) into `plan`, reusing its
+    /// vectors (a replay plans millions of requests).
+    pub fn plan_read_into(&self, offset: u64, len: u64, h: &Health, plan: &mut Plan) -> Result<(), PlanError> {
+        self.check(offset, len)?;
+        self.plan_into(offset, len, plan, Method::Read, |sp, cols| self.fill_stripe_read(cols, h, sp))
+    }
+
+    /// One stripe plan per stripe of `[offset, offset + len)` in `plan`,
+    /// each reset to `method` with its touched columns, then `fill`ed.
+    fn plan_into(
+        &self,
+        offset: u64,
+        len: u64,
+        plan: &mut Plan,
+        method: Method,
+        mut fill: impl FnMut(&mut StripePlan, &[ColRange]) -> Result<(), PlanError>,
+    ) -> Result<(), PlanError> {
+        let mut n = 0;
+        for (stripe, lo, hi) in self.geo.stripes_of(offset, len) {
+            if n == plan.stripes.len() {
+                plan.stripes.push(StripePlan { stripe, method, touched: vec![], reads: vec![], writes: vec![], span: (0, 0), missing: vec![] });
+            }
+            let sp = &mut plan.stripes[n];
+            n += 1;
+            sp.stripe = stripe;
+            sp.method = method;
+            sp.span = (0, 0);
+            sp.reads.clear();
+            sp.writes.clear();
+            sp.missing.clear();
+            let mut cols = std::mem::take(&mut sp.touched);
+            self.geo.cols_into(stripe, lo, hi, offset, &mut cols);
+            let filled = fill(sp, &cols);
+            sp.touched = cols;
+            filled?;
+        }
+        plan.stripes.truncate(n);
+        Ok(())
+    }
+
+    fn fill_stripe_read(&self, cols: &[ColRange], h: &Health, sp: &mut StripePlan) -> Result<(), PlanError> {
         let g = &self.geo;
-        let s = ext.stripe;
-        let mut sp = StripePlan {
-            stripe: s,
-            method: Method::Read,
-            touched: ext.cols.clone(),
-            reads: vec![],
-            writes: vec![],
-            span: (0, 0),
-            missing: vec![],
-        };
+        let s = sp.stripe;
+        // Every member active (the common case): nothing to look up.
+        let healthy = self.all_active(h);
+        let avail = |c: usize| healthy || self.avail(h, s, c);
         if g.is_mirror() {
             // Spread reads over the copies; take the first available one.
             let n = g.k + g.m;
             let first = (s % n as u64) as usize;
             let col = (0..n)
                 .map(|i| (first + i) % n)
-                .find(|&c| self.avail(h, s, c))
+                .find(|&c| avail(c))
                 .ok_or_else(|| self.failed_cols(h, s).err().unwrap_or(PlanError::Invalid("no copy".into())))?;
-            for c in &ext.cols {
+            for c in cols {
                 let mut op = self.op(s, col, c.start, c.end);
                 op.role = Role::Data;
                 sp.reads.push(op);
             }
-            return Ok(sp);
+            return Ok(());
         }
         let mut missing = Vec::new();
-        for c in &ext.cols {
-            if self.avail(h, s, c.col) {
+        for c in cols {
+            if avail(c.col) {
                 sp.reads.push(self.op(s, c.col, c.start, c.end));
             } else {
                 missing.push(*c);
             }
         }
         if missing.is_empty() {
-            return Ok(sp);
+            return Ok(());
         }
         self.failed_cols(h, s)?;
         let lo = missing.iter().map(|c| c.start).min().unwrap();
         let hi = missing.iter().map(|c| c.end).max().unwrap();
         // k survivors, data columns first.
-        let survivors: Vec<usize> = (0..g.k + g.m).filter(|&c| self.avail(h, s, c)).take(g.k).collect();
+        let survivors: Vec<usize> = (0..g.k + g.m).filter(|&c| avail(c)).take(g.k).collect();
         for &c in &survivors {
             sp.reads.push(self.op(s, c, lo, hi));
         }
         sp.method = Method::DegradedRead;
         sp.span = (lo, hi);
-        sp.missing = missing.iter().map(|c| c.col).collect();
-        Ok(sp)
+        sp.missing.extend(missing.iter().map(|c| c.col));
+        Ok(())
     }
 
     /// Plan a logical write.
     pub fn plan_write(&self, offset: u64, len: u64, h: &Health) -> Result<Plan, PlanError> {
-        self.check(offset, len)?;
-        let exts = self.geo.split(offset, len);
-        let mut plan = Plan { stripes: Vec::with_capacity(exts.len()) };
-        for ext in exts {
-            plan.stripes.push(self.plan_stripe_write(ext, h)?);
-        }
+        let mut plan = Plan::default();
+        self.plan_write_into(offset, len, h, &mut plan)?;
         Ok(plan)
     }
 
-    fn plan_stripe_write(&self, ext: StripeExtent, h: &Health) -> Result<StripePlan, PlanError> {
-        let mut sp = StripePlan {
-            stripe: ext.stripe,
-            method: Method::Direct,
-            touched: vec![],
-            reads: vec![],
-            writes: vec![],
-            span: (0, 0),
-            missing: vec![],
-        };
-        self.fill_stripe_write(&ext.cols, h, &mut sp)?;
-        sp.touched = ext.cols;
-        Ok(sp)
+    /// [`plan_write`](StripePlanner::plan_write) into `plan`, reusing its
+    /// vectors.
+    pub fn plan_write_into(&self, offset: u64, len: u64, h: &Health, plan: &mut Plan) -> Result<(), PlanError> {
+        self.check(offset, len)?;
+        self.plan_into(offset, len, plan, Method::Direct, |sp, cols| self.fill_stripe_write(cols, h, sp))
     }
 
     /// The method, reads and writes of `sp` for a write of `cols`.
     fn fill_stripe_write(&self, cols: &[ColRange], h: &Health, sp: &mut StripePlan) -> Result<(), PlanError> {
         let g = &self.geo;
         let s = sp.stripe;
-        let failed = self.failed_cols(h, s)?;
+        // Every member active (the common case): nothing to look up.
+        let healthy = self.all_active(h);
+        let avail = |c: usize| healthy || self.avail(h, s, c);
+        let failed = if healthy { Vec::new() } else { self.failed_cols(h, s)? };
         if g.m == 0 {
             for c in cols {
                 sp.writes.push(self.op(s, c.col, c.start, c.end));
@@ -189,7 +216,7 @@ impl StripePlanner {
             sp.method = Method::Mirror;
             for c in cols {
                 for copy in 0..g.k + g.m {
-                    if self.avail(h, s, copy) {
+                    if avail(copy) {
                         sp.writes.push(self.op(s, copy, c.start, c.end));
                     }
                 }
@@ -199,20 +226,20 @@ impl StripePlanner {
         // Data writes are the same for every method (skipping failed members).
         sp.writes.reserve(cols.len() + g.m);
         for c in cols {
-            if self.avail(h, s, c.col) {
+            if avail(c.col) {
                 sp.writes.push(self.op(s, c.col, c.start, c.end));
             }
         }
         // The available code columns, as an iterator: planning a small
         // write allocates as little as it can (replays plan millions).
-        let code_cols = || (g.k..g.k + g.m).filter(move |&c| self.avail(h, s, c));
+        let code_cols = || (g.k..g.k + g.m).filter(move |&c| avail(c));
 
         if failed.iter().any(|&c| c < g.k) {
             // Degraded: read every survivor over the touched span.
             let lo = cols.iter().map(|c| c.start).min().unwrap();
             let hi = cols.iter().map(|c| c.end).max().unwrap();
             for c in 0..g.k + g.m {
-                if self.avail(h, s, c) {
+                if avail(c) {
                     sp.reads.push(self.op(s, c, lo, hi));
                 }
             }
@@ -221,7 +248,7 @@ impl StripePlanner {
             }
             sp.method = Method::DegradedWrite;
             sp.span = (lo, hi);
-            sp.missing = failed.into_iter().filter(|&c| c < g.k).collect();
+            sp.missing.extend(failed.into_iter().filter(|&c| c < g.k));
             return Ok(());
         }
 
@@ -234,25 +261,45 @@ impl StripePlanner {
             return Ok(());
         }
 
-        // Intervals over which the touched column set is constant.
-        let ivs = intervals(cols);
-        // Code ranges: touched intervals, adjacent ones merged.
-        let code_ranges = merge(ivs.iter().copied());
-
-        // Reads of each method, as (column, start, end); count before
-        // building ops.
-        let rmw_reads = || {
-            let data = cols.iter().map(|c| (c.col, c.start, c.end));
-            let code = code_cols().flat_map(|c| code_ranges.iter().map(move |&(a, b)| (c, a, b)));
-            data.chain(code)
+        // Intervals over which the touched column set is constant, and
+        // the code ranges: touched intervals, adjacent ones merged (one
+        // touched column, the common small write: both its one range,
+        // without allocating).
+        let one;
+        let (many_ivs, many_code);
+        let (ivs, code_ranges): (&[(u64, u64)], &[(u64, u64)]) = match cols {
+            [c] => {
+                one = [(c.start, c.end)];
+                (&one, &one)
+            }
+            _ => {
+                many_ivs = intervals(cols);
+                many_code = merge(many_ivs.iter().copied());
+                (&many_ivs, &many_code)
+            }
         };
+
+        // RMW reads the written data, then every available code column
+        // over the code ranges: its cost, counted without building them.
+        let n_code = code_cols().count();
+        let rmw_cost = || {
+            let data: u64 = cols.iter().map(|c| c.end - c.start).sum();
+            let code: u64 = code_ranges.iter().map(|&(a, b)| b - a).sum();
+            (cols.len() + n_code * code_ranges.len(), data + n_code as u64 * code)
+        };
+        // RCW's reads as (column, start, end).
         let rcw_reads = || {
             (0..g.k).flat_map(|j| merge(ivs.iter().filter(|iv| !touches(cols, j, iv)).copied()).into_iter().map(move |(a, b)| (j, a, b)))
         };
-        let cost = |it: &mut dyn Iterator<Item = (usize, u64, u64)>| it.fold((0usize, 0u64), |(n, b), (_, s, e)| (n + 1, b + e - s));
         // RCW's cost without building its ranges: per untouched stretch of
         // each column, one op (adjacent intervals merge).
         let rcw_cost = || {
+            if let [(a, b)] = *ivs {
+                // One interval: one op for each column not covering it
+                // (the columns of `cols` are distinct).
+                let n = g.k - cols.iter().filter(|c| c.start <= a && b <= c.end).count();
+                return (n, n as u64 * (b - a));
+            }
             let (mut n, mut bytes) = (0usize, 0u64);
             for j in 0..g.k {
                 let mut last_end = None;
@@ -269,17 +316,25 @@ impl StripePlanner {
         let use_rmw = match self.policy {
             WritePolicy::ForceRmw => true,
             WritePolicy::ForceRcw => false,
-            WritePolicy::Auto => cost(&mut rmw_reads()) < rcw_cost(),
+            WritePolicy::Auto => rmw_cost() < rcw_cost(),
         };
         if use_rmw {
             sp.method = Method::Rmw;
-            sp.reads = rmw_reads().map(|(c, a, b)| self.op(s, c, a, b)).collect();
+            sp.reads.reserve(cols.len() + n_code * code_ranges.len());
+            for c in cols {
+                sp.reads.push(self.op(s, c.col, c.start, c.end));
+            }
+            for c in code_cols() {
+                for &(a, b) in code_ranges {
+                    sp.reads.push(self.op(s, c, a, b));
+                }
+            }
         } else {
             sp.method = Method::Rcw;
-            sp.reads = rcw_reads().map(|(c, a, b)| self.op(s, c, a, b)).collect();
+            sp.reads.extend(rcw_reads().map(|(c, a, b)| self.op(s, c, a, b)));
         }
         for c in code_cols() {
-            for &(a, b) in &code_ranges {
+            for &(a, b) in code_ranges {
                 sp.writes.push(self.op(s, c, a, b));
             }
         }

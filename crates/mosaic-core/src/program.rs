@@ -225,14 +225,12 @@ impl Program {
     /// Device operation counts by role, and stripes by method.
     pub fn counts(&self) -> OpCounts {
         let mut c = OpCounts::default();
-        for (dir, ops) in self.io() {
-            for io in ops {
-                c.add_op(dir, &io.op);
-            }
-        }
         for p in &self.phases {
-            if let Phase::Reset(r) = p {
-                c.zone_resets += r.len() as u64;
+            match p {
+                Phase::Read(ops) => ops.iter().for_each(|io| c.add_op(Dir::Read, &io.op)),
+                Phase::Write { ops, .. } => ops.iter().for_each(|io| c.add_op(Dir::Write, &io.op)),
+                Phase::Reset(r) => c.zone_resets += r.len() as u64,
+                Phase::Compute(_) | Phase::Flush(_) => {}
             }
         }
         for m in &self.methods {
@@ -250,15 +248,25 @@ impl Program {
     /// is counted and timed, never executed (its writes would carry zeros).
     pub fn io_only(plan: &Plan) -> Program {
         let n = plan.stripes.len();
-        let mut p = Program { locks: Vec::with_capacity(n), methods: Vec::with_capacity(n), phases: Vec::with_capacity(2), ..Program::default() };
-        let (mut reads, mut n_reads) = (0u64, 0usize);
-        plan.reads().for_each(|o| {
-            reads += o.len;
-            n_reads += 1;
-        });
-        let widest = plan.writes().map(|o| o.len).max().unwrap_or(0);
+        let (mut p, mut r, mut w) = spare();
+        p.locks.reserve(n);
+        p.methods.reserve(n);
+        p.phases.reserve(2);
+        // Sizes first (plain loops: replays build millions of these).
+        let (mut reads, mut n_reads, mut widest, mut n_writes, mut resets) = (0u64, 0usize, 0u64, 0usize, false);
+        for sp in &plan.stripes {
+            n_reads += sp.reads.len();
+            for o in &sp.reads {
+                reads += o.len;
+            }
+            n_writes += sp.writes.len();
+            for o in &sp.writes {
+                widest = widest.max(o.len);
+                resets |= o.role == Role::ZoneReset;
+            }
+        }
         let scratch = p.buf(Buf::Scratch(reads.max(widest) as usize));
-        let mut r = Vec::with_capacity(n_reads);
+        r.reserve(n_reads);
         let mut at = 0;
         for (lane, sp) in plan.stripes.iter().enumerate() {
             p.locks.push(sp.stripe);
@@ -272,9 +280,13 @@ impl Program {
             p.phases.push(Phase::Read(r));
         }
         let io = |lane: usize, op: &DevOp| Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 };
-        if plan.writes().all(|o| o.role != Role::ZoneReset) {
-            let mut w = Vec::with_capacity(plan.writes().count());
-            w.extend(plan.stripes.iter().enumerate().flat_map(|(l, sp)| sp.writes.iter().map(move |op| io(l, op))));
+        if !resets {
+            w.reserve(n_writes);
+            for (lane, sp) in plan.stripes.iter().enumerate() {
+                for op in &sp.writes {
+                    w.push(io(lane, op));
+                }
+            }
             if !w.is_empty() {
                 p.phases.push(Phase::write(w));
             }
@@ -289,6 +301,36 @@ impl Program {
             }
         }
         p
+    }
+
+    /// Hand a program that has run back, so that [`Program::io_only`]
+    /// reuses its vectors (a replay builds and drops millions of small
+    /// programs).  Only small programs are kept, a bounded number per
+    /// thread; dropping a program instead is always correct.
+    pub fn recycle(mut self) {
+        let small = self.locks.capacity() <= SPARE_LEN && self.methods.capacity() <= SPARE_LEN && self.bufs.capacity() <= SPARE_LEN && self.phases.capacity() <= SPARE_LEN;
+        if !small || !self.keep.is_empty() {
+            return;
+        }
+        let _ = SPARE.try_with(|cell| {
+            let Ok(mut spare) = cell.try_borrow_mut() else { return };
+            if spare.programs.len() >= SPARE_COUNT {
+                return;
+            }
+            for ph in self.phases.drain(..) {
+                if let Phase::Read(mut ios) | Phase::Write { ops: mut ios, .. } = ph {
+                    if ios.capacity() <= SPARE_LEN && spare.ios.len() < 2 * SPARE_COUNT {
+                        ios.clear();
+                        spare.ios.push(ios);
+                    }
+                }
+            }
+            self.locks.clear();
+            self.bufs.clear();
+            self.methods.clear();
+            self.ordered = false;
+            spare.programs.push(self);
+        });
     }
 
     /// The number of lanes (one more than the highest lane of any
@@ -376,6 +418,35 @@ impl Program {
     }
 }
 
+/// Emptied programs and transfer lists of [`Program::recycle`].
+#[derive(Default)]
+struct Spare {
+    programs: Vec<Program>,
+    ios: Vec<Vec<Io>>,
+}
+
+/// Programs kept per thread, and the longest vector kept.
+const SPARE_COUNT: usize = 64;
+const SPARE_LEN: usize = 64;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
+}
+
+/// An empty program and two empty transfer lists, recycled when there
+/// are some.
+fn spare() -> (Program, Vec<Io>, Vec<Io>) {
+    SPARE
+        .try_with(|cell| {
+            let Ok(mut spare) = cell.try_borrow_mut() else { return Default::default() };
+            let p = spare.programs.pop().unwrap_or_default();
+            let r = spare.ios.pop().unwrap_or_default();
+            let w = spare.ios.pop().unwrap_or_default();
+            (p, r, w)
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +470,28 @@ mod tests {
         p.phases.pop();
         p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 4096), Ref::new(i, 1), 4096)]));
         assert!(p.validate().unwrap_err().contains("beyond"));
+    }
+
+    #[test]
+    fn recycled_programs_come_back_empty() {
+        use crate::plan::StripePlan;
+        let sp = |stripe: u64| StripePlan {
+            stripe,
+            method: Method::Rmw,
+            touched: vec![],
+            reads: vec![op(1, stripe * 4096, 4096), op(4, stripe * 4096, 4096)],
+            writes: vec![op(1, stripe * 4096, 4096), op(4, stripe * 4096, 4096)],
+            span: (0, 0),
+            missing: vec![],
+        };
+        let plan = Plan { stripes: vec![sp(3), sp(4)] };
+        let fresh = Program::io_only(&plan);
+        let mut used = Program::io_only(&Plan { stripes: vec![sp(9)] });
+        used.ordered = true;
+        used.phases.push(Phase::Flush(vec![0, 1]));
+        used.recycle();
+        assert_eq!(Program::io_only(&plan), fresh);
+        assert_eq!(Program::io_only(&Plan::default()), Program { bufs: vec![Buf::Scratch(0)], ..Program::default() });
     }
 
     #[test]

@@ -122,6 +122,9 @@ impl DriveModel for HddSimple {
     fn queue_depth(&self) -> usize {
         1
     }
+    fn reorders(&self) -> bool {
+        false
+    }
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError> {
         let start = now.max(self.busy_until);
         match req.kind {
@@ -488,6 +491,9 @@ impl DriveModel for HddDetailed {
     }
     fn queue_depth(&self) -> usize {
         1
+    }
+    fn reorders(&self) -> bool {
+        self.p.scheduler != Scheduler::Fifo
     }
     fn pick(&self, now: Nanos, pending: &[DriveRequest]) -> usize {
         if self.p.scheduler == Scheduler::Fifo || pending.len() < 2 {
@@ -858,6 +864,13 @@ mod tests {
         assert_eq!(big.p.cylinders, 2 * p.cylinders);
         assert!((big.seek_ns(2 * p.cylinders - 1) - 17.06e6).abs() < 1.0);
         assert_eq!(big.random_service_ns(ReqKind::Read, 4096), rf);
+    }
+
+    #[test]
+    fn only_reordering_schedulers_are_asked_to_pick() {
+        assert!(!HddDetailed::new("d", params(Scheduler::Fifo)).reorders());
+        assert!(HddDetailed::new("d", params(Scheduler::Sstf)).reorders());
+        assert!(HddDetailed::new("d", params(Scheduler::Sptf)).reorders());
     }
 
     #[test]

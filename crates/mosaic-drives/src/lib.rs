@@ -186,7 +186,8 @@ pub trait DriveModel: Send {
     /// Most requests the engine may have dispatched to this drive at once
     /// (host queue depth).  HDD: 1 (the engine queues the rest and asks
     /// [`pick`](DriveModel::pick)); SSD: e.g. 32.  Advisory: a model accepts
-    /// more and queues them internally in submission order.
+    /// more and queues them internally in submission order.  Constant: the
+    /// replay engine reads it once.
     fn queue_depth(&self) -> usize;
     /// Which pending request to dispatch next when the drive can take one.
     /// Default FIFO (0).  The detailed HDD with a scheduler picks by seek
@@ -194,6 +195,12 @@ pub trait DriveModel: Send {
     /// Must return an index `< pending.len()` when `pending` is non-empty.
     fn pick(&self, _now: Nanos, _pending: &[DriveRequest]) -> usize {
         0
+    }
+    /// Whether [`pick`](DriveModel::pick) may choose anything but the
+    /// oldest request; a model that answers false is served in submission
+    /// order without being asked.  The default (true) always asks.
+    fn reorders(&self) -> bool {
+        true
     }
     /// Dispatch `req` at `now`; returns its completion time (>= now).
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError>;
@@ -234,10 +241,40 @@ pub(crate) fn xfer_ns(bytes: u64, bytes_per_s: f64) -> f64 {
 /// A non-negative duration in f64 nanoseconds, rounded to whole
 /// nanoseconds (NaN and negatives give 0, huge values saturate).
 pub(crate) fn ns(x: f64) -> Nanos {
-    if x > 0.0 {
+    if x > 0.0 && x < TWO_POW_52 {
+        // `x.round()` (half away from zero) without the libm call: below
+        // 2^52 the fraction `x - trunc(x)` is exact.
+        let whole = x as u64;
+        whole + (x - whole as f64 >= 0.5) as u64
+    } else if x > 0.0 {
         x.round() as u64
     } else {
         0
+    }
+}
+
+const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+
+#[cfg(test)]
+mod tests {
+    use super::ns;
+
+    #[test]
+    fn ns_rounds_as_round_does() {
+        let mut xs = vec![0.0, -0.0, -1.5, 0.5, 1.5, 2.5, 0.49999999999999994, 1e-300, f64::NAN, f64::INFINITY, 1.8e19, 1e300];
+        xs.extend([0.5f64, 1.5, 1e6 + 0.5, 4_503_599_627_370_495.5, 4_503_599_627_370_496.0, 9_007_199_254_740_993.0].iter().flat_map(|&b| [b, f64::from_bits(b.to_bits() - 1), f64::from_bits(b.to_bits() + 1)]));
+        let mut x = 0.123_456_789f64;
+        for _ in 0..10_000 {
+            xs.push(x);
+            x = x * 1.37 + 0.31;
+            if x > 1e17 {
+                x /= 1e15;
+            }
+        }
+        for x in xs {
+            let want = if x > 0.0 { x.round() as u64 } else { 0 };
+            assert_eq!(ns(x), want, "{x:e}");
+        }
     }
 }
 

@@ -148,6 +148,9 @@ impl DriveModel for Networked {
     fn queue_depth(&self) -> usize {
         self.inner.queue_depth()
     }
+    fn reorders(&self) -> bool {
+        self.inner.reorders()
+    }
     fn pick(&self, now: Nanos, pending: &[DriveRequest]) -> usize {
         self.inner.pick(now, pending)
     }

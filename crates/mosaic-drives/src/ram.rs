@@ -68,6 +68,9 @@ impl DriveModel for Ram {
     fn queue_depth(&self) -> usize {
         self.p.queue_depth.max(1)
     }
+    fn reorders(&self) -> bool {
+        false
+    }
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError> {
         match req.kind {
             ReqKind::Flush => return Ok(now.max(self.last_done)),

@@ -252,6 +252,9 @@ impl DriveModel for Zoned {
     fn queue_depth(&self) -> usize {
         1
     }
+    fn reorders(&self) -> bool {
+        false
+    }
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError> {
         let start = now.max(self.busy_until);
         match req.kind {

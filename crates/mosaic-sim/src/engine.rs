@@ -25,8 +25,7 @@
 //! Time is virtual (nanoseconds).  Events with equal times are ordered by a
 //! sequence number, so a run is a pure function of its inputs and seed.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Phase, Program};
 use mosaic_drives::{DriveModel, DriveRequest, ReqKind};
@@ -139,10 +138,24 @@ struct LaneState {
     ops_left: usize,
 }
 
+/// A request waiting in a drive's queue, and the lane it belongs to.
+#[derive(Clone, Copy)]
+struct Queued {
+    lane: usize,
+    req: DriveRequest,
+}
+
 struct Drive {
     model: Box<dyn DriveModel>,
-    pending_ids: VecDeque<usize>,
-    pending: VecDeque<DriveRequest>,
+    /// Waiting requests, oldest first.
+    pending: VecDeque<Queued>,
+    /// Whether the model chooses among waiting requests
+    /// ([`DriveModel::reorders`]); FIFO models are not asked.
+    reorders: bool,
+    /// The model's host queue depth (at least 1).
+    depth: usize,
+    /// Scratch: the waiting requests as one slice, for `pick`.
+    picking: Vec<DriveRequest>,
     /// Ordered programs ([`Program::ordered`]) with writes or zone resets
     /// on this drive, in launch order, and how many each has left: an
     /// ordered program's writes go only once every earlier one's have.
@@ -152,13 +165,75 @@ struct Drive {
     stats: DeviceStats,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy)]
 enum Ev {
     Arrival,
-    OpDone { drive: usize, lane: usize },
+    OpDone { drive: u32, lane: u32 },
     /// Idle check scheduled when the last foreground request finished;
     /// valid only if no request started since (generation matches).
     Idle { generation: u64 },
+}
+
+/// A queued event.
+#[derive(Clone, Copy)]
+struct Event {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Event {
+    /// The order of events: by time, then in the order they were queued.
+    #[inline]
+    fn key(&self) -> u128 {
+        (self.t as u128) << 64 | self.seq as u128
+    }
+}
+
+/// The pending events: a binary min-heap on [`Event::key`] (keys are
+/// unique, so the order of events is fully determined).
+#[derive(Default)]
+struct Events {
+    heap: Vec<Event>,
+}
+
+impl Events {
+    fn push(&mut self, e: Event) {
+        let key = e.key();
+        let mut i = self.heap.len();
+        self.heap.push(e);
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.heap[parent].key() < key {
+                break;
+            }
+            self.heap[i] = self.heap[parent];
+            i = parent;
+        }
+        self.heap[i] = e;
+    }
+
+    fn pop(&mut self) -> Option<Event> {
+        let last = self.heap.pop()?;
+        let Some(&top) = self.heap.first() else { return Some(last) };
+        // Sift the last event down from the root.
+        let (n, key) = (self.heap.len(), last.key());
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && self.heap[l + 1].key() < self.heap[l].key() { l + 1 } else { l };
+            if key < self.heap[c].key() {
+                break;
+            }
+            self.heap[i] = self.heap[c];
+            i = c;
+        }
+        self.heap[i] = last;
+        Some(top)
+    }
 }
 
 /// A slab: reuse freed slots so memory stays bounded by what is in flight.
@@ -204,7 +279,7 @@ pub struct Simulator<'a> {
     cfg: SimConfig,
     now: u64,
     seq: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    events: Events,
     reqs: Slab<ReqState>,
     lanes: Slab<LaneState>,
     plans: Slab<(Program, usize)>,
@@ -253,9 +328,11 @@ impl<'a> Simulator<'a> {
             .enumerate()
             .map(|(i, model)| Drive {
                 stats: DeviceStats { index: i, model: model.describe(), ..Default::default() },
+                reorders: model.reorders(),
+                depth: model.queue_depth().max(1),
                 model,
-                pending_ids: VecDeque::new(),
                 pending: VecDeque::new(),
+                picking: Vec::new(),
                 write_order: VecDeque::new(),
                 outstanding: 0,
                 busy_since: 0,
@@ -269,7 +346,7 @@ impl<'a> Simulator<'a> {
             cfg,
             now: 0,
             seq: 0,
-            events: BinaryHeap::new(),
+            events: Events::default(),
             reqs: Slab::new(),
             lanes: Slab::new(),
             order: Vec::new(),
@@ -291,7 +368,7 @@ impl<'a> Simulator<'a> {
 
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
-        self.events.push(Reverse((t, self.seq, ev)));
+        self.events.push(Event { t, seq: self.seq, ev });
     }
 
     /// Fit a trace request onto the array.
@@ -333,8 +410,10 @@ impl<'a> Simulator<'a> {
             // Served without touching a drive (a cache hit).
             self.req_done(req);
         }
+        let single = staged.fg.len() == 1;
         for plan in staged.fg {
-            self.launch(plan, Some(req));
+            let lanes = if single { n } else { plan.lanes() };
+            self.launch(plan, lanes, Some(req));
         }
         self.start_background(staged.bg);
         Ok(true)
@@ -348,13 +427,12 @@ impl<'a> Simulator<'a> {
             }
             self.report.background_plans += 1;
             self.bg_inflight += n as u64;
-            self.launch(p, None);
+            self.launch(p, n, None);
         }
     }
 
-    /// Start every lane of `p`.
-    fn launch(&mut self, p: Program, req: Option<usize>) {
-        let n = p.lanes();
+    /// Start every lane of `p`, which has `n` ([`Program::lanes`]).
+    fn launch(&mut self, p: Program, n: usize, req: Option<usize>) {
         if n == 0 {
             return;
         }
@@ -389,9 +467,7 @@ impl<'a> Simulator<'a> {
             // Drives are dispatched in the order the phase names them.
             order.clear();
             let mut queue = |member: usize, kind: ReqKind, offset: u64, len: u64| {
-                let drive = &mut drives[member];
-                drive.pending_ids.push_back(st);
-                drive.pending.push_back(DriveRequest { kind, offset, len });
+                drives[member].pending.push_back(Queued { lane: st, req: DriveRequest { kind, offset, len } });
                 order.push(member);
             };
             match ph {
@@ -418,18 +494,19 @@ impl<'a> Simulator<'a> {
         let now = self.now;
         loop {
             let drive = &mut self.drives[d];
-            if drive.pending.is_empty() || drive.outstanding >= drive.model.queue_depth().max(1) {
+            if drive.pending.is_empty() || drive.outstanding >= drive.depth {
                 return;
             }
-            let picked = if drive.pending.len() == 1 {
+            let picked = if drive.pending.len() == 1 || !drive.reorders {
                 0
             } else {
-                drive.model.pick(now, drive.pending.make_contiguous()).min(drive.pending.len() - 1)
+                drive.picking.clear();
+                drive.picking.extend(drive.pending.iter().map(|q| q.req));
+                drive.model.pick(now, &drive.picking).min(drive.pending.len() - 1)
             };
             let Some(idx) = self.in_order(d, picked) else { return };
             let drive = &mut self.drives[d];
-            let req = drive.pending.remove(idx).unwrap();
-            let st = drive.pending_ids.remove(idx).unwrap();
+            let Some(Queued { lane: st, req }) = (if idx == 0 { drive.pending.pop_front() } else { drive.pending.remove(idx) }) else { return };
             let done = match drive.model.submit(now, &req) {
                 Ok(t) => t.max(now),
                 Err(e) => {
@@ -454,7 +531,7 @@ impl<'a> Simulator<'a> {
                     drive.stats.write_bytes += req.len
                 }
             }
-            self.push(done, Ev::OpDone { drive: d, lane: st });
+            self.push(done, Ev::OpDone { drive: d as u32, lane: st as u32 });
         }
     }
 
@@ -469,11 +546,13 @@ impl<'a> Simulator<'a> {
         let Simulator { drives, lanes, plans, .. } = self;
         let drive = &mut drives[d];
         let mut allowed = |i: usize| {
-            let plan = lanes.get(drive.pending_ids[i]).plan;
-            !matches!(drive.pending[i].kind, ReqKind::Write | ReqKind::ZoneReset) || !plans.get(plan).0.ordered || plan == head
+            let q = drive.pending[i];
+            let plan = lanes.get(q.lane).plan;
+            !matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) || !plans.get(plan).0.ordered || plan == head
         };
         let idx = if allowed(picked) { picked } else { (0..drive.pending.len()).find(|&i| allowed(i))? };
-        let is_head_write = matches!(drive.pending[idx].kind, ReqKind::Write | ReqKind::ZoneReset) && lanes.get(drive.pending_ids[idx]).plan == head;
+        let q = drive.pending[idx];
+        let is_head_write = matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) && lanes.get(q.lane).plan == head;
         if is_head_write {
             if let Some(w) = drive.write_order.front_mut() {
                 w.1 -= 1;
@@ -491,7 +570,7 @@ impl<'a> Simulator<'a> {
             let p = self.plans.get(s.plan);
             p.1 -= 1;
             if p.1 == 0 {
-                self.plans.remove(s.plan);
+                self.plans.remove(s.plan).0.recycle();
             }
         }
         self.last_done = self.last_done.max(self.now);
@@ -640,7 +719,7 @@ impl Simulator<'_> {
                     let t = (r.time_ns as f64 * time_scale) as u64;
                     self.push(t, Ev::Arrival);
                 }
-                while let Some(Reverse((t, _, ev))) = self.events.pop() {
+                while let Some(Event { t, ev, .. }) = self.events.pop() {
                     self.now = t;
                     match ev {
                         Ev::Arrival => {
@@ -653,7 +732,7 @@ impl Simulator<'_> {
                                 self.push(t, Ev::Arrival);
                             }
                         }
-                        Ev::OpDone { drive, lane } => self.op_done(drive, lane),
+                        Ev::OpDone { drive, lane } => self.op_done(drive as usize, lane as usize),
                         Ev::Idle { generation } => self.on_idle(generation)?,
                     }
                     if let Some(e) = self.error.take() {
@@ -672,7 +751,7 @@ impl Simulator<'_> {
                             None => exhausted = true,
                         }
                     }
-                    let Some(Reverse((t, _, ev))) = self.events.pop() else { break };
+                    let Some(Event { t, ev, .. }) = self.events.pop() else { break };
                     // Closed loop has no idle periods: the next request
                     // always arrives at once.
                     self.quiet_step(t, ev)?;
@@ -698,8 +777,9 @@ impl Simulator<'_> {
         plans.push(Program { phases: vec![Phase::Flush((0..self.drives.len()).collect())], ..Program::default() });
         for p in plans {
             // In order: the drives' flush after the policy's.
-            self.bg_inflight += p.lanes() as u64;
-            self.launch(p, None);
+            let n = p.lanes();
+            self.bg_inflight += n as u64;
+            self.launch(p, n, None);
             self.drain()?;
         }
         Ok(())
@@ -707,7 +787,7 @@ impl Simulator<'_> {
 
     /// Run the queued events to the end; idle periods start nothing.
     fn drain(&mut self) -> Result<(), SimError> {
-        while let Some(Reverse((t, _, ev))) = self.events.pop() {
+        while let Some(Event { t, ev, .. }) = self.events.pop() {
             self.quiet_step(t, ev)?;
         }
         Ok(())
@@ -717,7 +797,7 @@ impl Simulator<'_> {
     fn quiet_step(&mut self, t: u64, ev: Ev) -> Result<(), SimError> {
         self.now = t;
         match ev {
-            Ev::OpDone { drive, lane } => self.op_done(drive, lane),
+            Ev::OpDone { drive, lane } => self.op_done(drive as usize, lane as usize),
             Ev::Idle { .. } => self.idle_pending = false,
             Ev::Arrival => {}
         }
@@ -740,11 +820,13 @@ impl Simulator<'_> {
             r.device_reads_per_write = self.write_dev_reads as f64 / r.writes as f64;
             r.device_writes_per_write = self.write_dev_writes as f64 / r.writes as f64;
         }
-        r.read_latency = latency(&mut r.read_latencies_ns);
-        r.write_latency = latency(&mut r.write_latencies_ns);
-        if !self.cfg.keep_latencies {
-            r.read_latencies_ns = Vec::new();
-            r.write_latencies_ns = Vec::new();
+        if self.cfg.keep_latencies {
+            // Kept sorted, for CDFs.
+            r.read_latency = latency(&mut r.read_latencies_ns);
+            r.write_latency = latency(&mut r.write_latencies_ns);
+        } else {
+            r.read_latency = summarise_unsorted(&mut std::mem::take(&mut r.read_latencies_ns));
+            r.write_latency = summarise_unsorted(&mut std::mem::take(&mut r.write_latencies_ns));
         }
         r.devices = self
             .drives
@@ -772,6 +854,35 @@ impl Latency {
     }
 }
 
+/// [`summarise`] without sorting all of `v` (it is left partly
+/// reordered): the same numbers, in linear time.
+fn summarise_unsorted(v: &mut [u64]) -> Latency {
+    if v.is_empty() {
+        return Latency::default();
+    }
+    let total: u128 = v.iter().map(|&x| x as u128).sum();
+    if total >= 1 << 53 {
+        // The f64 sum in sorted order may round: take that very path.
+        return summarise(v);
+    }
+    // Below 2^53 every partial sum is exact, in any order.
+    let mean_us = total as u64 as f64 / v.len() as f64 / 1e3;
+    let last = v.len() - 1;
+    let idx = |p: f64| ((last as f64) * p).round() as usize;
+    let (i50, i95, i99) = (idx(0.50), idx(0.95), idx(0.99));
+    // Each selection leaves everything after its index no smaller, so
+    // the next one looks only there.
+    let mut nth = |lo: usize, i: usize| -> u64 {
+        let (_, x, _) = v[lo..].select_nth_unstable(i - lo);
+        *x
+    };
+    let p50 = nth(0, i50);
+    let p95 = nth(i50, i95);
+    let p99 = nth(i95, i99);
+    let max = nth(i99, last);
+    Latency { count: v.len() as u64, mean_us, p50_us: p50 as f64 / 1e3, p95_us: p95 as f64 / 1e3, p99_us: p99 as f64 / 1e3, max_us: max as f64 / 1e3 }
+}
+
 fn summarise(v: &mut [u64]) -> Latency {
     if v.is_empty() {
         return Latency::default();
@@ -785,5 +896,48 @@ fn summarise(v: &mut [u64]) -> Latency {
         p95_us: pct(0.95),
         p99_us: pct(0.99),
         max_us: *v.last().unwrap() as f64 / 1e3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn events_come_out_by_time_then_queueing_order() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut q = Events::default();
+        let mut all = vec![];
+        for seq in 0..2000u64 {
+            let t = rng.gen_range(0..50u64);
+            all.push((t, seq));
+            q.push(Event { t, seq, ev: Ev::Arrival });
+            if seq % 3 == 0 {
+                // Interleave pops with pushes, as a replay does.
+                let e = q.pop().unwrap();
+                let min = *all.iter().min().unwrap();
+                assert_eq!((e.t, e.seq), min);
+                all.retain(|&x| x != min);
+            }
+        }
+        all.sort();
+        let rest: Vec<(u64, u64)> = std::iter::from_fn(|| q.pop()).map(|e| (e.t, e.seq)).collect();
+        assert_eq!(rest, all);
+    }
+
+    #[test]
+    fn unsorted_summary_is_the_sorted_one() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for n in [1usize, 2, 3, 7, 100, 1001, 20_000] {
+            let v: Vec<u64> = (0..n).map(|_| rng.gen_range(0..50_000_000u64)).collect();
+            let (mut a, mut b) = (v.clone(), v.clone());
+            let (x, y) = (summarise(&mut a), summarise_unsorted(&mut b));
+            assert_eq!(format!("{x:?}"), format!("{y:?}"), "n={n}");
+        }
+        // Sums past 2^53 take the sorting path.
+        let mut big = vec![u64::MAX / 4; 9];
+        assert_eq!(format!("{:?}", summarise(&mut big.clone())), format!("{:?}", summarise_unsorted(&mut big)));
+        assert_eq!(summarise_unsorted(&mut []).count, 0);
     }
 }

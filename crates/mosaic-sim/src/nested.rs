@@ -46,6 +46,9 @@ impl DriveModel for ArrayDrive {
     fn queue_depth(&self) -> usize {
         self.drives.iter().map(|d| d.queue_depth()).sum::<usize>().max(1)
     }
+    fn reorders(&self) -> bool {
+        false
+    }
     fn submit(&mut self, now: Nanos, req: &DriveRequest) -> Result<Nanos, DriveError> {
         let write = match req.kind {
             ReqKind::Read => false,

@@ -126,6 +126,17 @@ pub(crate) fn parse_u64(b: &[u8]) -> Option<u64> {
         return None;
     }
     let mut v: u64 = 0;
+    if b.len() < 20 {
+        // 19 digits cannot overflow.
+        for &c in b {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + d as u64;
+        }
+        return Some(v);
+    }
     for &c in b {
         let d = c.wrapping_sub(b'0');
         if d > 9 {
