@@ -27,20 +27,9 @@ impl Model {
 /// qemu-utils, which scripts/test.sh installs).  Returns once the socket
 /// exists; kill the child to take the export away.
 pub fn qemu_nbd(file: &std::path::Path, sock: &std::path::Path, shared: u32) -> std::process::Child {
-    let child = std::process::Command::new("qemu-nbd")
-        .args(["-f", "raw", "-x", "m", "--persistent", "--cache=writeback", &format!("--shared={shared}"), "-k"])
-        .arg(sock)
-        .arg(file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("qemu-nbd (Debian's qemu-utils; scripts/test.sh installs it)");
-    let t0 = std::time::Instant::now();
-    while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(20) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(sock.exists(), "qemu-nbd did not start on {}", sock.display());
-    child
+    let mut c = std::process::Command::new("qemu-nbd");
+    c.args(["-f", "raw", "-x", "m", "--persistent", "--cache=writeback", &format!("--shared={shared}"), "-k"]).arg(sock).arg(file);
+    start_server(c, sock, "qemu-nbd (Debian's qemu-utils; scripts/test.sh installs it)")
 }
 
 /// nbdkit's file plugin serving `file` on the unix socket `sock`, with
@@ -51,21 +40,18 @@ pub fn qemu_nbd(file: &std::path::Path, sock: &std::path::Path, shared: u32) -> 
 /// export away.
 pub fn nbdkit(file: &std::path::Path, sock: &std::path::Path, filters: &[&str], extra: &[&str]) -> std::process::Child {
     let _ = std::fs::remove_file(sock);
-    let child = std::process::Command::new("nbdkit")
-        .args(["--foreground", "--exportname=m", "-U"])
-        .arg(sock)
-        .args(filters)
-        .arg("file")
-        .arg(file)
-        .args(extra)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("nbdkit (Debian's nbdkit; scripts/test.sh installs it)");
+    let mut c = std::process::Command::new("nbdkit");
+    c.args(["--foreground", "--exportname=m", "-U"]).arg(sock).args(filters).arg("file").arg(file).args(extra);
+    start_server(c, sock, "nbdkit (Debian's nbdkit; scripts/test.sh installs it)")
+}
+
+/// Start an NBD server quietly and wait (at most 20 s) for its socket.
+fn start_server(mut c: std::process::Command, sock: &std::path::Path, what: &str) -> std::process::Child {
+    let child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect(what);
     let t0 = std::time::Instant::now();
     while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(20) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(sock.exists(), "nbdkit did not start on {}", sock.display());
+    assert!(sock.exists(), "{what} did not start on {}", sock.display());
     child
 }

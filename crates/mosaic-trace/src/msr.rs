@@ -35,6 +35,11 @@ pub(crate) fn parse(line: &[u8]) -> Result<Line<'_>, FieldError> {
     if is_header(line, HEADER) {
         return Ok(Line::Skip);
     }
+    general(line)
+}
+
+/// A line field by field, with an error that names the bad field.
+fn general(line: &[u8]) -> Result<Line<'_>, FieldError> {
     let mut f = commas(line);
     let ticks = u64_field("Timestamp", f.next())?;
     let _host = f.next().ok_or_else(|| err("Hostname", "missing"))?;
@@ -144,17 +149,7 @@ mod tests {
             b"Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
         ];
         for &l in lines {
-            let general = (|| -> Result<Line<'_>, FieldError> {
-                let mut f = commas(l);
-                let ticks = u64_field("Timestamp", f.next())?;
-                let _host = f.next().ok_or_else(|| err("Hostname", "missing"))?;
-                let disk = text("DiskNumber", f.next())?;
-                let ty = text("Type", f.next())?;
-                let op = read_write(ty).ok_or_else(|| err("Type", format!("expected Read or Write, got {}", show(ty))))?;
-                let offset = u64_field("Offset", f.next())?;
-                let size = u64_field("Size", f.next())?;
-                io(mul("Timestamp", ticks, 100)?, op, offset, size, Some(disk), "Size")
-            })();
+            let general = general(l);
             if let Some(fast) = plain(l) {
                 assert_eq!(Ok(fast), general, "{}", String::from_utf8_lossy(l));
             }
