@@ -364,6 +364,11 @@ fn preflight(a: &CreateArgs) -> Result<()> {
     }
     let dir = Path::new(&a.array);
     check_output(dir, a.force)?;
+    if a.hosts.is_some() {
+        // Member files of a directory: their hosts are the labels alone.
+        let n = a.level.parse::<Level>().ok().and_then(|l| l.implied_members()).or(a.members).unwrap_or(0);
+        check_domains(a, &vec![""; n])?;
+    }
     if let Some(want) = a.member_size {
         let dvs = a.level == "dvs" || a.level.starts_with("dvs:");
         // A DVS member file holds its zones after a 4 KiB zone header.
@@ -383,14 +388,12 @@ fn host_labels(a: &CreateArgs, members: usize) -> Result<Option<Vec<String>>> {
 /// Refuse members placed so that losing one host loses data (unless
 /// `--force`): the failure-domain rule of [`mosaic_array::domain`].
 fn check_domains(a: &CreateArgs, paths: &[&str]) -> Result<()> {
-    let labels = host_labels(a, paths.len())?;
     let fixed = a.level.parse::<Level>().ok();
-    let (Some(level), false) = (fixed, a.force) else {
-        if a.hosts.is_some() && fixed.is_none() {
-            bail!("--hosts is for fixed-layout arrays (raid0..6, rs, cbro), not --level {}", a.level);
-        }
-        return Ok(());
-    };
+    if a.hosts.is_some() && (fixed.is_none() || mosaic_array::nested::split_cda(&a.level)?.is_some()) {
+        bail!("--hosts is for fixed-layout arrays (raid0..6, rs, cbro without nested check arrays), not --level {}", a.level);
+    }
+    let labels = host_labels(a, paths.len())?;
+    let (Some(level), false) = (fixed, a.force) else { return Ok(()) };
     let domains: Vec<String> = paths.iter().enumerate().map(|(i, p)| mosaic_array::domain::domain_of(p, labels.as_ref().map(|l| l[i].as_str()))).collect();
     // A wrong member count is create's to report, with its own words.
     let Ok((_, m)) = level.columns(paths.len()) else { return Ok(()) };

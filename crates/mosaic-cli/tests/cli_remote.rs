@@ -250,6 +250,17 @@ fn members_on_named_hosts_are_placed_by_failure_domain() {
     let f: Vec<String> = (0..2).map(|i| t.path().join(format!("m{i}.img")).display().to_string()).collect();
     let e = fails(&["create", "-a", &format!("{},{},nbd://store-b/d0", f[0], f[1]), "--level", "raid5", "--member-size", "8M"]);
     assert!(e.contains("host local holds 2 members"), "{e}");
+    // Labels on a directory array's member files are checked too; a tier
+    // takes none.
+    let dir = t.path().join("d");
+    let e = fails(&["create", "-a", dir.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "8M", "--hosts", "a,a,b"]);
+    assert!(e.contains("host a holds 2 members"), "{e}");
+    assert!(!dir.join("member-00.img").exists(), "nothing was made");
+    ok(&["create", "-a", dir.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "8M", "--hosts", "a,b,c"]);
+    let info = common::json(&ok(&["info", "-a", dir.to_str().unwrap(), "--json"]));
+    assert_eq!(info["member_list"][2]["host"].as_str(), Some("c"), "{info}");
+    let e = fails(&["create", "-a", t.path().join("t").to_str().unwrap(), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--member-size", "8M", "--hosts", "a,b,c,d,e"]);
+    assert!(e.contains("--hosts is for fixed-layout arrays"), "{e}");
 }
 
 /// A tier's inner arrays open by directory; a member replaced by a remote
