@@ -407,8 +407,7 @@ pub(crate) fn check_placement(vol: &dyn Volume, idx: usize, drive: &Path, host: 
         bail!("--host {h:?} is not a host name (letters, digits, '-', '_' and '.', at most 63)");
     }
     let info = vol.info();
-    let code = ["/code_columns", "/inner/code_columns"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64()));
-    let Some(m) = code.filter(|_| !force) else { return Ok(()) };
+    let Some(m) = crate::control::code_columns(&info).filter(|_| !force) else { return Ok(()) };
     let mut domains: Vec<String> = info.members.iter().map(|m| m.host.clone()).collect();
     if let Some(d) = domains.get_mut(idx) {
         *d = mosaic_array::domain::domain_of(&drive.to_string_lossy(), host);

@@ -510,12 +510,18 @@ pub fn status(vol: &dyn Volume, served: bool) -> serde_json::Value {
     status_with(vol, served, None)
 }
 
+/// The code columns of a fixed array (or of a cached one's inner array):
+/// how many members it survives losing.  None for other kinds.
+pub(crate) fn code_columns(info: &mosaic_volume::VolumeInfo) -> Option<u64> {
+    ["/code_columns", "/inner/code_columns"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64()))
+}
+
 /// `status` with the rebuild or scrub in progress.
 fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
     let info = vol.info();
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     // Members out beyond the code columns: the array cannot serve.
-    let code = ["/code_columns", "/inner/code_columns"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64()));
+    let code = code_columns(&info);
     let health = match (out, code) {
         (0, _) => Health::Healthy,
         (n, Some(m)) if n as u64 > m => Health::Failed,

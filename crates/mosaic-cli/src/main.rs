@@ -60,7 +60,7 @@ struct Cli {
     remote_timeout: f64,
     /// A remote member whose recent requests average more than this is
     /// reported slow by status (and each request above it is counted)
-    #[arg(long, global = true, value_name = "MS", default_value_t = 200.0, value_parser = positive_secs)]
+    #[arg(long, global = true, value_name = "MS", default_value_t = 200.0, value_parser = positive_ms)]
     remote_slow_ms: f64,
     #[command(subcommand)]
     cmd: Cmd,
@@ -129,9 +129,17 @@ fn after_help() -> String {
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {
+    positive(s, "seconds")
+}
+
+fn positive_ms(s: &str) -> Result<f64, String> {
+    positive(s, "milliseconds")
+}
+
+fn positive(s: &str, unit: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v < 1e9 => Ok(v),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
+        _ => Err(format!("{s:?} is not a positive number of {unit}")),
     }
 }
 

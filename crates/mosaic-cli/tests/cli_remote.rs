@@ -65,6 +65,18 @@ impl Drop for Export {
     }
 }
 
+/// Write `mib` MiB of a pattern to array `a` and check that it reads back;
+/// the data and the file reads go to.
+fn write_and_read_back(dir: &Path, a: &str, mib: u32) -> (Vec<u8>, PathBuf) {
+    let data: Vec<u8> = (0..(mib << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
+    let input = dir.join("data");
+    std::fs::write(&input, &data).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let out = dir.join("back");
+    assert!(read_back(a, data.len(), &out) == data);
+    (data, out)
+}
+
 fn read_back(a: &str, len: usize, out: &Path) -> Vec<u8> {
     ok(&["read", "-a", a, "--offset", "0", "--length", &len.to_string(), "--output", out.to_str().unwrap()]);
     std::fs::read(out).unwrap()
@@ -79,12 +91,7 @@ fn raid6_over_six_remote_exports_loses_two_and_rebuilds_onto_a_new_one() {
     let a = spec(&[0, 1, 2, 3, 4, 5]);
     let journal = t.path().join("journal.img");
     ok(&["create", "-a", &a, "--level", "raid6", "--stripe-unit", "64K", "--journal", journal.to_str().unwrap()]);
-    let data: Vec<u8> = (0..(12u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 9) as u8).collect();
-    let input = t.path().join("data");
-    std::fs::write(&input, &data).unwrap();
-    ok(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
-    let out = t.path().join("back");
-    assert!(read_back(&a, data.len(), &out) == data);
+    let (data, out) = write_and_read_back(t.path(), &a, 12);
     // The members' bytes are on the exports: member 0 carries a superblock.
     let e = fails(&["create", "-a", &spec(&[0, 6]), "--level", "raid1"]);
     assert!(e.contains("is member 0 of array") && e.contains("--force"), "{e}");
@@ -214,12 +221,7 @@ fn a_member_on_another_mosaic_serve_nests_over_the_network() {
     }
     let a = format!("{remote},{},{}", files[0].display(), files[1].display());
     ok(&["create", "-a", &a, "--level", "raid5", "--stripe-unit", "64K", "--no-journal"]);
-    let data: Vec<u8> = (0..(8u32 << 20)).map(|i| (i.wrapping_mul(2246822519) >> 13) as u8).collect();
-    let input = t.path().join("data");
-    std::fs::write(&input, &data).unwrap();
-    ok(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
-    let out = t.path().join("back");
-    assert!(read_back(&a, data.len(), &out) == data);
+    let (data, out) = write_and_read_back(t.path(), &a, 8);
     // The outer array's member 0 is the inner array: its writes went
     // through the inner server to both of its mirrors.
     let (_, s) = status(inner.to_str().unwrap());
@@ -259,6 +261,14 @@ fn members_on_named_hosts_are_placed_by_failure_domain() {
     ok(&["create", "-a", dir.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "8M", "--hosts", "a,b,c"]);
     let info = common::json(&ok(&["info", "-a", dir.to_str().unwrap(), "--json"]));
     assert_eq!(info["member_list"][2]["host"].as_str(), Some("c"), "{info}");
+    // A replacement's host is a plain name, and may not crowd a host.
+    let new = t.path().join("new.img");
+    let e = fails(&["replace", "-a", dir.to_str().unwrap(), "--member", "0", "--drive", new.to_str().unwrap(), "--host", "x y"]);
+    assert!(e.contains("\"x y\" is not a host name"), "{e}");
+    let e = fails(&["replace", "-a", dir.to_str().unwrap(), "--member", "0", "--drive", new.to_str().unwrap(), "--host", "b"]);
+    assert!(e.contains("host b holds 2 members"), "{e}");
+    let e = fails(&["--remote-slow-ms", "0", "status", "-a", dir.to_str().unwrap()]);
+    assert!(e.contains("\"0\" is not a positive number of milliseconds"), "{e}");
     let e = fails(&["create", "-a", t.path().join("t").to_str().unwrap(), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--member-size", "8M", "--hosts", "a,b,c,d,e"]);
     assert!(e.contains("--hosts is for fixed-layout arrays"), "{e}");
 }
@@ -271,17 +281,13 @@ fn a_tier_member_on_a_remote_is_found_again_at_open() {
     let tier = t.path().join("t");
     let a = tier.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "16M", "--slow-size", "32M"]);
-    let data: Vec<u8> = (0..(6u32 << 20)).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8).collect();
-    let input = t.path().join("data");
-    std::fs::write(&input, &data).unwrap();
-    ok(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let (data, out) = write_and_read_back(t.path(), a, 6);
     let ex = Export::nbdkit(t.path(), "r", 40 << 20);
     ok(&["fail", "-a", a, "--member", "3"]);
     ok(&["replace", "-a", a, "--member", "3", "--drive", &ex.uri()]);
     let (code, s) = status(a);
     assert_eq!((code, member(&s, 3)["path"].as_str()), (0, Some(ex.uri().as_str())), "{s}");
     assert!(member(&s, 3)["remote"]["requests"].as_u64().unwrap() > 0, "{s}");
-    let out = t.path().join("back");
     assert!(read_back(a, data.len(), &out) == data);
     assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
 }

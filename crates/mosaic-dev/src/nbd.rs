@@ -275,6 +275,25 @@ impl NbdMember {
         }
     }
 
+    /// Write `buf` at `offset` in pieces, with FUA on each when `fua`.
+    #[cfg(mosaic_libnbd)]
+    fn write_pieces(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        if self.read_only {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
+        }
+        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, fua, deadline)))
+    }
+
+    /// After a durability point: an error when a connection was lost since
+    /// the last one (writes it took may be lost with it).
+    #[cfg(mosaic_libnbd)]
+    fn no_lost_writes(&self) -> io::Result<()> {
+        if self.reconnected.swap(false, Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
+        }
+        Ok(())
+    }
+
     /// A connection no other thread is using, or the next one in turn.
     #[cfg(mosaic_libnbd)]
     fn free(&self) -> parking_lot::MutexGuard<'_, Option<ffi::Handle>> {
@@ -296,23 +315,17 @@ impl Member for NbdMember {
         self.timed(false, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline)))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.read_only {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
-        }
-        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, false, deadline)))
+        self.write_pieces(buf, offset, false)
     }
     /// With FUA where the server advertises it: the one write is durable
     /// when answered, with no flush of everything else.
     fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if !self.can_fua || self.read_only {
+        if !self.can_fua {
             self.write_at(buf, offset)?;
             return self.flush();
         }
-        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, true, deadline)))?;
-        if self.reconnected.swap(false, Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
-        }
-        Ok(())
+        self.write_pieces(buf, offset, true)?;
+        self.no_lost_writes()
     }
     /// With multi-conn, a flush on one connection covers every
     /// connection's completed writes (NBD spec); a server that cannot
@@ -321,10 +334,7 @@ impl Member for NbdMember {
         if self.can_flush {
             self.timed(true, || self.with_retry(|h, deadline| h.flush(deadline)))?;
         }
-        if self.reconnected.swap(false, Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::BrokenPipe, format!("{}: a connection was lost since the last flush, and writes it took may be lost with it", self.uri)));
-        }
-        Ok(())
+        self.no_lost_writes()
     }
     fn remote_latency(&self) -> Option<Latency> {
         Some(self.latency())

@@ -144,20 +144,20 @@ pub struct Executor {
 impl Executor {
     pub fn new(members: Vec<Option<Arc<dyn Member>>>, base: u64) -> Executor {
         let n = members.len();
-        let remote = members.iter().flatten().any(|m| m.is_remote());
-        let cheap = members.iter().flatten().all(|m| m.cheap_flush());
-        Executor {
+        let ex = Executor {
             members: RwLock::new(members),
             base,
             epoch: AtomicU64::new(0),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
             counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }),
             pool: std::sync::OnceLock::new(),
-            any_remote: AtomicBool::new(remote),
-            all_cheap: AtomicBool::new(cheap),
+            any_remote: AtomicBool::new(false),
+            all_cheap: AtomicBool::new(false),
             scratch: slots::Pool::default(),
             kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
-        }
+        };
+        ex.kinds_changed(&ex.members.read());
+        ex
     }
 
     pub fn width(&self) -> usize {
@@ -187,13 +187,14 @@ impl Executor {
         self.bump();
     }
 
+    /// Note which kinds of members the array has (after any change).
     fn kinds_changed(&self, ms: &[Option<Arc<dyn Member>>]) {
         self.any_remote.store(ms.iter().flatten().any(|m| m.is_remote()), Ordering::Relaxed);
         self.all_cheap.store(ms.iter().flatten().all(|m| m.cheap_flush()), Ordering::Relaxed);
     }
 
     /// Whether some member is remote (its operations wait on the network).
-    pub fn any_remote(&self) -> bool {
+    fn any_remote(&self) -> bool {
         self.any_remote.load(Ordering::Relaxed)
     }
 
