@@ -14,6 +14,7 @@
 //!   kernel's zone ioctls, where one exists.
 
 pub mod nbd;
+mod ram_map;
 pub mod testing;
 pub mod zoned;
 pub mod zoned_blk;
@@ -37,6 +38,12 @@ pub trait Member: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Write all of `buf` at `offset`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Write `parts` one after another from `offset`, as one write.  The
+    /// default joins them and writes once; a mapped file copies each in
+    /// place (a journal record's bytes are not copied twice).
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.write_at(&parts.concat(), offset)
+    }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
     /// Write `buf` at `offset` and make that write durable (not
@@ -195,6 +202,9 @@ impl Member for Device {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.inner().write_at(buf, offset)
     }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.inner().write_parts_at(parts, offset)
+    }
     fn flush(&self) -> io::Result<()> {
         self.inner().flush()
     }
@@ -219,6 +229,12 @@ pub struct FileMember {
     path: PathBuf,
     size: u64,
     block_device: bool,
+    /// On tmpfs or ramfs: fdatasync has nothing to write back there, so
+    /// `flush` makes no system call (looked up once, at open).
+    ram_fs: bool,
+    /// A file on a RAM file system is read and written through a mapping
+    /// ([`ram_map`]), when it could be allocated and mapped.
+    map: Option<ram_map::RamMap>,
 }
 
 impl FileMember {
@@ -232,7 +248,7 @@ impl FileMember {
         let meta = file.metadata()?;
         let block_device = meta.file_type().is_block_device();
         let size = if block_device { file.seek(SeekFrom::End(0))? } else { meta.len() };
-        Ok(FileMember { file, path: path.to_path_buf(), size, block_device })
+        Ok(FileMember::with(file, path, size, block_device))
     }
 
     /// Create (or truncate) a regular file of `size` bytes and open it.
@@ -245,11 +261,24 @@ impl FileMember {
             .open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         file.set_len(size)?;
-        Ok(FileMember { file, path: path.to_path_buf(), size, block_device: false })
+        Ok(FileMember::with(file, path, size, false))
+    }
+
+    /// The member over an opened `file` of `size` bytes: mapped when it is
+    /// a regular file on a RAM file system.
+    fn with(file: File, path: &Path, size: u64, block_device: bool) -> FileMember {
+        let ram_fs = on_ram_fs(&file);
+        let map = if ram_fs && !block_device { ram_map::RamMap::new(&file, size) } else { None };
+        FileMember { file, path: path.to_path_buf(), size, block_device, ram_fs, map }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether reads and writes go through a mapping (see [`ram_map`]).
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
     }
 
     /// Take the array lock ([`lock_file`]) on this handle, for its life.
@@ -271,17 +300,43 @@ impl Member for FileMember {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         range_check(&self.describe(), self.size, offset, buf.len())?;
-        self.file.read_exact_at(buf, offset)
+        match &self.map {
+            Some(m) => {
+                m.read(buf, offset);
+                Ok(())
+            }
+            None => self.file.read_exact_at(buf, offset),
+        }
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         range_check(&self.describe(), self.size, offset, buf.len())?;
-        self.file.write_all_at(buf, offset)
+        match &self.map {
+            Some(m) => {
+                m.write(buf, offset);
+                Ok(())
+            }
+            None => self.file.write_all_at(buf, offset),
+        }
+    }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        let Some(m) = &self.map else { return self.write_at(&parts.concat(), offset) };
+        let len = parts.iter().map(|p| p.len()).sum();
+        range_check(&self.describe(), self.size, offset, len)?;
+        let mut at = offset;
+        for p in parts {
+            m.write(p, at);
+            at += p.len() as u64;
+        }
+        Ok(())
     }
     fn flush(&self) -> io::Result<()> {
+        if self.ram_fs {
+            return Ok(());
+        }
         self.file.sync_data()
     }
     fn cheap_flush(&self) -> bool {
-        on_ram_fs(&self.file)
+        self.ram_fs
     }
 }
 
@@ -442,6 +497,40 @@ mod tests {
         let e = m2.write_at(&[0u8; 10], 8190).unwrap_err();
         assert!(e.to_string().contains("beyond device size"), "{e}");
         assert!(FileMember::open(&dir.path().join("nope")).unwrap_err().to_string().contains("nope"));
+    }
+
+    /// The same checks on a file on the RAM file system (mapped) and on
+    /// disk (system calls): bytes, bounds, parts written as one, and the
+    /// page cache shared with other handles both ways.
+    #[test]
+    fn mapped_and_unmapped_files_read_and_write_alike() {
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        let disk = tempfile::tempdir().unwrap();
+        for (dir, mapped) in [(shm.path(), true), (disk.path(), on_ram_fs(&File::open(disk.path()).unwrap()))] {
+            let p = dir.join("m0");
+            let m = FileMember::create(&p, 16 << 12).unwrap();
+            assert_eq!((m.is_mapped(), m.cheap_flush()), (mapped, mapped), "{}", p.display());
+            m.write_parts_at(&[b"ab", b"", b"cde", &[9u8; 5000]], 4090).unwrap();
+            m.flush().unwrap();
+            let mut b = [0u8; 10];
+            m.read_at(&mut b, 4090).unwrap();
+            assert_eq!(&b, b"abcde\x09\x09\x09\x09\x09");
+            // Another handle (another process would be the same) sees the
+            // writes, and this one sees its writes.
+            let other = File::options().read(true).write(true).open(&p).unwrap();
+            let mut c = [0u8; 5];
+            other.read_exact_at(&mut c, 4090).unwrap();
+            assert_eq!(&c, b"abcde");
+            other.write_all_at(b"XY", 0).unwrap();
+            m.read_at(&mut c[..2], 0).unwrap();
+            assert_eq!(&c[..2], b"XY");
+            for e in [m.write_parts_at(&[&[0u8; 4], &[0u8; 4]], (16 << 12) - 6).unwrap_err(), m.read_at(&mut b, (16 << 12) - 2).unwrap_err()] {
+                assert!(e.to_string().contains("beyond device size"), "{e}");
+            }
+            // The whole file is allocated when mapped: no holes to fault on.
+            let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&p).unwrap());
+            assert_eq!(blocks * 512 >= 16 << 12, mapped, "{}: {blocks} blocks", p.display());
+        }
     }
 
     #[test]
