@@ -681,17 +681,18 @@ impl Journal {
                 frame::MAX_PAYLOAD >> 20
             )));
         }
-        // The record's allocation and copy happen before the ring lock,
-        // which every journaled write takes in turn; inside, only the
-        // sequence number and checksum are set and the record written.
-        let unsealed = encode_record_unsealed(entries);
+        // The record's header and entry table are built before the ring
+        // lock, which every journaled write takes in turn; inside, only the
+        // sequence number and checksum are set and the record written,
+        // its bytes taken from where they lie.
+        let mut rec = encode_record_unsealed(entries);
         let mut r = self.ring.lock();
         if r.tail + len > self.dev.size() {
             return Ok(None);
         }
         let seq = r.next_seq;
-        let rec = unsealed.seal(seq);
-        self.dev.write_at(&rec, r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
+        rec.seal(seq);
+        self.dev.write_parts_at(&rec.pieces(), r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
         r.tail += len;
         r.next_seq += 1;
         self.appended.fetch_max(seq, Ordering::AcqRel);
@@ -727,6 +728,11 @@ impl Journal {
         self.durable.fetch_max(cp.saturating_sub(1), Ordering::AcqRel);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Whether its device is RAM or a file on a RAM file system.
+    pub fn cheap(&self) -> bool {
+        self.dev.cheap_flush()
     }
 
     /// Bytes of the ring in use.

@@ -97,50 +97,88 @@ pub fn encode(kind: u16, seq: u64, payload: &[u8]) -> Vec<u8> {
 }
 
 /// [`encode`] of the payload that is `parts` one after another, copied
-/// once, straight into the frame (a journal record's table and bytes).
+/// once, straight into the frame.
 pub fn encode_parts(kind: u16, seq: u64, parts: &[&[u8]]) -> Vec<u8> {
-    encode_unsealed(kind, parts).seal(seq)
+    let mut u = encode_unsealed(kind, &[], parts);
+    u.seal(seq);
+    u.to_vec()
 }
 
-/// A frame whose payload is in place but whose sequence number (and so
-/// checksum) is not yet set.  A log that numbers its frames under a lock
-/// builds the frame (allocation and copy) before taking it, and only
-/// seals it inside.
-pub struct Unsealed {
-    bytes: Vec<u8>,
+/// Zeros for a frame's padding.
+static PADDING: [u8; SECTOR] = [0; SECTOR];
+
+/// A frame whose sequence number (and so checksum) is not yet set, with
+/// its payload borrowed where it lies.  A log that numbers its frames under
+/// a lock builds the frame before taking it and only seals it inside, then
+/// writes [`Unsealed::pieces`] as they are: a journal record's bytes are
+/// never copied into a frame buffer first.
+pub struct Unsealed<'a> {
+    /// The frame header, then the payload's first, owned part.
+    head: Vec<u8>,
+    /// The rest of the payload, borrowed.
+    parts: Vec<&'a [u8]>,
     payload_len: usize,
 }
 
-/// Frame the payload that is `parts` one after another as `kind`, all but
+/// Frame as `kind` the payload that is `owned` and then `parts`, all but
 /// the sequence number: see [`Unsealed::seal`].
-pub fn encode_unsealed(kind: u16, parts: &[&[u8]]) -> Unsealed {
-    let len: usize = parts.iter().map(|p| p.len()).sum();
+pub fn encode_unsealed<'a>(kind: u16, owned: &[u8], parts: &[&'a [u8]]) -> Unsealed<'a> {
+    let len: usize = owned.len() + parts.iter().map(|p| p.len()).sum::<usize>();
     debug_assert!(len <= MAX_PAYLOAD);
-    // Filled by appending, not zeroed first: only the padding is zeros.
-    let mut b = Vec::with_capacity(encoded_len(len));
-    b.extend_from_slice(&MAGIC);
-    b.extend_from_slice(&VERSION.to_le_bytes());
-    b.extend_from_slice(&kind.to_le_bytes());
-    b.extend_from_slice(&[0u8; 8]); // seq, set by seal
-    b.extend_from_slice(&(len as u32).to_le_bytes());
-    b.extend_from_slice(&[0u8; 4]); // crc, set by seal
-    for p in parts {
-        b.extend_from_slice(p);
-    }
-    b.resize(encoded_len(len), 0);
-    Unsealed { bytes: b, payload_len: len }
+    let mut head = Vec::with_capacity(HEADER_LEN + owned.len());
+    head.extend_from_slice(&MAGIC);
+    head.extend_from_slice(&VERSION.to_le_bytes());
+    head.extend_from_slice(&kind.to_le_bytes());
+    head.extend_from_slice(&[0u8; 8]); // seq, set by seal
+    head.extend_from_slice(&(len as u32).to_le_bytes());
+    head.extend_from_slice(&[0u8; 4]); // crc, set by seal
+    head.extend_from_slice(owned);
+    Unsealed { head, parts: parts.to_vec(), payload_len: len }
 }
 
-impl Unsealed {
-    /// The frame numbered `seq`.  The checksum is one pass of the crc32c
+impl Unsealed<'_> {
+    /// Number the frame `seq`.  The checksum is one pass of the crc32c
     /// instruction over the frame (joining a checksum taken earlier
     /// would cost more: crc32c_combine shifts by the payload's length).
-    pub fn seal(mut self, seq: u64) -> Vec<u8> {
-        let b = &mut self.bytes;
-        b[8..16].copy_from_slice(&seq.to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&b[0..20]), &b[HEADER_LEN..HEADER_LEN + self.payload_len]);
-        b[20..24].copy_from_slice(&crc.to_le_bytes());
-        self.bytes
+    pub fn seal(&mut self, seq: u64) {
+        self.head[8..16].copy_from_slice(&seq.to_le_bytes());
+        let mut crc = crc32c::crc32c_append(crc32c::crc32c(&self.head[0..20]), &self.head[HEADER_LEN..]);
+        for p in &self.parts {
+            crc = crc32c::crc32c_append(crc, p);
+        }
+        self.head[20..24].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Bytes the frame takes on disk.
+    pub fn len(&self) -> usize {
+        encoded_len(self.payload_len)
+    }
+
+    /// Never true: a frame has at least its header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The frame's bytes in order: header and owned part, the borrowed
+    /// parts, zero padding to whole sectors.
+    pub fn pieces(&self) -> Vec<&[u8]> {
+        let pad = self.len() - HEADER_LEN - self.payload_len;
+        let mut v = Vec::with_capacity(self.parts.len() + 2);
+        v.push(self.head.as_slice());
+        v.extend(self.parts.iter().copied().filter(|p| !p.is_empty()));
+        if pad > 0 {
+            v.push(&PADDING[..pad]);
+        }
+        v
+    }
+
+    /// The frame as one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.len());
+        for p in self.pieces() {
+            b.extend_from_slice(p);
+        }
+        b
     }
 }
 
@@ -220,7 +258,7 @@ mod tests {
     #[test]
     fn sealed_frames_are_the_frames_checksummed_whole() {
         for (parts, seq) in [(vec![], 0u64), (vec![&b"x"[..]], 1), (vec![&[7u8; 600][..], b"", &[1u8; 4096][..]], u64::MAX / 2)] {
-            let f = encode_unsealed(KIND_JOURNAL_RECORD, &parts).seal(seq);
+            let f = encode_parts(KIND_JOURNAL_RECORD, seq, &parts);
             let payload: Vec<u8> = parts.concat();
             let whole = crc32c::crc32c_append(crc32c::crc32c(&f[0..20]), &payload);
             assert_eq!(f[20..24], whole.to_le_bytes());

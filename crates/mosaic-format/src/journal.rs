@@ -221,12 +221,15 @@ fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
 /// Encode one record: a frame padded to whole sectors.  The caller keeps
 /// the payload within [`frame::MAX_PAYLOAD`] (decoders refuse larger ones).
 pub fn encode_record(seq: u64, entries: &[Entry<&[u8]>]) -> Vec<u8> {
-    encode_record_unsealed(entries).seal(seq)
+    let mut u = encode_record_unsealed(entries);
+    u.seal(seq);
+    u.to_vec()
 }
 
 /// [`encode_record`] but for the sequence number, so a log can build the
-/// record before it takes the lock that numbers it.
-pub fn encode_record_unsealed(entries: &[Entry<&[u8]>]) -> frame::Unsealed {
+/// record before it takes the lock that numbers it; the entries' bytes
+/// stay where they are (see [`frame::Unsealed::pieces`]).
+pub fn encode_record_unsealed<'a>(entries: &[Entry<&'a [u8]>]) -> frame::Unsealed<'a> {
     let mut table = Vec::with_capacity(TABLE_HEAD + entries.len() * ENTRY);
     table.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     table.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
@@ -235,10 +238,14 @@ pub fn encode_record_unsealed(entries: &[Entry<&[u8]>]) -> frame::Unsealed {
     }
     let crc = crc32c::crc32c_append(crc32c::crc32c(&table[0..4]), &table[TABLE_HEAD..]);
     table[4..8].copy_from_slice(&crc.to_le_bytes());
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + entries.len());
-    parts.push(&table);
-    parts.extend(entries.iter().map(|e| e.bytes()));
-    frame::encode_unsealed(KIND_JOURNAL_RECORD, &parts)
+    let parts: Vec<&'a [u8]> = entries
+        .iter()
+        .map(|e| match *e {
+            Entry::Device { data, .. } | Entry::Logical { data, .. } => data,
+            Entry::Resync { .. } => &[],
+        })
+        .collect();
+    frame::encode_unsealed(KIND_JOURNAL_RECORD, &table, &parts)
 }
 
 #[cfg(test)]
