@@ -346,6 +346,9 @@ impl Export for VolumeExport {
     fn unaligned_ok(&self) -> bool {
         true
     }
+    fn serve_inline(&self) -> bool {
+        self.vol.in_memory()
+    }
     fn read(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
         let t = self.arrived(Op::Read, off, buf.len() as u64);
         let r = self.read_inner(off, buf);

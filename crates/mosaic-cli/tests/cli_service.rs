@@ -255,3 +255,26 @@ fn a_server_that_does_not_answer_is_named_and_bad_options_say_why() {
     let e = common::fails(&["create", "-a", tier.to_str().unwrap(), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--spare", t.path().join("s.img").to_str().unwrap()]);
     assert!(e.contains("mosaic add --spare"), "{e}");
 }
+
+/// An array whose members and journal are on the RAM file system: its
+/// members are mapped and its small requests served on the connection's
+/// reader (large ones by the workers).  fio writes 4 KiB to 256 KiB blocks
+/// at random and verifies them while a member fails; then the array
+/// rebuilds onto a new member and scrubs clean.
+#[test]
+fn an_array_in_ram_serves_inline_through_a_failure() {
+    let t = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "24M"]);
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let job = fio(t.path(), srv.port, "ram", &["--rw=randwrite", "--size=40M", "--bsrange=4k-256k", "--rate_iops=2000"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(ok(&["fail", "-a", a, "--member", "1"]).contains("marked failed"));
+    passed(job, "randwrite + verify on RAM members through a failure");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let new1 = t.path().join("new1.img");
+    ok(&["replace", "-a", a, "--member", "1", "--drive", new1.to_str().unwrap()]);
+    assert!(ok(&["scrub", "-a", a]).contains("all consistent"));
+}

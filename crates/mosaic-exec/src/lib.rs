@@ -193,6 +193,12 @@ impl Executor {
         self.all_cheap.store(ms.iter().flatten().all(|m| m.cheap_flush()), Ordering::Relaxed);
     }
 
+    /// Whether every member in service is RAM or a file on a RAM file
+    /// system: each operation is a copy that completes in microseconds.
+    pub fn all_cheap(&self) -> bool {
+        self.all_cheap.load(Ordering::Relaxed)
+    }
+
     /// Whether some member is remote (its operations wait on the network).
     fn any_remote(&self) -> bool {
         self.any_remote.load(Ordering::Relaxed)

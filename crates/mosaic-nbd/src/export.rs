@@ -25,8 +25,9 @@ pub trait Export: Send + Sync {
     /// reader serves them itself, with no hand-off to a worker thread (a
     /// wake-up and a context switch per request, which cost more than the
     /// request), and sends the replies of a pipelined burst together.  False
-    /// for exports whose requests block (an array: member I/O, journal,
-    /// stripe locks), which the worker pool serves concurrently.
+    /// for exports whose requests block (an array on drives: member I/O,
+    /// journal syncs), which the worker pool serves concurrently; an array
+    /// whose members and journal are all in RAM says true.
     fn serve_inline(&self) -> bool {
         false
     }

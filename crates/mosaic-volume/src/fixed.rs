@@ -118,6 +118,9 @@ impl Volume for Array {
         // A full stripe's data: writes of it need no reads.
         self.geometry().unit * self.geometry().k as u64
     }
+    fn in_memory(&self) -> bool {
+        Array::in_memory(self)
+    }
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(Array::read(self, off, buf)?)
     }
@@ -231,6 +234,9 @@ impl Volume for CachedVolume {
     }
     fn preferred_block(&self) -> u64 {
         Volume::preferred_block(self.cv.array())
+    }
+    fn in_memory(&self) -> bool {
+        self.cv.array().in_memory()
     }
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         Ok(self.cv.read(off, buf)?)

@@ -161,6 +161,13 @@ pub trait Volume: Send + Sync {
     fn block_size(&self) -> u64;
     /// The request size that suits the layout best (what NBD advertises).
     fn preferred_block(&self) -> u64;
+    /// Whether a request completes in microseconds without waiting on a
+    /// drive, a network or a background task (every device is RAM or on a
+    /// RAM file system): the NBD server then serves small requests on the
+    /// connection's reader, without a hand-off to a worker.
+    fn in_memory(&self) -> bool {
+        false
+    }
 
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<()>;
     fn write(&self, off: u64, data: &[u8]) -> Result<()>;

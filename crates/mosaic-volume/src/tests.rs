@@ -233,3 +233,34 @@ fn cached_volume_and_refusals() {
     let e = open("", false).err().unwrap().to_string();
     assert!(e.contains("empty array spec"), "{e}");
 }
+
+/// An array whose members and journal are all on the RAM file system says
+/// it is in memory (the NBD server then serves its small requests on the
+/// connection's reader); with its journal on disk, or once a member is
+/// replaced by a file on disk, it does not.
+#[test]
+fn in_memory_only_while_every_device_is() {
+    let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+    let disk = tempfile::tempdir().unwrap();
+    let disk_is_ram = mosaic_dev::on_ram_fs(&std::fs::File::open(disk.path()).unwrap());
+    let v = open(&fixed(&shm.path().join("a"), Level::Raid5, 4), true).unwrap();
+    assert!(v.in_memory());
+    let data = pattern(7, 3 << 16);
+    v.write(4096, &data).unwrap();
+    read_back(v.as_ref(), 4096, &data, "mapped members");
+    v.fail_member(0).unwrap();
+    assert!(v.in_memory(), "a failed member is out of service");
+    v.replace(0, &disk.path().join("new0.img")).unwrap();
+    assert_eq!(v.in_memory(), disk_is_ram, "a member on disk");
+    v.rebuild(&|_, _| {}, Default::default()).unwrap();
+    read_back(v.as_ref(), 4096, &data, "rebuilt onto disk");
+    v.close().unwrap();
+
+    let opts = CreateOptions { level: Level::Raid5, members: Some(4), member_size: Some(4 << 20), unit: 16 << 10, block: 4096, force: false, assume_clean: false };
+    let journal = disk.path().join("journal.img");
+    let dir = shm.path().join("b");
+    Array::create_journaled(&ArraySpec::Dir(dir.clone()), &opts, Some((journal.as_path(), 8 << 20))).unwrap().close().unwrap();
+    let v = open(dir.to_str().unwrap(), true).unwrap();
+    assert_eq!(v.in_memory(), disk_is_ram, "the journal on disk");
+    v.close().unwrap();
+}
