@@ -80,7 +80,7 @@ pub trait Member: Send + Sync {
     }
 }
 
-fn range_check(what: &str, size: u64, offset: u64, len: usize) -> io::Result<()> {
+fn range_check(what: &dyn std::fmt::Display, size: u64, offset: u64, len: usize) -> io::Result<()> {
     match offset.checked_add(len as u64) {
         Some(end) if end <= size => Ok(()),
         _ => Err(io::Error::new(
@@ -299,7 +299,7 @@ impl Member for FileMember {
         self.size
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        range_check(&self.describe(), self.size, offset, buf.len())?;
+        range_check(&self.path.display(), self.size, offset, buf.len())?;
         match &self.map {
             Some(m) => {
                 m.read(buf, offset);
@@ -309,7 +309,7 @@ impl Member for FileMember {
         }
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        range_check(&self.describe(), self.size, offset, buf.len())?;
+        range_check(&self.path.display(), self.size, offset, buf.len())?;
         match &self.map {
             Some(m) => {
                 m.write(buf, offset);
@@ -321,7 +321,7 @@ impl Member for FileMember {
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
         let Some(m) = &self.map else { return self.write_at(&parts.concat(), offset) };
         let len = parts.iter().map(|p| p.len()).sum();
-        range_check(&self.describe(), self.size, offset, len)?;
+        range_check(&self.path.display(), self.size, offset, len)?;
         let mut at = offset;
         for p in parts {
             m.write(p, at);

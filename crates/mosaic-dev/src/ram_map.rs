@@ -7,7 +7,7 @@
 //! `mosaic serve`'s time.  Mapped, each is one copy.
 //!
 //! ```text
-//!   FileMember on tmpfs ── open: fallocate the whole file ── mmap(MAP_SHARED)
+//!   FileMember on tmpfs ── open: fallocate the whole file ── mmap(MAP_SHARED | MAP_POPULATE)
 //!        read_at / write_at ── range check ── memcpy to / from the mapping
 //!        flush              ── nothing (tmpfs has nothing to write back)
 //! ```
@@ -29,7 +29,7 @@
 
 use std::fs::File;
 
-use memmap2::MmapRaw;
+use memmap2::{MmapOptions, MmapRaw};
 
 /// A whole file mapped shared, read and written by copies.
 pub(crate) struct RamMap {
@@ -49,7 +49,8 @@ impl RamMap {
         if size == 0 || usize::try_from(size).is_err() || !allocate(file, size) {
             return None;
         }
-        let map = MmapRaw::map_raw(file).ok()?;
+        // Page tables filled now, not by a fault at each page's first use.
+        let map = MmapOptions::new().populate().map_raw(file).ok()?;
         (map.len() as u64 == size).then_some(RamMap { map })
     }
 
