@@ -70,6 +70,10 @@ pub struct ArrayBenchArgs {
     /// Skip the 1 MiB sequential workload (profiling the small-write path)
     #[arg(long)]
     pub random_only: bool,
+    /// Writers at once, each its own thread (a comma list measures each:
+    /// `--threads 1,2,4` for the scaling table)
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Vec<u16>,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -123,23 +127,50 @@ fn encode(a: EncodeArgs) -> Result<i32> {
 struct ArrayBenchRow {
     layout: String,
     workload: String,
+    threads: u16,
     array_per_sec: f64,
     reference_per_sec: f64,
     ratio: f64,
     unit: &'static str,
 }
 
-/// Run `f` repeatedly for about `dur`; return operations per second.
-fn rate(dur: Duration, mut f: impl FnMut(u64) -> Result<()>) -> Result<f64> {
+/// Run `f(thread, i)` from `threads` threads at once, each for about
+/// `dur`; return operations per second, all threads together.
+fn rate(dur: Duration, threads: u16, f: impl Fn(u16, u64) -> Result<()> + Sync) -> Result<f64> {
     let t0 = Instant::now();
-    let mut n = 0u64;
-    while t0.elapsed() < dur {
-        for _ in 0..64 {
-            f(n)?;
-            n += 1;
-        }
-    }
+    let counts: Vec<Result<u64>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let f = &f;
+                s.spawn(move || {
+                    // At least one batch, even from a thread that starts late.
+                    let mut n = 0u64;
+                    loop {
+                        for _ in 0..64 {
+                            f(t, n)?;
+                            n += 1;
+                        }
+                        if t0.elapsed() >= dur {
+                            return Ok(n);
+                        }
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a benchmark thread panicked")))).collect()
+    });
+    let n: u64 = counts.into_iter().sum::<Result<u64>>()?;
     Ok(n as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Block `i` of thread `t`'s random sequence over `blocks` blocks (a
+/// splitmix64 step: a few instructions, so the single device's rate is
+/// not the generator's).
+fn random_block(t: u16, i: u64, blocks: u64) -> u64 {
+    let mut z = (((t as u64) << 48) ^ i).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % blocks
 }
 
 fn array(a: ArrayBenchArgs) -> Result<i32> {
@@ -163,47 +194,35 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
             arr.write(off, &warm[..n])?;
             reference.write_at(&warm[..n], off)?;
         }
-
         let blocks = cap / 4096;
         let buf4k = vec![0x5au8; 4096];
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let arr_iops = rate(dur, |_| Ok(arr.write(rng.gen_range(0..blocks) * 4096, &buf4k)?))?;
-        let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let ref_iops = rate(dur, |_| Ok(reference.write_at(&buf4k, rng.gen_range(0..blocks) * 4096)?))?;
-        rows.push(ArrayBenchRow {
-            layout: name.clone(),
-            workload: "4 KiB random write".into(),
-            array_per_sec: arr_iops,
-            reference_per_sec: ref_iops,
-            ratio: arr_iops / ref_iops,
-            unit: "IOPS",
-        });
-
-        if a.random_only {
-            continue;
-        }
         let buf1m = vec![0xa5u8; 1 << 20];
+        // Each thread writes its own run of whole MiBs, in turn.
         let mibs = cap >> 20;
-        let arr_mbs = rate(dur, |i| Ok(arr.write((i % mibs) << 20, &buf1m)?))?;
-        let ref_mbs = rate(dur, |i| Ok(reference.write_at(&buf1m, (i % mibs) << 20)?))?;
-        rows.push(ArrayBenchRow {
-            layout: name,
-            workload: "1 MiB sequential write".into(),
-            array_per_sec: arr_mbs,
-            reference_per_sec: ref_mbs,
-            ratio: arr_mbs / ref_mbs,
-            unit: "MiB/s",
-        });
+        for &threads in &a.threads {
+            let arr_iops = rate(dur, threads, |t, i| Ok(arr.write(random_block(t, i, blocks) * 4096, &buf4k)?))?;
+            let ref_iops = rate(dur, threads, |t, i| Ok(reference.write_at(&buf4k, random_block(t, i, blocks) * 4096)?))?;
+            let row = |workload: &str, a: f64, r: f64, unit| ArrayBenchRow { layout: name.clone(), workload: workload.into(), threads, array_per_sec: a, reference_per_sec: r, ratio: a / r, unit };
+            rows.push(row("4 KiB random write", arr_iops, ref_iops, "IOPS"));
+            if a.random_only {
+                continue;
+            }
+            let at = |t: u16, i: u64| ((t as u64 * mibs / threads as u64 + i) % mibs) << 20;
+            let arr_mbs = rate(dur, threads, |t, i| Ok(arr.write(at(t, i), &buf1m)?))?;
+            let ref_mbs = rate(dur, threads, |t, i| Ok(reference.write_at(&buf1m, at(t, i))?))?;
+            rows.push(row("1 MiB sequential write", arr_mbs, ref_mbs, "MiB/s"));
+        }
     }
     if a.json {
         print_json(&rows)?;
         return Ok(0);
     }
-    let mut t = vec![vec!["layout".into(), "workload".into(), "array".into(), "single device".into(), "ratio".into()]];
+    let mut t = vec![vec!["layout".into(), "workload".into(), "threads".into(), "array".into(), "single device".into(), "ratio".into()]];
     for r in &rows {
         t.push(vec![
             r.layout.clone(),
             r.workload.clone(),
+            r.threads.to_string(),
             format!("{:.0} {}", r.array_per_sec, r.unit),
             format!("{:.0} {}", r.reference_per_sec, r.unit),
             format!("{:.3}", r.ratio),
@@ -301,4 +320,39 @@ fn replay(a: ReplayBenchArgs) -> Result<i32> {
         println!("  ratio (wall)                {:>10.3}", out.ratio);
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Every thread writes, the rate counts all of them, and an error in
+    /// one thread is the benchmark's error.
+    #[test]
+    fn rate_runs_every_thread_and_counts_all() {
+        let calls: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+        let t0 = Instant::now();
+        let r = rate(Duration::from_millis(30), 3, |t, _| {
+            calls[t as usize].fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+        let total: u64 = calls.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert!(calls.iter().all(|c| c.load(Ordering::Relaxed) >= 64), "each thread ran: {calls:?}");
+        let measured = total as f64 / t0.elapsed().as_secs_f64();
+        assert!(r >= measured * 0.99, "the rate counts every thread's operations: {r} < {measured}");
+        let e = rate(Duration::from_millis(5), 2, |t, i| if t == 1 && i == 3 { anyhow::bail!("device gone") } else { Ok(()) }).unwrap_err();
+        assert_eq!(e.to_string(), "device gone");
+    }
+
+    #[test]
+    fn random_blocks_stay_inside_and_differ_by_thread() {
+        let a: Vec<u64> = (0..1000).map(|i| random_block(0, i, 777)).collect();
+        let b: Vec<u64> = (0..1000).map(|i| random_block(1, i, 777)).collect();
+        assert!(a.iter().chain(&b).all(|&x| x < 777));
+        assert_ne!(a, b);
+        let distinct: std::collections::BTreeSet<u64> = a.iter().copied().collect();
+        assert!(distinct.len() > 500, "spread over the device: {}", distinct.len());
+    }
 }
