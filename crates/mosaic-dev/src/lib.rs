@@ -21,7 +21,7 @@ pub mod zoned_blk;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -225,16 +225,11 @@ impl Member for Device {
 /// A regular file or a block device.
 #[derive(Debug)]
 pub struct FileMember {
-    file: File,
+    /// Its I/O: mapped on a RAM file system ([`ram_map`]).
+    io: ram_map::FileIo,
     path: PathBuf,
     size: u64,
     block_device: bool,
-    /// On tmpfs or ramfs: fdatasync has nothing to write back there, so
-    /// `flush` makes no system call (looked up once, at open).
-    ram_fs: bool,
-    /// A file on a RAM file system is read and written through a mapping
-    /// ([`ram_map`]), when it could be allocated and mapped.
-    map: Option<ram_map::RamMap>,
 }
 
 impl FileMember {
@@ -267,9 +262,7 @@ impl FileMember {
     /// The member over an opened `file` of `size` bytes: mapped when it is
     /// a regular file on a RAM file system.
     fn with(file: File, path: &Path, size: u64, block_device: bool) -> FileMember {
-        let ram_fs = on_ram_fs(&file);
-        let map = if ram_fs && !block_device { ram_map::RamMap::new(&file, size) } else { None };
-        FileMember { file, path: path.to_path_buf(), size, block_device, ram_fs, map }
+        FileMember { io: ram_map::FileIo::new(file, size, !block_device), path: path.to_path_buf(), size, block_device }
     }
 
     pub fn path(&self) -> &Path {
@@ -278,12 +271,12 @@ impl FileMember {
 
     /// Whether reads and writes go through a mapping (see [`ram_map`]).
     pub fn is_mapped(&self) -> bool {
-        self.map.is_some()
+        self.io.is_mapped()
     }
 
     /// Take the array lock ([`lock_file`]) on this handle, for its life.
     pub fn lock(&self, exclusive: bool) -> io::Result<()> {
-        lock_file(&self.file, &self.path, exclusive)
+        lock_file(self.io.file(), &self.path, exclusive)
     }
 
     pub fn is_block_device(&self) -> bool {
@@ -300,43 +293,21 @@ impl Member for FileMember {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         range_check(&self.path.display(), self.size, offset, buf.len())?;
-        match &self.map {
-            Some(m) => {
-                m.read(buf, offset);
-                Ok(())
-            }
-            None => self.file.read_exact_at(buf, offset),
-        }
+        self.io.read_exact_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         range_check(&self.path.display(), self.size, offset, buf.len())?;
-        match &self.map {
-            Some(m) => {
-                m.write(buf, offset);
-                Ok(())
-            }
-            None => self.file.write_all_at(buf, offset),
-        }
+        self.io.write_all_at(buf, offset)
     }
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        let Some(m) = &self.map else { return self.write_at(&parts.concat(), offset) };
-        let len = parts.iter().map(|p| p.len()).sum();
-        range_check(&self.path.display(), self.size, offset, len)?;
-        let mut at = offset;
-        for p in parts {
-            m.write(p, at);
-            at += p.len() as u64;
-        }
-        Ok(())
+        range_check(&self.path.display(), self.size, offset, parts.iter().map(|p| p.len()).sum())?;
+        self.io.write_parts_at(parts, offset)
     }
     fn flush(&self) -> io::Result<()> {
-        if self.ram_fs {
-            return Ok(());
-        }
-        self.file.sync_data()
+        self.io.sync_data()
     }
     fn cheap_flush(&self) -> bool {
-        self.ram_fs
+        self.io.ram_fs()
     }
 }
 
@@ -481,6 +452,7 @@ impl Member for FaultyMember {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn file_member_round_trip_and_bounds() {

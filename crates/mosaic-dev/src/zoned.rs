@@ -29,7 +29,7 @@
 //! pointers, with checked arithmetic) before use: a damaged file is a clear
 //! error, never a panic (`tests/nopanic.rs`, fuzz target `zoned_header`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,8 @@ struct State {
 /// A zoned drive emulated on a file.
 #[derive(Debug)]
 pub struct ZonedFile {
-    file: File,
+    /// Its I/O: mapped on a RAM file system ([`crate::ram_map`]).
+    io: crate::ram_map::FileIo,
     path: PathBuf,
     zone_size: u64,
     zones: u64,
@@ -190,9 +191,10 @@ impl ZonedFile {
         };
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         file.set_len(len)?;
+        let io = crate::ram_map::FileIo::new(file, len, true);
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
         let wps = (0..zones).map(|z| z * zone_size).collect();
-        let d = ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) };
+        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) };
         d.persist(&d.state.lock())?;
         Ok(d)
     }
@@ -209,7 +211,8 @@ impl ZonedFile {
             return Err(bad(path, format!("file of {size} bytes is shorter than its {zones} zones of {zone_size} bytes")));
         }
         let (wps, conds) = (hd.write_pointers, hd.conditions);
-        Ok(ZonedFile { file, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) })
+        let io = crate::ram_map::FileIo::new(file, size, true);
+        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) })
     }
 
     pub fn zone_size(&self) -> u64 {
@@ -294,8 +297,8 @@ impl ZonedFile {
         }
         let mut h = frame::encode(KIND_ZONED_HEADER, 0, &p);
         h.resize(HEADER as usize, 0);
-        self.file.write_all_at(&h, 0)?;
-        self.file.sync_data()
+        self.io.write_all_at(&h, 0)?;
+        self.io.sync_data()
     }
 }
 
@@ -311,7 +314,7 @@ impl Member for ZonedFile {
         if end.is_none() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: read at {offset}+{} beyond the drive", self.path.display(), buf.len())));
         }
-        self.file.read_exact_at(buf, HEADER + offset)?;
+        self.io.read_exact_at(buf, HEADER + offset)?;
         // Above a sequential zone's write pointer a drive returns zeros.
         let st = self.state.lock();
         let mut pos = offset;
@@ -338,7 +341,7 @@ impl Member for ZonedFile {
             if offset + len > (z + 1) * self.zone_size && offset + len > self.conventional * self.zone_size {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} runs from conventional into sequential zones", self.path.display())));
             }
-            return self.file.write_all_at(buf, HEADER + offset);
+            return self.io.write_all_at(buf, HEADER + offset);
         }
         let mut st = self.state.lock();
         let (wp, zend) = (st.wps[z as usize], (z + 1) * self.zone_size);
@@ -351,7 +354,7 @@ impl Member for ZonedFile {
         if offset + len > zend {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}: write at {offset}+{len} crosses the zone end {zend}", self.path.display())));
         }
-        self.file.write_all_at(buf, HEADER + offset)?;
+        self.io.write_all_at(buf, HEADER + offset)?;
         st.wps[z as usize] = offset + len;
         st.conds[z as usize] = if offset + len == zend {
             ZoneCond::Full
@@ -363,11 +366,11 @@ impl Member for ZonedFile {
         Ok(())
     }
     fn flush(&self) -> io::Result<()> {
-        self.file.sync_data()?;
+        self.io.sync_data()?;
         self.persist(&self.state.lock())
     }
     fn cheap_flush(&self) -> bool {
-        crate::on_ram_fs(&self.file)
+        self.io.ram_fs()
     }
 }
 
@@ -377,11 +380,19 @@ mod tests {
 
     const ZS: u64 = 64 << 10;
 
+    /// On disk and on the RAM file system (mapped): the same rules.
     #[test]
     fn write_pointer_rules_and_zone_commands() {
-        let dir = tempfile::tempdir().unwrap();
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        for dir in [tempfile::tempdir().unwrap(), shm] {
+            write_pointer_rules_and_zone_commands_in(&dir);
+        }
+    }
+
+    fn write_pointer_rules_and_zone_commands_in(dir: &tempfile::TempDir) {
         let d = ZonedFile::create(&dir.path().join("z"), ZS, 8, 2).unwrap();
         assert_eq!(d.size(), 8 * ZS);
+        assert_eq!(d.io.is_mapped(), dir.path().starts_with("/dev/shm"));
         // Conventional zones take random writes.
         d.write_at(&[1u8; 4096], 8192).unwrap();
         d.write_at(&[2u8; 4096], 0).unwrap();
@@ -418,9 +429,16 @@ mod tests {
         assert!(d.reset_zone(99).is_err());
     }
 
+    /// On disk and on the RAM file system (mapped): the same rules.
     #[test]
     fn write_pointers_survive_reopen_after_flush() {
-        let dir = tempfile::tempdir().unwrap();
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        for dir in [tempfile::tempdir().unwrap(), shm] {
+            write_pointers_survive_reopen_after_flush_in(&dir);
+        }
+    }
+
+    fn write_pointers_survive_reopen_after_flush_in(dir: &tempfile::TempDir) {
         let p = dir.path().join("z");
         {
             let d = ZonedFile::create(&p, ZS, 4, 1).unwrap();
