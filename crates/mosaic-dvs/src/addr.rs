@@ -62,12 +62,22 @@ pub struct DvsConfig {
     /// half each, as arrays made before this field did).
     #[serde(default)]
     pub journal_bytes: u64,
+    /// The journal is a ring of segments retired piecewise (the records
+    /// of destaged SSGs dropped, [`crate::meta::MetaState::retire`]), not
+    /// retired whole by destaging the whole cache.  Absent (false) in
+    /// arrays made before it: their journal keeps the old layout.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub journal_ring: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl DvsConfig {
     /// A config for `members` zoned drives of `zones` zones of `zone_size`.
     pub fn new(members: usize, parity: usize, chunk: u64, zone_size: u64, zones: u64, conventional: u64) -> DvsConfig {
-        DvsConfig { members, parity, chunk, zone_size, zones, conventional, block: 512, spare: 1, op_pct: 20, cache_chunks: 0, journal_bytes: 0 }
+        DvsConfig { members, parity, chunk, zone_size, zones, conventional, block: 512, spare: 1, op_pct: 20, cache_chunks: 0, journal_bytes: 0, journal_ring: false }
     }
 }
 

@@ -21,7 +21,9 @@
 //! a journal in the conventional zones of k + 1 members and held (as
 //! blocks) in the block-counted write cache, destaged by the cache policy,
 //! and replayed into the cache on open.  Destaging the whole cache retires the journal (a log
-//! record names the first live journal record).
+//! record names the first live journal record); a ring journal
+//! (`journal_ring`) is retired piecewise instead: the SSG holding its
+//! oldest live record is destaged and the segments left dead are reused.
 //!
 //! On open:
 //!
@@ -83,6 +85,9 @@ mod held;
 mod spare;
 use held::Held;
 pub use spare::SpareInfo;
+
+/// A decoded journal record: (seq, offset, data, bytes it takes).
+type JournalRec = (u64, u64, Vec<u8>, usize);
 
 /// A host-managed zoned member device.
 pub trait ZonedMember: Send + Sync {
@@ -708,6 +713,21 @@ impl DvsArray {
             areas.push(read_one(&self.exec, m, self.ml.journal_start, l)?);
         }
         let find = |v: u64, want: u64| areas.iter().find_map(|j| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want));
+        let recs = if self.meta.ring() { self.ring_records(&find) } else { self.lane_records(&find) };
+        let first = self.meta.jseq;
+        for (i, (off, data)) in recs.into_iter().enumerate() {
+            self.meta.jseq += 1;
+            let r = self.cache_write(off, &data, Some(first + i as u64));
+            self.poison(r)?;
+        }
+        Ok(())
+    }
+
+    /// The live records of a journal retired whole: from the first lane's
+    /// start, the next lane's start tried when the rest of a lane holds
+    /// none.  Sets the next record's position.
+    fn lane_records(&mut self, find: &dyn Fn(u64, u64) -> Option<JournalRec>) -> Vec<(u64, Vec<u8>)> {
+        let l = self.meta.lane_len();
         let (mut v, mut recs) = (0u64, Vec::new());
         loop {
             let want = self.meta.jseq + recs.len() as u64;
@@ -724,12 +744,54 @@ impl DvsArray {
             recs.push((rec.1, rec.2));
         }
         self.meta.jpos = self.ml.journal_start + v;
-        for (off, data) in recs {
-            self.meta.jseq += 1;
-            let r = self.cache_write(off, &data);
-            self.poison(r)?;
+        recs
+    }
+
+    /// The live records of a ring journal: the first (`journal_from`) at
+    /// the start of whichever segment holds it, then in sequence, the
+    /// next segment's start tried when the rest of one holds none.  Sets
+    /// the next record's position and the segments in use.
+    fn ring_records(&mut self, find: &dyn Fn(u64, u64) -> Option<JournalRec>) -> Vec<(u64, Vec<u8>)> {
+        let nsegs = self.meta.nsegs();
+        let st = &mut self.meta;
+        let first = (0..nsegs).find(|&s| find(st.seg_start(s), st.jseq).is_some());
+        let Some(first) = first else {
+            st.jpos = st.ml.journal_start;
+            st.segs = [(0, st.jseq)].into();
+            return Vec::new();
+        };
+        st.segs = [(first, st.jseq)].into();
+        let (mut v, mut recs) = (st.seg_start(first), Vec::new());
+        loop {
+            let want = st.jseq + recs.len() as u64;
+            let head = st.segs.back().map_or(first, |x| x.0);
+            let next = (head + 1) % nsegs.max(1);
+            let rec = match find(v, want) {
+                Some(r) => r,
+                None if next != first && v != st.seg_start(head) => match find(st.seg_start(next), want) {
+                    Some(r) => {
+                        v = st.seg_start(next);
+                        r
+                    }
+                    None => break,
+                },
+                None => break,
+            };
+            let s = st.seg_of(v);
+            if s != head {
+                st.segs.push_back((s, want));
+            }
+            v += rec.3 as u64;
+            recs.push((rec.1, rec.2));
         }
-        Ok(())
+        st.jpos = st.ml.journal_start + v;
+        recs
+    }
+
+    /// Segments of a ring journal holding records since the oldest live
+    /// one (1 when retired whole; 0 without a ring).
+    pub fn journal_segments(&self) -> usize {
+        self.meta.segs.len()
     }
 
     pub fn geo(&self) -> &Geo {
@@ -783,15 +845,15 @@ impl DvsArray {
         self.check_ok()?;
         self.geo.check(offset, data.len() as u64)?;
         if self.geo.cfg.cache_chunks == 0 {
-            return self.cache_write(offset, data);
+            return self.cache_write(offset, data, None);
         }
         // Journal pieces small enough to fit the journal many times over.
         let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         for (i, piece) in data.chunks(max).enumerate() {
             let off = offset + (i * max) as u64;
             let r = self.journal(off, piece);
-            self.poison(r)?;
-            self.cache_write(off, piece)?;
+            let seq = self.poison(r)?;
+            self.cache_write(off, piece, Some(seq))?;
         }
         Ok(())
     }
@@ -820,9 +882,9 @@ impl DvsArray {
             }
             let n = rest.iter().take_while(|w| !w.1.is_empty() && w.1.len() <= max).count();
             let r = self.journal_group(&rest[..n]);
-            let n = self.poison(r)?;
-            for &(offset, data) in &rest[..n] {
-                self.cache_write(offset, data)?;
+            let (n, first) = self.poison(r)?;
+            for (i, &(offset, data)) in rest[..n].iter().enumerate() {
+                self.cache_write(offset, data, Some(first + i as u64))?;
             }
             rest = &rest[n..];
         }
@@ -830,39 +892,40 @@ impl DvsArray {
     }
 
     /// The journal records of the first requests of `group` that fit
-    /// (at least one; the whole cache is destaged first when not even
-    /// that one fits), written as one metadata write: how many.
-    fn journal_group(&mut self, group: &[(u64, &[u8])]) -> Result<usize, DvsError> {
+    /// (at least one; room is made first when not even that one fits,
+    /// [`DvsArray::journal_room`]), written as one metadata write: how
+    /// many, and the first one's sequence number.
+    fn journal_group(&mut self, group: &[(u64, &[u8])]) -> Result<(usize, u64), DvsError> {
         let first = journal_record_len(group[0].1.len() as u64);
-        if !self.meta.journal_fits(first) {
-            self.destage_all()?;
-        }
-        let (mut bytes, mut at, mut lane, mut n) = (Vec::new(), None, 0, 0);
+        self.journal_room(first)?;
+        let seq0 = self.meta.jseq;
+        let (mut bytes, mut at, mut lane, mut n, mut end) = (Vec::new(), None, 0, 0, 0);
         for &(offset, data) in group {
             let len = journal_record_len(data.len() as u64);
-            // A group is one write: it stops where a lane does.
-            if n > 0 && self.meta.journal_place(len).map(|v| self.meta.lane_of(v)) != Some(lane) {
+            // A group is one write: it stops where a lane or a segment does.
+            let place = self.meta.journal_place(len);
+            if n > 0 && (place != Some(end) || place.map(|v| self.meta.lane_of(v)) != Some(lane)) {
                 break;
             }
             let (jseq, off, l) = self.meta.take_journal(len);
             at.get_or_insert(off);
             lane = l;
+            end = self.meta.jpos - self.ml.journal_start;
             bytes.extend_from_slice(&encode_journal(jseq, offset, data));
             n += 1;
         }
         self.write_journal(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes }, lane)?;
-        Ok(n)
+        Ok((n, seq0))
     }
 
     /// Append a journal record on every working member (after destaging
     /// the whole cache when the journal is full).
-    fn journal(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+    fn journal(&mut self, offset: u64, data: &[u8]) -> Result<u64, DvsError> {
         let len = journal_record_len(data.len() as u64);
-        if !self.meta.journal_fits(len) {
-            self.destage_all()?;
-        }
+        self.journal_room(len)?;
         let (jseq, offset_in_meta, lane) = self.meta.take_journal(len);
-        self.write_journal(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) }, lane)
+        self.write_journal(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) }, lane)?;
+        Ok(jseq)
     }
 
     /// Write journal records `w` to the members of journal lane `lane`
@@ -871,6 +934,29 @@ impl DvsArray {
     fn write_journal(&self, w: MetaWrite, lane: usize) -> Result<(), DvsError> {
         let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
         self.run(&program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members })).map(drop)
+    }
+
+    /// Make room in the journal for a record of `len` bytes: a ring's
+    /// oldest live records destaged and their segments retired
+    /// ([`MetaState::room_jobs`]); else (or when that is not enough) the
+    /// whole cache destaged and the journal retired.
+    fn journal_room(&mut self, len: u64) -> Result<(), DvsError> {
+        if self.meta.journal_fits(len) {
+            return Ok(());
+        }
+        if self.meta.ring() {
+            let jobs = self.meta.room_jobs(&mut self.dvs, len)?;
+            for j in &jobs {
+                self.run_job(j)?;
+            }
+            if let Some(w) = self.meta.retire()? {
+                self.write_meta(w)?;
+            }
+        }
+        if !self.meta.journal_fits(len) {
+            self.destage_all()?;
+        }
+        Ok(())
     }
 
     /// Destage every cached chunk, then retire the journal.
@@ -887,7 +973,9 @@ impl DvsArray {
     }
 
     /// Into the write cache; run the destage and GC jobs that causes.
-    fn cache_write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+    /// `seq`: the journal record carrying it (a ring notes its SSGs live
+    /// once the write is in the cache).
+    fn cache_write(&mut self, offset: u64, data: &[u8], seq: Option<u64>) -> Result<(), DvsError> {
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
             let piece = &data[off as usize..(off + b - a) as usize];
@@ -897,6 +985,10 @@ impl DvsArray {
         }
         let r = self.dvs.write(offset, data.len() as u64, 0);
         let (fg, bg) = self.poison(r)?;
+        self.meta.prune(&self.dvs.cache);
+        if let Some(seq) = seq {
+            self.meta.note_write(seq, offset, data.len() as u64);
+        }
         for j in fg.iter().chain(&bg) {
             let r = self.run_job(j);
             self.poison(r)?;

@@ -65,7 +65,8 @@ pub fn journal_for_cache(cache_chunks: u64, chunk: u64, block: u64) -> u64 {
 fn fewest_conventional(s: &CreateSpec, zones: u64, journal: u64, below: u64) -> Result<DvsConfig, DvsError> {
     let mut last = None;
     for conv in 1..below {
-        let cfg = DvsConfig { block: s.block, cache_chunks: s.cache_chunks, journal_bytes: journal, ..DvsConfig::new(s.members, s.parity, s.chunk, s.zone_size, zones, conv) };
+        let ring = s.cache_chunks > 0;
+        let cfg = DvsConfig { block: s.block, cache_chunks: s.cache_chunks, journal_bytes: journal, journal_ring: ring, ..DvsConfig::new(s.members, s.parity, s.chunk, s.zone_size, zones, conv) };
         match Geo::new(cfg.clone()).and_then(|g| MetaLayout::new(&g).map(|_| ())) {
             Ok(()) => return Ok(cfg),
             Err(e) => last = Some(e),

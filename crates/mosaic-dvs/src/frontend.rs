@@ -195,6 +195,28 @@ impl DvsFrontend {
         Ok(out)
     }
 
+    /// Room in the journal for a record of `rl` bytes, as the real array
+    /// makes it: a ring's oldest live records destaged and its dead
+    /// segments retired; else (or when not enough) the whole cache.
+    fn journal_room(&mut self, rl: u64) -> Result<Program, DvsError> {
+        let mut pre = Program::default();
+        let Some(st) = self.meta.as_mut() else { return Ok(pre) };
+        if st.journal_fits(rl) {
+            return Ok(pre);
+        }
+        if st.ring() {
+            let jobs = st.room_jobs(&mut self.dvs, rl)?;
+            pre.append(self.jobs(&jobs)?);
+            if let Some(w) = self.meta.as_mut().map(|st| st.retire()).transpose()?.flatten() {
+                pre.append(meta(self.meta_of(w.offset, w.bytes.len())));
+            }
+        }
+        if !self.meta.as_ref().is_some_and(|st| st.journal_fits(rl)) {
+            pre.append(self.flush_all()?);
+        }
+        Ok(pre)
+    }
+
     /// Largest write piece one journal record holds (the real array's rule).
     fn journal_piece(&self, ml: &MetaLayout) -> u64 {
         let b = self.dvs.geo.block;
@@ -218,17 +240,20 @@ impl DvsFrontend {
         while pos < len {
             let n = (len - pos).min(max);
             let rl = journal_record_len(n);
-            let mut pre = Program::default();
-            if !self.meta.as_ref().is_some_and(|st| st.journal_fits(rl)) {
-                pre.append(self.flush_all()?);
-            }
+            let mut pre = self.journal_room(rl)?;
+            let mut seq = None;
             if let Some(st) = self.meta.as_mut() {
-                let (_, at, lane) = st.take_journal(rl);
+                let (s, at, lane) = st.take_journal(rl);
+                seq = Some(s);
                 let mut m = self.meta_of(at, rl as usize);
                 m.members = crate::meta::journal_members(m.members, self.dvs.geo.k, lane);
                 pre.append(meta(m));
             }
             let (f, b) = self.dvs.write(offset + pos, n, now_ns)?;
+            if let (Some(st), Some(s)) = (self.meta.as_mut(), seq) {
+                st.prune(&self.dvs.cache);
+                st.note_write(s, offset + pos, n);
+            }
             let s = self.staged(&f, &b, now_ns, pre)?;
             fg.append(s.0);
             bg.extend(s.1);

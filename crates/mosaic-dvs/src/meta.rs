@@ -58,6 +58,7 @@
 //! `tests/nopanic.rs` and the `dvs_meta` fuzz target hold them to it.
 
 use mosaic_format::frame::{self, KIND_DVS_CHECKPOINT, KIND_DVS_LOG};
+use std::collections::{BTreeMap, VecDeque};
 use mosaic_format::journal::{self, Entry};
 use mosaic_map::ledger::{self, Ledger, LedgerLayout};
 use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
@@ -73,6 +74,9 @@ use mosaic_core::MemberState;
 pub const LABEL_KIND: &str = "dvs";
 /// The largest write piece one journal record carries.
 const MAX_JOURNAL_PIECE: u64 = 16 << 20;
+/// Segments per lane of a ring journal, at most (each holds at least
+/// four one-block records).
+const MAX_JOURNAL_SEGS: u64 = 16;
 
 /// The role a hot spare's label names (as fixed arrays' superblocks do).
 pub const ROLE_SPARE: &str = "spare";
@@ -176,10 +180,22 @@ pub struct MetaLayout {
     pub journal_end: u64,
     /// Bytes of every label write ([`label_write_len`]).
     pub label_len: u64,
+    /// Segments per journal lane of a ring journal (`journal_ring`; 0:
+    /// the journal is retired whole).
+    pub jsegs: u64,
 }
 
 impl MetaLayout {
     pub fn new(geo: &Geo) -> Result<MetaLayout, DvsError> {
+        let mut ml = MetaLayout::areas(geo)?;
+        let lane = ml.journal_end - ml.journal_start;
+        if geo.cfg.journal_ring && lane > 0 {
+            ml.jsegs = (lane / journal_record_len(geo.block).saturating_mul(4)).clamp(1, MAX_JOURNAL_SEGS);
+        }
+        Ok(ml)
+    }
+
+    fn areas(geo: &Geo) -> Result<MetaLayout, DvsError> {
         // The configuration comes from a label: check before multiplying.
         let Some(area) = geo.cfg.conventional.checked_mul(geo.cfg.zone_size) else {
             return Err(DvsError::Geometry(format!("{} conventional zones of {} bytes overflow", geo.cfg.conventional, geo.cfg.zone_size)));
@@ -207,17 +223,17 @@ impl MetaLayout {
         }
         let log_start = LABEL_AREA + 2 * slot;
         if jbytes > 0 {
-            return Ok(MetaLayout { slot, log_start, log_end: rest, journal_start: rest, journal_end: area, label_len });
+            return Ok(MetaLayout { slot, log_start, log_end: rest, journal_start: rest, journal_end: area, label_len, jsegs: 0 });
         }
         if geo.cfg.cache_chunks == 0 {
-            return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area, label_len });
+            return Ok(MetaLayout { slot, log_start, log_end: area, journal_start: area, journal_end: area, label_len, jsegs: 0 });
         }
         // Log and journal share what the checkpoints leave, half each.
         let mid = log_start + (area - log_start) / 2 / 4096 * 4096;
         if mid - log_start < 4096 {
             return Err(DvsError::Geometry("no room for a write-cache journal: use more conventional zones".into()));
         }
-        Ok(MetaLayout { slot, log_start, log_end: mid, journal_start: mid, journal_end: area, label_len })
+        Ok(MetaLayout { slot, log_start, log_end: mid, journal_start: mid, journal_end: area, label_len, jsegs: 0 })
     }
     pub fn slot_offset(&self, i: u64) -> u64 {
         LABEL_AREA + (i % 2) * self.slot
@@ -237,7 +253,17 @@ impl MetaLayout {
     /// its twin split writes alike).
     pub fn journal_piece(&self, block: u64) -> u64 {
         let b = block.max(1);
-        ((self.journal_end - self.journal_start) / 4).min(MAX_JOURNAL_PIECE) / b * b
+        let piece = ((self.journal_end - self.journal_start) / 4).min(MAX_JOURNAL_PIECE) / b * b;
+        if self.jsegs == 0 {
+            return piece;
+        }
+        // A ring's record fits one segment.
+        let room = self.seg_len().saturating_sub(journal_record_len(0)) / b * b;
+        piece.min(room)
+    }
+    /// Bytes of one segment of a ring journal (0 without one).
+    pub fn seg_len(&self) -> u64 {
+        (self.journal_end - self.journal_start).checked_div(self.jsegs).unwrap_or(0) / 4096 * 4096
     }
 }
 
@@ -609,6 +635,13 @@ pub struct MetaState {
     pub jpos: u64,
     pub jseq: u64,
     pub lanes: u64,
+    /// A ring journal's segments in use, oldest first: (segment, sequence
+    /// number of the record at its start).  The oldest one's is the
+    /// logged `journal_from`.
+    pub segs: VecDeque<(u64, u64)>,
+    /// A ring journal's SSGs holding cached blocks: the oldest record
+    /// written to each since it was last destaged.
+    pub live: BTreeMap<u32, u64>,
     /// The event counter of the labels ([`MetaState::bump_events`]).
     pub events: u64,
 }
@@ -618,7 +651,8 @@ impl MetaState {
     /// journal, its records from `jseq`.
     pub fn new(ml: MetaLayout, durable: Tables, ledger: Ledger, jseq: u64) -> MetaState {
         let lanes = journal_lanes(durable.geo.n, durable.geo.k) as u64;
-        MetaState { ml, durable, ledger, jpos: ml.journal_start, jseq, lanes, events: 0 }
+        let segs = if ml.jsegs > 0 { VecDeque::from([(0, jseq)]) } else { VecDeque::new() };
+        MetaState { ml, durable, ledger, jpos: ml.journal_start, jseq, lanes, segs, live: BTreeMap::new(), events: 0 }
     }
 
     /// The state of a newly created array holding `durable`, and the
@@ -667,15 +701,119 @@ impl MetaState {
     }
 
     /// Where a journal record of `len` bytes goes after the last one (a
-    /// position in the lanes laid end to end; the next lane when the rest
-    /// of this one is too short), or None when the journal is full.
+    /// position in the lanes laid end to end; the next lane, or a ring's
+    /// next segment, when the rest of this one is too short), or None
+    /// when the journal is full.
     pub fn journal_place(&self, len: u64) -> Option<u64> {
+        if self.ml.jsegs > 0 {
+            return self.ring_place(len, 0);
+        }
         let (l, v) = (self.lane_len(), self.jpos - self.ml.journal_start);
         if l == 0 || len > l {
             return None;
         }
         let v = if v % l + len <= l { v } else { (v / l + 1) * l };
         (v + len <= self.lanes.max(1) * l).then_some(v)
+    }
+
+    /// Segments of a ring journal, over all lanes.
+    pub fn nsegs(&self) -> u64 {
+        self.ml.jsegs * self.lanes.max(1)
+    }
+
+    /// Where segment `s` of a ring starts (a position in the lanes laid
+    /// end to end).
+    pub fn seg_start(&self, s: u64) -> u64 {
+        let j = self.ml.jsegs.max(1);
+        (s / j) * self.lane_len() + (s % j) * self.ml.seg_len()
+    }
+
+    /// The ring segment holding position `v`.
+    pub fn seg_of(&self, v: u64) -> u64 {
+        let (l, j) = (self.lane_len().max(1), self.ml.jsegs.max(1));
+        (v / l) * j + ((v % l) / self.ml.seg_len().max(1)).min(j - 1)
+    }
+
+    /// [`MetaState::journal_place`] of a ring once its `retired` oldest
+    /// segments are retired.
+    fn ring_place(&self, len: u64, retired: usize) -> Option<u64> {
+        let &(head, _) = self.segs.back()?;
+        let (v, seg) = (self.jpos - self.ml.journal_start, self.ml.seg_len());
+        if len > seg {
+            return None;
+        }
+        if v + len <= self.seg_start(head) + seg {
+            return Some(v);
+        }
+        let next = (head + 1) % self.nsegs().max(1);
+        let front = self.segs.get(retired).map_or(head, |x| x.0);
+        let used = self.segs.len() - retired.min(self.segs.len() - 1);
+        (next != front && (used as u64) < self.nsegs()).then(|| self.seg_start(next))
+    }
+
+    /// Whether the journal is a ring retired piecewise.
+    pub fn ring(&self) -> bool {
+        self.ml.jsegs > 0
+    }
+
+    /// A ring: record `seq` carries `len` bytes at logical byte `offset`,
+    /// so the SSGs it touches hold live records from `seq` on.
+    pub fn note_write(&mut self, seq: u64, offset: u64, len: u64) {
+        if !self.ring() {
+            return;
+        }
+        for (key, ..) in self.durable.geo.pieces(offset, len) {
+            self.live.entry(key.0).or_insert(seq);
+        }
+    }
+
+    /// A ring: forget the SSGs the write cache no longer holds (their
+    /// records are dead).
+    pub fn prune(&mut self, cache: &crate::cache::SsgCache) {
+        if !self.live.is_empty() {
+            self.live.retain(|&l, _| cache.len_of(l) > 0);
+        }
+    }
+
+    /// The oldest live record of a ring (the next one when none is).
+    fn live_tail(&self) -> u64 {
+        self.live.values().copied().min().unwrap_or(self.jseq)
+    }
+
+    /// How many of a ring's oldest segments hold only dead records.
+    fn retirable(&self) -> usize {
+        let tail = self.live_tail();
+        (1..self.segs.len()).take_while(|&i| self.segs[i].1 <= tail).count()
+    }
+
+    /// A full ring journal: destage the SSG holding the oldest live
+    /// record until retiring the segments left dead makes room for a
+    /// record of `len` bytes; the destage jobs, in order (run them, then
+    /// log [`MetaState::retire`]).  The real array and its replay twin
+    /// choose alike.
+    pub fn room_jobs(&mut self, dvs: &mut crate::engine::Dvs, len: u64) -> Result<Vec<crate::engine::Job>, DvsError> {
+        let mut jobs = Vec::new();
+        loop {
+            self.prune(&dvs.cache);
+            if self.ring_place(len, self.retirable()).is_some() {
+                return Ok(jobs);
+            }
+            let Some((&lsn, _)) = self.live.iter().min_by_key(|x| (*x.1, *x.0)) else { return Ok(jobs) };
+            jobs.push(dvs.destage(lsn)?);
+        }
+    }
+
+    /// Retire a ring's oldest segments that hold only dead records: the
+    /// log record naming the first live one (None when none is dead).
+    /// Log it before the freed segments are written again.
+    pub fn retire(&mut self) -> Result<Option<MetaWrite>, DvsError> {
+        let n = self.retirable();
+        if n == 0 {
+            return Ok(None);
+        }
+        self.segs.drain(..n);
+        let from = self.segs.front().map_or(self.jseq, |x| x.1);
+        self.log(&Record::JournalReset { from }).map(Some)
     }
 
     /// Whether a journal record of `len` bytes fits after the last one.
@@ -693,6 +831,10 @@ impl MetaState {
     /// [`MetaState::journal_fits`] first).
     pub fn take_journal(&mut self, len: u64) -> (u64, u64, usize) {
         let v = self.journal_place(len).unwrap_or(self.jpos - self.ml.journal_start);
+        let s = self.seg_of(v);
+        if self.ring() && self.segs.back().map(|x| x.0) != Some(s) {
+            self.segs.push_back((s, self.jseq));
+        }
         self.jpos = self.ml.journal_start + v + len;
         self.jseq += 1;
         (self.jseq - 1, self.ml.journal_start + v % self.lane_len().max(1), self.lane_of(v))
@@ -703,6 +845,11 @@ impl MetaState {
     pub fn journal_reset(&mut self) -> Result<MetaWrite, DvsError> {
         let w = self.log(&Record::JournalReset { from: self.jseq })?;
         self.jpos = self.ml.journal_start;
+        self.live.clear();
+        self.segs.clear();
+        if self.ring() {
+            self.segs.push_back((0, self.jseq));
+        }
         Ok(w)
     }
 }
@@ -727,6 +874,31 @@ mod tests {
         for bad in [area, area - 4096, u64::MAX] {
             assert!(MetaLayout::new(&Geo::new(DvsConfig { journal_bytes: bad, ..c.clone() }).unwrap()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_ring_journal_reuses_segments_whose_records_are_dead() {
+        let c = DvsConfig { cache_chunks: 8, journal_ring: true, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 16, 6) };
+        let g = Geo::new(c).unwrap();
+        let ml = MetaLayout::new(&g).unwrap();
+        assert!(ml.jsegs > 1, "{ml:?}");
+        let mut st = MetaState::created(ml, Tables::new(g.clone())).unwrap().0;
+        let len = journal_record_len(512);
+        let mut n = 0;
+        while st.journal_fits(len) {
+            let (seq, ..) = st.take_journal(len);
+            st.note_write(seq, 0, 512);
+            n += 1;
+        }
+        assert_eq!(st.segs.len() as u64, st.nsegs(), "every segment holds records");
+        assert!(st.retire().unwrap().is_none(), "record 0 (SSG 0) is live: nothing retires");
+        st.live.clear(); // SSG 0 destaged
+        let w = st.retire().unwrap().unwrap();
+        assert_eq!(st.segs.len(), 1, "all but the newest segment retired");
+        assert_eq!(st.durable.journal_from, st.segs[0].1);
+        assert_eq!(w.bytes, Record::JournalReset { from: st.segs[0].1 }.encode(st.seq()));
+        assert_eq!(st.take_journal(len), (n, ml.journal_start, 0), "the ring wraps to the first segment");
+        assert_eq!(st.segs.len(), 2);
     }
 
     #[test]

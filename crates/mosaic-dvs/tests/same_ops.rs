@@ -166,7 +166,17 @@ fn drive_sim(fe: &mut DvsFrontend, steps: &[Step]) -> (Vec<DeviceIo>, DvsStats, 
 
 /// Runs both sides and checks them equal, member by member.
 fn same_ops(cache: u64, seed: u64, count: usize, failed: Option<usize>) {
-    let c = cfg(cache);
+    same_ops_on(cfg(cache), seed, count, failed);
+}
+
+/// A cached array whose journal is a ring retired piecewise.
+fn cfg_ring(cache: u64) -> DvsConfig {
+    DvsConfig { journal_ring: true, ..cfg(cache) }
+}
+
+/// [`same_ops`] on an array of `c`.
+fn same_ops_on(c: DvsConfig, seed: u64, count: usize, failed: Option<usize>) {
+    let cache = c.cache_chunks;
     let geo = Geo::new(c.clone()).unwrap();
     let mut steps = workload(seed, count, geo.capacity());
     let half = steps.len() / 2;
@@ -207,6 +217,16 @@ fn write_through_replay_issues_the_real_arrays_operations() {
 #[test]
 fn cached_replay_issues_the_real_arrays_operations() {
     same_ops(32, 11, 400, None);
+}
+
+#[test]
+fn ring_journal_replay_issues_the_real_arrays_operations() {
+    // The journal (a few dozen records) wraps many times: the oldest
+    // live records' SSGs are destaged and dead segments retired alike.
+    let ml = MetaLayout::new(&Geo::new(cfg_ring(32)).unwrap()).unwrap();
+    assert!(ml.jsegs > 1, "a ring of segments: {ml:?}");
+    same_ops_on(cfg_ring(32), 11, 400, None);
+    same_ops_on(cfg_ring(32), 12, 300, Some(1));
 }
 
 #[test]
@@ -260,8 +280,8 @@ fn mosaic_sim_replay_of_the_cli_front_end_issues_the_real_arrays_operations() {
 fn the_twin_of_a_reopened_array_issues_its_operations() {
     // A real replay runs on an array that exists: opened, tables full,
     // log restarted by open's checkpoint, cache refilled from the journal.
-    for cache in [0, 32] {
-        let c = cfg(cache);
+    for (cache, ring) in [(0, false), (32, false), (32, true)] {
+        let c = DvsConfig { journal_ring: ring, ..cfg(cache) };
         let cap = Geo::new(c.clone()).unwrap().capacity();
         let steps = workload(13, 300, cap);
         let (first, second) = steps.split_at(steps.len() / 2);
