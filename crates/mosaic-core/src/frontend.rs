@@ -66,6 +66,14 @@ pub trait Frontend {
     fn members(&self) -> usize;
     /// Plan a request arriving at `now_ns` (virtual or real nanoseconds).
     fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError>;
+    /// [`Frontend::submit`], appending the programs to `out`'s (a replay
+    /// reuses one `Staged` for every request instead of allocating one).
+    fn submit_into(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health, out: &mut Staged) -> Result<(), PlanError> {
+        let s = self.submit(write, offset, len, now_ns, h)?;
+        out.fg.extend(s.fg);
+        out.bg.extend(s.bg);
+        Ok(())
+    }
     /// After how long without foreground requests [`Frontend::idle`] should
     /// be called; `None` (the default) when the policy has no idle work.
     fn idle_after_ns(&self) -> Option<u64> {
@@ -110,6 +118,10 @@ impl Frontend for Direct<'_> {
     fn submit(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         Ok(Staged::foreground(self.0.io_program(write, offset, len, h)?))
     }
+    fn submit_into(&mut self, write: bool, offset: u64, len: u64, _now_ns: u64, h: &Health, out: &mut Staged) -> Result<(), PlanError> {
+        out.fg.push(self.0.io_program(write, offset, len, h)?);
+        Ok(())
+    }
 }
 
 /// A borrowed front end, so a caller keeps it (and its counters) after a
@@ -130,6 +142,9 @@ impl<F: Frontend + ?Sized> Frontend for &mut F {
     fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
         (**self).submit(write, offset, len, now_ns, h)
     }
+    fn submit_into(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health, out: &mut Staged) -> Result<(), PlanError> {
+        (**self).submit_into(write, offset, len, now_ns, h, out)
+    }
     fn idle_after_ns(&self) -> Option<u64> {
         (**self).idle_after_ns()
     }
@@ -141,5 +156,57 @@ impl<F: Frontend + ?Sized> Frontend for &mut F {
     }
     fn stats(&self) -> Vec<(String, f64)> {
         (**self).stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FixedLayout, Geometry, Level};
+
+    /// A front end that only has `submit`: `submit_into`'s default.
+    struct Plain<'a>(Direct<'a>);
+
+    impl Frontend for Plain<'_> {
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+        fn capacity(&self) -> u64 {
+            self.0.capacity()
+        }
+        fn block_size(&self) -> u64 {
+            self.0.block_size()
+        }
+        fn members(&self) -> usize {
+            self.0.members()
+        }
+        fn submit(&mut self, write: bool, offset: u64, len: u64, now_ns: u64, h: &Health) -> Result<Staged, PlanError> {
+            let mut s = self.0.submit(write, offset, len, now_ns, h)?;
+            s.bg.push(Program::default());
+            Ok(s)
+        }
+    }
+
+    /// `submit_into` appends what `submit` returns, for `Direct` (which
+    /// has its own) and for the default; a refused request adds nothing.
+    #[test]
+    fn submit_into_appends_what_submit_returns() {
+        let geo = Geometry::new(Level::Raid5, 5, 8192, 512, 64 * 8192).unwrap();
+        let l = FixedLayout::new(geo).unwrap();
+        let h = Health::all_active(5);
+        let mut out = Staged::default();
+        for (write, off, len) in [(true, 4096, 4096), (false, 0, 65536), (true, 8192, 3 * 8192)] {
+            let want = Direct(&l).submit(write, off, len, 0, &h).unwrap();
+            Direct(&l).submit_into(write, off, len, 0, &h, &mut out).unwrap();
+            assert_eq!(out, want);
+            out.fg.clear();
+            let mut plain = Plain(Direct(&l));
+            let want = plain.submit(write, off, len, 0, &h).unwrap();
+            plain.submit_into(write, off, len, 0, &h, &mut out).unwrap();
+            assert_eq!(out, want);
+            out = Staged::default();
+        }
+        assert!(Direct(&l).submit_into(true, 1 << 40, 4096, 0, &h, &mut out).is_err());
+        assert_eq!(out, Staged::default());
     }
 }

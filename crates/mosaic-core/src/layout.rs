@@ -70,7 +70,7 @@ pub const MAINT_CHUNK: u64 = 1 << 20;
 
 thread_local! {
     /// [`FixedLayout::io_program`]'s reused plan.
-    static SCRATCH_PLAN: std::cell::RefCell<Plan> = std::cell::RefCell::new(Plan::default());
+    static SCRATCH_PLAN: std::cell::RefCell<Plan> = const { std::cell::RefCell::new(Plan { stripes: Vec::new() }) };
 }
 
 /// `p` with its contiguous same-member transfers merged.

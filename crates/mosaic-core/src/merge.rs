@@ -76,7 +76,8 @@ fn has_adjacent(ios: &[Io]) -> bool {
     if ios.len() > 32 {
         return true;
     }
-    ios.iter().any(|a| ios.iter().any(|b| joins(&a.op, &b.op)))
+    // Each pair once, both ways (an op never joins itself: lengths > 0).
+    ios.iter().enumerate().any(|(i, a)| ios[i + 1..].iter().any(|b| joins(&a.op, &b.op) || joins(&b.op, &a.op)))
 }
 
 /// Whether `b` continues `a` on the same member in one transfer.

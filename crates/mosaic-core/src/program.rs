@@ -225,18 +225,36 @@ impl Program {
     /// Device operation counts by role, and stripes by method.
     pub fn counts(&self) -> OpCounts {
         let mut c = OpCounts::default();
+        self.count_into(&mut c);
+        c
+    }
+
+    /// Add [`Program::counts`] to `c` and return [`Program::lanes`], in
+    /// one pass over the program (a replay does both for every request).
+    pub fn count_into(&self, c: &mut OpCounts) -> usize {
+        let mut lanes = 0;
         for p in &self.phases {
             match p {
-                Phase::Read(ops) => ops.iter().for_each(|io| c.add_op(Dir::Read, &io.op)),
-                Phase::Write { ops, .. } => ops.iter().for_each(|io| c.add_op(Dir::Write, &io.op)),
-                Phase::Reset(r) => c.zone_resets += r.len() as u64,
-                Phase::Compute(_) | Phase::Flush(_) => {}
+                Phase::Read(ops) => ops.iter().for_each(|io| {
+                    c.add_op(Dir::Read, &io.op);
+                    lanes = lanes.max(io.lane as usize + 1);
+                }),
+                Phase::Write { ops, .. } => ops.iter().for_each(|io| {
+                    c.add_op(Dir::Write, &io.op);
+                    lanes = lanes.max(io.lane as usize + 1);
+                }),
+                Phase::Reset(r) => {
+                    c.zone_resets += r.len() as u64;
+                    lanes = lanes.max(!r.is_empty() as usize);
+                }
+                Phase::Flush(v) => lanes = lanes.max(!v.is_empty() as usize),
+                Phase::Compute(_) => {}
             }
         }
         for m in &self.methods {
             c.add_method(*m);
         }
-        c
+        lanes
     }
 
     /// The device operations of `plan` with no bytes and no computation,
@@ -248,10 +266,9 @@ impl Program {
     /// is counted and timed, never executed (its writes would carry zeros).
     pub fn io_only(plan: &Plan) -> Program {
         let n = plan.stripes.len();
-        let (mut p, mut r, mut w) = spare();
+        let mut p = spare();
         p.locks.reserve(n);
         p.methods.reserve(n);
-        p.phases.reserve(2);
         // Sizes first (plain loops: replays build millions of these).
         let (mut reads, mut n_reads, mut widest, mut n_writes, mut resets) = (0u64, 0usize, 0u64, 0usize, false);
         for sp in &plan.stripes {
@@ -266,30 +283,36 @@ impl Program {
             }
         }
         let scratch = p.buf(Buf::Scratch(reads.max(widest) as usize));
-        r.reserve(n_reads);
-        let mut at = 0;
-        for (lane, sp) in plan.stripes.iter().enumerate() {
+        for sp in &plan.stripes {
             p.locks.push(sp.stripe);
             p.methods.push(sp.method);
-            for op in &sp.reads {
-                r.push(Io { op: *op, at: Ref::new(scratch, at), lane: lane as u32 });
-                at += op.len as usize;
-            }
         }
-        if !r.is_empty() {
-            p.phases.push(Phase::Read(r));
+        let mut used = 0;
+        if n_reads > 0 {
+            fill_phase(&mut p.phases, used, Dir::Read, |r| {
+                r.reserve(n_reads);
+                let mut at = 0;
+                for (lane, sp) in plan.stripes.iter().enumerate() {
+                    for op in &sp.reads {
+                        r.push(Io { op: *op, at: Ref::new(scratch, at), lane: lane as u32 });
+                        at += op.len as usize;
+                    }
+                }
+            });
+            used += 1;
         }
         let io = |lane: usize, op: &DevOp| Io { op: *op, at: Ref::new(scratch, 0), lane: lane as u32 };
-        if !resets {
-            w.reserve(n_writes);
-            for (lane, sp) in plan.stripes.iter().enumerate() {
-                for op in &sp.writes {
-                    w.push(io(lane, op));
+        if !resets && n_writes > 0 {
+            fill_phase(&mut p.phases, used, Dir::Write, |w| {
+                w.reserve(n_writes);
+                for (lane, sp) in plan.stripes.iter().enumerate() {
+                    w.extend(sp.writes.iter().map(|op| io(lane, op)));
                 }
-            }
-            if !w.is_empty() {
-                p.phases.push(Phase::write(w));
-            }
+            });
+            used += 1;
+        }
+        p.phases.truncate(used);
+        if !resets {
             return p;
         }
         for (lane, sp) in plan.stripes.iter().enumerate() {
@@ -306,7 +329,8 @@ impl Program {
     /// Hand a program that has run back, so that [`Program::io_only`]
     /// reuses its vectors (a replay builds and drops millions of small
     /// programs).  Only small programs are kept, a bounded number per
-    /// thread; dropping a program instead is always correct.
+    /// thread; dropping a program instead is always correct.  Its read
+    /// and write phases stay in place, for `io_only` to refill.
     pub fn recycle(mut self) {
         let small = self.locks.capacity() <= SPARE_LEN && self.methods.capacity() <= SPARE_LEN && self.bufs.capacity() <= SPARE_LEN && self.phases.capacity() <= SPARE_LEN;
         if !small || !self.keep.is_empty() {
@@ -314,22 +338,15 @@ impl Program {
         }
         let _ = SPARE.try_with(|cell| {
             let Ok(mut spare) = cell.try_borrow_mut() else { return };
-            if spare.programs.len() >= SPARE_COUNT {
+            if spare.len() >= SPARE_COUNT {
                 return;
             }
-            for ph in self.phases.drain(..) {
-                if let Phase::Read(mut ios) | Phase::Write { ops: mut ios, .. } = ph {
-                    if ios.capacity() <= SPARE_LEN && spare.ios.len() < 2 * SPARE_COUNT {
-                        ios.clear();
-                        spare.ios.push(ios);
-                    }
-                }
-            }
+            self.phases.retain(|ph| matches!(ph, Phase::Read(ios) | Phase::Write { ops: ios, .. } if ios.capacity() <= SPARE_LEN));
             self.locks.clear();
             self.bufs.clear();
             self.methods.clear();
             self.ordered = false;
-            spare.programs.push(self);
+            spare.push(self);
         });
     }
 
@@ -418,33 +435,49 @@ impl Program {
     }
 }
 
-/// Emptied programs and transfer lists of [`Program::recycle`].
-#[derive(Default)]
-struct Spare {
-    programs: Vec<Program>,
-    ios: Vec<Vec<Io>>,
-}
-
 /// Programs kept per thread, and the longest vector kept.
 const SPARE_COUNT: usize = 64;
 const SPARE_LEN: usize = 64;
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
+    /// Emptied programs of [`Program::recycle`].  Const-initialised: no
+    /// lazy-initialisation check on each use.
+    static SPARE: std::cell::RefCell<Vec<Program>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// An empty program and two empty transfer lists, recycled when there
-/// are some.
-fn spare() -> (Program, Vec<Io>, Vec<Io>) {
-    SPARE
-        .try_with(|cell| {
-            let Ok(mut spare) = cell.try_borrow_mut() else { return Default::default() };
-            let p = spare.programs.pop().unwrap_or_default();
-            let r = spare.ios.pop().unwrap_or_default();
-            let w = spare.ios.pop().unwrap_or_default();
-            (p, r, w)
-        })
-        .unwrap_or_default()
+/// An empty program (a recycled one when there is one; its phases may
+/// hold emptied transfer lists, see [`fill_phase`]).
+fn spare() -> Program {
+    SPARE.try_with(|cell| cell.try_borrow_mut().ok().and_then(|mut spare| spare.pop())).ok().flatten().unwrap_or_default()
+}
+
+/// Make `phases[i]` (`i <= phases.len()`) a plain read or write phase
+/// (no journal, no marks) whose transfers `fill` writes, reusing the
+/// transfer list already there when the phase has that shape.
+fn fill_phase(phases: &mut Vec<Phase>, i: usize, dir: Dir, fill: impl FnOnce(&mut Vec<Io>)) {
+    match (phases.get_mut(i), dir) {
+        (Some(Phase::Read(ios)), Dir::Read) => {
+            ios.clear();
+            fill(ios);
+        }
+        (Some(Phase::Write { ops, journal: false, marks }), Dir::Write) if marks.is_empty() => {
+            ops.clear();
+            fill(ops);
+        }
+        _ => {
+            let mut ios = Vec::new();
+            fill(&mut ios);
+            let ph = match dir {
+                Dir::Read => Phase::Read(ios),
+                Dir::Write => Phase::write(ios),
+            };
+            if i < phases.len() {
+                phases[i] = ph;
+            } else {
+                phases.push(ph);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -492,6 +525,56 @@ mod tests {
         used.recycle();
         assert_eq!(Program::io_only(&plan), fresh);
         assert_eq!(Program::io_only(&Plan::default()), Program { bufs: vec![Buf::Scratch(0)], ..Program::default() });
+    }
+
+    /// Recycled programs of every shape (journaled writes with marks,
+    /// computations, a write where a read was, resets) give back exactly
+    /// the programs fresh vectors give.
+    #[test]
+    fn io_only_on_recycled_phases_is_io_only_on_fresh_ones() {
+        use crate::plan::StripePlan;
+        let sp = |stripe: u64, reads: Vec<DevOp>, writes: Vec<DevOp>| StripePlan { stripe, method: Method::Rmw, touched: vec![], reads, writes, span: (0, 0), missing: vec![] };
+        let reset = DevOp { member: 2, offset: 1 << 20, len: 0, role: Role::ZoneReset, col: 0 };
+        let plans = [
+            Plan { stripes: vec![sp(1, vec![op(1, 0, 4096), op(2, 0, 4096)], vec![op(1, 0, 4096)])] },
+            Plan { stripes: vec![sp(2, vec![], vec![op(3, 0, 8192), op(4, 0, 4096)]), sp(3, vec![op(0, 0, 512)], vec![])] },
+            Plan { stripes: vec![sp(4, vec![op(1, 0, 4096)], vec![reset, op(2, 1 << 20, 4096)])] },
+            Plan::default(),
+        ];
+        let fresh: Vec<Program> = plans.iter().map(Program::io_only).collect();
+        let mut odd = Program::default();
+        let s = odd.buf(Buf::Scratch(4096));
+        odd.phases.push(Phase::Write { ops: vec![Io::new(op(5, 0, 4096), Ref::new(s, 0))], journal: true, marks: vec![Mark::Resync { row: 7 }] });
+        odd.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(s, 0), 1)]));
+        odd.phases.push(Phase::Read(vec![Io::new(op(6, 0, 4096), Ref::new(s, 0))]));
+        odd.phases.push(Phase::Flush(vec![0]));
+        // Each shape handed back, then reused (the last one in comes
+        // out first) for each plan.
+        for (i, plan) in plans.iter().enumerate() {
+            for (j, used) in std::iter::once(&odd).chain(&fresh).enumerate() {
+                used.clone().recycle();
+                assert_eq!(Program::io_only(plan), fresh[i], "plan {i} on recycled program {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn count_into_adds_the_counts_and_gives_the_lanes() {
+        let mut p = Program::default();
+        let s = p.buf(Buf::Scratch(8192));
+        let io = |m: usize, lane: u32| Io { op: op(m, 0, 4096), at: Ref::new(s, 0), lane };
+        p.phases.push(Phase::Read(vec![io(1, 0), io(2, 2)]));
+        p.phases.push(Phase::write(vec![io(3, 1)]));
+        p.methods.push(Method::Rmw);
+        let mut c = p.counts();
+        assert_eq!(p.count_into(&mut c), p.lanes());
+        assert_eq!(p.lanes(), 3);
+        let twice = (c.data_reads, c.data_read_bytes, c.data_writes, c.stripes_rmw);
+        assert_eq!(twice, (4, 4 * 4096, 2, 2));
+        // Flushes and resets alone are one lane; nothing is none.
+        let flush = Program { phases: vec![Phase::Flush(vec![0, 1])], ..Program::default() };
+        assert_eq!(flush.count_into(&mut OpCounts::default()), 1);
+        assert_eq!(Program::default().count_into(&mut OpCounts::default()), 0);
     }
 
     #[test]

@@ -27,7 +27,7 @@
 
 use std::collections::VecDeque;
 
-use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Phase, Program};
+use mosaic_core::{Direct, Frontend, Health, Layout, MemberState, OpCounts, Phase, Program, Staged};
 use mosaic_drives::{DriveModel, DriveRequest, ReqKind};
 use mosaic_trace::{Op, Request};
 use serde::Serialize;
@@ -199,9 +199,14 @@ struct Events {
 
 impl Events {
     fn push(&mut self, e: Event) {
-        let key = e.key();
-        let mut i = self.heap.len();
         self.heap.push(e);
+        self.sift_up(self.heap.len() - 1, e);
+    }
+
+    /// Put `e` in the hole at `i` or above it, moving larger parents down.
+    #[inline]
+    fn sift_up(&mut self, mut i: usize, e: Event) {
+        let key = e.key();
         while i > 0 {
             let parent = (i - 1) / 2;
             if self.heap[parent].key() < key {
@@ -216,8 +221,10 @@ impl Events {
     fn pop(&mut self) -> Option<Event> {
         let last = self.heap.pop()?;
         let Some(&top) = self.heap.first() else { return Some(last) };
-        // Sift the last event down from the root.
-        let (n, key) = (self.heap.len(), last.key());
+        // The root's hole goes down to a leaf along the smaller children
+        // (one comparison a level), then the last event climbs back up
+        // from there: it came from the bottom, so it rarely climbs far.
+        let n = self.heap.len();
         let mut i = 0;
         loop {
             let l = 2 * i + 1;
@@ -225,13 +232,10 @@ impl Events {
                 break;
             }
             let c = if l + 1 < n && self.heap[l + 1].key() < self.heap[l].key() { l + 1 } else { l };
-            if key < self.heap[c].key() {
-                break;
-            }
             self.heap[i] = self.heap[c];
             i = c;
         }
-        self.heap[i] = last;
+        self.sift_up(i, last);
         Some(top)
     }
 }
@@ -285,6 +289,8 @@ pub struct Simulator<'a> {
     plans: Slab<(Program, usize)>,
     /// Scratch: the drives a phase queued on, in order.
     order: Vec<usize>,
+    /// Scratch: the programs of the request being started.
+    staged: Staged,
     report: SimReport,
     write_dev_reads: u64,
     write_dev_writes: u64,
@@ -350,6 +356,7 @@ impl<'a> Simulator<'a> {
             reqs: Slab::new(),
             lanes: Slab::new(),
             order: Vec::new(),
+            staged: Staged::default(),
             plans: Slab::new(),
             report: SimReport { layout: describe, ..Default::default() },
             write_dev_reads: 0,
@@ -383,7 +390,19 @@ impl<'a> Simulator<'a> {
     fn start(&mut self, r: &Request) -> Result<bool, SimError> {
         let Some((off, len)) = self.fit(r) else { return Ok(false) };
         let write = r.op == Op::Write;
-        let staged = self.fe.submit(write, off, len, self.now, &self.health)?;
+        let mut staged = std::mem::take(&mut self.staged);
+        let submitted = self.fe.submit_into(write, off, len, self.now, &self.health, &mut staged);
+        let started = submitted.map(|()| self.start_staged(&mut staged, write, len));
+        // Keep the (emptied) vectors for the next request.
+        staged.fg.clear();
+        staged.bg.clear();
+        self.staged = staged;
+        started?;
+        Ok(true)
+    }
+
+    /// Count and start the programs a request at `now` caused.
+    fn start_staged(&mut self, staged: &mut Staged, write: bool, len: u64) {
         self.generation += 1;
         self.first_arrival.get_or_insert(self.now);
         self.started += 1;
@@ -395,15 +414,21 @@ impl<'a> Simulator<'a> {
             self.report.reads += 1;
             self.report.read_bytes += len;
         }
-        for p in staged.fg.iter().chain(&staged.bg) {
-            let c = p.counts();
-            self.report.ops.merge(&c);
-            if write {
-                self.write_dev_reads += c.device_reads();
-                self.write_dev_writes += c.device_writes();
-            }
+        // The counts add up, so a write's device operations are the
+        // difference they make to the totals.
+        let ops = &mut self.report.ops;
+        let (reads, writes) = (ops.device_reads(), ops.device_writes());
+        let mut n = 0;
+        for p in &staged.fg {
+            n += p.count_into(ops);
         }
-        let n: usize = staged.fg.iter().map(|p| p.lanes()).sum();
+        for p in &staged.bg {
+            p.count_into(ops);
+        }
+        if write {
+            self.write_dev_reads += ops.device_reads() - reads;
+            self.write_dev_writes += ops.device_writes() - writes;
+        }
         let req = self.reqs.insert(ReqState { arrival: self.now, write, lanes_left: n });
         self.fg_inflight += 1;
         if n == 0 {
@@ -411,15 +436,14 @@ impl<'a> Simulator<'a> {
             self.req_done(req);
         }
         let single = staged.fg.len() == 1;
-        for plan in staged.fg {
+        for plan in staged.fg.drain(..) {
             let lanes = if single { n } else { plan.lanes() };
             self.launch(plan, lanes, Some(req));
         }
-        self.start_background(staged.bg);
-        Ok(true)
+        self.start_background(staged.bg.drain(..));
     }
 
-    fn start_background(&mut self, programs: Vec<Program>) {
+    fn start_background(&mut self, programs: impl IntoIterator<Item = Program>) {
         for p in programs {
             let n = p.lanes();
             if n == 0 {
@@ -490,7 +514,18 @@ impl<'a> Simulator<'a> {
         }
     }
 
+    /// Send drive `d` what it may take now of its waiting requests.
+    #[inline]
     fn dispatch(&mut self, d: usize) {
+        // Most calls find nothing to do: answer those without the call.
+        let drive = &self.drives[d];
+        if !drive.pending.is_empty() && drive.outstanding < drive.depth {
+            self.dispatch_some(d);
+        }
+    }
+
+    #[inline(never)]
+    fn dispatch_some(&mut self, d: usize) {
         let now = self.now;
         loop {
             let drive = &mut self.drives[d];
@@ -800,6 +835,10 @@ impl Simulator<'_> {
             Ev::OpDone { drive, lane } => self.op_done(drive as usize, lane as usize),
             Ev::Idle { .. } => self.idle_pending = false,
             Ev::Arrival => {}
+        }
+        if self.error.is_none() {
+            // Checked first: taking the (large) error moves it out.
+            return Ok(());
         }
         self.error.take().map_or(Ok(()), Err)
     }
