@@ -543,6 +543,8 @@ impl Array {
                     Entry::Resync { row } => {
                         rows.insert(*row);
                     }
+                    // The journal resolved every copy it read into a device write.
+                    Entry::Copy { seq, .. } => return Err(ArrayError::BadMember(format!("journal copy entry of record {seq} unresolved"))),
                     Entry::Device { member, offset, data } => {
                         if *member >= self.geometry().members || matches!(h.states[*member], MemberState::Failed) {
                             continue;
@@ -590,18 +592,16 @@ impl Array {
     }
 
     /// Make a write's device operations (and the policy's marks) durable in
-    /// the journal, as one record, before they reach the members.  The
-    /// guard keeps a checkpoint from starting until the caller's member
-    /// writes are done.
-    fn journal_append(&self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    /// the journal, as one record, before they reach the members.  A write
+    /// that `copies` names (its bytes are a logical record's since the
+    /// last checkpoint) is logged as a copy of them, not with its bytes
+    /// again.  The guard keeps a checkpoint from starting until the
+    /// caller's member writes are done.
+    fn journal_append(&self, writes: &[(DevOp, &[u8])], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
-        let resync = marks.iter().map(|m| match *m {
-            Mark::Resync { row } => Entry::Resync { row },
-        });
-        let device = writes.iter().map(|(op, b)| Entry::Device { member: op.member, offset: op.offset, data: *b });
-        let entries: Vec<Entry<&[u8]>> = resync.chain(device).collect();
         loop {
             let g = self.inflight.read();
+            let entries = journal_entries_of(writes, marks, copies, j.checkpoint_seq());
             if let Some(seq) = j.try_append(&entries)? {
                 j.sync_to(seq)?;
                 return Ok(Some(g));
@@ -625,11 +625,12 @@ impl Array {
     }
 
     /// Journal a record of entries that are not member writes (a cache
-    /// volume's logical writes) and make it durable.
-    pub(crate) fn journal_entries(&self, entries: &[Entry<&[u8]>]) -> Result<(), ArrayError> {
-        let Some(j) = &self.journal else { return Ok(()) };
+    /// volume's logical writes) and make it durable; its sequence number
+    /// (0 without a journal).
+    pub(crate) fn journal_entries(&self, entries: &[Entry<&[u8]>]) -> Result<u64, ArrayError> {
+        let Some(j) = &self.journal else { return Ok(0) };
         match j.try_append(entries)? {
-            Some(seq) => j.sync_to(seq),
+            Some(seq) => j.sync_to(seq).map(|_| seq),
             None => Err(ArrayError::Io(format!("journal {} is full; the cache volume checkpoints it", j.describe()))),
         }
     }
@@ -944,7 +945,13 @@ impl Array {
     /// the journal.  A member error fails the member; the error names
     /// `what`.
     pub(crate) fn run_program(&self, p: &Program, client: Client<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        let hook = ArrayJournal(self);
+        self.run_program_copying(p, client, &[], what)
+    }
+
+    /// [`Array::run_program`] whose journaled writes named in `copies` are
+    /// logged as copies of a logical record's bytes.
+    pub(crate) fn run_program_copying(&self, p: &Program, client: Client<'_>, copies: &[Copied], what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
+        let hook = ArrayJournal(self, copies);
         let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
         self.exec.run(p, client, journal).map_err(|e| {
             if let ExecError::Device(f) = &e {
@@ -1053,7 +1060,7 @@ impl Array {
 
     /// [`Array::write_stripes`] through the layouts of `sh`, without the gate.
     pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let hook = ArrayJournal(self);
+        let hook = ArrayJournal(self, &[]);
         let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
         for (layout, off, at) in sh.split(offset, data.len() as u64) {
             let part = &data[at];
@@ -1097,6 +1104,12 @@ impl Array {
             self.write_superblocks(|s| s.state = ArrayState::Clean)?;
         }
         Ok(())
+    }
+
+    /// Never close: what the journal holds stays there for the next open
+    /// to replay (a cache volume whose destage failed).
+    pub(crate) fn abandon(&self) {
+        *self.closed.lock() = true;
     }
 
     /// Whether the array was not closed cleanly before this open.
@@ -1193,10 +1206,28 @@ impl Planner for Request<'_> {
 }
 
 /// The array's journal as the executor's journal hook.
-struct ArrayJournal<'a>(&'a Array);
+struct ArrayJournal<'a>(&'a Array, &'a [Copied]);
 
 impl JournalHook for ArrayJournal<'_> {
     fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
-        Ok(Box::new(self.0.journal_append(writes, marks).map_err(|e| e.to_string())?))
+        Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
     }
+}
+
+/// A member write whose bytes a logical journal record holds: member,
+/// member offset, the record's sequence number, the logical offset.
+pub(crate) type Copied = (usize, u64, u64, u64);
+
+/// The entries of a journaled write phase: the marks, then each write,
+/// as a copy when `copies` names it and its record is not older than the
+/// journal's checkpoint `since` (else with its bytes).
+fn journal_entries_of<'b>(writes: &[(DevOp, &'b [u8])], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
+    let resync = marks.iter().map(|m| match *m {
+        Mark::Resync { row } => Entry::Resync { row },
+    });
+    let device = writes.iter().map(|&(op, b)| match copies.iter().find(|c| c.0 == op.member && c.1 == op.offset && c.2 >= since) {
+        Some(&(member, offset, seq, from)) => Entry::Copy { member, offset, len: b.len() as u64, seq, from },
+        None => Entry::Device { member: op.member, offset: op.offset, data: b },
+    });
+    resync.chain(device).collect()
 }

@@ -25,7 +25,15 @@
 //! [`crate::journal`]) applies member records, recomputes the code of
 //! every row whose parity was cached or that a cached write touches, then
 //! applies the cached writes in order: every acknowledged write is back
-//! and scrub is clean.  A write larger than the write cache bypasses it
+//! and scrub is clean.  A destage logs each cached page it writes as a
+//! *copy* of the logical record that holds its bytes (the newest one since
+//! the checkpoint: each write of a page logs it again), not with the bytes
+//! a second time; replay resolves the copy into the same member write
+//! ([`crate::journal`]).  The half-full rule counts a copy as the bytes it
+//! stands for, so checkpoints (and the destages they force) fall where
+//! they did before copies.  Dropping the volume closes it (destages
+//! everything); if that fails the journal is left for the next open.
+//! A write larger than the write cache bypasses it
 //! (journaled member writes); since logical records replay last, the
 //! pages of its range that an earlier logical record holds are logged
 //! again with its bytes (no destage, no checkpoint: the device operations
@@ -55,10 +63,11 @@ use std::borrow::Cow;
 
 use parking_lot::Mutex;
 
-use mosaic_core::cache::Widened;
+use mosaic_core::cache::{Recipe, Widened};
 use mosaic_core::{CacheConfig, CachedArray, Step};
 use mosaic_exec::Client;
 
+use crate::array::Copied;
 use crate::journal::Entry;
 use crate::{Array, ArrayError};
 
@@ -68,8 +77,9 @@ pub struct CacheVolume {
     cache: Mutex<CachedArray>,
     write_back: bool,
     /// Pages (logical offset / unit) some logical journal record since the
-    /// last checkpoint holds (write-back only).
-    logged: Mutex<std::collections::BTreeSet<u64>>,
+    /// last checkpoint holds, with the newest such record's sequence
+    /// number (write-back only).
+    logged: Mutex<std::collections::BTreeMap<u64, u64>>,
 }
 
 impl CacheVolume {
@@ -120,7 +130,8 @@ impl CacheVolume {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         for st in steps {
             let p = c.lower(&st, true)?;
-            match self.arr.run_program(&p, Client::None, WHAT) {
+            let copies = self.copies(c, &st);
+            match self.arr.run_program_copying(&p, Client::None, &copies, WHAT) {
                 Ok(kept) => c.commit(&st, kept)?,
                 Err(e) => {
                     c.abort(&st);
@@ -129,6 +140,28 @@ impl CacheVolume {
             }
         }
         Ok(())
+    }
+
+    /// The data pages a destage step writes whose bytes a logical journal
+    /// record since the last checkpoint holds (every cached page: it was
+    /// logged before it was cached, and each write of it logs it again):
+    /// the journal logs their writes as copies of those bytes.
+    fn copies(&self, c: &CachedArray, st: &Step) -> Vec<Copied> {
+        let Recipe::Parity { stripe, pages, .. } = &st.recipe else { return Vec::new() };
+        if !self.write_back || pages.is_empty() {
+            return Vec::new();
+        }
+        let geo = c.geometry();
+        let logged = self.logged.lock();
+        let first = stripe * geo.k as u64;
+        pages
+            .iter()
+            .filter_map(|&(col, _)| {
+                let page = first + col as u64;
+                let seq = *logged.get(&page)?;
+                Some((geo.member_of(*stripe, col), geo.offset_of(*stripe, col), seq, page * geo.unit))
+            })
+            .collect()
     }
 
     fn destage_all(&self, c: &mut CachedArray) -> Result<(), ArrayError> {
@@ -231,37 +264,43 @@ impl CacheVolume {
         let unit = c.geometry().unit;
         let geo = c.geometry();
         let steps_bytes = if bypass { pages.len() as u64 / geo.k as u64 * (geo.k + geo.m) as u64 + (pages.len() as u64 / unit + 1) * 4096 } else { 0 };
-        let mut logged = self.logged.lock();
-        if j.used() + 2 * steps_bytes > j.capacity() / 2 {
+        // By the bytes the records would take had their copies carried
+        // them: the checkpoints (and their destages) fall where they did
+        // before copies.
+        if j.used_expanded() + 2 * steps_bytes > j.capacity() / 2 {
             self.destage_all(c)?;
             self.arr.journal_checkpoint()?;
-            logged.clear();
+            self.logged.lock().clear();
         }
+        let mut logged = self.logged.lock();
         if bypass {
-            return self.relog(&logged, unit, lo, pages);
+            return self.relog(&mut logged, unit, lo, pages);
         }
-        self.arr.journal_entries(&[Entry::Logical { offset: lo, data: pages }])?;
-        logged.extend(lo / unit..(lo + pages.len() as u64) / unit);
+        let seq = self.arr.journal_entries(&[Entry::Logical { offset: lo, data: pages }])?;
+        logged.extend((lo / unit..(lo + pages.len() as u64) / unit).map(|p| (p, seq)));
         Ok(())
     }
 
     /// Log again, with their new bytes, the runs of a bypassing write's
     /// pages that an earlier logical record holds.
-    fn relog(&self, logged: &std::collections::BTreeSet<u64>, unit: u64, lo: u64, pages: &[u8]) -> Result<(), ArrayError> {
+    fn relog(&self, logged: &mut std::collections::BTreeMap<u64, u64>, unit: u64, lo: u64, pages: &[u8]) -> Result<(), ArrayError> {
         let first = lo / unit;
         let n = pages.len() as u64 / unit;
         let mut p = first;
         while p < first + n {
-            if !logged.contains(&p) {
+            if !logged.contains_key(&p) {
                 p += 1;
                 continue;
             }
             let start = p;
-            while p < first + n && logged.contains(&p) {
+            while p < first + n && logged.contains_key(&p) {
                 p += 1;
             }
             let (a, b) = (((start - first) * unit) as usize, ((p - first) * unit) as usize);
-            self.arr.journal_entries(&[Entry::Logical { offset: start * unit, data: &pages[a..b] }])?;
+            let seq = self.arr.journal_entries(&[Entry::Logical { offset: start * unit, data: &pages[a..b] }])?;
+            (start..p).for_each(|q| {
+                logged.insert(q, seq);
+            });
         }
         Ok(())
     }
@@ -298,3 +337,13 @@ impl CacheVolume {
     }
 }
 
+impl Drop for CacheVolume {
+    /// Close: destage everything first.  If that fails, leave the journal
+    /// as it is for the next open to replay (the array's own close would
+    /// empty it, losing what the cache held).
+    fn drop(&mut self) {
+        if self.close().is_err() {
+            self.arr.abandon();
+        }
+    }
+}

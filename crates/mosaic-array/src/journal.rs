@@ -18,7 +18,7 @@
 //!   0        4 KiB                                                    size
 //!   ├ header ┼ record seq=c ┼ record c+1 ┼ ... ┼ (older, superseded) ┤
 //!
-//!   header: frame { kind 0x0100 | seq = checkpoint | version u32 | array uuid | size u64 }
+//!   header: frame { kind 0x0100 | seq = checkpoint | version u32 (2; 1 is read too) | array uuid | size u64 }
 //!   record: frame { "MOSF" | ver | kind 0x0101 | seq | len | crc32c | payload [len] } 0 pad to 512
 //!   payload:
 //!     ┌ count u32 ┬ table crc32c u32 ┬ count × entry (24 bytes) ────────┬ bytes ──────────┐
@@ -30,6 +30,9 @@
 //!     1 device write   member, at = member offset, len bytes
 //!     2 logical write  at = array offset, len bytes (a client write a cache volume holds)
 //!     3 resync         at = stripe row whose code replay recomputes from its data, len 0
+//!     4 device copy    member, at = member offset, len bytes written; 16 bytes in the
+//!                      payload: the seq and array offset of a logical write (entry 2)
+//!                      of an earlier record since the checkpoint that holds the bytes
 //! ```
 //!
 //! Records and the header are frames of the one codec
@@ -52,7 +55,15 @@
 //! clean and a later member failure rebuilds every block correctly.
 //! Resync entries and logical writes are the cache volume's
 //! ([`crate::cached`]): replay recomputes the code of the rows they name
-//! and then applies the logical writes in order.
+//! and then applies the logical writes in order.  A cache volume destaging
+//! a page whose bytes a logical write since the checkpoint holds logs a
+//! *copy* instead of the bytes again; open resolves every copy into the
+//! device write it stands for, so replay applies the same bytes as if the
+//! record had carried them.  A copy whose source is not among the valid
+//! records (damage) makes its own record damaged, its places known.
+//! Copies came with header version 2: older code refuses such a journal
+//! instead of taking its records for damage; version 1 journals still
+//! open.
 //!
 //! A record that fails its checks is not always the end: when valid records
 //! with later sequence numbers follow it (found by scanning on, 512 bytes
@@ -93,8 +104,12 @@ pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_recor
 
 use crate::ArrayError;
 
-/// The version of the header's payload.
-const VERSION: u32 = 1;
+/// The version of the header's payload.  Version 2 journals may hold
+/// copy entries ([`Entry::Copy`]); version 1 journals (which cannot) are
+/// read as before.
+const VERSION: u32 = 2;
+/// The oldest header version this code reads.
+const OLDEST_VERSION: u32 = 1;
 /// The header block; records start after it.
 pub const HEADER_BYTES: u64 = 4096;
 /// Bytes of the header's payload: version, array UUID, size.
@@ -121,6 +136,8 @@ struct Ring {
     next_seq: u64,
     /// Sequence of the first record in the ring (the checkpoint).
     checkpoint: u64,
+    /// Bytes of the ring in use had every copy entry carried its bytes.
+    expanded: u64,
 }
 
 /// A journal device attached to an array.
@@ -215,10 +232,55 @@ impl JournalLog {
     }
 }
 
+/// Turn every copy entry of the valid records into the device write it
+/// stands for, with the bytes of the logical write it names (in an
+/// earlier record of the log).  A record with a copy that cannot be
+/// resolved (the record it names is damaged, or holds no such bytes) is
+/// damaged itself, its places known: replay skips it and keeps older
+/// records off them, as for any damaged record.
+fn resolve_copies(log: &mut JournalLog) {
+    let mut i = 0;
+    while i < log.records.len() {
+        let (earlier, rest) = log.records.split_at_mut(i);
+        let rec = &mut rest[0];
+        let mut ok = true;
+        for e in rec.1.iter_mut() {
+            if let Entry::Copy { member, offset, len, seq, from } = *e {
+                match copied(earlier, seq, from, len) {
+                    Some(data) => *e = Entry::Device { member, offset, data },
+                    None => ok = false,
+                }
+            }
+        }
+        if ok {
+            i += 1;
+            continue;
+        }
+        let (seq, es) = log.records.remove(i);
+        let at = log.damaged.partition_point(|d| d.seq < seq);
+        log.damaged.insert(at, DamagedRecord { seq, entries: Some(es.iter().map(Entry::extent).collect()) });
+    }
+}
+
+/// The `len` bytes at logical offset `from` that a logical write of
+/// record `seq` among `records` holds.
+fn copied(records: &[(u64, Vec<Entry>)], seq: u64, from: u64, len: u64) -> Option<Vec<u8>> {
+    let r = records.binary_search_by_key(&seq, |r| r.0).ok()?;
+    records[r].1.iter().find_map(|e| match e {
+        Entry::Logical { offset, data } if from >= *offset && (from - offset).checked_add(len).is_some_and(|end| end <= data.len() as u64) => {
+            let s = (from - offset) as usize;
+            Some(data[s..s + len as usize].to_vec())
+        }
+        _ => None,
+    })
+}
+
 /// Whether `e` names a place inside an array of geometry `geo`.
 fn inside(geo: &Geometry, e: &Extent) -> bool {
     match *e {
-        Entry::Device { member, offset, data } => member < geo.members && offset.checked_add(data).is_some_and(|end| end <= geo.member_bytes(member)),
+        Entry::Device { member, offset, data } | Entry::Copy { member, offset, len: data, .. } => {
+            member < geo.members && offset.checked_add(data).is_some_and(|end| end <= geo.member_bytes(member))
+        }
         Entry::Logical { offset, data } => offset.checked_add(data).is_some_and(|end| end <= geo.capacity()),
         Entry::Resync { row } => row < geo.stripes,
     }
@@ -271,6 +333,7 @@ pub fn stripes_of(geo: &Geometry, e: &Extent) -> Vec<u64> {
     match *e {
         Entry::Resync { row } => [row].into_iter().filter(|&s| s < geo.stripes).collect(),
         Entry::Logical { offset, data } => span(offset, data, geo.stripe_data_bytes().max(1)),
+        Entry::Copy { member, offset, len, .. } => stripes_of(geo, &Entry::Device { member, offset, data: len }),
         Entry::Device { member: m, offset, data } if m < geo.members => match geo.level {
             // A CDA member of cbro holds one unit per `w` stripes.
             Level::Cbro { w, .. } if m >= geo.k => {
@@ -398,7 +461,7 @@ pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
         return Err(format!("corrupt journal header ({} payload bytes, not {HEADER_PAYLOAD})", p.len()));
     }
     let version = le32(p, 0);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(format!("unsupported journal version {version}"));
     }
     let array = Uuid::from_bytes(std::array::from_fn(|i| p[4 + i]));
@@ -435,7 +498,7 @@ impl Journal {
         Journal {
             dev,
             uuid,
-            ring: Mutex::new(Ring { tail, next_seq: checkpoint, checkpoint }),
+            ring: Mutex::new(Ring { tail, next_seq: checkpoint, checkpoint, expanded: tail - HEADER_BYTES }),
             sync: Mutex::new(()),
             durable: AtomicU64::new(checkpoint.saturating_sub(1)),
             appended: AtomicU64::new(checkpoint.saturating_sub(1)),
@@ -485,6 +548,7 @@ impl Journal {
         {
             let mut r = j.ring.lock();
             r.tail = tail;
+            r.expanded = tail - HEADER_BYTES;
             r.next_seq = next;
         }
         j.durable.store(next.saturating_sub(1), Ordering::Release);
@@ -520,6 +584,7 @@ impl Journal {
             log.damaged.extend((seq + 1..next_seq).map(|s| DamagedRecord { seq: s, entries: None }));
             (at, seq) = (next_at, next_seq);
         }
+        resolve_copies(&mut log);
         Ok((log, at, seq))
     }
 
@@ -650,12 +715,20 @@ impl Journal {
         self.write_header(cp)?;
         r.checkpoint = cp;
         r.tail = HEADER_BYTES;
+        r.expanded = 0;
         Ok(())
     }
 
     /// Bytes a record of these entries takes.
     pub fn record_len(entries: &[Entry<&[u8]>]) -> u64 {
         frame::encoded_len(record_payload_len(entries)) as u64
+    }
+
+    /// Bytes a record of these entries would take had each copy entry
+    /// carried the bytes it stands for.
+    fn expanded_len(entries: &[Entry<&[u8]>]) -> u64 {
+        let copied: u64 = entries.iter().map(|e| if let Entry::Copy { len, .. } = e { len.saturating_sub(mosaic_format::journal::COPY_BYTES as u64) } else { 0 }).sum();
+        frame::encoded_len(record_payload_len(entries).saturating_add(copied as usize)) as u64
     }
 
     /// Largest record the ring holds.
@@ -694,6 +767,7 @@ impl Journal {
         rec.seal(seq);
         self.dev.write_parts_at(&rec.pieces(), r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
         r.tail += len;
+        r.expanded += Self::expanded_len(entries);
         r.next_seq += 1;
         self.appended.fetch_max(seq, Ordering::AcqRel);
         self.records.fetch_add(1, Ordering::Relaxed);
@@ -725,6 +799,7 @@ impl Journal {
         self.write_header(cp)?;
         r.checkpoint = cp;
         r.tail = HEADER_BYTES;
+        r.expanded = 0;
         self.durable.fetch_max(cp.saturating_sub(1), Ordering::AcqRel);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -735,9 +810,22 @@ impl Journal {
         self.dev.cheap_flush()
     }
 
+    /// The sequence number of the first record since the last
+    /// checkpoint: a copy entry may name this record or a later one.
+    pub fn checkpoint_seq(&self) -> u64 {
+        self.ring.lock().checkpoint
+    }
+
     /// Bytes of the ring in use.
     pub fn used(&self) -> u64 {
         self.ring.lock().tail - HEADER_BYTES
+    }
+
+    /// Bytes of the ring in use had every copy entry since the checkpoint
+    /// carried its bytes (a cache volume checkpoints by this measure, so
+    /// copies change no device operation).
+    pub fn used_expanded(&self) -> u64 {
+        self.ring.lock().expanded
     }
 
     /// Records appended since the last checkpoint.
@@ -790,6 +878,43 @@ mod tests {
         let (j3, log) = Journal::open(dev.clone(), id).unwrap();
         assert!(log.is_empty());
         assert_eq!(j3.try_append(&[put(0, 0, &b)]).unwrap(), Some(3), "past the torn record's number");
+    }
+
+    #[test]
+    fn copies_resolve_to_the_bytes_of_the_logical_write_they_name() {
+        let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", 2 << 20));
+        let id = Uuid::new_v4();
+        let j = Journal::format(dev.clone(), id).unwrap();
+        let pages: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+        let s1 = j.try_append(&[Entry::Logical { offset: 8192, data: &pages }]).unwrap().unwrap();
+        let copy = |member, offset, seq, from| Entry::Copy { member, offset, len: 4096, seq, from };
+        let destage = [Entry::Resync { row: 1 }, copy(2, 4096, s1, 12288)];
+        assert_eq!(Journal::record_len(&destage), 512, "a copy carries 16 bytes, not the page");
+        let s2 = j.try_append(&destage).unwrap().unwrap();
+        // A copy of bytes no record of the log holds: its record is damaged.
+        let s3 = j.try_append(&[copy(0, 0, s1, 16384)]).unwrap().unwrap();
+        let s4 = j.try_append(&[copy(1, 0, s1 + 100, 8192)]).unwrap().unwrap();
+        assert_eq!((j.used(), j.used_expanded()), (8192 + 512 + 3 * 512, 8192 + 512 + 3 * 4608), "bytes as written, and had copies carried theirs");
+        j.sync_to(s4).unwrap();
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        let want = vec![Entry::Resync { row: 1 }, Entry::Device { member: 2, offset: 4096, data: pages[4096..].to_vec() }];
+        assert_eq!(log.records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![s1, s2]);
+        assert_eq!(log.records[1].1, want, "the copy reads the logical record's second page");
+        assert_eq!(log.damaged, vec![DamagedRecord { seq: s3, entries: Some(vec![ext(0, 0, 4096)]) }, DamagedRecord { seq: s4, entries: Some(vec![ext(1, 0, 4096)]) }]);
+        // A version 1 journal (before copies) still opens and replays.
+        let v1 = Journal::format(dev.clone(), id).unwrap();
+        let s = v1.try_append(&[put(3, 0, &pages[..512])]).unwrap().unwrap();
+        v1.sync_to(s).unwrap();
+        let mut p = Vec::new();
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(id.as_bytes());
+        p.extend_from_slice(&dev.size().to_le_bytes());
+        dev.write_at(&frame::encode(KIND_JOURNAL_HEADER, 1, &p), 0).unwrap();
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.records, vec![(1, vec![Entry::Device { member: 3, offset: 0, data: pages[..512].to_vec() }])]);
+        p[..4].copy_from_slice(&3u32.to_le_bytes());
+        dev.write_at(&frame::encode(KIND_JOURNAL_HEADER, 1, &p), 0).unwrap();
+        assert!(Journal::open(dev, id).err().unwrap().to_string().contains("unsupported journal version 3"));
     }
 
     #[test]

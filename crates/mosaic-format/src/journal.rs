@@ -19,11 +19,19 @@
 //!     1 device write   member, at = member offset, len bytes
 //!     2 logical write  at = logical offset, len bytes
 //!     3 resync         at = stripe row whose code replay recomputes from its data, len 0
+//!     4 device copy    member, at = member offset, len bytes written; its bytes in the
+//!                      payload are 16, not len: seq u64 | logical offset u64, naming
+//!                      the logical write (entry 2) of record `seq` of the same log
+//!                      that holds the len bytes (a cache volume's destage of pages
+//!                      journaled already: the bytes are not logged twice)
 //! ```
 //!
 //! The entry table comes first and carries its own crc32c, so where a
 //! damaged record wrote is known whenever its table survived
 //! ([`decode_entry_table`]).  Every length is checked before use.
+//! Entry 4 came with version 2 of the array journal's header (a journal
+//! that may hold it says so, so older code refuses it rather than taking
+//! its records for damage); records without it read as before.
 
 use crate::frame::{self, KIND_JOURNAL_RECORD};
 
@@ -35,6 +43,10 @@ pub const ENTRY: usize = 24;
 const TAG_DEVICE: u32 = 1;
 const TAG_LOGICAL: u32 = 2;
 const TAG_RESYNC: u32 = 3;
+const TAG_COPY: u32 = 4;
+/// Bytes a device-copy entry carries in the payload: the record's
+/// sequence number and the logical offset its bytes come from.
+pub const COPY_BYTES: usize = 16;
 
 /// One entry of a journal record.  `B` is its bytes: `Vec<u8>` as read,
 /// `&[u8]` to append, `u64` (their count) for an [`Extent`].
@@ -48,6 +60,11 @@ pub enum Entry<B = Vec<u8>> {
     /// Stripe row `row`'s code on the members may disagree with its data
     /// (its parity is cached): replay recomputes it from the data.
     Resync { row: u64 },
+    /// `len` bytes for member `member` at `offset`: those the logical
+    /// write of record `seq` of the same log holds at array offset `from`
+    /// (the journal resolves it into a [`Entry::Device`] when it reads
+    /// the log).
+    Copy { member: usize, offset: u64, len: u64, seq: u64, from: u64 },
 }
 
 /// Where an entry writes, without its bytes (`data` is their count).
@@ -61,6 +78,7 @@ impl<B> Entry<B> {
             Entry::Device { member, offset, data } => Entry::Device { member: *member, offset: *offset, data: f(data) },
             Entry::Logical { offset, data } => Entry::Logical { offset: *offset, data: f(data) },
             Entry::Resync { row } => Entry::Resync { row: *row },
+            Entry::Copy { member, offset, len, seq, from } => Entry::Copy { member: *member, offset: *offset, len: *len, seq: *seq, from: *from },
         }
     }
 
@@ -68,7 +86,7 @@ impl<B> Entry<B> {
     /// logical space; offset).  `None` for a resync mark.
     pub fn target(&self) -> Option<(Option<usize>, u64)> {
         match self {
-            Entry::Device { member, offset, .. } => Some((Some(*member), *offset)),
+            Entry::Device { member, offset, .. } | Entry::Copy { member, offset, .. } => Some((Some(*member), *offset)),
             Entry::Logical { offset, .. } => Some((None, *offset)),
             Entry::Resync { .. } => None,
         }
@@ -76,25 +94,38 @@ impl<B> Entry<B> {
 }
 
 impl<B: AsRef<[u8]>> Entry<B> {
-    /// The bytes the entry carries (none for a resync mark).
+    /// The bytes the entry carries (none for a resync mark or a copy,
+    /// whose bytes another record carries).
     pub fn bytes(&self) -> &[u8] {
         match self {
             Entry::Device { data, .. } | Entry::Logical { data, .. } => data.as_ref(),
-            Entry::Resync { .. } => &[],
+            Entry::Resync { .. } | Entry::Copy { .. } => &[],
         }
     }
 
-    /// Where the entry writes.
+    /// Where the entry writes (a copy: the device write it stands for).
     pub fn extent(&self) -> Extent {
-        self.map(|d| d.as_ref().len() as u64)
+        match *self {
+            Entry::Copy { member, offset, len, .. } => Entry::Device { member, offset, data: len },
+            _ => self.map(|d| d.as_ref().len() as u64),
+        }
+    }
+
+    /// Bytes of the record's payload the entry's data takes.
+    fn payload_len(&self) -> usize {
+        match self {
+            Entry::Copy { .. } => COPY_BYTES,
+            _ => self.bytes().len(),
+        }
     }
 }
 
 impl Extent {
-    /// Bytes the entry carries.
+    /// Bytes the entry writes.
     pub fn len(&self) -> u64 {
         match self {
             Entry::Device { data, .. } | Entry::Logical { data, .. } => *data,
+            Entry::Copy { len, .. } => *len,
             Entry::Resync { .. } => 0,
         }
     }
@@ -136,7 +167,9 @@ pub fn record_raw_len(h: &[u8]) -> Option<u64> {
 /// The entry table at the start of a record's `payload`, whose full
 /// length is `payload_len` (`payload` may hold only the table): its own
 /// checksum must hold and its lengths must add up to `payload_len`.
-fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<Extent>, String> {
+/// Each entry's extent (a copy's: the device write it stands for) and
+/// whether it is a copy.
+fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<(Extent, bool)>, String> {
     let Some(head) = payload.get(..TABLE_HEAD) else { return Err("journal record entry table truncated".into()) };
     let count = le32(head, 0) as u64;
     let table_len = TABLE_HEAD as u64 + count * ENTRY as u64;
@@ -151,13 +184,15 @@ fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<Extent>, String> 
     let mut out = Vec::with_capacity(count as usize);
     for e in table.chunks_exact(ENTRY) {
         let (tag, member, at, len) = (le32(e, 0), le32(e, 4) as usize, le64(e, 8), le64(e, 16));
-        out.push(match (tag, len) {
-            (TAG_DEVICE, _) => Entry::Device { member, offset: at, data: len },
-            (TAG_LOGICAL, _) => Entry::Logical { offset: at, data: len },
-            (TAG_RESYNC, 0) => Entry::Resync { row: at },
+        let (e, carried) = match (tag, len) {
+            (TAG_DEVICE, _) => (Entry::Device { member, offset: at, data: len }, len),
+            (TAG_LOGICAL, _) => (Entry::Logical { offset: at, data: len }, len),
+            (TAG_RESYNC, 0) => (Entry::Resync { row: at }, 0),
+            (TAG_COPY, _) => (Entry::Device { member, offset: at, data: len }, COPY_BYTES as u64),
             _ => return Err(format!("journal record entry of unknown type {tag} (or a resync entry with bytes)")),
-        });
-        sum = sum.checked_add(len).ok_or("journal record entry lengths overflow")?;
+        };
+        out.push((e, tag == TAG_COPY));
+        sum = sum.checked_add(carried).ok_or("journal record entry lengths overflow")?;
     }
     if sum != payload_len {
         return Err("journal record entry table disagrees with its payload length".into());
@@ -173,7 +208,8 @@ fn parse_table(payload: &[u8], payload_len: u64) -> Result<Vec<Extent>, String> 
 /// uses it to learn where a damaged record wrote; public for fuzzing.
 pub fn decode_entry_table(b: &[u8]) -> Option<Vec<Extent>> {
     let raw = record_raw_len(b)?;
-    parse_table(b.get(frame::HEADER_LEN..)?, raw - frame::HEADER_LEN as u64).ok()
+    let t = parse_table(b.get(frame::HEADER_LEN..)?, raw - frame::HEADER_LEN as u64).ok()?;
+    Some(t.into_iter().map(|(e, _)| e).collect())
 }
 
 /// Decode the record at the start of `b`: its sequence number, entries
@@ -188,11 +224,14 @@ pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<Entry>, u64), String> {
     let table = parse_table(&f.payload, f.payload.len() as u64)?;
     let mut p = TABLE_HEAD + table.len() * ENTRY;
     let mut entries = Vec::with_capacity(table.len());
-    for e in table {
+    for (e, copy) in table {
         // The table adds up to the payload, so every entry's bytes are in it.
-        let n = e.len() as usize;
+        let n = if copy { COPY_BYTES } else { e.len() as usize };
         let data = f.payload.get(p..p + n).ok_or("journal record entry beyond its payload")?;
-        entries.push(e.map(|_| data.to_vec()));
+        entries.push(match e {
+            Entry::Device { member, offset, data: len } if copy => Entry::Copy { member, offset, len, seq: le64(data, 0), from: le64(data, 8) },
+            _ => e.map(|_| data.to_vec()),
+        });
         p += n;
     }
     Ok((f.seq, entries, frame::encoded_len(f.payload.len()) as u64))
@@ -200,7 +239,7 @@ pub fn decode_record(b: &[u8]) -> Result<(u64, Vec<Entry>, u64), String> {
 
 /// Bytes of the payload of a record of `entries`.
 pub fn record_payload_len(entries: &[Entry<&[u8]>]) -> usize {
-    TABLE_HEAD + entries.len() * ENTRY + entries.iter().map(|e| e.bytes().len()).sum::<usize>()
+    TABLE_HEAD + entries.len() * ENTRY + entries.iter().map(Entry::payload_len).sum::<usize>()
 }
 
 /// One entry of the table, as stored.
@@ -209,6 +248,7 @@ fn entry_bytes(e: &Extent) -> [u8; ENTRY] {
         Entry::Device { member, offset, .. } => (TAG_DEVICE, member as u32, offset),
         Entry::Logical { offset, .. } => (TAG_LOGICAL, 0, offset),
         Entry::Resync { row } => (TAG_RESYNC, 0, row),
+        Entry::Copy { member, offset, .. } => (TAG_COPY, member as u32, offset),
     };
     let mut b = [0u8; ENTRY];
     b[0..4].copy_from_slice(&tag.to_le_bytes());
@@ -234,18 +274,45 @@ pub fn encode_record_unsealed<'a>(entries: &[Entry<&'a [u8]>]) -> frame::Unseale
     table.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     table.extend_from_slice(&[0u8; 4]); // the table's crc, filled below
     for e in entries {
-        table.extend_from_slice(&entry_bytes(&e.extent()));
+        // A copy's table entry is its own (its extent is the device write).
+        let x = match *e {
+            Entry::Copy { member, offset, len, seq, from } => Entry::Copy { member, offset, len, seq, from },
+            _ => e.extent(),
+        };
+        table.extend_from_slice(&entry_bytes(&x));
     }
     let crc = crc32c::crc32c_append(crc32c::crc32c(&table[0..4]), &table[TABLE_HEAD..]);
     table[4..8].copy_from_slice(&crc.to_le_bytes());
+    if entries.iter().any(|e| matches!(e, Entry::Copy { .. })) {
+        // A copy's 16 bytes are made here, so a record with copies (a
+        // cache volume's destage) is built whole.
+        let mut owned = table;
+        for e in entries {
+            match copy_bytes(e) {
+                Some(c) => owned.extend_from_slice(&c),
+                None => owned.extend_from_slice(e.bytes()),
+            }
+        }
+        return frame::encode_unsealed(KIND_JOURNAL_RECORD, &owned, &[]);
+    }
     let parts: Vec<&'a [u8]> = entries
         .iter()
         .map(|e| match *e {
             Entry::Device { data, .. } | Entry::Logical { data, .. } => data,
-            Entry::Resync { .. } => &[],
+            Entry::Resync { .. } | Entry::Copy { .. } => &[],
         })
         .collect();
     frame::encode_unsealed(KIND_JOURNAL_RECORD, &table, &parts)
+}
+
+/// The payload bytes of a copy entry: the record and logical offset its
+/// bytes come from.
+fn copy_bytes<B>(e: &Entry<B>) -> Option<[u8; COPY_BYTES]> {
+    let Entry::Copy { seq, from, .. } = *e else { return None };
+    let mut b = [0u8; COPY_BYTES];
+    b[..8].copy_from_slice(&seq.to_le_bytes());
+    b[8..].copy_from_slice(&from.to_le_bytes());
+    Some(b)
 }
 
 #[cfg(test)]
@@ -266,5 +333,18 @@ mod tests {
         assert_eq!(decode_entry_table(&bad), Some(entries.iter().map(|e| e.extent()).collect()));
         bad[frame::HEADER_LEN + TABLE_HEAD + 1] ^= 1; // the table
         assert_eq!(decode_entry_table(&bad), None);
+    }
+
+    #[test]
+    fn a_copy_carries_its_source_not_its_bytes() {
+        let entries: [Entry<&[u8]>; 2] = [Entry::Copy { member: 2, offset: 8192, len: 4096, seq: 41, from: 1 << 30 }, Entry::Device { member: 1, offset: 0, data: b"ab" }];
+        let rec = encode_record(42, &entries);
+        assert_eq!(record_payload_len(&entries), TABLE_HEAD + 2 * ENTRY + COPY_BYTES + 2);
+        let (_, back, _) = decode_record(&rec).unwrap();
+        assert_eq!(back, vec![Entry::Copy { member: 2, offset: 8192, len: 4096, seq: 41, from: 1 << 30 }, Entry::Device { member: 1, offset: 0, data: b"ab".to_vec() }]);
+        // Its extent is the device write it stands for.
+        let table = decode_entry_table(&rec).unwrap();
+        assert_eq!(table, vec![Entry::Device { member: 2, offset: 8192, data: 4096 }, Entry::Device { member: 1, offset: 0, data: 2 }]);
+        assert_eq!(table, back.iter().map(|e| e.extent()).collect::<Vec<_>>());
     }
 }
