@@ -243,7 +243,7 @@ impl FileMember {
         let meta = file.metadata()?;
         let block_device = meta.file_type().is_block_device();
         let size = if block_device { file.seek(SeekFrom::End(0))? } else { meta.len() };
-        Ok(FileMember::with(file, path, size, block_device))
+        Ok(FileMember::with(file, path, size, block_device, meta.file_type().is_file()))
     }
 
     /// Create (or truncate) a regular file of `size` bytes and open it.
@@ -256,13 +256,13 @@ impl FileMember {
             .open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         file.set_len(size)?;
-        Ok(FileMember::with(file, path, size, false))
+        Ok(FileMember::with(file, path, size, false, true))
     }
 
     /// The member over an opened `file` of `size` bytes: mapped when it is
-    /// a regular file on a RAM file system.
-    fn with(file: File, path: &Path, size: u64, block_device: bool) -> FileMember {
-        FileMember { io: ram_map::FileIo::new(file, size, !block_device), path: path.to_path_buf(), size, block_device }
+    /// a `regular` file on a RAM file system.
+    fn with(file: File, path: &Path, size: u64, block_device: bool, regular: bool) -> FileMember {
+        FileMember { io: ram_map::FileIo::new(file, size, regular), path: path.to_path_buf(), size, block_device }
     }
 
     pub fn path(&self) -> &Path {
@@ -503,6 +503,14 @@ mod tests {
             let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&p).unwrap());
             assert_eq!(blocks * 512 >= 16 << 12, mapped, "{}: {blocks} blocks", p.display());
         }
+    }
+
+    /// A device node lives on devtmpfs, which calls itself tmpfs: it is
+    /// still a device, flushed with fdatasync and never mapped.
+    #[test]
+    fn device_nodes_are_not_ram() {
+        let m = FileMember::open(Path::new("/dev/zero")).unwrap();
+        assert!(!m.is_mapped() && !m.cheap_flush());
     }
 
     #[test]

@@ -46,10 +46,12 @@ pub(crate) struct FileIo {
 }
 
 impl FileIo {
-    /// `file` of `size` bytes; `mappable` is false for a block device.
-    pub(crate) fn new(file: File, size: u64, mappable: bool) -> FileIo {
-        let ram_fs = crate::on_ram_fs(&file);
-        let map = if ram_fs && mappable { RamMap::new(&file, size) } else { None };
+    /// `file` of `size` bytes; `regular` is false for a block device,
+    /// which is never mapped and always flushed (its node may live on
+    /// devtmpfs, which reports itself as tmpfs: the device is no RAM).
+    pub(crate) fn new(file: File, size: u64, regular: bool) -> FileIo {
+        let ram_fs = regular && crate::on_ram_fs(&file);
+        let map = if ram_fs { RamMap::new(&file, size) } else { None };
         FileIo { file, ram_fs, map }
     }
 
