@@ -205,3 +205,16 @@ fn eval_given_a_trace_that_does_not_exist_is_an_error() {
         assert!(e.contains("/nonexistent/t.csv"), "eval {which}: {e}");
     }
 }
+
+/// `bench array --threads` measures each count of writers it is given,
+/// and a count outside 1..=256 is refused with the range.
+#[test]
+fn bench_array_measures_each_thread_count_and_refuses_zero() {
+    let e = fails(&["bench", "array", "--threads", "0"]);
+    assert!(e.contains("0 is not in 1..=256"), "{e}");
+    let v = json(&ok(&["bench", "array", "--threads", "1,2", "--seconds", "0.02", "--member-size", "4M", "--random-only", "--json"]));
+    let rows: Vec<(String, u64)> = v.as_array().unwrap().iter().map(|r| (r["layout"].as_str().unwrap().to_string(), r["threads"].as_u64().unwrap())).collect();
+    let want: Vec<(String, u64)> = ["raid5 4+1", "raid6 8+2"].iter().flat_map(|l| [1, 2].map(|t| (l.to_string(), t))).collect();
+    assert_eq!(rows, want);
+    assert!(v.as_array().unwrap().iter().all(|r| r["array_per_sec"].as_f64().unwrap() > 0.0), "{v}");
+}
