@@ -724,11 +724,11 @@ impl Journal {
         frame::encoded_len(record_payload_len(entries)) as u64
     }
 
-    /// Bytes a record of these entries would take had each copy entry
-    /// carried the bytes it stands for.
-    fn expanded_len(entries: &[Entry<&[u8]>]) -> u64 {
+    /// Bytes a record of these entries, `payload` bytes of payload, would
+    /// take had each copy entry carried the bytes it stands for.
+    fn expanded_len(entries: &[Entry<&[u8]>], payload: usize) -> u64 {
         let copied: u64 = entries.iter().map(|e| if let Entry::Copy { len, .. } = e { len.saturating_sub(mosaic_format::journal::COPY_BYTES as u64) } else { 0 }).sum();
-        frame::encoded_len(record_payload_len(entries).saturating_add(copied as usize)) as u64
+        frame::encoded_len(payload.saturating_add(copied as usize)) as u64
     }
 
     /// Largest record the ring holds.
@@ -745,8 +745,9 @@ impl Journal {
     /// when the ring must checkpoint first.  Not yet durable: see
     /// [`Journal::sync_to`].
     pub fn try_append(&self, entries: &[Entry<&[u8]>]) -> Result<Option<u64>, ArrayError> {
-        let len = Self::record_len(entries);
-        if len > self.capacity() || record_payload_len(entries) > frame::MAX_PAYLOAD {
+        let payload = record_payload_len(entries);
+        let len = frame::encoded_len(payload) as u64;
+        if len > self.capacity() || payload > frame::MAX_PAYLOAD {
             return Err(ArrayError::Usage(format!(
                 "a write needs a {len}-byte journal record but the journal {} holds {} bytes (and a record at most {} MiB); use a larger journal or smaller writes",
                 self.dev.describe(),
@@ -759,6 +760,7 @@ impl Journal {
         // sequence number and checksum are set and the record written,
         // its bytes taken from where they lie.
         let mut rec = encode_record_unsealed(entries);
+        let expanded = Self::expanded_len(entries, payload);
         let mut r = self.ring.lock();
         if r.tail + len > self.dev.size() {
             return Ok(None);
@@ -767,7 +769,7 @@ impl Journal {
         rec.seal(seq);
         self.dev.write_parts_at(&rec.pieces(), r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
         r.tail += len;
-        r.expanded += Self::expanded_len(entries);
+        r.expanded += expanded;
         r.next_seq += 1;
         self.appended.fetch_max(seq, Ordering::AcqRel);
         self.records.fetch_add(1, Ordering::Relaxed);
