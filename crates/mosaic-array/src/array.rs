@@ -116,6 +116,9 @@ pub struct ArrayInfo {
     pub spares: Vec<String>,
     /// A grow in progress: new stripes restriped and their total.
     pub grow: Option<GrowProgress>,
+    /// Logical ranges whose data a crash lost (see [`crate::lost`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<crate::LostRange>,
 }
 
 /// How full the journal ring is, in [`ArrayInfo`].
@@ -172,6 +175,9 @@ pub struct Array {
     open_warnings: Vec<String>,
     /// Hot spares present, in the order of the superblock's list.
     pub(crate) spares: Mutex<Vec<(Arc<dyn Member>, crate::superblock::Spare)>>,
+    /// Whether the superblock lists lost ranges (see [`crate::lost`]):
+    /// reads look there only then.
+    pub(crate) any_lost: std::sync::atomic::AtomicBool,
 }
 
 /// The file, device or NBD export at `path`, a file created with `size`
@@ -350,6 +356,7 @@ impl Array {
             reshape: None,
             spares: Vec::new(),
             member_hosts: Vec::new(),
+            lost: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
@@ -566,6 +573,8 @@ impl Array {
         for &row in rows.iter().filter(|&&r| r < self.geometry().stripes) {
             self.scrub_region(row, true)?;
         }
+        rep.lost = crate::lost::lost_units(&self.geometry(), &h, &records);
+        self.record_lost(&rep.lost)?;
         for (off, data) in &logical {
             self.check_range(*off, data.len() as u64)?;
             self.write_stripes(*off, data, false)?;
@@ -655,6 +664,7 @@ impl Array {
         let shape = Shape::of(geo.clone(), sb.reshape.as_ref())?;
         let health = Health { states: sb.member_states.clone() };
         let n = geo.members;
+        let any_lost = std::sync::atomic::AtomicBool::new(!sb.lost.is_empty());
         Ok(Array {
             shape: RwLock::new(Arc::new(shape)),
             gate: RwLock::new(()),
@@ -676,6 +686,7 @@ impl Array {
             journal_pending: 0,
             open_warnings: Vec::new(),
             spares: Mutex::new(Vec::new()),
+            any_lost,
         })
     }
 
@@ -827,6 +838,7 @@ impl Array {
             journal_fill: self.journal.as_ref().map(|j| JournalFill { used: j.used(), capacity: j.capacity() }),
             spares: self.spare_paths(),
             grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
+            lost: sb.lost.clone(),
         }
     }
 
@@ -1012,6 +1024,7 @@ impl Array {
 
     /// Read `buf.len()` bytes at logical `offset`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        self.check_not_lost(offset, buf.len() as u64)?;
         let _g = self.gate.read();
         self.read_in(&self.shape(), offset, buf)
     }
@@ -1032,7 +1045,10 @@ impl Array {
         let len = data.len() as u64;
         self.check_range(offset, len)?;
         self.mark_dirty()?;
-        let Some(j) = &self.journal else { return self.write_stripes(offset, data, true) };
+        let Some(j) = &self.journal else {
+            self.write_stripes(offset, data, true)?;
+            return self.written_whole(offset, len);
+        };
         // A journal record holds whole stripes and at most a quarter of the
         // ring, so a large write goes in pieces of whole stripes (each piece
         // is atomic; a block device promises no more).
@@ -1040,7 +1056,8 @@ impl Array {
         let stripes = (j.capacity() / 4 / per_stripe).max(1);
         let piece = stripes * self.geometry().stripe_data_bytes();
         if len <= piece {
-            return self.write_stripes(offset, data, true);
+            self.write_stripes(offset, data, true)?;
+            return self.written_whole(offset, len);
         }
         let mut at = offset;
         while at < offset + len {
@@ -1048,7 +1065,7 @@ impl Array {
             self.write_stripes(at, &data[(at - offset) as usize..(end - offset) as usize], true)?;
             at = end;
         }
-        Ok(())
+        self.written_whole(offset, len)
     }
 
     /// Plan, read, compute and write; `journaled` is false only for the

@@ -57,7 +57,10 @@
 //! completed once a member holding an *uncovered* unit of that row is
 //! lost, so an unplanned failure there is reported as an error for that
 //! row rather than guessed (`fpc` and `none` keep full parity and have no
-//! such window).
+//! such window).  A crash loses the cached code of every policy but
+//! `none`: a member missing at the next open loses its data units in the
+//! rows the journal marked, which [`crate::lost`] names and keeps as lost
+//! ranges (reads of them fail; writing them again clears them).
 
 use std::borrow::Cow;
 
@@ -220,7 +223,8 @@ impl CacheVolume {
         if !self.write_back {
             self.destage_all(&mut c)?;
         }
-        Ok(())
+        drop(c);
+        self.arr.written_whole(offset, len)
     }
 
     /// The whole pages of a write widened by the policy: the rest of a

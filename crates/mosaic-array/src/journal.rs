@@ -363,6 +363,21 @@ pub struct ReplayReport {
     /// places are unknown, may have written over them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_back: Vec<RecordStripes>,
+    /// Data the crash took with a member: units on a member missing at
+    /// replay, in stripes whose code a cache held (so the code on the
+    /// drives was stale and cannot rebuild them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostUnit>,
+}
+
+/// A stripe unit of a missing member that replay could not rebuild.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LostUnit {
+    pub stripe: u64,
+    pub member: usize,
+    /// Its logical byte range.
+    pub offset: u64,
+    pub len: u64,
 }
 
 /// A journal record a [`ReplayReport`] names, with the stripes it touched
@@ -419,10 +434,25 @@ impl ReplayReport {
                 name_records(std::slice::from_ref(t))
             ));
         }
-        if parts.is_empty() {
+        let scrub = (!parts.is_empty()).then(|| parts.join("; ") + "; run `mosaic scrub` to check them (`mosaic scrub --repair` rewrites their code)");
+        let lost = self.lost_warning();
+        match (scrub, lost) {
+            (None, None) => None,
+            (a, b) => Some(a.into_iter().chain(b).collect::<Vec<_>>().join("; ")),
+        }
+    }
+
+    /// "the data of member 3 at logical bytes ... is lost: ...".
+    fn lost_warning(&self) -> Option<String> {
+        if self.lost.is_empty() {
             return None;
         }
-        Some(parts.join("; ") + "; run `mosaic scrub` to check them (`mosaic scrub --repair` rewrites their code)")
+        let ranges: Vec<String> = self.lost.iter().take(LISTED_STRIPES).map(|u| format!("{}..{} (stripe {}, member {})", u.offset, u.offset + u.len, u.stripe, u.member)).collect();
+        let more = if self.lost.len() > LISTED_STRIPES { format!(", ... {} in all", self.lost.len()) } else { String::new() };
+        Some(format!(
+            "a cache held the code of stripes whose member is missing, so the code on the drives was stale when the array stopped and their data there cannot be rebuilt: logical bytes {}{more} are lost: reads of them fail until they are written again (restore them from a backup)",
+            ranges.join(", ")
+        ))
     }
 }
 

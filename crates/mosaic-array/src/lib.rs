@@ -17,6 +17,7 @@ pub mod cached;
 pub mod domain;
 pub mod grow;
 pub mod journal;
+pub mod lost;
 pub mod maint;
 pub mod nested;
 pub mod spare;
@@ -25,9 +26,9 @@ pub mod superblock;
 
 pub use array::{Array, ArrayInfo, CreateOptions, MemberInfo};
 pub use cached::CacheVolume;
-pub use journal::{Journal, ReplayReport};
+pub use journal::{Journal, LostUnit, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};
-pub use superblock::{ArrayState, Superblock, DATA_OFFSET};
+pub use superblock::{ArrayState, LostRange, Superblock, DATA_OFFSET};
 
 /// Errors from array operations.  Each message names what was wrong.
 #[derive(Debug, thiserror::Error)]

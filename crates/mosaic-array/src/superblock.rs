@@ -17,7 +17,8 @@
 //!                                members, events, member_uuids[], created,
 //!                                policy: FixedPolicy { format_version, role, geometry,
 //!                                  member_data_size, data_offset, state, member_states[],
-//!                                  member_paths[], journal?, home? } } }
+//!                                  member_paths[], journal?, home?, reshape?,
+//!                                  spares[], member_hosts[], lost[] } } }
 //! ```
 //!
 //! The label carries what every kind of array shares (identity, event
@@ -52,6 +53,15 @@ pub const FORMAT_VERSION: u32 = 3;
 /// The version written while a grow is in progress, so that a mosaic
 /// that does not know grows refuses the array rather than misread it.
 pub const GROWING_VERSION: u32 = 4;
+/// The versions written while the array has lost data (see
+/// [`Superblock::lost`]), without and with a grow in progress: a mosaic
+/// that does not know lost ranges refuses the array rather than serve
+/// wrong bytes as good.
+pub const LOSSY_VERSION: u32 = 5;
+pub const LOSSY_GROWING_VERSION: u32 = 6;
+/// The most lost ranges a superblock lists; past that, neighbours merge
+/// (more bytes read as lost, never fewer).
+pub const MAX_LOST: usize = 256;
 pub const DATA_OFFSET: u64 = 1 << 20;
 const _: () = assert!(mosaic_format::label::LABEL_AREA <= DATA_OFFSET);
 
@@ -138,6 +148,25 @@ pub struct Superblock {
     /// [`crate::domain`]), "" where it has none; empty when none has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub member_hosts: Vec<String>,
+    /// Logical byte ranges whose data is lost (a crash took a member
+    /// while a cache held their stripes' code): reads of them fail until
+    /// they are written whole again.  Sorted, disjoint, at most
+    /// [`MAX_LOST`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostRange>,
+}
+
+/// A logical byte range whose data is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostRange {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl LostRange {
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
 }
 
 impl Superblock {
@@ -149,7 +178,7 @@ impl Superblock {
     pub fn to_label(&self) -> Result<Label, ArrayError> {
         let p = FixedPolicy {
             // A grow in progress is a format older versions cannot read.
-            format_version: if self.reshape.is_some() { GROWING_VERSION } else { self.format_version },
+            format_version: disk_version(self.reshape.is_some(), !self.lost.is_empty()),
             role: self.role,
             geometry: self.geometry.clone(),
             member_data_size: self.member_data_size,
@@ -162,6 +191,7 @@ impl Superblock {
             reshape: self.reshape.clone(),
             spares: self.spares.clone(),
             member_hosts: self.member_hosts.clone(),
+            lost: self.lost.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -203,9 +233,11 @@ impl Superblock {
             reshape: p.reshape,
             spares: p.spares,
             member_hosts: p.member_hosts,
+            lost: p.lost,
         };
         sb.validate()?;
-        // In memory the version is the array's; the grow's is on disk only.
+        // In memory the version is the array's; a grow's or lost ranges'
+        // is on disk only.
         sb.format_version = FORMAT_VERSION;
         Ok(sb)
     }
@@ -222,9 +254,9 @@ impl Superblock {
 
     /// Internal consistency of a decoded superblock.
     fn validate(&self) -> Result<(), String> {
-        match (self.format_version, &self.reshape) {
-            (FORMAT_VERSION, None) | (GROWING_VERSION, Some(_)) => {}
-            (v, _) => return Err(format!("unsupported format version {v}")),
+        let v = self.format_version;
+        if v != disk_version(self.reshape.is_some(), !self.lost.is_empty()) {
+            return Err(format!("unsupported format version {v}"));
         }
         let g = &self.geometry;
         let n = g.members;
@@ -242,6 +274,7 @@ impl Superblock {
         if self.member_data_size != g.member_data_bytes() || self.data_offset != DATA_OFFSET {
             return Err("member data size or offset disagree with the geometry".into());
         }
+        check_lost(&self.lost, g.stripes.saturating_mul(g.stripe_data_bytes()))?;
         if let Some(r) = &self.reshape {
             let f = &r.from;
             let fb = f.stripes.checked_mul(f.unit).ok_or("grow geometry fields overflow")?;
@@ -311,4 +344,69 @@ struct FixedPolicy {
     spares: Vec<Spare>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     member_hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    lost: Vec<LostRange>,
+}
+
+/// The format version on disk: what a reader must know to use the array.
+fn disk_version(growing: bool, lossy: bool) -> u32 {
+    match (growing, lossy) {
+        (false, false) => FORMAT_VERSION,
+        (true, false) => GROWING_VERSION,
+        (false, true) => LOSSY_VERSION,
+        (true, true) => LOSSY_GROWING_VERSION,
+    }
+}
+
+/// Lost ranges must be non-empty, sorted, apart and inside `capacity`.
+fn check_lost(lost: &[LostRange], capacity: u64) -> Result<(), String> {
+    if lost.len() > MAX_LOST {
+        return Err(format!("{} lost ranges, more than {MAX_LOST}", lost.len()));
+    }
+    let mut at = 0;
+    for (i, r) in lost.iter().enumerate() {
+        let end = r.offset.checked_add(r.len).filter(|&e| r.len > 0 && e <= capacity && (i == 0 || r.offset > at));
+        at = end.ok_or_else(|| format!("lost range {}+{} is empty, out of order or past the capacity {capacity}", r.offset, r.len))?;
+    }
+    Ok(())
+}
+
+/// `lost` with `add` added: merged with what it touches, and past
+/// [`MAX_LOST`] the closest neighbours merged (a range only grows).
+pub fn lost_with(lost: &[LostRange], add: &[LostRange]) -> Vec<LostRange> {
+    let mut all: Vec<LostRange> = lost.iter().chain(add).copied().filter(|r| r.len > 0).collect();
+    all.sort_unstable_by_key(|r| r.offset);
+    let mut out: Vec<LostRange> = Vec::with_capacity(all.len());
+    for r in all {
+        match out.last_mut() {
+            Some(l) if r.offset <= l.end() => l.len = l.len.max(r.end() - l.offset),
+            _ => out.push(r),
+        }
+    }
+    while out.len() > MAX_LOST {
+        let i = (1..out.len()).min_by_key(|&i| out[i].offset - out[i - 1].end()).unwrap_or(1);
+        out[i - 1].len = out[i].end() - out[i - 1].offset;
+        out.remove(i);
+    }
+    out
+}
+
+/// `lost` without the whole `unit`s of `lo..hi` (bytes written whole
+/// again are known): a range keeps what the write does not cover.
+pub fn lost_without(lost: &[LostRange], lo: u64, hi: u64, unit: u64) -> Vec<LostRange> {
+    let (lo, hi) = (lo.div_ceil(unit) * unit, hi / unit * unit);
+    let mut out = Vec::with_capacity(lost.len() + 1);
+    for r in lost {
+        if hi <= lo || r.end() <= lo || r.offset >= hi {
+            out.push(*r);
+            continue;
+        }
+        if r.offset < lo {
+            out.push(LostRange { offset: r.offset, len: lo - r.offset });
+        }
+        if r.end() > hi {
+            out.push(LostRange { offset: hi, len: r.end() - hi });
+        }
+    }
+    out
 }

@@ -96,6 +96,66 @@ fn superblock_geometry_overflow_is_a_clear_error() {
     assert!(format!("{e:?}").contains("geometry"), "{e:?}");
 }
 
+/// Lost ranges round-trip, raise the version on disk (so an older mosaic
+/// refuses the array), and bad lists are clear errors.
+#[test]
+fn superblock_lost_ranges_round_trip_and_are_checked() {
+    use mosaic_array::superblock::{LOSSY_GROWING_VERSION, LOSSY_VERSION};
+    use mosaic_array::LostRange;
+    let mut sb = superblock();
+    sb.lost = vec![LostRange { offset: 0, len: 4096 }, LostRange { offset: 16384, len: 8192 }];
+    let enc = sb.encode().unwrap();
+    assert_eq!(Superblock::decode(&enc).unwrap().lost, sb.lost);
+    let label = mosaic_format::label::Label::decode(&enc).unwrap();
+    assert_eq!(label.policy["format_version"], LOSSY_VERSION);
+    sb.reshape = Some(mosaic_array::superblock::Reshape { from: sb.geometry.clone(), pos: 0, backup_crc: None });
+    let label = mosaic_format::label::Label::decode(&sb.encode().unwrap()).unwrap();
+    assert_eq!(label.policy["format_version"], LOSSY_GROWING_VERSION);
+    sb.reshape = None;
+    let cap = sb.geometry.capacity();
+    for (bad, why) in [
+        (vec![LostRange { offset: 0, len: 0 }], "empty"),
+        (vec![LostRange { offset: 8192, len: 4096 }, LostRange { offset: 0, len: 4096 }], "out of order"),
+        (vec![LostRange { offset: 0, len: 4096 }, LostRange { offset: 4096, len: 4096 }], "touching"),
+        (vec![LostRange { offset: cap - 4096, len: 8192 }], "past the capacity"),
+        (vec![LostRange { offset: u64::MAX, len: 2 }], "overflow"),
+    ] {
+        sb.lost = bad;
+        let e = Superblock::decode(&sb.encode().unwrap()).unwrap_err();
+        assert!(format!("{e:?}").contains("lost range"), "{why}: {e:?}");
+    }
+    // A version that does not say what the label holds is refused: lost
+    // ranges under the plain version, or the lossy version without any.
+    for (lost, v) in [(true, 3), (false, LOSSY_VERSION)] {
+        sb.lost = if lost { vec![LostRange { offset: 0, len: 4096 }] } else { Vec::new() };
+        let mut label = mosaic_format::label::Label::decode(&sb.encode().unwrap()).unwrap();
+        label.policy["format_version"] = v.into();
+        let e = Superblock::decode(&label.encode().unwrap()).unwrap_err();
+        assert!(format!("{e:?}").contains("unsupported format version"), "{e:?}");
+    }
+}
+
+/// Adding merges what touches and never lists more than `MAX_LOST`
+/// ranges (ranges only grow); writing clears whole units only.
+#[test]
+fn lost_lists_merge_and_clear_by_whole_units() {
+    use mosaic_array::superblock::{lost_with, lost_without, MAX_LOST};
+    use mosaic_array::LostRange;
+    let r = |offset: u64, len: u64| LostRange { offset, len };
+    assert_eq!(lost_with(&[r(0, 4096)], &[r(4096, 4096), r(16384, 4096), r(12288, 0)]), vec![r(0, 8192), r(16384, 4096)]);
+    let many: Vec<LostRange> = (0..MAX_LOST as u64 + 10).map(|i| r(i * 3 * 4096 + (i % 2) * 4096, 4096)).collect();
+    let l = lost_with(&[], &many);
+    assert_eq!(l.len(), MAX_LOST);
+    for m in &many {
+        assert!(l.iter().any(|x| x.offset <= m.offset && x.end() >= m.end()), "{m:?} dropped");
+    }
+    let l = vec![r(0, 16384), r(32768, 4096)];
+    // A write of 1000..9192 covers the unit 4096..8192 only.
+    assert_eq!(lost_without(&l, 1000, 9192, 4096), vec![r(0, 4096), r(8192, 8192), r(32768, 4096)]);
+    assert_eq!(lost_without(&l, 0, 40960, 4096), vec![]);
+    assert_eq!(lost_without(&l, 100, 4000, 4096), l);
+}
+
 #[test]
 fn resealed_nonsense_is_a_clear_error() {
     // A record whose entry claims more bytes than its payload holds,

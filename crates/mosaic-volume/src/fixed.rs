@@ -27,6 +27,12 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     if let Some(g) = &i.grow {
         summary.push(("grow".into(), format!("from {} members: {} of {} stripes restriped (resume: mosaic grow -a ARRAY)", g.from_members, g.done_stripes, g.total_stripes)));
     }
+    if !i.lost.is_empty() {
+        let bytes: u64 = i.lost.iter().map(|r| r.len).sum();
+        let ranges: Vec<String> = i.lost.iter().take(8).map(|r| format!("{}..{}", r.offset, r.end())).collect();
+        let more = if i.lost.len() > 8 { format!(", ... {} ranges in all", i.lost.len()) } else { String::new() };
+        summary.push(("lost".into(), format!("{} in bytes {}{more}: a crash took a member while a cache held their code; reads fail until they are written again", human(bytes), ranges.join(", "))));
+    }
     VolumeInfo {
         kind: kind.into(),
         level: i.level.clone(),
