@@ -141,7 +141,13 @@ impl Layout for FixedLayout {
         // order the lowering issues them, so the device phases come
         // straight from the plan (the lowering test holds them equal).
         // The plan is scratch, kept per thread so its vectors are reused
-        // (a replay plans millions of requests).
+        // (a replay plans millions of requests).  The common small write
+        // (inside one column, every member active) needs no plan at all.
+        if write {
+            if let Some(p) = self.planner.one_column_program(offset, len, h)? {
+                return Ok(p);
+            }
+        }
         let run = |plan: &mut Plan| -> Result<Program, PlanError> {
             if write {
                 self.planner.plan_write_into(offset, len, h, plan)?;

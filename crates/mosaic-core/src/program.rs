@@ -326,6 +326,43 @@ impl Program {
         p
     }
 
+    /// [`Program::io_only`] of a plan of one stripe, `stripe` handled by
+    /// `method`, whose reads and writes (no zone resets, at least one
+    /// write) are given as the planner makes them, each as a count and the
+    /// op at each index: no `Plan` in between (a replay's small writes).
+    /// A test holds it equal to `io_only`.
+    pub fn one_stripe_io(stripe: u64, method: Method, reads: (usize, impl Fn(usize) -> DevOp), writes: (usize, impl Fn(usize) -> DevOp)) -> Program {
+        let mut p = spare();
+        p.locks.push(stripe);
+        p.methods.push(method);
+        // The scratch buffer is the program's first (spare programs have
+        // none); its size is known once the transfers are.
+        let (mut at, mut widest, mut used) = (0usize, 0u64, 0);
+        if reads.0 > 0 {
+            fill_phase(&mut p.phases, 0, Dir::Read, |r| {
+                r.reserve(reads.0);
+                for i in 0..reads.0 {
+                    let op = reads.1(i);
+                    r.push(Io { op, at: Ref::new(0, at), lane: 0 });
+                    at += op.len as usize;
+                }
+            });
+            used = 1;
+        }
+        fill_phase(&mut p.phases, used, Dir::Write, |w| {
+            w.reserve(writes.0);
+            for i in 0..writes.0 {
+                let op = writes.1(i);
+                debug_assert!(op.role != Role::ZoneReset);
+                widest = widest.max(op.len);
+                w.push(Io { op, at: Ref::new(0, 0), lane: 0 });
+            }
+        });
+        p.phases.truncate(used + 1);
+        p.bufs.push(Buf::Scratch((at as u64).max(widest) as usize));
+        p
+    }
+
     /// Hand a program that has run back, so that [`Program::io_only`]
     /// reuses its vectors (a replay builds and drops millions of small
     /// programs).  Only small programs are kept, a bounded number per
@@ -341,7 +378,12 @@ impl Program {
             if spare.len() >= SPARE_COUNT {
                 return;
             }
-            self.phases.retain(|ph| matches!(ph, Phase::Read(ios) | Phase::Write { ops: ios, .. } if ios.capacity() <= SPARE_LEN));
+            let reusable = |ph: &Phase| matches!(ph, Phase::Read(ios) | Phase::Write { ops: ios, .. } if ios.capacity() <= SPARE_LEN);
+            // Usually every phase is (a replay's reads and writes): no
+            // need to shuffle them.
+            if !self.phases.iter().all(reusable) {
+                self.phases.retain(reusable);
+            }
             self.locks.clear();
             self.bufs.clear();
             self.methods.clear();

@@ -161,4 +161,27 @@ mod tests {
         assert!(plain(b"128166372003061629,wdev,0,Write,3872768,4096,1125").is_some());
         assert!(plain(b"1,h,0 ,Read,1,2").is_none());
     }
+
+    /// Malformed lines as long as real ones (the one-pass reading
+    /// declines them) still name the line and the field.
+    #[test]
+    fn malformed_long_lines_keep_their_errors() {
+        let good = "128166372003061629,wdev,0,Write,3872768,4096,1125\n";
+        let cases = [
+            ("128166372003061629,wdev,0,Write,387x768,4096,1125", "t:2: field 'Offset': invalid number \"387x768\""),
+            ("1281663720030616x9,wdev,0,Write,3872768,4096,1125", "t:2: field 'Timestamp': invalid number \"1281663720030616x9\""),
+            ("128166372003061629,wdev,0,Write,3872768,40:6,1125", "t:2: field 'Size': invalid number \"40:6\""),
+            ("128166372003061629,wdev,0,Wrxte,3872768,4096,1125", "t:2: field 'Type': expected Read or Write, got \"Wrxte\""),
+            ("128166372003061629,wdev,0,Write,3872768", "t:2: field 'Size': missing"),
+            ("128166372003061629000,wdev,0,Write,3872768,4096,1125", "t:2: field 'Timestamp': number too large \"128166372003061629000\""),
+        ];
+        for (line, want) in cases {
+            let text = format!("{good}{line}\n{good}");
+            let opts = crate::TraceOptions { format: Some(crate::Format::Msr), ..Default::default() };
+            let mut r = crate::from_reader("t", std::io::Cursor::new(text.into_bytes()), &opts).unwrap();
+            assert!(r.next().unwrap().is_ok());
+            let got = r.next().unwrap().map_err(|e| e.to_string());
+            assert_eq!(got, Err(want.to_string()), "{line}");
+        }
+    }
 }
