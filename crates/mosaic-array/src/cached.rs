@@ -66,7 +66,7 @@ use std::borrow::Cow;
 
 use parking_lot::Mutex;
 
-use mosaic_core::cache::{Recipe, Widened};
+use mosaic_core::cache::{KeyMap, Recipe, Widened};
 use mosaic_core::{CacheConfig, CachedArray, Step};
 use mosaic_exec::Client;
 
@@ -82,7 +82,7 @@ pub struct CacheVolume {
     /// Pages (logical offset / unit) some logical journal record since the
     /// last checkpoint holds, with the newest such record's sequence
     /// number (write-back only).
-    logged: Mutex<std::collections::BTreeMap<u64, u64>>,
+    logged: Mutex<KeyMap<u64, u64>>,
 }
 
 impl CacheVolume {
@@ -134,8 +134,16 @@ impl CacheVolume {
         for st in steps {
             let p = c.lower(&st, true)?;
             let copies = self.copies(c, &st);
-            match self.arr.run_program_copying(&p, Client::None, &copies, WHAT) {
-                Ok(kept) => c.commit(&st, kept)?,
+            let ran = self.arr.run_program_copying(&p, Client::None, &copies, WHAT);
+            // The program's references to the cache's buffers go first, so
+            // commit may store the new code over the old and the step's
+            // pages be reused.
+            drop(p);
+            match ran {
+                Ok(kept) => {
+                    c.commit(&st, kept)?;
+                    c.recycle(st);
+                }
                 Err(e) => {
                     c.abort(&st);
                     return Err(e);
@@ -287,7 +295,7 @@ impl CacheVolume {
 
     /// Log again, with their new bytes, the runs of a bypassing write's
     /// pages that an earlier logical record holds.
-    fn relog(&self, logged: &mut std::collections::BTreeMap<u64, u64>, unit: u64, lo: u64, pages: &[u8]) -> Result<(), ArrayError> {
+    fn relog(&self, logged: &mut KeyMap<u64, u64>, unit: u64, lo: u64, pages: &[u8]) -> Result<(), ArrayError> {
         let first = lo / unit;
         let n = pages.len() as u64 / unit;
         let mut p = first;

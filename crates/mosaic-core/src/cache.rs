@@ -246,7 +246,7 @@ impl Iterator for Bits {
 /// an order that matters (`parity_rows` sorts), so the policy's decisions
 /// do not depend on it.
 #[derive(Default, Clone, Copy)]
-struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 impl std::hash::Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -266,6 +266,10 @@ impl std::hash::Hasher for KeyHasher {
 }
 
 type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<KeyHasher>>;
+
+/// A hash map over small integer keys with [`KeyHasher`] (for the cache
+/// volume's own page maps).
+pub type KeyMap<K, V> = Map<K, V>;
 
 /// A cached row of the write cache (whole pages only).
 #[derive(Debug, Clone, Default)]
@@ -423,6 +427,48 @@ struct Bytes {
     old: Map<(u64, usize), Arc<[u8]>>,
     /// The data buffer's clean pages (ppc+data).
     clean: Map<(u64, usize), Arc<[u8]>>,
+    /// Page buffers no structure holds any more, reused for new pages
+    /// (no allocation per write; the most recently freed, warmest, first).
+    spare: Vec<Arc<[u8]>>,
+}
+
+/// Page buffers [`Bytes::spare`] keeps at most.
+const SPARE_PAGES: usize = 64;
+
+impl Bytes {
+    /// A buffer holding a copy of `src`: the last spare one if it has
+    /// its length, else a new one.
+    fn page_of(&mut self, src: &[u8]) -> Arc<[u8]> {
+        if self.spare.last().is_some_and(|a| a.len() == src.len()) {
+            if let Some(mut a) = self.spare.pop() {
+                if let Some(dst) = Arc::get_mut(&mut a) {
+                    dst.copy_from_slice(src);
+                    return a;
+                }
+            }
+        }
+        src.into()
+    }
+
+    /// Keep `a` for reuse if nothing else holds it.
+    fn recycle(&mut self, mut a: Arc<[u8]>) {
+        if self.spare.len() < SPARE_PAGES && Arc::get_mut(&mut a).is_some() {
+            self.spare.push(a);
+        }
+    }
+
+    /// Store a copy of `src` as page `key`, over its old bytes when
+    /// nothing else holds them.
+    fn put_page(&mut self, key: (u64, usize), src: &[u8]) {
+        if let Some(dst) = self.pages.get_mut(&key).and_then(Arc::get_mut).filter(|d| d.len() == src.len()) {
+            dst.copy_from_slice(src);
+            return;
+        }
+        let a = self.page_of(src);
+        if let Some(old) = self.pages.insert(key, a) {
+            self.recycle(old);
+        }
+    }
 }
 
 /// The write cache, parity cache and old-data buffer in front of a
@@ -659,7 +705,7 @@ impl CachedArray {
                 self.list(e.stripe);
                 if let (Some(b), Some(d)) = (self.bytes.as_mut(), data) {
                     let at = c.buf_off as usize;
-                    b.pages.insert((e.stripe, c.col), d[at..at + (c.end - c.start) as usize].into());
+                    b.put_page((e.stripe, c.col), &d[at..at + (c.end - c.start) as usize]);
                 }
             }
         }
@@ -677,7 +723,9 @@ impl CachedArray {
                 row.pages.0[c / 64] &= !(1u64 << (c % 64));
                 self.cached_pages -= 1;
                 if let Some(b) = self.bytes.as_mut() {
-                    b.pages.remove(&(stripe, c));
+                    if let Some(old) = b.pages.remove(&(stripe, c)) {
+                        b.recycle(old);
+                    }
                 }
             }
         }
@@ -910,7 +958,9 @@ impl CachedArray {
                 for (c, b) in &pages {
                     sp.writes.push(self.op(stripe, *c, Role::Data));
                     if let (CachePolicy::PpcData, Some(bytes), Buf::Bytes(v)) = (self.cfg.policy, self.bytes.as_mut(), b) {
-                        bytes.old.insert((stripe, *c), v.clone());
+                        if let Some(old) = bytes.old.insert((stripe, *c), v.clone()) {
+                            bytes.recycle(old);
+                        }
                     }
                 }
                 keep = true;
@@ -1114,7 +1164,9 @@ impl CachedArray {
             return;
         }
         if let (Some(b), Some(v)) = (self.bytes.as_mut(), bytes) {
-            b.clean.insert((stripe, col), v);
+            if let Some(old) = b.clean.insert((stripe, col), v) {
+                b.recycle(old);
+            }
         }
         if let Some(stamp) = self.clean.insert((stripe, col), self.clock) {
             self.clean_lru.remove(&(stamp, stripe, col));
@@ -1132,7 +1184,9 @@ impl CachedArray {
             self.clean_lru.remove(&(stamp, stripe, col));
         }
         if let Some(b) = self.bytes.as_mut() {
-            b.clean.remove(&(stripe, col));
+            if let Some(old) = b.clean.remove(&(stripe, col)) {
+                b.recycle(old);
+            }
         }
     }
 
@@ -1276,13 +1330,36 @@ impl CachedArray {
     pub fn commit(&mut self, step: &Step, kept: Vec<Vec<u8>>) -> Result<(), PlanError> {
         let (Recipe::Parity { stripe, base, keep, .. }, Some(b)) = (&step.recipe, self.bytes.as_mut()) else { return Ok(()) };
         if base.takes() {
-            b.parity.remove(stripe);
+            if let Some(old) = b.parity.remove(stripe) {
+                b.recycle(old);
+            }
         }
         if *keep {
             let code = kept.into_iter().next().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
-            b.parity.insert(*stripe, code.into());
+            // Over the row's old code when nothing else holds it (the
+            // step that read it is gone): no new buffer.
+            match b.parity.get_mut(stripe).and_then(Arc::get_mut).filter(|d| d.len() == code.len()) {
+                Some(dst) => dst.copy_from_slice(&code),
+                None => {
+                    let a = b.page_of(&code);
+                    if let Some(old) = b.parity.insert(*stripe, a) {
+                        b.recycle(old);
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// A step has run (and been committed): its page buffers that no
+    /// structure holds any more are reused for later pages (byte mode).
+    pub fn recycle(&mut self, step: Step) {
+        let (Recipe::Parity { pages, .. }, Some(b)) = (step.recipe, self.bytes.as_mut()) else { return };
+        for (_, buf) in pages {
+            if let Buf::Bytes(a) = buf {
+                b.recycle(a);
+            }
+        }
     }
 
     /// `step`'s program did not complete: store nothing, and drop the

@@ -32,8 +32,8 @@ impl Rig {
         Rig { mem, exec, h: Health::all_active(n), layout, cache }
     }
 
-    /// Lower, run and commit each step in order; a step's program does
-    /// exactly its plan's device operations.
+    /// Lower, run, commit and recycle each step in order; a step's program
+    /// does exactly its plan's device operations.
     fn exec(&mut self, steps: Vec<Step>) {
         for st in steps {
             let p = self.cache.lower(&st, false).unwrap();
@@ -41,7 +41,11 @@ impl Rig {
             assert_eq!(ops(Dir::Read), st.sp.reads);
             assert_eq!(ops(Dir::Write), st.sp.writes);
             let kept = self.exec.run(&p, Client::None, None).unwrap();
+            // As the real volume does: the program's references go first,
+            // so the code is stored over the old and the pages reused.
+            drop(p);
             self.cache.commit(&st, kept).unwrap();
+            self.cache.recycle(st);
         }
     }
 

@@ -374,6 +374,18 @@ impl Member for MemMember {
         d[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
         Ok(())
     }
+    /// Each part copied in place, as one write (no joined copy first).
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut d = self.data.write();
+        let len = parts.iter().map(|p| p.len()).sum();
+        range_check(&self.name, d.len() as u64, offset, len)?;
+        let mut at = offset as usize;
+        for p in parts {
+            d[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        Ok(())
+    }
     fn flush(&self) -> io::Result<()> {
         Ok(())
     }
@@ -525,6 +537,20 @@ mod tests {
         assert!(b.lock(false).is_err());
         drop(a);
         b.lock(false).unwrap();
+    }
+
+    /// A RAM member writes parts in place, one after another, as one
+    /// write: all or nothing at its bounds.
+    #[test]
+    fn mem_member_writes_parts_in_place() {
+        let m = MemMember::new("m", 8192);
+        m.write_parts_at(&[b"ab", b"", b"cde", &[9u8; 5000]], 100).unwrap();
+        let mut b = [0u8; 10];
+        m.read_at(&mut b, 100).unwrap();
+        assert_eq!(&b, b"abcde\x09\x09\x09\x09\x09");
+        let e = m.write_parts_at(&[&[1u8; 4], &[1u8; 4]], 8192 - 6).unwrap_err();
+        assert!(e.to_string().contains("beyond device size"), "{e}");
+        assert_eq!(m.snapshot()[8192 - 6..], [0u8; 6], "nothing written past a refused write");
     }
 
     #[test]
