@@ -1071,7 +1071,7 @@ impl DvsArray {
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let bytes = &mut self.bytes;
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
-        let mut cached = |lcn: u32| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_chunk(c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_packed(bm, c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
         let p = lower.job(job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.run(&p)?;
         self.current = None;

@@ -153,7 +153,7 @@ impl DvsFrontend {
                 None => None,
             };
             let m = w.map(|w| self.meta_of(w.offset, w.bytes.len()));
-            p.append(self.lower()?.job(j, &mut |_| Ok(Payload::Len(chunk)), &self.dvs.healthy, m, &j.resets)?);
+            p.append(self.lower()?.job(j, &mut |_, _| Ok(Payload::Len(chunk)), &self.dvs.healthy, m, &j.resets)?);
         }
         Ok(p)
     }

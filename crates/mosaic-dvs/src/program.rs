@@ -173,11 +173,12 @@ impl Lower<'_> {
         Ok((dst, combine))
     }
 
-    /// A job as one program (see the module doc).  `cached(lcn)` gives the
-    /// bytes of a chunk the cache holds; `writes_to` the members taking
+    /// A job as one program (see the module doc).  `cached(lcn, bm)` gives
+    /// the bytes of a chunk the cache holds, `bm` its cached blocks: the
+    /// whole chunk, or only the marked blocks packed in block order; `writes_to` the members taking
     /// the job's appends; `meta` the job's log record; `resets` the zones
     /// `(member, zone)` to reset last.
-    pub fn job(&self, job: &Job, cached: &mut dyn FnMut(u32) -> Result<Payload, DvsError>, writes_to: &[bool], meta: Option<Meta>, resets: &[(usize, u64)]) -> Result<Program, DvsError> {
+    pub fn job(&self, job: &Job, cached: &mut dyn FnMut(u32, &crate::cache::Bitmap) -> Result<Payload, DvsError>, writes_to: &[bool], meta: Option<Meta>, resets: &[(usize, u64)]) -> Result<Program, DvsError> {
         let mut p = Program { locks: vec![job.lsn as u64], ordered: true, ..Program::default() };
         let fills: Vec<&ChunkRead> = job.fills.iter().collect();
         let old: HashMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads(&mut p, &fills)?).collect();
@@ -190,9 +191,11 @@ impl Lower<'_> {
         let mut cs = Vec::new();
         for (lcn, bm) in &job.chunks {
             let home = *out.home.get(lcn).ok_or_else(|| DvsError::Other(format!("chunk {lcn} of SSG {} is in none of the job's stripes", job.lsn)))?;
-            if bm.is_some() {
-                let src = p.buf(cached(*lcn)?.buf());
-                cs.push(Combine::copy(home, Ref::new(src, 0), self.geo.chunk as usize));
+            if let Some(bm) = bm {
+                let payload = cached(*lcn, bm)?;
+                let n = payload.len();
+                let src = p.buf(payload.buf());
+                cs.extend(self.cached_blocks(home, Ref::new(src, 0), n, bm)?);
             }
             if let Some(&o) = old.get(lcn) {
                 cs.extend(self.old_blocks(home, o, bm.as_ref()));
@@ -217,6 +220,32 @@ impl Lower<'_> {
             p.phases.push(Phase::Reset(resets.iter().map(|&(m, z)| DevOp { member: m, offset: z * zs, len: 0, role: Role::ZoneReset, col: 0 }).collect()));
         }
         Ok(p)
+    }
+
+    /// Copies of a cached chunk's bytes into its home: `n` bytes at
+    /// `src`, the whole chunk, or else the blocks `bm` marks packed in
+    /// block order (see [`Lower::job`]), each run of marked blocks one
+    /// copy.
+    fn cached_blocks(&self, home: Ref, src: Ref, n: usize, bm: &crate::cache::Bitmap) -> Result<Vec<Combine>, DvsError> {
+        let (blk, blocks) = (self.geo.block as usize, self.geo.chunk_blocks());
+        if n == blocks * blk {
+            return Ok(vec![Combine::copy(home, src, n)]);
+        }
+        let (mut out, mut k, mut i) = (Vec::new(), 0, 0);
+        while i < blocks {
+            if !bm.get(i) {
+                i += 1;
+                continue;
+            }
+            let j = (i..blocks).find(|&j| !bm.get(j)).unwrap_or(blocks);
+            out.push(Combine::copy(home.at(i * blk), src.at(k * blk), (j - i) * blk));
+            k += j - i;
+            i = j;
+        }
+        if k * blk != n {
+            return Err(DvsError::Other(format!("a cached chunk came with {n} bytes for {k} blocks")));
+        }
+        Ok(out)
     }
 
     /// Copies of the old bytes of the blocks a cached chunk lacks (`bm`

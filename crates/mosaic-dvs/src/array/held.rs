@@ -2,8 +2,11 @@
 //!
 //! ```text
 //!   chunk written whole ──> Whole(the chunk)        (moved to the destage, no copy)
-//!   blocks of a chunk   ──> Blocks(block -> bytes)  (one block's bytes each; the chunk
-//!                                                    is put together only at destage)
+//!   blocks of a chunk   ──> Blocks(block -> bytes)  (one block's bytes each; a destage
+//!                                                    takes them packed and copies each
+//!                                                    run of them over the old bytes in
+//!                                                    its write buffer: the chunk is never
+//!                                                    put together on its own)
 //! ```
 //!
 //! A block-counted cache of B blocks then holds about B blocks of bytes,
@@ -12,6 +15,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use crate::cache::Bitmap;
 
 /// The cached bytes of one chunk.
 #[derive(Debug, Clone)]
@@ -50,7 +55,29 @@ impl Held {
         }
     }
 
+    /// What a destage takes of the chunk ([`crate::program::Lower::job`]'s
+    /// `cached`): a chunk held whole as it is (no copy); else only the
+    /// blocks `bm` marks, packed in block order (a block not held as
+    /// zeros), so the chunk is never put together in a buffer of its own.
+    pub(crate) fn into_packed(self, bm: &Bitmap, chunk: usize, block: usize) -> Arc<[u8]> {
+        let m = match self {
+            Held::Whole(w) => return w,
+            Held::Blocks(m) => m,
+        };
+        let blocks = chunk / block.max(1);
+        let mut v = Vec::with_capacity(bm.ones() * block);
+        for i in (0..blocks).filter(|&i| bm.get(i)) {
+            let end = v.len() + block;
+            if let Some(b) = m.get(&(i as u32)) {
+                v.extend_from_slice(&b[..b.len().min(block)]);
+            }
+            v.resize(end, 0);
+        }
+        v.into()
+    }
+
     /// The chunk, the blocks not held as zeros.
+    #[cfg(test)]
     pub(crate) fn into_chunk(self, chunk: usize, block: usize) -> Arc<[u8]> {
         match self {
             Held::Whole(w) => w,
@@ -83,5 +110,19 @@ mod tests {
         let mut w = Held::put(None, 8, 4, 0, &[5; 8]).unwrap();
         Held::put(Some(&mut w), 8, 4, 4, &[6; 4]);
         assert_eq!(&w.into_chunk(8, 4)[..], &[5, 5, 5, 5, 6, 6, 6, 6]);
+    }
+
+    #[test]
+    fn a_destage_takes_only_the_marked_blocks_packed() {
+        let mut h = Held::put(None, 16, 4, 4, &[1, 1, 1, 1]).unwrap();
+        Held::put(Some(&mut h), 16, 4, 12, &[2, 2, 2, 2]);
+        let mut bm = Bitmap::new(4);
+        bm.set(1, 2);
+        bm.set(3, 4);
+        assert_eq!(&h.clone().into_packed(&bm, 16, 4)[..], &[1, 1, 1, 1, 2, 2, 2, 2]);
+        bm.set(0, 1); // marked but not held: zeros
+        assert_eq!(&h.into_packed(&bm, 16, 4)[..], &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        let w = Held::put(None, 8, 4, 0, &[5; 8]).unwrap();
+        assert_eq!(&w.into_packed(&bm, 8, 4)[..], &[5; 8]); // whole: as it is
     }
 }

@@ -30,8 +30,8 @@ fn io_of(p: &Program) -> Vec<(Dir, Vec<Io>)> {
 fn both_modes(d: &Dvs, code: &Code, job: &Job) -> (Program, Program) {
     let c = d.geo.chunk as usize;
     let meta = |payload| Some(Meta { offset: 4096, payload, members: vec![0, 1, 2, 3, 4] });
-    let bytes = lower(d, code).job(job, &mut |l| Ok(Payload::Bytes(chunk_bytes(l, c).into())), &d.healthy, meta(Payload::Bytes(vec![9u8; 300].into())), &job.resets).unwrap();
-    let count = lower(d, code).job(job, &mut |_| Ok(Payload::Len(c)), &d.healthy, meta(Payload::Len(300)), &job.resets).unwrap();
+    let bytes = lower(d, code).job(job, &mut |l, _| Ok(Payload::Bytes(chunk_bytes(l, c).into())), &d.healthy, meta(Payload::Bytes(vec![9u8; 300].into())), &job.resets).unwrap();
+    let count = lower(d, code).job(job, &mut |_, _| Ok(Payload::Len(c)), &d.healthy, meta(Payload::Len(300)), &job.resets).unwrap();
     (bytes, count)
 }
 
@@ -144,4 +144,43 @@ fn a_jobs_appends_are_one_write_per_member_and_contiguous_slots() {
     ms.dedup();
     assert_eq!(ms, vec![0, 1, 2, 3, 4]);
     assert!(appends.iter().all(|io| io.op.len == 2 * d.geo.chunk));
+}
+
+/// Run `jobs` on RAM members, the cached chunks given by `cached`: the
+/// members' bytes afterwards.
+fn run_jobs(d: &Dvs, code: &Code, jobs: &[Job], cached: &mut dyn FnMut(u32, &crate::cache::Bitmap) -> Result<Payload, DvsError>) -> Vec<Vec<u8>> {
+    let (ms, exec) = ram(&d.geo);
+    for j in jobs {
+        let p = lower(d, code).job(j, cached, &d.healthy, None, &j.resets).unwrap();
+        exec.run(&p, Client::None, None).unwrap();
+    }
+    ms.iter()
+        .map(|m| {
+            let mut v = vec![0u8; m.size() as usize];
+            m.read_at(&mut v, 0).unwrap();
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
+    let mut d = dvs(5, 1);
+    let code = Code::new(d.geo.data, d.geo.k).unwrap();
+    let (c, blk) = (d.geo.chunk as usize, d.geo.block as usize);
+    let mut jobs = d.write(0, 6 * c as u64, 0).unwrap().0;
+    // Blocks 1-2 and 5 of chunk 0, block 15 of chunk 3: fills merged with them.
+    for (off, len) in [(blk, 2 * blk), (5 * blk, blk), (3 * c + 15 * blk, blk)] {
+        jobs.extend(d.write(off as u64, len as u64, 0).unwrap().0);
+    }
+    assert!(jobs.iter().any(|j| !j.fills.is_empty() && j.chunks.iter().any(|(_, bm)| bm.as_ref().is_some_and(|b| b.ones() < 16))));
+    let whole = run_jobs(&d, &code, &jobs, &mut |l, _| Ok(Payload::Bytes(chunk_bytes(l, c).into())));
+    let packed = run_jobs(&d, &code, &jobs, &mut |l, bm| {
+        let all = chunk_bytes(l, c);
+        Ok(Payload::Bytes((0..16).filter(|&i| bm.get(i)).flat_map(|i| all[i * blk..(i + 1) * blk].to_vec()).collect::<Vec<u8>>().into()))
+    });
+    assert!(whole == packed, "the same bytes on every member");
+    // A packed payload of the wrong length is an error, not a bad write.
+    let j = jobs.iter().find(|j| j.chunks.iter().any(|(_, bm)| bm.as_ref().is_some_and(|b| b.ones() < 16))).unwrap();
+    assert!(lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Len(blk * 17)), &d.healthy, None, &j.resets).is_err());
 }
