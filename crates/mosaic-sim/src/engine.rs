@@ -198,6 +198,7 @@ struct Events {
 }
 
 impl Events {
+    #[inline]
     fn push(&mut self, e: Event) {
         self.heap.push(e);
         self.sift_up(self.heap.len() - 1, e);
@@ -218,6 +219,7 @@ impl Events {
         self.heap[i] = e;
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<Event> {
         let last = self.heap.pop()?;
         let Some(&top) = self.heap.first() else { return Some(last) };
@@ -373,6 +375,7 @@ impl<'a> Simulator<'a> {
         })
     }
 
+    #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
         self.events.push(Event { t, seq: self.seq, ev });
@@ -829,6 +832,7 @@ impl Simulator<'_> {
     }
 
     /// One event at `t` where idle periods start nothing: completions only.
+    #[inline]
     fn quiet_step(&mut self, t: u64, ev: Ev) -> Result<(), SimError> {
         self.now = t;
         match ev {
