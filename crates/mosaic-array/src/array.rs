@@ -777,6 +777,12 @@ impl Array {
         self.sb.lock().clone()
     }
 
+    /// The logical ranges whose data is lost (see [`crate::lost`]),
+    /// without copying the rest of the superblock.
+    pub fn lost(&self) -> Vec<crate::LostRange> {
+        self.sb.lock().lost.clone()
+    }
+
     /// Device-operation counters since open: totals and per member.
     pub fn counters(&self) -> (OpCounts, Vec<MemberCounters>) {
         let c = self.exec.counters();

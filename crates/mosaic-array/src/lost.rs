@@ -31,11 +31,6 @@ use crate::superblock::{lost_with, lost_without, LostRange};
 use crate::{Array, ArrayError, LostUnit};
 
 impl Array {
-    /// The logical ranges whose data is lost, from the superblock.
-    pub fn lost(&self) -> Vec<LostRange> {
-        self.superblock().lost
-    }
-
     /// A read of `offset..offset + len` must not touch lost data.
     pub(crate) fn check_not_lost(&self, offset: u64, len: u64) -> Result<(), ArrayError> {
         if !self.any_lost.load(Ordering::Acquire) {

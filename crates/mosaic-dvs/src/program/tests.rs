@@ -182,5 +182,6 @@ fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
     assert!(whole == packed, "the same bytes on every member");
     // A packed payload of the wrong length is an error, not a bad write.
     let j = jobs.iter().find(|j| j.chunks.iter().any(|(_, bm)| bm.as_ref().is_some_and(|b| b.ones() < 16))).unwrap();
-    assert!(lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Len(blk * 17)), &d.healthy, None, &j.resets).is_err());
+    let e = lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Len(blk * 17)), &d.healthy, None, &j.resets).unwrap_err();
+    assert!(e.to_string().contains(&format!("a cached chunk came with {} bytes for", blk * 17)), "{e}");
 }
