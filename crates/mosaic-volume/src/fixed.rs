@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use mosaic_array::maint::RebuildOptions;
-use mosaic_array::{Array, CacheVolume, RebuildReport, ScrubReport, DATA_OFFSET};
+use mosaic_array::{Array, CacheVolume, LostRange, RebuildReport, ScrubReport, DATA_OFFSET};
 use mosaic_core::{CacheConfig, DeviceIo, MemberState};
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
@@ -27,12 +27,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     if let Some(g) = &i.grow {
         summary.push(("grow".into(), format!("from {} members: {} of {} stripes restriped (resume: mosaic grow -a ARRAY)", g.from_members, g.done_stripes, g.total_stripes)));
     }
-    if !i.lost.is_empty() {
-        let bytes: u64 = i.lost.iter().map(|r| r.len).sum();
-        let ranges: Vec<String> = i.lost.iter().take(8).map(|r| format!("{}..{}", r.offset, r.end())).collect();
-        let more = if i.lost.len() > 8 { format!(", ... {} ranges in all", i.lost.len()) } else { String::new() };
-        summary.push(("lost".into(), format!("{} in bytes {}{more}: a crash took a member while a cache held their code; reads fail until they are written again", human(bytes), ranges.join(", "))));
-    }
+    summary.extend(lost_line(&i.lost));
     VolumeInfo {
         kind: kind.into(),
         level: i.level.clone(),
@@ -60,6 +55,18 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         summary,
         detail: serde_json::to_value(&i).unwrap_or(serde_json::Value::Null),
     }
+}
+
+/// The `lost` line of `mosaic info`: how much, and the first ranges.
+fn lost_line(lost: &[LostRange]) -> Option<(String, String)> {
+    const LISTED: usize = 8;
+    if lost.is_empty() {
+        return None;
+    }
+    let bytes: u64 = lost.iter().map(|r| r.len).sum();
+    let ranges: Vec<String> = lost.iter().take(LISTED).map(|r| format!("{}..{}", r.offset, r.end())).collect();
+    let more = if lost.len() > LISTED { format!(", ... {} ranges in all", lost.len()) } else { String::new() };
+    Some(("lost".into(), format!("{} in bytes {}{more}: a crash took a member while a cache held their code; reads fail until they are written again", human(bytes), ranges.join(", "))))
 }
 
 fn counters(arr: &Array) -> IoCounters {
@@ -317,5 +324,26 @@ impl Volume for CachedVolume {
         }
         self.sync()?;
         Ok(a.take_spare()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `mosaic info`'s lost line: absent when nothing is lost; else the
+    /// total and the ranges, the first eight listed and the count after.
+    #[test]
+    fn info_names_lost_ranges() {
+        assert_eq!(lost_line(&[]), None);
+        let two = [LostRange { offset: 4096, len: 4096 }, LostRange { offset: 65536, len: 8192 }];
+        let (key, line) = lost_line(&two).unwrap();
+        assert_eq!(key, "lost");
+        assert!(line.starts_with(&format!("{} in bytes 4096..8192, 65536..73728: a crash took a member", human(12288))), "{line}");
+        assert!(line.ends_with("reads fail until they are written again"), "{line}");
+        let many: Vec<LostRange> = (0..10).map(|i| LostRange { offset: i * 8192, len: 4096 }).collect();
+        let (_, line) = lost_line(&many).unwrap();
+        assert!(line.contains("57344..61440, ... 10 ranges in all:"), "{line}");
+        assert!(!line.contains("65536..69632"), "{line}");
     }
 }
