@@ -104,7 +104,7 @@
 //! A write whose pages cannot all fit the write cache bypasses it (its
 //! cached pages are dropped) and is planned directly.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -117,6 +117,9 @@ use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
 use crate::planner::WritePolicy;
 use crate::program::{Buf, Combine, Io, Mark, Phase, Program, Ref};
 use crate::PlanError;
+
+mod order;
+use order::{Handle, StampOrder, NIL};
 
 /// Which parity cache runs behind the write cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -272,10 +275,20 @@ type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<KeyHasher>>;
 pub type KeyMap<K, V> = Map<K, V>;
 
 /// A cached row of the write cache (whole pages only).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Row {
     pages: ColSet,
     last: u64,
+    /// Its entry in the victim order and in the order of rows whose
+    /// parity is cached ([`NIL`]: not listed).
+    victim: Handle,
+    with_parity: Handle,
+}
+
+impl Default for Row {
+    fn default() -> Row {
+        Row { pages: ColSet::default(), last: 0, victim: NIL, with_parity: NIL }
+    }
 }
 
 /// The hot-row window of ppc+data's victim rule ([`CachedArray::victim`]):
@@ -289,39 +302,21 @@ fn rule_window(wc_pages: u64) -> u64 {
     wc_pages / 4
 }
 
-/// Victim order: most pages first, then least recently written (ppc+data
-/// departs from it by its rule, [`CachedArray::victim`]).
-type VictimKey = (std::cmp::Reverse<usize>, u64, u64);
+/// Victim order: most pages first (the bucket), then least recently
+/// written, then the lowest row (ppc+data departs from it by its rule,
+/// [`CachedArray::victim`]); the same order as a `BTreeSet` of
+/// `(Reverse(pages), last, row)`, ties included.
+type VictimOrder = StampOrder<u64>;
 
 /// A parity-cache entry: full parity (fpc) or partial parity (ppc).
 #[derive(Debug, Clone, Copy)]
 struct ParityEntry {
     covered: ColSet,
-    last: u64,
+    /// The entry in the parity cache's LRU order (stamped when last used).
+    lru: Handle,
     /// The entry holds the covered pages' change (old + new values), not
     /// their values: its eviction adds the old code (method 1).
     delta: bool,
-}
-
-/// Least-recently-used index over keys with a use stamp.
-#[derive(Debug, Default)]
-struct Lru {
-    order: BTreeSet<(u64, u64)>,
-}
-
-impl Lru {
-    fn touch(&mut self, key: u64, old: Option<u64>, now: u64) {
-        if let Some(o) = old {
-            self.order.remove(&(o, key));
-        }
-        self.order.insert((now, key));
-    }
-    fn remove(&mut self, key: u64, stamp: u64) {
-        self.order.remove(&(stamp, key));
-    }
-    fn oldest(&self) -> Option<(u64, u64)> {
-        self.order.first().copied()
-    }
 }
 
 /// Where one term of a parity computation comes from.  A term of column
@@ -482,16 +477,18 @@ pub struct CachedArray {
     cfg: CacheConfig,
     geo: Geometry,
     rows: Map<u64, Row>,
-    victims: BTreeSet<VictimKey>,
-    /// The keys of the cached rows whose parity is cached (ppc+data).
-    with_parity: BTreeSet<VictimKey>,
+    victims: VictimOrder,
+    /// The cached rows whose parity is cached (ppc+data), in victim order.
+    with_parity: VictimOrder,
     cached_pages: u64,
     parity: Map<u64, ParityEntry>,
-    parity_lru: Lru,
-    /// Clean pages of the data buffer (ppc+data): page key -> use stamp.
-    /// Their values match the code on the drives ([`CachedArray::clean_put`]).
-    clean: Map<(u64, usize), u64>,
-    clean_lru: BTreeSet<(u64, u64, usize)>,
+    /// Parity entries by last use (one bucket; ties go by row).
+    parity_lru: StampOrder<u64>,
+    /// Clean pages of the data buffer (ppc+data): page key -> its entry in
+    /// `clean_lru` (stamped when last used, ties by page key).  Their
+    /// values match the code on the drives ([`CachedArray::clean_put`]).
+    clean: Map<(u64, usize), Handle>,
+    clean_lru: StampOrder<(u64, usize)>,
     clock: u64,
     stats: CacheStats,
     bytes: Option<Bytes>,
@@ -525,13 +522,13 @@ impl CachedArray {
             cfg,
             geo,
             rows: Map::default(),
-            victims: BTreeSet::new(),
-            with_parity: BTreeSet::new(),
+            victims: VictimOrder::default(),
+            with_parity: VictimOrder::default(),
             cached_pages: 0,
             parity: Map::default(),
-            parity_lru: Lru::default(),
+            parity_lru: StampOrder::default(),
             clean: Map::default(),
-            clean_lru: BTreeSet::new(),
+            clean_lru: StampOrder::default(),
             clock: 0,
             stats: CacheStats::default(),
             bytes: None,
@@ -578,10 +575,6 @@ impl CachedArray {
     }
     fn od_pages(&self) -> usize {
         (self.cfg.old_data / self.geo.unit) as usize
-    }
-
-    fn key_of(&self, stripe: u64, row: &Row) -> VictimKey {
-        (std::cmp::Reverse(row.pages.len()), row.last, stripe)
     }
 
     fn op(&self, stripe: u64, col: usize, role: Role) -> DevOp {
@@ -716,8 +709,11 @@ impl CachedArray {
     }
 
     fn drop_pages(&mut self, stripe: u64, cols: impl Iterator<Item = usize>) {
-        let Some(mut row) = self.rows.get(&stripe).cloned() else { return };
+        if !self.rows.contains_key(&stripe) {
+            return;
+        }
         self.unlist(stripe);
+        let Some(row) = self.rows.get_mut(&stripe) else { return };
         for c in cols {
             if row.pages.contains(c) {
                 row.pages.0[c / 64] &= !(1u64 << (c % 64));
@@ -732,26 +728,45 @@ impl CachedArray {
         if row.pages.is_empty() {
             self.rows.remove(&stripe);
         } else {
-            self.rows.insert(stripe, row);
             self.list(stripe);
         }
     }
 
     /// Take a cached row out of the victim orders (before its key changes).
     fn unlist(&mut self, stripe: u64) {
-        if let Some(k) = self.rows.get(&stripe).map(|r| self.key_of(stripe, r)) {
-            self.victims.remove(&k);
-            self.with_parity.remove(&k);
+        if let Some(r) = self.rows.get_mut(&stripe) {
+            if r.victim != NIL {
+                self.victims.remove(std::mem::replace(&mut r.victim, NIL));
+            }
+            if r.with_parity != NIL {
+                self.with_parity.remove(std::mem::replace(&mut r.with_parity, NIL));
+            }
         }
     }
 
     /// Put a cached row into the victim orders: every row in `victims`,
     /// those whose parity is cached also in `with_parity` (ppc+data).
     fn list(&mut self, stripe: u64) {
-        if let Some(k) = self.rows.get(&stripe).map(|r| self.key_of(stripe, r)) {
-            self.victims.insert(k);
-            if self.cfg.policy == CachePolicy::PpcData && self.parity.contains_key(&stripe) {
-                self.with_parity.insert(k);
+        let parity = self.cfg.policy == CachePolicy::PpcData && self.parity.contains_key(&stripe);
+        if let Some(r) = self.rows.get_mut(&stripe) {
+            let pages = r.pages.len();
+            r.victim = self.victims.insert(pages, r.last, stripe);
+            if parity {
+                r.with_parity = self.with_parity.insert(pages, r.last, stripe);
+            }
+        }
+    }
+
+    /// The row's parity entry came or went: only its `with_parity` entry
+    /// changes (its victim entry keeps its place).
+    fn relist_parity(&mut self, stripe: u64) {
+        let parity = self.cfg.policy == CachePolicy::PpcData && self.parity.contains_key(&stripe);
+        if let Some(r) = self.rows.get_mut(&stripe) {
+            if r.with_parity != NIL {
+                self.with_parity.remove(std::mem::replace(&mut r.with_parity, NIL));
+            }
+            if parity {
+                r.with_parity = self.with_parity.insert(r.pages.len(), r.last, stripe);
             }
         }
     }
@@ -764,23 +779,21 @@ impl CachedArray {
     /// paper's rule without that exception evicts hot rows again and again
     /// (on the recorded ext2 Postmark trace, write-cache hits 37,427 with no
     /// rule, 26,794 with the paper's, 34,376 with the window).
-    fn victim(&self) -> Option<VictimKey> {
-        let lru = *self.victims.first()?;
-        let cold = |k: &VictimKey| self.clock.saturating_sub(k.1) >= rule_window(self.wc_pages());
+    fn victim(&self) -> Option<u64> {
+        let (pages, _, lru) = self.victims.first()?;
+        let cold = |last: u64| self.clock.saturating_sub(last) >= rule_window(self.wc_pages());
         match self.with_parity.first() {
-            Some(p) if p.0 == lru.0 && cold(p) => Some(*p),
+            Some((p, last, row)) if p == pages && cold(last) => Some(row),
             _ => Some(lru),
         }
     }
 
     /// Destage the write cache's victim row.
     fn evict_victim(&mut self, h: &Health) -> Result<Vec<Step>, PlanError> {
-        let Some(key) = self.victim() else {
+        let Some(stripe) = self.victim() else {
             return Err(PlanError::Invalid("write cache full but holds no row".into()));
         };
-        self.victims.remove(&key);
-        self.with_parity.remove(&key);
-        let stripe = key.2;
+        self.unlist(stripe);
         let row = self.rows.remove(&stripe).expect("victim row cached");
         self.cached_pages -= row.pages.len() as u64;
         self.stats.victims += 1;
@@ -1011,17 +1024,20 @@ impl CachedArray {
     fn parity_put(&mut self, stripe: u64, covered: ColSet, delta: bool, h: &Health) -> Result<Vec<Step>, PlanError> {
         let mut steps = Vec::new();
         let clock = self.clock;
-        let old = self.parity.get(&stripe).map(|e| e.last);
-        if old.is_none() {
-            while self.parity.len() >= self.pc_entries() {
-                let (_, victim) = self.parity_lru.oldest().expect("parity cache non-empty");
-                steps.extend(self.parity_flush(victim, h)?);
+        match self.parity.get(&stripe) {
+            Some(e) => {
+                self.parity_lru.remove(e.lru);
+            }
+            None => {
+                while self.parity.len() >= self.pc_entries() {
+                    let Some((_, _, victim)) = self.parity_lru.first() else { break };
+                    steps.extend(self.parity_flush(victim, h)?);
+                }
             }
         }
-        self.parity_lru.touch(stripe, old, clock);
-        self.unlist(stripe);
-        self.parity.insert(stripe, ParityEntry { covered, last: clock, delta });
-        self.list(stripe);
+        let lru = self.parity_lru.insert(0, clock, stripe);
+        self.parity.insert(stripe, ParityEntry { covered, lru, delta });
+        self.relist_parity(stripe);
         Ok(steps)
     }
 
@@ -1036,11 +1052,9 @@ impl CachedArray {
     ///   data buffer holds every covered page's clean value, then
     ///   new = old + PP + sum A[r][c] * clean_c over covered c.
     fn parity_flush(&mut self, stripe: u64, h: &Health) -> Result<Vec<Step>, PlanError> {
-        let Some(e) = self.parity.get(&stripe).copied() else { return Ok(vec![]) };
-        self.unlist(stripe);
-        self.parity.remove(&stripe);
-        self.list(stripe);
-        self.parity_lru.remove(stripe, e.last);
+        let Some(e) = self.parity.remove(&stripe) else { return Ok(vec![]) };
+        self.relist_parity(stripe);
+        self.parity_lru.remove(e.lru);
         self.stats.parity_evictions += 1;
         let (k, m) = (self.geo.k, self.geo.m);
         let geo = self.geo.clone();
@@ -1132,10 +1146,7 @@ impl CachedArray {
     /// The clean value of a page (byte mode; scratch in counting mode),
     /// marked used.
     fn clean_bytes(&mut self, stripe: u64, col: usize) -> Result<Buf, PlanError> {
-        if let Some(stamp) = self.clean.insert((stripe, col), self.clock) {
-            self.clean_lru.remove(&(stamp, stripe, col));
-        }
-        self.clean_lru.insert((self.clock, stripe, col));
+        self.clean_touch(stripe, col);
         match &self.bytes {
             Some(b) => b.clean.get(&(stripe, col)).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
             None => Ok(Buf::Scratch(self.geo.unit as usize)),
@@ -1168,20 +1179,27 @@ impl CachedArray {
                 b.recycle(old);
             }
         }
-        if let Some(stamp) = self.clean.insert((stripe, col), self.clock) {
-            self.clean_lru.remove(&(stamp, stripe, col));
-        }
-        self.clean_lru.insert((self.clock, stripe, col));
+        self.clean_touch(stripe, col);
         while self.clean.len() > self.od_pages() {
-            let Some((_, st, c)) = self.clean_lru.first().copied() else { break };
+            let Some((_, _, (st, c))) = self.clean_lru.first() else { break };
             self.clean_drop(st, c);
         }
     }
 
+    /// Mark a clean page used now (listing it if new).
+    fn clean_touch(&mut self, stripe: u64, col: usize) {
+        let lru = &mut self.clean_lru;
+        let h = self.clean.entry((stripe, col)).or_insert(NIL);
+        if *h != NIL {
+            lru.remove(*h);
+        }
+        *h = lru.insert(0, self.clock, (stripe, col));
+    }
+
     /// Forget a page's clean value (written with its code some other way).
     fn clean_drop(&mut self, stripe: u64, col: usize) {
-        if let Some(stamp) = self.clean.remove(&(stripe, col)) {
-            self.clean_lru.remove(&(stamp, stripe, col));
+        if let Some(h) = self.clean.remove(&(stripe, col)) {
+            self.clean_lru.remove(h);
         }
         if let Some(b) = self.bytes.as_mut() {
             if let Some(old) = b.clean.remove(&(stripe, col)) {
@@ -1291,16 +1309,16 @@ impl CachedArray {
             Recipe::Parity { stripe, base, terms, keep, pages } => {
                 let (k, m) = (self.geo.k, self.geo.m);
                 let mut b = ParityBuilder::new(&step.sp, pages, self.geo.unit as usize, m);
-                let base: Vec<Vec<Ref>> = match base {
+                let base: Vec<Sum> = match base {
                     Base::Zero | Base::ZeroTake { .. } => vec![],
-                    Base::Reads(idx) => idx.iter().map(|&i| b.read(i).map(|r| vec![r])).collect::<Result<_, _>>()?,
-                    Base::Stored { stripe, .. } => b.rows(self.stored_code(*stripe)?, m).into_iter().map(|r| vec![r]).collect(),
+                    Base::Reads(idx) => idx.iter().map(|&i| b.read(i).map(|r| (r, None))).collect::<Result<_, _>>()?,
+                    Base::Stored { stripe, .. } => b.rows(self.stored_code(*stripe)?, m).map(|r| (r, None)).collect(),
                     Base::StoredAndReads { stripe, reads } => {
                         let rows = b.rows(self.stored_code(*stripe)?, m);
                         if reads.len() != m {
                             return Err(PlanError::Invalid(format!("stripe {stripe}: {} old code units, not {m}", reads.len())));
                         }
-                        rows.into_iter().zip(reads).map(|(r, &i)| b.read(i).map(|o| vec![r, o])).collect::<Result<_, _>>()?
+                        rows.zip(reads).map(|(r, &i)| b.read(i).map(|o| (r, Some(o)))).collect::<Result<_, _>>()?
                     }
                 };
                 if !base.is_empty() && base.len() != m {
@@ -1353,9 +1371,18 @@ impl CachedArray {
 
     /// A step has run (and been committed): its page buffers that no
     /// structure holds any more are reused for later pages (byte mode).
+    /// So are the old and clean values its terms held when the structure
+    /// that had them let them go while the step was pending (a page's old
+    /// value replaced by its new one, a clean page dropped): the step had
+    /// the last reference.  A buffer is reused only when nothing else
+    /// holds it ([`Bytes::recycle`]).
     pub fn recycle(&mut self, step: Step) {
-        let (Recipe::Parity { pages, .. }, Some(b)) = (step.recipe, self.bytes.as_mut()) else { return };
-        for (_, buf) in pages {
+        let (Recipe::Parity { pages, terms, .. }, Some(b)) = (step.recipe, self.bytes.as_mut()) else { return };
+        let held = terms.into_iter().filter_map(|(_, src)| match src {
+            Src::Xor(buf) | Src::Held(buf) => Some(buf),
+            _ => None,
+        });
+        for buf in pages.into_iter().map(|(_, buf)| buf).chain(held) {
             if let Buf::Bytes(a) = buf {
                 b.recycle(a);
             }
@@ -1376,6 +1403,9 @@ impl CachedArray {
     }
 }
 
+/// One or two buffers summed (a value, or old and new values).
+type Sum = (Ref, Option<Ref>);
+
 /// The program of one [`Recipe::Parity`] step under construction: one
 /// scratch buffer for the reads, one for the `m` code units (row `r` at
 /// `r * unit`), the pages' bytes as the recipe holds them.
@@ -1393,7 +1423,9 @@ struct ParityBuilder {
 
 impl ParityBuilder {
     fn new(sp: &StripePlan, pages: &[(usize, Buf)], unit: usize, m: usize) -> ParityBuilder {
-        let mut p = Program { locks: vec![sp.stripe], methods: vec![sp.method], ..Default::default() };
+        // Reads, code, pages, then a stored code and held values: sized
+        // once (no regrowth while the program is built).
+        let mut p = Program { locks: vec![sp.stripe], methods: vec![sp.method], bufs: Vec::with_capacity(pages.len() + 2 + 4), phases: Vec::with_capacity(3), ..Default::default() };
         let rd = p.buf(Buf::Scratch(sp.reads.iter().map(|o| o.len as usize).sum()));
         let mut at = 0;
         let mut reads = Vec::with_capacity(sp.reads.len());
@@ -1403,7 +1435,7 @@ impl ParityBuilder {
         }
         let code = p.buf(Buf::Scratch(m * unit));
         let pages = pages.iter().map(|(c, b)| (*c, Ref::new(p.buf(b.clone()), 0))).collect();
-        ParityBuilder { p, unit, reads, pages, code, combines: vec![], writes: vec![] }
+        ParityBuilder { p, unit, reads, pages, code, combines: Vec::with_capacity(m), writes: Vec::with_capacity(sp.writes.len()) }
     }
 
     fn read(&self, i: usize) -> Result<Ref, PlanError> {
@@ -1415,22 +1447,22 @@ impl ParityBuilder {
     }
 
     /// Add `code`, `m` code units, as a buffer: where each row starts.
-    fn rows(&mut self, code: Buf, m: usize) -> Vec<Ref> {
-        let b = self.p.buf(code);
-        (0..m).map(|r| Ref::new(b, r * self.unit)).collect()
+    fn rows(&mut self, code: Buf, m: usize) -> impl Iterator<Item = Ref> {
+        let (b, unit) = (self.p.buf(code), self.unit);
+        (0..m).map(move |r| Ref::new(b, r * unit))
     }
 
     /// Each term of column `c` as the buffers it sums (its bytes, or old
     /// and new bytes, whose sum is their difference).
-    fn terms(&mut self, terms: &[(usize, Src)]) -> Result<Vec<(usize, Vec<Ref>)>, PlanError> {
+    fn terms(&mut self, terms: &[(usize, Src)]) -> Result<Vec<(usize, Sum)>, PlanError> {
         let mut out = Vec::with_capacity(terms.len());
         for (c, src) in terms {
             let refs = match src {
-                Src::Page => vec![self.page(*c)?],
-                Src::Read(i) => vec![self.read(*i)?],
-                Src::ReadXor(i) => vec![self.read(*i)?, self.page(*c)?],
-                Src::Xor(old) => vec![Ref::new(self.p.buf(old.clone()), 0), self.page(*c)?],
-                Src::Held(v) => vec![Ref::new(self.p.buf(v.clone()), 0)],
+                Src::Page => (self.page(*c)?, None),
+                Src::Read(i) => (self.read(*i)?, None),
+                Src::ReadXor(i) => (self.read(*i)?, Some(self.page(*c)?)),
+                Src::Xor(old) => (Ref::new(self.p.buf(old.clone()), 0), Some(self.page(*c)?)),
+                Src::Held(v) => (Ref::new(self.p.buf(v.clone()), 0), None),
             };
             out.push((*c, refs));
         }
@@ -1438,12 +1470,19 @@ impl ParityBuilder {
     }
 
     /// Code row `r` = the sum of base row `r` (if any) + sum of A[r][c] * term.
-    fn combines(&mut self, code: &mosaic_ec::Code, m: usize, base: &[Vec<Ref>], terms: &[(usize, Vec<Ref>)]) {
+    fn combines(&mut self, code: &mosaic_ec::Code, m: usize, base: &[Sum], terms: &[(usize, Sum)]) {
+        let n = |s: &Sum| 1 + s.1.is_some() as usize;
+        let per_row = terms.iter().map(|(_, s)| n(s)).sum::<usize>();
         for r in 0..m {
-            let mut t: Vec<(u8, Ref)> = base.get(r).map(|b| b.iter().map(|&x| (1, x)).collect()).unwrap_or_default();
-            for (c, refs) in terms {
-                let a = code.coefficient(r, *c);
-                t.extend(refs.iter().map(|&x| (a, x)));
+            let mut t: Vec<(u8, Ref)> = Vec::with_capacity(per_row + base.get(r).map_or(0, n));
+            if let Some(&(x, y)) = base.get(r) {
+                t.push((1, x));
+                t.extend(y.map(|y| (1, y)));
+            }
+            for &(c, (x, y)) in terms {
+                let a = code.coefficient(r, c);
+                t.push((a, x));
+                t.extend(y.map(|y| (a, y)));
             }
             self.combines.push(Combine { dst: Ref::new(self.code, r * self.unit), len: self.unit, acc: false, terms: t });
         }

@@ -46,26 +46,30 @@ impl Ranges {
             hi = hi.max(self.0[j].1);
             j += 1;
         }
-        self.0.splice(i..j, [(lo, hi)]);
+        match j - i {
+            0 => self.0.insert(i, (lo, hi)),
+            1 => self.0[i] = (lo, hi),
+            _ => {
+                self.0.splice(i..j, [(lo, hi)]);
+            }
+        }
     }
 
-    /// The parts of `[a, b)` outside these ranges.
-    fn gaps(&self, a: usize, b: usize) -> Vec<(usize, usize)> {
-        let mut out = Vec::new();
+    /// Add to `out` the parts of `[a, b)` outside these ranges.
+    fn add_gaps(&self, a: usize, b: usize, out: &mut Ranges) {
         let mut pos = a;
         for &(lo, hi) in &self.0[self.0.partition_point(|r| r.1 <= a)..] {
             if lo >= b {
                 break;
             }
             if lo > pos {
-                out.push((pos, lo));
+                out.add(pos, lo);
             }
             pos = pos.max(hi);
         }
         if pos < b {
-            out.push((pos, b));
+            out.add(pos, b);
         }
-        out
     }
 
     pub(crate) fn total(&self) -> usize {
@@ -78,9 +82,9 @@ impl Ranges {
     }
 }
 
-/// Scratch buffers smaller than this are zeroed whole: cheaper than
-/// working out which of their bytes need it.
-pub(crate) const ANALYZED: usize = 16 << 10;
+/// Scratch buffers at least this large are pooled with the large ones
+/// (below it, in the pool's list of small buffers).
+pub(crate) const LARGE: usize = 16 << 10;
 
 /// For each buffer of `p`, the bytes that must read as zeros when the run
 /// starts: those of a scratch buffer the program may read (a computation
@@ -108,9 +112,7 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
     };
     let read = |written: &[Ranges], zero: &mut [Ranges], r: Ref, len: usize| {
         if let Some((b, lo, hi)) = span(r, len) {
-            for (x, y) in written[b].gaps(lo, hi) {
-                zero[b].add(x, y);
-            }
+            written[b].add_gaps(lo, hi, &mut zero[b]);
         }
     };
     for phase in &p.phases {
@@ -157,31 +159,58 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
 const POOL_BUFS: usize = 16;
 /// Most bytes the pool holds between runs.
 const POOL_BYTES: usize = 32 << 20;
+/// Most small buffers (below [`LARGE`]) the pool holds between runs
+/// (besides the large ones).
+const SMALL_BUFS: usize = 32;
 
 /// Scratch memory reused from run to run, so a buffer that the program
 /// fills before reading it is not zeroed every time.  A buffer from the
 /// pool holds an earlier run's bytes: [`Pool::get`] zeroes every byte the
 /// program may read before writing ([`must_zero`]), so none of them is
-/// ever seen.
+/// ever seen.  Large buffers ([`LARGE`] bytes and more) and small ones
+/// are kept in separate lists, so many small buffers never push out the
+/// large ones a program needs.
 #[derive(Default)]
-pub(crate) struct Pool(Mutex<Vec<Vec<u8>>>);
+pub(crate) struct Pool(Mutex<Lists>);
+
+#[derive(Default)]
+pub(crate) struct Lists {
+    large: Vec<Vec<u8>>,
+    small: Vec<Vec<u8>>,
+}
+
+impl Lists {
+    fn of(&mut self, cap: usize) -> &mut Vec<Vec<u8>> {
+        if cap < LARGE {
+            &mut self.small
+        } else {
+            &mut self.large
+        }
+    }
+}
 
 impl Pool {
-    /// `n` bytes, zero at least in `zero`.  Buffers the program keeps are
-    /// new (they leave the executor).
-    fn get(&self, n: usize, zero: &Ranges, kept: bool) -> Vec<u8> {
-        if n == 0 || kept || zero.total() >= n {
+    /// `n` bytes, zero at least in `zero`.  A buffer the program keeps
+    /// leaves the executor: it comes from the pool as any other (its
+    /// bytes not written by the program are in `zero`).
+    fn get(&self, n: usize, zero: &Ranges) -> Vec<u8> {
+        if n == 0 || zero.total() >= n {
             return vec![0u8; n];
         }
-        let mut pool = self.0.lock();
-        // The smallest that fits, if it is not much larger.
-        let fit = (0..pool.len()).filter(|&i| pool[i].capacity() >= n && pool[i].capacity() <= 2 * n).min_by_key(|&i| pool[i].capacity());
+        let mut lists = self.0.lock();
+        let small = n < LARGE;
+        let pool = lists.of(n);
+        // The smallest that fits, if it is not much larger; among small
+        // ones as large, the most recently given back (warmest in the CPU
+        // caches).
+        let fits = |i: &usize| pool[*i].capacity() >= n && pool[*i].capacity() <= 2 * n;
+        let fit = if small { (0..pool.len()).rev().filter(fits).min_by_key(|&i| pool[i].capacity()) } else { (0..pool.len()).filter(fits).min_by_key(|&i| pool[i].capacity()) };
         let Some(i) = fit else {
-            drop(pool);
+            drop(lists);
             return vec![0u8; n];
         };
-        let mut v = pool.swap_remove(i);
-        drop(pool);
+        let mut v = if small { pool.remove(i) } else { pool.swap_remove(i) };
+        drop(lists);
         v.resize(n, 0); // within its capacity: no new allocation
         for &(a, b) in &zero.0 {
             v[a..b].fill(0);
@@ -191,13 +220,21 @@ impl Pool {
 
     /// Keep `v` for a later run, dropping the oldest kept beyond the
     /// pool's limits (so the pool follows what recent programs need).
-    /// Buffers below [`ANALYZED`] are never taken from the pool.
     fn put(&self, v: Vec<u8>) {
         let cap = v.capacity();
-        if cap < ANALYZED || cap > POOL_BYTES {
+        if cap == 0 || cap > POOL_BYTES {
             return;
         }
-        let mut pool = self.0.lock();
+        let mut lists = self.0.lock();
+        if cap < LARGE {
+            let small = &mut lists.small;
+            if small.len() >= SMALL_BUFS {
+                small.remove(0);
+            }
+            small.push(v);
+            return;
+        }
+        let pool = &mut lists.large;
         pool.push(v);
         let mut held: usize = pool.iter().map(|v| v.capacity()).sum();
         while pool.len() > POOL_BUFS || held > POOL_BYTES {
@@ -219,7 +256,7 @@ impl Pool {
 /// [`must_zero`] says), client ranges cut out of `client`.
 pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -> Result<Vec<Slot<'a>>, String> {
     let bufs = &p.bufs;
-    let zero = must_zero(p, ANALYZED);
+    let zero = must_zero(p, 0);
     let mut slots: Vec<Option<Slot<'a>>> = Vec::with_capacity(bufs.len());
     let mut outs: Vec<(usize, usize, usize)> = Vec::new();
     let (input, output): (Option<&'a [u8]>, Option<&'a mut [u8]>) = match client {
@@ -229,7 +266,7 @@ pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -
     };
     for (i, b) in bufs.iter().enumerate() {
         slots.push(match b {
-            Buf::Scratch(n) => Some(Slot::Owned(pool.get(*n, &zero[i], p.keep.contains(&(i as u32))))),
+            Buf::Scratch(n) => Some(Slot::Owned(pool.get(*n, &zero[i]))),
             Buf::Bytes(b) => Some(Slot::Shared(b)),
             Buf::Input { off, len } => {
                 let src = input.ok_or("an input buffer without client data")?;

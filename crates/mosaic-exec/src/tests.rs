@@ -325,6 +325,28 @@ fn scratch_a_program_reads_before_filling_is_zero_even_when_reused() {
     assert!(peek(&ms[2], 0, 4096).iter().all(|&x| x == 0));
 }
 
+/// A small kept buffer comes from the pool too (a dirty earlier run's
+/// 4 KiB): the bytes the program writes are its own, the rest read zero.
+#[test]
+fn a_kept_buffer_from_the_pool_has_no_earlier_bytes() {
+    let ms = mems(2);
+    let ex = exec_on(&ms);
+    let src: Vec<u8> = (0..4096u32).map(|i| (i * 13 + 5) as u8).collect();
+    for (len, hole) in [(4096, false), (1024, true), (4096, false)] {
+        dirty_pool(&ex, &ms[0], 4096);
+        let mut p = Program::default();
+        let b = p.buf(Buf::Bytes(Arc::from(src.clone())));
+        let k = p.buf(Buf::Scratch(4096));
+        p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(k, 0), Ref::new(b, 0), len)]));
+        p.keep = vec![k as u32];
+        let got = ex.run(&p, Client::None, None).unwrap().remove(0);
+        assert_eq!(got.len(), 4096);
+        assert_eq!(&got[..len], &src[..len]);
+        assert_eq!(hole, len < 4096);
+        assert!(got[len..].iter().all(|&x| x == 0));
+    }
+}
+
 #[test]
 fn only_bytes_read_before_written_must_be_zero() {
     use crate::slots::must_zero;
@@ -387,7 +409,7 @@ proptest! {
     #[test]
     fn reused_scratch_is_as_good_as_zeroed(steps in prop::collection::vec((0u8..4, 0usize..8, 1usize..4, 0usize..8), 1..12)) {
         const BLK: usize = 4096;
-        const N: usize = 8 * BLK; // analyzed (not below slots::ANALYZED)
+        const N: usize = 8 * BLK; // a large buffer (slots::LARGE)
         let ms = mems(3);
         let ex = exec_on(&ms);
         let pattern: Vec<u8> = (0..N).map(|i| (i as u8).wrapping_mul(7).wrapping_add(1)).collect();
