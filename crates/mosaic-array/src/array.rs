@@ -966,6 +966,11 @@ impl Array {
         self.run_program_copying(p, client, &[], what)
     }
 
+    /// Buffers a program kept, back to the executor's scratch pool.
+    pub(crate) fn give_back(&self, kept: Vec<Vec<u8>>) {
+        self.exec.give_back(kept);
+    }
+
     /// [`Array::run_program`] whose journaled writes named in `copies` are
     /// logged as copies of a logical record's bytes.
     pub(crate) fn run_program_copying(&self, p: &Program, client: Client<'_>, copies: &[Copied], what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {

@@ -141,7 +141,9 @@ impl CacheVolume {
             drop(p);
             match ran {
                 Ok(kept) => {
-                    c.commit(&st, kept)?;
+                    let done = c.commit(&st, &kept);
+                    self.arr.give_back(kept);
+                    done?;
                     c.recycle(st);
                 }
                 Err(e) => {

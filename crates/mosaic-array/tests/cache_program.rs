@@ -47,7 +47,7 @@ impl Rig {
             assert_eq!(ops(&p, Dir::Read), st.sp.reads);
             assert_eq!(ops(&p, Dir::Write), st.sp.writes);
             let kept = self.exec.run(&p, Client::None, None).unwrap();
-            self.cache.commit(&st, kept).unwrap();
+            self.cache.commit(&st, &kept).unwrap();
             ran.push(p);
         }
         ran
@@ -189,7 +189,7 @@ fn a_kept_code_is_marked_and_kept() {
                 assert_eq!(prog.keep.len(), keeps as usize, "{p:?}");
                 seen += keeps as usize;
                 let kept = r.exec.run(&prog, Client::None, None).unwrap();
-                r.cache.commit(&st, kept).unwrap();
+                r.cache.commit(&st, &kept).unwrap();
             }
         }
         assert_eq!(seen > 0, p != CachePolicy::None, "{p:?}: {seen} steps kept their code");

@@ -1345,7 +1345,7 @@ impl CachedArray {
     /// `step`'s program ran; `kept` holds its kept buffers.  The code a
     /// step keeps goes into the parity cache; a step that takes the stored
     /// code drops it.  Nothing to do in counting mode.
-    pub fn commit(&mut self, step: &Step, kept: Vec<Vec<u8>>) -> Result<(), PlanError> {
+    pub fn commit(&mut self, step: &Step, kept: &[Vec<u8>]) -> Result<(), PlanError> {
         let (Recipe::Parity { stripe, base, keep, .. }, Some(b)) = (&step.recipe, self.bytes.as_mut()) else { return Ok(()) };
         if base.takes() {
             if let Some(old) = b.parity.remove(stripe) {
@@ -1353,13 +1353,13 @@ impl CachedArray {
             }
         }
         if *keep {
-            let code = kept.into_iter().next().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
+            let code = kept.first().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
             // Over the row's old code when nothing else holds it (the
             // step that read it is gone): no new buffer.
             match b.parity.get_mut(stripe).and_then(Arc::get_mut).filter(|d| d.len() == code.len()) {
-                Some(dst) => dst.copy_from_slice(&code),
+                Some(dst) => dst.copy_from_slice(code),
                 None => {
-                    let a = b.page_of(&code);
+                    let a = b.page_of(code);
                     if let Some(old) = b.parity.insert(*stripe, a) {
                         b.recycle(old);
                     }

@@ -44,7 +44,7 @@ impl Rig {
             // As the real volume does: the program's references go first,
             // so the code is stored over the old and the pages reused.
             drop(p);
-            self.cache.commit(&st, kept).unwrap();
+            self.cache.commit(&st, &kept).unwrap();
             self.cache.recycle(st);
         }
     }

@@ -256,6 +256,16 @@ impl Executor {
         Err(ExecError::Device(vec![(usize::MAX, io::Error::other("members kept failing"))]).into())
     }
 
+    /// Take back buffers a program kept ([`Executor::run`]'s result) once
+    /// their bytes have been used, for later runs' scratch (a kept code
+    /// then costs no allocation).  Their bytes are never shown again: a
+    /// run zeroes what it reads before writing.
+    pub fn give_back(&self, kept: Vec<Vec<u8>>) {
+        for v in kept {
+            self.scratch.put(v);
+        }
+    }
+
     /// Run one program (no re-planning): lock, phases, count.
     pub fn run(&self, p: &Program, client: Client<'_>, journal: Option<&dyn JournalHook>) -> Result<Vec<Vec<u8>>, ExecError> {
         self.run_at(p, client, journal, None)

@@ -220,7 +220,7 @@ impl Pool {
 
     /// Keep `v` for a later run, dropping the oldest kept beyond the
     /// pool's limits (so the pool follows what recent programs need).
-    fn put(&self, v: Vec<u8>) {
+    pub(crate) fn put(&self, v: Vec<u8>) {
         let cap = v.capacity();
         if cap == 0 || cap > POOL_BYTES {
             return;

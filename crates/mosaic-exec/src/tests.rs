@@ -347,6 +347,30 @@ fn a_kept_buffer_from_the_pool_has_no_earlier_bytes() {
     }
 }
 
+/// A kept buffer given back (dirty) is reused by the next program that
+/// keeps one, and only the bytes that program writes show: the rest read
+/// zero, not the given-back bytes.
+#[test]
+fn a_given_back_buffer_is_reused_without_its_bytes() {
+    let ms = mems(1);
+    let ex = exec_on(&ms);
+    let keep_copy = |src: &[u8], len: usize| {
+        let mut p = Program::default();
+        let b = p.buf(Buf::Bytes(Arc::from(src)));
+        let k = p.buf(Buf::Scratch(4096));
+        p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(k, 0), Ref::new(b, 0), len)]));
+        p.keep = vec![k as u32];
+        ex.run(&p, Client::None, None).unwrap()
+    };
+    let first = keep_copy(&[0xee; 4096], 4096);
+    let at = first[0].as_ptr();
+    ex.give_back(first);
+    let again = keep_copy(&[7; 4096], 1000);
+    assert_eq!(again[0].as_ptr(), at, "the given-back buffer was reused");
+    assert!(again[0][..1000].iter().all(|&x| x == 7));
+    assert!(again[0][1000..].iter().all(|&x| x == 0));
+}
+
 #[test]
 fn only_bytes_read_before_written_must_be_zero() {
     use crate::slots::must_zero;
