@@ -88,6 +88,9 @@ pub struct Zone {
 struct State {
     wps: Vec<u64>,
     conds: Vec<ZoneCond>,
+    /// A write moved a write pointer since the zone table was last
+    /// written: the next flush writes it.
+    moved: bool,
 }
 
 /// A zoned drive emulated on a file.
@@ -194,8 +197,8 @@ impl ZonedFile {
         let io = crate::ram_map::FileIo::new(file, len, true);
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
         let wps = (0..zones).map(|z| z * zone_size).collect();
-        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) };
-        d.persist(&d.state.lock())?;
+        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds, moved: false }) };
+        d.persist(&mut d.state.lock())?;
         Ok(d)
     }
 
@@ -212,7 +215,7 @@ impl ZonedFile {
         }
         let (wps, conds) = (hd.write_pointers, hd.conditions);
         let io = crate::ram_map::FileIo::new(file, size, true);
-        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds }) })
+        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds, moved: false }) })
     }
 
     pub fn zone_size(&self) -> u64 {
@@ -247,7 +250,7 @@ impl ZonedFile {
         let mut st = self.state.lock();
         st.wps[z] = zone * self.zone_size;
         st.conds[z] = ZoneCond::Empty;
-        self.persist(&st)
+        self.persist(&mut st)
     }
 
     /// Open a zone explicitly.
@@ -258,7 +261,7 @@ impl ZonedFile {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {zone} is full", self.path.display())));
         }
         st.conds[z] = ZoneCond::ExplicitOpen;
-        self.persist(&st)
+        self.persist(&mut st)
     }
 
     /// Close an open zone (empty zones become empty again).
@@ -270,7 +273,7 @@ impl ZonedFile {
             _ if st.wps[z] == zone * self.zone_size => ZoneCond::Empty,
             _ => ZoneCond::Closed,
         };
-        self.persist(&st)
+        self.persist(&mut st)
     }
 
     /// Move a zone's write pointer to its end.
@@ -279,14 +282,15 @@ impl ZonedFile {
         let mut st = self.state.lock();
         st.wps[z] = (zone + 1) * self.zone_size;
         st.conds[z] = ZoneCond::Full;
-        self.persist(&st)
+        self.persist(&mut st)
     }
 
     pub fn write_pointer(&self, zone: u64) -> Option<u64> {
         (zone >= self.conventional && zone < self.zones).then(|| self.state.lock().wps[zone as usize])
     }
 
-    fn persist(&self, st: &State) -> io::Result<()> {
+    /// Write the zone table and make it durable.
+    fn persist(&self, st: &mut State) -> io::Result<()> {
         let mut p = Vec::with_capacity(GEOMETRY + ROW * st.wps.len());
         p.extend_from_slice(&self.zone_size.to_le_bytes());
         p.extend_from_slice(&self.zones.to_le_bytes());
@@ -298,7 +302,9 @@ impl ZonedFile {
         let mut h = frame::encode(KIND_ZONED_HEADER, 0, &p);
         h.resize(HEADER as usize, 0);
         self.io.write_all_at(&h, 0)?;
-        self.io.sync_data()
+        self.io.sync_data()?;
+        st.moved = false;
+        Ok(())
     }
 }
 
@@ -356,6 +362,7 @@ impl Member for ZonedFile {
         }
         self.io.write_all_at(buf, HEADER + offset)?;
         st.wps[z as usize] = offset + len;
+        st.moved = true;
         st.conds[z as usize] = if offset + len == zend {
             ZoneCond::Full
         } else if st.conds[z as usize] == ZoneCond::ExplicitOpen {
@@ -365,9 +372,16 @@ impl Member for ZonedFile {
         };
         Ok(())
     }
+    /// The data, then the zone table if a write pointer moved since it
+    /// was last written (a flush after writes to conventional zones only,
+    /// such as a journal's, has no table to write).
     fn flush(&self) -> io::Result<()> {
         self.io.sync_data()?;
-        self.persist(&self.state.lock())
+        let mut st = self.state.lock();
+        if st.moved {
+            self.persist(&mut st)?;
+        }
+        Ok(())
     }
     fn cheap_flush(&self) -> bool {
         self.io.ram_fs()
@@ -453,6 +467,34 @@ mod tests {
         d.read_at(&mut b, ZS).unwrap();
         assert!(b.iter().all(|&x| x == 5));
         d.write_at(&[8u8; 4096], ZS + 8192).unwrap();
+    }
+
+    /// A flush writes the zone table only when a write pointer moved
+    /// since it was last written: after writes to conventional zones alone
+    /// (a journal's) the table on disk is left as it is (here, damaged on
+    /// purpose, to see it untouched); after a sequential write it is
+    /// written again.
+    #[test]
+    fn flush_writes_the_zone_table_only_when_a_pointer_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("z");
+        let d = ZonedFile::create(&p, ZS, 4, 1).unwrap();
+        d.write_at(&[5u8; 8192], ZS).unwrap();
+        d.flush().unwrap();
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_all_at(&[0xff], 40).unwrap();
+        let damaged = std::fs::read(&p).unwrap()[..HEADER as usize].to_vec();
+        d.write_at(&[1u8; 4096], 0).unwrap();
+        d.flush().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap()[..HEADER as usize], damaged[..], "no pointer moved: the table was not rewritten");
+        d.write_at(&[6u8; 4096], ZS + 8192).unwrap();
+        d.flush().unwrap();
+        drop(d);
+        let d = ZonedFile::open(&p).unwrap();
+        assert_eq!(d.write_pointer(1), Some(ZS + 12288));
+        let mut b = [0u8; 4096];
+        d.read_at(&mut b, 0).unwrap();
+        assert_eq!(b, [1u8; 4096]);
     }
 
     #[test]
