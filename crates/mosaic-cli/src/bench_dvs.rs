@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!   4 KiB random writes   DVS write-through | DVS + 16 MiB SSG cache | raid5 + journal
-//!                         (--threads writers at once; member ops and KiB per write;
+//!                         (--threads writers at once; member ops, KiB and process
+//!                         CPU microseconds per write;
 //!                         each over its own capacity: the cached DVS's journal,
 //!                         sized to its cache, takes conventional zones)
 //!   1 MiB sequential      (each volume filled once first, so rebuild and scrub see full members)
@@ -30,7 +31,7 @@ use mosaic_core::Level;
 use mosaic_dvs::files;
 use mosaic_volume::Volume;
 
-use crate::util::{human, print_json, size, table};
+use crate::util::{cpu_seconds, human, print_json, size, table};
 
 #[derive(Args)]
 pub struct DvsBenchArgs {
@@ -65,6 +66,11 @@ struct Row {
     /// Random writes: member KiB read + written per client write.
     #[serde(skip_serializing_if = "Option::is_none")]
     member_kib_per_write: Option<f64>,
+    /// Random writes: CPU microseconds of the whole process (every
+    /// thread: writers, DVS's destager, I/O threads) per client write,
+    /// the final flush included; steadier than IOPS on a busy machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_write: Option<f64>,
 }
 
 const UNIT: u64 = 64 << 10;
@@ -169,15 +175,17 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
             _ => "dvs 4+1 + 16 MiB SSG cache".to_string(),
         };
         // Sequential fill of the whole capacity, then random writes over it.
-        let row = |workload, scheme: &String, per_sec, unit| Row { workload, scheme: scheme.clone(), per_sec, unit, ratio_to_raid5: 0.0, member_ops_per_write: None, member_kib_per_write: None };
+        let row = |workload, scheme: &String, per_sec, unit| Row { workload, scheme: scheme.clone(), per_sec, unit, ratio_to_raid5: 0.0, member_ops_per_write: None, member_kib_per_write: None, cpu_us_per_write: None };
         rows.push(row("1 MiB sequential write", &label, sequential(v.as_ref(), cap)?, "MiB/s"));
         v.reset_counters();
+        let c0 = cpu_seconds();
         let (iops, n) = random_writers(v.as_ref(), cap, dur, a.threads)?;
+        let cpu = (cpu_seconds() - c0) * 1e6 / n.max(1) as f64;
         let io = v.io_counters().members;
         let per = |x: u64| x as f64 / n.max(1) as f64;
         let ops = per(io.iter().map(|m| m.reads + m.writes).sum());
         let kib = per(io.iter().map(|m| m.read_bytes + m.write_bytes).sum()) / 1024.0;
-        rows.push(Row { member_ops_per_write: Some(ops), member_kib_per_write: Some(kib), ..row("4 KiB random write", &label, iops, "IOPS") });
+        rows.push(Row { member_ops_per_write: Some(ops), member_kib_per_write: Some(kib), cpu_us_per_write: Some(cpu), ..row("4 KiB random write", &label, iops, "IOPS") });
         let s = scrub(v.as_ref())?;
         rows.push(row("scrub (array bytes read)", &label, s / (1 << 20) as f64, "MiB/s"));
         let r = rebuild(v.as_ref(), tmp.path())?;
@@ -194,11 +202,12 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
         return Ok(0);
     }
     println!("members: 5 x {} ({} zones for DVS), unit {}, {} writer(s)", human(a.member_size), human(ZONE), human(UNIT), a.threads.max(1));
-    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs raid5".into(), "ops/write".into(), "KiB/write".into()]];
+    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs raid5".into(), "ops/write".into(), "KiB/write".into(), "CPU us/write".into()]];
     for r in &rows {
         let ops = r.member_ops_per_write.map_or(String::new(), |o| format!("{o:.1}"));
         let kib = r.member_kib_per_write.map_or(String::new(), |k| format!("{k:.0}"));
-        t.push(vec![r.workload.to_string(), r.scheme.clone(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5), ops, kib]);
+        let cpu = r.cpu_us_per_write.map_or(String::new(), |c| format!("{c:.1}"));
+        t.push(vec![r.workload.to_string(), r.scheme.clone(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5), ops, kib, cpu]);
     }
     print!("{}", table(&t));
     Ok(0)

@@ -20,7 +20,10 @@
 //! write-through (destaged before the call returns); otherwise appended to
 //! a journal in the conventional zones of k + 1 members and held (as
 //! blocks) in the block-counted write cache, destaged by the cache policy,
-//! and replayed into the cache on open.  Destaging the whole cache retires the journal (a log
+//! and replayed into the cache on open.  Destage and GC programs run on
+//! the array's background thread (`array/destager.rs`), in plan order: a
+//! journalled write does not wait for the destage it triggers.
+//! Destaging the whole cache retires the journal (a log
 //! record names the first live journal record); a ring journal
 //! (`journal_ring`) is retired piecewise instead: the SSG holding its
 //! oldest live record is destaged and the segments left dead are reused.
@@ -81,8 +84,10 @@ use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
 
+mod destager;
 mod held;
 mod spare;
+use destager::Destager;
 use held::Held;
 pub use spare::SpareInfo;
 
@@ -246,8 +251,8 @@ fn as_member(d: &Arc<dyn ZonedMember>) -> Arc<dyn Member> {
 }
 
 /// The executor of an array on `members`.
-fn executor(members: &[Option<Arc<dyn ZonedMember>>]) -> Executor {
-    Executor::new(members.iter().map(|m| m.as_ref().map(as_member)).collect(), 0)
+fn executor(members: &[Option<Arc<dyn ZonedMember>>]) -> Arc<Executor> {
+    Arc::new(Executor::new(members.iter().map(|m| m.as_ref().map(as_member)).collect(), 0))
 }
 
 /// Run `p` on `exec`: its kept buffers, or the members' errors as one.
@@ -325,7 +330,9 @@ pub struct DvsArray {
     /// The kind of job running (still set after it failed part-way).
     current: Option<crate::engine::JobKind>,
     /// Runs every program on the members; counts their reads and writes.
-    exec: Executor,
+    exec: Arc<Executor>,
+    /// Runs destage and GC programs off the writer's path, one at a time.
+    destager: Destager,
     /// Reads issued outside the executor: labels read to learn a
     /// device's member index (open, replace).
     side_io: Mutex<Vec<DeviceIo>>,
@@ -512,6 +519,7 @@ impl DvsArray {
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
             bytes: HashMap::new(),
+            destager: Destager::new(exec.clone()),
             code,
             poisoned: None,
             current: None,
@@ -647,6 +655,7 @@ impl DvsArray {
             warnings,
             members,
             bytes: HashMap::new(),
+            destager: Destager::new(exec.clone()),
             code,
             poisoned: None,
             current: None,
@@ -825,11 +834,20 @@ impl DvsArray {
         }
     }
 
+    /// Refuse work once an operation failed, inline or in the
+    /// background (without waiting for the program in flight).
     fn check_ok(&self) -> Result<(), DvsError> {
-        match &self.poisoned {
+        match self.poisoned.clone().or_else(|| self.destager.failed()) {
             Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
             None => Ok(()),
         }
+    }
+
+    /// Wait for the destage or GC program in flight; its error poisons
+    /// the array.
+    fn settle(&mut self) -> Result<(), DvsError> {
+        let r = self.destager.wait();
+        self.poison(r)
     }
 
     fn poison<T>(&mut self, r: Result<T, DvsError>) -> Result<T, DvsError> {
@@ -932,8 +950,9 @@ impl DvsArray {
     /// (k + 1 of them, [`meta::journal_members`]; the log and checkpoints,
     /// which the open needs whole, stay on every member), each flushed.
     fn write_journal(&self, w: MetaWrite, lane: usize) -> Result<(), DvsError> {
+        // Beside the program in flight: the journal area is no job's.
         let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
-        self.run(&program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members })).map(drop)
+        run_on(&self.exec, &program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members })).map(drop)
     }
 
     /// Make room in the journal for a record of `len` bytes: a ring's
@@ -946,7 +965,7 @@ impl DvsArray {
         }
         if self.meta.ring() {
             let jobs = self.meta.room_jobs(&mut self.dvs, len)?;
-            for j in &jobs {
+            for j in jobs {
                 self.run_job(j)?;
             }
             if let Some(w) = self.meta.retire()? {
@@ -962,7 +981,7 @@ impl DvsArray {
     /// Destage every cached chunk, then retire the journal.
     fn destage_all(&mut self) -> Result<(), DvsError> {
         let jobs = self.dvs.flush()?;
-        for j in &jobs {
+        for j in jobs {
             self.run_job(j)?;
         }
         if self.geo.cfg.cache_chunks > 0 {
@@ -985,13 +1004,21 @@ impl DvsArray {
         }
         let r = self.dvs.write(offset, data.len() as u64, 0);
         let (fg, bg) = self.poison(r)?;
-        self.meta.prune(&self.dvs.cache);
+        // Only a destage takes SSGs out of the cache (a ring notes live
+        // records per SSG cached): without one there is nothing to prune.
+        if !fg.is_empty() || !bg.is_empty() {
+            self.meta.prune(&self.dvs.cache);
+        }
         if let Some(seq) = seq {
             self.meta.note_write(seq, offset, data.len() as u64);
         }
-        for j in fg.iter().chain(&bg) {
+        for j in fg.into_iter().chain(bg) {
             let r = self.run_job(j);
             self.poison(r)?;
+        }
+        if seq.is_none() {
+            // Write-through: durable once its destage is.
+            self.settle()?;
         }
         Ok(())
     }
@@ -1032,8 +1059,9 @@ impl DvsArray {
         Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy }
     }
 
-    /// Run `p` on the members.
+    /// Run `p` on the members, after the destage or GC program in flight.
     fn run(&self, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
+        self.destager.wait()?;
         run_on(&self.exec, p)
     }
 
@@ -1056,26 +1084,36 @@ impl DvsArray {
     }
 
     /// The kind of job that was running when an operation failed part-way.
+    /// A destage or GC program in flight is waited for first.
     pub fn interrupted_job(&self) -> Option<crate::engine::JobKind> {
-        self.poisoned.as_ref().and(self.current)
+        let _ = self.destager.wait();
+        self.destager.failed_kind().or_else(|| self.poisoned.as_ref().and(self.current))
     }
 
     /// Run a job (see [`crate::program`]): fills, merge, parity,
-    /// appends, flush, its log record, zone resets.
-    fn run_job(&mut self, job: &Job) -> Result<(), DvsError> {
+    /// appends, flush, its log record, zone resets.  Planned here (from
+    /// the engine's state, never the drives', so the jobs before it may
+    /// still be running), then handed to the destager, which runs the
+    /// jobs in order: it may still be running when this returns
+    /// ([`DvsArray::settle`] waits).  A degraded array waits for the jobs
+    /// before it: its zone resets depend on the write pointers.
+    fn run_job(&mut self, job: Job) -> Result<(), DvsError> {
+        self.check_ok()?;
+        if self.dvs.healthy.iter().any(|h| !h) {
+            self.settle()?;
+        }
         self.current = Some(job.kind);
         let writes_to: Vec<bool> = (0..self.geo.n).map(|m| self.writes_to(m, job.lsn)).collect();
-        let resets = self.resets_of(job);
-        let w = self.meta.log(&Record::of_job(job))?;
+        let resets = self.resets_of(&job);
+        let w = self.meta.log(&Record::of_job(&job))?;
         let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let bytes = &mut self.bytes;
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_packed(bm, c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
-        let p = lower.job(job, &mut cached, &writes_to, Some(meta), &resets)?;
-        self.run(&p)?;
+        let p = lower.job(&job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.current = None;
-        Ok(())
+        self.destager.start(p, job.kind)
     }
 
     /// The zone resets of a GC's old segment: on every member that holds
@@ -1139,6 +1177,9 @@ impl DvsArray {
     /// transfer counts once it completed), plus the label reads that
     /// find a device's member index before it is one.
     pub fn member_io(&self) -> Vec<DeviceIo> {
+        // The program in flight counts once done (its error stays for the
+        // next request).
+        let _ = self.destager.wait();
         let side = self.side_io.lock().unwrap_or_else(|e| e.into_inner());
         let ran = self.exec.counters().members;
         side.iter().zip(ran).map(|(a, b)| DeviceIo { reads: a.reads + b.reads, writes: a.writes + b.writes, read_bytes: a.read_bytes + b.read_bytes, write_bytes: a.write_bytes + b.write_bytes }).collect()
@@ -1146,6 +1187,7 @@ impl DvsArray {
 
     /// Start [`DvsArray::member_io`] over from zero.
     pub fn reset_io(&self) {
+        let _ = self.destager.wait();
         self.exec.reset_counters();
         self.side_io.lock().unwrap_or_else(|e| e.into_inner()).fill(DeviceIo::default());
     }
@@ -1176,6 +1218,7 @@ impl DvsArray {
     /// out than the parity tolerates.
     pub fn fail(&mut self, m: usize) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.settle()?;
         if m >= self.geo.n {
             return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
         }
@@ -1202,6 +1245,7 @@ impl DvsArray {
     /// appends of the SSGs already rebuilt.
     pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.settle()?;
         if m >= self.geo.n {
             return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
         }
@@ -1273,6 +1317,7 @@ impl DvsArray {
     /// process would (tests).
     pub fn rebuild(&mut self, progress: &dyn Fn(u64, u64), abort_after: Option<u64>) -> Result<RebuildReport, DvsError> {
         self.check_ok()?;
+        self.settle()?;
         let t0 = std::time::Instant::now();
         let Some((targets, start)) = self.rebuild_pending() else {
             return Err(DvsError::Other("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
@@ -1302,6 +1347,7 @@ impl DvsArray {
     /// between them.  None when no member is being rebuilt.
     pub fn rebuild_step(&mut self, ssgs: u64) -> Result<Option<RebuildStep>, DvsError> {
         self.check_ok()?;
+        self.settle()?;
         let Some((targets, start)) = self.rebuild_pending() else { return Ok(None) };
         let total = self.geo.ssgs as u64;
         let end = start.saturating_add(ssgs.max(1)).min(total);
@@ -1399,6 +1445,7 @@ impl DvsArray {
     /// k >= 2 a single wrong column is located and corrected first.
     pub fn scrub_with(&mut self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, DvsError> {
         self.check_ok()?;
+        self.settle()?;
         let t0 = std::time::Instant::now();
         if repair {
             // Cached writes are newer than the drives: destage them first,
@@ -1511,7 +1558,7 @@ impl DvsArray {
         self.check_ok()?;
         let r = self.dvs.idle();
         let Some(job) = self.poison(r)? else { return Ok(false) };
-        let r = self.run_job(&job);
+        let r = self.run_job(job);
         self.poison(r)?;
         Ok(true)
     }
@@ -1521,6 +1568,7 @@ impl DvsArray {
     pub fn flush(&mut self) -> Result<(), DvsError> {
         self.check_ok()?;
         let r = self.destage_all();
-        self.poison(r)
+        self.poison(r)?;
+        self.settle()
     }
 }

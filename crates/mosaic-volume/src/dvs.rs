@@ -5,7 +5,9 @@
 //! ```text
 //!   requests ──> Mutex<DvsArray> ──> read / write / flush
 //!   writes   ──> commit::Commits: concurrent writes share one journal
-//!                write and flush per member (group commit)
+//!                write and flush per member (group commit); the destages
+//!                they trigger run on the array's destager thread, so the
+//!                lock is released once the journal record is durable
 //!   idle_work: no request for `idle_after` ──> try_lock ──> one gc_step
 //!              (a request waits at most for the step in progress)
 //!   fail:      DvsArray::fail (recorded in the metadata of the others)
@@ -37,6 +39,8 @@ use mosaic_dvs::{files, DvsArray, ZonedMember};
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
 
 mod commit;
+#[cfg(test)]
+mod tests;
 
 /// How long a DVS volume must see no request before a background GC step.
 pub const DEFAULT_IDLE: Duration = Duration::from_millis(500);

@@ -83,6 +83,7 @@ impl DvsArray {
     /// Add `dev` (zones like the members') as a hot spare; its UUID.
     pub fn add_spare(&mut self, dev: Arc<dyn ZonedMember>) -> Result<Uuid, DvsError> {
         self.check_ok()?;
+        self.settle()?;
         if self.spares.len() >= MAX_SPARES {
             return Err(DvsError::Other(format!("the array has {MAX_SPARES} hot spares already, the most a DVS array holds")));
         }
@@ -114,6 +115,7 @@ impl DvsArray {
     /// left.
     pub fn take_spare(&mut self) -> Result<Option<(usize, Uuid)>, DvsError> {
         self.check_ok()?;
+        self.settle()?;
         let Some(m) = (0..self.geo.n).find(|&m| matches!(self.state(m), MemberState::Failed)) else { return Ok(None) };
         if self.spares.is_empty() {
             return Ok(None);
