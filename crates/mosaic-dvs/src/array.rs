@@ -929,7 +929,13 @@ impl DvsArray {
             at.get_or_insert(off);
             lane = l;
             end = self.meta.jpos - self.ml.journal_start;
-            bytes.extend_from_slice(&encode_journal(jseq, offset, data));
+            let rec = encode_journal(jseq, offset, data);
+            // The first record is the write's buffer itself (no copy).
+            if bytes.is_empty() {
+                bytes = rec;
+            } else {
+                bytes.extend_from_slice(&rec);
+            }
             n += 1;
         }
         self.write_journal(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes }, lane)?;
