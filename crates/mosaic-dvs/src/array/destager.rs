@@ -185,3 +185,56 @@ fn serve(shared: &Shared) {
         shared.wake.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mosaic_core::{Buf, DevOp, Io, Phase, Ref, Role};
+    use mosaic_dev::Member;
+    use std::io;
+
+    /// A member whose writes panic (a bug below the executor).
+    struct Panics;
+
+    impl Member for Panics {
+        fn describe(&self) -> String {
+            "panics".into()
+        }
+        fn size(&self) -> u64 {
+            1 << 20
+        }
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            panic!("a member write panicked")
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn one_write() -> Program {
+        let mut p = Program::default();
+        let b = p.buf(Buf::Scratch(4096));
+        let op = DevOp { member: 0, offset: 0, len: 4096, role: Role::Data, col: 0 };
+        p.phases.push(Phase::write(vec![Io::new(op, Ref::new(b, 0))]));
+        p
+    }
+
+    /// A program that panics on the thread is an error, not a hang or a
+    /// lost thread: `wait` returns it once, then its message, and no
+    /// program is taken after it.
+    #[test]
+    fn a_panicking_program_is_an_error_that_sticks() {
+        let exec = Arc::new(Executor::new(vec![Some(Arc::new(Panics) as Arc<dyn Member>)], 0));
+        let mut d = Destager::new(exec);
+        d.start(one_write(), JobKind::Destage).unwrap();
+        let e = d.wait().unwrap_err().to_string();
+        assert!(e.contains("the destage thread stopped"), "{e}");
+        assert!(d.wait().unwrap_err().to_string().contains("the destage thread stopped"));
+        assert_eq!(d.failed_kind(), Some(JobKind::Destage));
+        let e = d.start(one_write(), JobKind::BgGc).unwrap_err().to_string();
+        assert!(e.contains("the destage thread stopped"), "{e}");
+    }
+}
