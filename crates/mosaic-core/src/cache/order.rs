@@ -131,17 +131,24 @@ impl<K: Ord + Copy> StampOrder<K> {
             }
             None => {}
         }
-        match prev {
-            NIL => self.ends[bucket].head = h,
-            p => self.nodes[p as usize].next = h,
-        }
-        match next {
-            NIL => self.ends[bucket].tail = h,
-            n => self.nodes[n as usize].prev = h,
-        }
+        self.join(bucket, prev, h);
+        self.join(bucket, h, next);
         self.busy[bucket / 64] |= 1 << (bucket % 64);
         self.len += 1;
         h
+    }
+
+    /// Make `b` follow `a` in `bucket`'s list (NIL `a`: `b` is the head;
+    /// NIL `b`: `a` is the tail).
+    fn join(&mut self, bucket: usize, a: Handle, b: Handle) {
+        match a {
+            NIL => self.ends[bucket].head = b,
+            a => self.nodes[a as usize].next = b,
+        }
+        match b {
+            NIL => self.ends[bucket].tail = a,
+            b => self.nodes[b as usize].prev = a,
+        }
     }
 
     /// Take an entry out; returns its stamp.
@@ -154,14 +161,7 @@ impl<K: Ord + Copy> StampOrder<K> {
             debug_assert!(e.newest.get(i).is_some_and(|&(_, x)| x == h));
             e.newest.remove(i);
         }
-        match prev {
-            NIL => self.ends[b].head = next,
-            p => self.nodes[p as usize].next = next,
-        }
-        match next {
-            NIL => self.ends[b].tail = prev,
-            n => self.nodes[n as usize].prev = prev,
-        }
+        self.join(b, prev, next);
         if self.ends[b].head == NIL {
             self.busy[b / 64] &= !(1 << (b % 64));
         }
