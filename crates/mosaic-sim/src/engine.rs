@@ -190,51 +190,121 @@ impl Event {
     }
 }
 
-/// The pending events: a binary min-heap on [`Event::key`] (keys are
-/// unique, so the order of events is fully determined).
+/// The pending events, by [`Event::key`] (keys are unique, so the order
+/// of events is fully determined).
+///
+/// A replay keeps few events pending (one per operation a drive is
+/// serving, plus an arrival), and a new one nearly always completes after
+/// all of them: they are kept sorted in `v[head..]`, a push appends (or
+/// moves the later ones up one place: insertion sort from the back), a
+/// pop takes `v[head]`.  Past
+/// [`SORTED_MAX`] pending events that could cost a move per event, so
+/// the queue turns into a binary min-heap in `v` for the rest of the run
+/// (a sorted vector is a heap; `head` is then 0).
 #[derive(Default)]
 struct Events {
-    heap: Vec<Event>,
+    v: Vec<Event>,
+    head: usize,
+    heap: bool,
 }
 
+/// At most this many pending events are kept sorted (then, a heap).
+const SORTED_MAX: usize = 64;
+/// Popped slots at the front of a sorted queue are reclaimed once there
+/// are this many.
+const RECLAIM: usize = 64;
+
 impl Events {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, e: Event) {
-        self.heap.push(e);
-        self.sift_up(self.heap.len() - 1, e);
+        if self.heap || self.v.len() - self.head >= SORTED_MAX {
+            return self.heap_push(e);
+        }
+        // Usually after every pending event.
+        if self.v.last().map_or(true, |last| last.key() < e.key()) {
+            return self.v.push(e);
+        }
+        self.insert(e);
     }
 
-    /// Put `e` in the hole at `i` or above it, moving larger parents down.
-    #[inline]
-    fn sift_up(&mut self, mut i: usize, e: Event) {
+    /// Put `e` in its place among the sorted events.
+    #[inline(never)]
+    fn insert(&mut self, e: Event) {
         let key = e.key();
-        while i > 0 {
-            let parent = (i - 1) / 2;
-            if self.heap[parent].key() < key {
-                break;
-            }
-            self.heap[i] = self.heap[parent];
-            i = parent;
+        self.v.push(e);
+        let live = &mut self.v[self.head..];
+        let mut i = live.len() - 1;
+        while i > 0 && live[i - 1].key() > key {
+            live[i] = live[i - 1];
+            i -= 1;
         }
-        self.heap[i] = e;
+        live[i] = e;
     }
 
     #[inline]
     fn pop(&mut self) -> Option<Event> {
-        let last = self.heap.pop()?;
-        let Some(&top) = self.heap.first() else { return Some(last) };
+        if self.heap {
+            return self.heap_pop();
+        }
+        let e = *self.v.get(self.head)?;
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        } else if self.head >= RECLAIM {
+            self.reclaim();
+        }
+        Some(e)
+    }
+
+    /// Move the pending events to the front of `v`.
+    #[cold]
+    fn reclaim(&mut self) {
+        self.v.drain(..self.head);
+        self.head = 0;
+    }
+
+    /// Push onto the heap, turning the sorted events into one first.
+    #[inline(never)]
+    fn heap_push(&mut self, e: Event) {
+        if !self.heap {
+            self.reclaim();
+            self.heap = true;
+        }
+        self.v.push(e);
+        self.sift_up(self.v.len() - 1, e);
+    }
+
+    /// Put `e` in the hole at `i` or above it, moving larger parents down.
+    fn sift_up(&mut self, mut i: usize, e: Event) {
+        let key = e.key();
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.v[parent].key() < key {
+                break;
+            }
+            self.v[i] = self.v[parent];
+            i = parent;
+        }
+        self.v[i] = e;
+    }
+
+    #[inline(never)]
+    fn heap_pop(&mut self) -> Option<Event> {
+        let last = self.v.pop()?;
+        let Some(&top) = self.v.first() else { return Some(last) };
         // The root's hole goes down to a leaf along the smaller children
         // (one comparison a level), then the last event climbs back up
         // from there: it came from the bottom, so it rarely climbs far.
-        let n = self.heap.len();
+        let n = self.v.len();
         let mut i = 0;
         loop {
             let l = 2 * i + 1;
             if l >= n {
                 break;
             }
-            let c = if l + 1 < n && self.heap[l + 1].key() < self.heap[l].key() { l + 1 } else { l };
-            self.heap[i] = self.heap[c];
+            let c = if l + 1 < n && self.v[l + 1].key() < self.v[l].key() { l + 1 } else { l };
+            self.v[i] = self.v[c];
             i = c;
         }
         self.sift_up(i, last);
@@ -393,19 +463,20 @@ impl<'a> Simulator<'a> {
     fn start(&mut self, r: &Request) -> Result<bool, SimError> {
         let Some((off, len)) = self.fit(r) else { return Ok(false) };
         let write = r.op == Op::Write;
-        let mut staged = std::mem::take(&mut self.staged);
-        let submitted = self.fe.submit_into(write, off, len, self.now, &self.health, &mut staged);
-        let started = submitted.map(|()| self.start_staged(&mut staged, write, len));
-        // Keep the (emptied) vectors for the next request.
-        staged.fg.clear();
-        staged.bg.clear();
-        self.staged = staged;
-        started?;
+        // The front end stages into vectors the simulator keeps.
+        let Simulator { fe, health, staged, now, .. } = self;
+        if let Err(e) = fe.submit_into(write, off, len, *now, health, staged) {
+            staged.fg.clear();
+            staged.bg.clear();
+            return Err(e.into());
+        }
+        self.start_staged(write, len);
         Ok(true)
     }
 
-    /// Count and start the programs a request at `now` caused.
-    fn start_staged(&mut self, staged: &mut Staged, write: bool, len: u64) {
+    /// Count and start the programs a request at `now` caused (in
+    /// `self.staged`, left empty).
+    fn start_staged(&mut self, write: bool, len: u64) {
         self.generation += 1;
         self.first_arrival.get_or_insert(self.now);
         self.started += 1;
@@ -420,6 +491,7 @@ impl<'a> Simulator<'a> {
         // The counts add up, so a write's device operations are the
         // difference they make to the totals.
         let ops = &mut self.report.ops;
+        let staged = &self.staged;
         let (reads, writes) = (ops.device_reads(), ops.device_writes());
         let mut n = 0;
         for p in &staged.fg {
@@ -438,12 +510,24 @@ impl<'a> Simulator<'a> {
             // Served without touching a drive (a cache hit).
             self.req_done(req);
         }
-        let single = staged.fg.len() == 1;
-        for plan in staged.fg.drain(..) {
-            let lanes = if single { n } else { plan.lanes() };
-            self.launch(plan, lanes, Some(req));
+        if self.staged.fg.len() == 1 {
+            // The common case: one program, with all `n` lanes.
+            if let Some(plan) = self.staged.fg.pop() {
+                self.launch(plan, n, Some(req));
+            }
+        } else {
+            let mut fg = std::mem::take(&mut self.staged.fg);
+            for plan in fg.drain(..) {
+                let lanes = plan.lanes();
+                self.launch(plan, lanes, Some(req));
+            }
+            self.staged.fg = fg;
         }
-        self.start_background(staged.bg.drain(..));
+        if !self.staged.bg.is_empty() {
+            let mut bg = std::mem::take(&mut self.staged.bg);
+            self.start_background(bg.drain(..));
+            self.staged.bg = bg;
+        }
     }
 
     fn start_background(&mut self, programs: impl IntoIterator<Item = Program>) {
@@ -967,6 +1051,35 @@ mod tests {
         all.sort();
         let rest: Vec<(u64, u64)> = std::iter::from_fn(|| q.pop()).map(|e| (e.t, e.seq)).collect();
         assert_eq!(rest, all);
+    }
+
+    /// Both forms of the queue (sorted while small, a heap once large)
+    /// give the order of a full sort, with pops interleaved as a replay
+    /// interleaves them, including events earlier than ones popped.
+    #[test]
+    fn events_stay_in_order_sorted_and_as_a_heap() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for (pending, spread) in [(1usize, 3u64), (9, 1000), (SORTED_MAX, 50), (SORTED_MAX + 1, 50), (300, 20)] {
+            let (mut q, mut all, mut seq) = (Events::default(), std::collections::BTreeSet::new(), 0u64);
+            let mut floor = 0;
+            for step in 0..5000 {
+                // Fill up to `pending`, then one push per pop; near the
+                // end, drain.
+                while step < 4000 && all.len() < pending {
+                    seq += 1;
+                    // Mostly at or after the last pop, sometimes before.
+                    let t = if seq % 7 == 0 { rng.gen_range(0..floor + 1) } else { floor + rng.gen_range(0..spread) };
+                    all.insert((t, seq));
+                    q.push(Event { t, seq, ev: Ev::Arrival });
+                }
+                let Some(e) = q.pop() else { break };
+                let min = all.pop_first().unwrap();
+                assert_eq!((e.t, e.seq), min, "pending {pending}");
+                floor = e.t;
+            }
+            assert!(all.is_empty() && q.pop().is_none());
+            assert_eq!(q.heap, pending > SORTED_MAX, "pending {pending}");
+        }
     }
 
     #[test]
