@@ -314,6 +314,13 @@ impl TraceReader {
             if self.eof {
                 return None;
             }
+            if self.ahead.is_empty() {
+                match self.line_in_place() {
+                    Some(Step::Return(r)) => return r,
+                    Some(Step::Continue) => continue,
+                    None => {}
+                }
+            }
             let got = match self.next_line() {
                 Ok(g) => g,
                 Err(e) => {
@@ -340,6 +347,35 @@ impl TraceReader {
         }
     }
 
+    /// The next line handled where it is, in the source's buffer, when
+    /// the buffer holds all of it (the common case: no copy); None, with
+    /// nothing read, when it does not (a line across two fills, the end
+    /// of the file): [`next_line`](Self::next_line) then reads it.
+    fn line_in_place(&mut self) -> Option<Step> {
+        // Out of `self` while `handle` borrows it (an empty reader does
+        // not allocate).
+        let mut src = mem::replace(&mut self.src, Box::new(io::empty()));
+        let step = match src.fill_buf() {
+            Ok(avail) => match find_newline(avail) {
+                Some(i) if i <= MAX_LINE => {
+                    self.line_no += 1;
+                    let step = self.handle(&avail[..i]);
+                    src.consume(i + 1);
+                    Some(step)
+                }
+                _ => None,
+            },
+            // read_line retries.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+            Err(e) => {
+                self.eof = true;
+                Some(Step::Return(Some(Err(io_err(&self.name, e)))))
+            }
+        };
+        self.src = src;
+        step
+    }
+
     fn end_of_events(&mut self) {
         self.eof = true;
         if self.blk == BlkMode::Undecided {
@@ -356,6 +392,7 @@ impl TraceReader {
         }
     }
 
+    #[inline(always)]
     fn handle(&mut self, raw: &[u8]) -> Step {
         let line = if self.line_no == 1 { raw.strip_prefix(b"\xef\xbb\xbf").unwrap_or(raw) } else { raw };
         let line = crate::field::trim(line);
@@ -511,6 +548,42 @@ impl std::fmt::Debug for TraceReader {
 #[cfg(test)]
 mod tests {
     use super::find_newline;
+
+    /// Lines are read the same whether the reader's buffer holds them
+    /// whole (handled in place) or they cross its fills (copied out):
+    /// the same requests, errors, line numbers and counters, with the
+    /// format given or detected, bad lines skipped or not.
+    #[test]
+    fn lines_read_the_same_in_place_and_across_fills() {
+        let mut text = b"\xef\xbb\xbfTimestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\r\n".to_vec();
+        for i in 0..40u64 {
+            text.extend_from_slice(format!("{},h{},{},{},{},{},7\n", 1000 + i * 37, i % 3, i % 2, ["Read", "Write"][i as usize % 2], i * 4096, 512 << (i % 4)).as_bytes());
+            match i % 10 {
+                3 => text.extend_from_slice(b"\n# a comment\r\n   \n"),
+                5 => text.extend_from_slice(b"1,h,0,Trim,1,2\n"),
+                7 => text.extend_from_slice(format!("128166372003061629,wdev,0,Write,{},4096,1125\r\n", "9".repeat(70)).as_bytes()),
+                _ => {}
+            }
+        }
+        text.extend_from_slice(b"99999,h,0,Read,0,4096");
+        let read = |cap: usize, format: Option<crate::Format>, skip_bad: bool| {
+            let opts = crate::TraceOptions { format, skip_bad, ..Default::default() };
+            let src = std::io::BufReader::with_capacity(cap, std::io::Cursor::new(text.clone()));
+            let mut r = crate::from_reader("t", src, &opts).map_err(|e| e.to_string())?;
+            let items: Vec<String> = r.by_ref().map(|x| format!("{x:?}")).collect();
+            Ok::<_, String>((items, r.lines_read(), r.skipped_bad(), r.skipped_ops(), r.filtered()))
+        };
+        for format in [None, Some(crate::Format::Msr)] {
+            for skip_bad in [false, true] {
+                let whole = read(1 << 16, format, skip_bad);
+                let (items, ..) = whole.clone().unwrap();
+                assert_eq!(items.len(), if skip_bad { 41 } else { 7 }, "{items:?}");
+                for cap in [1, 2, 7, 8, 9, 16, 33, 64, 100, 8192] {
+                    assert_eq!(read(cap, format, skip_bad), whole, "capacity {cap}, {format:?}, skip_bad {skip_bad}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn find_newline_matches_a_plain_search() {
