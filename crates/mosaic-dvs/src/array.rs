@@ -25,8 +25,11 @@
 //! journalled write does not wait for the destage it triggers.
 //! Destaging the whole cache retires the journal (a log
 //! record names the first live journal record); a ring journal
-//! (`journal_ring`) is retired piecewise instead: the SSG holding its
-//! oldest live record is destaged and the segments left dead are reused.
+//! (`journal_ring`) is retired piecewise instead, early (before it is
+//! full, [`MetaState::needs_room`]): the SSG holding its oldest live
+//! record is destaged when needed, the retirement's log record queued
+//! behind it on the destager, and the segments left dead are reused
+//! once that record is durable.
 //!
 //! On open:
 //!
@@ -333,6 +336,9 @@ pub struct DvsArray {
     exec: Arc<Executor>,
     /// Runs destage and GC programs off the writer's path, one at a time.
     destager: Destager,
+    /// For each ring journal segment freed by a retirement that may still
+    /// be queued, the destager's ticket of that retirement (0: free).
+    freeing: Vec<u64>,
     /// Reads issued outside the executor: labels read to learn a
     /// device's member index (open, replace).
     side_io: Mutex<Vec<DeviceIo>>,
@@ -520,6 +526,7 @@ impl DvsArray {
             members: members.into_iter().map(Some).collect(),
             bytes: HashMap::new(),
             destager: Destager::new(exec.clone()),
+            freeing: Vec::new(),
             code,
             poisoned: None,
             current: None,
@@ -656,6 +663,7 @@ impl DvsArray {
             members,
             bytes: HashMap::new(),
             destager: Destager::new(exec.clone()),
+            freeing: Vec::new(),
             code,
             poisoned: None,
             current: None,
@@ -922,8 +930,11 @@ impl DvsArray {
             let len = journal_record_len(data.len() as u64);
             // A group is one write: it stops where a lane or a segment does.
             let place = self.meta.journal_place(len);
-            if n > 0 && (place != Some(end) || place.map(|v| self.meta.lane_of(v)) != Some(lane)) {
+            if n > 0 && (place != Some(end) || place.map(|v| self.meta.lane_of(v)) != Some(lane) || place.is_some_and(|v| self.freeing_at(v))) {
                 break;
+            }
+            if let Some(v) = place {
+                self.await_segment(v)?;
             }
             let (jseq, off, l) = self.meta.take_journal(len);
             at.get_or_insert(off);
@@ -947,6 +958,9 @@ impl DvsArray {
     fn journal(&mut self, offset: u64, data: &[u8]) -> Result<u64, DvsError> {
         let len = journal_record_len(data.len() as u64);
         self.journal_room(len)?;
+        if let Some(v) = self.meta.journal_place(len) {
+            self.await_segment(v)?;
+        }
         let (jseq, offset_in_meta, lane) = self.meta.take_journal(len);
         self.write_journal(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) }, lane)?;
         Ok(jseq)
@@ -956,9 +970,14 @@ impl DvsArray {
     /// (k + 1 of them, [`meta::journal_members`]; the log and checkpoints,
     /// which the open needs whole, stay on every member), each flushed.
     fn write_journal(&self, w: MetaWrite, lane: usize) -> Result<(), DvsError> {
-        // Beside the program in flight: the journal area is no job's.
+        // Beside the program in flight: the journal area is no job's, so
+        // it takes no executor lock (the lock of its offset could be the
+        // stripe lock of the SSG a queued destage holds: the writer would
+        // wait for that destage).
         let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
-        run_on(&self.exec, &program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members })).map(drop)
+        let mut p = program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members });
+        p.locks.clear();
+        run_on(&self.exec, &p).map(drop)
     }
 
     /// Make room in the journal for a record of `len` bytes: a ring's
@@ -966,7 +985,7 @@ impl DvsArray {
     /// ([`MetaState::room_jobs`]); else (or when that is not enough) the
     /// whole cache destaged and the journal retired.
     fn journal_room(&mut self, len: u64) -> Result<(), DvsError> {
-        if self.meta.journal_fits(len) {
+        if !self.meta.needs_room(len) {
             return Ok(());
         }
         if self.meta.ring() {
@@ -974,14 +993,51 @@ impl DvsArray {
             for j in jobs {
                 self.run_job(j)?;
             }
-            if let Some(w) = self.meta.retire()? {
-                self.write_meta(w)?;
+            if let Some(r) = self.meta.retire()? {
+                self.retire_behind(r)?;
             }
         }
         if !self.meta.journal_fits(len) {
             self.destage_all()?;
         }
         Ok(())
+    }
+
+    /// Log a ring's retirement behind the destages queued before it (it
+    /// may name their records dead only once they are durable), without
+    /// waiting: the segments it frees are not written until it is
+    /// ([`DvsArray::await_segment`]).
+    fn retire_behind(&mut self, r: meta::Retired) -> Result<(), DvsError> {
+        let p = program::meta(Meta { offset: r.write.offset, payload: Payload::Bytes(r.write.bytes.into()), members: self.meta_members() });
+        let ticket = self.destager.start(p, None)?;
+        let n = self.meta.nsegs() as usize;
+        self.freeing.resize(n, 0);
+        for s in r.segs {
+            if let Some(t) = self.freeing.get_mut(s as usize) {
+                *t = ticket;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether position `v` is in a segment a queued retirement frees.
+    fn freeing_at(&self, v: u64) -> bool {
+        self.freeing.get(self.meta.seg_of(v) as usize).is_some_and(|&t| t > 0)
+    }
+
+    /// Before a journal record goes to position `v`: when its segment
+    /// was freed by a retirement still queued, wait for that one
+    /// retirement (not for the destages queued after it).
+    fn await_segment(&mut self, v: u64) -> Result<(), DvsError> {
+        let s = self.meta.seg_of(v) as usize;
+        match self.freeing.get(s).copied() {
+            Some(t) if t > 0 => {
+                self.freeing[s] = 0;
+                let r = self.destager.wait_for(t);
+                self.poison(r)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Destage every cached chunk, then retire the journal.
@@ -993,6 +1049,8 @@ impl DvsArray {
         if self.geo.cfg.cache_chunks > 0 {
             let w = self.meta.journal_reset()?;
             self.write_meta(w)?;
+            // The queue is empty (`write_meta` waited): every retirement is durable.
+            self.freeing.clear();
         }
         Ok(())
     }
@@ -1119,7 +1177,7 @@ impl DvsArray {
         let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_packed(bm, c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
         let p = lower.job(&job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.current = None;
-        self.destager.start(p, job.kind)
+        self.destager.start(p, Some(job.kind)).map(drop)
     }
 
     /// The zone resets of a GC's old segment: on every member that holds

@@ -197,18 +197,20 @@ impl DvsFrontend {
 
     /// Room in the journal for a record of `rl` bytes, as the real array
     /// makes it: a ring's oldest live records destaged and its dead
-    /// segments retired; else (or when not enough) the whole cache.
+    /// segments retired (early: [`MetaState::needs_room`]); else (or when
+    /// not enough) the whole cache.  The real array runs the jobs and the
+    /// retirement's record in the background; the operations are these.
     fn journal_room(&mut self, rl: u64) -> Result<Program, DvsError> {
         let mut pre = Program::default();
         let Some(st) = self.meta.as_mut() else { return Ok(pre) };
-        if st.journal_fits(rl) {
+        if !st.needs_room(rl) {
             return Ok(pre);
         }
         if st.ring() {
             let jobs = st.room_jobs(&mut self.dvs, rl)?;
             pre.append(self.jobs(&jobs)?);
-            if let Some(w) = self.meta.as_mut().map(|st| st.retire()).transpose()?.flatten() {
-                pre.append(meta(self.meta_of(w.offset, w.bytes.len())));
+            if let Some(r) = self.meta.as_mut().map(|st| st.retire()).transpose()?.flatten() {
+                pre.append(meta(self.meta_of(r.write.offset, r.write.bytes.len())));
             }
         }
         if !self.meta.as_ref().is_some_and(|st| st.journal_fits(rl)) {

@@ -77,6 +77,11 @@ const MAX_JOURNAL_PIECE: u64 = 16 << 20;
 /// Segments per lane of a ring journal, at most (each holds at least
 /// four one-block records).
 const MAX_JOURNAL_SEGS: u64 = 16;
+/// A ring is retired early once fewer than 1/`RING_LOW_DIV` of its
+/// segments are free ([`MetaState::ring_low`]), keeping at least
+/// 1/`RING_RESERVE_DIV` free ([`MetaState::ring_reserve`]).
+const RING_LOW_DIV: u64 = 4;
+const RING_RESERVE_DIV: u64 = 16;
 
 /// The role a hot spare's label names (as fixed arrays' superblocks do).
 pub const ROLE_SPARE: &str = "spare";
@@ -615,6 +620,14 @@ pub fn recover(ml: &MetaLayout, geo: &Geo, slots: [&[u8]; 2], log: &[u8]) -> Res
 /// issued to every metadata member.
 pub use mosaic_map::ledger::LedgerWrite as MetaWrite;
 
+/// A ring's retirement ([`MetaState::retire`]): its log record, and the
+/// segments it frees (not to be written before the record is durable).
+#[derive(Debug, Clone)]
+pub struct Retired {
+    pub write: MetaWrite,
+    pub segs: Vec<u64>,
+}
+
 /// The metadata positions of an array and the tables its log and
 /// checkpoints hold: where the next log record, checkpoint and journal
 /// record go.  The real executor writes what this answers on every
@@ -786,16 +799,63 @@ impl MetaState {
         (1..self.segs.len()).take_while(|&i| self.segs[i].1 <= tail).count()
     }
 
-    /// A full ring journal: destage the SSG holding the oldest live
-    /// record until retiring the segments left dead makes room for a
-    /// record of `len` bytes; the destage jobs, in order (run them, then
-    /// log [`MetaState::retire`]).  The real array and its replay twin
-    /// choose alike.
+    /// Free segments of a ring below which it is retired early, at the
+    /// next record that opens a segment (a quarter of its segments; none
+    /// for a ring of fewer than four): the retirement's log record then
+    /// runs in the background, behind the destages it depends on, while
+    /// the writer fills the segments still free.  With
+    /// [`MetaState::ring_reserve`], the one rule the real array and its
+    /// replay twin share.
+    pub fn ring_low(&self) -> u64 {
+        if self.ring() {
+            self.nsegs() / RING_LOW_DIV
+        } else {
+            0
+        }
+    }
+
+    /// Free segments a ring's retirement keeps, destaging the SSG holding
+    /// the oldest live record when retiring alone does not (a sixteenth
+    /// of its segments, at least enough for the record): the journal is
+    /// never full when such a destage is planned, so the writer goes on
+    /// while it and the retirement run.
+    pub fn ring_reserve(&self) -> u64 {
+        if self.ring() {
+            self.nsegs() / RING_RESERVE_DIV
+        } else {
+            0
+        }
+    }
+
+    /// Segments of a ring not in use once its `retired` oldest are.
+    fn free_segs(&self, retired: usize) -> u64 {
+        let used = self.segs.len() - retired.min(self.segs.len().saturating_sub(1));
+        self.nsegs().saturating_sub(used as u64)
+    }
+
+    /// Whether room must be made before a journal record of `len` bytes
+    /// ([`MetaState::room_jobs`], [`MetaState::retire`]): it does not
+    /// fit, or it opens a segment of a ring with fewer than
+    /// [`MetaState::ring_low`] segments free.
+    pub fn needs_room(&self, len: u64) -> bool {
+        match self.journal_place(len) {
+            None => true,
+            Some(v) => self.free_segs(0) < self.ring_low() && self.segs.back().is_some_and(|x| x.0 != self.seg_of(v)),
+        }
+    }
+
+    /// A ring that needs room ([`MetaState::needs_room`]): destage the
+    /// SSG holding the oldest live record until retiring the segments
+    /// left dead makes room for a record of `len` bytes and leaves at
+    /// least [`MetaState::ring_reserve`] segments free; the destage jobs, in
+    /// order (run them, then log [`MetaState::retire`]).  The real array
+    /// and its replay twin choose alike.
     pub fn room_jobs(&mut self, dvs: &mut crate::engine::Dvs, len: u64) -> Result<Vec<crate::engine::Job>, DvsError> {
         let mut jobs = Vec::new();
         loop {
             self.prune(&dvs.cache);
-            if self.ring_place(len, self.retirable()).is_some() {
+            let r = self.retirable();
+            if self.ring_place(len, r).is_some() && self.free_segs(r) >= self.ring_reserve() {
                 return Ok(jobs);
             }
             let Some((&lsn, _)) = self.live.iter().min_by_key(|x| (*x.1, *x.0)) else { return Ok(jobs) };
@@ -804,16 +864,18 @@ impl MetaState {
     }
 
     /// Retire a ring's oldest segments that hold only dead records: the
-    /// log record naming the first live one (None when none is dead).
-    /// Log it before the freed segments are written again.
-    pub fn retire(&mut self) -> Result<Option<MetaWrite>, DvsError> {
+    /// log record naming the first live one and the segments it frees
+    /// (None when none is dead).  Log it before the freed segments are
+    /// written again.
+    pub fn retire(&mut self) -> Result<Option<Retired>, DvsError> {
         let n = self.retirable();
         if n == 0 {
             return Ok(None);
         }
-        self.segs.drain(..n);
+        let segs = self.segs.drain(..n).map(|x| x.0).collect();
         let from = self.segs.front().map_or(self.jseq, |x| x.1);
-        self.log(&Record::JournalReset { from }).map(Some)
+        let write = self.log(&Record::JournalReset { from })?;
+        Ok(Some(Retired { write, segs }))
     }
 
     /// Whether a journal record of `len` bytes fits after the last one.
@@ -893,12 +955,43 @@ mod tests {
         assert_eq!(st.segs.len() as u64, st.nsegs(), "every segment holds records");
         assert!(st.retire().unwrap().is_none(), "record 0 (SSG 0) is live: nothing retires");
         st.live.clear(); // SSG 0 destaged
-        let w = st.retire().unwrap().unwrap();
+        let r = st.retire().unwrap().unwrap();
+        assert_eq!(r.segs, (0..st.nsegs() - 1).collect::<Vec<_>>(), "the segments freed, oldest first");
+        let w = r.write;
         assert_eq!(st.segs.len(), 1, "all but the newest segment retired");
         assert_eq!(st.durable.journal_from, st.segs[0].1);
         assert_eq!(w.bytes, Record::JournalReset { from: st.segs[0].1 }.encode(st.seq()));
         assert_eq!(st.take_journal(len), (n, ml.journal_start, 0), "the ring wraps to the first segment");
         assert_eq!(st.segs.len(), 2);
+    }
+
+    /// The early rule: a record that opens a segment of a ring with fewer
+    /// than a quarter of its segments free needs room, a record inside
+    /// its segment does not; retiring the dead segments then leaves the
+    /// ring below the mark no more.
+    #[test]
+    fn a_ring_is_retired_early_at_a_segment_opening() {
+        let c = DvsConfig { cache_chunks: 8, journal_ring: true, ..DvsConfig::new(4, 1, 4096, 8 * 4096, 16, 6) };
+        let g = Geo::new(c).unwrap();
+        let mut st = MetaState::created(MetaLayout::new(&g).unwrap(), Tables::new(g.clone())).unwrap().0;
+        let len = journal_record_len(512);
+        assert!(st.nsegs() >= 8 && st.ring_low() == st.nsegs() / 4, "{}", st.nsegs());
+        let mut opened_low = false;
+        while st.journal_fits(len) {
+            let opens = st.journal_place(len).is_some_and(|v| st.segs.back().map(|x| x.0) != Some(st.seg_of(v)));
+            let low = st.free_segs(0) < st.ring_low();
+            assert_eq!(st.needs_room(len), opens && low, "at record {}", st.jseq);
+            if opens && low {
+                opened_low = true;
+                break;
+            }
+            let (seq, ..) = st.take_journal(len);
+            st.note_write(seq, 0, 512);
+        }
+        assert!(opened_low, "the ring reached its mark before it was full");
+        st.live.clear(); // SSG 0 destaged: every record is dead
+        assert!(st.retire().unwrap().is_some());
+        assert!(!st.needs_room(len) && st.free_segs(0) >= st.ring_low());
     }
 
     #[test]

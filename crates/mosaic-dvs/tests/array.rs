@@ -1227,3 +1227,81 @@ fn writes_are_acknowledged_while_a_background_destage_runs_and_survive_a_crash_u
         assert_eq!(b.scrub().unwrap(), 0);
     }
 }
+
+/// A ring journal's retirement runs on the destager behind the destage
+/// that made its segments dead.  With the destages' appends held, writes
+/// confined to SSG 0 fill the ring (SSG 0 keeps a few chunks cached, so
+/// its oldest record stays live) until its reserve is reached: SSG 0 is
+/// destaged again and the ring retired behind it, both queued, not run,
+/// and more writes are acknowledged meanwhile into the segment still
+/// free.  Then the power is cut under both (the retirement's record never
+/// reaches the log: the reopen replays from the old first record, and
+/// the dead records it passes over are older than the live ones that
+/// follow), or they are let through and writing goes on until the freed
+/// segments are reused, and the array is dropped unflushed.  Every
+/// acknowledged block reads back after the reopen.
+#[test]
+fn a_ring_retirement_queued_behind_a_held_destage_loses_no_acknowledged_write() {
+    for cut in [true, false] {
+        let dir = scratch();
+        let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
+        let c = mosaic_dvs::files::config_for(&spec).unwrap();
+        assert!(c.journal_ring);
+        let gate = Arc::new(GateState::default());
+        let members: Vec<Arc<dyn ZonedMember>> = (0..5)
+            .map(|i| {
+                let inner = Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>;
+                Arc::new(Gate { inner, state: gate.clone() }) as Arc<dyn ZonedMember>
+            })
+            .collect();
+        let mut a = DvsArray::create(members, c.clone()).unwrap();
+        let ssg0 = a.geo().lchunks as u64 * a.geo().chunk / 4096;
+        let mut reference = vec![0u8; a.capacity() as usize];
+        let mut rng = ChaCha8Rng::seed_from_u64(31);
+        let mut write = |a: &mut DvsArray, reference: &mut [u8]| {
+            let off = rng.gen_range(0..ssg0) * 4096;
+            let mut data = vec![0u8; 4096];
+            rng.fill(&mut data[..]);
+            a.write(off, &data).unwrap();
+            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
+        };
+        // The cache fills and SSG 0 is destaged (held): its records die.
+        while a.stats().destages == 0 {
+            write(&mut a, &mut reference);
+        }
+        // The ring fills until it is retired early, behind the held destage.
+        let mut most = a.journal_segments();
+        while a.journal_segments() >= most {
+            most = most.max(a.journal_segments());
+            write(&mut a, &mut reference);
+            assert!(a.stats().destages <= 3, "the queue never fills: {}", a.stats().destages);
+        }
+        assert!(most > a.journal_segments() + 8, "many segments retired at once ({most} -> {})", a.journal_segments());
+        // Into the segment the retirement left free (not one it frees:
+        // the writer would wait for the held destage).
+        for _ in 0..4 {
+            write(&mut a, &mut reference);
+        }
+        // The first destage reaches its appends and is held there (it
+        // never completes before the gate opens).
+        while gate.waiting() == 0 {
+            std::thread::yield_now();
+        }
+        gate.release(cut);
+        if cut {
+            let e = a.write(0, &[1u8; 4096]).unwrap_err();
+            assert!(e.to_string().contains("power cut"), "{e}");
+        } else {
+            // Reuse the freed segments (the writer waits for the retirement).
+            for _ in 0..300 {
+                write(&mut a, &mut reference);
+            }
+            assert!(a.stats().destages > 1);
+        }
+        drop(a);
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        assert!(b.read_all() == reference, "cut {cut}: every acknowledged block reads back after the reopen");
+        b.flush().unwrap();
+        assert_eq!(b.scrub().unwrap(), 0);
+    }
+}

@@ -12,7 +12,9 @@
 //!     start(n) ──> queue [.., n-1, n] ──────────> run the oldest program:
 //!   return (write acknowledged)                   fills, appends, flush,
 //!   next writes: journal + cache only             its log record, resets
-//!   read / log / checkpoint / retire /
+//!   ring retirement: its log record ──> queue [.., n, r]   (ticket r)
+//!   a record into a segment r frees ── wait_for(r): r and those before it
+//!   read / log / checkpoint / whole-journal reset /
 //!   labels / rebuild / scrub / flush ── wait() until the queue is empty
 //! ```
 //!
@@ -22,9 +24,11 @@
 //! those before it run (a degraded array, whose zone resets depend on
 //! write pointers, waits first).  Every other program of the array
 //! waits for the queue to empty ([`Destager::wait`]), so a read never
-//! sees a home not yet written, and log records stay in sequence: a
-//! journal retirement is logged after the destages that killed its
-//! records are durable.  A program that fails leaves its error here and
+//! sees a home not yet written, and log records stay in sequence.  A
+//! ring journal's retirement is itself a program on the queue (its log
+//! record, planned after the destages that killed its records, runs
+//! after them): the writer waits for it ([`Destager::wait_for`] its
+//! ticket) only before writing a record into a segment it frees.  A program that fails leaves its error here and
 //! drops the programs queued behind it (they were planned on top of
 //! it): every later request sees the error (the array is poisoned).
 
@@ -47,12 +51,17 @@ const QUEUED: usize = 3;
 #[derive(Default)]
 struct State {
     /// Programs handed over and not yet taken by the thread, in order,
-    /// with the kind of their job.
-    queue: VecDeque<(Program, JobKind)>,
+    /// with the kind of their job (None: a log record, e.g. a journal
+    /// retirement).
+    queue: VecDeque<(Program, Option<JobKind>)>,
+    /// Programs handed over, and programs completed (each program's
+    /// ticket is the count handed over once it was).
+    handed: u64,
+    done: u64,
     /// The thread is running a program.
     busy: bool,
     /// The first program that failed: its job kind and error (sticky).
-    failed: Option<(JobKind, String)>,
+    failed: Option<(Option<JobKind>, String)>,
     /// The error not yet returned by `wait`.
     error: Option<DvsError>,
     quit: bool,
@@ -85,10 +94,11 @@ impl Destager {
         Destager { shared: Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new(), exec }), thread: None }
     }
 
-    /// Hand program `p` (of a job of `kind`) to the thread, to run after
-    /// those handed over before it (once there is room in the queue).
-    /// Without a thread (it could not be started) it runs here.
-    pub(super) fn start(&mut self, p: Program, kind: JobKind) -> Result<(), DvsError> {
+    /// Hand program `p` (of a job of `kind`; None: a log record) to the
+    /// thread, to run after those handed over before it (once there is
+    /// room in the queue): its ticket ([`Destager::wait_for`]).  Without
+    /// a thread (it could not be started) it runs here.
+    pub(super) fn start(&mut self, p: Program, kind: Option<JobKind>) -> Result<u64, DvsError> {
         if self.thread.is_none() {
             let shared = self.shared.clone();
             let t = std::thread::Builder::new().name("mosaic-destage".into()).spawn(move || serve(&shared));
@@ -99,7 +109,11 @@ impl Destager {
         }
         if self.thread.is_none() {
             let r = self.shared.run(&p);
-            return self.finish(kind, r);
+            self.finish(kind, r)?;
+            let mut s = self.shared.lock();
+            s.handed += 1;
+            s.done = s.handed;
+            return Ok(s.handed);
         }
         let mut s = self.shared.lock();
         while s.queue.len() >= QUEUED && s.failed.is_none() {
@@ -109,13 +123,15 @@ impl Destager {
             return Err(DvsError::Other(f.1.clone()));
         }
         s.queue.push_back((p, kind));
+        s.handed += 1;
+        let ticket = s.handed;
         drop(s);
         self.shared.wake.notify_all();
-        Ok(())
+        Ok(ticket)
     }
 
     /// Record the outcome of a program of `kind`; its error if it failed.
-    fn finish(&self, kind: JobKind, r: Result<(), DvsError>) -> Result<(), DvsError> {
+    fn finish(&self, kind: Option<JobKind>, r: Result<(), DvsError>) -> Result<(), DvsError> {
         if let Err(e) = &r {
             self.shared.lock().failed.get_or_insert((kind, e.to_string()));
         }
@@ -136,6 +152,21 @@ impl Destager {
         }
     }
 
+    /// Wait until the program of `ticket` (and so every one before it)
+    /// has completed, not for those handed over after it: the error of
+    /// one that failed, as [`Destager::wait`] gives it.
+    pub(super) fn wait_for(&self, ticket: u64) -> Result<(), DvsError> {
+        let mut s = self.shared.lock();
+        while s.done < ticket && s.failed.is_none() {
+            s = self.shared.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        match (s.error.take(), &s.failed) {
+            (Some(e), _) => Err(e),
+            (None, Some(f)) => Err(DvsError::Other(f.1.clone())),
+            (None, None) => Ok(()),
+        }
+    }
+
     /// The error of a program that failed, without waiting.
     pub(super) fn failed(&self) -> Option<String> {
         self.shared.lock().failed.as_ref().map(|f| f.1.clone())
@@ -143,7 +174,7 @@ impl Destager {
 
     /// The kind of the job whose program failed, if one did.
     pub(super) fn failed_kind(&self) -> Option<JobKind> {
-        self.shared.lock().failed.as_ref().map(|f| f.0)
+        self.shared.lock().failed.as_ref().and_then(|f| f.0)
     }
 }
 
@@ -176,6 +207,9 @@ fn serve(shared: &Shared) {
         drop(p);
         let mut s = shared.lock();
         s.busy = false;
+        if r.is_ok() {
+            s.done += 1;
+        }
         if let Err(e) = r {
             s.failed.get_or_insert((kind, e.to_string()));
             s.error.get_or_insert(e);
@@ -214,10 +248,62 @@ mod tests {
         }
     }
 
+    /// A member whose writes at or past `held` wait until it is opened.
+    struct Held {
+        held: u64,
+        open: Mutex<bool>,
+        wake: Condvar,
+    }
+
+    impl Member for Held {
+        fn describe(&self) -> String {
+            "held".into()
+        }
+        fn size(&self) -> u64 {
+            1 << 20
+        }
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], offset: u64) -> io::Result<()> {
+            let mut open = self.open.lock().unwrap();
+            while offset >= self.held && !*open {
+                open = self.wake.wait(open).unwrap();
+            }
+            Ok(())
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// `wait_for` returns once its program is done, while a program
+    /// handed over after it is still held; `wait` waits for that one too.
+    #[test]
+    fn a_ticket_is_waited_for_without_the_programs_after_it() {
+        let m = Arc::new(Held { held: 8192, open: Mutex::new(false), wake: Condvar::new() });
+        let exec = Arc::new(Executor::new(vec![Some(m.clone() as Arc<dyn Member>)], 0));
+        let mut d = Destager::new(exec);
+        let first = d.start(write_at(0), None).unwrap();
+        let second = d.start(write_at(8192), Some(JobKind::Destage)).unwrap();
+        assert_eq!((first, second), (1, 2));
+        d.wait_for(first).unwrap();
+        assert!(d.shared.lock().done < second, "the second program is still held");
+        *m.open.lock().unwrap() = true;
+        m.wake.notify_all();
+        d.wait().unwrap();
+        d.wait_for(second).unwrap();
+        assert_eq!(d.shared.lock().done, 2);
+    }
+
     fn one_write() -> Program {
+        write_at(0)
+    }
+
+    fn write_at(offset: u64) -> Program {
         let mut p = Program::default();
         let b = p.buf(Buf::Scratch(4096));
-        let op = DevOp { member: 0, offset: 0, len: 4096, role: Role::Data, col: 0 };
+        let op = DevOp { member: 0, offset, len: 4096, role: Role::Data, col: 0 };
         p.phases.push(Phase::write(vec![Io::new(op, Ref::new(b, 0))]));
         p
     }
@@ -229,12 +315,12 @@ mod tests {
     fn a_panicking_program_is_an_error_that_sticks() {
         let exec = Arc::new(Executor::new(vec![Some(Arc::new(Panics) as Arc<dyn Member>)], 0));
         let mut d = Destager::new(exec);
-        d.start(one_write(), JobKind::Destage).unwrap();
+        d.start(one_write(), Some(JobKind::Destage)).unwrap();
         let e = d.wait().unwrap_err().to_string();
         assert!(e.contains("the destage thread stopped"), "{e}");
         assert!(d.wait().unwrap_err().to_string().contains("the destage thread stopped"));
         assert_eq!(d.failed_kind(), Some(JobKind::Destage));
-        let e = d.start(one_write(), JobKind::BgGc).unwrap_err().to_string();
+        let e = d.start(one_write(), Some(JobKind::BgGc)).unwrap_err().to_string();
         assert!(e.contains("the destage thread stopped"), "{e}");
     }
 }
