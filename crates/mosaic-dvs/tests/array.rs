@@ -1162,6 +1162,24 @@ impl ZonedMember for Gate {
     }
 }
 
+/// A 5-member DVS array (16 MiB members, 64 KiB chunks, an 8-chunk
+/// cache) on zoned files in a new scratch directory, every member behind
+/// one shared [`Gate`].
+fn gated_array() -> (tempfile::TempDir, DvsConfig, Arc<GateState>, DvsArray) {
+    let dir = scratch();
+    let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
+    let c = mosaic_dvs::files::config_for(&spec).unwrap();
+    let gate = Arc::new(GateState::default());
+    let members: Vec<Arc<dyn ZonedMember>> = (0..5)
+        .map(|i| {
+            let inner = Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>;
+            Arc::new(Gate { inner, state: gate.clone() }) as Arc<dyn ZonedMember>
+        })
+        .collect();
+    let a = DvsArray::create(members, c.clone()).unwrap();
+    (dir, c, gate, a)
+}
+
 /// A destage runs in the background: the writes after the one that
 /// started it are acknowledged (journalled) while its appends are still
 /// held, and the next destage is planned and queued behind it.  Then
@@ -1174,17 +1192,7 @@ impl ZonedMember for Gate {
 #[test]
 fn writes_are_acknowledged_while_a_background_destage_runs_and_survive_a_crash_under_it() {
     for cut in [true, false] {
-        let dir = scratch();
-        let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
-        let c = mosaic_dvs::files::config_for(&spec).unwrap();
-        let gate = Arc::new(GateState::default());
-        let members: Vec<Arc<dyn ZonedMember>> = (0..5)
-            .map(|i| {
-                let inner = Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>;
-                Arc::new(Gate { inner, state: gate.clone() }) as Arc<dyn ZonedMember>
-            })
-            .collect();
-        let mut a = DvsArray::create(members, c.clone()).unwrap();
+        let (dir, _, gate, mut a) = gated_array();
         let cap = a.capacity();
         let mut reference = vec![0u8; cap as usize];
         let mut rng = ChaCha8Rng::seed_from_u64(23);
@@ -1243,18 +1251,8 @@ fn writes_are_acknowledged_while_a_background_destage_runs_and_survive_a_crash_u
 #[test]
 fn a_ring_retirement_queued_behind_a_held_destage_loses_no_acknowledged_write() {
     for cut in [true, false] {
-        let dir = scratch();
-        let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
-        let c = mosaic_dvs::files::config_for(&spec).unwrap();
+        let (dir, c, gate, mut a) = gated_array();
         assert!(c.journal_ring);
-        let gate = Arc::new(GateState::default());
-        let members: Vec<Arc<dyn ZonedMember>> = (0..5)
-            .map(|i| {
-                let inner = Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>;
-                Arc::new(Gate { inner, state: gate.clone() }) as Arc<dyn ZonedMember>
-            })
-            .collect();
-        let mut a = DvsArray::create(members, c.clone()).unwrap();
         let ssg0 = a.geo().lchunks as u64 * a.geo().chunk / 4096;
         let mut reference = vec![0u8; a.capacity() as usize];
         let mut rng = ChaCha8Rng::seed_from_u64(31);
