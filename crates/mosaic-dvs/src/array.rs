@@ -92,6 +92,7 @@ mod held;
 mod spare;
 use destager::Destager;
 use held::Held;
+use mosaic_core::cache::KeyMap;
 pub use spare::SpareInfo;
 
 /// A decoded journal record: (seq, offset, data, bytes it takes).
@@ -260,7 +261,12 @@ fn executor(members: &[Option<Arc<dyn ZonedMember>>]) -> Arc<Executor> {
 
 /// Run `p` on `exec`: its kept buffers, or the members' errors as one.
 fn run_on(exec: &Executor, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
-    exec.run(p, Client::None, None).map_err(|e| match e {
+    run_with(exec, p, Client::None)
+}
+
+/// [`run_on`] with the client buffer `client` (its `Buf::Input`s).
+fn run_with(exec: &Executor, p: &Program, client: Client<'_>) -> Result<Vec<Vec<u8>>, DvsError> {
+    exec.run(p, client, None).map_err(|e| match e {
         ExecError::Device(f) => {
             let kind = f.first().map_or(io::ErrorKind::Other, |x| x.1.kind());
             DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
@@ -325,7 +331,7 @@ pub struct DvsArray {
     dvs: Dvs,
     /// Bytes of cached chunks: whole chunks (moved to the programs that
     /// destage them, no copy) or just their cached blocks.
-    bytes: HashMap<ChunkKey, Held>,
+    bytes: KeyMap<ChunkKey, Held>,
     code: Code,
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
@@ -339,6 +345,9 @@ pub struct DvsArray {
     /// For each ring journal segment freed by a retirement that may still
     /// be queued, the destager's ticket of that retirement (0: free).
     freeing: Vec<u64>,
+    /// The journal records of the write being journalled, encoded here
+    /// (the buffer kept from one write to the next: no allocation each).
+    jbuf: Vec<u8>,
     /// Reads issued outside the executor: labels read to learn a
     /// device's member index (open, replace).
     side_io: Mutex<Vec<DeviceIo>>,
@@ -524,9 +533,10 @@ impl DvsArray {
             sources: (0..members.len()).map(Some).collect(),
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
-            bytes: HashMap::new(),
+            bytes: KeyMap::default(),
             destager: Destager::new(exec.clone()),
             freeing: Vec::new(),
+            jbuf: Vec::new(),
             code,
             poisoned: None,
             current: None,
@@ -661,9 +671,10 @@ impl DvsArray {
             sources,
             warnings,
             members,
-            bytes: HashMap::new(),
+            bytes: KeyMap::default(),
             destager: Destager::new(exec.clone()),
             freeing: Vec::new(),
+            jbuf: Vec::new(),
             code,
             poisoned: None,
             current: None,
@@ -925,7 +936,9 @@ impl DvsArray {
         let first = journal_record_len(group[0].1.len() as u64);
         self.journal_room(first)?;
         let seq0 = self.meta.jseq;
-        let (mut bytes, mut at, mut lane, mut n, mut end) = (Vec::new(), None, 0, 0, 0);
+        let mut bytes = std::mem::take(&mut self.jbuf);
+        bytes.clear();
+        let (mut at, mut lane, mut n, mut end) = (None, 0, 0, 0);
         for &(offset, data) in group {
             let len = journal_record_len(data.len() as u64);
             // A group is one write: it stops where a lane or a segment does.
@@ -940,17 +953,12 @@ impl DvsArray {
             at.get_or_insert(off);
             lane = l;
             end = self.meta.jpos - self.ml.journal_start;
-            let rec = encode_journal(jseq, offset, data);
-            // The first record is the write's buffer itself (no copy).
-            if bytes.is_empty() {
-                bytes = rec;
-            } else {
-                bytes.extend_from_slice(&rec);
-            }
+            meta::encode_journal_into(&mut bytes, jseq, offset, data);
             n += 1;
         }
-        self.write_journal(MetaWrite { offset: at.unwrap_or(self.ml.journal_start), bytes }, lane)?;
-        Ok((n, seq0))
+        let r = self.write_journal(at.unwrap_or(self.ml.journal_start), &bytes, lane);
+        self.jbuf = bytes;
+        r.map(|()| (n, seq0))
     }
 
     /// Append a journal record on every working member (after destaging
@@ -962,22 +970,23 @@ impl DvsArray {
             self.await_segment(v)?;
         }
         let (jseq, offset_in_meta, lane) = self.meta.take_journal(len);
-        self.write_journal(MetaWrite { offset: offset_in_meta, bytes: encode_journal(jseq, offset, data) }, lane)?;
+        self.write_journal(offset_in_meta, &encode_journal(jseq, offset, data), lane)?;
         Ok(jseq)
     }
 
-    /// Write journal records `w` to the members of journal lane `lane`
+    /// Write journal records `bytes` at `offset` to the members of journal lane `lane`
     /// (k + 1 of them, [`meta::journal_members`]; the log and checkpoints,
     /// which the open needs whole, stay on every member), each flushed.
-    fn write_journal(&self, w: MetaWrite, lane: usize) -> Result<(), DvsError> {
+    fn write_journal(&self, offset: u64, bytes: &[u8], lane: usize) -> Result<(), DvsError> {
         // Beside the program in flight: the journal area is no job's, so
         // it takes no executor lock (the lock of its offset could be the
         // stripe lock of the SSG a queued destage holds: the writer would
         // wait for that destage).
         let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
-        let mut p = program::meta(Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members });
+        // Written from its own buffer (no copy into a shared one).
+        let mut p = program::meta(Meta { offset, payload: Payload::Input(bytes.len()), members });
         p.locks.clear();
-        run_on(&self.exec, &p).map(drop)
+        run_with(&self.exec, &p, Client::In(bytes)).map(drop)
     }
 
     /// Make room in the journal for a record of `len` bytes: a ring's
@@ -1174,7 +1183,7 @@ impl DvsArray {
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let bytes = &mut self.bytes;
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
-        let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| Payload::Bytes(h.into_packed(bm, c, blk))).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| h.into_payload(bm, c, blk)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
         let p = lower.job(&job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.current = None;
         self.destager.start(p, Some(job.kind)).map(drop)

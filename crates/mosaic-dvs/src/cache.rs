@@ -29,7 +29,9 @@
 //! most dirty blocks, destaged whole, so one rewrite of its chunks
 //! retires as many client writes as possible.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use mosaic_core::cache::KeyMap;
 
 use crate::addr::ChunkKey;
 
@@ -63,7 +65,7 @@ struct Entry {
     /// Per disk: stamp -> LCN (LRU first).
     lists: Vec<BTreeMap<u64, u32>>,
     /// LCN -> (stamp, blocks).
-    chunks: HashMap<u32, (u64, Bitmap)>,
+    chunks: KeyMap<u32, (u64, Bitmap)>,
     /// Blocks held over all its chunks.
     blocks: usize,
     count: u32,
@@ -107,7 +109,7 @@ pub struct SsgCache {
     pub p: CacheParams,
     members: usize,
     blocks: usize,
-    entries: HashMap<u32, Entry>,
+    entries: KeyMap<u32, Entry>,
     lru: BTreeMap<u64, u32>,
     lfu: BTreeSet<(u32, u64, u32)>,
     /// Chunks held.
@@ -120,7 +122,7 @@ pub struct SsgCache {
 
 impl SsgCache {
     pub fn new(p: CacheParams, members: usize, chunk_blocks: usize) -> SsgCache {
-        SsgCache { p, members, blocks: chunk_blocks, entries: HashMap::new(), lru: BTreeMap::new(), lfu: BTreeSet::new(), used: 0, blocks_used: 0, clock: 0, last_halve: 0 }
+        SsgCache { p, members, blocks: chunk_blocks, entries: KeyMap::default(), lru: BTreeMap::new(), lfu: BTreeSet::new(), used: 0, blocks_used: 0, clock: 0, last_halve: 0 }
     }
 
     fn tick(&mut self) -> u64 {
@@ -152,7 +154,7 @@ impl SsgCache {
         self.maybe_halve(now);
         let stamp = self.tick();
         let members = self.members;
-        let e = self.entries.entry(lsn).or_insert_with(|| Entry { lists: vec![BTreeMap::new(); members], chunks: HashMap::new(), blocks: 0, count: 0, recency: false, lru_stamp: 0, lfu_seq: 0 });
+        let e = self.entries.entry(lsn).or_insert_with(|| Entry { lists: vec![BTreeMap::new(); members], chunks: KeyMap::default(), blocks: 0, count: 0, recency: false, lru_stamp: 0, lfu_seq: 0 });
         if e.recency {
             self.lru.remove(&e.lru_stamp);
         } else if e.count > 0 || !e.chunks.is_empty() {
@@ -297,7 +299,7 @@ impl SsgCache {
 #[derive(Debug, Clone, Default)]
 pub struct ReadCache {
     cap: usize,
-    map: HashMap<ChunkKey, u64>,
+    map: KeyMap<ChunkKey, u64>,
     order: BTreeMap<u64, ChunkKey>,
     clock: u64,
 }

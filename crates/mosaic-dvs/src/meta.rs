@@ -497,6 +497,16 @@ pub fn encode_journal(jseq: u64, offset: u64, data: &[u8]) -> Vec<u8> {
     journal::encode_record(jseq, &[Entry::Logical { offset, data }])
 }
 
+/// [`encode_journal`] appended to `out` (a buffer kept for reuse).
+pub fn encode_journal_into(out: &mut Vec<u8>, jseq: u64, offset: u64, data: &[u8]) {
+    let mut u = journal::encode_record_unsealed(&[Entry::Logical { offset, data }]);
+    u.seal(jseq);
+    out.reserve(u.len());
+    for p in u.pieces() {
+        out.extend_from_slice(p);
+    }
+}
+
 /// Parse a journal record at the start of `b`: (jseq, offset, data, bytes
 /// it takes).  `None` unless it is a valid record of one logical write.
 pub fn decode_journal(b: &[u8]) -> Option<(u64, u64, Vec<u8>, usize)> {
@@ -1024,6 +1034,12 @@ mod tests {
         // Journal records: lengths as encoded, until the journal is full.
         let len = journal_record_len(1000);
         assert_eq!(len, encode_journal(0, 0, &[0u8; 1000]).len() as u64);
+        // Encoded into a kept buffer: appended, the same bytes.
+        let mut kept = vec![7u8; 3];
+        encode_journal_into(&mut kept, 5, 4096, &[1u8; 1000]);
+        assert_eq!(kept[..3], [7, 7, 7]);
+        assert_eq!(kept[3..], encode_journal(5, 4096, &[1u8; 1000])[..]);
+        assert_eq!(decode_journal(&kept[3..]).map(|(q, o, d, n)| (q, o, d.len(), n as u64)), Some((5, 4096, 1000, len)));
         assert_eq!(st.take_journal(len), (0, ml.journal_start, 0));
         assert_eq!(st.take_journal(len), (1, ml.journal_start + len, 0));
         // 4 members, k = 1: two lanes; a record that does not fit the

@@ -27,7 +27,7 @@
 //! member out of the array, gets a slot of its own), so parity reads them
 //! from there.
 
-use std::collections::HashMap;
+use mosaic_core::cache::KeyMap;
 use std::sync::Arc;
 
 use mosaic_core::{Buf, Combine, DevOp, Io, Method, Phase, Program, Ref, Role};
@@ -44,19 +44,28 @@ use crate::DvsError;
 pub enum Payload {
     Bytes(Arc<[u8]>),
     Len(usize),
+    /// A cached chunk's marked blocks, one buffer each in block order
+    /// ([`Lower::job`] copies each from where it is held).
+    Blocks(Vec<Arc<[u8]>>),
+    /// The first `n` bytes of the client buffer the program is run with
+    /// (`Client::In`: a journal record written from its own buffer).
+    Input(usize),
 }
 
 impl Payload {
     fn len(&self) -> usize {
         match self {
             Payload::Bytes(b) => b.len(),
-            Payload::Len(n) => *n,
+            Payload::Len(n) | Payload::Input(n) => *n,
+            Payload::Blocks(v) => v.iter().map(|b| b.len()).sum(),
         }
     }
     fn buf(self) -> Buf {
         match self {
             Payload::Bytes(b) => Buf::Bytes(b),
             Payload::Len(n) => Buf::Scratch(n),
+            Payload::Input(n) => Buf::Input { off: 0, len: n },
+            Payload::Blocks(v) => Buf::Bytes(v.concat().into()),
         }
     }
 }
@@ -151,7 +160,7 @@ impl Lower<'_> {
     /// from its other readable columns, and its decode into a new slot.
     fn recon(&self, buf: usize, area: &mut Area, ios: &mut Vec<Io>, (phys, st, col): (u32, &Stripe, usize), a: u64, b: u64) -> Result<(Ref, Option<Combine>), DvsError> {
         let len = b - a;
-        let mut have: HashMap<usize, Ref> = HashMap::new();
+        let mut have: KeyMap<usize, Ref> = KeyMap::default();
         for (c, &m) in st.members.iter().enumerate() {
             let m = m as usize;
             if c == col || !self.healthy.get(m).copied().unwrap_or(false) {
@@ -181,7 +190,7 @@ impl Lower<'_> {
     pub fn job(&self, job: &Job, cached: &mut dyn FnMut(u32, &crate::cache::Bitmap) -> Result<Payload, DvsError>, writes_to: &[bool], meta: Option<Meta>, resets: &[(usize, u64)]) -> Result<Program, DvsError> {
         let mut p = Program { locks: vec![job.lsn as u64], ordered: true, ..Program::default() };
         let fills: Vec<&ChunkRead> = job.fills.iter().collect();
-        let old: HashMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads(&mut p, &fills)?).collect();
+        let old: KeyMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads(&mut p, &fills)?).collect();
         if !fills.is_empty() {
             let degraded = fills.iter().any(|r| matches!(r.src, Src::Recon { .. }));
             p.methods.push(if degraded { Method::DegradedRead } else { Method::Read });
@@ -192,10 +201,14 @@ impl Lower<'_> {
         for (lcn, bm) in &job.chunks {
             let home = *out.home.get(lcn).ok_or_else(|| DvsError::Other(format!("chunk {lcn} of SSG {} is in none of the job's stripes", job.lsn)))?;
             if let Some(bm) = bm {
-                let payload = cached(*lcn, bm)?;
-                let n = payload.len();
-                let src = p.buf(payload.buf());
-                cs.extend(self.cached_blocks(home, Ref::new(src, 0), n, bm)?);
+                match cached(*lcn, bm)? {
+                    Payload::Blocks(v) => cs.extend(self.held_blocks(&mut p, home, v, bm)?),
+                    payload => {
+                        let n = payload.len();
+                        let src = p.buf(payload.buf());
+                        cs.extend(self.cached_blocks(home, Ref::new(src, 0), n, bm)?);
+                    }
+                }
             }
             if let Some(&o) = old.get(lcn) {
                 cs.extend(self.old_blocks(home, o, bm.as_ref()));
@@ -246,6 +259,17 @@ impl Lower<'_> {
             return Err(DvsError::Other(format!("a cached chunk came with {n} bytes for {k} blocks")));
         }
         Ok(out)
+    }
+
+    /// Copies of a cached chunk's marked blocks into its home, each from
+    /// its own buffer `v` (in block order; see [`Payload::Blocks`]).
+    fn held_blocks(&self, p: &mut Program, home: Ref, v: Vec<Arc<[u8]>>, bm: &crate::cache::Bitmap) -> Result<Vec<Combine>, DvsError> {
+        let blk = self.geo.block as usize;
+        let marked: Vec<usize> = (0..self.geo.chunk_blocks()).filter(|&i| bm.get(i)).collect();
+        if marked.len() != v.len() || v.iter().any(|b| b.len() != blk) {
+            return Err(DvsError::Other(format!("a cached chunk came with {} blocks for {} marked", v.len(), marked.len())));
+        }
+        Ok(marked.into_iter().zip(v).map(|(i, b)| Combine::copy(home.at(i * blk), Ref::new(p.buf(Buf::Bytes(b)), 0), blk)).collect())
     }
 
     /// Copies of the old bytes of the blocks a cached chunk lacks (`bm`
@@ -384,8 +408,8 @@ pub fn format(resets: &[(usize, u64)], members: &[usize], clear: (u64, u64), fir
 /// when the column is not written).
 struct Appends {
     writes: Vec<Io>,
-    col: HashMap<(usize, usize), Ref>,
-    home: HashMap<u32, Ref>,
+    col: KeyMap<(usize, usize), Ref>,
+    home: KeyMap<u32, Ref>,
     size: usize,
 }
 
@@ -402,7 +426,7 @@ impl Appends {
         }
         ops.sort_by_key(|o| (o.0.member, o.0.offset));
         let mut area = Area::default();
-        let mut a = Appends { writes: Vec::new(), col: HashMap::new(), home: HashMap::new(), size: 0 };
+        let mut a = Appends { writes: Vec::new(), col: KeyMap::default(), home: KeyMap::default(), size: 0 };
         for (op, s, c) in ops {
             let at = Ref::new(buf, area.take(op.len as usize));
             match a.writes.last_mut() {

@@ -2,27 +2,28 @@
 //!
 //! ```text
 //!   chunk written whole ──> Whole(the chunk)        (moved to the destage, no copy)
-//!   blocks of a chunk   ──> Blocks(block -> bytes)  (one block's bytes each; a destage
-//!                                                    takes them packed and copies each
-//!                                                    run of them over the old bytes in
-//!                                                    its write buffer: the chunk is never
-//!                                                    put together on its own)
+//!   blocks of a chunk   ──> Blocks([(block, bytes)]) (one block's bytes each, sorted by
+//!                                                    block; a destage takes them as they
+//!                                                    are, no copy, and copies each over the
+//!                                                    old bytes in its write buffer: the
+//!                                                    chunk is never put together on its own)
 //! ```
 //!
 //! A block-counted cache of B blocks then holds about B blocks of bytes,
 //! not one chunk buffer per chunk touched (a random 4 KiB write into each
 //! of B chunks would otherwise hold B whole chunks).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::Bitmap;
+use crate::program::Payload;
 
 /// The cached bytes of one chunk.
 #[derive(Debug, Clone)]
 pub(crate) enum Held {
     Whole(Arc<[u8]>),
-    Blocks(HashMap<u32, Box<[u8]>>),
+    /// Blocks held, sorted by block index (a chunk has few blocks).
+    Blocks(Vec<(u32, Arc<[u8]>)>),
 }
 
 impl Held {
@@ -34,13 +35,17 @@ impl Held {
         let mut fresh = None;
         let h = match slot {
             Some(h) => h,
-            None => fresh.insert(Held::Blocks(HashMap::new())),
+            None => fresh.insert(Held::Blocks(Vec::new())),
         };
         match h {
             Held::Whole(w) => Arc::make_mut(w)[a..a + data.len()].copy_from_slice(data),
             Held::Blocks(m) => {
                 for (i, b) in data.chunks(block.max(1)).enumerate() {
-                    m.insert((a / block.max(1) + i) as u32, b.into());
+                    let k = (a / block.max(1) + i) as u32;
+                    match m.binary_search_by_key(&k, |e| e.0) {
+                        Ok(j) => m[j].1 = Arc::from(b),
+                        Err(j) => m.insert(j, (k, Arc::from(b))),
+                    }
                 }
             }
         }
@@ -51,29 +56,31 @@ impl Held {
     pub(crate) fn block(&self, i: usize, block: usize) -> Option<&[u8]> {
         match self {
             Held::Whole(w) => w.get(i * block..(i + 1) * block),
-            Held::Blocks(m) => m.get(&(i as u32)).map(|b| &b[..]),
+            Held::Blocks(m) => m.binary_search_by_key(&(i as u32), |e| e.0).ok().map(|j| &m[j].1[..]),
         }
     }
 
     /// What a destage takes of the chunk ([`crate::program::Lower::job`]'s
-    /// `cached`): a chunk held whole as it is (no copy); else only the
-    /// blocks `bm` marks, packed in block order (a block not held as
-    /// zeros), so the chunk is never put together in a buffer of its own.
-    pub(crate) fn into_packed(self, bm: &Bitmap, chunk: usize, block: usize) -> Arc<[u8]> {
+    /// `cached`): a chunk held whole as it is; else the blocks `bm`
+    /// marks, in block order, each block's own bytes (a block not held
+    /// as zeros): no copy, the chunk is never put together.
+    pub(crate) fn into_payload(self, bm: &Bitmap, chunk: usize, block: usize) -> Payload {
         let m = match self {
-            Held::Whole(w) => return w,
+            Held::Whole(w) => return Payload::Bytes(w),
             Held::Blocks(m) => m,
         };
         let blocks = chunk / block.max(1);
-        let mut v = Vec::with_capacity(bm.ones() * block);
+        let mut zero: Option<Arc<[u8]>> = None;
+        let mut held = m.into_iter().peekable();
+        let mut out = Vec::with_capacity(bm.ones());
         for i in (0..blocks).filter(|&i| bm.get(i)) {
-            let end = v.len() + block;
-            if let Some(b) = m.get(&(i as u32)) {
-                v.extend_from_slice(&b[..b.len().min(block)]);
+            while held.next_if(|e| (e.0 as usize) < i).is_some() {}
+            match held.next_if(|e| e.0 as usize == i) {
+                Some((_, b)) if b.len() == block => out.push(b),
+                _ => out.push(zero.get_or_insert_with(|| Arc::from(vec![0u8; block])).clone()),
             }
-            v.resize(end, 0);
         }
-        v.into()
+        Payload::Blocks(out)
     }
 
     /// The chunk, the blocks not held as zeros.
@@ -119,10 +126,21 @@ mod tests {
         let mut bm = Bitmap::new(4);
         bm.set(1, 2);
         bm.set(3, 4);
-        assert_eq!(&h.clone().into_packed(&bm, 16, 4)[..], &[1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(packed(h.clone().into_payload(&bm, 16, 4)), vec![1, 1, 1, 1, 2, 2, 2, 2]);
         bm.set(0, 1); // marked but not held: zeros
-        assert_eq!(&h.into_packed(&bm, 16, 4)[..], &[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(packed(h.clone().into_payload(&bm, 16, 4)), vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        let Held::Blocks(m) = &h else { panic!("blocks") };
+        let Payload::Blocks(v) = h.clone().into_payload(&bm, 16, 4) else { panic!("blocks") };
+        assert!(Arc::ptr_eq(&v[1], &m[0].1) && Arc::ptr_eq(&v[2], &m[1].1)); // the held bytes, not copies
         let w = Held::put(None, 8, 4, 0, &[5; 8]).unwrap();
-        assert_eq!(&w.into_packed(&bm, 8, 4)[..], &[5; 8]); // whole: as it is
+        assert_eq!(packed(w.into_payload(&bm, 8, 4)), vec![5; 8]); // whole: as it is
+    }
+
+    fn packed(p: Payload) -> Vec<u8> {
+        match p {
+            Payload::Bytes(b) => b.to_vec(),
+            Payload::Blocks(v) => v.concat(),
+            _ => vec![],
+        }
     }
 }

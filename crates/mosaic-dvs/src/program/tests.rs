@@ -180,8 +180,16 @@ fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
         Ok(Payload::Bytes((0..16).filter(|&i| bm.get(i)).flat_map(|i| all[i * blk..(i + 1) * blk].to_vec()).collect::<Vec<u8>>().into()))
     });
     assert!(whole == packed, "the same bytes on every member");
+    // Each marked block in a buffer of its own (the array's cache): the same bytes.
+    let blocks = run_jobs(&d, &code, &jobs, &mut |l, bm| {
+        let all = chunk_bytes(l, c);
+        Ok(Payload::Blocks((0..16).filter(|&i| bm.get(i)).map(|i| Arc::from(&all[i * blk..(i + 1) * blk])).collect()))
+    });
+    assert!(whole == blocks, "the same bytes on every member, blocks given one by one");
     // A packed payload of the wrong length is an error, not a bad write.
     let j = jobs.iter().find(|j| j.chunks.iter().any(|(_, bm)| bm.as_ref().is_some_and(|b| b.ones() < 16))).unwrap();
     let e = lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Len(blk * 17)), &d.healthy, None, &j.resets).unwrap_err();
     assert!(e.to_string().contains(&format!("a cached chunk came with {} bytes for", blk * 17)), "{e}");
+    let e = lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Blocks(vec![Arc::from(vec![0u8; blk])])), &d.healthy, None, &j.resets).unwrap_err();
+    assert!(e.to_string().contains("a cached chunk came with 1 blocks for"), "{e}");
 }
