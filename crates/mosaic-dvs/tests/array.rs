@@ -1180,6 +1180,19 @@ fn gated_array() -> (tempfile::TempDir, DvsConfig, Arc<GateState>, DvsArray) {
     (dir, c, gate, a)
 }
 
+/// Random 4 KiB writes to the first `blocks` blocks (seeded), each
+/// also made to `reference`.
+fn random_block_writer(seed: u64, blocks: u64) -> impl FnMut(&mut DvsArray, &mut [u8]) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    move |a, reference| {
+        let off = rng.gen_range(0..blocks) * 4096;
+        let mut data = vec![0u8; 4096];
+        rng.fill(&mut data[..]);
+        a.write(off, &data).unwrap();
+        reference[off as usize..off as usize + 4096].copy_from_slice(&data);
+    }
+}
+
 /// A destage runs in the background: the writes after the one that
 /// started it are acknowledged (journalled) while its appends are still
 /// held, and the next destage is planned and queued behind it.  Then
@@ -1195,14 +1208,7 @@ fn writes_are_acknowledged_while_a_background_destage_runs_and_survive_a_crash_u
         let (dir, _, gate, mut a) = gated_array();
         let cap = a.capacity();
         let mut reference = vec![0u8; cap as usize];
-        let mut rng = ChaCha8Rng::seed_from_u64(23);
-        let mut write = |a: &mut DvsArray, reference: &mut [u8]| {
-            let off = rng.gen_range(0..cap / 4096) * 4096;
-            let mut data = vec![0u8; 4096];
-            rng.fill(&mut data[..]);
-            a.write(off, &data).unwrap();
-            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
-        };
+        let mut write = random_block_writer(23, cap / 4096);
         // Fill the 128-block cache until it destages an SSG.
         while a.stats().destages == 0 {
             write(&mut a, &mut reference);
@@ -1255,14 +1261,7 @@ fn a_ring_retirement_queued_behind_a_held_destage_loses_no_acknowledged_write() 
         assert!(c.journal_ring);
         let ssg0 = a.geo().lchunks as u64 * a.geo().chunk / 4096;
         let mut reference = vec![0u8; a.capacity() as usize];
-        let mut rng = ChaCha8Rng::seed_from_u64(31);
-        let mut write = |a: &mut DvsArray, reference: &mut [u8]| {
-            let off = rng.gen_range(0..ssg0) * 4096;
-            let mut data = vec![0u8; 4096];
-            rng.fill(&mut data[..]);
-            a.write(off, &data).unwrap();
-            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
-        };
+        let mut write = random_block_writer(31, ssg0);
         // The cache fills and SSG 0 is destaged (held): its records die.
         while a.stats().destages == 0 {
             write(&mut a, &mut reference);
