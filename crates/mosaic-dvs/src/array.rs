@@ -978,14 +978,11 @@ impl DvsArray {
     /// (k + 1 of them, [`meta::journal_members`]; the log and checkpoints,
     /// which the open needs whole, stay on every member), each flushed.
     fn write_journal(&self, offset: u64, bytes: &[u8], lane: usize) -> Result<(), DvsError> {
-        // Beside the program in flight: the journal area is no job's, so
-        // it takes no executor lock (the lock of its offset could be the
-        // stripe lock of the SSG a queued destage holds: the writer would
-        // wait for that destage).
+        // Beside the program in flight: the journal area is no job's (a
+        // metadata program takes no lock, [`program::meta`]).  Written
+        // from its own buffer (no copy into a shared one).
         let members = meta::journal_members(self.meta_members(), self.geo.k, lane);
-        // Written from its own buffer (no copy into a shared one).
-        let mut p = program::meta(Meta { offset, payload: Payload::Input(bytes.len()), members });
-        p.locks.clear();
+        let p = program::meta(Meta { offset, payload: Payload::Input(bytes.len()), members });
         run_with(&self.exec, &p, Client::In(bytes)).map(drop)
     }
 

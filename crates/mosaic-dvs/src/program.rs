@@ -458,9 +458,14 @@ pub fn push_meta(p: &mut Program, m: Meta) {
     p.phases.push(Phase::Flush(m.members));
 }
 
-/// A metadata write as a program of its own.
+/// A metadata write as a program of its own.  It takes no executor lock:
+/// the metadata area is no SSG's, and its byte offset would share a lock
+/// stripe with an SSG's destage (the executor's locks are keyed by SSG),
+/// making a journal write wait for an unrelated destage.  Its writes are
+/// ordered by the array instead (the writer issues journal records; log
+/// records follow the destager's queue).
 pub fn meta(m: Meta) -> Program {
-    let mut p = Program { locks: vec![m.offset], methods: vec![Method::Direct], ..Program::default() };
+    let mut p = Program { methods: vec![Method::Direct], ..Program::default() };
     push_meta(&mut p, m);
     p
 }
