@@ -126,6 +126,15 @@ impl Lower<'_> {
     /// for reconstructions) into one new scratch buffer; where each read's
     /// bytes land.
     fn reads(&self, p: &mut Program, reads: &[&ChunkRead]) -> Result<Vec<Ref>, DvsError> {
+        self.reads_into(p, reads, &[])
+    }
+
+    /// [`Lower::reads`], except that a device read whose parts all have a
+    /// place in `homes` (indexed as `reads`), laid out there as in the
+    /// run, lands there instead of in the scratch buffer: a destage's
+    /// fills go straight into the chunks' homes in its write buffer, with
+    /// no copy after.  The device reads are the same either way.
+    fn reads_into(&self, p: &mut Program, reads: &[&ChunkRead], homes: &[Option<Ref>]) -> Result<Vec<Ref>, DvsError> {
         if reads.is_empty() {
             return Ok(vec![]);
         }
@@ -134,10 +143,13 @@ impl Lower<'_> {
         let mut out = vec![Ref::new(buf, 0); reads.len()];
         let mut ios = Vec::new();
         for run in read_runs(self.geo, reads) {
-            let at = area.take(run.len as usize);
-            ios.push(Io::new(DevOp { member: run.member, offset: run.offset, len: run.len, role: Role::Data, col: 0 }, Ref::new(buf, at)));
+            let dst = match in_place(&run, homes) {
+                Some(h) => h,
+                None => Ref::new(buf, area.take(run.len as usize)),
+            };
+            ios.push(Io::new(DevOp { member: run.member, offset: run.offset, len: run.len, role: Role::Data, col: 0 }, dst));
             for (i, o) in run.parts {
-                out[i] = Ref::new(buf, at + o as usize);
+                out[i] = dst.at(o as usize);
             }
         }
         let mut decodes = Vec::new();
@@ -189,14 +201,18 @@ impl Lower<'_> {
     /// `(member, zone)` to reset last.
     pub fn job(&self, job: &Job, cached: &mut dyn FnMut(u32, &crate::cache::Bitmap) -> Result<Payload, DvsError>, writes_to: &[bool], meta: Option<Meta>, resets: &[(usize, u64)]) -> Result<Program, DvsError> {
         let mut p = Program { locks: vec![job.lsn as u64], ordered: true, ..Program::default() };
+        let out = Appends::lay_out(self.geo, job, writes_to, 0);
+        p.bufs.push(Buf::Scratch(out.size));
         let fills: Vec<&ChunkRead> = job.fills.iter().collect();
-        let old: KeyMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads(&mut p, &fills)?).collect();
+        // A whole chunk read from its member is read into its home; the
+        // cached blocks are copied over it after (`old` then names the
+        // home itself, and no old block is copied).
+        let homes: Vec<Option<Ref>> = fills.iter().map(|f| if f.a == 0 && f.b == self.geo.chunk { out.home.get(&f.key.1).copied() } else { None }).collect();
+        let old: KeyMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads_into(&mut p, &fills, &homes)?).collect();
         if !fills.is_empty() {
             let degraded = fills.iter().any(|r| matches!(r.src, Src::Recon { .. }));
             p.methods.push(if degraded { Method::DegradedRead } else { Method::Read });
         }
-        let out = Appends::lay_out(self.geo, job, writes_to, p.bufs.len());
-        p.bufs.push(Buf::Scratch(out.size));
         let mut cs = Vec::new();
         for (lcn, bm) in &job.chunks {
             let home = *out.home.get(lcn).ok_or_else(|| DvsError::Other(format!("chunk {lcn} of SSG {} is in none of the job's stripes", job.lsn)))?;
@@ -210,7 +226,7 @@ impl Lower<'_> {
                     }
                 }
             }
-            if let Some(&o) = old.get(lcn) {
+            if let Some(&o) = old.get(lcn).filter(|&&o| o != home) {
                 cs.extend(self.old_blocks(home, o, bm.as_ref()));
             }
         }
@@ -505,6 +521,16 @@ pub fn read_runs(geo: &Geo, reads: &[&ChunkRead]) -> Vec<ReadRun> {
         out.push(ReadRun { member, offset, len, parts: vec![(i, 0)] });
     }
     out
+}
+
+/// Where run `run` may be read in place: the home of its first part,
+/// when every part has a home (`homes`, indexed as the chunk reads) at
+/// the same distance from it as in the run.
+fn in_place(run: &ReadRun, homes: &[Option<Ref>]) -> Option<Ref> {
+    let &(i0, o0) = run.parts.first()?;
+    let first = (*homes.get(i0)?)?;
+    let fits = run.parts.iter().all(|&(i, o)| homes.get(i).copied().flatten() == Some(first.at((o - o0) as usize)));
+    fits.then_some(first)
 }
 
 #[cfg(test)]

@@ -193,3 +193,36 @@ fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
     let e = lower(&d, &code).job(j, &mut |_, _| Ok(Payload::Blocks(vec![Arc::from(vec![0u8; blk])])), &d.healthy, None, &j.resets).unwrap_err();
     assert!(e.to_string().contains("a cached chunk came with 1 blocks for"), "{e}");
 }
+
+/// A destage's fills (whole chunks read from their members) are read
+/// straight into the chunks' homes in the write buffer: every read lands
+/// inside an append, and the only copies left are the cached blocks'
+/// (besides parity); the members' bytes are those of the whole chunks.
+#[test]
+fn fills_are_read_into_the_homes_they_are_written_from() {
+    let mut d = dvs(5, 1);
+    let code = Code::new(d.geo.data, d.geo.k).unwrap();
+    let (c, blk) = (d.geo.chunk as usize, d.geo.block as usize);
+    let mut jobs = d.write(0, 8 * c as u64, 0).unwrap().0;
+    jobs.extend(d.write(blk as u64, blk as u64, 0).unwrap().0); // block 1 of chunk 0: its SSG's other chunks are fills
+    let j = jobs.iter().find(|j| !j.fills.is_empty()).expect("a destage with fills");
+    let blocks = |l: u32, bm: &crate::cache::Bitmap| {
+        let all = chunk_bytes(l, c);
+        Ok(Payload::Blocks((0..16).filter(|&i| bm.get(i)).map(|i| Arc::from(&all[i * blk..(i + 1) * blk])).collect()))
+    };
+    let p = lower(&d, &code).job(j, &mut blocks.clone(), &d.healthy, None, &j.resets).unwrap();
+    let ios = io_of(&p);
+    let reads: Vec<&Io> = ios.iter().filter(|(dir, _)| *dir == Dir::Read).flat_map(|(_, v)| v).collect();
+    let writes: Vec<&Io> = ios.iter().filter(|(dir, _)| *dir == Dir::Write).flat_map(|(_, v)| v).collect();
+    assert_eq!(reads.len(), j.fills.len());
+    for r in &reads {
+        let inside = writes.iter().any(|w| w.at.buf == r.at.buf && w.at.off <= r.at.off && r.at.off as u64 + r.op.len <= w.at.off as u64 + w.op.len);
+        assert!(inside, "read {:?} lands in no append", r.op);
+    }
+    let marked: usize = j.chunks.iter().filter_map(|(_, bm)| bm.as_ref()).map(|b| b.ones()).sum();
+    let combines: usize = p.phases.iter().map(|ph| if let Phase::Compute(cs) = ph { cs.len() } else { 0 }).sum();
+    assert_eq!(combines, marked + j.stripes.len() * d.geo.k, "one copy per cached block, one combine per parity column");
+    let got = run_jobs(&d, &code, &jobs, &mut blocks.clone());
+    let whole = run_jobs(&d, &code, &jobs, &mut |l, _| Ok(Payload::Bytes(chunk_bytes(l, c).into())));
+    assert!(got == whole, "the same bytes on every member as whole chunks write");
+}
