@@ -91,7 +91,7 @@ mod destager;
 mod held;
 mod spare;
 use destager::Destager;
-use held::Held;
+use held::{Held, Lent};
 use mosaic_core::cache::KeyMap;
 pub use spare::SpareInfo;
 
@@ -332,6 +332,8 @@ pub struct DvsArray {
     /// Bytes of cached chunks: whole chunks (moved to the programs that
     /// destage them, no copy) or just their cached blocks.
     bytes: KeyMap<ChunkKey, Held>,
+    /// Block buffers lent to destages, reused once they are done.
+    lent: Lent,
     code: Code,
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
@@ -534,6 +536,7 @@ impl DvsArray {
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
             bytes: KeyMap::default(),
+            lent: Lent::default(),
             destager: Destager::new(exec.clone()),
             freeing: Vec::new(),
             jbuf: Vec::new(),
@@ -672,6 +675,7 @@ impl DvsArray {
             warnings,
             members,
             bytes: KeyMap::default(),
+            lent: Lent::default(),
             destager: Destager::new(exec.clone()),
             freeing: Vec::new(),
             jbuf: Vec::new(),
@@ -1068,7 +1072,7 @@ impl DvsArray {
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
             let piece = &data[off as usize..(off + b - a) as usize];
-            if let Some(h) = Held::put(self.bytes.get_mut(&key), c, blk, a as usize, piece) {
+            if let Some(h) = Held::put(self.bytes.get_mut(&key), c, blk, a as usize, piece, &mut self.lent) {
                 self.bytes.insert(key, h);
             }
         }
@@ -1178,9 +1182,14 @@ impl DvsArray {
         let w = self.meta.log(&Record::of_job(&job))?;
         let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
-        let bytes = &mut self.bytes;
+        let (bytes, lent) = (&mut self.bytes, &mut self.lent);
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
-        let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| bytes.remove(&(job.lsn, lcn)).map(|h| h.into_payload(bm, c, blk)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| {
+            let h = bytes.remove(&(job.lsn, lcn)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")))?;
+            let payload = h.into_payload(bm, c, blk);
+            lent.lend(&payload);
+            Ok(payload)
+        };
         let p = lower.job(&job, &mut cached, &writes_to, Some(meta), &resets)?;
         self.current = None;
         self.destager.start(p, Some(job.kind)).map(drop)

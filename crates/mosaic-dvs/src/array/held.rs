@@ -13,6 +13,7 @@
 //! not one chunk buffer per chunk touched (a random 4 KiB write into each
 //! of B chunks would otherwise hold B whole chunks).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::cache::Bitmap;
@@ -27,8 +28,10 @@ pub(crate) enum Held {
 }
 
 impl Held {
-    /// Bytes `[a, b)` of the chunk (block-aligned) from `data`.
-    pub(crate) fn put(slot: Option<&mut Held>, chunk: usize, block: usize, a: usize, data: &[u8]) -> Option<Held> {
+    /// Bytes `[a, b)` of the chunk (block-aligned) from `data`; a block
+    /// buffer written again is written over when nothing else holds it,
+    /// a new one comes from `lent` when it can.
+    pub(crate) fn put(slot: Option<&mut Held>, chunk: usize, block: usize, a: usize, data: &[u8], lent: &mut Lent) -> Option<Held> {
         if a == 0 && data.len() == chunk {
             return Some(Held::Whole(Arc::from(data)));
         }
@@ -43,8 +46,11 @@ impl Held {
                 for (i, b) in data.chunks(block.max(1)).enumerate() {
                     let k = (a / block.max(1) + i) as u32;
                     match m.binary_search_by_key(&k, |e| e.0) {
-                        Ok(j) => m[j].1 = Arc::from(b),
-                        Err(j) => m.insert(j, (k, Arc::from(b))),
+                        Ok(j) => match Arc::get_mut(&mut m[j].1).filter(|x| x.len() == b.len()) {
+                            Some(x) => x.copy_from_slice(b),
+                            None => m[j].1 = lent.block(b),
+                        },
+                        Err(j) => m.insert(j, (k, lent.block(b))),
                     }
                 }
             }
@@ -102,27 +108,66 @@ impl Held {
     }
 }
 
+/// Block buffers lent to destage programs (in the order they were
+/// handed over), taken back for new cached blocks once the destage that
+/// held them has dropped them: the destager runs programs in order, so
+/// the oldest is the first free.  A new block then reuses memory a
+/// destage just read, not a fresh allocation (cold memory, and a page
+/// fault when the allocator has given pages back).
+#[derive(Debug, Default)]
+pub(crate) struct Lent(VecDeque<Arc<[u8]>>);
+
+impl Lent {
+    /// Buffers kept at most (older ones are let go).
+    const MAX: usize = 4096;
+
+    /// The blocks of a destage's payload, lent to it.
+    pub(crate) fn lend(&mut self, p: &Payload) {
+        if let Payload::Blocks(v) = p {
+            self.0.extend(v.iter().cloned());
+            while self.0.len() > Lent::MAX {
+                self.0.pop_front();
+            }
+        }
+    }
+
+    /// A buffer holding `b`: the oldest lent one if its destage is done
+    /// with it (and it is `b`'s size), else a new one.
+    pub(crate) fn block(&mut self, b: &[u8]) -> Arc<[u8]> {
+        if let Some(mut x) = self.0.pop_front() {
+            if let Some(dst) = Arc::get_mut(&mut x).filter(|x| x.len() == b.len()) {
+                dst.copy_from_slice(b);
+                return x;
+            }
+            if Arc::strong_count(&x) > 1 {
+                self.0.push_front(x); // its destage has not run yet
+            }
+        }
+        Arc::from(b)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn blocks_stay_sparse_until_the_chunk_is_put_together() {
-        let mut h = Held::put(None, 16, 4, 4, &[1, 1, 1, 1]).unwrap();
-        assert!(Held::put(Some(&mut h), 16, 4, 12, &[2, 2, 2, 2]).is_none());
+        let mut h = Held::put(None, 16, 4, 4, &[1, 1, 1, 1], &mut Lent::default()).unwrap();
+        assert!(Held::put(Some(&mut h), 16, 4, 12, &[2, 2, 2, 2], &mut Lent::default()).is_none());
         assert!(matches!(&h, Held::Blocks(m) if m.len() == 2));
         assert_eq!(h.block(3, 4), Some(&[2u8, 2, 2, 2][..]));
         assert_eq!(h.block(0, 4), None);
         assert_eq!(&h.into_chunk(16, 4)[..], &[0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2]);
-        let mut w = Held::put(None, 8, 4, 0, &[5; 8]).unwrap();
-        Held::put(Some(&mut w), 8, 4, 4, &[6; 4]);
+        let mut w = Held::put(None, 8, 4, 0, &[5; 8], &mut Lent::default()).unwrap();
+        Held::put(Some(&mut w), 8, 4, 4, &[6; 4], &mut Lent::default());
         assert_eq!(&w.into_chunk(8, 4)[..], &[5, 5, 5, 5, 6, 6, 6, 6]);
     }
 
     #[test]
     fn a_destage_takes_only_the_marked_blocks_packed() {
-        let mut h = Held::put(None, 16, 4, 4, &[1, 1, 1, 1]).unwrap();
-        Held::put(Some(&mut h), 16, 4, 12, &[2, 2, 2, 2]);
+        let mut h = Held::put(None, 16, 4, 4, &[1, 1, 1, 1], &mut Lent::default()).unwrap();
+        Held::put(Some(&mut h), 16, 4, 12, &[2, 2, 2, 2], &mut Lent::default());
         let mut bm = Bitmap::new(4);
         bm.set(1, 2);
         bm.set(3, 4);
@@ -132,8 +177,35 @@ mod tests {
         let Held::Blocks(m) = &h else { panic!("blocks") };
         let Payload::Blocks(v) = h.clone().into_payload(&bm, 16, 4) else { panic!("blocks") };
         assert!(Arc::ptr_eq(&v[1], &m[0].1) && Arc::ptr_eq(&v[2], &m[1].1)); // the held bytes, not copies
-        let w = Held::put(None, 8, 4, 0, &[5; 8]).unwrap();
+        let w = Held::put(None, 8, 4, 0, &[5; 8], &mut Lent::default()).unwrap();
         assert_eq!(packed(w.into_payload(&bm, 8, 4)), vec![5; 8]); // whole: as it is
+    }
+
+    /// A lent block is reused only once its destage let it go: while the
+    /// payload holds it a new block gets new memory (the payload's bytes
+    /// stay as they were), after it the same buffer with the new bytes.
+    /// A block written again is written over in place.
+    #[test]
+    fn lent_blocks_come_back_only_once_their_destage_is_done() {
+        let mut lent = Lent::default();
+        let addr = |a: &Arc<[u8]>| Arc::as_ptr(a) as *const u8;
+        let mut h = Held::put(None, 16, 4, 4, &[1; 4], &mut lent).unwrap();
+        let Held::Blocks(m) = &h else { panic!("blocks") };
+        let first = addr(&m[0].1);
+        Held::put(Some(&mut h), 16, 4, 4, &[3; 4], &mut lent);
+        let Held::Blocks(m) = &h else { panic!("blocks") };
+        assert_eq!((addr(&m[0].1), &m[0].1[..]), (first, &[3u8; 4][..]), "written again in place");
+        let mut bm = Bitmap::new(4);
+        bm.set(1, 2);
+        let payload = h.into_payload(&bm, 16, 4);
+        lent.lend(&payload);
+        let busy = lent.block(&[7; 4]);
+        assert_ne!(addr(&busy), first, "still held by the destage: a new buffer");
+        assert_eq!(packed(payload), vec![3; 4], "the destage's bytes are untouched");
+        let again = lent.block(&[9; 4]);
+        assert_eq!((addr(&again), &again[..]), (first, &[9u8; 4][..]), "the lent buffer, reused");
+        let fresh = lent.block(&[8; 4]);
+        assert_ne!(addr(&fresh), first, "nothing left to reuse");
     }
 
     fn packed(p: Payload) -> Vec<u8> {
