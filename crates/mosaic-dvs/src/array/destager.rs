@@ -65,11 +65,18 @@ struct State {
     /// The error not yet returned by `wait`.
     error: Option<DvsError>,
     quit: bool,
+    /// The thread waits on `work`; this many callers wait on `done`
+    /// (each is only notified when someone waits: a notify is a syscall).
+    idle: bool,
+    waiting: usize,
 }
 
 struct Shared {
     state: Mutex<State>,
-    wake: Condvar,
+    /// Work queued or quit: wakes the thread only.
+    work: Condvar,
+    /// A program taken (room in the queue) or completed: wakes callers only.
+    done: Condvar,
     exec: Arc<Executor>,
 }
 
@@ -81,6 +88,31 @@ impl Shared {
     fn run(&self, p: &Program) -> Result<(), DvsError> {
         super::run_on(&self.exec, p).map(drop)
     }
+
+    /// As a caller: wait on `done` (counted, so the thread knows to notify).
+    fn wait_done<'a>(&'a self, mut s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        s.waiting += 1;
+        let mut s = self.done.wait(s).unwrap_or_else(|e| e.into_inner());
+        s.waiting -= 1;
+        s
+    }
+
+    /// As the thread: wait on `work`.
+    fn wait_work<'a>(&'a self, mut s: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        s.idle = true;
+        let mut s = self.work.wait(s).unwrap_or_else(|e| e.into_inner());
+        s.idle = false;
+        s
+    }
+
+    /// As the thread: wake the callers waiting, if any (after `s` is dropped).
+    fn notify_done(&self, s: MutexGuard<'_, State>) {
+        let any = s.waiting > 0;
+        drop(s);
+        if any {
+            self.done.notify_all();
+        }
+    }
 }
 
 /// The background runner of one array's destage and GC programs.
@@ -91,7 +123,7 @@ pub(super) struct Destager {
 
 impl Destager {
     pub(super) fn new(exec: Arc<Executor>) -> Destager {
-        Destager { shared: Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new(), exec }), thread: None }
+        Destager { shared: Arc::new(Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new(), exec }), thread: None }
     }
 
     /// Hand program `p` (of a job of `kind`; None: a log record) to the
@@ -117,7 +149,7 @@ impl Destager {
         }
         let mut s = self.shared.lock();
         while s.queue.len() >= QUEUED && s.failed.is_none() {
-            s = self.shared.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+            s = self.shared.wait_done(s);
         }
         if let Some(f) = &s.failed {
             return Err(DvsError::Other(f.1.clone()));
@@ -125,8 +157,11 @@ impl Destager {
         s.queue.push_back((p, kind));
         s.handed += 1;
         let ticket = s.handed;
+        let idle = s.idle;
         drop(s);
-        self.shared.wake.notify_all();
+        if idle {
+            self.shared.work.notify_one();
+        }
         Ok(ticket)
     }
 
@@ -143,7 +178,7 @@ impl Destager {
     pub(super) fn wait(&self) -> Result<(), DvsError> {
         let mut s = self.shared.lock();
         while !s.queue.is_empty() || s.busy {
-            s = self.shared.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+            s = self.shared.wait_done(s);
         }
         match (s.error.take(), &s.failed) {
             (Some(e), _) => Err(e),
@@ -158,7 +193,7 @@ impl Destager {
     pub(super) fn wait_for(&self, ticket: u64) -> Result<(), DvsError> {
         let mut s = self.shared.lock();
         while s.done < ticket && s.failed.is_none() {
-            s = self.shared.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+            s = self.shared.wait_done(s);
         }
         match (s.error.take(), &s.failed) {
             (Some(e), _) => Err(e),
@@ -183,7 +218,7 @@ impl Drop for Destager {
     /// writing to its members); the thread ends.
     fn drop(&mut self) {
         self.shared.lock().quit = true;
-        self.shared.wake.notify_all();
+        self.shared.work.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -197,12 +232,16 @@ fn serve(shared: &Shared) {
     loop {
         let mut s = shared.lock();
         while s.queue.is_empty() && !s.quit {
-            s = shared.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+            s = shared.wait_work(s);
         }
         let Some((p, kind)) = s.queue.pop_front() else { return };
-        shared.wake.notify_all();
         s.busy = true;
-        drop(s);
+        // Room made: only a caller waiting for room cares.
+        if s.queue.len() + 1 >= QUEUED {
+            shared.notify_done(s);
+        } else {
+            drop(s);
+        }
         let r = catch_unwind(AssertUnwindSafe(|| shared.run(&p))).unwrap_or_else(|_| Err(DvsError::Other("the destage thread stopped".into())));
         drop(p);
         let mut s = shared.lock();
@@ -215,8 +254,7 @@ fn serve(shared: &Shared) {
             s.error.get_or_insert(e);
             s.queue.clear();
         }
-        drop(s);
-        shared.wake.notify_all();
+        shared.notify_done(s);
     }
 }
 
@@ -294,6 +332,45 @@ mod tests {
         d.wait().unwrap();
         d.wait_for(second).unwrap();
         assert_eq!(d.shared.lock().done, 2);
+    }
+
+    /// A caller that finds the queue full waits, counted, on completions
+    /// (the thread sleeps on its own condition): it gets its room and its
+    /// ticket once the held program completes, and the thread then runs
+    /// every program handed over.
+    #[test]
+    fn a_full_queue_waits_for_room_and_the_thread_for_work() {
+        let m = Arc::new(Held { held: 0, open: Mutex::new(false), wake: Condvar::new() });
+        let exec = Arc::new(Executor::new(vec![Some(m.clone() as Arc<dyn Member>)], 0));
+        let mut d = Destager::new(exec);
+        let shared = d.shared.clone();
+        d.start(one_write(), None).unwrap();
+        while !shared.lock().busy {
+            std::thread::yield_now();
+        }
+        for _ in 0..QUEUED {
+            d.start(one_write(), None).unwrap();
+        }
+        let last = std::thread::scope(|s| {
+            let h = s.spawn(|| d.start(one_write(), None));
+            while shared.lock().waiting == 0 {
+                std::thread::yield_now();
+            }
+            let st = shared.lock();
+            assert_eq!((st.handed, st.done, st.queue.len()), (QUEUED as u64 + 1, 0, QUEUED));
+            drop(st);
+            *m.open.lock().unwrap() = true;
+            m.wake.notify_all();
+            h.join().unwrap()
+        });
+        assert_eq!(last.unwrap(), QUEUED as u64 + 2);
+        d.wait().unwrap();
+        let st = shared.lock();
+        assert_eq!((st.done, st.waiting), (QUEUED as u64 + 2, 0));
+        drop(st);
+        while !shared.lock().idle {
+            std::thread::yield_now();
+        }
     }
 
     fn one_write() -> Program {

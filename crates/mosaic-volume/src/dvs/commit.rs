@@ -11,35 +11,92 @@
 //! depth 1) a group holds one write, which is exactly `DvsArray::write`.
 //!
 //! ```text
-//!   write ──> queue (ticket t) ──> leader? ── yes: take all waiting, write_many, done = last ticket
-//!                                  └─ no: wait until done >= t
+//!   write ──> queue (bytes appended to a reused buffer) ──> leading? ── no: lead
+//!                                                           └─ yes: park until told
+//!   lead: take every write waiting, write_many, hand leadership to the first
+//!         write waiting since (unpark it as leader) or, if none waits, give
+//!         it up; then tell each write of the group its result (unpark)
 //! ```
+//!
+//! Each waiting writer is woken exactly once: as done or as the next
+//! leader; a group's completion wakes none of the writers still queued.
 
-use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
 
 use mosaic_dvs::DvsError;
 
-/// Writes waiting for a leader (tickets in order).
+/// A waiter's state: still queued, told to lead, or done.
+const WAITING: u8 = 0;
+const LEAD: u8 = 1;
+const DONE: u8 = 2;
+
+/// One parked writer.
+struct Waiter {
+    thread: Thread,
+    state: AtomicU8,
+    /// Its group's error, set before `state` becomes DONE.
+    error: OnceLock<String>,
+}
+
+impl Waiter {
+    fn new() -> Arc<Waiter> {
+        Arc::new(Waiter { thread: std::thread::current(), state: AtomicU8::new(WAITING), error: OnceLock::new() })
+    }
+
+    /// Set the state and wake the writer (never the caller itself).
+    fn tell(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        if self.thread.id() != std::thread::current().id() {
+            self.thread.unpark();
+        }
+    }
+
+    /// Park until told something other than WAITING.
+    fn park(&self) -> u8 {
+        loop {
+            let s = self.state.load(Ordering::Acquire);
+            if s != WAITING {
+                return s;
+            }
+            std::thread::park();
+        }
+    }
+}
+
+/// A write waiting: its offset, its bytes' range in the group's buffer,
+/// its writer.
+struct Pending {
+    offset: u64,
+    at: Range<usize>,
+    waiter: Arc<Waiter>,
+}
+
+/// Writes waiting for a leader, in arrival order, and their bytes; the
+/// byte buffer of the last group, kept to be reused (no allocation per
+/// write: a writer's bytes are copied once, into `bytes`).
 #[derive(Default)]
 struct Queue {
-    waiting: Vec<(u64, u64, Vec<u8>)>,
-    next_ticket: u64,
-    /// Every ticket up to this one is durable (or failed).
-    done: u64,
-    failed: HashMap<u64, String>,
+    waiting: Vec<Pending>,
+    bytes: Vec<u8>,
+    spare: Vec<u8>,
     leading: bool,
 }
 
 /// The group-commit queue of one volume.
 pub(crate) struct Commits {
     queue: Mutex<Queue>,
-    wake: Condvar,
 }
+
+/// What a leader writes a group through.
+type Run<'r> = &'r dyn Fn(&[(u64, &[u8])]) -> Result<(), DvsError>;
 
 impl Commits {
     pub(crate) fn new() -> Commits {
-        Commits { queue: Mutex::new(Queue { next_ticket: 1, ..Queue::default() }), wake: Condvar::new() }
+        Commits { queue: Mutex::new(Queue::default()) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -48,40 +105,65 @@ impl Commits {
 
     /// Make `data` at `offset` durable through `run` (called by whichever
     /// writer leads, with every write waiting then, in arrival order).
-    pub(crate) fn write(&self, offset: u64, data: &[u8], run: &dyn Fn(&[(u64, &[u8])]) -> Result<(), DvsError>) -> Result<(), DvsError> {
+    pub(crate) fn write(&self, offset: u64, data: &[u8], run: Run<'_>) -> Result<(), DvsError> {
+        let me = Waiter::new();
         let mut q = self.lock();
-        let ticket = q.next_ticket;
-        q.next_ticket += 1;
-        q.waiting.push((ticket, offset, data.to_vec()));
-        loop {
-            if q.done >= ticket {
-                return q.failed.remove(&ticket).map_or(Ok(()), |e| Err(DvsError::Other(e)));
-            }
-            if q.leading {
-                q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner());
-            } else {
-                q = self.lead(q, run);
-            }
+        let start = q.bytes.len();
+        q.bytes.extend_from_slice(data);
+        let at = start..q.bytes.len();
+        q.waiting.push(Pending { offset, at, waiter: me.clone() });
+        let lead = !q.leading;
+        q.leading = true;
+        drop(q);
+        if lead || me.park() == LEAD {
+            self.lead(run);
+        }
+        match me.error.get() {
+            Some(e) => Err(DvsError::Other(e.clone())),
+            None => Ok(()),
         }
     }
 
-    /// As leader: write every waiting write as one group.
-    fn lead<'a>(&'a self, mut q: MutexGuard<'a, Queue>, run: &dyn Fn(&[(u64, &[u8])]) -> Result<(), DvsError>) -> MutexGuard<'a, Queue> {
-        q.leading = true;
-        let group = std::mem::take(&mut q.waiting);
-        drop(q);
-        let writes: Vec<(u64, &[u8])> = group.iter().map(|w| (w.1, w.2.as_slice())).collect();
-        let r = run(&writes);
-        let mut q = self.lock();
-        if let Err(e) = r {
-            for w in &group {
-                q.failed.insert(w.0, e.to_string());
+    /// As leader: write every waiting write as one group, pass leadership
+    /// on, and tell each writer of the group its result.
+    fn lead(&self, run: Run<'_>) {
+        let (group, bytes) = self.take();
+        let writes: Vec<(u64, &[u8])> = group.iter().map(|w| (w.offset, &bytes[w.at.clone()])).collect();
+        let r = catch_unwind(AssertUnwindSafe(|| run(&writes)));
+        let r = r.unwrap_or_else(|_| Err(DvsError::Other("the group's leader panicked".into())));
+        drop(writes);
+        let error = r.err().map(|e| e.to_string());
+        let group = self.pass_on(group, bytes);
+        for w in group {
+            if let Some(e) = &error {
+                let _ = w.waiter.error.set(e.clone());
             }
+            w.waiter.tell(DONE);
         }
-        q.done = group.last().map_or(q.done, |w| w.0);
-        q.leading = false;
-        self.wake.notify_all();
-        q
+    }
+
+    /// The writes waiting, and their bytes (the queue starts on the spare).
+    fn take(&self) -> (Vec<Pending>, Vec<u8>) {
+        let mut q = self.lock();
+        let spare = std::mem::take(&mut q.spare);
+        let bytes = std::mem::replace(&mut q.bytes, spare);
+        (std::mem::take(&mut q.waiting), bytes)
+    }
+
+    /// Keep a done group's bytes as the spare; hand leadership to the first
+    /// write waiting (before the group's writers are woken: the next group
+    /// starts at once), or give it up if none is.
+    fn pass_on(&self, group: Vec<Pending>, mut bytes: Vec<u8>) -> Vec<Pending> {
+        bytes.clear();
+        let mut q = self.lock();
+        q.spare = bytes;
+        let next = q.waiting.first().map(|w| w.waiter.clone());
+        q.leading = next.is_some();
+        drop(q);
+        if let Some(w) = next {
+            w.tell(LEAD);
+        }
+        group
     }
 }
 
@@ -147,6 +229,111 @@ mod tests {
         // Alone, a writer is its own group.
         c.write(4096, &[1], &|g| {
             assert_eq!(g.len(), 1);
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    /// Groups held at will: group n (from 1) runs once `open >= n`.
+    struct Gate {
+        open: Mutex<usize>,
+        wake: std::sync::Condvar,
+        groups: Mutex<Vec<Vec<(u64, Vec<u8>)>>>,
+    }
+
+    impl Gate {
+        fn run(&self, g: &[(u64, &[u8])]) -> Result<(), DvsError> {
+            let n = {
+                let mut groups = self.groups.lock().unwrap();
+                groups.push(g.iter().map(|w| (w.0, w.1.to_vec())).collect());
+                groups.len()
+            };
+            let mut open = self.open.lock().unwrap();
+            while *open < n {
+                open = self.wake.wait(open).unwrap();
+            }
+            if n == 2 {
+                return Err(DvsError::Other("group two failed".into()));
+            }
+            Ok(())
+        }
+        fn open(&self, n: usize) {
+            *self.open.lock().unwrap() = n;
+            self.wake.notify_all();
+        }
+        fn started(&self, n: usize) {
+            while self.groups.lock().unwrap().len() < n {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    fn queued(c: &Commits, n: usize) {
+        while c.lock().waiting.len() < n {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Three groups in turn: each writer gets exactly its own bytes to the
+    /// leader, returns only once its group is done (none while it is held,
+    /// every one after), and only the writers of the failing group see its
+    /// error; leadership passes to the first write waiting, then is given up.
+    #[test]
+    fn a_writer_returns_with_its_group_and_only_its_groups_error() {
+        let c = Commits::new();
+        let gate = Gate { open: Mutex::new(0), wake: std::sync::Condvar::new(), groups: Mutex::new(Vec::new()) };
+        let returned: Vec<AtomicUsize> = (0..6).map(|_| AtomicUsize::new(0)).collect();
+        let data = |i: u64| vec![i as u8 + 1; 512 * (i as usize + 1)];
+        let results: Vec<Result<(), DvsError>> = std::thread::scope(|s| {
+            let spawn = |i: u64| {
+                let (c, gate, returned) = (&c, &gate, &returned);
+                s.spawn(move || {
+                    let r = c.write(i * 4096, &data(i), &|g| gate.run(g));
+                    returned[i as usize].store(1, Ordering::SeqCst);
+                    r
+                })
+            };
+            let mut hs = vec![spawn(0)];
+            gate.started(1);
+            hs.extend((1..4).map(|i| {
+                let h = spawn(i);
+                queued(&c, i as usize);
+                h
+            }));
+            assert!(returned.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+            gate.open(1);
+            gate.started(2);
+            hs.extend((4..6).map(|i| {
+                let h = spawn(i);
+                queued(&c, i as usize - 3);
+                h
+            }));
+            while returned[0].load(Ordering::SeqCst) == 0 {
+                std::thread::yield_now();
+            }
+            assert!(returned[1..].iter().all(|r| r.load(Ordering::SeqCst) == 0), "group two is held");
+            gate.open(3);
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let groups = gate.groups.into_inner().unwrap();
+        let expect = |ids: &[u64]| ids.iter().map(|&i| (i * 4096, data(i))).collect::<Vec<_>>();
+        assert_eq!(groups, vec![expect(&[0]), expect(&[1, 2, 3]), expect(&[4, 5])]);
+        let failed: Vec<bool> = results.iter().map(|r| r.is_err()).collect();
+        assert_eq!(failed, vec![false, true, true, true, false, false]);
+        assert!(results[2].as_ref().unwrap_err().to_string().contains("group two failed"));
+        let q = c.lock();
+        assert!(!q.leading && q.waiting.is_empty() && q.bytes.is_empty());
+    }
+
+    /// A leader that panics fails its group instead of leaving its
+    /// followers parked, and the queue is led again after it.
+    #[test]
+    fn a_panicking_leader_fails_its_group_and_passes_on() {
+        let c = Commits::new();
+        let e = c.write(0, &[1], &|_| panic!("a bug below")).unwrap_err().to_string();
+        assert!(e.contains("panicked"), "{e}");
+        c.write(0, &[1], &|g| {
+            assert_eq!(g, &[(0u64, &[1u8][..])]);
             Ok(())
         })
         .unwrap();
