@@ -163,6 +163,13 @@ fn run_jobs(d: &Dvs, code: &Code, jobs: &[Job], cached: &mut dyn FnMut(u32, &cra
         .collect()
 }
 
+/// The blocks of chunk `lcn` that `bm` marks, one buffer each (as the
+/// array's cache gives them).
+fn marked_blocks(lcn: u32, bm: &crate::cache::Bitmap, c: usize, blk: usize) -> Payload {
+    let all = chunk_bytes(lcn, c);
+    Payload::Blocks((0..c / blk).filter(|&i| bm.get(i)).map(|i| Arc::from(&all[i * blk..(i + 1) * blk])).collect())
+}
+
 #[test]
 fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
     let mut d = dvs(5, 1);
@@ -181,10 +188,7 @@ fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
     });
     assert!(whole == packed, "the same bytes on every member");
     // Each marked block in a buffer of its own (the array's cache): the same bytes.
-    let blocks = run_jobs(&d, &code, &jobs, &mut |l, bm| {
-        let all = chunk_bytes(l, c);
-        Ok(Payload::Blocks((0..16).filter(|&i| bm.get(i)).map(|i| Arc::from(&all[i * blk..(i + 1) * blk])).collect()))
-    });
+    let blocks = run_jobs(&d, &code, &jobs, &mut |l, bm| Ok(marked_blocks(l, bm, c, blk)));
     assert!(whole == blocks, "the same bytes on every member, blocks given one by one");
     // A packed payload of the wrong length is an error, not a bad write.
     let j = jobs.iter().find(|j| j.chunks.iter().any(|(_, bm)| bm.as_ref().is_some_and(|b| b.ones() < 16))).unwrap();
@@ -206,10 +210,7 @@ fn fills_are_read_into_the_homes_they_are_written_from() {
     let mut jobs = d.write(0, 8 * c as u64, 0).unwrap().0;
     jobs.extend(d.write(blk as u64, blk as u64, 0).unwrap().0); // block 1 of chunk 0: its SSG's other chunks are fills
     let j = jobs.iter().find(|j| !j.fills.is_empty()).expect("a destage with fills");
-    let blocks = |l: u32, bm: &crate::cache::Bitmap| {
-        let all = chunk_bytes(l, c);
-        Ok(Payload::Blocks((0..16).filter(|&i| bm.get(i)).map(|i| Arc::from(&all[i * blk..(i + 1) * blk])).collect()))
-    };
+    let blocks = |l: u32, bm: &crate::cache::Bitmap| Ok(marked_blocks(l, bm, c, blk));
     let p = lower(&d, &code).job(j, &mut blocks.clone(), &d.healthy, None, &j.resets).unwrap();
     let ios = io_of(&p);
     let reads: Vec<&Io> = ios.iter().filter(|(dir, _)| *dir == Dir::Read).flat_map(|(_, v)| v).collect();
