@@ -833,9 +833,10 @@ impl MetaState {
     /// before it (a GC of a whole segment takes milliseconds): the
     /// reserve is the writer's head start.  With a sixteenth (2 of 32
     /// segments) the writer of `mosaic bench dvs` caught up with queued
-    /// retirements and spent 43% of its time waiting for them (a quarter
+    /// retirements and spent nearly half its time waiting for them (a quarter
     /// of the waits over 0.5 ms); an eighth costs 0.2% more device
-    /// operations (earlier destages) and the writer no longer waits (`docs/PERFORMANCE.md`, DVS eighth round).
+    /// operations (earlier destages) and cuts that waiting by more than
+    /// half (`docs/PERFORMANCE.md`, DVS eighth round).
     pub fn ring_reserve(&self) -> u64 {
         if self.ring() {
             self.nsegs() / RING_RESERVE_DIV
