@@ -121,10 +121,16 @@ impl Lent {
     /// Buffers kept at most (older ones are let go).
     const MAX: usize = 4096;
 
-    /// The blocks of a destage's payload, lent to it.
+    /// The blocks of a destage's payload, lent to it: each buffer once
+    /// (blocks marked but not held share one zero buffer, which would
+    /// otherwise never be free while its other clones wait here).
     pub(crate) fn lend(&mut self, p: &Payload) {
         if let Payload::Blocks(v) = p {
-            self.0.extend(v.iter().cloned());
+            for (i, b) in v.iter().enumerate() {
+                if !v[..i].iter().any(|x| Arc::ptr_eq(x, b)) {
+                    self.0.push_back(b.clone());
+                }
+            }
             while self.0.len() > Lent::MAX {
                 self.0.pop_front();
             }
@@ -206,6 +212,20 @@ mod tests {
         assert_eq!((addr(&again), &again[..]), (first, &[9u8; 4][..]), "the lent buffer, reused");
         let fresh = lent.block(&[8; 4]);
         assert_ne!(addr(&fresh), first, "nothing left to reuse");
+        // Blocks marked but not held share one zero buffer: lent once, it
+        // comes back once the destage is done.
+        let mut bm = Bitmap::new(4);
+        bm.set(0, 4);
+        let h = Held::put(None, 16, 4, 4, &[1; 4], &mut lent).unwrap();
+        let payload = h.into_payload(&bm, 16, 4);
+        let Payload::Blocks(v) = &payload else { panic!("blocks") };
+        assert!(Arc::ptr_eq(&v[0], &v[2]) && Arc::ptr_eq(&v[0], &v[3]), "one zero buffer");
+        let zero = addr(&v[0]);
+        lent.lend(&payload);
+        drop(payload);
+        let a = lent.block(&[5; 4]);
+        let b = lent.block(&[6; 4]);
+        assert_eq!([addr(&a), addr(&b)].iter().filter(|&&x| x == zero).count(), 1, "the zero buffer, reused once");
     }
 
     fn packed(p: Payload) -> Vec<u8> {
