@@ -82,7 +82,7 @@ use mosaic_map::ledger::Ledger;
 use mosaic_format::label::{read_label, Label, LabelError, SLOT_SIZE};
 use uuid::Uuid;
 
-use crate::meta::{self, decode_journal, encode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
+use crate::meta::{self, decode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
 use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
@@ -892,8 +892,9 @@ impl DvsArray {
         let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         for (i, piece) in data.chunks(max).enumerate() {
             let off = offset + (i * max) as u64;
-            let r = self.journal(off, piece);
-            let seq = self.poison(r)?;
+            // A group of one record (see `write_many`).
+            let r = self.journal_group(&[(off, piece)]);
+            let (_, seq) = self.poison(r)?;
             self.cache_write(off, piece, Some(seq))?;
         }
         Ok(())
@@ -963,19 +964,6 @@ impl DvsArray {
         let r = self.write_journal(at.unwrap_or(self.ml.journal_start), &bytes, lane);
         self.jbuf = bytes;
         r.map(|()| (n, seq0))
-    }
-
-    /// Append a journal record on every working member (after destaging
-    /// the whole cache when the journal is full).
-    fn journal(&mut self, offset: u64, data: &[u8]) -> Result<u64, DvsError> {
-        let len = journal_record_len(data.len() as u64);
-        self.journal_room(len)?;
-        if let Some(v) = self.meta.journal_place(len) {
-            self.await_segment(v)?;
-        }
-        let (jseq, offset_in_meta, lane) = self.meta.take_journal(len);
-        self.write_journal(offset_in_meta, &encode_journal(jseq, offset, data), lane)?;
-        Ok(jseq)
     }
 
     /// Write journal records `bytes` at `offset` to the members of journal lane `lane`
