@@ -115,36 +115,78 @@ static PADDING: [u8; SECTOR] = [0; SECTOR];
 pub struct Unsealed<'a> {
     /// The frame header, then the payload's first, owned part.
     head: Vec<u8>,
-    /// The rest of the payload, borrowed.
-    parts: Vec<&'a [u8]>,
+    /// The rest of the payload: borrowed, or small pieces copied into
+    /// `inline`.
+    parts: Vec<Part<'a>>,
+    inline: Vec<u8>,
     payload_len: usize,
+}
+
+/// A piece of an [`Unsealed`] frame's payload after its owned head.
+enum Part<'a> {
+    Borrowed(&'a [u8]),
+    /// A range of the frame's `inline` bytes.
+    Inline(usize, usize),
 }
 
 /// Frame as `kind` the payload that is `owned` and then `parts`, all but
 /// the sequence number: see [`Unsealed::seal`].
 pub fn encode_unsealed<'a>(kind: u16, owned: &[u8], parts: &[&'a [u8]]) -> Unsealed<'a> {
-    let len: usize = owned.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-    debug_assert!(len <= MAX_PAYLOAD);
-    let mut head = Vec::with_capacity(HEADER_LEN + owned.len());
-    head.extend_from_slice(&MAGIC);
-    head.extend_from_slice(&VERSION.to_le_bytes());
-    head.extend_from_slice(&kind.to_le_bytes());
-    head.extend_from_slice(&[0u8; 8]); // seq, set by seal
-    head.extend_from_slice(&(len as u32).to_le_bytes());
-    head.extend_from_slice(&[0u8; 4]); // crc, set by seal
-    head.extend_from_slice(owned);
-    Unsealed { head, parts: parts.to_vec(), payload_len: len }
+    let mut u = Unsealed::new(kind, owned);
+    u.parts.reserve(parts.len());
+    parts.iter().for_each(|p| u.push(p));
+    u
 }
 
-impl Unsealed<'_> {
+impl<'a> Unsealed<'a> {
+    /// A frame of `kind` whose payload starts with `owned`; more follows
+    /// with [`Unsealed::push`] and [`Unsealed::push_copy`].
+    pub fn new(kind: u16, owned: &[u8]) -> Unsealed<'a> {
+        let mut head = Vec::with_capacity(HEADER_LEN + owned.len());
+        head.extend_from_slice(&MAGIC);
+        head.extend_from_slice(&VERSION.to_le_bytes());
+        head.extend_from_slice(&kind.to_le_bytes());
+        head.extend_from_slice(&[0u8; 8]); // seq, set by seal
+        head.extend_from_slice(&[0u8; 4]); // payload length, set by seal
+        head.extend_from_slice(&[0u8; 4]); // crc, set by seal
+        head.extend_from_slice(owned);
+        Unsealed { head, parts: Vec::new(), inline: Vec::new(), payload_len: owned.len() }
+    }
+
+    /// Add `p` to the payload where it lies (not copied).
+    pub fn push(&mut self, p: &'a [u8]) {
+        if !p.is_empty() {
+            self.parts.push(Part::Borrowed(p));
+            self.payload_len += p.len();
+        }
+    }
+
+    /// Add a copy of `p` to the payload (for small pieces made on the
+    /// spot, such as a journal copy entry's 16 bytes).
+    pub fn push_copy(&mut self, p: &[u8]) {
+        let at = self.inline.len();
+        self.inline.extend_from_slice(p);
+        self.parts.push(Part::Inline(at, self.inline.len()));
+        self.payload_len += p.len();
+    }
+
+    fn part(&self, p: &Part<'a>) -> &[u8] {
+        match *p {
+            Part::Borrowed(b) => b,
+            Part::Inline(a, b) => &self.inline[a..b],
+        }
+    }
+
     /// Number the frame `seq`.  The checksum is one pass of the crc32c
     /// instruction over the frame (joining a checksum taken earlier
     /// would cost more: crc32c_combine shifts by the payload's length).
     pub fn seal(&mut self, seq: u64) {
+        debug_assert!(self.payload_len <= MAX_PAYLOAD);
         self.head[8..16].copy_from_slice(&seq.to_le_bytes());
+        self.head[16..20].copy_from_slice(&(self.payload_len as u32).to_le_bytes());
         let mut crc = crc32c::crc32c_append(crc32c::crc32c(&self.head[0..20]), &self.head[HEADER_LEN..]);
         for p in &self.parts {
-            crc = crc32c::crc32c_append(crc, p);
+            crc = crc32c::crc32c_append(crc, self.part(p));
         }
         self.head[20..24].copy_from_slice(&crc.to_le_bytes());
     }
@@ -165,7 +207,7 @@ impl Unsealed<'_> {
         let pad = self.len() - HEADER_LEN - self.payload_len;
         let mut v = Vec::with_capacity(self.parts.len() + 2);
         v.push(self.head.as_slice());
-        v.extend(self.parts.iter().copied().filter(|p| !p.is_empty()));
+        v.extend(self.parts.iter().map(|p| self.part(p)).filter(|p| !p.is_empty()));
         if pad > 0 {
             v.push(&PADDING[..pad]);
         }

@@ -283,26 +283,16 @@ pub fn encode_record_unsealed<'a>(entries: &[Entry<&'a [u8]>]) -> frame::Unseale
     }
     let crc = crc32c::crc32c_append(crc32c::crc32c(&table[0..4]), &table[TABLE_HEAD..]);
     table[4..8].copy_from_slice(&crc.to_le_bytes());
-    if entries.iter().any(|e| matches!(e, Entry::Copy { .. })) {
-        // A copy's 16 bytes are made here, so a record with copies (a
-        // cache volume's destage) is built whole.
-        let mut owned = table;
-        for e in entries {
-            match copy_bytes(e) {
-                Some(c) => owned.extend_from_slice(&c),
-                None => owned.extend_from_slice(e.bytes()),
-            }
+    // Payloads stay where they lie; a copy's 16 bytes are made here.
+    let mut u = frame::Unsealed::new(KIND_JOURNAL_RECORD, &table);
+    for e in entries {
+        match *e {
+            Entry::Device { data, .. } | Entry::Logical { data, .. } => u.push(data),
+            Entry::Copy { .. } => u.push_copy(&copy_bytes(e).unwrap_or_default()),
+            Entry::Resync { .. } => {}
         }
-        return frame::encode_unsealed(KIND_JOURNAL_RECORD, &owned, &[]);
     }
-    let parts: Vec<&'a [u8]> = entries
-        .iter()
-        .map(|e| match *e {
-            Entry::Device { data, .. } | Entry::Logical { data, .. } => data,
-            Entry::Resync { .. } | Entry::Copy { .. } => &[],
-        })
-        .collect();
-    frame::encode_unsealed(KIND_JOURNAL_RECORD, &table, &parts)
+    u
 }
 
 /// The payload bytes of a copy entry: the record and logical offset its
