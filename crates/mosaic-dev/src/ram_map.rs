@@ -82,17 +82,17 @@ impl FileIo {
         }
     }
 
-    /// `parts` one after another from `offset`: copied in place when
-    /// mapped, joined and written once otherwise.
+    /// `parts` one after another from `offset`, a log append (see
+    /// [`crate::Member::write_parts_at`]): streamed into place around the
+    /// CPU cache when mapped, joined and written once otherwise.
     pub(crate) fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
         let Some(m) = &self.map else { return self.file.write_all_at(&parts.concat(), offset) };
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         m.check(offset, len)?;
-        let mut at = offset;
-        for p in parts {
-            m.write(p, at)?;
-            at += p.len() as u64;
-        }
+        // SAFETY: the range lies inside the mapping (checked), which is
+        // writable and shared and lives as long as `self`; the parts are
+        // the caller's own buffers, not the mapping.
+        unsafe { copy_parts_streaming(m.map.as_mut_ptr().add(offset as usize), parts) };
         Ok(())
     }
 
@@ -154,7 +154,7 @@ impl RamMap {
         unsafe {
             let dst = self.map.as_mut_ptr().add(offset as usize);
             if buf.len() >= STREAM_MIN {
-                copy_streaming(dst, buf);
+                copy_parts_streaming(dst, &[buf]);
             } else {
                 std::ptr::copy_nonoverlapping(buf.as_ptr(), dst, buf.len());
             }
@@ -166,40 +166,100 @@ impl RamMap {
 /// Writes of at least this many bytes use non-temporal stores.
 const STREAM_MIN: usize = 32 << 10;
 
-/// Copy `src` to `dst` with non-temporal (streaming) stores, then fence,
-/// so the copy neither reads the destination's lines into the cache nor
-/// evicts what the cache holds.
+/// Copy the concatenation of `parts` to `dst` with non-temporal
+/// (streaming) stores, then fence, so the copy neither reads the
+/// destination's lines into the cache nor evicts what the cache holds.
+/// Every whole 64-byte line of the destination is streamed (gathered
+/// across the parts' boundaries); a partial first or last line gets plain
+/// stores.  The fence makes the bytes visible to the next thread that
+/// takes whatever lock the caller holds.
 ///
 /// # Safety
-/// `dst` must be valid for `src.len()` bytes of writes and not overlap
-/// `src`.
+/// `dst` must be valid for the parts' total length of writes and overlap
+/// none of them.
 #[cfg(target_arch = "x86_64")]
-unsafe fn copy_streaming(dst: *mut u8, src: &[u8]) {
+pub(crate) unsafe fn copy_parts_streaming(dst: *mut u8, parts: &[&[u8]]) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    let (len, s) = (src.len(), src.as_ptr());
-    // Plain copies up to a 16-byte boundary of `dst` and after the last
-    // whole 64 bytes; streaming stores (SSE2, in every x86_64) between.
-    let head = dst.align_offset(16).min(len);
-    std::ptr::copy_nonoverlapping(s, dst, head);
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let head = dst.align_offset(64).min(total);
+    let end = head + (total - head) / 64 * 64;
+    let mut g = Gather { parts, pi: 0, po: 0 };
+    g.take(dst, head);
+    let mut line = [0u8; 64];
     let mut i = head;
-    while i + 64 <= len {
+    while i < end {
+        let src = g.line(&mut line);
         for k in (0..64).step_by(16) {
-            let v = _mm_loadu_si128(s.add(i + k) as *const __m128i);
-            _mm_stream_si128(dst.add(i + k) as *mut __m128i, v);
+            _mm_stream_si128(dst.add(i + k) as *mut __m128i, _mm_loadu_si128(src.add(k) as *const __m128i));
         }
         i += 64;
     }
-    std::ptr::copy_nonoverlapping(s.add(i), dst.add(i), len - i);
+    g.take(dst.add(i), total - i);
     _mm_sfence();
 }
 
-/// Elsewhere: a plain copy.
+/// Elsewhere: plain copies.
 ///
 /// # Safety
 /// As for the x86_64 version.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn copy_streaming(dst: *mut u8, src: &[u8]) {
-    std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
+pub(crate) unsafe fn copy_parts_streaming(dst: *mut u8, parts: &[&[u8]]) {
+    let mut at = 0;
+    for p in parts {
+        std::ptr::copy_nonoverlapping(p.as_ptr(), dst.add(at), p.len());
+        at += p.len();
+    }
+}
+
+/// The bytes of a list of slices, read in order.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Gather<'a> {
+    parts: &'a [&'a [u8]],
+    /// The part, and the offset in it, of the next byte.
+    pi: usize,
+    po: usize,
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+impl Gather<'_> {
+    /// Copy the next `n` bytes to `out`.
+    ///
+    /// # Safety
+    /// `out` valid for `n` bytes of writes; at least `n` bytes left.
+    unsafe fn take(&mut self, out: *mut u8, mut n: usize) {
+        let mut o = 0;
+        while n > 0 {
+            self.skip_done();
+            let p = self.parts[self.pi];
+            let c = (p.len() - self.po).min(n);
+            std::ptr::copy_nonoverlapping(p.as_ptr().add(self.po), out.add(o), c);
+            (o, n, self.po) = (o + c, n - c, self.po + c);
+        }
+    }
+
+    /// Step over parts read to their end (and empty ones).
+    fn skip_done(&mut self) {
+        while self.pi < self.parts.len() && self.po == self.parts[self.pi].len() {
+            (self.pi, self.po) = (self.pi + 1, 0);
+        }
+    }
+
+    /// The next 64 bytes: where they lie when one part holds them all,
+    /// else gathered into `line`.
+    ///
+    /// # Safety
+    /// At least 64 bytes left.
+    unsafe fn line(&mut self, line: &mut [u8; 64]) -> *const u8 {
+        self.skip_done();
+        let p = self.parts[self.pi];
+        if p.len() - self.po >= 64 {
+            let s = p.as_ptr().add(self.po);
+            self.po += 64;
+            return s;
+        }
+        self.take(line.as_mut_ptr(), 64);
+        line.as_ptr()
+    }
 }
 
 /// Reserve every block of the file's `size` bytes (no holes left).
@@ -215,18 +275,30 @@ mod tests {
     use super::*;
 
     /// Streaming copies land every byte, whatever the alignment and length
-    /// (a head before the first 16-byte boundary, whole 64-byte blocks, a
-    /// tail), and touch nothing around them.
+    /// (a head before the first 64-byte boundary, whole lines, a tail) and
+    /// however the bytes are split into parts (a line gathered across
+    /// parts, empty parts), and touch nothing around them.
     #[test]
-    fn streaming_copies_are_exact_at_any_alignment() {
+    fn streaming_copies_are_exact_at_any_alignment_and_split() {
         let src: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
-        for off in [0usize, 1, 7, 15, 16, 33] {
+        for off in [0usize, 1, 7, 15, 16, 33, 64] {
             for len in [0usize, 1, 15, 63, 64, 65, 200, STREAM_MIN + 5, 150_001] {
-                let mut dst = vec![0xeeu8; 200_100];
-                // SAFETY: off + len <= 200_100 and the buffers are distinct.
-                unsafe { copy_streaming(dst.as_mut_ptr().add(off), &src[..len]) };
-                assert_eq!(&dst[off..off + len], &src[..len], "offset {off} length {len}");
-                assert!(dst[..off].iter().chain(&dst[off + len..]).all(|&b| b == 0xee), "offset {off} length {len}: bytes around it");
+                for cuts in [vec![], vec![0], vec![len / 2], vec![1, 1, 40.min(len)], vec![len / 3, len / 3 + 17, len]] {
+                    let cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(len)).collect();
+                    let mut bounds = vec![0];
+                    for &c in &cuts {
+                        if c >= bounds[bounds.len() - 1] {
+                            bounds.push(c);
+                        }
+                    }
+                    bounds.push(len);
+                    let parts: Vec<&[u8]> = bounds.windows(2).map(|w| &src[w[0]..w[1].max(w[0])]).collect();
+                    let mut dst = vec![0xeeu8; 200_200];
+                    // SAFETY: off + len <= 200_200 and the buffers are distinct.
+                    unsafe { copy_parts_streaming(dst.as_mut_ptr().add(off), &parts) };
+                    assert_eq!(&dst[off..off + len], &src[..len], "offset {off} length {len} cuts {cuts:?}");
+                    assert!(dst[..off].iter().chain(&dst[off + len..]).all(|&b| b == 0xee), "offset {off} length {len}: bytes around it");
+                }
             }
         }
     }
