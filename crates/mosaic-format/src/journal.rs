@@ -288,7 +288,7 @@ pub fn encode_record_unsealed<'a>(entries: &[Entry<&'a [u8]>]) -> frame::Unseale
     for e in entries {
         match *e {
             Entry::Device { data, .. } | Entry::Logical { data, .. } => u.push(data),
-            Entry::Copy { .. } => u.push_copy(&copy_bytes(e).unwrap_or_default()),
+            Entry::Copy { seq, from, .. } => u.push_copy(&copy_bytes(seq, from)),
             Entry::Resync { .. } => {}
         }
     }
@@ -297,12 +297,11 @@ pub fn encode_record_unsealed<'a>(entries: &[Entry<&'a [u8]>]) -> frame::Unseale
 
 /// The payload bytes of a copy entry: the record and logical offset its
 /// bytes come from.
-fn copy_bytes<B>(e: &Entry<B>) -> Option<[u8; COPY_BYTES]> {
-    let Entry::Copy { seq, from, .. } = *e else { return None };
+fn copy_bytes(seq: u64, from: u64) -> [u8; COPY_BYTES] {
     let mut b = [0u8; COPY_BYTES];
     b[..8].copy_from_slice(&seq.to_le_bytes());
     b[8..].copy_from_slice(&from.to_le_bytes());
-    Some(b)
+    b
 }
 
 #[cfg(test)]
