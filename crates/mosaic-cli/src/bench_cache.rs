@@ -2,6 +2,7 @@
 //! 4+1 with a RAM journal, as ratios to the same array without a cache
 //! measured in the same run.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -59,16 +60,30 @@ struct Row {
     ratio_to_no_cache: f64,
     device_reads_per_write: f64,
     device_writes_per_write: f64,
+    /// Journal records appended per logical write: a cached write's
+    /// logical record plus the records of the destages it sets off.
+    journal_records_per_write: f64,
+    /// Journal checkpoints in one run.  A cache volume destages
+    /// everything at each (past half a ring); no cache's only flush the
+    /// members, which RAM members do not pay for.
+    journal_checkpoints: u64,
 }
 
 /// One measurement: requests and logical writes done, wall and CPU
-/// seconds, and the array's device reads and writes.
+/// seconds, the array's device reads and writes, and its journal's
+/// records and checkpoints during the run.
 struct Sample {
     ops: u64,
     writes: u64,
     wall: f64,
     cpu: f64,
     dev: (u64, u64),
+    journal: (u64, u64),
+}
+
+/// Records appended and checkpoints taken by the array's journal so far.
+fn journal_counts(a: &Array) -> (u64, u64) {
+    a.journal().map(|j| (j.records.load(Ordering::Relaxed), j.checkpoints.load(Ordering::Relaxed))).unwrap_or((0, 0))
 }
 
 fn array(journal: bool) -> Result<Array> {
@@ -125,12 +140,14 @@ impl Vol {
 
 /// Run `f` on a fresh volume to its end (cache synced): one sample.
 fn measure(v: Vol, f: impl FnOnce(&Vol) -> Result<(u64, u64)>) -> Result<Sample> {
+    let j0 = journal_counts(v.array());
     let (t0, c0) = (Instant::now(), cpu_seconds());
     let (ops, writes) = f(&v)?;
     v.finish()?;
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_seconds() - c0);
     let (c, _) = v.array().counters();
-    Ok(Sample { ops, writes, wall, cpu, dev: (c.device_reads(), c.device_writes()) })
+    let j1 = journal_counts(v.array());
+    Ok(Sample { ops, writes, wall, cpu, dev: (c.device_reads(), c.device_writes()), journal: (j1.0 - j0.0, j1.1 - j0.1) })
 }
 
 /// `n` random 4 KiB writes over `footprint` bytes (the same ones every run).
@@ -162,7 +179,8 @@ fn postmark(v: &Vol, pm: &[Request]) -> Result<(u64, u64)> {
 }
 
 /// The row of one (workload, config) from its samples: median rates;
-/// device counts from the last run (every run does the same operations).
+/// device and journal counts from the last run (every run does the same
+/// operations).
 fn row(workload: &str, config: &str, s: &[Sample]) -> Row {
     let med = |f: &dyn Fn(&Sample) -> f64| {
         let mut v: Vec<f64> = s.iter().map(f).collect();
@@ -178,6 +196,8 @@ fn row(workload: &str, config: &str, s: &[Sample]) -> Row {
         ratio_to_no_cache: 0.0,
         device_reads_per_write: last.dev.0 as f64 / last.writes as f64,
         device_writes_per_write: last.dev.1 as f64 / last.writes as f64,
+        journal_records_per_write: last.journal.0 as f64 / last.writes as f64,
+        journal_checkpoints: last.journal.1,
     }
 }
 
@@ -188,6 +208,10 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         .collect();
     let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
     let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size);
+    // One run unmeasured first: the process's first touches of fresh
+    // memory (members, journal, page buffers) would otherwise fall on the
+    // first configuration measured, no cache.
+    measure(make(&None)?, |v| random_writes(v, a.writes, a.footprint))?;
     // Runs interleave the configurations, so a slow spell of the machine
     // hits them all alike.
     let mut samples: Vec<[Vec<Sample>; 2]> = configs.iter().map(|_| [vec![], vec![]]).collect();
@@ -218,7 +242,7 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
     }
     println!("raid5 4+1 on RAM members, unit 4 KiB, RAM journal; caches {} each (write-back)", human(a.cache_size));
     println!("medians of {} runs; \"vs no cache\" compares operations per CPU second", a.repeat.max(1));
-    let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "ops/CPU s".into(), "vs no cache".into(), "dev r/write".into(), "dev w/write".into()]];
+    let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "ops/CPU s".into(), "vs no cache".into(), "dev r/write".into(), "dev w/write".into(), "records/write".into(), "checkpoints".into()]];
     for r in &rows {
         t.push(vec![
             r.workload.clone(),
@@ -228,6 +252,8 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
             format!("{:.2}", r.ratio_to_no_cache),
             format!("{:.2}", r.device_reads_per_write),
             format!("{:.2}", r.device_writes_per_write),
+            format!("{:.2}", r.journal_records_per_write),
+            r.journal_checkpoints.to_string(),
         ]);
     }
     print!("{}", table(&t));
@@ -242,17 +268,26 @@ mod tests {
     /// workloads (1 MiB caches): CPU work on the cache path must not change
     /// them.  Pinned from the code before the cache-CPU work; they equal
     /// `mosaic bench cache --writes 20000`'s per-write columns times the
-    /// writes.
+    /// writes.  So are the journal checkpoints of the random writes, since
+    /// a cache volume destages everything at each.  No cache journals one
+    /// record a write; a cache at least its logical record.
     #[test]
     fn bench_workloads_do_the_same_device_operations() {
         let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
         let configs = [None, Some(CachePolicy::None), Some(CachePolicy::Fpc), Some(CachePolicy::Ppc), Some(CachePolicy::PpcData)];
         let mut got = Vec::new();
+        let mut checkpoints = Vec::new();
         for p in configs {
             let r = measure(volume(p, 1 << 20).unwrap(), |v| random_writes(v, 20_000, 8 << 20)).unwrap();
             let m = measure(volume(p, 1 << 20).unwrap(), |v| postmark(v, &pm)).unwrap();
             got.push((r.dev, m.dev, m.writes));
+            checkpoints.push(r.journal.1);
+            match p {
+                None => assert_eq!(r.journal.0, 20_000, "no cache: one record a write"),
+                Some(p) => assert!(r.journal.0 >= 20_000, "{}: {} records for 20000 writes", p.name(), r.journal.0),
+            }
         }
+        assert_eq!(checkpoints, [1, 4, 3, 3, 3]);
         // (random reads, writes), (Postmark-like reads, writes), its writes
         let want = [
             ((40_000, 40_000), (12_853, 11_254), 5_428),
