@@ -35,6 +35,11 @@ pub struct CacheBenchArgs {
     /// Span the random 4 KiB writes address
     #[arg(long, value_parser = size, default_value = "8M")]
     pub footprint: u64,
+    /// Size of the RAM journal.  A cache volume destages everything each
+    /// time its journal passes half full, so a larger journal means fewer
+    /// of those destages (and other device operations than the default's)
+    #[arg(long, value_parser = size, default_value = "96M")]
+    pub journal_size: u64,
     /// Measure only these caches (none, fpc, ppc, ppc+data; "no cache" is
     /// always measured, the ratios need it); default: all
     #[arg(long = "config", value_parser = CachePolicy::parse)]
@@ -86,17 +91,32 @@ fn journal_counts(a: &Array) -> (u64, u64) {
     a.journal().map(|j| (j.records.load(Ordering::Relaxed), j.checkpoints.load(Ordering::Relaxed))).unwrap_or((0, 0))
 }
 
-fn array(journal: bool) -> Result<Array> {
-    let members: Vec<(Arc<dyn Member>, String)> = (0..5).map(|i| (Arc::new(MemMember::new(format!("m{i}"), 65 << 20)) as Arc<dyn Member>, format!("mem{i}"))).collect();
-    let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
-    let j = journal.then(|| (Arc::new(MemMember::new("journal", 96 << 20)) as Arc<dyn Member>, "mem-journal".to_string()));
-    Ok(Array::create_with_journal(members, &o, true, j)?)
+/// The journal the bench uses unless told otherwise.
+#[cfg(test)]
+const JOURNAL: u64 = 96 << 20;
+
+/// A RAM device of `size` bytes with every page already touched, so no
+/// measured run pays the kernel's first-touch faults (a real device has
+/// none, and they would fall on whichever run first reaches a page).
+fn ram(name: &str, size: u64) -> Result<Arc<dyn Member>> {
+    let m = MemMember::new(name, size);
+    let zeros = vec![0u8; 1 << 20];
+    for at in (0..size).step_by(zeros.len()) {
+        m.write_at(&zeros[..zeros.len().min((size - at) as usize)], at)?;
+    }
+    Ok(Arc::new(m))
 }
 
-/// A fresh volume: the journaled array bare (`None`) or behind `p`'s
-/// caches of `cache_size` bytes each.
-fn volume(p: Option<CachePolicy>, cache_size: u64) -> Result<Vol> {
-    let arr = array(true)?;
+fn array(journal: u64) -> Result<Array> {
+    let members = (0..5).map(|i| Ok((ram(&format!("m{i}"), 65 << 20)?, format!("mem{i}")))).collect::<Result<Vec<_>>>()?;
+    let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+    Ok(Array::create_with_journal(members, &o, true, Some((ram("journal", journal)?, "mem-journal".to_string())))?)
+}
+
+/// A fresh volume: the array with a journal of `journal` bytes, bare
+/// (`None`) or behind `p`'s caches of `cache_size` bytes each.
+fn volume(p: Option<CachePolicy>, cache_size: u64, journal: u64) -> Result<Vol> {
+    let arr = array(journal)?;
     Ok(match p {
         None => Vol::Bare(Box::new(arr)),
         Some(p) => Vol::Cached(Box::new(CacheVolume::new(arr, CacheConfig::uniform(p, cache_size))?)),
@@ -207,7 +227,7 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         .chain(CachePolicy::ALL.iter().filter(|p| wanted(p)).map(|p| (p.name().to_string(), Some(*p))))
         .collect();
     let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
-    let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size);
+    let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size, a.journal_size);
     // One run unmeasured first: the process's first touches of fresh
     // memory (members, journal, page buffers) would otherwise fall on the
     // first configuration measured, no cache.
@@ -240,7 +260,7 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         print_json(&rows)?;
         return Ok(0);
     }
-    println!("raid5 4+1 on RAM members, unit 4 KiB, RAM journal; caches {} each (write-back)", human(a.cache_size));
+    println!("raid5 4+1 on RAM members, unit 4 KiB, RAM journal of {}; caches {} each (write-back)", human(a.journal_size), human(a.cache_size));
     println!("medians of {} runs; \"vs no cache\" compares operations per CPU second", a.repeat.max(1));
     let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "ops/CPU s".into(), "vs no cache".into(), "dev r/write".into(), "dev w/write".into(), "records/write".into(), "checkpoints".into()]];
     for r in &rows {
@@ -278,8 +298,8 @@ mod tests {
         let mut got = Vec::new();
         let mut checkpoints = Vec::new();
         for p in configs {
-            let r = measure(volume(p, 1 << 20).unwrap(), |v| random_writes(v, 20_000, 8 << 20)).unwrap();
-            let m = measure(volume(p, 1 << 20).unwrap(), |v| postmark(v, &pm)).unwrap();
+            let r = measure(volume(p, 1 << 20, JOURNAL).unwrap(), |v| random_writes(v, 20_000, 8 << 20)).unwrap();
+            let m = measure(volume(p, 1 << 20, JOURNAL).unwrap(), |v| postmark(v, &pm)).unwrap();
             got.push((r.dev, m.dev, m.writes));
             checkpoints.push(r.journal.1);
             match p {
