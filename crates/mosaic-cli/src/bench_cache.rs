@@ -91,10 +91,6 @@ fn journal_counts(a: &Array) -> (u64, u64) {
     a.journal().map(|j| (j.records.load(Ordering::Relaxed), j.checkpoints.load(Ordering::Relaxed))).unwrap_or((0, 0))
 }
 
-/// The journal the bench uses unless told otherwise.
-#[cfg(test)]
-const JOURNAL: u64 = 96 << 20;
-
 /// A RAM device of `size` bytes with every page already touched, so no
 /// measured run pays the kernel's first-touch faults (a real device has
 /// none, and they would fall on whichever run first reaches a page).
@@ -283,6 +279,9 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bench's default journal (`--journal-size`).
+    const JOURNAL: u64 = 96 << 20;
 
     /// Device reads and writes of each configuration on the bench's two
     /// workloads (1 MiB caches): CPU work on the cache path must not change
