@@ -224,9 +224,10 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         .collect();
     let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
     let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size, a.journal_size);
-    // One run unmeasured first: the process's first touches of fresh
-    // memory (members, journal, page buffers) would otherwise fall on the
-    // first configuration measured, no cache.
+    // One run unmeasured first: the process's first use of its heap (the
+    // executor's and the caches' buffers; the devices are touched when
+    // made) would otherwise fall on the first configuration measured, no
+    // cache.
     measure(make(&None)?, |v| random_writes(v, a.writes, a.footprint))?;
     // Runs interleave the configurations, so a slow spell of the machine
     // hits them all alike.
