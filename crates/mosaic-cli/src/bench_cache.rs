@@ -284,6 +284,14 @@ mod tests {
     /// The bench's default journal (`--journal-size`).
     const JOURNAL: u64 = 96 << 20;
 
+    /// `--journal-size` too small for the caches: the volume's own error,
+    /// which says how much it needs.
+    #[test]
+    fn a_journal_too_small_for_the_caches_is_refused_with_what_it_needs() {
+        let e = volume(Some(CachePolicy::PpcData), 1 << 20, 8 << 20).err().expect("refused").to_string();
+        assert_eq!(e, "journal mem:journal holds 8384512 bytes; a write-back ppc+data cache of 1048576 + 1048576 bytes needs at least 20971520");
+    }
+
     /// Device reads and writes of each configuration on the bench's two
     /// workloads (1 MiB caches): CPU work on the cache path must not change
     /// them.  Pinned from the code before the cache-CPU work; they equal
