@@ -26,7 +26,10 @@ done
 if [ "$PROFILE" = release ]; then
     cargo build --release -p mosaic-cli >/dev/null 2>&1 || { echo "nbd-clients: cargo build failed"; echo "0 passed, 1 failed"; exit 1; }
 else
-    cargo build -p mosaic-cli >/dev/null 2>&1 || { echo "nbd-clients: cargo build failed"; echo "0 passed, 1 failed"; exit 1; }
+    # test.sh's own build command, so under test.sh it has nothing to do:
+    # `-p mosaic-cli` alone resolves dependency features differently and
+    # compiles most of the workspace a second time.
+    cargo build --workspace --all-targets >/dev/null 2>&1 || { echo "nbd-clients: cargo build failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 MOSAIC=$ROOT/target/$PROFILE/mosaic
 CRASH_ITERS=${NBD_CRASH_ITERS:-20}

@@ -45,10 +45,16 @@ for t in nbdfuse fuse2fs fusermount3 postmark fio mkfs.ext2 mkfs.ext4; do
     command -v "$t" >/dev/null || { echo "record-traces: missing $t (scripts/test.sh installs it)" >&2; exit 1; }
 done
 [ -c /dev/fuse ] || { echo "record-traces: no /dev/fuse: FUSE mounts are needed to run a file system over NBD" >&2; exit 1; }
-[ -x "$ROOT/target/debug/mosaic" ] || cargo build -q -p mosaic-cli
+# test.sh's own build (the same command, so the same artifacts: `-p
+# mosaic-cli` alone resolves features differently and compiles it all again).
+[ -x "$ROOT/target/debug/mosaic" ] || cargo build -q --workspace --all-targets
 MOSAIC=$ROOT/target/debug/mosaic
 
-WORK=$(mktemp -d /tmp/record-traces.XXXXXX)
+# Each trace is recorded in its own subshell and work directory
+# (record_apart), all at once: the FUSE round trips leave the cores mostly
+# idle, so three at once take about as long as the longest alone.
+BASE=$(mktemp -d /tmp/record-traces.XXXXXX)
+WORK=""
 SERVER_PID=""
 NBD_MNT=""
 FS_MNT=""
@@ -59,7 +65,6 @@ cleanup() {
     [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2>/dev/null
     [ -n "${RECORD_KEEP:-}" ] || rm -rf "$WORK"
 }
-trap cleanup EXIT
 die() { echo "record-traces: $*" >&2; exit 1; }
 
 # serve ARRAY LOG [args...]: start a server, wait for its URI.
@@ -140,10 +145,34 @@ record() {
     rm -rf "$arr"
 }
 
+# record_apart NAME MKFS WORKLOAD: `record` in a subshell of its own (its
+# own work directory, server and mounts, cleaned up when it ends), in the
+# background, its output in $BASE/NAME.out.
+record_apart() {
+    (
+        WORK=$BASE/$1
+        mkdir -p "$WORK"
+        trap cleanup EXIT
+        record "$@"
+    ) >"$BASE/$1.out" 2>&1 &
+    PIDS+=("$!")
+}
+
+PIDS=()
+# Recorders still running when this script ends (an error, ^C) are stopped;
+# each one's EXIT trap unmounts and stops its server.
+trap '((${#PIDS[@]} == 0)) || kill "${PIDS[@]}" 2>/dev/null || true; wait || true; [ -n "${RECORD_KEEP:-}" ] || rm -rf "$BASE"' EXIT
 for t in "${want[@]}"; do
     case $t in
-    postmark-ext2) record postmark-ext2 mkfs_ext2 postmark_run ;;
-    postmark-ext4) record postmark-ext4 mkfs_ext4 postmark_run ;;
-    iozone-fio) record iozone-fio mkfs_ext4 fio_run ;;
+    postmark-ext2) record_apart postmark-ext2 mkfs_ext2 postmark_run ;;
+    postmark-ext4) record_apart postmark-ext4 mkfs_ext4 postmark_run ;;
+    iozone-fio) record_apart iozone-fio mkfs_ext4 fio_run ;;
     esac
 done
+failed=0
+for i in "${!PIDS[@]}"; do
+    wait "${PIDS[$i]}" || failed=1
+    cat "$BASE/${want[$i]}.out"
+done
+PIDS=()
+exit "$failed"
