@@ -10,7 +10,8 @@
 #                       8 KiB records with fsync after each, then rewrites it
 #                       twice, on ext4
 #
-# mkfs and the first mount are not recorded: a second server, with
+# The three are recorded at once, each with its own array, servers and
+# mounts.  mkfs and the first mount are not recorded: a second server, with
 # --record, serves the formatted array to the benchmark alone.  The servers
 # advertise a 1-byte minimum block (--min-block 1) because libext2fs updates
 # superblock fields in place with writes of a few bytes, which libnbd under
@@ -51,8 +52,8 @@ done
 MOSAIC=$ROOT/target/debug/mosaic
 
 # Each trace is recorded in its own subshell and work directory
-# (record_apart), all at once: the FUSE round trips leave the cores mostly
-# idle, so three at once take about as long as the longest alone.
+# (record_apart), all at once: the FUSE round trips leave the cores idle
+# much of the time (on one 2-core host: 1m18s at once, 2m06s one by one).
 BASE=$(mktemp -d /tmp/record-traces.XXXXXX)
 WORK=""
 SERVER_PID=""
