@@ -47,7 +47,7 @@ for t in nbdfuse fuse2fs fusermount3 postmark fio mkfs.ext2 mkfs.ext4; do
 done
 [ -c /dev/fuse ] || { echo "record-traces: no /dev/fuse: FUSE mounts are needed to run a file system over NBD" >&2; exit 1; }
 # test.sh's own build (the same command, so the same artifacts: `-p
-# mosaic-cli` alone resolves features differently and compiles it all again).
+# mosaic-cli` alone resolves features differently and compiles most of it again).
 [ -x "$ROOT/target/debug/mosaic" ] || cargo build -q --workspace --all-targets
 MOSAIC=$ROOT/target/debug/mosaic
 
