@@ -62,6 +62,10 @@ struct Cli {
     /// reported slow by status (and each request above it is counted)
     #[arg(long, global = true, value_name = "MS", default_value_t = 200.0, value_parser = positive_ms)]
     remote_slow_ms: f64,
+    /// How long info and status wait for the answer of a server that
+    /// holds the array before naming it as not answering
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 20.0, value_parser = positive_secs)]
+    server_timeout: f64,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -155,6 +159,7 @@ fn main() {
     logging::init(cli.log_format, cli.log_level.as_deref());
     mosaic_dev::nbd::set_default_timeout(std::time::Duration::from_secs_f64(cli.remote_timeout));
     mosaic_dev::nbd::set_slow_threshold(std::time::Duration::from_secs_f64(cli.remote_slow_ms / 1000.0));
+    control::set_quick_answer(std::time::Duration::from_secs_f64(cli.server_timeout));
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),

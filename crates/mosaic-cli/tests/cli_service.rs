@@ -232,8 +232,9 @@ fn grow_spare_and_watch_refusals_say_why() {
 }
 
 /// A server that stops answering its control socket is named by
-/// `status` after the wait, not waited for forever; a bad
-/// `--remote-timeout` and `--spare` at create on a tier say why.
+/// `status` after the wait (`--server-timeout`), not waited for forever;
+/// a bad `--remote-timeout` or `--server-timeout` and `--spare` at create
+/// on a tier say why.
 #[test]
 fn a_server_that_does_not_answer_is_named_and_bad_options_say_why() {
     let t = tempfile::tempdir().unwrap();
@@ -243,13 +244,18 @@ fn a_server_that_does_not_answer_is_named_and_bad_options_say_why() {
     let mut srv = common::serve::Serve::start(a, &["--quiet"]);
     let pid = srv.child.id().to_string();
     std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap();
-    let o = mosaic(&["status", "-a", a]);
+    let t0 = std::time::Instant::now();
+    let o = mosaic(&["status", "-a", a, "--server-timeout", "1.5"]);
+    let waited = t0.elapsed();
     std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && e.contains("did not answer within"), "{e}");
+    assert!(!o.status.success() && e.contains("did not answer within 1.5 s"), "{e}");
+    assert!(waited >= std::time::Duration::from_millis(1500), "{waited:?}");
     assert!(srv.alive());
     srv.stop();
     let e = common::fails(&["status", "-a", a, "--remote-timeout", "0"]);
+    assert!(e.contains("not a positive number of seconds"), "{e}");
+    let e = common::fails(&["status", "-a", a, "--server-timeout", "0"]);
     assert!(e.contains("not a positive number of seconds"), "{e}");
     let tier = t.path().join("tier");
     let e = common::fails(&["create", "-a", tier.to_str().unwrap(), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--spare", t.path().join("s.img").to_str().unwrap()]);
