@@ -166,15 +166,15 @@ pub fn array_uuid(spec: &str) -> Option<String> {
 
 /// How long `info` and `status` wait for a server's answer, in
 /// milliseconds (`--server-timeout`).
-static QUICK_ANSWER_MS: AtomicU64 = AtomicU64::new(20_000);
+static SERVER_TIMEOUT_MS: AtomicU64 = AtomicU64::new(20_000);
 
 /// Set how long `info` and `status` wait for a running server's answer.
-pub fn set_quick_answer(d: Duration) {
-    QUICK_ANSWER_MS.store(d.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
+pub fn set_server_timeout(d: Duration) {
+    SERVER_TIMEOUT_MS.store(d.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
 }
 
-fn quick_answer() -> Duration {
-    Duration::from_millis(QUICK_ANSWER_MS.load(Ordering::Relaxed))
+fn server_timeout() -> Duration {
+    Duration::from_millis(SERVER_TIMEOUT_MS.load(Ordering::Relaxed))
 }
 
 /// Ask the server holding `spec`'s array, if one runs: None when no
@@ -191,7 +191,7 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
     // answer at once from a healthy server; one that does not is named
     // instead of hanging the command.
     if matches!(req, Request::Info | Request::Status) {
-        s.set_read_timeout(Some(quick_answer())).context("the control channel")?;
+        s.set_read_timeout(Some(server_timeout())).context("the control channel")?;
     }
     let mut line = serde_json::to_string(req)?;
     line.push('\n');
@@ -199,7 +199,7 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
     // Answers can be long (a scrub's every finding): read up to 64 MiB.
     let mut answer = String::new();
     BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => anyhow!("the server at {} did not answer within {:.1} s (--server-timeout)", path.display(), quick_answer().as_secs_f64()),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => anyhow!("the server at {} did not answer within {:.1} s (--server-timeout)", path.display(), server_timeout().as_secs_f64()),
         _ => anyhow!("the control channel {}: {e}", path.display()),
     })?;
     let r: Response = serde_json::from_str(&answer).map_err(|e| anyhow!("the server sent a bad answer ({e}): {answer:?}"))?;

@@ -159,7 +159,7 @@ fn main() {
     logging::init(cli.log_format, cli.log_level.as_deref());
     mosaic_dev::nbd::set_default_timeout(std::time::Duration::from_secs_f64(cli.remote_timeout));
     mosaic_dev::nbd::set_slow_threshold(std::time::Duration::from_secs_f64(cli.remote_slow_ms / 1000.0));
-    control::set_quick_answer(std::time::Duration::from_secs_f64(cli.server_timeout));
+    control::set_server_timeout(std::time::Duration::from_secs_f64(cli.server_timeout));
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),
