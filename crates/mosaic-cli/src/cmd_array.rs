@@ -251,6 +251,10 @@ pub struct FailArgs {
     /// Member index to mark failed (see mosaic info)
     #[arg(long)]
     pub member: usize,
+    /// Print the outcome as JSON: the member failed, whether a server did
+    /// it, and the array's status after it (as `status --json` has it)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -1026,12 +1030,18 @@ pub fn read(a: ReadArgs) -> Result<i32> {
 
 pub fn fail(a: FailArgs) -> Result<i32> {
     let req = crate::control::Request::Fail { member: a.member };
-    if crate::control::ask(&a.array, &req)?.is_none() {
+    let served = crate::control::ask(&a.array, &req)?.is_some();
+    if !served {
         let vol = open(&a.array, true)?;
         vol.fail_member(a.member)?;
         vol.close()?;
     }
-    println!("member {} marked failed; the array runs degraded", a.member);
+    if a.json {
+        let status = crate::cmd_control::one(&a.array)?;
+        print_json(&serde_json::json!({ "failed": a.member, "served": served, "status": status }))?;
+    } else {
+        println!("member {} marked failed; the array runs degraded", a.member);
+    }
     Ok(0)
 }
 

@@ -28,6 +28,10 @@ pub struct ArrayArg {
     /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
+    /// Print the outcome as JSON (an object; `served` says whether a
+    /// server did it)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `mosaic status`: health, members and counters of one array, or of
@@ -92,7 +96,9 @@ fn status_once(a: &StatusArgs, last: &mut std::collections::HashMap<String, serd
     Ok(code)
 }
 
-fn one(spec: &str) -> Result<serde_json::Value> {
+/// The status of the array `spec` (what `status --json` lists for it):
+/// through its server when one answers, else read from the disks.
+pub(crate) fn one(spec: &str) -> Result<serde_json::Value> {
     if let Some(b) = control::ask(spec, &Request::Status)? {
         return Ok(b);
     }
@@ -198,12 +204,17 @@ fn remote_lines(b: &serde_json::Value) -> String {
 
 /// `mosaic flush`: make every completed write durable.
 pub fn flush(a: ArrayArg) -> Result<i32> {
-    if control::ask(&a.array, &Request::Flush)?.is_none() {
+    let served = control::ask(&a.array, &Request::Flush)?.is_some();
+    if !served {
         let vol = mosaic_volume::open(&a.array, true)?;
         vol.flush()?;
         vol.close()?;
     }
-    println!("flushed");
+    if a.json {
+        print_json(&serde_json::json!({ "flushed": true, "served": served }))?;
+    } else {
+        println!("flushed");
+    }
     Ok(0)
 }
 
@@ -212,6 +223,10 @@ pub fn stop(a: ArrayArg) -> Result<i32> {
     if control::ask(&a.array, &Request::Stop)?.is_none() {
         bail!("no mosaic serve answers for {}", a.array);
     }
-    println!("stopping");
+    if a.json {
+        print_json(&serde_json::json!({ "stopping": true, "served": true }))?;
+    } else {
+        println!("stopping");
+    }
     Ok(0)
 }

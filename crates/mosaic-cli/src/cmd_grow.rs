@@ -47,6 +47,10 @@ pub struct AddArgs {
     /// Use a drive that carries another array's superblock or journal
     #[arg(long)]
     pub force: bool,
+    /// Print the outcome as JSON: the spares added, whether a server
+    /// added them, and the array's status after (as `status --json` has it)
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// An absolute path (the server resolves paths from its own directory).
@@ -136,6 +140,7 @@ fn spare_arg(p: &Path) -> Result<(Option<&'static str>, PathBuf)> {
 }
 
 pub fn add(a: AddArgs) -> Result<i32> {
+    let (mut added, mut served) = (Vec::new(), false);
     for s in &a.spare {
         let (side, path) = spare_arg(s)?;
         let drive = match side {
@@ -143,12 +148,20 @@ pub fn add(a: AddArgs) -> Result<i32> {
             None => path,
         };
         let req = Request::AddSpare { drive: drive.clone(), force: a.force };
-        if ask(&a.array, &req)?.is_none() {
+        served = ask(&a.array, &req)?.is_some();
+        if !served {
             let vol = open(&a.array, true)?;
             add_spare(vol.as_ref(), &drive, a.force)?;
             vol.close()?;
         }
-        println!("{} is a hot spare of {}", drive.display(), a.array);
+        if !a.json {
+            println!("{} is a hot spare of {}", drive.display(), a.array);
+        }
+        added.push(drive);
+    }
+    if a.json {
+        let status = crate::cmd_control::one(&a.array)?;
+        print_json(&serde_json::json!({ "spares": added, "served": served, "status": status }))?;
     }
     Ok(0)
 }

@@ -39,7 +39,9 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
         assert!(o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("Pattern verification failed"), "{}", String::from_utf8_lossy(&o.stdout));
     };
     io(&["write -P 0x5a 0 4M"]);
-    assert!(ok(&["fail", "-a", a, "--member", "2"]).contains("marked failed"));
+    let f = json(&ok(&["fail", "-a", a, "--member", "2", "--json"]));
+    assert_eq!((f["failed"].as_u64(), f["served"].as_bool(), f["status"]["health"].as_str()), (Some(2), Some(true), Some("degraded")), "{f}");
+    assert_eq!(f["status"]["members"][2]["state"]["state"], "failed", "{f}");
     let st = mosaic(&["status", "-a", a, "--json"]);
     assert_eq!(st.status.code(), Some(4), "degraded: exit 4");
     let st = json(&String::from_utf8_lossy(&st.stdout));
@@ -58,6 +60,8 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     let rep = json(&ok(&["scrub", "-a", a, "--repair", "--json"]));
     assert_eq!(rep["mismatched"], 0, "{rep}");
     assert!(ok(&["flush", "-a", a]).contains("flushed"));
+    let f = json(&ok(&["flush", "-a", a, "--json"]));
+    assert_eq!((f["flushed"].as_bool(), f["served"].as_bool()), (Some(true), Some(true)), "{f}");
     // Every array this user serves, without -a.
     let all = json(&String::from_utf8_lossy(&mosaic(&["status", "--json"]).stdout));
     assert!(all.as_array().unwrap().iter().any(|b| b["uuid"] == uuid.as_str()), "{all}");
@@ -75,6 +79,8 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(false), Some("healthy")), "rebuilt online: {st}");
     let e = common::fails(&["stop", "-a", a]);
     assert!(e.contains("no mosaic serve answers"), "{e}");
+    let f = json(&ok(&["flush", "-a", a, "--json"]));
+    assert_eq!((f["flushed"].as_bool(), f["served"].as_bool()), (Some(true), Some(false)), "{f}");
 }
 
 #[test]
@@ -88,14 +94,21 @@ fn a_killed_servers_socket_is_not_trusted() {
     srv.child.wait().unwrap();
     // The socket file is left behind; nobody answers: act directly.
     assert!(ok(&["info", "-a", a]).contains("raid1"));
-    ok(&["fail", "-a", a, "--member", "1"]);
+    let f = json(&ok(&["fail", "-a", a, "--member", "1", "--json"]));
+    assert_eq!((f["failed"].as_u64(), f["served"].as_bool(), f["status"]["health"].as_str()), (Some(1), Some(false), Some("degraded")), "on the disks: {f}");
     // A new server takes the socket over.
-    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let mut srv = common::serve::Serve::start(a, &["--quiet"]);
     let st = mosaic(&["status", "-a", a, "--json"]);
     assert_eq!(st.status.code(), Some(4));
     assert_eq!(json(&String::from_utf8_lossy(&st.stdout))[0]["served"], true);
-    let (code, _) = srv.stop();
-    assert_eq!(code, 0);
+    let s = json(&ok(&["stop", "-a", a, "--json"]));
+    assert_eq!((s["stopping"].as_bool(), s["served"].as_bool()), (Some(true), Some(true)), "{s}");
+    let t0 = Instant::now();
+    while srv.alive() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(srv.child.wait().unwrap().code(), Some(0), "stopped cleanly");
 }
 
 /// Rebuild and scrub through the server keep to `--maint-rate`, and

@@ -148,7 +148,9 @@ fn tier_remapped_and_cached_arrays_take_spares() {
     assert!(e.contains("fast:") && e.contains("slow:"), "{e}");
     let slow_spare = format!("slow:{}", t.path().join("slow-spare.img").display());
     ok(&["add", "-a", ta, "--spare", &slow_spare]);
-    ok(&["add", "-a", ra, "--spare", t.path().join("remap-spare.img").to_str().unwrap()]);
+    let added = json(&ok(&["add", "-a", ra, "--spare", t.path().join("remap-spare.img").to_str().unwrap(), "--json"]));
+    assert_eq!((added["served"].as_bool(), added["spares"][0].as_str()), (Some(false), t.path().join("remap-spare.img").to_str()), "{added}");
+    assert_eq!(added["status"]["spares"].as_array().map(Vec::len), Some(1), "the status after: {added}");
     // A fixed array served behind the partial-parity cache: destaged first.
     let cached = t.path().join("cached");
     let ca = cached.to_str().unwrap();
@@ -186,7 +188,9 @@ fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
     // rebuild cannot hold the array between its steps.
     let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "8M"]);
     // A second spare, added online.
-    ok(&["add", "-a", a, "--spare", t.path().join("second-spare.zoned").to_str().unwrap()]);
+    let added = json(&ok(&["add", "-a", a, "--spare", t.path().join("second-spare.zoned").to_str().unwrap(), "--json"]));
+    assert_eq!(added["served"], true, "{added}");
+    assert_eq!(added["status"]["spares"].as_array().map(Vec::len), Some(2), "the status after: {added}");
     let (_, s) = status(a);
     assert_eq!(s["spares"].as_array().map(Vec::len), Some(2), "{s}");
     ok(&["fail", "-a", a, "--member", "1"]);
