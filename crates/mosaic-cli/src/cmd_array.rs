@@ -1031,13 +1031,15 @@ pub fn read(a: ReadArgs) -> Result<i32> {
 pub fn fail(a: FailArgs) -> Result<i32> {
     let req = crate::control::Request::Fail { member: a.member };
     let served = crate::control::ask(&a.array, &req)?.is_some();
+    let mut status = None;
     if !served {
         let vol = open(&a.array, true)?;
         vol.fail_member(a.member)?;
+        status = a.json.then(|| crate::control::status(vol.as_ref(), false));
         vol.close()?;
     }
     if a.json {
-        let status = crate::cmd_control::one(&a.array)?;
+        let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
         print_json(&serde_json::json!({ "failed": a.member, "served": served, "status": status }))?;
     } else {
         println!("member {} marked failed; the array runs degraded", a.member);

@@ -140,7 +140,7 @@ fn spare_arg(p: &Path) -> Result<(Option<&'static str>, PathBuf)> {
 }
 
 pub fn add(a: AddArgs) -> Result<i32> {
-    let (mut added, mut served) = (Vec::new(), false);
+    let (mut added, mut served, mut status) = (Vec::new(), false, None);
     for s in &a.spare {
         let (side, path) = spare_arg(s)?;
         let drive = match side {
@@ -152,6 +152,7 @@ pub fn add(a: AddArgs) -> Result<i32> {
         if !served {
             let vol = open(&a.array, true)?;
             add_spare(vol.as_ref(), &drive, a.force)?;
+            status = a.json.then(|| crate::control::status(vol.as_ref(), false));
             vol.close()?;
         }
         if !a.json {
@@ -160,7 +161,8 @@ pub fn add(a: AddArgs) -> Result<i32> {
         added.push(drive);
     }
     if a.json {
-        let status = crate::cmd_control::one(&a.array)?;
+        // Served: the server's status; else the one read before closing.
+        let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
         print_json(&serde_json::json!({ "spares": added, "served": served, "status": status }))?;
     }
     Ok(0)
