@@ -50,7 +50,7 @@ impl Array {
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
         let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
-        self.replace_with(idx, Arc::new(m), &path.display().to_string())
+        self.replace_with(idx, Arc::new(m), &crate::assemble::hint_of(path))
     }
 
     /// [`Array::replace`] with an already-open member.

@@ -13,7 +13,7 @@ use mosaic_core::MemberState;
 use mosaic_dev::{Device, Member};
 
 use crate::array::Array;
-use crate::assemble::{Found, Place};
+use crate::assemble::{hint_of, Found, Place};
 use crate::superblock::{MemberRole, Spare, Superblock, DATA_OFFSET};
 use crate::ArrayError;
 
@@ -48,11 +48,11 @@ impl Array {
     }
 
     /// Add the device at `path` (created with the members' size when
-    /// missing) as a hot spare.
+    /// missing) as a hot spare, its path recorded as [`hint_of`] says.
     pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
         self.check_writable()?;
         let created = !path.exists();
-        let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &path.display().to_string()));
+        let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &hint_of(path)));
         if r.is_err() && created {
             let _ = std::fs::remove_file(path);
         }

@@ -213,6 +213,37 @@ fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
     assert!(std::fs::read(&out).unwrap() == data, "bytes differ with member 3 failed");
 }
 
+/// Paths given relative to where the command runs (a spare at create, a
+/// replacement outside the array's directory) are found by the next open
+/// from anywhere: their hints are recorded absolute, not resolved from the
+/// array's home.
+#[test]
+fn relative_spare_and_replacement_paths_are_found_by_the_next_open() {
+    let t = tempfile::tempdir().unwrap();
+    let p = |n: &str| t.path().join(n).to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_mosaic")).current_dir(t.path()).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&["create", "-a", "rel", "--level", "raid5", "--members", "3", "--member-size", "8M", "--spare", "rel-spare.img"]);
+    let pattern: Vec<u8> = (0..4u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    std::fs::write(t.path().join("in"), &pattern).unwrap();
+    run(&["write", "-a", "rel", "--offset", "0", "--input", "in"]);
+    let (_, s) = status(&p("rel"));
+    assert_eq!(s["spares"], serde_json::json!([p("rel-spare.img")]), "{s}");
+    run(&["fail", "-a", "rel", "--member", "1"]);
+    run(&["replace", "-a", "rel", "--member", "1", "--drive", "new-1.img"]);
+    run(&["fail", "-a", "rel", "--member", "2"]);
+    run(&["replace", "-a", "rel", "--member", "2", "--drive", "rel/new-2.img"]);
+    let (code, s) = status(&p("rel"));
+    assert_eq!((code, s["members"][1]["path"].as_str(), s["members"][2]["path"].as_str()), (0, Some(p("new-1.img").as_str()), Some(p("rel/new-2.img").as_str())), "{s}");
+    // Both replacements carry the bytes: lose member 0 and read back.
+    ok(&["fail", "-a", &p("rel"), "--member", "0"]);
+    let out = p("out");
+    ok(&["read", "-a", &p("rel"), "--offset", "0", "--length", "4M", "--output", &out]);
+    assert!(std::fs::read(&out).unwrap() == pattern);
+}
+
 #[test]
 fn grow_spare_and_watch_refusals_say_why() {
     let t = tempfile::tempdir().unwrap();
