@@ -85,6 +85,29 @@ impl Array {
         self.spares.lock().iter().map(|(_, s)| s.path.clone()).collect()
     }
 
+    /// Remove the hot spare at `path` (the path the array lists, or the
+    /// same file by another name): the members' superblocks stop listing
+    /// it, then its label is erased, so the device is free for any array
+    /// again without `--force`.  The path it was listed under.
+    pub fn remove_spare(&self, path: &Path) -> Result<String, ArrayError> {
+        self.check_writable()?;
+        let (m, spare) = {
+            let mut s = self.spares.lock();
+            let at = s.iter().position(|(_, sp)| names_same(&sp.path, path));
+            let at = at.ok_or_else(|| ArrayError::Usage(not_a_spare(path, s.iter().map(|(_, sp)| sp.path.clone()))))?;
+            s.remove(at)
+        };
+        // Listed nowhere first: a crash before the erase leaves a label
+        // naming a spare the array no longer lists, which open ignores.
+        if let Err(e) = self.write_superblocks(|s| s.spares.retain(|x| x.uuid != spare.uuid)) {
+            self.spares.lock().push((m, spare));
+            return Err(e);
+        }
+        let erased = mosaic_format::label::erase(&mut |b, off| m.write_at(b, off)).and_then(|_| m.flush());
+        erased.map_err(|e| ArrayError::Io(format!("{}: the array no longer lists this spare, but erasing its label failed: {e}", spare.path)))?;
+        Ok(spare.path)
+    }
+
     /// Put the first spare in place of the first failed member (which is
     /// then rebuilding; [`Array::rebuild`] follows).  None when no member
     /// is failed or no spare is left.
@@ -102,5 +125,75 @@ impl Array {
         self.replace_with(idx, m, &spare.path)?;
         self.write_superblocks(|s| s.spares.retain(|x| x.uuid != spare.uuid))?;
         Ok(Some(idx))
+    }
+}
+
+/// Why `given` cannot be removed: it is none of the `listed` spares.
+pub fn not_a_spare(given: &Path, listed: impl IntoIterator<Item = String>) -> String {
+    let listed: Vec<String> = listed.into_iter().collect();
+    let listed = if listed.is_empty() { "none".to_string() } else { listed.join(", ") };
+    format!("{} is not a hot spare of this array (its spares: {listed})", given.display())
+}
+
+/// Whether `listed` (a spare's recorded path) and `given` name one file:
+/// the same text, or the same file once both are resolved.
+pub fn names_same(listed: &str, given: &Path) -> bool {
+    let l = Path::new(listed);
+    l == given || matches!((l.canonicalize(), given.canonicalize()), (Ok(a), Ok(b)) if a == b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CreateOptions;
+    use mosaic_core::Level;
+    use mosaic_dev::MemMember;
+
+    fn dev(name: &str) -> Arc<MemMember> {
+        Arc::new(MemMember::new(name.to_string(), DATA_OFFSET + 4096 * 64))
+    }
+
+    fn all(ms: &[Arc<MemMember>]) -> Vec<Arc<dyn Member>> {
+        ms.iter().map(|m| m.clone() as Arc<dyn Member>).collect()
+    }
+
+    #[test]
+    fn a_removed_spare_is_listed_nowhere_its_label_is_erased_and_a_failure_takes_the_next() {
+        let ms: Vec<Arc<MemMember>> = (0..4).map(|i| dev(&format!("m{i}"))).collect();
+        let o = CreateOptions { level: Level::Raid5, members: Some(4), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let arr = Array::create_on(ms.iter().map(|m| (m.clone() as Arc<dyn Member>, m.describe())).collect(), &o, true).unwrap();
+        let (s0, s1) = (dev("s0"), dev("s1"));
+        arr.add_spare_with(s0.clone(), "mem:s0").unwrap();
+        arr.add_spare_with(s1.clone(), "mem:s1").unwrap();
+        let e = arr.remove_spare(Path::new("mem:m1")).unwrap_err().to_string();
+        assert!(e.contains("not a hot spare") && e.contains("mem:s0, mem:s1"), "{e}");
+        let events = arr.superblock().events;
+        assert_eq!(arr.remove_spare(Path::new("mem:s0")).unwrap(), "mem:s0");
+        assert_eq!(arr.spare_paths(), vec!["mem:s1".to_string()]);
+        assert!(arr.superblock().events > events, "the members' superblocks were rewritten");
+        assert!(Superblock::read_from(s0.as_ref()).is_err(), "s0's label is erased");
+        let mut read = |b: &mut [u8], off: u64| s0.read_at(b, off);
+        assert_eq!(mosaic_format::label::read_label(s0.size(), &mut read).unwrap(), Err(mosaic_format::label::LabelError::None));
+        arr.close().unwrap();
+        drop(arr);
+        // Given again at open, s0 is no spare; s1 is, and takes a failure.
+        let mut devs = all(&ms);
+        devs.extend([s0.clone() as Arc<dyn Member>, s1.clone()]);
+        let arr = Array::open_members(devs, true).unwrap();
+        assert_eq!(arr.superblock().spares.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(), vec!["mem:s1"]);
+        arr.fail_member(2).unwrap();
+        assert_eq!(arr.take_spare().unwrap(), Some(2));
+        assert!(arr.spare_paths().is_empty());
+        assert_eq!(arr.take_spare().unwrap(), None);
+    }
+
+    #[test]
+    fn names_same_matches_text_or_the_same_file() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("s.img");
+        std::fs::write(&f, b"x").unwrap();
+        assert!(names_same(f.to_str().unwrap(), &t.path().join(".").join("s.img")));
+        assert!(names_same("nbd://h/e", Path::new("nbd://h/e")));
+        assert!(!names_same(f.to_str().unwrap(), &t.path().join("t.img")));
     }
 }

@@ -1,5 +1,5 @@
-//! `mosaic grow` (add members and restripe, online when served) and
-//! `mosaic add --spare` (hot spares).
+//! `mosaic grow` (add members and restripe, online when served),
+//! `mosaic add --spare` and `mosaic remove --spare` (hot spares).
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,22 @@ pub struct AddArgs {
     pub force: bool,
     /// Print the outcome as JSON: the spares added, whether a server
     /// added them, and the array's status after (as `status --json` has it)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct RemoveArgs {
+    /// The array: a directory or a comma list of member paths
+    #[arg(short = 'a', long = "array")]
+    pub array: String,
+    /// A hot spare to remove, by the path `status` lists it under (or the
+    /// same file by another name); repeat for several.  Its label is
+    /// erased, so it is free for any array again
+    #[arg(long = "spare", value_name = "DRIVE", required = true)]
+    pub spare: Vec<PathBuf>,
+    /// Print the outcome as JSON: the spares removed (where each file is
+    /// now), whether a server removed them, and the array's status after
     #[arg(long)]
     pub json: bool,
 }
@@ -164,6 +180,42 @@ pub fn add(a: AddArgs) -> Result<i32> {
         // Served: the server's status; else the one read before closing.
         let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
         print_json(&serde_json::json!({ "spares": added, "served": served, "status": status }))?;
+    }
+    Ok(0)
+}
+
+pub fn remove(a: RemoveArgs) -> Result<i32> {
+    let (mut removed, mut served, mut status) = (Vec::new(), false, None);
+    for s in &a.spare {
+        let (side, path) = spare_arg(s)?;
+        let drive = match side {
+            Some(side) => PathBuf::from(format!("{side}{}", path.display())),
+            None => path,
+        };
+        let now = match ask(&a.array, &Request::RemoveSpare { drive: drive.clone() })? {
+            Some(body) => {
+                served = true;
+                body.get("now").and_then(|v| v.as_str()).map_or_else(|| drive.clone(), PathBuf::from)
+            }
+            None => {
+                let vol = open(&a.array, true)?;
+                let now = vol.remove_spare(&drive)?;
+                status = a.json.then(|| crate::control::status(vol.as_ref(), false));
+                vol.close()?;
+                now
+            }
+        };
+        if !a.json {
+            println!("{} is no longer a hot spare of {} (label erased)", drive.display(), a.array);
+            if now != drive {
+                println!("its file is now {}", now.display());
+            }
+        }
+        removed.push(serde_json::json!({ "spare": drive, "now": now }));
+    }
+    if a.json {
+        let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
+        print_json(&serde_json::json!({ "removed": removed, "served": served, "status": status }))?;
     }
     Ok(0)
 }

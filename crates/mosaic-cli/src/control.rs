@@ -1,6 +1,7 @@
 //! The control channel of a running `mosaic serve`: a unix socket per
 //! served array, owner-only, through which `info`, `status`, `fail`,
-//! `replace`, `rebuild`, `scrub [--repair]`, `flush` and `stop` act on
+//! `replace`, `rebuild`, `scrub [--repair]`, `grow`, `add`, `remove`,
+//! `flush` and `stop` act on
 //! the live array (as mdadm acts on a running md device).  Without a
 //! server they act directly, so the user types the same command either
 //! way.  Rebuild and scrub run while clients keep reading and writing
@@ -58,6 +59,7 @@ pub enum Request {
     /// Add members and restripe (no drives: resume a grow).
     Grow { drives: Vec<PathBuf>, force: bool },
     AddSpare { drive: PathBuf, force: bool },
+    RemoveSpare { drive: PathBuf },
 }
 
 /// Rebuild or scrub in progress, for `status`.
@@ -346,6 +348,10 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", drive.display()) });
             serde_json::json!({ "spare": drive })
         }),
+        Request::RemoveSpare { drive } => vol.remove_spare(drive).map(|now| {
+            sh.events.emit(Event { kind: events::SPARE_REMOVED, member: None, detail: format!("{} removed as a hot spare (label erased)", drive.display()) });
+            serde_json::json!({ "spare": drive, "now": now })
+        }).map_err(Into::into),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
         Request::Stop => {
             sh.stop.store(true, Ordering::Relaxed);

@@ -8,7 +8,8 @@
 //!
 //! ```text
 //!   MOSAIC_EVENT    member-failed | member-stale | journal-replay |
-//!                   spare-takeover | spare-added | rebuild-start | rebuild-end |
+//!                   spare-takeover | spare-added | spare-removed |
+//!                   rebuild-start | rebuild-end |
 //!                   grow-start | grow-end | scrub-end | scrub-finding |
 //!                   open-warning (any other warning at open)
 //!   MOSAIC_ARRAY    the array's UUID          MOSAIC_TIME    RFC 3339, UTC
@@ -38,6 +39,8 @@ pub const SCRUB_END: &str = "scrub-end";
 pub const SPARE_TAKEOVER: &str = "spare-takeover";
 /// A hot spare was added.
 pub const SPARE_ADDED: &str = "spare-added";
+/// A hot spare was removed (its label erased).
+pub const SPARE_REMOVED: &str = "spare-removed";
 /// A grow's restripe started or resumed.
 pub const GROW_START: &str = "grow-start";
 /// A grow's restripe ended, paused or stopped.

@@ -92,6 +92,8 @@ enum Cmd {
     Grow(cmd_grow::GrowArgs),
     /// Add hot spares to an array
     Add(cmd_grow::AddArgs),
+    /// Remove hot spares from an array (their labels erased: free for any array again)
+    Remove(cmd_grow::RemoveArgs),
     /// Resume an interrupted rebuild
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
@@ -170,6 +172,7 @@ fn main() {
         Cmd::Replace(a) => cmd_array::replace(a),
         Cmd::Grow(a) => cmd_grow::grow(a),
         Cmd::Add(a) => cmd_grow::add(a),
+        Cmd::Remove(a) => cmd_grow::remove(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
         Cmd::Serve(a) => cmd_serve::run(a),

@@ -213,6 +213,65 @@ fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
     assert!(std::fs::read(&out).unwrap() == data, "bytes differ with member 3 failed");
 }
 
+/// `remove --spare`, as mdadm's `--remove` of a spare: on the disks and
+/// through a server, on fixed, DVS and tier arrays.  The array stops
+/// listing the spare, a failure afterwards does not take it, and its
+/// label is erased, so another array takes it without `--force`.
+#[test]
+fn a_hot_spare_is_removed_offline_or_online_and_is_free_again() {
+    let t = tempfile::tempdir().unwrap();
+    let p = |n: &str| t.path().join(n).to_str().unwrap().to_string();
+    let (a, s1, s2) = (p("arr"), p("s1.img"), p("s2.img"));
+    ok(&["create", "-a", &a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--spare", &s1, "--spare", &s2]);
+    let e = common::fails(&["remove", "-a", &a, "--spare", &p("arr/member-00.img")]);
+    assert!(e.contains("not a hot spare") && e.contains("s1.img") && e.contains("s2.img"), "{e}");
+    // On the disks.
+    let r = json(&ok(&["remove", "-a", &a, "--spare", &s1, "--json"]));
+    assert_eq!((r["served"].as_bool(), r["removed"][0]["now"].as_str()), (Some(false), Some(s1.as_str())), "{r}");
+    assert_eq!(r["status"]["spares"], serde_json::json!([s2]), "{r}");
+    assert!(String::from_utf8_lossy(&mosaic(&["examine", &s1]).stderr).contains("nothing of mosaic's"));
+    // Free again: another array takes it without --force.
+    let other = p("other");
+    ok(&["create", "-a", &other, "--level", "raid1", "--members", "2", "--member-size", "8M"]);
+    ok(&["add", "-a", &other, "--spare", &s1]);
+    // Through the server: the last spare goes, and a failure then stays degraded.
+    let srv = common::serve::Serve::start(&a, &["--quiet"]);
+    let r = json(&ok(&["remove", "-a", &a, "--spare", &s2, "--json"]));
+    assert_eq!(r["served"], true, "{r}");
+    assert_eq!(r["status"]["spares"], serde_json::json!([]), "{r}");
+    let kinds: Vec<&str> = r["status"]["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"spare-removed"), "{kinds:?}");
+    ok(&["fail", "-a", &a, "--member", "1"]);
+    let (code, s) = status(&a);
+    assert_eq!((code, s["health"].as_str(), s["maintenance"].is_null()), (4, Some("degraded"), true), "no spare took over: {s}");
+    srv.stop();
+    assert!(!mosaic(&["examine", &s2]).status.success(), "the label is erased");
+    ok(&["add", "-a", &other, "--spare", &s2]);
+    assert_eq!(status(&other).1["spares"].as_array().map(Vec::len), Some(2));
+    // A DVS directory array: the spare's file (moved in by add) is set
+    // aside, so the directory no longer offers it, and the array opens clean.
+    let d = p("dvs");
+    ok(&["create", "-a", &d, "--level", "dvs", "--members", "5", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--spare", &p("z.zoned")]);
+    let listed = status(&d).1["spares"][0].as_str().unwrap().to_string();
+    let srv = common::serve::Serve::start(&d, &["--quiet"]);
+    let r = json(&ok(&["remove", "-a", &d, "--spare", &listed, "--json"]));
+    srv.stop();
+    let now = r["removed"][0]["now"].as_str().unwrap();
+    assert_eq!((r["served"].as_bool(), now), (Some(true), format!("{listed}.removed").as_str()), "{r}");
+    let o = mosaic(&["status", "-a", &d, "--json"]);
+    let s = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!((o.status.code(), s[0]["spares"].as_array().map(Vec::len)), (Some(0), Some(0)), "{s}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", String::from_utf8_lossy(&o.stderr));
+    let e = ok(&["examine", now]);
+    assert!(e.contains("emulated zoned drive") && !e.contains("array"), "a zoned file, its label erased: {e}");
+    // A tier array: its spare is found on its side, named with or without it.
+    let ta = p("tier");
+    ok(&["create", "-a", &ta, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--fast-size", "16M", "--slow-size", "16M"]);
+    ok(&["add", "-a", &ta, "--spare", &format!("slow:{}", p("ts1.img")), "--spare", &format!("fast:{}", p("ts2.img"))]);
+    ok(&["remove", "-a", &ta, "--spare", &p("ts1.img"), "--spare", &format!("fast:{}", p("ts2.img"))]);
+    assert_eq!(status(&ta).1["spares"], serde_json::json!([]));
+}
+
 /// Paths given relative to where the command runs (a spare at create, a
 /// replacement outside the array's directory) are found by the next open
 /// from anywhere: their hints are recorded absolute, not resolved from the

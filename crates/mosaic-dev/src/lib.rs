@@ -129,6 +129,13 @@ impl DeviceLock {
         lock_file(&file, path, exclusive)?;
         Ok(DeviceLock { _file: file })
     }
+
+    /// Whether this lock is on the file `path` names now (the same inode,
+    /// whatever it was called when locked).
+    pub fn is_of(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        matches!((self._file.metadata(), std::fs::metadata(path)), (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino())
+    }
 }
 
 /// A member device named by a path (a regular file or a block device) or

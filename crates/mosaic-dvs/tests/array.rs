@@ -938,6 +938,33 @@ fn a_hot_spare_takes_a_failed_members_place_and_is_rebuilt() {
     assert!(e.spares().is_empty());
 }
 
+#[test]
+fn a_removed_spare_is_listed_nowhere_its_label_is_erased_and_a_failure_takes_the_next() {
+    use mosaic_core::MemberState::*;
+    let dir = scratch();
+    let c = cfg(1);
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let reference = fill(&mut a, &mut rng, 100);
+    let s0 = a.add_spare(zoned(dir.path(), "s0", &c)).unwrap();
+    let s1 = a.add_spare(zoned(dir.path(), "s1", &c)).unwrap();
+    assert!(a.remove_spare(uuid::Uuid::nil()).err().unwrap().to_string().contains("no hot spare"));
+    let dev = a.remove_spare(s0).unwrap();
+    assert_eq!(a.spares().iter().map(|s| s.uuid).collect::<Vec<_>>(), vec![s1]);
+    let mut read = |b: &mut [u8], off: u64| dev.read_at(b, off);
+    assert_eq!(mosaic_format::label::read_label(dev.size(), &mut read).unwrap(), Err(mosaic_format::label::LabelError::None), "s0's label is erased");
+    drop((dev, a));
+    // Given again at open, s0 is no spare; s1 still is, and takes the failure.
+    let mut b = DvsArray::open(reopen_with(dir.path(), 5, &["s0", "s1"])).unwrap();
+    assert_eq!(b.spares().iter().map(|s| s.uuid).collect::<Vec<_>>(), vec![s1]);
+    b.fail(3).unwrap();
+    assert_eq!(b.take_spare().unwrap(), Some((3, s1)));
+    b.rebuild(&|_, _| {}, None).unwrap();
+    assert_eq!(states(&b), vec![Active; 5]);
+    check_all(&mut b, &reference);
+    assert!(b.spares().is_empty());
+}
+
 /// Counts every operation (flushes included) on the members it wraps.
 fn counted(dir: &Path, c: &DvsConfig, ops: &Arc<AtomicI64>) -> Vec<Arc<dyn ZonedMember>> {
     let refusals = Arc::new(AtomicU64::new(0));

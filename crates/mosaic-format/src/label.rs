@@ -164,6 +164,19 @@ pub fn read_label(size: u64, read: &mut dyn FnMut(&mut [u8], u64) -> io::Result<
     })
 }
 
+/// Erase a device's label: a zeroed block over the start of each slot,
+/// written through `write(buf, offset)`.  Both frames lose their magic, so
+/// [`read_label`] finds nothing of mosaic's and [`has_label`] is false:
+/// the device is free for any array again.  What a slot held past its
+/// first block is left; nothing reads it without a frame header.
+pub fn erase(write: &mut dyn FnMut(&[u8], u64) -> io::Result<()>) -> io::Result<()> {
+    let zero = [0u8; SLOT_BLOCK];
+    for slot in 0..2 {
+        write(&zero, slot * SLOT_SIZE)?;
+    }
+    Ok(())
+}
+
 /// Whether `head` (the first bytes of a device, at least [`LABEL_AREA`]
 /// when it has them) carries a label in either slot, valid or damaged.
 pub fn has_label(head: &[u8]) -> bool {
@@ -219,6 +232,27 @@ mod tests {
         d[100] ^= 1; // both torn
         assert!(matches!(read(&d), Err(LabelError::Corrupt(_))));
         assert_eq!(label(6).policy::<serde_json::Value>().unwrap()["unit"], 65536);
+    }
+
+    #[test]
+    fn an_erased_label_is_gone_from_both_slots() {
+        let mut d = dev();
+        let mut l = label(1);
+        l.members = 255;
+        l.member_index = 0;
+        l.member_uuids = (0..255).map(Uuid::from_u128).collect();
+        put(&mut d, &l);
+        put(&mut d, &label(2));
+        assert!(has_label(&d));
+        erase(&mut |b: &[u8], off| {
+            d[off as usize..off as usize + b.len()].copy_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert!(!has_label(&d));
+        assert_eq!(read(&d), Err(LabelError::None));
+        // Only the slots' first blocks were written: the rest of a long label stays.
+        assert!(d[SLOT_SIZE as usize + SLOT_BLOCK..2 * SLOT_SIZE as usize].iter().any(|&b| b != 0));
     }
 
     #[test]

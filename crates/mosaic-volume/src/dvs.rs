@@ -19,7 +19,10 @@
 //!              spare label; in a directory array it becomes
 //!              DIR/dvs-spare-ID.zoned, so the next open finds it.
 //!              take_spare: DvsArray::take_spare (a replace), then the file
-//!              takes the failed member's name as replace's drive does
+//!              takes the failed member's name as replace's drive does.
+//!              remove_spare: DvsArray::remove_spare (labels drop it, its
+//!              label erased), its lock let go; in a directory array the
+//!              file is set aside as DIR/dvs-spare-ID.zoned.removed
 //!   scrub:     DvsArray::scrub_with; repair re-stripes (zones cannot be
 //!              rewritten in place); findings by extent "SSG l row r ..."
 //! ```
@@ -352,6 +355,23 @@ impl Volume for DvsVolume {
         let path = self.move_into_dir(drive, &files::spare_file_name(uuid), "a hot spare")?;
         self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, path));
         Ok(())
+    }
+
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        self.check_writable("removing a spare")?;
+        let (uuid, path) = {
+            let sp = self.spare_paths.lock().unwrap_or_else(|e| e.into_inner());
+            let found = sp.iter().find(|s| s.1 == drive || same_file(&s.1, drive)).cloned();
+            found.ok_or_else(|| VolumeError::Usage(mosaic_array::spare::not_a_spare(drive, sp.iter().map(|s| s.1.display().to_string()))))?
+        };
+        drop(self.lock().remove_spare(uuid)?);
+        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| s.0 != uuid);
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| !l.is_of(&path));
+        // The directory offers every dvs-*.zoned file at open: set it aside.
+        let Some(dir) = self.dir.as_ref().filter(|d| path.parent() == Some(d.as_path())) else { return Ok(path) };
+        let aside = dir.join(format!("{}.removed", path.file_name().unwrap_or_default().to_string_lossy()));
+        std::fs::rename(&path, &aside).map_err(|e| VolumeError::Io { what: format!("the spare is removed and its label erased, but moving {} to {} failed", path.display(), aside.display()), source: e })?;
+        Ok(aside)
     }
 
     fn take_spare(&self) -> Result<Option<usize>> {

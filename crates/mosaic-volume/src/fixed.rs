@@ -2,7 +2,7 @@
 //! `fixed`) and an array behind the small-write caches ([`CachedVolume`],
 //! kind `cached`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{Array, CacheVolume, LostRange, RebuildReport, ScrubReport, DATA_OFFSET};
@@ -206,6 +206,10 @@ impl Volume for Array {
     fn add_spare(&self, drive: &Path) -> Result<()> {
         Ok(Array::add_spare(self, drive)?)
     }
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        Array::remove_spare(self, drive)?;
+        Ok(drive.to_path_buf())
+    }
     fn take_spare(&self) -> Result<Option<usize>> {
         Ok(Array::take_spare(self)?)
     }
@@ -315,6 +319,10 @@ impl Volume for CachedVolume {
     }
     fn add_spare(&self, drive: &Path) -> Result<()> {
         Ok(self.cv.array().add_spare(drive)?)
+    }
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        self.cv.array().remove_spare(drive)?;
+        Ok(drive.to_path_buf())
     }
     /// As `replace`: the caches are destaged first.
     fn take_spare(&self) -> Result<Option<usize>> {

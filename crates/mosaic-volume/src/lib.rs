@@ -33,7 +33,7 @@ pub mod replay;
 pub mod scan;
 pub mod tier;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -227,6 +227,13 @@ pub trait Volume: Send + Sync {
     /// Add the device at `drive` (created when missing) as a hot spare.
     fn add_spare(&self, _drive: &Path) -> Result<()> {
         Err(VolumeError::Usage(format!("a {} array takes no hot spares (fixed arrays do)", self.info().kind)))
+    }
+    /// Remove the hot spare at `drive`: the array stops listing it and its
+    /// label is erased, so the device is free for any array again.  Where
+    /// its file is now (a directory array's spare file is set aside as
+    /// NAME.removed, so the directory no longer offers it).
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        Err(VolumeError::Usage(format!("{} is not a hot spare: a {} array takes no hot spares", drive.display(), self.info().kind)))
     }
     /// Put a hot spare in place of a failed member; which member, if any.
     fn take_spare(&self) -> Result<Option<usize>> {

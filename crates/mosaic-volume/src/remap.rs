@@ -499,6 +499,10 @@ impl Volume for RemapVolume {
         self.check_writable("add a spare")?;
         Volume::add_spare(self.inner.as_ref(), drive)
     }
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        self.check_writable("remove a spare")?;
+        Volume::remove_spare(self.inner.as_ref(), drive)
+    }
     fn take_spare(&self) -> Result<Option<usize>> {
         let r = Volume::take_spare(self.inner.as_ref());
         self.refresh_health();

@@ -551,6 +551,18 @@ impl Volume for TierVolume {
         };
         Ok(self.inner[side].add_spare(Path::new(path))?)
     }
+    /// The spare is found on either side; `fast:` or `slow:` before the
+    /// path, as `add_spare` takes it, is accepted too.
+    fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
+        self.check_writable("remove a spare")?;
+        let d = drive.to_string_lossy();
+        let path = Path::new(d.strip_prefix("fast:").or_else(|| d.strip_prefix("slow:")).unwrap_or(&d));
+        let side = [FAST, SLOW].into_iter().find(|&s| self.inner[s].spare_paths().iter().any(|p| mosaic_array::spare::names_same(p, path)));
+        let listed = || [FAST, SLOW].into_iter().flat_map(|s| self.inner[s].spare_paths());
+        let Some(side) = side else { return Err(VolumeError::Usage(mosaic_array::spare::not_a_spare(path, listed()))) };
+        self.inner[side].remove_spare(path)?;
+        Ok(path.to_path_buf())
+    }
     fn take_spare(&self) -> Result<Option<usize>> {
         let nf = self.inner[FAST].geometry().members;
         for side in [FAST, SLOW] {

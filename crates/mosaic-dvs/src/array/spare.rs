@@ -7,6 +7,7 @@
 //!               ──> every member's label lists it (two event rounds)
 //!   open:       spares set aside before the freshness rule (no data, never
 //!               stale) ──> kept when the authoritative label lists them
+//!   remove_spare: every member's label drops it ──> its label erased
 //!   take_spare: the first failed member ──> replace (zones reset, metadata
 //!               cleared, a member label) ──> the labels drop the spare;
 //!               rebuild follows
@@ -107,6 +108,23 @@ impl DvsArray {
         let r = self.label_rounds();
         self.poison(r)?;
         Ok(uuid)
+    }
+
+    /// Remove hot spare `uuid`: every member's label stops listing it,
+    /// then its own label is erased, so the device is free for any array
+    /// again.  The device, which the caller releases.
+    pub fn remove_spare(&mut self, uuid: Uuid) -> Result<Arc<dyn ZonedMember>, DvsError> {
+        self.check_ok()?;
+        self.settle()?;
+        let at = self.spares.iter().position(|s| s.uuid == uuid).ok_or_else(|| DvsError::Other(format!("no hot spare {uuid} in this array")))?;
+        // Listed nowhere first: a crash before the erase leaves a label
+        // naming a spare the array no longer lists, which open ignores.
+        let s = self.spares.remove(at);
+        let r = self.label_rounds();
+        self.poison(r)?;
+        mosaic_format::label::erase(&mut |b, off| s.dev.write_at(b, off))?;
+        s.dev.flush()?;
+        Ok(s.dev)
     }
 
     /// Put the first spare in place of the first failed member (which is
