@@ -564,7 +564,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Clients find the socket by the UUID on the disks `-a` names (for a
     // tier or remapped array, its first inner array's).
     let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
-    let control = crate::control::serve(vol.clone(), &key, stop.clone(), a.maint_rate, events.clone(), export.stats.clone())?;
+    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), a.maint_rate, events.clone(), export.stats.clone())?;
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
     tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));

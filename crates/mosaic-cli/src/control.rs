@@ -16,7 +16,13 @@
 //!          ◀── one JSON line {"ok":true,"body":...} or {"ok":false,"error":"..."}
 //!
 //!   the array is found by what is on its disks: -a SPEC -> guard::identify
-//!   -> the array UUID -> its socket; no socket (or a dead one): act directly
+//!   -> the array UUID -> its sockets; no socket (or a dead one): act directly
+//!
+//!   a copy of an array (cp -a) has its UUID but other files, and is its own
+//!   array: the client first asks {"cmd":"holds","dev":D,"ino":I} with the
+//!   file (or nested directory) that named the UUID, and a server answers
+//!   for the array only when that is one of its members or their directory.
+//!   A copy served beside its original listens on ARRAY-UUID.N.sock.
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -60,6 +66,10 @@ pub enum Request {
     Grow { drives: Vec<PathBuf>, force: bool },
     AddSpare { drive: PathBuf, force: bool },
     RemoveSpare { drive: PathBuf },
+    /// Whether this server's array is the one whose member (or nested
+    /// array's directory) is the file `dev`/`ino`: a copy of an array has
+    /// its UUID but other files.
+    Holds { dev: u64, ino: u64 },
 }
 
 /// Rebuild or scrub in progress, for `status`.
@@ -122,6 +132,8 @@ struct Shared {
     maint: std::sync::Mutex<Option<Maint>>,
     events: Arc<crate::events::Events>,
     clients: Arc<ClientStats>,
+    /// The file that named the array's UUID in the served `-a` spec.
+    named_by: Option<(u64, u64)>,
 }
 
 /// The answer: `body` on success, `error` otherwise.
@@ -153,17 +165,97 @@ pub fn runtime_dir() -> PathBuf {
     base.join(format!("mosaic-{uid}"))
 }
 
-/// The control socket of array `uuid`.
-pub fn socket_path(uuid: &str) -> PathBuf {
-    runtime_dir().join(format!("{uuid}.sock"))
+/// How many servers of arrays with one UUID (an array and its copies) can
+/// run side by side.
+const SLOTS: usize = 8;
+
+/// Control socket `slot` of arrays with UUID `uuid`: UUID.sock, then
+/// UUID.N.sock.
+pub fn socket_path(uuid: &str, slot: usize) -> PathBuf {
+    match slot {
+        0 => runtime_dir().join(format!("{uuid}.sock")),
+        n => runtime_dir().join(format!("{uuid}.{n}.sock")),
+    }
 }
 
 /// The UUID of the array `spec` names, read from its disks (a directory,
 /// or the first member of a comma list); None when it names none.
 pub fn array_uuid(spec: &str) -> Option<String> {
+    identify(spec).map(|x| x.0)
+}
+
+/// The device and inode of the file that names the UUID of `spec`'s array
+/// ([`identify`]): a client naming the array by the same spec finds the
+/// same file.
+pub fn named_by(spec: &str) -> Option<(u64, u64)> {
+    file_id(&identify(spec)?.1)
+}
+
+/// The UUID `spec` names and the file that says so (for a directory, the
+/// first entry in it that carries something: a member file, a journal, or
+/// a nested array's directory).
+fn identify(spec: &str) -> Option<(String, PathBuf)> {
     let first = spec.split(',').next()?.trim();
     let what = guard::identify(Path::new(first)).ok()?;
-    what.array().map(str::to_string)
+    let at = match &what {
+        guard::Carries::Dir { entry, .. } => PathBuf::from(entry),
+        _ => PathBuf::from(first),
+    };
+    Some((what.array()?.to_string(), at))
+}
+
+/// The device and inode of `path` (None for an NBD URI or a path that is
+/// gone).
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether the served array is the one the file `id` names: the file that
+/// named it in the served spec, or a member, the journal or a members'
+/// directory (a client may name the array by another spec).
+fn holds(sh: &Shared, id: (u64, u64)) -> bool {
+    if sh.named_by == Some(id) {
+        return true;
+    }
+    let info = sh.vol.info();
+    let paths = info.members.iter().map(|m| m.path.clone()).chain(info.journal.clone());
+    paths.into_iter().any(|p| {
+        let p = Path::new(&p);
+        [Some(p), p.parent()].into_iter().flatten().any(|q| file_id(q) == Some(id))
+    })
+}
+
+/// The socket of the server holding the array `spec` names, if one runs.
+/// A server whose array has the UUID but not the file that named it
+/// serves another copy.  Without a local file to compare (a remote first
+/// member), the first server of the UUID is taken.
+fn server_of(spec: &str) -> Result<Option<PathBuf>> {
+    let Some((uuid, at)) = identify(spec) else { return Ok(None) };
+    let id = file_id(&at);
+    for slot in 0..SLOTS {
+        let path = socket_path(&uuid, slot);
+        if !path.exists() {
+            continue;
+        }
+        let Some((dev, ino)) = id else { return Ok(Some(path)) };
+        if answers_holds(&path, dev, ino)? == Some(true) {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
+/// A server's answer to [`Request::Holds`]: None when none answers there.
+/// A server that does not know the question (an older mosaic) is taken
+/// to hold the array, as before the question existed.
+fn answers_holds(path: &Path, dev: u64, ino: u64) -> Result<Option<bool>> {
+    match ask_socket(path, &Request::Holds { dev, ino }) {
+        Ok(None) => Ok(None),
+        Ok(Some(b)) => Ok(Some(b["holds"].as_bool().unwrap_or(true))),
+        Err(e) if format!("{e:#}").contains("bad request") => Ok(Some(true)),
+        Err(e) => Err(e),
+    }
 }
 
 /// How long `info` and `status` wait for a server's answer, in
@@ -182,8 +274,8 @@ fn server_timeout() -> Duration {
 /// Ask the server holding `spec`'s array, if one runs: None when no
 /// server answers (act directly then).
 pub fn ask(spec: &str, req: &Request) -> Result<Option<serde_json::Value>> {
-    let Some(uuid) = array_uuid(spec) else { return Ok(None) };
-    ask_socket(&socket_path(&uuid), req)
+    let Some(path) = server_of(spec)? else { return Ok(None) };
+    ask_socket(&path, req)
 }
 
 /// Ask the server listening at `path`: None when none answers.
@@ -192,7 +284,7 @@ pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value
     // Rebuild and scrub answer when done: no read timeout.  Info and status
     // answer at once from a healthy server; one that does not is named
     // instead of hanging the command.
-    if matches!(req, Request::Info | Request::Status) {
+    if matches!(req, Request::Info | Request::Status | Request::Holds { .. }) {
         s.set_read_timeout(Some(server_timeout())).context("the control channel")?;
     }
     let mut line = serde_json::to_string(req)?;
@@ -230,24 +322,46 @@ impl Server {
 
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
 /// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
-/// unlimited).  Refuses when another server answers there.
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
+/// unlimited).  `named_by` is the file that named the UUID in the served
+/// spec ([`named_by`]).  Refuses when another server answers for the array.
+#[allow(clippy::too_many_arguments)]
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
-    let path = socket_path(uuid);
-    if UnixStream::connect(&path).is_ok() {
-        bail!("{}: another server answers for array {uuid}", path.display());
-    }
+    let path = free_slot(vol.as_ref(), uuid, named_by)?;
     let _ = std::fs::remove_file(&path); // a socket left by a server that died
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events, clients });
+    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
     Ok(Server { path, handle, supervisor })
+}
+
+/// The first socket of `uuid` no server answers on.  A server there that
+/// holds one of `vol`'s files serves this array already; one that does
+/// not serves a copy of it, which keeps its socket.
+fn free_slot(vol: &dyn Volume, uuid: &str, named_by: Option<(u64, u64)>) -> Result<PathBuf> {
+    let mine = named_by.or_else(|| vol.info().members.iter().find_map(|m| file_id(Path::new(&m.path))));
+    for slot in 0..SLOTS {
+        let path = socket_path(uuid, slot);
+        if UnixStream::connect(&path).is_err() {
+            return Ok(path);
+        }
+        let holds = match mine {
+            Some((dev, ino)) => answers_holds(&path, dev, ino)?,
+            None => Some(true),
+        };
+        match holds {
+            None => return Ok(path),
+            Some(false) => {}
+            Some(true) => bail!("{}: another server answers for array {uuid}", path.display()),
+        }
+    }
+    bail!("{SLOTS} servers answer for arrays with UUID {uuid} (an array and its copies): stop one first")
 }
 
 fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
@@ -352,6 +466,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: events::SPARE_REMOVED, member: None, detail: format!("{} removed as a hot spare (label erased)", drive.display()) });
             serde_json::json!({ "spare": drive, "now": now })
         }).map_err(Into::into),
+        Request::Holds { dev, ino } => Ok(serde_json::json!({ "holds": holds(sh, (*dev, *ino)) })),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
         Request::Stop => {
             sh.stop.store(true, Ordering::Relaxed);

@@ -83,6 +83,48 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     assert_eq!((f["flushed"].as_bool(), f["served"].as_bool()), (Some(true), Some(false)), "{f}");
 }
 
+/// A copy of an array (`cp -a`) has its UUID but is its own array:
+/// commands on the copy never reach the original's server, and the copy
+/// can be served beside it, each server answering for its own files.
+#[test]
+fn a_copy_of_a_served_array_is_its_own_array() {
+    let t = tempfile::tempdir().unwrap();
+    let (arr, copy) = (t.path().join("arr"), t.path().join("copy"));
+    let (a, c) = (arr.to_str().unwrap(), copy.to_str().unwrap());
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    assert!(std::process::Command::new("cp").args(["-a", a, c]).status().unwrap().success());
+    let mut srv = common::serve::Serve::start(a, &["--quiet"]);
+    // status exits 4 for a degraded array: its JSON is what counts here.
+    let status = |x: &str| json(&String::from_utf8_lossy(&mosaic(&["status", "-a", x, "--json"]).stdout));
+    // The copy is not served: its commands act on its own disks.
+    let st = status(c);
+    assert_eq!(st[0]["served"], false, "{st}");
+    let f = json(&ok(&["fail", "-a", c, "--member", "1", "--json"]));
+    assert_eq!((f["served"].as_bool(), f["status"]["health"].as_str()), (Some(false), Some("degraded")), "{f}");
+    let st = status(a);
+    assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("healthy")), "the original's server was not asked: {st}");
+    // Served beside the original: each server answers for its own array.
+    let copy_srv = common::serve::Serve::start(c, &["--quiet"]);
+    let lines = copy_srv.lines();
+    let sock = common::serve::message(&lines, "mosaic serve: control socket ").expect("the control socket is named");
+    assert!(sock.ends_with(".1.sock"), "{sock}");
+    let st = status(c);
+    assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("degraded")), "{st}");
+    let st = status(a);
+    assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("healthy")), "{st}");
+    assert_eq!(json(&String::from_utf8_lossy(&mosaic(&["status", "--json"]).stdout)).as_array().unwrap().iter().filter(|s| s["uuid"] == st[0]["uuid"]).count(), 2, "both listed");
+    ok(&["stop", "-a", c]);
+    let t0 = Instant::now();
+    let mut copy_srv = copy_srv;
+    while copy_srv.alive() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the copy's server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(srv.alive(), "stop -a COPY stopped the original's server");
+    assert_eq!(status(a)[0]["served"], true);
+    srv.stop();
+}
+
 #[test]
 fn a_killed_servers_socket_is_not_trusted() {
     let t = tempfile::tempdir().unwrap();
