@@ -104,6 +104,7 @@ impl Array {
     /// Open `path` as a new member (created with the members' size when
     /// missing) for [`Array::grow_start`].
     pub fn open_new_member(&self, path: &Path) -> Result<Arc<dyn Member>, ArrayError> {
+        self.not_a_member(path, None)?;
         let size = DATA_OFFSET + self.geometry().member_data_bytes();
         Ok(Arc::new(crate::array::open_or_create(path, size)?))
     }

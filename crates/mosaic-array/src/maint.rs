@@ -46,8 +46,20 @@ impl Array {
         }
     }
 
+    /// Refuse `path` when it is a working member of this array (other than
+    /// `except`): said plainly, before its lock says "in use".
+    pub(crate) fn not_a_member(&self, path: &Path, except: Option<usize>) -> Result<(), ArrayError> {
+        let (sb, h) = (self.superblock(), self.health());
+        let working = |i: usize| Some(i) != except && !matches!(h.states.get(i), Some(MemberState::Failed));
+        match sb.member_paths.iter().enumerate().find(|(i, p)| working(*i) && crate::spare::names_same(p, path)) {
+            Some((i, _)) => Err(ArrayError::Usage(format!("{} is member {i} of this array", path.display()))),
+            None => Ok(()),
+        }
+    }
+
     /// Put a new device in place of failed member `idx` (rebuild follows).
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
+        self.not_a_member(path, Some(idx))?;
         let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
         self.replace_with(idx, Arc::new(m), &crate::assemble::hint_of(path))

@@ -51,6 +51,10 @@ impl Array {
     /// missing) as a hot spare, its path recorded as [`hint_of`] says.
     pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
         self.check_writable()?;
+        self.not_a_member(path, None)?;
+        if let Some(s) = self.spares.lock().iter().find(|(_, s)| names_same(&s.path, path)) {
+            return Err(ArrayError::Usage(format!("{} is a hot spare of this array already", s.1.path)));
+        }
         let created = !path.exists();
         let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &hint_of(path)));
         if r.is_err() && created {

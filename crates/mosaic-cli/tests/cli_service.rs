@@ -323,6 +323,14 @@ fn grow_spare_and_watch_refusals_say_why() {
     // A spare that belongs to another array is refused without --force.
     let e = common::fails(&["add", "-a", a, "--spare", mirror.join("member-00.img").to_str().unwrap()]);
     assert!(e.contains("--force"), "{e}");
+    // A working member of this array is named as such, not as "in use".
+    let e = common::fails(&["add", "-a", a, "--spare", arr.join("member-01.img").to_str().unwrap()]);
+    assert!(e.contains("is member 1 of this array"), "{e}");
+    let e = common::fails(&["grow", "-a", a, "--add", arr.join("member-02.img").to_str().unwrap()]);
+    assert!(e.contains("is member 2 of this array"), "{e}");
+    ok(&["fail", "-a", a, "--member", "0"]);
+    let e = common::fails(&["replace", "-a", a, "--member", "0", "--drive", arr.join("member-03.img").to_str().unwrap()]);
+    assert!(e.contains("is member 3 of this array"), "{e}");
 }
 
 /// A server that stops answering its control socket is named by
