@@ -98,13 +98,18 @@ pub fn assemble(a: AssembleArgs) -> Result<i32> {
 
 fn describe(f: &FoundArray) -> String {
     let mut s = format!(
-        "array {} ({}{}): {} of {} members{}\n",
+        "array {} ({}{}): {} of {} members{}{}\n",
         f.uuid,
         f.kind,
         f.level.as_deref().map(|l| format!(", {l}")).unwrap_or_default(),
         f.found.len(),
         f.members,
-        if f.complete { "" } else { ", INCOMPLETE" }
+        if f.complete { "" } else { ", INCOMPLETE" },
+        match &f.copy {
+            Some(c) if c.original => format!(" (the original, in {}: copies of it with its UUID are in other directories; each is its own array)", c.dir),
+            Some(c) => format!(" (a copy, in {}: each copy is its own array)", c.dir),
+            None => String::new(),
+        }
     );
     for m in &f.found {
         s += &format!("  {:>3}  {}  events {}{}\n", m.index, m.path, m.events, if m.stale { "  STALE" } else { "" });

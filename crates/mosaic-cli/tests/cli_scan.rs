@@ -97,3 +97,44 @@ fn missing_and_stale_members_and_foreign_files_are_named() {
     let empty = tempfile::tempdir().unwrap();
     assert!(ok(&["assemble", "--scan", empty.path().to_str().unwrap()]).contains("no arrays found"));
 }
+
+/// A copy of an array directory (`cp -a`) has the array's UUID but is its
+/// own array: assemble lists each directory as one array, never mixing
+/// their members, and a member replaced onto a device outside the
+/// directory goes with the original (its home), as open does.
+#[test]
+fn copies_of_an_array_are_listed_apart_and_never_mixed() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let a = d.join("a");
+    let out = d.join("out.img");
+    ok(&["create", "-a", a.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let data = pattern(1 << 20, 5);
+    write(d, a.to_str().unwrap(), &data);
+    ok(&["fail", "-a", a.to_str().unwrap(), "--member", "2"]);
+    ok(&["replace", "-a", a.to_str().unwrap(), "--member", "2", "--drive", out.to_str().unwrap()]);
+    let c = d.join("c");
+    assert!(std::process::Command::new("cp").args(["-a", a.to_str().unwrap(), c.to_str().unwrap()]).status().unwrap().success());
+    let found = json(&String::from_utf8_lossy(&mosaic(&["assemble", "--scan", d.to_str().unwrap(), "--json"]).stdout));
+    let arrays = found.as_array().unwrap();
+    assert_eq!(arrays.len(), 2, "{found}");
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+    for f in arrays {
+        let arr = &f["array"];
+        let dir = arr["copy"]["dir"].as_str().unwrap();
+        let original = dir == canon(&a);
+        assert_eq!(arr["copy"]["original"], original, "{f}");
+        let paths: Vec<&str> = arr["found"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+        if original {
+            // Members 0 and 1 in its directory, member 2 the replacement outside it.
+            assert_eq!(paths, vec![canon(&a.join("member-00.img")), canon(&a.join("member-01.img")), canon(&out)], "{f}");
+            assert_eq!(arr["complete"], true);
+            assert_eq!(&read(d, f["spec"].as_str().unwrap(), 1 << 20), &data);
+        } else {
+            assert_eq!(dir, canon(&c));
+            assert!(paths.iter().all(|p| p.starts_with(dir)), "only the copy's own files: {f}");
+            let m2 = &arr["found"][2];
+            assert_eq!(m2["stale"], true, "the copy's member 2 is the old one, replaced before the copy: {f}");
+        }
+    }
+}

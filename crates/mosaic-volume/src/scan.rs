@@ -10,12 +10,18 @@
 //!                        newest (the one rule, mosaic_format::fresh)
 //!   -> per array: kind, level, members found / expected, missing and stale
 //!      indices, journals, and the member list in index order (`-a` spec)
+//!
+//!   copies (cp -a of an array directory): one UUID, the same members (by
+//!   member UUID) found two or more to a directory in two or more
+//!   directories -> one array per directory, each its own
+//!   (`copy`); devices outside them go with the array's home directory
+//!   (the original), else make an array of their own
 //! ```
 //!
 //! Nothing is written or locked; nothing is assembled for writing: the
 //! spec it prints is what `mosaic info/serve -a` take.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -55,6 +61,20 @@ pub struct FoundArray {
     pub spares: Vec<String>,
     /// Enough fresh members to open (all, or degraded within the code).
     pub complete: bool,
+    /// Set when copies of the array (same UUID) were found in several
+    /// directories: which one this is.  Each copy is its own array;
+    /// devices elsewhere are listed with the original's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyPlace>,
+}
+
+/// Which of several copies of an array a [`FoundArray`] is.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CopyPlace {
+    /// The directory its members are in.
+    pub dir: String,
+    /// The array's home (where it was made), as its labels record it.
+    pub original: bool,
 }
 
 impl FoundArray {
@@ -91,7 +111,7 @@ pub fn scan_with_progress(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Res
             _ => {}
         }
     }
-    Ok(arrays.into_iter().filter_map(|(uuid, b)| b.finish(uuid)).collect())
+    Ok(arrays.into_iter().flat_map(|(uuid, b)| b.split(uuid)).collect())
 }
 
 /// Files and block devices under `p` (directories to a depth of 8; symbolic
@@ -114,7 +134,7 @@ fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Builder {
     kind: String,
     level: Option<String>,
@@ -123,12 +143,75 @@ struct Builder {
     by_index: BTreeMap<usize, Vec<FoundMember>>,
     journals: Vec<String>,
     spares: Vec<String>,
+    /// The directory the array was made in, as its labels record it.
+    home: Option<String>,
+}
+
+/// The directory a found device lies in.
+fn dir_of(path: &str) -> String {
+    Path::new(path).parent().map(|p| p.display().to_string()).unwrap_or_default()
 }
 
 impl Builder {
+    /// One array, or one per directory holding a copy of it (see the
+    /// module's picture).
+    fn split(self, uuid: String) -> Vec<FoundArray> {
+        // A copy carries the very members (their UUIDs; a replaced
+        // member's old device carries another UUID for its index), two or
+        // more in one directory (one old copy of one member is not a copy
+        // of the array).
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.by_index.values().flatten() {
+            *seen.entry(m.member_uuid.as_str()).or_default() += 1;
+        }
+        let mut per_dir: BTreeMap<String, usize> = BTreeMap::new();
+        for m in self.by_index.values().flatten().filter(|m| seen[m.member_uuid.as_str()] > 1) {
+            *per_dir.entry(dir_of(&m.path)).or_default() += 1;
+        }
+        let dirs: BTreeSet<String> = per_dir.into_iter().filter(|d| d.1 >= 2).map(|d| d.0).collect();
+        if dirs.len() < 2 {
+            return self.finish(uuid, None).into_iter().collect();
+        }
+        let home = self.home.as_deref().map(|h| std::fs::canonicalize(h).map_or_else(|_| h.to_string(), |c| c.display().to_string()));
+        let original = dirs.iter().find(|d| Some(d.as_str()) == home.as_deref()).cloned();
+        // Each device goes with its directory's copy; one elsewhere with
+        // the original's, if the original is among them.
+        let place = |p: &str| -> Option<String> {
+            let d = dir_of(p);
+            if dirs.contains(&d) {
+                Some(d)
+            } else {
+                original.clone()
+            }
+        };
+        let mut out: Vec<FoundArray> = dirs.iter().filter_map(|d| self.only(|p| place(p).as_ref() == Some(d)).finish(uuid.clone(), Some(CopyPlace { dir: d.clone(), original: original.as_ref() == Some(d) }))).collect();
+        let rest = self.only(|p| place(p).is_none());
+        if !rest.by_index.is_empty() || !rest.journals.is_empty() || !rest.spares.is_empty() {
+            out.extend(rest.finish(uuid, None));
+        }
+        out
+    }
+
+    /// The devices `keep` takes.
+    fn only(&self, keep: impl Fn(&str) -> bool) -> Builder {
+        let mut b = Builder { by_index: BTreeMap::new(), journals: Vec::new(), spares: Vec::new(), ..self.clone() };
+        for (i, copies) in &self.by_index {
+            let kept: Vec<FoundMember> = copies.iter().filter(|m| keep(&m.path)).cloned().collect();
+            if !kept.is_empty() {
+                b.by_index.insert(*i, kept);
+            }
+        }
+        b.journals = self.journals.iter().filter(|j| keep(j)).cloned().collect();
+        b.spares = self.spares.iter().filter(|s| keep(s)).cloned().collect();
+        b
+    }
+
     fn member(&mut self, path: &Path, l: mosaic_format::label::Label) {
         self.kind = l.kind.clone();
         self.members = self.members.max(l.members);
+        if self.home.is_none() {
+            self.home = l.policy.pointer("/home").and_then(|h| h.as_str()).map(str::to_string);
+        }
         if self.level.is_none() {
             self.level = l.policy.pointer("/geometry/level").map(level_name);
             self.m = l.policy.pointer("/geometry/m").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
@@ -138,10 +221,10 @@ impl Builder {
         self.by_index.entry(l.member_index).or_default().push(fm);
     }
 
-    fn finish(self, uuid: String) -> Option<FoundArray> {
+    fn finish(self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (mut found, mut duplicates) = (Vec::new(), Vec::new());
@@ -155,7 +238,7 @@ impl Builder {
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
         let out = missing.len() + found.iter().filter(|m| m.stale).count();
         let complete = out <= self.m;
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy })
     }
 }
 
