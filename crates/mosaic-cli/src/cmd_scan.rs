@@ -1,5 +1,6 @@
 //! `mosaic examine MEMBER` and `mosaic assemble --scan PATH...`: what is
-//! on the disks, without opening an array (`mosaic_volume::scan`).
+//! on the disks, without opening an array (`mosaic_volume::scan`);
+//! `mosaic wipe DEVICE...`: erase it (`mosaic_volume::guard::erase`).
 
 use std::path::PathBuf;
 
@@ -28,6 +29,54 @@ pub struct AssembleArgs {
     /// Print every array found, with the -a spec to open it, as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct WipeArgs {
+    /// Files or block devices whose mosaic label, journal header or older
+    /// format's superblock to erase
+    #[arg(required = true)]
+    pub devices: Vec<PathBuf>,
+    /// Erase even when a device belongs to an array (which loses it):
+    /// without it nothing is written and each such device is named
+    #[arg(long)]
+    pub force: bool,
+    /// Print what each device carried as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mosaic wipe`: erase what each device carries of mosaic's, as `mdadm
+/// --zero-superblock` and `zpool labelclear` do.  Every device is checked
+/// before any is written: without `--force` a device that belongs to an
+/// array is refused and none is touched.
+pub fn wipe(a: WipeArgs) -> Result<i32> {
+    let mut carrying = Vec::new();
+    for d in &a.devices {
+        match guard::identify(d)? {
+            w @ guard::Carries::Dir { .. } => bail!("{} is {w}: wipe takes devices, not a directory (nothing was written)", d.display()),
+            guard::Carries::Nothing | guard::Carries::ZonedFile => {}
+            w => carrying.push(format!("{} is {w}", d.display())),
+        }
+    }
+    if !a.force && !carrying.is_empty() {
+        bail!("{}; use --force to erase (nothing was written)", carrying.join("; "));
+    }
+    let mut out = Vec::new();
+    for d in &a.devices {
+        let was = guard::erase(d, a.force)?;
+        if !a.json {
+            match &was {
+                Some(w) => println!("{}: erased (it was {w})", d.display()),
+                None => println!("{}: nothing of mosaic's to erase", d.display()),
+            }
+        }
+        out.push(serde_json::json!({ "path": d, "erased": was.is_some(), "was": was.as_ref().map(|w| w.to_string()), "array": was.as_ref().and_then(|w| w.array().map(str::to_string)) }));
+    }
+    if a.json {
+        print_json(&serde_json::Value::Array(out))?;
+    }
+    Ok(0)
 }
 
 /// `mosaic examine`: one member's label (identity, event counter, the

@@ -110,6 +110,8 @@ enum Cmd {
     Examine(cmd_scan::ExamineArgs),
     /// Find the members of every array by UUID, wherever their files are (--scan DIR|DEVICES...)
     Assemble(cmd_scan::AssembleArgs),
+    /// Erase mosaic's label, journal header or old superblock from devices, as mdadm --zero-superblock (--force for a device of an array)
+    Wipe(cmd_scan::WipeArgs),
     /// Re-place a remapped array's units so blocks requested together sit on different drives
     Adapt(cmd_adapt::AdaptArgs),
     /// Trace tools
@@ -181,6 +183,7 @@ fn main() {
         Cmd::Stop(a) => cmd_control::stop(a),
         Cmd::Examine(a) => cmd_scan::examine(a),
         Cmd::Assemble(a) => cmd_scan::assemble(a),
+        Cmd::Wipe(a) => cmd_scan::wipe(a),
         Cmd::Adapt(a) => cmd_adapt::run(a),
         Cmd::Trace(t) => cmd_sim::trace(t),
         Cmd::Replay(a) => cmd_sim::replay(a),

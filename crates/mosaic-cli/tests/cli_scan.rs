@@ -138,3 +138,43 @@ fn copies_of_an_array_are_listed_apart_and_never_mixed() {
         }
     }
 }
+
+/// `wipe`, as `mdadm --zero-superblock`: a device of an array is refused
+/// without `--force` (nothing written, even for the other devices named),
+/// erased with it (a member, the journal, a spare, a DVS zoned file whose
+/// zone header stays), refused while its array is served, and a
+/// directory is never wiped whole.  A wiped device is free for any array.
+#[test]
+fn wipe_erases_labels_and_journal_headers_only_when_forced() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    ok(&["create", "-a", &p("a"), "--level", "raid5", "--members", "3", "--member-size", "8M", "--spare", &p("sp.img")]);
+    ok(&["create", "-a", &p("z"), "--level", "dvs", "--members", "4", "--member-size", "32M", "--zoned", "--stripe-unit", "64K"]);
+    std::fs::write(d.join("plain"), b"not mosaic's").unwrap();
+    let m0 = std::fs::read(d.join("a/member-00.img")).unwrap();
+    let e = common::fails(&["wipe", &p("plain"), &p("a/member-00.img")]);
+    assert!(e.contains("is member 0 of array") && e.contains("--force") && e.contains("nothing was written"), "{e}");
+    assert!(std::fs::read(d.join("a/member-00.img")).unwrap() == m0, "nothing written without --force");
+    let e = common::fails(&["wipe", "--force", &p("a")]);
+    assert!(e.contains("not a directory"), "{e}");
+    // Served: in use.
+    let srv = common::serve::Serve::start(&p("a"), &["--quiet"]);
+    let e = common::fails(&["wipe", "--force", &p("a/member-01.img")]);
+    assert!(e.contains("in use"), "{e}");
+    srv.stop();
+    let out = json(&ok(&["wipe", "--force", "--json", &p("plain"), &p("a/member-00.img"), &p("a/journal.img"), &p("sp.img"), &p("z/dvs-1.zoned")]));
+    let erased: Vec<bool> = out.as_array().unwrap().iter().map(|w| w["erased"].as_bool().unwrap()).collect();
+    assert_eq!(erased, vec![false, true, true, true, true], "{out}");
+    assert!(out[4]["was"].as_str().unwrap().contains("member 1 of DVS array"), "{out}");
+    for f in ["a/member-00.img", "a/journal.img", "sp.img"] {
+        assert!(String::from_utf8_lossy(&mosaic(&["examine", &p(f)]).stderr).contains("nothing of mosaic's"), "{f}");
+    }
+    assert!(ok(&["examine", &p("z/dvs-1.zoned")]).contains("an emulated zoned drive"), "the zone header stays");
+    assert_eq!(std::fs::read(d.join("plain")).unwrap(), b"not mosaic's");
+    // Only the label went: the member's data area is as it was.
+    let now = std::fs::read(d.join("a/member-00.img")).unwrap();
+    assert!(now[1 << 20..] == m0[1 << 20..]);
+    // Free for any array: no --force needed now.
+    ok(&["create", "-a", &p("a/member-00.img"), "--level", "raid0", "--members", "1"]);
+}

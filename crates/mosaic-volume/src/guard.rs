@@ -1,6 +1,7 @@
 //! What a path carries, and the one check every command makes before it
 //! opens a file for writing, so no command overwrites another array's
-//! member or journal by accident.
+//! member or journal by accident; and [`erase`], which undoes it on
+//! purpose (`mosaic wipe`).
 //!
 //! Everything is recognised through the one on-disk format
 //! ([`mosaic_format`]):
@@ -31,7 +32,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use mosaic_format::frame::{self, KIND_JOURNAL_HEADER, KIND_ZONED_HEADER};
-use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
+use mosaic_format::label::{self, Label, LabelError, LABEL_AREA, SLOT_SIZE};
 
 use crate::{Result, VolumeError};
 
@@ -289,6 +290,67 @@ pub fn check_output(path: &Path, force: bool) -> Result<()> {
         return Ok(());
     }
     Err(refusal(path, &what))
+}
+
+/// Erase what the file or block device `path` carries of mosaic's, as
+/// `mdadm --zero-superblock` does: a label (both slots), a journal's
+/// header, an older format's magics, or the label inside an emulated
+/// zoned drive file (whose zone header stays: it is still a zoned drive).
+/// Zeroed 4 KiB blocks over exactly those places, then a sync; the
+/// device is held under the array lock meanwhile, so a device in use is
+/// refused.  Refused without `force` when it carries anything (the array
+/// it belongs to loses it).  What it carried; None when there was nothing
+/// to erase (nothing of mosaic's, or a zoned drive file with no label).
+pub fn erase(path: &Path, force: bool) -> Result<Option<Carries>> {
+    let what = identify(path)?;
+    if matches!(what, Carries::Dir { .. }) {
+        return Err(VolumeError::Usage(format!("{} is {what}: wipe takes devices, not a directory", path.display())));
+    }
+    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+        return Err(VolumeError::Usage(format!("{}: wipe erases local files and block devices", path.display())));
+    }
+    if matches!(what, Carries::Nothing | Carries::ZonedFile) || !(path.is_file() || is_block(path)) {
+        return Ok(None);
+    }
+    if !force {
+        return Err(VolumeError::Usage(format!("{} is {what}; use --force to erase it", path.display())));
+    }
+    let _lock = mosaic_dev::DeviceLock::acquire(path, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
+    let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| io_err(path, e))?;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0).max(block_size(path));
+    // A zoned file's device starts after its header; anything else at 0.
+    // (The old formats' slots, 0, 4 KiB and 64 KiB, cover the label
+    // slots and the journal header too.)
+    let places: Vec<u64> = match what {
+        Carries::DvsMember { .. } if zoned_file(path) => vec![ZONED_HEADER as u64, ZONED_HEADER as u64 + SLOT_SIZE],
+        _ => OLD_SLOTS.iter().map(|&o| o as u64).collect(),
+    };
+    debug_assert!(places.contains(&SLOT_SIZE) || places.contains(&(ZONED_HEADER as u64 + SLOT_SIZE)));
+    let zero = [0u8; 4096];
+    for at in places {
+        let n = zero.len().min(size.saturating_sub(at) as usize);
+        std::os::unix::fs::FileExt::write_all_at(&f, &zero[..n], at).map_err(|e| io_err(path, e))?;
+    }
+    f.sync_all().map_err(|e| io_err(path, e))?;
+    Ok(Some(what))
+}
+
+/// Whether `path` starts with an emulated zoned drive's header.
+fn zoned_file(path: &Path) -> bool {
+    read_head(path).is_ok_and(|h| frame::peek_kind(&h) == Some(KIND_ZONED_HEADER))
+}
+
+fn is_block(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// A block device's size (its metadata says 0).
+fn block_size(path: &Path) -> u64 {
+    use std::io::{Seek, SeekFrom};
+    if !is_block(path) {
+        return 0;
+    }
+    File::open(path).and_then(|mut f| f.seek(SeekFrom::End(0))).unwrap_or(0)
 }
 
 /// "PATH is member 2 of array U; use --force to overwrite it".
