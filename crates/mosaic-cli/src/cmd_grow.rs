@@ -155,14 +155,18 @@ fn spare_arg(p: &Path) -> Result<(Option<&'static str>, PathBuf)> {
     Ok((None, absolute(p)?))
 }
 
+/// `--spare DRIVE` as the volume takes it: absolute, after its side.
+fn spare_drive(p: &Path) -> Result<PathBuf> {
+    Ok(match spare_arg(p)? {
+        (Some(side), path) => PathBuf::from(format!("{side}{}", path.display())),
+        (None, path) => path,
+    })
+}
+
 pub fn add(a: AddArgs) -> Result<i32> {
     let (mut added, mut served, mut status) = (Vec::new(), false, None);
     for s in &a.spare {
-        let (side, path) = spare_arg(s)?;
-        let drive = match side {
-            Some(side) => PathBuf::from(format!("{side}{}", path.display())),
-            None => path,
-        };
+        let drive = spare_drive(s)?;
         let req = Request::AddSpare { drive: drive.clone(), force: a.force };
         served = ask(&a.array, &req)?.is_some();
         if !served {
@@ -187,11 +191,7 @@ pub fn add(a: AddArgs) -> Result<i32> {
 pub fn remove(a: RemoveArgs) -> Result<i32> {
     let (mut removed, mut served, mut status) = (Vec::new(), false, None);
     for s in &a.spare {
-        let (side, path) = spare_arg(s)?;
-        let drive = match side {
-            Some(side) => PathBuf::from(format!("{side}{}", path.display())),
-            None => path,
-        };
+        let drive = spare_drive(s)?;
         let now = match ask(&a.array, &Request::RemoveSpare { drive: drive.clone() })? {
             Some(body) => {
                 served = true;
