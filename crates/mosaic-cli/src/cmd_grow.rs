@@ -207,7 +207,7 @@ pub fn remove(a: RemoveArgs) -> Result<i32> {
         };
         if !a.json {
             println!("{} is no longer a hot spare of {} (label erased)", drive.display(), a.array);
-            if now != drive {
+            if !mosaic_array::spare::names_same(&now.to_string_lossy(), &drive) {
                 println!("its file is now {}", now.display());
             }
         }

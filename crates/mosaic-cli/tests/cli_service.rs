@@ -264,6 +264,8 @@ fn a_hot_spare_is_removed_offline_or_online_and_is_free_again() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", String::from_utf8_lossy(&o.stderr));
     let e = ok(&["examine", now]);
     assert!(e.contains("emulated zoned drive") && !e.contains("array"), "a zoned file, its label erased: {e}");
+    ok(&["add", "-a", &d, "--spare", now]);
+    assert_eq!(status(&d).1["spares"].as_array().map(Vec::len), Some(1), "taken again without --force");
     // A tier array: its spare is found on its side, named with or without it.
     let ta = p("tier");
     ok(&["create", "-a", &ta, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--fast-size", "16M", "--slow-size", "16M"]);

@@ -283,10 +283,12 @@ fn io_err(path: &Path, source: std::io::Error) -> VolumeError {
 /// The check before opening `path` for writing: refused when it carries
 /// a mosaic superblock or journal (or is a directory holding an array),
 /// unless `force`.  Plain files, missing paths, `-`, pipes and character
-/// devices (`/dev/stdout`) pass.
+/// devices (`/dev/stdout`) pass, and so does an emulated zoned drive
+/// file with no label: no array's (a DVS member or spare has its label
+/// from the moment it joins; a removed spare's is erased).
 pub fn check_output(path: &Path, force: bool) -> Result<()> {
     let what = identify(path)?;
-    if what == Carries::Nothing || force {
+    if matches!(what, Carries::Nothing | Carries::ZonedFile) || force {
         return Ok(());
     }
     Err(refusal(path, &what))
@@ -422,9 +424,15 @@ mod tests {
         let mut z = frame::encode(KIND_ZONED_HEADER, 0, b"zones");
         z.resize(ZONED_HEADER, 0);
         assert_eq!(identify_bytes(&z), Carries::ZonedFile);
+        let dir = tempfile::tempdir().unwrap();
+        let blank = dir.path().join("blank.zoned");
+        std::fs::write(&blank, &z).unwrap();
+        assert!(check_output(&blank, false).is_ok(), "a zoned file with no label is no array's");
         let mut with = z.clone();
         with.extend(labelled_dev(&label("dvs", 2, 6), LABEL_AREA as usize));
         assert_eq!(identify_bytes(&with), Carries::DvsMember { array: U.into(), index: 2 });
+        std::fs::write(&blank, &with).unwrap();
+        assert!(check_output(&blank, false).unwrap_err().to_string().contains("member 2 of DVS array"));
         z[26] ^= 1;
         assert_eq!(identify_bytes(&z), Carries::Damaged);
         assert_eq!(identify_bytes(&frame::encode(0x7777, 0, b"?")), Carries::Damaged, "a frame of a kind nobody knows");
