@@ -183,7 +183,7 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Entry>> {
     // Two tables for one array, or for one address.
     for (j, (b, bargs, bline, blisten)) in entries.iter().enumerate() {
         for (a, aargs, _, _) in &entries[..j] {
-            if (a.uuid.is_some() && a.uuid == b.uuid) || same_array(&a.array, &b.array) {
+            if (a.uuid.is_some() && a.uuid == b.uuid && !copies(&a.array, &b.array)) || same_array(&a.array, &b.array) {
                 bail!("{}: array {} is served by the [[serve]] table at line {} already", at(*bline), b.array, a.line);
             }
             if let Some(what) = same_address(aargs, bargs) {
@@ -196,6 +196,13 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Entry>> {
 }
 
 /// Whether specs `a` and `b` name a member path in common.
+/// Whether `a` and `b` are two directories holding copies of one array
+/// (`cp -a`: one UUID, other files), each its own array.
+fn copies(a: &str, b: &str) -> bool {
+    let dir = |s: &str| (!s.contains(',')).then(|| std::fs::canonicalize(s).ok()).flatten().filter(|p| p.is_dir());
+    matches!((dir(a), dir(b)), (Some(x), Some(y)) if x != y && !x.starts_with(&y) && !y.starts_with(&x))
+}
+
 fn same_array(a: &str, b: &str) -> bool {
     let paths = |s: &str| -> Vec<PathBuf> { s.split(',').map(|p| std::fs::canonicalize(p.trim()).unwrap_or_else(|_| PathBuf::from(p.trim()))).collect() };
     let pb = paths(b);
@@ -395,6 +402,25 @@ mod tests {
         assert_eq!(e[0].argv, [format!("--array={a}"), "--export=a".into(), "--listen=127.0.0.1:10809".into(), "--maint-rate=64M".into(), "--quiet".into(), "--workers=2".into()]);
         assert_eq!(e[1].argv, [format!("--array={b}"), "--maint-rate=64M".into(), "--on-event=-x logger".into(), "--read-only".into(), "--socket=/run/mosaic/b.sock".into(), "--workers=2".into()]);
         assert_eq!((e[0].at.as_str(), e[1].at.as_str()), ("127.0.0.1:10809", "unix socket /run/mosaic/b.sock"));
+    }
+
+    /// One array named twice (its directory, then a list of its members)
+    /// is refused; a copy of it (`cp -a`: its UUID, other files) is an
+    /// array of its own, served beside it.
+    #[test]
+    fn one_array_twice_is_refused_but_a_copy_is_another_array() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, c) = (t.path().join("a"), t.path().join("c"));
+        let o = mosaic_array::CreateOptions { level: mosaic_core::Level::Raid1, members: Some(2), member_size: Some(2 << 20), unit: 65536, block: 4096, force: false, assume_clean: false };
+        mosaic_array::Array::create(&mosaic_array::spec::ArraySpec::Dir(a.clone()), &o).unwrap().close().unwrap();
+        assert!(std::process::Command::new("cp").arg("-a").arg(&a).arg(&c).status().unwrap().success());
+        let (sa, sc) = (a.display(), c.display());
+        let list = format!("{sa}/member-00.img,{sa}/member-01.img");
+        let e = err(&format!("[[serve]]\narray = \"{sa}\"\nlisten = \"127.0.0.1:0\"\n[[serve]]\narray = \"{list}\"\nlisten = \"127.0.0.1:0\"\n"));
+        assert!(e.ends_with("is served by the [[serve]] table at line 1 already"), "{e}");
+        let both = parse(&format!("[[serve]]\narray = \"{sa}\"\nlisten = \"127.0.0.1:0\"\n[[serve]]\narray = \"{sc}\"\nlisten = \"127.0.0.1:0\"\n"), "f.toml").unwrap();
+        assert_eq!(both.len(), 2);
+        assert_eq!(both[0].uuid, both[1].uuid, "one UUID, two arrays");
     }
 
     #[test]
