@@ -125,6 +125,25 @@ fn a_copy_of_a_served_array_is_its_own_array() {
     srv.stop();
 }
 
+/// A CBRO array with a nested check drive array is named by its own UUID
+/// whether `-a` gives its directory or a list of its members, so both
+/// reach its server (the directory's nested array no longer speaks for it).
+#[test]
+fn a_served_cbro_array_is_reached_by_its_directory_or_its_members() {
+    let t = tempfile::tempdir().unwrap();
+    let c = t.path().join("c");
+    let a = c.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "cbro:4+1,cda=raid5:3", "--member-size", "16M"]);
+    let uuid = json(&ok(&["info", "-a", a, "--json"]))["uuid"].as_str().unwrap().to_string();
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let list: Vec<String> = (0..4).map(|i| c.join(format!("member-0{i}.img")).display().to_string()).collect();
+    for spec in [a.to_string(), list.join(",")] {
+        let st = json(&ok(&["status", "-a", &spec, "--json"]));
+        assert_eq!((st[0]["served"].as_bool(), st[0]["uuid"].as_str()), (Some(true), Some(uuid.as_str())), "{spec}: {st}");
+    }
+    srv.stop();
+}
+
 #[test]
 fn a_killed_servers_socket_is_not_trusted() {
     let t = tempfile::tempdir().unwrap();

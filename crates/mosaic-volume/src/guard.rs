@@ -225,11 +225,15 @@ fn zoned(head: &[u8]) -> Carries {
 }
 
 /// A directory holds an array when one of its files (or a file in one of
-/// its `cda-I` check drive array directories) carries something.
+/// its `cda-I` check drive array directories) carries something.  Its own
+/// files are looked at before its nested arrays' directories, so a CBRO
+/// array is named by its own UUID (as a list of its members names it),
+/// and a tier or remapped array, which has no files of its own, by its
+/// first inner array's.
 fn identify_dir(dir: &Path) -> Result<Carries> {
     let rd = std::fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
     let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    names.sort();
+    names.sort_by_key(|p| (p.is_dir(), p.clone()));
     for p in names {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let Ok(meta) = std::fs::metadata(&p) else { continue };
