@@ -69,9 +69,11 @@ pub struct RemoveArgs {
     pub json: bool,
 }
 
-/// An absolute path (the server resolves paths from its own directory).
+/// An absolute path (the server resolves paths from its own directory);
+/// an NBD URI as it is.
 fn absolute(p: &Path) -> Result<PathBuf> {
-    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
+    let uri = p.to_str().is_some_and(mosaic_dev::nbd::is_uri);
+    Ok(if p.is_absolute() || uri { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
 }
 
 /// The drives `a` adds: `--add`, or the member files `--members N` means.

@@ -9,7 +9,7 @@
 mod common;
 use common::fio::{fio, passed, status, wait_status};
 use common::serve::Serve;
-use common::{fails, ok};
+use common::{fails, json, mosaic, ok};
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -312,4 +312,25 @@ fn a_remote_journal_and_a_remote_hot_spare_take_over_online() {
     assert_eq!(code, 0);
     let b = format!("{},{},{}", ex[0].uri(), ex[4].uri(), ex[2].uri());
     assert!(ok(&["scrub", "-a", &b]).contains("all consistent"));
+}
+
+/// `add --spare`, `remove --spare` and `grow --add` take NBD URIs as they
+/// are (they were made into paths under the current directory before).
+#[test]
+fn add_remove_and_grow_take_remote_exports() {
+    let t = tempfile::tempdir().unwrap();
+    let ex: Vec<Export> = (0..2).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 24 << 20)).collect();
+    let arr = t.path().join("a");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "16M"]);
+    let (data, out) = write_and_read_back(t.path(), a, 8);
+    ok(&["add", "-a", a, "--spare", &ex[0].uri()]);
+    assert_eq!(status(a).1["spares"], serde_json::json!([ex[0].uri()]));
+    let r = json(&ok(&["remove", "-a", a, "--spare", &ex[0].uri(), "--json"]));
+    assert_eq!(r["status"]["spares"], serde_json::json!([]), "{r}");
+    assert!(String::from_utf8_lossy(&mosaic(&["examine", &ex[0].uri()]).stderr).contains("nothing of mosaic's"), "its label is erased");
+    ok(&["grow", "-a", a, "--add", &ex[1].uri()]);
+    let (_, s) = status(a);
+    assert_eq!((s["members"].as_array().map(Vec::len), member(&s, 3)["path"].as_str()), (Some(4), Some(ex[1].uri().as_str())), "{s}");
+    assert!(read_back(a, data.len(), &out) == data);
 }
