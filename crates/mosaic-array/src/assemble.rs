@@ -138,15 +138,11 @@ pub(crate) fn relativize(path: &str, home: Option<&str>) -> String {
 }
 
 /// The hint to record for a device the user named by `path` (a
-/// replacement, a spare): absolute, since relative hints resolve from the
-/// array's home at the next open, not from where this process ran.
-/// Symlinks are kept (a /dev/disk/by-id name outlives /dev/sdX); NBD URIs
-/// stay as they are.
+/// replacement, a spare): absolute ([`mosaic_dev::nbd::absolute`]), since
+/// relative hints resolve from the array's home at the next open, not
+/// from where this process ran.
 pub(crate) fn hint_of(path: &Path) -> String {
-    match path.to_str() {
-        Some(s) if mosaic_dev::nbd::is_uri(s) => s.to_string(),
-        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string(),
-    }
+    mosaic_dev::nbd::absolute(path).display().to_string()
 }
 
 /// The canonical form of a path that may not exist yet (its parent's).

@@ -1091,8 +1091,7 @@ pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     // The server resolves paths from its own directory: send an absolute one.
-    let uri = a.drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
-    let drive = if a.drive.is_absolute() || uri { a.drive.clone() } else { std::env::current_dir()?.join(&a.drive) };
+    let drive = mosaic_dev::nbd::absolute(&a.drive);
     let req = crate::control::Request::Replace { member: a.member, drive, force: a.force, host: a.host.clone() };
     if let Some(b) = crate::control::ask(&a.array, &req)? {
         return crate::control::print_remote(&b, a.json);

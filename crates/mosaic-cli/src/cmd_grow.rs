@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::Args;
 
+use mosaic_dev::nbd::absolute;
 use mosaic_volume::{GrowOptions, GrowReport, Volume};
 
 use crate::cmd_array::{check_drive, open};
@@ -69,16 +70,9 @@ pub struct RemoveArgs {
     pub json: bool,
 }
 
-/// An absolute path (the server resolves paths from its own directory);
-/// an NBD URI as it is.
-fn absolute(p: &Path) -> Result<PathBuf> {
-    let uri = p.to_str().is_some_and(mosaic_dev::nbd::is_uri);
-    Ok(if p.is_absolute() || uri { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
-}
-
 /// The drives `a` adds: `--add`, or the member files `--members N` means.
 fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
-    let Some(n) = a.members else { return a.add.iter().map(|p| absolute(p)).collect() };
+    let Some(n) = a.members else { return Ok(a.add.iter().map(|p| absolute(p)).collect()) };
     let dir = Path::new(&a.array);
     if a.array.contains(',') || !dir.is_dir() {
         bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");
@@ -90,7 +84,7 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
     if n <= have {
         bail!("the array has {have} members already; --members must be more (shrinking is not supported)");
     }
-    (have..n).map(|i| absolute(&mosaic_array::spec::ArraySpec::member_file(dir, i))).collect()
+    Ok((have..n).map(|i| absolute(&mosaic_array::spec::ArraySpec::member_file(dir, i))).collect())
 }
 
 pub fn grow(a: GrowArgs) -> Result<i32> {
@@ -151,10 +145,10 @@ fn spare_arg(p: &Path) -> Result<(Option<&'static str>, PathBuf)> {
     let s = p.to_string_lossy();
     for side in ["fast:", "slow:"] {
         if let Some(rest) = s.strip_prefix(side) {
-            return Ok((Some(side), absolute(Path::new(rest))?));
+            return Ok((Some(side), absolute(Path::new(rest))));
         }
     }
-    Ok((None, absolute(p)?))
+    Ok((None, absolute(p)))
 }
 
 /// `--spare DRIVE` as the volume takes it: absolute, after its side.

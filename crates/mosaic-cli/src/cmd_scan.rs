@@ -53,10 +53,10 @@ pub struct WipeArgs {
 pub fn wipe(a: WipeArgs) -> Result<i32> {
     let mut carrying = Vec::new();
     for d in &a.devices {
-        match guard::identify(d)? {
-            w @ guard::Carries::Dir { .. } => bail!("{} is {w}: wipe takes devices, not a directory (nothing was written)", d.display()),
-            guard::Carries::Nothing | guard::Carries::ZonedFile => {}
-            w => carrying.push(format!("{} is {w}", d.display())),
+        match guard::to_erase(d) {
+            Err(e) => bail!("{e} (nothing was written)"),
+            Ok(Some(w)) => carrying.push(format!("{} is {w}", d.display())),
+            Ok(None) => {}
         }
     }
     if !a.force && !carrying.is_empty() {
@@ -83,7 +83,7 @@ pub fn wipe(a: WipeArgs) -> Result<i32> {
 /// layout its policy records).  Exit 1 when the path carries nothing.
 pub fn examine(a: ExamineArgs) -> Result<i32> {
     let what = guard::identify(&a.member)?;
-    let label = if a.member.is_file() || is_block(&a.member) || a.member.to_str().is_some_and(mosaic_dev::nbd::is_uri) { guard::member_label(&a.member)? } else { None };
+    let label = if a.member.is_file() || guard::is_block(&a.member) || a.member.to_str().is_some_and(mosaic_dev::nbd::is_uri) { guard::member_label(&a.member)? } else { None };
     if a.json {
         print_json(&serde_json::json!({ "path": a.member, "carries": what.to_string(), "array": what.array(), "label": label.as_ref().map(label_json) }))?;
     } else {
@@ -107,11 +107,6 @@ pub fn examine(a: ExamineArgs) -> Result<i32> {
         bail!("{} carries nothing of mosaic's", a.member.display());
     }
     Ok(0)
-}
-
-fn is_block(p: &std::path::Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(p).map(|m| m.file_type().is_block_device()).unwrap_or(false)
 }
 
 fn label_json(l: &mosaic_format::label::Label) -> serde_json::Value {

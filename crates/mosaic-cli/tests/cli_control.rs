@@ -68,11 +68,7 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     // stop: the server drains, flushes and exits 0; its socket is gone.
     assert!(ok(&["stop", "-a", a]).contains("stopping"));
     let mut srv = srv;
-    let t0 = Instant::now();
-    while srv.alive() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the server did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    srv.wait_exit("the server");
     assert!(!std::path::Path::new(&sock).exists());
     // Without a server the same commands act on the disks.
     let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout));
@@ -114,12 +110,8 @@ fn a_copy_of_a_served_array_is_its_own_array() {
     assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("healthy")), "{st}");
     assert_eq!(json(&String::from_utf8_lossy(&mosaic(&["status", "--json"]).stdout)).as_array().unwrap().iter().filter(|s| s["uuid"] == st[0]["uuid"]).count(), 2, "both listed");
     ok(&["stop", "-a", c]);
-    let t0 = Instant::now();
     let mut copy_srv = copy_srv;
-    while copy_srv.alive() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the copy's server did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    copy_srv.wait_exit("the copy's server");
     assert!(srv.alive(), "stop -a COPY stopped the original's server");
     assert_eq!(status(a)[0]["served"], true);
     srv.stop();
@@ -164,11 +156,7 @@ fn a_killed_servers_socket_is_not_trusted() {
     assert_eq!(json(&String::from_utf8_lossy(&st.stdout))[0]["served"], true);
     let s = json(&ok(&["stop", "-a", a, "--json"]));
     assert_eq!((s["stopping"].as_bool(), s["served"].as_bool()), (Some(true), Some(true)), "{s}");
-    let t0 = Instant::now();
-    while srv.alive() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the server did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    srv.wait_exit("the server");
     assert_eq!(srv.child.wait().unwrap().code(), Some(0), "stopped cleanly");
 }
 

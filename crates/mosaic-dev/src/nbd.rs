@@ -29,6 +29,7 @@
 #![cfg_attr(not(mosaic_libnbd), allow(dead_code))]
 
 use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 #[cfg(mosaic_libnbd)]
@@ -132,6 +133,16 @@ const MAX_REQUEST: u64 = 32 << 20;
 /// Whether `s` names a remote member (an NBD URI) rather than a path.
 pub fn is_uri(s: &str) -> bool {
     ["nbd://", "nbds://", "nbd+unix://", "nbds+unix://"].iter().any(|p| s.starts_with(p))
+}
+
+/// A device name that means the same from any directory: a relative path
+/// made absolute (symlinks kept: a /dev/disk/by-id name outlives
+/// /dev/sdX), an NBD URI as it is.
+pub fn absolute(path: &Path) -> PathBuf {
+    match path.to_str() {
+        Some(s) if is_uri(s) => path.to_path_buf(),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
 }
 
 /// An NBD export as a member device.

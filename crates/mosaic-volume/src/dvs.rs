@@ -361,7 +361,7 @@ impl Volume for DvsVolume {
         self.check_writable("removing a spare")?;
         let (uuid, path) = {
             let sp = self.spare_paths.lock().unwrap_or_else(|e| e.into_inner());
-            let found = sp.iter().find(|s| s.1 == drive || same_file(&s.1, drive)).cloned();
+            let found = sp.iter().find(|s| mosaic_array::spare::names_same(&s.1.to_string_lossy(), drive)).cloned();
             found.ok_or_else(|| VolumeError::Usage(mosaic_array::spare::not_a_spare(drive, sp.iter().map(|s| s.1.display().to_string()))))?
         };
         drop(self.lock().remove_spare(uuid)?);

@@ -306,18 +306,9 @@ pub fn check_output(path: &Path, force: bool) -> Result<()> {
 /// device is held under the array lock meanwhile, so a device in use is
 /// refused.  Refused without `force` when it carries anything (the array
 /// it belongs to loses it).  What it carried; None when there was nothing
-/// to erase (nothing of mosaic's, or a zoned drive file with no label).
+/// to erase ([`to_erase`]).
 pub fn erase(path: &Path, force: bool) -> Result<Option<Carries>> {
-    let what = identify(path)?;
-    if matches!(what, Carries::Dir { .. }) {
-        return Err(VolumeError::Usage(format!("{} is {what}: wipe takes devices, not a directory", path.display())));
-    }
-    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
-        return Err(VolumeError::Usage(format!("{}: wipe erases local files and block devices", path.display())));
-    }
-    if matches!(what, Carries::Nothing | Carries::ZonedFile) || !(path.is_file() || is_block(path)) {
-        return Ok(None);
-    }
+    let Some(what) = to_erase(path)? else { return Ok(None) };
     if !force {
         return Err(VolumeError::Usage(format!("{} is {what}; use --force to erase it", path.display())));
     }
@@ -341,12 +332,30 @@ pub fn erase(path: &Path, force: bool) -> Result<Option<Carries>> {
     Ok(Some(what))
 }
 
+/// What [`erase`] would erase at `path`, nothing written: None for
+/// nothing of mosaic's, a zoned drive file with no label, or what is not
+/// a file or block device; an error for a directory or an NBD URI.
+pub fn to_erase(path: &Path) -> Result<Option<Carries>> {
+    let what = identify(path)?;
+    if matches!(what, Carries::Dir { .. }) {
+        return Err(VolumeError::Usage(format!("{} is {what}: wipe takes devices, not a directory", path.display())));
+    }
+    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+        return Err(VolumeError::Usage(format!("{}: wipe erases local files and block devices", path.display())));
+    }
+    if matches!(what, Carries::Nothing | Carries::ZonedFile) || !(path.is_file() || is_block(path)) {
+        return Ok(None);
+    }
+    Ok(Some(what))
+}
+
 /// Whether `path` starts with an emulated zoned drive's header.
 fn zoned_file(path: &Path) -> bool {
     read_head(path).is_ok_and(|h| frame::peek_kind(&h) == Some(KIND_ZONED_HEADER))
 }
 
-fn is_block(path: &Path) -> bool {
+/// Whether `path` is a block device.
+pub fn is_block(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
 }
 

@@ -57,6 +57,15 @@ impl Serve {
         self.child.try_wait().unwrap().is_none()
     }
 
+    /// Wait (at most 30 s) for the server to exit by itself; `what` names it.
+    pub fn wait_exit(&mut self, what: &str) {
+        let t0 = Instant::now();
+        while self.alive() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "{what} did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The ports and export names of the servers listening (TCP), in order.
     pub fn listening(&self) -> Vec<(u16, String)> {
         listening(&self.lines())
