@@ -192,6 +192,25 @@ mod tests {
     }
 
     #[test]
+    fn a_spare_added_twice_or_one_whose_label_cannot_be_erased_says_so() {
+        let t = tempfile::tempdir().unwrap();
+        let ms: Vec<Arc<MemMember>> = (0..3).map(|i| dev(&format!("m{i}"))).collect();
+        let o = CreateOptions { level: Level::Raid5, members: Some(3), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let arr = Array::create_on(ms.iter().map(|m| (m.clone() as Arc<dyn Member>, m.describe())).collect(), &o, true).unwrap();
+        let f = t.path().join("s.img");
+        arr.add_spare(&f).unwrap();
+        let e = arr.add_spare(&t.path().join(".").join("s.img")).unwrap_err().to_string();
+        assert!(e.contains("is a hot spare of this array already"), "{e}");
+        // A spare whose device fails: the array no longer lists it, and the error says the label stays.
+        let bad = Arc::new(mosaic_dev::FaultyMember::new(dev("bad")));
+        arr.add_spare_with(bad.clone(), "mem:bad").unwrap();
+        bad.break_now();
+        let e = arr.remove_spare(Path::new("mem:bad")).unwrap_err().to_string();
+        assert!(e.contains("mem:bad: the array no longer lists this spare, but erasing its label failed"), "{e}");
+        assert_eq!(arr.spare_paths(), vec![f.display().to_string()]);
+    }
+
+    #[test]
     fn names_same_matches_text_or_the_same_file() {
         let t = tempfile::tempdir().unwrap();
         let f = t.path().join("s.img");

@@ -336,12 +336,12 @@ pub fn erase(path: &Path, force: bool) -> Result<Option<Carries>> {
 /// nothing of mosaic's, a zoned drive file with no label, or what is not
 /// a file or block device; an error for a directory or an NBD URI.
 pub fn to_erase(path: &Path) -> Result<Option<Carries>> {
+    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+        return Err(VolumeError::Usage(format!("{}: wipe erases local files and block devices", path.display())));
+    }
     let what = identify(path)?;
     if matches!(what, Carries::Dir { .. }) {
         return Err(VolumeError::Usage(format!("{} is {what}: wipe takes devices, not a directory", path.display())));
-    }
-    if path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
-        return Err(VolumeError::Usage(format!("{}: wipe erases local files and block devices", path.display())));
     }
     if matches!(what, Carries::Nothing | Carries::ZonedFile) || !(path.is_file() || is_block(path)) {
         return Ok(None);
@@ -449,6 +449,21 @@ mod tests {
         z[26] ^= 1;
         assert_eq!(identify_bytes(&z), Carries::Damaged);
         assert_eq!(identify_bytes(&frame::encode(0x7777, 0, b"?")), Carries::Damaged, "a frame of a kind nobody knows");
+    }
+
+    #[test]
+    fn erase_needs_force_for_a_label_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m.img");
+        std::fs::write(&f, labelled_dev(&label("fixed", 1, 3), 4 * SLOT_SIZE as usize)).unwrap();
+        let e = erase(&f, false).unwrap_err().to_string();
+        assert!(e.contains("is member 1 of array") && e.contains("use --force to erase it"), "{e}");
+        assert_eq!(identify(&f).unwrap(), Carries::Member { array: U.into(), index: 1 }, "nothing written");
+        assert_eq!(erase(&f, true).unwrap(), Some(Carries::Member { array: U.into(), index: 1 }));
+        assert_eq!((identify(&f).unwrap(), erase(&f, false).unwrap()), (Carries::Nothing, None));
+        assert!(to_erase(dir.path()).is_ok_and(|w| w.is_none()), "an empty directory holds nothing");
+        let e = to_erase(Path::new("nbd://127.0.0.1:1/x")).unwrap_err().to_string();
+        assert!(e.contains("wipe erases local files and block devices"), "{e}");
     }
 
     #[test]
