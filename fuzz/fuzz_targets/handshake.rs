@@ -62,5 +62,10 @@ fuzz_target!(|data: &[u8]| {
     let tail = rest.len() - replies(rest);
     // Transmission through NBD_OPT_EXPORT_NAME ends with size and flags
     // (and 124 zero bytes unless the client asked for none).
-    assert!(tail == 0 || (outcome == Some(Outcome::Transmission) && (tail == 10 || tail == 134)), "{tail} stray bytes after the replies");
+    let transmission = matches!(outcome, Some(Outcome::Transmission(_)));
+    assert!(tail == 0 || (transmission && (tail == 10 || tail == 134)), "{tail} stray bytes after the replies");
+    // BLOCK_STATUS is only ever allowed on top of structured replies.
+    if let Some(Outcome::Transmission(session)) = outcome {
+        assert!(session.structured || !session.base_allocation, "a meta context without structured replies");
+    }
 });

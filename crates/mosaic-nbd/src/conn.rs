@@ -2,6 +2,12 @@
 //! requests, a shared worker pool that serves them (or the reader itself,
 //! for an inline export), replies batched by whichever thread sends.
 //!
+//! Replies are simple unless the client negotiated structured replies.
+//! Then a READ is answered by one OFFSET_DATA chunk (never fragmented, so
+//! DF always holds), BLOCK_STATUS by one BLOCK_STATUS chunk, and every
+//! error by an ERROR chunk carrying the reason; other successes stay
+//! simple replies, as the spec allows.
+//!
 //! ```text
 //!   socket ──▶ reader thread (this module)                 worker pool
 //!              read 28-byte header ── parse_request ──┐
@@ -43,6 +49,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use crate::export::Extent;
+use crate::handshake::Session;
 use crate::proto::*;
 use crate::request::{check, parse_request, Command, Limits, ParseError, Request};
 use crate::server::Shared;
@@ -126,12 +134,100 @@ impl Budget {
     }
 }
 
+/// The longest reply header: a structured chunk's, with a READ's offset.
+const HEADER_MAX: usize = STRUCTURED_REPLY_LEN + 8;
+
 /// A reply waiting to be sent, and the budget it holds until then (so a
 /// client that stops reading cannot make the server hold unbounded replies).
 struct Pending {
-    header: [u8; SIMPLE_REPLY_LEN],
+    header: [u8; HEADER_MAX],
+    header_len: u8,
     data: Vec<u8>,
     held: u64,
+}
+
+/// What a request came to: its reply payload (READ bytes, BLOCK_STATUS
+/// descriptors, nothing), or an NBD error value and why.
+pub(crate) type Outcome = Result<Vec<u8>, (u32, String)>;
+
+/// Longest error message sent in an ERROR chunk (the spec's string limit).
+const MESSAGE_MAX: usize = 4096;
+
+/// The header of `req`'s reply and the payload that follows it.
+fn frame(session: &Session, req: &Request, out: Outcome) -> ([u8; HEADER_MAX], usize, Vec<u8>) {
+    let mut h = [0u8; HEADER_MAX];
+    if !session.structured {
+        let (err, data) = match out {
+            Ok(data) => (0, data),
+            Err((err, _)) => (err, Vec::new()),
+        };
+        h[0..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+        h[4..8].copy_from_slice(&err.to_be_bytes());
+        h[8..16].copy_from_slice(&req.cookie.to_be_bytes());
+        return (h, SIMPLE_REPLY_LEN, data);
+    }
+    // (type, the chunk's own fields after the header, payload)
+    let (ty, extra, data): (u16, Vec<u8>, Vec<u8>) = match out {
+        Err((err, why)) => {
+            let mut why = why.into_bytes();
+            why.truncate(MESSAGE_MAX);
+            while std::str::from_utf8(&why).is_err() {
+                why.pop();
+            }
+            let mut extra = err.to_be_bytes().to_vec();
+            extra.extend_from_slice(&(why.len() as u16).to_be_bytes());
+            (REPLY_TYPE_ERROR, extra, why)
+        }
+        Ok(data) if req.cmd == Command::Read => (REPLY_TYPE_OFFSET_DATA, req.offset.to_be_bytes().to_vec(), data),
+        Ok(data) if req.cmd == Command::BlockStatus => (REPLY_TYPE_BLOCK_STATUS, META_BASE_ALLOCATION_ID.to_be_bytes().to_vec(), data),
+        Ok(_) => (REPLY_TYPE_NONE, Vec::new(), Vec::new()),
+    };
+    if ty == REPLY_TYPE_NONE {
+        // A success with no payload: a simple reply is shorter.
+        return frame(&Session::default(), req, Ok(Vec::new()));
+    }
+    h[0..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    h[4..6].copy_from_slice(&REPLY_FLAG_DONE.to_be_bytes());
+    h[6..8].copy_from_slice(&ty.to_be_bytes());
+    h[8..16].copy_from_slice(&req.cookie.to_be_bytes());
+    h[16..20].copy_from_slice(&((extra.len() + data.len()) as u32).to_be_bytes());
+    // An error's fields (4 + 2 bytes) fit in the header buffer, as do a
+    // READ's offset and BLOCK_STATUS's context id.
+    h[20..20 + extra.len()].copy_from_slice(&extra);
+    (h, STRUCTURED_REPLY_LEN + extra.len(), data)
+}
+
+/// Most descriptors in one BLOCK_STATUS reply; a client asks again for
+/// the rest of its range (the spec lets a reply cover less than asked).
+const MAX_EXTENTS: usize = 1 << 16;
+
+/// The descriptors (length, flags) of a BLOCK_STATUS reply for a request
+/// of `len` bytes: runs of equal flags merged, empty ones dropped, cut at
+/// `len`, only the first with REQ_ONE.  An export that reports nothing is
+/// answered with one allocated extent (always a true answer).
+fn descriptors(extents: &[Extent], len: u32, req_one: bool) -> Vec<u8> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    let mut left = len;
+    for e in extents {
+        let n = e.len.min(left as u64) as u32;
+        if n == 0 {
+            continue;
+        }
+        let full = runs.len() == MAX_EXTENTS;
+        match runs.last_mut() {
+            Some(last) if last.1 == e.flags => last.0 += n,
+            _ if full => break,
+            _ => runs.push((n, e.flags)),
+        }
+        left -= n;
+    }
+    if runs.is_empty() {
+        runs.push((len, 0));
+    }
+    if req_one {
+        runs.truncate(1);
+    }
+    runs.iter().flat_map(|(n, f)| n.to_be_bytes().into_iter().chain(f.to_be_bytes())).collect()
 }
 
 #[derive(Default)]
@@ -153,6 +249,8 @@ pub(crate) struct Replier {
     outbox: Mutex<Outbox>,
     /// A send failed (client gone, or not reading for `io_timeout`).
     dead: AtomicBool,
+    /// What the handshake agreed: how replies are framed.
+    session: Session,
     /// Where a sent reply's `held` bytes go back: this connection's budget
     /// and the server's buffer budget.
     budget: Arc<Budget>,
@@ -173,21 +271,21 @@ const HOLD: usize = 64;
 const HOLD_BYTES: usize = 1 << 20;
 
 impl Replier {
-    fn new(sh: &Arc<Shared>, out: Stream, budget: Arc<Budget>) -> Replier {
-        Replier { out: Mutex::new(out), outbox: Mutex::new(Outbox::default()), dead: AtomicBool::new(false), budget, sh: sh.clone() }
+    fn new(sh: &Arc<Shared>, out: Stream, budget: Arc<Budget>, session: Session) -> Replier {
+        Replier { out: Mutex::new(out), outbox: Mutex::new(Outbox::default()), dead: AtomicBool::new(false), session, budget, sh: sh.clone() }
     }
 
     fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Send a simple reply; `held` bytes of both budgets (taken for this
-    /// request by the reader) are given back once it is sent or dropped.
-    /// A client that went away is not an error here: the first failed send
-    /// shuts the socket down (the reader sees EOF and the connection ends)
-    /// and later replies are dropped.
-    pub(crate) fn reply(&self, cookie: u64, err: u32, data: Vec<u8>, held: u64) {
-        self.push(cookie, err, data, held, true);
+    /// Send the reply to `req`; `held` bytes of both budgets (taken for
+    /// this request by the reader) are given back once it is sent or
+    /// dropped.  A client that went away is not an error here: the first
+    /// failed send shuts the socket down (the reader sees EOF and the
+    /// connection ends) and later replies are dropped.
+    pub(crate) fn reply(&self, req: &Request, out: Outcome, held: u64) {
+        self.push(req, out, held, true);
     }
 
     /// Queue a reply and send the queue, unless another thread is sending
@@ -195,21 +293,18 @@ impl Replier {
     /// next request is already buffered (at most [`HOLD`] replies and
     /// [`HOLD_BYTES`], whose budget goes back at once so the reader cannot
     /// wait for room its own held replies take).
-    fn push(&self, cookie: u64, err: u32, data: Vec<u8>, held: u64, send: bool) {
-        let mut header = [0u8; SIMPLE_REPLY_LEN];
-        header[0..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-        header[4..8].copy_from_slice(&err.to_be_bytes());
-        header[8..16].copy_from_slice(&cookie.to_be_bytes());
-        let data = if err == 0 { data } else { Vec::new() };
+    fn push(&self, req: &Request, out: Outcome, held: u64, send: bool) {
+        let (header, header_len, data) = frame(&self.session, req, out);
+        let header_len = header_len as u8;
         let mut ob = self.outbox();
         if !send && !ob.sending && ob.queue.len() < HOLD && ob.held_bytes + data.len() <= HOLD_BYTES {
             ob.held_bytes += data.len();
-            ob.queue.push(Pending { header, data, held: HOLDS_NOTHING });
+            ob.queue.push(Pending { header, header_len, data, held: HOLDS_NOTHING });
             drop(ob);
             self.release(held);
             return;
         }
-        ob.queue.push(Pending { header, data, held });
+        ob.queue.push(Pending { header, header_len, data, held });
         self.drain(ob);
     }
 
@@ -262,7 +357,7 @@ impl Replier {
         }
         let mut bufs: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
         for p in batch {
-            bufs.push(&p.header);
+            bufs.push(&p.header[..p.header_len as usize]);
             if !p.data.is_empty() {
                 bufs.push(&p.data);
             }
@@ -273,6 +368,18 @@ impl Replier {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
+}
+
+/// Why a request was rejected, for the ERROR chunk a structured client
+/// gets (and shows its user).
+fn rejected(req: &Request, err: u32) -> String {
+    let what = match err {
+        EPERM => "the export is read-only",
+        ENOSPC => "the range ends past the end of the export",
+        ENOTSUP => "this export cannot zero faster than it writes",
+        _ => "invalid request (command, flags, length, alignment or range)",
+    };
+    format!("{:?} at {} len {}: {what}", req.cmd, req.offset, req.length)
 }
 
 /// `held` of a reply that holds no budget (the reader's error replies).
@@ -351,6 +458,10 @@ fn drain<R: Read>(r: &mut R, mut n: u64) -> io::Result<()> {
 fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, send: bool) {
     let ex = &sh.export;
     let res: io::Result<Vec<u8>> = match r.cmd {
+        Command::Cache => ex.cache(r.offset, r.length as u64).map(|_| Vec::new()),
+        Command::BlockStatus => {
+            ex.extents(r.offset, r.length as u64).map(|e| descriptors(&e, r.length, r.flags & CMD_FLAG_REQ_ONE != 0))
+        }
         Command::Read => {
             let mut buf = sh.bufs.take_or_new(r.length as usize);
             ex.read(r.offset, &mut buf).map(|_| buf)
@@ -371,11 +482,11 @@ fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, s
         other => other,
     };
     match res {
-        Ok(data) => rep.push(r.cookie, 0, data, held, send),
+        Ok(data) => rep.push(r, Ok(data), held, send),
         Err(e) => {
             sh.errors.fetch_add(1, Ordering::Relaxed);
             sh.log(&format!("{:?} at {} len {} failed: {e}", r.cmd, r.offset, r.length));
-            rep.push(r.cookie, errno_of(&e), Vec::new(), held, send);
+            rep.push(r, Err((errno_of(&e), e.to_string())), held, send);
         }
     }
 }
@@ -387,7 +498,7 @@ fn serve_guarded(sh: &Shared, id: u64, req: &Request, payload: Vec<u8>, rep: &Re
     if served.is_err() {
         sh.errors.fetch_add(1, Ordering::Relaxed);
         sh.log(&format!("conn {id}: export panicked serving {:?} at {}", req.cmd, req.offset));
-        rep.push(req.cookie, EIO, Vec::new(), held, send);
+        rep.push(req, Err((EIO, "the export panicked".into())), held, send);
     }
 }
 
@@ -433,7 +544,7 @@ fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, by
 
 /// Run transmission on an already-negotiated connection until DISC, EOF,
 /// a framing error or shutdown; returns after every reply is sent.
-pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: BufReader<Stream>) {
+pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: BufReader<Stream>, session: Session) {
     let out = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
@@ -445,13 +556,16 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     let _ = stream.set_read_timeout(Some(sh.io_timeout.max(Duration::from_millis(1))));
     let _ = stream.set_write_timeout(Some(sh.io_timeout.max(Duration::from_millis(1))));
     let budget = Arc::new(Budget::new(sh.max_inflight, sh.max_inflight_bytes));
-    let rep = Arc::new(Replier::new(sh, out, budget.clone()));
+    let rep = Arc::new(Replier::new(sh, out, budget.clone(), session));
     let limits = Limits {
         size: sh.info.size,
         min_block: sh.info.min_block as u64,
         max_payload: MAX_PAYLOAD,
         read_only: sh.read_only,
         unaligned_ok: sh.export.unaligned_ok(),
+        structured: session.structured,
+        block_status: session.base_allocation,
+        fast_zero: sh.export.fast_zero(),
     };
     let mut hdr = [0u8; REQUEST_LEN];
     loop {
@@ -484,7 +598,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
             if drain(&mut rd, req.payload_len() as u64).is_err() {
                 break;
             }
-            rep.reply(req.cookie, err, Vec::new(), HOLDS_NOTHING);
+            rep.reply(&req, Err((err, rejected(&req, err))), HOLDS_NOTHING);
             continue;
         }
         let bytes = match req.cmd {
@@ -516,4 +630,55 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     rep.flush();
     budget.wait_idle();
     let _ = rd.get_ref().shutdown(Shutdown::Both);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(b: &[u8]) -> Vec<(u32, u32)> {
+        b.chunks(8).map(|d| (u32::from_be_bytes(d[..4].try_into().unwrap()), u32::from_be_bytes(d[4..].try_into().unwrap()))).collect()
+    }
+
+    #[test]
+    fn descriptors_merge_runs_cut_at_the_request_and_never_come_back_empty() {
+        let e = [Extent::hole(4096), Extent::hole(4096), Extent::data(0), Extent::data(8192), Extent::zero(1 << 20)];
+        assert_eq!(decode(&descriptors(&e, 1 << 20, false)), [(8192, STATE_HOLE | STATE_ZERO), (8192, 0), ((1 << 20) - 16384, STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&e, 12288, false)), [(8192, STATE_HOLE | STATE_ZERO), (4096, 0)]);
+        assert_eq!(decode(&descriptors(&e, 1 << 20, true)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&[], 4096, false)), [(4096, 0)], "nothing reported: allocated");
+        // Fewer extents than asked is allowed: the client asks again.
+        assert_eq!(decode(&descriptors(&e[..2], 1 << 20, false)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        // At most MAX_EXTENTS descriptors, however finely the export splits.
+        let alternating: Vec<Extent> = (0..MAX_EXTENTS + 10).map(|i| if i % 2 == 0 { Extent::hole(512) } else { Extent::data(512) }).collect();
+        let d = decode(&descriptors(&alternating, u32::MAX, false));
+        assert_eq!(d.len(), MAX_EXTENTS);
+        assert!(d.iter().all(|&(n, _)| n == 512));
+    }
+
+    #[test]
+    fn frames_of_both_kinds() {
+        let req = Request { flags: 0, cmd: Command::Read, cookie: 0x0102, offset: 8192, length: 4 };
+        let (h, n, data) = frame(&Session::default(), &req, Ok(vec![1, 2, 3, 4]));
+        assert_eq!((n, &h[..4], &h[8..16], data.as_slice()), (SIMPLE_REPLY_LEN, &SIMPLE_REPLY_MAGIC.to_be_bytes()[..], &0x0102u64.to_be_bytes()[..], &[1u8, 2, 3, 4][..]));
+        let (_, _, data) = frame(&Session::default(), &req, Err((EIO, "why".into())));
+        assert!(data.is_empty(), "a simple error reply has no payload");
+        let s = Session { structured: true, base_allocation: false };
+        let (h, n, data) = frame(&s, &req, Ok(vec![9; 4]));
+        assert_eq!(n, 28);
+        assert_eq!(&h[..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
+        assert_eq!(u16::from_be_bytes([h[4], h[5]]), REPLY_FLAG_DONE);
+        assert_eq!(u16::from_be_bytes([h[6], h[7]]), REPLY_TYPE_OFFSET_DATA);
+        assert_eq!(u32::from_be_bytes(h[16..20].try_into().unwrap()), 12, "offset and data");
+        assert_eq!(u64::from_be_bytes(h[20..28].try_into().unwrap()), 8192);
+        assert_eq!(data, [9; 4]);
+        // An error message is cut to the spec's limit on a character boundary.
+        let (h, n, data) = frame(&s, &req, Err((EIO, "é".repeat(3000))));
+        assert_eq!((n, u16::from_be_bytes([h[6], h[7]])), (26, REPLY_TYPE_ERROR));
+        assert_eq!(data.len(), 4096);
+        assert_eq!(u16::from_be_bytes([h[24], h[25]]) as usize, data.len());
+        assert_eq!(u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize, 6 + data.len());
+        let write = Request { cmd: Command::Write, ..req };
+        assert_eq!(frame(&s, &write, Ok(Vec::new())).1, SIMPLE_REPLY_LEN, "a payload-less success stays simple");
+    }
 }

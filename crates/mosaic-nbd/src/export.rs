@@ -2,6 +2,30 @@
 //! export for tests and examples.
 
 use std::io;
+
+use crate::proto::{STATE_HOLE, STATE_ZERO};
+
+/// A run of bytes and its `base:allocation` state (NBD_STATE_* flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub len: u64,
+    pub flags: u32,
+}
+
+impl Extent {
+    /// Allocated bytes (or bytes whose state is not known): flags 0.
+    pub fn data(len: u64) -> Extent {
+        Extent { len, flags: 0 }
+    }
+    /// Allocated bytes known to read as zeroes.
+    pub fn zero(len: u64) -> Extent {
+        Extent { len, flags: STATE_ZERO }
+    }
+    /// Bytes with nothing behind them: they read as zeroes.
+    pub fn hole(len: u64) -> Extent {
+        Extent { len, flags: STATE_HOLE | STATE_ZERO }
+    }
+}
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
@@ -41,6 +65,24 @@ pub trait Export: Send + Sync {
     /// Write zeroes over a range that may exceed the maximum payload.
     fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {
         zero_fill(off, len, (1u64 << 20).max(self.block_size()), |o, z| self.write(o, z))
+    }
+    /// Whether `write_zeroes` is much faster than writing zeroes (a
+    /// request flagged FAST_ZERO gets ENOTSUP at once when it is not).
+    fn fast_zero(&self) -> bool {
+        false
+    }
+    /// NBD_CMD_CACHE: a hint that the range will be read soon; doing
+    /// nothing is a valid implementation.
+    fn cache(&self, _off: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// The `base:allocation` state of `[off, off+len)`, in order from
+    /// `off`: extents may cover less than `len` (the client asks again
+    /// for the rest), never more than is asked.  A hole must read as
+    /// zeroes: a client copying the export skips it.  The default, every
+    /// byte allocated, is always true.
+    fn extents(&self, _off: u64, len: u64) -> io::Result<Vec<Extent>> {
+        Ok(vec![Extent::data(len)])
     }
 }
 
@@ -147,5 +189,18 @@ impl Export for MemExport {
         let r = self.range(off, len as usize)?;
         self.data.write().unwrap_or_else(|e| e.into_inner())[r].fill(0);
         Ok(())
+    }
+    fn fast_zero(&self) -> bool {
+        true
+    }
+    /// Blocks of zeroes are reported as such (allocated: memory has no holes).
+    fn extents(&self, off: u64, len: u64) -> io::Result<Vec<Extent>> {
+        let r = self.range(off, len as usize)?;
+        let data = self.data.read().unwrap_or_else(|e| e.into_inner());
+        let block = self.block.max(1) as usize;
+        Ok(data[r]
+            .chunks(block)
+            .map(|b| if b.iter().all(|&x| x == 0) { Extent::zero(b.len() as u64) } else { Extent::data(b.len() as u64) })
+            .collect())
     }
 }

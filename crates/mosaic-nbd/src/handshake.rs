@@ -11,12 +11,19 @@
 //!   │               REP_INFO(block size: min, preferred, max)       │
 //!   │               [REP_INFO(name)]  REP_ACK ─▶  GO: transmission  │
 //!   │  LIST:        REP_SERVER(name) REP_ACK                        │
+//!   │  STRUCTURED_REPLY: REP_ACK (READ answers with chunks from now) │
+//!   │  LIST_META_CONTEXT / SET_META_CONTEXT:                        │
+//!   │               REP_META_CONTEXT(base:allocation) REP_ACK       │
+//!   │               (SET needs STRUCTURED_REPLY first)              │
 //!   │  EXPORT_NAME: size(u64) tflags(u16) [124 zeroes] ─▶ transmission
 //!   │  ABORT:       REP_ACK, close                                  │
-//!   │  other:       REP_ERR_UNSUP (STRUCTURED_REPLY too: simple      │
-//!   │               replies only)                                   │
+//!   │  other:       REP_ERR_UNSUP                                   │
 //!   └────────────────────────────────────────────────────────────────┘
 //! ```
+//!
+//! What was agreed travels into transmission as a [`Session`]: whether
+//! replies may be structured, and whether `base:allocation` was selected
+//! (so BLOCK_STATUS is allowed).
 //!
 //! Anything that breaks framing (wrong magic, unknown client flags, an
 //! option longer than [`MAX_OPTION_LEN`]) is a [`HandshakeError::Garbage`]:
@@ -104,11 +111,33 @@ impl ExportInfo {
     }
 }
 
+/// What a client negotiated for transmission.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Session {
+    /// NBD_OPT_STRUCTURED_REPLY was acknowledged: READ replies (and every
+    /// error) are structured reply chunks.
+    pub structured: bool,
+    /// `base:allocation` is selected: NBD_CMD_BLOCK_STATUS is answered.
+    pub base_allocation: bool,
+}
+
+impl Session {
+    /// The transmission flags a client of this session is told: DF only
+    /// once replies are structured (the spec's MUST).
+    pub fn tflags(&self, e: &ExportInfo) -> u16 {
+        if self.structured {
+            e.tflags | TFLAG_SEND_DF
+        } else {
+            e.tflags
+        }
+    }
+}
+
 /// How a handshake ended without error.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Transmission begins.
-    Transmission,
+    /// Transmission begins, with what was negotiated.
+    Transmission(Session),
     /// The client sent NBD_OPT_ABORT (or closed during haggling).
     Aborted,
 }
@@ -171,12 +200,12 @@ fn parse_info_request(d: &[u8]) -> Option<(&[u8], Vec<u16>)> {
     Some((name, reqs.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect()))
 }
 
-fn info_replies(opt: u32, e: &ExportInfo, wanted: &[u16]) -> Vec<u8> {
+fn info_replies(opt: u32, e: &ExportInfo, session: &Session, wanted: &[u16]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut d = Vec::with_capacity(12);
     d.extend_from_slice(&INFO_EXPORT.to_be_bytes());
     d.extend_from_slice(&e.size.to_be_bytes());
-    d.extend_from_slice(&e.tflags.to_be_bytes());
+    d.extend_from_slice(&session.tflags(e).to_be_bytes());
     out.extend(option_reply(opt, REP_INFO, &d));
     // Block sizes go out whether asked or not (the spec allows it), so
     // every client learns the alignment the array needs.
@@ -198,6 +227,70 @@ fn info_replies(opt: u32, e: &ExportInfo, wanted: &[u16]) -> Vec<u8> {
     }
     out.extend(option_reply(opt, REP_ACK, &[]));
     out
+}
+
+/// A parsed NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT payload:
+/// the export name and the queries.
+fn parse_meta_request(d: &[u8]) -> Option<(&[u8], Vec<&[u8]>)> {
+    fn take<'a>(d: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (d.get(..n)?, d.get(n..)?);
+        *d = rest;
+        Some(head)
+    }
+    fn len(d: &mut &[u8]) -> Option<usize> {
+        Some(u32::from_be_bytes(take(d, 4)?.try_into().ok()?) as usize)
+    }
+    let mut d = d;
+    let n = len(&mut d)?;
+    let name = take(&mut d, n)?;
+    let count = len(&mut d)?;
+    // Each query takes at least its 4-byte length: a count the payload
+    // cannot hold is malformed (and allocates nothing).
+    if count > d.len() / 4 {
+        return None;
+    }
+    let mut queries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let n = len(&mut d)?;
+        queries.push(take(&mut d, n)?);
+    }
+    d.is_empty().then_some((name, queries))
+}
+
+/// Whether a query selects `base:allocation`: its exact name, or (when
+/// only listing) the whole `base:` namespace.  An empty LIST asks for all.
+fn selects_base_allocation(opt: u32, queries: &[&[u8]]) -> bool {
+    let listing = opt == OPT_LIST_META_CONTEXT;
+    (listing && queries.is_empty()) || queries.iter().any(|q| *q == META_BASE_ALLOCATION.as_bytes() || (listing && *q == b"base:"))
+}
+
+/// The replies to a meta context option, and whether `base:allocation`
+/// is now selected (for SET; LIST changes nothing).
+fn meta_replies(opt: u32, data: &[u8], e: &ExportInfo, session: &Session) -> (Vec<u8>, bool) {
+    let kept = session.base_allocation;
+    let Some((name, queries)) = parse_meta_request(data) else {
+        return (option_reply(opt, REP_ERR_INVALID, b"malformed meta context payload"), kept);
+    };
+    if opt == OPT_SET_META_CONTEXT && !session.structured {
+        return (option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_SET_META_CONTEXT needs NBD_OPT_STRUCTURED_REPLY first"), kept);
+    }
+    if name.len() > MAX_NAME_LEN || queries.iter().any(|q| q.len() > MAX_NAME_LEN) {
+        return (option_reply(opt, REP_ERR_TOO_BIG, b"export name or query too long"), kept);
+    }
+    if !e.matches(name) {
+        return (option_reply(opt, REP_ERR_UNKNOWN, b"no such export"), kept);
+    }
+    let selected = selects_base_allocation(opt, &queries);
+    let mut out = Vec::new();
+    if selected {
+        // The spec: a LIST reply's id is reserved and SHOULD be zero.
+        let id = if opt == OPT_SET_META_CONTEXT { META_BASE_ALLOCATION_ID } else { 0 };
+        let mut d = id.to_be_bytes().to_vec();
+        d.extend_from_slice(META_BASE_ALLOCATION.as_bytes());
+        out.extend(option_reply(opt, REP_META_CONTEXT, &d));
+    }
+    out.extend(option_reply(opt, REP_ACK, &[]));
+    (out, if opt == OPT_SET_META_CONTEXT { selected } else { kept })
 }
 
 /// Send the greeting and read the client's flags; whether it asked for no
@@ -267,6 +360,7 @@ pub fn refuse<S: Read + Write>(s: &mut S, why: &str) -> Result<(), HandshakeErro
 /// Run the server side of the handshake on `s`.
 pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, HandshakeError> {
     let no_zeroes = greet(s)?;
+    let mut session = Session::default();
     for _ in 0..MAX_OPTIONS {
         let Some((opt, data)) = read_option(s)? else { return Ok(Outcome::Aborted) };
         let len = data.len();
@@ -280,13 +374,13 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
                 }
                 let mut v = Vec::with_capacity(10 + 124);
                 v.extend_from_slice(&e.size.to_be_bytes());
-                v.extend_from_slice(&e.tflags.to_be_bytes());
+                v.extend_from_slice(&session.tflags(e).to_be_bytes());
                 if !no_zeroes {
                     v.extend_from_slice(&[0u8; 124]);
                 }
                 s.write_all(&v)?;
                 s.flush()?;
-                return Ok(Outcome::Transmission);
+                return Ok(Outcome::Transmission(session));
             }
             OPT_ABORT => {
                 // Best effort: the client may already have gone.
@@ -309,14 +403,24 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
                 Some((name, _)) if name.len() > MAX_NAME_LEN => option_reply(opt, REP_ERR_TOO_BIG, b"export name too long"),
                 Some((name, _)) if !e.matches(name) => option_reply(opt, REP_ERR_UNKNOWN, b"no such export"),
                 Some((_, wanted)) => {
-                    s.write_all(&info_replies(opt, e, &wanted))?;
+                    s.write_all(&info_replies(opt, e, &session, &wanted))?;
                     s.flush()?;
                     if opt == OPT_GO {
-                        return Ok(Outcome::Transmission);
+                        return Ok(Outcome::Transmission(session));
                     }
                     continue;
                 }
             },
+            OPT_STRUCTURED_REPLY if len != 0 => option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data"),
+            OPT_STRUCTURED_REPLY => {
+                session.structured = true;
+                option_reply(opt, REP_ACK, &[])
+            }
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                let (reply, selected) = meta_replies(opt, &data, e, &session);
+                session.base_allocation = selected;
+                reply
+            }
             OPT_STARTTLS => option_reply(opt, REP_ERR_POLICY, b"TLS is not supported"),
             _ => option_reply(opt, REP_ERR_UNSUP, b"option not supported"),
         };

@@ -1,17 +1,21 @@
 //! mosaic-nbd: a Network Block Device server (fixed newstyle handshake,
-//! simple replies) generic over the [`Export`] trait.  Protocol only: the
+//! simple or structured replies, the `base:allocation` metadata context)
+//! generic over the [`Export`] trait.  Protocol only: the
 //! adapter for mosaic arrays lives in the `mosaic serve` command.
 //!
 //! ```text
 //!   Listener (TCP / unix) ─▶ server::serve ── accept loop, stop flag
 //!        │ one thread per connection
 //!        ▼
-//!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT
+//!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT,
+//!        │        STRUCTURED_REPLY, LIST/SET_META_CONTEXT ─▶ Session
 //!        ▼
 //!   conn::transmission ── reader: parse_request + check
 //!        │                 worker pool (or the reader, if Export::serve_inline):
-//!        │                   Export::{read, write, flush, trim, write_zeroes}
-//!        ▼                 replier: simple replies, queued and sent in batches
+//!        │                   Export::{read, write, flush, trim, write_zeroes,
+//!        │                            cache, extents (BLOCK_STATUS)}
+//!        ▼                 replier: simple replies or structured chunks,
+//!                          queued and sent in batches
 //!   DISC / EOF / stop ── in-flight requests drained, socket closed
 //! ```
 
@@ -26,8 +30,8 @@ pub mod server;
 pub mod signals;
 pub mod stream;
 
-pub use export::{Export, MemExport};
-pub use handshake::ExportInfo;
+pub use export::{Export, Extent, MemExport};
+pub use handshake::{ExportInfo, Session};
 pub use request::{check, parse_request, Command, Limits, ParseError, Request};
 pub use server::{export_info, serve, ServeStats, ServerConfig};
 pub use stream::{Listener, Stream};

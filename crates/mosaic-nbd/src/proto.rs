@@ -11,6 +11,8 @@ pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// Prefix of every simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+/// Prefix of every structured reply chunk.
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
 
 // Handshake flags (server, u16).
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -27,11 +29,14 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 // Option reply types.
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_FLAG_ERROR: u32 = 1 << 31;
 pub const REP_ERR_UNSUP: u32 = REP_FLAG_ERROR | 1;
 pub const REP_ERR_POLICY: u32 = REP_FLAG_ERROR | 2;
@@ -52,7 +57,11 @@ pub const TFLAG_SEND_FLUSH: u16 = 1 << 2;
 pub const TFLAG_SEND_FUA: u16 = 1 << 3;
 pub const TFLAG_SEND_TRIM: u16 = 1 << 5;
 pub const TFLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+/// Only with structured replies: READ takes `CMD_FLAG_DF`.
+pub const TFLAG_SEND_DF: u16 = 1 << 7;
 pub const TFLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+pub const TFLAG_SEND_CACHE: u16 = 1 << 10;
+pub const TFLAG_SEND_FAST_ZERO: u16 = 1 << 11;
 
 // Commands.
 pub const CMD_READ: u16 = 0;
@@ -60,14 +69,36 @@ pub const CMD_WRITE: u16 = 1;
 pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
 pub const CMD_TRIM: u16 = 4;
+pub const CMD_CACHE: u16 = 5;
 pub const CMD_WRITE_ZEROES: u16 = 6;
+pub const CMD_BLOCK_STATUS: u16 = 7;
 
 // Command flags (u16).
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+/// READ: send the data in one chunk (it always is).
+pub const CMD_FLAG_DF: u16 = 1 << 2;
+/// BLOCK_STATUS: one extent is enough.
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
 /// Every command flag this server accepts.
-pub const CMD_FLAGS_KNOWN: u16 = CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO;
+pub const CMD_FLAGS_KNOWN: u16 = CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF | CMD_FLAG_REQ_ONE | CMD_FLAG_FAST_ZERO;
+
+// Structured reply chunks.
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+pub const REPLY_TYPE_NONE: u16 = 0;
+pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+pub const REPLY_TYPE_ERROR: u16 = (1 << 15) | 1;
+/// Size of a structured reply chunk's header.
+pub const STRUCTURED_REPLY_LEN: usize = 20;
+
+// The one metadata context served, and its extent flags.
+pub const META_BASE_ALLOCATION: &str = "base:allocation";
+/// Its context id in NBD_REP_META_CONTEXT and BLOCK_STATUS chunks.
+pub const META_BASE_ALLOCATION_ID: u32 = 1;
+pub const STATE_HOLE: u32 = 1 << 0;
+pub const STATE_ZERO: u32 = 1 << 1;
 
 // Error values in replies (not the host's errno numbering, though equal on Linux).
 pub const EPERM: u32 = 1;

@@ -25,7 +25,11 @@ pub enum Command {
     Disc,
     Flush,
     Trim,
+    /// A hint that a range will be read soon.
+    Cache,
     WriteZeroes,
+    /// The `base:allocation` state of a range (structured reply only).
+    BlockStatus,
     /// Any other type value (answered with EINVAL).
     Unknown(u16),
 }
@@ -38,7 +42,9 @@ impl Command {
             CMD_DISC => Command::Disc,
             CMD_FLUSH => Command::Flush,
             CMD_TRIM => Command::Trim,
+            CMD_CACHE => Command::Cache,
             CMD_WRITE_ZEROES => Command::WriteZeroes,
+            CMD_BLOCK_STATUS => Command::BlockStatus,
             t => Command::Unknown(t),
         }
     }
@@ -50,7 +56,9 @@ impl Command {
             Command::Disc => CMD_DISC,
             Command::Flush => CMD_FLUSH,
             Command::Trim => CMD_TRIM,
+            Command::Cache => CMD_CACHE,
             Command::WriteZeroes => CMD_WRITE_ZEROES,
+            Command::BlockStatus => CMD_BLOCK_STATUS,
             Command::Unknown(t) => t,
         }
     }
@@ -155,6 +163,12 @@ pub struct Limits {
     pub max_payload: u32,
     pub read_only: bool,
     pub unaligned_ok: bool,
+    /// Structured replies were negotiated (READ may carry DF).
+    pub structured: bool,
+    /// `base:allocation` was selected (BLOCK_STATUS is allowed).
+    pub block_status: bool,
+    /// The export zeroes fast (else WRITE_ZEROES with FAST_ZERO: ENOTSUP).
+    pub fast_zero: bool,
 }
 
 /// Judge a decoded request against the export: `Err(errno)` is sent back
@@ -165,13 +179,20 @@ pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     let writes = match r.cmd {
         Command::Unknown(_) => return Err(EINVAL),
         Command::Disc | Command::Flush => return Ok(()),
-        Command::Read => false,
+        Command::Read | Command::Cache => false,
+        Command::BlockStatus if !l.block_status => return Err(EINVAL),
+        Command::BlockStatus => false,
         Command::Write | Command::Trim | Command::WriteZeroes => true,
     };
     if r.flags & !CMD_FLAGS_KNOWN != 0 {
         return Err(EINVAL);
     }
-    if (r.flags & (CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO)) != 0 && r.cmd != Command::WriteZeroes {
+    // Each flag only where the spec defines it.
+    let only = |flag: u16, ok: bool| r.flags & flag == 0 || ok;
+    if !only(CMD_FLAG_NO_HOLE | CMD_FLAG_FAST_ZERO, r.cmd == Command::WriteZeroes)
+        || !only(CMD_FLAG_DF, r.cmd == Command::Read && l.structured)
+        || !only(CMD_FLAG_REQ_ONE, r.cmd == Command::BlockStatus)
+    {
         return Err(EINVAL);
     }
     // The spec: a zero-length request is not sensible; the server SHOULD
@@ -193,6 +214,11 @@ pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     if !l.unaligned_ok && l.min_block > 1 && (r.offset % l.min_block != 0 || r.length as u64 % l.min_block != 0) {
         return Err(EINVAL);
     }
+    // Last: the spec wants a fast failure only for a request that would
+    // otherwise have been carried out.
+    if r.flags & CMD_FLAG_FAST_ZERO != 0 && !l.fast_zero {
+        return Err(ENOTSUP);
+    }
     Ok(())
 }
 
@@ -202,7 +228,16 @@ mod tests {
     use proptest::prelude::*;
 
     fn limits() -> Limits {
-        Limits { size: 1 << 20, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok: false }
+        Limits {
+            size: 1 << 20,
+            min_block: 4096,
+            max_payload: MAX_PAYLOAD,
+            read_only: false,
+            unaligned_ok: false,
+            structured: false,
+            block_status: false,
+            fast_zero: false,
+        }
     }
 
     fn req(cmd: Command, offset: u64, length: u32) -> Request {
@@ -245,6 +280,36 @@ mod tests {
         assert_eq!(check(&r, &l), Err(EINVAL));
         r.flags = 1 << 9;
         assert_eq!(check(&r, &l), Err(EINVAL));
+    }
+
+    #[test]
+    fn flags_and_commands_of_structured_sessions() {
+        let l = limits();
+        let flagged = |cmd, flags, length| Request { flags, cmd, cookie: 1, offset: 0, length };
+        // DF: READ only, and only once replies are structured.
+        assert_eq!(check(&flagged(Command::Read, CMD_FLAG_DF, 4096), &l), Err(EINVAL));
+        let s = Limits { structured: true, ..l };
+        assert_eq!(check(&flagged(Command::Read, CMD_FLAG_DF, 4096), &s), Ok(()));
+        assert_eq!(check(&flagged(Command::Write, CMD_FLAG_DF, 4096), &s), Err(EINVAL));
+        // BLOCK_STATUS: only with base:allocation selected; REQ_ONE is its
+        // flag alone; its length is not bounded by the payload limit.
+        assert_eq!(check(&flagged(Command::BlockStatus, 0, 4096), &s), Err(EINVAL));
+        let b = Limits { block_status: true, size: 1 << 40, ..s };
+        assert_eq!(check(&flagged(Command::BlockStatus, CMD_FLAG_REQ_ONE, 4096), &b), Ok(()));
+        assert_eq!(check(&flagged(Command::BlockStatus, 0, u32::MAX - 4095), &b), Ok(()));
+        assert_eq!(check(&flagged(Command::BlockStatus, 0, 512), &b), Err(EINVAL), "unaligned");
+        assert_eq!(check(&flagged(Command::Read, CMD_FLAG_REQ_ONE, 4096), &b), Err(EINVAL));
+        let ro = Limits { read_only: true, ..b };
+        assert_eq!(check(&flagged(Command::BlockStatus, 0, 4096), &ro), Ok(()));
+        assert_eq!(check(&flagged(Command::Cache, 0, 4096), &ro), Ok(()));
+        assert_eq!(check(&flagged(Command::Cache, 0, 0), &ro), Err(EINVAL));
+        // FAST_ZERO: ENOTSUP from an export that cannot, but only for a
+        // request that is otherwise valid.
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &l), Err(ENOTSUP));
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 512), &l), Err(EINVAL));
+        let fast = Limits { fast_zero: true, ..l };
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &fast), Ok(()));
+        assert_eq!(check(&flagged(Command::Trim, CMD_FLAG_FAST_ZERO, 4096), &fast), Err(EINVAL));
     }
 
     proptest! {

@@ -142,7 +142,16 @@ fn pow2_divisor(v: u64, cap: u64) -> u64 {
 pub fn export_info(export: &dyn Export, cfg: &ServerConfig) -> ExportInfo {
     let min = pow2_divisor(export.block_size(), 64 << 10);
     let pref = pow2_divisor(export.preferred_block(), MAX_PAYLOAD as u64).max(min);
-    let mut tflags = TFLAG_HAS_FLAGS | TFLAG_SEND_FLUSH | TFLAG_SEND_FUA | TFLAG_SEND_TRIM | TFLAG_SEND_WRITE_ZEROES;
+    // FAST_ZERO: a client asking for a fast zero gets ENOTSUP at once when
+    // the export cannot zero faster than it writes (qemu-img and nbdcopy
+    // then skip pre-zeroing instead of writing the device twice).
+    let mut tflags = TFLAG_HAS_FLAGS
+        | TFLAG_SEND_FLUSH
+        | TFLAG_SEND_FUA
+        | TFLAG_SEND_TRIM
+        | TFLAG_SEND_WRITE_ZEROES
+        | TFLAG_SEND_FAST_ZERO
+        | TFLAG_SEND_CACHE;
     // Safe: Export::flush makes the completed writes of every connection
     // durable (it flushes the whole export, not a per-connection cache).
     tflags |= TFLAG_CAN_MULTI_CONN;
@@ -176,9 +185,9 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
         }
     };
     match handshake(&mut hs, &sh.info) {
-        Ok(Outcome::Transmission) => {
+        Ok(Outcome::Transmission(session)) => {
             sh.log_info(&format!("conn {id} from {peer}: transmission"));
-            crate::conn::transmission(&sh, id, stream, rd);
+            crate::conn::transmission(&sh, id, stream, rd, session);
             sh.log_info(&format!("conn {id} from {peer}: closed"));
         }
         Ok(Outcome::Aborted) => {}

@@ -48,8 +48,8 @@ fn list_unknown_options_and_abort() {
     assert_eq!(c.opt_reply().ty, REP_ACK);
     c.send_opt(OPT_LIST, b"junk");
     assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
-    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
-    assert_eq!(c.opt_reply().ty, REP_ERR_UNSUP);
+    c.send_opt(OPT_STRUCTURED_REPLY, b"x");
+    assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
     c.send_opt(99, b"whatever");
     assert_eq!(c.opt_reply().ty, REP_ERR_UNSUP);
     assert_eq!(c.info_or_go(OPT_INFO, "nope"), Err(REP_ERR_UNKNOWN));
@@ -586,4 +586,182 @@ fn a_client_that_stops_reading_replies_is_dropped_and_others_go_on() {
     }
     assert!(total < 256 << 20, "all {total} bytes were sent");
     srv.stop();
+}
+
+/// Negotiate structured replies (and `base:allocation` when `meta`), GO.
+fn structured(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStream> {
+    let mut c = Client::greet(connect(addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    if meta {
+        let r = c.meta(OPT_SET_META_CONTEXT, "", &["base:allocation"]);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].ty, u32b(&r[0].data)), (REP_META_CONTEXT, META_BASE_ALLOCATION_ID));
+        assert_eq!(&r[0].data[4..], b"base:allocation");
+        assert_eq!(r[1].ty, REP_ACK);
+    }
+    c.info_or_go(OPT_GO, "test").unwrap();
+    c
+}
+
+/// (length, flags) pairs of a BLOCK_STATUS chunk for `base:allocation`.
+fn descriptors(reply: AnyReply, cookie: u64) -> Vec<(u32, u32)> {
+    match reply {
+        AnyReply::Chunk { flags, ty, cookie: c, payload } => {
+            assert_eq!((flags, ty, c), (REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, cookie));
+            assert_eq!(u32b(&payload), META_BASE_ALLOCATION_ID);
+            payload[4..].chunks(8).map(|d| (u32b(d), u32b(&d[4..]))).collect()
+        }
+        other => panic!("not a block status chunk: {other:?}"),
+    }
+}
+
+/// The error value and message of an ERROR chunk.
+fn error_chunk(reply: AnyReply, cookie: u64) -> (u32, String) {
+    match reply {
+        AnyReply::Chunk { flags, ty, cookie: c, payload } => {
+            assert_eq!((flags, ty, c), (REPLY_FLAG_DONE, REPLY_TYPE_ERROR, cookie));
+            let n = u16b(&payload[4..]) as usize;
+            assert_eq!(payload.len(), 6 + n, "the message fills the chunk");
+            (u32b(&payload), String::from_utf8(payload[6..].to_vec()).unwrap())
+        }
+        other => panic!("not an error chunk: {other:?}"),
+    }
+}
+
+#[test]
+fn meta_contexts_are_listed_and_set_only_on_structured_sessions() {
+    let srv = Server::start(mem(), cfg());
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    // Listing needs nothing first; every form names base:allocation, id 0.
+    for q in [&[][..], &["base:"][..], &["base:allocation", "x-other:thing"][..]] {
+        let r = c.meta(OPT_LIST_META_CONTEXT, "test", q);
+        assert_eq!(r.len(), 2, "{q:?}");
+        assert_eq!((r[0].ty, u32b(&r[0].data), &r[0].data[4..]), (REP_META_CONTEXT, 0, &b"base:allocation"[..]));
+        assert_eq!(r[1].ty, REP_ACK);
+    }
+    let r = c.meta(OPT_LIST_META_CONTEXT, "test", &["x-other:"]);
+    assert_eq!(r.iter().map(|r| r.ty).collect::<Vec<_>>(), [REP_ACK], "an unknown namespace selects nothing");
+    // Setting one needs structured replies first.
+    assert_eq!(c.meta(OPT_SET_META_CONTEXT, "test", &["base:allocation"])[0].ty, REP_ERR_INVALID);
+    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    assert_eq!(c.meta(OPT_SET_META_CONTEXT, "nope", &["base:allocation"])[0].ty, REP_ERR_UNKNOWN);
+    c.send_opt(OPT_SET_META_CONTEXT, &[0, 0, 0, 0, 0, 0, 0, 9]); // 9 queries in no bytes
+    assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
+    // "base:" lists but does not select; a later SET replaces an earlier one.
+    let r = c.meta(OPT_SET_META_CONTEXT, "test", &["base:"]);
+    assert_eq!(r.iter().map(|r| r.ty).collect::<Vec<_>>(), [REP_ACK]);
+    c.info_or_go(OPT_GO, "test").unwrap();
+    for f in [TFLAG_SEND_DF, TFLAG_SEND_CACHE, TFLAG_SEND_FAST_ZERO] {
+        assert_eq!(c.tflags & f, f, "flag {f:#x}");
+    }
+    // Nothing selected: BLOCK_STATUS is refused, as an ERROR chunk.
+    c.send(Command::BlockStatus, 0, 5, 0, 4096, &[]);
+    assert_eq!(error_chunk(c.any_reply(), 5).0, EINVAL);
+
+    // A client without structured replies is never told DF.
+    let plain = open(srv.addr);
+    assert_eq!(plain.tflags & TFLAG_SEND_DF, 0);
+}
+
+#[test]
+fn structured_reads_block_status_cache_and_errors() {
+    let srv = Server::start(mem(), cfg());
+    let mut c = structured(srv.addr, true);
+    // Blocks: 0 zero, 1 data, 2-3 zero, 4 data.
+    assert_eq!(c.write(4096, &pattern(7, 4096)), 0);
+    assert_eq!(c.write(4 * 4096, &pattern(8, 4096)), 0);
+
+    for flags in [0, CMD_FLAG_DF] {
+        c.send(Command::Read, flags, 11, 4096, 8192, &[]);
+        match c.any_reply() {
+            AnyReply::Chunk { flags, ty, cookie, payload } => {
+                assert_eq!((flags, ty, cookie), (REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 11));
+                assert_eq!(u64b(&payload), 4096, "the chunk's offset");
+                assert_eq!(&payload[8..4104], &pattern(7, 4096)[..]);
+                assert!(payload[4104..].iter().all(|&b| b == 0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    c.send(Command::BlockStatus, 0, 12, 0, 6 * 4096, &[]);
+    assert_eq!(descriptors(c.any_reply(), 12), [(4096, STATE_ZERO), (4096, 0), (8192, STATE_ZERO), (4096, 0), (4096, STATE_ZERO)]);
+    c.send(Command::BlockStatus, CMD_FLAG_REQ_ONE, 13, 2 * 4096, 4 * 4096, &[]);
+    assert_eq!(descriptors(c.any_reply(), 13), [(8192, STATE_ZERO)]);
+    // Far larger than a payload may be, and cut at the end of the range.
+    c.send(Command::BlockStatus, 0, 14, 4 * 4096, (SIZE - 4 * 4096) as u32, &[]);
+    assert_eq!(descriptors(c.any_reply(), 14), [(4096, 0), ((SIZE - 5 * 4096) as u32, STATE_ZERO)]);
+
+    // CACHE is a hint: success, as a simple reply (the spec allows it).
+    c.send(Command::Cache, 0, 15, 0, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 15 });
+    // A fast zero on an export that zeroes fast is done.
+    c.send(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 16, 4096, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 16 });
+    c.send(Command::BlockStatus, CMD_FLAG_REQ_ONE, 17, 0, 4 * 4096, &[]);
+    assert_eq!(descriptors(c.any_reply(), 17), [(4 * 4096, STATE_ZERO)]);
+
+    // Errors are ERROR chunks with a reason, READ's early ones included.
+    c.send(Command::Read, 0, 18, SIZE as u64, 4096, &[]);
+    let (err, why) = error_chunk(c.any_reply(), 18);
+    assert_eq!(err, EINVAL);
+    assert!(why.contains("Read at 4194304 len 4096"), "{why}");
+    c.send(Command::Write, CMD_FLAG_DF, 19, 0, 4096, &pattern(1, 4096));
+    assert_eq!(error_chunk(c.any_reply(), 19).0, EINVAL, "DF is READ's flag");
+    c.send(Command::Write, 0, 20, SIZE as u64, 4096, &pattern(1, 4096));
+    assert_eq!(error_chunk(c.any_reply(), 20).0, ENOSPC);
+    // The connection goes on.
+    assert_eq!(c.write(0, &pattern(9, 4096)), 0);
+    c.send(Command::Read, 0, 21, 0, 4096, &[]);
+    assert!(matches!(c.any_reply(), AnyReply::Chunk { ty: REPLY_TYPE_OFFSET_DATA, .. }));
+}
+
+/// An export that zeroes no faster than it writes, and fails its reads.
+struct SlowZeroes(MemExport);
+
+impl mosaic_nbd::Export for SlowZeroes {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn block_size(&self) -> u64 {
+        self.0.block_size()
+    }
+    fn preferred_block(&self) -> u64 {
+        self.0.preferred_block()
+    }
+    fn read(&self, _off: u64, _buf: &mut [u8]) -> std::io::Result<()> {
+        Err(std::io::Error::other("member 3 is gone"))
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.0.write(off, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.0.trim(off, len)
+    }
+}
+
+#[test]
+fn a_slow_zeroing_export_refuses_fast_zeroes_and_its_errors_carry_their_reason() {
+    let ex = Arc::new(SlowZeroes(MemExport::new(SIZE, 4096)));
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = structured(srv.addr, true);
+    assert_eq!(c.write(0, &pattern(3, 4096)), 0);
+    c.send(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 1, 0, 4096, &[]);
+    assert_eq!(error_chunk(c.any_reply(), 1).0, ENOTSUP);
+    assert_eq!(ex.0.snapshot(0, 4096), pattern(3, 4096), "nothing was zeroed");
+    c.send(Command::WriteZeroes, 0, 2, 0, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 2 });
+    assert_eq!(ex.0.snapshot(0, 4096), vec![0u8; 4096]);
+    // The default allocation answer: everything allocated.
+    c.send(Command::BlockStatus, 0, 3, 0, 8192, &[]);
+    assert_eq!(descriptors(c.any_reply(), 3), [(8192, 0)]);
+    c.send(Command::Read, 0, 4, 0, 4096, &[]);
+    let (err, why) = error_chunk(c.any_reply(), 4);
+    assert_eq!(err, EIO);
+    assert_eq!(why, "member 3 is gone");
 }

@@ -176,6 +176,56 @@ impl<S: Read + Write> Client<S> {
     pub fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
         self.cmd(Command::Write, 0, offset, data.len() as u32, data)
     }
+
+    /// Read one reply of either kind (a structured chunk's payload read whole).
+    pub fn any_reply(&mut self) -> AnyReply {
+        let mut m = [0u8; 4];
+        self.s.read_exact(&mut m).unwrap();
+        match u32b(&m) {
+            SIMPLE_REPLY_MAGIC => {
+                let mut h = [0u8; 12];
+                self.s.read_exact(&mut h).unwrap();
+                AnyReply::Simple { err: u32b(&h), cookie: u64b(&h[4..]) }
+            }
+            STRUCTURED_REPLY_MAGIC => {
+                let mut h = [0u8; 16];
+                self.s.read_exact(&mut h).unwrap();
+                let mut payload = vec![0u8; u32b(&h[12..]) as usize];
+                self.s.read_exact(&mut payload).unwrap();
+                AnyReply::Chunk { flags: u16b(&h), ty: u16b(&h[2..]), cookie: u64b(&h[4..]), payload }
+            }
+            m => panic!("bad reply magic {m:#x}"),
+        }
+    }
+
+    /// Send a meta context option with one export name and queries.
+    pub fn meta(&mut self, opt: u32, name: &str, queries: &[&str]) -> Vec<OptReply> {
+        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+        for q in queries {
+            d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            d.extend_from_slice(q.as_bytes());
+        }
+        self.send_opt(opt, &d);
+        let mut out = Vec::new();
+        loop {
+            let r = self.opt_reply();
+            assert_eq!(r.opt, opt);
+            let last = r.ty != REP_META_CONTEXT;
+            out.push(r);
+            if last {
+                return out;
+            }
+        }
+    }
+}
+
+/// A reply as it came: simple, or one structured chunk.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AnyReply {
+    Simple { err: u32, cookie: u64 },
+    Chunk { flags: u16, ty: u16, cookie: u64, payload: Vec<u8> },
 }
 
 /// Connect, negotiate with GO, ready for transmission.
