@@ -364,8 +364,21 @@ dvs_check() {
     "$MOSAIC" create -a "$d" --level dvs --members 5 --member-size 64M --zoned --stripe-unit 64K --zone-size 4M >/dev/null 2>&1 \
         || { fail dvs-serve "create failed"; return; }
     start_server "$d" "$WORK/dvs.log" || { fail dvs-serve "server did not start"; return; }
+    # base:allocation: a fresh DVS array is holes but for what was written,
+    # and nbdcopy copies it out sparse with the written bytes in place.
+    local out map alloc
+    if out=$(timeout 60 qemu-io -f raw "$URI" -c 'write -P 0x5a 1M 256k' 2>&1) \
+        && map=$(timeout 30 nbdinfo --map "$URI" 2>&1) \
+        && grep -qE '^ +0 +1048576 +3 +hole,zero$' <<<"$map" && grep -qE '^ +1048576 +262144 +0 +data$' <<<"$map" \
+        && timeout 60 nbdcopy "$URI" "$WORK/dvs-copy.img" 2>&1 \
+        && alloc=$(du -k "$WORK/dvs-copy.img" | cut -f1) && [ "$alloc" -lt 4096 ] \
+        && cmp -s <(tail -c +1048577 "$WORK/dvs-copy.img" | head -c 262144) <(head -c 262144 /dev/zero | tr '\0' '\132'); then
+        ok dvs-block-status "nbdinfo --map: holes around 256 KiB of data; nbdcopy out: ${alloc} KiB allocated, bytes equal"
+    else
+        fail dvs-block-status "$out ${map:-} alloc=${alloc:-?}"
+    fi
+    rm -f "$WORK/dvs-copy.img"
     # Rewrite the same 16 MiB three times (garbage for GC), then verify it.
-    local out
     if ! out=$(cd "$WORK" && $FIO --name=dvs --ioengine=nbd --uri="$URI" --rw=randwrite --bs=64k --iodepth=8 --size=16M \
             --loops=3 --verify=crc32c --do_verify=1 2>&1); then
         fail dvs-serve "fio: $(tail -3 <<<"$out")"; stop_server >/dev/null; return

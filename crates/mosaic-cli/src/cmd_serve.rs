@@ -39,7 +39,7 @@ use mosaic_adapt::monitor::Ring;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, CreateOptions};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
-use mosaic_nbd::{Export, Listener, ServerConfig};
+use mosaic_nbd::{Export, Extent, Listener, ServerConfig};
 use mosaic_trace::{Op, Request, TraceWriter};
 use mosaic_volume::{Volume, VolumeError};
 
@@ -374,6 +374,35 @@ impl Export for VolumeExport {
         self.served(Op::Write, off, len, t);
         Ok(())
     }
+    /// The volume's holes (never written: DVS, tier) for `base:allocation`,
+    /// over the whole blocks covering the request and at most
+    /// [`ALLOCATION_MAX`] of them (the client asks again for the rest).
+    fn extents(&self, off: u64, len: u64) -> io::Result<Vec<Extent>> {
+        let (s, l) = self.cover(off, len);
+        let l = l.min(ALLOCATION_MAX - ALLOCATION_MAX % self.block);
+        let runs = self.vol.allocation(s, l).map_err(io_err)?;
+        Ok(clip(&runs, off - s, len))
+    }
+}
+
+/// Most bytes one BLOCK_STATUS request looks up (a tier array looks up
+/// each block in its map, under the policy's lock).
+const ALLOCATION_MAX: u64 = 256 << 20;
+
+/// `runs` (bytes, hole) without their first `skip` bytes and cut at `len`.
+fn clip(runs: &[(u64, bool)], mut skip: u64, len: u64) -> Vec<Extent> {
+    let mut left = len;
+    let mut out = Vec::new();
+    for &(n, hole) in runs {
+        let dropped = n.min(skip);
+        skip -= dropped;
+        let n = (n - dropped).min(left);
+        if n > 0 {
+            out.push(if hole { Extent::hole(n) } else { Extent::data(n) });
+            left -= n;
+        }
+    }
+    out
 }
 
 /// Create the demo array the first time; its spec.
@@ -639,6 +668,16 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpStream;
+
+    #[test]
+    fn allocation_runs_are_clipped_to_the_request_inside_its_blocks() {
+        let runs = [(4096, true), (8192, false), (4096, true)];
+        assert_eq!(clip(&runs, 0, 16384), [Extent::hole(4096), Extent::data(8192), Extent::hole(4096)]);
+        // A request from byte 512 of the first block to byte 1024 of the last.
+        assert_eq!(clip(&runs, 512, 4096 - 512 + 8192 + 1024), [Extent::hole(3584), Extent::data(8192), Extent::hole(1024)]);
+        assert_eq!(clip(&runs, 4096 + 100, 200), [Extent::data(200)]);
+        assert_eq!(clip(&runs, 0, 1 << 20), [Extent::hole(4096), Extent::data(8192), Extent::hole(4096)], "runs may cover less");
+    }
 
     use mosaic_nbd::proto::*;
     use mosaic_nbd::Command;

@@ -1116,6 +1116,12 @@ impl DvsArray {
         Ok(())
     }
 
+    /// Runs of `[offset, offset+len)` in order: bytes, and whether they
+    /// were never written (they read as zeros).  See [`Dvs::holes`].
+    pub fn holes(&self, offset: u64, len: u64) -> Result<Vec<(u64, bool)>, DvsError> {
+        self.dvs.holes(offset, len)
+    }
+
     /// The lowering of this array's work into programs.
     fn lower(&self) -> Lower<'_> {
         Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy }

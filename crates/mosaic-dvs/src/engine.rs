@@ -401,6 +401,19 @@ impl Dvs {
         Ok(out)
     }
 
+    /// Each chunk piece of `[offset, offset+len)` in order: its bytes, and
+    /// whether it was never written (no block cached, no slot in the map),
+    /// so it reads as zeros.  Pure: no counter or cache moves.
+    pub fn holes(&self, offset: u64, len: u64) -> Result<Vec<(u64, bool)>, DvsError> {
+        self.geo.check(offset, len)?;
+        Ok(self
+            .geo
+            .pieces(offset, len)
+            .into_iter()
+            .map(|(key, a, b, _)| (b - a, self.cache.get(key).is_none() && self.tables.lookup(key.0, key.1).is_none()))
+            .collect())
+    }
+
     /// Failed members.
     pub fn failed_members(&self) -> Vec<usize> {
         self.failed()

@@ -204,6 +204,9 @@ impl Volume for DvsVolume {
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         self.io(|a| a.read(off, buf))
     }
+    fn allocation(&self, off: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        self.io(|a| a.holes(off, len))
+    }
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         self.check_writable("writing")?;
         // A bad request fails alone, never the group it would join.

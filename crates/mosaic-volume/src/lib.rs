@@ -171,6 +171,14 @@ pub trait Volume: Send + Sync {
 
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<()>;
     fn write(&self, off: u64, data: &[u8]) -> Result<()>;
+    /// Runs of `[off, off+len)` in order from `off`, each `(bytes, hole)`:
+    /// a hole was never written and reads as zeros (NBD's
+    /// `base:allocation`, so `nbdcopy` and `qemu-img convert` skip it).
+    /// Runs may cover less than `len`, never more.  The default, all
+    /// written, is always true; mapped layouts that know better say so.
+    fn allocation(&self, _off: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        Ok(vec![(len, false)])
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
     /// Flush what is pending and leave the volume clean on its members.

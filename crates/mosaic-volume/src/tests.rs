@@ -264,3 +264,91 @@ fn in_memory_only_while_every_device_is() {
     assert_eq!(v.in_memory(), disk_is_ram, "the journal on disk");
     v.close().unwrap();
 }
+
+/// What `v` reports as holes over its whole capacity, checked: the runs
+/// cover exactly what was asked, every hole reads as zeros, and no byte of
+/// `written` (offset, length) lies in a hole.  The holes' bytes.
+fn checked_holes(v: &dyn Volume, written: &[(u64, u64)]) -> u64 {
+    let cap = v.capacity();
+    let runs = v.allocation(0, cap).unwrap();
+    assert_eq!(runs.iter().map(|r| r.0).sum::<u64>(), cap, "the runs cover the capacity");
+    let (mut at, mut holes) = (0, 0);
+    for &(n, hole) in &runs {
+        if hole {
+            read_back(v, at, &vec![0u8; n as usize], &format!("the hole at {at}, {n} bytes"));
+            assert!(written.iter().all(|&(o, l)| o + l <= at || o >= at + n), "written bytes in the hole at {at}, {n} bytes");
+            holes += n;
+        }
+        at += n;
+    }
+    holes
+}
+
+/// DVS knows which chunks were never written, cached or destaged, before
+/// and after a reopen (write-through too); a fixed array says "all data".
+#[test]
+fn allocation_names_never_written_chunks_of_dvs_and_all_data_of_fixed_arrays() {
+    let t = tempfile::tempdir().unwrap();
+    const CHUNK: u64 = 64 << 10;
+    let written = [(0, 4096), (3 * CHUNK + 8192, 8192), (40 * CHUNK, CHUNK)];
+    for cache in [8, 0] {
+        let spec = dvs_cached(&t.path().join(format!("z{cache}")), 1, cache);
+        let v = open(&spec, true).unwrap();
+        let cap = v.capacity();
+        assert_eq!(checked_holes(v.as_ref(), &[]), cap, "nothing written yet");
+        for (i, &(o, l)) in written.iter().enumerate() {
+            v.write(o, &pattern(i as u32 + 1, l as usize)).unwrap();
+        }
+        let holes = checked_holes(v.as_ref(), &written);
+        assert_eq!(holes, cap - 3 * CHUNK, "cache {cache}: three chunks hold data");
+        // A range inside one chunk, and one across written and unwritten ones.
+        assert_eq!(v.allocation(CHUNK + 4096, 8192).unwrap(), [(8192, true)]);
+        let runs = v.allocation(3 * CHUNK + 4096, CHUNK).unwrap();
+        assert_eq!(runs, [(CHUNK - 4096, false), (4096, true)], "cache {cache}");
+        v.close().unwrap();
+        drop(v);
+        let v = open(&spec, false).unwrap();
+        assert_eq!(checked_holes(v.as_ref(), &written), holes, "cache {cache}: the same after a reopen");
+        for (i, &(o, l)) in written.iter().enumerate() {
+            read_back(v.as_ref(), o, &pattern(i as u32 + 1, l as usize), "written");
+        }
+        assert!(v.allocation(cap - 4096, 8192).is_err(), "past the end");
+    }
+    let spec = fixed(&t.path().join("r5"), Level::Raid5, 4);
+    let v = open(&spec, true).unwrap();
+    assert_eq!(v.allocation(0, v.capacity()).unwrap(), [(v.capacity(), false)]);
+}
+
+/// A tier array's blocks with no place in its map are holes; written
+/// blocks stay data after demotion to the slow tier and a reopen.
+#[test]
+fn allocation_of_a_tier_array_follows_its_map() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("tier");
+    let c = TierCreate {
+        fast: InnerSpec::parse("raid1:2", 8 << 20).unwrap(),
+        slow: InnerSpec::parse("raid5:4", 16 << 20).unwrap(),
+        unit: 64 << 10,
+        block: 4096,
+        force: false,
+        journal_size: Some(4 << 20),
+        config: mosaic_tier::policy::PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..Default::default() },
+    };
+    let v = TierVolume::create(&dir, &c).unwrap();
+    let cap = v.capacity();
+    assert_eq!(checked_holes(&v, &[]), cap);
+    let written: Vec<(u64, u64)> = (0..64).map(|i| (i * 7 * 4096 + (i % 3) * (1 << 20), 4096 * (1 + i % 2))).collect();
+    for (i, &(o, l)) in written.iter().enumerate() {
+        v.write(o, &pattern(i as u32, l as usize)).unwrap();
+    }
+    let bytes: u64 = written.iter().map(|w| w.1).sum();
+    assert_eq!(checked_holes(&v, &written), cap - bytes, "exactly the written blocks are data");
+    v.set_idle_after(Duration::ZERO);
+    while v.idle_work().unwrap() {}
+    assert_eq!(checked_holes(&v, &written), cap - bytes, "after demotion");
+    v.close().unwrap();
+    drop(v);
+    let v = TierVolume::open(&dir, false).unwrap();
+    assert_eq!(checked_holes(&v, &written), cap - bytes, "after a reopen");
+    assert!(v.allocation(4096 + 512, 4096).is_err(), "not whole blocks");
+}

@@ -449,6 +449,17 @@ impl Volume for TierVolume {
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         self.request(true, off, Data::In(data))
     }
+    /// A block with no placement in the map was never written: its
+    /// reads are zeros.
+    fn allocation(&self, off: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        let block = self.blob.config.block;
+        if off % block != 0 || len % block != 0 || off.checked_add(len).map_or(true, |end| end > self.capacity) {
+            return Err(VolumeError::Usage(format!("allocation of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
+        }
+        let g = self.lock();
+        let pol = g.as_ref().ok_or_else(map_lost)?;
+        Ok((off / block..(off + len) / block).map(|lb| (block, pol.placement(lb).is_none())).collect())
+    }
     /// The policy's flush (FAST's data, then the map's dirty placements),
     /// then both inner arrays.
     fn flush(&self) -> Result<()> {
