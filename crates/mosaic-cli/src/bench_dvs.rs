@@ -14,6 +14,13 @@
 //!   rebuild               fail member 1, replace with a new file, rebuild: member MiB/s
 //!   scrub                 every stripe read and checked: array MiB/s read
 //! ```
+//!
+//! `--repeat N` runs N rounds; in each, every scheme gets a fresh array
+//! and every measurement, one scheme after the other, so a ratio is taken
+//! within a round (load from other processes hits raid5 and DVS alike) and
+//! the table shows medians: of the rates, and of the same-round ratios.
+//! `--threads 1,2,8` measures the random writes at each writer count (a
+//! fresh array each); `--random-only` skips scrub and rebuild.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,7 +38,7 @@ use mosaic_core::Level;
 use mosaic_dvs::files;
 use mosaic_volume::Volume;
 
-use crate::util::{cpu_seconds, human, print_json, size, table};
+use crate::util::{cpu_seconds, human, median, print_json, size, table};
 
 #[derive(Args)]
 pub struct DvsBenchArgs {
@@ -43,9 +50,17 @@ pub struct DvsBenchArgs {
     pub member_size: u64,
     /// Writers issuing the random writes at once (queue depth): DVS
     /// writes that meet share one journal write and flush per member,
-    /// raid5's share its journal's flush (group commit)
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    /// raid5's share its journal's flush (group commit).  A comma list
+    /// measures each (`--threads 1,2,8`), on a fresh array each
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Vec<u16>,
+    /// Rounds; every scheme is measured once a round, and the table shows
+    /// medians of the rates and of the ratios within a round
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeat: u16,
+    /// Only the sequential fill and the random writes (no scrub, no rebuild)
+    #[arg(long)]
+    pub random_only: bool,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -55,9 +70,18 @@ pub struct DvsBenchArgs {
 struct Row {
     workload: &'static str,
     scheme: String,
+    /// Writers at once, for the random writes; the fill, scrub and
+    /// rebuild rows are those of the first count's array.
+    threads: u16,
+    /// Median over the rounds.
     per_sec: f64,
     unit: &'static str,
+    /// Median of the rounds' ratios to raid5 (same workload, writers and
+    /// round).
     ratio_to_raid5: f64,
+    /// Each round's rate, and its ratio to raid5 in that round.
+    per_round: Vec<f64>,
+    ratios_per_round: Vec<f64>,
     /// Random writes: member reads + writes (data, parity, metadata log,
     /// DVS's journal; not raid5's journal device, not flushes) per
     /// client write, the final flush included.
@@ -160,54 +184,122 @@ pub fn random_writers(v: &dyn Volume, footprint: u64, dur: Duration, threads: us
     Ok((n as f64 / t0.elapsed().as_secs_f64(), n))
 }
 
+/// What one round measured of one scheme at one writer count: per
+/// workload, the rate; for the random writes, ops, KiB and CPU us a write.
+struct Measured {
+    rates: Vec<(&'static str, f64, &'static str)>,
+    per_write: (f64, f64, f64),
+}
+
+/// Fresh array of `scheme`, filled, then `threads` writers at random
+/// blocks for `dur`; scrub and rebuild after, unless `random_only`.
+fn measure(scheme: &str, member_size: u64, dur: Duration, threads: usize, random_only: bool) -> Result<Measured> {
+    let tmp = scratch()?;
+    let dir = tmp.path().join("array");
+    let v = make(&dir, scheme, member_size)?;
+    let cap = v.capacity();
+    // Sequential fill of the whole capacity, then random writes over it.
+    let mut rates = vec![("1 MiB sequential write", sequential(v.as_ref(), cap)?, "MiB/s")];
+    v.reset_counters();
+    let c0 = cpu_seconds();
+    let (iops, n) = random_writers(v.as_ref(), cap, dur, threads)?;
+    let cpu = (cpu_seconds() - c0) * 1e6 / n.max(1) as f64;
+    let io = v.io_counters().members;
+    let per = |x: u64| x as f64 / n.max(1) as f64;
+    let ops = per(io.iter().map(|m| m.reads + m.writes).sum());
+    let kib = per(io.iter().map(|m| m.read_bytes + m.write_bytes).sum()) / 1024.0;
+    rates.push(("4 KiB random write", iops, "IOPS"));
+    if !random_only {
+        rates.push(("scrub (array bytes read)", scrub(v.as_ref())? / (1 << 20) as f64, "MiB/s"));
+        rates.push(("rebuild (member bytes written)", rebuild(v.as_ref(), tmp.path())? / (1 << 20) as f64, "MiB/s"));
+    }
+    Ok(Measured { rates, per_write: (ops, kib, cpu) })
+}
+
+const SCHEMES: [(&str, &str); 3] = [("raid5", "raid5 4+1 + journal"), ("dvs", "dvs 4+1 write-through"), ("dvs+cache", "dvs 4+1 + 16 MiB SSG cache")];
+
+/// One round's measurement of (workload, scheme label, writers).
+struct Sample {
+    workload: &'static str,
+    scheme: &'static str,
+    threads: u16,
+    round: u16,
+    rate: f64,
+    unit: &'static str,
+    per_write: Option<(f64, f64, f64)>,
+}
+
+/// The rows: per (workload, scheme, writers) in measurement order, the
+/// medians over rounds of the rates, of the same-round ratios to raid5
+/// and of the per-write figures.
+fn rows(samples: &[Sample]) -> Vec<Row> {
+    let mut keys: Vec<(&'static str, &'static str, u16)> = Vec::new();
+    for s in samples {
+        if !keys.contains(&(s.workload, s.scheme, s.threads)) {
+            keys.push((s.workload, s.scheme, s.threads));
+        }
+    }
+    let raid5 = |w: &str, t: u16, r: u16| samples.iter().find(|s| s.workload == w && s.scheme == SCHEMES[0].1 && s.threads == t && s.round == r).map_or(f64::NAN, |s| s.rate);
+    let mut rows: Vec<Row> = keys
+        .into_iter()
+        .map(|(workload, scheme, threads)| {
+            let mine: Vec<&Sample> = samples.iter().filter(|s| (s.workload, s.scheme, s.threads) == (workload, scheme, threads)).collect();
+            let per_round: Vec<f64> = mine.iter().map(|s| s.rate).collect();
+            let ratios_per_round: Vec<f64> = mine.iter().map(|s| s.rate / raid5(workload, threads, s.round)).collect();
+            let pw = |f: fn(&(f64, f64, f64)) -> f64| {
+                let v: Vec<f64> = mine.iter().filter_map(|s| s.per_write.as_ref().map(f)).collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            Row {
+                workload,
+                scheme: scheme.to_string(),
+                threads,
+                per_sec: median(per_round.clone()),
+                unit: mine[0].unit,
+                ratio_to_raid5: median(ratios_per_round.clone()),
+                per_round,
+                ratios_per_round,
+                member_ops_per_write: pw(|p| p.0),
+                member_kib_per_write: pw(|p| p.1),
+                cpu_us_per_write: pw(|p| p.2),
+            }
+        })
+        .collect();
+    rows.sort_by_key(|r| r.workload);
+    rows
+}
+
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
     let dur = Duration::from_secs_f64(a.seconds);
-    let schemes = ["raid5", "dvs", "dvs+cache"];
-    let mut rows: Vec<Row> = Vec::new();
-    for scheme in schemes {
-        let tmp = scratch()?;
-        let dir = tmp.path().join("array");
-        let v = make(&dir, scheme, a.member_size)?;
-        let cap = v.capacity();
-        let label = match scheme {
-            "raid5" => "raid5 4+1 + journal".to_string(),
-            "dvs" => "dvs 4+1 write-through".to_string(),
-            _ => "dvs 4+1 + 16 MiB SSG cache".to_string(),
-        };
-        // Sequential fill of the whole capacity, then random writes over it.
-        let row = |workload, scheme: &String, per_sec, unit| Row { workload, scheme: scheme.clone(), per_sec, unit, ratio_to_raid5: 0.0, member_ops_per_write: None, member_kib_per_write: None, cpu_us_per_write: None };
-        rows.push(row("1 MiB sequential write", &label, sequential(v.as_ref(), cap)?, "MiB/s"));
-        v.reset_counters();
-        let c0 = cpu_seconds();
-        let (iops, n) = random_writers(v.as_ref(), cap, dur, a.threads)?;
-        let cpu = (cpu_seconds() - c0) * 1e6 / n.max(1) as f64;
-        let io = v.io_counters().members;
-        let per = |x: u64| x as f64 / n.max(1) as f64;
-        let ops = per(io.iter().map(|m| m.reads + m.writes).sum());
-        let kib = per(io.iter().map(|m| m.read_bytes + m.write_bytes).sum()) / 1024.0;
-        rows.push(Row { member_ops_per_write: Some(ops), member_kib_per_write: Some(kib), cpu_us_per_write: Some(cpu), ..row("4 KiB random write", &label, iops, "IOPS") });
-        let s = scrub(v.as_ref())?;
-        rows.push(row("scrub (array bytes read)", &label, s / (1 << 20) as f64, "MiB/s"));
-        let r = rebuild(v.as_ref(), tmp.path())?;
-        rows.push(row("rebuild (member bytes written)", &label, r / (1 << 20) as f64, "MiB/s"));
+    let mut samples: Vec<Sample> = Vec::new();
+    for round in 0..a.repeat {
+        for (i, &threads) in a.threads.iter().enumerate() {
+            for (scheme, label) in SCHEMES {
+                // Scrub and rebuild once a round (they take no writers).
+                let m = measure(scheme, a.member_size, dur, threads as usize, a.random_only || i > 0)?;
+                for (workload, rate, unit) in m.rates {
+                    let random = workload.starts_with("4 KiB");
+                    if !random && i > 0 {
+                        continue;
+                    }
+                    let per_write = random.then_some(m.per_write);
+                    samples.push(Sample { workload, scheme: label, threads: if random { threads } else { a.threads[0] }, round, rate, unit, per_write });
+                }
+            }
+        }
     }
-    let reference: Vec<(&'static str, f64)> = rows.iter().filter(|r| r.scheme.starts_with("raid5")).map(|r| (r.workload, r.per_sec)).collect();
-    for r in &mut rows {
-        let base = reference.iter().find(|x| x.0 == r.workload).map(|x| x.1).unwrap_or(f64::NAN);
-        r.ratio_to_raid5 = r.per_sec / base;
-    }
-    rows.sort_by_key(|r| r.workload);
+    let rows = rows(&samples);
     if a.json {
         print_json(&rows)?;
         return Ok(0);
     }
-    println!("members: 5 x {} ({} zones for DVS), unit {}, {} writer(s)", human(a.member_size), human(ZONE), human(UNIT), a.threads.max(1));
-    let mut t = vec![vec!["workload".into(), "scheme".into(), "rate".into(), "unit".into(), "vs raid5".into(), "ops/write".into(), "KiB/write".into(), "CPU us/write".into()]];
+    println!("members: 5 x {} ({} zones for DVS), unit {}; medians of {} round(s)", human(a.member_size), human(ZONE), human(UNIT), a.repeat);
+    let mut t = vec![vec!["workload".into(), "scheme".into(), "writers".into(), "rate".into(), "unit".into(), "vs raid5".into(), "ops/write".into(), "KiB/write".into(), "CPU us/write".into()]];
     for r in &rows {
         let ops = r.member_ops_per_write.map_or(String::new(), |o| format!("{o:.1}"));
         let kib = r.member_kib_per_write.map_or(String::new(), |k| format!("{k:.0}"));
         let cpu = r.cpu_us_per_write.map_or(String::new(), |c| format!("{c:.1}"));
-        t.push(vec![r.workload.to_string(), r.scheme.clone(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5), ops, kib, cpu]);
+        t.push(vec![r.workload.to_string(), r.scheme.clone(), r.threads.to_string(), format!("{:.1}", r.per_sec), r.unit.to_string(), format!("{:.2}", r.ratio_to_raid5), ops, kib, cpu]);
     }
     print!("{}", table(&t));
     Ok(0)

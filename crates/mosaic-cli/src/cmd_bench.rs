@@ -14,7 +14,7 @@ use mosaic_array::{Array, CreateOptions};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member};
 
-use crate::util::{print_json, table};
+use crate::util::{median, print_json, table};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -245,12 +245,6 @@ struct ReplayBench {
     parse_per_cpu_sec: f64,
     replay_per_cpu_sec: f64,
     simulated_seconds: f64,
-}
-
-/// The median of `v` (0 when empty).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Wall and CPU seconds `f` takes, and its result.

@@ -142,6 +142,12 @@ pub fn eval_trace(given: Option<&std::path::Path>, what: &str) -> anyhow::Result
     }
 }
 
+/// The median of `v` (the upper one of an even count; 0 when empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// CPU seconds this process has used, all threads: benches divide work by
 /// it so their rates are per core and hold on a machine others load too.
 pub fn cpu_seconds() -> f64 {

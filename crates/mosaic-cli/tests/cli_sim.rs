@@ -218,3 +218,36 @@ fn bench_array_measures_each_thread_count_and_refuses_zero() {
     assert_eq!(rows, want);
     assert!(v.as_array().unwrap().iter().all(|r| r["array_per_sec"].as_f64().unwrap() > 0.0), "{v}");
 }
+
+/// `bench dvs --repeat 2 --threads 1,2 --random-only`: every scheme at
+/// every writer count in each round, ratios taken within a round (raid5's
+/// are exactly 1), the row's ratio the median of its rounds', and raid5's
+/// small write the read-modify-write it is (2 reads and 2 writes of 4 KiB
+/// a write); no scrub or rebuild rows.
+#[test]
+fn bench_dvs_takes_ratios_within_rounds_at_each_writer_count() {
+    let v = json(&ok(&["bench", "dvs", "--seconds", "0.05", "--threads", "1,2", "--repeat", "2", "--random-only", "--json"]));
+    let rows = v.as_array().unwrap();
+    let random: Vec<&serde_json::Value> = rows.iter().filter(|r| r["workload"] == "4 KiB random write").collect();
+    let keys: Vec<(String, u64)> = random.iter().map(|r| (r["scheme"].as_str().unwrap().to_string(), r["threads"].as_u64().unwrap())).collect();
+    let schemes = ["raid5 4+1 + journal", "dvs 4+1 write-through", "dvs 4+1 + 16 MiB SSG cache"];
+    let want: Vec<(String, u64)> = [1, 2].iter().flat_map(|&t| schemes.map(|s| (s.to_string(), t))).collect();
+    assert_eq!(keys, want);
+    assert!(rows.iter().all(|r| !r["workload"].as_str().unwrap().starts_with("scrub") && !r["workload"].as_str().unwrap().starts_with("rebuild")), "{v}");
+    for r in rows {
+        let rounds: Vec<f64> = r["ratios_per_round"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!((rounds.len(), r["per_round"].as_array().unwrap().len()), (2, 2), "{r}");
+        let mut sorted = rounds.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(r["ratio_to_raid5"].as_f64().unwrap(), sorted[1], "{r}");
+        if r["scheme"] == schemes[0] {
+            assert!(rounds.iter().all(|&x| x == 1.0), "{r}");
+        }
+        assert!(r["per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for r in random.iter().filter(|r| r["scheme"] == schemes[0]) {
+        assert_eq!((r["member_ops_per_write"].as_f64().unwrap(), r["member_kib_per_write"].as_f64().unwrap()), (4.0, 16.0), "{r}");
+    }
+    let e = fails(&["bench", "dvs", "--repeat", "0"]);
+    assert!(e.contains("0 is not in 1..=100"), "{e}");
+}
