@@ -187,7 +187,8 @@ for name, w, unit, idx, gm, gf in rows:
         v = vals(f"{w}-{s}", idx)
         # Same-rep ratios: each rep's servers ran back to back.
         ratio = med([a / b for a, b in zip(v, ref) if b > 0])
-        out += f" {med(v):>8.0f} {ratio:>6.2f}"
+        # Three decimals: a miss never prints as the goal it missed.
+        out += f" {med(v):>8.0f} {ratio:>6.3f}"
         if goal is not None:
             ok = ratio >= goal
             missed += not ok
