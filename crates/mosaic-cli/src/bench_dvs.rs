@@ -271,9 +271,15 @@ fn rows(samples: &[Sample]) -> Vec<Row> {
 
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
     let dur = Duration::from_secs_f64(a.seconds);
+    let mut counts: Vec<u16> = Vec::new();
+    for &t in &a.threads {
+        if !counts.contains(&t) {
+            counts.push(t);
+        }
+    }
     let mut samples: Vec<Sample> = Vec::new();
     for round in 0..a.repeat {
-        for (i, &threads) in a.threads.iter().enumerate() {
+        for (i, &threads) in counts.iter().enumerate() {
             for (scheme, label) in SCHEMES {
                 // Scrub and rebuild once a round (they take no writers).
                 let m = measure(scheme, a.member_size, dur, threads as usize, a.random_only || i > 0)?;
@@ -283,7 +289,7 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
                         continue;
                     }
                     let per_write = random.then_some(m.per_write);
-                    samples.push(Sample { workload, scheme: label, threads: if random { threads } else { a.threads[0] }, round, rate, unit, per_write });
+                    samples.push(Sample { workload, scheme: label, threads: if random { threads } else { counts[0] }, round, rate, unit, per_write });
                 }
             }
         }
