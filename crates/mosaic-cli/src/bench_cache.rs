@@ -18,7 +18,7 @@ use mosaic_dev::{MemMember, Member};
 use mosaic_sim::fsgen::Postmark;
 use mosaic_trace::{Op, Request};
 
-use crate::util::{cpu_seconds, human, print_json, size, table};
+use crate::util::{cpu_seconds, human, median, print_json, size, table};
 
 #[derive(Args)]
 pub struct CacheBenchArgs {
@@ -198,11 +198,7 @@ fn postmark(v: &Vol, pm: &[Request]) -> Result<(u64, u64)> {
 /// device and journal counts from the last run (every run does the same
 /// operations).
 fn row(workload: &str, config: &str, s: &[Sample]) -> Row {
-    let med = |f: &dyn Fn(&Sample) -> f64| {
-        let mut v: Vec<f64> = s.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let med = |f: &dyn Fn(&Sample) -> f64| median(s.iter().map(f).collect());
     let last = &s[s.len() - 1];
     Row {
         workload: workload.into(),

@@ -192,14 +192,16 @@ struct Measured {
 }
 
 /// Fresh array of `scheme`, filled, then `threads` writers at random
-/// blocks for `dur`; scrub and rebuild after, unless `random_only`.
-fn measure(scheme: &str, member_size: u64, dur: Duration, threads: usize, random_only: bool) -> Result<Measured> {
+/// blocks for `dur`: their rate, with the fill's when `fill`, and scrub's
+/// and rebuild's (measured after) when `maint`.
+fn measure(scheme: &str, member_size: u64, dur: Duration, threads: usize, fill: bool, maint: bool) -> Result<Measured> {
     let tmp = scratch()?;
     let dir = tmp.path().join("array");
     let v = make(&dir, scheme, member_size)?;
     let cap = v.capacity();
     // Sequential fill of the whole capacity, then random writes over it.
-    let mut rates = vec![("1 MiB sequential write", sequential(v.as_ref(), cap)?, "MiB/s")];
+    let seq = sequential(v.as_ref(), cap)?;
+    let mut rates = if fill { vec![("1 MiB sequential write", seq, "MiB/s")] } else { Vec::new() };
     v.reset_counters();
     let c0 = cpu_seconds();
     let (iops, n) = random_writers(v.as_ref(), cap, dur, threads)?;
@@ -209,7 +211,7 @@ fn measure(scheme: &str, member_size: u64, dur: Duration, threads: usize, random
     let ops = per(io.iter().map(|m| m.reads + m.writes).sum());
     let kib = per(io.iter().map(|m| m.read_bytes + m.write_bytes).sum()) / 1024.0;
     rates.push(("4 KiB random write", iops, "IOPS"));
-    if !random_only {
+    if maint {
         rates.push(("scrub (array bytes read)", scrub(v.as_ref())? / (1 << 20) as f64, "MiB/s"));
         rates.push(("rebuild (member bytes written)", rebuild(v.as_ref(), tmp.path())? / (1 << 20) as f64, "MiB/s"));
     }
@@ -281,15 +283,11 @@ pub fn run(a: DvsBenchArgs) -> Result<i32> {
     for round in 0..a.repeat {
         for (i, &threads) in counts.iter().enumerate() {
             for (scheme, label) in SCHEMES {
-                // Scrub and rebuild once a round (they take no writers).
-                let m = measure(scheme, a.member_size, dur, threads as usize, a.random_only || i > 0)?;
+                // Fill, scrub and rebuild once a round (they take no writers).
+                let m = measure(scheme, a.member_size, dur, threads as usize, i == 0, !a.random_only && i == 0)?;
                 for (workload, rate, unit) in m.rates {
-                    let random = workload.starts_with("4 KiB");
-                    if !random && i > 0 {
-                        continue;
-                    }
-                    let per_write = random.then_some(m.per_write);
-                    samples.push(Sample { workload, scheme: label, threads: if random { threads } else { counts[0] }, round, rate, unit, per_write });
+                    let per_write = workload.starts_with("4 KiB").then_some(m.per_write);
+                    samples.push(Sample { workload, scheme: label, threads, round, rate, unit, per_write });
                 }
             }
         }
