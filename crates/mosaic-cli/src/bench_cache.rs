@@ -3,7 +3,6 @@
 //! measured in the same run.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -14,11 +13,10 @@ use serde::Serialize;
 
 use mosaic_array::{Array, CacheVolume, CreateOptions};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
-use mosaic_dev::{MemMember, Member};
 use mosaic_sim::fsgen::Postmark;
 use mosaic_trace::{Op, Request};
 
-use crate::util::{cpu_seconds, human, median, print_json, size, table};
+use crate::util::{cpu_seconds, human, median, print_json, ram, size, table};
 
 #[derive(Args)]
 pub struct CacheBenchArgs {
@@ -89,18 +87,6 @@ struct Sample {
 /// Records appended and checkpoints taken by the array's journal so far.
 fn journal_counts(a: &Array) -> (u64, u64) {
     a.journal().map(|j| (j.records.load(Ordering::Relaxed), j.checkpoints.load(Ordering::Relaxed))).unwrap_or((0, 0))
-}
-
-/// A RAM device of `size` bytes with every page already touched, so no
-/// measured run pays the kernel's first-touch faults (a real device has
-/// none, and they would fall on whichever run first reaches a page).
-fn ram(name: &str, size: u64) -> Result<Arc<dyn Member>> {
-    let m = MemMember::new(name, size);
-    let zeros = vec![0u8; 1 << 20];
-    for at in (0..size).step_by(zeros.len()) {
-        m.write_at(&zeros[..zeros.len().min((size - at) as usize)], at)?;
-    }
-    Ok(Arc::new(m))
 }
 
 fn array(journal: u64) -> Result<Array> {

@@ -74,6 +74,11 @@ pub struct ArrayBenchArgs {
     /// `--threads 1,2,4` for the scaling table)
     #[arg(long, value_delimiter = ',', default_value = "1", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Vec<u16>,
+    /// Give each array a RAM journal of this size, as `mosaic create`
+    /// does (no write hole): the write path `mosaic serve` runs, each
+    /// write also a journal record
+    #[arg(long, value_parser = crate::util::size)]
+    pub journal: Option<u64>,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -132,11 +137,19 @@ struct ArrayBenchRow {
     reference_per_sec: f64,
     ratio: f64,
     unit: &'static str,
+    /// Journal records appended per array write (`--journal`; else absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    journal_records_per_write: Option<f64>,
 }
 
 /// Run `f(thread, i)` from `threads` threads at once, each for about
 /// `dur`; return operations per second, all threads together.
 fn rate(dur: Duration, threads: u16, f: impl Fn(u16, u64) -> Result<()> + Sync) -> Result<f64> {
+    rate_count(dur, threads, f).map(|(r, _)| r)
+}
+
+/// [`rate`] and the operations made.
+fn rate_count(dur: Duration, threads: u16, f: impl Fn(u16, u64) -> Result<()> + Sync) -> Result<(f64, u64)> {
     let t0 = Instant::now();
     let counts: Vec<Result<u64>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
@@ -160,7 +173,7 @@ fn rate(dur: Duration, threads: u16, f: impl Fn(u16, u64) -> Result<()> + Sync) 
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a benchmark thread panicked")))).collect()
     });
     let n: u64 = counts.into_iter().sum::<Result<u64>>()?;
-    Ok(n as f64 / t0.elapsed().as_secs_f64())
+    Ok((n as f64 / t0.elapsed().as_secs_f64(), n))
 }
 
 /// Block `i` of thread `t`'s random sequence over `blocks` blocks (a
@@ -181,12 +194,20 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
         let members: Vec<(Arc<dyn Member>, String)> =
             (0..n).map(|i| (Arc::new(MemMember::new(format!("m{i}"), member_size)) as Arc<dyn Member>, format!("mem{i}"))).collect();
         let opts = CreateOptions { level, members: Some(n), member_size: None, unit: 64 << 10, block: 4096, force: true, assume_clean: true };
-        let arr = Array::create_on(members, &opts, true)?;
+        let journal = a.journal.map(|size| Ok::<_, anyhow::Error>((crate::util::ram("journal", size)?, "mem-journal".to_string()))).transpose()?;
+        let arr = Array::create_with_journal(members, &opts, true, journal)?;
         let cap = arr.capacity();
         // The reference: one RAM device of the array's capacity, no redundancy.
         let reference = MemMember::new("ref", cap);
         let g = arr.geometry().clone();
-        let name = format!("{} {}+{}", level, g.k, g.m);
+        let name = format!("{} {}+{}{}", level, g.k, g.m, if a.journal.is_some() { " + journal" } else { "" });
+        // Journal records per array write over one measurement.
+        let records = || arr.journal().map(|j| j.records.load(std::sync::atomic::Ordering::Relaxed));
+        let timed = |threads: u16, f: &(dyn Fn(u16, u64) -> Result<()> + Sync)| -> Result<(f64, Option<f64>)> {
+            let before = records();
+            let (r, n) = rate_count(dur, threads, f)?;
+            Ok((r, records().zip(before).map(|(a, b)| (a - b) as f64 / n.max(1) as f64)))
+        };
         // Touch every page first so neither side pays page faults while timed.
         let warm = vec![0u8; 1 << 20];
         for off in (0..cap).step_by(1 << 20) {
@@ -200,17 +221,26 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
         // Each thread writes its own run of whole MiBs, in turn.
         let mibs = cap >> 20;
         for &threads in &a.threads {
-            let arr_iops = rate(dur, threads, |t, i| Ok(arr.write(random_block(t, i, blocks) * 4096, &buf4k)?))?;
+            let (arr_iops, per) = timed(threads, &|t, i| Ok(arr.write(random_block(t, i, blocks) * 4096, &buf4k)?))?;
             let ref_iops = rate(dur, threads, |t, i| Ok(reference.write_at(&buf4k, random_block(t, i, blocks) * 4096)?))?;
-            let row = |workload: &str, a: f64, r: f64, unit| ArrayBenchRow { layout: name.clone(), workload: workload.into(), threads, array_per_sec: a, reference_per_sec: r, ratio: a / r, unit };
-            rows.push(row("4 KiB random write", arr_iops, ref_iops, "IOPS"));
+            let row = |workload: &str, a: f64, r: f64, unit, per| ArrayBenchRow {
+                layout: name.clone(),
+                workload: workload.into(),
+                threads,
+                array_per_sec: a,
+                reference_per_sec: r,
+                ratio: a / r,
+                unit,
+                journal_records_per_write: per,
+            };
+            rows.push(row("4 KiB random write", arr_iops, ref_iops, "IOPS", per));
             if a.random_only {
                 continue;
             }
             let at = |t: u16, i: u64| ((t as u64 * mibs / threads as u64 + i) % mibs) << 20;
-            let arr_mbs = rate(dur, threads, |t, i| Ok(arr.write(at(t, i), &buf1m)?))?;
+            let (arr_mbs, per) = timed(threads, &|t, i| Ok(arr.write(at(t, i), &buf1m)?))?;
             let ref_mbs = rate(dur, threads, |t, i| Ok(reference.write_at(&buf1m, at(t, i))?))?;
-            rows.push(row("1 MiB sequential write", arr_mbs, ref_mbs, "MiB/s"));
+            rows.push(row("1 MiB sequential write", arr_mbs, ref_mbs, "MiB/s", per));
         }
     }
     if a.json {

@@ -159,3 +159,16 @@ pub fn cpu_seconds() -> f64 {
     }
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
+
+/// A RAM device of `size` bytes with every page already touched, so no
+/// measured run pays the kernel's first-touch faults (a real device has
+/// none, and they would fall on whichever run first reaches a page).
+pub fn ram(name: &str, size: u64) -> anyhow::Result<std::sync::Arc<dyn mosaic_dev::Member>> {
+    use mosaic_dev::Member as _;
+    let m = mosaic_dev::MemMember::new(name, size);
+    let zeros = vec![0u8; 1 << 20];
+    for at in (0..size).step_by(zeros.len()) {
+        m.write_at(&zeros[..zeros.len().min((size - at) as usize)], at)?;
+    }
+    Ok(std::sync::Arc::new(m))
+}

@@ -217,6 +217,23 @@ fn bench_array_measures_each_thread_count_and_refuses_zero() {
     let want: Vec<(String, u64)> = ["raid5 4+1", "raid6 8+2"].iter().flat_map(|l| [1, 2].map(|t| (l.to_string(), t))).collect();
     assert_eq!(rows, want);
     assert!(v.as_array().unwrap().iter().all(|r| r["array_per_sec"].as_f64().unwrap() > 0.0), "{v}");
+    assert!(v.as_array().unwrap().iter().all(|r| r.get("journal_records_per_write").is_none()), "no journal, no journal count: {v}");
+}
+
+/// `bench array --journal`: the arrays get a RAM journal, and every write
+/// measured, a 4 KiB one or a 1 MiB run of whole stripes, from one writer
+/// or two, is exactly one journal record (the ring's checkpoints, which a
+/// journal this small takes often, add none).
+#[test]
+fn bench_array_with_a_journal_logs_one_record_a_write() {
+    let v = json(&ok(&["bench", "array", "--journal", "8M", "--threads", "1,2", "--seconds", "0.05", "--member-size", "4M", "--json"]));
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 8, "2 layouts x 2 writer counts x 2 workloads: {v}");
+    for r in rows {
+        assert!(r["layout"].as_str().unwrap().ends_with(" + journal"), "{r}");
+        assert!(r["array_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["journal_records_per_write"].as_f64(), Some(1.0), "{r}");
+    }
 }
 
 /// `bench dvs --repeat 2 --threads 1,2 --random-only`: every scheme at
