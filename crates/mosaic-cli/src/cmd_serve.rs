@@ -431,7 +431,7 @@ fn demo_array() -> Result<String> {
 /// preempt each other, and one preempted while it holds a lock (the
 /// journal's ring, a stripe) holds up the rest (1 MiB writes at queue
 /// depth 8 through `mosaic serve` on 2 cores, alternated: 4 workers
-/// ~1,100 MiB/s, 2 workers ~1,250).  Otherwise 4,
+/// ~1,100 MiB/s, 2 workers ~1,220: medians of 12).  Otherwise 4,
 /// so requests overlap their waits on the drives.
 fn default_workers(remote: bool, in_memory: bool, cores: usize) -> usize {
     match (remote, in_memory) {
