@@ -234,6 +234,9 @@ fn bench_array_with_a_journal_logs_one_record_a_write() {
         assert!(r["array_per_sec"].as_f64().unwrap() > 0.0, "{r}");
         assert_eq!(r["journal_records_per_write"].as_f64(), Some(1.0), "{r}");
     }
+    // A journal too small to hold a record is refused, naming both sizes.
+    let e = fails(&["bench", "array", "--journal", "100K", "--seconds", "0.02", "--member-size", "4M"]);
+    assert!(e.contains("journal too small: 102400 bytes, needs at least 1048576"), "{e}");
 }
 
 /// `bench dvs --repeat 2 --threads 1,2 --random-only`: every scheme at
