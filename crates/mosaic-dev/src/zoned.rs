@@ -25,6 +25,12 @@
 //! finish), so after a crash a reopened drive has every flushed write and
 //! its pointer — exactly what a host may rely on.
 //!
+//! A sequential zone's write is checked and the zone marked busy under
+//! the drive's lock, its bytes copied without it, and the pointer moved
+//! after: a flush, a read or a write to another zone never waits behind a
+//! MiB copy.  Until then the zone reads as before the write, and a second
+//! write or a zone command on it is refused.
+//!
 //! [`decode_header`] checks every field of the header (counts, sizes,
 //! pointers, with checked arithmetic) before use: a damaged file is a clear
 //! error, never a panic (`tests/nopanic.rs`, fuzz target `zoned_header`).
@@ -91,6 +97,11 @@ struct State {
     /// A write moved a write pointer since the zone table was last
     /// written: the next flush writes it.
     moved: bool,
+    /// Zones with a write in flight: its bytes are copied without the
+    /// lock (a destage's zone write is MiBs, and a journal's flush, a
+    /// read or another zone's write must not wait for it); the write
+    /// pointer moves once they are in place.
+    busy: Vec<bool>,
 }
 
 /// A zoned drive emulated on a file.
@@ -196,8 +207,8 @@ impl ZonedFile {
         file.set_len(len)?;
         let io = crate::ram_map::FileIo::new(file, len, true);
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
-        let wps = (0..zones).map(|z| z * zone_size).collect();
-        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds, moved: false }) };
+        let wps: Vec<u64> = (0..zones).map(|z| z * zone_size).collect();
+        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { busy: vec![false; wps.len()], wps, conds, moved: false }) };
         d.persist(&mut d.state.lock())?;
         Ok(d)
     }
@@ -215,7 +226,7 @@ impl ZonedFile {
         }
         let (wps, conds) = (hd.write_pointers, hd.conditions);
         let io = crate::ram_map::FileIo::new(file, size, true);
-        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { wps, conds, moved: false }) })
+        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { busy: vec![false; wps.len()], wps, conds, moved: false }) })
     }
 
     pub fn zone_size(&self) -> u64 {
@@ -246,8 +257,7 @@ impl ZonedFile {
 
     /// Rewind a zone's write pointer (its data is gone).
     pub fn reset_zone(&self, zone: u64) -> io::Result<()> {
-        let z = self.seq_zone(zone, "reset")?;
-        let mut st = self.state.lock();
+        let (z, mut st) = self.idle_zone(zone, "reset")?;
         st.wps[z] = zone * self.zone_size;
         st.conds[z] = ZoneCond::Empty;
         self.persist(&mut st)
@@ -255,8 +265,7 @@ impl ZonedFile {
 
     /// Open a zone explicitly.
     pub fn open_zone(&self, zone: u64) -> io::Result<()> {
-        let z = self.seq_zone(zone, "open")?;
-        let mut st = self.state.lock();
+        let (z, mut st) = self.idle_zone(zone, "open")?;
         if st.conds[z] == ZoneCond::Full {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {zone} is full", self.path.display())));
         }
@@ -266,8 +275,7 @@ impl ZonedFile {
 
     /// Close an open zone (empty zones become empty again).
     pub fn close_zone(&self, zone: u64) -> io::Result<()> {
-        let z = self.seq_zone(zone, "close")?;
-        let mut st = self.state.lock();
+        let (z, mut st) = self.idle_zone(zone, "close")?;
         st.conds[z] = match st.conds[z] {
             ZoneCond::Full => ZoneCond::Full,
             _ if st.wps[z] == zone * self.zone_size => ZoneCond::Empty,
@@ -278,8 +286,7 @@ impl ZonedFile {
 
     /// Move a zone's write pointer to its end.
     pub fn finish_zone(&self, zone: u64) -> io::Result<()> {
-        let z = self.seq_zone(zone, "finish")?;
-        let mut st = self.state.lock();
+        let (z, mut st) = self.idle_zone(zone, "finish")?;
         st.wps[z] = (zone + 1) * self.zone_size;
         st.conds[z] = ZoneCond::Full;
         self.persist(&mut st)
@@ -287,6 +294,62 @@ impl ZonedFile {
 
     pub fn write_pointer(&self, zone: u64) -> Option<u64> {
         (zone >= self.conventional && zone < self.zones).then(|| self.state.lock().wps[zone as usize])
+    }
+
+    /// Check a write of `len` bytes at `offset` into sequential zone `z`
+    /// against its write pointer and mark the zone busy: the bytes are
+    /// then copied without the lock ([`ZonedFile::end_write`] after).
+    fn begin_write(&self, z: u64, offset: u64, len: u64) -> io::Result<()> {
+        let mut st = self.state.lock();
+        let (wp, zend) = (st.wps[z as usize], (z + 1) * self.zone_size);
+        let refuse = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}{msg}", self.path.display())));
+        if st.busy[z as usize] {
+            return refuse(format!(": write at {offset}+{len} while another write to the zone is in flight"));
+        }
+        if wp == zend {
+            return refuse(" is full".into());
+        }
+        if offset != wp {
+            return refuse(format!(": write at {offset} is not at the write pointer {wp}"));
+        }
+        if offset + len > zend {
+            return refuse(format!(": write at {offset}+{len} crosses the zone end {zend}"));
+        }
+        st.busy[z as usize] = true;
+        Ok(())
+    }
+
+    /// The write [`ZonedFile::begin_write`] let in is over: when its bytes
+    /// are in place (`done`), the write pointer moves past them.
+    fn end_write(&self, z: u64, offset: u64, len: u64, done: bool) {
+        let mut st = self.state.lock();
+        let z = z as usize;
+        st.busy[z] = false;
+        if !done {
+            return;
+        }
+        debug_assert_eq!(st.wps[z], offset, "nothing moves a busy zone's write pointer");
+        let zend = (z as u64 + 1) * self.zone_size;
+        st.wps[z] = offset + len;
+        st.moved = true;
+        st.conds[z] = if offset + len == zend {
+            ZoneCond::Full
+        } else if st.conds[z] == ZoneCond::ExplicitOpen {
+            ZoneCond::ExplicitOpen
+        } else {
+            ZoneCond::ImplicitOpen
+        };
+    }
+
+    /// The zone's state under the lock, unless a write to it is in flight
+    /// (a zone command then is refused, as a drive's would be mid-write).
+    fn idle_zone(&self, zone: u64, what: &str) -> io::Result<(usize, parking_lot::MutexGuard<'_, State>)> {
+        let z = self.seq_zone(zone, what)?;
+        let st = self.state.lock();
+        if st.busy[z] {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {zone}: {what} while a write to it is in flight", self.path.display())));
+        }
+        Ok((z, st))
     }
 
     /// Write the zone table and make it durable.
@@ -349,28 +412,10 @@ impl Member for ZonedFile {
             }
             return self.io.write_all_at(buf, HEADER + offset);
         }
-        let mut st = self.state.lock();
-        let (wp, zend) = (st.wps[z as usize], (z + 1) * self.zone_size);
-        if wp == zend {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z} is full", self.path.display())));
-        }
-        if offset != wp {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}: write at {offset} is not at the write pointer {wp}", self.path.display())));
-        }
-        if offset + len > zend {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: zone {z}: write at {offset}+{len} crosses the zone end {zend}", self.path.display())));
-        }
-        self.io.write_all_at(buf, HEADER + offset)?;
-        st.wps[z as usize] = offset + len;
-        st.moved = true;
-        st.conds[z as usize] = if offset + len == zend {
-            ZoneCond::Full
-        } else if st.conds[z as usize] == ZoneCond::ExplicitOpen {
-            ZoneCond::ExplicitOpen
-        } else {
-            ZoneCond::ImplicitOpen
-        };
-        Ok(())
+        self.begin_write(z, offset, len)?;
+        let r = self.io.write_all_at(buf, HEADER + offset);
+        self.end_write(z, offset, len, r.is_ok());
+        r
     }
     /// The data, then the zone table if a write pointer moved since it
     /// was last written (a flush after writes to conventional zones only,
@@ -495,6 +540,43 @@ mod tests {
         let mut b = [0u8; 4096];
         d.read_at(&mut b, 0).unwrap();
         assert_eq!(b, [1u8; 4096]);
+    }
+
+    /// While a write's bytes are copied (between `begin_write` and
+    /// `end_write`) the drive is not locked: a flush completes and writes
+    /// a table without the write, the zone reads as before it, another
+    /// zone takes writes; a second write or a zone command on the busy
+    /// zone is refused.  Only when it ends does the pointer move; a
+    /// failed write leaves the zone as it was.
+    #[test]
+    fn a_write_in_flight_holds_its_zone_not_the_drive() {
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        let p = shm.path().join("z");
+        let d = ZonedFile::create(&p, ZS, 4, 1).unwrap();
+        d.begin_write(1, ZS, 8192).unwrap();
+        d.io.write_all_at(&[7u8; 8192], HEADER + ZS).unwrap(); // the copy, in flight
+        d.write_at(&[2u8; 4096], 0).unwrap();
+        d.write_at(&[3u8; 4096], 2 * ZS).unwrap();
+        d.flush().unwrap();
+        assert_eq!(d.write_pointer(1), Some(ZS), "not moved before the write ends");
+        let mut b = [9u8; 4096];
+        d.read_at(&mut b, ZS).unwrap();
+        assert_eq!(b, [0u8; 4096], "above the pointer: zeros");
+        for e in [d.write_at(&[1u8; 4096], ZS).unwrap_err(), d.reset_zone(1).unwrap_err(), d.finish_zone(1).unwrap_err(), d.open_zone(1).unwrap_err(), d.close_zone(1).unwrap_err()] {
+            assert!(e.to_string().contains("in flight"), "{e}");
+        }
+        d.end_write(1, ZS, 8192, true);
+        assert_eq!(d.write_pointer(1), Some(ZS + 8192));
+        d.read_at(&mut b, ZS).unwrap();
+        assert_eq!(b, [7u8; 4096]);
+        d.begin_write(1, ZS + 8192, 4096).unwrap();
+        d.end_write(1, ZS + 8192, 4096, false);
+        assert_eq!(d.write_pointer(1), Some(ZS + 8192), "a failed write moves nothing");
+        d.write_at(&[4u8; 4096], ZS + 8192).unwrap();
+        d.flush().unwrap();
+        drop(d);
+        let d = ZonedFile::open(&p).unwrap();
+        assert_eq!((d.write_pointer(1), d.write_pointer(2)), (Some(ZS + 12288), Some(2 * ZS + 4096)));
     }
 
     #[test]
