@@ -558,6 +558,8 @@ mod tests {
         d.write_at(&[2u8; 4096], 0).unwrap();
         d.write_at(&[3u8; 4096], 2 * ZS).unwrap();
         d.flush().unwrap();
+        let table = decode_header(&std::fs::read(&p).unwrap()[..HEADER as usize]).unwrap();
+        assert_eq!(table.write_pointers[1..3], [ZS, 2 * ZS + 4096], "the flushed table: zone 2's write, not zone 1's");
         assert_eq!(d.write_pointer(1), Some(ZS), "not moved before the write ends");
         let mut b = [9u8; 4096];
         d.read_at(&mut b, ZS).unwrap();
