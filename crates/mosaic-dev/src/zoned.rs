@@ -104,6 +104,14 @@ struct State {
     busy: Vec<bool>,
 }
 
+impl State {
+    /// Zones at these pointers and conditions, the table as written, no
+    /// write in flight.
+    fn new(wps: Vec<u64>, conds: Vec<ZoneCond>) -> State {
+        State { busy: vec![false; wps.len()], wps, conds, moved: false }
+    }
+}
+
 /// A zoned drive emulated on a file.
 #[derive(Debug)]
 pub struct ZonedFile {
@@ -207,8 +215,8 @@ impl ZonedFile {
         file.set_len(len)?;
         let io = crate::ram_map::FileIo::new(file, len, true);
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
-        let wps: Vec<u64> = (0..zones).map(|z| z * zone_size).collect();
-        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { busy: vec![false; wps.len()], wps, conds, moved: false }) };
+        let wps = (0..zones).map(|z| z * zone_size).collect();
+        let d = ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State::new(wps, conds)) };
         d.persist(&mut d.state.lock())?;
         Ok(d)
     }
@@ -226,7 +234,7 @@ impl ZonedFile {
         }
         let (wps, conds) = (hd.write_pointers, hd.conditions);
         let io = crate::ram_map::FileIo::new(file, size, true);
-        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State { busy: vec![false; wps.len()], wps, conds, moved: false }) })
+        Ok(ZonedFile { io, path: path.to_path_buf(), zone_size, zones, conventional, state: Mutex::new(State::new(wps, conds)) })
     }
 
     pub fn zone_size(&self) -> u64 {
