@@ -9,6 +9,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 dpkg -s libisal-dev >/dev/null 2>&1 || need+=(libisal-dev)
 # libnbd, the NBD client library behind remote members (nbd:// URIs).
 dpkg -s libnbd-dev >/dev/null 2>&1 || need+=(libnbd-dev)
+# libzstd for .zst traces: linked from Debian rather than compiled (below).
+dpkg -s libzstd-dev >/dev/null 2>&1 || need+=(libzstd-dev)
 # Real NBD clients for scripts/nbd-clients.sh: fio (nbd engine), nbdinfo /
 # nbdcopy / nbdfuse (libnbd-bin), qemu-io / qemu-nbd (qemu-utils), ext4 tools,
 # fuse2fs + fusermount3 (fuse3), postmark.  rsvg-convert (librsvg2-bin) for
@@ -29,6 +31,8 @@ fi
 export CARGO_TERM_COLOR=never
 # One-shot build: incremental state would only use disk (see Cargo.toml).
 export CARGO_INCREMENTAL=0
+# zstd-sys links the system libzstd instead of compiling its own copy.
+export ZSTD_SYS_USE_PKG_CONFIG=1
 cargo build --workspace --all-targets
 # Real file-system traces (postmark on ext2 and ext4, IOzone-like fio),
 # recorded through `mosaic serve --record`; the partial-parity cache tests

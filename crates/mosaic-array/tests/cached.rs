@@ -12,7 +12,7 @@ use mosaic_array::{Array, CacheVolume, CreateOptions, DATA_OFFSET};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_dev::{MemMember, Member, PowerCut};
 
-mod common;
+use crate::common;
 use common::{check, write_until_cut};
 
 const U: u64 = 4096;

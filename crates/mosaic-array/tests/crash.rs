@@ -17,7 +17,7 @@ use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member, PowerCut};
 
-mod common;
+use crate::common;
 use common::{check, write_until_cut, Outcome};
 
 struct Rig {

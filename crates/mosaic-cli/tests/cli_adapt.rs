@@ -2,7 +2,7 @@
 //! train graph's conflicts and the test half's parallel depth, moves
 //! data, and the correlator speed-up is reported.
 
-mod common;
+use crate::common;
 use common::{fails, json, ok};
 
 /// The real trace, beside the repository (`../shared/traces`).

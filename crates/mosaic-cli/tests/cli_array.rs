@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{fails, mosaic, ok};
 
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {

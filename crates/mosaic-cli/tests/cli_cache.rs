@@ -1,6 +1,6 @@
 //! CLI tests of the small-write caches: `replay --cache` and `eval ppc`.
 
-mod common;
+use crate::common;
 use common::{fails, json, ok};
 
 

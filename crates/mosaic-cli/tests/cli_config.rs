@@ -1,7 +1,7 @@
 //! `mosaic serve --config FILE`: one server per array the file lists,
 //! stopped together by one SIGTERM; a bad file starts nothing.
 
-mod common;
+use crate::common;
 use common::serve::{message, Serve};
 use common::{fails, json, mosaic, ok};
 

@@ -3,7 +3,7 @@
 //! client keeps its bytes; without a server (or after one was killed
 //! with SIGKILL) the same commands act on the disks.
 
-mod common;
+use crate::common;
 use common::{json, mosaic, ok};
 
 use std::os::unix::fs::PermissionsExt;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::{fails, json, mosaic, ok};
 
 /// Every file under `dir`, recursively, with its bytes.

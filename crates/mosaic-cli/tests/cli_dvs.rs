@@ -3,7 +3,7 @@
 
 use std::fs;
 
-mod common;
+use crate::common;
 use common::{fails, json, ok};
 
 

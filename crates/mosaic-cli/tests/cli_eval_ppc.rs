@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-mod common;
+use crate::common;
 use common::{json, ok};
 
 fn traces_dir() -> PathBuf {

@@ -2,7 +2,7 @@
 //! a line with the events' fields; a stale member and a journal replay
 //! found at open are events of their own kinds.
 
-mod common;
+use crate::common;
 use common::serve::Serve;
 use common::{json, ok};
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::Command;
 use std::time::Duration;
 
-mod common;
+use crate::common;
 use common::{fails, json, mosaic, ok};
 
 

@@ -12,7 +12,7 @@ use mosaic_array::journal::{decode_record, HEADER_BYTES};
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::Array;
 
-mod common;
+use crate::common;
 use common::{json, mosaic, ok};
 
 const K: usize = 4096;

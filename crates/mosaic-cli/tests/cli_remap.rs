@@ -5,7 +5,7 @@
 //! nothing and a re-run resumes; every byte reads back and the inner
 //! parity scrubs clean; a degraded array pauses; bad input is an error.
 
-mod common;
+use crate::common;
 use common::{fails, json, mosaic, ok};
 
 use std::path::Path;

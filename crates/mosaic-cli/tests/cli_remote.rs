@@ -6,7 +6,7 @@
 //! rebuilt onto, a remote that hangs (nbdkit's delay filter) failed after
 //! the time, a slow one reported, failure domains refused at create.
 
-mod common;
+use crate::common;
 use common::fio::{fio, passed, status, wait_status};
 use common::serve::Serve;
 use common::{fails, json, mosaic, ok};

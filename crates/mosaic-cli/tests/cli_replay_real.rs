@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::{device_counts as members, json, msr_trace, ok, TraceSpec};
 
 /// A seeded trace: mixed reads and writes, odd sizes (widened to blocks),

@@ -4,7 +4,7 @@
 //! their bytes; a missing member, a stale copy and a foreign file are
 //! reported as such.
 
-mod common;
+use crate::common;
 use common::{json, mosaic, ok};
 
 use std::path::Path;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mosaic_nbd::proto::*;
 use mosaic_nbd::{Command, Request};
 
-mod common;
+use crate::common;
 use common::serve::Serve;
 use common::{fails, ok};
 

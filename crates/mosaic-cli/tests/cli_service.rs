@@ -4,7 +4,7 @@
 //! 6 members killed with SIGKILL mid-restripe and resumed.  `status
 //! --json` is checked at each stage, and `--on-event` hears the failure.
 
-mod common;
+use crate::common;
 use common::fio::{fio, passed, status, wait_status};
 use common::{json, mosaic, ok};
 

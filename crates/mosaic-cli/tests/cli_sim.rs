@@ -1,7 +1,7 @@
 //! CLI tests for trace stats, replay, model and advise.
 
 use std::fs;
-mod common;
+use crate::common;
 use common::{fails, json, ok};
 
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mosaic_nbd::proto::*;
 use mosaic_nbd::{Command, Request};
 
-mod common;
+use crate::common;
 use common::serve::Serve;
 use common::{fails, json, mosaic, ok};
 

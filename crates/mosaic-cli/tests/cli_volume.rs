@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::{fails, json, mosaic, ok};
 
 fn data(len: usize, seed: u32) -> Vec<u8> {

@@ -1,7 +1,7 @@
 //! A fresh array is the inner array's own striping; bad requests, configs,
 //! geometries and targets are errors with clear messages.
 
-mod support;
+use crate::support;
 
 use mosaic_core::{Dir, Frontend, Geometry, Health, Level, MemberState, PlanError};
 use mosaic_remap::{RemapConfig, RemapError, RemapGeometry, RemapPolicy};

@@ -2,7 +2,7 @@
 //! checkpoints): after recovery every unit reads its bytes, and the
 //! recovered policy keeps working.  Damaged map bytes never panic.
 
-mod support;
+use crate::support;
 
 use mosaic_exec::Client;
 use mosaic_remap::{RemapConfig, RemapGeometry, RemapPolicy};

@@ -2,7 +2,7 @@
 //! room, every move program in the protocol's order, and a recovered
 //! policy that reads everything back from the same places.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -1,7 +1,7 @@
 //! Random reads, writes, targets and idle steps against a byte model,
 //! then a recovery: the array always holds what was written.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use support::*;

@@ -6,7 +6,7 @@
 //! programs and of the member agree, and every read returns the model's
 //! bytes.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

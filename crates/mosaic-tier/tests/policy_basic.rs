@@ -1,7 +1,7 @@
 //! The tier policy on the real executor: placement, reads, demotion in
 //! whole segments, the RMW count, recovery.
 
-mod policy_support;
+use crate::policy_support;
 
 use mosaic_core::Dir;
 use mosaic_tier::{TierPolicy, FAST, SLOW};

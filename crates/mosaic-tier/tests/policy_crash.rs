@@ -4,7 +4,7 @@
 //! byte back, each unflushed block old or new, and the accounting stays
 //! whole.
 
-mod policy_support;
+use crate::policy_support;
 
 use mosaic_core::{Frontend, Program};
 use mosaic_exec::Client;

@@ -2,7 +2,7 @@
 //! sequential streams, the watermarks, the per-round share, the bytes/s
 //! budget, the pause while degraded, and the full / offline states.
 
-mod policy_support;
+use crate::policy_support;
 
 use mosaic_core::{Dir, Frontend};
 use mosaic_tier::{PolicyConfig, TierHealth, TierState, FAST, SLOW};

@@ -4,7 +4,7 @@
 //! holds its flushed value or one written since; and the accounting
 //! holds (no block owned twice).
 
-mod policy_support;
+use crate::policy_support;
 
 use std::collections::HashMap;
 

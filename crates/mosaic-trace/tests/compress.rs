@@ -1,6 +1,6 @@
 //! gzip and zstd are recognised by magic bytes, whatever the file name.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 

@@ -1,6 +1,6 @@
 //! Errors: malformed lines, skip_bad, detection, I/O and options.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mosaic_trace::{from_reader, open, Format, Request, TraceError, TraceOptions};

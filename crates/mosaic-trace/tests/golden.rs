@@ -1,6 +1,6 @@
 //! Golden tests: small fixtures written from each format's description.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mosaic_trace::{from_reader, Format, Op::*, TraceOptions};

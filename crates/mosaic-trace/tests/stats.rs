@@ -1,6 +1,6 @@
 //! Trace statistics.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! TraceWriter output reads back unchanged.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mosaic_trace::{from_reader, write_msr, Format, Op, Request, TraceOptions, TraceWriter};

@@ -1,0 +1,32 @@
+//! Every integration test of mosaic-cli, in one test binary: each file
+//! in `tests/` is a module here.  One binary links once, and its tests share
+//! the test threads, where a binary per file linked the whole dependency
+//! graph again for each and ran them one after another.  `autotests = false`
+//! in Cargo.toml; the workspace test `test_layout` (mosaic-cli) fails if a
+//! file here is not declared below.
+
+mod common;
+mod cli_adapt;
+mod cli_array;
+mod cli_cache;
+mod cli_cbro;
+mod cli_config;
+mod cli_control;
+mod cli_data_safety;
+mod cli_dvs;
+mod cli_eval_ppc;
+mod cli_events;
+mod cli_journal;
+mod cli_journal_damage;
+mod cli_remap;
+mod cli_remote;
+mod cli_replay_cache;
+mod cli_replay_real;
+mod cli_safety;
+mod cli_scan;
+mod cli_serve_safety;
+mod cli_service;
+mod cli_sim;
+mod cli_tier;
+mod cli_volume;
+mod test_layout;

@@ -1,0 +1,17 @@
+//! Every integration test of mosaic-tier, in one test binary: each file
+//! in `tests/` is a module here.  One binary links once, and its tests share
+//! the test threads, where a binary per file linked the whole dependency
+//! graph again for each and ran them one after another.  `autotests = false`
+//! in Cargo.toml; the workspace test `test_layout` (mosaic-cli) fails if a
+//! file here is not declared below.
+
+mod policy_support;
+mod alloc;
+mod geometry;
+mod policy_alloc;
+mod policy_basic;
+mod policy_crash;
+mod policy_move;
+mod policy_prop;
+mod prop;
+mod run;
