@@ -36,23 +36,33 @@ export ZSTD_SYS_USE_PKG_CONFIG=1
 cargo build --workspace --all-targets
 # Real file-system traces (postmark on ext2 and ext4, IOzone-like fio),
 # recorded through `mosaic serve --record`; the partial-parity cache tests
-# replay them.  Kept in target/traces between runs.
+# replay them.  Kept in target/traces between runs.  They are recorded while
+# the real NBD clients run against `mosaic serve` (both wait on FUSE and
+# socket round trips much of the time: 2m54s together on one 2-core host,
+# against 2m43s + 2m14s one after the other), before the tests that replay
+# them.  The clients end with "N passed, M failed".
 export MOSAIC_TRACES=$PWD/target/traces
-./scripts/record-traces.sh "$MOSAIC_TRACES" || echo "test.sh: record-traces.sh failed; the tests that replay its traces will fail"
-cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt
+./scripts/record-traces.sh "$MOSAIC_TRACES" >target/record-traces-output.txt 2>&1 &
+record_pid=$!
+nbd_rc=0
+./scripts/nbd-clients.sh 2>&1 | tee target/nbd-clients-output.txt || nbd_rc=$?
+record_rc=0
+wait "$record_pid" || record_rc=$?
+cat target/record-traces-output.txt
+((record_rc == 0)) || echo "test.sh: record-traces.sh failed; the tests that replay its traces will fail"
+
+test_rc=0
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test-output.txt || test_rc=$?
 
 # The main job must run end to end on its built-in default.
 ./target/debug/mosaic demo --member-size 16M >/dev/null
 echo "test.sh: mosaic demo ok"
 
-# Real NBD clients against `mosaic serve`; they end with "N passed, M failed".
-nbd_rc=0
-./scripts/nbd-clients.sh 2>&1 | tee target/nbd-clients-output.txt || nbd_rc=$?
-
-# One summary line that CI reads: totals over every test binary and the NBD
-# client checks.
+# One summary line that CI reads, failures or not: totals over every test
+# binary and the NBD client checks.
 awk 'FILENAME ~ /test-output/ && /^test result:/ { p += $4; f += $6; i += $8 }
      FILENAME ~ /nbd-clients-output/ && /^[0-9]+ passed, [0-9]+ failed$/ { np = $1; nf = $3 }
      END { printf "%d passed, %d failed, %d skipped\n", p + np, f + nf, i }' \
     target/test-output.txt target/nbd-clients-output.txt
+((test_rc == 0)) || exit "$test_rc"
 exit "$nbd_rc"
