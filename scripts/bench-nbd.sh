@@ -30,6 +30,8 @@
 # connection each, the queue depth per job), for the scaling table.
 # Each run is time based (BENCH_SECONDS, default 10 s, after 2 s ramp);
 # every export is first filled by a sequential write so reads hit data.
+# Below the table: each server's CPU per operation (user + system time of
+# its process over the run), and its ratio to nbdkit's in the same rep.
 # Exit status 1 when a goal is missed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -117,23 +119,40 @@ for s in $SERVERS; do
     [ -S "$SHM/$s.sock" ] || { echo "bench-nbd: $s did not start"; cat "$SHM/$s.log"; exit 1; }
 done
 
-# run URI NAME fio-args... -> prints "iops MiB/s" (all jobs together)
+# The CPU time a process has used, in clock ticks (user + system, all threads).
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# run URI NAME [PID] fio-args... -> prints "iops MiB/s server-cpu-us-per-op"
+# (all jobs together).  With PID ("-" for none) the server's CPU over the
+# run, divided by the run's wall time, is the cores it kept busy; divided by
+# the I/O rate, its CPU per operation (0 without a PID).  Throughput on
+# these shared 2-core hosts swings 10-30 % from run to run; CPU per
+# operation much less, so it tells which server does more work.
 run() {
-    local uri=$1 name=$2
-    shift 2
+    local uri=$1 name=$2 pid=${3:--}
+    shift 3
+    local c0=0 t0 c1 t1
+    [ "$pid" = - ] || c0=$(ticks "$pid")
+    t0=$(date +%s.%N)
     (cd "$SHM" && fio --name="$name" --ioengine=nbd --uri="$uri" --output-format=json --output="$SHM/$name.json" \
         --group_reporting "$@" >"$SHM/$name.err" 2>&1) \
-        || { echo "bench-nbd: fio $name failed: $(cat "$SHM/$name.err")" >&2; echo "0 0"; return; }
-    python3 - "$SHM/$name.json" <<'EOF'
+        || { echo "bench-nbd: fio $name failed: $(cat "$SHM/$name.err")" >&2; echo "0 0 0"; return; }
+    t1=$(date +%s.%N)
+    c1=$c0
+    [ "$pid" = - ] || c1=$(ticks "$pid")
+    python3 - "$SHM/$name.json" "$((c1 - c0))" "$(getconf CLK_TCK)" "$t0" "$t1" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 d = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-print(f'{d["iops"]:.0f} {d["bw_bytes"] / 1048576:.1f}')
+ticks, hz, t0, t1 = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+cores = ticks / hz / max(t1 - t0, 1e-9)
+us = cores / d["iops"] * 1e6 if d["iops"] > 0 else 0.0
+print(f'{d["iops"]:.0f} {d["bw_bytes"] / 1048576:.1f} {us:.2f}')
 EOF
 }
 
 for s in $SERVERS; do
-    run "${URI[$s]}" "precondition-$s" --rw=write --bs=1M --iodepth=8 --size="$CAP" >/dev/null
+    run "${URI[$s]}" "precondition-$s" - --rw=write --bs=1M --iodepth=8 --size="$CAP" >/dev/null
 done
 
 # One table per job count: REPS (BENCH_REPS, default 3) rounds, each running
@@ -150,7 +169,7 @@ for jobs in $NUMJOBS; do
                 seqwrite) args=(--rw=write --bs=1M --iodepth=8) ;;
             esac
             for s in $SERVERS; do
-                R[$w-$s]+="$(run "${URI[$s]}" "$w-$s" "${args[@]}" --size="$CAP" --numjobs="$jobs" --time_based \
+                R[$w-$s]+="$(run "${URI[$s]}" "$w-$s" "${PID[$s]}" "${args[@]}" --size="$CAP" --numjobs="$jobs" --time_based \
                     --runtime="$SECS" --ramp_time=2 --norandommap --randrepeat=0);"
             done
         done
@@ -198,6 +217,17 @@ for name, w, unit, idx, gm, gf in rows:
     print(out)
 print("runs per rep:\n" + "\n".join(lines) + f"\n  nbdkit: " + " | ".join(
     " ".join(f"{x:.0f}" for x in vals(f"{w}-nbdkit", i)) for _, w, _, i, _, _ in rows))
+# Server CPU per operation, and its same-rep ratio to nbdkit's (below 1:
+# less work than nbdkit for the same operation).
+print("server CPU per operation, microseconds (ratio to nbdkit):")
+for name, w, _, _, _, _ in rows:
+    ref = vals(f"{w}-nbdkit", 2)
+    out = f"  {name:<18} nbdkit {med(ref):7.2f}"
+    for s in ("mosaic", "file", "qemu", "remote"):
+        v = vals(f"{w}-{s}", 2) if R[f"{w}-{s}"] else []
+        if v:
+            out += f"   {s} {med(v):7.2f} ({med([a / b for a, b in zip(v, ref) if b > 0]):.2f})"
+    print(out)
 if remote:
     for name, w, unit, idx, _, _ in rows:
         v, d = vals(f"{w}-remote", idx), vals(f"{w}-mosaic", idx)
