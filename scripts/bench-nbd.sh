@@ -122,8 +122,8 @@ done
 # The CPU time a process has used, in clock ticks (user + system, all threads).
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
-# run URI NAME [PID] fio-args... -> prints "iops MiB/s server-cpu-us-per-op"
-# (all jobs together).  With PID ("-" for none) the server's CPU over the
+# run URI NAME PID fio-args... -> prints "iops MiB/s server-cpu-us-per-op"
+# (all jobs together).  With a PID ("-" for none) the server's CPU over the
 # run, divided by the run's wall time, is the cores it kept busy; divided by
 # the I/O rate, its CPU per operation (0 without a PID).  Throughput on
 # these shared 2-core hosts swings 10-30 % from run to run; CPU per
