@@ -224,7 +224,7 @@ for name, w, _, _, _, _ in rows:
     ref = vals(f"{w}-nbdkit", 2)
     out = f"  {name:<18} nbdkit {med(ref):7.2f}"
     for s in ("mosaic", "file", "qemu", "remote"):
-        v = vals(f"{w}-{s}", 2) if R[f"{w}-{s}"] else []
+        v = vals(f"{w}-{s}", 2)
         if v:
             out += f"   {s} {med(v):7.2f} ({med([a / b for a, b in zip(v, ref) if b > 0]):.2f})"
     print(out)

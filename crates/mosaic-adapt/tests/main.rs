@@ -1,9 +1,6 @@
-//! Every integration test of mosaic-adapt, in one test binary: each file
-//! in `tests/` is a module here.  One binary links once, and its tests share
-//! the test threads, where a binary per file linked the whole dependency
-//! graph again for each and ran them one after another.  `autotests = false`
-//! in Cargo.toml; the workspace test `test_layout` (mosaic-cli) fails if a
-//! file here is not declared below.
+//! mosaic-adapt's integration tests as one binary: each file in `tests/` is a
+//! module here (why, and the check that none is left out: mosaic-cli's
+//! `tests/test_layout.rs`).
 
 mod assign;
 mod correlate;

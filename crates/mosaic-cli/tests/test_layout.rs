@@ -1,7 +1,10 @@
 //! The workspace's test layout: a crate with `autotests = false` runs its
-//! integration tests as one binary, `tests/main.rs`, so a file in `tests/`
-//! that `main.rs` does not declare would never compile nor run.  This test
-//! finds such a file.
+//! integration tests as one binary, `tests/main.rs`, which declares each
+//! file in `tests/` as a module.  One binary links once, where a binary per
+//! file linked the whole dependency graph again for each, and its tests
+//! share the test threads instead of one binary running after another.
+//! A file in `tests/` that `main.rs` does not declare would never compile
+//! nor run; this test finds such a file.
 
 use std::collections::BTreeSet;
 use std::fs;
