@@ -27,8 +27,8 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use serde::Serialize;
 use uuid::Uuid;
 
-use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
-use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner};
+use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
+use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner, Write};
 use mosaic_dev::{Device, FileMember, Member};
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
@@ -606,7 +606,7 @@ impl Array {
     /// last checkpoint) is logged as a copy of them, not with its bytes
     /// again.  The guard keeps a checkpoint from starting until the
     /// caller's member writes are done.
-    fn journal_append(&self, writes: &[(DevOp, &[u8])], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    fn journal_append(&self, writes: &[Write<'_>], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
         loop {
             let g = self.inflight.read();
@@ -1237,7 +1237,7 @@ impl Planner for Request<'_> {
 struct ArrayJournal<'a>(&'a Array, &'a [Copied]);
 
 impl JournalHook for ArrayJournal<'_> {
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
     }
 }
@@ -1247,15 +1247,24 @@ impl JournalHook for ArrayJournal<'_> {
 pub(crate) type Copied = (usize, u64, u64, u64);
 
 /// The entries of a journaled write phase: the marks, then each write,
-/// as a copy when `copies` names it and its record is not older than the
-/// journal's checkpoint `since` (else with its bytes).
-fn journal_entries_of<'b>(writes: &[(DevOp, &'b [u8])], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
+/// one entry per part (a merged write's pieces, at their own offsets:
+/// replay writes them where the merged write would have), as a copy when
+/// `copies` names the part and its record is not older than the journal's
+/// checkpoint `since` (else with its bytes).
+fn journal_entries_of<'b>(writes: &[Write<'b>], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
     let resync = marks.iter().map(|m| match *m {
         Mark::Resync { row } => Entry::Resync { row },
     });
-    let device = writes.iter().map(|&(op, b)| match copies.iter().find(|c| c.0 == op.member && c.1 == op.offset && c.2 >= since) {
+    let parts = writes.iter().flat_map(|&(op, parts)| {
+        let mut at = op.offset;
+        parts.iter().map(move |&b| {
+            at += b.len() as u64;
+            (op.member, at - b.len() as u64, b)
+        })
+    });
+    let device = parts.map(|(m, off, b)| match copies.iter().find(|c| c.0 == m && c.1 == off && c.2 >= since) {
         Some(&(member, offset, seq, from)) => Entry::Copy { member, offset, len: b.len() as u64, seq, from },
-        None => Entry::Device { member: op.member, offset: op.offset, data: b },
+        None => Entry::Device { member: m, offset: off, data: b },
     });
     resync.chain(device).collect()
 }

@@ -28,8 +28,11 @@
 //! reuses its memory and zeroes only what a program may read before a
 //! device read or a computation has written it); [`Buf::Bytes`] are bytes
 //! the policy supplies
-//! (cached pages, a metadata record).  A [`Ref`] is a byte offset in one
-//! buffer.  Reads of one phase land on disjoint ranges.
+//! (cached pages, a metadata record); [`Buf::Gather`] is pieces of other
+//! buffers one after another, the source of one merged device write, so
+//! its bytes reach the member without being copied together first.  A
+//! [`Ref`] is a byte offset in one buffer.  Reads of one phase land on
+//! disjoint ranges.
 //!
 //! **Results.**  Buffers listed in [`Program::keep`] go back to the policy
 //! after the run (a parity cache keeps the code it computed; scrub judges
@@ -53,6 +56,11 @@ pub enum Buf {
     Input { off: usize, len: usize },
     /// `[off, off + len)` of the client's read buffer.
     Output { off: usize, len: usize },
+    /// The pieces `(at, len)` of other buffers (none of them a gather),
+    /// one after another: the bytes of one merged device write (see
+    /// [`crate::merge`]), which the executor hands the member as they lie.
+    /// Read-only, and only a write of the whole buffer may name it.
+    Gather(Vec<(Ref, usize)>),
 }
 
 impl Buf {
@@ -61,6 +69,7 @@ impl Buf {
             Buf::Scratch(n) => *n,
             Buf::Bytes(b) => b.len(),
             Buf::Input { len, .. } | Buf::Output { len, .. } => *len,
+            Buf::Gather(pieces) => pieces.iter().map(|p| p.1).sum(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -182,7 +191,10 @@ impl Program {
         let base = self.bufs.len() as u32;
         let shift = |r: Ref| Ref { buf: r.buf + base, off: r.off };
         let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), ..io }).collect();
-        self.bufs.extend(next.bufs);
+        self.bufs.extend(next.bufs.into_iter().map(|b| match b {
+            Buf::Gather(pieces) => Buf::Gather(pieces.into_iter().map(|(r, n)| (shift(r), n)).collect()),
+            b => b,
+        }));
         self.locks.extend(next.locks);
         self.methods.extend(next.methods);
         self.keep.extend(next.keep.iter().map(|k| k + base));
@@ -431,8 +443,22 @@ impl Program {
                 Err(format!("buffer {} is read-only", r.buf))
             }
         };
+        let gather = |r: Ref| matches!(self.bufs.get(r.buf as usize), Some(Buf::Gather(_)));
+        for b in &self.bufs {
+            if let Buf::Gather(pieces) = b {
+                for &(r, n) in pieces {
+                    span(r, n)?;
+                    if gather(r) {
+                        return Err(format!("a gather buffer names gather buffer {}", r.buf));
+                    }
+                }
+            }
+        }
         for &k in &self.keep {
             span(Ref { buf: k, off: 0 }, 0)?;
+            if gather(Ref { buf: k, off: 0 }) {
+                return Err(format!("gather buffer {k} is kept"));
+            }
         }
         for p in &self.phases {
             match p {
@@ -454,6 +480,9 @@ impl Program {
                         if io.op.role == Role::ZoneReset {
                             return Err("a zone reset is a Reset phase, not a write".into());
                         }
+                        if gather(io.at) && (io.at.off != 0 || io.op.len as usize != self.bufs[io.at.buf as usize].len()) {
+                            return Err(format!("a write of part of gather buffer {}", io.at.buf));
+                        }
                     }
                 }
                 Phase::Compute(cs) => {
@@ -462,6 +491,9 @@ impl Program {
                         writable(c.dst)?;
                         for (_, t) in &c.terms {
                             span(*t, c.len)?;
+                            if gather(*t) {
+                                return Err(format!("a computation reads gather buffer {}", t.buf));
+                            }
                         }
                     }
                 }
@@ -545,6 +577,43 @@ mod tests {
         p.phases.pop();
         p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 4096), Ref::new(i, 1), 4096)]));
         assert!(p.validate().unwrap_err().contains("beyond"));
+    }
+
+    #[test]
+    fn validate_keeps_gather_buffers_to_whole_writes_of_plain_pieces() {
+        fn w(at: Ref, len: u64) -> Phase {
+            Phase::write(vec![Io::new(op(0, 0, len), at)])
+        }
+        let base = || {
+            let mut p = Program::default();
+            let s = p.buf(Buf::Scratch(8192));
+            let g = p.buf(Buf::Gather(vec![(Ref::new(s, 4096), 4096), (Ref::new(s, 0), 4096)]));
+            (p, Ref::new(g, 0))
+        };
+        let (mut p, g) = base();
+        assert_eq!(p.bufs[1].len(), 8192);
+        p.phases.push(w(g, 8192));
+        p.validate().unwrap();
+        type Spoil = fn(&mut Program, Ref);
+        let bad: [(&str, Spoil); 7] = [
+            ("part of it", |p, g| p.phases.push(w(g, 4096))),
+            ("from inside it", |p, g| p.phases.push(w(g.at(4096), 4096))),
+            ("read into it", |p, g| p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 8192), g)]))),
+            ("a term", |p, g| p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(0, 0), g, 4096)]))),
+            ("kept", |p, g| p.keep.push(g.buf)),
+            ("nested", |p, g| p.bufs.push(Buf::Gather(vec![(g, 8192)]))),
+            ("a piece beyond its buffer", |p, _| p.bufs.push(Buf::Gather(vec![(Ref::new(0, 4096), 8192)]))),
+        ];
+        for (what, f) in bad {
+            let (mut p, g) = base();
+            f(&mut p, g);
+            assert!(p.validate().is_err(), "{what}");
+        }
+        // Appended after another program, its pieces follow their buffer.
+        let (mut q, _) = base();
+        let (p, _) = base();
+        q.append(p);
+        assert_eq!(q.bufs[3], Buf::Gather(vec![(Ref::new(2, 4096), 4096), (Ref::new(2, 0), 4096)]));
     }
 
     #[test]

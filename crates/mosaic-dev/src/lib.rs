@@ -40,11 +40,12 @@ pub trait Member: Send + Sync {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Write `parts` one after another from `offset`, as one write: a log
     /// append (a journal record), which nothing reads back before a
-    /// replay.  The default joins them and writes once; memory (RAM, a
-    /// mapped file) streams them into place around the CPU cache, so a
-    /// record neither reads its lines first nor pushes out what the
-    /// array's requests use (a journal ring touches tens of MiB between
-    /// checkpoints).
+    /// replay, or a merged member write whose pieces lie apart in memory
+    /// (several stripes' units of one large request).  The default joins
+    /// them and writes once; memory (RAM, a mapped file) streams them
+    /// into place around the CPU cache, so a record neither reads its
+    /// lines first nor pushes out what the array's requests use (a
+    /// journal ring touches tens of MiB between checkpoints).
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
         self.write_at(&parts.concat(), offset)
     }

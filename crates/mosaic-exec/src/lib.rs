@@ -83,11 +83,16 @@ impl<T> Held for T {}
 /// Where a write phase marked `journal` is logged before any of its writes
 /// is issued.
 pub trait JournalHook: Sync {
-    /// Log `writes` (member, offset, bytes) and `marks` (the policy's
-    /// records for replay) durably.  The returned value is held until the
-    /// writes complete.
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
+    /// Log `writes` (member, offset, and the bytes as the parts that
+    /// follow each other from that offset: one, or a merged write's
+    /// pieces) and `marks` (the policy's records for replay) durably.
+    /// The returned value is held until the writes complete.
+    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
 }
+
+/// One device write of a phase: the operation and its bytes, as parts
+/// one after another (a merged write's pieces, where they lie).
+pub type Write<'b> = (DevOp, &'b [&'b [u8]]);
 
 /// A policy's side of [`Executor::submit`]: plan against the current
 /// health, then commit or abort.
@@ -293,13 +298,26 @@ impl Executor {
                 Phase::Read(ios) => self.read_phase(ios, slots)?,
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
                 Phase::Write { ops, journal: j, marks } => {
-                    let writes: Vec<(DevOp, &[u8])> = ops.iter().map(|io| (io.op, slots::bytes(slots, io.at, io.op.len as usize))).collect();
+                    let mut parts = Vec::with_capacity(ops.len());
+                    let mut ends = Vec::with_capacity(ops.len());
+                    for io in ops {
+                        slots::write_parts(p, slots, io.at, io.op.len as usize, &mut parts);
+                        ends.push(parts.len());
+                    }
+                    let starts = std::iter::once(0).chain(ends.iter().copied());
+                    let writes: Vec<Write<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
                     let held = match (j, journal) {
                         (true, Some(hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
                         _ => None,
                     };
                     let bytes = ops.iter().map(|io| io.op.len).sum();
-                    let res = self.each(&writes, bytes, |(op, b)| self.dev(op.member)?.write_at(b, self.base + op.offset));
+                    let res = self.each(&writes, bytes, |&(op, b)| {
+                        let dev = self.dev(op.member)?;
+                        match b {
+                            [one] => dev.write_at(one, self.base + op.offset),
+                            _ => dev.write_parts_at(b, self.base + op.offset),
+                        }
+                    });
                     drop(held);
                     self.settle(Dir::Write, ops, res)?;
                 }

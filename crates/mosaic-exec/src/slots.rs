@@ -141,7 +141,9 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
             }
             Phase::Write { ops, .. } => {
                 for io in ops {
-                    read(&written, &mut zero, io.at, io.op.len as usize);
+                    for (r, n) in pieces(p, io.at, io.op.len as usize) {
+                        read(&written, &mut zero, r, n);
+                    }
                 }
             }
             Phase::Flush(_) | Phase::Reset(_) => {}
@@ -276,6 +278,8 @@ pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -
                 outs.push((*off, *len, i));
                 None
             }
+            // Read through its pieces' own slots (see `write_parts`).
+            Buf::Gather(_) => Some(Slot::Shared(&[])),
         });
     }
     if !outs.is_empty() {
@@ -301,6 +305,24 @@ pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -
 pub(crate) fn bytes<'s>(slots: &'s [Slot<'_>], at: Ref, len: usize) -> &'s [u8] {
     let b = slots.get(at.buf as usize).map(|s| s.bytes()).unwrap_or_default();
     b.get(at.off as usize..at.off as usize + len).unwrap_or_default()
+}
+
+/// The ranges a write of `len` bytes at `at` takes, in order: its own,
+/// or the pieces of the gather buffer it writes.
+fn pieces(p: &Program, at: Ref, len: usize) -> impl Iterator<Item = (Ref, usize)> + '_ {
+    let gathered = match p.bufs.get(at.buf as usize) {
+        Some(Buf::Gather(pieces)) => Some(pieces.iter().copied()),
+        _ => None,
+    };
+    let own = gathered.is_none().then_some((at, len));
+    gathered.into_iter().flatten().chain(own)
+}
+
+/// Add to `out` the bytes a write of `len` at `at` takes, in order: one
+/// slice, or each piece of the gather buffer it writes (as [`bytes`]
+/// does, a bad reference of an unvalidated program yields empty slices).
+pub(crate) fn write_parts<'s>(p: &Program, slots: &'s [Slot<'_>], at: Ref, len: usize, out: &mut Vec<&'s [u8]>) {
+    out.extend(pieces(p, at, len).map(|(r, n)| bytes(slots, r, n)));
 }
 
 /// Buffer `b`'s bytes, moved out when they are the executor's own.

@@ -5,7 +5,7 @@ use mosaic_core::{Buf, Combine, DevOp, Io, Mark, Method, Phase, Program, Ref, Ro
 use mosaic_dev::{FaultyMember, MemMember, Member};
 use proptest::prelude::*;
 
-use crate::{Client, ExecError, Executor, Held, JournalHook, Planner};
+use crate::{Client, ExecError, Executor, Held, JournalHook, Planner, Write};
 
 fn mems(n: usize) -> Vec<Arc<MemMember>> {
     (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), 1 << 20))).collect()
@@ -80,12 +80,14 @@ fn reads_land_in_the_client_buffer_and_decode_is_a_combination() {
     assert!(buf[4096..].iter().all(|&x| x == 1 ^ 3));
 }
 
-/// Logs where writes go, and the marks beside them.
+/// Logs where writes go (member, offset, total length), the bytes of
+/// each write as its parts, and the marks beside them.
 #[derive(Default)]
-struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>, parking_lot::Mutex<Vec<Mark>>);
+struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>, parking_lot::Mutex<Vec<Mark>>, parking_lot::Mutex<Vec<Vec<Vec<u8>>>>);
 impl JournalHook for Log {
-    fn log<'a>(&'a self, writes: &[(DevOp, &[u8])], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
-        self.0.lock().extend(writes.iter().map(|(o, b)| (o.member, o.offset, b.len())));
+    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+        self.0.lock().extend(writes.iter().map(|(o, b)| (o.member, o.offset, b.iter().map(|p| p.len()).sum())));
+        self.2.lock().extend(writes.iter().map(|(_, b)| b.iter().map(|p| p.to_vec()).collect()));
         self.1.lock().extend_from_slice(marks);
         Ok(Box::new(()))
     }
@@ -93,7 +95,7 @@ impl JournalHook for Log {
 
 struct Refuse;
 impl JournalHook for Refuse {
-    fn log<'a>(&'a self, _: &[(DevOp, &[u8])], _: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, _: &[Write<'_>], _: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         Err("journal full".into())
     }
 }
@@ -113,6 +115,45 @@ fn a_journaled_phase_is_logged_first_and_a_refused_log_writes_nothing() {
     let err = ex.run(&rmw(0, 2, 4096), Client::In(&[9u8; 4096]), Some(&Refuse)).unwrap_err();
     assert!(matches!(err, ExecError::Journal(_)));
     assert!(peek(&ms[0], 4096, 4096).iter().all(|&x| x == 0), "nothing written after a refused log");
+}
+
+#[test]
+fn a_merged_write_reaches_member_and_journal_as_its_pieces_without_a_gather_copy() {
+    // Two 4 KiB pieces per member, 8 KiB apart in the client's buffer
+    // (stripes of 4 KiB units on two members), plus a parity piece from
+    // scratch computed in the program: merged into one write per member.
+    let ms = mems(2);
+    let ex = exec_on(&ms);
+    let k = 4096u64;
+    let mut p = Program::default();
+    let input = p.buf(Buf::Input { off: 0, len: 16384 });
+    let code = p.buf(Buf::Scratch(4096));
+    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(code, 0), len: 4096, acc: false, terms: vec![(1, Ref::new(input, 4096)), (1, Ref::new(input, 12288))] }]));
+    let ios = vec![
+        Io::new(op(0, 0, k, Role::Data), Ref::new(input, 0)),
+        Io::new(op(1, 0, k, Role::Data), Ref::new(input, 4096)),
+        Io::new(op(0, k, k, Role::Data), Ref::new(input, 8192)),
+        Io::new(op(1, k, k, Role::Code), Ref::new(code, 0)),
+    ];
+    p.phases.push(Phase::Write { ops: ios, journal: true, marks: Vec::new() });
+    mosaic_core::merge_contiguous(&mut p);
+    assert_eq!(p.phases.len(), 2, "no gather phase: {:?}", p.phases);
+    assert!(p.bufs.iter().any(|b| matches!(b, Buf::Gather(_))));
+    let client: Vec<u8> = (0..16384u32).map(|i| (i / 4096 + 1) as u8 * 16 + (i % 7) as u8).collect();
+    let log = Log::default();
+    ex.run(&p, Client::In(&client), Some(&log)).unwrap();
+    let code_bytes: Vec<u8> = client[4096..8192].iter().zip(&client[12288..]).map(|(a, b)| a ^ b).collect();
+    let m0 = [&client[..4096], &client[8192..12288]].concat();
+    let m1 = [&client[4096..8192], &code_bytes[..]].concat();
+    assert_eq!(peek(&ms[0], 0, 8192), m0);
+    assert_eq!(peek(&ms[1], 0, 8192), m1);
+    assert_eq!(*log.0.lock(), vec![(0, 0, 8192), (1, 0, 8192)]);
+    let parts = log.2.lock();
+    assert_eq!(parts.iter().map(|w| w.len()).collect::<Vec<_>>(), vec![2, 2], "each write logged as its two pieces");
+    assert_eq!(parts[0].concat(), m0);
+    assert_eq!(parts[1].concat(), m1);
+    let c = ex.counters();
+    assert_eq!((c.members[0].writes, c.members[0].write_bytes, c.members[1].writes), (1, 8192, 1), "one device write per member");
 }
 
 /// What a test planner does when members fail: remember them, and tell
@@ -402,6 +443,16 @@ fn only_bytes_read_before_written_must_be_zero() {
     let z = must_zero(&p, 0);
     assert_eq!(z[s].spans(), &[(1024, 1280), (2048, 2304), (3000, 3512)]);
     assert_eq!(z[k].spans(), &[(256, 512)]);
+    // A write of a gather reads its pieces: the computed one needs no
+    // zeroing, the one never written does.
+    let mut p = Program::default();
+    let s = p.buf(Buf::Scratch(2048));
+    p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(s, 1536), 512)]));
+    let g = p.buf(Buf::Gather(vec![(Ref::new(s, 0), 512), (Ref::new(s, 1024), 256)]));
+    p.phases.push(Phase::write(vec![Io::new(op(0, 0, 768, Role::Data), Ref::new(g, 0))]));
+    let z = must_zero(&p, 0);
+    assert_eq!(z[s].spans(), &[(1024, 1280), (1536, 2048)]);
+    assert_eq!(z[g].total(), 0);
 }
 
 #[test]
