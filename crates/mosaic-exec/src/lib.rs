@@ -297,30 +297,7 @@ impl Executor {
             match phase {
                 Phase::Read(ios) => self.read_phase(ios, slots)?,
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
-                Phase::Write { ops, journal: j, marks } => {
-                    let mut parts = Vec::with_capacity(ops.len());
-                    let mut ends = Vec::with_capacity(ops.len());
-                    for io in ops {
-                        slots::write_parts(p, slots, io.at, io.op.len as usize, &mut parts);
-                        ends.push(parts.len());
-                    }
-                    let starts = std::iter::once(0).chain(ends.iter().copied());
-                    let writes: Vec<Write<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
-                    let held = match (j, journal) {
-                        (true, Some(hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
-                        _ => None,
-                    };
-                    let bytes = ops.iter().map(|io| io.op.len).sum();
-                    let res = self.each(&writes, bytes, |&(op, b)| {
-                        let dev = self.dev(op.member)?;
-                        match b {
-                            [one] => dev.write_at(one, self.base + op.offset),
-                            _ => dev.write_parts_at(b, self.base + op.offset),
-                        }
-                    });
-                    drop(held);
-                    self.settle(Dir::Write, ops, res)?;
-                }
+                Phase::Write { ops, journal: j, marks } => self.write_phase(p, ops, (*j).then_some(marks.as_slice()).zip(journal), slots)?,
                 Phase::Flush(ms) => {
                     // Flushes move no bytes; they go to the I/O threads
                     // unless every one of them is cheap.
@@ -341,6 +318,34 @@ impl Executor {
             c.ops.add_method(*m);
         }
         Ok(())
+    }
+
+    /// Log the writes first when the phase is journaled (`journal`: its
+    /// marks and the hook), then issue them; each write's bytes are one
+    /// slice, or the pieces of its gather buffer, written as one.
+    fn write_phase(&self, p: &Program, ops: &[Io], journal: Option<(&[Mark], &dyn JournalHook)>, slots: &[Slot<'_>]) -> Result<(), ExecError> {
+        let mut parts = Vec::with_capacity(ops.len());
+        let mut ends = Vec::with_capacity(ops.len());
+        for io in ops {
+            slots::write_parts(p, slots, io.at, io.op.len as usize, &mut parts);
+            ends.push(parts.len());
+        }
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let writes: Vec<Write<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
+        let held = match journal {
+            Some((marks, hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
+            None => None,
+        };
+        let bytes = ops.iter().map(|io| io.op.len).sum();
+        let res = self.each(&writes, bytes, |&(op, b)| {
+            let dev = self.dev(op.member)?;
+            match b {
+                [one] => dev.write_at(one, self.base + op.offset),
+                _ => dev.write_parts_at(b, self.base + op.offset),
+            }
+        });
+        drop(held);
+        self.settle(Dir::Write, ops, res)
     }
 
     fn dev(&self, m: usize) -> io::Result<Arc<dyn Member>> {
