@@ -308,13 +308,14 @@ pub(crate) fn bytes<'s>(slots: &'s [Slot<'_>], at: Ref, len: usize) -> &'s [u8] 
 }
 
 /// The ranges a write of `len` bytes at `at` takes, in order: its own,
-/// or the pieces of the gather buffer it writes.
+/// or the pieces of the gather buffer it writes whole.  A write of part
+/// of a gather (which validation rejects) takes none: like a bad
+/// reference, it never writes bytes beyond its length.
 fn pieces(p: &Program, at: Ref, len: usize) -> impl Iterator<Item = (Ref, usize)> + '_ {
-    let gathered = match p.bufs.get(at.buf as usize) {
-        Some(Buf::Gather(pieces)) => Some(pieces.iter().copied()),
-        _ => None,
+    let (gathered, own) = match p.bufs.get(at.buf as usize) {
+        Some(b @ Buf::Gather(pieces)) => ((at.off == 0 && b.len() == len).then(|| pieces.iter().copied()), None),
+        _ => (None, Some((at, len))),
     };
-    let own = gathered.is_none().then_some((at, len));
     gathered.into_iter().flatten().chain(own)
 }
 

@@ -154,6 +154,14 @@ fn a_merged_write_reaches_member_and_journal_as_its_pieces_without_a_gather_copy
     assert_eq!(parts[1].concat(), m1);
     let c = ex.counters();
     assert_eq!((c.members[0].writes, c.members[0].write_bytes, c.members[1].writes), (1, 8192, 1), "one device write per member");
+    // A write of part of a gather (a policy bug validation catches) takes
+    // no bytes, never the whole gather's.
+    let g = p.bufs.iter().position(|b| matches!(b, Buf::Gather(_))).unwrap();
+    let slots = crate::slots::materialize(&p, &Default::default(), Client::In(&client)).unwrap();
+    let (mut whole, mut part) = (Vec::new(), Vec::new());
+    crate::slots::write_parts(&p, &slots, Ref::new(g, 0), 8192, &mut whole);
+    crate::slots::write_parts(&p, &slots, Ref::new(g, 0), 4096, &mut part);
+    assert_eq!((whole.len(), whole.concat().len(), part.len()), (2, 8192, 0));
 }
 
 /// What a test planner does when members fail: remember them, and tell
