@@ -28,7 +28,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
-use mosaic_exec::{Client, ExecError, Executor, Held, JournalHook, Planner, Write};
+use mosaic_exec::{Client, DevWrite, ExecError, Executor, Held, JournalHook, Planner};
 use mosaic_dev::{Device, FileMember, Member};
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
@@ -606,7 +606,7 @@ impl Array {
     /// last checkpoint) is logged as a copy of them, not with its bytes
     /// again.  The guard keeps a checkpoint from starting until the
     /// caller's member writes are done.
-    fn journal_append(&self, writes: &[Write<'_>], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    fn journal_append(&self, writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
         loop {
             let g = self.inflight.read();
@@ -1237,7 +1237,7 @@ impl Planner for Request<'_> {
 struct ArrayJournal<'a>(&'a Array, &'a [Copied]);
 
 impl JournalHook for ArrayJournal<'_> {
-    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
     }
 }
@@ -1251,7 +1251,7 @@ pub(crate) type Copied = (usize, u64, u64, u64);
 /// replay writes them where the merged write would have), as a copy when
 /// `copies` names the part and its record is not older than the journal's
 /// checkpoint `since` (else with its bytes).
-fn journal_entries_of<'b>(writes: &[Write<'b>], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
+fn journal_entries_of<'b>(writes: &[DevWrite<'b>], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
     let resync = marks.iter().map(|m| match *m {
         Mark::Resync { row } => Entry::Resync { row },
     });

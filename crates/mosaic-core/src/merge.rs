@@ -36,7 +36,7 @@
 //! (stripes) of a merged op become one lane: they now share a transfer.
 
 use crate::plan::{DevOp, Role};
-use crate::program::{Buf, Combine, Io, Phase, Program, Ref};
+use crate::program::{write_pieces, Buf, Combine, Io, Phase, Program, Ref};
 
 /// Merge every run of adjacent same-member transfers within each read
 /// and write phase of `p` (see the module docs).
@@ -130,7 +130,9 @@ fn merge_phase(bufs: &mut Vec<Buf>, ios: Vec<Io>, read: bool, lanes: &mut LaneSe
         let at = if back_to_back(&ios, &run) {
             first.at
         } else if !read {
-            let pieces = run.iter().flat_map(|&i| pieces_of(bufs, ios[i].at, ios[i].op.len as usize)).collect();
+            // A piece that is itself a gather (a program merged again)
+            // joins as its pieces, so gathers never nest.
+            let pieces = run.iter().flat_map(|&i| write_pieces(bufs, ios[i].at, ios[i].op.len as usize)).collect();
             bufs.push(Buf::Gather(pieces));
             Ref::new(bufs.len() - 1, 0)
         } else {
@@ -152,16 +154,6 @@ fn merge_phase(bufs: &mut Vec<Buf>, ios: Vec<Io>, read: bool, lanes: &mut LaneSe
         merged.push(Io { op, at, lane });
     }
     (merged, copies)
-}
-
-/// The pieces a write of `len` bytes at `at` takes: its own range, or
-/// the pieces of the gather it writes whole (a program merged again after
-/// [`crate::Program::append`]), so gathers never nest.
-fn pieces_of(bufs: &[Buf], at: Ref, len: usize) -> Vec<(Ref, usize)> {
-    match bufs.get(at.buf as usize) {
-        Some(Buf::Gather(pieces)) => pieces.clone(),
-        _ => vec![(at, len)],
-    }
 }
 
 /// Whether the run's pieces follow each other in one buffer.

@@ -81,6 +81,18 @@ impl Buf {
     }
 }
 
+/// The ranges of `bufs` a write of `len` bytes at `at` takes, in order:
+/// its own, or the pieces of the [`Buf::Gather`] it writes whole.  A
+/// write of part of a gather ([`Program::validate`] rejects it) takes
+/// none: it never reaches bytes beyond its length.
+pub fn write_pieces(bufs: &[Buf], at: Ref, len: usize) -> impl Iterator<Item = (Ref, usize)> + '_ {
+    let (gathered, own) = match bufs.get(at.buf as usize) {
+        Some(b @ Buf::Gather(pieces)) => ((at.off == 0 && b.len() == len).then(|| pieces.iter().copied()), None),
+        _ => (None, Some((at, len))),
+    };
+    gathered.into_iter().flatten().chain(own)
+}
+
 /// A byte position in one of the program's buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ref {

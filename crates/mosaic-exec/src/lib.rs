@@ -87,12 +87,12 @@ pub trait JournalHook: Sync {
     /// follow each other from that offset: one, or a merged write's
     /// pieces) and `marks` (the policy's records for replay) durably.
     /// The returned value is held until the writes complete.
-    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
+    fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
 }
 
 /// One device write of a phase: the operation and its bytes, as parts
 /// one after another (a merged write's pieces, where they lie).
-pub type Write<'b> = (DevOp, &'b [&'b [u8]]);
+pub type DevWrite<'b> = (DevOp, &'b [&'b [u8]]);
 
 /// A policy's side of [`Executor::submit`]: plan against the current
 /// health, then commit or abort.
@@ -331,7 +331,7 @@ impl Executor {
             ends.push(parts.len());
         }
         let starts = std::iter::once(0).chain(ends.iter().copied());
-        let writes: Vec<Write<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
+        let writes: Vec<DevWrite<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
         let held = match journal {
             Some((marks, hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
             None => None,

@@ -1,7 +1,7 @@
 //! A running program's buffers: scratch memory, policy bytes, and the
 //! client's data, split into the disjoint pieces each phase needs.
 
-use mosaic_core::{Buf, Combine, Io, Phase, Program, Ref};
+use mosaic_core::{write_pieces, Buf, Combine, Io, Phase, Program, Ref};
 use parking_lot::Mutex;
 
 use crate::Client;
@@ -141,7 +141,7 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
             }
             Phase::Write { ops, .. } => {
                 for io in ops {
-                    for (r, n) in pieces(p, io.at, io.op.len as usize) {
+                    for (r, n) in write_pieces(&p.bufs, io.at, io.op.len as usize) {
                         read(&written, &mut zero, r, n);
                     }
                 }
@@ -307,23 +307,11 @@ pub(crate) fn bytes<'s>(slots: &'s [Slot<'_>], at: Ref, len: usize) -> &'s [u8] 
     b.get(at.off as usize..at.off as usize + len).unwrap_or_default()
 }
 
-/// The ranges a write of `len` bytes at `at` takes, in order: its own,
-/// or the pieces of the gather buffer it writes whole.  A write of part
-/// of a gather (which validation rejects) takes none: like a bad
-/// reference, it never writes bytes beyond its length.
-fn pieces(p: &Program, at: Ref, len: usize) -> impl Iterator<Item = (Ref, usize)> + '_ {
-    let (gathered, own) = match p.bufs.get(at.buf as usize) {
-        Some(b @ Buf::Gather(pieces)) => ((at.off == 0 && b.len() == len).then(|| pieces.iter().copied()), None),
-        _ => (None, Some((at, len))),
-    };
-    gathered.into_iter().flatten().chain(own)
-}
-
 /// Add to `out` the bytes a write of `len` at `at` takes, in order: one
 /// slice, or each piece of the gather buffer it writes (as [`bytes`]
 /// does, a bad reference of an unvalidated program yields empty slices).
 pub(crate) fn write_parts<'s>(p: &Program, slots: &'s [Slot<'_>], at: Ref, len: usize, out: &mut Vec<&'s [u8]>) {
-    out.extend(pieces(p, at, len).map(|(r, n)| bytes(slots, r, n)));
+    out.extend(write_pieces(&p.bufs, at, len).map(|(r, n)| bytes(slots, r, n)));
 }
 
 /// Buffer `b`'s bytes, moved out when they are the executor's own.

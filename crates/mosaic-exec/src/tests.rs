@@ -5,7 +5,7 @@ use mosaic_core::{Buf, Combine, DevOp, Io, Mark, Method, Phase, Program, Ref, Ro
 use mosaic_dev::{FaultyMember, MemMember, Member};
 use proptest::prelude::*;
 
-use crate::{Client, ExecError, Executor, Held, JournalHook, Planner, Write};
+use crate::{Client, DevWrite, ExecError, Executor, Held, JournalHook, Planner};
 
 fn mems(n: usize) -> Vec<Arc<MemMember>> {
     (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), 1 << 20))).collect()
@@ -85,7 +85,7 @@ fn reads_land_in_the_client_buffer_and_decode_is_a_combination() {
 #[derive(Default)]
 struct Log(parking_lot::Mutex<Vec<(usize, u64, usize)>>, parking_lot::Mutex<Vec<Mark>>, parking_lot::Mutex<Vec<Vec<Vec<u8>>>>);
 impl JournalHook for Log {
-    fn log<'a>(&'a self, writes: &[Write<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         self.0.lock().extend(writes.iter().map(|(o, b)| (o.member, o.offset, b.iter().map(|p| p.len()).sum())));
         self.2.lock().extend(writes.iter().map(|(_, b)| b.iter().map(|p| p.to_vec()).collect()));
         self.1.lock().extend_from_slice(marks);
@@ -95,7 +95,7 @@ impl JournalHook for Log {
 
 struct Refuse;
 impl JournalHook for Refuse {
-    fn log<'a>(&'a self, _: &[Write<'_>], _: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
+    fn log<'a>(&'a self, _: &[DevWrite<'_>], _: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
         Err("journal full".into())
     }
 }
