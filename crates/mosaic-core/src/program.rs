@@ -607,19 +607,19 @@ mod tests {
         p.phases.push(w(g, 8192));
         p.validate().unwrap();
         type Spoil = fn(&mut Program, Ref);
-        let bad: [(&str, Spoil); 7] = [
-            ("part of it", |p, g| p.phases.push(w(g, 4096))),
-            ("from inside it", |p, g| p.phases.push(w(g.at(4096), 4096))),
-            ("read into it", |p, g| p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 8192), g)]))),
-            ("a term", |p, g| p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(0, 0), g, 4096)]))),
-            ("kept", |p, g| p.keep.push(g.buf)),
-            ("nested", |p, g| p.bufs.push(Buf::Gather(vec![(g, 8192)]))),
-            ("a piece beyond its buffer", |p, _| p.bufs.push(Buf::Gather(vec![(Ref::new(0, 4096), 8192)]))),
+        let bad: [(&str, Spoil, &str); 7] = [
+            ("part of it", |p, g| p.phases.push(w(g, 4096)), "a write of part of gather buffer 1"),
+            ("from inside it", |p, g| p.phases.push(w(g.at(4096), 4096)), "a write of part of gather buffer 1"),
+            ("read into it", |p, g| p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 8192), g)])), "buffer 1 is read-only"),
+            ("a term", |p, g| p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(0, 0), g, 4096)])), "a computation reads gather buffer 1"),
+            ("kept", |p, g| p.keep.push(g.buf), "gather buffer 1 is kept"),
+            ("nested", |p, g| p.bufs.push(Buf::Gather(vec![(g, 8192)])), "a gather buffer names gather buffer 1"),
+            ("a piece beyond its buffer", |p, _| p.bufs.push(Buf::Gather(vec![(Ref::new(0, 4096), 8192)])), "range 4096+8192 beyond buffer 0 of 8192 bytes"),
         ];
-        for (what, f) in bad {
+        for (what, f, msg) in bad {
             let (mut p, g) = base();
             f(&mut p, g);
-            assert!(p.validate().is_err(), "{what}");
+            assert_eq!(p.validate().unwrap_err(), msg, "{what}");
         }
         // Appended after another program, its pieces follow their buffer.
         let (mut q, _) = base();
