@@ -12,7 +12,7 @@
 //! * ResponseTime: 100 ns ticks, ignored (and optional).
 
 use crate::field::{commas, err, io, is_digits, is_header, mul, show, text, u64_field, FieldError, Line};
-use crate::Op;
+use crate::{Op, Request};
 
 pub(crate) const HEADER: &[&str] = &["timestamp", "hostname", "disknumber", "type", "offset", "size", "responsetime"];
 pub(crate) const SHAPE: &str = "msr: 6-7 comma fields `ticks,host,disk,Read|Write,offset,size[,resp]`";
@@ -106,6 +106,155 @@ fn word(b: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((&b[..i], &b[i + 1..]))
 }
 
+/// The common line at the start of `buf` (the reader's buffer) in one
+/// pass: the request, its disk and the bytes the line takes with its
+/// `\n`, as [`parse`] reads the line when it is an I/O.  None when the
+/// line is anything else, does not end in `buf` or ends within 8 bytes
+/// of its end; the reader then finds the line's end and parses it.
+#[inline(always)]
+pub(crate) fn plain_line(buf: &[u8]) -> Option<(Request, &[u8], usize)> {
+    let (ticks, b',', rest) = number8(buf)? else { return None };
+    let (_host, rest) = field8(rest)?;
+    let (disk, rest) = disk8(rest)?;
+    let (op, rest) = read_write_comma(rest)?;
+    let (offset, b',', rest) = number8(rest)? else { return None };
+    let (len, rest) = match number8(rest)? {
+        (len, b'\n', rest) => (len, rest),
+        (len, b',', rest) => (len, rest.get(newline8(rest)? + 1..)?),
+        _ => return None,
+    };
+    // A zero length or an extent past 2^64 is for `io` to report.
+    offset.checked_add(len)?;
+    let req = Request { time_ns: ticks.checked_mul(100)?, op, offset, len };
+    (len != 0).then_some((req, disk, buf.len() - rest.len()))
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
+
+/// The first 8 bytes of `b` as a little-endian word.
+#[inline(always)]
+fn load8(b: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(*b.first_chunk::<8>()?))
+}
+
+/// The ASCII digits leading the word `w` (the first in its low byte), up
+/// to eight: how many, and their value.
+#[inline(always)]
+fn digits8(w: u64) -> (usize, u64) {
+    let x = w ^ (ONES * b'0' as u64);
+    // A byte of x over 9 sets its flag bit (a carry out of it only
+    // reaches the bytes after it).
+    let non = (x | x.wrapping_add(ONES * 0x76)) & HIGH;
+    let n = (non.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return (0, 0);
+    }
+    // The digits to the top bytes, zeros before them; then pairs, fours,
+    // eights of digits (no lane overflows).
+    let x = x << (64 - 8 * n);
+    let x = (x.wrapping_mul(10).wrapping_add(x >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let x = (x.wrapping_mul(100).wrapping_add(x >> 16)) & 0x0000_FFFF_0000_FFFF;
+    let x = (x.wrapping_mul(10_000).wrapping_add(x >> 32)) & 0xFFFF_FFFF;
+    (n, x)
+}
+
+/// 1 to 19 digits leading `b`, eight at a time: the number, the byte
+/// after the digits and the rest of `b` after that byte.
+#[inline(always)]
+fn number8(b: &[u8]) -> Option<(u64, u8, &[u8])> {
+    let w = load8(b)?;
+    let (n, v) = digits8(w);
+    if n < 8 {
+        return (n > 0).then_some((v, (w >> (8 * n)) as u8, b.get(n + 1..)?));
+    }
+    more_digits8(v, &b[8..])
+}
+
+/// [`number8`] past its first 8 digits `v`: 0 to 11 more leading `b`.
+#[inline(always)]
+fn more_digits8(v: u64, b: &[u8]) -> Option<(u64, u8, &[u8])> {
+    let w = load8(b)?;
+    let (n, x) = digits8(w);
+    let v = v.wrapping_mul(POW10[n]).wrapping_add(x);
+    if n < 8 {
+        return Some((v, (w >> (8 * n)) as u8, b.get(n + 1..)?));
+    }
+    let w = load8(&b[8..])?;
+    let (n, x) = digits8(w);
+    // 20 digits and more may not fit.
+    if n > 3 {
+        return None;
+    }
+    Some((v.wrapping_mul(POW10[n]).wrapping_add(x), (w >> (8 * n)) as u8, b.get(9 + n..)?))
+}
+
+/// The field leading `b` up to its comma, eight bytes at a time, and the
+/// rest after the comma; None when the line ends first.
+#[inline(always)]
+fn field8(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut at = 0;
+    loop {
+        let w = load8(b.get(at..)?)?;
+        let (c, n) = (w ^ (ONES * b',' as u64), w ^ (ONES * b'\n' as u64));
+        // The lowest flag is the first comma or newline (see find_newline).
+        let hit = ((c.wrapping_sub(ONES) & !c) | (n.wrapping_sub(ONES) & !n)) & HIGH;
+        if hit != 0 {
+            let end = at + (hit.trailing_zeros() / 8) as usize;
+            return match b.get(end..)? {
+                [b',', rest @ ..] => Some((&b[..end], rest)),
+                _ => None,
+            };
+        }
+        at += 8;
+    }
+}
+
+/// The index of the first `\n` in `b`, eight bytes at a time; None
+/// within 8 bytes of its end.
+#[inline(always)]
+fn newline8(b: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let n = load8(b.get(at..)?)? ^ (ONES * b'\n' as u64);
+        let hit = n.wrapping_sub(ONES) & !n & HIGH;
+        if hit != 0 {
+            return Some(at + (hit.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+}
+
+/// The disk number field leading `b` (non-empty, not padded) and the rest
+/// after its comma.
+#[inline(always)]
+fn disk8(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (disk, rest) = match b {
+        // One character, the usual.
+        [c, b',', rest @ ..] if *c != b',' => (&b[..1], rest),
+        _ => field8(b)?,
+    };
+    match disk {
+        [first, .., last] | [first @ last] if !first.is_ascii_whitespace() && !last.is_ascii_whitespace() => Some((disk, rest)),
+        _ => None,
+    }
+}
+
+/// `Read` or `Write` (any case) and its comma leading `b`; the rest after
+/// the comma.
+#[inline(always)]
+fn read_write_comma(b: &[u8]) -> Option<(Op, &[u8])> {
+    if let Some(rest) = b.strip_prefix(b"Write,") {
+        return Some((Op::Write, rest));
+    }
+    if let Some(rest) = b.strip_prefix(b"Read,") {
+        return Some((Op::Read, rest));
+    }
+    let (ty, rest) = field8(b)?;
+    Some((read_write(ty)?, rest))
+}
+
 pub(crate) fn shape(line: &[u8]) -> bool {
     let mut f = commas(line);
     f.next().is_some_and(is_digits)
@@ -160,6 +309,106 @@ mod tests {
         }
         assert!(plain(b"128166372003061629,wdev,0,Write,3872768,4096,1125").is_some());
         assert!(plain(b"1,h,0 ,Read,1,2").is_none());
+    }
+
+    /// What the one pass makes of the line leading `buf`, checked against
+    /// `parse` of that line: the same request and disk, or nothing.
+    fn one_pass(buf: &[u8]) -> bool {
+        let Some((req, disk, used)) = plain_line(buf) else { return false };
+        let end = buf.iter().position(|&c| c == b'\n').expect("a whole line");
+        assert_eq!(used, end + 1, "{}", String::from_utf8_lossy(buf));
+        assert!(buf[0].is_ascii_digit(), "no BOM, blank, comment or padding before");
+        let line = crate::field::trim(&buf[..end]);
+        assert_eq!(parse(line), Ok(Line::Io { req, device: Some(disk) }), "{}", String::from_utf8_lossy(buf));
+        true
+    }
+
+    /// The one pass over the reader's buffer reads a line as `parse`
+    /// reads it, or leaves it: each field's variants (digits 1 to 20,
+    /// 8 and 16 digits, bytes next to the digits and above 0x7f, padding,
+    /// CR, newlines inside fields) one at a time and in random lines,
+    /// followed by another line, by newlines or by nothing.
+    #[test]
+    fn one_pass_lines_read_as_parse_reads_them() {
+        let ticks: &[&[u8]] = &[b"0", b"7", b"1234567", b"12345678", b"123456789", b"1234567890123456", b"12345678901234567", b"128166372003061629", b"184467440737095516", b"184467440737095517", b"1234567890123456789", b"00000000000000000001", b"", b"12x", b"1/2", b"1:2", b"\xb0", b" 1", b"1 ", b"1\n2", b"\xff1"];
+        let hosts: &[&[u8]] = &[b"bench", b"", b"h", b"wdev", b"a-long-host-name-17", b"a b", b"h\r", b"h\n", b"\xef\xbb\xbf"];
+        let disks: &[&[u8]] = &[b"0", b"12", b"", b" 0", b"0 ", b"\t", b"x", b"\xff", b"\n", b"0\n", b"1234567890"];
+        let types: &[&[u8]] = &[b"Write", b"Read", b"write", b"READ", b"wRiTe", b"Wr", b"Trim", b"Writex", b"", b"Write ", b"Rea\nd"];
+        let offsets: &[&[u8]] = &[b"107183718400", b"0", b"12345678", b"1234567890123456", b"18446744073709551615", b"18446744073709551614", b"9999999999999999999", b"", b"12x", b"1 2", b"1\n"];
+        let sizes: &[&[u8]] = &[b"4096", b"0", b"1", b"12345678", b"123456789", b"1234567890123456789", b"12345678901234567890", b"", b"4096 ", b"40x", b"4096\r", b" 4096"];
+        let tails: &[&[u8]] = &[b"", b",0", b",1125", b",", b",1125\r", b"\r", b" ", b",x,y", b",\xff", b",a-long-response-time-field"];
+        let after: &[&[u8]] = &[b"\n1,h,0,Read,1,2\n", b"\n", b"\n\n\n\n\n\n\n\n\n", b"", b"12345678"];
+        let fields = [ticks, hosts, disks, types, offsets, sizes, tails];
+        let line = |pick: [usize; 7]| {
+            let mut l = Vec::new();
+            for (f, (&i, v)) in pick.iter().zip(fields).enumerate() {
+                if f > 0 && f < 6 {
+                    l.push(b',');
+                }
+                l.extend_from_slice(v[i]);
+            }
+            l
+        };
+        let mut read = 0;
+        let mut check = |pick: [usize; 7]| {
+            for a in after {
+                let mut buf = line(pick);
+                buf.extend_from_slice(a);
+                if one_pass(&buf) {
+                    read += 1;
+                }
+                if !buf.contains(&b'\n') {
+                    assert_eq!(plain_line(&buf), None);
+                }
+            }
+        };
+        for f in 0..fields.len() {
+            for i in 0..fields[f].len() {
+                let mut pick = [0; 7];
+                pick[f] = i;
+                check(pick);
+            }
+        }
+        let mut x: u64 = 1;
+        for _ in 0..20_000 {
+            let mut pick = [0; 7];
+            for (p, v) in pick.iter_mut().zip(fields) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *p = if x >> 62 == 0 { (x >> 33) as usize % v.len() } else { 0 };
+            }
+            check(pick);
+        }
+        assert!(read > 10_000, "{read}");
+        for l in [&b"128166372003061629,wdev,0,Write,3872768,4096,1125\n1,h,0,Read,1,2\n"[..], b"0,bench,0,Write,4096,4096,0\n1234567", b"1,h,12,READ,0,512,\n        "] {
+            assert!(one_pass(l), "{}", String::from_utf8_lossy(l));
+        }
+    }
+
+    /// Eight digits at a time: how many lead a word and their value,
+    /// whatever byte follows them.
+    #[test]
+    fn eight_digits_at_a_time() {
+        for n in 0..=8 {
+            for next in 0..=255u8 {
+                if next.is_ascii_digit() {
+                    continue;
+                }
+                let mut w = *b"98765432";
+                w[..n].copy_from_slice(&b"90817263"[..n]);
+                if n < 8 {
+                    w[n] = next;
+                }
+                let want = (n, if n == 0 { 0 } else { std::str::from_utf8(&w[..n]).unwrap().parse().unwrap() });
+                assert_eq!(digits8(u64::from_le_bytes(w)), want, "{w:?}");
+            }
+        }
+        for n in 1..=22 {
+            let digits: Vec<u8> = (0..n).map(|i| b"9081726354"[i % 10]).collect();
+            let mut b = digits.clone();
+            b.extend_from_slice(b",123456789");
+            let want = std::str::from_utf8(&digits).unwrap().parse::<u64>().ok().filter(|_| n < 20);
+            assert_eq!(number8(&b).map(|(v, c, rest)| (v, c, rest.len())), want.map(|v| (v, b',', 9)), "{n} digits");
+        }
     }
 
     /// Malformed lines as long as real ones (the one-pass reading

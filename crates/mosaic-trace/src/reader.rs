@@ -1,7 +1,7 @@
 //! [`TraceReader`]: the streaming iterator over a trace's requests.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead};
+use std::io::{self, BufRead, BufReader};
 use std::mem;
 
 use crate::compress::{Compression, Source};
@@ -14,6 +14,8 @@ const MAX_LINE: usize = 1 << 20;
 const MAX_SAMPLE_LINES: usize = 256;
 /// CloudPhysics: requests of one second buffered for spreading, at most.
 const MAX_SECOND: usize = 1 << 20;
+/// The reader's buffer: lines wholly in it are handled in place.
+const BUF_SIZE: usize = 1 << 16;
 
 enum ReadLine {
     Line,
@@ -125,7 +127,8 @@ enum Step {
 ///   earlier timestamp later in the file clamps to 0), multiplied by the
 ///   time scale.
 /// * The iterator ends after the first error (unless `skip_bad`).
-/// * Memory is constant: one line buffer, reused.  Two bounded exceptions:
+/// * Memory is constant: a 64 KiB read buffer and one line buffer, reused.
+///   Two bounded exceptions:
 ///   - **CloudPhysics**: the clock resolution is one second and many
 ///     requests share a timestamp, so the reader buffers the requests of one
 ///     second and spreads them evenly within it: request *i* of *n* in second
@@ -134,31 +137,42 @@ enum Step {
 ///   - **blkparse through [`crate::from_reader`]**: D events before the first
 ///     Q event are held back until the Q-or-D decision (see there).
 pub struct TraceReader {
-    name: String,
-    format: Format,
+    h: Handler,
     compression: Compression,
-    src: Source,
+    /// The source, buffered here: a line wholly in this buffer is handled
+    /// where it is, with no call through the source.
+    src: BufReader<Source>,
     /// Lines read ahead for detection (`None`: too long), replayed first.
     ahead: VecDeque<Option<Vec<u8>>>,
     buf: Vec<u8>,
-    line_no: u64,
-    eof: bool,
     done: bool,
-    device: Option<Vec<u8>>,
     first: Option<u64>,
     time_scale: f64,
+    base: Option<u64>,
+    emitted: u64,
+    second: VecDeque<Request>,
+    held: Option<Request>,
+    held_err: Option<TraceError>,
+    /// MSR lines read by [`msr_line`](Self::msr_line).
+    #[cfg(test)]
+    in_one_pass: u64,
+}
+
+/// What handling a line reads and counts: all of the reader but its
+/// source, so that a line is handled where it lies, in the source's buffer.
+struct Handler {
+    name: String,
+    format: Format,
+    line_no: u64,
+    eof: bool,
+    device: Option<Vec<u8>>,
     skip_bad: bool,
     blk: BlkMode,
     pending: VecDeque<Pending>,
     fio_clock: u64,
-    base: Option<u64>,
-    emitted: u64,
     skipped_bad: u64,
     skipped_ops: u64,
     filtered: u64,
-    second: VecDeque<Request>,
-    held: Option<Request>,
-    held_err: Option<TraceError>,
 }
 
 impl TraceReader {
@@ -167,37 +181,42 @@ impl TraceReader {
             return Err(TraceError::Options(format!("time scale must be a finite number >= 0, got {}", opts.time_scale)));
         }
         let device = opts.device.as_ref().map(|d| d.trim().as_bytes().to_vec());
-        let mut r = TraceReader {
+        let h = Handler {
             name,
             format: opts.format.unwrap_or(Format::Msr),
-            compression,
-            src,
-            ahead: VecDeque::new(),
-            buf: Vec::with_capacity(256),
             line_no: 0,
             eof: false,
-            done: false,
             device,
-            first: opts.first,
-            time_scale: opts.time_scale,
             skip_bad: opts.skip_bad,
             blk: BlkMode::Undecided,
             pending: VecDeque::new(),
             fio_clock: 0,
-            base: None,
-            emitted: 0,
             skipped_bad: 0,
             skipped_ops: 0,
             filtered: 0,
+        };
+        let mut r = TraceReader {
+            h,
+            compression,
+            src: BufReader::with_capacity(BUF_SIZE, src),
+            ahead: VecDeque::new(),
+            buf: Vec::with_capacity(256),
+            done: false,
+            first: opts.first,
+            time_scale: opts.time_scale,
+            base: None,
+            emitted: 0,
             second: VecDeque::new(),
             held: None,
             held_err: None,
+            #[cfg(test)]
+            in_one_pass: 0,
         };
         if opts.format.is_none() {
-            r.format = r.detect()?;
+            r.h.format = r.detect()?;
         }
-        if r.device.is_some() && r.format == Format::CloudPhysics {
-            return Err(TraceError::Options(format!("{}: the cloudphysics format has no device field to filter on", r.name)));
+        if r.h.device.is_some() && r.h.format == Format::CloudPhysics {
+            return Err(TraceError::Options(format!("{}: the cloudphysics format has no device field to filter on", r.h.name)));
         }
         Ok(r)
     }
@@ -206,7 +225,7 @@ impl TraceReader {
     fn detect(&mut self) -> Result<Format, TraceError> {
         let mut content = 0;
         while content < detect::SAMPLE_LINES && self.ahead.len() < MAX_SAMPLE_LINES {
-            match read_line(&mut *self.src, &mut self.buf).map_err(|e| io_err(&self.name, e))? {
+            match read_line(&mut self.src, &mut self.buf).map_err(|e| io_err(&self.h.name, e))? {
                 ReadLine::Eof => break,
                 ReadLine::TooLong => self.ahead.push_back(None),
                 ReadLine::Line => {
@@ -218,20 +237,20 @@ impl TraceReader {
             }
         }
         let lines: Vec<&[u8]> = self.ahead.iter().map(|l| l.as_deref().unwrap_or_default()).collect();
-        detect::detect(&lines).map_err(|reason| TraceError::Detect { file: self.name.clone(), reason, tried: detect::tried() })
+        detect::detect(&lines).map_err(|reason| TraceError::Detect { file: self.h.name.clone(), reason, tried: detect::tried() })
     }
 
     pub(crate) fn set_blkparse_action(&mut self, action: u8) {
-        self.blk = if action == b'Q' { BlkMode::Q } else { BlkMode::D };
+        self.h.blk = if action == b'Q' { BlkMode::Q } else { BlkMode::D };
     }
 
     /// The trace's format (given or detected).
     pub fn format(&self) -> Format {
-        self.format
+        self.h.format
     }
     /// The name used in errors (the path for [`crate::open`]).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.h.name
     }
     /// How the file was compressed.
     pub fn compression(&self) -> Compression {
@@ -239,31 +258,20 @@ impl TraceReader {
     }
     /// Malformed lines skipped (with `skip_bad`).
     pub fn skipped_bad(&self) -> u64 {
-        self.skipped_bad
+        self.h.skipped_bad
     }
     /// Valid lines whose op is neither a read nor a write (other SCSI
     /// opcodes, flush, discard, trim, sync, zero-length transfers).
     pub fn skipped_ops(&self) -> u64 {
-        self.skipped_ops
+        self.h.skipped_ops
     }
     /// Requests (and other ops) dropped by the device filter.
     pub fn filtered(&self) -> u64 {
-        self.filtered
+        self.h.filtered
     }
     /// Lines read so far.
     pub fn lines_read(&self) -> u64 {
-        self.line_no
-    }
-
-    fn parse_error(&self, e: FieldError) -> TraceError {
-        TraceError::Parse { file: self.name.clone(), line: self.line_no, field: e.field.to_string(), message: e.message }
-    }
-
-    fn wanted(&self, device: Option<&[u8]>) -> bool {
-        match &self.device {
-            None => true,
-            Some(want) => device == Some(want.as_slice()),
-        }
+        self.h.line_no
     }
 
     /// The next line into `self.buf`; false at the end.
@@ -277,41 +285,62 @@ impl TraceReader {
                 None => ReadLine::TooLong,
             }
         } else {
-            read_line(&mut *self.src, &mut self.buf).map_err(|e| io_err(&self.name, e))?
+            read_line(&mut self.src, &mut self.buf).map_err(|e| io_err(&self.h.name, e))?
         };
         match r {
             ReadLine::Eof => Ok(Ok(false)),
             ReadLine::Line => {
-                self.line_no += 1;
+                self.h.line_no += 1;
                 Ok(Ok(true))
             }
             ReadLine::TooLong => {
-                self.line_no += 1;
+                self.h.line_no += 1;
                 Ok(Err(err("line", format!("longer than {MAX_LINE} bytes"))))
             }
+        }
+    }
+
+    /// A request as returned: its time relative to the first request's,
+    /// scaled; counted.
+    #[inline(always)]
+    fn emit(&mut self, mut req: Request) -> Request {
+        let base = *self.base.get_or_insert(req.time_ns);
+        let rel = req.time_ns.saturating_sub(base);
+        req.time_ns = if self.time_scale == 1.0 { rel } else { (rel as f64 * self.time_scale).round() as u64 };
+        self.emitted += 1;
+        req
+    }
+
+    /// The next request the general way (absolute time, unscaled).
+    #[inline(never)]
+    fn general_next(&mut self) -> Option<Result<Request, TraceError>> {
+        if self.h.format == Format::CloudPhysics {
+            self.spread_next()
+        } else {
+            self.raw_next()
         }
     }
 
     /// The next request straight from the file (absolute time, unscaled).
     fn raw_next(&mut self) -> Option<Result<Request, TraceError>> {
         loop {
-            if self.blk == BlkMode::D {
-                if let Some(p) = self.pending.pop_front() {
+            if self.h.blk == BlkMode::D {
+                if let Some(p) = self.h.pending.pop_front() {
                     match p {
                         Pending::Req(r) => return Some(Ok(r)),
-                        Pending::Other => self.skipped_ops += 1,
-                        Pending::Filtered => self.filtered += 1,
+                        Pending::Other => self.h.skipped_ops += 1,
+                        Pending::Filtered => self.h.filtered += 1,
                         Pending::Bad(e) => {
-                            if !self.skip_bad {
+                            if !self.h.skip_bad {
                                 return Some(Err(e));
                             }
-                            self.skipped_bad += 1;
+                            self.h.skipped_bad += 1;
                         }
                     }
                     continue;
                 }
             }
-            if self.eof {
+            if self.h.eof {
                 return None;
             }
             if self.ahead.is_empty() {
@@ -321,27 +350,7 @@ impl TraceReader {
                     None => {}
                 }
             }
-            let got = match self.next_line() {
-                Ok(g) => g,
-                Err(e) => {
-                    self.eof = true;
-                    return Some(Err(e));
-                }
-            };
-            let step = match got {
-                Ok(false) => {
-                    self.end_of_events();
-                    Step::Continue
-                }
-                Ok(true) => {
-                    let buf = mem::take(&mut self.buf);
-                    let step = self.handle(&buf);
-                    self.buf = buf;
-                    step
-                }
-                Err(e) => self.bad(e),
-            };
-            if let Step::Return(r) = step {
+            if let Step::Return(r) = self.line_copied() {
                 return r;
             }
         }
@@ -350,30 +359,142 @@ impl TraceReader {
     /// The next line handled where it is, in the source's buffer, when
     /// the buffer holds all of it (the common case: no copy); None, with
     /// nothing read, when it does not (a line across two fills, the end
-    /// of the file): [`next_line`](Self::next_line) then reads it.
+    /// of the file): [`line_copied`](Self::line_copied) then reads it.
     fn line_in_place(&mut self) -> Option<Step> {
-        // Out of `self` while `handle` borrows it (an empty reader does
-        // not allocate).
-        let mut src = mem::replace(&mut self.src, Box::new(io::empty()));
-        let step = match src.fill_buf() {
-            Ok(avail) => match find_newline(avail) {
-                Some(i) if i <= MAX_LINE => {
-                    self.line_no += 1;
-                    let step = self.handle(&avail[..i]);
-                    src.consume(i + 1);
-                    Some(step)
+        if self.src.buffer().is_empty() {
+            match self.src.fill_buf() {
+                Ok(_) => {}
+                // Tried again.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Some(Step::Continue),
+                Err(e) => {
+                    self.h.eof = true;
+                    return Some(Step::Return(Some(Err(io_err(&self.h.name, e)))));
                 }
-                _ => None,
-            },
-            // read_line retries.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
-            Err(e) => {
-                self.eof = true;
-                Some(Step::Return(Some(Err(io_err(&self.name, e)))))
             }
+        }
+        let avail = self.src.buffer();
+        let i = find_newline(avail).filter(|&i| i <= MAX_LINE)?;
+        self.h.line_no += 1;
+        let step = self.h.handle(&avail[..i]);
+        self.src.consume(i + 1);
+        Some(step)
+    }
+
+    /// MSR: the next request when its line is in the common form
+    /// ([`msr::plain_line`]) and wholly in the buffer, read in place in
+    /// one pass; None, with nothing read, at any other line (or a line
+    /// that would not be read from the buffer: replayed, after the end).
+    #[inline(always)]
+    fn msr_next(&mut self) -> Option<Request> {
+        match self.msr_line()? {
+            (req, true) => Some(req),
+            (_, false) => self.msr_next_wanted(),
+        }
+    }
+
+    /// [`msr_next`](Self::msr_next) past lines of other disks.
+    #[inline(never)]
+    #[cold]
+    fn msr_next_wanted(&mut self) -> Option<Request> {
+        loop {
+            if let (req, true) = self.msr_line()? {
+                return Some(req);
+            }
+        }
+    }
+
+    /// An MSR line in the common form, read and counted in place: its
+    /// request and whether its disk is wanted (if not, it is counted as
+    /// filtered).
+    #[inline(always)]
+    fn msr_line(&mut self) -> Option<(Request, bool)> {
+        if !self.ahead.is_empty() || self.h.eof {
+            return None;
+        }
+        let (req, disk, used) = msr::plain_line(self.src.buffer())?;
+        if used > MAX_LINE + 1 {
+            return None;
+        }
+        let wanted = self.h.wanted(Some(disk));
+        self.h.line_no += 1;
+        self.src.consume(used);
+        #[cfg(test)]
+        {
+            self.in_one_pass += 1;
+        }
+        if !wanted {
+            self.h.filtered += 1;
+        }
+        Some((req, wanted))
+    }
+
+    /// The next line copied out of the source (or replayed from `ahead`).
+    #[inline(never)]
+    fn line_copied(&mut self) -> Step {
+        match self.next_line() {
+            Ok(Ok(false)) => {
+                self.h.end_of_events();
+                Step::Continue
+            }
+            Ok(Ok(true)) => self.h.handle(&self.buf),
+            Ok(Err(e)) => self.h.bad(e),
+            Err(e) => {
+                self.h.eof = true;
+                Step::Return(Some(Err(e)))
+            }
+        }
+    }
+
+    /// CloudPhysics: the next request with the requests of each second
+    /// spread evenly over that second.
+    fn spread_next(&mut self) -> Option<Result<Request, TraceError>> {
+        if let Some(r) = self.second.pop_front() {
+            return Some(Ok(r));
+        }
+        if let Some(e) = self.held_err.take() {
+            return Some(Err(e));
+        }
+        let first = match self.held.take() {
+            Some(r) => r,
+            None => match self.raw_next()? {
+                Ok(r) => r,
+                Err(e) => return Some(Err(e)),
+            },
         };
-        self.src = src;
-        step
+        self.second.push_back(first);
+        while self.second.len() < MAX_SECOND {
+            match self.raw_next() {
+                Some(Ok(r)) if r.time_ns == first.time_ns => self.second.push_back(r),
+                Some(Ok(r)) => {
+                    self.held = Some(r);
+                    break;
+                }
+                Some(Err(e)) => {
+                    // Reported after this second's requests.
+                    self.held_err = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        let n = self.second.len() as u128;
+        for (i, r) in self.second.iter_mut().enumerate() {
+            r.time_ns = r.time_ns.saturating_add((1_000_000_000u128 * i as u128 / n) as u64);
+        }
+        self.second.pop_front().map(Ok)
+    }
+}
+
+impl Handler {
+    fn parse_error(&self, e: FieldError) -> TraceError {
+        TraceError::Parse { file: self.name.clone(), line: self.line_no, field: e.field.to_string(), message: e.message }
+    }
+
+    fn wanted(&self, device: Option<&[u8]>) -> bool {
+        match &self.device {
+            None => true,
+            Some(want) => device == Some(want.as_slice()),
+        }
     }
 
     fn end_of_events(&mut self) {
@@ -462,45 +583,6 @@ impl TraceReader {
             Err(e) => self.bad(e),
         }
     }
-
-    /// CloudPhysics: the next request with the requests of each second
-    /// spread evenly over that second.
-    fn spread_next(&mut self) -> Option<Result<Request, TraceError>> {
-        if let Some(r) = self.second.pop_front() {
-            return Some(Ok(r));
-        }
-        if let Some(e) = self.held_err.take() {
-            return Some(Err(e));
-        }
-        let first = match self.held.take() {
-            Some(r) => r,
-            None => match self.raw_next()? {
-                Ok(r) => r,
-                Err(e) => return Some(Err(e)),
-            },
-        };
-        self.second.push_back(first);
-        while self.second.len() < MAX_SECOND {
-            match self.raw_next() {
-                Some(Ok(r)) if r.time_ns == first.time_ns => self.second.push_back(r),
-                Some(Ok(r)) => {
-                    self.held = Some(r);
-                    break;
-                }
-                Some(Err(e)) => {
-                    // Reported after this second's requests.
-                    self.held_err = Some(e);
-                    break;
-                }
-                None => break,
-            }
-        }
-        let n = self.second.len() as u128;
-        for (i, r) in self.second.iter_mut().enumerate() {
-            r.time_ns = r.time_ns.saturating_add((1_000_000_000u128 * i as u128 / n) as u64);
-        }
-        self.second.pop_front().map(Ok)
-    }
 }
 
 impl Iterator for TraceReader {
@@ -510,15 +592,13 @@ impl Iterator for TraceReader {
         if self.done || self.first.is_some_and(|n| self.emitted >= n) {
             return None;
         }
-        let r = if self.format == Format::CloudPhysics { self.spread_next() } else { self.raw_next() };
-        match r {
-            Some(Ok(mut req)) => {
-                let base = *self.base.get_or_insert(req.time_ns);
-                let rel = req.time_ns.saturating_sub(base);
-                req.time_ns = if self.time_scale == 1.0 { rel } else { (rel as f64 * self.time_scale).round() as u64 };
-                self.emitted += 1;
-                Some(Ok(req))
+        if self.h.format == Format::Msr {
+            if let Some(req) = self.msr_next() {
+                return Some(Ok(self.emit(req)));
             }
+        }
+        match self.general_next() {
+            Some(Ok(req)) => Some(Ok(self.emit(req))),
             Some(Err(e)) => {
                 self.done = true;
                 Some(Err(e))
@@ -536,10 +616,10 @@ impl std::iter::FusedIterator for TraceReader {}
 impl std::fmt::Debug for TraceReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TraceReader")
-            .field("name", &self.name)
-            .field("format", &self.format)
+            .field("name", &self.h.name)
+            .field("format", &self.h.format)
             .field("compression", &self.compression)
-            .field("line", &self.line_no)
+            .field("line", &self.h.line_no)
             .field("emitted", &self.emitted)
             .finish_non_exhaustive()
     }
@@ -547,7 +627,49 @@ impl std::fmt::Debug for TraceReader {
 
 #[cfg(test)]
 mod tests {
+    use std::io::{self, Read};
+
     use super::find_newline;
+    use crate::{Format, TraceOptions};
+
+    /// A source that gives at most `step` bytes a read, is interrupted
+    /// before every other read and, with `fail_at`, fails for good there.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+        fail_at: Option<usize>,
+        interrupt: bool,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.interrupt = !self.interrupt;
+            if self.interrupt {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            let end = self.fail_at.map_or(self.data.len(), |f| f.min(self.data.len()));
+            if self.at == end && self.fail_at.is_some() {
+                return Err(io::Error::other("broken"));
+            }
+            let n = buf.len().min(self.step).min(end - self.at);
+            buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// A read of `text` in fills of at most `step` bytes: every item, the
+    /// lines read, bad lines skipped, other ops and lines filtered, and
+    /// the lines read in one pass.
+    type Reading = (Vec<String>, [u64; 4], u64);
+
+    fn read(text: &[u8], step: usize, fail_at: Option<usize>, opts: &TraceOptions) -> Result<Reading, String> {
+        let src = Trickle { data: text.to_vec(), at: 0, step, fail_at, interrupt: false };
+        let mut r = crate::from_reader("t", io::BufReader::with_capacity(step, src), opts).map_err(|e| e.to_string())?;
+        let items = r.by_ref().map(|x| x.map_or_else(|e| e.to_string(), |req| format!("{req:?}"))).collect();
+        Ok((items, [r.lines_read(), r.skipped_bad(), r.skipped_ops(), r.filtered()], r.in_one_pass))
+    }
 
     /// Lines are read the same whether the reader's buffer holds them
     /// whole (handled in place) or they cross its fills (copied out):
@@ -566,21 +688,98 @@ mod tests {
             }
         }
         text.extend_from_slice(b"99999,h,0,Read,0,4096");
-        let read = |cap: usize, format: Option<crate::Format>, skip_bad: bool| {
-            let opts = crate::TraceOptions { format, skip_bad, ..Default::default() };
-            let src = std::io::BufReader::with_capacity(cap, std::io::Cursor::new(text.clone()));
-            let mut r = crate::from_reader("t", src, &opts).map_err(|e| e.to_string())?;
-            let items: Vec<String> = r.by_ref().map(|x| format!("{x:?}")).collect();
-            Ok::<_, String>((items, r.lines_read(), r.skipped_bad(), r.skipped_ops(), r.filtered()))
-        };
-        for format in [None, Some(crate::Format::Msr)] {
+        for format in [None, Some(Format::Msr)] {
             for skip_bad in [false, true] {
-                let whole = read(1 << 16, format, skip_bad);
-                let (items, ..) = whole.clone().unwrap();
+                let opts = TraceOptions { format, skip_bad, ..Default::default() };
+                let (items, counts, _) = read(&text, 1 << 16, None, &opts).unwrap();
                 assert_eq!(items.len(), if skip_bad { 41 } else { 7 }, "{items:?}");
-                for cap in [1, 2, 7, 8, 9, 16, 33, 64, 100, 8192] {
-                    assert_eq!(read(cap, format, skip_bad), whole, "capacity {cap}, {format:?}, skip_bad {skip_bad}");
+                for step in [1, 2, 7, 8, 9, 16, 33, 64, 100, 8192] {
+                    let (i, c, _) = read(&text, step, None, &opts).unwrap();
+                    assert_eq!((&i, c), (&items, counts), "fills of {step}, {format:?}, skip_bad {skip_bad}");
                 }
+            }
+        }
+    }
+
+    /// MSR lines of every kind, those the one pass reads and those it
+    /// leaves to the general path: a header, comments, blank lines, CRLF,
+    /// other ops, bad lines, numbers of 1 to 20 digits and a last line
+    /// without its newline.
+    fn msr_text() -> Vec<u8> {
+        let mut text = b"\xef\xbb\xbfTimestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\r\n".to_vec();
+        for i in 0..150u64 {
+            let line = match i % 16 {
+                0..=2 => format!("{},bench,{},Write,{},4096,0", i * 10, i % 2, (i * 7919 % 1000) << 27),
+                3 => format!("{},wdev,1,Read,{},{},1125", 128166372003061629 + i * 37, i * 512, 512 << (i % 5)),
+                4 => format!("{},a-host-name-of-{i},{},wRiTe,{},65536,7\r", 1 + i, i % 3, i << 40),
+                5 => "\n# a comment\r\n   \n1,h,0,Trim,1,2".to_string(),
+                6 => format!("{i},h,0,Read,{i},0,1"),
+                7 => format!("128166372003061629,wdev,0,Write,{},4096,1125\r", "9".repeat(70)),
+                8 => format!("{i},h,1,Read,{},8\r", 1234567890123456789 + i),
+                9 => format!("0000000000000000000{},h,0,Read,1,2", i % 10),
+                10 => format!("{i},h,0,Read,18446744073709551615,{}", 1 + i % 2),
+                11 => format!("{i},h, 1 ,Read,{i},4096"),
+                12 => format!("{i},h,0,Read,{i},4096 "),
+                13 => format!("184467440737095517,h,0,Read,{i},4096"),
+                14 => format!("{},,12,READ,{},{},", 12345678 + i, 1234567890123456 + i, 1 + i),
+                _ => format!("{i},h,0,Read,{i},12345678901234567890"),
+            };
+            text.extend_from_slice(line.as_bytes());
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"99999,h,0,Read,0,4096");
+        text
+    }
+
+    /// MSR lines read in one pass where the buffer holds them give what
+    /// line-by-line reading gives (fills of one byte: never in one pass):
+    /// fills of 1 to 8192 bytes and 64 KiB, the format given or detected,
+    /// bad lines skipped or not, with a request limit and device filters.
+    #[test]
+    fn msr_lines_in_one_pass_read_as_line_by_line() {
+        let text = msr_text();
+        let mut steps: Vec<usize> = (2..=512).chain((513..=8192).step_by(61)).collect();
+        steps.extend([4095, 4096, 4097, 8191, 8192, 1 << 16]);
+        for format in [None, Some(Format::Msr)] {
+            for skip_bad in [false, true] {
+                for first in [None, Some(40)] {
+                    for device in [None, Some("1"), Some(" 0 ")] {
+                        let opts = TraceOptions { format, skip_bad, first, device: device.map(String::from), ..Default::default() };
+                        let (items, counts, fast) = read(&text, 1, None, &opts).unwrap();
+                        assert_eq!(fast, 0);
+                        assert!(items.len() > 2, "{items:?}");
+                        for &step in &steps {
+                            let (i, c, fast) = read(&text, step, None, &opts).unwrap();
+                            assert_eq!((&i, c), (&items, counts), "fills of {step}, {opts:?}");
+                            if step == 1 << 16 && (skip_bad || format.is_some()) {
+                                assert!(fast > 0, "{opts:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // In one pass: all but CRLF without a response time, padding, 20
+        // digits, other ops, bad lines, the last line, and the first
+        // request after a line the general path skips (it reads on).
+        let opts = TraceOptions { format: Some(Format::Msr), skip_bad: true, ..Default::default() };
+        let (items, counts, fast) = read(&text, 1 << 16, None, &opts).unwrap();
+        assert_eq!((items.len(), counts, fast), (105, [182, 37, 9, 0], 49), "{items:?}");
+    }
+
+    /// An I/O error ends the requests where line-by-line reading ends
+    /// them: after the last whole line before it.
+    #[test]
+    fn io_errors_end_msr_lines_read_in_one_pass_as_line_by_line() {
+        let text = msr_text();
+        let opts = TraceOptions { format: Some(Format::Msr), skip_bad: true, ..Default::default() };
+        for fail_at in (4..text.len()).step_by(7).chain([text.len() - 1]) {
+            let whole = text[..fail_at].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1);
+            let (mut items, counts, _) = read(&text[..whole], 1, None, &opts).unwrap();
+            items.push("t: broken".to_string());
+            for step in [1, 3, 64, 1 << 16] {
+                let (i, c, _) = read(&text, step, Some(fail_at), &opts).unwrap();
+                assert_eq!((&i, c), (&items, counts), "fails at {fail_at}, fills of {step}");
             }
         }
     }
