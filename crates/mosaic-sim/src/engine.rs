@@ -337,6 +337,9 @@ impl<T> Slab<T> {
     fn get(&mut self, i: usize) -> &mut T {
         self.items[i].as_mut().expect("live slab entry")
     }
+    fn peek(&self, i: usize) -> &T {
+        self.items[i].as_ref().expect("live slab entry")
+    }
     fn remove(&mut self, i: usize) -> T {
         self.free.push(i);
         self.items[i].take().expect("live slab entry")
@@ -614,11 +617,9 @@ impl<'a> Simulator<'a> {
     #[inline(never)]
     fn dispatch_some(&mut self, d: usize) {
         let now = self.now;
-        loop {
-            let drive = &mut self.drives[d];
-            if drive.pending.is_empty() || drive.outstanding >= drive.depth {
-                return;
-            }
+        let Simulator { drives, lanes, plans, events, seq, error, .. } = self;
+        let drive = &mut drives[d];
+        while !drive.pending.is_empty() && drive.outstanding < drive.depth {
             let picked = if drive.pending.len() == 1 || !drive.reorders {
                 0
             } else {
@@ -626,18 +627,21 @@ impl<'a> Simulator<'a> {
                 drive.picking.extend(drive.pending.iter().map(|q| q.req));
                 drive.model.pick(now, &drive.picking).min(drive.pending.len() - 1)
             };
-            let Some(idx) = self.in_order(d, picked) else { return };
-            let drive = &mut self.drives[d];
+            let idx = if drive.write_order.is_empty() {
+                picked
+            } else {
+                let Some(idx) = in_order(drive, lanes, plans, picked) else { return };
+                idx
+            };
             let Some(Queued { lane: st, req }) = (if idx == 0 { drive.pending.pop_front() } else { drive.pending.remove(idx) }) else { return };
             let done = match drive.model.submit(now, &req) {
                 Ok(t) => t.max(now),
                 Err(e) => {
                     // Surfaced by run(); the op completes at once.
-                    self.error.get_or_insert(SimError::Drive { drive: d, message: e.to_string() });
+                    error.get_or_insert(SimError::Drive { drive: d, message: e.to_string() });
                     now
                 }
             };
-            let drive = &mut self.drives[d];
             if drive.outstanding == 0 {
                 drive.busy_since = now;
             }
@@ -653,37 +657,9 @@ impl<'a> Simulator<'a> {
                     drive.stats.write_bytes += req.len
                 }
             }
-            self.push(done, Ev::OpDone { drive: d as u32, lane: st as u32 });
+            *seq += 1;
+            events.push(Event { t: done, seq: *seq, ev: Ev::OpDone { drive: d as u32, lane: st as u32 } });
         }
-    }
-
-    /// The pending request of drive `d` to dispatch instead of `picked`
-    /// so ordered programs' writes keep their order (the first one
-    /// allowed; `picked` itself when allowed); None when none may go.
-    fn in_order(&mut self, d: usize, picked: usize) -> Option<usize> {
-        let head = match self.drives[d].write_order.front() {
-            None => return Some(picked),
-            Some(w) => w.0,
-        };
-        let Simulator { drives, lanes, plans, .. } = self;
-        let drive = &mut drives[d];
-        let mut allowed = |i: usize| {
-            let q = drive.pending[i];
-            let plan = lanes.get(q.lane).plan;
-            !matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) || !plans.get(plan).0.ordered || plan == head
-        };
-        let idx = if allowed(picked) { picked } else { (0..drive.pending.len()).find(|&i| allowed(i))? };
-        let q = drive.pending[idx];
-        let is_head_write = matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) && lanes.get(q.lane).plan == head;
-        if is_head_write {
-            if let Some(w) = drive.write_order.front_mut() {
-                w.1 -= 1;
-                if w.1 == 0 {
-                    drive.write_order.pop_front();
-                }
-            }
-        }
-        Some(idx)
     }
 
     fn lane_done(&mut self, st: usize) {
@@ -775,6 +751,30 @@ impl<'a> Simulator<'a> {
         }
         self.dispatch(d);
     }
+}
+
+/// The pending request of `drive` to dispatch instead of `picked` so
+/// ordered programs' writes keep their order (the first one allowed;
+/// `picked` itself when allowed, or when the drive has no ordered
+/// writes ahead, [`Drive::write_order`]); None when none may go.
+fn in_order(drive: &mut Drive, lanes: &Slab<LaneState>, plans: &Slab<(Program, usize)>, picked: usize) -> Option<usize> {
+    let Some(&(head, _)) = drive.write_order.front() else { return Some(picked) };
+    let allowed = |q: &Queued| {
+        let plan = lanes.peek(q.lane).plan;
+        !matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) || !plans.peek(plan).0.ordered || plan == head
+    };
+    let idx = if allowed(&drive.pending[picked]) { picked } else { drive.pending.iter().position(allowed)? };
+    let q = drive.pending[idx];
+    let is_head_write = matches!(q.req.kind, ReqKind::Write | ReqKind::ZoneReset) && lanes.peek(q.lane).plan == head;
+    if is_head_write {
+        if let Some(w) = drive.write_order.front_mut() {
+            w.1 -= 1;
+            if w.1 == 0 {
+                drive.write_order.pop_front();
+            }
+        }
+    }
+    Some(idx)
 }
 
 /// Writes and zone resets `p` sends to each of `n` drives.
