@@ -364,23 +364,23 @@ impl Program {
         let (mut at, mut widest, mut used) = (0usize, 0u64, 0);
         if reads.0 > 0 {
             fill_phase(&mut p.phases, 0, Dir::Read, |r| {
-                r.reserve(reads.0);
-                for i in 0..reads.0 {
+                // `extend` of an exact-size iterator: one capacity check.
+                r.extend((0..reads.0).map(|i| {
                     let op = reads.1(i);
-                    r.push(Io { op, at: Ref::new(0, at), lane: 0 });
+                    let io = Io { op, at: Ref::new(0, at), lane: 0 };
                     at += op.len as usize;
-                }
+                    io
+                }));
             });
             used = 1;
         }
         fill_phase(&mut p.phases, used, Dir::Write, |w| {
-            w.reserve(writes.0);
-            for i in 0..writes.0 {
+            w.extend((0..writes.0).map(|i| {
                 let op = writes.1(i);
                 debug_assert!(op.role != Role::ZoneReset);
                 widest = widest.max(op.len);
-                w.push(Io { op, at: Ref::new(0, 0), lane: 0 });
-            }
+                Io { op, at: Ref::new(0, 0), lane: 0 }
+            }));
         });
         p.phases.truncate(used + 1);
         p.bufs.push(Buf::Scratch((at as u64).max(widest) as usize));
