@@ -222,14 +222,21 @@ pub trait DriveModel: Send {
 }
 
 /// `offset + len` within `capacity`.
+#[inline]
 pub(crate) fn check_range(req: &DriveRequest, capacity: u64) -> Result<(), DriveError> {
     match req.offset.checked_add(req.len) {
         Some(end) if end <= capacity => Ok(()),
-        _ => Err(DriveError::OutOfRange {
-            offset: req.offset,
-            len: req.len,
-            capacity,
-        }),
+        _ => Err(out_of_range(req, capacity)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(req: &DriveRequest, capacity: u64) -> DriveError {
+    DriveError::OutOfRange {
+        offset: req.offset,
+        len: req.len,
+        capacity,
     }
 }
 
@@ -278,7 +285,10 @@ mod tests {
     }
 }
 
-/// `err` for zone operations on drives without zones.
+/// `err` for zone operations on drives without zones (out of line:
+/// models' `submit` stays small on its common path).
+#[cold]
+#[inline(never)]
 pub(crate) fn unsupported(model: &str, kind: ReqKind) -> DriveError {
     DriveError::Unsupported {
         model: model.to_string(),
