@@ -58,9 +58,11 @@ impl Staged {
 /// A policy in front of an array's drives.
 pub trait Frontend {
     fn describe(&self) -> String;
-    /// Logical capacity in bytes.
+    /// Logical capacity in bytes, fixed for the policy's life (the
+    /// simulator reads it once).
     fn capacity(&self) -> u64;
-    /// Logical block size; requests are multiples of it.
+    /// Logical block size; requests are multiples of it.  Fixed, as the
+    /// capacity is.
     fn block_size(&self) -> u64;
     /// Member (drive) count the plans address.
     fn members(&self) -> usize;

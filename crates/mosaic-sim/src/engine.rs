@@ -353,6 +353,10 @@ impl<T> Slab<T> {
 /// block size are widened to block boundaries (counted in `realigned`).
 pub struct Simulator<'a> {
     fe: Box<dyn Frontend + 'a>,
+    /// The front end's block size and capacity, fixed for its life (read
+    /// once: every request is fitted to them).
+    block: u64,
+    capacity: u64,
     drives: Vec<Drive>,
     health: Health,
     cfg: SimConfig,
@@ -421,6 +425,8 @@ impl<'a> Simulator<'a> {
             .collect();
         let describe = fe.describe();
         Ok(Simulator {
+            block: fe.block_size(),
+            capacity: fe.capacity(),
             fe,
             drives,
             health,
@@ -456,7 +462,7 @@ impl<'a> Simulator<'a> {
 
     /// Fit a trace request onto the array.
     fn fit(&mut self, r: &Request) -> Option<(u64, u64)> {
-        let f = fit(r, self.fe.block_size(), self.fe.capacity())?;
+        let f = fit(r, self.block, self.capacity)?;
         self.report.realigned += f.realigned as u64;
         self.report.wrapped += f.wrapped as u64;
         Some((f.offset, f.len))
@@ -595,11 +601,10 @@ impl<'a> Simulator<'a> {
                 continue;
             }
             self.lanes.get(st).ops_left = order.len();
-            let ds = std::mem::take(&mut self.order);
-            for &d in &ds {
-                self.dispatch(d);
+            // Dispatching leaves `order` alone.
+            for i in 0..self.order.len() {
+                self.dispatch(self.order[i]);
             }
-            self.order = ds;
             return;
         }
     }
@@ -620,27 +625,18 @@ impl<'a> Simulator<'a> {
         let Simulator { drives, lanes, plans, events, seq, error, .. } = self;
         let drive = &mut drives[d];
         while !drive.pending.is_empty() && drive.outstanding < drive.depth {
-            let picked = if drive.pending.len() == 1 || !drive.reorders {
+            // The usual: a FIFO drive (or one request to choose from) and
+            // no ordered writes queued, so the oldest request goes.
+            let idx = if drive.write_order.is_empty() && (drive.pending.len() == 1 || !drive.reorders) {
                 0
             } else {
-                drive.picking.clear();
-                drive.picking.extend(drive.pending.iter().map(|q| q.req));
-                drive.model.pick(now, &drive.picking).min(drive.pending.len() - 1)
-            };
-            let idx = if drive.write_order.is_empty() {
-                picked
-            } else {
-                let Some(idx) = in_order(drive, lanes, plans, picked) else { return };
+                let Some(idx) = choose(drive, lanes, plans, now) else { return };
                 idx
             };
             let Some(Queued { lane: st, req }) = (if idx == 0 { drive.pending.pop_front() } else { drive.pending.remove(idx) }) else { return };
             let done = match drive.model.submit(now, &req) {
                 Ok(t) => t.max(now),
-                Err(e) => {
-                    // Surfaced by run(); the op completes at once.
-                    error.get_or_insert(SimError::Drive { drive: d, message: e.to_string() });
-                    now
-                }
+                Err(e) => failed(error, d, e, now),
             };
             if drive.outstanding == 0 {
                 drive.busy_since = now;
@@ -751,6 +747,31 @@ impl<'a> Simulator<'a> {
         }
         self.dispatch(d);
     }
+}
+
+/// The pending request of `drive` to dispatch next: the model's pick
+/// (reordering models, several waiting), kept to the ordered programs'
+/// write order ([`in_order`]); None when none may go.
+#[cold]
+#[inline(never)]
+fn choose(drive: &mut Drive, lanes: &Slab<LaneState>, plans: &Slab<(Program, usize)>, now: u64) -> Option<usize> {
+    let picked = if drive.pending.len() == 1 || !drive.reorders {
+        0
+    } else {
+        drive.picking.clear();
+        drive.picking.extend(drive.pending.iter().map(|q| q.req));
+        drive.model.pick(now, &drive.picking).min(drive.pending.len() - 1)
+    };
+    in_order(drive, lanes, plans, picked)
+}
+
+/// A drive's refusal of a request, kept for `run` to return (the first
+/// one); the request completes at once, at `now`.
+#[cold]
+#[inline(never)]
+fn failed(error: &mut Option<SimError>, d: usize, e: mosaic_drives::DriveError, now: u64) -> u64 {
+    error.get_or_insert(SimError::Drive { drive: d, message: e.to_string() });
+    now
 }
 
 /// The pending request of `drive` to dispatch instead of `picked` so
