@@ -262,6 +262,17 @@ pub(crate) fn ns(x: f64) -> Nanos {
 
 const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
 
+/// `err` for zone operations on drives without zones (out of line:
+/// models' `submit` stays small on its common path).
+#[cold]
+#[inline(never)]
+pub(crate) fn unsupported(model: &str, kind: ReqKind) -> DriveError {
+    DriveError::Unsupported {
+        model: model.to_string(),
+        op: kind.name(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ns;
@@ -282,16 +293,5 @@ mod tests {
             let want = if x > 0.0 { x.round() as u64 } else { 0 };
             assert_eq!(ns(x), want, "{x:e}");
         }
-    }
-}
-
-/// `err` for zone operations on drives without zones (out of line:
-/// models' `submit` stays small on its common path).
-#[cold]
-#[inline(never)]
-pub(crate) fn unsupported(model: &str, kind: ReqKind) -> DriveError {
-    DriveError::Unsupported {
-        model: model.to_string(),
-        op: kind.name(),
     }
 }
