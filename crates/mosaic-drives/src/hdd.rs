@@ -107,11 +107,6 @@ impl HddSimple {
         }
     }
 
-    /// The drive's parameters.
-    pub fn params(&self) -> &HddSimpleParams {
-        &self.p
-    }
-
     /// [`service_ns`](Self::service_ns) of a read or write of `len`
     /// bytes, rounded, from `last` when it is that length's.
     #[inline]

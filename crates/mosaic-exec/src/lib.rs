@@ -325,13 +325,13 @@ impl Executor {
     /// slice, or the pieces of its gather buffer, written as one.
     fn write_phase(&self, p: &Program, ops: &[Io], journal: Option<(&[Mark], &dyn JournalHook)>, slots: &[Slot<'_>]) -> Result<(), ExecError> {
         let mut parts = Vec::with_capacity(ops.len());
-        let mut ends = Vec::with_capacity(ops.len());
+        let mut spans = Vec::with_capacity(ops.len());
         for io in ops {
+            let start = parts.len();
             slots::write_parts(p, slots, io.at, io.op.len as usize, &mut parts);
-            ends.push(parts.len());
+            spans.push(start..parts.len());
         }
-        let starts = std::iter::once(0).chain(ends.iter().copied());
-        let writes: Vec<DevWrite<'_>> = ops.iter().zip(starts.zip(&ends)).map(|(io, (a, &b))| (io.op, &parts[a..b])).collect();
+        let writes: Vec<DevWrite<'_>> = ops.iter().zip(spans).map(|(io, span)| (io.op, &parts[span])).collect();
         let held = match journal {
             Some((marks, hook)) => Some(hook.log(&writes, marks).map_err(ExecError::Journal)?),
             None => None,
