@@ -15,6 +15,16 @@
 
 pub mod nbd;
 mod ram_map;
+
+/// Copy `src` into `dst` (same length) around the CPU cache: whole
+/// 64-byte lines with non-temporal stores, then a fence.  For bytes
+/// nothing reads back soon.
+pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy_streaming: lengths differ");
+    // SAFETY: `dst` is valid for its length of writes, which is the
+    // source's, and a `&mut` cannot overlap `src`.
+    unsafe { ram_map::copy_parts_streaming(dst.as_mut_ptr(), &[src]) }
+}
 pub mod testing;
 pub mod zoned;
 pub mod zoned_blk;
@@ -47,7 +57,10 @@ pub trait Member: Send + Sync {
     /// lines first nor pushes out what the array's requests use (a
     /// journal ring touches tens of MiB between checkpoints).
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        self.write_at(&parts.concat(), offset)
+        match parts {
+            [one] => self.write_at(one, offset),
+            _ => self.write_at(&parts.concat(), offset),
+        }
     }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;

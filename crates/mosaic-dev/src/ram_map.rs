@@ -86,7 +86,12 @@ impl FileIo {
     /// [`crate::Member::write_parts_at`]): streamed into place around the
     /// CPU cache when mapped, joined and written once otherwise.
     pub(crate) fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        let Some(m) = &self.map else { return self.file.write_all_at(&parts.concat(), offset) };
+        let Some(m) = &self.map else {
+            return match parts {
+                [one] => self.file.write_all_at(one, offset),
+                _ => self.file.write_all_at(&parts.concat(), offset),
+            };
+        };
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         m.check(offset, len)?;
         // SAFETY: the range lies inside the mapping (checked), which is

@@ -193,6 +193,26 @@ pub fn decode_header(h: &[u8]) -> Result<ZoneHeader, String> {
 }
 
 impl ZonedFile {
+    /// A write of `len` bytes at `offset` done by `write` (given the
+    /// file offset): range and zone rules checked first, the write
+    /// pointer of a sequential zone moved after.
+    fn write_with(&self, offset: u64, len: u64, write: impl FnOnce(u64) -> io::Result<()>) -> io::Result<()> {
+        if offset.checked_add(len).is_none_or(|e| e > self.size()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} beyond the drive", self.path.display())));
+        }
+        let z = offset / self.zone_size;
+        if z < self.conventional {
+            if offset + len > (z + 1) * self.zone_size && offset + len > self.conventional * self.zone_size {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} runs from conventional into sequential zones", self.path.display())));
+            }
+            return write(HEADER + offset);
+        }
+        self.begin_write(z, offset, len)?;
+        let r = write(HEADER + offset);
+        self.end_write(z, offset, len, r.is_ok());
+        r
+    }
+
     /// Create a zoned drive of `zones` zones of `zone_size` bytes, the
     /// first `conventional` of them conventional.
     pub fn create(path: &Path, zone_size: u64, zones: u64, conventional: u64) -> io::Result<ZonedFile> {
@@ -409,21 +429,13 @@ impl Member for ZonedFile {
         Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let len = buf.len() as u64;
-        if offset.checked_add(len).is_none_or(|e| e > self.size()) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} beyond the drive", self.path.display())));
-        }
-        let z = offset / self.zone_size;
-        if z < self.conventional {
-            if offset + len > (z + 1) * self.zone_size && offset + len > self.conventional * self.zone_size {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{}: write at {offset}+{len} runs from conventional into sequential zones", self.path.display())));
-            }
-            return self.io.write_all_at(buf, HEADER + offset);
-        }
-        self.begin_write(z, offset, len)?;
-        let r = self.io.write_all_at(buf, HEADER + offset);
-        self.end_write(z, offset, len, r.is_ok());
-        r
+        self.write_with(offset, buf.len() as u64, |at| self.io.write_all_at(buf, at))
+    }
+    /// Streamed into place when mapped, as [`FileIo::write_parts_at`]
+    /// does it, under the same zone rules as `write_at`.
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        self.write_with(offset, len, |at| self.io.write_parts_at(parts, at))
     }
     /// The data, then the zone table if a write pointer moved since it
     /// was last written (a flush after writes to conventional zones only,
@@ -494,6 +506,40 @@ mod tests {
         assert_eq!(r[3].cond, ZoneCond::ImplicitOpen);
         assert_eq!(r[5].cond, ZoneCond::Full);
         assert!(d.reset_zone(99).is_err());
+    }
+
+    /// A log append (`write_parts_at`, streamed when mapped) keeps the
+    /// zone rules of `write_at`: its parts land back to back, a
+    /// sequential zone's pointer moves by their total, and a refused
+    /// append writes nothing.  On disk and on the RAM file system.
+    #[test]
+    fn appends_in_parts_keep_the_zone_rules() {
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        for dir in [tempfile::tempdir().unwrap(), shm] {
+            let d = ZonedFile::create(&dir.path().join("z"), ZS, 8, 2).unwrap();
+            let (a, b, c) = (vec![1u8; 100], vec![2u8; 4000], vec![3u8; 5000]);
+            let parts: [&[u8]; 3] = [&a, &b, &c];
+            let joined = [&a[..], &b, &c].concat();
+            // Conventional zone 1, at any offset.
+            d.write_parts_at(&parts, ZS + 36).unwrap();
+            // Sequential zone 3, at its pointer, twice.
+            let z3 = 3 * ZS;
+            d.write_parts_at(&parts, z3).unwrap();
+            d.write_parts_at(&[&c[..]], z3 + joined.len() as u64).unwrap();
+            assert_eq!(d.write_pointer(3), Some(z3 + joined.len() as u64 + 5000));
+            for (at, want) in [(ZS + 36, &joined), (z3, &joined)] {
+                let mut got = vec![0u8; want.len()];
+                d.read_at(&mut got, at).unwrap();
+                assert_eq!(&got, want);
+            }
+            let e = d.write_parts_at(&parts, z3).unwrap_err();
+            assert!(e.to_string().contains("not at the write pointer"), "{e}");
+            let e = d.write_parts_at(&[&vec![0u8; ZS as usize][..]], 2 * ZS - 512).unwrap_err();
+            assert!(e.to_string().contains("runs from conventional into sequential"), "{e}");
+            let e = d.write_parts_at(&parts, 8 * ZS - 100).unwrap_err();
+            assert!(e.to_string().contains("beyond the drive"), "{e}");
+            assert_eq!(d.write_pointer(3), Some(z3 + joined.len() as u64 + 5000), "refused appends change nothing");
+        }
     }
 
     /// On disk and on the RAM file system (mapped): the same rules.

@@ -104,6 +104,13 @@ pub trait ZonedMember: Send + Sync {
     fn size(&self) -> u64;
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// See [`mosaic_dev::Member::write_parts_at`] (a log append).
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        match parts {
+            [one] => self.write_at(one, offset),
+            _ => self.write_at(&parts.concat(), offset),
+        }
+    }
     fn flush(&self) -> io::Result<()>;
     fn reset_zone(&self, zone: u64) -> io::Result<()>;
     /// Write pointer (byte offset) of a sequential zone.
@@ -129,6 +136,9 @@ impl ZonedMember for ZonedFile {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         Member::write_at(self, buf, offset)
+    }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        Member::write_parts_at(self, parts, offset)
     }
     fn flush(&self) -> io::Result<()> {
         Member::flush(self)
@@ -195,6 +205,11 @@ impl ZonedMember for PowerCut {
         let r = self.inner.write_at(buf, offset);
         self.count(r)
     }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.tick()?;
+        let r = self.inner.write_parts_at(parts, offset);
+        self.count(r)
+    }
     fn flush(&self) -> io::Result<()> {
         self.tick()?;
         self.inner.flush()
@@ -234,6 +249,9 @@ impl Member for AsMember {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.0.write_at(buf, offset)
+    }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.0.write_parts_at(parts, offset)
     }
     fn flush(&self) -> io::Result<()> {
         self.0.flush()

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
-use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program};
+use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program, Role};
 use mosaic_dev::Member;
 
 mod slots;
@@ -340,7 +340,10 @@ impl Executor {
         let res = self.each(&writes, bytes, |&(op, b)| {
             let dev = self.dev(op.member)?;
             match b {
-                [one] => dev.write_at(one, self.base + op.offset),
+                // Metadata (log and journal records, tables) is appended
+                // and not read back before an open: streamed like a log
+                // append ([`Member::write_parts_at`]).
+                [one] if op.role != Role::Meta => dev.write_at(one, self.base + op.offset),
                 _ => dev.write_parts_at(b, self.base + op.offset),
             }
         });
