@@ -15,16 +15,6 @@
 
 pub mod nbd;
 mod ram_map;
-
-/// Copy `src` into `dst` (same length) around the CPU cache: whole
-/// 64-byte lines with non-temporal stores, then a fence.  For bytes
-/// nothing reads back soon.
-pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
-    assert_eq!(dst.len(), src.len(), "copy_streaming: lengths differ");
-    // SAFETY: `dst` is valid for its length of writes, which is the
-    // source's, and a `&mut` cannot overlap `src`.
-    unsafe { ram_map::copy_parts_streaming(dst.as_mut_ptr(), &[src]) }
-}
 pub mod testing;
 pub mod zoned;
 pub mod zoned_blk;
@@ -38,6 +28,16 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+/// Copy `src` into `dst` (same length) around the CPU cache: whole
+/// 64-byte lines with non-temporal stores, then a fence.  For bytes
+/// nothing reads back soon.
+pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "copy_streaming: lengths differ");
+    // SAFETY: `dst` is valid for its length of writes, which is the
+    // source's, and a `&mut` cannot overlap `src`.
+    unsafe { ram_map::copy_parts_streaming(dst.as_mut_ptr(), &[src]) }
+}
+
 /// A member device.
 pub trait Member: Send + Sync {
     /// Where it lives, for messages.
@@ -49,8 +49,9 @@ pub trait Member: Send + Sync {
     /// Write all of `buf` at `offset`.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
     /// Write `parts` one after another from `offset`, as one write: a log
-    /// append (a journal record), which nothing reads back before a
-    /// replay, or a merged member write whose pieces lie apart in memory
+    /// append (a journal record, or any metadata write of a program: the
+    /// executor sends those here), which nothing reads back before a
+    /// replay or an open, or a merged member write whose pieces lie apart in memory
     /// (several stripes' units of one large request).  The default joins
     /// them and writes once; memory (RAM, a mapped file) streams them
     /// into place around the CPU cache, so a record neither reads its
