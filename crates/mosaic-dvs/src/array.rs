@@ -770,6 +770,29 @@ impl DvsArray {
             let r = self.cache_write(off, &data, Some(first + i as u64));
             self.poison(r)?;
         }
+        match areas.iter().filter_map(|a| highest_seq(a)).max() {
+            Some(last) if last >= self.meta.jseq => self.forget_records_to(last),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whole records past those replayed, up to sequence number `last`
+    /// (not given yet), are a torn group's: the power went while the group
+    /// was written, the first record missing whole on every journal
+    /// member, so none of it was acknowledged.  (Rot of every copy of one
+    /// record looks the same; replay ends there either way, as ZFS's
+    /// intent log ends at its first bad block.)  The next records would go
+    /// where those lie, with their very sequence numbers, and a later
+    /// replay would take the old ones for their successors, over
+    /// acknowledged writes.  So the replayed records are destaged and the
+    /// journal starts over past `last`.
+    fn forget_records_to(&mut self, last: u64) -> Result<(), DvsError> {
+        let first = self.meta.jseq;
+        self.destage_all()?;
+        self.meta.jseq = last + 1;
+        let w = self.meta.journal_reset()?;
+        self.write_meta(w)?;
+        self.warnings.push(format!("journal: record {first} is whole on no member; records {} to {last} after it dropped (a group torn by a crash, never acknowledged)", first + 1));
         Ok(())
     }
 
@@ -1662,4 +1685,20 @@ impl DvsArray {
         self.poison(r)?;
         self.settle()
     }
+}
+
+/// The highest sequence number of a whole journal record in a journal
+/// area (records start on sector boundaries).
+fn highest_seq(area: &[u8]) -> Option<u64> {
+    let (mut at, mut best) = (0, None);
+    while at < area.len() {
+        match decode_journal(&area[at..]) {
+            Some((seq, _, _, len)) => {
+                best = best.max(Some(seq));
+                at += len.max(mosaic_format::frame::SECTOR);
+            }
+            None => at += mosaic_format::frame::SECTOR,
+        }
+    }
+    best
 }
