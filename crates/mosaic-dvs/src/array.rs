@@ -167,25 +167,65 @@ impl ZonedMember for ZonedFile {
 /// one budget) succeed until the budget is spent; from then on every
 /// operation fails and nothing reaches the device, like a machine that
 /// lost power.  Writes the device itself refuses (off the write pointer)
-/// are counted in `refusals`.
+/// are counted in `refusals`.  With `unflushed`, the cut also tears every
+/// write not yet flushed: its first sector goes back to what it was (the
+/// device persisted the write's sectors out of order).
 pub struct PowerCut {
     pub inner: Arc<dyn ZonedMember>,
     pub budget: Arc<AtomicI64>,
     pub refusals: Arc<AtomicU64>,
+    pub unflushed: Option<Arc<Unflushed>>,
+}
+
+/// The writes of a set of [`PowerCut`] members not yet flushed, each
+/// with its first sector as it was before; `torn`: how many the cut tore.
+#[derive(Default)]
+pub struct Unflushed {
+    writes: std::sync::Mutex<Vec<(Arc<dyn ZonedMember>, u64, Vec<u8>)>>,
+    pub torn: AtomicU64,
 }
 
 impl PowerCut {
     fn tick(&self) -> io::Result<()> {
-        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            return Err(io::Error::other("power cut"));
+        match self.budget.fetch_sub(1, Ordering::SeqCst) {
+            b if b > 0 => Ok(()),
+            b => {
+                if b == 0 {
+                    self.tear();
+                }
+                Err(io::Error::other("power cut"))
+            }
         }
-        Ok(())
     }
     fn count<T>(&self, r: io::Result<T>) -> io::Result<T> {
         if r.is_err() {
             self.refusals.fetch_add(1, Ordering::SeqCst);
         }
         r
+    }
+    /// The power went: every write not flushed loses its first sector,
+    /// latest first (where the device lets it: not an append).
+    fn tear(&self) {
+        let Some(u) = &self.unflushed else { return };
+        let writes = std::mem::take(&mut *u.writes.lock().unwrap_or_else(|e| e.into_inner()));
+        for (m, offset, old) in writes.into_iter().rev() {
+            if m.write_at(&old, offset).is_ok() {
+                u.torn.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    /// Before a write at `offset`: keep its first sector as it is.
+    fn note(&self, offset: u64) {
+        let Some(u) = &self.unflushed else { return };
+        let mut old = vec![0u8; mosaic_format::frame::SECTOR];
+        if self.inner.read_at(&mut old, offset).is_ok() {
+            u.writes.lock().unwrap_or_else(|e| e.into_inner()).push((self.inner.clone(), offset, old));
+        }
+    }
+    /// After a flush: this member's writes are durable.
+    fn flushed(&self) {
+        let Some(u) = &self.unflushed else { return };
+        u.writes.lock().unwrap_or_else(|e| e.into_inner()).retain(|(m, ..)| !Arc::ptr_eq(m, &self.inner));
     }
 }
 
@@ -202,17 +242,21 @@ impl ZonedMember for PowerCut {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.tick()?;
+        self.note(offset);
         let r = self.inner.write_at(buf, offset);
         self.count(r)
     }
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
         self.tick()?;
+        self.note(offset);
         let r = self.inner.write_parts_at(parts, offset);
         self.count(r)
     }
     fn flush(&self) -> io::Result<()> {
         self.tick()?;
-        self.inner.flush()
+        self.inner.flush()?;
+        self.flushed();
+        Ok(())
     }
     fn reset_zone(&self, zone: u64) -> io::Result<()> {
         self.tick()?;
