@@ -186,6 +186,10 @@ pub struct Unflushed {
 }
 
 impl PowerCut {
+    /// A member on a budget shared with others, tearing nothing.
+    pub fn new(inner: Arc<dyn ZonedMember>, budget: Arc<AtomicI64>, refusals: Arc<AtomicU64>) -> PowerCut {
+        PowerCut { inner, budget, refusals, unflushed: None }
+    }
     fn tick(&self) -> io::Result<()> {
         match self.budget.fetch_sub(1, Ordering::SeqCst) {
             b if b > 0 => Ok(()),

@@ -225,7 +225,7 @@ fn crash_at_random_points_keeps_every_acknowledged_write() {
         let c = if seed % 3 == 0 { DvsConfig { journal_ring: seed % 4 < 2, ..cfg_cached(k, 16) } } else { cfg(k) };
         let devs: Vec<Arc<dyn ZonedMember>> = files_for(dir.path(), 5, &c)
             .into_iter()
-            .map(|inner| Arc::new(PowerCut { inner, budget: budget.clone(), refusals: refusals.clone(), unflushed: None }) as Arc<dyn ZonedMember>)
+            .map(|inner| Arc::new(PowerCut::new(inner, budget.clone(), refusals.clone())) as Arc<dyn ZonedMember>)
             .collect();
         let mut a = DvsArray::create(devs, c.clone()).unwrap();
         let cap = a.capacity();
@@ -678,7 +678,7 @@ fn power_cuts_during_rebuild_resume_without_loss() {
         let budget = Arc::new(AtomicI64::new(i64::MAX));
         let refusals = Arc::new(AtomicU64::new(0));
         let wrap = |v: Vec<Arc<dyn ZonedMember>>| -> Vec<Arc<dyn ZonedMember>> {
-            v.into_iter().map(|inner| Arc::new(PowerCut { inner, budget: budget.clone(), refusals: refusals.clone(), unflushed: None }) as Arc<dyn ZonedMember>).collect()
+            v.into_iter().map(|inner| Arc::new(PowerCut::new(inner, budget.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect()
         };
         let mut a = DvsArray::create(wrap(files_for(dir.path(), 5, &c)), c.clone()).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -687,7 +687,7 @@ fn power_cuts_during_rebuild_resume_without_loss() {
         more_writes(&mut a, &mut rng, &mut reference, 50);
         a.flush().unwrap();
         let spare = Arc::new(ZonedFile::create(&dir.path().join("spare"), ZONE, ZONES, c.conventional).unwrap());
-        a.replace(1, Arc::new(PowerCut { inner: spare, budget: budget.clone(), refusals: refusals.clone(), unflushed: None })).unwrap();
+        a.replace(1, Arc::new(PowerCut::new(spare, budget.clone(), refusals.clone()))).unwrap();
         budget.store(rng.gen_range(0..120), Ordering::SeqCst);
         if a.rebuild(&|_, _| {}, None).is_err() {
             cut += 1;
@@ -976,7 +976,7 @@ fn a_removed_spare_is_listed_nowhere_its_label_is_erased_and_a_failure_takes_the
 /// Counts every operation (flushes included) on the members it wraps.
 fn counted(dir: &Path, c: &DvsConfig, ops: &Arc<AtomicI64>) -> Vec<Arc<dyn ZonedMember>> {
     let refusals = Arc::new(AtomicU64::new(0));
-    files_for(dir, 5, c).into_iter().map(|inner| Arc::new(PowerCut { inner, budget: ops.clone(), refusals: refusals.clone(), unflushed: None }) as Arc<dyn ZonedMember>).collect()
+    files_for(dir, 5, c).into_iter().map(|inner| Arc::new(PowerCut::new(inner, ops.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect()
 }
 
 /// `n` block writes at distinct random blocks, with their bytes.
@@ -1059,6 +1059,15 @@ fn a_group_of_one_is_a_write_and_write_through_groups_destage_each() {
     }
 }
 
+/// Every byte of `got` is the acknowledged one, or one a write of the
+/// interrupted group `inflight` put there.
+fn assert_acknowledged_or_inflight(seed: u64, got: &[u8], acknowledged: &[u8], inflight: &[(u64, Vec<u8>)]) {
+    for (i, (&g, &w)) in got.iter().zip(acknowledged).enumerate() {
+        let by_group = inflight.iter().any(|(o, d)| (i as u64) >= *o && (i as u64) < o + d.len() as u64 && d[i - *o as usize] == g);
+        assert!(g == w || by_group, "seed {seed}: byte {i}: got {g}, acknowledged {w}");
+    }
+}
+
 #[test]
 fn power_cuts_during_grouped_writes_keep_every_acknowledged_group() {
     let mut cut = 0;
@@ -1092,10 +1101,7 @@ fn power_cuts_during_grouped_writes_keep_every_acknowledged_group() {
         b.read(0, &mut got).unwrap();
         // Every byte is the acknowledged one, or one the interrupted group
         // wrote there (any of its writes, which were never acknowledged).
-        for (i, (&g, &w)) in got.iter().zip(&reference).enumerate() {
-            let by_group = inflight.iter().any(|(o, d)| (i as u64) >= *o && (i as u64) < o + d.len() as u64 && d[i - *o as usize] == g);
-            assert!(g == w || by_group, "seed {seed}: byte {i}: got {g}, acknowledged {w}");
-        }
+        assert_acknowledged_or_inflight(seed, &got, &reference, &inflight);
         assert_eq!(b.scrub().unwrap(), 0, "seed {seed}");
     }
     assert_eq!(cut, 24);
@@ -1118,7 +1124,7 @@ fn torn_grouped_writes_and_a_second_power_cut_bring_nothing_back() {
         let budget = Arc::new(AtomicI64::new(i64::MAX));
         let c = cfg_cached(1 + (seed % 2) as usize, 64);
         let refusals = Arc::new(AtomicU64::new(0));
-        let devs = files_for(dir.path(), 5, &c).into_iter().map(|inner| Arc::new(PowerCut { inner, budget: budget.clone(), refusals: refusals.clone(), unflushed: Some(unflushed.clone()) }) as Arc<dyn ZonedMember>).collect();
+        let devs = files_for(dir.path(), 5, &c).into_iter().map(|inner| Arc::new(PowerCut { unflushed: Some(unflushed.clone()), ..PowerCut::new(inner, budget.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
         let mut a = DvsArray::create(devs, c.clone()).unwrap();
         let cap = a.capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(100 + seed);
@@ -1139,10 +1145,7 @@ fn torn_grouped_writes_and_a_second_power_cut_bring_nothing_back() {
         let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
         dropped += b.warnings().iter().filter(|w| w.contains("is whole on no member")).count();
         let mut reference = b.read_all();
-        for (i, (&g, &w)) in reference.iter().zip(&acked).enumerate() {
-            let by_group = inflight.iter().any(|(o, d)| (i as u64) >= *o && (i as u64) < o + d.len() as u64 && d[i - *o as usize] == g);
-            assert!(g == w || by_group, "seed {seed}: byte {i}: got {g}, acknowledged {w}");
-        }
+        assert_acknowledged_or_inflight(seed, &reference, &acked, &inflight);
         // One record, where the torn group's first one was when one was
         // dropped; the rest of that group lies after it.
         let (off, d) = sector_write(&mut rng, cap);
@@ -1452,7 +1455,7 @@ fn journal_records_reach_members_as_appends() {
     let budget = Arc::new(AtomicI64::new(i64::MAX));
     let refusals = Arc::new(AtomicU64::new(0));
     let calls: Vec<Arc<Calls>> = files_for(dir.path(), 5, &c).into_iter().map(|inner| Arc::new(Calls { inner, writes: AtomicU64::new(0), appends: AtomicU64::new(0) })).collect();
-    let devs: Vec<Arc<dyn ZonedMember>> = calls.iter().map(|m| Arc::new(PowerCut { inner: m.clone(), budget: budget.clone(), refusals: refusals.clone(), unflushed: None }) as Arc<dyn ZonedMember>).collect();
+    let devs: Vec<Arc<dyn ZonedMember>> = calls.iter().map(|m| Arc::new(PowerCut::new(m.clone(), budget.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect();
     let mut a = DvsArray::create(devs, c).unwrap();
     let count = |f: fn(&Calls) -> &AtomicU64| calls.iter().map(|m| f(m).load(Ordering::SeqCst)).sum::<u64>();
     let (w0, a0) = (count(|m| &m.writes), count(|m| &m.appends));
