@@ -65,6 +65,16 @@ pub trait Member: Send + Sync {
     }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
+    /// The `len` bytes at `offset` where the member keeps them in memory
+    /// (a mapped file), lent to a caller that reads them in place of a
+    /// copy ([`Member::read_at`]): only while nothing writes that range,
+    /// which the caller ensures as for any read (a program's own writes,
+    /// stripe locks, a zoned drive's append-only zones).  None where a
+    /// read would be more than a copy: not in memory, beyond the device,
+    /// above a zone's write pointer.  The default lends nothing.
+    fn view(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
     /// Write `buf` at `offset` and make that write durable (not
     /// necessarily others): a remote with FUA does it in one request.
     fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -234,6 +244,9 @@ impl Member for Device {
     fn flush(&self) -> io::Result<()> {
         self.inner().flush()
     }
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.inner().view(offset, len)
+    }
     fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.inner().write_durable(buf, offset)
     }
@@ -331,6 +344,10 @@ impl Member for FileMember {
     }
     fn flush(&self) -> io::Result<()> {
         self.io.sync_data()
+    }
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        range_check(&self.path.display(), self.size, offset, len).ok()?;
+        self.io.view(offset, len)
     }
     fn cheap_flush(&self) -> bool {
         self.io.ram_fs()

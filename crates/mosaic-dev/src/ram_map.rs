@@ -75,6 +75,12 @@ impl FileIo {
         }
     }
 
+    /// The mapping's bytes at `offset` (see [`crate::Member::view`]);
+    /// None when not mapped or out of range.
+    pub(crate) fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.map.as_ref()?.view(offset, len)
+    }
+
     pub(crate) fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         match &self.map {
             Some(m) => m.write(buf, offset),
@@ -148,6 +154,17 @@ impl RamMap {
         // as long as `self`; `buf` is a distinct allocation.
         unsafe { std::ptr::copy_nonoverlapping(self.map.as_ptr().add(offset as usize), buf.as_mut_ptr(), buf.len()) };
         Ok(())
+    }
+
+    /// The `len` bytes at `offset`, in place.
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.check(offset, len as u64).ok()?;
+        // SAFETY: the range lies inside the mapping (checked), which lives
+        // as long as `self`.  Its bytes may change under the slice only if
+        // someone writes the range while it is lent, which the lender's
+        // callers rule out ([`crate::Member::view`]), as they do for a
+        // copying read racing a write.
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(offset as usize), len) })
     }
 
     /// Copy `buf` to `offset`.  Large writes (a full stripe's units, a

@@ -431,6 +431,19 @@ impl Member for ZonedFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write_with(offset, buf.len() as u64, |at| self.io.write_all_at(buf, at))
     }
+    /// Lent only below every write pointer the range crosses (above one
+    /// a read returns zeros, which the mapping need not hold).
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let end = offset.checked_add(len as u64).filter(|&e| e <= self.size())?;
+        let st = self.state.lock();
+        let (first, last) = (offset / self.zone_size, end.saturating_sub(1) / self.zone_size);
+        let written = (first.max(self.conventional)..=last).all(|z| st.wps[z as usize] >= end.min((z + 1) * self.zone_size));
+        drop(st);
+        if !written {
+            return None;
+        }
+        self.io.view(HEADER + offset, len)
+    }
     /// Streamed into place when mapped, as [`FileIo::write_parts_at`]
     /// does it, under the same zone rules as `write_at`.
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
@@ -540,6 +553,34 @@ mod tests {
             assert!(e.to_string().contains("beyond the drive"), "{e}");
             assert_eq!(d.write_pointer(3), Some(z3 + joined.len() as u64 + 5000), "refused appends change nothing");
         }
+    }
+
+    /// A mapped zoned drive lends the bytes a read would copy, and only
+    /// those: below every write pointer the range crosses, inside the
+    /// drive; a drive on disk lends nothing.
+    #[test]
+    fn a_mapped_drive_lends_only_written_bytes() {
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        let d = ZonedFile::create(&shm.path().join("z"), ZS, 4, 1).unwrap();
+        d.write_at(&[3u8; 4096], 100).unwrap();
+        d.write_at(&[7u8; 8192], ZS).unwrap();
+        d.write_at(&vec![9u8; ZS as usize], 2 * ZS).unwrap();
+        let mut copy = vec![0u8; 8192];
+        for (at, len) in [(100, 4096), (0, ZS as usize), (ZS, 8192), (ZS + 4096, 4096), (2 * ZS, ZS as usize), (ZS + 8192 - 512, 512)] {
+            let v = d.view(at, len).unwrap_or_else(|| panic!("{at}+{len} is written"));
+            copy.resize(len, 0);
+            d.read_at(&mut copy, at).unwrap();
+            assert_eq!(v, &copy[..], "{at}+{len}");
+        }
+        // Above zone 1's pointer, across it, across into zone 3 (empty),
+        // beyond the drive: no lending (a read returns zeros or fails).
+        for (at, len) in [(ZS + 8192, 512), (ZS + 4096, 8192), (ZS, ZS as usize + 512), (3 * ZS - 512, 1024), (4 * ZS - 512, 1024), (u64::MAX - 10, 20)] {
+            assert!(d.view(at, len).is_none(), "{at}+{len}");
+        }
+        let disk = tempfile::tempdir().unwrap();
+        let d = ZonedFile::create(&disk.path().join("z"), ZS, 4, 1).unwrap();
+        d.write_at(&[3u8; 4096], 0).unwrap();
+        assert!(d.view(0, 4096).is_none());
     }
 
     /// On disk and on the RAM file system (mapped): the same rules.

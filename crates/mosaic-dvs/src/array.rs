@@ -122,6 +122,11 @@ pub trait ZonedMember: Send + Sync {
     fn cheap_flush(&self) -> bool {
         false
     }
+    /// See [`mosaic_dev::Member::view`]: the bytes a read would copy,
+    /// lent in place (none by default).
+    fn view(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl ZonedMember for ZonedFile {
@@ -160,6 +165,9 @@ impl ZonedMember for ZonedFile {
     }
     fn cheap_flush(&self) -> bool {
         Member::cheap_flush(self)
+    }
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        Member::view(self, offset, len)
     }
 }
 
@@ -306,6 +314,9 @@ impl Member for AsMember {
     }
     fn cheap_flush(&self) -> bool {
         self.0.cheap_flush()
+    }
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        self.0.view(offset, len)
     }
     fn reset_zone(&self, offset: u64) -> io::Result<()> {
         let z = self.0.zone_size();

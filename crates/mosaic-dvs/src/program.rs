@@ -9,12 +9,14 @@
 //!
 //! ```text
 //!   job:  Read     fills: direct reads merged into runs (contiguous slots of one member
-//!                  in one zone), then each reconstruction's other columns
-//!         Compute  reconstructions (decode coefficients); each chunk = cached blocks over
-//!                  its old bytes; parity = Σ A[r][j]·data_j (absent columns of a narrow
-//!                  stripe are zeros and drop out)
+//!                  in one zone), each run into a buffer of its own; then each
+//!                  reconstruction's other columns
+//!         Compute  reconstructions (decode coefficients); parity = Σ A[r][j]·data_j
+//!                  (absent columns of a narrow stripe are zeros and drop out), piece
+//!                  by piece of the data chunks
 //!         Write    appends sorted by (member, offset), contiguous slots merged into one
-//!                  write (data and parity alike; the op keeps the first one's role)
+//!                  write (data and parity alike; the op keeps the first one's role),
+//!                  gathered from where the bytes are
 //!         Flush    every member written
 //!         Write    the job's log record (or a checkpoint) on every metadata member
 //!         Flush    those members
@@ -22,10 +24,21 @@
 //! ```
 //!
 //! Every transfer is on lane 0: the phases run strictly in order, in the
-//! simulator as on the real array.  Each chunk's bytes are computed in
-//! place in the write buffer of its column (a column not written, on a
-//! member out of the array, gets a slot of its own), so parity reads them
-//! from there.
+//! simulator as on the real array.  A chunk's bytes are never put
+//! together: the chunk is a list of pieces, each block from the cache
+//! when it holds it, else from the chunk's old bytes as the fill read
+//! them, else zeros; parity and the appends read the pieces where they
+//! lie.  A run's buffer is filled by nothing but its read and only read
+//! after, so a mapped member lends its bytes instead of copying them
+//! (`mosaic_exec::lendable`): the old chunks go from their zone to the
+//! new one in one streamed copy, parity reading them in place.
+//!
+//! ```text
+//!   chunk 7, blocks 1 and 5 cached:   [old 0][blk 1][old 2-4][blk 5][old 6-15]
+//!   stripe (chunks 7, 9), parity:     cut where any chunk's pieces change,
+//!                                     P[x..y] = Σ A[r][j]·piece_j[x..y]
+//!   append on member 2:               Gather[ pieces of 7 | pieces of 9 | ... ]
+//! ```
 
 use mosaic_core::cache::KeyMap;
 use std::sync::Arc;
@@ -126,27 +139,25 @@ impl Lower<'_> {
     /// for reconstructions) into one new scratch buffer; where each read's
     /// bytes land.
     fn reads(&self, p: &mut Program, reads: &[&ChunkRead]) -> Result<Vec<Ref>, DvsError> {
-        self.reads_into(p, reads, &[])
+        self.reads_into(p, reads, false)
     }
 
-    /// [`Lower::reads`], except that a device read whose parts all have a
-    /// place in `homes` (indexed as `reads`), laid out there as in the
-    /// run, lands there instead of in the scratch buffer: a destage's
-    /// fills go straight into the chunks' homes in its write buffer, with
-    /// no copy after.  The device reads are the same either way.
-    fn reads_into(&self, p: &mut Program, reads: &[&ChunkRead], homes: &[Option<Ref>]) -> Result<Vec<Ref>, DvsError> {
+    /// [`Lower::reads`], except that with `own` each device read of a
+    /// direct run lands in a buffer of its own, which nothing else
+    /// writes: a destage's fills, which a mapped member lends.  The
+    /// device reads are the same either way.
+    fn reads_into(&self, p: &mut Program, reads: &[&ChunkRead], own: bool) -> Result<Vec<Ref>, DvsError> {
         if reads.is_empty() {
             return Ok(vec![]);
         }
-        let buf = p.bufs.len();
+        // The scratch area (sized at the end): runs when not `own`,
+        // reconstructions always.
+        let buf = p.buf(Buf::Scratch(0));
         let mut area = Area::default();
         let mut out = vec![Ref::new(buf, 0); reads.len()];
         let mut ios = Vec::new();
         for run in read_runs(self.geo, reads) {
-            let dst = match in_place(&run, homes) {
-                Some(h) => h,
-                None => Ref::new(buf, area.take(run.len as usize)),
-            };
+            let dst = if own { Ref::new(p.buf(Buf::Scratch(run.len as usize)), 0) } else { Ref::new(buf, area.take(run.len as usize)) };
             ios.push(Io::new(DevOp { member: run.member, offset: run.offset, len: run.len, role: Role::Data, col: 0 }, dst));
             for (i, o) in run.parts {
                 out[i] = dst.at(o as usize);
@@ -160,7 +171,7 @@ impl Lower<'_> {
                 decodes.extend(c);
             }
         }
-        p.bufs.push(Buf::Scratch(area.0));
+        p.bufs[buf] = Buf::Scratch(area.0);
         p.phases.push(Phase::Read(ios));
         if !decodes.is_empty() {
             p.phases.push(Phase::Compute(decodes));
@@ -204,40 +215,38 @@ impl Lower<'_> {
         let out = Appends::lay_out(self.geo, job, writes_to, 0);
         p.bufs.push(Buf::Scratch(out.size));
         let fills: Vec<&ChunkRead> = job.fills.iter().collect();
-        // A whole chunk read from its member is read into its home; the
-        // cached blocks are copied over it after (`old` then names the
-        // home itself, and no old block is copied).
-        let homes: Vec<Option<Ref>> = fills.iter().map(|f| if f.a == 0 && f.b == self.geo.chunk { out.home.get(&f.key.1).copied() } else { None }).collect();
-        let old: KeyMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads_into(&mut p, &fills, &homes)?).collect();
+        let old: KeyMap<u32, Ref> = job.fills.iter().map(|f| f.key.1).zip(self.reads_into(&mut p, &fills, true)?).collect();
         if !fills.is_empty() {
             let degraded = fills.iter().any(|r| matches!(r.src, Src::Recon { .. }));
             p.methods.push(if degraded { Method::DegradedRead } else { Method::Read });
         }
-        let mut cs = Vec::new();
-        for (lcn, bm) in &job.chunks {
-            let home = *out.home.get(lcn).ok_or_else(|| DvsError::Other(format!("chunk {lcn} of SSG {} is in none of the job's stripes", job.lsn)))?;
-            if let Some(bm) = bm {
-                match cached(*lcn, bm)? {
-                    Payload::Blocks(v) => cs.extend(self.held_blocks(&mut p, home, v, bm)?),
-                    payload => {
-                        let n = payload.len();
-                        let src = p.buf(payload.buf());
-                        cs.extend(self.cached_blocks(home, Ref::new(src, 0), n, bm)?);
-                    }
-                }
-            }
-            if let Some(&o) = old.get(lcn).filter(|&&o| o != home) {
-                cs.extend(self.old_blocks(home, o, bm.as_ref()));
-            }
+        let marks: KeyMap<u32, &Option<crate::cache::Bitmap>> = job.chunks.iter().map(|(l, bm)| (*l, bm)).collect();
+        if let Some(l) = job.chunks.iter().map(|c| c.0).find(|l| !job.stripes.iter().any(|st| st.lcns.contains(l))) {
+            return Err(DvsError::Other(format!("chunk {l} of SSG {} is in none of the job's stripes", job.lsn)));
         }
+        let mut zeros = None;
+        let mut chunks: KeyMap<u32, Pieces> = KeyMap::default();
+        for lcn in job.stripes.iter().flat_map(|st| &st.lcns) {
+            if chunks.contains_key(lcn) {
+                continue;
+            }
+            let cache = match marks.get(lcn) {
+                Some(Some(bm)) => Some((self.cached_at(&mut p, cached(*lcn, bm)?, bm)?, bm)),
+                _ => None,
+            };
+            let pieces = self.chunk_pieces(&mut p, cache, old.get(lcn).copied(), &mut zeros);
+            chunks.insert(*lcn, pieces);
+        }
+        let mut cs = Vec::new();
         for (s, st) in job.stripes.iter().enumerate() {
-            cs.extend(self.parity(st, &out, s)?);
+            cs.extend(self.parity(st, &out, s, &chunks));
         }
         p.phases.push(Phase::Compute(cs));
         if !out.writes.is_empty() {
-            let mut ms: Vec<usize> = out.writes.iter().map(|io| io.op.member).collect();
+            let writes: Vec<Io> = out.writes.iter().map(|(op, cols)| Io::new(*op, gathered(&mut p, cols, &chunks, self.geo.chunk as usize))).collect();
+            let mut ms: Vec<usize> = writes.iter().map(|io| io.op.member).collect();
             ms.dedup();
-            p.phases.push(Phase::write(out.writes));
+            p.phases.push(Phase::write(writes));
             p.phases.push(Phase::Flush(ms));
             p.methods.push(Method::Fsw);
         }
@@ -251,80 +260,110 @@ impl Lower<'_> {
         Ok(p)
     }
 
-    /// Copies of a cached chunk's bytes into its home: `n` bytes at
-    /// `src`, the whole chunk, or else the blocks `bm` marks packed in
-    /// block order (see [`Lower::job`]), each run of marked blocks one
-    /// copy.
-    fn cached_blocks(&self, home: Ref, src: Ref, n: usize, bm: &crate::cache::Bitmap) -> Result<Vec<Combine>, DvsError> {
+    /// Where a cached chunk's marked blocks are, in block order: `payload`
+    /// is the whole chunk, the marked blocks packed, or one buffer a
+    /// block ([`Payload::Blocks`]).
+    fn cached_at(&self, p: &mut Program, payload: Payload, bm: &crate::cache::Bitmap) -> Result<Vec<Ref>, DvsError> {
         let (blk, blocks) = (self.geo.block as usize, self.geo.chunk_blocks());
+        let marked: Vec<usize> = (0..blocks).filter(|&i| bm.get(i)).collect();
+        if let Payload::Blocks(v) = payload {
+            if marked.len() != v.len() || v.iter().any(|b| b.len() != blk) {
+                return Err(DvsError::Other(format!("a cached chunk came with {} blocks for {} marked", v.len(), marked.len())));
+            }
+            return Ok(v.into_iter().map(|b| Ref::new(p.buf(Buf::Bytes(b)), 0)).collect());
+        }
+        let n = payload.len();
+        let src = p.buf(payload.buf());
         if n == blocks * blk {
-            return Ok(vec![Combine::copy(home, src, n)]);
+            return Ok(marked.iter().map(|&i| Ref::new(src, i * blk)).collect());
         }
-        let (mut out, mut k, mut i) = (Vec::new(), 0, 0);
-        while i < blocks {
-            if !bm.get(i) {
-                i += 1;
-                continue;
-            }
-            let j = (i..blocks).find(|&j| !bm.get(j)).unwrap_or(blocks);
-            out.push(Combine::copy(home.at(i * blk), src.at(k * blk), (j - i) * blk));
-            k += j - i;
-            i = j;
+        if marked.len() * blk != n {
+            return Err(DvsError::Other(format!("a cached chunk came with {n} bytes for {} blocks", marked.len())));
         }
-        if k * blk != n {
-            return Err(DvsError::Other(format!("a cached chunk came with {n} bytes for {k} blocks")));
-        }
-        Ok(out)
+        Ok((0..marked.len()).map(|k| Ref::new(src, k * blk)).collect())
     }
 
-    /// Copies of a cached chunk's marked blocks into its home, each from
-    /// its own buffer `v` (in block order; see [`Payload::Blocks`]).
-    fn held_blocks(&self, p: &mut Program, home: Ref, v: Vec<Arc<[u8]>>, bm: &crate::cache::Bitmap) -> Result<Vec<Combine>, DvsError> {
-        let blk = self.geo.block as usize;
-        let marked: Vec<usize> = (0..self.geo.chunk_blocks()).filter(|&i| bm.get(i)).collect();
-        if marked.len() != v.len() || v.iter().any(|b| b.len() != blk) {
-            return Err(DvsError::Other(format!("a cached chunk came with {} blocks for {} marked", v.len(), marked.len())));
+    /// A chunk's pieces: each block from the cache (`cache`: where its
+    /// marked blocks are, and which), else from its old bytes `old`, else
+    /// zeros (a chunk of them made once, in `zeros`).
+    fn chunk_pieces(&self, p: &mut Program, cache: Option<(Vec<Ref>, &crate::cache::Bitmap)>, old: Option<Ref>, zeros: &mut Option<usize>) -> Pieces {
+        let (blk, blocks) = (self.geo.block as usize, self.geo.chunk_blocks());
+        let mut cached = cache.iter().flat_map(|(at, _)| at.iter().copied());
+        let mut pieces = Pieces::new();
+        for i in 0..blocks {
+            let src = match (&cache, old) {
+                (Some((_, bm)), _) if bm.get(i) => cached.next().unwrap_or(Ref::new(0, 0)),
+                (_, Some(o)) => o.at(i * blk),
+                _ => Ref::new(*zeros.get_or_insert_with(|| p.buf(Buf::Scratch(blocks * blk))), i * blk),
+            };
+            add_piece(&mut pieces, src, blk);
         }
-        Ok(marked.into_iter().zip(v).map(|(i, b)| Combine::copy(home.at(i * blk), Ref::new(p.buf(Buf::Bytes(b)), 0), blk)).collect())
+        pieces
     }
 
-    /// Copies of the old bytes of the blocks a cached chunk lacks (`bm`
-    /// None: a chunk GC moves, all of them).
-    fn old_blocks(&self, home: Ref, old: Ref, bm: Option<&crate::cache::Bitmap>) -> Vec<Combine> {
-        let blk = self.geo.block as usize;
-        let n = self.geo.chunk_blocks();
-        let Some(bm) = bm else { return vec![Combine::copy(home, old, n * blk)] };
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < n {
-            if bm.get(i) {
-                i += 1;
-                continue;
-            }
-            let j = (i..n).find(|&j| bm.get(j)).unwrap_or(n);
-            out.push(Combine::copy(home.at(i * blk), old.at(i * blk), (j - i) * blk));
-            i = j;
-        }
-        out
-    }
-
-    /// The parity columns of stripe `s` that are written.
-    fn parity(&self, st: &Stripe, out: &Appends, s: usize) -> Result<Vec<Combine>, DvsError> {
+    /// The parity columns of stripe `s` that are written, each cut where
+    /// any of the stripe's chunks goes from one piece to the next.
+    fn parity(&self, st: &Stripe, out: &Appends, s: usize, chunks: &KeyMap<u32, Pieces>) -> Vec<Combine> {
+        let len = self.geo.chunk as usize;
         let mut cs = Vec::new();
         for c in st.width()..st.members.len() {
-            let Some(&dst) = out.col.get(&(s, c)) else { continue };
+            let Some(&dst) = out.parity.get(&(s, c)) else { continue };
             let r = c - st.width();
-            let mut terms = Vec::with_capacity(st.width());
-            for (j, lcn) in st.lcns.iter().enumerate() {
-                let at = *out.home.get(lcn).ok_or_else(|| DvsError::Other(format!("no bytes for chunk {lcn}")))?;
-                let coef = self.code.coefficient(r, j);
-                if coef != 0 {
-                    terms.push((coef, at));
-                }
+            let cols: Vec<(u8, &Pieces)> = st.lcns.iter().enumerate().filter_map(|(j, lcn)| Some((self.code.coefficient(r, j), chunks.get(lcn)?))).filter(|t| t.0 != 0).collect();
+            let mut cuts: Vec<usize> = cols.iter().flat_map(|(_, ps)| ps.iter().scan(0, |at, piece| Some(std::mem::replace(at, *at + piece.1)))).collect();
+            cuts.push(len);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut x = 0;
+            for y in cuts.into_iter().filter(|&y| y > 0) {
+                let terms = cols.iter().map(|(coef, ps)| (*coef, piece_at(ps, x))).collect();
+                cs.push(Combine { dst: dst.at(x), len: y - x, acc: false, terms });
+                x = y;
             }
-            cs.push(Combine { dst, len: self.geo.chunk as usize, acc: false, terms });
         }
-        Ok(cs)
+        cs
+    }
+}
+
+/// Where a chunk's bytes are, in order: pieces `(at, len)` of a program's
+/// buffers.
+type Pieces = Vec<(Ref, usize)>;
+
+/// Append `len` bytes at `at` to `pieces`, joined to the last piece when
+/// they follow it in its buffer.
+fn add_piece(pieces: &mut Pieces, at: Ref, len: usize) {
+    match pieces.last_mut() {
+        Some(l) if l.0.buf == at.buf && l.0.off as usize + l.1 == at.off as usize => l.1 += len,
+        _ => pieces.push((at, len)),
+    }
+}
+
+/// Where byte `x` of a chunk of `pieces` is.
+fn piece_at(pieces: &Pieces, x: usize) -> Ref {
+    let mut start = 0;
+    for &(at, len) in pieces {
+        if x < start + len {
+            return at.at(x - start);
+        }
+        start += len;
+    }
+    Ref::new(0, 0)
+}
+
+/// The bytes of one merged append, columns `cols` one after another: a
+/// reference to them when they lie in one piece, else a gather of their
+/// pieces.
+fn gathered(p: &mut Program, cols: &[Col], chunks: &KeyMap<u32, Pieces>, chunk: usize) -> Ref {
+    let mut pieces = Pieces::new();
+    for col in cols {
+        match *col {
+            Col::Data(lcn) => chunks.get(&lcn).into_iter().flatten().for_each(|&(at, len)| add_piece(&mut pieces, at, len)),
+            Col::Code(at) => add_piece(&mut pieces, at, chunk),
+        }
+    }
+    match pieces.as_slice() {
+        [(at, _)] => *at,
+        _ => Ref::new(p.buf(Buf::Gather(pieces)), 0),
     }
 }
 
@@ -422,10 +461,20 @@ pub fn format(resets: &[(usize, u64)], members: &[usize], clear: (u64, u64), fir
 /// the position of each written column `(stripe, col)` in it, and the home
 /// of each chunk's bytes (its column's position, or a slot of its own
 /// when the column is not written).
+/// One column of a merged append: a data chunk, or a parity column's
+/// bytes in the program's parity buffer.
+#[derive(Debug, Clone, Copy)]
+enum Col {
+    Data(u32),
+    Code(Ref),
+}
+
+/// A job's appends: each merged member write and its columns in order;
+/// where each written parity column is computed (`(stripe, column)` to a
+/// slot of buffer `buf`), and that buffer's size.
 struct Appends {
-    writes: Vec<Io>,
-    col: KeyMap<(usize, usize), Ref>,
-    home: KeyMap<u32, Ref>,
+    writes: Vec<(DevOp, Vec<Col>)>,
+    parity: KeyMap<(usize, usize), Ref>,
     size: usize,
 }
 
@@ -442,19 +491,23 @@ impl Appends {
         }
         ops.sort_by_key(|o| (o.0.member, o.0.offset));
         let mut area = Area::default();
-        let mut a = Appends { writes: Vec::new(), col: KeyMap::default(), home: KeyMap::default(), size: 0 };
+        let mut a = Appends { writes: Vec::new(), parity: KeyMap::default(), size: 0 };
         for (op, s, c) in ops {
-            let at = Ref::new(buf, area.take(op.len as usize));
+            let st = &job.stripes[s];
+            let col = match st.lcns.get(c) {
+                Some(&lcn) if c < st.width() => Col::Data(lcn),
+                _ => {
+                    let at = Ref::new(buf, area.take(op.len as usize));
+                    a.parity.insert((s, c), at);
+                    Col::Code(at)
+                }
+            };
             match a.writes.last_mut() {
-                Some(l) if l.op.member == op.member && l.op.offset + l.op.len == op.offset => l.op.len += op.len,
-                _ => a.writes.push(Io::new(op, at)),
-            }
-            a.col.insert((s, c), at);
-        }
-        for (s, st) in job.stripes.iter().enumerate() {
-            for (c, lcn) in st.lcns.iter().enumerate() {
-                let at = a.col.get(&(s, c)).copied().unwrap_or_else(|| Ref::new(buf, area.take(geo.chunk as usize)));
-                a.home.insert(*lcn, at);
+                Some((l, cols)) if l.member == op.member && l.offset + l.len == op.offset => {
+                    l.len += op.len;
+                    cols.push(col);
+                }
+                _ => a.writes.push((op, vec![col])),
             }
         }
         a.size = area.0;
@@ -521,16 +574,6 @@ pub fn read_runs(geo: &Geo, reads: &[&ChunkRead]) -> Vec<ReadRun> {
         out.push(ReadRun { member, offset, len, parts: vec![(i, 0)] });
     }
     out
-}
-
-/// Where run `run` may be read in place: the home of its first part,
-/// when every part has a home (`homes`, indexed as the chunk reads) at
-/// the same distance from it as in the run.
-fn in_place(run: &ReadRun, homes: &[Option<Ref>]) -> Option<Ref> {
-    let &(i0, o0) = run.parts.first()?;
-    let first = (*homes.get(i0)?)?;
-    let fits = run.parts.iter().all(|&(i, o)| homes.get(i).copied().flatten() == Some(first.at((o - o0) as usize)));
-    fits.then_some(first)
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ mod slots;
 #[cfg(test)]
 mod tests;
 
+pub use slots::lendable;
 use slots::Slot;
 
 /// Range-lock stripes (keys hash onto these).
@@ -284,18 +285,22 @@ impl Executor {
         if epoch.is_some_and(|e| e != self.epoch()) {
             return Err(ExecError::Stale);
         }
-        let mut slots = slots::materialize(p, &self.scratch, client).map_err(ExecError::Program)?;
-        let res = self.phases(p, &mut slots, journal);
+        // Members lend the bytes of reads nothing changes while the
+        // program runs (held here, so the loans outlive the slots).
+        let lend = slots::lendable(p);
+        let lenders = if lend.contains(&true) { self.members.read().clone() } else { Vec::new() };
+        let mut slots = slots::materialize(p, &self.scratch, client, &lend).map_err(ExecError::Program)?;
+        let res = self.phases(p, &mut slots, journal, Loans { lend: &lend, lenders: &lenders });
         let kept = res.map(|()| p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect());
         self.scratch.recycle(slots);
         kept
     }
 
     /// Run `p`'s phases in order, then count its stripes.
-    fn phases(&self, p: &Program, slots: &mut [Slot<'_>], journal: Option<&dyn JournalHook>) -> Result<(), ExecError> {
+    fn phases<'s>(&self, p: &Program, slots: &mut [Slot<'s>], journal: Option<&dyn JournalHook>, loans: Loans<'_, 's>) -> Result<(), ExecError> {
         for phase in &p.phases {
             match phase {
-                Phase::Read(ios) => self.read_phase(ios, slots)?,
+                Phase::Read(ios) => self.read_phase(ios, slots, loans)?,
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
                 Phase::Write { ops, journal: j, marks } => self.write_phase(p, ops, (*j).then_some(marks.as_slice()).zip(journal), slots)?,
                 Phase::Flush(ms) => {
@@ -355,8 +360,16 @@ impl Executor {
         self.member(m).ok_or_else(|| io::Error::other("member missing"))
     }
 
-    fn read_phase(&self, ios: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
-        let mut targets = slots::read_targets(slots, ios).map_err(ExecError::Program)?;
+    /// A read phase: each read the program lets a member lend
+    /// ([`slots::lendable`]) takes the member's bytes if it lends them,
+    /// else a buffer of its own; the others copy into their buffers.
+    /// Either way each read counts as one.
+    fn read_phase<'s>(&self, ios: &[Io], slots: &mut [Slot<'s>], loans: Loans<'_, 's>) -> Result<(), ExecError> {
+        let mut lent = Vec::new();
+        if !loans.lend.is_empty() {
+            lent = ios.iter().map(|io| self.borrow(io, slots, loans)).collect();
+        }
+        let mut targets = slots::read_targets(slots, ios, &lent).map_err(ExecError::Program)?;
         let bytes = ios.iter().map(|io| io.op.len).sum();
         let res = self.each_mut(&mut targets, bytes, |(i, buf)| {
             let op = &ios[*i].op;
@@ -368,6 +381,23 @@ impl Executor {
             by_io[*i] = Some(r);
         }
         self.settle(Dir::Read, ios, by_io.into_iter().map(|r| r.unwrap_or(Ok(()))).collect())
+    }
+
+    /// Whether `io`'s member lent its bytes into its buffer's slot; a
+    /// lendable buffer it does not lend gets scratch for the read to fill.
+    fn borrow<'s>(&self, io: &Io, slots: &mut [Slot<'s>], loans: Loans<'_, 's>) -> bool {
+        let b = io.at.buf as usize;
+        if !loans.lend.get(b).copied().unwrap_or(false) {
+            return false;
+        }
+        let view = loans.lenders.get(io.op.member).and_then(|m| m.as_deref()).and_then(|m| m.view(self.base + io.op.offset, io.op.len as usize));
+        let lent = view.is_some();
+        slots[b] = match view {
+            Some(v) => Slot::Shared(v),
+            // Filled whole by the read: nothing to zero.
+            None => Slot::Owned(self.scratch.get(io.op.len as usize, &slots::Ranges::default())),
+        };
+        lent
     }
 
     fn compute_phase(&self, cs: &[Combine], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
@@ -454,6 +484,14 @@ impl Executor {
         });
         out.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("I/O thread lost")))).collect()
     }
+}
+
+/// The buffers a run's members may lend ([`slots::lendable`]), and the
+/// members as the run found them (empty when nothing may be lent).
+#[derive(Clone, Copy)]
+struct Loans<'r, 's> {
+    lend: &'r [bool],
+    lenders: &'s [Option<Arc<dyn Member>>],
 }
 
 fn reborrow<'a>(c: &'a mut Client<'_>) -> Client<'a> {

@@ -1,7 +1,7 @@
 //! A running program's buffers: scratch memory, policy bytes, and the
 //! client's data, split into the disjoint pieces each phase needs.
 
-use mosaic_core::{write_pieces, Buf, Combine, Io, Phase, Program, Ref};
+use mosaic_core::{write_pieces, Buf, Combine, DevOp, Io, Phase, Program, Ref};
 use parking_lot::Mutex;
 
 use crate::Client;
@@ -157,6 +157,86 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
     zero
 }
 
+/// Which of `p`'s buffers a member may lend in place of a copy
+/// ([`mosaic_dev::Member::view`]; empty when none may):
+///
+/// ```text
+///   Scratch(n), n >= LARGE ── one device read fills it whole, and no other read does
+///                          ── no computation writes it; the program does not keep it
+///                          ── from that read to its last use (a term, a write's bytes),
+///                             no write of the program touches the read's member range
+///                             and no zone reset touches its member
+/// ```
+///
+/// Then the bytes it would copy are the member's own and nothing changes
+/// them while the program reads them: a destage's old chunks, a
+/// rebuild's columns.  A read-modify-write, which writes where it read,
+/// keeps its copy.  Small programs are looked at no further than their
+/// reads' lengths.
+pub fn lendable(p: &Program) -> Vec<bool> {
+    let whole = |io: &Io| io.at.off == 0 && io.op.len >= LARGE as u64 && matches!(p.bufs.get(io.at.buf as usize), Some(Buf::Scratch(n)) if *n as u64 == io.op.len);
+    let reads = || p.phases.iter().enumerate().filter_map(|(i, ph)| if let Phase::Read(ios) = ph { Some((i, ios)) } else { None });
+    if !reads().any(|(_, ios)| ios.iter().any(whole)) {
+        return Vec::new();
+    }
+    let n = p.bufs.len();
+    let mut fill: Vec<Option<(usize, DevOp)>> = vec![None; n];
+    let mut ok = vec![true; n];
+    for (i, ios) in reads() {
+        for io in ios {
+            let b = io.at.buf as usize;
+            if b < n {
+                ok[b] &= fill[b].is_none() && whole(io);
+                fill[b] = Some((i, io.op));
+            }
+        }
+    }
+    // The first and last phase reading each buffer.
+    let mut used: Vec<Option<(usize, usize)>> = vec![None; n];
+    let mut use_at = |b: u32, i: usize| {
+        if let Some(u) = used.get_mut(b as usize) {
+            *u = Some(u.map_or((i, i), |(a, _)| (a, i)));
+        }
+    };
+    for (i, ph) in p.phases.iter().enumerate() {
+        match ph {
+            Phase::Compute(cs) => {
+                for c in cs {
+                    c.terms.iter().for_each(|t| use_at(t.1.buf, i));
+                    if let Some(o) = ok.get_mut(c.dst.buf as usize) {
+                        *o = false;
+                    }
+                }
+            }
+            Phase::Write { ops, .. } => {
+                for io in ops {
+                    write_pieces(&p.bufs, io.at, io.op.len as usize).for_each(|(r, _)| use_at(r.buf, i));
+                }
+            }
+            _ => {}
+        }
+    }
+    for &k in &p.keep {
+        if let Some(o) = ok.get_mut(k as usize) {
+            *o = false;
+        }
+    }
+    let touched = |read: usize, last: usize, op: &DevOp| {
+        p.phases[read + 1..=last].iter().any(|ph| match ph {
+            Phase::Write { ops, .. } => ops.iter().any(|w| w.op.member == op.member && w.op.offset < op.offset + op.len && op.offset < w.op.offset + w.op.len),
+            Phase::Reset(zs) => zs.iter().any(|z| z.member == op.member),
+            _ => false,
+        })
+    };
+    (0..n)
+        .map(|b| match (fill[b], used[b]) {
+            (Some((read, op)), Some((first, last))) => ok[b] && first > read && !touched(read, last, &op),
+            (Some(_), None) => ok[b],
+            _ => false,
+        })
+        .collect()
+}
+
 /// Most scratch buffers the pool holds between runs.
 const POOL_BUFS: usize = 16;
 /// Most bytes the pool holds between runs.
@@ -195,7 +275,7 @@ impl Pool {
     /// `n` bytes, zero at least in `zero`.  A buffer the program keeps
     /// leaves the executor: it comes from the pool as any other (its
     /// bytes not written by the program are in `zero`).
-    fn get(&self, n: usize, zero: &Ranges) -> Vec<u8> {
+    pub(crate) fn get(&self, n: usize, zero: &Ranges) -> Vec<u8> {
         if n == 0 || zero.total() >= n {
             return vec![0u8; n];
         }
@@ -255,8 +335,9 @@ impl Pool {
 }
 
 /// The slots of `p`'s buffers: scratch from `pool` (zero where
-/// [`must_zero`] says), client ranges cut out of `client`.
-pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -> Result<Vec<Slot<'a>>, String> {
+/// [`must_zero`] says), client ranges cut out of `client`; a buffer
+/// `lend` marks ([`lendable`]) is left empty for its read to fill.
+pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>, lend: &[bool]) -> Result<Vec<Slot<'a>>, String> {
     let bufs = &p.bufs;
     let zero = must_zero(p, 0);
     let mut slots: Vec<Option<Slot<'a>>> = Vec::with_capacity(bufs.len());
@@ -268,6 +349,7 @@ pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>) -
     };
     for (i, b) in bufs.iter().enumerate() {
         slots.push(match b {
+            Buf::Scratch(_) if lend.get(i).copied().unwrap_or(false) => Some(Slot::Shared(&[])),
             Buf::Scratch(n) => Some(Slot::Owned(pool.get(*n, &zero[i]))),
             Buf::Bytes(b) => Some(Slot::Shared(b)),
             Buf::Input { off, len } => {
@@ -324,9 +406,9 @@ pub(crate) fn take(slots: &mut [Slot<'_>], b: usize) -> Vec<u8> {
 }
 
 /// Disjoint mutable targets for a read phase, as (index into `ios`,
-/// bytes), sorted by buffer and offset.
-pub(crate) fn read_targets<'s>(slots: &'s mut [Slot<'_>], ios: &[Io]) -> Result<Vec<(usize, &'s mut [u8])>, String> {
-    let mut order: Vec<usize> = (0..ios.len()).collect();
+/// bytes), sorted by buffer and offset; none for the reads `lent` marks.
+pub(crate) fn read_targets<'s>(slots: &'s mut [Slot<'_>], ios: &[Io], lent: &[bool]) -> Result<Vec<(usize, &'s mut [u8])>, String> {
+    let mut order: Vec<usize> = (0..ios.len()).filter(|&i| !lent.get(i).copied().unwrap_or(false)).collect();
     order.sort_unstable_by_key(|&i| (ios[i].at.buf, ios[i].at.off));
     let mut out = Vec::with_capacity(ios.len());
     let mut it = order.into_iter().peekable();

@@ -157,7 +157,7 @@ fn a_merged_write_reaches_member_and_journal_as_its_pieces_without_a_gather_copy
     // A write of part of a gather (a policy bug validation catches) takes
     // no bytes, never the whole gather's.
     let g = p.bufs.iter().position(|b| matches!(b, Buf::Gather(_))).unwrap();
-    let slots = crate::slots::materialize(&p, &Default::default(), Client::In(&client)).unwrap();
+    let slots = crate::slots::materialize(&p, &Default::default(), Client::In(&client), &[]).unwrap();
     let (mut whole, mut part) = (Vec::new(), Vec::new());
     crate::slots::write_parts(&p, &slots, Ref::new(g, 0), 8192, &mut whole);
     crate::slots::write_parts(&p, &slots, Ref::new(g, 0), 4096, &mut part);
@@ -672,4 +672,139 @@ fn metadata_writes_reach_members_as_appends_and_the_rest_as_writes() {
     assert_eq!(read(8192, 4096), client[4096..8192]);
     assert_eq!(read(65536, 4196), client[8192..]);
     assert_eq!(ex.counters().ops.meta_writes, 1);
+}
+
+/// A member file on the RAM file system (mapped, so it can lend its
+/// bytes), counting the reads it lends; with `lends` false it lends none.
+struct Lending {
+    inner: mosaic_dev::FileMember,
+    lends: bool,
+    lent: std::sync::atomic::AtomicUsize,
+}
+
+impl Member for Lending {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let v = self.inner.view(offset, len).filter(|_| self.lends);
+        if v.is_some() {
+            self.lent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        v
+    }
+}
+
+fn lending(dir: &tempfile::TempDir, n: usize, lends: bool) -> (Vec<Arc<Lending>>, Executor) {
+    let ms: Vec<Arc<Lending>> = (0..n)
+        .map(|i| {
+            let inner = mosaic_dev::FileMember::create(&dir.path().join(format!("m{i}-{lends}")), 1 << 20).unwrap();
+            assert!(inner.is_mapped(), "a file on /dev/shm is mapped");
+            Arc::new(Lending { inner, lends, lent: Default::default() })
+        })
+        .collect();
+    let ex = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+    (ms, ex)
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 13) as u8).collect()
+}
+
+/// A destage's shape: old chunks read from two members, their parity
+/// computed, the chunks written elsewhere as one gathered write and the
+/// parity beside them.  Members that lend give exactly the bytes and
+/// the operation counts of members that copy, and lend both reads.
+#[test]
+fn a_member_lends_what_a_program_only_reads_with_the_same_bytes_and_counts() {
+    const K: usize = 64 << 10;
+    let mut p = Program { methods: vec![Method::Fsw], ..Default::default() };
+    let a = p.buf(Buf::Scratch(2 * K));
+    let b = p.buf(Buf::Scratch(K));
+    let parity = p.buf(Buf::Scratch(K));
+    let new = p.buf(Buf::Bytes(pattern(4096, 9).into()));
+    let chunk = p.buf(Buf::Gather(vec![(Ref::new(a, 0), 4096), (Ref::new(new, 0), 4096), (Ref::new(a, 8192), 2 * K - 8192)]));
+    p.phases.push(Phase::Read(vec![Io::new(op(0, 0, 2 * K as u64, Role::Data), Ref::new(a, 0)), Io::new(op(1, 4096, K as u64, Role::Data), Ref::new(b, 0))]));
+    p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(parity, 0), len: K, acc: false, terms: vec![(1, Ref::new(a, 0)), (1, Ref::new(a, K)), (1, Ref::new(b, 0))] }]));
+    p.phases.push(Phase::write(vec![Io::new(op(2, 0, 2 * K as u64, Role::Data), Ref::new(chunk, 0)), Io::new(op(3, 0, K as u64, Role::Code), Ref::new(parity, 0))]));
+    assert_eq!(crate::slots::lendable(&p), vec![true, true, false, false, false]);
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let mut seen = Vec::new();
+    for lends in [true, false] {
+        let (ms, ex) = lending(&dir, 4, lends);
+        ms[0].write_at(&pattern(2 * K, 1), 0).unwrap();
+        ms[1].write_at(&pattern(K + 4096, 2), 0).unwrap();
+        ex.run(&p, Client::None, None).unwrap();
+        let read = |m: &Lending, len: usize| {
+            let mut v = vec![0u8; len];
+            m.read_at(&mut v, 0).unwrap();
+            v
+        };
+        let (old, other) = (pattern(2 * K, 1), pattern(K + 4096, 2));
+        let mut want = old.clone();
+        want[4096..8192].copy_from_slice(&pattern(4096, 9));
+        assert_eq!(read(&ms[2], 2 * K), want, "lends: {lends}");
+        let xor: Vec<u8> = (0..K).map(|i| old[i] ^ old[K + i] ^ other[4096 + i]).collect();
+        assert_eq!(read(&ms[3], K), xor, "lends: {lends}");
+        let lent: Vec<usize> = ms.iter().map(|m| m.lent.load(std::sync::atomic::Ordering::SeqCst)).collect();
+        assert_eq!(lent, if lends { vec![1, 1, 0, 0] } else { vec![0; 4] });
+        let c = ex.counters();
+        seen.push((c.ops.data_reads, c.members.iter().map(|m| (m.reads, m.read_bytes, m.writes, m.write_bytes)).collect::<Vec<_>>()));
+    }
+    assert_eq!(seen[0], seen[1], "lent reads count as reads");
+    assert_eq!(seen[0].0, 2);
+}
+
+/// What may not be lent: a read the program writes over (or resets the
+/// zone of) before its last use, one it keeps, computes into or reads
+/// twice into; small reads are not looked at.  The overwrite, run on
+/// members that would lend, still copies the old bytes out first.
+#[test]
+fn a_read_the_program_overwrites_keeps_or_computes_into_is_copied() {
+    const K: u64 = 64 << 10;
+    let read = |len: u64| Phase::Read(vec![Io::new(op(0, 0, len, Role::Data), Ref::new(0, 0))]);
+    let write_to = |member: usize, offset: u64, src: usize| Phase::write(vec![Io::new(op(member, offset, K, Role::Data), Ref::new(src, 0))]);
+    let reset = |member: usize| Phase::Reset(vec![DevOp { member, offset: 0, len: 0, role: Role::ZoneReset, col: 0 }]);
+    let prog = |phases: Vec<Phase>| Program { bufs: vec![Buf::Scratch(K as usize), Buf::Bytes(pattern(K as usize, 5).into())], phases, ..Default::default() };
+    let lent = |p: &Program| crate::slots::lendable(p).first().copied().unwrap_or(false);
+    // Overwritten (same member, overlapping) before its last use: copied;
+    // after it, or elsewhere on the member, or on another member: lent.
+    assert!(!lent(&prog(vec![read(K), write_to(0, 4096, 1), write_to(1, 0, 0)])));
+    assert!(lent(&prog(vec![read(K), write_to(1, 0, 0), write_to(0, 0, 1)])));
+    assert!(lent(&prog(vec![read(K), write_to(0, K, 1), write_to(1, 0, 0)])));
+    // A zone reset on the member before its last use: copied; after: lent.
+    assert!(!lent(&prog(vec![read(K), reset(0), write_to(1, 0, 0)])));
+    assert!(lent(&prog(vec![read(K), write_to(1, 0, 0), reset(0)])));
+    assert!(lent(&prog(vec![read(K), reset(1), write_to(1, 0, 0)])));
+    // Kept, computed into, read into twice, used before its read, small.
+    let mut kept = prog(vec![read(K), write_to(1, 0, 0)]);
+    kept.keep = vec![0];
+    assert!(!lent(&kept));
+    assert!(!lent(&prog(vec![read(K), Phase::Compute(vec![Combine::copy(Ref::new(0, 0), Ref::new(1, 0), 4096)]), write_to(1, 0, 0)])));
+    assert!(!lent(&prog(vec![read(K), read(K), write_to(1, 0, 0)])));
+    assert!(!lent(&prog(vec![write_to(1, 0, 0), read(K), write_to(2, 0, 0)])));
+    let mut small = prog(vec![read(4096), Phase::write(vec![Io::new(op(1, 0, 4096, Role::Data), Ref::new(0, 0))])]);
+    small.bufs[0] = Buf::Scratch(4096);
+    assert!(crate::slots::lendable(&small).is_empty());
+
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (ms, ex) = lending(&dir, 2, true);
+    ms[0].write_at(&pattern(K as usize, 1), 0).unwrap();
+    ex.run(&prog(vec![read(K), write_to(0, 0, 1), write_to(1, 0, 0)]), Client::None, None).unwrap();
+    let mut got = vec![0u8; K as usize];
+    ms[1].read_at(&mut got, 0).unwrap();
+    assert_eq!(got, pattern(K as usize, 1), "the old bytes, copied before the overwrite");
+    assert_eq!(ms[0].lent.load(std::sync::atomic::Ordering::SeqCst), 0);
 }

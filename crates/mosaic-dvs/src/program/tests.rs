@@ -198,13 +198,16 @@ fn a_cached_chunks_marked_blocks_packed_write_what_the_whole_chunk_writes() {
     assert!(e.to_string().contains("a cached chunk came with 1 blocks for"), "{e}");
 }
 
-/// A destage's fills (whole chunks read from their members) are read
-/// straight into the chunks' homes in the write buffer: every read lands
-/// inside an append, and the only copies left are the cached blocks'
-/// (besides parity); the members' bytes are those of the whole chunks.
+/// A destage's fills (whole chunks read from their members) each land in
+/// a buffer of their own that a mapped member may lend, and a chunk is
+/// never put together: the only computations are parity's, and every
+/// append is written from the pieces where they lie.  The members' bytes
+/// are those of the whole chunks, on RAM members (copies) and on mapped
+/// files (lent), and the files lend every fill.
 #[test]
-fn fills_are_read_into_the_homes_they_are_written_from() {
-    let mut d = dvs(5, 1);
+fn fills_are_lent_and_chunks_are_written_from_their_pieces() {
+    // Chunks of 16 KiB: reads as large as the executor lends.
+    let mut d = Dvs::new(Geo::new(DvsConfig::new(5, 1, 16 << 10, 16 << 14, 8, 1)).unwrap(), DvsParams::write_through());
     let code = Code::new(d.geo.data, d.geo.k).unwrap();
     let (c, blk) = (d.geo.chunk as usize, d.geo.block as usize);
     let mut jobs = d.write(0, 8 * c as u64, 0).unwrap().0;
@@ -212,18 +215,33 @@ fn fills_are_read_into_the_homes_they_are_written_from() {
     let j = jobs.iter().find(|j| !j.fills.is_empty()).expect("a destage with fills");
     let blocks = |l: u32, bm: &crate::cache::Bitmap| Ok(marked_blocks(l, bm, c, blk));
     let p = lower(&d, &code).job(j, &mut blocks.clone(), &d.healthy, None, &j.resets).unwrap();
-    let ios = io_of(&p);
-    let reads: Vec<&Io> = ios.iter().filter(|(dir, _)| *dir == Dir::Read).flat_map(|(_, v)| v).collect();
-    let writes: Vec<&Io> = ios.iter().filter(|(dir, _)| *dir == Dir::Write).flat_map(|(_, v)| v).collect();
+    assert_eq!(p.validate(), Ok(()));
+    let lend = mosaic_exec::lendable(&p);
+    let reads: Vec<&Io> = p.phases.iter().flat_map(|ph| if let Phase::Read(v) = ph { v.as_slice() } else { &[] }).collect();
     assert_eq!(reads.len(), j.fills.len());
     for r in &reads {
-        let inside = writes.iter().any(|w| w.at.buf == r.at.buf && w.at.off <= r.at.off && r.at.off as u64 + r.op.len <= w.at.off as u64 + w.op.len);
-        assert!(inside, "read {:?} lands in no append", r.op);
+        assert_eq!(p.bufs[r.at.buf as usize], Buf::Scratch(r.op.len as usize), "a buffer of its own");
+        assert!(lend[r.at.buf as usize], "read {:?} may be lent", r.op);
     }
-    let marked: usize = j.chunks.iter().filter_map(|(_, bm)| bm.as_ref()).map(|b| b.ones()).sum();
-    let combines: usize = p.phases.iter().map(|ph| if let Phase::Compute(cs) = ph { cs.len() } else { 0 }).sum();
-    assert_eq!(combines, marked + j.stripes.len() * d.geo.k, "one copy per cached block, one combine per parity column");
+    let combines: Vec<&Combine> = p.phases.iter().flat_map(|ph| if let Phase::Compute(v) = ph { v.as_slice() } else { &[] }).collect();
+    assert!(combines.iter().all(|cb| cb.dst.buf == 0), "parity only, into the parity buffer");
+    assert_eq!(combines.iter().map(|cb| cb.len).sum::<usize>(), j.stripes.len() * d.geo.k * c);
     let got = run_jobs(&d, &code, &jobs, &mut blocks.clone());
     let whole = run_jobs(&d, &code, &jobs, &mut |l, _| Ok(Payload::Bytes(chunk_bytes(l, c).into())));
     assert!(got == whole, "the same bytes on every member as whole chunks write");
+    // Mapped member files: every fill lent, the same bytes.
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let size = d.geo.cfg.zone_size * d.geo.cfg.zones;
+    let files: Vec<Arc<mosaic_dev::FileMember>> = (0..5).map(|i| Arc::new(mosaic_dev::FileMember::create(&dir.path().join(format!("m{i}")), size).unwrap())).collect();
+    let exec = Executor::new(files.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+    for j in &jobs {
+        let p = lower(&d, &code).job(j, &mut blocks.clone(), &d.healthy, None, &j.resets).unwrap();
+        exec.run(&p, Client::None, None).unwrap();
+    }
+    for (m, want) in files.iter().zip(&got) {
+        assert!(m.is_mapped());
+        let mut v = vec![0u8; size as usize];
+        m.read_at(&mut v, 0).unwrap();
+        assert!(&v == want, "{}", m.describe());
+    }
 }
