@@ -221,9 +221,6 @@ impl Lower<'_> {
             p.methods.push(if degraded { Method::DegradedRead } else { Method::Read });
         }
         let marks: KeyMap<u32, &Option<crate::cache::Bitmap>> = job.chunks.iter().map(|(l, bm)| (*l, bm)).collect();
-        if let Some(l) = job.chunks.iter().map(|c| c.0).find(|l| !job.stripes.iter().any(|st| st.lcns.contains(l))) {
-            return Err(DvsError::Other(format!("chunk {l} of SSG {} is in none of the job's stripes", job.lsn)));
-        }
         let mut zeros = None;
         let mut chunks: KeyMap<u32, Pieces> = KeyMap::default();
         for lcn in job.stripes.iter().flat_map(|st| &st.lcns) {
@@ -236,6 +233,9 @@ impl Lower<'_> {
             };
             let pieces = self.chunk_pieces(&mut p, cache, old.get(lcn).copied(), &mut zeros);
             chunks.insert(*lcn, pieces);
+        }
+        if let Some(l) = job.chunks.iter().map(|c| c.0).find(|l| !chunks.contains_key(l)) {
+            return Err(DvsError::Other(format!("chunk {l} of SSG {} is in none of the job's stripes", job.lsn)));
         }
         let mut cs = Vec::new();
         for (s, st) in job.stripes.iter().enumerate() {
@@ -457,10 +457,6 @@ pub fn format(resets: &[(usize, u64)], members: &[usize], clear: (u64, u64), fir
     p
 }
 
-/// Where a job's appends go: the merged writes over one scratch buffer,
-/// the position of each written column `(stripe, col)` in it, and the home
-/// of each chunk's bytes (its column's position, or a slot of its own
-/// when the column is not written).
 /// One column of a merged append: a data chunk, or a parity column's
 /// bytes in the program's parity buffer.
 #[derive(Debug, Clone, Copy)]

@@ -4,9 +4,9 @@
 //!   chunk written whole ──> Whole(the chunk)        (moved to the destage, no copy)
 //!   blocks of a chunk   ──> Blocks([(block, bytes)]) (one block's bytes each, sorted by
 //!                                                    block; a destage takes them as they
-//!                                                    are, no copy, and copies each over the
-//!                                                    old bytes in its write buffer: the
-//!                                                    chunk is never put together on its own)
+//!                                                    are, no copy, and writes each from
+//!                                                    there beside the old bytes: the chunk
+//!                                                    is never put together)
 //! ```
 //!
 //! A block-counted cache of B blocks then holds about B blocks of bytes,
