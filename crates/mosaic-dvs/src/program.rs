@@ -142,10 +142,11 @@ impl Lower<'_> {
         self.reads_into(p, reads, false)
     }
 
-    /// [`Lower::reads`], except that with `own` each device read of a
-    /// direct run lands in a buffer of its own, which nothing else
-    /// writes: a destage's fills, which a mapped member lends.  The
-    /// device reads are the same either way.
+    /// [`Lower::reads`], except that with `own` each device read (of a
+    /// direct run, or of a column a reconstruction reads) lands in a
+    /// buffer of its own, which nothing else writes: a destage's fills
+    /// and a rebuild's columns, which a mapped member lends.  The device
+    /// reads are the same either way.
     fn reads_into(&self, p: &mut Program, reads: &[&ChunkRead], own: bool) -> Result<Vec<Ref>, DvsError> {
         if reads.is_empty() {
             return Ok(vec![]);
@@ -166,7 +167,7 @@ impl Lower<'_> {
         let mut decodes = Vec::new();
         for (i, r) in reads.iter().enumerate() {
             if let Src::Recon { phys, stripe, col } = &r.src {
-                let (dst, c) = self.recon(buf, &mut area, &mut ios, (*phys, stripe, *col), r.a, r.b)?;
+                let (dst, c) = self.recon(buf, &mut area, &mut ios, own.then_some(&mut *p), (*phys, stripe, *col), r.a, r.b)?;
                 out[i] = dst;
                 decodes.extend(c);
             }
@@ -180,8 +181,10 @@ impl Lower<'_> {
     }
 
     /// The reads of column `col` of a stripe (in-chunk bytes `[a, b)`)
-    /// from its other readable columns, and its decode into a new slot.
-    fn recon(&self, buf: usize, area: &mut Area, ios: &mut Vec<Io>, (phys, st, col): (u32, &Stripe, usize), a: u64, b: u64) -> Result<(Ref, Option<Combine>), DvsError> {
+    /// from its other readable columns, and its decode into a new slot
+    /// of `buf`; with `own`, each read into a buffer of its own added to
+    /// it (a mapped member lends them), else into `buf` too.
+    fn recon(&self, buf: usize, area: &mut Area, ios: &mut Vec<Io>, mut own: Option<&mut Program>, (phys, st, col): (u32, &Stripe, usize), a: u64, b: u64) -> Result<(Ref, Option<Combine>), DvsError> {
         let len = b - a;
         let mut have: KeyMap<usize, Ref> = KeyMap::default();
         for (c, &m) in st.members.iter().enumerate() {
@@ -189,7 +192,10 @@ impl Lower<'_> {
             if c == col || !self.healthy.get(m).copied().unwrap_or(false) {
                 continue;
             }
-            let at = Ref::new(buf, area.take(len as usize));
+            let at = match own.as_deref_mut() {
+                Some(p) => Ref::new(p.buf(Buf::Scratch(len as usize)), 0),
+                None => Ref::new(buf, area.take(len as usize)),
+            };
             let role = if c < st.width() { Role::Data } else { Role::Code };
             ios.push(Io::new(DevOp { member: m, offset: self.geo.slot_offset(phys, st.idx[c]) + a, len, role, col: c }, at));
             have.insert(shard(self.geo, st, c), at);
@@ -379,12 +385,25 @@ impl Lower<'_> {
             .map(|&(st, col)| ChunkRead { key: (lsn, st.lcns.get(col).copied().unwrap_or(0)), a: 0, b: c, src: Src::Recon { phys, stripe: st.clone(), col } })
             .collect();
         let mut p = Program::default();
-        let at = self.reads(&mut p, &reads.iter().collect::<Vec<_>>())?;
-        let out = p.buf(Buf::Scratch(cols.len() * c as usize));
-        let dst = cols.iter().enumerate().filter(|(_, x)| x.is_some()).map(|(i, _)| Ref::new(out, i * c as usize));
-        p.phases.push(Phase::Compute(dst.zip(at).map(|(d, s)| Combine::copy(d, s, c as usize)).collect()));
+        let mut at = self.reads_into(&mut p, &reads.iter().collect::<Vec<_>>(), true)?.into_iter();
+        // The slots written from where each column was decoded (a slot in
+        // no stripe from zeros): nothing put together first.
+        let mut zeros = None;
+        let mut pieces = Pieces::new();
+        for col in cols {
+            let decoded = if col.is_some() { at.next() } else { None };
+            let src = match decoded {
+                Some(r) => r,
+                None => Ref::new(*zeros.get_or_insert_with(|| p.buf(Buf::Scratch(c as usize))), 0),
+            };
+            pieces.push((src, c as usize));
+        }
+        let src = match pieces.as_slice() {
+            [(r, _)] => *r,
+            _ => Ref::new(p.buf(Buf::Gather(pieces)), 0),
+        };
         let op = DevOp { member: m, offset: self.geo.slot_offset(phys, first), len: cols.len() as u64 * c, role: Role::Data, col: 0 };
-        p.phases.push(Phase::write(vec![Io::new(op, Ref::new(out, 0))]));
+        p.phases.push(Phase::write(vec![Io::new(op, src)]));
         p.methods.push(Method::Rebuild);
         Ok(p)
     }
