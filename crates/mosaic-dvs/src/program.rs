@@ -300,7 +300,7 @@ impl Lower<'_> {
             let src = match (&cache, old) {
                 (Some((_, bm)), _) if bm.get(i) => cached.next().unwrap_or(Ref::new(0, 0)),
                 (_, Some(o)) => o.at(i * blk),
-                _ => Ref::new(*zeros.get_or_insert_with(|| p.buf(Buf::Scratch(blocks * blk))), i * blk),
+                _ => Ref::new(zero_chunk(p, zeros, blocks * blk), i * blk),
             };
             add_piece(&mut pieces, src, blk);
         }
@@ -356,9 +356,8 @@ fn piece_at(pieces: &Pieces, x: usize) -> Ref {
     Ref::new(0, 0)
 }
 
-/// The bytes of one merged append, columns `cols` one after another: a
-/// reference to them when they lie in one piece, else a gather of their
-/// pieces.
+/// The bytes of one merged append, columns `cols` one after another
+/// ([`written_from`] their pieces).
 fn gathered(p: &mut Program, cols: &[Col], chunks: &KeyMap<u32, Pieces>, chunk: usize) -> Ref {
     let mut pieces = Pieces::new();
     for col in cols {
@@ -367,10 +366,22 @@ fn gathered(p: &mut Program, cols: &[Col], chunks: &KeyMap<u32, Pieces>, chunk: 
             Col::Code(at) => add_piece(&mut pieces, at, chunk),
         }
     }
+    written_from(p, pieces)
+}
+
+/// The source of one device write of `pieces`: a reference to them when
+/// they lie in one piece, else a gather of them.
+fn written_from(p: &mut Program, pieces: Pieces) -> Ref {
     match pieces.as_slice() {
         [(at, _)] => *at,
         _ => Ref::new(p.buf(Buf::Gather(pieces)), 0),
     }
+}
+
+/// The scratch buffer of `len` zeros a program writes absent bytes from,
+/// made at its first use (kept in `zeros`).
+fn zero_chunk(p: &mut Program, zeros: &mut Option<usize>, len: usize) -> usize {
+    *zeros.get_or_insert_with(|| p.buf(Buf::Scratch(len)))
 }
 
 impl Lower<'_> {
@@ -392,16 +403,10 @@ impl Lower<'_> {
         let mut pieces = Pieces::new();
         for col in cols {
             let decoded = if col.is_some() { at.next() } else { None };
-            let src = match decoded {
-                Some(r) => r,
-                None => Ref::new(*zeros.get_or_insert_with(|| p.buf(Buf::Scratch(c as usize))), 0),
-            };
-            pieces.push((src, c as usize));
+            let src = decoded.unwrap_or_else(|| Ref::new(zero_chunk(&mut p, &mut zeros, c as usize), 0));
+            add_piece(&mut pieces, src, c as usize);
         }
-        let src = match pieces.as_slice() {
-            [(r, _)] => *r,
-            _ => Ref::new(p.buf(Buf::Gather(pieces)), 0),
-        };
+        let src = written_from(&mut p, pieces);
         let op = DevOp { member: m, offset: self.geo.slot_offset(phys, first), len: cols.len() as u64 * c, role: Role::Data, col: 0 };
         p.phases.push(Phase::write(vec![Io::new(op, src)]));
         p.methods.push(Method::Rebuild);
