@@ -604,15 +604,21 @@ impl Array {
     /// the journal, as one record, before they reach the members.  A write
     /// that `copies` names (its bytes are a logical record's since the
     /// last checkpoint) is logged as a copy of them, not with its bytes
-    /// again.  The guard keeps a checkpoint from starting until the
-    /// caller's member writes are done.
-    fn journal_append(&self, writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied]) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    /// again.  A `rider` not yet logged goes in the same record.  The
+    /// guard keeps a checkpoint from starting until the caller's member
+    /// writes are done.
+    fn journal_append(&self, writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied], rider: Option<&Rider<'_>>) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
+        let rider = rider.filter(|r| r.seq.get().is_none());
         loop {
             let g = self.inflight.read();
-            let entries = journal_entries_of(writes, marks, copies, j.checkpoint_seq());
+            let mut entries = journal_entries_of(writes, marks, copies, j.checkpoint_seq());
+            entries.extend(rider.map(|r| Entry::Logical { offset: r.offset, data: r.data }));
             if let Some(seq) = j.try_append(&entries)? {
                 j.sync_to(seq)?;
+                if let Some(r) = rider {
+                    let _ = r.seq.set(seq);
+                }
                 return Ok(Some(g));
             }
             drop(g);
@@ -963,7 +969,7 @@ impl Array {
     /// the journal.  A member error fails the member; the error names
     /// `what`.
     pub(crate) fn run_program(&self, p: &Program, client: Client<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        self.run_program_copying(p, client, &[], what)
+        self.run_program_copying(p, client, &[], None, what)
     }
 
     /// Buffers a program kept, back to the executor's scratch pool.
@@ -972,9 +978,10 @@ impl Array {
     }
 
     /// [`Array::run_program`] whose journaled writes named in `copies` are
-    /// logged as copies of a logical record's bytes.
-    pub(crate) fn run_program_copying(&self, p: &Program, client: Client<'_>, copies: &[Copied], what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        let hook = ArrayJournal(self, copies);
+    /// logged as copies of a logical record's bytes, and whose first
+    /// journal record carries `rider`'s logical write if no record has yet.
+    pub(crate) fn run_program_copying(&self, p: &Program, client: Client<'_>, copies: &[Copied], rider: Option<&Rider<'_>>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
+        let hook = ArrayJournal(self, copies, rider);
         let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
         self.exec.run(p, client, journal).map_err(|e| {
             if let ExecError::Device(f) = &e {
@@ -1088,7 +1095,7 @@ impl Array {
 
     /// [`Array::write_stripes`] through the layouts of `sh`, without the gate.
     pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let hook = ArrayJournal(self, &[]);
+        let hook = ArrayJournal(self, &[], None);
         let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
         for (layout, off, at) in sh.split(offset, data.len() as u64) {
             let part = &data[at];
@@ -1234,12 +1241,22 @@ impl Planner for Request<'_> {
 }
 
 /// The array's journal as the executor's journal hook.
-struct ArrayJournal<'a>(&'a Array, &'a [Copied]);
+struct ArrayJournal<'a>(&'a Array, &'a [Copied], Option<&'a Rider<'a>>);
 
 impl JournalHook for ArrayJournal<'_> {
     fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
-        Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
+        Ok(Box::new(self.0.journal_append(writes, marks, self.1, self.2).map_err(|e| e.to_string())?))
     }
+}
+
+/// A cache volume's logical write that rides in the first journal record
+/// the programs of its destage steps append, so that the write and the
+/// destage it set off take one record and one sync, not two; `seq` is
+/// that record's sequence number once appended.
+pub(crate) struct Rider<'a> {
+    pub offset: u64,
+    pub data: &'a [u8],
+    pub seq: std::sync::OnceLock<u64>,
 }
 
 /// A member write whose bytes a logical journal record holds: member,

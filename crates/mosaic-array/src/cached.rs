@@ -5,22 +5,27 @@
 //! ```text
 //!   write(offset, bytes) ── CachedArray::widen: whole pages; the rest of a
 //!        │   partly written page from the cache, or read (the policy's fills)
-//!        │ write-back (array has a journal): logical record,
-//!        │   fdatasync, then cache the pages ── ack
 //!        ▼
-//!   CachedArray::write_steps ─> steps (victim destages, parity evictions)
+//!   CachedArray::write_steps ─> cache the pages; steps (victim destages,
+//!        │   parity evictions)
 //!        │ each step: CachedArray::lower ─> one program: reads ─> code as
 //!        │   GF(2^8) combinations ─> journal the member writes (and a
-//!        │   resync mark when the row's code stays cached) ─> member
-//!        │   writes; then CachedArray::commit stores the code it kept
-//!        ▼
+//!        │   resync mark when the row's code stays cached; the first
+//!        │   record also carries the write's logical entry, write-back)
+//!        │   ─> member writes; then CachedArray::commit stores the code
+//!        │   it kept
+//!        │ write-back with nothing destaged: the logical entry alone
+//!        ▼ ── ack once the record with the logical entry is durable
 //!   write-through (no journal): every write ends with a full destage, so
 //!   the code on the drives is current when it returns
 //! ```
 //!
 //! **Durability.**  With a journal, a write is acknowledged once its bytes
 //! are in the journal; what the cache holds lives on in the journal until
-//! it is destaged.  The volume keeps the journal ring under half full: past
+//! it is destaged.  The write's logical entry rides in the first record of
+//! the destage it sets off (one record and one sync a write, not two:
+//! [`crate::array::Rider`]); a page of the write that this destage writes
+//! is logged with its bytes, since a copy must name an earlier record.  The volume keeps the journal ring under half full: past
 //! that it destages everything and checkpoints.  Replay at open (see
 //! [`crate::journal`]) applies member records, recomputes the code of
 //! every row whose parity was cached or that a cached write touches, then
@@ -70,7 +75,7 @@ use mosaic_core::cache::{KeyMap, Recipe, Widened};
 use mosaic_core::{CacheConfig, CachedArray, Step};
 use mosaic_exec::Client;
 
-use crate::array::Copied;
+use crate::array::{Copied, Rider};
 use crate::journal::Entry;
 use crate::{Array, ArrayError};
 
@@ -128,13 +133,15 @@ impl CacheVolume {
     }
 
     /// Run steps in order, each as the one program it lowers into (the
-    /// code it keeps stored once it has run, nothing stored if it fails).
-    fn exec(&self, c: &mut CachedArray, steps: Vec<Step>) -> Result<(), ArrayError> {
+    /// code it keeps stored once it has run, nothing stored if it fails);
+    /// `rider`, a write's logical record, goes in the first journal record
+    /// they append.
+    fn exec(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         for st in steps {
             let p = c.lower(&st, true)?;
             let copies = self.copies(c, &st);
-            let ran = self.arr.run_program_copying(&p, Client::None, &copies, WHAT);
+            let ran = self.arr.run_program_copying(&p, Client::None, &copies, rider, WHAT);
             // The program's references to the cache's buffers go first, so
             // commit may store the new code over the old and the step's
             // pages be reused.
@@ -180,7 +187,7 @@ impl CacheVolume {
     fn destage_all(&self, c: &mut CachedArray) -> Result<(), ArrayError> {
         let h = self.arr.health();
         let steps = c.flush_steps(&h)?;
-        self.exec(c, steps)
+        self.exec(c, steps, None)
     }
 
     /// Read into `buf`: the policy's ranges from the members (the parts
@@ -191,7 +198,7 @@ impl CacheVolume {
         let geo = c.geometry().clone();
         let exts = geo.split(offset, buf.len() as u64);
         let r = c.read_steps(offset, buf.len() as u64, &h)?;
-        self.exec(c, r.flush)?;
+        self.exec(c, r.flush, None)?;
         for (o, l) in r.ranges {
             let at = (o - offset) as usize;
             self.arr.read(o, &mut buf[at..at + l as usize])?;
@@ -224,12 +231,14 @@ impl CacheVolume {
         let (lo, hi) = (w.offset, w.offset + w.len);
         let page_bytes = self.page_bytes(&mut c, &w, offset, data)?;
         let bypass = w.len / unit > c.config().write_cache / unit;
-        if self.write_back {
-            self.log_write(&mut c, lo, &page_bytes, bypass)?;
-        }
+        let rider = if self.write_back { self.log_write(&mut c, lo, &page_bytes, bypass)? } else { None };
         let h = self.arr.health();
         let steps = c.write_steps(lo, hi - lo, Some(&page_bytes), &h)?;
-        self.exec(&mut c, steps)?;
+        let ran = self.exec(&mut c, steps, rider.as_ref());
+        if let Some(r) = &rider {
+            self.logged_in(r, unit, ran.is_ok())?;
+        }
+        ran?;
         if !self.write_back {
             self.destage_all(&mut c)?;
         }
@@ -268,13 +277,17 @@ impl CacheVolume {
 
     /// Write-back bookkeeping before a write's pages reach the cache: keep
     /// the journal under half full (a checkpoint destages everything first:
-    /// nothing cached may depend on a record it drops) and log the write
-    /// (a logical-write entry).  A write that bypasses the cache goes to the members as
-    /// journaled steps; replay applies logical records after member
-    /// records, so the pages of its range that an earlier logical record
-    /// holds are logged again with the new bytes, and replay ends with them.
-    fn log_write(&self, c: &mut CachedArray, lo: u64, pages: &[u8], bypass: bool) -> Result<(), ArrayError> {
-        let Some(j) = self.arr.journal() else { return Ok(()) };
+    /// nothing cached may depend on a record it drops), and return the
+    /// write's logical entry as a [`Rider`] of the records its destage
+    /// steps append ([`CacheVolume::logged_in`]).  Until that record is
+    /// written its pages count as logged nowhere, so a step that destages
+    /// one logs its bytes (a copy must name an earlier record).  A write
+    /// that bypasses the cache goes to the members as journaled steps;
+    /// replay applies logical records after member records, so the pages
+    /// of its range that an earlier logical record holds are logged again
+    /// with the new bytes, and replay ends with them.
+    fn log_write<'d>(&self, c: &mut CachedArray, lo: u64, pages: &'d [u8], bypass: bool) -> Result<Option<Rider<'d>>, ArrayError> {
+        let Some(j) = self.arr.journal() else { return Ok(None) };
         let unit = c.geometry().unit;
         let geo = c.geometry();
         let steps_bytes = if bypass { pages.len() as u64 / geo.k as u64 * (geo.k + geo.m) as u64 + (pages.len() as u64 / unit + 1) * 4096 } else { 0 };
@@ -288,10 +301,26 @@ impl CacheVolume {
         }
         let mut logged = self.logged.lock();
         if bypass {
-            return self.relog(&mut logged, unit, lo, pages);
+            return self.relog(&mut logged, unit, lo, pages).map(|_| None);
         }
-        let seq = self.arr.journal_entries(&[Entry::Logical { offset: lo, data: pages }])?;
-        logged.extend((lo / unit..(lo + pages.len() as u64) / unit).map(|p| (p, seq)));
+        for p in lo / unit..(lo + pages.len() as u64) / unit {
+            logged.remove(&p);
+        }
+        Ok(Some(Rider { offset: lo, data: pages, seq: Default::default() }))
+    }
+
+    /// After a write's steps ran: its pages are logged in the record that
+    /// carried its logical entry.  When no step appended a record (nothing
+    /// destaged, or no journaled write) the entry is logged alone now.  A
+    /// failed run that appended none leaves the pages logged nowhere:
+    /// the write failed, and a later destage of them logs their bytes.
+    fn logged_in(&self, r: &Rider<'_>, unit: u64, ran: bool) -> Result<(), ArrayError> {
+        let seq = match r.seq.get() {
+            Some(&seq) => seq,
+            None if ran => self.arr.journal_entries(&[Entry::Logical { offset: r.offset, data: r.data }])?,
+            None => return Ok(()),
+        };
+        self.logged.lock().extend((r.offset / unit..(r.offset + r.data.len() as u64) / unit).map(|p| (p, seq)));
         Ok(())
     }
 

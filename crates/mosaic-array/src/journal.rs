@@ -755,10 +755,22 @@ impl Journal {
     }
 
     /// Bytes a record of these entries, `payload` bytes of payload, would
-    /// take had each copy entry carried the bytes it stands for.
+    /// take had each copy entry carried the bytes it stands for, and had
+    /// logical writes riding with other entries (a cache volume's write
+    /// with the destage it set off: [`crate::array::Rider`]) taken a
+    /// record of their own.  A cache volume checkpoints by this measure,
+    /// so neither copies nor riders move its checkpoints (or the destages
+    /// those force).
     fn expanded_len(entries: &[Entry<&[u8]>], payload: usize) -> u64 {
         let copied: u64 = entries.iter().map(|e| if let Entry::Copy { len, .. } = e { len.saturating_sub(mosaic_format::journal::COPY_BYTES as u64) } else { 0 }).sum();
-        frame::encoded_len(payload.saturating_add(copied as usize)) as u64
+        let logical = || entries.iter().filter(|e| matches!(e, Entry::Logical { .. }));
+        let n = logical().count();
+        if n == 0 || n == entries.len() {
+            return frame::encoded_len(payload.saturating_add(copied as usize)) as u64;
+        }
+        let riding = TABLE_HEAD + n * ENTRY + logical().map(|e| e.bytes().len()).sum::<usize>();
+        let rest = (payload + TABLE_HEAD).saturating_sub(riding).saturating_add(copied as usize);
+        (frame::encoded_len(rest) + frame::encoded_len(riding)) as u64
     }
 
     /// Largest record the ring holds.

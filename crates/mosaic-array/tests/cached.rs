@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use mosaic_array::journal::Entry;
 use mosaic_array::{Array, CacheVolume, CreateOptions, DATA_OFFSET};
 use mosaic_core::{CacheConfig, CachePolicy, Level};
 use mosaic_dev::{MemMember, Member, PowerCut};
@@ -120,6 +121,59 @@ fn device_op_counts_of_three_small_writes() {
         v.close().unwrap();
         let (ops, _) = v.array().counters();
         assert_eq!((ops.device_reads(), ops.device_writes()), (reads, writes), "{p:?}");
+    }
+}
+
+/// A write-back write and the destage it sets off share one journal
+/// record (one sync): the write's logical entry rides in the record of
+/// its first destage step, or is logged alone when nothing is destaged.
+/// A page of the write that its own destage writes is logged with its
+/// new bytes, never as a copy of an older record of the page.  Three-page
+/// write cache: page D (stripe 0) is written and destaged (by X, Y, Z of
+/// stripes 1-3), A (stripe 0) is written, then D and E (stripe 0 too):
+/// making room for E destages stripe 0, D with it.
+#[test]
+fn a_write_and_its_destage_take_one_journal_record() {
+    let (a, d) = (0u64, U);
+    let writes = [(d, 1, 1u8), (4 * U, 1, 2), (8 * U, 1, 3), (12 * U, 1, 4), (a, 1, 5), (d, 2, 6)];
+    let summary = |es: &[Entry]| es.iter().map(|e| format!("{:?}", e.extent())).collect::<Vec<_>>();
+    for p in CachePolicy::ALL {
+        let (rig, arr) = make("raid5", 5, true);
+        let v = CacheVolume::new(arr, cfg(p, 3, 1, U)).unwrap();
+        let j = v.array().journal().unwrap();
+        for &(off, pages, fill) in &writes {
+            let before = j.records.load(Ordering::Relaxed);
+            v.write(off, &vec![fill; (pages * U) as usize]).unwrap();
+            // Two pages make room twice: two destage steps.
+            assert_eq!(j.records.load(Ordering::Relaxed) - before, pages, "{p:?}: write of {fill} at {off}");
+        }
+        // The last write's logical entry, and D on its member with the new
+        // bytes (a copy naming D's first record would resolve to the old
+        // ones).
+        let jdev = rig.journal.as_ref().unwrap();
+        let copy = Arc::new(MemMember::new("journal copy", jdev.size()));
+        copy.restore(jdev.snapshot());
+        let (_, log) = mosaic_array::Journal::open(copy, v.array().info().uuid).unwrap();
+        // The records of the last write (two destage steps).
+        let last: Vec<Entry> = log.records[log.records.len() - 2..].iter().flat_map(|r| r.1.clone()).collect();
+        assert!(last.iter().any(|e| matches!(e, Entry::Logical { offset, data } if *offset == d && data.len() as u64 == 2 * U && data.iter().all(|&b| b == 6))), "{p:?}: {:?}", summary(&last));
+        let geo = v.array().geometry();
+        let (member, at) = (geo.member_of(0, 1), geo.offset_of(0, 1));
+        let on_d: Vec<&Entry> = last.iter().filter(|e| matches!(e, Entry::Device { member: m, offset, .. } if *m == member && *offset == at)).collect();
+        assert!(!on_d.is_empty(), "{p:?}: D is destaged with the write: {:?}", summary(&last));
+        assert!(on_d.iter().all(|e| matches!(e, Entry::Device { data, .. } if data.iter().all(|&b| b == 6))), "{p:?}: D logged with old bytes");
+        // A crash now: replay gives every page its last bytes.
+        rig.budget.store(i64::MIN / 2, Ordering::SeqCst);
+        drop(v);
+        let arr = reopen(&rig);
+        let mut want = vec![0u8; 16 * U as usize];
+        for &(off, pages, fill) in &writes {
+            want[off as usize..(off + pages * U) as usize].fill(fill);
+        }
+        let mut got = vec![0u8; want.len()];
+        arr.read(0, &mut got).unwrap();
+        assert!(got == want, "{p:?}: bytes after the crash");
+        assert!(arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "{p:?}: scrub after the crash");
     }
 }
 
