@@ -63,8 +63,10 @@ struct Row {
     ratio_to_no_cache: f64,
     device_reads_per_write: f64,
     device_writes_per_write: f64,
-    /// Journal records appended per logical write: a cached write's
-    /// logical record plus the records of the destages it sets off.
+    /// Journal records appended per logical write: the records of the
+    /// destage steps a cached write sets off (the first carries its
+    /// logical entry), or its logical entry alone when it destages
+    /// nothing.
     journal_records_per_write: f64,
     /// Journal checkpoints in one run.  A cache volume destages
     /// everything at each (past half a ring); no cache's only flush the
