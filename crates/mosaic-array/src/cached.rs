@@ -25,8 +25,9 @@
 //! it is destaged.  The write's logical entry rides in the first record of
 //! the destage it sets off (one record and one sync a write, not two:
 //! [`crate::array::Rider`]); a page of the write that this destage writes
-//! is logged with its bytes, since a copy must name an earlier record.  The volume keeps the journal ring under half full: past
-//! that it destages everything and checkpoints.  Replay at open (see
+//! is logged with its bytes, since a copy must name an earlier record.
+//! The volume keeps the journal ring under half full: past that it
+//! destages everything and checkpoints.  Replay at open (see
 //! [`crate::journal`]) applies member records, recomputes the code of
 //! every row whose parity was cached or that a cached write touches, then
 //! applies the cached writes in order: every acknowledged write is back
