@@ -1251,8 +1251,8 @@ impl JournalHook for ArrayJournal<'_> {
 
 /// A cache volume's logical write that rides in the first journal record
 /// the programs of its destage steps append, so that the write and the
-/// destage it set off take one record and one sync, not two; `seq` is
-/// that record's sequence number once appended.
+/// destage it set off share a record and its sync; `seq` is that
+/// record's sequence number once appended.
 pub(crate) struct Rider<'a> {
     pub offset: u64,
     pub data: &'a [u8],

@@ -23,7 +23,7 @@
 //! **Durability.**  With a journal, a write is acknowledged once its bytes
 //! are in the journal; what the cache holds lives on in the journal until
 //! it is destaged.  The write's logical entry rides in the first record of
-//! the destage it sets off (one record and one sync a write, not two:
+//! the destage it sets off (no record or sync of its own:
 //! [`crate::array::Rider`]); a page of the write that this destage writes
 //! is logged with its bytes, since a copy must name an earlier record.
 //! The volume keeps the journal ring under half full: past that it
