@@ -762,14 +762,21 @@ impl Journal {
     /// so neither copies nor riders move its checkpoints (or the destages
     /// those force).
     fn expanded_len(entries: &[Entry<&[u8]>], payload: usize) -> u64 {
-        let copied: u64 = entries.iter().map(|e| if let Entry::Copy { len, .. } = e { len.saturating_sub(mosaic_format::journal::COPY_BYTES as u64) } else { 0 }).sum();
-        let logical = || entries.iter().filter(|e| matches!(e, Entry::Logical { .. }));
-        let n = logical().count();
-        if n == 0 || n == entries.len() {
-            return frame::encoded_len(payload.saturating_add(copied as usize)) as u64;
+        // Bytes the copies stand for beyond their own; logical entries
+        // and their bytes.
+        let (mut copied, mut n, mut logical) = (0usize, 0usize, 0usize);
+        for e in entries {
+            match e {
+                Entry::Copy { len, .. } => copied += (*len as usize).saturating_sub(mosaic_format::journal::COPY_BYTES),
+                Entry::Logical { data, .. } => (n, logical) = (n + 1, logical + data.len()),
+                _ => {}
+            }
         }
-        let riding = TABLE_HEAD + n * ENTRY + logical().map(|e| e.bytes().len()).sum::<usize>();
-        let rest = (payload + TABLE_HEAD).saturating_sub(riding).saturating_add(copied as usize);
+        if n == 0 || n == entries.len() {
+            return frame::encoded_len(payload.saturating_add(copied)) as u64;
+        }
+        let riding = TABLE_HEAD + n * ENTRY + logical;
+        let rest = (payload + TABLE_HEAD).saturating_sub(riding).saturating_add(copied);
         (frame::encoded_len(rest) + frame::encoded_len(riding)) as u64
     }
 
