@@ -177,12 +177,17 @@ impl ZonedMember for ZonedFile {
 /// lost power.  Writes the device itself refuses (off the write pointer)
 /// are counted in `refusals`.  With `unflushed`, the cut also tears every
 /// write not yet flushed: its first sector goes back to what it was (the
-/// device persisted the write's sectors out of order).
+/// device persisted the write's sectors out of order).  With `cheap`,
+/// it says its flushes are free when the wrapped member's are, so the
+/// executor fuses a destage's parity with its appends
+/// (`mosaic_exec::fusable`), each piece of a write then an operation on
+/// the budget; it never lends its bytes.
 pub struct PowerCut {
     pub inner: Arc<dyn ZonedMember>,
     pub budget: Arc<AtomicI64>,
     pub refusals: Arc<AtomicU64>,
     pub unflushed: Option<Arc<Unflushed>>,
+    pub cheap: bool,
 }
 
 /// The writes of a set of [`PowerCut`] members not yet flushed, each
@@ -196,7 +201,7 @@ pub struct Unflushed {
 impl PowerCut {
     /// A member on a budget shared with others, tearing nothing.
     pub fn new(inner: Arc<dyn ZonedMember>, budget: Arc<AtomicI64>, refusals: Arc<AtomicU64>) -> PowerCut {
-        PowerCut { inner, budget, refusals, unflushed: None }
+        PowerCut { inner, budget, refusals, unflushed: None, cheap: false }
     }
     fn tick(&self) -> io::Result<()> {
         match self.budget.fetch_sub(1, Ordering::SeqCst) {
@@ -286,6 +291,9 @@ impl ZonedMember for PowerCut {
     }
     fn conventional_zones(&self) -> u64 {
         self.inner.conventional_zones()
+    }
+    fn cheap_flush(&self) -> bool {
+        self.cheap && self.inner.cheap_flush()
     }
 }
 

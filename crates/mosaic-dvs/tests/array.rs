@@ -1550,3 +1550,47 @@ fn records_behind_a_torn_record_never_come_back() {
         assert_eq!(b.scrub().unwrap(), 0);
     }
 }
+
+/// Destages large enough for the executor to fuse their parity with
+/// their appends (64 KiB chunks and 2 MiB zones: over a MiB of parity
+/// each), on members that say their writes are copies into memory:
+/// every byte reads back, before and after a reopen, scrub is clean, and
+/// the device operations and the array's work are those of the same
+/// members running each destage phase by phase, in more write calls.
+#[test]
+fn destages_fused_with_their_appends_keep_every_byte_and_every_count() {
+    let c = DvsConfig { cache_chunks: 128, ..DvsConfig::new(5, 1, 64 << 10, 2 << 20, 12, 4) };
+    let mut seen = Vec::new();
+    for cheap in [false, true] {
+        let dir = scratch();
+        let files: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect();
+        assert!(files[0].cheap_flush(), "needs a RAM file system (/dev/shm) for members whose writes are copies");
+        let calls = Arc::new(AtomicI64::new(i64::MAX));
+        let refusals = Arc::new(AtomicU64::new(0));
+        let devs = files.into_iter().map(|inner| Arc::new(PowerCut { cheap, ..PowerCut::new(inner, calls.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
+        let mut a = DvsArray::create(devs, c.clone()).unwrap();
+        let cap = a.capacity();
+        let mut rng = ChaCha8Rng::seed_from_u64(21);
+        let mut reference = vec![0u8; cap as usize];
+        for _ in 0..12_000 {
+            let off = rng.gen_range(0..cap / 4096) * 4096;
+            let mut data = vec![0u8; 4096];
+            rng.fill(&mut data[..]);
+            a.write(off, &data).unwrap();
+            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
+        }
+        a.flush().unwrap();
+        check_all(&mut a, &reference);
+        assert_eq!(a.scrub().unwrap(), 0, "cheap {cheap}");
+        assert_eq!(refusals.load(Ordering::SeqCst), 0, "a zone write off its write pointer");
+        seen.push((a.member_io(), a.stats().clone(), i64::MAX - calls.load(Ordering::SeqCst)));
+        drop(a);
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        check_all(&mut b, &reference);
+    }
+    let (plain, fused) = (&seen[0], &seen[1]);
+    assert!(plain.1.destages >= 10 && plain.1.fg_gc + plain.1.bg_gc > 0, "{:?}", plain.1);
+    assert_eq!(plain.0, fused.0, "the same device operations and bytes on every member");
+    assert_eq!(plain.1, fused.1);
+    assert!(fused.2 > plain.2 + 10 * plain.1.destages as i64, "fused destages write in pieces: {} calls against {}", fused.2, plain.2);
+}

@@ -11,6 +11,8 @@
 //!                    │        ▼
 //!                    │   phases in order:  Read ─ Compute ─ [journal] Write
 //!                    │                     ─ Flush ─ Reset
+//!                    │   (a large Compute and the unjournaled Write after it,
+//!                    │    on members in memory: fused, see `fuse`)
 //!                    │        │ a member errs
 //!                    │        ▼
 //!                    └── abort, planner.failed(member) (the array records
@@ -34,10 +36,12 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program, Role};
 use mosaic_dev::Member;
 
+mod fuse;
 mod slots;
 #[cfg(test)]
 mod tests;
 
+pub use fuse::fusable;
 pub use slots::lendable;
 use slots::Slot;
 
@@ -298,9 +302,18 @@ impl Executor {
 
     /// Run `p`'s phases in order, then count its stripes.
     fn phases<'s>(&self, p: &Program, slots: &mut [Slot<'s>], journal: Option<&dyn JournalHook>, loans: Loans<'_, 's>) -> Result<(), ExecError> {
-        for phase in &p.phases {
+        let mut fused = false;
+        for (i, phase) in p.phases.iter().enumerate() {
+            if std::mem::take(&mut fused) {
+                continue;
+            }
             match phase {
                 Phase::Read(ios) => self.read_phase(ios, slots, loans)?,
+                Phase::Compute(cs) if self.fuses(p, i, cs) => {
+                    let Some(Phase::Write { ops, .. }) = p.phases.get(i + 1) else { unreachable!("fusable") };
+                    self.fused_phases(p, cs, ops, slots)?;
+                    fused = true;
+                }
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
                 Phase::Write { ops, journal: j, marks } => self.write_phase(p, ops, (*j).then_some(marks.as_slice()).zip(journal), slots)?,
                 Phase::Flush(ms) => {
@@ -398,6 +411,36 @@ impl Executor {
             None => Slot::Owned(self.scratch.get(io.op.len as usize, &slots::Ranges::default())),
         };
         lent
+    }
+
+    /// Whether computation phase `i` of `p` runs fused with the write
+    /// phase after it ([`fuse`]): it computes [`fuse::FUSE_MIN`] bytes or
+    /// more, on members whose writes are copies into memory.
+    fn fuses(&self, p: &Program, i: usize, cs: &[Combine]) -> bool {
+        self.all_cheap() && !self.any_remote() && fusable(&p.phases, i) && cs.iter().map(|c| c.len).sum::<usize>() >= fuse::FUSE_MIN
+    }
+
+    /// Computations `cs` and the writes `ops` after them, fused: each
+    /// write goes out piece by piece behind the computations its bytes
+    /// depend on ([`fuse::run`]).
+    fn fused_phases(&self, p: &Program, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+        let slots = std::cell::RefCell::new(slots);
+        let res = fuse::run(
+            p,
+            cs,
+            ops,
+            |c| slots::combine(self.kernel, c, &mut slots.borrow_mut()).map_err(ExecError::Program),
+            |io, pieces, done, single| {
+                let dev = self.dev(io.op.member)?;
+                let s = slots.borrow();
+                let parts: Vec<&[u8]> = pieces.iter().map(|&(r, n)| slots::bytes(&s, r, n)).collect();
+                match parts.as_slice() {
+                    [one] if single => dev.write_at(one, self.base + io.op.offset),
+                    _ => dev.write_parts_at(&parts, self.base + io.op.offset + done),
+                }
+            },
+        )?;
+        self.settle(Dir::Write, ops, res)
     }
 
     fn compute_phase(&self, cs: &[Combine], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {

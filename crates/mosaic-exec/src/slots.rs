@@ -163,7 +163,9 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
 /// ```text
 ///   Scratch(n), n >= LARGE ── one device read fills it whole, and no other read does
 ///                          ── no computation writes it; the program does not keep it
-///                          ── from that read to its last use (a term, a write's bytes),
+///                          ── from that read to its last use (a term, a write's bytes;
+///                             a term of a computation phase fused with the write phase
+///                             after it counts as a use in that write phase),
 ///                             no write of the program touches the read's member range
 ///                             and no zone reset touches its member
 /// ```
@@ -201,8 +203,11 @@ pub fn lendable(p: &Program) -> Vec<bool> {
     for (i, ph) in p.phases.iter().enumerate() {
         match ph {
             Phase::Compute(cs) => {
+                // Fused with the write phase after it, a computation may
+                // run among its writes (`crate::fuse`).
+                let at = if crate::fuse::fusable(&p.phases, i) { i + 1 } else { i };
                 for c in cs {
-                    c.terms.iter().for_each(|t| use_at(t.1.buf, i));
+                    c.terms.iter().for_each(|t| use_at(t.1.buf, at));
                     if let Some(o) = ok.get_mut(c.dst.buf as usize) {
                         *o = false;
                     }

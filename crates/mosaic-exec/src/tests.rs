@@ -676,10 +676,24 @@ fn metadata_writes_reach_members_as_appends_and_the_rest_as_writes() {
 
 /// A member file on the RAM file system (mapped, so it can lend its
 /// bytes), counting the reads it lends; with `lends` false it lends none.
+/// With `cheap` it says its flushes are free, as the file does (the
+/// executor then fuses large computations with their writes), and logs
+/// every write call as (offset, bytes, its place among all members' calls).
 struct Lending {
     inner: mosaic_dev::FileMember,
     lends: bool,
     lent: std::sync::atomic::AtomicUsize,
+    cheap: bool,
+    writes: parking_lot::Mutex<Vec<(u64, usize, usize)>>,
+}
+
+/// Orders write calls across members ([`Lending`]'s log).
+static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Lending {
+    fn log(&self, offset: u64, len: usize) {
+        self.writes.lock().push((offset, len, CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
+    }
 }
 
 impl Member for Lending {
@@ -693,10 +707,18 @@ impl Member for Lending {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.log(offset, buf.len());
         self.inner.write_at(buf, offset)
+    }
+    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.log(offset, parts.iter().map(|p| p.len()).sum());
+        self.inner.write_parts_at(parts, offset)
     }
     fn flush(&self) -> io::Result<()> {
         Ok(())
+    }
+    fn cheap_flush(&self) -> bool {
+        self.cheap && self.inner.cheap_flush()
     }
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let v = self.inner.view(offset, len).filter(|_| self.lends);
@@ -708,11 +730,15 @@ impl Member for Lending {
 }
 
 fn lending(dir: &tempfile::TempDir, n: usize, lends: bool) -> (Vec<Arc<Lending>>, Executor) {
+    members_on_shm(dir, n, 1 << 20, lends, false)
+}
+
+fn members_on_shm(dir: &tempfile::TempDir, n: usize, size: u64, lends: bool, cheap: bool) -> (Vec<Arc<Lending>>, Executor) {
     let ms: Vec<Arc<Lending>> = (0..n)
         .map(|i| {
-            let inner = mosaic_dev::FileMember::create(&dir.path().join(format!("m{i}-{lends}")), 1 << 20).unwrap();
+            let inner = mosaic_dev::FileMember::create(&dir.path().join(format!("m{i}-{lends}-{cheap}")), size).unwrap();
             assert!(inner.is_mapped(), "a file on /dev/shm is mapped");
-            Arc::new(Lending { inner, lends, lent: Default::default() })
+            Arc::new(Lending { inner, lends, lent: Default::default(), cheap, writes: Default::default() })
         })
         .collect();
     let ex = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
@@ -795,6 +821,20 @@ fn a_read_the_program_overwrites_keeps_or_computes_into_is_copied() {
     assert!(!lent(&prog(vec![read(K), Phase::Compute(vec![Combine::copy(Ref::new(0, 0), Ref::new(1, 0), 4096)]), write_to(1, 0, 0)])));
     assert!(!lent(&prog(vec![read(K), read(K), write_to(1, 0, 0)])));
     assert!(!lent(&prog(vec![write_to(1, 0, 0), read(K), write_to(2, 0, 0)])));
+    // Read by a computation whose phase may run fused with the writes
+    // after it (`crate::fuse`), one of which overwrites it: copied.  With
+    // those writes journaled (never fused), lent.
+    let mut fused = prog(vec![
+        read(K),
+        Phase::Compute(vec![Combine::copy(Ref::new(2, 0), Ref::new(0, 0), K as usize)]),
+        Phase::write(vec![Io::new(op(0, 0, K, Role::Data), Ref::new(1, 0)), Io::new(op(1, 0, K, Role::Data), Ref::new(2, 0))]),
+    ]);
+    fused.bufs.push(Buf::Scratch(K as usize));
+    assert!(!lent(&fused));
+    if let Phase::Write { journal, .. } = &mut fused.phases[2] {
+        *journal = true;
+    }
+    assert!(lent(&fused));
     let mut small = prog(vec![read(4096), Phase::write(vec![Io::new(op(1, 0, 4096, Role::Data), Ref::new(0, 0))])]);
     small.bufs[0] = Buf::Scratch(4096);
     assert!(crate::slots::lendable(&small).is_empty());
@@ -807,4 +847,105 @@ fn a_read_the_program_overwrites_keeps_or_computes_into_is_copied() {
     ms[1].read_at(&mut got, 0).unwrap();
     assert_eq!(got, pattern(K as usize, 1), "the old bytes, copied before the overwrite");
     assert_eq!(ms[0].lent.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// A destage's shape at full size: 20 rows of four old 64 KiB chunks,
+/// read (lent) from members 0-3, with one new block in each of member
+/// 0's chunks; parity computed piece by piece (1.25 MiB, enough to fuse);
+/// the chunks appended elsewhere on their members as gathered writes and
+/// the parity on member 4 in two writes.  Members that say their writes
+/// are copies into memory get the computation and the writes fused: the
+/// same bytes and the same counted operations as phase by phase, each
+/// member's writes in order from their first byte, interleaved across
+/// members, parity pieces after their computations.
+#[test]
+fn a_large_computation_runs_fused_with_its_writes_with_the_same_bytes_and_counts() {
+    const K: usize = 64 << 10;
+    const ROWS: usize = 20;
+    let mut p = Program { methods: vec![Method::Fsw], ..Default::default() };
+    let old: Vec<usize> = (0..4).map(|_| p.buf(Buf::Scratch(ROWS * K))).collect();
+    let new = p.buf(Buf::Bytes(pattern(ROWS * 4096, 77).into()));
+    let parity = p.buf(Buf::Scratch(ROWS * K));
+    // Chunk r of member 0: [old 0..4K][new block r][old 8K..64K].
+    let piece0 = |r: usize| [(Ref::new(old[0], r * K), 4096), (Ref::new(new, r * 4096), 4096), (Ref::new(old[0], r * K + 8192), K - 8192)];
+    let gathers: Vec<usize> = (0..4)
+        .map(|j| {
+            let pieces = (0..ROWS).flat_map(|r| if j == 0 { piece0(r).to_vec() } else { vec![(Ref::new(old[j], r * K), K)] }).collect();
+            p.buf(Buf::Gather(pieces))
+        })
+        .collect();
+    p.phases.push(Phase::Read((0..4).map(|j| Io::new(op(j, 0, (ROWS * K) as u64, Role::Data), Ref::new(old[j], 0))).collect()));
+    let mut cs = Vec::new();
+    for r in 0..ROWS {
+        for (at, len) in [(0, 4096), (4096, 4096), (8192, K - 8192)] {
+            let first = if at == 4096 { Ref::new(new, r * 4096) } else { Ref::new(old[0], r * K + at) };
+            let terms = std::iter::once((1, first)).chain((1..4).map(|j| (1, Ref::new(old[j], r * K + at)))).collect();
+            cs.push(Combine { dst: Ref::new(parity, r * K + at), len, acc: false, terms });
+        }
+    }
+    p.phases.push(Phase::Compute(cs));
+    let at = (ROWS * K) as u64;
+    let mut writes: Vec<Io> = (0..4).map(|j| Io::new(op(j, at, at, Role::Data), Ref::new(gathers[j], 0))).collect();
+    let half = ROWS / 2 * K;
+    writes.push(Io::new(op(4, 0, half as u64, Role::Code), Ref::new(parity, 0)));
+    writes.push(Io::new(op(4, half as u64, (ROWS * K - half) as u64, Role::Code), Ref::new(parity, half)));
+    p.phases.push(Phase::write(writes));
+    p.validate().unwrap();
+    assert!(crate::fusable(&p.phases, 1));
+    assert_eq!(crate::slots::lendable(&p)[..4], [true; 4]);
+
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let mut seen = Vec::new();
+    for cheap in [true, false] {
+        let (ms, ex) = members_on_shm(&dir, 5, 2 * at, true, cheap);
+        assert_eq!(ex.all_cheap(), cheap);
+        for (j, m) in ms.iter().enumerate().take(4) {
+            m.write_at(&pattern(ROWS * K, j as u32), 0).unwrap();
+        }
+        ms.iter().for_each(|m| m.writes.lock().clear());
+        ex.run(&p, Client::None, None).unwrap();
+        let read = |m: &Lending, off: u64, len: usize| {
+            let mut v = vec![0u8; len];
+            m.read_at(&mut v, off).unwrap();
+            v
+        };
+        let mut chunks: Vec<Vec<u8>> = (0..4).map(|j| pattern(ROWS * K, j as u32)).collect();
+        for r in 0..ROWS {
+            chunks[0][r * K + 4096..r * K + 8192].copy_from_slice(&pattern(ROWS * 4096, 77)[r * 4096..(r + 1) * 4096]);
+        }
+        for j in 0..4 {
+            assert_eq!(read(&ms[j], at, ROWS * K), chunks[j], "member {j}, cheap {cheap}");
+        }
+        let xor: Vec<u8> = (0..ROWS * K).map(|i| chunks.iter().fold(0, |x, c| x ^ c[i])).collect();
+        assert_eq!(read(&ms[4], 0, ROWS * K), xor, "parity, cheap {cheap}");
+        assert_eq!(ms.iter().map(|m| m.lent.load(std::sync::atomic::Ordering::SeqCst)).collect::<Vec<_>>(), vec![1, 1, 1, 1, 0]);
+        let c = ex.counters();
+        seen.push((c.ops.data_writes, c.ops.code_writes, c.members.iter().map(|m| (m.reads, m.read_bytes, m.writes, m.write_bytes)).collect::<Vec<_>>()));
+        // Each member's write calls: in order (fused; phase by phase the
+        // I/O threads take a member's two writes in either order),
+        // contiguous, every byte once.
+        let mut calls: Vec<Vec<(u64, usize, usize)>> = ms.iter().map(|m| m.writes.lock().clone()).collect();
+        if !cheap {
+            calls.iter_mut().for_each(|c| c.sort_unstable());
+        }
+        for (j, cl) in calls.iter().enumerate() {
+            let start = if j < 4 { at } else { 0 };
+            let mut next = start;
+            for &(off, n, _) in cl {
+                assert_eq!(off, next, "member {j}, cheap {cheap}: {cl:?}");
+                next += n as u64;
+            }
+            assert_eq!(next - start, ROWS as u64 * K as u64, "member {j}");
+        }
+        if cheap {
+            // Rounds of two rows: ten calls a member, the parity's first
+            // before member 0's last.
+            assert_eq!(calls.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![ROWS / 2; 5]);
+            assert!(calls[4][0].2 < calls[0][ROWS / 2 - 1].2, "{calls:?}");
+        } else {
+            assert_eq!(calls.iter().map(|c| c.len()).collect::<Vec<_>>(), vec![1, 1, 1, 1, 2]);
+        }
+    }
+    assert_eq!(seen[0], seen[1], "fused or not, the same counted operations");
+    assert_eq!((seen[0].0, seen[0].1), (4, 2));
 }
