@@ -66,7 +66,7 @@ use std::sync::OnceLock;
 
 pub use bench::{bench_encode, bench_encode_kernel, EncodeBench};
 pub use kernel::Kernel;
-pub use xor::{xor_into, xor_sum};
+pub use xor::{xor_into, xor_sum, xor_sum_baseline};
 
 /// The largest k + m.
 pub const MAX_SHARDS: usize = 255;
