@@ -949,3 +949,80 @@ fn a_large_computation_runs_fused_with_its_writes_with_the_same_bytes_and_counts
     assert_eq!(seen[0], seen[1], "fused or not, the same counted operations");
     assert_eq!((seen[0].0, seen[0].1), (4, 2));
 }
+
+/// One random computation of [`fused_programs_write_what_the_phases_would`]:
+/// (destination buffer, block, blocks, accumulate, terms as (buffer, block)).
+type Step = (usize, usize, usize, bool, Vec<(usize, usize)>);
+/// One random write: (member, pieces as (buffer, block, blocks)).
+type WriteSpec = (usize, Vec<(usize, usize, usize)>);
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Random computations of 1 MiB and more over three read-filled
+    /// buffers (overlapping, accumulating, a buffer's own bytes among its
+    /// terms), then random unjournaled writes (several on one member,
+    /// gathers of pieces anywhere): run fused on RAM members, each member
+    /// holds exactly what running the computations first and the writes
+    /// after gives, byte for byte, and each write counts once.
+    #[test]
+    fn fused_programs_write_what_the_phases_would(
+        steps in prop::collection::vec((0usize..3, 0usize..96, 1usize..24, any::<bool>(), prop::collection::vec((0usize..3, 0usize..96), 1..4)), 24..60),
+        writes in prop::collection::vec((0usize..4, prop::collection::vec((0usize..3, 0usize..120, 1usize..12), 1..6)), 1..8),
+    ) {
+        const BLK: usize = 4096;
+        const BUF: usize = 128 * BLK;
+        let ms: Vec<Arc<MemMember>> = (0..4).map(|i| Arc::new(MemMember::new(format!("m{i}"), 16 << 20))).collect();
+        let ex = exec_on(&ms);
+        prop_assert!(ex.all_cheap());
+        let mut p = Program::default();
+        let bufs: Vec<usize> = (0..3).map(|_| p.buf(Buf::Scratch(BUF))).collect();
+        let mut model: Vec<Vec<u8>> = (0..3).map(|b| pattern(BUF, 100 + b as u32)).collect();
+        for (b, m) in ms.iter().enumerate().take(3) {
+            m.write_at(&model[b], 0).unwrap();
+        }
+        p.phases.push(Phase::Read((0..3).map(|b| Io::new(op(b, 0, BUF as u64, Role::Data), Ref::new(bufs[b], 0))).collect()));
+        let mut cs = Vec::new();
+        let steps: Vec<&Step> = steps.iter().collect();
+        for (d, at, n, acc, terms) in steps.iter().map(|s| (s.0, s.1, s.2, s.3, &s.4)) {
+            let len = n.min(128 - at) * BLK;
+            let terms: Vec<(usize, usize)> = terms.iter().map(|&(b, t)| (b, t.min(128 - len / BLK) * BLK)).collect();
+            // The reference: every term read before the destination changes.
+            let sum = terms.iter().fold(vec![0u8; len], |mut s, &(b, t)| {
+                s.iter_mut().zip(&model[b][t..t + len]).for_each(|(x, y)| *x ^= y);
+                s
+            });
+            let dst = &mut model[d][at * BLK..at * BLK + len];
+            if acc {
+                dst.iter_mut().zip(&sum).for_each(|(x, y)| *x ^= y);
+            } else {
+                dst.copy_from_slice(&sum);
+            }
+            cs.push(Combine { dst: Ref::new(bufs[d], at * BLK), len, acc, terms: terms.iter().map(|&(b, t)| (1, Ref::new(bufs[b], t))).collect() });
+        }
+        prop_assume!(cs.iter().map(|c| c.len).sum::<usize>() >= 1 << 20);
+        p.phases.push(Phase::Compute(cs));
+        // Writes from 8 MiB up on each member, one after another.
+        let mut ios = Vec::new();
+        let mut next = [8u64 << 20; 4];
+        let mut want: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
+        let writes: Vec<&WriteSpec> = writes.iter().collect();
+        for (m, pieces) in writes.iter().map(|w| (w.0, &w.1)) {
+            let pieces: Vec<(Ref, usize)> = pieces.iter().map(|&(b, at, n)| (Ref::new(bufs[b], at.min(127) * BLK), n.min(128 - at.min(127)) * BLK)).collect();
+            let bytes: Vec<u8> = pieces.iter().flat_map(|&(r, n)| model[bufs.iter().position(|&b| b == r.buf as usize).unwrap()][r.off as usize..r.off as usize + n].to_vec()).collect();
+            let len = bytes.len() as u64;
+            let at = if pieces.len() == 1 { pieces[0].0 } else { Ref::new(p.buf(Buf::Gather(pieces)), 0) };
+            ios.push(Io::new(op(m, next[m], len, Role::Data), at));
+            want[m].push((next[m], bytes));
+            next[m] += len;
+        }
+        p.phases.push(Phase::write(ios));
+        p.validate().unwrap();
+        ex.run(&p, Client::None, None).unwrap();
+        for (m, ws) in want.iter().enumerate() {
+            for (off, bytes) in ws {
+                prop_assert!(peek(&ms[m], *off, bytes.len()) == *bytes, "member {} at {}", m, off);
+            }
+        }
+        prop_assert_eq!(ex.counters().ops.data_writes, writes.len() as u64);
+    }
+}
