@@ -46,6 +46,11 @@ fn files_for(dir: &Path, n: usize, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
     (0..n).map(|i| Arc::new(ZonedFile::create(&dir.join(format!("m{i}")), ZONE, ZONES, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect()
 }
 
+/// Five zoned files of `c`'s own zone geometry.
+fn zoned_files(dir: &Path, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
+    (0..5).map(|i| Arc::new(ZonedFile::create(&dir.join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect()
+}
+
 fn reopen_files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
     (0..n).map(|i| Arc::new(ZonedFile::open(&dir.join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect()
 }
@@ -431,7 +436,7 @@ fn cached_small_blocks_survive_reopen_without_destage() {
     let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
     let c = mosaic_dvs::files::config_for(&spec).unwrap();
     assert!(c.journal_bytes >= 8 * 16 * mosaic_dvs::meta::journal_record_len(4096), "the journal holds 128 one-block records");
-    let members: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect();
+    let members: Vec<Arc<dyn ZonedMember>> = zoned_files(dir.path(), &c);
     let mut a = DvsArray::create(members, c.clone()).unwrap();
     let cap = a.capacity();
     let mut reference = vec![0u8; cap as usize];
@@ -482,19 +487,13 @@ fn a_ring_journal_retired_piecewise_survives_reopens() {
     let spec = mosaic_dvs::files::CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
     let c = mosaic_dvs::files::config_for(&spec).unwrap();
     assert!(c.journal_ring);
-    let members: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect();
+    let members: Vec<Arc<dyn ZonedMember>> = zoned_files(dir.path(), &c);
     let mut a = DvsArray::create(members, c.clone()).unwrap();
     let cap = a.capacity();
     let mut reference = vec![0u8; cap as usize];
     let mut rng = ChaCha8Rng::seed_from_u64(17);
     for round in 0..3 {
-        for _ in 0..1000 {
-            let off = rng.gen_range(0..cap / 4096) * 4096;
-            let mut data = vec![0u8; 4096];
-            rng.fill(&mut data[..]);
-            a.write(off, &data).unwrap();
-            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
-        }
+        block_writes_into(&mut a, &mut rng, &mut reference, 1000);
         assert!(a.stats().destages > 0, "round {round}: part of the cache was destaged");
         assert!(a.journal_segments() > 1, "round {round}: the ring holds live records in several segments");
         drop(a); // no flush: the cached blocks live only in the journal
@@ -591,6 +590,17 @@ fn more_writes(a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], wri
         let (off, data) = random_write(rng, reference.len() as u64);
         a.write(off, &data).unwrap();
         reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+    }
+}
+
+/// `n` writes of 4 KiB at random 4 KiB-aligned offsets, into `reference` too.
+fn block_writes_into(a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], n: usize) {
+    for _ in 0..n {
+        let off = rng.gen_range(0..reference.len() as u64 / 4096) * 4096;
+        let mut data = vec![0u8; 4096];
+        rng.fill(&mut data[..]);
+        a.write(off, &data).unwrap();
+        reference[off as usize..off as usize + 4096].copy_from_slice(&data);
     }
 }
 
@@ -1508,7 +1518,7 @@ fn records_behind_a_torn_record_never_come_back() {
     assert!(ring.journal_ring);
     for (c, before) in [(cfg_cached(1, 64), 0), (ring, 5)] {
         let dir = scratch();
-        let members: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect();
+        let members: Vec<Arc<dyn ZonedMember>> = zoned_files(dir.path(), &c);
         let mut a = DvsArray::create(members, c.clone()).unwrap();
         let cap = a.capacity();
         let block = a.geo().block as usize;
@@ -1563,7 +1573,7 @@ fn destages_fused_with_their_appends_keep_every_byte_and_every_count() {
     let mut seen = Vec::new();
     for cheap in [false, true] {
         let dir = scratch();
-        let files: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect();
+        let files: Vec<Arc<dyn ZonedMember>> = zoned_files(dir.path(), &c);
         assert!(files[0].cheap_flush(), "needs a RAM file system (/dev/shm) for members whose writes are copies");
         let calls = Arc::new(AtomicI64::new(i64::MAX));
         let refusals = Arc::new(AtomicU64::new(0));
@@ -1572,13 +1582,7 @@ fn destages_fused_with_their_appends_keep_every_byte_and_every_count() {
         let cap = a.capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(21);
         let mut reference = vec![0u8; cap as usize];
-        for _ in 0..12_000 {
-            let off = rng.gen_range(0..cap / 4096) * 4096;
-            let mut data = vec![0u8; 4096];
-            rng.fill(&mut data[..]);
-            a.write(off, &data).unwrap();
-            reference[off as usize..off as usize + 4096].copy_from_slice(&data);
-        }
+        block_writes_into(&mut a, &mut rng, &mut reference, 12_000);
         a.flush().unwrap();
         check_all(&mut a, &reference);
         assert_eq!(a.scrub().unwrap(), 0, "cheap {cheap}");
