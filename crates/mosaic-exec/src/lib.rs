@@ -424,6 +424,11 @@ impl Executor {
     /// write goes out piece by piece behind the computations its bytes
     /// depend on ([`fuse::run`]).
     fn fused_phases(&self, p: &Program, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+        // A computation that would fail fails before any write goes out,
+        // as phase by phase.
+        for c in cs {
+            slots::fits(c, slots).map_err(ExecError::Program)?;
+        }
         let slots = std::cell::RefCell::new(slots);
         let res = fuse::run(
             p,

@@ -1026,3 +1026,28 @@ proptest! {
         prop_assert_eq!(ex.counters().ops.data_writes, writes.len() as u64);
     }
 }
+
+/// A fused run whose second computation reads beyond its buffer fails
+/// before any write goes out (a write that only needs the first one would
+/// otherwise go out after it), as phase by phase; nothing is counted.
+/// (`run` validates a program first in debug builds; this calls the fused
+/// phases directly, as a release build reaches them.)
+#[test]
+fn a_fused_computation_that_cannot_run_fails_before_any_write() {
+    const M: usize = 1 << 20;
+    let ms = mems(1);
+    let ex = exec_on(&ms);
+    assert!(ex.all_cheap());
+    let mut p = Program::default();
+    let a = p.buf(Buf::Scratch(2 * M));
+    let cs = vec![Combine::copy(Ref::new(a, 0), Ref::new(a, M), M), Combine::copy(Ref::new(a, 0), Ref::new(a, 2 * M - 4096), 8192)];
+    let ops = vec![Io::new(op(0, 0, (M / 2) as u64, Role::Data), Ref::new(a, M / 2))];
+    p.phases.push(Phase::Compute(cs.clone()));
+    p.phases.push(Phase::write(ops.clone()));
+    assert!(ex.fuses(&p, 0, &cs));
+    let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
+    ms[0].write_at(&vec![0xee; M / 2], 0).unwrap();
+    assert!(matches!(ex.fused_phases(&p, &cs, &ops, &mut slots), Err(ExecError::Program(_))));
+    assert!(peek(&ms[0], 0, M / 2).iter().all(|&b| b == 0xee), "nothing written");
+    assert_eq!(ex.counters().ops.data_writes, 0);
+}
