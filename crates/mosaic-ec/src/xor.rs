@@ -35,6 +35,7 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     xor_into_blocks::<SSE2_BLOCK>(dst, src)
 }
 
+/// [`xor_into`] with AVX2.  Safety: only where the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn xor_into_avx2(dst: &mut [u8], src: &[u8]) {
@@ -81,6 +82,7 @@ pub fn xor_sum_baseline(dst: &mut [u8], srcs: &[&[u8]]) {
     xor_sum_blocks::<SSE2_BLOCK>(dst, srcs)
 }
 
+/// [`xor_sum`] with AVX2.  Safety: only where the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn xor_sum_avx2(dst: &mut [u8], srcs: &[&[u8]]) {
