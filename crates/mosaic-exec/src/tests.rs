@@ -1047,7 +1047,20 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     assert!(ex.fuses(&p, 0, &cs));
     let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
     ms[0].write_at(&vec![0xee; M / 2], 0).unwrap();
-    assert!(matches!(ex.fused_phases(&p, &cs, &ops, &mut slots), Err(ExecError::Program(_))));
+    match ex.fused_phases(&p, &cs, &ops, &mut slots) {
+        Err(ExecError::Program(m)) => assert_eq!(m, "computation 0+8192 or one of its terms beyond its buffer"),
+        other => panic!("{other:?}"),
+    }
     assert!(peek(&ms[0], 0, M / 2).iter().all(|&b| b == 0xee), "nothing written");
     assert_eq!(ex.counters().ops.data_writes, 0);
+    // A computation into a buffer the policy supplies (read-only) is
+    // refused the same way, by name.
+    let bytes = p.buf(Buf::Bytes(vec![0u8; 4096].into()));
+    let cs = vec![Combine::copy(Ref::new(a, 0), Ref::new(a, M), M), Combine::copy(Ref::new(bytes, 0), Ref::new(a, 0), 4096)];
+    let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
+    match ex.fused_phases(&p, &cs, &ops, &mut slots) {
+        Err(e @ ExecError::Program(_)) => assert_eq!(e.to_string(), format!("invalid program: a computation into read-only or missing buffer {bytes}")),
+        other => panic!("{other:?}"),
+    }
+    assert!(peek(&ms[0], 0, M / 2).iter().all(|&b| b == 0xee), "nothing written");
 }
