@@ -436,18 +436,37 @@ impl Program {
         n
     }
 
+    /// The buffer `[r, r + len)` lies in, if it lies inside one.
+    fn span(&self, r: Ref, len: usize) -> Result<&Buf, String> {
+        let b = self.bufs.get(r.buf as usize).ok_or_else(|| format!("buffer {} of {}", r.buf, self.bufs.len()))?;
+        if r.off as usize + len > b.len() {
+            return Err(format!("range {}+{len} beyond buffer {} of {} bytes", r.off, r.buf, b.len()));
+        }
+        Ok(b)
+    }
+
+    /// [`Program::validate`]'s rule for one computation: destination and
+    /// terms inside their buffers, the destination writable, no term in a
+    /// gather buffer.  (The executor also checks a fused phase's
+    /// computations with it before the phase's first write.)
+    pub fn validate_combine(&self, c: &Combine) -> Result<(), String> {
+        if !self.span(c.dst, c.len)?.is_writable() {
+            return Err(format!("buffer {} is read-only", c.dst.buf));
+        }
+        for (_, t) in &c.terms {
+            if matches!(self.span(*t, c.len)?, Buf::Gather(_)) {
+                return Err(format!("a computation reads gather buffer {}", t.buf));
+            }
+        }
+        Ok(())
+    }
+
     /// Check the program's invariants: every reference inside its buffer,
     /// reads and computations only into writable buffers, the reads of a
     /// phase on disjoint ranges, zone resets carrying no bytes.  A policy
     /// bug caught here is an error, not memory corruption or a wrong byte.
     pub fn validate(&self) -> Result<(), String> {
-        let span = |r: Ref, len: usize| -> Result<(), String> {
-            let b = self.bufs.get(r.buf as usize).ok_or_else(|| format!("buffer {} of {}", r.buf, self.bufs.len()))?;
-            if r.off as usize + len > b.len() {
-                return Err(format!("range {}+{len} beyond buffer {} of {} bytes", r.off, r.buf, b.len()));
-            }
-            Ok(())
-        };
+        let span = |r: Ref, len: usize| self.span(r, len).map(drop);
         let writable = |r: Ref| -> Result<(), String> {
             if self.bufs[r.buf as usize].is_writable() {
                 Ok(())
@@ -499,14 +518,7 @@ impl Program {
                 }
                 Phase::Compute(cs) => {
                     for c in cs {
-                        span(c.dst, c.len)?;
-                        writable(c.dst)?;
-                        for (_, t) in &c.terms {
-                            span(*t, c.len)?;
-                            if gather(*t) {
-                                return Err(format!("a computation reads gather buffer {}", t.buf));
-                            }
-                        }
+                        self.validate_combine(c)?;
                     }
                 }
                 Phase::Reset(ops) => {

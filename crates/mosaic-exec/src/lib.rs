@@ -425,9 +425,10 @@ impl Executor {
     /// depend on ([`fuse::run`]).
     fn fused_phases(&self, p: &Program, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
         // A computation that would fail fails before any write goes out,
-        // as phase by phase.
+        // as phase by phase (`run` validates whole programs only in debug
+        // builds).
         for c in cs {
-            slots::fits(c, slots).map_err(ExecError::Program)?;
+            p.validate_combine(c).map_err(ExecError::Program)?;
         }
         let slots = std::cell::RefCell::new(slots);
         let res = fuse::run(

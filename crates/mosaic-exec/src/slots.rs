@@ -445,20 +445,6 @@ pub(crate) fn read_targets<'s>(slots: &'s mut [Slot<'_>], ios: &[Io], lent: &[bo
     Ok(out)
 }
 
-/// Whether computation `c` reads and writes only inside its buffers, and
-/// writes a writable one: what [`combine`] would refuse, found before a
-/// fused run ([`crate::fuse`]) issues any write.
-pub(crate) fn fits(c: &Combine, slots: &[Slot<'_>]) -> Result<(), String> {
-    let inside = |r: Ref| slots.get(r.buf as usize).is_some_and(|s| r.off as usize + c.len <= s.bytes().len());
-    if !matches!(slots.get(c.dst.buf as usize), Some(Slot::Owned(_) | Slot::Out(_))) {
-        return Err(format!("a computation into read-only or missing buffer {}", c.dst.buf));
-    }
-    if !inside(c.dst) || !c.terms.iter().all(|t| inside(t.1)) {
-        return Err(format!("computation {}+{} or one of its terms beyond its buffer", c.dst.off, c.len));
-    }
-    Ok(())
-}
-
 /// Run one computation step.
 pub(crate) fn combine(kernel: mosaic_ec::Kernel, c: &Combine, slots: &mut [Slot<'_>]) -> Result<(), String> {
     let d = c.dst.buf as usize;
