@@ -143,6 +143,10 @@ struct Ring {
 /// A journal device attached to an array.
 pub struct Journal {
     dev: Arc<dyn Member>,
+    /// The device's size, read once: every append checks the ring's end,
+    /// and asking a RAM member takes its lock, the line every append to it
+    /// writes.
+    size: u64,
     uuid: Uuid,
     ring: Mutex<Ring>,
     /// Serialises fdatasync; records up to `durable` are on stable storage.
@@ -526,6 +530,7 @@ impl Journal {
 
     fn new(dev: Arc<dyn Member>, uuid: Uuid, checkpoint: u64, tail: u64) -> Journal {
         Journal {
+            size: dev.size(),
             dev,
             uuid,
             ring: Mutex::new(Ring { tail, next_seq: checkpoint, checkpoint, expanded: tail - HEADER_BYTES }),
@@ -549,7 +554,7 @@ impl Journal {
     }
 
     fn write_header(&self, checkpoint: u64) -> Result<(), ArrayError> {
-        let b = encode_header(self.uuid, self.dev.size(), checkpoint);
+        let b = encode_header(self.uuid, self.size, checkpoint);
         // Only the header itself must be durable: the records before a
         // checkpoint need not be (FUA on a remote journal).
         self.dev.write_durable(&b, 0).map_err(|e| ArrayError::Io(format!("{}: writing journal header: {e}", self.dev.describe())))
@@ -782,12 +787,12 @@ impl Journal {
 
     /// Largest record the ring holds.
     pub fn capacity(&self) -> u64 {
-        self.dev.size() - HEADER_BYTES
+        self.size - HEADER_BYTES
     }
 
     /// Whether a record of `entries` fits before the end of the ring now.
     pub fn try_append_fits(&self, entries: &[Entry<&[u8]>]) -> bool {
-        self.ring.lock().tail + Self::record_len(entries) <= self.dev.size()
+        self.ring.lock().tail + Self::record_len(entries) <= self.size
     }
 
     /// Append a record if it fits before the end of the ring; `Ok(None)`
@@ -811,7 +816,7 @@ impl Journal {
         let mut rec = encode_record_unsealed(entries);
         let expanded = Self::expanded_len(entries, payload);
         let mut r = self.ring.lock();
-        if r.tail + len > self.dev.size() {
+        if r.tail + len > self.size {
             return Ok(None);
         }
         let seq = r.next_seq;
