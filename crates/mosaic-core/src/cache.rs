@@ -422,9 +422,13 @@ struct Bytes {
     old: Map<(u64, usize), Arc<[u8]>>,
     /// The data buffer's clean pages (ppc+data).
     clean: Map<(u64, usize), Arc<[u8]>>,
-    /// Page buffers no structure holds any more, reused for new pages
-    /// (no allocation per write; the most recently freed, warmest, first).
-    spare: Vec<Arc<[u8]>>,
+    /// Buffers no structure holds any more, reused for new ones (no
+    /// allocation per write), by length: a page's and a row's code (one
+    /// length when `m` is 1, two otherwise); the most recently freed,
+    /// warmest, last.
+    spare: Vec<(usize, Vec<Arc<[u8]>>)>,
+    /// Buffers in `spare`, of every length.
+    spares: usize,
     /// How many `spare` keeps at most: as many as the structures hold when
     /// full ([`CachedArray::buffers_held`]), so the buffers a checkpoint
     /// lets go are the ones the cache refills with, never freed and
@@ -437,15 +441,19 @@ struct Bytes {
 }
 
 impl Bytes {
-    /// A buffer holding a copy of `src`: the last spare one if it has
-    /// its length, else a new one.
+    /// The spare buffers of `len` bytes.
+    fn spare_of(&mut self, len: usize) -> Option<&mut Vec<Arc<[u8]>>> {
+        self.spare.iter_mut().find(|(l, _)| *l == len).map(|(_, v)| v)
+    }
+
+    /// A buffer holding a copy of `src`: the last spare one of its
+    /// length, else a new one.
     fn page_of(&mut self, src: &[u8]) -> Arc<[u8]> {
-        if self.spare.last().is_some_and(|a| a.len() == src.len()) {
-            if let Some(mut a) = self.spare.pop() {
-                if let Some(dst) = Arc::get_mut(&mut a) {
-                    dst.copy_from_slice(src);
-                    return a;
-                }
+        if let Some(mut a) = self.spare_of(src.len()).and_then(Vec::pop) {
+            self.spares -= 1;
+            if let Some(dst) = Arc::get_mut(&mut a) {
+                dst.copy_from_slice(src);
+                return a;
             }
         }
         self.allocated += 1;
@@ -454,8 +462,13 @@ impl Bytes {
 
     /// Keep `a` for reuse if nothing else holds it.
     fn recycle(&mut self, mut a: Arc<[u8]>) {
-        if self.spare.len() < self.spare_max && Arc::get_mut(&mut a).is_some() {
-            self.spare.push(a);
+        if self.spares < self.spare_max && Arc::get_mut(&mut a).is_some() {
+            let len = a.len();
+            match self.spare_of(len) {
+                Some(v) => v.push(a),
+                None => self.spare.push((len, vec![a])),
+            }
+            self.spares += 1;
         }
     }
 
