@@ -186,19 +186,13 @@ impl CacheVolume {
     }
 
     /// Destage everything, as [`CachedArray::flush_steps`] plans it, each
-    /// row's steps run before the next row is planned: a checkpoint then
-    /// holds one row's steps, not the whole cache's (a vector of hundreds
-    /// of steps, built and dropped at every checkpoint).
+    /// row's steps run before the next row is planned
+    /// ([`CachedArray::flush_each`]): a checkpoint then holds one row's
+    /// steps, not the whole cache's (a vector of hundreds of steps, built
+    /// and dropped at every checkpoint).
     fn destage_all(&self, c: &mut CachedArray) -> Result<(), ArrayError> {
         let h = self.arr.health();
-        while let Some(steps) = c.flush_next_row(&h)? {
-            self.exec(c, steps, None)?;
-        }
-        for row in c.parity_rows() {
-            let steps = c.flush_rows(&[row], &h)?;
-            self.exec(c, steps, None)?;
-        }
-        Ok(())
+        c.flush_each(&h, |c, steps| self.exec(c, steps, None))
     }
 
     /// Read into `buf`: the policy's ranges from the members (the parts

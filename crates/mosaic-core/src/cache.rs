@@ -427,8 +427,6 @@ struct Bytes {
     /// length when `m` is 1, two otherwise); the most recently freed,
     /// warmest, last.
     spare: Vec<(usize, Vec<Arc<[u8]>>)>,
-    /// Buffers in `spare`, of every length.
-    spares: usize,
     /// How many `spare` keeps at most: as many as the structures hold when
     /// full ([`CachedArray::buffers_held`]), so the buffers a checkpoint
     /// lets go are the ones the cache refills with, never freed and
@@ -450,7 +448,6 @@ impl Bytes {
     /// length, else a new one.
     fn page_of(&mut self, src: &[u8]) -> Arc<[u8]> {
         if let Some(mut a) = self.spare_of(src.len()).and_then(Vec::pop) {
-            self.spares -= 1;
             if let Some(dst) = Arc::get_mut(&mut a) {
                 dst.copy_from_slice(src);
                 return a;
@@ -462,13 +459,13 @@ impl Bytes {
 
     /// Keep `a` for reuse if nothing else holds it.
     fn recycle(&mut self, mut a: Arc<[u8]>) {
-        if self.spares < self.spare_max && Arc::get_mut(&mut a).is_some() {
+        let spares: usize = self.spare.iter().map(|(_, v)| v.len()).sum();
+        if spares < self.spare_max && Arc::get_mut(&mut a).is_some() {
             let len = a.len();
             match self.spare_of(len) {
                 Some(v) => v.push(a),
                 None => self.spare.push((len, vec![a])),
             }
-            self.spares += 1;
         }
     }
 
@@ -1252,21 +1249,33 @@ impl CachedArray {
     /// Destage everything: every cached row, then every parity entry.
     pub fn flush_steps(&mut self, h: &Health) -> Result<Vec<Step>, PlanError> {
         let mut steps = Vec::new();
-        while let Some(more) = self.flush_next_row(h)? {
+        self.flush_each(h, |_, more| {
             steps.extend(more);
-        }
-        steps.extend(self.flush_rows(&self.parity_rows(), h)?);
+            Ok::<_, PlanError>(())
+        })?;
         Ok(steps)
     }
 
-    /// The first part of [`CachedArray::flush_steps`], one row at a time:
-    /// the steps that destage the write cache's next victim (`None` once
-    /// it is empty).  A caller that runs each part before planning the
-    /// next, then flushes [`CachedArray::parity_rows`] row by row, runs
-    /// the very steps of `flush_steps` in its order (planning never reads
+    /// The steps of [`CachedArray::flush_steps`], in its order, handed to
+    /// `run` a row at a time: each cached row's destage, then each parity
+    /// entry's flush.  A caller that runs them in `run` (the real volume)
+    /// does the very steps `flush_steps` plans whole (planning never reads
     /// what running stores, the code bytes: [`Base::Stored`] is looked up
-    /// when a step is lowered) without holding a whole cache's steps at
+    /// when a step is lowered), without holding a whole cache's steps at
     /// once.
+    pub fn flush_each<E: From<PlanError>>(&mut self, h: &Health, mut run: impl FnMut(&mut CachedArray, Vec<Step>) -> Result<(), E>) -> Result<(), E> {
+        while let Some(steps) = self.flush_next_row(h)? {
+            run(self, steps)?;
+        }
+        for row in self.parity_rows() {
+            let steps = self.flush_rows(&[row], h)?;
+            run(self, steps)?;
+        }
+        Ok(())
+    }
+
+    /// The steps that destage the write cache's next victim (`None` once
+    /// it is empty): the first part of [`CachedArray::flush_each`].
     pub fn flush_next_row(&mut self, h: &Health) -> Result<Option<Vec<Step>>, PlanError> {
         if self.victims.is_empty() {
             return Ok(None);

@@ -445,14 +445,20 @@ impl Program {
         Ok(b)
     }
 
+    /// [`Program::span`], in a buffer the program may write.
+    fn writable_span(&self, r: Ref, len: usize) -> Result<(), String> {
+        if !self.span(r, len)?.is_writable() {
+            return Err(format!("buffer {} is read-only", r.buf));
+        }
+        Ok(())
+    }
+
     /// [`Program::validate`]'s rule for one computation: destination and
     /// terms inside their buffers, the destination writable, no term in a
     /// gather buffer.  (The executor also checks a fused phase's
     /// computations with it before the phase's first write.)
     pub fn validate_combine(&self, c: &Combine) -> Result<(), String> {
-        if !self.span(c.dst, c.len)?.is_writable() {
-            return Err(format!("buffer {} is read-only", c.dst.buf));
-        }
+        self.writable_span(c.dst, c.len)?;
         for (_, t) in &c.terms {
             if matches!(self.span(*t, c.len)?, Buf::Gather(_)) {
                 return Err(format!("a computation reads gather buffer {}", t.buf));
@@ -467,13 +473,6 @@ impl Program {
     /// bug caught here is an error, not memory corruption or a wrong byte.
     pub fn validate(&self) -> Result<(), String> {
         let span = |r: Ref, len: usize| self.span(r, len).map(drop);
-        let writable = |r: Ref| -> Result<(), String> {
-            if self.bufs[r.buf as usize].is_writable() {
-                Ok(())
-            } else {
-                Err(format!("buffer {} is read-only", r.buf))
-            }
-        };
         let gather = |r: Ref| matches!(self.bufs.get(r.buf as usize), Some(Buf::Gather(_)));
         for b in &self.bufs {
             if let Buf::Gather(pieces) = b {
@@ -496,8 +495,7 @@ impl Program {
                 Phase::Read(ops) => {
                     let mut ranges = Vec::with_capacity(ops.len());
                     for io in ops {
-                        span(io.at, io.op.len as usize)?;
-                        writable(io.at)?;
+                        self.writable_span(io.at, io.op.len as usize)?;
                         ranges.push((io.at.buf, io.at.off as u64, io.at.off as u64 + io.op.len));
                     }
                     ranges.sort_unstable();
