@@ -81,6 +81,12 @@ pub trait Member: Send + Sync {
         self.write_at(buf, offset)?;
         self.flush()
     }
+    /// A hint that `len` bytes at `offset` are about to be written: a
+    /// member in RAM fetches their lines for writing, so the write does
+    /// not stall on lines nothing has read.  Changes no byte and never
+    /// fails; a range beyond the device is ignored.  The default does
+    /// nothing.
+    fn prefetch_write(&self, _offset: u64, _len: usize) {}
     /// Whether operations are so cheap (RAM) that running them inline beats
     /// handing them to other threads.
     fn is_memory(&self) -> bool {
@@ -431,6 +437,13 @@ impl Member for MemMember {
     fn flush(&self) -> io::Result<()> {
         Ok(())
     }
+    fn prefetch_write(&self, offset: u64, len: usize) {
+        let d = self.data.read();
+        let end = usize::try_from(offset).ok().and_then(|o| o.checked_add(len).map(|e| (o, e)));
+        if let Some(b) = end.and_then(|(o, e)| d.get(o..e)) {
+            ram_map::prefetch_for_write(b);
+        }
+    }
     fn is_memory(&self) -> bool {
         true
     }
@@ -507,6 +520,19 @@ impl Member for FaultyMember {
 mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
+
+    /// A prefetch hint changes no byte, and one beyond the device (or
+    /// past the end of the address space) is ignored, not a panic.
+    #[test]
+    fn a_ram_members_prefetch_hint_changes_nothing_and_ignores_bad_ranges() {
+        let m = MemMember::new("m", 3 * 4096);
+        m.write_at(&[7u8; 4096], 4096).unwrap();
+        let before = m.snapshot();
+        for (off, len) in [(4096, 4096), (0, 3 * 4096), (2 * 4096, 4097), (3 * 4096, 1), (u64::MAX, 2), (u64::MAX - 1, usize::MAX), (5, 0)] {
+            m.prefetch_write(off, len);
+        }
+        assert_eq!(m.snapshot(), before);
+    }
 
     #[test]
     fn file_member_round_trip_and_bounds() {

@@ -51,6 +51,9 @@ const LOCKS: usize = 4096;
 /// Phases moving at most this many bytes run on the calling thread.
 const INLINE_BYTES: u64 = 64 << 10;
 
+/// The largest write [`Executor::prefetch_writes`] fetches lines for.
+const PREFETCH_MAX: u64 = 64 << 10;
+
 /// Why a program did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
@@ -294,10 +297,38 @@ impl Executor {
         let lend = slots::lendable(p);
         let lenders = if lend.contains(&true) { self.members.read().clone() } else { Vec::new() };
         let mut slots = slots::materialize(p, &self.scratch, client, &lend).map_err(ExecError::Program)?;
+        if self.all_cheap() {
+            self.prefetch_writes(p);
+        }
         let res = self.phases(p, &mut slots, journal, Loans { lend: &lend, lenders: &lenders });
         let kept = res.map(|()| p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect());
         self.scratch.recycle(slots);
         kept
+    }
+
+    /// Before a program runs on members in memory: hint its small data
+    /// and code writes to ranges it does not read first
+    /// ([`Member::prefetch_write`]).  Their lines are fetched while the reads, computations and journal record
+    /// before them run, instead of each write stalling on lines nothing
+    /// had read (a cache's destage writes pages whose homes are cold; an
+    /// RMW's writes go where its reads just were).  Metadata is streamed
+    /// around the CPU cache, and a large write is left to the hardware's
+    /// own prefetching.
+    fn prefetch_writes(&self, p: &Program) {
+        let reads = || p.phases.iter().filter_map(|ph| if let Phase::Read(ios) = ph { Some(ios) } else { None }).flatten();
+        let mut members = None;
+        for ph in &p.phases {
+            let Phase::Write { ops, .. } = ph else { continue };
+            for io in ops.iter().filter(|io| io.op.role != Role::Meta && io.op.len <= PREFETCH_MAX) {
+                let (m, at, end) = (io.op.member, io.op.offset, io.op.offset.saturating_add(io.op.len));
+                if reads().any(|r| r.op.member == m && r.op.offset <= at && r.op.offset.saturating_add(r.op.len) >= end) {
+                    continue;
+                }
+                if let Some(d) = members.get_or_insert_with(|| self.members.read()).get(m).and_then(|d| d.as_deref()) {
+                    d.prefetch_write(self.base + at, io.op.len as usize);
+                }
+            }
+        }
     }
 
     /// Run `p`'s phases in order, then count its stripes.

@@ -614,10 +614,18 @@ fn a_multi_stripe_write_is_one_op_per_member_and_reads_back() {
     }
 }
 
-/// A member that notes which call each write came through.
+/// A member that notes which call each write (and prefetch hint) came
+/// through; `cheap`: its flushes are free, as RAM's are.
 struct Calls {
     inner: MemMember,
     log: parking_lot::Mutex<Vec<(&'static str, u64, usize)>>,
+    cheap: bool,
+}
+
+impl Calls {
+    fn new(cheap: bool) -> Arc<Calls> {
+        Arc::new(Calls { inner: MemMember::new("m", 1 << 20), log: Default::default(), cheap })
+    }
 }
 
 impl Member for Calls {
@@ -641,6 +649,12 @@ impl Member for Calls {
     fn flush(&self) -> io::Result<()> {
         Ok(())
     }
+    fn cheap_flush(&self) -> bool {
+        self.cheap
+    }
+    fn prefetch_write(&self, offset: u64, len: usize) {
+        self.log.lock().push(("prefetch_write", offset, len));
+    }
 }
 
 /// Metadata writes (log and journal records, tables: nothing reads them
@@ -649,7 +663,7 @@ impl Member for Calls {
 /// code writes as plain writes.  The bytes are the same either way.
 #[test]
 fn metadata_writes_reach_members_as_appends_and_the_rest_as_writes() {
-    let m = Arc::new(Calls { inner: MemMember::new("m", 1 << 20), log: Default::default() });
+    let m = Calls::new(false);
     let ex = Executor::new(vec![Some(m.clone() as Arc<dyn Member>)], 0);
     let mut p = Program::default();
     let input = p.buf(Buf::Input { off: 0, len: 3 * 4096 + 100 });
@@ -672,6 +686,51 @@ fn metadata_writes_reach_members_as_appends_and_the_rest_as_writes() {
     assert_eq!(read(8192, 4096), client[4096..8192]);
     assert_eq!(read(65536, 4196), client[8192..]);
     assert_eq!(ex.counters().ops.meta_writes, 1);
+}
+
+/// On members in memory a program first asks each member to fetch the
+/// lines of its small data and code writes that it does not read first
+/// (a cache's destage writing pages whose homes nothing read), before
+/// any phase runs; not an RMW's writes over what it just read, not
+/// metadata, not a write over 64 KiB, and nothing on members whose
+/// operations are not memory copies.  The bytes written are the same.
+#[test]
+fn small_writes_not_read_first_are_prefetched_on_memory_members() {
+    for cheap in [true, false] {
+        let ms: Vec<Arc<Calls>> = (0..3).map(|_| Calls::new(cheap)).collect();
+        let ex = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+        ex.run(&rmw(0, 2, 8192), Client::In(&[5u8; 4096]), None).unwrap();
+        assert!(ms.iter().all(|m| m.log.lock().iter().all(|c| c.0 != "prefetch_write")), "an RMW's writes go where its reads were");
+        for m in &ms {
+            m.log.lock().clear();
+        }
+        let mut p = Program::default();
+        let input = p.buf(Buf::Input { off: 0, len: 4096 });
+        let big = p.buf(Buf::Scratch(128 << 10));
+        let old = p.buf(Buf::Scratch(2048));
+        // Half of member 1's write is read first: the write is still prefetched.
+        p.phases.push(Phase::Read(vec![Io::new(op(1, 4096, 2048, Role::Code), Ref::new(old, 0))]));
+        p.phases.push(Phase::write(vec![
+            Io::new(op(0, 0, 4096, Role::Data), Ref::new(input, 0)),
+            Io::new(op(1, 4096, 4096, Role::Code), Ref::new(input, 0)),
+            Io::new(op(2, 0, 4096, Role::Meta), Ref::new(input, 0)),
+            Io::new(op(2, 65536, 128 << 10, Role::Data), Ref::new(big, 0)),
+        ]));
+        let client: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+        ex.run(&p, Client::In(&client), None).unwrap();
+        let hinted = |m: usize| ms[m].log.lock().iter().filter(|c| c.0 == "prefetch_write").map(|c| (c.1, c.2)).collect::<Vec<_>>();
+        let want = |w: Vec<(u64, usize)>| if cheap { w } else { Vec::new() };
+        assert_eq!((hinted(0), hinted(1), hinted(2)), (want(vec![(0, 4096)]), want(vec![(4096, 4096)]), vec![]), "cheap {cheap}");
+        // Each hint came before its member's write.
+        for m in 0..2 {
+            let log = ms[m].log.lock();
+            let first_write = log.iter().position(|c| c.0 != "prefetch_write").unwrap();
+            assert!(log[..first_write].len() == usize::from(cheap), "member {m}: {log:?}");
+        }
+        assert_eq!(peek(&ms[0].inner, 0, 4096), client);
+        assert_eq!(peek(&ms[1].inner, 4096, 4096), client);
+        assert_eq!(peek(&ms[2].inner, 0, 4096), client);
+    }
 }
 
 /// A member file on the RAM file system (mapped, so it can lend its
