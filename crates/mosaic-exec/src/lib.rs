@@ -308,12 +308,12 @@ impl Executor {
 
     /// Before a program runs on members in memory: hint its small data
     /// and code writes to ranges it does not read first
-    /// ([`Member::prefetch_write`]).  Their lines are fetched while the reads, computations and journal record
-    /// before them run, instead of each write stalling on lines nothing
-    /// had read (a cache's destage writes pages whose homes are cold; an
-    /// RMW's writes go where its reads just were).  Metadata is streamed
-    /// around the CPU cache, and a large write is left to the hardware's
-    /// own prefetching.
+    /// ([`Member::prefetch_write`]).  Their lines are fetched while the
+    /// reads, computations and journal record before them run, instead of
+    /// each write stalling on lines nothing had read (a cache's destage
+    /// writes pages whose homes are cold; an RMW's writes go where its
+    /// reads just were).  Metadata is streamed around the CPU cache, and a
+    /// large write is left to the hardware's own prefetching.
     fn prefetch_writes(&self, p: &Program) {
         let reads = || p.phases.iter().filter_map(|ph| if let Phase::Read(ios) = ph { Some(ios) } else { None }).flatten();
         let mut members = None;
@@ -325,7 +325,7 @@ impl Executor {
                     continue;
                 }
                 if let Some(d) = members.get_or_insert_with(|| self.members.read()).get(m).and_then(|d| d.as_deref()) {
-                    d.prefetch_write(self.base + at, io.op.len as usize);
+                    d.prefetch_write(self.base.saturating_add(at), io.op.len as usize);
                 }
             }
         }
