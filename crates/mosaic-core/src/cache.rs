@@ -1268,7 +1268,7 @@ impl CachedArray {
             run(self, steps)?;
         }
         for row in self.parity_rows() {
-            let steps = self.flush_rows(&[row], h)?;
+            let steps = self.parity_flush(row, h)?;
             run(self, steps)?;
         }
         Ok(())
