@@ -607,14 +607,16 @@ impl Array {
     /// again.  A `rider` not yet logged goes in the same record.  The
     /// guard keeps a checkpoint from starting until the caller's member
     /// writes are done.
-    fn journal_append(&self, writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied], rider: Option<&Rider<'_>>) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
+    fn journal_append(&self, writes: &[DevWrite<'_>], marks: &[Mark], how: Logged<'_>) -> Result<Option<RwLockReadGuard<'_, ()>>, ArrayError> {
         let Some(j) = &self.journal else { return Ok(None) };
-        let rider = rider.filter(|r| r.seq.get().is_none());
+        let rider = how.rider.filter(|r| r.seq.get().is_none());
         loop {
             let g = self.inflight.read();
-            let mut entries = journal_entries_of(writes, marks, copies, j.checkpoint_seq());
+            let since = j.checkpoint_seq();
+            let mut entries = journal_entries_of(writes, marks, how.copies, since);
             entries.extend(rider.map(|r| Entry::Logical { offset: r.offset, data: r.data }));
-            if let Some(seq) = j.try_append(&entries)? {
+            let expanded = (how.steps.len() > 1).then(|| expanded_by_step(writes, marks, how.copies, rider, how.steps, since));
+            if let Some(seq) = j.try_append_as(&entries, expanded)? {
                 j.sync_to(seq)?;
                 if let Some(r) = rider {
                     let _ = r.seq.set(seq);
@@ -969,7 +971,7 @@ impl Array {
     /// the journal.  A member error fails the member; the error names
     /// `what`.
     pub(crate) fn run_program(&self, p: &Program, client: Client<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        self.run_program_copying(p, client, &[], None, what)
+        self.run_program_logged(p, client, Logged::default(), what)
     }
 
     /// Buffers a program kept, back to the executor's scratch pool.
@@ -977,11 +979,11 @@ impl Array {
         self.exec.give_back(kept);
     }
 
-    /// [`Array::run_program`] whose journaled writes named in `copies` are
-    /// logged as copies of a logical record's bytes, and whose first
-    /// journal record carries `rider`'s logical write if no record has yet.
-    pub(crate) fn run_program_copying(&self, p: &Program, client: Client<'_>, copies: &[Copied], rider: Option<&Rider<'_>>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        let hook = ArrayJournal(self, copies, rider);
+    /// [`Array::run_program`] with its journal records written as `how`
+    /// says (a cache volume's destage: copies, its write's logical entry,
+    /// steps run beside each other).
+    pub(crate) fn run_program_logged(&self, p: &Program, client: Client<'_>, how: Logged<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
+        let hook = ArrayJournal(self, how);
         let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
         self.exec.run(p, client, journal).map_err(|e| {
             if let ExecError::Device(f) = &e {
@@ -1095,7 +1097,7 @@ impl Array {
 
     /// [`Array::write_stripes`] through the layouts of `sh`, without the gate.
     pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let hook = ArrayJournal(self, &[], None);
+        let hook = ArrayJournal(self, Logged::default());
         let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
         for (layout, off, at) in sh.split(offset, data.len() as u64) {
             let part = &data[at];
@@ -1241,12 +1243,29 @@ impl Planner for Request<'_> {
 }
 
 /// The array's journal as the executor's journal hook.
-struct ArrayJournal<'a>(&'a Array, &'a [Copied], Option<&'a Rider<'a>>);
+struct ArrayJournal<'a>(&'a Array, Logged<'a>);
 
 impl JournalHook for ArrayJournal<'_> {
     fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
-        Ok(Box::new(self.0.journal_append(writes, marks, self.1, self.2).map_err(|e| e.to_string())?))
+        Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
     }
+}
+
+/// How a program's journal records are written beyond its writes and
+/// marks (a cache volume's destage; the default: nothing more).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Logged<'a> {
+    /// Member writes whose bytes a logical record holds: logged as copies.
+    pub copies: &'a [Copied],
+    /// A write's logical entry, in the first record if none carried it yet.
+    pub rider: Option<&'a Rider<'a>>,
+    /// A program of steps run beside each other
+    /// ([`mosaic_core::Program::run_beside`]): each step's write
+    /// operations and marks, in order.  Their one record counts toward a
+    /// cache volume's checkpoints as the records they would have taken
+    /// one by one ([`Journal::used_expanded`]), so its checkpoints, and
+    /// the destages they force, fall where they did.
+    pub steps: &'a [(usize, usize)],
 }
 
 /// A cache volume's logical write that rides in the first journal record
@@ -1268,6 +1287,21 @@ pub(crate) type Copied = (usize, u64, u64, u64);
 /// replay writes them where the merged write would have), as a copy when
 /// `copies` names the part and its record is not older than the journal's
 /// checkpoint `since` (else with its bytes).
+/// What one record of steps run beside each other counts toward a cache
+/// volume's checkpoints: the records each step would have appended alone,
+/// `rider` in the first ([`Logged::steps`]).
+fn expanded_by_step(writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied], rider: Option<&Rider<'_>>, steps: &[(usize, usize)], since: u64) -> u64 {
+    let (mut w, mut m, mut total) = (0, 0, 0);
+    for (i, &(nw, nm)) in steps.iter().enumerate() {
+        let (ws, ms) = (writes.get(w..w + nw).unwrap_or(&[]), marks.get(m..m + nm).unwrap_or(&[]));
+        let mut part = journal_entries_of(ws, ms, copies, since);
+        part.extend(rider.filter(|_| i == 0).map(|r| Entry::Logical { offset: r.offset, data: r.data }));
+        total += Journal::expanded_len(&part);
+        (w, m) = (w + nw, m + nm);
+    }
+    total
+}
+
 fn journal_entries_of<'b>(writes: &[DevWrite<'b>], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
     let resync = marks.iter().map(|m| match *m {
         Mark::Resync { row } => Entry::Resync { row },
@@ -1284,4 +1318,56 @@ fn journal_entries_of<'b>(writes: &[DevWrite<'b>], marks: &[Mark], copies: &[Cop
         None => Entry::Device { member: m, offset: off, data: b },
     });
     resync.chain(device).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mosaic_core::{DevOp, Role};
+    use mosaic_dev::MemMember;
+
+    fn op(member: usize, offset: u64) -> DevOp {
+        DevOp { member, offset, len: 4096, role: Role::Data, col: 0 }
+    }
+
+    /// One record of two steps run beside each other counts toward a
+    /// cache volume's checkpoints exactly as the two records the steps
+    /// append one by one (the rider in the first), though it takes less
+    /// of the ring; one step counts as its record.
+    #[test]
+    fn steps_beside_each_other_count_as_their_records_apart() {
+        let journal = || Journal::format(Arc::new(MemMember::new("j", 4 << 20)), Uuid::new_v4()).unwrap();
+        let (page, code, logical) = (vec![1u8; 4096], vec![2u8; 4096], vec![3u8; 4096]);
+        let (p, c) = ([page.as_slice()], [code.as_slice()]);
+        // Step A: a page (logged as a copy) and its row's code; step B:
+        // another row's code and a resync mark.
+        let writes: Vec<DevWrite<'_>> = vec![(op(0, 0), &p), (op(4, 0), &c), (op(3, 8192), &c)];
+        let marks = [Mark::Resync { row: 2 }];
+        let copies: [Copied; 1] = [(0, 0, 1, 0)];
+        let rider = Rider { offset: 4096, data: &logical, seq: Default::default() };
+        fn entries<'b>(w: &[DevWrite<'b>], m: &[Mark], copies: &[Copied], rider: Option<&'b Rider<'b>>) -> Vec<Entry<&'b [u8]>> {
+            let mut e = journal_entries_of(w, m, copies, 0);
+            e.extend(rider.map(|r| Entry::Logical { offset: r.offset, data: r.data }));
+            e
+        }
+
+        let apart = journal();
+        apart.try_append(&entries(&writes[..2], &[], &copies, Some(&rider))).unwrap().unwrap();
+        apart.try_append(&entries(&writes[2..], &marks, &copies, None)).unwrap().unwrap();
+
+        let beside = journal();
+        let expanded = expanded_by_step(&writes, &marks, &copies, Some(&rider), &[(2, 0), (1, 1)], 0);
+        beside.try_append_as(&entries(&writes, &marks, &copies, Some(&rider)), Some(expanded)).unwrap().unwrap();
+        assert_eq!(beside.used_expanded(), apart.used_expanded());
+        assert!(beside.used() < apart.used(), "one record header and table, not two");
+        let counted_whole = journal();
+        counted_whole.try_append(&entries(&writes, &marks, &copies, Some(&rider))).unwrap().unwrap();
+        assert!(counted_whole.used_expanded() < apart.used_expanded(), "the split matters");
+
+        let one = journal();
+        one.try_append_as(&entries(&writes[..2], &[], &copies, Some(&rider)), Some(expanded_by_step(&writes[..2], &[], &copies, Some(&rider), &[(2, 0)], 0))).unwrap().unwrap();
+        let alone = journal();
+        alone.try_append(&entries(&writes[..2], &[], &copies, Some(&rider))).unwrap().unwrap();
+        assert_eq!(one.used_expanded(), alone.used_expanded());
+    }
 }

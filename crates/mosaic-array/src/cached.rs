@@ -26,6 +26,10 @@
 //! the destage it sets off (no record or sync of its own:
 //! [`crate::array::Rider`]); a page of the write that this destage writes
 //! is logged with its bytes, since a copy must name an earlier record.
+//! Two steps in a row on different rows run as one program
+//! ([`mosaic_core::Program::run_beside`]), so their writes share a record
+//! too (a write that flushes one row's parity to make room and destages
+//! a page of another); the device operations are the same.
 //! The volume keeps the journal ring under half full: past that it
 //! destages everything and checkpoints.  Replay at open (see
 //! [`crate::journal`]) applies member records, recomputes the code of
@@ -36,9 +40,11 @@
 //! the checkpoint: each write of a page logs it again), not with the bytes
 //! a second time; replay resolves the copy into the same member write
 //! ([`crate::journal`]).  The half-full rule counts a copy as the bytes it
-//! stands for, so checkpoints (and the destages they force) fall where
-//! they did before copies.  Dropping the volume closes it (destages
-//! everything); if that fails the journal is left for the next open.
+//! stands for, and a record of steps run beside each other as the records
+//! they would have taken one by one, so checkpoints (and the destages they
+//! force) fall where they did before copies and shared records.  Dropping
+//! the volume closes it (destages everything); if that fails the journal
+//! is left for the next open.
 //! A write larger than the write cache bypasses it
 //! (journaled member writes); since logical records replay last, the
 //! pages of its range that an earlier logical record holds are logged
@@ -73,10 +79,10 @@ use std::borrow::Cow;
 use parking_lot::Mutex;
 
 use mosaic_core::cache::{KeyMap, Recipe, Widened};
-use mosaic_core::{CacheConfig, CachedArray, Step};
+use mosaic_core::{CacheConfig, CachedArray, Phase, Program, Step};
 use mosaic_exec::Client;
 
-use crate::array::{Copied, Rider};
+use crate::array::{Copied, Logged, Rider};
 use crate::journal::Entry;
 use crate::{Array, ArrayError};
 
@@ -136,28 +142,52 @@ impl CacheVolume {
     /// Run steps in order, each as the one program it lowers into (the
     /// code it keeps stored once it has run, nothing stored if it fails);
     /// `rider`, a write's logical record, goes in the first journal record
-    /// they append.
+    /// they append.  A step on another row than the one before it runs
+    /// beside it ([`Program::run_beside`]): a write that flushes one row's
+    /// parity and destages a page of another logs both in one journal
+    /// record, with the same device operations.
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
-        for st in steps {
-            let p = c.lower(&st, true)?;
-            let copies = self.copies(c, &st);
-            let ran = self.arr.run_program_copying(&p, Client::None, &copies, rider, WHAT);
+        let mut steps = steps.into_iter().peekable();
+        while let Some(st) = steps.next() {
+            let mut p = c.lower(&st, true)?;
+            let (kept_mine, logged_mine) = (p.keep.len(), written(&p));
+            let beside = match steps.peek() {
+                // Lowered before `st` commits: a step's program depends on
+                // its own row's cached code only.
+                Some(next) if other_rows(&st, next) => {
+                    let q = c.lower(next, true)?;
+                    p.fits_beside(&q).then(|| p.run_beside(q)).and_then(|()| steps.next())
+                }
+                _ => None,
+            };
+            let mut copies = self.copies(c, &st);
+            copies.extend(beside.iter().flat_map(|b| self.copies(c, b)));
+            let all = written(&p);
+            let split = [logged_mine, (all.0 - logged_mine.0, all.1 - logged_mine.1)];
+            let how = Logged { copies: &copies, rider, steps: if beside.is_some() { &split } else { &[] } };
+            let ran = self.arr.run_program_logged(&p, Client::None, how, WHAT);
             // The program's references to the cache's buffers go first, so
             // commit may store the new code over the old and the step's
             // pages be reused.
             drop(p);
-            match ran {
-                Ok(kept) => {
-                    let done = c.commit(&st, &kept);
-                    self.arr.give_back(kept);
-                    done?;
-                    c.recycle(st);
-                }
+            let kept = match ran {
+                Ok(kept) => kept,
                 Err(e) => {
                     c.abort(&st);
+                    beside.iter().for_each(|b| c.abort(b));
                     return Err(e);
                 }
+            };
+            let (a, b) = kept.split_at(kept_mine);
+            let done = c.commit(&st, a);
+            let done_beside = beside.as_ref().map_or(Ok(()), |s| c.commit(s, b));
+            self.arr.give_back(kept);
+            done?;
+            done_beside?;
+            c.recycle(st);
+            if let Some(s) = beside {
+                c.recycle(s);
             }
         }
         Ok(())
@@ -383,6 +413,20 @@ impl CacheVolume {
         }
         self.arr.close()
     }
+}
+
+/// The write operations and marks of `p`'s journaled phases.
+fn written(p: &Program) -> (usize, usize) {
+    p.phases.iter().fold((0, 0), |(w, m), ph| match ph {
+        Phase::Write { ops, journal: true, marks } => (w + ops.len(), m + marks.len()),
+        _ => (w, m),
+    })
+}
+
+/// Whether `a` and `b` are parity steps of different rows: `b` may be
+/// lowered before `a` has run, and run beside it.
+fn other_rows(a: &Step, b: &Step) -> bool {
+    matches!((&a.recipe, &b.recipe), (Recipe::Parity { stripe: x, .. }, Recipe::Parity { stripe: y, .. }) if x != y)
 }
 
 impl Drop for CacheVolume {

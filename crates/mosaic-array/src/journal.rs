@@ -766,7 +766,8 @@ impl Journal {
     /// record of their own.  A cache volume checkpoints by this measure,
     /// so neither copies nor riders move its checkpoints (or the destages
     /// those force).
-    fn expanded_len(entries: &[Entry<&[u8]>], payload: usize) -> u64 {
+    pub(crate) fn expanded_len(entries: &[Entry<&[u8]>]) -> u64 {
+        let payload = record_payload_len(entries);
         // Bytes the copies stand for beyond their own; logical entries
         // and their bytes.
         let (mut copied, mut n, mut logical) = (0usize, 0usize, 0usize);
@@ -799,6 +800,13 @@ impl Journal {
     /// when the ring must checkpoint first.  Not yet durable: see
     /// [`Journal::sync_to`].
     pub fn try_append(&self, entries: &[Entry<&[u8]>]) -> Result<Option<u64>, ArrayError> {
+        self.try_append_as(entries, None)
+    }
+
+    /// [`Journal::try_append`], the record counted toward
+    /// [`Journal::used_expanded`] as `expanded` bytes when given (the
+    /// records it stands for), else by [`Journal::expanded_len`].
+    pub(crate) fn try_append_as(&self, entries: &[Entry<&[u8]>], expanded: Option<u64>) -> Result<Option<u64>, ArrayError> {
         let payload = record_payload_len(entries);
         let len = frame::encoded_len(payload) as u64;
         if len > self.capacity() || payload > frame::MAX_PAYLOAD {
@@ -814,7 +822,7 @@ impl Journal {
         // sequence number and checksum are set and the record written,
         // its bytes taken from where they lie.
         let mut rec = encode_record_unsealed(entries);
-        let expanded = Self::expanded_len(entries, payload);
+        let expanded = expanded.unwrap_or_else(|| Self::expanded_len(entries));
         let mut r = self.ring.lock();
         if r.tail + len > self.size {
             return Ok(None);

@@ -145,6 +145,21 @@ impl Combine {
     }
 }
 
+/// The writes of `p` when it is at most a read, a computation and one
+/// journaled write, in that order, and appends to no zone
+/// ([`Program::fits_beside`]).
+fn one_journaled_write(p: &Program) -> Option<&[Io]> {
+    let ph = p.phases.as_slice();
+    let write = match ph {
+        [Phase::Read(_), Phase::Compute(_), w] | [Phase::Read(_) | Phase::Compute(_), w] | [w] => w,
+        _ => return None,
+    };
+    match write {
+        Phase::Write { ops, journal: true, .. } if !p.ordered => Some(ops),
+        _ => None,
+    }
+}
+
 /// One step of a program; phases run in order, the operations inside a
 /// phase concurrently.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +215,65 @@ impl Program {
     /// Append `next`'s phases after this program's, its buffers renumbered
     /// after this one's: the two run as one program, in order.
     pub fn append(&mut self, next: Program) {
+        let phases = self.absorb(next, 0);
+        self.phases.extend(phases);
+    }
+
+    /// Whether `next` may run beside this program ([`Program::run_beside`]):
+    /// each is at most a read, a computation and one journaled write, in
+    /// that order, and `next` neither reads nor writes a range this
+    /// program writes.
+    pub fn fits_beside(&self, next: &Program) -> bool {
+        let (Some(writes), Some(_)) = (one_journaled_write(self), one_journaled_write(next)) else { return false };
+        let overlaps = |io: &Io| writes.iter().any(|w| w.op.member == io.op.member && w.op.offset < io.op.offset + io.op.len && io.op.offset < w.op.offset + w.op.len);
+        !next.io().flat_map(|(_, ios)| ios).any(overlaps)
+    }
+
+    /// Run `next` beside this program, phase by phase: their reads, then
+    /// their computations, then all their writes in one journaled phase,
+    /// so the journal logs both in one record.  Only where `next`
+    /// [fits beside](Program::fits_beside) it: run one after the other,
+    /// `next`'s reads would come after this program's writes, which they
+    /// do not overlap, so every read and write moves the same bytes
+    /// either way.
+    ///
+    /// ```text
+    ///   self: Read A  Compute A  Write A (journaled)
+    ///   next:         Compute B  Write B (journaled)
+    ///     ==> Read A  Compute A, B  Write A, B (journaled: one record)
+    /// ```
+    pub fn run_beside(&mut self, next: Program) {
+        assert!(self.fits_beside(&next), "a program that does not fit beside this one");
+        let lanes = self.lanes() as u32;
+        let theirs = self.absorb(next, lanes);
+        let (mut reads, mut computes, mut writes, mut marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ph in std::mem::take(&mut self.phases).into_iter().chain(theirs) {
+            match ph {
+                Phase::Read(ios) => reads.extend(ios),
+                Phase::Compute(cs) => computes.extend(cs),
+                Phase::Write { ops, marks: m, .. } => {
+                    writes.extend(ops);
+                    marks.extend(m);
+                }
+                Phase::Flush(_) | Phase::Reset(_) => unreachable!("one_journaled_write admits reads, computations and writes only"),
+            }
+        }
+        if !reads.is_empty() {
+            self.phases.push(Phase::Read(reads));
+        }
+        if !computes.is_empty() {
+            self.phases.push(Phase::Compute(computes));
+        }
+        self.phases.push(Phase::Write { ops: writes, journal: true, marks });
+    }
+
+    /// Take `next`'s buffers, locks, methods and kept buffers after this
+    /// program's; its phases, renumbered to match (lanes moved up by
+    /// `lanes`), to put where the caller wants them.
+    fn absorb(&mut self, next: Program, lanes: u32) -> Vec<Phase> {
         let base = self.bufs.len() as u32;
         let shift = |r: Ref| Ref { buf: r.buf + base, off: r.off };
-        let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), ..io }).collect();
+        let shift_ios = |ios: Vec<Io>| ios.into_iter().map(|io| Io { at: shift(io.at), lane: io.lane + lanes, ..io }).collect();
         self.bufs.extend(next.bufs.into_iter().map(|b| match b {
             Buf::Gather(pieces) => Buf::Gather(pieces.into_iter().map(|(r, n)| (shift(r), n)).collect()),
             b => b,
@@ -211,8 +282,9 @@ impl Program {
         self.methods.extend(next.methods);
         self.keep.extend(next.keep.iter().map(|k| k + base));
         self.ordered |= next.ordered;
-        for ph in next.phases {
-            self.phases.push(match ph {
+        next.phases
+            .into_iter()
+            .map(|ph| match ph {
                 Phase::Read(ios) => Phase::Read(shift_ios(ios)),
                 Phase::Write { ops, journal, marks } => Phase::Write { ops: shift_ios(ops), journal, marks },
                 Phase::Compute(cs) => {
@@ -220,8 +292,8 @@ impl Program {
                     Phase::Compute(cs.collect())
                 }
                 other => other,
-            });
-        }
+            })
+            .collect()
     }
 
     /// Add a buffer; its index.
@@ -582,6 +654,64 @@ mod tests {
 
     fn op(member: usize, offset: u64, len: u64) -> DevOp {
         DevOp { member, offset, len, role: Role::Data, col: 0 }
+    }
+
+    /// A read-modify-write of row 0 (A) and a code write of row 1 (B)
+    /// run beside each other: A's read, both computations, one journaled
+    /// write phase with both rows' writes and marks; B's buffers, kept
+    /// buffers and lanes follow A's.  Programs that do not fit do not run
+    /// beside each other.
+    #[test]
+    fn programs_on_other_ranges_run_beside_each_other() {
+        let page: Arc<[u8]> = vec![7u8; 4096].into();
+        let a = || {
+            let mut p = Program { locks: vec![0], ..Program::default() };
+            let s = p.buf(Buf::Scratch(8192));
+            let i = p.buf(Buf::Input { off: 0, len: 4096 });
+            p.phases.push(Phase::Read(vec![Io::new(op(1, 0, 4096), Ref::new(s, 0)), Io::new(op(4, 0, 4096), Ref::new(s, 4096))]));
+            p.phases.push(Phase::Compute(vec![Combine { dst: Ref::new(s, 4096), len: 4096, acc: true, terms: vec![(1, Ref::new(s, 0)), (1, Ref::new(i, 0))] }]));
+            p.phases.push(Phase::Write { ops: vec![Io::new(op(1, 0, 4096), Ref::new(i, 0)), Io::new(op(4, 0, 4096), Ref::new(s, 4096))], journal: true, marks: vec![] });
+            p.keep.push(s as u32);
+            p
+        };
+        let b = |page: &Arc<[u8]>, write_at: (usize, u64)| {
+            let mut p = Program { locks: vec![1], ..Program::default() };
+            let d = p.buf(Buf::Bytes(page.clone()));
+            let c = p.buf(Buf::Scratch(4096));
+            p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(c, 0), Ref::new(d, 0), 4096)]));
+            let mut w = Io::new(op(write_at.0, write_at.1, 4096), Ref::new(c, 0));
+            w.lane = 1;
+            p.phases.push(Phase::Write { ops: vec![Io::new(op(2, 4096, 4096), Ref::new(d, 0)), w], journal: true, marks: vec![Mark::Resync { row: 1 }] });
+            p.keep.push(c as u32);
+            p
+        };
+
+        let mut p = a();
+        p.run_beside(b(&page, (4, 4096)));
+        p.validate().unwrap();
+        assert_eq!((p.locks.clone(), p.keep.clone(), p.bufs.len()), (vec![0, 1], vec![0, 3], 4));
+        let [Phase::Read(reads), Phase::Compute(cs), Phase::Write { ops, journal: true, marks }] = p.phases.as_slice() else { panic!("{:?}", p.phases) };
+        assert_eq!(reads.len(), 2);
+        assert_eq!(cs[1], Combine::copy(Ref::new(3, 0), Ref::new(2, 0), 4096), "B's buffers renumbered after A's");
+        let placed: Vec<(usize, u64, u32, u32)> = ops.iter().map(|io| (io.op.member, io.op.offset, io.at.buf, io.lane)).collect();
+        assert_eq!(placed, [(1, 0, 1, 0), (4, 0, 0, 0), (2, 4096, 2, 1), (4, 4096, 3, 2)], "A's writes, then B's, its lanes after A's");
+        assert_eq!(marks, &[Mark::Resync { row: 1 }]);
+
+        // Not beside: B writing or reading what A writes, a flush, an
+        // unjournaled write, zone appends.
+        let overlap = b(&page, (4, 2048));
+        let mut reads_a = b(&page, (4, 4096));
+        reads_a.phases.insert(0, Phase::Read(vec![Io::new(op(1, 0, 512), Ref::new(1, 0))]));
+        let mut flushes = b(&page, (4, 4096));
+        flushes.phases.push(Phase::Flush(vec![2]));
+        let mut plain = b(&page, (4, 4096));
+        plain.phases[1] = Phase::write(vec![Io::new(op(2, 4096, 4096), Ref::new(0, 0))]);
+        let mut ordered = b(&page, (4, 4096));
+        ordered.ordered = true;
+        for (what, q) in [("overlapping write", overlap), ("read of A's write", reads_a), ("flush", flushes), ("unjournaled", plain), ("ordered", ordered)] {
+            assert!(a().fits_beside(&b(&page, (4, 4096))));
+            assert!(!a().fits_beside(&q), "{what}");
+        }
     }
 
     #[test]
