@@ -73,8 +73,21 @@
 //! `none`: a member missing at the next open loses its data units in the
 //! rows the journal marked, which [`crate::lost`] names and keeps as lost
 //! ranges (reads of them fail; writing them again clears them).
+//!
+//! **A destage that fails part-way stops the volume.**  Planning a step
+//! takes its pages out of the cache and updates the policy's entries
+//! before the members see it, so a member that fails in the middle of a
+//! destage (or a journal record that cannot be written, or a plan that
+//! fails after the cache changed) leaves the cache not matching the
+//! members: a read would return old bytes of an acknowledged write.
+//! The volume stops instead, as a DVS array with a failed destage does:
+//! every later request, and close, fails with an error that names the
+//! way back, and dropping it leaves the journal.  Opening the array again
+//! replays the journal without the failed member, as after a crash that
+//! took it (`an_unplanned_failure_mid_destage_stops_the_volume_and_loses_nothing`).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
@@ -95,6 +108,9 @@ pub struct CacheVolume {
     /// last checkpoint holds, with the newest such record's sequence
     /// number (write-back only).
     logged: Mutex<KeyMap<u64, u64>>,
+    /// Why the volume stopped serving, once a step it planned could not
+    /// run ([`CacheVolume::stop_on`]).
+    stopped: OnceLock<String>,
 }
 
 impl CacheVolume {
@@ -124,7 +140,7 @@ impl CacheVolume {
             }
             None => false,
         };
-        Ok(CacheVolume { arr, cache: Mutex::new(cache), write_back, logged: Mutex::new(Default::default()) })
+        Ok(CacheVolume { arr, cache: Mutex::new(cache), write_back, logged: Mutex::new(Default::default()), stopped: OnceLock::new() })
     }
 
     pub fn array(&self) -> &Array {
@@ -139,6 +155,46 @@ impl CacheVolume {
         self.cache.lock().cache_stats()
     }
 
+    /// Why the volume stopped serving, if it has: a destage, a journal
+    /// record or the planning of either failed part-way (see the module
+    /// docs).
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.get().map(String::as_str)
+    }
+
+    /// An error once the volume has stopped.
+    fn live(&self) -> Result<(), ArrayError> {
+        let Some(why) = self.stopped.get() else { return Ok(()) };
+        let recover = if self.write_back {
+            "the journal holds every acknowledged write: close the array and open it again, which replays it"
+        } else {
+            "the members hold every acknowledged write: close the array and open it again, then scrub it"
+        };
+        Err(ArrayError::Io(format!("the cache volume has stopped ({why}): what it holds no longer matches the members; {recover}")))
+    }
+
+    /// The cache, locked, of a volume that has not stopped.
+    fn lock_live(&self) -> Result<parking_lot::MutexGuard<'_, CachedArray>, ArrayError> {
+        let c = self.cache.lock();
+        self.live()?;
+        Ok(c)
+    }
+
+    /// `r`; an error stops the volume.  Planning a destage takes the pages
+    /// it writes out of the cache and updates the policy's entries before
+    /// any member sees it, so a destage, or a journal record, that fails
+    /// part-way (an unplanned member failure, a journal device error)
+    /// leaves the cache not matching the members, and a later read would
+    /// return old bytes of an acknowledged write.  Every request after
+    /// fails instead (close does not destage and leaves the journal), until
+    /// the array is opened again: opening replays the journal.
+    fn stop_on<T>(&self, r: Result<T, ArrayError>) -> Result<T, ArrayError> {
+        if let Err(e) = &r {
+            let _ = self.stopped.set(e.to_string());
+        }
+        r
+    }
+
     /// Run steps in order, each as the one program it lowers into (the
     /// code it keeps stored once it has run, nothing stored if it fails);
     /// `rider`, a write's logical record, goes in the first journal record
@@ -147,6 +203,12 @@ impl CacheVolume {
     /// parity and destages a page of another logs both in one journal
     /// record, with the same device operations.
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
+        let ran = self.exec_steps(c, steps, rider);
+        self.stop_on(ran)
+    }
+
+    /// [`CacheVolume::exec`], without stopping the volume on an error.
+    fn exec_steps(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
         const WHAT: &str = "a member failed while the cache was destaging; the array is degraded";
         let mut steps = steps.into_iter().peekable();
         while let Some(st) = steps.next() {
@@ -232,7 +294,7 @@ impl CacheVolume {
         let h = self.arr.health();
         let geo = c.geometry().clone();
         let exts = geo.split(offset, buf.len() as u64);
-        let r = c.read_steps(offset, buf.len() as u64, &h)?;
+        let r = self.stop_on(c.read_steps(offset, buf.len() as u64, &h).map_err(ArrayError::from))?;
         self.exec(c, r.flush, None)?;
         for (o, l) in r.ranges {
             let at = (o - offset) as usize;
@@ -251,7 +313,7 @@ impl CacheVolume {
 
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
         self.arr.layout().planner.check(offset, buf.len() as u64)?;
-        let mut c = self.cache.lock();
+        let mut c = self.lock_live()?;
         self.read_locked(&mut c, offset, buf)
     }
 
@@ -260,18 +322,18 @@ impl CacheVolume {
         let len = data.len() as u64;
         self.arr.layout().planner.check(offset, len)?;
         self.arr.mark_dirty()?;
-        let mut c = self.cache.lock();
+        let mut c = self.lock_live()?;
         let unit = c.geometry().unit;
         let w = c.widen(offset, len);
         let (lo, hi) = (w.offset, w.offset + w.len);
         let page_bytes = self.page_bytes(&mut c, &w, offset, data)?;
         let bypass = w.len / unit > c.config().write_cache / unit;
-        let rider = if self.write_back { self.log_write(&mut c, lo, &page_bytes, bypass)? } else { None };
+        let rider = if self.write_back { self.stop_on(self.log_write(&mut c, lo, &page_bytes, bypass))? } else { None };
         let h = self.arr.health();
-        let steps = c.write_steps(lo, hi - lo, Some(&page_bytes), &h)?;
+        let steps = self.stop_on(c.write_steps(lo, hi - lo, Some(&page_bytes), &h).map_err(ArrayError::from))?;
         let ran = self.exec(&mut c, steps, rider.as_ref());
         if let Some(r) = &rider {
-            self.logged_in(r, unit, ran.is_ok())?;
+            self.stop_on(self.logged_in(r, unit, ran.is_ok()))?;
         }
         ran?;
         if !self.write_back {
@@ -386,29 +448,31 @@ impl CacheVolume {
     /// Completed writes durable: in the journal (write-back) or on the
     /// members (write-through); members flushed either way.
     pub fn flush(&self) -> Result<(), ArrayError> {
+        self.live()?;
         self.arr.flush()
     }
 
     /// Destage everything (parity current on the drives) and flush.
     pub fn sync(&self) -> Result<(), ArrayError> {
-        let mut c = self.cache.lock();
+        let mut c = self.lock_live()?;
         self.destage_all(&mut c)?;
         self.arr.flush()
     }
 
     /// Planned removal: destage everything, then fail the member.
     pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {
-        let mut c = self.cache.lock();
+        let mut c = self.lock_live()?;
         self.destage_all(&mut c)?;
         self.arr.fail_member(idx)
     }
 
-    /// Destage everything and close the array clean.
+    /// Destage everything and close the array clean.  A stopped volume
+    /// refuses, and dropping it leaves the journal for the next open.
     pub fn close(&self) -> Result<(), ArrayError> {
-        let mut c = self.cache.lock();
+        let mut c = self.lock_live()?;
         if self.arr.is_writable() {
             self.destage_all(&mut c)?;
-            self.arr.journal_checkpoint()?;
+            self.stop_on(self.arr.journal_checkpoint())?;
             self.logged.lock().clear();
         }
         self.arr.close()

@@ -466,3 +466,95 @@ fn check_around_lost(arr: &Array, model: &[u8], lost: &[(u64, u64)], what: &str)
         }
     }
 }
+
+/// An unplanned member failure while the cache volume destages (the
+/// member starts failing at a random operation): the destage it breaks
+/// was planned against the old health, and its pages are already out of
+/// the cache.  The volume stops: every request after fails, naming the
+/// way back, and no read returns old bytes of an acknowledged write.
+/// Opened again, the array replays the journal without the failed member
+/// (its superblock is behind): every acknowledged write reads back, the
+/// write that failed reads all old or all new bytes page by page, and
+/// only pages in rows whose code a parity cache held on the failed
+/// member fail to read, as lost (as after a crash that takes a member).
+/// Without the stop, 102 of these 160 runs read old bytes back.
+#[test]
+fn an_unplanned_failure_mid_destage_stops_the_volume_and_loses_nothing() {
+    use mosaic_dev::FaultyMember;
+    let (mut stops, mut lost) = (0, 0);
+    for policy in CachePolicy::ALL {
+        for seed in 0..40u64 {
+            let what = format!("{policy:?} seed {seed}");
+            let n = 5;
+            let size = DATA_OFFSET + U * STRIPES;
+            let mems: Vec<Arc<MemMember>> = (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), size))).collect();
+            let faulty: Vec<Arc<FaultyMember>> = mems.iter().map(|m| Arc::new(FaultyMember::new(m.clone() as Arc<dyn Member>))).collect();
+            let o = CreateOptions { level: Level::Raid5, members: Some(n), member_size: None, unit: U, block: 4096, force: true, assume_clean: true };
+            let jdev = Arc::new(MemMember::new("journal", 16 << 20));
+            let members = faulty.iter().enumerate().map(|(i, f)| (f.clone() as Arc<dyn Member>, format!("m{i}"))).collect();
+            let arr = Array::create_with_journal(members, &o, true, Some((jdev.clone() as Arc<dyn Member>, "journal".to_string()))).unwrap();
+            let v = CacheVolume::new(arr, cfg(policy, 3, 1, U)).unwrap();
+            let cap = v.array().capacity();
+            let mut model = vec![0u8; cap as usize];
+            // The write that failed: its offset, old and new bytes.
+            let mut failed: Option<(u64, Vec<u8>, Vec<u8>)> = None;
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let victim = rng.gen_range(0..n);
+            for i in 0..120 {
+                let len = rng.gen_range(1..=2u64) * U;
+                let off = rng.gen_range(0..(cap - len) / U) * U;
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                if i == 60 {
+                    faulty[victim].break_after(rng.gen_range(0..3));
+                }
+                match v.write(off, &data) {
+                    Ok(()) => model[off as usize..(off + len) as usize].copy_from_slice(&data),
+                    Err(e) => {
+                        assert!(v.stopped().is_some(), "{what}: a write failed without stopping the volume: {e}");
+                        failed = Some((off, model[off as usize..(off + len) as usize].to_vec(), data));
+                        break;
+                    }
+                }
+            }
+            if v.stopped().is_some() {
+                stops += 1;
+                let e = v.read(0, &mut [0u8; 4096]).unwrap_err().to_string();
+                assert!(e.contains("the cache volume has stopped") && e.contains("open it again"), "{what}: {e}");
+                assert!(v.write(0, &[1u8; 4096]).is_err() && v.flush().is_err() && v.sync().is_err() && v.close().is_err(), "{what}");
+            } else {
+                let mut b = vec![0u8; cap as usize];
+                v.read(0, &mut b).unwrap();
+                assert!(b == model, "{what}: read back with the member failed");
+            }
+            drop(v);
+            // Open again from the members themselves: the failed one is
+            // behind, so it is left out.
+            let ms: Vec<Arc<dyn Member>> = mems.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+            let arr = Array::open_members_with_journal(ms, true, Some(jdev as Arc<dyn Member>)).unwrap();
+            for p in 0..cap / U {
+                let at = (p * U) as usize..((p + 1) * U) as usize;
+                let mut b = vec![0u8; U as usize];
+                match arr.read(p * U, &mut b) {
+                    Ok(()) => {
+                        let either = failed.as_ref().is_some_and(|(off, old, new)| {
+                            let Some(r) = (p * U).checked_sub(*off).map(|d| d as usize..(d + U) as usize).filter(|r| r.end <= new.len()) else { return false };
+                            b == old[r.clone()] || b == new[r]
+                        });
+                        assert!(b == model[at] || either, "{what}: page {p} after reopening");
+                    }
+                    Err(e) => {
+                        // The code a parity cache held died with the
+                        // volume: a row of the failed member's it marked
+                        // is lost, and says so.
+                        assert!(policy != CachePolicy::None && e.to_string().contains("were lost in a crash that took a member"), "{what}: page {p}: {e}");
+                        lost += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Each run's failure breaks a destage (160 stops); a few pages of the
+    // 15,360 read back after reopening are lost (97 when written).
+    assert!(stops >= 150, "the failure stopped only {stops} runs");
+    assert!(lost < 300, "{lost} pages lost");
+}
