@@ -1282,11 +1282,6 @@ pub(crate) struct Rider<'a> {
 /// member offset, the record's sequence number, the logical offset.
 pub(crate) type Copied = (usize, u64, u64, u64);
 
-/// The entries of a journaled write phase: the marks, then each write,
-/// one entry per part (a merged write's pieces, at their own offsets:
-/// replay writes them where the merged write would have), as a copy when
-/// `copies` names the part and its record is not older than the journal's
-/// checkpoint `since` (else with its bytes).
 /// What one record of steps run beside each other counts toward a cache
 /// volume's checkpoints: the records each step would have appended alone,
 /// `rider` in the first ([`Logged::steps`]).
@@ -1302,6 +1297,11 @@ fn expanded_by_step(writes: &[DevWrite<'_>], marks: &[Mark], copies: &[Copied], 
     total
 }
 
+/// The entries of a journaled write phase: the marks, then each write,
+/// one entry per part (a merged write's pieces, at their own offsets:
+/// replay writes them where the merged write would have), as a copy when
+/// `copies` names the part and its record is not older than the journal's
+/// checkpoint `since` (else with its bytes).
 fn journal_entries_of<'b>(writes: &[DevWrite<'b>], marks: &[Mark], copies: &[Copied], since: u64) -> Vec<Entry<&'b [u8]>> {
     let resync = marks.iter().map(|m| match *m {
         Mark::Resync { row } => Entry::Resync { row },

@@ -67,9 +67,10 @@
 //! planned removal).  A row whose parity is cached has stale code on the
 //! drives; under `ppc`/`ppc+data` the paper's partial parity cannot be
 //! completed once a member holding an *uncovered* unit of that row is
-//! lost, so an unplanned failure there is reported as an error for that
-//! row rather than guessed (`fpc` and `none` keep full parity and have no
-//! such window).  A crash loses the cached code of every policy but
+//! lost, so an unplanned failure there is reported as an error rather
+//! than guessed: the volume stops (below), and opening the array again
+//! keeps that row's units on the failed member as lost ranges (`fpc` and
+//! `none` keep full parity and have no such window while running).  A crash loses the cached code of every policy but
 //! `none`: a member missing at the next open loses its data units in the
 //! rows the journal marked, which [`crate::lost`] names and keeps as lost
 //! ranges (reads of them fail; writing them again clears them).
