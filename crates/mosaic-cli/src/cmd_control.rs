@@ -133,6 +133,9 @@ fn text(b: &serde_json::Value) -> String {
         b["health"].as_str().unwrap_or("?").to_uppercase(),
         if b["served"] == true { ", served" } else { "" }
     );
+    if let Some(why) = b["stopped"].as_str() {
+        s += &format!("  stopped: {why}; close the array and open it again\n");
+    }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");

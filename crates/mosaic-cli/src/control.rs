@@ -653,7 +653,11 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     // Members out beyond the code columns: the array cannot serve.
     let code = code_columns(&info);
+    // A cache volume that stopped after a destage failed part-way serves
+    // nothing until the array is opened again.
+    let stopped = info.detail.pointer("/cache/stopped").and_then(|v| v.as_str()).map(str::to_string);
     let health = match (out, code) {
+        _ if stopped.is_some() => Health::Failed,
         (0, _) => Health::Healthy,
         (n, Some(m)) if n as u64 > m => Health::Failed,
         _ => Health::Degraded,
@@ -673,6 +677,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "level": info.level,
         "served": served,
         "health": health,
+        "stopped": stopped,
         "capacity": info.capacity,
         "members": info.members,
         "slow_remotes": slow,
@@ -686,4 +691,35 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "clients": null,
         "events": [],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use mosaic_array::{Array, CacheVolume, CreateOptions};
+    use mosaic_core::{CacheConfig, CachePolicy, Level};
+    use mosaic_dev::{FaultyMember, MemMember, Member};
+    use mosaic_volume::{CachedVolume, Volume};
+
+    /// A cache volume stopped by a member failing mid-destage is FAILED in
+    /// `status`, with the reason, though its members alone would make it
+    /// only degraded.
+    #[test]
+    fn a_stopped_cache_volume_is_failed_in_status() {
+        let faulty: Vec<Arc<FaultyMember>> = (0..5).map(|i| Arc::new(FaultyMember::new(Arc::new(MemMember::new(format!("m{i}"), 4 << 20))))).collect();
+        let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let members = faulty.iter().enumerate().map(|(i, f)| (f.clone() as Arc<dyn Member>, format!("m{i}"))).collect();
+        let journal: Arc<dyn Member> = Arc::new(MemMember::new("journal", 16 << 20));
+        let arr = Array::create_with_journal(members, &o, true, Some((journal, "journal".into()))).unwrap();
+        let cfg = CacheConfig::uniform(CachePolicy::Fpc, 16 << 10);
+        let v = CachedVolume::new(CacheVolume::new(arr, cfg).unwrap(), cfg);
+        v.write(0, &[7u8; 4096]).unwrap();
+        assert_eq!(super::status(&v, true)["health"], "healthy");
+        faulty[1].break_after(0);
+        assert!((0..64u64).any(|i| v.write(i * 3 * 4096, &[i as u8; 4096]).is_err()), "a destage hit the failed member");
+        let s = super::status(&v, true);
+        assert_eq!(s["health"], "failed", "{s}");
+        assert!(s["stopped"].as_str().is_some_and(|w| w.contains("injected I/O error")), "{s}");
+    }
 }

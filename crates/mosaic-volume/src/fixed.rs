@@ -282,7 +282,7 @@ impl Volume for CachedVolume {
             ),
         ));
         if let serde_json::Value::Object(m) = &mut i.detail {
-            let cache = serde_json::json!({ "config": self.cfg, "write_back": wb, "stats": self.cv.stats() });
+            let cache = serde_json::json!({ "config": self.cfg, "write_back": wb, "stats": self.cv.stats(), "stopped": self.cv.stopped() });
             m.insert("cache".into(), cache);
         }
         i
@@ -297,7 +297,10 @@ impl Volume for CachedVolume {
         self.cv.array().auto_failed()
     }
     fn warnings(&self) -> Vec<String> {
-        warnings(self.cv.array())
+        let mut w = warnings(self.cv.array());
+        // A stopped cache volume fails every request: say why, and how back.
+        w.extend(self.cv.stopped().map(|why| format!("the cache volume has stopped ({why}); close the array and open it again")));
+        w
     }
     fn fail_member(&self, idx: usize) -> Result<()> {
         Ok(self.cv.fail_member(idx)?)
