@@ -704,7 +704,8 @@ mod tests {
 
     /// A cache volume stopped by a member failing mid-destage is FAILED in
     /// `status`, with the reason, though its members alone would make it
-    /// only degraded.
+    /// only degraded; its warnings and info say why, and requests, scrub
+    /// and close are refused.
     #[test]
     fn a_stopped_cache_volume_is_failed_in_status() {
         let faulty: Vec<Arc<FaultyMember>> = (0..5).map(|i| Arc::new(FaultyMember::new(Arc::new(MemMember::new(format!("m{i}"), 4 << 20))))).collect();
@@ -721,5 +722,10 @@ mod tests {
         let s = super::status(&v, true);
         assert_eq!(s["health"], "failed", "{s}");
         assert!(s["stopped"].as_str().is_some_and(|w| w.contains("injected I/O error")), "{s}");
+        let w = v.warnings();
+        assert!(w.iter().any(|w| w.contains("the cache volume has stopped") && w.contains("open it again")), "{w:?}");
+        assert!(v.info().detail["cache"]["stopped"].is_string());
+        let mut b = vec![0u8; 4096];
+        assert!(v.read(0, &mut b).is_err() && v.scrub(false, &|_, _| {}).is_err() && v.close().is_err());
     }
 }

@@ -234,35 +234,6 @@ fn cached_volume_and_refusals() {
     assert!(e.contains("empty array spec"), "{e}");
 }
 
-/// A member that fails in the middle of a cached volume's destage stops
-/// it: requests, scrub and rebuild are refused, and the volume's
-/// warnings and info say why (`mosaic status` shows them).
-#[test]
-fn a_stopped_cache_volume_says_so() {
-    use std::sync::Arc;
-
-    use mosaic_dev::{FaultyMember, MemMember, Member};
-
-    let faulty: Vec<Arc<FaultyMember>> = (0..5).map(|i| Arc::new(FaultyMember::new(Arc::new(MemMember::new(format!("m{i}"), 4 << 20))))).collect();
-    let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
-    let members = faulty.iter().enumerate().map(|(i, f)| (f.clone() as Arc<dyn Member>, format!("m{i}"))).collect();
-    let journal: Arc<dyn Member> = Arc::new(MemMember::new("journal", 16 << 20));
-    let arr = Array::create_with_journal(members, &o, true, Some((journal, "journal".into()))).unwrap();
-    let cfg = CacheConfig::uniform(CachePolicy::Fpc, 16 << 10);
-    let v = fixed::CachedVolume::new(mosaic_array::CacheVolume::new(arr, cfg).unwrap(), cfg);
-    v.write(0, &pattern(99, 4096)).unwrap();
-    assert!(v.warnings().is_empty() && v.info().detail["cache"]["stopped"].is_null());
-    faulty[1].break_after(0);
-    // Writes over more pages than the cache holds destage, and the first
-    // destage that reaches member 1 fails.
-    let failed = (0..64u64).find_map(|i| v.write(i * 3 * 4096, &pattern(i as u32, 4096)).err()).expect("a destage hit the failed member");
-    let w = v.warnings();
-    assert!(w.iter().any(|w| w.contains("the cache volume has stopped") && w.contains("open it again")), "{w:?}");
-    assert!(v.info().detail["cache"]["stopped"].as_str().is_some_and(|s| failed.to_string().contains(s)), "{}", v.info().detail);
-    let mut b = vec![0u8; 4096];
-    assert!(v.read(0, &mut b).is_err() && v.scrub(false, &|_, _| {}).is_err() && v.close().is_err());
-}
-
 /// An array whose members and journal are all on the RAM file system says
 /// it is in memory (the NBD server then serves its small requests on the
 /// connection's reader); with its journal on disk, or once a member is
