@@ -86,6 +86,11 @@
 //! way back, and dropping it leaves the journal.  Opening the array again
 //! replays the journal without the failed member, as after a crash that
 //! took it (`an_unplanned_failure_mid_destage_stops_the_volume_and_loses_nothing`).
+//! Write-through (no journal) has nothing to replay: a row whose data a
+//! destage wrote before the failure and whose code it had not (a parity
+//! cache writes them in separate steps) keeps stale code, the write hole
+//! a journal closes, and its units on the failed member cannot be
+//! rebuilt; the error says so.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -169,7 +174,7 @@ impl CacheVolume {
         let recover = if self.write_back {
             "the journal holds every acknowledged write: close the array and open it again, which replays it"
         } else {
-            "the members hold every acknowledged write: close the array and open it again, then scrub it"
+            "without a journal, rows it was destaging may be left with stale code (the write hole a journal closes), so their units on the failed member may not be rebuilt: close the array, open it again and scrub it"
         };
         Err(ArrayError::Io(format!("the cache volume has stopped ({why}): what it holds no longer matches the members; {recover}")))
     }
