@@ -647,21 +647,26 @@ pub(crate) fn code_columns(info: &mosaic_volume::VolumeInfo) -> Option<u64> {
     ["/code_columns", "/inner/code_columns"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64()))
 }
 
-/// `status` with the rebuild or scrub in progress.
-fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
-    let info = vol.info();
+/// The array's health, and why it stopped serving if it has.  Members
+/// out beyond the code columns: it cannot serve.  A cache volume, or a DVS
+/// array, that stopped after a destage failed part-way serves nothing
+/// until the array is opened again, whatever its members.
+fn health_of(info: &mosaic_volume::VolumeInfo) -> (Health, Option<String>) {
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
-    // Members out beyond the code columns: the array cannot serve.
-    let code = code_columns(&info);
-    // A cache volume that stopped after a destage failed part-way serves
-    // nothing until the array is opened again.
-    let stopped = info.detail.pointer("/cache/stopped").and_then(|v| v.as_str()).map(str::to_string);
-    let health = match (out, code) {
+    let stopped = ["/cache/stopped", "/stopped"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string);
+    let health = match (out, code_columns(info)) {
         _ if stopped.is_some() => Health::Failed,
         (0, _) => Health::Healthy,
         (n, Some(m)) if n as u64 > m => Health::Failed,
         _ => Health::Degraded,
     };
+    (health, stopped)
+}
+
+/// `status` with the rebuild or scrub in progress.
+fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
+    let info = vol.info();
+    let (health, stopped) = health_of(&info);
     let io = vol.io_counters();
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let spares: Vec<serde_json::Value> = ["/spares", "/inner/spares", "/fast/spares", "/slow/spares"]
@@ -727,5 +732,12 @@ mod tests {
         assert!(v.info().detail["cache"]["stopped"].is_string());
         let mut b = vec![0u8; 4096];
         assert!(v.read(0, &mut b).is_err() && v.scrub(false, &|_, _| {}).is_err() && v.close().is_err());
+
+        // A DVS array says it stopped at the top of its info.
+        let mut i = v.info();
+        i.detail = serde_json::json!({ "stopped": "a destage failed: power cut" });
+        assert!(matches!(super::health_of(&i), (super::Health::Failed, Some(w)) if w.contains("power cut")));
+        i.detail = serde_json::json!({ "stopped": null });
+        assert!(matches!(super::health_of(&i), (super::Health::Healthy | super::Health::Degraded, None)));
     }
 }

@@ -965,10 +965,15 @@ impl DvsArray {
         }
     }
 
-    /// Refuse work once an operation failed, inline or in the
-    /// background (without waiting for the program in flight).
+    /// Why the array stopped serving, if it has: an operation failed,
+    /// inline or in the background (the program in flight not waited for).
+    pub fn stopped(&self) -> Option<String> {
+        self.poisoned.clone().or_else(|| self.destager.failed())
+    }
+
+    /// Refuse work once an operation failed ([`DvsArray::stopped`]).
     fn check_ok(&self) -> Result<(), DvsError> {
-        match self.poisoned.clone().or_else(|| self.destager.failed()) {
+        match self.stopped() {
             Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
             None => Ok(()),
         }

@@ -220,6 +220,7 @@ fn full_array_keeps_accepting_writes_to_capacity_and_refuses_beyond() {
 #[test]
 fn crash_at_random_points_keeps_every_acknowledged_write() {
     let mut gcs = 0;
+    let mut stopped = 0;
     let (mut cut_in_gc, mut cut_in_destage) = (0, 0);
     for seed in 0..40u64 {
         let dir = scratch();
@@ -268,6 +269,13 @@ fn crash_at_random_points_keeps_every_acknowledged_write() {
             }
         }
         assert!(inflight.is_some(), "seed {seed}: the power was never cut");
+        // A program that failed stops the array, and it says why.
+        if let Some(why) = a.stopped() {
+            assert!(why.contains("power cut"), "{why}");
+            let e = a.write(0, &[0u8; 4096]).unwrap_err().to_string();
+            assert!(e.contains("reopen it") && e.contains(&why), "{e}");
+            stopped += 1;
+        }
         match a.interrupted_job() {
             Some(mosaic_dvs::JobKind::Destage) => cut_in_destage += 1,
             Some(_) => cut_in_gc += 1,
@@ -298,6 +306,7 @@ fn crash_at_random_points_keeps_every_acknowledged_write() {
     }
     assert!(gcs > 0);
     assert!(cut_in_gc > 0 && cut_in_destage > 0, "cuts in GC {cut_in_gc}, in destage {cut_in_destage}");
+    assert!(stopped > 0, "no cut stopped the array");
 }
 
 #[test]

@@ -249,6 +249,8 @@ impl Volume for DvsVolume {
         let mut detail = serde_json::to_value(&i).unwrap_or(serde_json::Value::Null);
         // Spares by path, as fixed arrays report them.
         detail["spares"] = serde_json::json!(spares);
+        // Why it refuses every request, once an operation failed.
+        detail["stopped"] = serde_json::json!(a.stopped());
         let summary = vec![
             ("array".to_string(), format!("{} (a dvs array on {} zoned members, event counter {})", i.uuid, c.members, i.events)),
             ("level".into(), format!("dvs ({} data + {} parity chunks per full stripe)", c.members - c.parity, c.parity)),
