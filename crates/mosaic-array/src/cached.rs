@@ -168,8 +168,8 @@ impl CacheVolume {
         self.stopped.get().map(String::as_str)
     }
 
-    /// An error once the volume has stopped.
-    fn live(&self) -> Result<(), ArrayError> {
+    /// An error once the volume has stopped: why, and the way back.
+    pub fn live(&self) -> Result<(), ArrayError> {
         let Some(why) = self.stopped.get() else { return Ok(()) };
         let recover = if self.write_back {
             "the journal holds every acknowledged write: close the array and open it again, which replays it"
@@ -334,19 +334,30 @@ impl CacheVolume {
         let (lo, hi) = (w.offset, w.offset + w.len);
         let page_bytes = self.page_bytes(&mut c, &w, offset, data)?;
         let bypass = w.len / unit > c.config().write_cache / unit;
-        let rider = if self.write_back { self.stop_on(self.log_write(&mut c, lo, &page_bytes, bypass))? } else { None };
+        let cached = self.cache_pages(&mut c, lo, hi, &page_bytes, bypass);
+        self.stop_on(cached)?;
+        drop(c);
+        self.arr.written_whole(offset, len)
+    }
+
+    /// Put a widened write's pages `[lo, hi)` in the cache: log them
+    /// (write-back), plan and run the steps that make room, and destage
+    /// everything (write-through).  From here on the cache changes, so
+    /// the caller stops the volume on an error.
+    fn cache_pages(&self, c: &mut CachedArray, lo: u64, hi: u64, page_bytes: &[u8], bypass: bool) -> Result<(), ArrayError> {
+        let unit = c.geometry().unit;
+        let rider = if self.write_back { self.log_write(c, lo, page_bytes, bypass)? } else { None };
         let h = self.arr.health();
-        let steps = self.stop_on(c.write_steps(lo, hi - lo, Some(&page_bytes), &h).map_err(ArrayError::from))?;
-        let ran = self.exec(&mut c, steps, rider.as_ref());
+        let steps = c.write_steps(lo, hi - lo, Some(page_bytes), &h)?;
+        let ran = self.exec(c, steps, rider.as_ref());
         if let Some(r) = &rider {
-            self.stop_on(self.logged_in(r, unit, ran.is_ok()))?;
+            self.logged_in(r, unit, ran.is_ok())?;
         }
         ran?;
         if !self.write_back {
-            self.destage_all(&mut c)?;
+            self.destage_all(c)?;
         }
-        drop(c);
-        self.arr.written_whole(offset, len)
+        Ok(())
     }
 
     /// The whole pages of a write widened by the policy: the rest of a

@@ -767,7 +767,12 @@ impl Journal {
     /// so neither copies nor riders move its checkpoints (or the destages
     /// those force).
     pub(crate) fn expanded_len(entries: &[Entry<&[u8]>]) -> u64 {
-        let payload = record_payload_len(entries);
+        Self::expanded_len_of(entries, record_payload_len(entries))
+    }
+
+    /// [`Journal::expanded_len`] of entries whose payload is `payload`
+    /// bytes.
+    fn expanded_len_of(entries: &[Entry<&[u8]>], payload: usize) -> u64 {
         // Bytes the copies stand for beyond their own; logical entries
         // and their bytes.
         let (mut copied, mut n, mut logical) = (0usize, 0usize, 0usize);
@@ -822,7 +827,7 @@ impl Journal {
         // sequence number and checksum are set and the record written,
         // its bytes taken from where they lie.
         let mut rec = encode_record_unsealed(entries);
-        let expanded = expanded.unwrap_or_else(|| Self::expanded_len(entries));
+        let expanded = expanded.unwrap_or_else(|| Self::expanded_len_of(entries, payload));
         let mut r = self.ring.lock();
         if r.tail + len > self.size {
             return Ok(None);

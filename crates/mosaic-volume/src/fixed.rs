@@ -299,7 +299,7 @@ impl Volume for CachedVolume {
     fn warnings(&self) -> Vec<String> {
         let mut w = warnings(self.cv.array());
         // A stopped cache volume fails every request: say why, and how back.
-        w.extend(self.cv.stopped().map(|why| format!("the cache volume has stopped ({why}); close the array and open it again")));
+        w.extend(self.cv.live().err().map(|e| e.to_string()));
         w
     }
     fn fail_member(&self, idx: usize) -> Result<()> {
