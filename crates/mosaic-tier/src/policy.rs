@@ -205,6 +205,12 @@ impl TierPolicy {
         self.core.health = (fast, slow);
     }
 
+    /// Blocks placed in memory whose places no durable map frame names
+    /// yet (written since the last commit).
+    pub fn dirty_placements(&self) -> u64 {
+        self.core.map.dirty.len() as u64
+    }
+
     /// The tier's state.
     pub fn state(&self) -> TierState {
         self.core.state()

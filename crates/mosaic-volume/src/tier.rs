@@ -21,7 +21,9 @@
 //!   Executor (base 0) ─ member 0: Shifted(ArrayMember(fast), fast offset)
 //!                     └ member 1: Shifted(ArrayMember(slow), slow offset)
 //!   a program fails ─> the policy is dropped and recovered from FAST's
-//!                      map region (always right by its phase order)
+//!                      map region (always right by its phase order), or,
+//!                      when that would lose placements of completed
+//!                      writes, the tier stops (below)
 //! ```
 //!
 //! **Tier, not cache**: the capacity is the slow tier's (less the
@@ -31,6 +33,23 @@
 //! new placements reach the map on FAST with the next flush (as every
 //! volume's writes are durable after a flush; `mosaic_tier`'s
 //! `commit.rs`), idle time or movement.
+//!
+//! **A failed program.**  The policy applies a program's changes when it
+//! plans it, so a program that fails part-way (an inner array lost more
+//! members than it tolerates, a journal device failed) leaves the policy
+//! not matching the members; it is dropped and read back from the map
+//! on FAST.  That map names only committed placements: when writes
+//! completed since the last commit (or a commit that failed) placed
+//! blocks the map does not name yet, the map read back would serve their
+//! older bytes while the tier went on as if nothing happened.  The tier
+//! stops instead, as a cache volume or a DVS array with a failed destage
+//! does: every request, flush and close fails, naming the way back
+//! (close and open again, which recovers from the map as after a crash:
+//! writes completed before the last flush are there, later ones read as
+//! written or as before), and `status` shows it failed.  A failed
+//! program when nothing was placed since the last commit (a movement:
+//! every movement commits first) loses nothing: the map read back is
+//! exact and the tier serves on.
 //!
 //! **Identity and freshness** go through the one rule
 //! ([`mosaic_format::fresh`]): both labels must carry the same tier UUID,
@@ -49,7 +68,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +92,8 @@ mod create;
 mod info;
 mod labels;
 mod maint;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use create::create_inner;
 pub use create::{geometry as tier_geometry, InnerSpec, TierCreate};
@@ -123,8 +144,12 @@ pub struct TierVolume {
     /// The inner arrays, fast then slow (also the executor's members).
     inner: [Arc<Array>; 2],
     exec: Executor,
-    /// None only after a failed program whose map could not be read back.
+    /// None only after a failed program whose map could not be read
+    /// back, or once the tier stopped.
     policy: Mutex<Option<TierPolicy>>,
+    /// Why the tier stopped serving, once a failed program would have
+    /// lost placements of completed writes ([`TierVolume::run`]).
+    stopped: OnceLock<String>,
     blob: TierBlob,
     uuid: Uuid,
     created: u64,
@@ -212,6 +237,7 @@ impl TierVolume {
             capacity: policy.capacity(),
             idle: crate::IdleClock::new(Duration::from_nanos(policy.idle_after_ns().unwrap_or(DEFAULT_IDLE_NS))),
             policy: Mutex::new(Some(policy)),
+            stopped: OnceLock::new(),
             blob,
             uuid,
             created,
@@ -306,11 +332,28 @@ impl TierVolume {
         }
     }
 
-    /// Run one program; when it fails, drop the policy and recover it
-    /// from the map on FAST.  A failed program without device writes (a
+    /// Why the tier stopped serving, if it has (see the module docs).
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.get().map(String::as_str)
+    }
+
+    /// An error once the tier has stopped: why, and the way back.
+    fn live(&self) -> Result<()> {
+        let Some(why) = self.stopped.get() else { return Ok(()) };
+        Err(VolumeError::Tier(format!(
+            "the tier has stopped ({why}): placements of completed writes were not yet in the map on the fast tier, so the map read back would serve their older bytes; close the array and open it again, which recovers it as after a crash (writes completed before the last flush are there, later ones read as written or as before)"
+        )))
+    }
+
+    /// Run one program of a batch planned when `dirty_before` blocks had
+    /// placements no durable map frame named.  When it fails, drop the
+    /// policy and recover it from the map on FAST, or stop the tier if
+    /// that would lose placements of completed writes: some were dirty
+    /// before the batch (still dirty, or in a commit that may not have
+    /// landed) or are now.  A failed program without device writes (a
     /// read) changed nothing on the members: the policy stays, with its
     /// dirty placements.
-    fn run(&self, slot: &mut Option<TierPolicy>, p: &Program, client: Client<'_>) -> Result<()> {
+    fn run(&self, slot: &mut Option<TierPolicy>, p: &Program, client: Client<'_>, dirty_before: u64) -> Result<()> {
         let Err(e) = self.exec.run(p, client, None) else { return Ok(()) };
         if p.io().all(|(dir, _)| dir == mosaic_core::Dir::Read) {
             if let Some(pol) = slot.as_mut() {
@@ -318,8 +361,12 @@ impl TierVolume {
             }
             return Err(VolumeError::Tier(format!("tier read failed: {e}")));
         }
-        *slot = None;
+        let dirty = slot.take().map_or(0, |pol| pol.dirty_placements());
         let what = format!("tier program failed: {e}");
+        if dirty_before > 0 || dirty > 0 {
+            let _ = self.stopped.set(what);
+            return self.live();
+        }
         match load_policy(&self.inner[FAST], &self.blob) {
             Ok(mut pol) => {
                 self.sync_health(&mut pol);
@@ -337,6 +384,7 @@ impl TierVolume {
         }
         self.touch();
         let mut g = self.lock();
+        self.live()?;
         let r = self.request_locked(&mut g, write, off, &mut data);
         drop(g);
         self.touch();
@@ -346,12 +394,13 @@ impl TierVolume {
     fn request_locked(&self, g: &mut Option<TierPolicy>, write: bool, off: u64, data: &mut Data<'_>) -> Result<()> {
         let pol = g.as_mut().ok_or_else(map_lost)?;
         self.sync_health(pol);
+        let dirty = pol.dirty_placements();
         let staged = pol.submit(write, off, data.len(), self.now_ns(), &self.health()).map_err(policy_err)?;
         for p in &staged.fg {
-            self.run(g, p, data.client())?;
+            self.run(g, p, data.client(), dirty)?;
         }
         for p in &staged.bg {
-            self.run(g, p, Client::None)?;
+            self.run(g, p, Client::None, dirty)?;
         }
         Ok(())
     }
@@ -457,6 +506,7 @@ impl Volume for TierVolume {
             return Err(VolumeError::Usage(format!("allocation of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
         }
         let g = self.lock();
+        self.live()?;
         let pol = g.as_ref().ok_or_else(map_lost)?;
         Ok((off / block..(off + len) / block).map(|lb| (block, pol.placement(lb).is_none())).collect())
     }
@@ -465,10 +515,12 @@ impl Volume for TierVolume {
     fn flush(&self) -> Result<()> {
         if self.writable {
             let mut g = self.lock();
+            self.live()?;
             let pol = g.as_mut().ok_or_else(map_lost)?;
             self.sync_health(pol);
+            let dirty = pol.dirty_placements();
             for p in pol.flush(self.now_ns(), &self.health()).map_err(policy_err)? {
-                self.run(&mut g, &p, Client::None)?;
+                self.run(&mut g, &p, Client::None, dirty)?;
             }
         }
         for a in &self.inner {
@@ -513,8 +565,12 @@ impl Volume for TierVolume {
         out.extend(self.inner[SLOW].auto_failed().into_iter().map(|(m, e)| (m + nf, format!("slow tier: {e}"))));
         out
     }
+    /// The inner arrays' warnings at open; once the tier has stopped,
+    /// why and the way back.
     fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+        let mut w = self.warnings.clone();
+        w.extend(self.live().err().map(|e| e.to_string()));
+        w
     }
 
     fn fail_member(&self, idx: usize) -> Result<()> {
@@ -609,11 +665,13 @@ impl Volume for TierVolume {
             Err(TryLockError::WouldBlock) => return Ok(false),
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
         };
+        self.live()?;
         let pol = g.as_mut().ok_or_else(map_lost)?;
         self.sync_health(pol);
+        let dirty = pol.dirty_placements();
         let ps = pol.idle(self.now_ns(), &self.health()).map_err(policy_err)?;
         for p in &ps {
-            self.run(&mut g, p, Client::None)?;
+            self.run(&mut g, p, Client::None, dirty)?;
         }
         Ok(!ps.is_empty())
     }

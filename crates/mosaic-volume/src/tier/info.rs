@@ -22,6 +22,7 @@ impl TierVolume {
         let [fi, si] = [self.inner[FAST].info(), self.inner[SLOW].info()];
         let detail = serde_json::json!({
             "capacity": self.capacity,
+            "stopped": self.stopped(),
             "tier": {
                 "uuid": self.uuid,
                 "events": self.events.load(Ordering::Relaxed),
@@ -143,7 +144,10 @@ impl TierVolume {
             "state".into(),
             match state {
                 Some(st) => format!("{st:?}{}", if degraded { ", degraded (movement paused)" } else { "" }),
-                None => "the tier map could not be read back after a failure: reopen the array".into(),
+                None => match self.stopped() {
+                    Some(why) => format!("stopped ({why}): close the array and open it again"),
+                    None => "the tier map could not be read back after a failure: reopen the array".into(),
+                },
             },
         ));
         s
