@@ -649,8 +649,9 @@ pub(crate) fn code_columns(info: &mosaic_volume::VolumeInfo) -> Option<u64> {
 
 /// The array's health, and why it stopped serving if it has.  Members
 /// out beyond the code columns: it cannot serve.  A cache volume, or a DVS
-/// array, that stopped after a destage failed part-way serves nothing
-/// until the array is opened again, whatever its members.
+/// array, that stopped after a destage failed part-way, or a tier that
+/// stopped after a program failed part-way, serves nothing until the
+/// array is opened again, whatever its members.
 fn health_of(info: &mosaic_volume::VolumeInfo) -> (Health, Option<String>) {
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     let stopped = ["/cache/stopped", "/stopped"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string);
@@ -733,7 +734,7 @@ mod tests {
         let mut b = vec![0u8; 4096];
         assert!(v.read(0, &mut b).is_err() && v.scrub(false, &|_, _| {}).is_err() && v.close().is_err());
 
-        // A DVS array says it stopped at the top of its info.
+        // A DVS array (and a tier) says it stopped at the top of its info.
         let mut i = v.info();
         i.detail = serde_json::json!({ "stopped": "a destage failed: power cut" });
         assert!(matches!(super::health_of(&i), (super::Health::Failed, Some(w)) if w.contains("power cut")));
