@@ -816,51 +816,78 @@ impl DvsArray {
     /// Put the journal's live records back into the write cache (they may
     /// have been destaged already: writing them again is harmless).
     /// Records sit at the same offsets on every member of their lane; each
-    /// is taken from any member holding it whole (the sequence number
-    /// tells it from another lane's or an older record), in sequence, the
-    /// next lane's start tried when the rest of a lane holds none, until
-    /// one is found nowhere.
+    /// is taken from a member of the lane its position is in that holds it
+    /// whole (the sequence number tells it from an older record), in
+    /// sequence, the next lane's start tried when the rest of a lane holds
+    /// none, until one is found nowhere.  Another lane's member may hold a
+    /// record of the very sequence number at the same offset of its own
+    /// lane: taken from there, the position would be the wrong lane's, and
+    /// the next records written over live ones.
+    ///
+    /// A record whole on fewer than all of its lane's members in service
+    /// (a write torn by a member failing or the power going, never
+    /// acknowledged) is replayed from the copies there are, and then made
+    /// as safe as the rest: everything replayed is destaged and
+    /// the journal starts over ([`DvsArray::restart_journal`]), so a later
+    /// loss of the member holding the only copy cannot end a replay there
+    /// and drop the acknowledged records after it.
     fn replay_journal(&mut self) -> Result<(), DvsError> {
         let l = self.meta.lane_len();
         if l == 0 {
             return Ok(());
         }
+        let (k, lanes) = (self.geo.k, self.meta.lanes as usize);
         let mut areas = Vec::new();
-        for m in self.meta_members() {
-            areas.push(read_one(&self.exec, m, self.ml.journal_start, l)?);
+        for m in self.meta_members().into_iter().filter(|m| m / (k + 1) < lanes) {
+            areas.push((m, read_one(&self.exec, m, self.ml.journal_start, l)?));
         }
-        let find = |v: u64, want: u64| areas.iter().find_map(|j| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want));
+        let short = std::cell::Cell::new(false);
+        let find = |v: u64, want: u64| {
+            let lane = (v / l) as usize;
+            let whole = |j: &Vec<u8>| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want);
+            let on: Vec<&Vec<u8>> = areas.iter().filter(|(m, _)| m / (k + 1) == lane).map(|(_, j)| j).collect();
+            let mut copies = on.iter().filter_map(|j| whole(j));
+            let rec = copies.next()?;
+            if 1 + copies.count() < on.len() {
+                short.set(true);
+            }
+            Some(rec)
+        };
         let recs = if self.meta.ring() { self.ring_records(&find) } else { self.lane_records(&find) };
+        let short = short.get() && !recs.is_empty();
         let first = self.meta.jseq;
         for (i, (off, data)) in recs.into_iter().enumerate() {
             self.meta.jseq += 1;
             let r = self.cache_write(off, &data, Some(first + i as u64));
             self.poison(r)?;
         }
-        match areas.iter().filter_map(|a| highest_seq(a)).max() {
-            Some(last) if last >= self.meta.jseq => self.forget_records_to(last),
-            _ => Ok(()),
+        let torn = areas.iter().filter_map(|(_, a)| highest_seq(a)).max().filter(|&last| last >= self.meta.jseq);
+        if let Some(last) = torn {
+            self.warnings.push(format!("journal: record {} is whole on no member; records {} to {last} after it dropped (a group torn by a crash, never acknowledged)", self.meta.jseq, self.meta.jseq + 1));
+        } else if short {
+            self.warnings.push("journal: a record was whole on fewer of its lane's members than are in service (a write torn by a failure or a crash); the records replayed were destaged and the journal started over".into());
         }
+        if torn.is_some() || short {
+            self.restart_journal(torn.map_or(self.meta.jseq, |last| last + 1))?;
+        }
+        Ok(())
     }
 
-    /// Whole records past those replayed, up to sequence number `last`
-    /// (not given yet), are a torn group's: the power went while the group
-    /// was written, the first record missing whole on every journal
-    /// member, so none of it was acknowledged.  (Rot of every copy of one
-    /// record looks the same; replay ends there either way, as ZFS's
-    /// intent log ends at its first bad block.)  The next records would go
-    /// where those lie, with their very sequence numbers, and a later
-    /// replay would take the old ones for their successors, over
-    /// acknowledged writes.  So the replayed records are destaged and the
-    /// journal starts over past `last`.
-    fn forget_records_to(&mut self, last: u64) -> Result<(), DvsError> {
-        let first = self.meta.jseq;
+    /// Destage every replayed record and start the journal over at
+    /// sequence number `next`.  Past a torn group (records whole past the
+    /// ones replayed, up to `next - 1`: the power went while the group was
+    /// written, the first record missing whole on every journal member,
+    /// so none of it was acknowledged; rot of every copy of one record
+    /// looks the same, and replay ends there either way, as ZFS's intent
+    /// log ends at its first bad block) the next records would go where
+    /// those lie, with their very sequence numbers, and a later replay
+    /// would take the old ones for their successors, over acknowledged
+    /// writes: so `next` is past them.
+    fn restart_journal(&mut self, next: u64) -> Result<(), DvsError> {
         self.destage_all()?;
-        self.meta.jseq = last + 1;
+        self.meta.jseq = next;
         let w = self.meta.journal_reset()?;
-        self.write_meta(w)?;
-        self.warnings.push(format!("journal: record {first} is whole on no member; records {} to {last} after it dropped (a group torn by a crash, never acknowledged)", first + 1));
-        Ok(())
+        self.write_meta(w)
     }
 
     /// The live records of a journal retired whole: from the first lane's
