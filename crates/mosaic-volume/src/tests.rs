@@ -325,16 +325,8 @@ fn allocation_names_never_written_chunks_of_dvs_and_all_data_of_fixed_arrays() {
 fn allocation_of_a_tier_array_follows_its_map() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("tier");
-    let c = TierCreate {
-        fast: InnerSpec::parse("raid1:2", 8 << 20).unwrap(),
-        slow: InnerSpec::parse("raid5:4", 16 << 20).unwrap(),
-        unit: 64 << 10,
-        block: 4096,
-        force: false,
-        journal_size: Some(4 << 20),
-        config: mosaic_tier::policy::PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..Default::default() },
-    };
-    let v = TierVolume::create(&dir, &c).unwrap();
+    let eager = mosaic_tier::policy::PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..Default::default() };
+    let v = crate::tier::tests::create(&dir, eager);
     let cap = v.capacity();
     assert_eq!(checked_holes(&v, &[]), cap);
     let written: Vec<(u64, u64)> = (0..64).map(|i| (i * 7 * 4096 + (i % 3) * (1 << 20), 4096 * (1 + i % 2))).collect();

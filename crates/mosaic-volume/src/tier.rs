@@ -93,7 +93,7 @@ mod info;
 mod labels;
 mod maint;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use create::create_inner;
 pub use create::{geometry as tier_geometry, InnerSpec, TierCreate};

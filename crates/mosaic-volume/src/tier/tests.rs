@@ -19,7 +19,9 @@ fn bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
-fn create(dir: &Path, config: PolicyConfig) -> TierVolume {
+/// A tier in `dir`: raid1 over 2 x 8 MiB fast, raid5 over 4 x 16 MiB
+/// slow (64 KiB units, 4 KiB blocks, 4 MiB journals).
+pub(crate) fn create(dir: &Path, config: PolicyConfig) -> TierVolume {
     let c = TierCreate {
         fast: InnerSpec::parse("raid1:2", 8 << 20).unwrap(),
         slow: InnerSpec::parse("raid5:4", 16 << 20).unwrap(),
