@@ -467,17 +467,6 @@ fn check_around_lost(arr: &Array, model: &[u8], lost: &[(u64, u64)], what: &str)
     }
 }
 
-/// An unplanned member failure while the cache volume destages (the
-/// member starts failing at a random operation): the destage it breaks
-/// was planned against the old health, and its pages are already out of
-/// the cache.  The volume stops: every request after fails, naming the
-/// way back, and no read returns old bytes of an acknowledged write.
-/// Opened again, the array replays the journal without the failed member
-/// (its superblock is behind): every acknowledged write reads back, the
-/// write that failed reads all old or all new bytes page by page, and
-/// only pages in rows whose code a parity cache held on the failed
-/// member fail to read, as lost (as after a crash that takes a member).
-/// Without the stop, 102 of these 160 runs read old bytes back.
 /// A raid5 4+1 cache volume of `policy` on members that fail on command,
 /// with a journal (write-back) or without (write-through): the members
 /// themselves, their fault switches, the journal, the volume.
@@ -496,6 +485,17 @@ fn faulty_volume(policy: CachePolicy, journal: bool) -> (Vec<Arc<MemMember>>, Ve
     (mems, faulty, jdev, v)
 }
 
+/// An unplanned member failure while the cache volume destages (the
+/// member starts failing at a random operation): the destage it breaks
+/// was planned against the old health, and its pages are already out of
+/// the cache.  The volume stops: every request after fails, naming the
+/// way back, and no read returns old bytes of an acknowledged write.
+/// Opened again, the array replays the journal without the failed member
+/// (its superblock is behind): every acknowledged write reads back, the
+/// write that failed reads all old or all new bytes page by page, and
+/// only pages in rows whose code a parity cache held on the failed
+/// member fail to read, as lost (as after a crash that takes a member).
+/// Without the stop, 102 of these 160 runs read old bytes back.
 #[test]
 fn an_unplanned_failure_mid_destage_stops_the_volume_and_loses_nothing() {
     let (mut stops, mut lost) = (0, 0);

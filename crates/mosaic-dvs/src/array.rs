@@ -837,16 +837,15 @@ impl DvsArray {
             return Ok(());
         }
         let (k, lanes) = (self.geo.k, self.meta.lanes as usize);
-        let mut areas = Vec::new();
+        // The journal areas of each lane's members in service.
+        let mut areas: Vec<Vec<Vec<u8>>> = vec![Vec::new(); lanes];
         for m in self.meta_members().into_iter().filter(|m| m / (k + 1) < lanes) {
-            areas.push((m, read_one(&self.exec, m, self.ml.journal_start, l)?));
+            areas[m / (k + 1)].push(read_one(&self.exec, m, self.ml.journal_start, l)?);
         }
         let short = std::cell::Cell::new(false);
         let find = |v: u64, want: u64| {
-            let lane = (v / l) as usize;
-            let whole = |j: &Vec<u8>| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want);
-            let on: Vec<&Vec<u8>> = areas.iter().filter(|(m, _)| m / (k + 1) == lane).map(|(_, j)| j).collect();
-            let mut copies = on.iter().filter_map(|j| whole(j));
+            let on = areas.get((v / l) as usize)?;
+            let mut copies = on.iter().filter_map(|j| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want));
             let rec = copies.next()?;
             if 1 + copies.count() < on.len() {
                 short.set(true);
@@ -861,7 +860,7 @@ impl DvsArray {
             let r = self.cache_write(off, &data, Some(first + i as u64));
             self.poison(r)?;
         }
-        let torn = areas.iter().filter_map(|(_, a)| highest_seq(a)).max().filter(|&last| last >= self.meta.jseq);
+        let torn = areas.iter().flatten().filter_map(|a| highest_seq(a)).max().filter(|&last| last >= self.meta.jseq);
         if let Some(last) = torn {
             self.warnings.push(format!("journal: record {} is whole on no member; records {} to {last} after it dropped (a group torn by a crash, never acknowledged)", self.meta.jseq, self.meta.jseq + 1));
         } else if short {

@@ -325,8 +325,7 @@ fn allocation_names_never_written_chunks_of_dvs_and_all_data_of_fixed_arrays() {
 fn allocation_of_a_tier_array_follows_its_map() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("tier");
-    let eager = mosaic_tier::policy::PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..Default::default() };
-    let v = crate::tier::tests::create(&dir, eager);
+    let v = crate::tier::tests::create(&dir, crate::tier::tests::eager());
     let cap = v.capacity();
     assert_eq!(checked_holes(&v, &[]), cap);
     let written: Vec<(u64, u64)> = (0..64).map(|i| (i * 7 * 4096 + (i % 3) * (1 << 20), 4096 * (1 + i % 2))).collect();

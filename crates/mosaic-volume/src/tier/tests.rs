@@ -34,6 +34,11 @@ pub(crate) fn create(dir: &Path, config: PolicyConfig) -> TierVolume {
     TierVolume::create(dir, &c).unwrap()
 }
 
+/// A policy that demotes as soon as the tier is idle.
+pub(crate) fn eager() -> PolicyConfig {
+    PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..PolicyConfig::default() }
+}
+
 fn read(v: &dyn Volume, off: u64, len: usize) -> Result<Vec<u8>, String> {
     let mut b = vec![0u8; len];
     v.read(off, &mut b).map(|()| b).map_err(|e| e.to_string())
@@ -98,8 +103,7 @@ fn a_failed_write_with_placements_not_in_the_map_stops_the_tier() {
 fn a_failed_movement_with_nothing_placed_since_the_commit_serves_on() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("tier");
-    let eager = PolicyConfig { high_water: 0.05, low_water: 0.0, round_share: 1.0, idle_after_ns: 0, ..PolicyConfig::default() };
-    let v = create(&dir, eager);
+    let v = create(&dir, eager());
     let a = bytes(2 << 20, 4);
     v.write(0, &a).unwrap();
     v.flush().unwrap();
