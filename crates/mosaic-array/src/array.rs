@@ -112,6 +112,11 @@ pub struct ArrayInfo {
     pub journal_replayed: Option<ReplayReport>,
     /// Bytes of the journal ring in use and its size.
     pub journal_fill: Option<JournalFill>,
+    /// Why the journal cannot be used: its device failed while the array
+    /// was open (writes are refused until it is opened again), or a
+    /// read-only open could not open or read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_failed: Option<String>,
     /// Hot spares present (their paths).
     pub spares: Vec<String>,
     /// A grow in progress: new stripes restriped and their total.
@@ -171,6 +176,9 @@ pub struct Array {
     replayed: Option<ReplayReport>,
     /// Read-only opens: journal records a crash left (not applied).
     journal_pending: usize,
+    /// Read-only opens: why the journal the superblock names could not be
+    /// used (missing, unreadable), in [`ArrayInfo::journal_failed`].
+    journal_unusable: Option<String>,
     /// What assembly found wrong (devices not used, and why).
     open_warnings: Vec<String>,
     /// Hot spares present, in the order of the superblock's list.
@@ -191,6 +199,10 @@ pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<Device, ArrayErro
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
+
+/// Why a read-only open has no journal when none was given (assembled
+/// from members alone, or the superblock names none).
+const NOT_GIVEN: &str = "not given";
 
 impl Array {
     // ---------------------------------------------------------------- create
@@ -427,26 +439,42 @@ impl Array {
         if let Some(sb) = &newest {
             place.detect_copy(sb);
         }
-        let journal = match newest.and_then(|sb| sb.journal) {
-            None => None,
-            Some(_) if listed_journal.is_some() => listed_journal,
-            Some(hint) => Self::open_journal_hint(&hint, &place, writable)?,
+        let journal = match (newest.and_then(|sb| sb.journal), listed_journal) {
+            (None, _) => Err(NOT_GIVEN.to_string()),
+            (Some(_), Some(listed)) => Ok(listed),
+            (Some(hint), None) => Self::open_journal_hint(&hint, &place, writable)?,
         };
         Self::assemble_found(found, rejected, place, writable, matches!(spec, ArraySpec::Dir(_)), journal)
     }
 
+    /// A read-only open without the journal its superblock names: why,
+    /// in `info` and in a warning (which says what reads may miss).
+    fn journal_cannot_be_used(&mut self, why: String) {
+        let path = self.sb.lock().journal.clone().unwrap_or_default();
+        let dirty = if self.opened_dirty {
+            "; the array was not shut down cleanly, so reads may show old bytes of acknowledged writes the journal holds until it is replayed"
+        } else {
+            ""
+        };
+        self.open_warnings.push(format!(
+            "the write-ahead journal {path} cannot be used ({why}): the array is open read-only from its members as they are{dirty}; writing needs the journal"
+        ));
+        self.journal_unusable = Some(why);
+    }
+
     /// Open the journal a superblock names (a hint, resolved by `place`).
-    fn open_journal_hint(hint: &str, place: &Place, writable: bool) -> Result<Option<Arc<dyn Member>>, ArrayError> {
+    /// Read-only, a journal that cannot be used is no error: why, instead.
+    fn open_journal_hint(hint: &str, place: &Place, writable: bool) -> Result<Result<Arc<dyn Member>, String>, ArrayError> {
         let Some(p) = place.resolve(hint) else {
             if writable {
                 return Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be used: {}", place.refusal(hint))));
             }
-            return Ok(None);
+            return Ok(Err(place.refusal(hint)));
         };
         match Device::open(Path::new(&p)).and_then(|m| m.lock(writable).map(|_| m)) {
-            Ok(m) => Ok(Some(Arc::new(m) as Arc<dyn Member>)),
+            Ok(m) => Ok(Ok(Arc::new(m) as Arc<dyn Member>)),
             Err(e) if writable => Err(ArrayError::BadMember(format!("the array's write-ahead journal cannot be opened: {e}"))),
-            Err(_) => Ok(None),
+            Err(e) => Ok(Err(e.to_string())),
         }
     }
 
@@ -465,7 +493,7 @@ impl Array {
                 Err(e) => rejected.push(format!("{e}; not used")),
             }
         }
-        Self::assemble_found(found, rejected, Place::default(), writable, false, journal)
+        Self::assemble_found(found, rejected, Place::default(), writable, false, journal.ok_or_else(|| NOT_GIVEN.to_string()))
     }
 
     fn assemble_found(
@@ -474,7 +502,7 @@ impl Array {
         place: Place,
         writable: bool,
         use_hints: bool,
-        journal_dev: Option<Arc<dyn Member>>,
+        journal_dev: Result<Arc<dyn Member>, String>,
     ) -> Result<Array, ArrayError> {
         let (spares, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Spare);
         let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
@@ -489,30 +517,43 @@ impl Array {
         let geo = sb.geometry.clone();
         let mut log = crate::journal::JournalLog::default();
         let mut pending = 0;
+        let mut unusable = None;
         let journal = match (&sb.journal, journal_dev) {
-            (Some(_), Some(dev)) if writable => {
+            (Some(_), Ok(dev)) if writable => {
                 let (j, found) = Journal::open(dev, sb.array_uuid)?;
                 log = found;
                 Some(j)
             }
-            (None, Some(dev)) => {
+            (None, Ok(dev)) => {
                 return Err(ArrayError::Usage(format!("{}: array {} has no journal", dev.describe(), sb.array_uuid)));
             }
-            (Some(p), None) if writable => {
+            (Some(p), Err(_)) if writable => {
                 return Err(ArrayError::BadMember(format!("array {} needs its write-ahead journal ({p}) to open for writing", sb.array_uuid)));
             }
-            (Some(_), Some(dev)) => {
+            (Some(_), Ok(dev)) => {
                 // Read-only: only look whether a crash left records.
-                pending = Journal::open(dev, sb.array_uuid).map(|(_, r)| r.len()).unwrap_or(0);
+                match Journal::open(dev, sb.array_uuid) {
+                    Ok((_, r)) => pending = r.len(),
+                    Err(e) => unusable = Some(e.to_string()),
+                }
                 None
             }
-            _ => None,
+            (Some(_), Err(why)) => {
+                unusable = Some(why);
+                None
+            }
+            (None, Err(_)) => None,
         };
         let mut arr = Array::assemble(geo, slots, sb, writable, journal)?;
         *arr.spares.lock() = spares;
         arr.record_assembly(warnings, states_changed)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
         arr.journal_pending = pending;
+        // Not given (assembled from members without it): worth a word only
+        // when it may hold what a crash left.
+        if let Some(why) = unusable.filter(|w| w != NOT_GIVEN || arr.opened_dirty) {
+            arr.journal_cannot_be_used(why);
+        }
         if arr.journal.is_some() {
             let rep = arr.replay(log)?;
             // Every write went through the journal, so after its replay every
@@ -692,6 +733,7 @@ impl Array {
             inflight: RwLock::new(()),
             replayed: None,
             journal_pending: 0,
+            journal_unusable: None,
             open_warnings: Vec::new(),
             spares: Mutex::new(Vec::new()),
             any_lost,
@@ -850,6 +892,7 @@ impl Array {
             journal: sb.journal.clone(),
             journal_replayed: self.replayed.clone(),
             journal_fill: self.journal.as_ref().map(|j| JournalFill { used: j.used(), capacity: j.capacity() }),
+            journal_failed: self.journal.as_ref().and_then(|j| j.failed().map(str::to_string)).or_else(|| self.journal_unusable.clone()),
             spares: self.spare_paths(),
             grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
             lost: sb.lost.clone(),
@@ -985,11 +1028,15 @@ impl Array {
     pub(crate) fn run_program_logged(&self, p: &Program, client: Client<'_>, how: Logged<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
         let hook = ArrayJournal(self, how);
         let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
-        self.exec.run(p, client, journal).map_err(|e| {
-            if let ExecError::Device(f) = &e {
-                self.absorb(f);
+        self.exec.run(p, client, journal).map_err(|e| match e {
+            // The journal's own error says what failed; no member did.
+            ExecError::Journal(m) => ArrayError::Io(m),
+            e => {
+                if let ExecError::Device(f) = &e {
+                    self.absorb(f);
+                }
+                ArrayError::Io(format!("{what}: {e}"))
             }
-            ArrayError::Io(format!("{what}: {e}"))
         })
     }
 
@@ -1136,6 +1183,13 @@ impl Array {
             // Everything is on the members: a clean array leaves its
             // journal empty, so the next open has nothing to replay.
             if let Some(j) = &self.journal {
+                if let Some(cause) = j.failed() {
+                    // Left dirty: the next open replays what the ring holds.
+                    return Err(ArrayError::Io(format!(
+                        "closed without a checkpoint: the write-ahead journal {} failed ({cause}); open the array again once the journal device works (the open replays the journal)",
+                        j.describe()
+                    )));
+                }
                 j.checkpoint()?;
             }
             self.write_superblocks(|s| s.state = ArrayState::Clean)?;

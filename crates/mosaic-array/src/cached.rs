@@ -171,7 +171,10 @@ impl CacheVolume {
     /// An error once the volume has stopped: why, and the way back.
     pub fn live(&self) -> Result<(), ArrayError> {
         let Some(why) = self.stopped.get() else { return Ok(()) };
-        let recover = if self.write_back {
+        let journal_failed = self.arr.journal().is_some_and(|j| j.failed().is_some());
+        let recover = if journal_failed {
+            "the journal holds every acknowledged write, so keep its device: close the array and open it again once the journal device works, which replays it"
+        } else if self.write_back {
             "the journal holds every acknowledged write: close the array and open it again, which replays it"
         } else {
             "without a journal, rows it was destaging may be left with stale code (the write hole a journal closes), so their units on the failed member may not be rebuilt: close the array, open it again and scrub it"

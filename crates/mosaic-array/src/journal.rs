@@ -91,7 +91,7 @@
 //! at the front with the checkpoint sequence moved on.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use uuid::Uuid;
@@ -153,6 +153,8 @@ pub struct Journal {
     sync: Mutex<()>,
     durable: AtomicU64,
     appended: AtomicU64,
+    /// The first error of the journal device, sticky ([`Journal::failed`]).
+    failed: OnceLock<String>,
     /// Counters for tests and `info`.
     pub records: AtomicU64,
     pub syncs: AtomicU64,
@@ -537,6 +539,7 @@ impl Journal {
             sync: Mutex::new(()),
             durable: AtomicU64::new(checkpoint.saturating_sub(1)),
             appended: AtomicU64::new(checkpoint.saturating_sub(1)),
+            failed: OnceLock::new(),
             records: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             checkpoints: AtomicU64::new(0),
@@ -554,10 +557,53 @@ impl Journal {
     }
 
     fn write_header(&self, checkpoint: u64) -> Result<(), ArrayError> {
+        self.refuse()?;
         let b = encode_header(self.uuid, self.size, checkpoint);
         // Only the header itself must be durable: the records before a
         // checkpoint need not be (FUA on a remote journal).
-        self.dev.write_durable(&b, 0).map_err(|e| ArrayError::Io(format!("{}: writing journal header: {e}", self.dev.describe())))
+        self.dev.write_durable(&b, 0).map_err(|e| self.fail(format!("writing journal header: {e}")))
+    }
+
+    /// Why the journal device failed, if it has: once a record, a sync or
+    /// a header fails, the journal refuses every append, sync and
+    /// checkpoint until the array is opened again.
+    ///
+    /// Refusing is what keeps replay exact.  A record whose write or sync
+    /// failed may still be on the device, and its write never reached the
+    /// members.  Were a later write to the same stripe journaled, its code
+    /// would be computed without the failed one, and a replay of both would
+    /// leave the stripe's code wrong.  A header whose write landed but
+    /// whose flush failed names a checkpoint the ring in memory has not
+    /// taken, so records appended after it would never be replayed.  With
+    /// nothing appended after the failure, each record left is one whose
+    /// stripe no later record touches: replaying it applies that write
+    /// whole, which a failed write may be.
+    pub fn failed(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
+    }
+
+    /// Record `cause` (if it is the first failure) and give the error.
+    fn fail(&self, cause: String) -> ArrayError {
+        let _ = self.failed.set(cause);
+        self.refused()
+    }
+
+    /// The error of a journal that failed.
+    fn refused(&self) -> ArrayError {
+        let cause = self.failed().unwrap_or("");
+        ArrayError::Io(format!(
+            "the write-ahead journal {} failed ({cause}): the array refuses writes, so nothing is written without write-hole protection; \
+             reads still work; close the array and open it again once the journal device works (the open replays the journal)",
+            self.dev.describe()
+        ))
+    }
+
+    /// The journal's error if it failed.
+    fn refuse(&self) -> Result<(), ArrayError> {
+        match self.failed.get() {
+            Some(_) => Err(self.refused()),
+            None => Ok(()),
+        }
     }
 
     /// Open the journal of `array` on `dev` and read the records that must
@@ -829,12 +875,13 @@ impl Journal {
         let mut rec = encode_record_unsealed(entries);
         let expanded = expanded.unwrap_or_else(|| Self::expanded_len_of(entries, payload));
         let mut r = self.ring.lock();
+        self.refuse()?;
         if r.tail + len > self.size {
             return Ok(None);
         }
         let seq = r.next_seq;
         rec.seal(seq);
-        self.dev.write_parts_at(&rec.pieces(), r.tail).map_err(|e| ArrayError::Io(format!("{}: writing journal: {e}", self.dev.describe())))?;
+        self.dev.write_parts_at(&rec.pieces(), r.tail).map_err(|e| self.fail(format!("writing journal: {e}")))?;
         r.tail += len;
         r.expanded += expanded;
         r.next_seq += 1;
@@ -853,8 +900,9 @@ impl Journal {
         if self.durable.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
+        self.refuse()?;
         let upto = self.appended.load(Ordering::Acquire);
-        self.dev.flush().map_err(|e| ArrayError::Io(format!("{}: syncing journal: {e}", self.dev.describe())))?;
+        self.dev.flush().map_err(|e| self.fail(format!("syncing journal: {e}")))?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.durable.fetch_max(upto, Ordering::AcqRel);
         Ok(())

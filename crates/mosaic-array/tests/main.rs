@@ -8,6 +8,7 @@ mod cached;
 mod crash;
 mod grow;
 mod journal_damage;
+mod journal_fail;
 mod maint;
 mod nested;
 mod nopanic;

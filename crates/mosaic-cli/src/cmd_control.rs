@@ -136,6 +136,9 @@ fn text(b: &serde_json::Value) -> String {
     if let Some(why) = b["stopped"].as_str() {
         s += &format!("  stopped: {why}; close the array and open it again\n");
     }
+    if let Some(why) = b["journal_failed"].as_str() {
+        s += &format!("  journal failed: {why}; writes are refused, reads work; open the array again once the journal device works\n");
+    }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");

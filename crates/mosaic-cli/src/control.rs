@@ -655,13 +655,22 @@ pub(crate) fn code_columns(info: &mosaic_volume::VolumeInfo) -> Option<u64> {
 fn health_of(info: &mosaic_volume::VolumeInfo) -> (Health, Option<String>) {
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     let stopped = ["/cache/stopped", "/stopped"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string);
+    let journal_failed = journal_failed(info).is_some();
     let health = match (out, code_columns(info)) {
         _ if stopped.is_some() => Health::Failed,
+        (0, _) if journal_failed => Health::Degraded,
         (0, _) => Health::Healthy,
         (n, Some(m)) if n as u64 > m => Health::Failed,
         _ => Health::Degraded,
     };
     (health, stopped)
+}
+
+/// Why the array's write-ahead journal cannot be used (it failed while
+/// open, or could not be opened): the array serves reads and refuses
+/// writes.
+fn journal_failed(info: &mosaic_volume::VolumeInfo) -> Option<String> {
+    ["/journal_failed", "/inner/journal_failed"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string)
 }
 
 /// `status` with the rebuild or scrub in progress.
@@ -692,6 +701,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "failed_while_open": vol.auto_failed(),
         "maintenance": maint,
         "journal": fill,
+        "journal_failed": journal_failed(&info),
         "spares": spares,
         "grow": grow,
         "clients": null,

@@ -117,3 +117,38 @@ fn member_lists_take_an_explicit_journal_or_warn() {
     let e = fails(&["create", "-a", &list, "--level", "raid5", "--force", "--journal", t.path().join("tiny").to_str().unwrap(), "--journal-size", "4K"]);
     assert!(e.contains("journal too small"), "{e}");
 }
+
+/// An array whose journal file is gone: `status` says DEGRADED and why
+/// (exit 4), `info` names it, reads still work, and a write is refused
+/// with the reason.  With the file back, it is healthy again.
+#[test]
+fn a_missing_journal_shows_in_status_and_refuses_writes() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("arr");
+    let d = dir.to_str().unwrap();
+    ok(&["create", "-a", d, "--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K", "--journal-size", "1M"]);
+    let input = t.path().join("in.bin");
+    fs::write(&input, vec![0x3cu8; 8192]).unwrap();
+    ok(&["write", "-a", d, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let jpath = dir.join("journal.img");
+    let away = t.path().join("journal.away");
+    fs::rename(&jpath, &away).unwrap();
+    let st = mosaic(&["status", "-a", d, "--json"]);
+    let out = String::from_utf8_lossy(&st.stdout);
+    assert_eq!(st.status.code(), Some(4), "degraded: exit 4\n{out}");
+    let st = json(&out);
+    assert_eq!(st[0]["health"], "degraded", "{st}");
+    assert!(st[0]["journal_failed"].as_str().is_some_and(|w| w.contains("journal.img")), "{st}");
+    let text = String::from_utf8_lossy(&mosaic(&["status", "-a", d]).stdout).to_string();
+    assert!(text.contains("journal failed:") && text.contains("writes are refused"), "{text}");
+    let info = json(&ok(&["info", "-a", d, "--json"]));
+    assert!(info["detail"]["journal_failed"].is_string() || info["journal_failed"].is_string(), "{info}");
+    let got = t.path().join("out.bin");
+    ok(&["read", "-a", d, "--offset", "0", "--length", "8K", "--output", got.to_str().unwrap()]);
+    assert_eq!(fs::read(&got).unwrap(), vec![0x3cu8; 8192]);
+    let e = fails(&["write", "-a", d, "--offset", "0", "--input", input.to_str().unwrap()]);
+    assert!(e.contains("write-ahead journal"), "{e}");
+    fs::rename(&away, &jpath).unwrap();
+    let st = mosaic(&["status", "-a", d, "--json"]);
+    assert_eq!(st.status.code(), Some(0), "{}", String::from_utf8_lossy(&st.stdout));
+}

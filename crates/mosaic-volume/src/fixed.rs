@@ -79,9 +79,14 @@ fn counters(arr: &Array) -> IoCounters {
 /// unclean shutdown.
 fn warnings(arr: &Array) -> Vec<String> {
     let mut w = arr.open_warnings().to_vec();
+    if let Some(cause) = arr.journal().and_then(|j| j.failed()) {
+        w.push(format!(
+            "the write-ahead journal failed ({cause}): writes are refused, reads still work; close the array and open it again once the journal device works (the open replays the journal)"
+        ));
+    }
     if arr.opened_dirty() {
         w.push(if arr.superblock().journal.is_some() {
-            "the array was not shut down cleanly; its journal is replayed when it is next opened for writing".into()
+            "the array was not shut down cleanly; its journal is replayed when it is next opened for writing (until then, reads may show old bytes of writes it holds)".into()
         } else {
             "the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data".into()
         });
