@@ -98,7 +98,7 @@ use std::sync::OnceLock;
 use parking_lot::Mutex;
 
 use mosaic_core::cache::{KeyMap, Recipe, Widened};
-use mosaic_core::{CacheConfig, CachedArray, Phase, Program, Step};
+use mosaic_core::{CacheConfig, CachePolicy, CachedArray, Phase, Program, Step};
 use mosaic_exec::Client;
 
 use crate::array::{Copied, Logged, Rider};
@@ -212,8 +212,38 @@ impl CacheVolume {
     /// parity and destages a page of another logs both in one journal
     /// record, with the same device operations.
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
-        let ran = self.exec_steps(c, steps, rider);
+        let keeps_code = !self.write_back && c.config().policy != CachePolicy::None;
+        let rows: Vec<u64> = if keeps_code { steps.iter().map(|s| s.sp.stripe).collect() } else { Vec::new() };
+        let mut ran = self.exec_steps(c, steps, rider);
+        if let (Err(e), true) = (&ran, keeps_code && self.stopped.get().is_none()) {
+            if let Err(e2) = self.lose_stale_rows(c, rows) {
+                ran = Err(ArrayError::Io(format!("{e}; recording the units it leaves lost failed too: {e2}")));
+            }
+        }
         self.stop_on(ran)
+    }
+
+    /// A write-through volume stopping: no journal will replay what it was
+    /// doing.  The rows of the steps that failed (their code was to stay
+    /// in the cache) and every row whose code only the cache holds keep
+    /// stale code on the drives, so their data units on failed members
+    /// cannot be rebuilt: they are recorded lost (reads of them fail, as
+    /// after a crash that takes a member), never rebuilt into wrong bytes.
+    /// A write-back volume needs none of this: its journal's replay finds
+    /// them ([`crate::lost`]).
+    fn lose_stale_rows(&self, c: &CachedArray, mut rows: Vec<u64>) -> Result<(), ArrayError> {
+        rows.extend(c.parity_rows());
+        rows.sort_unstable();
+        rows.dedup();
+        let (h, geo) = (self.arr.health(), c.geometry());
+        let lost: Vec<crate::journal::LostUnit> = rows
+            .into_iter()
+            .flat_map(|stripe| (0..geo.k).map(move |col| (stripe, col)))
+            .map(|(stripe, col)| (stripe, col, geo.member_of(stripe, col)))
+            .filter(|&(stripe, _, member)| !h.available(member, stripe))
+            .map(|(stripe, col, member)| crate::journal::LostUnit { stripe, member, offset: stripe * geo.stripe_data_bytes() + col as u64 * geo.unit, len: geo.unit })
+            .collect();
+        self.arr.record_lost(&lost)
     }
 
     /// [`CacheVolume::exec`], without stopping the volume on an error.
@@ -293,7 +323,11 @@ impl CacheVolume {
     /// and dropped at every checkpoint).
     fn destage_all(&self, c: &mut CachedArray) -> Result<(), ArrayError> {
         let h = self.arr.health();
-        c.flush_each(&h, |c, steps| self.exec(c, steps, None))
+        // Planning a row's flush may fail too (its partial parity cannot
+        // be completed without a failed member's unit): the cache no
+        // longer matches the members, so the volume stops.
+        let r = c.flush_each(&h, |c, steps| self.exec(c, steps, None));
+        self.stop_on(r)
     }
 
     /// Read into `buf`: the policy's ranges from the members (the parts
@@ -308,6 +342,13 @@ impl CacheVolume {
         for (o, l) in r.ranges {
             let at = (o - offset) as usize;
             self.arr.read(o, &mut buf[at..at + l as usize])?;
+        }
+        // A member that failed during these reads had its units rebuilt by
+        // the array from the code on the drives, stale where the cache holds
+        // a row's code: read again, planned with the new health, which
+        // flushes the cached code of degraded rows first (or stops).
+        if self.arr.health().states != h.states {
+            return self.read_locked(c, offset, buf);
         }
         for e in &exts {
             for col in &e.cols {

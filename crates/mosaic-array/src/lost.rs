@@ -40,7 +40,7 @@ impl Array {
         match self.lost().into_iter().find(|r| r.offset < end && r.end() > offset) {
             None => Ok(()),
             Some(r) => Err(ArrayError::Io(format!(
-                "bytes {}..{} of array {} were lost in a crash that took a member while a cache held their code; write them again to clear",
+                "bytes {}..{} of array {} were lost: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped); write them again to clear",
                 r.offset,
                 r.end(),
                 self.superblock().array_uuid
@@ -121,13 +121,19 @@ pub(crate) fn lost_units(geo: &Geometry, h: &Health, records: &Records) -> Vec<L
     out
 }
 
-/// The (stripe, code column) whose unit holds member byte `offset`, for
-/// layouts with one unit per stripe on every member.
+/// The (stripe, code column) whose unit holds member byte `offset`: one
+/// unit per stripe on every member, except a CBRO check drive array's
+/// members, which hold one per `w` stripes (raid0 by stripe number, see
+/// [`Geometry::member_of`]).
 fn code_unit_at(geo: &Geometry, member: usize, offset: u64) -> Option<(u64, usize)> {
-    if matches!(geo.level, Level::Cbro { .. }) || member >= geo.members {
+    if member >= geo.members {
         return None;
     }
-    let stripe = offset / geo.unit;
+    let stripe = match geo.level {
+        Level::Cbro { .. } if member < geo.k => return None,
+        Level::Cbro { w, .. } => offset / geo.unit * w as u64 + ((member - geo.k) % w as usize) as u64,
+        _ => offset / geo.unit,
+    };
     let col = geo.column_of(stripe, member).filter(|&c| c >= geo.k)?;
     (stripe < geo.stripes).then_some((stripe, col))
 }

@@ -148,8 +148,9 @@ pub struct Superblock {
     /// [`crate::domain`]), "" where it has none; empty when none has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub member_hosts: Vec<String>,
-    /// Logical byte ranges whose data is lost (a crash took a member
-    /// while a cache held their stripes' code): reads of them fail until
+    /// Logical byte ranges whose data is lost (a member failed
+    /// while a cache held their stripes' code, in a crash or as a
+    /// write-through cache volume stopped): reads of them fail until
     /// they are written whole again.  Sorted, disjoint, at most
     /// [`MAX_LOST`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -458,7 +458,7 @@ fn check_around_lost(arr: &Array, model: &[u8], lost: &[(u64, u64)], what: &str)
     for at in (0..model.len() as u64).step_by(U as usize) {
         let hit = lost.iter().any(|&(lo, hi)| lo < at + U && hi > at);
         match arr.read(at, &mut b) {
-            Err(e) => assert!(hit && e.to_string().contains("were lost in a crash that took a member"), "{what}: read at {at}: {e}"),
+            Err(e) => assert!(hit && e.to_string().contains("were lost: a member failed while a cache held their code"), "{what}: read at {at}: {e}"),
             Ok(()) => {
                 assert!(!hit, "{what}: a lost unit at {at} read without an error");
                 assert!(b == model[at as usize..(at + U) as usize], "{what}: bytes at {at} differ");
@@ -557,7 +557,7 @@ fn an_unplanned_failure_mid_destage_stops_the_volume_and_loses_nothing() {
                         // The code a parity cache held died with the
                         // volume: a row of the failed member's it marked
                         // is lost, and says so.
-                        assert!(policy != CachePolicy::None && e.to_string().contains("were lost in a crash that took a member"), "{what}: page {p}: {e}");
+                        assert!(policy != CachePolicy::None && e.to_string().contains("were lost: a member failed while a cache held their code"), "{what}: page {p}: {e}");
                         lost += 1;
                     }
                 }

@@ -5,6 +5,7 @@
 mod common;
 mod cache_program;
 mod cached;
+mod cached_failures;
 mod crash;
 mod grow;
 mod journal_damage;

@@ -66,7 +66,7 @@ fn lost_line(lost: &[LostRange]) -> Option<(String, String)> {
     let bytes: u64 = lost.iter().map(|r| r.len).sum();
     let ranges: Vec<String> = lost.iter().take(LISTED).map(|r| format!("{}..{}", r.offset, r.end())).collect();
     let more = if lost.len() > LISTED { format!(", ... {} ranges in all", lost.len()) } else { String::new() };
-    Some(("lost".into(), format!("{} in bytes {}{more}: a crash took a member while a cache held their code; reads fail until they are written again", human(bytes), ranges.join(", "))))
+    Some(("lost".into(), format!("{} in bytes {}{more}: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped); reads fail until they are written again", human(bytes), ranges.join(", "))))
 }
 
 fn counters(arr: &Array) -> IoCounters {
@@ -355,7 +355,7 @@ mod tests {
         let two = [LostRange { offset: 4096, len: 4096 }, LostRange { offset: 65536, len: 8192 }];
         let (key, line) = lost_line(&two).unwrap();
         assert_eq!(key, "lost");
-        assert!(line.starts_with(&format!("{} in bytes 4096..8192, 65536..73728: a crash took a member", human(12288))), "{line}");
+        assert!(line.starts_with(&format!("{} in bytes 4096..8192, 65536..73728: a member failed while a cache held their code", human(12288))), "{line}");
         assert!(line.ends_with("reads fail until they are written again"), "{line}");
         let many: Vec<LostRange> = (0..10).map(|i| LostRange { offset: i * 8192, len: 4096 }).collect();
         let (_, line) = lost_line(&many).unwrap();
