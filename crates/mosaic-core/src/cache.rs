@@ -457,20 +457,6 @@ impl Bytes {
         src.into()
     }
 
-    /// Make `n` more spare buffers of `len` bytes (counted as allocated).
-    fn reserve(&mut self, len: usize, n: usize) {
-        if n == 0 {
-            return;
-        }
-        let zeros = vec![0u8; len];
-        let new: Vec<Arc<[u8]>> = (0..n).map(|_| Arc::from(&zeros[..])).collect();
-        self.allocated += n as u64;
-        match self.spare_of(len) {
-            Some(v) => v.extend(new),
-            None => self.spare.push((len, new)),
-        }
-    }
-
     /// Keep `a` for reuse if nothing else holds it.
     fn recycle(&mut self, mut a: Arc<[u8]>) {
         let spares: usize = self.spare.iter().map(|(_, v)| v.len()).sum();
@@ -568,31 +554,9 @@ impl CachedArray {
 
     /// Keep the bytes of every structure (the real array's mode): writes
     /// must then cover whole pages (stripe units).
-    ///
-    /// Every buffer and table the structures hold when full is made here,
-    /// once: the spare buffers (touched, so the kernel's zeroing of new
-    /// memory happens now, not under a write) and the maps at their full
-    /// size (no table grows, and none is copied, while writes run).
     pub fn with_bytes(mut self) -> Result<CachedArray, PlanError> {
         self.layout.math.code()?;
-        let (entries, k) = (self.pc_entries(), self.geo.k);
-        let data = if self.cfg.policy == CachePolicy::PpcData { entries * k } else { 0 };
-        let mut b = Bytes {
-            pages: Map::with_capacity_and_hasher(self.wc_pages() as usize, Default::default()),
-            parity: Map::with_capacity_and_hasher(entries, Default::default()),
-            old: Map::with_capacity_and_hasher(data, Default::default()),
-            clean: Map::with_capacity_and_hasher(if data > 0 { self.od_pages() } else { 0 }, Default::default()),
-            spare_max: self.buffers_held(),
-            ..Bytes::default()
-        };
-        let (unit, code) = (self.geo.unit as usize, self.geo.m * self.geo.unit as usize);
-        let pages = self.buffers_held() - if self.cfg.policy == CachePolicy::None { 0 } else { entries };
-        b.reserve(unit, pages);
-        b.reserve(code, self.buffers_held() - pages);
-        self.bytes = Some(b);
-        self.rows.reserve(self.wc_pages() as usize);
-        self.parity.reserve(entries);
-        self.clean.reserve(if data > 0 { self.od_pages() } else { 0 });
+        self.bytes = Some(Bytes { spare_max: self.buffers_held(), ..Bytes::default() });
         Ok(self)
     }
 
@@ -618,10 +582,9 @@ impl CachedArray {
         self.stats
     }
 
-    /// Byte buffers allocated so far (byte mode): the
-    /// [`CachedArray::buffers_held`] made with the cache, and the few a
-    /// write's steps in flight need beyond them; the cache reuses the ones
-    /// its structures let go, so this stays there however long it runs.
+    /// Byte buffers allocated so far (byte mode): the cache reuses the ones
+    /// its structures let go, so this stays near
+    /// [`CachedArray::buffers_held`] however long it runs.
     pub fn buffers_allocated(&self) -> u64 {
         self.bytes.as_ref().map_or(0, |b| b.allocated)
     }
