@@ -97,6 +97,10 @@ pub struct ArrayInfo {
     pub members: usize,
     pub data_columns: usize,
     pub code_columns: usize,
+    /// The most columns one stripe has lost to members not in service
+    /// ([`Geometry::columns_out`]): more than `code_columns` and data is
+    /// out of reach.
+    pub columns_out: usize,
     pub stripe_unit: u64,
     pub block_size: u64,
     pub stripes: u64,
@@ -198,6 +202,11 @@ pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<Device, ArrayErro
 
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The members not fully in service (failed, missing or rebuilding).
+fn out_of_service(h: &Health) -> Vec<usize> {
+    h.states.iter().enumerate().filter(|(_, s)| !matches!(s, MemberState::Active)).map(|(i, _)| i).collect()
 }
 
 /// Why a read-only open has no journal when none was given (assembled
@@ -866,6 +875,7 @@ impl Array {
             members: self.geometry().members,
             data_columns: self.geometry().k,
             code_columns: self.geometry().m,
+            columns_out: self.geometry().columns_out(&out_of_service(&h)),
             stripe_unit: self.geometry().unit,
             block_size: self.geometry().block,
             stripes: self.geometry().stripes,
@@ -920,6 +930,13 @@ impl Array {
         })
     }
 
+    /// The most columns one stripe has lost to members not in service
+    /// ([`Geometry::columns_out`]): more than the code columns and some
+    /// data cannot be read.
+    pub fn columns_out(&self) -> usize {
+        self.geometry().columns_out(&out_of_service(&self.health()))
+    }
+
     /// Mark a member failed (command or I/O error) and record it on disk.
     pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {
         if idx >= self.geometry().members {
@@ -930,9 +947,13 @@ impl Array {
             if matches!(h.states[idx], MemberState::Failed) {
                 return Err(ArrayError::Usage(format!("member {idx} is already failed")));
             }
-            let failed = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
+            let mut out = out_of_service(&h);
+            let failed = out.len();
+            if !out.contains(&idx) {
+                out.push(idx);
+            }
             let rebuilding = matches!(h.states[idx], MemberState::Rebuilding { .. });
-            if !rebuilding && failed + 1 > self.geometry().m {
+            if !rebuilding && self.geometry().columns_out(&out) > self.geometry().m {
                 return Err(ArrayError::Usage(format!(
                     "refusing to fail member {idx}: {failed} member(s) already failed and {} tolerates {}; data would be lost",
                     self.geometry().level, self.geometry().m
@@ -1161,11 +1182,13 @@ impl Array {
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
             self.absorb(&f);
         }
-        let failed = self.health().states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
-        if failed > self.geometry().m {
+        let out = out_of_service(&self.health());
+        if self.geometry().columns_out(&out) > self.geometry().m {
             return Err(ArrayError::Io(format!(
-                "flush: {failed} members failed, more than the {} {} tolerates",
-                self.geometry().m, self.geometry().level
+                "flush: {} members failed, more than the {} {} tolerates",
+                out.len(),
+                self.geometry().m,
+                self.geometry().level
             )));
         }
         Ok(())

@@ -309,10 +309,12 @@ pub(crate) fn assemble(
     let n = sb.geometry.members;
     let out: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
     let tolerable = sb.geometry.m;
-    if out.len() > tolerable {
+    let columns = sb.geometry.columns_out(&out);
+    if columns > tolerable {
         let why = if warnings.is_empty() { String::new() } else { format!(" ({})", warnings.join("; ")) };
+        let lost = if columns == out.len() { String::new() } else { format!(" ({columns} columns of a stripe)") };
         return Err(ArrayError::Usage(format!(
-            "cannot assemble array {}: members {out:?} are missing or failed, more than the {tolerable} {} tolerates{why}",
+            "cannot assemble array {}: members {out:?} are missing or failed{lost}, more than the {tolerable} {} tolerates{why}",
             sb.array_uuid, sb.geometry.level
         )));
     }

@@ -6,6 +6,7 @@ mod common;
 mod cache_program;
 mod cached;
 mod cached_failures;
+mod cbro_columns;
 mod crash;
 mod grow;
 mod journal_damage;

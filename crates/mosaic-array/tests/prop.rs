@@ -94,11 +94,14 @@ fn run_case(c: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
                 prop_assert!(buf == reference[off as usize..(off + len) as usize], "read {}+{} differs from reference (failed {:?})", off, len, failed);
             }
             Op::Fail { member } => {
-                if failed.len() < m && !failed.contains(&member) {
+                // Within the code: at most M columns of any stripe out
+                // (two members of one CBRO raid0 check drive array cost one).
+                let more: Vec<usize> = failed.iter().copied().chain([member]).collect();
+                if !failed.contains(&member) && arr.geometry().columns_out(&more) <= m {
                     arr.fail_member(member).unwrap();
                     failed.push(member);
                 } else {
-                    // More failures than M (or twice) are refused, changing nothing.
+                    // More columns out than M (or a member twice) are refused, changing nothing.
                     prop_assert!(arr.fail_member(member).is_err());
                 }
             }

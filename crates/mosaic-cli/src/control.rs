@@ -656,11 +656,14 @@ fn health_of(info: &mosaic_volume::VolumeInfo) -> (Health, Option<String>) {
     let out = info.members.iter().filter(|m| !matches!(m.state, MemberState::Active) || !m.present).count();
     let stopped = ["/cache/stopped", "/stopped"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string);
     let journal_failed = journal_failed(info).is_some();
+    // Columns a stripe lost (two members of one CBRO check drive array
+    // lose one), where the array says; else one a member.
+    let columns = ["/columns_out", "/inner/columns_out"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64())).unwrap_or(out as u64);
     let health = match (out, code_columns(info)) {
         _ if stopped.is_some() => Health::Failed,
         (0, _) if journal_failed => Health::Degraded,
         (0, _) => Health::Healthy,
-        (n, Some(m)) if n as u64 > m => Health::Failed,
+        (_, Some(m)) if columns > m => Health::Failed,
         _ => Health::Degraded,
     };
     (health, stopped)

@@ -320,6 +320,22 @@ impl Geometry {
         Some(if rel < self.m { self.k + rel } else { rel - self.m })
     }
 
+    /// The most columns one stripe loses with the members `out` not in
+    /// service: what they cost against the `m` code columns.  Every member
+    /// holds a unit of every stripe, except the members of a CBRO check
+    /// drive array, which take the stripes in turn (raid0 by stripe
+    /// number, see [`Geometry::member_of`]): two members of one such array
+    /// out cost its one column, not two.
+    pub fn columns_out(&self, out: &[usize]) -> usize {
+        let Level::Cbro { w, .. } = self.level else { return out.len() };
+        let data = out.iter().filter(|&&i| i < self.k).count();
+        let w = w as usize;
+        (0..w)
+            .map(|r| data + (0..self.m).filter(|cda| out.contains(&(self.k + cda * w + r))).count())
+            .max()
+            .unwrap_or(data)
+    }
+
     /// Member byte offset of column `col` of `stripe`.  Every member holds
     /// one unit per stripe at `stripe * unit`, except CDA members of cbro,
     /// which hold one per `w` stripes.

@@ -312,9 +312,7 @@ impl RemapVolume {
     /// Member 0 (the inner array) as the policy sees it: failed once the
     /// inner array lost more members than its code tolerates.
     fn health(&self) -> Health {
-        let h = self.inner.health();
-        let out = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
-        let st = if out > self.inner.geometry().m { MemberState::Failed } else { MemberState::Active };
+        let st = if self.inner.columns_out() > self.inner.geometry().m { MemberState::Failed } else { MemberState::Active };
         Health { states: vec![st] }
     }
 

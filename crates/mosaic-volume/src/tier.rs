@@ -450,11 +450,9 @@ fn map_lost() -> VolumeError {
 
 /// An inner array's health as the policy sees it.
 fn tier_health(arr: &Array) -> TierHealth {
-    let h = arr.health();
-    let out = h.states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
-    if out > arr.geometry().m {
+    if arr.columns_out() > arr.geometry().m {
         TierHealth::Offline
-    } else if out > 0 {
+    } else if arr.health().is_degraded() {
         TierHealth::Degraded
     } else {
         TierHealth::Ok
