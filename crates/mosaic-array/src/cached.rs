@@ -197,7 +197,19 @@ impl CacheVolume {
     /// return old bytes of an acknowledged write.  Every request after
     /// fails instead (close does not destage and leaves the journal), until
     /// the array is opened again: opening replays the journal.
-    fn stop_on<T>(&self, r: Result<T, ArrayError>) -> Result<T, ArrayError> {
+    ///
+    /// A write-through volume stopping first records what no journal will
+    /// replay ([`CacheVolume::lose_stale_rows`]; `rows`: those of the steps
+    /// that failed).
+    fn stop_on<T>(&self, c: &CachedArray, rows: Vec<u64>, mut r: Result<T, ArrayError>) -> Result<T, ArrayError> {
+        if let Err(e) = &r {
+            let keeps_code = !self.write_back && c.config().policy != CachePolicy::None;
+            if keeps_code && self.stopped.get().is_none() {
+                if let Err(e2) = self.lose_stale_rows(c, rows) {
+                    r = Err(ArrayError::Io(format!("{e}; recording the units it leaves lost failed too: {e2}")));
+                }
+            }
+        }
         if let Err(e) = &r {
             let _ = self.stopped.set(e.to_string());
         }
@@ -212,20 +224,15 @@ impl CacheVolume {
     /// parity and destages a page of another logs both in one journal
     /// record, with the same device operations.
     fn exec(&self, c: &mut CachedArray, steps: Vec<Step>, rider: Option<&Rider<'_>>) -> Result<(), ArrayError> {
-        let keeps_code = !self.write_back && c.config().policy != CachePolicy::None;
-        let rows: Vec<u64> = if keeps_code { steps.iter().map(|s| s.sp.stripe).collect() } else { Vec::new() };
-        let mut ran = self.exec_steps(c, steps, rider);
-        if let (Err(e), true) = (&ran, keeps_code && self.stopped.get().is_none()) {
-            if let Err(e2) = self.lose_stale_rows(c, rows) {
-                ran = Err(ArrayError::Io(format!("{e}; recording the units it leaves lost failed too: {e2}")));
-            }
-        }
-        self.stop_on(ran)
+        let rows: Vec<u64> = if self.write_back { Vec::new() } else { steps.iter().map(|s| s.sp.stripe).collect() };
+        let ran = self.exec_steps(c, steps, rider);
+        self.stop_on(c, rows, ran)
     }
 
     /// A write-through volume stopping: no journal will replay what it was
     /// doing.  The rows of the steps that failed (their code was to stay
-    /// in the cache) and every row whose code only the cache holds keep
+    /// in the cache) and every row whose code only the cache holds (a row
+    /// whose flush could not be planned stays one) keep
     /// stale code on the drives, so their data units on failed members
     /// cannot be rebuilt: they are recorded lost (reads of them fail, as
     /// after a crash that takes a member), never rebuilt into wrong bytes.
@@ -327,7 +334,7 @@ impl CacheVolume {
         // be completed without a failed member's unit): the cache no
         // longer matches the members, so the volume stops.
         let r = c.flush_each(&h, |c, steps| self.exec(c, steps, None));
-        self.stop_on(r)
+        self.stop_on(c, Vec::new(), r)
     }
 
     /// Read into `buf`: the policy's ranges from the members (the parts
@@ -337,7 +344,8 @@ impl CacheVolume {
         let h = self.arr.health();
         let geo = c.geometry().clone();
         let exts = geo.split(offset, buf.len() as u64);
-        let r = self.stop_on(c.read_steps(offset, buf.len() as u64, &h).map_err(ArrayError::from))?;
+        let planned = c.read_steps(offset, buf.len() as u64, &h).map_err(ArrayError::from);
+        let r = self.stop_on(c, Vec::new(), planned)?;
         self.exec(c, r.flush, None)?;
         for (o, l) in r.ranges {
             let at = (o - offset) as usize;
@@ -379,7 +387,7 @@ impl CacheVolume {
         let page_bytes = self.page_bytes(&mut c, &w, offset, data)?;
         let bypass = w.len / unit > c.config().write_cache / unit;
         let cached = self.cache_pages(&mut c, lo, hi, &page_bytes, bypass);
-        self.stop_on(cached)?;
+        self.stop_on(&c, Vec::new(), cached)?;
         drop(c);
         self.arr.written_whole(offset, len)
     }
@@ -533,7 +541,7 @@ impl CacheVolume {
         let mut c = self.lock_live()?;
         if self.arr.is_writable() {
             self.destage_all(&mut c)?;
-            self.stop_on(self.arr.journal_checkpoint())?;
+            self.stop_on(&c, Vec::new(), self.arr.journal_checkpoint())?;
             self.logged.lock().clear();
         }
         self.arr.close()

@@ -1090,10 +1090,20 @@ impl CachedArray {
     ///   data buffer holds every covered page's clean value, then
     ///   new = old + PP + sum A[r][c] * clean_c over covered c.
     fn parity_flush(&mut self, stripe: u64, h: &Health) -> Result<Vec<Step>, PlanError> {
-        let Some(e) = self.parity.remove(&stripe) else { return Ok(vec![]) };
+        let Some(e) = self.parity.get(&stripe).copied() else { return Ok(vec![]) };
+        // Planned before the entry goes: a flush that cannot be planned
+        // (a failed member holds a unit its code needs) leaves the row
+        // among the ones whose code only the cache holds (`parity_rows`).
+        let steps = self.plan_parity_flush(stripe, e, h)?;
+        self.parity.remove(&stripe);
         self.relist_parity(stripe);
         self.parity_lru.remove(e.lru);
         self.stats.parity_evictions += 1;
+        Ok(steps)
+    }
+
+    /// The steps that write row `stripe`'s code from its entry `e`.
+    fn plan_parity_flush(&mut self, stripe: u64, e: ParityEntry, h: &Health) -> Result<Vec<Step>, PlanError> {
         let (k, m) = (self.geo.k, self.geo.m);
         let geo = self.geo.clone();
         let up = |c: usize| h.available(geo.member_of(stripe, c), stripe);
