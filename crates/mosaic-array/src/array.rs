@@ -212,6 +212,20 @@ fn out_of_service(h: &Health) -> Vec<usize> {
 /// Why a read-only open has no journal when none was given (assembled
 /// from members alone, or the superblock names none).
 const NOT_GIVEN: &str = "not given";
+/// Why a writable open has no journal: [`Array::replace_journal`] gives it one.
+const REPLACING: &str = "being replaced";
+
+/// What [`Array::replace_journal`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalReplaced {
+    /// The journal the superblock named before.
+    pub old: Option<String>,
+    /// Whether it could still be read (then it was replayed and emptied).
+    pub old_usable: bool,
+    /// Whether every stripe was resynced (the old journal was unreadable
+    /// after an unclean shutdown).
+    pub resynced: bool,
+}
 
 impl Array {
     // ---------------------------------------------------------------- create
@@ -419,6 +433,53 @@ impl Array {
     }
 
     fn open_once(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
+        Self::open_once_with(spec, writable, false)
+    }
+
+    /// Give the array `dev` (named `hint`) as its write-ahead journal, in
+    /// place of the one its superblock names (or of none), as md's
+    /// `--add-journal`.  The array must not be open elsewhere.
+    ///
+    /// When the old journal can still be read, opening replays it and
+    /// closing empties it first.  When it cannot and the array was not
+    /// shut down cleanly, the records a crash left are gone: refused
+    /// without `force`; with it, every stripe's code is made to agree with
+    /// its data (a repairing scrub), and writes a write-back cache volume
+    /// held only in that journal are lost.
+    pub fn replace_journal(spec: &ArraySpec, dev: Arc<dyn Member>, hint: String, force: bool) -> Result<JournalReplaced, ArrayError> {
+        let old_usable = match Self::open_once(spec, true) {
+            Ok(arr) => {
+                arr.close()?;
+                true
+            }
+            Err(_) => false,
+        };
+        let mut arr = Self::open_once_with(spec, true, true)?;
+        let old = arr.sb.lock().journal.clone();
+        let dirty = arr.opened_dirty;
+        if dirty && !old_usable && !force {
+            return Err(ArrayError::Usage(format!(
+                "array {} was not shut down cleanly and its journal {} cannot be read: the records a crash left in it are gone; \
+                 use --force to attach the new journal and resync every stripe (a write-back cache's writes held only in the old journal are lost)",
+                arr.sb.lock().array_uuid,
+                old.as_deref().unwrap_or("(none)")
+            )));
+        }
+        let uuid = arr.sb.lock().array_uuid;
+        arr.journal = Some(Journal::format(dev, uuid)?);
+        arr.write_superblocks(|s| s.journal = Some(hint))?;
+        arr.journal_unusable = None;
+        let resynced = dirty && !old_usable;
+        if resynced {
+            arr.scrub(true, &|_, _| {})?;
+        }
+        arr.close()?;
+        Ok(JournalReplaced { old, old_usable, resynced })
+    }
+
+    /// [`Array::open_once`]; `replacing`: writable without the journal the
+    /// superblock names, which [`Array::replace_journal`] replaces.
+    fn open_once_with(spec: &ArraySpec, writable: bool, replacing: bool) -> Result<Array, ArrayError> {
         let paths = spec.member_paths()?;
         let mut found = Vec::new();
         let mut rejected = Vec::new();
@@ -449,6 +510,7 @@ impl Array {
             place.detect_copy(sb);
         }
         let journal = match (newest.and_then(|sb| sb.journal), listed_journal) {
+            _ if replacing => Err(REPLACING.to_string()),
             (None, _) => Err(NOT_GIVEN.to_string()),
             (Some(_), Some(listed)) => Ok(listed),
             (Some(hint), None) => Self::open_journal_hint(&hint, &place, writable)?,
@@ -536,7 +598,7 @@ impl Array {
             (None, Ok(dev)) => {
                 return Err(ArrayError::Usage(format!("{}: array {} has no journal", dev.describe(), sb.array_uuid)));
             }
-            (Some(p), Err(_)) if writable => {
+            (Some(p), Err(why)) if writable && why != REPLACING => {
                 return Err(ArrayError::BadMember(format!("array {} needs its write-ahead journal ({p}) to open for writing", sb.array_uuid)));
             }
             (Some(_), Ok(dev)) => {
@@ -560,7 +622,7 @@ impl Array {
         arr.journal_pending = pending;
         // Not given (assembled from members without it): worth a word only
         // when it may hold what a crash left.
-        if let Some(why) = unusable.filter(|w| w != NOT_GIVEN || arr.opened_dirty) {
+        if let Some(why) = unusable.filter(|w| w != REPLACING && (w != NOT_GIVEN || arr.opened_dirty)) {
             arr.journal_cannot_be_used(why);
         }
         if arr.journal.is_some() {

@@ -16,6 +16,7 @@ mod cmd_demo;
 mod cmd_dvs;
 mod cmd_eval;
 mod cmd_grow;
+mod cmd_journal;
 mod cmd_model;
 mod cmd_scan;
 mod cmd_serve;
@@ -94,6 +95,8 @@ enum Cmd {
     Add(cmd_grow::AddArgs),
     /// Remove hot spares from an array (their labels erased: free for any array again)
     Remove(cmd_grow::RemoveArgs),
+    /// Give an array a new write-ahead journal (the old one failed, or moves to a faster device), as md's --add-journal
+    ReplaceJournal(cmd_journal::ReplaceJournalArgs),
     /// Resume an interrupted rebuild
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
@@ -174,6 +177,7 @@ fn main() {
         Cmd::Replace(a) => cmd_array::replace(a),
         Cmd::Grow(a) => cmd_grow::grow(a),
         Cmd::Add(a) => cmd_grow::add(a),
+        Cmd::ReplaceJournal(a) => cmd_journal::replace_journal(a),
         Cmd::Remove(a) => cmd_grow::remove(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),

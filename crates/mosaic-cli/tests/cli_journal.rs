@@ -120,7 +120,8 @@ fn member_lists_take_an_explicit_journal_or_warn() {
 
 /// An array whose journal file is gone: `status` says DEGRADED and why
 /// (exit 4), `info` names it, reads still work, and a write is refused
-/// with the reason.  With the file back, it is healthy again.
+/// with the reason.  With the file back, it is healthy again; with a new
+/// journal (`replace-journal`) too.
 #[test]
 fn a_missing_journal_shows_in_status_and_refuses_writes() {
     let t = tempfile::tempdir().unwrap();
@@ -149,6 +150,25 @@ fn a_missing_journal_shows_in_status_and_refuses_writes() {
     let e = fails(&["write", "-a", d, "--offset", "0", "--input", input.to_str().unwrap()]);
     assert!(e.contains("write-ahead journal"), "{e}");
     fs::rename(&away, &jpath).unwrap();
+    let st = mosaic(&["status", "-a", d, "--json"]);
+    assert_eq!(st.status.code(), Some(0), "{}", String::from_utf8_lossy(&st.stdout));
+    // Or a new journal in its place: another array's file is refused
+    // without --force, a member always; then writes work again.
+    fs::rename(&jpath, &away).unwrap();
+    let other = t.path().join("other");
+    ok(&["create", "-a", other.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K", "--journal-size", "1M"]);
+    let e = fails(&["replace-journal", "-a", d, "--journal", other.join("journal.img").to_str().unwrap()]);
+    assert!(e.contains("journal") && e.contains("--force"), "{e}");
+    let e = fails(&["replace-journal", "-a", d, "--journal", dir.join("member-00.img").to_str().unwrap(), "--force"]);
+    assert!(e.contains("a member of the array cannot be its journal"), "{e}");
+    let newj = t.path().join("new-journal.img");
+    let out = ok(&["replace-journal", "-a", d, "--journal", newj.to_str().unwrap(), "--journal-size", "1M"]);
+    assert!(out.contains("now journals to") && out.contains("could not be read"), "{out}");
+    let info = json(&ok(&["info", "-a", d, "--json"]));
+    assert!(info["journal"].as_str().is_some_and(|j| j.ends_with("new-journal.img")), "{info}");
+    ok(&["write", "-a", d, "--offset", "8K", "--input", input.to_str().unwrap()]);
+    ok(&["read", "-a", d, "--offset", "0", "--length", "16K", "--output", got.to_str().unwrap()]);
+    assert_eq!(fs::read(&got).unwrap(), vec![0x3cu8; 16384]);
     let st = mosaic(&["status", "-a", d, "--json"]);
     assert_eq!(st.status.code(), Some(0), "{}", String::from_utf8_lossy(&st.stdout));
 }
