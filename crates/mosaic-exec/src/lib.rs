@@ -54,6 +54,10 @@ const INLINE_BYTES: u64 = 64 << 10;
 /// The largest write [`Executor::prefetch_writes`] fetches lines for.
 const PREFETCH_MAX: u64 = 64 << 10;
 
+/// How many times [`Executor::submit`] plans a request again after a
+/// health change made its plan stale, before it gives up.
+pub const MAX_STALE: usize = 1 << 16;
+
 /// Why a program did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
@@ -246,19 +250,26 @@ impl Executor {
     }
 
     /// Plan, lock, run, and on a member failure abort, record it and plan
-    /// again, at most once per member plus one.
+    /// again, at most once per member plus one.  A plan made stale by a
+    /// health change (a rebuild moving on, a member failed elsewhere) is
+    /// made again without counting as a failure, up to [`MAX_STALE`] times.
     pub fn submit<P: Planner>(&self, planner: &mut P, mut client: Client<'_>, journal: Option<&dyn JournalHook>) -> Result<(), P::Error> {
         let attempts = self.width() + 1;
-        for _ in 0..attempts {
+        let (mut failures, mut stale) = (0, 0);
+        while failures < attempts && stale < MAX_STALE {
             let epoch = self.epoch();
             let p = planner.plan()?;
             let res = self.run_at(&p, reborrow(&mut client), journal, Some(epoch));
             match res {
                 Ok(kept) => return planner.commit(&p, kept),
-                Err(ExecError::Stale) => planner.abort(&p),
+                Err(ExecError::Stale) => {
+                    planner.abort(&p);
+                    stale += 1;
+                }
                 Err(ExecError::Device(f)) => {
                     planner.abort(&p);
                     planner.failed(&f)?;
+                    failures += 1;
                 }
                 Err(e) => {
                     planner.abort(&p);
@@ -266,7 +277,8 @@ impl Executor {
                 }
             }
         }
-        Err(ExecError::Device(vec![(usize::MAX, io::Error::other("members kept failing"))]).into())
+        let why = if stale >= MAX_STALE { "the array's health kept changing while the request was planned" } else { "members kept failing" };
+        Err(ExecError::Device(vec![(usize::MAX, io::Error::other(why))]).into())
     }
 
     /// Take back buffers a program kept ([`Executor::run`]'s result) once
