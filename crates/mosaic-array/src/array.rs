@@ -764,6 +764,12 @@ impl Array {
         }
     }
 
+    /// Whether a full journal ring checkpoints by itself (false under a
+    /// cache volume, which checkpoints it).
+    pub(crate) fn auto_checkpoint(&self) -> bool {
+        self.auto_checkpoint.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub(crate) fn set_auto_checkpoint(&self, on: bool) {
         self.auto_checkpoint.store(on, std::sync::atomic::Ordering::Release);
     }
@@ -819,9 +825,29 @@ impl Array {
     /// leaves members at most one event apart, while a member that missed
     /// an update (and so possibly data) is two or more behind: stale.
     pub(crate) fn write_superblocks(&self, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
+        self.write_superblocks_with(false, f)
+    }
+
+    /// [`Array::write_superblocks`]; `advance_rebuild`: record how far each
+    /// member being rebuilt is in service now.  Only a rebuild checkpoint
+    /// does, after flushing those members: any other superblock write
+    /// keeps the position recorded last, so a crash never leaves a
+    /// position past units the replacement had not made durable.
+    pub(crate) fn write_superblocks_with(&self, advance_rebuild: bool, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
         let mut sb = self.sb.lock();
         f(&mut sb);
-        sb.member_states = self.health.read().states.clone();
+        let now = self.health.read().states.clone();
+        let recorded = std::mem::take(&mut sb.member_states);
+        sb.member_states = now
+            .iter()
+            .enumerate()
+            .map(|(i, s)| match (s, recorded.get(i)) {
+                (MemberState::Rebuilding { .. }, _) if advance_rebuild => *s,
+                (MemberState::Rebuilding { done }, Some(MemberState::Rebuilding { done: was })) => MemberState::Rebuilding { done: (*done).min(*was) },
+                (MemberState::Rebuilding { .. }, _) => MemberState::Rebuilding { done: 0 },
+                _ => *s,
+            })
+            .collect();
         for _round in 0..2 {
             sb.events += 1;
             self.write_superblock_round(&sb)?;

@@ -528,6 +528,19 @@ impl CacheVolume {
         self.arr.flush()
     }
 
+    /// Run `f` on the array with the cache destaged and the journal
+    /// emptied, the cache held meanwhile (no write enters): a member's
+    /// replacement, whose slot records from before its failure may name
+    /// (replayed after a crash, they would write their old bytes over what
+    /// the rebuild put on the new device).
+    pub fn quiesced<T>(&self, f: impl FnOnce(&Array) -> T) -> Result<T, ArrayError> {
+        let mut c = self.lock_live()?;
+        self.destage_all(&mut c)?;
+        self.stop_on(&c, Vec::new(), self.arr.journal_checkpoint())?;
+        self.logged.lock().clear();
+        Ok(f(&self.arr))
+    }
+
     /// Planned removal: destage everything, then fail the member.
     pub fn fail_member(&self, idx: usize) -> Result<(), ArrayError> {
         let mut c = self.lock_live()?;

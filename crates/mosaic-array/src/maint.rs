@@ -89,6 +89,14 @@ impl Array {
                 return Err(ArrayError::Usage(format!("{path} is member {} of this array already", other.member_index)));
             }
         }
+        // Records from before the member failed may name its slot: replayed
+        // after a crash, they would write their old bytes over what the
+        // rebuild put on the new device.  Empty the journal first (a cache
+        // volume, whose journal holds writes not yet destaged, does so
+        // itself: `CacheVolume::quiesced`).
+        if self.auto_checkpoint() {
+            self.journal_checkpoint()?;
+        }
         self.set_member(idx, Some(m));
         self.set_health(idx, MemberState::Rebuilding { done: 0 });
         self.write_superblocks(|s| {
@@ -163,13 +171,22 @@ impl Array {
                 last_ckpt = Instant::now();
             }
         }
-        for &t in &targets {
+        // Only a target rebuilt to the end is in service: one failed (or
+        // failed and replaced again) while the rebuild ran is not.
+        let h = self.health();
+        let (done, lost): (Vec<usize>, Vec<usize>) = targets.iter().partition(|&&t| matches!(h.states[t], MemberState::Rebuilding { done } if done >= total));
+        for &t in &done {
             if let Some(m) = self.member(t) {
                 m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
             }
             self.set_health(t, MemberState::Active);
         }
         self.write_superblocks(|_| {})?;
+        if !lost.is_empty() {
+            return Err(ArrayError::Io(format!(
+                "rebuild: member(s) {lost:?} failed (or were replaced again) while being rebuilt and are not in service; replace them and rebuild again"
+            )));
+        }
         let secs = t0.elapsed().as_secs_f64();
         Ok(RebuildReport {
             members: targets,
@@ -187,7 +204,7 @@ impl Array {
                 m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
             }
         }
-        self.write_superblocks(|_| {})
+        self.write_superblocks_with(true, |_| {})
     }
 
     /// Verify every stripe's code units; with `repair`, rewrite what is

@@ -12,6 +12,7 @@ mod grow;
 mod journal_damage;
 mod journal_fail;
 mod maint;
+mod maint_failures;
 mod nested;
 mod nopanic;
 mod prop;

@@ -311,8 +311,7 @@ impl Volume for CachedVolume {
         Ok(self.cv.fail_member(idx)?)
     }
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
-        self.sync()?;
-        replace(self.cv.array(), idx, drive)
+        self.cv.quiesced(|arr| replace(arr, idx, drive))?
     }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(self.cv.array().set_member_host(idx, host)?)
