@@ -849,15 +849,26 @@ impl Array {
             })
             .collect();
         for _round in 0..2 {
-            sb.events += 1;
-            self.write_superblock_round(&sb)?;
+            loop {
+                sb.events += 1;
+                let Err((i, e)) = self.write_superblock_round(&sb) else { break };
+                // A member whose superblock cannot be written is failed and
+                // the round written again: the members after it would
+                // otherwise fall behind it and be judged stale.
+                self.note_failed(i, &e.to_string());
+                sb.member_states[i] = MemberState::Failed;
+                if self.columns_out() > self.geometry().m {
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }
 
     /// Write `sb` to every present, non-failed member (paths inside the
     /// array's home stored relative to it).
-    fn write_superblock_round(&self, sb: &Superblock) -> Result<(), ArrayError> {
+    /// The member whose write failed, with the error.
+    fn write_superblock_round(&self, sb: &Superblock) -> Result<(), (usize, ArrayError)> {
         let home = sb.home.as_deref();
         let mut disk = sb.clone();
         disk.member_paths = sb.member_paths.iter().map(|p| relativize(p, home)).collect();
@@ -872,7 +883,7 @@ impl Array {
             }
             disk.member_index = i;
             disk.member_uuid = sb.member_uuids[i];
-            disk.write_to(m.as_ref())?;
+            disk.write_to(m.as_ref()).map_err(|e| (i, e))?;
         }
         Ok(())
     }
@@ -1058,17 +1069,25 @@ impl Array {
 
     /// After an I/O error: fail the member (best effort on disk).
     fn fail_on_error(&self, idx: usize, err: &std::io::Error) {
+        if self.note_failed(idx, &err.to_string()) {
+            let _ = self.write_superblocks(|_| {});
+        }
+    }
+
+    /// Fail member `idx` after an I/O error, in memory (the caller records
+    /// it on disk): false if it had failed already.
+    fn note_failed(&self, idx: usize, err: &str) -> bool {
         {
             let mut h = self.health.write();
             if matches!(h.states[idx], MemberState::Failed) {
-                return;
+                return false;
             }
             h.states[idx] = MemberState::Failed;
         }
         self.exec.bump();
         self.errors.lock()[idx] += 1;
         self.auto_failed.lock().push((idx, err.to_string()));
-        let _ = self.write_superblocks(|_| {});
+        true
     }
 
     /// Change a member's state; programs planned before are planned again.
