@@ -148,22 +148,8 @@ impl Array {
                 }
             }
             let _g = self.lock_stripes(std::iter::once(region));
-            let h = self.health();
-            let now_targets: Vec<usize> = targets
-                .iter()
-                .copied()
-                .filter(|&t| matches!(h.states[t], MemberState::Rebuilding { done } if done <= region))
-                .collect();
-            if now_targets.is_empty() {
-                continue;
-            }
-            let sps = self.layout().plan_rebuild(region, &now_targets, &h)?;
-            let p = self.layout().rebuild_program(&sps)?;
-            self.run_program(&p, Client::None, &format!("rebuild of region {region}"))?;
-            written += sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum::<u64>();
-            for &t in &now_targets {
-                self.set_health(t, MemberState::Rebuilding { done: region + 1 });
-            }
+            let Some(bytes) = self.rebuild_region(region, &targets)? else { continue };
+            written += bytes;
             since_start += 1;
             progress(region + 1, total);
             if last_ckpt.elapsed() >= CHECKPOINT_EVERY || since_start % CHECKPOINT_REGIONS == 0 {
@@ -196,6 +182,35 @@ impl Array {
             seconds: secs,
             mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
         })
+    }
+
+    /// Rebuild `region` onto the targets still being rebuilt there: the
+    /// bytes written, None when none is.  A member failing on the way is
+    /// failed and the region planned again without it, as a client's
+    /// request is, while the layout still has what the region needs.
+    fn rebuild_region(&self, region: u64, targets: &[usize]) -> Result<Option<u64>, ArrayError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let h = self.health();
+            let now: Vec<usize> = targets.iter().copied().filter(|&t| matches!(h.states[t], MemberState::Rebuilding { done } if done <= region)).collect();
+            if now.is_empty() {
+                return Ok(None);
+            }
+            let sps = self.layout().plan_rebuild(region, &now, &h)?;
+            let p = self.layout().rebuild_program(&sps)?;
+            match self.run_program(&p, Client::None, &format!("rebuild of region {region}")) {
+                Ok(_) => {
+                    for &t in &now {
+                        self.set_health(t, MemberState::Rebuilding { done: region + 1 });
+                    }
+                    return Ok(Some(sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum()));
+                }
+                // Planned again only when the error failed a member.
+                Err(e) if attempt > self.geometry().members || self.health() == h => return Err(e),
+                Err(_) => {}
+            }
+        }
     }
 
     fn checkpoint(&self, targets: &[usize]) -> Result<(), ArrayError> {
