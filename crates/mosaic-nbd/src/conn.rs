@@ -568,6 +568,10 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         fast_zero: sh.export.fast_zero(),
     };
     let mut hdr = [0u8; REQUEST_LEN];
+    // Rejected requests logged one by one up to LOGGED_REJECTS, then only
+    // counted (a client sending bad requests in a loop cannot flood the
+    // log); the count goes out when the connection ends.
+    let mut rejects = 0u64;
     loop {
         if !await_request(&mut rd, sh, id) {
             break;
@@ -591,10 +595,17 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         }
         if let Err(err) = check(&req, &limits) {
             sh.errors.fetch_add(1, Ordering::Relaxed);
-            sh.log(&format!(
-                "conn {id}: rejected {:?} offset {} length {} flags {:#x}: error {err}",
-                req.cmd, req.offset, req.length, req.flags
-            ));
+            rejects += 1;
+            if rejects <= LOGGED_REJECTS {
+                sh.log(&format!(
+                    "conn {id}: rejected {:?} offset {} length {} flags {:#x}: error {err}{}",
+                    req.cmd,
+                    req.offset,
+                    req.length,
+                    req.flags,
+                    if rejects == LOGGED_REJECTS { " (further rejections are counted, not logged)" } else { "" }
+                ));
+            }
             if drain(&mut rd, req.payload_len() as u64).is_err() {
                 break;
             }
@@ -630,7 +641,13 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     rep.flush();
     budget.wait_idle();
     let _ = rd.get_ref().shutdown(Shutdown::Both);
+    if rejects > LOGGED_REJECTS {
+        sh.log(&format!("conn {id}: {} more requests rejected (not logged one by one)", rejects - LOGGED_REJECTS));
+    }
 }
+
+/// Rejected requests of one connection logged one line each.
+const LOGGED_REJECTS: u64 = 16;
 
 #[cfg(test)]
 mod tests {

@@ -267,7 +267,9 @@ fn selects_base_allocation(opt: u32, queries: &[&[u8]]) -> bool {
 /// The replies to a meta context option, and whether `base:allocation`
 /// is now selected (for SET; LIST changes nothing).
 fn meta_replies(opt: u32, data: &[u8], e: &ExportInfo, session: &Session) -> (Vec<u8>, bool) {
-    let kept = session.base_allocation;
+    // A SET replaces the selection even when it fails (the spec); a LIST
+    // changes nothing.
+    let kept = opt != OPT_SET_META_CONTEXT && session.base_allocation;
     let Some((name, queries)) = parse_meta_request(data) else {
         return (option_reply(opt, REP_ERR_INVALID, b"malformed meta context payload"), kept);
     };

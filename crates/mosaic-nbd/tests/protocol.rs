@@ -663,6 +663,18 @@ fn meta_contexts_are_listed_and_set_only_on_structured_sessions() {
     // A client without structured replies is never told DF.
     let plain = open(srv.addr);
     assert_eq!(plain.tflags & TFLAG_SEND_DF, 0);
+
+    // A SET that fails still replaces the selection (the spec: "including
+    // when this command fails"): base:allocation set, then a SET on an
+    // unknown export, and BLOCK_STATUS is refused.
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    assert_eq!(c.meta(OPT_SET_META_CONTEXT, "test", &["base:allocation"]).last().map(|r| r.ty), Some(REP_ACK));
+    assert_eq!(c.meta(OPT_SET_META_CONTEXT, "nope", &["base:allocation"])[0].ty, REP_ERR_UNKNOWN);
+    c.info_or_go(OPT_GO, "test").unwrap();
+    c.send(Command::BlockStatus, 0, 6, 0, 4096, &[]);
+    assert_eq!(error_chunk(c.any_reply(), 6).0, EINVAL, "the failed SET left nothing selected");
 }
 
 #[test]
@@ -764,4 +776,43 @@ fn a_slow_zeroing_export_refuses_fast_zeroes_and_its_errors_carry_their_reason()
     let (err, why) = error_chunk(c.any_reply(), 4);
     assert_eq!(err, EIO);
     assert_eq!(why, "member 3 is gone");
+}
+
+/// A client sending bad requests in a loop cannot flood the log: each
+/// connection logs its first rejections one line each, then only counts
+/// them, and says how many when it ends.
+#[test]
+fn rejected_requests_are_logged_a_few_then_counted() {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let s2 = sink.clone();
+    let sub = tracing_subscriber::fmt().with_writer(move || s2.clone()).with_ansi(false).finish();
+    // The server logs from its own threads: the one global subscriber (no
+    // other test here logs).
+    tracing::subscriber::set_global_default(sub).unwrap();
+    let srv = Server::start(mem(), ServerConfig { log: true, ..cfg() });
+    let mut c = open(srv.addr);
+    // Past the end at a recognisable offset: EINVAL, 200 times.
+    const AT: u64 = 0x1234_5000_0000;
+    for i in 0..200 {
+        c.send(Command::Read, 0, i, AT, 4096, &[]);
+        assert_eq!(c.reply(), (i, EINVAL));
+    }
+    c.send(Command::Disc, 0, 0, 0, 0, &[]);
+    drop(c);
+    srv.stop();
+    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    let lines = log.lines().filter(|l| l.contains(&format!("offset {AT} "))).count();
+    assert_eq!(lines, 16, "{log}");
+    assert!(log.contains("184 more requests rejected"), "{log}");
 }
