@@ -178,7 +178,10 @@ pub struct Limits {
 pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     let writes = match r.cmd {
         Command::Unknown(_) => return Err(EINVAL),
-        Command::Disc | Command::Flush => return Ok(()),
+        Command::Disc => return Ok(()),
+        // FLUSH has no range and no flag of its own (the spec: unknown
+        // flags SHOULD get EINVAL).
+        Command::Flush => return if r.flags & !CMD_FLAGS_KNOWN != 0 { Err(EINVAL) } else { Ok(()) },
         Command::Read | Command::Cache => false,
         Command::BlockStatus if !l.block_status => return Err(EINVAL),
         Command::BlockStatus => false,
@@ -269,6 +272,9 @@ mod tests {
         assert_eq!(check(&req(Command::Read, 0, MAX_PAYLOAD + 4096), &l), Err(EINVAL));
         assert_eq!(check(&req(Command::Unknown(99), 0, 0), &l), Err(EINVAL));
         assert_eq!(check(&req(Command::Flush, 0, 0), &l), Ok(()));
+        let mut f = req(Command::Flush, 0, 0);
+        f.flags = 1 << 12;
+        assert_eq!(check(&f, &l), Err(EINVAL), "a flush with an unknown flag");
         for cmd in [Command::Read, Command::Write, Command::WriteZeroes, Command::Trim] {
             assert_eq!(check(&req(cmd, 4096, 0), &l), Err(EINVAL), "zero-length {cmd:?}");
         }
