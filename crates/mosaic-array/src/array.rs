@@ -927,6 +927,12 @@ impl Array {
         self.shape().capacity()
     }
 
+    /// A number that moves whenever a member's state changes (the
+    /// executor's epoch): cheaper to compare than two [`Array::health`]s.
+    pub(crate) fn health_epoch(&self) -> u64 {
+        self.exec.epoch()
+    }
+
     pub fn health(&self) -> Health {
         self.health.read().clone()
     }

@@ -243,13 +243,7 @@ impl CacheVolume {
         rows.sort_unstable();
         rows.dedup();
         let (h, geo) = (self.arr.health(), c.geometry());
-        let lost: Vec<crate::journal::LostUnit> = rows
-            .into_iter()
-            .flat_map(|stripe| (0..geo.k).map(move |col| (stripe, col)))
-            .map(|(stripe, col)| (stripe, col, geo.member_of(stripe, col)))
-            .filter(|&(stripe, _, member)| !h.available(member, stripe))
-            .map(|(stripe, col, member)| crate::journal::LostUnit { stripe, member, offset: stripe * geo.stripe_data_bytes() + col as u64 * geo.unit, len: geo.unit })
-            .collect();
+        let lost: Vec<_> = rows.into_iter().flat_map(|stripe| crate::lost::units_out(geo, &h, stripe)).collect();
         self.arr.record_lost(&lost)
     }
 
@@ -341,6 +335,7 @@ impl CacheVolume {
     /// not cached, after flushing stale parity of degraded rows), the
     /// cached pages from the cache.
     fn read_locked(&self, c: &mut CachedArray, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        let epoch = self.arr.health_epoch();
         let h = self.arr.health();
         let geo = c.geometry().clone();
         let exts = geo.split(offset, buf.len() as u64);
@@ -355,7 +350,7 @@ impl CacheVolume {
         // the array from the code on the drives, stale where the cache holds
         // a row's code: read again, planned with the new health, which
         // flushes the cached code of degraded rows first (or stops).
-        if self.arr.health().states != h.states {
+        if self.arr.health_epoch() != epoch {
             return self.read_locked(c, offset, buf);
         }
         for e in &exts {

@@ -108,17 +108,16 @@ pub(crate) fn lost_units(geo: &Geometry, h: &Health, records: &Records) -> Vec<L
             _ => {}
         }
     }
-    let mut out = Vec::new();
-    for &stripe in held.keys() {
-        for col in 0..geo.k {
-            let member = geo.member_of(stripe, col);
-            let offset = stripe * geo.stripe_data_bytes() + col as u64 * geo.unit;
-            if !h.available(member, stripe) && !covers(logical.iter().copied(), offset, offset + geo.unit) {
-                out.push(LostUnit { stripe, member, offset, len: geo.unit });
-            }
-        }
-    }
-    out
+    held.keys().flat_map(|&stripe| units_out(geo, h, stripe)).filter(|u| !covers(logical.iter().copied(), u.offset, u.offset + u.len)).collect()
+}
+
+/// The data units of `stripe` on members not in service there.
+pub(crate) fn units_out<'a>(geo: &'a Geometry, h: &'a Health, stripe: u64) -> impl Iterator<Item = LostUnit> + 'a {
+    (0..geo.k).filter_map(move |col| {
+        let member = geo.member_of(stripe, col);
+        let offset = stripe * geo.stripe_data_bytes() + col as u64 * geo.unit;
+        (!h.available(member, stripe)).then_some(LostUnit { stripe, member, offset, len: geo.unit })
+    })
 }
 
 /// The (stripe, code column) whose unit holds member byte `offset`: one
