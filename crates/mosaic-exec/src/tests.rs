@@ -200,6 +200,48 @@ impl Planner for Mirror<'_> {
     }
 }
 
+/// A planner whose every plan is made stale before it runs (as a health
+/// change elsewhere would): the first `stale` plans.
+struct Unsettled<'e> {
+    ex: &'e Executor,
+    stale: usize,
+    plans: usize,
+}
+
+impl Planner for Unsettled<'_> {
+    type Error = ExecError;
+    fn plan(&mut self) -> Result<Program, ExecError> {
+        self.plans += 1;
+        if self.plans <= self.stale {
+            self.ex.bump();
+        }
+        let mut p = Program { methods: vec![Method::Mirror], ..Default::default() };
+        let input = p.buf(Buf::Input { off: 0, len: 4096 });
+        p.phases.push(Phase::write(vec![Io::new(op(0, 0, 4096, Role::Data), Ref::new(input, 0))]));
+        Ok(p)
+    }
+    fn failed(&mut self, _: &[(usize, io::Error)]) -> Result<(), ExecError> {
+        Ok(())
+    }
+}
+
+/// Stale plans are planned again without counting as member failures
+/// (more of them than members + 1 still complete), up to `MAX_STALE`,
+/// then the error says the health kept changing.
+#[test]
+fn stale_plans_are_made_again_and_bounded() {
+    let ms = mems(2);
+    let ex = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+    let mut pl = Unsettled { ex: &ex, stale: 50, plans: 0 };
+    ex.submit(&mut pl, Client::In(&[6u8; 4096]), None).unwrap();
+    assert_eq!(pl.plans, 51);
+    assert!(peek(&ms[0], 0, 4096).iter().all(|&x| x == 6));
+    let mut pl = Unsettled { ex: &ex, stale: usize::MAX, plans: 0 };
+    let e = ex.submit(&mut pl, Client::In(&[7u8; 4096]), None).unwrap_err().to_string();
+    assert!(e.contains("the array's health kept changing"), "{e}");
+    assert_eq!(pl.plans, crate::MAX_STALE);
+}
+
 #[test]
 fn a_member_failing_mid_program_is_recorded_and_the_request_replanned() {
     let ms = mems(3);
