@@ -413,12 +413,14 @@ impl Array {
     pub fn open(spec: &ArraySpec, writable: bool) -> Result<Array, ArrayError> {
         let arr = Self::open_once(spec, writable)?;
         let journaled = arr.sb.lock().journal.is_some();
-        if writable || !journaled || (arr.journal_pending == 0 && !arr.opened_dirty) {
+        let torn = journaled && (arr.journal_pending > 0 || arr.opened_dirty);
+        if writable || !(torn || arr.shape().copy.is_some()) {
             return Ok(arr);
         }
         // A read-only open of an array whose journal holds records a crash
-        // left: recover first (as a read-only ext4 mount replays its
-        // journal), so readers never see a torn stripe.
+        // left, or whose grow was cut off in its critical section: recover
+        // first (as a read-only ext4 mount replays its journal), so readers
+        // never see a torn stripe.
         drop(arr);
         // Best effort: without write access (or the journal) the reader gets
         // the members as they are, and `opened_dirty` says so.
@@ -636,6 +638,10 @@ impl Array {
             // Damaged records: the user must hear which stripes to scrub.
             arr.open_warnings.extend(rep.warning());
             arr.replayed = Some(rep);
+        }
+        // After the replay: the journal's records name the old layout.
+        if let Some(w) = arr.settle_critical_section() {
+            arr.open_warnings.push(w);
         }
         Ok(arr)
     }
@@ -1232,6 +1238,14 @@ impl Array {
 
     /// [`Array::read`] through the layouts of `sh`, without the gate.
     pub(crate) fn read_in(&self, sh: &Shape, offset: u64, buf: &mut [u8]) -> Result<(), ArrayError> {
+        let n = sh.in_copy(offset, buf.len() as u64) as usize;
+        let (head, buf) = buf.split_at_mut(n);
+        if n > 0 {
+            let copy = sh.copy.as_deref().expect("in_copy is 0 without a copy");
+            let copy = copy.as_ref().map_err(|e| ArrayError::Io(format!("bytes 0..{} cannot be read: {e}", sh.copy_len())))?;
+            head.copy_from_slice(&copy[offset as usize..offset as usize + n]);
+        }
+        let offset = offset + n as u64;
         for (layout, off, at) in sh.split(offset, buf.len() as u64) {
             let part = &mut buf[at.clone()];
             let mut r = Request { arr: self, layout, offset: off, len: part.len() as u64, write: false };
@@ -1280,6 +1294,12 @@ impl Array {
     pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
         let hook = ArrayJournal(self, Logged::default());
         let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
+        if sh.in_copy(offset, data.len() as u64) > 0 {
+            return Err(ArrayError::Io(format!(
+                "bytes 0..{} cannot be written: a grow was cut off while rewriting them, and only its saved copy holds them until the grow goes on (mosaic grow -a ARRAY)",
+                sh.copy_len()
+            )));
+        }
         for (layout, off, at) in sh.split(offset, data.len() as u64) {
             let part = &data[at];
             let mut r = Request { arr: self, layout, offset: off, len: part.len() as u64, write: true };
@@ -1360,6 +1380,11 @@ impl Drop for Array {
 pub(crate) struct Shape {
     pub layout: Arc<FixedLayout>,
     pub reshape: Option<(Arc<FixedLayout>, u64)>,
+    /// A grow cut off in its critical section and not finished at open
+    /// (read-only, or the finish failed): the saved copy of the first
+    /// stripes' bytes, which neither layout holds whole, or why it cannot
+    /// be read (see [`crate::grow`]).
+    pub copy: Option<Arc<Result<Vec<u8>, String>>>,
 }
 
 impl Shape {
@@ -1369,7 +1394,27 @@ impl Shape {
             None => None,
             Some(r) => Some((Arc::new(FixedLayout::new(r.from.clone())?), r.pos)),
         };
-        Ok(Shape { layout, reshape })
+        Ok(Shape { layout, reshape, copy: None })
+    }
+
+    /// Bytes at the start of `offset..offset+len` that the critical
+    /// section's copy holds (0 without one).
+    fn in_copy(&self, offset: u64, len: u64) -> u64 {
+        match &self.copy {
+            None => 0,
+            Some(c) => {
+                let n = c.as_ref().as_ref().map_or_else(|_| self.copy_len(), |v| v.len() as u64);
+                n.saturating_sub(offset).min(len)
+            }
+        }
+    }
+
+    /// Logical bytes of the critical section (its first stripes).
+    fn copy_len(&self) -> u64 {
+        match &self.reshape {
+            Some((old, _)) => crate::grow::critical_bytes(&old.planner.geo, &self.layout.planner.geo),
+            None => 0,
+        }
     }
 
     /// Logical bytes: the old layout's while a grow runs.

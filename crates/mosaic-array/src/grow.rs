@@ -28,9 +28,15 @@
 //! The first `C = ⌈D/(D'−D)⌉` stripes cannot meet that rule (at `pos = 0`
 //! nothing is below).  Their data is first saved on the new members' last
 //! rows, which nothing uses until the walk ends there, and its CRC-32C is
-//! recorded in the superblocks; a crash in the critical section restores
-//! from that copy.  Steps grow geometrically (`b ≈ pos·(D'−D)/D`, capped),
-//! so the walk takes few superblock writes.  Past the old capacity the new
+//! recorded in the superblocks.  After a crash in the critical section
+//! neither layout holds those stripes whole, so the next open restores
+//! them from that copy before any client sees them (a read-only open
+//! serves their reads from the copy instead).  The copy has no
+//! redundancy: if a new member is lost with the crash, those bytes read
+//! as an error, never as wrong bytes, and the grow cannot go on.
+//!
+//! Steps grow geometrically (`b ≈ pos·(D'−D)/D`, capped), so the walk
+//! takes few superblock writes.  Past the old capacity the new
 //! stripes are written with zeros, so every stripe's code is right when
 //! the grow ends and the capacity becomes D'·u·stripes.
 
@@ -98,6 +104,25 @@ fn critical(old: &Geometry, new: &Geometry) -> u64 {
 fn backup_rows(old: &Geometry, new: &Geometry) -> u64 {
     let units = critical(old, new) * new.k as u64;
     units.div_ceil((new.members - old.members) as u64)
+}
+
+/// Logical bytes of the critical section: its stripes' data.
+pub(crate) fn critical_bytes(old: &Geometry, new: &Geometry) -> u64 {
+    critical(old, new).min(new.stripes) * new.stripe_data_bytes()
+}
+
+/// Where the critical section's copy lives: cut in `chunk`-byte pieces,
+/// one per new member in order, each at byte `off` of its member (the
+/// new members' last rows, which nothing uses until the walk ends there).
+struct CopyPlace {
+    chunk: usize,
+    off: u64,
+    len: usize,
+}
+
+fn copy_place(old: &Geometry, new: &Geometry) -> CopyPlace {
+    let rows = backup_rows(old, new);
+    CopyPlace { chunk: (rows * new.unit) as usize, off: DATA_OFFSET + (new.stripes - rows) * new.unit, len: critical_bytes(old, new) as usize }
 }
 
 impl Array {
@@ -229,7 +254,7 @@ impl Array {
             (pos + safe.min(cap).min(ng.stripes - pos).max(1), false)
         };
         assert!(backup || (end * og.k as u64) <= pos * ng.k as u64, "a grow step would overwrite data not yet restriped");
-        let data = if backup { self.grow_backup(ng, og, old, c)? } else { self.grow_read(old, pos, end)? };
+        let data = if backup { self.grow_backup(ng, og, old)? } else { self.grow_read(old, pos, end)? };
         let at = pos * ng.stripe_data_bytes();
         self.submit_on(new, at, Client::In(&data), data.len() as u64, true)?;
         self.flush()?;
@@ -255,32 +280,18 @@ impl Array {
 
     /// The critical section's data: saved on the new members' last rows
     /// first (or, after a crash in here, restored from there).
-    fn grow_backup(&self, ng: &Geometry, og: &Geometry, old: &FixedLayout, c: u64) -> Result<Vec<u8>, ArrayError> {
-        let rows = backup_rows(og, ng);
-        let chunk = (rows * ng.unit) as usize;
-        let off = DATA_OFFSET + (ng.stripes - rows) * ng.unit;
-        let len = (c * ng.stripe_data_bytes()) as usize;
-        let saved = self.superblock().reshape.and_then(|r| r.backup_crc);
-        let new_members: Vec<Arc<dyn Member>> = (og.members..ng.members)
-            .map(|i| self.member(i).ok_or_else(|| ArrayError::Io(format!("member {i} (new) is missing: its copy of the first stripes is needed"))))
-            .collect::<Result<_, _>>()?;
-        let io = |e: std::io::Error| ArrayError::Io(format!("grow: the first stripes' copy: {e}"));
-        if let Some(crc) = saved {
-            let mut buf = vec![0u8; chunk * new_members.len()];
-            for (m, part) in new_members.iter().zip(buf.chunks_mut(chunk)) {
-                m.read_at(part, off).map_err(io)?;
-            }
-            buf.truncate(len);
-            if crc32c::crc32c(&buf) != crc {
-                return Err(ArrayError::Io("grow: the saved copy of the first stripes is damaged (CRC mismatch); the array cannot be restored automatically".into()));
-            }
-            return Ok(buf);
+    fn grow_backup(&self, ng: &Geometry, og: &Geometry, old: &FixedLayout) -> Result<Vec<u8>, ArrayError> {
+        if let Some(crc) = self.superblock().reshape.and_then(|r| r.backup_crc) {
+            return self.saved_copy(og, ng, crc);
         }
-        let data = self.grow_read(old, 0, c)?;
+        let place = copy_place(og, ng);
+        let new_members = self.new_members(og, ng)?;
+        let io = |e: std::io::Error| ArrayError::Io(format!("grow: the first stripes' copy: {e}"));
+        let data = self.grow_read(old, 0, critical(og, ng).min(ng.stripes))?;
         let mut padded = data.clone();
-        padded.resize(chunk * new_members.len(), 0);
-        for (m, part) in new_members.iter().zip(padded.chunks(chunk)) {
-            m.write_at(part, off).and_then(|_| m.flush()).map_err(io)?;
+        padded.resize(place.chunk * new_members.len(), 0);
+        for (m, part) in new_members.iter().zip(padded.chunks(place.chunk)) {
+            m.write_at(part, place.off).and_then(|_| m.flush()).map_err(io)?;
         }
         let crc = crc32c::crc32c(&data);
         self.write_superblocks(|s| {
@@ -289,5 +300,59 @@ impl Array {
             }
         })?;
         Ok(data)
+    }
+
+    /// The new members, in order (each holds a piece of the copy).
+    fn new_members(&self, og: &Geometry, ng: &Geometry) -> Result<Vec<Arc<dyn Member>>, ArrayError> {
+        (og.members..ng.members)
+            .map(|i| self.member(i).ok_or_else(|| ArrayError::Io(format!("member {i} (new) is missing: its copy of the first stripes is needed"))))
+            .collect()
+    }
+
+    /// The critical section's saved copy, read back and checked against
+    /// the CRC-32C the superblocks recorded.
+    fn saved_copy(&self, og: &Geometry, ng: &Geometry, crc: u32) -> Result<Vec<u8>, ArrayError> {
+        let place = copy_place(og, ng);
+        let new_members = self.new_members(og, ng)?;
+        let mut buf = vec![0u8; place.chunk * new_members.len()];
+        for (m, part) in new_members.iter().zip(buf.chunks_mut(place.chunk)) {
+            m.read_at(part, place.off).map_err(|e| ArrayError::Io(format!("grow: the first stripes' copy: {e}")))?;
+        }
+        buf.truncate(place.len);
+        if crc32c::crc32c(&buf) != crc {
+            return Err(ArrayError::Io("grow: the saved copy of the first stripes is damaged (CRC mismatch); the array cannot be restored automatically".into()));
+        }
+        Ok(buf)
+    }
+
+    /// At open, after the journal's replay: a grow cut off in its critical
+    /// section (the first stripes part rewritten, their copy saved) is
+    /// finished before any client reads or writes those stripes, since
+    /// neither layout holds them whole.  Read-only, or when the finish
+    /// fails, the copy serves their reads instead, and writes there are
+    /// refused until the grow goes on.  What happened, for the open's
+    /// warnings.
+    pub(crate) fn settle_critical_section(&self) -> Option<String> {
+        let sh = self.shape();
+        let Some((old, 0)) = sh.reshape.clone() else { return None };
+        let crc = self.superblock().reshape.and_then(|r| r.backup_crc)?;
+        let (og, ng) = (old.planner.geo.clone(), sh.layout.planner.geo.clone());
+        let what = format!("a grow from {} to {} members was cut off in its critical section", og.members, ng.members);
+        let mut why = None;
+        if self.is_writable() {
+            match self.grow_step(&sh.layout, &old, 0) {
+                Ok(_) => return Some(format!("{what}: its first {} bytes were restored from their saved copy", critical_bytes(&og, &ng))),
+                Err(e) => why = Some(e.to_string()),
+            }
+        }
+        let copy = self.saved_copy(&og, &ng, crc).map_err(|e| e.to_string());
+        let serves = match (&copy, why) {
+            (Ok(_), None) => "its saved copy serves reads of them until a writable open finishes it".to_string(),
+            (Ok(_), Some(w)) => format!("finishing it failed ({w}); its saved copy serves reads of them, and writes there are refused"),
+            (Err(e), _) => format!("they cannot be read: {e}"),
+        };
+        let shape = Shape { layout: sh.layout.clone(), reshape: sh.reshape.clone(), copy: Some(Arc::new(copy)) };
+        self.set_shape(shape);
+        Some(format!("{what}: neither layout holds its first {} bytes whole; {serves}", critical_bytes(&og, &ng)))
     }
 }

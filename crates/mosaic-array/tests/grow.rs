@@ -185,3 +185,95 @@ fn a_grow_is_refused_with_a_reason() {
     let e = arr.scrub(false, &|_, _| {}).unwrap_err().to_string();
     assert!(e.contains("grow is in progress"), "{e}");
 }
+
+impl Rig {
+    /// Open from what reached the members, without the members `missing`.
+    fn open(&self, writable: bool, missing: &[usize]) -> Array {
+        self.budget.store(i64::MAX, Ordering::SeqCst);
+        let ms = self.mems.iter().enumerate().filter(|(i, _)| !missing.contains(i)).map(|(_, m)| self.wrap(m).0).collect();
+        Array::open_members_with_journal(ms, writable, self.journal.as_ref().map(|j| self.wrap(j).0)).unwrap()
+    }
+}
+
+/// A raid5 4 -> 5 grow cut off after `cut` device writes; the data
+/// written before it.  `Some` only when the cut left the grow in its
+/// critical section: the first stripes' copy saved, none restriped.
+fn cut_in_critical_section(rig: &Rig, cut: i64) -> Option<Vec<u8>> {
+    let arr = rig.create("raid5", 4);
+    let data = random(cut as u64, arr.capacity());
+    arr.write(0, &data).unwrap();
+    rig.budget.store(cut, Ordering::SeqCst);
+    if arr.grow_start(rig.added(4)).is_ok() {
+        let _ = arr.grow_continue(&|_, _| {}, GrowOptions::default());
+    }
+    drop(arr);
+    let ro = rig.open(false, &[]);
+    let r = ro.superblock().reshape;
+    r.is_some_and(|r| r.pos == 0 && r.backup_crc.is_some()).then_some(data)
+}
+
+#[test]
+fn a_grow_cut_off_in_its_critical_section_is_finished_at_open() {
+    // The critical section rewrites the first stripes in place: a cut
+    // there leaves rows that neither layout reads whole, so until it is
+    // finished, only the saved copy holds those bytes.
+    let mut hit = 0;
+    for journaled in [false, true] {
+        for cut in 0..40 {
+            let rig = Rig::new(4, 1, journaled);
+            let Some(data) = cut_in_critical_section(&rig, cut) else { continue };
+            hit += 1;
+            let what = format!("journaled {journaled}, cut after {cut} writes");
+            {
+                let ro = rig.open(false, &[]);
+                assert!(read_all(&ro, data.len() as u64) == data, "{what}: a read-only open reads the saved copy");
+                assert!(ro.open_warnings().iter().any(|w| w.contains("saved copy serves reads")), "{what}: {:?}", ro.open_warnings());
+                assert!(ro.grow_pending().is_some_and(|(pos, _)| pos == 0), "{what}: a read-only open writes nothing");
+            }
+            let arr = rig.open(true, &[]);
+            assert!(arr.open_warnings().iter().any(|w| w.contains("restored from their saved copy")), "{what}: {:?}", arr.open_warnings());
+            assert!(arr.grow_pending().is_some_and(|(pos, _)| pos > 0), "{what}: the writable open finished the critical section");
+            assert!(read_all(&arr, data.len() as u64) == data, "{what}: the bytes before the resume");
+            // A write there now is never undone by the resumed grow.
+            let mut model = data.clone();
+            let d = random(99, 2 * UNIT);
+            arr.write(UNIT, &d).unwrap();
+            model[UNIT as usize..3 * UNIT as usize].copy_from_slice(&d);
+            arr.grow_continue(&|_, _| {}, GrowOptions::default()).unwrap();
+            assert_grown(&arr, "raid5", 5, &model);
+        }
+    }
+    assert!(hit >= 4, "the cuts reached the critical section {hit} times");
+}
+
+#[test]
+fn a_new_member_lost_in_the_critical_section_makes_its_bytes_unreadable_not_wrong() {
+    // A cut before the old members recorded the copy rolls the grow back
+    // without the new member (nothing was restriped): past those.
+    let (rig, data) = (0..40)
+        .find_map(|cut| {
+            let rig = Rig::new(4, 1, false);
+            let d = cut_in_critical_section(&rig, cut)?;
+            let without = rig.open(false, &[4]).superblock().reshape;
+            without.is_some_and(|r| r.backup_crc.is_some()).then_some((rig, d))
+        })
+        .expect("a cut in the critical section");
+    for writable in [false, true] {
+        let arr = rig.open(writable, &[4]);
+        // The critical section: ⌈D/(D'−D)⌉ = 3 new stripes of 4 units.
+        let len = (arr.geometry().stripe_data_bytes() * 3) as usize;
+        let w = arr.open_warnings().join("; ");
+        assert!(w.contains("cannot be read") && w.contains("member 4 (new) is missing"), "{w}");
+        let mut b = vec![0u8; UNIT as usize];
+        let e = arr.read(0, &mut b).unwrap_err().to_string();
+        assert!(e.contains("cannot be read") && e.contains("member 4 (new) is missing"), "{e}");
+        // Past the critical section the old layout still serves.
+        let mut rest = vec![0u8; data.len() - len];
+        arr.read(len as u64, &mut rest).unwrap();
+        assert!(rest == data[len..], "writable {writable}: the bytes past the first stripes");
+        if writable {
+            let e = arr.write(0, &b).unwrap_err().to_string();
+            assert!(e.contains("cannot be written"), "{e}");
+        }
+    }
+}
