@@ -31,9 +31,11 @@
 //! recorded in the superblocks.  After a crash in the critical section
 //! neither layout holds those stripes whole, so the next open restores
 //! them from that copy before any client sees them (a read-only open
-//! serves their reads from the copy instead).  The copy has no
-//! redundancy: if a new member is lost with the crash, those bytes read
-//! as an error, never as wrong bytes, and the grow cannot go on.
+//! serves their reads from the copy instead).  When it fits in the old
+//! members' reserved bytes (between the label and the data), a second
+//! copy is spread over them, so one member lost with the crash (a new one
+//! included) loses nothing.  With no whole copy left those bytes read as
+//! an error, never as wrong bytes, and the grow cannot go on.
 //!
 //! Steps grow geometrically (`b ≈ pos·(D'−D)/D`, capped), so the walk
 //! takes few superblock writes.  Past the old capacity the new
@@ -52,6 +54,8 @@ use mosaic_dev::Member;
 use mosaic_exec::Client;
 
 use crate::array::{Array, Shape};
+use mosaic_format::label::LABEL_AREA;
+
 use crate::superblock::{Reshape, DATA_OFFSET};
 use crate::ArrayError;
 
@@ -123,6 +127,15 @@ struct CopyPlace {
 fn copy_place(old: &Geometry, new: &Geometry) -> CopyPlace {
     let rows = backup_rows(old, new);
     CopyPlace { chunk: (rows * new.unit) as usize, off: DATA_OFFSET + (new.stripes - rows) * new.unit, len: critical_bytes(old, new) as usize }
+}
+
+/// The second copy, when it fits: cut in pieces over the old members'
+/// reserved bytes between the label and the data, so a member lost with
+/// a crash (a new one included) leaves one copy whole.
+fn second_copy_place(old: &Geometry, new: &Geometry) -> Option<CopyPlace> {
+    let len = critical_bytes(old, new) as usize;
+    let chunk = len.div_ceil(old.members).next_multiple_of(4096);
+    (LABEL_AREA + chunk as u64 <= DATA_OFFSET).then_some(CopyPlace { chunk, off: LABEL_AREA, len })
 }
 
 impl Array {
@@ -284,14 +297,16 @@ impl Array {
         if let Some(crc) = self.superblock().reshape.and_then(|r| r.backup_crc) {
             return self.saved_copy(og, ng, crc);
         }
-        let place = copy_place(og, ng);
-        let new_members = self.new_members(og, ng)?;
-        let io = |e: std::io::Error| ArrayError::Io(format!("grow: the first stripes' copy: {e}"));
         let data = self.grow_read(old, 0, critical(og, ng).min(ng.stripes))?;
-        let mut padded = data.clone();
-        padded.resize(place.chunk * new_members.len(), 0);
-        for (m, part) in new_members.iter().zip(padded.chunks(place.chunk)) {
-            m.write_at(part, place.off).and_then(|_| m.flush()).map_err(io)?;
+        let io = |e: std::io::Error| ArrayError::Io(format!("grow: the first stripes' copy: {e}"));
+        let new_members: Vec<_> = self.new_members(og, ng)?.into_iter().map(Some).collect();
+        write_copy(&new_members, &copy_place(og, ng), &data).map_err(io)?;
+        if let Some(place) = second_copy_place(og, ng) {
+            // Best effort: the first copy is the one the grow needs; this
+            // one covers the loss of a new member later (a piece that did
+            // not reach its member fails the copy's CRC when read).
+            let old_members: Vec<_> = (0..og.members).map(|i| self.member(i)).collect();
+            let _ = write_copy(&old_members, &place, &data);
         }
         let crc = crc32c::crc32c(&data);
         self.write_superblocks(|s| {
@@ -309,20 +324,21 @@ impl Array {
             .collect()
     }
 
+    /// The old members, in order (each holds a piece of the second copy).
+    fn old_members(&self, og: &Geometry) -> Result<Vec<Arc<dyn Member>>, ArrayError> {
+        (0..og.members).map(|i| self.member(i).ok_or_else(|| ArrayError::Io(format!("member {i} is missing: its piece of the second copy is needed")))).collect()
+    }
+
     /// The critical section's saved copy, read back and checked against
-    /// the CRC-32C the superblocks recorded.
+    /// the CRC-32C the superblocks recorded: the new members' copy, or
+    /// else the old members' second copy.
     fn saved_copy(&self, og: &Geometry, ng: &Geometry, crc: u32) -> Result<Vec<u8>, ArrayError> {
-        let place = copy_place(og, ng);
-        let new_members = self.new_members(og, ng)?;
-        let mut buf = vec![0u8; place.chunk * new_members.len()];
-        for (m, part) in new_members.iter().zip(buf.chunks_mut(place.chunk)) {
-            m.read_at(part, place.off).map_err(|e| ArrayError::Io(format!("grow: the first stripes' copy: {e}")))?;
-        }
-        buf.truncate(place.len);
-        if crc32c::crc32c(&buf) != crc {
-            return Err(ArrayError::Io("grow: the saved copy of the first stripes is damaged (CRC mismatch); the array cannot be restored automatically".into()));
-        }
-        Ok(buf)
+        let first = self.new_members(og, ng).and_then(|ms| read_copy(&ms, &copy_place(og, ng), crc));
+        let Err(e1) = first else { return first };
+        let Some(place) = second_copy_place(og, ng) else { return Err(e1) };
+        self.old_members(og)
+            .and_then(|ms| read_copy(&ms, &place, crc))
+            .map_err(|e2| ArrayError::Io(format!("grow: neither copy of the first stripes can be read: {e1}; and {e2}")))
     }
 
     /// At open, after the journal's replay: a grow cut off in its critical
@@ -355,4 +371,30 @@ impl Array {
         self.set_shape(shape);
         Some(format!("{what}: neither layout holds its first {} bytes whole; {serves}", critical_bytes(&og, &ng)))
     }
+}
+
+/// Write `data` as the copy at `place` over `members` (a missing one's
+/// piece skipped), durably.
+fn write_copy(members: &[Option<Arc<dyn Member>>], place: &CopyPlace, data: &[u8]) -> std::io::Result<()> {
+    let mut padded = data.to_vec();
+    padded.resize(place.chunk * members.len(), 0);
+    for (m, part) in members.iter().zip(padded.chunks(place.chunk)) {
+        let Some(m) = m else { continue };
+        m.write_at(part, place.off)?;
+        m.flush()?;
+    }
+    Ok(())
+}
+
+/// The copy at `place` over `members`, if its CRC-32C is `crc`.
+fn read_copy(members: &[Arc<dyn Member>], place: &CopyPlace, crc: u32) -> Result<Vec<u8>, ArrayError> {
+    let mut buf = vec![0u8; place.chunk * members.len()];
+    for (m, part) in members.iter().zip(buf.chunks_mut(place.chunk)) {
+        m.read_at(part, place.off).map_err(|e| ArrayError::Io(format!("grow: the first stripes' copy: {e}")))?;
+    }
+    buf.truncate(place.len);
+    if crc32c::crc32c(&buf) != crc {
+        return Err(ArrayError::Io("grow: the saved copy of the first stripes is damaged (CRC mismatch)".into()));
+    }
+    Ok(buf)
 }

@@ -246,27 +246,50 @@ fn a_grow_cut_off_in_its_critical_section_is_finished_at_open() {
     assert!(hit >= 4, "the cuts reached the critical section {hit} times");
 }
 
-#[test]
-fn a_new_member_lost_in_the_critical_section_makes_its_bytes_unreadable_not_wrong() {
-    // A cut before the old members recorded the copy rolls the grow back
-    // without the new member (nothing was restriped): past those.
-    let (rig, data) = (0..40)
+/// A cut in the critical section that the old members recorded (an
+/// earlier one rolls the grow back without the new member: nothing was
+/// restriped), on a raid5 4 -> 5.
+fn recorded_cut_in_critical_section() -> (Rig, Vec<u8>) {
+    (0..40)
         .find_map(|cut| {
             let rig = Rig::new(4, 1, false);
             let d = cut_in_critical_section(&rig, cut)?;
             let without = rig.open(false, &[4]).superblock().reshape;
             without.is_some_and(|r| r.backup_crc.is_some()).then_some((rig, d))
         })
-        .expect("a cut in the critical section");
+        .expect("a cut in the critical section")
+}
+
+#[test]
+fn a_new_member_lost_in_the_critical_section_loses_nothing() {
+    // The copy on the new member is gone; the second one, spread over the
+    // old members' reserved bytes, restores the first stripes.
+    let (rig, data) = recorded_cut_in_critical_section();
+    {
+        let ro = rig.open(false, &[4]);
+        assert!(read_all(&ro, data.len() as u64) == data, "read-only, from the second copy");
+    }
+    let arr = rig.open(true, &[4]);
+    assert!(arr.open_warnings().iter().any(|w| w.contains("restored from their saved copy")), "{:?}", arr.open_warnings());
+    assert!(read_all(&arr, data.len() as u64) == data, "the bytes after the restore, the new member missing");
+    arr.grow_continue(&|_, _| {}, GrowOptions::default()).unwrap();
+    assert_eq!(arr.grow_pending(), None);
+    assert!(read_all(&arr, data.len() as u64) == data, "the bytes after the grow, degraded");
+}
+
+#[test]
+fn with_no_whole_copy_left_the_first_stripes_are_unreadable_not_wrong() {
+    let (rig, data) = recorded_cut_in_critical_section();
+    rig.mems[0].corrupt(mosaic_format::label::LABEL_AREA, 64); // old member 0's piece of the second copy
     for writable in [false, true] {
         let arr = rig.open(writable, &[4]);
         // The critical section: ⌈D/(D'−D)⌉ = 3 new stripes of 4 units.
         let len = (arr.geometry().stripe_data_bytes() * 3) as usize;
         let w = arr.open_warnings().join("; ");
-        assert!(w.contains("cannot be read") && w.contains("member 4 (new) is missing"), "{w}");
+        assert!(w.contains("cannot be read") && w.contains("member 4 (new) is missing") && w.contains("CRC mismatch"), "{w}");
         let mut b = vec![0u8; UNIT as usize];
         let e = arr.read(0, &mut b).unwrap_err().to_string();
-        assert!(e.contains("cannot be read") && e.contains("member 4 (new) is missing"), "{e}");
+        assert!(e.contains("cannot be read") && e.contains("neither copy"), "{e}");
         // Past the critical section the old layout still serves.
         let mut rest = vec![0u8; data.len() - len];
         arr.read(len as u64, &mut rest).unwrap();
