@@ -13,14 +13,16 @@
 //!              read 28-byte header ── parse_request ──┐
 //!                bad magic ─▶ log, close              │
 //!              check() ── error ─▶ [drain payload]    │
-//!                          error reply ───────────────┼──▶ replier ─▶ socket
+//!                budget.acquire(0), error reply ──────┼──▶ replier ─▶ socket
 //!              budget.acquire(len)  (this connection) │     (queue; the first
 //!              WRITE: wait for its first payload byte │      thread to find no
 //!              buffers.acquire(len) (all connections) │      sender sends the
 //!              read WRITE payload as it arrives       │      whole queue in one
 //!              inline export, <= 64 KiB: serve here,  │      sendmsg; a failed
 //!                hold the reply while the next        │      send closes the
-//!                request is buffered ─────────────────┼──▶   connection)
+//!                request is buffered ─────────────────┼──▶   connection, as
+//!                                                     │      does a reply not
+//!                                                     │      read in time)
 //!              else pool.submit(job) ─────────────────┴─▶ export.read/write/…
 //!                                                          [FUA: export.flush]
 //!                                                          reply; sent, it
@@ -39,15 +41,24 @@
 //! Memory: a payload is only allocated once the global budget has room for
 //! it, and a WRITE's budget is only taken once its payload starts arriving
 //! (a client that sends headers and stalls holds nothing); the buffer is
-//! filled as bytes arrive.  The socket has `io_timeout` as its read and
-//! write timeout: a payload or reply that stalls that long closes the
-//! connection, while waiting for the next request header never times out.
+//! filled as bytes arrive.  The socket has `io_timeout` as its read
+//! timeout: a payload that stalls that long closes the connection, while
+//! waiting for the next request header never times out.  A reply must be
+//! taken whole within `io_timeout` of its first byte's send (one deadline
+//! for all its `sendmsg` calls, so a client reading a little now and then
+//! cannot stretch it); once the server stops, no reply gets past
+//! `io_timeout` after the stop, so shutdown waits no longer for a client.
+//!
+//! Rejected requests hold a slot of the connection's request budget until
+//! their reply is sent, like any other: a client flooding bad requests
+//! while it reads no replies is stopped being read at `max_inflight`
+//! queued replies, instead of queueing replies without bound.
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::export::Extent;
 use crate::handshake::Session;
@@ -237,6 +248,8 @@ struct Outbox {
     held_bytes: usize,
     /// A thread is sending (it sends whatever is queued before it stops).
     sending: bool,
+    /// Most replies queued at once (see `ServeStats::max_queued_replies`).
+    peak: usize,
 }
 
 /// Replies of one connection, batched: a thread with a reply to send
@@ -245,9 +258,11 @@ struct Outbox {
 /// `sendmsg` per batch.  Replies never interleave and nobody waits on a
 /// lock while another thread writes to the socket.
 pub(crate) struct Replier {
+    /// The connection's number, for the log.
+    id: u64,
     out: Mutex<Stream>,
     outbox: Mutex<Outbox>,
-    /// A send failed (client gone, or not reading for `io_timeout`).
+    /// A send failed (client gone, or a reply not read within `io_timeout`).
     dead: AtomicBool,
     /// What the handshake agreed: how replies are framed.
     session: Session,
@@ -271,8 +286,8 @@ const HOLD: usize = 64;
 const HOLD_BYTES: usize = 1 << 20;
 
 impl Replier {
-    fn new(sh: &Arc<Shared>, out: Stream, budget: Arc<Budget>, session: Session) -> Replier {
-        Replier { out: Mutex::new(out), outbox: Mutex::new(Outbox::default()), dead: AtomicBool::new(false), session, budget, sh: sh.clone() }
+    fn new(sh: &Arc<Shared>, id: u64, out: Stream, budget: Arc<Budget>, session: Session) -> Replier {
+        Replier { id, out: Mutex::new(out), outbox: Mutex::new(Outbox::default()), dead: AtomicBool::new(false), session, budget, sh: sh.clone() }
     }
 
     fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
@@ -280,10 +295,11 @@ impl Replier {
     }
 
     /// Send the reply to `req`; `held` bytes of both budgets (taken for
-    /// this request by the reader) are given back once it is sent or
-    /// dropped.  A client that went away is not an error here: the first
-    /// failed send shuts the socket down (the reader sees EOF and the
-    /// connection ends) and later replies are dropped.
+    /// this request by the reader; [`HOLDS_SLOT`]: only a slot of the
+    /// connection's) are given back once it is sent or dropped.  A client
+    /// that went away is not an error here: the first failed send shuts
+    /// the socket down (the reader sees EOF and the connection ends) and
+    /// later replies are dropped.
     pub(crate) fn reply(&self, req: &Request, out: Outcome, held: u64) {
         self.push(req, out, held, true);
     }
@@ -300,12 +316,19 @@ impl Replier {
         if !send && !ob.sending && ob.queue.len() < HOLD && ob.held_bytes + data.len() <= HOLD_BYTES {
             ob.held_bytes += data.len();
             ob.queue.push(Pending { header, header_len, data, held: HOLDS_NOTHING });
+            ob.peak = ob.peak.max(ob.queue.len());
             drop(ob);
             self.release(held);
             return;
         }
         ob.queue.push(Pending { header, header_len, data, held });
+        ob.peak = ob.peak.max(ob.queue.len());
         self.drain(ob);
+    }
+
+    /// Most replies that were queued at once on this connection.
+    fn peak(&self) -> usize {
+        self.outbox().peak
     }
 
     /// Send the replies held back, if any.
@@ -344,28 +367,40 @@ impl Replier {
     }
 
     fn release(&self, held: u64) {
-        if held != HOLDS_NOTHING {
-            self.sh.buffers.release(held);
-            self.budget.release(held);
+        match held {
+            HOLDS_NOTHING => {}
+            HOLDS_SLOT => self.budget.release(0),
+            bytes => {
+                self.sh.buffers.release(bytes);
+                self.budget.release(bytes);
+            }
         }
     }
 
-    /// One batch in as few `sendmsg` calls as the socket takes.
+    /// One batch in as few `sendmsg` calls as the socket takes, each reply
+    /// within `io_timeout` of its first send (see [`reply_deadlines`]).
     fn send(&self, batch: &[Pending]) {
         if self.dead.load(Ordering::Relaxed) {
             return;
         }
         let mut bufs: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
+        // The index in `bufs` where each reply starts.
+        let mut starts = Vec::with_capacity(batch.len());
         for p in batch {
+            starts.push(bufs.len());
             bufs.push(&p.header[..p.header_len as usize]);
             if !p.data.is_empty() {
                 bufs.push(&p.data);
             }
         }
         let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        if s.write_all_bufs(&bufs).is_err() {
+        let deadline = reply_deadlines(&starts, self.sh.io_timeout, || self.sh.stopped_at());
+        if let Err(e) = s.write_all_bufs_until(&bufs, deadline) {
             self.dead.store(true, Ordering::Relaxed);
             let _ = s.shutdown(Shutdown::Both);
+            if e.kind() == io::ErrorKind::TimedOut {
+                self.sh.log(&format!("conn {}: a reply was not read within {:?}; closing this connection", self.id, self.sh.io_timeout));
+            }
         }
     }
 }
@@ -382,8 +417,31 @@ fn rejected(req: &Request, err: u32) -> String {
     format!("{:?} at {} len {}: {what}", req.cmd, req.offset, req.length)
 }
 
-/// `held` of a reply that holds no budget (the reader's error replies).
+/// `held` of a reply that holds no budget (one an inline reader held back).
 const HOLDS_NOTHING: u64 = u64::MAX;
+/// `held` of a reply that holds a slot of the connection's budget but no
+/// bytes and nothing of the server's buffer budget (a rejected request's).
+const HOLDS_SLOT: u64 = u64::MAX - 1;
+
+/// The deadline of each `sendmsg` of a batch of replies whose buffers
+/// start at `starts`: `limit` from the moment the reply being sent became
+/// the first unsent one (from the call for the first), and never past
+/// `limit` after the server stopped (`stopped` says when, once it has).
+fn reply_deadlines<'a>(starts: &'a [usize], limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
+    let mut reply = 0;
+    let mut due = Instant::now() + limit;
+    move |first_unsent| {
+        // Each reply whose buffers are all sent hands a full `limit` on.
+        while starts.get(reply + 1).is_some_and(|&s| s <= first_unsent) {
+            reply += 1;
+            due = Instant::now() + limit;
+        }
+        match stopped() {
+            Some(at) => due.min(at + limit),
+            None => due,
+        }
+    }
+}
 
 /// Map an export's error to an NBD error value.
 pub fn errno_of(e: &io::Error) -> u32 {
@@ -544,7 +602,9 @@ fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, by
 
 /// Run transmission on an already-negotiated connection until DISC, EOF,
 /// a framing error or shutdown; returns after every reply is sent.
-pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: BufReader<Stream>, session: Session) {
+/// `size` is the export size this client was told in its handshake: the
+/// export may have grown since, but this connection keeps what it agreed.
+pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: BufReader<Stream>, session: Session, size: u64) {
     let out = match stream.try_clone() {
         Ok(s) => s,
         Err(e) => {
@@ -552,13 +612,13 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
             return;
         }
     };
-    // Every read and send may stall at most this long (see the module doc).
+    // Every read may stall at most this long; replies have deadlines of
+    // their own (see the module doc).
     let _ = stream.set_read_timeout(Some(sh.io_timeout.max(Duration::from_millis(1))));
-    let _ = stream.set_write_timeout(Some(sh.io_timeout.max(Duration::from_millis(1))));
     let budget = Arc::new(Budget::new(sh.max_inflight, sh.max_inflight_bytes));
-    let rep = Arc::new(Replier::new(sh, out, budget.clone(), session));
+    let rep = Arc::new(Replier::new(sh, id, out, budget.clone(), session));
     let limits = Limits {
-        size: sh.info.size,
+        size,
         min_block: sh.info.min_block as u64,
         max_payload: MAX_PAYLOAD,
         read_only: sh.read_only,
@@ -609,7 +669,12 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
             if drain(&mut rd, req.payload_len() as u64).is_err() {
                 break;
             }
-            rep.reply(&req, Err((err, rejected(&req, err))), HOLDS_NOTHING);
+            // Its reply holds a slot until sent: a client sending bad
+            // requests faster than it reads replies waits here.
+            if !budget.acquire(0, &|| sh.stopping()) {
+                break;
+            }
+            rep.reply(&req, Err((err, rejected(&req, err))), HOLDS_SLOT);
             continue;
         }
         let bytes = match req.cmd {
@@ -640,6 +705,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     }
     rep.flush();
     budget.wait_idle();
+    sh.max_queued.fetch_max(rep.peak(), Ordering::Relaxed);
     let _ = rd.get_ref().shutdown(Shutdown::Both);
     if rejects > LOGGED_REJECTS {
         sh.log(&format!("conn {id}: {} more requests rejected (not logged one by one)", rejects - LOGGED_REJECTS));
@@ -671,6 +737,27 @@ mod tests {
         let d = decode(&descriptors(&alternating, u32::MAX, false));
         assert_eq!(d.len(), MAX_EXTENTS);
         assert!(d.iter().all(|&(n, _)| n == 512));
+    }
+
+    #[test]
+    fn each_reply_of_a_batch_gets_its_own_deadline_and_none_outlives_the_stop() {
+        let limit = Duration::from_secs(10);
+        // Three replies: buffers 0-1, 2, 3-4.
+        let starts = [0, 2, 3];
+        let mut d = reply_deadlines(&starts, limit, || None);
+        let first = d(0);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(d(1), first, "more of the same reply: the same deadline");
+        let second = d(2);
+        assert!(second > first, "the next reply starts its own");
+        assert!(d(4) > second);
+        assert_eq!(d(4), d(4));
+        // Stopped: no deadline past `limit` after the stop.
+        let at = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        let mut d = reply_deadlines(&starts, limit, || Some(at));
+        assert_eq!(d(0), at + limit);
+        assert_eq!(d(3), at + limit);
     }
 
     #[test]

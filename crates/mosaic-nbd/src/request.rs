@@ -13,7 +13,9 @@
 //! (too short, wrong magic): the connection is then out of sync and must
 //! close.  Everything else — unknown commands, bad flags, zero lengths,
 //! ranges, alignment, sizes — is judged by [`check`], whose error is answered with an NBD
-//! error reply while the connection stays up.
+//! error reply while the connection stays up (the spec: a request past the
+//! maximum block size gets EINVAL, "rather than initiating a hard
+//! disconnect").
 
 use crate::proto::*;
 
@@ -88,6 +90,19 @@ impl Request {
         self.flags & CMD_FLAG_FUA != 0
     }
 
+    /// Whether the advertised maximum block size bounds this request's
+    /// length: READ, WRITE and CACHE (as qemu-nbd bounds them).  The
+    /// spec's "Block size constraints" name WRITE_ZEROES too, but its later
+    /// wording lets a client ask a zeroing "effect length larger than the
+    /// maximum payload size" (the server "SHOULD NOT disconnect, but MAY"
+    /// fail it), and clients that never learn the maximum (the kernel's
+    /// zero-outs) send them: WRITE_ZEROES, TRIM and BLOCK_STATUS move no
+    /// payload and cost no buffer, so they are served, as qemu-nbd and
+    /// nbdkit serve them.
+    pub fn max_block_bounds(&self) -> bool {
+        matches!(self.cmd, Command::Read | Command::Write | Command::Cache)
+    }
+
     /// Encode (used by tests, clients and the fuzzer's round trip).
     pub fn encode(&self) -> [u8; REQUEST_LEN] {
         let mut b = [0u8; REQUEST_LEN];
@@ -159,7 +174,8 @@ pub struct Limits {
     /// Advertised minimum block size; offsets and lengths must be multiples
     /// of it unless `unaligned_ok`.
     pub min_block: u64,
-    /// Largest READ/WRITE length.
+    /// The advertised maximum block size: the longest READ, WRITE or
+    /// CACHE (see [`Request::max_block_bounds`]).
     pub max_payload: u32,
     pub read_only: bool,
     pub unaligned_ok: bool,
@@ -206,7 +222,7 @@ pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     if writes && l.read_only {
         return Err(EPERM);
     }
-    if matches!(r.cmd, Command::Read | Command::Write) && r.length > l.max_payload {
+    if r.max_block_bounds() && r.length > l.max_payload {
         return Err(EINVAL);
     }
     let end = r.offset.checked_add(r.length as u64).ok_or(EINVAL)?;
@@ -316,6 +332,30 @@ mod tests {
         let fast = Limits { fast_zero: true, ..l };
         assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &fast), Ok(()));
         assert_eq!(check(&flagged(Command::Trim, CMD_FLAG_FAST_ZERO, 4096), &fast), Err(EINVAL));
+    }
+
+    /// The maximum block size bounds READ, WRITE and CACHE (EINVAL), not
+    /// WRITE_ZEROES, TRIM or BLOCK_STATUS.
+    #[test]
+    fn the_maximum_block_size_bounds_the_commands_that_move_payload() {
+        let l = Limits { size: 1 << 40, block_status: true, structured: true, fast_zero: true, ..limits() };
+        let at = |cmd, flags, length| check(&Request { flags, cmd, cookie: 1, offset: 0, length }, &l);
+        let over = MAX_PAYLOAD + 4096;
+        for cmd in [Command::Read, Command::Write, Command::Cache] {
+            assert_eq!(at(cmd, 0, MAX_PAYLOAD), Ok(()), "{cmd:?} of the maximum");
+            assert_eq!(at(cmd, 0, over), Err(EINVAL), "{cmd:?} past the maximum");
+        }
+        assert_eq!(at(Command::WriteZeroes, CMD_FLAG_NO_HOLE | CMD_FLAG_FUA, over), Ok(()));
+        assert_eq!(at(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, over), Ok(()));
+        assert_eq!(at(Command::Trim, 0, over), Ok(()));
+        assert_eq!(at(Command::BlockStatus, 0, over), Ok(()));
+        // A fast zero the export cannot do fast: ENOTSUP whatever its length.
+        let slow = Limits { fast_zero: false, ..l };
+        let r = Request { flags: CMD_FLAG_FAST_ZERO, cmd: Command::WriteZeroes, cookie: 1, offset: 0, length: u32::MAX - 4095 };
+        assert_eq!(check(&r, &slow), Err(ENOTSUP));
+        // Read-only comes first, as for any write.
+        let ro = Limits { read_only: true, ..l };
+        assert_eq!(check(&Request { flags: 0, cmd: Command::WriteZeroes, cookie: 1, offset: 0, length: over }, &ro), Err(EPERM));
     }
 
     proptest! {

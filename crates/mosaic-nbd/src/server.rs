@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::Shutdown;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::conn::Budget;
 use crate::export::Export;
@@ -50,9 +50,11 @@ pub struct ServerConfig {
     pub max_buffered_bytes: u64,
     /// A client must finish the whole handshake within this time.
     pub handshake_timeout: Duration,
-    /// In transmission, a WRITE payload that stops arriving, or a reply the
-    /// client stops reading, for this long closes that connection (an idle
-    /// connection between requests stays open).
+    /// In transmission, a WRITE payload that stops arriving for this long,
+    /// or a reply the client has not read whole this long after it began
+    /// to be sent, closes that connection (an idle connection between
+    /// requests stays open).  Once the server stops, replies still being
+    /// sent get this long at most.
     pub io_timeout: Duration,
     /// Log connections and their errors (as `tracing` events: the
     /// program installs a subscriber to see them).
@@ -85,11 +87,17 @@ pub struct ServeStats {
     pub refused: u64,
     pub requests: u64,
     pub errors: u64,
+    /// Most replies queued at once on one connection (waiting for the
+    /// socket): a client that reads no replies holds up to `max_inflight`
+    /// of them (and an inline export's few held back), then is no longer
+    /// read until they are sent.
+    pub max_queued_replies: usize,
 }
 
 /// State shared by the accept loop, connections and workers.
 pub(crate) struct Shared {
     pub(crate) export: Arc<dyn Export>,
+    /// What handshakes tell clients, but the size: see [`Shared::info_now`].
     pub(crate) info: ExportInfo,
     pub(crate) read_only: bool,
     pub(crate) max_inflight: usize,
@@ -101,8 +109,12 @@ pub(crate) struct Shared {
     pub(crate) io_timeout: Duration,
     pub(crate) requests: AtomicU64,
     pub(crate) errors: AtomicU64,
+    /// See [`ServeStats::max_queued_replies`].
+    pub(crate) max_queued: AtomicUsize,
     jobs: Arc<Queue>,
     stop: Arc<AtomicBool>,
+    /// When the accept loop saw `stop` (replies get `io_timeout` from it).
+    stopped_at: OnceLock<Instant>,
     log: bool,
 }
 
@@ -113,6 +125,20 @@ impl Shared {
 
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// When the server stopped, once it has.
+    pub(crate) fn stopped_at(&self) -> Option<Instant> {
+        self.stopped_at.get().copied()
+    }
+
+    /// The export as a new handshake describes it: its size read now, as
+    /// the export behind it may have grown since the server started.  One
+    /// connection takes it once, so INFO and GO on it agree (the spec
+    /// wants the same answer to both) and its transmission keeps the size
+    /// its client was told.
+    fn info_now(&self) -> ExportInfo {
+        ExportInfo { size: self.export.size(), ..self.info.clone() }
     }
 
     /// Log trouble with a connection (a warning), unless logging is off.
@@ -184,10 +210,11 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
             return;
         }
     };
-    match handshake(&mut hs, &sh.info) {
+    let info = sh.info_now();
+    match handshake(&mut hs, &info) {
         Ok(Outcome::Transmission(session)) => {
             sh.log_info(&format!("conn {id} from {peer}: transmission"));
-            crate::conn::transmission(&sh, id, stream, rd, session);
+            crate::conn::transmission(&sh, id, stream, rd, session, info.size);
             sh.log_info(&format!("conn {id} from {peer}: closed"));
         }
         Ok(Outcome::Aborted) => {}
@@ -238,8 +265,10 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         io_timeout: cfg.io_timeout,
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
+        max_queued: AtomicUsize::new(0),
         jobs: pool.queue(),
         stop: stop.clone(),
+        stopped_at: OnceLock::new(),
         log: cfg.log,
     });
     let live: Arc<Mutex<HashMap<u64, Stream>>> = Arc::new(Mutex::new(HashMap::new()));
@@ -285,7 +314,9 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         })?;
         threads.push(t);
     }
-    // Stop: no more requests are read; in-flight ones are answered.
+    // Stop: no more requests are read; in-flight ones are answered, each
+    // reply within io_timeout from now.
+    let _ = sh.stopped_at.set(Instant::now());
     for s in live.lock().unwrap_or_else(|e| e.into_inner()).values() {
         let _ = s.shutdown(Shutdown::Read);
     }
@@ -297,6 +328,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         refused,
         requests: sh.requests.load(Ordering::Relaxed),
         errors: sh.errors.load(Ordering::Relaxed),
+        max_queued_replies: sh.max_queued.load(Ordering::Relaxed),
     };
     drop(sh);
     drop(pool);

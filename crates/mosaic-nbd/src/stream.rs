@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A connected client socket.
 #[derive(Debug)]
@@ -63,6 +63,23 @@ impl Stream {
     /// one `sendmsg` each time the socket takes them all, more when it
     /// takes part.
     pub fn write_all_bufs(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        self.send_bufs(bufs, |s, iov, _| s.write_vectored(iov))
+    }
+
+    /// [`Stream::write_all_bufs`] against a clock: before each `sendmsg`,
+    /// `deadline(i)` (`i`: the first buffer not yet wholly sent) says by
+    /// when the socket must take more, else the call fails with
+    /// `TimedOut`.  The socket is written without blocking and waited on
+    /// with poll(2) for the time left: a socket timeout (SO_SNDTIMEO)
+    /// bounds each `sendmsg` alone, so a reader taking a little now and
+    /// then could stretch a reply without end.
+    pub fn write_all_bufs_until(&mut self, bufs: &[&[u8]], mut deadline: impl FnMut(usize) -> Instant) -> io::Result<()> {
+        self.send_bufs(bufs, |s, iov, i| s.send_until(iov, deadline(i)))
+    }
+
+    /// The loop of both: `send` gets the buffers left (the first one cut
+    /// where the last send stopped) and the index of that first one.
+    fn send_bufs(&mut self, bufs: &[&[u8]], mut send: impl FnMut(&mut Self, &[IoSlice<'_>], usize) -> io::Result<usize>) -> io::Result<()> {
         // The first unsent buffer and how much of it is sent.
         let (mut i, mut off) = (0usize, 0usize);
         while i < bufs.len() {
@@ -72,7 +89,7 @@ impl Stream {
             }
             let rest = bufs[i + 1..].iter().take(MAX_IOV - 1).map(|b| IoSlice::new(b));
             let iov: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[i][off..])).chain(rest).collect();
-            let mut n = match self.write_vectored(&iov) {
+            let mut n = match send(self, &iov, i) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -89,6 +106,43 @@ impl Stream {
             }
         }
         Ok(())
+    }
+
+    /// One `sendmsg` that waits for room in the socket until `end` at most.
+    fn send_until(&mut self, iov: &[IoSlice<'_>], end: Instant) -> io::Result<usize> {
+        loop {
+            match self.sendmsg(iov, libc::MSG_DONTWAIT) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer took no more bytes in time"));
+            }
+            let mut p = libc::pollfd { fd: self.fd(), events: libc::POLLOUT, revents: 0 };
+            // Rounded up: a wake-up a little early would only poll again.
+            let ms = (left + Duration::from_micros(999)).as_millis().min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: one valid pollfd; the fd is owned by self.
+            if unsafe { libc::poll(&mut p, 1, ms) } < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // Ready (or an error or hang-up, which the next sendmsg reports),
+            // or out of time (checked above).
+        }
+    }
+
+    /// sendmsg(2) of `bufs` with `MSG_NOSIGNAL` and `flags`.
+    fn sendmsg(&self, bufs: &[IoSlice<'_>], flags: libc::c_int) -> io::Result<usize> {
+        // SAFETY: an all-zero msghdr is valid (no name, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        // IoSlice is ABI-compatible with iovec on unix; sendmsg only reads them.
+        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+        // SAFETY: msg points at `bufs`, which outlive the call.
+        sent(unsafe { libc::sendmsg(self.fd(), &msg, libc::MSG_NOSIGNAL | flags) })
     }
 }
 
@@ -123,13 +177,7 @@ impl Write for Stream {
         sent(unsafe { libc::send(self.fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        // SAFETY: an all-zero msghdr is valid (no name, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        // IoSlice is ABI-compatible with iovec on unix; sendmsg only reads them.
-        msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
-        // SAFETY: msg points at `bufs`, which outlive the call.
-        sent(unsafe { libc::sendmsg(self.fd(), &msg, libc::MSG_NOSIGNAL) })
+        self.sendmsg(bufs, 0)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())

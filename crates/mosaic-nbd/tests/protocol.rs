@@ -816,3 +816,311 @@ fn rejected_requests_are_logged_a_few_then_counted() {
     assert_eq!(lines, 16, "{log}");
     assert!(log.contains("184 more requests rejected"), "{log}");
 }
+
+/// An export whose size changes while it is served (an array grown
+/// online): the bytes behind it are all there from the start, `size()`
+/// says how many are exported now.
+struct Growing {
+    mem: MemExport,
+    size: std::sync::atomic::AtomicU64,
+}
+
+impl Growing {
+    fn new(size: u64, max: usize) -> Growing {
+        Growing { mem: MemExport::new(max, 4096), size: size.into() }
+    }
+    fn grow(&self, size: u64) {
+        self.size.store(size, Ordering::Relaxed);
+    }
+}
+
+impl mosaic_nbd::Export for Growing {
+    fn size(&self) -> u64 {
+        self.size.load(Ordering::Relaxed)
+    }
+    fn block_size(&self) -> u64 {
+        self.mem.block_size()
+    }
+    fn preferred_block(&self) -> u64 {
+        self.mem.preferred_block()
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.mem.read(off, buf)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.mem.write(off, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
+    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.mem.trim(off, len)
+    }
+}
+
+/// Online grow: every handshake after it (INFO, GO, EXPORT_NAME) reports
+/// the new size and its connection may use the new bytes; a connection
+/// made before it keeps the size it negotiated.
+#[test]
+fn new_connections_see_the_size_of_a_grown_export() {
+    let half = (SIZE / 2) as u64;
+    let ex = Arc::new(Growing::new(half, SIZE));
+    let srv = Server::start(ex.clone(), cfg());
+    let mut old = open(srv.addr);
+    assert_eq!(old.size, half);
+    ex.grow(SIZE as u64);
+    let mut c = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.info_or_go(OPT_INFO, "test").unwrap();
+    assert_eq!(c.size, SIZE as u64, "NBD_OPT_INFO after the grow");
+    c.info_or_go(OPT_GO, "test").unwrap();
+    assert_eq!(c.size, SIZE as u64, "NBD_OPT_GO after the grow");
+    assert_eq!(c.write(half, &pattern(40, 4096)), 0, "the grown range is served");
+    assert_eq!(c.read(half, 4096).unwrap(), pattern(40, 4096));
+    let mut e = Client::greet(connect(srv.addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    e.send_opt(OPT_EXPORT_NAME, b"test");
+    let mut b = [0u8; 10];
+    e.s.read_exact(&mut b).unwrap();
+    assert_eq!(u64b(&b), SIZE as u64, "NBD_OPT_EXPORT_NAME after the grow");
+    // The old connection keeps its size: past it is refused as before.
+    assert_eq!(old.read(half, 4096), Err(EINVAL));
+    assert_eq!(old.write(half, &pattern(41, 4096)), ENOSPC);
+    assert_eq!(old.read(half - 4096, 4096).unwrap(), vec![0u8; 4096]);
+}
+
+/// A huge export that stores nothing and counts the calls that reach it.
+#[derive(Default)]
+struct Counting {
+    zeroes: std::sync::atomic::AtomicU64,
+    caches: std::sync::atomic::AtomicU64,
+    trims: std::sync::atomic::AtomicU64,
+}
+
+impl mosaic_nbd::Export for Counting {
+    fn size(&self) -> u64 {
+        1 << 40
+    }
+    fn block_size(&self) -> u64 {
+        4096
+    }
+    fn preferred_block(&self) -> u64 {
+        4096
+    }
+    fn read(&self, _off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn write(&self, _off: u64, _data: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, _off: u64, _len: u64) -> std::io::Result<()> {
+        self.trims.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn write_zeroes(&self, _off: u64, _len: u64) -> std::io::Result<()> {
+        self.zeroes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn fast_zero(&self) -> bool {
+        true
+    }
+    fn cache(&self, _off: u64, _len: u64) -> std::io::Result<()> {
+        self.caches.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The spec ("Block size constraints"): a client MUST NOT send READ,
+/// WRITE, CACHE or WRITE_ZEROES (unless FAST_ZERO) longer than the
+/// advertised maximum block size, and the server SHOULD answer EINVAL
+/// (without disconnecting).  TRIM, BLOCK_STATUS and a FAST_ZERO
+/// WRITE_ZEROES are not bounded by it.
+#[test]
+fn an_oversized_cache_gets_einval_but_zeroes_and_trims_of_any_length_are_served() {
+    let ex = Arc::new(Counting::default());
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = open(srv.addr);
+    assert_eq!(c.block.map(|b| b.2), Some(MAX_PAYLOAD));
+    let over = MAX_PAYLOAD + 4096;
+    assert_eq!(c.cmd(Command::Cache, 0, 0, over, &[]), EINVAL, "CACHE past the maximum");
+    assert_eq!(ex.caches.load(Ordering::Relaxed), 0, "it did not reach the export");
+    assert_eq!(c.cmd(Command::Cache, 0, 0, MAX_PAYLOAD, &[]), 0, "the maximum itself");
+    let huge = u32::MAX - 4095;
+    assert_eq!(c.cmd(Command::WriteZeroes, 0, 0, over, &[]), 0, "a zeroing moves no payload");
+    assert_eq!(c.cmd(Command::WriteZeroes, CMD_FLAG_NO_HOLE, 0, huge, &[]), 0);
+    assert_eq!(c.cmd(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 0, huge, &[]), 0);
+    assert_eq!(c.cmd(Command::Trim, 0, 0, huge, &[]), 0, "TRIM is not bounded");
+    assert_eq!((ex.zeroes.load(Ordering::Relaxed), ex.caches.load(Ordering::Relaxed), ex.trims.load(Ordering::Relaxed)), (3, 1, 1));
+    assert_eq!(c.read(0, 4096).unwrap(), vec![0u8; 4096], "the connection goes on");
+    // A structured client gets the EINVAL as an error chunk.
+    let mut s = structured(srv.addr, false);
+    s.send(Command::Cache, 0, 9, 0, over, &[]);
+    assert_eq!(error_chunk(s.any_reply(), 9).0, EINVAL);
+}
+
+/// Read `s` `chunk` bytes every `every` until `slow` has passed, then as
+/// fast as it comes, until EOF or `want` bytes: the bytes received.
+fn trickle_then_drain(s: &mut std::net::TcpStream, chunk: usize, every: Duration, slow: Duration, want: u64) -> u64 {
+    let t = std::time::Instant::now();
+    let mut buf = vec![0u8; chunk.max(1 << 20)];
+    let mut total = 0u64;
+    let mut fast = false;
+    while total < want {
+        if !fast && t.elapsed() >= slow {
+            fast = true;
+        }
+        if !fast {
+            std::thread::sleep(every);
+        }
+        // A whole chunk each time when slow (a read may return less).
+        let n = if fast { buf.len() } else { chunk };
+        let mut got = 0;
+        while got < n && total < want {
+            match s.read(&mut buf[got..n]) {
+                Ok(0) => return total,
+                Ok(k) => (got, total) = (got + k, total + k as u64),
+                // The server shut the socket down with data unread: a reset.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return total,
+                Err(e) => panic!("after {total} bytes: {e}"),
+            }
+            if fast {
+                break;
+            }
+        }
+    }
+    total
+}
+
+/// A 32 MiB READ's simple reply: header and data.
+const WHOLE: u64 = SIMPLE_REPLY_LEN as u64 + MAX_PAYLOAD as u64;
+
+/// The reply timeout bounds a whole reply, not each send: a client that
+/// keeps reading, but too slowly to take a 32 MiB READ reply within 200
+/// ms, is disconnected part-way; another client is served meanwhile.
+#[test]
+fn a_reply_not_read_within_the_timeout_closes_the_connection() {
+    let cfg = ServerConfig { io_timeout: Duration::from_millis(200), ..cfg() };
+    let ex = Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096));
+    let srv = Server::start(ex.clone(), cfg);
+    let mut slow = open(srv.addr);
+    slow.send(Command::Read, 0, 1, 0, MAX_PAYLOAD, &[]);
+    // 1 MiB every 100 ms: every send makes progress well within 200 ms,
+    // the whole reply would take over 3 s.
+    let mut s = slow.s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || trickle_then_drain(&mut s, 1 << 20, Duration::from_millis(100), Duration::from_millis(1500), WHOLE));
+    std::thread::sleep(Duration::from_millis(400));
+    let mut c = open(srv.addr);
+    assert_eq!(c.write(0, &pattern(42, 4096)), 0);
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(42, 4096));
+    let total = reader.join().unwrap();
+    assert!(total < WHOLE, "the whole reply ({total} bytes) was sent");
+    let mut again = open(srv.addr);
+    assert_eq!(again.read(0, 4096).unwrap(), pattern(42, 4096));
+    assert_eq!(srv.stop().connections, 3);
+}
+
+/// Stopping the server waits for a reply being sent at most the reply
+/// timeout, however steadily its client keeps reading.
+#[test]
+fn a_stop_waits_for_a_slow_reader_no_longer_than_the_reply_timeout() {
+    let cfg = ServerConfig { io_timeout: Duration::from_millis(500), ..cfg() };
+    let srv = Server::start(Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096)), cfg);
+    let mut slow = open(srv.addr);
+    slow.send(Command::Read, 0, 1, 0, MAX_PAYLOAD, &[]);
+    // 512 KiB every 100 ms: the reply would take over 6 s.
+    let mut s = slow.s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || trickle_then_drain(&mut s, 512 << 10, Duration::from_millis(100), Duration::from_secs(5), WHOLE));
+    std::thread::sleep(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    srv.stop();
+    let took = t.elapsed();
+    let total = reader.join().unwrap();
+    assert!(took < Duration::from_millis(2500), "stop took {took:?}");
+    assert!(total < WHOLE, "the whole reply ({total} bytes) was sent");
+}
+
+/// A client that floods bad requests while it reads no replies (a worker
+/// is blocked sending it a 32 MiB READ): the server stops reading it at
+/// `max_inflight` queued replies rather than queueing one per request, and
+/// once the client reads, every reply comes, in order.
+#[test]
+fn a_flood_of_bad_requests_queues_at_most_max_inflight_replies() {
+    let cfg = ServerConfig { max_inflight: 16, io_timeout: Duration::from_secs(10), ..cfg() };
+    let srv = Server::start(Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096)), cfg);
+    let mut c = open(srv.addr);
+    c.send(Command::Read, 0, 0, 0, MAX_PAYLOAD, &[]);
+    const N: u64 = 20_000;
+    let mut burst = Vec::new();
+    for i in 1..=N {
+        // Past the end: EINVAL.
+        let r = mosaic_nbd::Request { flags: 0, cmd: Command::Read, cookie: i, offset: MAX_PAYLOAD as u64, length: 4096 };
+        burst.extend_from_slice(&r.encode());
+    }
+    // From a thread: once the server stops reading, this write blocks.
+    let mut w = c.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&burst).unwrap());
+    // Time for the server to take all the requests it will while nothing
+    // is read.
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut next, mut data) = (1, None);
+    while next <= N || data.is_none() {
+        match c.reply() {
+            (0, err) => {
+                assert_eq!(err, 0);
+                let mut b = vec![0u8; MAX_PAYLOAD as usize];
+                c.s.read_exact(&mut b).unwrap();
+                data = Some(b);
+            }
+            got => {
+                assert_eq!(got, (next, EINVAL), "the rejections are answered in order");
+                next += 1;
+            }
+        }
+    }
+    writer.join().unwrap();
+    assert!(data.unwrap().iter().all(|&b| b == 0));
+    c.send(Command::Disc, 0, 0, 0, 0, &[]);
+    drop(c);
+    let stats = srv.stop();
+    assert_eq!(stats.errors, N);
+    assert!(stats.max_queued_replies <= 16, "{} replies were queued at once", stats.max_queued_replies);
+}
+
+/// Cap the kernel's receive buffer of `s` (else autotuning may grow it to
+/// tens of MiB on loopback, far more than a test's pace can drain in time).
+fn small_receive_buffer(s: &std::net::TcpStream, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket and a c_int option value of the right size.
+    let r = unsafe {
+        libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&bytes as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    };
+    assert_eq!(r, 0, "setsockopt SO_RCVBUF");
+}
+
+/// Stopping gives a connection's replies one reply timeout from the stop
+/// in all, even when its client reads each reply in time: 64 MiB of READ
+/// replies read at 10 MiB/s (each within 2 s of its first send; all of
+/// them would take 6.4 s) are cut off 2 s after the stop.
+#[test]
+fn a_stop_gives_queued_replies_one_reply_timeout_in_all() {
+    let cfg = ServerConfig { io_timeout: Duration::from_secs(2), ..cfg() };
+    let srv = Server::start(Arc::new(MemExport::new(1 << 20, 4096)), cfg);
+    let mut c = open(srv.addr);
+    small_receive_buffer(&c.s, 1 << 20);
+    const N: u64 = 64;
+    for i in 0..N {
+        c.send(Command::Read, 0, i, 0, 1 << 20, &[]);
+    }
+    let whole = N * (SIMPLE_REPLY_LEN as u64 + (1 << 20));
+    let mut s = c.s.try_clone().unwrap();
+    let reader = std::thread::spawn(move || trickle_then_drain(&mut s, 1 << 20, Duration::from_millis(100), Duration::from_secs(30), whole));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = std::time::Instant::now();
+    srv.stop();
+    let took = t.elapsed();
+    let total = reader.join().unwrap();
+    assert!(total < whole, "all {N} replies were sent");
+    assert!(took < Duration::from_secs(4), "stop took {took:?}");
+}
