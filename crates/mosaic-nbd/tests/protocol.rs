@@ -557,6 +557,45 @@ fn stalled_write_headers_hold_no_memory_budget() {
     assert_eq!(ex.writes(), 1);
 }
 
+/// A WRITE payload must arrive whole within the timeout of its first
+/// byte: a client trickling 64 KiB every 100 ms (each read well within
+/// the timeout) would hold its 32 MiB of the buffer budget for 50 s.  It
+/// is cut off, the budget comes back, and another client's large write
+/// goes through.
+#[test]
+fn a_trickled_write_payload_is_cut_off_and_its_budget_comes_back() {
+    let cfg = ServerConfig { max_buffered_bytes: MAX_PAYLOAD as u64, io_timeout: Duration::from_millis(400), ..cfg() };
+    let ex = Arc::new(MemExport::new(MAX_PAYLOAD as usize, 4096));
+    let srv = Server::start(ex.clone(), cfg);
+    let mut slow = open(srv.addr);
+    slow.send(Command::Write, 0, 5, 0, MAX_PAYLOAD, &[]);
+    let mut w = slow.s.try_clone().unwrap();
+    let trickler = std::thread::spawn(move || {
+        let chunk = vec![7u8; 64 << 10];
+        let t = std::time::Instant::now();
+        for _ in 0..(MAX_PAYLOAD as usize / chunk.len()) {
+            if w.write_all(&chunk).is_err() {
+                return (true, t.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (false, t.elapsed())
+    });
+    // The trickler holds the whole budget while it is served.
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut c = open(srv.addr);
+    let t = std::time::Instant::now();
+    assert_eq!(c.write(0, &pattern(16, MAX_PAYLOAD as usize)), 0, "a 32 MiB write after the trickler was cut off");
+    assert!(t.elapsed() < Duration::from_secs(3), "served only after {:?}", t.elapsed());
+    let mut b = [0u8; 1];
+    slow.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(matches!(slow.s.read(&mut b), Ok(0) | Err(_)), "the trickler's connection was closed");
+    let (cut, took) = trickler.join().unwrap();
+    assert!(cut && took < Duration::from_secs(5), "the trickler wrote on for {took:?}");
+    assert_eq!(ex.writes(), 1, "the trickled WRITE never reached the export");
+    assert_eq!(c.read(0, 4096).unwrap(), pattern(16, 4096));
+}
+
 #[test]
 fn a_client_that_stops_reading_replies_is_dropped_and_others_go_on() {
     let cfg = ServerConfig { io_timeout: Duration::from_millis(500), ..cfg() };
