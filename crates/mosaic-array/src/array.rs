@@ -682,13 +682,15 @@ impl Array {
             }
         }
         if !records.is_empty() {
-            self.flush()?;
+            self.flush_replayed()?;
         }
         // Rows whose parity was cached, and rows the cached writes touch,
         // get code recomputed from their data; then the cached writes go
         // to the members in order.  A crash in here replays the same
-        // records again to the same end.
-        for &row in rows.iter().filter(|&&r| r < self.geometry().stripes) {
+        // records again to the same end.  Rows past the whole stripes (a
+        // rebuild stopped by a second failure) cannot be read, nor resynced.
+        let whole = self.geometry().whole_stripes(&h.states);
+        for &row in rows.iter().filter(|&&r| r < whole) {
             self.scrub_region(row, true)?;
         }
         rep.lost = crate::lost::lost_units(&self.geometry(), &h, &records);
@@ -701,7 +703,7 @@ impl Array {
         }
         if let Some(j) = &self.journal {
             if !records.is_empty() {
-                self.flush()?;
+                self.flush_replayed()?;
             }
             j.replayed()?;
         }
@@ -1310,19 +1312,42 @@ impl Array {
 
     /// Make every completed write durable on every member.
     pub fn flush(&self) -> Result<(), ArrayError> {
+        self.flush_members();
+        self.within_redundancy()
+    }
+
+    /// No stripe has more columns out than the code tolerates (else
+    /// bytes the array held are out of reach: a flush says so).
+    fn within_redundancy(&self) -> Result<(), ArrayError> {
+        let out = out_of_service(&self.health());
+        if self.geometry().columns_out(&out) > self.geometry().m {
+            return Err(ArrayError::Io(format!(
+                "flush: members {out:?} are out (failed, missing or not yet rebuilt), {} columns of a stripe, more than the {} {} tolerates",
+                self.geometry().columns_out(&out),
+                self.geometry().m,
+                self.geometry().level
+            )));
+        }
+        Ok(())
+    }
+
+    /// Flush every member present; one whose flush fails is failed.
+    fn flush_members(&self) {
         let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some()).collect();
         let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
             self.absorb(&f);
         }
-        let out = out_of_service(&self.health());
-        if self.geometry().columns_out(&out) > self.geometry().m {
-            return Err(ArrayError::Io(format!(
-                "flush: {} members failed, more than the {} {} tolerates",
-                out.len(),
-                self.geometry().m,
-                self.geometry().level
-            )));
+    }
+
+    /// The flush of a journal replay: what the records wrote is on the
+    /// members in service.  Stripes a rebuild stopped by a second failure
+    /// left out of reach (see `assemble`) do not stop it, as they do not
+    /// stop the open; only no whole stripe at all does.
+    fn flush_replayed(&self) -> Result<(), ArrayError> {
+        self.flush_members();
+        if self.geometry().whole_stripes(&self.health().states) == 0 {
+            return self.within_redundancy();
         }
         Ok(())
     }

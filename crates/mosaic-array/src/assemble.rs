@@ -9,6 +9,8 @@
 //!       replaced, stale, two devices for one slot ──┐
 //!       too small for the geometry (this kind's) ───┴──> Failed, named
 //!   more members out than the code tolerates ──> refused, with every reason
+//!     a member being rebuilt is out only from its recorded position: when
+//!     the stripes below it are whole, they are served and the rest named
 //! ```
 //!
 //! The freshness rule is the one every kind shares
@@ -310,7 +312,14 @@ pub(crate) fn assemble(
     let out: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
     let tolerable = sb.geometry.m;
     let columns = sb.geometry.columns_out(&out);
-    if columns > tolerable {
+    // A member being rebuilt is out only from its recorded position on: the
+    // stripes below it may still be whole, as the live array reads them
+    // (a second failure during a rebuild).  Those are kept; the rest are
+    // named.  (A grow never runs on a degraded array.)
+    let whole = if sb.reshape.is_none() { sb.geometry.whole_stripes(&sb.member_states) } else { 0 };
+    if columns > tolerable && whole > 0 {
+        warnings.push(partly_whole(&sb, whole));
+    } else if columns > tolerable {
         let why = if warnings.is_empty() { String::new() } else { format!(" ({})", warnings.join("; ")) };
         let lost = if columns == out.len() { String::new() } else { format!(" ({columns} columns of a stripe)") };
         return Err(ArrayError::Usage(format!(
@@ -320,4 +329,31 @@ pub(crate) fn assemble(
     }
     let states_changed = sb.member_states != auth.member_states || sb.geometry != auth.geometry;
     Ok(Assembly { sb, slots, warnings, states_changed })
+}
+
+/// The open warning of an array whose stripes from `whole` on have more
+/// columns out than its code tolerates, while the stripes below are whole
+/// (members being rebuilt hold valid units below their recorded position):
+/// which stripes and bytes cannot be read, and why.
+fn partly_whole(sb: &Superblock, whole: u64) -> String {
+    let g = &sb.geometry;
+    let sd = g.stripe_data_bytes();
+    let at = (whole * sd).min(g.capacity());
+    let mut out = Vec::new();
+    for (i, s) in sb.member_states.iter().enumerate() {
+        match s {
+            MemberState::Failed => out.push(format!("member {i} is failed or missing")),
+            MemberState::Rebuilding { done } if *done <= whole => out.push(format!("member {i} is rebuilt only below stripe {done}")),
+            _ => {}
+        }
+    }
+    format!(
+        "stripes {whole}..{} (bytes {at}..{}) cannot be read or written: more columns of them are out than the {} {} tolerates ({}); \
+         reads and writes there fail, stripes 0..{whole} (bytes 0..{at}) are whole and served",
+        g.stripes,
+        g.capacity(),
+        g.m,
+        g.level,
+        out.join(", ")
+    )
 }

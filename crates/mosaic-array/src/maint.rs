@@ -5,7 +5,14 @@
 //! in service, the rest are reconstructed.  Every [`CHECKPOINT_EVERY`] the
 //! new member is flushed and `done` is written to every superblock, so a
 //! killed rebuild resumes from the last checkpoint; regions rebuilt after it
-//! are simply rebuilt again, which is idempotent.
+//! are simply rebuilt again, which is idempotent.  A rebuild stopped by a
+//! failure the layout cannot absorb checkpoints where it stopped: the
+//! stripes below stay whole, also when the array is opened again (see
+//! `assemble`).
+//!
+//! A member failing during a rebuild's or a scrub's region is failed and
+//! the region planned again without it while the layout has what the
+//! region needs; only a failure beyond the redundancy stops them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -148,7 +155,11 @@ impl Array {
                 }
             }
             let _g = self.lock_stripes(std::iter::once(region));
-            let Some(bytes) = self.rebuild_region(region, &targets)? else { continue };
+            let bytes = match self.rebuild_region(region, &targets) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(e) => return Err(self.rebuild_stopped(region, &targets, e)),
+            };
             written += bytes;
             since_start += 1;
             progress(region + 1, total);
@@ -213,8 +224,31 @@ impl Array {
         }
     }
 
+    /// A rebuild stopped at `region` by `e` (a failure the layout cannot
+    /// absorb): record how far the targets still being rebuilt are (a
+    /// checkpoint), so that the stripes they made whole stay whole when
+    /// the array is opened again, as they are while it is open; the error
+    /// says where it stopped.
+    fn rebuild_stopped(&self, region: u64, targets: &[usize], e: ArrayError) -> ArrayError {
+        let total = self.layout().regions();
+        let h = self.health();
+        let kept: Vec<usize> = targets.iter().copied().filter(|&t| matches!(h.states[t], MemberState::Rebuilding { .. })).collect();
+        let said = if kept.is_empty() || !self.is_writable() {
+            String::new()
+        } else {
+            match self.checkpoint(targets) {
+                Ok(()) => format!("; member(s) {kept:?} stay in service below stripe {region} (recorded), a rebuild goes on from there"),
+                Err(c) => format!("; how far member(s) {kept:?} were rebuilt could not be recorded ({c})"),
+            }
+        };
+        ArrayError::Io(format!("rebuild stopped at stripe {region} of {total}: {e}{said}"))
+    }
+
     fn checkpoint(&self, targets: &[usize]) -> Result<(), ArrayError> {
-        for &t in targets {
+        // A target failed (or replaced again) meanwhile is not in service:
+        // nothing of it to make durable.
+        let h = self.health();
+        for &t in targets.iter().filter(|&&t| matches!(h.states[t], MemberState::Rebuilding { .. })) {
             if let Some(m) = self.member(t) {
                 m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
             }
@@ -233,9 +267,19 @@ impl Array {
         let t0 = Instant::now();
         let total = self.layout().regions();
         let mut rep = ScrubReport { stripes_checked: total, repaired: repair, ..ScrubReport::default() };
+        let failed = |h: &mosaic_core::Health| (0..h.states.len()).filter(|&i| matches!(h.states[i], MemberState::Failed)).collect::<Vec<usize>>();
+        let mut out = failed(&self.health());
         for region in 0..total {
             let _g = self.lock_stripes(std::iter::once(region));
-            let r = self.scrub_region(region, repair)?;
+            let r = self.scrub_region(region, repair).map_err(|e| ArrayError::Io(format!("scrub stopped at stripe {region} of {total}: {e}")))?;
+            if r.members_failed {
+                let now = failed(&self.health());
+                let new: Vec<usize> = now.iter().copied().filter(|i| !out.contains(i)).collect();
+                if !new.is_empty() {
+                    rep.notes.push(format!("member(s) {new:?} failed during the scrub, at stripe {region}: it and the stripes after it were scrubbed without them"));
+                }
+                out = now;
+            }
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
             if let Some(f) = r.finding {
@@ -257,11 +301,31 @@ impl Array {
     }
 
     /// Verify (and with `repair` rewrite) the code of one region; the
-    /// caller holds its stripe lock.
+    /// caller holds its stripe lock.  A member failing on the way is
+    /// failed and the region scrubbed again without it, as a rebuild's
+    /// region is, while the layout still has what the region needs; what
+    /// an earlier try found is kept (one finding per region, however many
+    /// tries), the bytes read add up, and whether it could be verified is
+    /// the last try's answer.
     pub(crate) fn scrub_region(&self, region: u64, repair: bool) -> Result<RegionScrub, ArrayError> {
-        let h = self.health();
         let mut out = RegionScrub::default();
-        let sps = self.layout().plan_scrub(region, &h)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let h = self.health();
+            out.unverified = false;
+            match self.scrub_region_with(region, repair, &h, &mut out) {
+                Ok(()) => return Ok(out),
+                // Tried again only when the error failed a member.
+                Err(e) if attempt > self.geometry().members || self.health() == h => return Err(e),
+                Err(_) => out.members_failed = true,
+            }
+        }
+    }
+
+    /// One try of [`Array::scrub_region`] with health `h`, into `out`.
+    fn scrub_region_with(&self, region: u64, repair: bool, h: &mosaic_core::Health, out: &mut RegionScrub) -> Result<(), ArrayError> {
+        let sps = self.layout().plan_scrub(region, h)?;
         let kept = self.run_program(&self.layout().scrub_program(&sps), Client::None, &format!("scrub of stripe {region}"))?;
         let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
         for (sp, reads) in sps.into_iter().zip(all_reads) {
@@ -291,7 +355,7 @@ impl Array {
                 self.run_program(&p, Client::None, &format!("scrub repair of stripe {region}"))?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A finding: which member holds the wrong column, or that it cannot
@@ -322,4 +386,7 @@ pub(crate) struct RegionScrub {
     /// Its code disagrees with its data.
     pub finding: Option<ScrubFinding>,
     pub bytes: u64,
+    /// A member failed while it was scrubbed (it was scrubbed again
+    /// without it).
+    pub members_failed: bool,
 }

@@ -17,4 +17,5 @@ mod nested;
 mod nopanic;
 mod prop;
 mod scrub_locate;
+mod second_failure;
 mod stale;

@@ -336,6 +336,35 @@ impl Geometry {
             .unwrap_or(data)
     }
 
+    /// How many leading stripes have at most `m` columns out with members
+    /// in `states`: a failed member is out of every stripe, a member being
+    /// rebuilt only from its `done` stripe on ([`Health::available`]).
+    /// Stripes from the result on have more columns out than the code
+    /// columns; it is `stripes` when none has, 0 when every stripe has.
+    ///
+    /// [`Health::available`]: crate::Health::available
+    pub fn whole_stripes(&self, states: &[crate::MemberState]) -> u64 {
+        use crate::MemberState;
+        let mut out: Vec<usize> = (0..states.len()).filter(|&i| matches!(states[i], MemberState::Failed)).collect();
+        let mut rebuilding: Vec<(u64, usize)> = (0..states.len())
+            .filter_map(|i| match states[i] {
+                MemberState::Rebuilding { done } => Some((done, i)),
+                _ => None,
+            })
+            .collect();
+        rebuilding.sort_unstable();
+        if self.columns_out(&out) > self.m {
+            return 0;
+        }
+        for (done, i) in rebuilding {
+            out.push(i);
+            if self.columns_out(&out) > self.m {
+                return done.min(self.stripes);
+            }
+        }
+        self.stripes
+    }
+
     /// Member byte offset of column `col` of `stripe`.  Every member holds
     /// one unit per stripe at `stripe * unit`, except CDA members of cbro,
     /// which hold one per `w` stripes.
@@ -530,5 +559,23 @@ mod tests {
         for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+0", "cbro:16+1", "cbro:8+2,cda=raid0:4"] {
             assert_eq!(s.parse::<Level>().unwrap().to_string(), s);
         }
+    }
+
+    /// A member being rebuilt is out only from its position on: the
+    /// stripes below the lowest position past which too many columns
+    /// are out stay whole.
+    #[test]
+    fn whole_stripes_count_a_rebuilding_member_from_its_position() {
+        use crate::MemberState::{Active as A, Failed as F, Rebuilding as R};
+        let g = geo("raid5", 5, 4096);
+        assert_eq!(g.whole_stripes(&[A, A, A, A, A]), 100);
+        assert_eq!(g.whole_stripes(&[A, R { done: 30 }, A, A, A]), 100);
+        assert_eq!(g.whole_stripes(&[A, R { done: 30 }, F, A, A]), 30);
+        assert_eq!(g.whole_stripes(&[A, R { done: 0 }, F, A, A]), 0);
+        assert_eq!(g.whole_stripes(&[A, R { done: 500 }, F, A, A]), 100);
+        assert_eq!(g.whole_stripes(&[F, A, F, A, A]), 0);
+        let g = geo("raid6", 6, 4096);
+        assert_eq!(g.whole_stripes(&[R { done: 40 }, R { done: 20 }, F, A, A, A]), 40);
+        assert_eq!(g.whole_stripes(&[R { done: 40 }, R { done: 20 }, F, F, A, A]), 20);
     }
 }
