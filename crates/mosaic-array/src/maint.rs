@@ -344,7 +344,7 @@ impl Array {
             if out.finding.as_ref().is_none_or(|o| o.member.is_none()) {
                 out.finding = Some(f);
             }
-            if repair {
+            if repair && !found.repairs.is_empty() {
                 let mut p = Program::default();
                 let mut ops = Vec::new();
                 for (&c, bytes) in found.bad_cols.iter().zip(&found.repairs) {
@@ -370,10 +370,18 @@ impl Array {
             return ScrubFinding { at, member: Some(m), detail: format!("{at}: member {m} holds the wrong {} column ({c}); repair rewrites it", what(c)) };
         }
         let cols: Vec<String> = f.bad_cols.iter().map(|c| c.to_string()).collect();
-        let detail = format!(
-            "{at}: code column(s) {} disagree with the data; with one redundant column the wrong column cannot be located, so repair rewrites the code from the data",
-            cols.join(", ")
-        );
+        let detail = if f.repairs.is_empty() {
+            format!(
+                "{at}: code column(s) {} disagree with the rest, and with a data column missing the wrong column cannot be told: not repaired \
+                 (its bytes are uncertain; scrub it again once every member is in service)",
+                cols.join(", ")
+            )
+        } else {
+            format!(
+                "{at}: code column(s) {} disagree with the data; with one redundant column the wrong column cannot be located, so repair rewrites the code from the data",
+                cols.join(", ")
+            )
+        };
         ScrubFinding { at, member: None, detail }
     }
 }

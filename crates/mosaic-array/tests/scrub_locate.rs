@@ -65,3 +65,37 @@ fn one_redundant_column_cannot_locate() {
     let rep = arr.scrub(false, &|_, _| {}).unwrap();
     assert_eq!((rep.mismatched, rep.unlocated_stripes), (1, 1), "{:?}", rep.findings);
 }
+
+/// A raid6 stripe missing a data column decodes it from a code column,
+/// which may be the wrong one: a mismatch there is reported as uncertain
+/// and nothing is rewritten (a repair from the decoded bytes would make
+/// the rot look right, and destroy the column a whole-stripe scrub could
+/// locate once the member is back).  A stripe missing only a code column
+/// is repaired from its data, as with one redundant column anywhere.
+#[test]
+fn a_degraded_stripe_missing_a_data_column_is_not_repaired_from_decoded_bytes() {
+    let (ms, arr, _) = array(Level::Raid6, 6);
+    let g = arr.geometry().clone();
+    let gone = g.member_of(3, 0);
+    arr.fail_member(gone).unwrap();
+    ms[g.member_of(3, g.k)].corrupt(DATA_OFFSET + 3 * 4096, 3); // P of stripe 3
+    let before: Vec<Vec<u8>> = ms.iter().map(|m| m.snapshot()).collect();
+    let rep = arr.scrub(true, &|_, _| {}).unwrap();
+    assert_eq!((rep.mismatched_stripes.clone(), rep.unlocated_stripes), (vec![3], 1), "{:?}", rep.findings);
+    assert!(rep.findings[0].detail.contains("not repaired"), "{:?}", rep.findings);
+    for (i, m) in ms.iter().enumerate().filter(|(i, _)| *i != gone) {
+        assert!(m.snapshot() == before[i], "member {i} was rewritten");
+    }
+    // Scrubbed again, the stripe is still named: nothing hid the mismatch.
+    let rep = arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!(rep.mismatched_stripes, vec![3]);
+    // A stripe whose data columns are all there (member `gone` holds a
+    // code column of it) is repaired from its data.
+    let s = (0..16).find(|&s| g.column_of(s, gone).unwrap() >= g.k).unwrap();
+    let q = (g.k..g.k + 2).map(|c| g.member_of(s, c)).find(|&m| m != gone).unwrap();
+    ms[q].corrupt(DATA_OFFSET + s * 4096 + 9, 2);
+    let rep = arr.scrub(true, &|_, _| {}).unwrap();
+    assert!(rep.findings.iter().any(|f| f.detail.starts_with(&format!("stripe {s}:")) && f.detail.contains("repair rewrites the code")), "{:?}", rep.findings);
+    let rep = arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!(rep.mismatched_stripes, vec![3], "stripe {s} was repaired, stripe 3 left as it was");
+}

@@ -24,7 +24,12 @@ pub struct ScrubOutcome {
     /// Columns to rewrite: the one wrong column when `located`, otherwise
     /// the code columns (or mirror copies) that disagree with the data.
     pub bad_cols: Vec<usize>,
-    /// Correct bytes for each bad column, in `bad_cols` order.
+    /// Correct bytes for each bad column, in `bad_cols` order; empty when
+    /// no repair is safe: a mismatch not located in a stripe missing a
+    /// data column, whose decoded bytes came from a code column that may
+    /// be the wrong one (rewriting the others from them would make wrong
+    /// bytes look right, and destroy what a scrub of the whole stripe,
+    /// after the rebuild, could locate).
     pub repairs: Vec<Vec<u8>>,
     /// The stripe mismatched and exactly one column (data or code) was
     /// found wrong: rebuilt from the others, it makes the stripe
@@ -155,6 +160,9 @@ impl StripeMath {
             if let Some((c, fix)) = self.locate(&cols)? {
                 return Ok(ScrubOutcome { verified: true, bad_cols: vec![c], repairs: vec![fix], located: true });
             }
+        }
+        if !missing_data.is_empty() {
+            repairs.clear();
         }
         Ok(ScrubOutcome { verified: true, bad_cols: bad, repairs, located: false })
     }
