@@ -43,9 +43,9 @@
 //! (a client that sends headers and stalls holds nothing); the buffer is
 //! filled as bytes arrive.  The socket has `io_timeout` as its read
 //! timeout, and a WRITE payload must arrive whole within `io_timeout` of
-//! its first byte (a client trickling it cannot hold its budget for
-//! long): either closes the connection, while waiting for the next
-//! request header never times out.  A reply must be
+//! its first byte, give or take one read (a client trickling it cannot
+//! hold its budget for long): either closes the connection, while waiting
+//! for the next request header never times out.  A reply must be
 //! taken whole within `io_timeout` of its first byte's send (one deadline
 //! for all its `sendmsg` calls, so a client reading a little now and then
 //! cannot stretch it); once the server stops, no reply gets past
@@ -502,37 +502,21 @@ fn read_payload<R: Read>(rd: &mut R, len: usize, kept: Option<Vec<u8>>) -> io::R
     Ok(v)
 }
 
-/// A WRITE payload's reader: the whole payload must arrive within
-/// `io_timeout` of its first byte (`end`), so a client trickling a byte
-/// now and then cannot hold its share of the buffer budget for long.
-/// Before each read from the socket, the socket's read timeout is the
-/// time left; bytes already buffered need no syscall.
-struct Until<'a> {
-    rd: &'a mut BufReader<Stream>,
+/// A WRITE payload's reader: the payload must have arrived whole by `end`
+/// (`io_timeout` after its first byte), so a client trickling a byte now
+/// and then cannot hold its share of the buffer budget for long.  Checked
+/// before each read, which the socket's read timeout bounds in turn: a
+/// payload is cut off at most `2 * io_timeout` after its first byte,
+/// without a syscall more than the reads themselves.
+struct Until<'a, R> {
+    rd: &'a mut R,
     end: Instant,
-    io_timeout: Duration,
-    /// The socket's read timeout was changed (put back by `restore`).
-    shortened: bool,
 }
 
-impl Until<'_> {
-    /// The socket's read timeout back to `io_timeout`.
-    fn restore(&mut self) {
-        if self.shortened {
-            let _ = self.rd.get_ref().set_read_timeout(Some(self.io_timeout.max(Duration::from_millis(1))));
-        }
-    }
-}
-
-impl Read for Until<'_> {
+impl<R: Read> Read for Until<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.rd.buffer().is_empty() {
-            let left = self.end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
-            self.rd.get_ref().set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
-            self.shortened = true;
+        if Instant::now() > self.end {
+            return Err(io::ErrorKind::TimedOut.into());
         }
         self.rd.read(buf)
     }
@@ -611,7 +595,7 @@ fn next_buffered(buf: &[u8]) -> bool {
 /// read its payload.  A WRITE takes its budget only once the first payload
 /// byte is here, so headers without payloads hold nothing.  Err (nothing
 /// held, reason logged) closes the connection.
-fn admit(sh: &Shared, id: u64, rd: &mut BufReader<Stream>, req: &Request, bytes: u64) -> Result<Vec<u8>, ()> {
+fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, bytes: u64) -> Result<Vec<u8>, ()> {
     if req.cmd == Command::Write {
         let why = match rd.fill_buf() {
             Ok([]) => Some("the client closed the connection".to_string()),
@@ -631,10 +615,8 @@ fn admit(sh: &Shared, id: u64, rd: &mut BufReader<Stream>, req: &Request, bytes:
     if req.cmd != Command::Write {
         return Ok(Vec::new());
     }
-    let mut until = Until { rd, end: Instant::now() + sh.io_timeout, io_timeout: sh.io_timeout, shortened: false };
-    let got = read_payload(&mut until, req.length as usize, sh.bufs.take(req.length as usize));
-    until.restore();
-    got.map_err(|e| {
+    let mut until = Until { rd, end: Instant::now() + sh.io_timeout };
+    read_payload(&mut until, req.length as usize, sh.bufs.take(req.length as usize)).map_err(|e| {
         let e = if timed_out(&e) { format!("not all of it within {:?}", sh.io_timeout) } else { e.to_string() };
         sh.log(&format!("conn {id}: short WRITE payload ({e}); closing"));
         sh.buffers.release(bytes);
