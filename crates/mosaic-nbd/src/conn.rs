@@ -43,12 +43,13 @@
 //! (a client that sends headers and stalls holds nothing); the buffer is
 //! filled as bytes arrive.  The socket has `io_timeout` as its read
 //! timeout, and a WRITE payload must arrive whole within `io_timeout` of
-//! its first byte, give or take one read (a client trickling it cannot
-//! hold its budget for long): either closes the connection, while waiting
-//! for the next request header never times out.  A reply must be
-//! taken whole within `io_timeout` of its first byte's send (one deadline
-//! for all its `sendmsg` calls, so a client reading a little now and then
-//! cannot stretch it); once the server stops, no reply gets past
+//! its first read from the socket, give or take one read (a client
+//! trickling it cannot hold its budget for long): either closes the
+//! connection, while waiting for the next request header never times out.
+//! A reply must be taken whole within `io_timeout` of the first time the
+//! socket had no room for it (one deadline for all its `sendmsg` calls, so
+//! a client reading a little now and then cannot stretch it; a send that
+//! goes through at once reads no clock); once the server stops, no reply gets past
 //! `io_timeout` after the stop, so shutdown waits no longer for a client.
 //!
 //! Rejected requests hold a slot of the connection's request budget until
@@ -380,7 +381,8 @@ impl Replier {
     }
 
     /// One batch in as few `sendmsg` calls as the socket takes, each reply
-    /// within `io_timeout` of its first send (see [`reply_deadlines`]).
+    /// within `io_timeout` of the socket's first refusal (see
+    /// [`reply_deadlines`]).
     fn send(&self, batch: &[Pending]) {
         if self.dead.load(Ordering::Relaxed) {
             return;
@@ -426,18 +428,19 @@ const HOLDS_NOTHING: u64 = u64::MAX;
 const HOLDS_SLOT: u64 = u64::MAX - 1;
 
 /// The deadline of each `sendmsg` of a batch of replies whose buffers
-/// start at `starts`: `limit` from the moment the reply being sent became
-/// the first unsent one (from the call for the first), and never past
+/// start at `starts`, asked when the socket has no room: `limit` from the
+/// first time it had none for the reply being sent, and never past
 /// `limit` after the server stopped (`stopped` says when, once it has).
 fn reply_deadlines<'a>(starts: &'a [usize], limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
     let mut reply = 0;
-    let mut due = Instant::now() + limit;
+    let mut due = None;
     move |first_unsent| {
         // Each reply whose buffers are all sent hands a full `limit` on.
         while starts.get(reply + 1).is_some_and(|&s| s <= first_unsent) {
             reply += 1;
-            due = Instant::now() + limit;
+            due = None;
         }
+        let due = *due.get_or_insert_with(|| Instant::now() + limit);
         match stopped() {
             Some(at) => due.min(at + limit),
             None => due,
@@ -502,21 +505,26 @@ fn read_payload<R: Read>(rd: &mut R, len: usize, kept: Option<Vec<u8>>) -> io::R
     Ok(v)
 }
 
-/// A WRITE payload's reader: the payload must have arrived whole by `end`
-/// (`io_timeout` after its first byte), so a client trickling a byte now
-/// and then cannot hold its share of the buffer budget for long.  Checked
-/// before each read, which the socket's read timeout bounds in turn: a
-/// payload is cut off at most `2 * io_timeout` after its first byte,
-/// without a syscall more than the reads themselves.
+/// A WRITE payload's reader: the payload must have arrived whole
+/// `io_timeout` after its first read from the socket (bytes already
+/// buffered need none, so a small payload reads no clock), so a client
+/// trickling it cannot hold its share of the buffer budget for long.
+/// Checked before each read from the socket, which the socket's read
+/// timeout bounds in turn: a payload is cut off at most two `io_timeout`s
+/// after that first read, without a syscall more than the reads.
 struct Until<'a, R> {
-    rd: &'a mut R,
-    end: Instant,
+    rd: &'a mut BufReader<R>,
+    timeout: Duration,
+    end: Option<Instant>,
 }
 
 impl<R: Read> Read for Until<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if Instant::now() > self.end {
-            return Err(io::ErrorKind::TimedOut.into());
+        if self.rd.buffer().is_empty() {
+            let now = Instant::now();
+            if now > *self.end.get_or_insert(now + self.timeout) {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
         }
         self.rd.read(buf)
     }
@@ -615,7 +623,7 @@ fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, by
     if req.cmd != Command::Write {
         return Ok(Vec::new());
     }
-    let mut until = Until { rd, end: Instant::now() + sh.io_timeout };
+    let mut until = Until { rd, timeout: sh.io_timeout, end: None };
     read_payload(&mut until, req.length as usize, sh.bufs.take(req.length as usize)).map_err(|e| {
         let e = if timed_out(&e) { format!("not all of it within {:?}", sh.io_timeout) } else { e.to_string() };
         sh.log(&format!("conn {id}: short WRITE payload ({e}); closing"));

@@ -73,8 +73,10 @@ impl Stream {
     /// with poll(2) for the time left: a socket timeout (SO_SNDTIMEO)
     /// bounds each `sendmsg` alone, so a reader taking a little now and
     /// then could stretch a reply without end.
+    /// `deadline` is asked only when the socket has no room (a send that
+    /// goes through at once reads no clock).
     pub fn write_all_bufs_until(&mut self, bufs: &[&[u8]], mut deadline: impl FnMut(usize) -> Instant) -> io::Result<()> {
-        self.send_bufs(bufs, |s, iov, i| s.send_until(iov, deadline(i)))
+        self.send_bufs(bufs, |s, iov, i| s.send_until(iov, || deadline(i)))
     }
 
     /// The loop of both: `send` gets the buffers left (the first one cut
@@ -108,13 +110,17 @@ impl Stream {
         Ok(())
     }
 
-    /// One `sendmsg` that waits for room in the socket until `end` at most.
-    fn send_until(&mut self, iov: &[IoSlice<'_>], end: Instant) -> io::Result<usize> {
+    /// One `sendmsg` that waits for room in the socket until `end()` at
+    /// most (asked once, when the socket first has no room).
+    fn send_until(&mut self, iov: &[IoSlice<'_>], end: impl FnOnce() -> Instant) -> io::Result<usize> {
+        let mut end = Some(end);
+        let mut at = None;
         loop {
             match self.sendmsg(iov, libc::MSG_DONTWAIT) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 done => return done,
             }
+            let end = *at.get_or_insert_with(|| end.take().expect("asked once")());
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer took no more bytes in time"));
