@@ -46,6 +46,20 @@ impl Rig {
         self.mems[n..].iter().map(|m| self.wrap(m)).collect()
     }
     /// Reopen from what reached the members (all of them, new ones too).
+    /// Create a `level` array of `n` members holding random bytes, then
+    /// grow it onto the rest with the power cut after `cut` device writes
+    /// (in `grow_start`, it never began, or began); the bytes.
+    fn grow_cut_off(&self, level: &str, n: usize, cut: i64) -> Vec<u8> {
+        let arr = self.create(level, n);
+        let data = random(cut as u64, arr.capacity());
+        arr.write(0, &data).unwrap();
+        self.budget.store(cut, Ordering::SeqCst);
+        if arr.grow_start(self.added(n)).is_ok() {
+            let _ = arr.grow_continue(&|_, _| {}, GrowOptions::default());
+        }
+        drop(arr); // power off: nothing more reaches the members
+        data
+    }
     fn reopen(&self) -> Array {
         self.budget.store(i64::MAX, Ordering::SeqCst);
         let ms: Vec<Arc<dyn Member>> = self.mems.iter().map(|m| self.wrap(m).0).collect();
@@ -105,15 +119,7 @@ fn a_power_cut_anywhere_in_a_grow_loses_nothing() {
     cuts.extend((1..20).map(|i| 24 + i * 23));
     for cut in cuts {
         let rig = Rig::new(4, 2, true);
-        let arr = rig.create("raid5", 4);
-        let data = random(cut as u64, arr.capacity());
-        arr.write(0, &data).unwrap();
-        rig.budget.store(cut, Ordering::SeqCst);
-        // The cut may land in grow_start: then it never began, or began.
-        if arr.grow_start(rig.added(4)).is_ok() {
-            let _ = arr.grow_continue(&|_, _| {}, GrowOptions::default());
-        }
-        drop(arr); // power off: nothing more reaches the members
+        let data = rig.grow_cut_off("raid5", 4, cut);
         let arr = rig.reopen();
         assert!(read_all(&arr, data.len() as u64) == data, "cut after {cut} writes: the bytes before resuming");
         match arr.grow_pending() {
@@ -199,14 +205,7 @@ impl Rig {
 /// written before it.  `Some` only when the cut left the grow in its
 /// critical section: the first stripes' copy saved, none restriped.
 fn cut_in_critical_section(rig: &Rig, cut: i64) -> Option<Vec<u8>> {
-    let arr = rig.create("raid5", 4);
-    let data = random(cut as u64, arr.capacity());
-    arr.write(0, &data).unwrap();
-    rig.budget.store(cut, Ordering::SeqCst);
-    if arr.grow_start(rig.added(4)).is_ok() {
-        let _ = arr.grow_continue(&|_, _| {}, GrowOptions::default());
-    }
-    drop(arr);
+    let data = rig.grow_cut_off("raid5", 4, cut);
     let ro = rig.open(false, &[]);
     let r = ro.superblock().reshape;
     r.is_some_and(|r| r.pos == 0 && r.backup_crc.is_some()).then_some(data)

@@ -7,27 +7,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use mosaic_array::maint::RebuildOptions;
-use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
+use mosaic_array::Array;
 use mosaic_core::{Level, MemberState};
 use mosaic_dev::{MemMember, Member};
 
-const U: u64 = 4096;
-
-fn mem(name: &str, stripes: u64) -> Arc<MemMember> {
-    Arc::new(MemMember::new(name, DATA_OFFSET + U * stripes))
-}
-
-fn opts(level: Level, n: usize) -> CreateOptions {
-    CreateOptions { level, members: Some(n), member_size: None, unit: U, block: 4096, force: true, assume_clean: true }
-}
-
-fn named(ms: &[Arc<dyn Member>]) -> Vec<(Arc<dyn Member>, String)> {
-    ms.iter().map(|m| (m.clone(), m.describe())).collect()
-}
-
-fn pattern(len: u64, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
-}
+use crate::common::{mem, named, opts, pattern};
 
 /// A journal record from before a member failed names its slot; replayed
 /// after a crash, it used to write its old bytes over what the rebuild put

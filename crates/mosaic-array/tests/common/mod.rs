@@ -48,3 +48,26 @@ pub fn check(got: &[u8], o: &Outcome, what: &str) {
     with[*off as usize..*off as usize + data.len()].copy_from_slice(data);
     assert!(got == with.as_slice(), "{what}: neither the acknowledged state nor it plus the in-flight write");
 }
+
+/// The stripe unit of the maintenance tests' arrays.
+pub const U: u64 = 4096;
+
+/// A RAM member of `stripes` units past the superblock area.
+pub fn mem(name: &str, stripes: u64) -> std::sync::Arc<mosaic_dev::MemMember> {
+    std::sync::Arc::new(mosaic_dev::MemMember::new(name, mosaic_array::DATA_OFFSET + U * stripes))
+}
+
+/// Options for `n` members of `level`, unit and block [`U`], clean.
+pub fn opts(level: mosaic_core::Level, n: usize) -> mosaic_array::CreateOptions {
+    mosaic_array::CreateOptions { level, members: Some(n), member_size: None, unit: U, block: 4096, force: true, assume_clean: true }
+}
+
+/// Members with their descriptions as path hints.
+pub fn named(ms: &[std::sync::Arc<dyn mosaic_dev::Member>]) -> Vec<(std::sync::Arc<dyn mosaic_dev::Member>, String)> {
+    ms.iter().map(|m| (m.clone(), m.describe())).collect()
+}
+
+/// `len` bytes that differ by `seed` and from block to block.
+pub fn pattern(len: u64, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+}
