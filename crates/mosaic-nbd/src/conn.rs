@@ -89,6 +89,8 @@ struct Used {
     count: usize,
     bytes: u64,
     waiting: usize,
+    /// Most bytes held at once.
+    peak: u64,
 }
 
 /// Bounds the requests (count, bytes) in flight: of one connection, or
@@ -123,7 +125,13 @@ impl Budget {
         }
         g.count += 1;
         g.bytes += bytes;
+        g.peak = g.peak.max(g.bytes);
         true
+    }
+
+    /// Most bytes that were held at once.
+    pub(crate) fn peak(&self) -> u64 {
+        self.lock().peak
     }
 
     /// Give back what one `acquire` took; wakes waiters only if there are
@@ -215,11 +223,24 @@ fn frame(session: &Session, req: &Request, out: Outcome) -> ([u8; HEADER_MAX], u
 /// the rest of its range (the spec lets a reply cover less than asked).
 const MAX_EXTENTS: usize = 1 << 16;
 
+/// Most descriptors the reply to BLOCK_STATUS `r` may hold: one with
+/// REQ_ONE, else one a minimum block of its range (and the two partial
+/// ones at its ends), at most [`MAX_EXTENTS`].  Its bytes (8 a
+/// descriptor) are taken from the budgets as a READ's payload is, so
+/// replies queued for a client that does not read them stay bounded; a
+/// reply never holds more (the spec lets it cover less than asked).
+fn status_runs(r: &Request, min_block: u64) -> usize {
+    if r.flags & CMD_FLAG_REQ_ONE != 0 {
+        return 1;
+    }
+    (r.length as u64).div_ceil(min_block.max(1)).saturating_add(2).min(MAX_EXTENTS as u64) as usize
+}
+
 /// The descriptors (length, flags) of a BLOCK_STATUS reply for a request
 /// of `len` bytes: runs of equal flags merged, empty ones dropped, cut at
-/// `len`, only the first with REQ_ONE.  An export that reports nothing is
-/// answered with one allocated extent (always a true answer).
-fn descriptors(extents: &[Extent], len: u32, req_one: bool) -> Vec<u8> {
+/// `len`, at most `max` of them (1 for REQ_ONE).  An export that reports
+/// nothing is answered with one allocated extent (always a true answer).
+fn descriptors(extents: &[Extent], len: u32, max: usize) -> Vec<u8> {
     let mut runs: Vec<(u32, u32)> = Vec::new();
     let mut left = len;
     for e in extents {
@@ -227,7 +248,7 @@ fn descriptors(extents: &[Extent], len: u32, req_one: bool) -> Vec<u8> {
         if n == 0 {
             continue;
         }
-        let full = runs.len() == MAX_EXTENTS;
+        let full = runs.len() >= max;
         match runs.last_mut() {
             Some(last) if last.1 == e.flags => last.0 += n,
             _ if full => break,
@@ -237,9 +258,6 @@ fn descriptors(extents: &[Extent], len: u32, req_one: bool) -> Vec<u8> {
     }
     if runs.is_empty() {
         runs.push((len, 0));
-    }
-    if req_one {
-        runs.truncate(1);
     }
     runs.iter().flat_map(|(n, f)| n.to_be_bytes().into_iter().chain(f.to_be_bytes())).collect()
 }
@@ -548,7 +566,7 @@ fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, s
     let res: io::Result<Vec<u8>> = match r.cmd {
         Command::Cache => ex.cache(r.offset, r.length as u64).map(|_| Vec::new()),
         Command::BlockStatus => {
-            ex.extents(r.offset, r.length as u64).map(|e| descriptors(&e, r.length, r.flags & CMD_FLAG_REQ_ONE != 0))
+            ex.extents(r.offset, r.length as u64).map(|e| descriptors(&e, r.length, status_runs(r, sh.info.min_block as u64)))
         }
         Command::Read => {
             let mut buf = sh.bufs.take_or_new(r.length as usize);
@@ -710,6 +728,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         }
         let bytes = match req.cmd {
             Command::Read | Command::Write => req.length as u64,
+            Command::BlockStatus => 8 * status_runs(&req, limits.min_block) as u64,
             _ => 0,
         };
         let stopping = || sh.stopping();
@@ -757,17 +776,31 @@ mod tests {
     #[test]
     fn descriptors_merge_runs_cut_at_the_request_and_never_come_back_empty() {
         let e = [Extent::hole(4096), Extent::hole(4096), Extent::data(0), Extent::data(8192), Extent::zero(1 << 20)];
-        assert_eq!(decode(&descriptors(&e, 1 << 20, false)), [(8192, STATE_HOLE | STATE_ZERO), (8192, 0), ((1 << 20) - 16384, STATE_ZERO)]);
-        assert_eq!(decode(&descriptors(&e, 12288, false)), [(8192, STATE_HOLE | STATE_ZERO), (4096, 0)]);
-        assert_eq!(decode(&descriptors(&e, 1 << 20, true)), [(8192, STATE_HOLE | STATE_ZERO)]);
-        assert_eq!(decode(&descriptors(&[], 4096, false)), [(4096, 0)], "nothing reported: allocated");
+        assert_eq!(decode(&descriptors(&e, 1 << 20, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO), (8192, 0), ((1 << 20) - 16384, STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&e, 12288, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO), (4096, 0)]);
+        assert_eq!(decode(&descriptors(&e, 1 << 20, 1)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&[], 4096, MAX_EXTENTS)), [(4096, 0)], "nothing reported: allocated");
         // Fewer extents than asked is allowed: the client asks again.
-        assert_eq!(decode(&descriptors(&e[..2], 1 << 20, false)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&e[..2], 1 << 20, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO)]);
         // At most MAX_EXTENTS descriptors, however finely the export splits.
         let alternating: Vec<Extent> = (0..MAX_EXTENTS + 10).map(|i| if i % 2 == 0 { Extent::hole(512) } else { Extent::data(512) }).collect();
-        let d = decode(&descriptors(&alternating, u32::MAX, false));
+        let d = decode(&descriptors(&alternating, u32::MAX, MAX_EXTENTS));
         assert_eq!(d.len(), MAX_EXTENTS);
         assert!(d.iter().all(|&(n, _)| n == 512));
+        // A reply never holds more than its request reserved.
+        assert_eq!(decode(&descriptors(&alternating, u32::MAX, 3)).len(), 3);
+    }
+
+    /// What a BLOCK_STATUS reply reserves: one descriptor with REQ_ONE,
+    /// else one a minimum block and two partial ones, at most MAX_EXTENTS.
+    #[test]
+    fn a_status_reply_reserves_its_most_descriptors() {
+        let r = |flags, length| Request { flags, cmd: Command::BlockStatus, cookie: 1, offset: 0, length };
+        assert_eq!(status_runs(&r(CMD_FLAG_REQ_ONE, u32::MAX), 4096), 1);
+        assert_eq!(status_runs(&r(0, 4096), 4096), 3);
+        assert_eq!(status_runs(&r(0, 1 << 20), 4096), 258);
+        assert_eq!(status_runs(&r(0, u32::MAX), 4096), MAX_EXTENTS);
+        assert_eq!(status_runs(&r(0, 1 << 20), 1), MAX_EXTENTS);
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub struct ServeStats {
     /// of them (and an inline export's few held back), then is no longer
     /// read until they are sent.
     pub max_queued_replies: usize,
+    /// Most bytes of the server's buffer budget (`max_buffered_bytes`)
+    /// held at once: READ and WRITE payloads and BLOCK_STATUS replies.
+    pub max_buffered: u64,
 }
 
 /// State shared by the accept loop, connections and workers.
@@ -329,6 +332,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         requests: sh.requests.load(Ordering::Relaxed),
         errors: sh.errors.load(Ordering::Relaxed),
         max_queued_replies: sh.max_queued.load(Ordering::Relaxed),
+        max_buffered: sh.buffers.peak(),
     };
     drop(sh);
     drop(pool);

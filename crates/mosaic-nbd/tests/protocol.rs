@@ -1163,3 +1163,59 @@ fn a_stop_gives_queued_replies_one_reply_timeout_in_all() {
     assert!(total < whole, "all {N} replies were sent");
     assert!(took < Duration::from_secs(4), "stop took {took:?}");
 }
+
+/// An export whose every other 4 KiB block is a hole: a BLOCK_STATUS
+/// reply of one descriptor a block.
+struct Striped;
+
+impl mosaic_nbd::Export for Striped {
+    fn size(&self) -> u64 {
+        64 << 20
+    }
+    fn block_size(&self) -> u64 {
+        4096
+    }
+    fn preferred_block(&self) -> u64 {
+        4096
+    }
+    fn read(&self, _off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn write(&self, _off: u64, _data: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, _off: u64, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
+        let block = |b: u64| if b % 2 == 0 { mosaic_nbd::Extent::hole(4096) } else { mosaic_nbd::Extent::data(4096) };
+        Ok((off / 4096..(off + len).div_ceil(4096)).map(block).collect())
+    }
+}
+
+/// BLOCK_STATUS replies are held in the server's buffer budget while
+/// they wait to be sent, as READ payloads are (one descriptor a block of
+/// the range, at most 65,536: 512 KiB), so a client that asks and does
+/// not read cannot make the server queue replies without bound.
+#[test]
+fn block_status_replies_count_in_the_buffer_budget() {
+    let srv = Server::start(Arc::new(Striped), cfg());
+    let mut c = structured(srv.addr, true);
+    for i in 0..4u64 {
+        c.send(Command::BlockStatus, 0, 10 + i, 0, 32 << 20, &[]);
+    }
+    for i in 0..4u64 {
+        let d = descriptors(c.any_reply(), 10 + i);
+        assert_eq!(d.len(), 8192, "one descriptor a block");
+        assert!(d.iter().enumerate().all(|(k, &(n, f))| n == 4096 && (f == 0) == (k % 2 == 1)));
+    }
+    c.send(Command::BlockStatus, CMD_FLAG_REQ_ONE, 20, 4096, 1 << 20, &[]);
+    assert_eq!(descriptors(c.any_reply(), 20), [(4096, 0)]);
+    let stats = srv.stop();
+    assert!(stats.max_buffered >= 8 * 8192, "the replies were held in the budget: at most {} bytes", stats.max_buffered);
+    assert!(stats.max_buffered <= 4 * 8 * 8194 + 8, "{}", stats.max_buffered);
+}
