@@ -1079,10 +1079,23 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
 /// fine, a working member elsewhere is refused there.
 pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(drive)?;
-    let uuid = vol.info().uuid;
-    if what.array() == Some(uuid.as_str()) {
-        if what.member().is_none() {
+    let info = vol.info();
+    if what.array() == Some(info.uuid.as_str()) {
+        let Some(i) = what.member() else {
             bail!("{} is {what}, the array being repaired: it cannot be a member too", drive.display());
+        };
+        // This array's identity on another device than the one in service
+        // in that slot: a copy's member (a copy is its own array), never
+        // a former member of this one.
+        let in_service = info.members.get(i).filter(|m| m.present && !matches!(m.state, MemberState::Failed));
+        if let Some(m) = in_service.filter(|m| !mosaic_array::spare::names_same(&m.path, drive)) {
+            if !force {
+                bail!(
+                    "{} is {what}, whose member {i} is in service as {}: it is a copy's member (another array); use --force to overwrite it",
+                    drive.display(),
+                    m.path
+                );
+            }
         }
         return Ok(());
     }

@@ -65,10 +65,22 @@ pub fn replace_journal(a: ReplaceJournalArgs) -> Result<i32> {
 /// array's own old journal may be written over.
 fn check_journal_path(spec: &ArraySpec, path: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(path)?;
-    let uuid = Array::open(spec, false).map(|arr| arr.info().uuid.to_string()).ok();
+    let info = Array::open(spec, false).map(|arr| arr.info()).ok();
+    let uuid = info.as_ref().map(|i| i.uuid.to_string());
     if uuid.is_some() && what.array() == uuid.as_deref() {
         if what.member().is_some() {
             bail!("{} is {what}: a member of the array cannot be its journal", path.display());
+        }
+        // Only the journal the array names is its own: another file with
+        // its identity is a copy's journal (a copy is its own array), or a
+        // former one.
+        let named = info.as_ref().and_then(|i| i.journal.clone());
+        if !force && !named.as_deref().is_some_and(|j| mosaic_array::spare::names_same(j, path)) {
+            bail!(
+                "{} is {what}, but the array journals to {}: it is a copy's journal or a former one; use --force to overwrite it",
+                path.display(),
+                named.as_deref().unwrap_or("nothing")
+            );
         }
         return Ok(());
     }

@@ -406,3 +406,32 @@ fn dvs_arrays_take_byte_granular_io_too() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, [&[0u8; 3][..], &bytes[..], &[0u8; 7][..]].concat());
 }
+
+/// A copy of an array carries its identity (array UUID, member UUIDs),
+/// but is its own array: commands on the original refuse the copy's
+/// files without --force, as they refuse any other array's.
+#[test]
+fn a_copys_members_and_journal_are_another_arrays() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K", "--journal-size", "1M"]);
+    fs::create_dir(&b).unwrap();
+    for e in fs::read_dir(&a).unwrap() {
+        let p = e.unwrap().path();
+        fs::copy(&p, b.join(p.file_name().unwrap())).unwrap();
+    }
+    let before = snapshot(&b);
+    let e = fails(&["add", "-a", s(&a), "--spare", s(&b.join("member-01.img"))]);
+    assert!(e.contains("copy's member") && e.contains("--force"), "{e}");
+    let e = fails(&["grow", "-a", s(&a), "--add", s(&b.join("member-02.img"))]);
+    assert!(e.contains("copy's member") && e.contains("--force"), "{e}");
+    let e = fails(&["replace-journal", "-a", s(&a), "--journal", s(&b.join("journal.img"))]);
+    assert!(e.contains("copy's journal") && e.contains("--force"), "{e}");
+    assert!(snapshot(&b) == before, "the copy's files were written");
+    ok(&["info", "-a", s(&b)]);
+    // The original's own failed member is still taken back.
+    ok(&["fail", "-a", s(&a), "--member", "1"]);
+    ok(&["replace", "-a", s(&a), "--member", "1", "--drive", s(&a.join("member-01.img"))]);
+    let st = mosaic(&["status", "-a", s(&a)]);
+    assert_eq!(st.status.code(), Some(0), "{}", String::from_utf8_lossy(&st.stdout));
+}
