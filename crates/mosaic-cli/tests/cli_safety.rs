@@ -435,3 +435,17 @@ fn a_copys_members_and_journal_are_another_arrays() {
     let st = mosaic(&["status", "-a", s(&a)]);
     assert_eq!(st.status.code(), Some(0), "{}", String::from_utf8_lossy(&st.stdout));
 }
+
+/// A trace whose read and write byte totals add past 2^64, and whose
+/// last request ends within a block of it: stats reports it, and replay
+/// refuses the request with a clear error; neither panics.
+#[test]
+fn a_trace_of_huge_sizes_is_reported_not_a_panic() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("huge.csv");
+    fs::write(&f, "128166372003061629,wdev,0,Write,3872768,4096,1125\n128166372003161629,wdev,0,Read,0,18446744073709551615,1\n").unwrap();
+    let out = ok(&["trace", "stats", s(&f)]);
+    assert!(out.contains('2'), "{out}");
+    let e = fails(&["replay", "--trace", s(&f)]);
+    assert!(e.contains("a read of 18446744073709551615 bytes at offset 0") && e.contains("larger than") && !e.contains("panicked"), "{e}");
+}

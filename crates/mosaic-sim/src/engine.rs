@@ -471,6 +471,14 @@ impl<'a> Simulator<'a> {
     /// Start a request now.
     fn start(&mut self, r: &Request) -> Result<bool, SimError> {
         let Some((off, len)) = self.fit(r) else { return Ok(false) };
+        if len > MAX_REQUEST {
+            return Err(SimError::Config(format!(
+                "a {} of {} bytes at offset {}: larger than the {MAX_REQUEST} bytes the simulator plans as one request (damaged sizes in the trace?)",
+                if r.op == Op::Write { "write" } else { "read" },
+                r.len,
+                r.offset
+            )));
+        }
         let write = r.op == Op::Write;
         // The front end stages into vectors the simulator keeps.
         let Simulator { fe, health, staged, now, .. } = self;
@@ -811,6 +819,10 @@ fn writes_per_drive(p: &Program, n: usize) -> Vec<usize> {
     w
 }
 
+/// The longest request the simulator plans (1 GiB): a program's buffers
+/// are addressed with 32 bits, and no block trace holds one this long.
+pub const MAX_REQUEST: u64 = 1 << 30;
+
 /// A trace request placed on an array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fitted {
@@ -829,7 +841,17 @@ pub fn fit(r: &Request, block: u64, cap: u64) -> Option<Fitted> {
         return None;
     }
     let mut start = r.offset / block * block;
-    let mut end = (r.offset.saturating_add(r.len)).div_ceil(block) * block;
+    // A request ending within a block of 2^64 ends at the last block
+    // boundary below it instead (and covers one block at least).
+    let end_byte = r.offset.saturating_add(r.len);
+    let mut end = match end_byte.div_ceil(block).checked_mul(block) {
+        Some(e) => e,
+        None => {
+            let last = u64::MAX / block * block;
+            start = start.min(last - block);
+            last
+        }
+    };
     let realigned = start != r.offset || end != r.offset.saturating_add(r.len);
     if end - start > cap {
         end = start + cap / block * block;
@@ -1051,6 +1073,19 @@ fn summarise(v: &mut [u64]) -> Latency {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    /// A request ending within a block of 2^64 (a trace may hold one:
+    /// `offset + len` fits, rounding it up to a block does not) is placed,
+    /// not a panic: one block or more, inside the capacity.
+    #[test]
+    fn a_request_ending_just_below_two_to_the_64_fits() {
+        let cap = 1 << 30;
+        for (offset, len) in [(0, u64::MAX), (u64::MAX - 100, 50), (u64::MAX - 5000, 5000), (1, u64::MAX - 1)] {
+            let r = Request { time_ns: 0, op: mosaic_trace::Op::Read, offset, len };
+            let f = fit(&r, 4096, cap).unwrap();
+            assert!(f.len >= 4096 && f.len % 4096 == 0 && f.offset % 4096 == 0 && f.offset + f.len <= cap, "{offset} {len}: {f:?}");
+        }
+    }
 
     #[test]
     fn events_come_out_by_time_then_queueing_order() {

@@ -235,7 +235,9 @@ pub fn stats(mut r: TraceReader) -> Result<TraceStats, TraceError> {
         last_t = last_t.max(q.time_ns);
     }
     let n = reads + writes;
-    let share = |a: u64, b: u64| if a + b == 0 { 0.0 } else { a as f64 / (a as f64 + b as f64) };
+    // In floating point: two byte totals may add past u64 (a trace's sizes
+    // are only bounded by their offsets).
+    let share = |a: u64, b: u64| if a == 0 && b == 0 { 0.0 } else { a as f64 / (a as f64 + b as f64) };
     let us = |ns: u64| ns as f64 / 1e3;
     Ok(TraceStats {
         file: r.name().to_string(),
