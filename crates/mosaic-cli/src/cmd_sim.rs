@@ -52,6 +52,15 @@ impl TraceInput {
         Ok(mosaic_trace::open(path, &self.options()?)?)
     }
 
+    /// After a trace was read with `--skip-bad`: say how many lines it
+    /// skipped (on stderr, as `trace stats` prints them), so a damaged
+    /// trace is never replayed as if whole without a word.
+    pub fn warn_skipped(path: &Path, r: &mosaic_trace::TraceReader) {
+        if r.skipped_bad() > 0 {
+            eprintln!("warning: {}: skipped {} malformed lines (--skip-bad)", path.display(), r.skipped_bad());
+        }
+    }
+
     /// [`Self::open`] with `pb` following the bytes of the file read (its
     /// length set to the file's size).
     pub fn open_with_bar(&self, path: &Path, pb: &indicatif::ProgressBar) -> Result<mosaic_trace::TraceReader> {
@@ -356,8 +365,10 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
             sim.run(syn.requests().inspect(|_| pb.inc(syn.size)))?
         }
         (None, Some(path)) => {
-            let r = a.input.open_with_bar(path, &pb)?;
-            sim.run(r)?
+            let mut r = a.input.open_with_bar(path, &pb)?;
+            let rep = sim.run(&mut r)?;
+            TraceInput::warn_skipped(path, &r);
+            rep
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };

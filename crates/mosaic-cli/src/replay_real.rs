@@ -44,12 +44,14 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
             replay::run(vol.as_ref(), reqs, a.queue_depth)?
         }
         (None, Some(path)) => {
-            let reader = a.input.open_with_bar(path, &pb)?;
-            let reqs = reader.filter_map(|r| match r {
+            let mut reader = a.input.open_with_bar(path, &pb)?;
+            let reqs = reader.by_ref().filter_map(|r| match r {
                 Ok(r) => place(r).map(Ok),
                 Err(e) => Some(Err(VolumeError::Usage(e.to_string()))),
             });
-            replay::run(vol.as_ref(), reqs, a.queue_depth)?
+            let stats = replay::run(vol.as_ref(), reqs, a.queue_depth)?;
+            crate::cmd_sim::TraceInput::warn_skipped(path, &reader);
+            stats
         }
         (None, None) => bail!("give --trace FILE or --synthetic KIND"),
     };

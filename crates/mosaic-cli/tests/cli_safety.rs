@@ -449,3 +449,22 @@ fn a_trace_of_huge_sizes_is_reported_not_a_panic() {
     let e = fails(&["replay", "--trace", s(&f)]);
     assert!(e.contains("a read of 18446744073709551615 bytes at offset 0") && e.contains("larger than") && !e.contains("panicked"), "{e}");
 }
+
+/// `--skip-bad` replays a damaged trace, and says how many lines it
+/// skipped, as `trace stats` does: replay, replay on a real array, advise.
+#[test]
+fn skipped_malformed_lines_are_counted_aloud() {
+    let t = tempfile::tempdir().unwrap();
+    let f = t.path().join("bad.csv");
+    fs::write(&f, "128166372003061629,wdev,0,Write,0,4096,1125\n128166372003161629,wdev,0,Write,12x,4096,1\n128166372003261629,wdev,0,Write,8192,4096,1\n").unwrap();
+    let e = fails(&["replay", "--trace", s(&f)]);
+    assert!(e.contains(":2:"), "without --skip-bad the line is named: {e}");
+    let arr = t.path().join("arr");
+    raid5(&arr);
+    for args in [vec!["replay", "--skip-bad", "--trace", s(&f)], vec!["advise", "--skip-bad", "--trace", s(&f)], vec!["replay", "--skip-bad", "--trace", s(&f), "--on", s(&arr)]] {
+        let out = mosaic(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(err.contains("skipped 1 malformed lines (--skip-bad)"), "{args:?}: {err}");
+    }
+}
