@@ -926,7 +926,8 @@ fn new_connections_see_the_size_of_a_grown_export() {
     assert_eq!(old.read(half - 4096, 4096).unwrap(), vec![0u8; 4096]);
 }
 
-/// A huge export that stores nothing and counts the calls that reach it.
+/// A huge export that stores nothing, counts the calls that reach it, and
+/// reports every other block a hole.
 #[derive(Default)]
 struct Counting {
     zeroes: std::sync::atomic::AtomicU64,
@@ -968,6 +969,12 @@ impl mosaic_nbd::Export for Counting {
     fn cache(&self, _off: u64, _len: u64) -> std::io::Result<()> {
         self.caches.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+    /// Every other 4 KiB block a hole: a BLOCK_STATUS reply of one
+    /// descriptor a block.
+    fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
+        let block = |b: u64| if b % 2 == 0 { mosaic_nbd::Extent::hole(4096) } else { mosaic_nbd::Extent::data(4096) };
+        Ok((off / 4096..(off + len).div_ceil(4096)).map(block).collect())
     }
 }
 
@@ -1164,46 +1171,13 @@ fn a_stop_gives_queued_replies_one_reply_timeout_in_all() {
     assert!(took < Duration::from_secs(4), "stop took {took:?}");
 }
 
-/// An export whose every other 4 KiB block is a hole: a BLOCK_STATUS
-/// reply of one descriptor a block.
-struct Striped;
-
-impl mosaic_nbd::Export for Striped {
-    fn size(&self) -> u64 {
-        64 << 20
-    }
-    fn block_size(&self) -> u64 {
-        4096
-    }
-    fn preferred_block(&self) -> u64 {
-        4096
-    }
-    fn read(&self, _off: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        buf.fill(0);
-        Ok(())
-    }
-    fn write(&self, _off: u64, _data: &[u8]) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn trim(&self, _off: u64, _len: u64) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
-        let block = |b: u64| if b % 2 == 0 { mosaic_nbd::Extent::hole(4096) } else { mosaic_nbd::Extent::data(4096) };
-        Ok((off / 4096..(off + len).div_ceil(4096)).map(block).collect())
-    }
-}
-
 /// BLOCK_STATUS replies are held in the server's buffer budget while
 /// they wait to be sent, as READ payloads are (one descriptor a block of
 /// the range, at most 65,536: 512 KiB), so a client that asks and does
 /// not read cannot make the server queue replies without bound.
 #[test]
 fn block_status_replies_count_in_the_buffer_budget() {
-    let srv = Server::start(Arc::new(Striped), cfg());
+    let srv = Server::start(Arc::new(Counting::default()), cfg());
     let mut c = structured(srv.addr, true);
     for i in 0..4u64 {
         c.send(Command::BlockStatus, 0, 10 + i, 0, 32 << 20, &[]);
