@@ -1074,9 +1074,11 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
 }
 
 /// Refuse a replacement drive that carries another array's member or
-/// journal (without `--force`) or this array's journal.  This array's own
-/// members are left to the volume: its stale member in the same slot is
-/// fine, a working member elsewhere is refused there.
+/// journal (without `--force`) or this array's journal.  A device with this
+/// array's identity in a slot that is in service on another device is a
+/// copy's member: another array's, refused without `--force`.  This
+/// array's own other members are left to the volume: its stale member in
+/// the same slot is fine, a working member elsewhere is refused there.
 pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(drive)?;
     let info = vol.info();

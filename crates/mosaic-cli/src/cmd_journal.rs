@@ -62,7 +62,8 @@ pub fn replace_journal(a: ReplaceJournalArgs) -> Result<i32> {
 
 /// The new journal must not be one of the array's members, nor carry
 /// another array's superblock or journal (without `--force`); this
-/// array's own old journal may be written over.
+/// array's own journal (the one it names) may be written over; a copy's
+/// or a former one, with the same identity, only with `--force`.
 fn check_journal_path(spec: &ArraySpec, path: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(path)?;
     let info = Array::open(spec, false).map(|arr| arr.info()).ok();
