@@ -413,11 +413,16 @@ fn demo_array() -> Result<String> {
         tracing::info!("mosaic serve: reusing the demo array in ./{DEMO_DIR}");
         return Ok(DEMO_DIR.into());
     }
+    // With a write-ahead journal, like `mosaic create` on a directory, and
+    // its guard: nothing of another array in the directory is written over.
+    let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
+    for p in [dir.as_path(), journal.as_path()] {
+        crate::util::check_output(p, false)
+            .map_err(|e| anyhow::anyhow!("mosaic serve without -a creates its demo array in ./{DEMO_DIR}, but {e}; move it away, or serve that array with -a"))?;
+    }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating ./{DEMO_DIR}"))?;
     let opts =
         CreateOptions { level: Level::Raid5, members: Some(5), member_size: Some(256 << 20), unit: 64 << 10, block: 4096, force: false, assume_clean: false };
-    // With a write-ahead journal, like `mosaic create` on a directory.
-    let journal = dir.join(mosaic_array::array::JOURNAL_FILE);
     let arr = Array::create_journaled(&ArraySpec::Dir(dir), &opts, Some((journal.as_path(), 64 << 20)))?;
     arr.close()?;
     tracing::info!("mosaic serve: created a raid5 demo array of 5 x 256 MiB members (and a 64 MiB journal) in ./{DEMO_DIR}");

@@ -468,3 +468,21 @@ fn skipped_malformed_lines_are_counted_aloud() {
         assert!(err.contains("skipped 1 malformed lines (--skip-bad)"), "{args:?}: {err}");
     }
 }
+
+/// `serve --demo` creates its array in ./mosaic-data with `create`'s
+/// guard: another array's journal there is refused, never written over.
+#[test]
+fn serve_demo_never_writes_over_another_arrays_journal() {
+    let t = tempfile::tempdir().unwrap();
+    ok(&["create", "-a", s(&t.path().join("j")), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K", "--journal-size", "1M"]);
+    let demo = t.path().join("mosaic-data");
+    fs::create_dir(&demo).unwrap();
+    fs::copy(t.path().join("j").join("journal.img"), demo.join("journal.img")).unwrap();
+    let before = fs::read(demo.join("journal.img")).unwrap();
+    let sock = t.path().join("demo.sock");
+    let o = Command::new(env!("CARGO_BIN_EXE_mosaic")).current_dir(t.path()).args(["serve", "--demo", "--socket", s(&sock)]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("demo array") && err.contains("journal"), "{err}");
+    assert!(fs::read(demo.join("journal.img")).unwrap() == before, "the other array's journal was written");
+    assert!(!demo.join("member-00.img").exists());
+}
