@@ -168,6 +168,13 @@ struct Pending {
     held: u64,
 }
 
+impl Pending {
+    /// Buffers of its `sendmsg`: the header, and the data when there is any.
+    fn bufs(&self) -> usize {
+        1 + usize::from(!self.data.is_empty())
+    }
+}
+
 /// What a request came to: its reply payload (READ bytes, BLOCK_STATUS
 /// descriptors, nothing), or an NBD error value and why.
 pub(crate) type Outcome = Result<Vec<u8>, (u32, String)>;
@@ -406,17 +413,14 @@ impl Replier {
             return;
         }
         let mut bufs: Vec<&[u8]> = Vec::with_capacity(batch.len() * 2);
-        // The index in `bufs` where each reply starts.
-        let mut starts = Vec::with_capacity(batch.len());
         for p in batch {
-            starts.push(bufs.len());
             bufs.push(&p.header[..p.header_len as usize]);
             if !p.data.is_empty() {
                 bufs.push(&p.data);
             }
         }
         let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let deadline = reply_deadlines(&starts, self.sh.io_timeout, || self.sh.stopped_at());
+        let deadline = reply_deadlines(|r| batch.get(r).map(Pending::bufs), self.sh.io_timeout, || self.sh.stopped_at());
         if let Err(e) = s.write_all_bufs_until(&bufs, deadline) {
             self.dead.store(true, Ordering::Relaxed);
             let _ = s.shutdown(Shutdown::Both);
@@ -445,19 +449,25 @@ const HOLDS_NOTHING: u64 = u64::MAX;
 /// bytes and nothing of the server's buffer budget (a rejected request's).
 const HOLDS_SLOT: u64 = u64::MAX - 1;
 
-/// The deadline of each `sendmsg` of a batch of replies whose buffers
-/// start at `starts`, asked when the socket has no room: `limit` from the
-/// first time it had none for the reply being sent, and never past
+/// The deadline of each `sendmsg` of a batch of replies, reply `r` taking
+/// `bufs_of(r)` buffers, asked when the socket has no room: `limit` from
+/// the first time it had none for the reply being sent, and never past
 /// `limit` after the server stopped (`stopped` says when, once it has).
-fn reply_deadlines<'a>(starts: &'a [usize], limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
+/// Nothing is computed before the first ask.
+fn reply_deadlines<'a>(bufs_of: impl Fn(usize) -> Option<usize> + 'a, limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
     let mut reply = 0;
+    // The first buffer of the reply after `reply`.
+    let mut next = None;
     let mut due = None;
     move |first_unsent| {
+        let mut after = *next.get_or_insert_with(|| bufs_of(0).unwrap_or(usize::MAX));
         // Each reply whose buffers are all sent hands a full `limit` on.
-        while starts.get(reply + 1).is_some_and(|&s| s <= first_unsent) {
+        while after <= first_unsent {
             reply += 1;
             due = None;
+            after = bufs_of(reply).map_or(usize::MAX, |n| after + n);
         }
+        next = Some(after);
         let due = *due.get_or_insert_with(|| Instant::now() + limit);
         match stopped() {
             Some(at) => due.min(at + limit),
@@ -807,8 +817,8 @@ mod tests {
     fn each_reply_of_a_batch_gets_its_own_deadline_and_none_outlives_the_stop() {
         let limit = Duration::from_secs(10);
         // Three replies: buffers 0-1, 2, 3-4.
-        let starts = [0, 2, 3];
-        let mut d = reply_deadlines(&starts, limit, || None);
+        let bufs = [2, 1, 2];
+        let mut d = reply_deadlines(|r| bufs.get(r).copied(), limit, || None);
         let first = d(0);
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(d(1), first, "more of the same reply: the same deadline");
@@ -819,7 +829,7 @@ mod tests {
         // Stopped: no deadline past `limit` after the stop.
         let at = Instant::now();
         std::thread::sleep(Duration::from_millis(2));
-        let mut d = reply_deadlines(&starts, limit, || Some(at));
+        let mut d = reply_deadlines(|r| bufs.get(r).copied(), limit, || Some(at));
         assert_eq!(d(0), at + limit);
         assert_eq!(d(3), at + limit);
     }
