@@ -1182,8 +1182,14 @@ fn block_status_replies_count_in_the_buffer_budget() {
     for i in 0..4u64 {
         c.send(Command::BlockStatus, 0, 10 + i, 0, 32 << 20, &[]);
     }
-    for i in 0..4u64 {
-        let d = descriptors(c.any_reply(), 10 + i);
+    // Replies to requests in flight together may come in any order.
+    let mut replies: Vec<AnyReply> = (0..4).map(|_| c.any_reply()).collect();
+    replies.sort_by_key(|r| match r {
+        AnyReply::Chunk { cookie, .. } => *cookie,
+        other => panic!("not a chunk: {other:?}"),
+    });
+    for (i, r) in (0..4u64).zip(replies) {
+        let d = descriptors(r, 10 + i);
         assert_eq!(d.len(), 8192, "one descriptor a block");
         assert!(d.iter().enumerate().all(|(k, &(n, f))| n == 4096 && (f == 0) == (k % 2 == 1)));
     }
