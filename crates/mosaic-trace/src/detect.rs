@@ -11,12 +11,18 @@
 //!    * SPC: 5+ fields, 4th `r`/`w`;
 //!    * Alibaba: 5 fields, 2nd `R`/`W`;
 //!    * Tencent: 5 numeric fields, 4th `0`/`1`;
-//!    * CloudPhysics: 5 fields, 3rd a hex opcode.
+//!    * CloudPhysics: 5 fields, 1st the version `1`, 3rd a one-byte hex
+//!      opcode.
 //!
 //!    The best score wins if at least half of the lines match; ties go to
-//!    the more specific shape in the order above (a Tencent line also fits
-//!    the looser CloudPhysics shape, not the other way round unless a
-//!    CloudPhysics size is 0 or 1 byte).
+//!    the shape earlier in the order above.  Tencent and CloudPhysics lines
+//!    are all numbers, but a Tencent line starts with its (Unix) time, never
+//!    the CloudPhysics version 1, so they fit both shapes only in a Tencent
+//!    trace whose times start at 1 s (the tie goes to Tencent: it fits
+//!    every Tencent line) or a CloudPhysics command of 0 or 1 byte whose
+//!    opcode has no hex letter (`1,5,35,0,0`; CloudPhysics wins as soon as
+//!    its sample holds more lines with sizes or opcodes Tencent cannot
+//!    have, such as any read or write).
 
 use crate::field::{is_header, trim};
 use crate::{alibaba, blkparse, cloudphysics, fio, msr, spc, tencent, Format};
@@ -116,5 +122,74 @@ mod tests {
         // A CloudPhysics trace with a few zero-size (non-I/O) commands is
         // still CloudPhysics: the hex opcodes outvote the 0/1 size look-alikes.
         assert_eq!(d("1,5,35,0,0\n1,5,2a,512,8\n1,5,28,4096,16"), Ok(Format::CloudPhysics));
+    }
+
+    /// Tencent lines as a CBS trace has them, `n` of them from `seed`,
+    /// the times from `t0` on in units of `tick` seconds.
+    fn tencent(n: usize, seed: u64, t0: u64, tick: u64) -> String {
+        let mut x = seed;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut t = t0;
+        let mut out = String::new();
+        for _ in 0..n {
+            t += next(2) * tick;
+            let size = [1, 8, 8, 16, 32, 64, 128, 256, 1024, 2048][next(10) as usize];
+            out += &format!("{t},{},{size},{},{}\n", next(1 << 31), next(2), 1 + next(20_000));
+        }
+        out
+    }
+
+    /// No Tencent line fits the CloudPhysics shape, so detection does not
+    /// lean on the order of ties: a Tencent line starts with its time,
+    /// never the CloudPhysics version 1.
+    #[test]
+    fn tencent_lines_are_not_cloudphysics_shaped() {
+        for seed in 0..50 {
+            for l in tencent(20, seed, 1538323200, 1).lines() {
+                assert!(tencent::shape(l.as_bytes()), "{l}");
+                assert!(!cloudphysics::shape(l.as_bytes()), "{l}");
+            }
+        }
+        for l in ["1538323200,12345,8,1,1283", "1538323201,64,16,0,1283", "1538323201,0,8,1,1500", "1538323200,7,12,0,7"] {
+            assert!(!cloudphysics::shape(l.as_bytes()), "{l}");
+        }
+    }
+
+    /// Tencent samples detect as Tencent: Unix times, times rebased to 0
+    /// or 1, and times too large for seconds (milliseconds: read as
+    /// Tencent, whose first line then says what is wrong, rather than as
+    /// CloudPhysics garbage of 1-byte READ(6)s).
+    #[test]
+    fn tencent_samples_detect_as_tencent() {
+        for seed in 0..50 {
+            for (t0, tick) in [(1538323200, 1), (0, 1), (1, 0), (1538323200000, 1), (1538323200000, 1000)] {
+                let text = tencent(1 + seed as usize % 20, seed, t0, tick);
+                assert_eq!(d(&text), Ok(Format::Tencent), "{text}");
+            }
+        }
+        assert_eq!(d("1538323200000,12345,8,1,1283\n1538323200250,64,16,0,1283\n1538323201000,0,8,1,1500"), Ok(Format::Tencent));
+    }
+
+    /// CloudPhysics samples stay CloudPhysics: non-I/O commands (35
+    /// SYNCHRONIZE CACHE and 00 TEST UNIT READY of 0 bytes, 12 INQUIRY),
+    /// any case, `0x`, and the start of the real trace without its header.
+    #[test]
+    fn cloudphysics_samples_detect_as_cloudphysics() {
+        let samples = [
+            "1,5633898,2a,512,42932745\n1,5633898,2a,512,42932746\n1,5633898,2a,6656,40409911\n1,5633899,28,4096,1234",
+            "1,100,35,0,0\n1,100,00,0,0\n1,100,12,36,0\n1,101,28,4096,8\n1,101,2A,4096,16",
+            "1,100,35,0,0\n1,100,35,0,0\n1,101,28,4096,8",
+            "1,100,0x28,512,8\n1,100,0x2a,512,8\n1,100,35,0,0",
+            "1,100,88,4096,8\n1,100,8a,4096,8\n1,100,a8,512,1\n1,100,aa,512,2\n1,100,08,512,3\n1,100,0a,512,4",
+        ];
+        for text in samples {
+            assert_eq!(d(text), Ok(Format::CloudPhysics), "{text}");
+        }
+        // Not the CloudPhysics shape: another version, a two-byte opcode.
+        assert!(!cloudphysics::shape(b"2,100,2a,512,8"));
+        assert!(!cloudphysics::shape(b"1,100,12a,512,8"));
     }
 }

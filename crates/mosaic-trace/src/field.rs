@@ -210,10 +210,27 @@ pub(crate) fn secs_field(field: &'static str, f: Option<&[u8]>) -> Result<u64, F
     parse_secs(b).ok_or_else(|| {
         if b.first() == Some(&b'-') {
             err(field, format!("negative time {}", show(b)))
+        } else if is_plain_decimal(b) {
+            err(field, format!("time too large {} (seconds past 2^64 ns; not seconds?)", show(b)))
         } else {
             err(field, format!("invalid time in seconds {}", show(b)))
         }
     })
+}
+
+/// Digits with at most one `.` among them (what [`parse_secs`] only
+/// refuses when it is too large).
+fn is_plain_decimal(b: &[u8]) -> bool {
+    b.iter().any(u8::is_ascii_digit) && b.iter().all(|&c| c.is_ascii_digit() || c == b'.') && b.iter().filter(|&&c| c == b'.').count() <= 1
+}
+
+/// The end of a line of at most `max` fields: a further field (even an
+/// empty one, after a trailing comma) is an error.
+pub(crate) fn no_more<'a>(mut rest: impl Iterator<Item = &'a [u8]>, max: usize) -> Result<(), FieldError> {
+    match rest.next() {
+        None => Ok(()),
+        Some(x) => Err(err("line", format!("more than {max} fields (extra {})", show(x)))),
+    }
 }
 
 #[inline]
@@ -293,6 +310,9 @@ mod tests {
         assert_eq!(parse_secs(b"1e300"), None);
         assert_eq!(parse_secs(b"nan"), None);
         assert_eq!(parse_secs(b"99999999999999999999"), None);
+        assert_eq!(secs_field("t", Some(b"1538323200000")).unwrap_err().message, "time too large \"1538323200000\" (seconds past 2^64 ns; not seconds?)");
+        assert_eq!(secs_field("t", Some(b"1.2.3")).unwrap_err().message, "invalid time in seconds \"1.2.3\"");
+        assert_eq!(secs_field("t", Some(b".")).unwrap_err().message, "invalid time in seconds \".\"");
     }
 
     #[test]
@@ -302,5 +322,8 @@ mod tests {
         let v: Vec<&[u8]> = words(b"  8,0  3 Q\tWS  ").collect();
         assert_eq!(v, vec![&b"8,0"[..], b"3", b"Q", b"WS"]);
         assert_eq!(trim(b" \t\r\n"), b"");
+        assert_eq!(no_more(commas(b"a,b").skip(2), 2), Ok(()));
+        assert_eq!(no_more(commas(b"a,b,").skip(2), 2).unwrap_err().message, "more than 2 fields (extra \"\")");
+        assert_eq!(no_more(words(b"a b  c d").skip(2), 2).unwrap_err().message, "more than 2 fields (extra \"c\")");
     }
 }
