@@ -9,8 +9,10 @@
 //! * opcode: `R` or `W`, any case;
 //! * offset, length: bytes;
 //! * timestamp: microseconds.
+//!
+//! A line has exactly these 5 fields: a 6th is an error.
 
-use crate::field::{commas, err, io, is_digits, is_header, mul, rw_letter, show, text, u64_field, FieldError, Line};
+use crate::field::{commas, err, io, is_digits, is_header, mul, no_more, rw_letter, show, text, u64_field, FieldError, Line};
 
 pub(crate) const HEADER: &[&str] = &["device_id", "opcode", "offset", "length", "timestamp"];
 pub(crate) const SHAPE: &str = "alibaba: 5 comma fields `device,R|W,offset,length,microseconds`";
@@ -26,6 +28,7 @@ pub(crate) fn parse(line: &[u8]) -> Result<Line<'_>, FieldError> {
     let offset = u64_field("offset", f.next())?;
     let len = u64_field("length", f.next())?;
     let us = u64_field("timestamp", f.next())?;
+    no_more(f, 5)?;
     io(mul("timestamp", us, 1000)?, op, offset, len, Some(dev), "length")
 }
 

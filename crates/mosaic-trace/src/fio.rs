@@ -30,9 +30,11 @@
 //!   `iolog.c`), whatever some write-ups say;
 //! * version 2 requests are at time 0 (the replay engine runs them
 //!   closed-loop), except that a `wait N` action — fio's "wait until N ms
-//!   after the start" — moves the clock of the requests after it to N ms.
+//!   after the start" — moves the clock of the requests after it to N ms;
+//! * a `read`, `write` or (v2) `wait` line has a fixed number of words: a
+//!   word after the length (after N of `wait`) is an error.
 
-use crate::field::{err, mul, show, text, u64_field, words, FieldError, Line};
+use crate::field::{err, mul, no_more, show, text, u64_field, words, FieldError, Line};
 use crate::Op;
 
 pub(crate) const SHAPE_V2: &str = "fio2: first line `fio version 2 iolog`";
@@ -70,11 +72,13 @@ pub(crate) fn parse(line: &[u8], v3: bool) -> Result<Line<'_>, FieldError> {
         b"wait" if v3 => return Ok(Line::Skip),
         b"wait" => {
             let ms = u64_field("offset", w.next())?;
+            no_more(w, 3)?;
             return Ok(Line::Clock { time_ns: mul("offset", ms, 1_000_000)? });
         }
         _ => return Err(err("action", format!("unknown fio action {}", show(action)))),
     };
     let offset = u64_field("offset", w.next())?;
     let len = u64_field("length", w.next())?;
+    no_more(w, if v3 { 5 } else { 4 })?;
     crate::field::io(time_ns, op, offset, len, Some(file), "length")
 }

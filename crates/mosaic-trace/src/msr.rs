@@ -10,8 +10,10 @@
 //! * Type: `Read` or `Write`, any case;
 //! * Offset, Size: bytes;
 //! * ResponseTime: 100 ns ticks, ignored (and optional).
+//!
+//! A line has 6 or 7 fields: an 8th is an error.
 
-use crate::field::{commas, err, io, is_digits, is_header, mul, show, text, u64_field, FieldError, Line};
+use crate::field::{commas, err, io, is_digits, is_header, mul, no_more, show, text, u64_field, FieldError, Line};
 use crate::{Op, Request};
 
 pub(crate) const HEADER: &[&str] = &["timestamp", "hostname", "disknumber", "type", "offset", "size", "responsetime"];
@@ -48,6 +50,8 @@ fn general(line: &[u8]) -> Result<Line<'_>, FieldError> {
     let op = read_write(ty).ok_or_else(|| err("Type", format!("expected Read or Write, got {}", show(ty))))?;
     let offset = u64_field("Offset", f.next())?;
     let size = u64_field("Size", f.next())?;
+    let _response = f.next();
+    no_more(f, 7)?;
     io(mul("Timestamp", ticks, 100)?, op, offset, size, Some(disk), "Size")
 }
 
@@ -66,8 +70,12 @@ fn plain(line: &[u8]) -> Option<Line<'_>> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, &rest[..0]),
     };
-    // Past the size: the response time or nothing, never looked at.
-    let (size, _) = (digits(size)?, rest);
+    // Past the size: the response time or nothing, never looked at; a
+    // further field is for `general` to report.
+    if rest.iter().skip(1).any(|&c| c == b',') {
+        return None;
+    }
+    let size = digits(size)?;
     if disk.is_empty() || disk[0].is_ascii_whitespace() || disk[disk.len() - 1].is_ascii_whitespace() {
         return None;
     }
@@ -120,7 +128,7 @@ pub(crate) fn plain_line(buf: &[u8]) -> Option<(Request, &[u8], usize)> {
     let (offset, b',', rest) = number8(rest)? else { return None };
     let (len, rest) = match number8(rest)? {
         (len, b'\n', rest) => (len, rest),
-        (len, b',', rest) => (len, rest.get(newline8(rest)? + 1..)?),
+        (len, b',', rest) => (len, rest.get(last_field8(rest)? + 1..)?),
         _ => return None,
     };
     // A zero length or an extent past 2^64 is for `io` to report.
@@ -194,6 +202,16 @@ fn more_digits8(v: u64, b: &[u8]) -> Option<(u64, u8, &[u8])> {
 /// rest after the comma; None when the line ends first.
 #[inline(always)]
 fn field8(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    match field_end8(b)? {
+        (end, b',') => Some((&b[..end], &b[end + 1..])),
+        _ => None,
+    }
+}
+
+/// The index of the first comma or newline in `b` and which it is, eight
+/// bytes at a time; None within 8 bytes of the end of `b`.
+#[inline(always)]
+fn field_end8(b: &[u8]) -> Option<(usize, u8)> {
     let mut at = 0;
     loop {
         let w = load8(b.get(at..)?)?;
@@ -202,28 +220,19 @@ fn field8(b: &[u8]) -> Option<(&[u8], &[u8])> {
         let hit = ((c.wrapping_sub(ONES) & !c) | (n.wrapping_sub(ONES) & !n)) & HIGH;
         if hit != 0 {
             let end = at + (hit.trailing_zeros() / 8) as usize;
-            return match b.get(end..)? {
-                [b',', rest @ ..] => Some((&b[..end], rest)),
-                _ => None,
-            };
+            return Some((end, b[end]));
         }
         at += 8;
     }
 }
 
-/// The index of the first `\n` in `b`, eight bytes at a time; None
-/// within 8 bytes of its end.
+/// The index of the `\n` ending the line's last field, leading `b`, eight
+/// bytes at a time; None at a comma first (a further field) or within 8
+/// bytes of the end of `b`.
 #[inline(always)]
-fn newline8(b: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    loop {
-        let n = load8(b.get(at..)?)? ^ (ONES * b'\n' as u64);
-        let hit = n.wrapping_sub(ONES) & !n & HIGH;
-        if hit != 0 {
-            return Some(at + (hit.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
+fn last_field8(b: &[u8]) -> Option<usize> {
+    let (end, _) = field_end8(b)?;
+    (b[end] == b'\n').then_some(end)
 }
 
 /// The disk number field leading `b` (non-empty, not padded) and the rest
@@ -277,6 +286,8 @@ mod tests {
             b"128166372003061629,wdev,0,Read,3872768,4096",
             b"0,bench,0,write,4096,4096,0",
             b"1,h,12,READ,0,512,",
+            b"1,h,12,READ,0,512,3,4",
+            b"1,h,12,READ,0,512,,",
             b"1,,1,Read,0,512",
             b"9999999999999999999,h,0,Read,1,2,3",
             b"184467440737095517,h,0,Read,1,2,3",
@@ -422,6 +433,8 @@ mod tests {
             ("128166372003061629,wdev,0,Write,3872768,40:6,1125", "t:2: field 'Size': invalid number \"40:6\""),
             ("128166372003061629,wdev,0,Wrxte,3872768,4096,1125", "t:2: field 'Type': expected Read or Write, got \"Wrxte\""),
             ("128166372003061629,wdev,0,Write,3872768", "t:2: field 'Size': missing"),
+            ("128166372003061629,wdev,0,Write,3872768,4096,1125,junk", "t:2: field 'line': more than 7 fields (extra \"junk\")"),
+            ("128166372003061629,wdev,0,Write,3872768,4096,1125,", "t:2: field 'line': more than 7 fields (extra \"\")"),
             ("128166372003061629000,wdev,0,Write,3872768,4096,1125", "t:2: field 'Timestamp': number too large \"128166372003061629000\""),
         ];
         for (line, want) in cases {

@@ -12,7 +12,9 @@
 //! * Opcode: `r` or `w`, any case;
 //! * Timestamp: seconds, decimal.
 //!
-//! Extra trailing fields (some files have them) are ignored.
+//! Extra trailing fields are allowed and ignored: some published SPC files
+//! carry further columns (`0,303567,3584,w,0.000000,extra,cols`), so the
+//! field count is not fixed.
 
 use crate::field::{commas, io, is_decimal, is_digits, is_header, mul, rw_letter, secs_field, show, text, u64_field, err, FieldError, Line};
 
