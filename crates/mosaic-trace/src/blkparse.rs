@@ -25,6 +25,10 @@
 //! * Other actions (C, G, I, M, P, U, X, A, B, T, S, m...) and lines that do
 //!   not start with `major,minor` are ignored; the summary section (from
 //!   `CPU0 (8,0):` or `Total (8,0):`) ends the trace.
+//! * A line that starts with `major,minor` is an event: one cut short
+//!   before its action (`8,0 3 1 0.000000000`) is an error, as is a Q or D
+//!   event cut before its `sector + count`.  What follows the count (the
+//!   `[process]`, free text) is not checked.
 
 use crate::field::{err, io, is_decimal, is_digits, mul, secs_field, text, u64_field, words, FieldError, Line};
 use crate::Op;
@@ -37,7 +41,12 @@ pub(crate) enum Event<'a> {
     Plain(Line<'a>),
     /// A Q or D event, with its parse.
     Io { action: u8, line: Result<Line<'a>, FieldError> },
+    /// An event line cut short before its action.
+    Truncated(FieldError),
 }
+
+/// The fields every event has before its action's own.
+const PREFIX: [&str; 4] = ["cpu", "sequence", "time", "pid"];
 
 fn is_dev(b: &[u8]) -> bool {
     match b.iter().position(|&c| c == b',') {
@@ -61,14 +70,23 @@ pub(crate) fn parse(line: &[u8]) -> Event<'_> {
         Some(d) if is_dev(d) => d,
         _ => return Event::Plain(if is_summary(line) { Line::End } else { Line::Skip }),
     };
-    let (_cpu, _seq) = (w.next(), w.next());
-    let time = w.next();
-    let _pid = w.next();
+    let mut prefix = [None; 4];
+    for p in &mut prefix {
+        *p = w.next();
+    }
     let action = match w.next() {
         Some([a @ (b'Q' | b'D')]) => *a,
-        _ => return Event::Plain(Line::Skip),
+        Some(_) => return Event::Plain(Line::Skip),
+        None => return truncated(&prefix),
     };
-    Event::Io { action, line: parse_io(dev, time, w) }
+    Event::Io { action, line: parse_io(dev, prefix[2], w) }
+}
+
+/// An event line that ends before its action: the first field missing.
+#[cold]
+fn truncated(prefix: &[Option<&[u8]>; 4]) -> Event<'static> {
+    let field = PREFIX.iter().zip(prefix).find(|(_, f)| f.is_none()).map_or("action", |(name, _)| *name);
+    Event::Truncated(err(field, "missing: the event line is cut short"))
 }
 
 fn parse_io<'a>(dev: &'a [u8], time: Option<&[u8]>, mut w: crate::field::Words<'_>) -> Result<Line<'a>, FieldError> {

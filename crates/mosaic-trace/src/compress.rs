@@ -1,6 +1,8 @@
 //! Transparent gzip / zstd decompression, chosen by magic bytes (never by
 //! file extension): gzip `1f 8b`, zstd `28 b5 2f fd`.  Concatenated gzip
-//! members and zstd frames are read through.
+//! members and zstd frames are read through.  A damaged or cut stream's
+//! error says how far it got: `gzip stream broken at byte N of its
+//! decompressed data` (the reader adds the line).
 
 use std::io::{self, BufRead, BufReader, Cursor, Read};
 
@@ -16,6 +18,41 @@ const GZIP: &[u8] = &[0x1f, 0x8b];
 const ZSTD: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 pub(crate) type Source = Box<dyn BufRead + Send>;
+
+impl Compression {
+    fn name(self) -> &'static str {
+        match self {
+            Compression::None => "plain",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// A decoder that counts the bytes it gives, so that its errors say where
+/// in the decompressed data the stream broke.
+struct Positioned<R> {
+    inner: R,
+    kind: Compression,
+    at: u64,
+}
+
+impl<R: Read> Read for Positioned<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.at += n as u64;
+                Ok(n)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => Err(io::Error::new(e.kind(), format!("{} stream broken at byte {} of its decompressed data: {e}", self.kind.name(), self.at))),
+        }
+    }
+}
+
+fn positioned(inner: impl Read + Send + 'static, kind: Compression) -> Source {
+    Box::new(BufReader::with_capacity(1 << 16, Positioned { inner, kind, at: 0 }))
+}
 
 fn sniff(head: &[u8]) -> Compression {
     if head.starts_with(GZIP) {
@@ -58,7 +95,7 @@ pub(crate) fn decompress(mut r: Source) -> io::Result<(Compression, Source)> {
     };
     Ok(match kind {
         Compression::None => (kind, r),
-        Compression::Gzip => (kind, Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(r)))),
-        Compression::Zstd => (kind, Box::new(BufReader::with_capacity(1 << 16, zstd::stream::read::Decoder::with_buffer(r)?))),
+        Compression::Gzip => (kind, positioned(flate2::bufread::MultiGzDecoder::new(r), kind)),
+        Compression::Zstd => (kind, positioned(zstd::stream::read::Decoder::with_buffer(r)?, kind)),
     })
 }

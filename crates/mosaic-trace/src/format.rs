@@ -59,6 +59,25 @@ impl Format {
             Format::Tencent => crate::tencent::SHAPE,
         }
     }
+
+    /// The name of the field holding a request's time, for errors.
+    pub(crate) fn time_field(&self) -> &'static str {
+        match self {
+            Format::Spc | Format::Msr => "Timestamp",
+            Format::Blkparse | Format::CloudPhysics | Format::FioV2 => "time",
+            Format::FioV3 | Format::Alibaba | Format::Tencent => "timestamp",
+        }
+    }
+
+    /// The name of the field holding a request's length, for errors.
+    pub(crate) fn len_field(&self) -> &'static str {
+        match self {
+            Format::Spc | Format::Msr => "Size",
+            Format::Blkparse => "count",
+            Format::CloudPhysics | Format::Tencent => "size",
+            Format::FioV2 | Format::FioV3 | Format::Alibaba => "length",
+        }
+    }
 }
 
 impl fmt::Display for Format {

@@ -181,7 +181,7 @@ pub fn open_with_progress(path: &Path, opts: &TraceOptions, progress: impl Fn(u6
     let mut r = TraceReader::new(name.clone(), src, compression, opts)?;
     if r.format() == Format::Blkparse {
         let (_, mut scan) = open_source(path, &name)?;
-        let q = reader::blkparse_has_q(&mut scan).map_err(|e| io_err(&name, e))?;
+        let q = reader::blkparse_has_q(&mut scan, compression != Compression::None).map_err(|e| io_err(&name, e))?;
         r.set_blkparse_action(if q { b'Q' } else { b'D' });
     }
     Ok(r)

@@ -84,11 +84,21 @@ fn find_newline(b: &[u8]) -> Option<usize> {
     words.remainder().iter().position(|&c| c == b'\n').map(|i| at + i)
 }
 
-/// Does a blkparse trace have any Q event (before its summary)?
-pub(crate) fn blkparse_has_q(src: &mut dyn BufRead) -> io::Result<bool> {
+/// `e`, met reading line `line`.
+#[cold]
+pub(crate) fn in_line(e: io::Error, line: u64) -> io::Error {
+    io::Error::new(e.kind(), format!("line {line}: {e}"))
+}
+
+/// Does a blkparse trace have any Q event (before its summary)?  An
+/// error names the line it was met in when `compressed`.
+pub(crate) fn blkparse_has_q(src: &mut dyn BufRead, compressed: bool) -> io::Result<bool> {
     let mut buf = Vec::new();
+    let mut line = 0;
     loop {
-        match read_line(src, &mut buf)? {
+        line += 1;
+        let read = read_line(src, &mut buf).map_err(|e| if compressed { in_line(e, line) } else { e });
+        match read? {
             ReadLine::Eof => return Ok(false),
             ReadLine::TooLong => {}
             ReadLine::Line => match blkparse::parse(crate::field::trim(&buf)) {
@@ -110,7 +120,8 @@ enum BlkMode {
 
 /// A D event held back while the blkparse mode is undecided.
 enum Pending {
-    Req(Request),
+    /// The request and its line.
+    Req(Request, u64),
     Other,
     Filtered,
     Bad(TraceError),
@@ -124,8 +135,9 @@ enum Step {
 /// A streaming trace reader: an iterator of requests, in file order.
 ///
 /// * Times are relative to the first returned request (which is at 0; an
-///   earlier timestamp later in the file clamps to 0), multiplied by the
-///   time scale.
+///   earlier timestamp later in the file clamps to 0 and is counted,
+///   [`clamped`](Self::clamped)), multiplied by the time scale.  A scaled
+///   time past `u64::MAX` ns is an error naming the request's line.
 /// * The iterator ends after the first error (unless `skip_bad`).
 /// * Memory is constant: a 64 KiB read buffer and one line buffer, reused.
 ///   Two bounded exceptions:
@@ -150,8 +162,11 @@ pub struct TraceReader {
     time_scale: f64,
     base: Option<u64>,
     emitted: u64,
-    second: VecDeque<Request>,
-    held: Option<Request>,
+    /// Requests before the first request's time, returned at 0.
+    clamped: u64,
+    /// CloudPhysics: one second's requests, with their lines.
+    second: VecDeque<(Request, u64)>,
+    held: Option<(Request, u64)>,
     held_err: Option<TraceError>,
     /// MSR lines read by [`msr_line`](Self::msr_line).
     #[cfg(test)]
@@ -173,12 +188,14 @@ struct Handler {
     skipped_bad: u64,
     skipped_ops: u64,
     filtered: u64,
+    /// Longer requests are malformed ([`TraceReader::set_max_len`]).
+    max_len: u64,
 }
 
 impl TraceReader {
     pub(crate) fn new(name: String, src: Source, compression: Compression, opts: &TraceOptions) -> Result<TraceReader, TraceError> {
-        if !(opts.time_scale.is_finite() && opts.time_scale >= 0.0) {
-            return Err(TraceError::Options(format!("time scale must be a finite number >= 0, got {}", opts.time_scale)));
+        if !(opts.time_scale.is_finite() && opts.time_scale > 0.0) {
+            return Err(TraceError::Options(format!("time scale must be a finite number > 0, got {}", opts.time_scale)));
         }
         let device = opts.device.as_ref().map(|d| d.trim().as_bytes().to_vec());
         let h = Handler {
@@ -194,6 +211,7 @@ impl TraceReader {
             skipped_bad: 0,
             skipped_ops: 0,
             filtered: 0,
+            max_len: u64::MAX,
         };
         let mut r = TraceReader {
             h,
@@ -206,6 +224,7 @@ impl TraceReader {
             time_scale: opts.time_scale,
             base: None,
             emitted: 0,
+            clamped: 0,
             second: VecDeque::new(),
             held: None,
             held_err: None,
@@ -221,11 +240,22 @@ impl TraceReader {
         Ok(r)
     }
 
+    /// An error reading the source at `line`: for a compressed stream,
+    /// which says where in its data it broke, the line too.
+    #[cold]
+    fn read_error(&self, e: io::Error, line: u64) -> TraceError {
+        match self.compression {
+            Compression::None => io_err(&self.h.name, e),
+            _ => io_err(&self.h.name, in_line(e, line)),
+        }
+    }
+
     /// Read the first lines into `ahead` and detect the format.
     fn detect(&mut self) -> Result<Format, TraceError> {
         let mut content = 0;
         while content < detect::SAMPLE_LINES && self.ahead.len() < MAX_SAMPLE_LINES {
-            match read_line(&mut self.src, &mut self.buf).map_err(|e| io_err(&self.h.name, e))? {
+            let read = read_line(&mut self.src, &mut self.buf).map_err(|e| self.read_error(e, self.ahead.len() as u64 + 1));
+            match read? {
                 ReadLine::Eof => break,
                 ReadLine::TooLong => self.ahead.push_back(None),
                 ReadLine::Line => {
@@ -273,6 +303,19 @@ impl TraceReader {
     pub fn lines_read(&self) -> u64 {
         self.h.line_no
     }
+    /// Requests whose timestamp is earlier than the first request's,
+    /// returned at time 0 (out-of-order timestamps): a reader that
+    /// replays by time should say so when this is not 0.
+    pub fn clamped(&self) -> u64 {
+        self.clamped
+    }
+    /// Treat a request longer than `bytes` as a malformed line: an error
+    /// naming the line, or with `skip_bad` a line skipped and counted in
+    /// [`skipped_bad`](Self::skipped_bad).  For readers that cannot plan
+    /// longer requests (the simulator's 1 GiB); no limit by default.
+    pub fn set_max_len(&mut self, bytes: u64) {
+        self.h.max_len = bytes;
+    }
 
     /// The next line into `self.buf`; false at the end.
     fn next_line(&mut self) -> Result<Result<bool, FieldError>, TraceError> {
@@ -285,7 +328,7 @@ impl TraceReader {
                 None => ReadLine::TooLong,
             }
         } else {
-            read_line(&mut self.src, &mut self.buf).map_err(|e| io_err(&self.h.name, e))?
+            read_line(&mut self.src, &mut self.buf).map_err(|e| self.read_error(e, self.h.line_no + 1))?
         };
         match r {
             ReadLine::Eof => Ok(Ok(false)),
@@ -300,20 +343,47 @@ impl TraceReader {
         }
     }
 
-    /// A request as returned: its time relative to the first request's,
-    /// scaled; counted.
+    /// A request as returned: its time relative to the first request's
+    /// (an earlier one clamped to 0 and counted), scaled; counted.  `line`
+    /// is the request's, for the error of a scaled time past u64.
     #[inline(always)]
-    fn emit(&mut self, mut req: Request) -> Request {
+    fn emit(&mut self, mut req: Request, line: u64) -> Result<Request, TraceError> {
         let base = *self.base.get_or_insert(req.time_ns);
-        let rel = req.time_ns.saturating_sub(base);
-        req.time_ns = if self.time_scale == 1.0 { rel } else { (rel as f64 * self.time_scale).round() as u64 };
+        let rel = match req.time_ns.checked_sub(base) {
+            Some(rel) => rel,
+            None => {
+                self.clamped += 1;
+                0
+            }
+        };
+        req.time_ns = if self.time_scale == 1.0 { rel } else { self.scaled(rel, line)? };
         self.emitted += 1;
-        req
+        Ok(req)
     }
 
-    /// The next request the general way (absolute time, unscaled).
+    /// `rel` ns times the time scale; an error naming `line` past u64.
+    fn scaled(&self, rel: u64, line: u64) -> Result<u64, TraceError> {
+        let t = (rel as f64 * self.time_scale).round();
+        // 2^64: the first f64 a u64 cannot hold.
+        if t < 18_446_744_073_709_551_616.0 {
+            return Ok(t as u64);
+        }
+        let message = format!("{rel} ns after the first request times the time scale {} is past u64::MAX ns", self.time_scale);
+        Err(TraceError::Parse { file: self.h.name.clone(), line, field: self.h.format.time_field().to_string(), message })
+    }
+
+    /// [`emit`](Self::emit), the iterator ending at its error.
+    #[inline(always)]
+    fn emit_or_end(&mut self, req: Request, line: u64) -> Option<Result<Request, TraceError>> {
+        let r = self.emit(req, line);
+        self.done |= r.is_err();
+        Some(r)
+    }
+
+    /// The next request the general way (absolute time, unscaled), with
+    /// its line.
     #[inline(never)]
-    fn general_next(&mut self) -> Option<Result<Request, TraceError>> {
+    fn general_next(&mut self) -> Option<Result<(Request, u64), TraceError>> {
         if self.h.format == Format::CloudPhysics {
             self.spread_next()
         } else {
@@ -321,13 +391,14 @@ impl TraceReader {
         }
     }
 
-    /// The next request straight from the file (absolute time, unscaled).
-    fn raw_next(&mut self) -> Option<Result<Request, TraceError>> {
+    /// The next request straight from the file (absolute time, unscaled),
+    /// with its line.
+    fn raw_next(&mut self) -> Option<Result<(Request, u64), TraceError>> {
         loop {
             if self.h.blk == BlkMode::D {
                 if let Some(p) = self.h.pending.pop_front() {
                     match p {
-                        Pending::Req(r) => return Some(Ok(r)),
+                        Pending::Req(r, line) => return Some(Ok((r, line))),
                         Pending::Other => self.h.skipped_ops += 1,
                         Pending::Filtered => self.h.filtered += 1,
                         Pending::Bad(e) => {
@@ -345,15 +416,21 @@ impl TraceReader {
             }
             if self.ahead.is_empty() {
                 match self.line_in_place() {
-                    Some(Step::Return(r)) => return r,
+                    Some(Step::Return(r)) => return self.numbered(r),
                     Some(Step::Continue) => continue,
                     None => {}
                 }
             }
             if let Step::Return(r) = self.line_copied() {
-                return r;
+                return self.numbered(r);
             }
         }
+    }
+
+    /// A request just read, with its line (the last read).
+    #[inline(always)]
+    fn numbered(&self, r: Option<Result<Request, TraceError>>) -> Option<Result<(Request, u64), TraceError>> {
+        r.map(|x| x.map(|req| (req, self.h.line_no)))
     }
 
     /// The next line handled where it is, in the source's buffer, when
@@ -368,7 +445,7 @@ impl TraceReader {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => return Some(Step::Continue),
                 Err(e) => {
                     self.h.eof = true;
-                    return Some(Step::Return(Some(Err(io_err(&self.h.name, e)))));
+                    return Some(Step::Return(Some(Err(self.read_error(e, self.h.line_no + 1)))));
                 }
             }
         }
@@ -412,7 +489,8 @@ impl TraceReader {
             return None;
         }
         let (req, disk, used) = msr::plain_line(self.src.buffer())?;
-        if used > MAX_LINE + 1 {
+        // Left to the general path: overlong lines, requests over max_len.
+        if used > MAX_LINE + 1 || req.len > self.h.max_len {
             return None;
         }
         let wanted = self.h.wanted(Some(disk));
@@ -447,7 +525,7 @@ impl TraceReader {
 
     /// CloudPhysics: the next request with the requests of each second
     /// spread evenly over that second.
-    fn spread_next(&mut self) -> Option<Result<Request, TraceError>> {
+    fn spread_next(&mut self) -> Option<Result<(Request, u64), TraceError>> {
         if let Some(r) = self.second.pop_front() {
             return Some(Ok(r));
         }
@@ -464,7 +542,7 @@ impl TraceReader {
         self.second.push_back(first);
         while self.second.len() < MAX_SECOND {
             match self.raw_next() {
-                Some(Ok(r)) if r.time_ns == first.time_ns => self.second.push_back(r),
+                Some(Ok(r)) if r.0.time_ns == first.0.time_ns => self.second.push_back(r),
                 Some(Ok(r)) => {
                     self.held = Some(r);
                     break;
@@ -478,7 +556,7 @@ impl TraceReader {
             }
         }
         let n = self.second.len() as u128;
-        for (i, r) in self.second.iter_mut().enumerate() {
+        for (i, (r, _)) in self.second.iter_mut().enumerate() {
             r.time_ns = r.time_ns.saturating_add((1_000_000_000u128 * i as u128 / n) as u64);
         }
         self.second.pop_front().map(Ok)
@@ -513,6 +591,27 @@ impl Handler {
         }
     }
 
+    /// A D event's request held back: with its line, or its error when it
+    /// is longer than `max_len`.
+    fn pending(&self, req: Request) -> Pending {
+        if req.len > self.max_len {
+            Pending::Bad(self.parse_error(self.too_long(&req)))
+        } else {
+            Pending::Req(req, self.line_no)
+        }
+    }
+
+    /// The error of a request longer than `max_len`.
+    #[cold]
+    fn too_long(&self, req: &Request) -> FieldError {
+        let op = if req.op == crate::Op::Write { "write" } else { "read" };
+        let message = format!(
+            "a {op} of {} bytes at offset {}: larger than the {} bytes planned as one request (damaged sizes in the trace?)",
+            req.len, req.offset, self.max_len
+        );
+        err(self.format.len_field(), message)
+    }
+
     #[inline(always)]
     fn handle(&mut self, raw: &[u8]) -> Step {
         let line = if self.line_no == 1 { raw.strip_prefix(b"\xef\xbb\xbf").unwrap_or(raw) } else { raw };
@@ -530,6 +629,7 @@ impl Handler {
             Format::FioV3 => fio::parse(line, true),
             Format::Blkparse => match blkparse::parse(line) {
                 blkparse::Event::Plain(l) => Ok(l),
+                blkparse::Event::Truncated(e) => Err(e),
                 blkparse::Event::Io { action, line: parsed } => match (self.blk, action) {
                     (BlkMode::Q, b'Q') | (BlkMode::D, b'D') => parsed,
                     (BlkMode::Undecided, b'Q') => {
@@ -539,7 +639,7 @@ impl Handler {
                     }
                     (BlkMode::Undecided, _) => {
                         let p = match parsed {
-                            Ok(Line::Io { req, device }) if self.wanted(device) => Some(Pending::Req(req)),
+                            Ok(Line::Io { req, device }) if self.wanted(device) => Some(self.pending(req)),
                             Ok(Line::Io { .. }) => Some(Pending::Filtered),
                             Ok(Line::Other { device }) => Some(if self.wanted(device) { Pending::Other } else { Pending::Filtered }),
                             Ok(_) => None,
@@ -557,6 +657,9 @@ impl Handler {
                 if !self.wanted(device) {
                     self.filtered += 1;
                     return Step::Continue;
+                }
+                if req.len > self.max_len {
+                    return self.bad(self.too_long(&req));
                 }
                 if self.format == Format::FioV2 {
                     req.time_ns = self.fio_clock;
@@ -594,11 +697,11 @@ impl Iterator for TraceReader {
         }
         if self.h.format == Format::Msr {
             if let Some(req) = self.msr_next() {
-                return Some(Ok(self.emit(req)));
+                return self.emit_or_end(req, self.h.line_no);
             }
         }
         match self.general_next() {
-            Some(Ok(req)) => Some(Ok(self.emit(req))),
+            Some(Ok((req, line))) => self.emit_or_end(req, line),
             Some(Err(e)) => {
                 self.done = true;
                 Some(Err(e))

@@ -15,7 +15,10 @@
 //!   `<= 1M`, and `> 1M`;
 //! * **write sizes**: exact write size -> count, for the stripe-unit
 //!   advisor, over at most 65,536 distinct sizes (writes of further sizes
-//!   are counted in `write_sizes_other`).
+//!   are counted in `write_sizes_other`);
+//! * **clamped**: requests earlier than the first request, read at time 0
+//!   ([`TraceReader::clamped`]); the table prints a warning when there are
+//!   any.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -80,6 +83,8 @@ pub struct TraceStats {
     pub skipped_bad: u64,
     pub skipped_ops: u64,
     pub filtered: u64,
+    /// Requests before the first request's time, read at time 0.
+    pub clamped: u64,
 }
 
 impl TraceStats {
@@ -272,6 +277,7 @@ pub fn stats(mut r: TraceReader) -> Result<TraceStats, TraceError> {
         skipped_bad: r.skipped_bad(),
         skipped_ops: r.skipped_ops(),
         filtered: r.filtered(),
+        clamped: r.clamped(),
     })
 }
 
@@ -305,6 +311,9 @@ impl fmt::Display for TraceStats {
         )?;
         if self.skipped_bad + self.skipped_ops + self.filtered > 0 {
             writeln!(f, "skipped        {} malformed lines, {} other ops, {} filtered by device", self.skipped_bad, self.skipped_ops, self.filtered)?;
+        }
+        if self.clamped > 0 {
+            writeln!(f, "warning        {} requests earlier than the first request (timestamps out of order) read at time 0", self.clamped)?;
         }
         writeln!(f, "request sizes  {:>6} {:>10} {:>10}", "<=", "reads", "writes")?;
         let max = self.size_histogram.iter().map(SizeBucket::count).max().unwrap_or(0).max(1);

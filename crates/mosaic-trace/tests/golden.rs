@@ -182,17 +182,20 @@ fn first_and_time_scale() {
     let (_, v) = read_all("spc.csv", &opts);
     assert_eq!(v.len(), 2);
     assert_eq!(v[1].time_ns, 1_167_500);
-    let (_, v) = read_all("spc.csv", &TraceOptions { time_scale: 0.0, ..Default::default() });
-    assert!(v.iter().all(|r| r.time_ns == 0));
     let (_, v) = read_all("spc.csv", &TraceOptions { first: Some(0), ..Default::default() });
     assert!(v.is_empty());
 }
 
 #[test]
-fn out_of_order_times_clamp_to_zero() {
-    let text = "0,1,512,w,5.0\n0,2,512,w,4.0\n0,3,512,w,6.0\n";
-    let v: Vec<_> = mem("t", text, &TraceOptions::default()).map(|x| x.unwrap().time_ns).collect();
-    assert_eq!(v, vec![0, 0, 1_000_000_000]);
+fn out_of_order_times_clamp_to_zero_and_are_counted() {
+    let text = "0,1,512,w,5.0\n0,2,512,w,4.0\n0,3,512,w,6.0\n0,4,512,w,5.5\n0,5,512,w,1\n";
+    let mut r = mem("t", text, &TraceOptions::default());
+    let v: Vec<_> = r.by_ref().map(|x| x.unwrap().time_ns).collect();
+    assert_eq!(v, vec![0, 0, 1_000_000_000, 500_000_000, 0]);
+    assert_eq!(r.clamped(), 2, "the two before the first; 5.5 is out of order but after it");
+    let mut r = mem("t", text, &TraceOptions { format: Some(Format::Msr), ..Default::default() });
+    assert!(r.next().unwrap().is_err());
+    assert_eq!(r.clamped(), 0);
 }
 
 #[test]

@@ -51,6 +51,19 @@ fn stats_count_skips() {
     assert_eq!(st.duration_s, 3.5);
 }
 
+/// Requests before the first one are counted and the table warns of them.
+#[test]
+fn stats_warn_of_clamped_times() {
+    let st = stats(mem("s.csv", "0,0,4096,w,2\n0,8,4096,w,1\n0,16,4096,w,3\n", &TraceOptions::default())).unwrap();
+    assert_eq!((st.requests, st.clamped), (3, 1));
+    let table = st.to_string();
+    assert!(table.contains("warning        1 requests earlier than the first request (timestamps out of order) read at time 0"), "{table}");
+    assert_eq!(serde_json::to_value(&st).unwrap()["clamped"], 1);
+    let st = stats(mem("s.csv", "0,0,4096,w,2\n0,8,4096,w,3\n", &TraceOptions::default())).unwrap();
+    assert_eq!(st.clamped, 0);
+    assert!(!st.to_string().contains("warning"));
+}
+
 #[test]
 fn empty_stats() {
     let st = stats(mem("e", "ASU,LBA,Size,Opcode,Timestamp\n", &TraceOptions::default())).unwrap();
@@ -93,4 +106,21 @@ fn real_cloudphysics_trace() {
     }
     assert!(st.interarrival_us_p50 > 0.0);
     assert!(st.duration_s > 3000.0 && st.duration_s < 4000.0, "{}", st.duration_s);
+    assert_eq!(st.clamped, 0);
+}
+
+/// Without its header the real trace is still detected as CloudPhysics
+/// (by the shape of its lines) and reads the same.
+#[test]
+fn real_cloudphysics_trace_without_its_header() {
+    let Some(p) = real_trace() else { return };
+    let text = std::fs::read_to_string(&p).unwrap();
+    let body = text.split_once('\n').unwrap().1;
+    assert!(body.starts_with("1,"));
+    let with: Vec<_> = open(&p, &TraceOptions::default()).unwrap().map(|x| x.unwrap()).collect();
+    let r = mem("body", body, &TraceOptions::default());
+    assert_eq!(r.format(), Format::CloudPhysics);
+    let without: Vec<_> = r.map(|x| x.unwrap()).collect();
+    assert_eq!(without.len(), 56_936);
+    assert!(without == with);
 }
