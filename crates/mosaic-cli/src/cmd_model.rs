@@ -151,6 +151,9 @@ pub fn cbro_rows(data: &str, cda: &str, n: usize, k: usize, sizes: &[u64]) -> Re
 pub fn advise(a: AdviseArgs) -> Result<i32> {
     let path: PathBuf = a.input.trace.clone().ok_or_else(|| anyhow!("give --trace FILE"))?;
     let mut reader = a.input.open(&path)?;
+    // As replay: a request longer than the simulator plans as one (a
+    // damaged size) is refused, naming its line; --skip-bad skips and counts it.
+    reader.set_max_len(mosaic_sim::engine::MAX_REQUEST);
     let writes: Vec<mosaic_trace::Request> = reader.by_ref().filter(|r| r.as_ref().map_or(true, |r| r.op == mosaic_trace::Op::Write)).collect::<Result<_, _>>()?;
     crate::cmd_sim::TraceInput::warn_skipped(&path, &reader);
     if writes.is_empty() {

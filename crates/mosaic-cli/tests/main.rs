@@ -4,6 +4,7 @@
 
 mod common;
 mod cli_adapt;
+mod cli_advise;
 mod cli_array;
 mod cli_cache;
 mod cli_cbro;
