@@ -52,12 +52,20 @@ impl TraceInput {
         Ok(mosaic_trace::open(path, &self.options()?)?)
     }
 
-    /// After a trace was read with `--skip-bad`: say how many lines it
-    /// skipped (on stderr, as `trace stats` prints them), so a damaged
-    /// trace is never replayed as if whole without a word.
+    /// After a trace was read: say how many lines `--skip-bad` skipped and
+    /// how many requests' times went back before the first (on stderr, as
+    /// `trace stats` prints them), so a damaged trace is never replayed as
+    /// if whole without a word.
     pub fn warn_skipped(path: &Path, r: &mosaic_trace::TraceReader) {
         if r.skipped_bad() > 0 {
             eprintln!("warning: {}: skipped {} malformed lines (--skip-bad)", path.display(), r.skipped_bad());
+        }
+        if r.clamped() > 0 {
+            eprintln!(
+                "warning: {}: {} requests earlier than the first request (timestamps out of order) were read at time 0",
+                path.display(),
+                r.clamped()
+            );
         }
     }
 

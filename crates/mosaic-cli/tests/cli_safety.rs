@@ -452,11 +452,12 @@ fn a_trace_of_huge_sizes_is_reported_not_a_panic() {
 
 /// `--skip-bad` replays a damaged trace, and says how many lines it
 /// skipped, as `trace stats` does: replay, replay on a real array, advise.
+/// A request whose time goes back before the first is counted aloud too.
 #[test]
 fn skipped_malformed_lines_are_counted_aloud() {
     let t = tempfile::tempdir().unwrap();
     let f = t.path().join("bad.csv");
-    fs::write(&f, "128166372003061629,wdev,0,Write,0,4096,1125\n128166372003161629,wdev,0,Write,12x,4096,1\n128166372003261629,wdev,0,Write,8192,4096,1\n").unwrap();
+    fs::write(&f, "128166372003061629,wdev,0,Write,0,4096,1125\n128166372003161629,wdev,0,Write,12x,4096,1\n128166372002261629,wdev,0,Write,8192,4096,1\n").unwrap();
     let e = fails(&["replay", "--trace", s(&f)]);
     assert!(e.contains(":2:"), "without --skip-bad the line is named: {e}");
     let arr = t.path().join("arr");
@@ -466,6 +467,7 @@ fn skipped_malformed_lines_are_counted_aloud() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{args:?}: {err}");
         assert!(err.contains("skipped 1 malformed lines (--skip-bad)"), "{args:?}: {err}");
+        assert!(err.contains("1 requests earlier than the first request (timestamps out of order) were read at time 0"), "{args:?}: {err}");
     }
 }
 
