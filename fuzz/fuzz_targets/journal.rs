@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     // The input as the ring of a formatted journal, read as open does.
     let id = Uuid::from_u128(1);
     let dev: Arc<dyn Member> = Arc::new(MemMember::new("fuzz", MIN_JOURNAL));
-    Journal::format(dev.clone(), id).expect("format");
+    Journal::format(dev.clone(), id, Uuid::nil()).expect("format");
     let room = (MIN_JOURNAL - HEADER_BYTES) as usize;
     dev.write_at(&data[..data.len().min(room)], HEADER_BYTES).expect("write");
     if let Ok((_, log)) = Journal::open(dev, id) {

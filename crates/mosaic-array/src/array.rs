@@ -30,6 +30,7 @@ use uuid::Uuid;
 use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
 use mosaic_exec::{Client, DevWrite, ExecError, Executor, Held, JournalHook, Planner};
 use mosaic_dev::{Device, FileMember, Member};
+use mosaic_format::fresh;
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
 use crate::journal::{Entry, Journal, ReplayReport};
@@ -170,6 +171,9 @@ pub struct Array {
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
+    /// The first superblock update of this open started a new session
+    /// ([`Array::write_superblocks_with`]).
+    session_started: std::sync::atomic::AtomicBool,
     journal: Option<Journal>,
     /// Whether a full journal ring may checkpoint by itself (a cache
     /// volume turns this off and checkpoints after destaging its cache).
@@ -392,9 +396,11 @@ impl Array {
             spares: Vec::new(),
             member_hosts: Vec::new(),
             lost: Vec::new(),
+            session: Uuid::new_v4(),
+            prev_session: Uuid::nil(),
         };
         let journal = match journal {
-            Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid)?),
+            Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
             None => None,
         };
         let mems: Vec<Option<Arc<dyn Member>>> = members.into_iter().map(|(m, _)| Some(m)).collect();
@@ -467,8 +473,8 @@ impl Array {
                 old.as_deref().unwrap_or("(none)")
             )));
         }
-        let uuid = arr.sb.lock().array_uuid;
-        arr.journal = Some(Journal::format(dev, uuid)?);
+        let sb = arr.superblock();
+        arr.journal = Some(Journal::format(dev, sb.array_uuid, sb.session)?);
         arr.write_superblocks(|s| s.journal = Some(hint))?;
         arr.journal_unusable = None;
         let resynced = dirty && !old_usable;
@@ -551,6 +557,26 @@ impl Array {
         }
     }
 
+    /// Open the journal on `dev` when it is this array's: its header names
+    /// the session the members carry, or the one before (the members
+    /// started a session the header did not get), or none (written before
+    /// sessions).  Otherwise another copy of the array wrote it last.
+    fn open_own_journal(dev: Arc<dyn Member>, sb: &Superblock) -> Result<(Journal, crate::journal::JournalLog), ArrayError> {
+        let (j, log) = Journal::open(dev, sb.array_uuid)?;
+        let s = j.session();
+        if s.is_nil() || s == sb.session || s == sb.prev_session {
+            return Ok((j, log));
+        }
+        Err(ArrayError::BadMember(format!(
+            "{}: the journal was last written by another copy of array {} (session {}; these members are at session {}): \
+             its records are that copy's writes; give this array a journal of its own with `mosaic replace-journal`",
+            j.describe(),
+            sb.array_uuid,
+            fresh::short_session(s),
+            fresh::short_session(sb.session)
+        )))
+    }
+
     /// Assemble from already-opened members (tests, benchmarks, RAM arrays).
     pub fn open_members(members: Vec<Arc<dyn Member>>, writable: bool) -> Result<Array, ArrayError> {
         Self::open_members_with_journal(members, writable, None)
@@ -593,7 +619,7 @@ impl Array {
         let mut unusable = None;
         let journal = match (&sb.journal, journal_dev) {
             (Some(_), Ok(dev)) if writable => {
-                let (j, found) = Journal::open(dev, sb.array_uuid)?;
+                let (j, found) = Self::open_own_journal(dev, &sb)?;
                 log = found;
                 Some(j)
             }
@@ -605,7 +631,7 @@ impl Array {
             }
             (Some(_), Ok(dev)) => {
                 // Read-only: only look whether a crash left records.
-                match Journal::open(dev, sb.array_uuid) {
+                match Self::open_own_journal(dev, &sb) {
                     Ok((_, r)) => pending = r.len(),
                     Err(e) => unusable = Some(e.to_string()),
                 }
@@ -810,6 +836,7 @@ impl Array {
             writable,
             dirty: std::sync::atomic::AtomicBool::new(false),
             dirty_lock: Mutex::new(()),
+            session_started: std::sync::atomic::AtomicBool::new(false),
             closed: Mutex::new(false),
             auto_failed: Mutex::new(Vec::new()),
             opened_dirty: false,
@@ -844,6 +871,11 @@ impl Array {
     pub(crate) fn write_superblocks_with(&self, advance_rebuild: bool, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
         let mut sb = self.sb.lock();
         f(&mut sb);
+        let new_session = !self.session_started.swap(true, std::sync::atomic::Ordering::AcqRel);
+        if new_session {
+            sb.prev_session = sb.session;
+            sb.session = Uuid::new_v4();
+        }
         let now = self.health.read().states.clone();
         let recorded = std::mem::take(&mut sb.member_states);
         sb.member_states = now
@@ -870,7 +902,11 @@ impl Array {
                 }
             }
         }
-        Ok(())
+        match &self.journal {
+            // After the members carry the session, before it appends.
+            Some(j) if new_session => j.set_session(sb.session),
+            _ => Ok(()),
+        }
     }
 
     /// Write `sb` to every present, non-failed member (paths inside the
@@ -1596,7 +1632,7 @@ mod tests {
     /// of the ring; one step counts as its record.
     #[test]
     fn steps_beside_each_other_count_as_their_records_apart() {
-        let journal = || Journal::format(Arc::new(MemMember::new("j", 4 << 20)), Uuid::new_v4()).unwrap();
+        let journal = || Journal::format(Arc::new(MemMember::new("j", 4 << 20)), Uuid::new_v4(), Uuid::nil()).unwrap();
         let (page, code, logical) = (vec![1u8; 4096], vec![2u8; 4096], vec![3u8; 4096]);
         let (p, c) = ([page.as_slice()], [code.as_slice()]);
         // Step A: a page (logged as a copy) and its row's code; step B:

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mosaic_core::MemberState;
-use mosaic_dev::{Device, FileMember, Member};
+use mosaic_dev::{Device, Member};
 use mosaic_format::fresh;
 
 use crate::nested::ARRAY_PREFIX;
@@ -53,9 +53,13 @@ pub(crate) struct Place {
     /// The array's directory (`-a DIR`) or the directory its listed
     /// members share; relative hints are relative to it.
     pub base: Option<PathBuf>,
-    /// Opened from a directory array: hints whose file name exists in
-    /// `base` resolve there.
+    /// Opened from a directory array: absolute hints into the array's
+    /// home resolve to the same place under `base` when it exists there.
     pub dir_spec: bool,
+    /// The directory the array was created in (its superblock's), once
+    /// known; `None` for arrays without one (made from a list of paths):
+    /// their absolute hints resolve to the file of that name under `base`.
+    pub home: Option<PathBuf>,
     /// This directory array is a copy of the one in this (still existing)
     /// home: absolute hints belong to the original and are not followed.
     pub copy_of: Option<PathBuf>,
@@ -65,17 +69,18 @@ impl Place {
     /// The place of a spec (before superblocks are read).
     pub fn of(spec: &ArraySpec) -> Place {
         match spec {
-            ArraySpec::Dir(d) => Place { base: Some(canonical(d)), dir_spec: true, copy_of: None },
+            ArraySpec::Dir(d) => Place { base: Some(canonical(d)), dir_spec: true, home: None, copy_of: None },
             ArraySpec::Paths(p) => {
                 let parents: Vec<PathBuf> = p.iter().map(|x| canonical(x).parent().map(Path::to_path_buf).unwrap_or_default()).collect();
                 let shared = parents.first().filter(|f| parents.iter().all(|x| x == *f)).cloned();
-                Place { base: shared, dir_spec: false, copy_of: None }
+                Place { base: shared, dir_spec: false, home: None, copy_of: None }
             }
         }
     }
 
     /// Note whether the directory array with superblock `sb` is a copy.
     pub fn detect_copy(&mut self, sb: &Superblock) {
+        self.home = sb.home.as_ref().map(PathBuf::from);
         let (Some(base), Some(home), true) = (&self.base, &sb.home, self.dir_spec) else { return };
         let home = PathBuf::from(home);
         if &home != base && holds_array(&home, sb) {
@@ -103,15 +108,31 @@ impl Place {
                 None => hint.to_string(),
             });
         }
-        if let (true, Some(b), Some(name)) = (self.dir_spec, &self.base, p.file_name()) {
-            if b.join(name).exists() {
-                return Some(b.join(name).display().to_string());
-            }
+        if let Some(local) = self.in_base(p).filter(|l| l.exists()) {
+            return Some(local.display().to_string());
         }
         if self.copy_of.is_some() {
             return None;
         }
         Some(hint.to_string())
+    }
+
+    /// Where the absolute hint `p` would be under `base`, when it names
+    /// something of the array's own directory: a path under its home (the
+    /// same path under `base`) or under `base` itself, or, for an array
+    /// without a home, a file whose name is in `base`.  A hint outside the
+    /// home (an external journal, a member elsewhere) is never redirected
+    /// to a file that happens to share its name.
+    fn in_base(&self, p: &Path) -> Option<PathBuf> {
+        let (true, Some(b)) = (self.dir_spec, &self.base) else { return None };
+        if p.starts_with(b) {
+            // Already this directory's (a copy stores its own files so).
+            return Some(p.to_path_buf());
+        }
+        match &self.home {
+            Some(home) => p.strip_prefix(home).ok().filter(|r| !r.as_os_str().is_empty()).map(|r| b.join(r)),
+            None => p.file_name().map(|n| b.join(n)),
+        }
     }
 
     /// Why `hint` was not followed (for messages).
@@ -158,12 +179,21 @@ pub(crate) fn canonical(p: &Path) -> PathBuf {
     }
 }
 
-/// Whether directory `home` holds a member of the array of `sb`.
+/// Whether directory `home` holds a member of the array of `sb` (read
+/// only: the original's files are only looked at, and may be read-only).
 fn holds_array(home: &Path, sb: &Superblock) -> bool {
     let Ok(paths) = ArraySpec::Dir(home.to_path_buf()).member_paths() else { return false };
-    paths.iter().any(|p| {
-        FileMember::open(p).ok().and_then(|m| Superblock::read_from(&m).ok()).is_some_and(|o| o.array_uuid == sb.array_uuid)
-    })
+    paths.iter().any(|p| read_only_superblock(p).is_some_and(|o| o.array_uuid == sb.array_uuid))
+}
+
+/// The superblock of the file or block device at `p`, opened read-only.
+fn read_only_superblock(p: &Path) -> Option<Superblock> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+    let mut f = std::fs::File::open(p).ok()?;
+    let size = f.seek(SeekFrom::End(0)).ok()?;
+    let label = mosaic_format::label::read_label(size, &mut |buf, off| f.read_exact_at(buf, off)).ok()?.ok()?;
+    Superblock::from_label(label).ok()
 }
 
 /// The result of assembly.
@@ -261,7 +291,8 @@ fn roll_back_unstarted_grow(sb: &mut Superblock, slots: &mut Vec<Option<Arc<dyn 
 /// The authoritative superblock among `found`: the highest event counter
 /// (the same device [`fresh::authoritative`] picks).
 fn authoritative(found: &[Found]) -> Option<Superblock> {
-    found.iter().max_by_key(|f| f.sb.events).map(|f| f.sb.clone())
+    let keys: Vec<(u64, uuid::Uuid)> = found.iter().map(|f| (f.sb.events, f.sb.session)).collect();
+    fresh::pick_authoritative(&keys).map(|i| found[i].sb.clone())
 }
 
 /// Assemble from the devices found; `rejected` are messages about devices

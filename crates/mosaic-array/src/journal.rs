@@ -18,7 +18,8 @@
 //!   0        4 KiB                                                    size
 //!   ├ header ┼ record seq=c ┼ record c+1 ┼ ... ┼ (older, superseded) ┤
 //!
-//!   header: frame { kind 0x0100 | seq = checkpoint | version u32 (2; 1 is read too) | array uuid | size u64 }
+//!   header: frame { kind 0x0100 | seq = checkpoint | version u32 (3; 1, 2 are read too) | array uuid | size u64
+//!                   | session uuid (version 3) }
 //!   record: frame { "MOSF" | ver | kind 0x0101 | seq | len | crc32c | payload [len] } 0 pad to 512
 //!   payload:
 //!     ┌ count u32 ┬ table crc32c u32 ┬ count × entry (24 bytes) ────────┬ bytes ──────────┐
@@ -65,6 +66,15 @@
 //! instead of taking its records for damage; version 1 journals still
 //! open.
 //!
+//! Version 3 names the session of the array that writes the journal (its
+//! members' [`mosaic_format::label::Label::session`]), set durably when a
+//! writable open starts its session and before it appends a record.  An
+//! array opens a journal only when its members carry that session or the
+//! one before it: two copies of an array that share an external journal
+//! (`cp -r A B; mv A C`: neither is then the other's copy by its path)
+//! never replay each other's records.  The first to write takes the
+//! journal; the other is refused it.
+//!
 //! A record that fails its checks is not always the end: when valid records
 //! with later sequence numbers follow it (found by scanning on, 512 bytes
 //! at a time, until a valid record of an older generation or the end of the
@@ -104,16 +114,20 @@ pub use mosaic_format::journal::{decode_entry_table, decode_record, encode_recor
 
 use crate::ArrayError;
 
-/// The version of the header's payload.  Version 2 journals may hold
+/// The version of the header's payload.  Version 3 headers name the
+/// session of the array that writes the journal
+/// ([`mosaic_format::label::Label::session`]); version 2 journals may hold
 /// copy entries ([`Entry::Copy`]); version 1 journals (which cannot) are
 /// read as before.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// The oldest header version this code reads.
 const OLDEST_VERSION: u32 = 1;
 /// The header block; records start after it.
 pub const HEADER_BYTES: u64 = 4096;
-/// Bytes of the header's payload: version, array UUID, size.
-const HEADER_PAYLOAD: usize = 28;
+/// Bytes of the header's payload: version, array UUID, size, session
+/// (versions 1 and 2 end before the session).
+const HEADER_PAYLOAD: usize = 44;
+const OLD_HEADER_PAYLOAD: usize = 28;
 /// Records are frames, padded to and aligned on this many bytes.
 const ALIGN: u64 = frame::SECTOR as u64;
 /// Records to replay, with their sequence numbers, in order.
@@ -138,6 +152,8 @@ struct Ring {
     checkpoint: u64,
     /// Bytes of the ring in use had every copy entry carried its bytes.
     expanded: u64,
+    /// The session of the array writing the journal, as its header says.
+    session: Uuid,
 }
 
 /// A journal device attached to an array.
@@ -465,11 +481,12 @@ impl ReplayReport {
 /// Encode a journal header block: a frame of kind
 /// [`KIND_JOURNAL_HEADER`] whose sequence number is the checkpoint,
 /// padded to [`HEADER_BYTES`].
-pub fn encode_header(array: Uuid, size: u64, checkpoint: u64) -> Vec<u8> {
+pub fn encode_header(array: Uuid, size: u64, checkpoint: u64, session: Uuid) -> Vec<u8> {
     let mut p = Vec::with_capacity(HEADER_PAYLOAD);
     p.extend_from_slice(&VERSION.to_le_bytes());
     p.extend_from_slice(array.as_bytes());
     p.extend_from_slice(&size.to_le_bytes());
+    p.extend_from_slice(session.as_bytes());
     let mut b = frame::encode(KIND_JOURNAL_HEADER, checkpoint, &p);
     b.resize(HEADER_BYTES as usize, 0);
     b
@@ -481,6 +498,9 @@ pub struct JournalHeader {
     pub array: Uuid,
     pub size: u64,
     pub checkpoint: u64,
+    /// The session of the array that wrote the header last (nil before
+    /// version 3).
+    pub session: Uuid,
 }
 
 /// Decode a journal header block (what [`Journal::open`] reads; public
@@ -493,12 +513,16 @@ pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
         Err(e) => return Err(format!("corrupt journal header ({e})")),
     };
     let p = &f.payload;
-    if p.len() != HEADER_PAYLOAD {
-        return Err(format!("corrupt journal header ({} payload bytes, not {HEADER_PAYLOAD})", p.len()));
+    if p.len() < 4 {
+        return Err(format!("corrupt journal header ({} payload bytes)", p.len()));
     }
     let version = le32(p, 0);
     if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(format!("unsupported journal version {version}"));
+    }
+    let want = if version < 3 { OLD_HEADER_PAYLOAD } else { HEADER_PAYLOAD };
+    if p.len() != want {
+        return Err(format!("corrupt journal header ({} payload bytes, not {want})", p.len()));
     }
     let array = Uuid::from_bytes(std::array::from_fn(|i| p[4 + i]));
     // Sequence numbers start at 1 and grow by one a record: a checkpoint
@@ -507,7 +531,8 @@ pub fn decode_header(h: &[u8]) -> Result<JournalHeader, String> {
     if checkpoint == 0 || checkpoint > MAX_SEQ {
         return Err(format!("corrupt journal header (impossible checkpoint sequence {checkpoint})"));
     }
-    Ok(JournalHeader { array, size: le64(p, 20), checkpoint })
+    let session = if version < 3 { Uuid::nil() } else { Uuid::from_bytes(std::array::from_fn(|i| p[28 + i])) };
+    Ok(JournalHeader { array, size: le64(p, 20), checkpoint, session })
 }
 
 /// Read journal bytes at `at`, naming the device when that fails.
@@ -516,8 +541,8 @@ fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
 }
 
 impl Journal {
-    /// Format `dev` as an empty journal of `array`.
-    pub fn format(dev: Arc<dyn Member>, array: Uuid) -> Result<Journal, ArrayError> {
+    /// Format `dev` as an empty journal of `array`, written by `session`.
+    pub fn format(dev: Arc<dyn Member>, array: Uuid, session: Uuid) -> Result<Journal, ArrayError> {
         let size = dev.size();
         if size < MIN_JOURNAL {
             return Err(ArrayError::BadMember(format!(
@@ -525,17 +550,17 @@ impl Journal {
                 dev.describe()
             )));
         }
-        let j = Journal::new(dev, array, 1, HEADER_BYTES);
-        j.write_header(1)?;
+        let j = Journal::new(dev, array, 1, HEADER_BYTES, session);
+        j.write_header(1, session)?;
         Ok(j)
     }
 
-    fn new(dev: Arc<dyn Member>, uuid: Uuid, checkpoint: u64, tail: u64) -> Journal {
+    fn new(dev: Arc<dyn Member>, uuid: Uuid, checkpoint: u64, tail: u64, session: Uuid) -> Journal {
         Journal {
             size: dev.size(),
             dev,
             uuid,
-            ring: Mutex::new(Ring { tail, next_seq: checkpoint, checkpoint, expanded: tail - HEADER_BYTES }),
+            ring: Mutex::new(Ring { tail, next_seq: checkpoint, checkpoint, expanded: tail - HEADER_BYTES, session }),
             sync: Mutex::new(()),
             durable: AtomicU64::new(checkpoint.saturating_sub(1)),
             appended: AtomicU64::new(checkpoint.saturating_sub(1)),
@@ -556,9 +581,9 @@ impl Journal {
         self.dev.describe()
     }
 
-    fn write_header(&self, checkpoint: u64) -> Result<(), ArrayError> {
+    fn write_header(&self, checkpoint: u64, session: Uuid) -> Result<(), ArrayError> {
         self.refuse()?;
-        let b = encode_header(self.uuid, self.size, checkpoint);
+        let b = encode_header(self.uuid, self.size, checkpoint, session);
         // Only the header itself must be durable: the records before a
         // checkpoint need not be (FUA on a remote journal).
         self.dev.write_durable(&b, 0).map_err(|e| self.fail(format!("writing journal header: {e}")))
@@ -625,7 +650,7 @@ impl Journal {
             return Err(ArrayError::BadMember(format!("{who}: journal was formatted for {} bytes but the device has {}", hd.size, dev.size())));
         }
         let (log, tail, next) = Self::read_log(dev.as_ref(), hd.checkpoint)?;
-        let j = Journal::new(dev, array, hd.checkpoint, HEADER_BYTES);
+        let j = Journal::new(dev, array, hd.checkpoint, HEADER_BYTES, hd.session);
         {
             let mut r = j.ring.lock();
             r.tail = tail;
@@ -793,7 +818,7 @@ impl Journal {
     pub fn replayed(&self) -> Result<(), ArrayError> {
         let mut r = self.ring.lock();
         let cp = r.next_seq;
-        self.write_header(cp)?;
+        self.write_header(cp, r.session)?;
         r.checkpoint = cp;
         r.tail = HEADER_BYTES;
         r.expanded = 0;
@@ -913,7 +938,7 @@ impl Journal {
     pub fn checkpoint(&self) -> Result<(), ArrayError> {
         let mut r = self.ring.lock();
         let cp = r.next_seq;
-        self.write_header(cp)?;
+        self.write_header(cp, r.session)?;
         r.checkpoint = cp;
         r.tail = HEADER_BYTES;
         r.expanded = 0;
@@ -925,6 +950,21 @@ impl Journal {
     /// Whether its device is RAM or a file on a RAM file system.
     pub fn cheap(&self) -> bool {
         self.dev.cheap_flush()
+    }
+
+    /// The session its header names: the array's that wrote it last.
+    pub fn session(&self) -> Uuid {
+        self.ring.lock().session
+    }
+
+    /// Name `session` (the array's new one) in the header, durably, before
+    /// the session appends a record: another copy of the array, whose
+    /// members never carried it, then cannot take the journal for its own.
+    pub fn set_session(&self, session: Uuid) -> Result<(), ArrayError> {
+        let mut r = self.ring.lock();
+        self.write_header(r.checkpoint, session)?;
+        r.session = session;
+        Ok(())
     }
 
     /// The sequence number of the first record since the last
@@ -969,7 +1009,7 @@ mod tests {
     fn records_round_trip_and_end_at_the_first_bad_one() {
         let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", 2 << 20));
         let id = Uuid::new_v4();
-        let j = Journal::format(dev.clone(), id).unwrap();
+        let j = Journal::format(dev.clone(), id, Uuid::nil()).unwrap();
         let a = vec![1u8; 4096];
         let b = vec![2u8; 1000];
         let s1 = j.try_append(&[put(0, 4096, &a), put(3, 0, &b)]).unwrap().unwrap();
@@ -1001,7 +1041,7 @@ mod tests {
     fn copies_resolve_to_the_bytes_of_the_logical_write_they_name() {
         let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", 2 << 20));
         let id = Uuid::new_v4();
-        let j = Journal::format(dev.clone(), id).unwrap();
+        let j = Journal::format(dev.clone(), id, Uuid::nil()).unwrap();
         let pages: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
         let s1 = j.try_append(&[Entry::Logical { offset: 8192, data: &pages }]).unwrap().unwrap();
         let copy = |member, offset, seq, from| Entry::Copy { member, offset, len: 4096, seq, from };
@@ -1019,7 +1059,7 @@ mod tests {
         assert_eq!(log.records[1].1, want, "the copy reads the logical record's second page");
         assert_eq!(log.damaged, vec![DamagedRecord { seq: s3, entries: Some(vec![ext(0, 0, 4096)]) }, DamagedRecord { seq: s4, entries: Some(vec![ext(1, 0, 4096)]) }]);
         // A version 1 journal (before copies) still opens and replays.
-        let v1 = Journal::format(dev.clone(), id).unwrap();
+        let v1 = Journal::format(dev.clone(), id, Uuid::nil()).unwrap();
         let s = v1.try_append(&[put(3, 0, &pages[..512])]).unwrap().unwrap();
         v1.sync_to(s).unwrap();
         let mut p = Vec::new();
@@ -1029,16 +1069,16 @@ mod tests {
         dev.write_at(&frame::encode(KIND_JOURNAL_HEADER, 1, &p), 0).unwrap();
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
         assert_eq!(log.records, vec![(1, vec![Entry::Device { member: 3, offset: 0, data: pages[..512].to_vec() }])]);
-        p[..4].copy_from_slice(&3u32.to_le_bytes());
+        p[..4].copy_from_slice(&4u32.to_le_bytes());
         dev.write_at(&frame::encode(KIND_JOURNAL_HEADER, 1, &p), 0).unwrap();
-        assert!(Journal::open(dev, id).err().unwrap().to_string().contains("unsupported journal version 3"));
+        assert!(Journal::open(dev, id).err().unwrap().to_string().contains("unsupported journal version 4"));
     }
 
     #[test]
     fn full_ring_asks_for_a_checkpoint_and_wrong_journals_are_refused() {
         let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", 1 << 20));
         let id = Uuid::new_v4();
-        let j = Journal::format(dev.clone(), id).unwrap();
+        let j = Journal::format(dev.clone(), id, Uuid::nil()).unwrap();
         let big = vec![7u8; 300 << 10];
         assert!(j.try_append(&[put(0, 0, &big)]).unwrap().is_some());
         assert!(j.try_append(&[put(0, 0, &big)]).unwrap().is_some());
@@ -1050,7 +1090,7 @@ mod tests {
         let e = j.try_append(&[put(0, 0, &huge)]).unwrap_err().to_string();
         assert!(e.contains("use a larger journal"), "{e}");
         // A record's payload is at most one frame's, however large the journal.
-        let roomy = Journal::format(Arc::new(MemMember::new("j2", 80 << 20)), id).unwrap();
+        let roomy = Journal::format(Arc::new(MemMember::new("j2", 80 << 20)), id, Uuid::nil()).unwrap();
         let over = vec![0u8; frame::MAX_PAYLOAD];
         let e = roomy.try_append(&[put(0, 0, &over)]).unwrap_err().to_string();
         assert!(e.contains("a record at most 64 MiB") && e.contains("smaller writes"), "{e}");
@@ -1060,7 +1100,7 @@ mod tests {
         let e = Journal::open(dev.clone(), id).err().unwrap().to_string();
         assert!(e.contains("not a mosaic journal"), "{e}");
         let small: Arc<dyn Member> = Arc::new(MemMember::new("s", 4096));
-        assert!(Journal::format(small, id).err().unwrap().to_string().contains("journal too small"));
+        assert!(Journal::format(small, id, Uuid::nil()).err().unwrap().to_string().contains("journal too small"));
     }
 
     /// Four records of one 4 KiB op each on member `i % 2`, offsets 0,
@@ -1069,7 +1109,7 @@ mod tests {
     fn four(dev_size: u64) -> (Arc<dyn Member>, Uuid, Vec<u64>) {
         let dev: Arc<dyn Member> = Arc::new(MemMember::new("j", dev_size));
         let id = Uuid::new_v4();
-        let j = Journal::format(dev.clone(), id).unwrap();
+        let j = Journal::format(dev.clone(), id, Uuid::nil()).unwrap();
         let mut at = vec![];
         for i in 0..4u8 {
             at.push(HEADER_BYTES + j.used());
@@ -1187,8 +1227,8 @@ mod tests {
         assert_eq!(decode_record(&bad).unwrap_err(), "journal record entry lengths overflow");
         assert_eq!(decode_entry_table(&bad), None);
         assert_eq!(decode_entry_table(&rec[..frame::HEADER_LEN + TABLE_HEAD + ENTRY]), Some(vec![ext(2, 512, 600)]), "the table alone is enough");
-        let h = encode_header(Uuid::nil(), 1 << 20, 5);
-        assert_eq!(decode_header(&h).unwrap().checkpoint, 5);
+        let h = encode_header(Uuid::nil(), 1 << 20, 5, Uuid::from_u128(77));
+        assert_eq!(decode_header(&h).unwrap(), JournalHeader { array: Uuid::nil(), size: 1 << 20, checkpoint: 5, session: Uuid::from_u128(77) });
         assert!(decode_header(&h[..20]).unwrap_err().contains("truncated"));
         assert_eq!(decode_header(&rec).unwrap_err(), "not a mosaic journal (no header)");
     }

@@ -155,6 +155,12 @@ pub struct Superblock {
     /// [`MAX_LOST`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<LostRange>,
+    /// The writable open these writes belong to, and the one before
+    /// ([`mosaic_format::label::Label::session`]).
+    #[serde(default, skip_serializing_if = "Uuid::is_nil")]
+    pub session: Uuid,
+    #[serde(default, skip_serializing_if = "Uuid::is_nil")]
+    pub prev_session: Uuid,
 }
 
 /// A logical byte range whose data is lost.
@@ -205,6 +211,8 @@ impl Superblock {
             member_uuids: self.member_uuids.clone(),
             created: self.created,
             policy,
+            session: self.session,
+            prev_session: self.prev_session,
         })
     }
 
@@ -235,6 +243,8 @@ impl Superblock {
             spares: p.spares,
             member_hosts: p.member_hosts,
             lost: p.lost,
+            session: l.session,
+            prev_session: l.prev_session,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'

@@ -69,7 +69,7 @@ fn flip(b: &mut [u8], flips: &[(usize, u8)]) {
 fn journal_with_records() -> (Arc<MemMember>, Uuid, Vec<u64>) {
     let dev = Arc::new(MemMember::new("j", MIN_JOURNAL));
     let id = Uuid::from_u128(7);
-    let j = Journal::format(dev.clone() as Arc<dyn Member>, id).unwrap();
+    let j = Journal::format(dev.clone() as Arc<dyn Member>, id, Uuid::nil()).unwrap();
     let mut starts = Vec::new();
     for i in 0..5u8 {
         starts.push(HEADER_BYTES + j.used());
@@ -172,7 +172,7 @@ fn resealed_nonsense_is_a_clear_error() {
     assert!(decode_record(&r).unwrap_err().contains("unknown type 9"));
     // A journal header naming a checkpoint at the end of the sequence space.
     let (dev, id, _) = journal_with_records();
-    let h = encode_header(id, dev.size(), u64::MAX);
+    let h = encode_header(id, dev.size(), u64::MAX, Uuid::nil());
     dev.write_at(&h, 0).unwrap();
     let e = Journal::open(dev.clone(), id).err().unwrap().to_string();
     assert!(e.ends_with(&format!("corrupt journal header (impossible checkpoint sequence {})", u64::MAX)), "{e}");

@@ -319,6 +319,82 @@ fn a_copy_does_not_use_the_originals_external_journal() {
     assert!((tree(&a), fs::read(&j).unwrap()) == before, "the original changed");
 }
 
+/// A journal moved out of the array's directory (`replace-journal`) is the
+/// one used afterwards, though the old file of the same name stays there.
+#[test]
+fn a_journal_moved_out_of_the_directory_is_the_one_used() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K", "--journal-size", "4M"]);
+    write(s(&a), "0", &pattern(24, 64 << 10), t.path());
+    let ext = t.path().join("ext");
+    fs::create_dir(&ext).unwrap();
+    ok(&["replace-journal", "-a", s(&a), "--journal", s(&ext.join("journal.img"))]);
+    let old = fs::read(a.join("journal.img")).unwrap();
+    write(s(&a), "0", &pattern(25, 64 << 10), t.path());
+    let i = json(&ok(&["info", "-a", s(&a), "--json"]));
+    assert!(i["journal"].as_str().is_some_and(|j| j.contains("ext/journal.img")), "{i}");
+    assert!(fs::read(a.join("journal.img")).unwrap() == old, "the old journal in the directory was used");
+    assert_eq!(read(s(&a), 64 << 10, t.path()).0, pattern(25, 64 << 10));
+}
+
+/// `cp -a A B; mv A C`: neither directory is the other's copy by its
+/// path (A's home is gone), so both would follow the hint to the external
+/// journal.  The first to write takes it; the other never replays (or
+/// appends to) that copy's records, and gets a journal of its own.
+#[test]
+fn two_copies_never_share_an_external_journal() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, c) = (t.path().join("a"), t.path().join("b"), t.path().join("c"));
+    let j = t.path().join("fast-journal.img");
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "4", "--member-size", "4M", "--stripe-unit", "4K", "--journal", s(&j), "--journal-size", "4M"]);
+    write(s(&a), "0", &pattern(20, 64 << 10), t.path());
+    assert!(Command::new("cp").args(["-a", s(&a), s(&b)]).status().unwrap().success());
+    assert!(Command::new("mv").args([s(&a), s(&c)]).status().unwrap().success());
+    // B writes first: the journal is B's now.
+    write(s(&b), "0", &pattern(21, 64 << 10), t.path());
+    let c_before = tree(&c);
+    let input = t.path().join("x.bin");
+    fs::write(&input, pattern(22, 4096)).unwrap();
+    let e = fails(&["write", "-a", s(&c), "--offset", "0", "--input", s(&input)]);
+    assert!(e.contains("fast-journal.img") && e.contains("last written by another copy") && e.contains("replace-journal"), "{e}");
+    assert!(tree(&c) == c_before, "a refused write changed C");
+    // C reads its own bytes (not B's) without the journal.
+    let (got, e) = read(s(&c), 64 << 10, t.path());
+    assert!(got == pattern(20, 64 << 10), "C read another copy's writes");
+    assert!(e.contains("cannot be used"), "{e}");
+    // With a journal of its own, C is writable; B keeps its own bytes.
+    ok(&["replace-journal", "-a", s(&c), "--journal", s(&t.path().join("c-journal.img"))]);
+    write(s(&c), "0", &pattern(23, 64 << 10), t.path());
+    assert_eq!(read(s(&c), 64 << 10, t.path()).0, pattern(23, 64 << 10));
+    assert_eq!(read(s(&b), 64 << 10, t.path()).0, pattern(21, 64 << 10));
+}
+
+/// Two copies written apart reach the same event counter; a list mixing
+/// their members must not make one array of them.
+#[test]
+fn members_of_two_copies_written_apart_are_never_mixed() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    raid5(&a);
+    write(s(&a), "0", &pattern(30, 256 << 10), t.path());
+    assert!(Command::new("cp").args(["-a", s(&a), s(&b)]).status().unwrap().success());
+    write(s(&a), "0", &pattern(31, 256 << 10), t.path());
+    write(s(&b), "0", &pattern(32, 256 << 10), t.path());
+    let events = |d: &Path| json(&ok(&["info", "-a", s(d), "--json"]))["events"].as_u64();
+    assert_eq!(events(&a), events(&b), "the copies are not at the same event counter: the test shows nothing");
+    let m = |d: &Path, i: usize| d.join(format!("member-{i:02}.img")).display().to_string();
+    // Three of A's members and one of B's: B's is named and not used.
+    let list = [m(&a, 0), m(&a, 1), m(&a, 2), m(&b, 3)].join(",");
+    let (got, e) = read(&list, 256 << 10, t.path());
+    assert!(e.contains("member-03.img: member 3 carries the writes of another copy"), "{e}");
+    assert!(got == pattern(31, 256 << 10), "a mix of two copies was read");
+    // Two of each: neither is the array.
+    let list = [m(&a, 0), m(&a, 1), m(&b, 2), m(&b, 3)].join(",");
+    let e = fails(&["read", "-a", &list, "--offset", "0", "--length", "4096", "--output", s(&t.path().join("o"))]);
+    assert!(e.contains("two copies of array") && e.contains("give the members of one copy"), "{e}");
+}
+
 #[test]
 fn serve_record_and_demo_dir_never_overwrite_an_array() {
     let t = tempfile::tempdir().unwrap();

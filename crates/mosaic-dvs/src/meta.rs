@@ -123,6 +123,8 @@ pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index:
         member_uuids: member_uuids.to_vec(),
         created,
         policy: serde_json::to_value(policy).unwrap_or_default(),
+        session: Uuid::nil(),
+        prev_session: Uuid::nil(),
     }
 }
 

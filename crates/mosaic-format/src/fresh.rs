@@ -7,7 +7,8 @@
 //!     member index out of range ───────────────────────┐
 //!     replaced since (member UUID differs) ────────────┤
 //!     stale: events + EVENT_MARGIN < the array's ──────┼──> not used, named
-//!     the kind's own reason (too small, ...) ──────────┤    in a warning
+//!     another copy's session (diverged copy) ──────────┤    in a warning
+//!     the kind's own reason (too small, ...) ──────────┤
 //!     two devices claim one slot: the fresher wins ────┘
 //! ```
 //!
@@ -20,6 +21,16 @@
 //! is at least two events behind: it is *stale*, and is never read or used
 //! for code until rebuilt.  Every kind of array assembles through
 //! [`assemble`], so the rule lives here once.
+//!
+//! **Copies.**  Event counters alone cannot tell two copies of an array
+//! apart (`cp -a`, `dd` of every member) once both were written: each
+//! counts up from the same number.  So every writable open starts a
+//! *session* (a random UUID in the labels it writes, with the session
+//! before it): a device at the array's event counter, or one behind it,
+//! serves only when it carries the authoritative session, or the one
+//! before it having missed just the update that started this one.  A
+//! device of another copy is named and not used, and members of two copies
+//! at one event counter, as many of each, are refused as a tie.
 
 use uuid::Uuid;
 
@@ -81,9 +92,47 @@ pub fn pick_array<T>(found: Vec<Found<T>>, warnings: &mut Vec<String>) -> Result
     Ok(ours)
 }
 
-/// The authoritative label among `found`: the highest event counter.
+/// The authoritative label among `found`: the highest event counter (see
+/// [`pick_authoritative`]).
 pub fn authoritative<T>(found: &[Found<T>]) -> Option<&Label> {
-    found.iter().map(|f| &f.label).max_by_key(|l| l.events)
+    let keys: Vec<(u64, Uuid)> = found.iter().map(|f| (f.label.events, f.label.session)).collect();
+    pick_authoritative(&keys).map(|i| &found[i].label)
+}
+
+/// Which of the labels given as `(events, session)` is authoritative: one
+/// at the highest event counter, of the session most devices there carry
+/// (the last such, as `max_by_key` picks).  Every kind picks through
+/// here, so it and [`assemble`] agree.
+pub fn pick_authoritative(keys: &[(u64, Uuid)]) -> Option<usize> {
+    let top = keys.iter().map(|k| k.0).max()?;
+    let at_top = |s: Uuid| keys.iter().filter(|k| **k == (top, s)).count();
+    (0..keys.len()).filter(|&i| keys[i].0 == top).max_by_key(|&i| at_top(keys[i].1))
+}
+
+/// Whether a device labelled `l` carries the writes of the array whose
+/// authoritative label is `auth`: the same session, or the one before it
+/// when `l` is behind (it missed the update that started `auth`'s).
+pub fn same_session(l: &Label, auth: &Label) -> bool {
+    l.session == auth.session || l.session == auth.prev_session && l.events < auth.events
+}
+
+/// Two copies' devices, as many of each, at the authoritative event
+/// counter: an error naming both groups.
+fn diverged_tie<T>(found: &[Found<T>], auth: &Label) -> Result<(), String> {
+    let at = |s: Uuid| found.iter().filter(move |f| f.label.events == auth.events && f.label.session == s);
+    let Some(other) = found.iter().find(|f| f.label.events == auth.events && f.label.session != auth.session) else { return Ok(()) };
+    if at(other.label.session).count() < at(auth.session).count() {
+        return Ok(());
+    }
+    let names = |s: Uuid| at(s).map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
+    Err(format!(
+        "members of two copies of array {} that were written apart, as many of each at event counter {}: {} carry one copy's writes, {} the other's; \
+         give the members of one copy",
+        auth.array_uuid,
+        auth.events,
+        names(auth.session),
+        names(other.label.session)
+    ))
 }
 
 /// Why the device labelled `l` cannot serve as its member of the array
@@ -103,7 +152,22 @@ pub fn verdict(name: &str, l: &Label, auth: &Label) -> Option<String> {
             l.events, auth.events
         ));
     }
+    if !same_session(l, auth) {
+        return Some(format!(
+            "{name}: member {i} carries the writes of another copy of this array (session {}, event counter {}; the array's members \
+             are at session {}, event counter {}): the two copies were written apart, so it is not used",
+            short_session(l.session),
+            l.events,
+            short_session(auth.session),
+            auth.events
+        ));
+    }
     None
+}
+
+/// A session's first eight hex digits (enough to tell two apart).
+pub fn short_session(s: Uuid) -> String {
+    s.simple().to_string()[..8].to_string()
 }
 
 /// What a stale member's warning ([`verdict`]) says right after its index.
@@ -145,6 +209,7 @@ pub fn assemble<T>(
         let why = if warnings.is_empty() { String::new() } else { format!(": {}", warnings.join("; ")) };
         return Err(format!("no member of any array found{why}"));
     };
+    diverged_tie(&found, &auth)?;
     // The freshest device first, so it wins a slot two devices claim.
     found.sort_by_key(|f| std::cmp::Reverse(f.label.events));
     let mut slots: Vec<Option<(String, T)>> = (0..auth.members).map(|_| None).collect();
@@ -189,6 +254,8 @@ mod tests {
             member_uuids: (0..3).map(|j| Uuid::from_u128(100 + j)).collect(),
             created: 0,
             policy: serde_json::Value::Null,
+            session: Uuid::from_u128(50),
+            prev_session: Uuid::from_u128(49),
         }
     }
 
@@ -236,5 +303,51 @@ mod tests {
         let a = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 1, 4), "b")], vec![], |i| i == 1, |f, _| (f.name == "a").then(|| "a: too small".to_string())).unwrap();
         assert!(a.slots.iter().all(Option::is_none));
         assert_eq!(a.warnings, ["a: too small"]);
+    }
+
+    /// `l(array, i, events)` of another session (a copy written apart).
+    fn other(i: usize, events: u64, session: u128, prev: u128) -> Label {
+        Label { session: Uuid::from_u128(session), prev_session: Uuid::from_u128(prev), ..l(1, i, events) }
+    }
+
+    #[test]
+    fn a_copy_written_apart_is_named_not_used() {
+        // Copy B of the array was opened and written: its member 2 is at the
+        // same event counter as the original's members, or one behind.
+        for b_events in [10, 9] {
+            let found = vec![f(l(1, 0, 10), "a0"), f(l(1, 1, 10), "a1"), f(other(2, b_events, 77, 49), "b2")];
+            let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+            assert_eq!(a.auth.session, Uuid::from_u128(50));
+            assert!(a.slots[2].is_none(), "a member of another copy was used");
+            let w = a.warnings.join("\n");
+            assert!(w.contains("b2: member 2 carries the writes of another copy of this array"), "{w}");
+        }
+        // The copy's members outnumber the original's: the copy is the array.
+        let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 77, 49), "b1"), f(other(2, 10, 77, 49), "b2")];
+        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        assert_eq!(a.auth.session, Uuid::from_u128(77));
+        assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [None, Some("b1"), Some("b2")]);
+        // As many of each: no copy is the array.
+        let Err(e) = assemble(vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 77, 49), "b1")], vec![], |_| false, |_, _| None) else {
+            panic!("a tie between two copies was accepted")
+        };
+        assert!(e.contains("two copies of array") && e.contains("b1 carry one copy's writes, a0 the other's"), "{e}");
+    }
+
+    #[test]
+    fn a_member_that_missed_only_the_update_starting_a_session_serves() {
+        // A crash in the first update of session 50 (which followed 49):
+        // member 1 is one event behind and still in session 49.
+        let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 9, 49, 48), "a1"), f(l(1, 2, 10), "a2")];
+        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        assert!(a.slots.iter().all(Option::is_some), "{:?}", a.warnings);
+        // Session 49 at the same event counter is not that: it is a copy.
+        let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 49, 48), "a1"), f(l(1, 2, 10), "a2")];
+        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        assert!(a.slots[1].is_none());
+        // Labels written before sessions (nil) assemble as they did.
+        let old = |i| other(i, 10, 0, 0);
+        let a = assemble(vec![f(old(0), "o0"), f(old(1), "o1"), f(old(2), "o2")], vec![], |_| false, |_, _| None).unwrap();
+        assert!(a.slots.iter().all(Option::is_some) && a.warnings.is_empty());
     }
 }

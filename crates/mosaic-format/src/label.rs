@@ -13,7 +13,8 @@
 //!
 //!   slot: frame { magic "MOSF" | ver | kind 0x0200 | seq = events | len | crc32c
 //!                 | JSON { kind, array_uuid, member_uuid, member_index, members,
-//!                          events, member_uuids[], created, policy { ... } } }
+//!                          events, member_uuids[], created, policy { ... },
+//!                          session, prev_session } }
 //!         padded with zeros to whole 4 KiB blocks
 //! ```
 //!
@@ -55,6 +56,16 @@ pub struct Label {
     pub created: u64,
     /// What the kind needs beyond the shared fields.
     pub policy: serde_json::Value,
+    /// The writable open whose writes this member carries: a new random
+    /// value at the first label update of every writable open, so two
+    /// copies of one array opened apart never share one ([`crate::fresh`]).
+    /// Nil in labels written before sessions existed.
+    #[serde(default, skip_serializing_if = "Uuid::is_nil")]
+    pub session: Uuid,
+    /// The session before `session` (a member that missed only the update
+    /// starting `session`, in a crash, still carries this one).
+    #[serde(default, skip_serializing_if = "Uuid::is_nil")]
+    pub prev_session: Uuid,
 }
 
 /// Why a slot (or a member's pair of slots) holds no usable label.
@@ -198,6 +209,8 @@ mod tests {
             member_uuids: vec![Uuid::from_u128(9), Uuid::from_u128(2), Uuid::from_u128(8)],
             created: 7,
             policy: serde_json::json!({ "unit": 65536 }),
+            session: Uuid::from_u128(5),
+            prev_session: Uuid::nil(),
         }
     }
 

@@ -390,6 +390,8 @@ mod tests {
             member_uuids: (0..3).map(Uuid::from_u128).collect(),
             created: 0,
             policy: serde_json::Value::Null,
+            session: Uuid::nil(),
+            prev_session: Uuid::nil(),
         }
     }
 
@@ -430,7 +432,7 @@ mod tests {
     #[test]
     fn journals_and_zoned_drives_are_frames_at_byte_0() {
         let id = Uuid::from_u128(0x1234);
-        let mut j = mosaic_array::journal::encode_header(id, 1 << 20, 1);
+        let mut j = mosaic_array::journal::encode_header(id, 1 << 20, 1, Uuid::nil());
         assert_eq!(identify_bytes(&j), Carries::Journal { array: U.into() });
         j[30] ^= 1;
         assert_eq!(identify_bytes(&j), Carries::Damaged);

@@ -205,6 +205,8 @@ impl RemapVolume {
             member_uuids: vec![inner],
             created: self.created,
             policy: serde_json::to_value(&self.blob).map_err(err)?,
+            session: Uuid::nil(),
+            prev_session: Uuid::nil(),
         })
     }
 

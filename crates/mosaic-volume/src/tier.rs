@@ -287,6 +287,8 @@ impl TierVolume {
             member_uuids: self.blob.inner.to_vec(),
             created: self.created,
             policy: serde_json::to_value(&self.blob).map_err(policy_err)?,
+            session: Uuid::nil(),
+            prev_session: Uuid::nil(),
         })
     }
 
