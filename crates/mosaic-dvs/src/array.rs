@@ -46,14 +46,16 @@
 //!           slots a crash appended but never logged ──> garbage
 //!           spare segments a crash left written ──> reset
 //!     ──> a fresh checkpoint on every member in service; the log restarts
-//!     ──> member states changed (missing, stale): the labels' event counter
-//!         bumped in two rounds
+//!     ──> a new session: the labels' event counter bumped in two rounds,
+//!         with the member states found (missing, stale)
 //! ```
 //!
 //! A member not used is recorded failed and never read (only its label
 //! was).  The event counter goes up in two rounds over every member in
 //! service whenever member states change: `fail`, `replace`, a rebuild
-//! done, and an open that found a member failed.  The labels also list
+//! done, and every open, which starts a session (the labels name a new
+//! one, so two copies of the array written apart are told apart by the
+//! one freshness rule) and records the member states it found.  The labels also list
 //! the members failed on record, so their devices are skipped quietly at
 //! later opens (the one rule's `skip`): a stale device is named by the
 //! open that finds it, not at every open after.
@@ -532,10 +534,12 @@ fn check_zones(cfg: &DvsConfig, what: &str, d: &dyn ZonedMember) -> Result<(), D
 }
 
 /// The label of member `m` of the array `identity` names, at `events`,
-/// with the members `failed` on record and the hot `spares`.
+/// with the members `failed` on record and the hot `spares`, in
+/// `identity`'s session.
 fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize], spares: &[Uuid]) -> Label {
     let policy = meta::DvsPolicy { config: cfg.clone(), failed: failed.to_vec(), spares: spares.to_vec(), role: String::new() };
-    meta::label(&policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created)
+    let l = meta::label(&policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created);
+    Label { session: identity.session, prev_session: identity.prev_session, ..l }
 }
 
 /// A device given to open: its place in the list, and its label reads.
@@ -597,7 +601,7 @@ impl DvsArray {
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new() };
-        let label = meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created);
+        let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
         let ck = ck.bytes;
@@ -711,7 +715,6 @@ impl DvsArray {
                 }
             }
         }
-        let changed = states != tables.member_state;
         let out = states.iter().filter(|s| !matches!(s, MemberState::Active)).count();
         if out > cfg.parity {
             return Err(DvsError::Corrupt(format!("{out} members are failed, missing, being rebuilt or hold less than the metadata records; at most {} may", cfg.parity)));
@@ -773,11 +776,20 @@ impl DvsArray {
             geo,
         };
         a.checkpoint()?;
-        if changed {
-            a.label_rounds()?;
-        }
+        a.start_session()?;
         a.replay_journal()?;
         Ok(a)
+    }
+
+    /// Every open starts a session ([`mosaic_format::fresh`]): the labels,
+    /// in two rounds, name a new one (and the one before), so members of
+    /// two copies of the array written apart are never taken for one
+    /// array's, though their event counters agree.  The same rounds record
+    /// the member states the open found.
+    fn start_session(&mut self) -> Result<(), DvsError> {
+        self.label.prev_session = self.label.session;
+        self.label.session = Uuid::new_v4();
+        self.label_rounds()
     }
 
     /// Bump the event counter in two rounds, each writing the label of
