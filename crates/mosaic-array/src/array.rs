@@ -255,6 +255,12 @@ impl Array {
         };
         // Validate the geometry shape before touching any file.
         o.level.columns(n)?;
+        if let Some((p, size)) = journal {
+            let size = std::fs::metadata(p).map_or(size, |m| if m.is_file() { m.len() } else { size });
+            if let Some(why) = crate::journal::too_small_for(size, n, o.unit) {
+                return Err(ArrayError::Usage(format!("{}: {why}", p.display())));
+            }
+        }
         let mut members: Vec<(Arc<dyn Member>, String)> = Vec::new();
         let mut fresh = false;
         match spec {

@@ -540,6 +540,21 @@ fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
     dev.read_at(buf, at).map_err(|e| ArrayError::Io(format!("{}: reading journal: {e}", dev.describe())))
 }
 
+/// Why a journal of `size` bytes cannot serve an array of `members`
+/// columns of `unit` bytes, if it cannot: it must hold the record of one
+/// full-stripe write (every column's unit), or that write is refused.
+pub fn too_small_for(size: u64, members: usize, unit: u64) -> Option<String> {
+    let payload = (TABLE_HEAD + members * ENTRY) as u64 + members as u64 * unit;
+    let need = HEADER_BYTES + frame::encoded_len(payload.min(usize::MAX as u64) as usize) as u64;
+    if payload > frame::MAX_PAYLOAD as u64 {
+        return Some(format!(
+            "a full-stripe write ({members} columns of {unit} bytes) needs a journal record of {payload} bytes, more than a record may hold ({} MiB): use a smaller stripe unit",
+            frame::MAX_PAYLOAD >> 20
+        ));
+    }
+    (size < need).then(|| format!("a journal of {size} bytes cannot hold the record of one full-stripe write ({members} columns of {unit} bytes): it needs at least {need} bytes"))
+}
+
 impl Journal {
     /// Format `dev` as an empty journal of `array`, written by `session`.
     pub fn format(dev: Arc<dyn Member>, array: Uuid, session: Uuid) -> Result<Journal, ArrayError> {

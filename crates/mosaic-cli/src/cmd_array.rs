@@ -604,6 +604,7 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
     for sp in &a.spare {
         check_output(sp, a.force)?;
     }
+    check_create_spares(&a.spare, &spec, journal.as_deref(), a.member_size)?;
     let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
     for sp in &a.spare {
         arr.add_spare(sp)?;
@@ -615,6 +616,51 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         eprintln!("warning: no write-ahead journal: a crash during a write followed by a member failure can corrupt other blocks of that stripe; give --journal PATH (a file on a fast device) to close the write hole");
     }
     created(&arr, a.json)
+}
+
+/// The hot spares given to `create`, checked before anything is written
+/// (a refusal after the members were labelled and synced would have
+/// written over the files given): each named once, none a member or the
+/// journal, a drive or a new file in a directory that exists, and an
+/// existing drive as large as a member (md's rule for spares).
+pub(crate) fn check_create_spares(spares: &[PathBuf], spec: &ArraySpec, journal: Option<&Path>, member_size: Option<u64>) -> Result<()> {
+    let same = |a: &Path, b: &Path| mosaic_array::spare::names_same(&b.to_string_lossy(), a);
+    let members: Vec<PathBuf> = match spec {
+        ArraySpec::Paths(p) => p.clone(),
+        ArraySpec::Dir(_) => Vec::new(),
+    };
+    let need = member_size.or_else(|| members.iter().filter_map(|m| drive_size(m).ok()).min());
+    for (i, sp) in spares.iter().enumerate() {
+        let what = sp.display();
+        if spares[..i].iter().any(|o| same(o, sp)) {
+            bail!("{what} is given twice as --spare");
+        }
+        if members.iter().any(|m| same(m, sp)) || journal.is_some_and(|j| same(j, sp)) {
+            bail!("{what} is a member or the journal of the array being created: a spare must be another drive");
+        }
+        match std::fs::metadata(sp) {
+            Ok(m) if m.is_dir() => bail!("{what} is a directory, not a drive or a file for a spare"),
+            Ok(_) => {
+                let have = drive_size(sp).with_context(|| format!("{what}: reading its size"))?;
+                if let Some(n) = need.filter(|&n| have < n) {
+                    bail!("{what}: too small for a spare: {have} bytes; a spare must be as large as a member ({n} bytes)");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let dir = mosaic_dev::nbd::absolute(sp).parent().map(Path::to_path_buf).unwrap_or_default();
+                if !dir.is_dir() {
+                    bail!("{what}: the directory {} does not exist", dir.display());
+                }
+            }
+            Err(e) => bail!("{what}: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// The size of a file or block device (read-only: only looked at).
+fn drive_size(p: &Path) -> std::io::Result<u64> {
+    File::open(p)?.seek(SeekFrom::End(0))
 }
 
 /// `--level tier`: a fast and a slow inner array in DIR/fast and

@@ -42,6 +42,8 @@ pub fn create_dvs(c: &crate::cmd_array::CreateArgs) -> Result<i32> {
     for sp in &c.spare {
         crate::util::check_output(sp, c.force)?;
     }
+    // Zoned spares are sized by their zones, which the volume checks.
+    crate::cmd_array::check_create_spares(&c.spare, &mosaic_array::spec::ArraySpec::Dir(array.into()), None, None)?;
     let zone_size = c.zone_size.unwrap_or(DEFAULT_ZONE.min(member_size / 4).max(4096));
     let spec = files::CreateSpec { members, member_size, chunk: stripe_unit, block: c.block_size, zone_size, parity, cache_chunks: c.dvs_cache.unwrap_or(0) / stripe_unit.max(1) };
     let mut a = files::create_in_dir(Path::new(array), &spec, c.force).with_context(|| format!("creating a DVS array in {array}"))?;

@@ -159,7 +159,28 @@ fn spare_drive(p: &Path) -> Result<PathBuf> {
     })
 }
 
+/// The spares given to one `add`, checked before any is added, so a
+/// command that is refused for a bad path adds none: each named once, and
+/// each an existing drive or a new file in a directory that exists.
+fn check_spare_args(spares: &[PathBuf]) -> Result<()> {
+    let drives: Vec<PathBuf> = spares.iter().map(|s| spare_arg(s).map(|d| d.1)).collect::<Result<_>>()?;
+    for (i, d) in drives.iter().enumerate() {
+        if drives[..i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d)) {
+            bail!("{} is given twice as --spare", d.display());
+        }
+        if d.is_dir() {
+            bail!("{} is a directory, not a drive or a file for a spare", d.display());
+        }
+        let dir = d.parent().unwrap_or(Path::new("/"));
+        if !d.exists() && !dir.is_dir() {
+            bail!("{}: the directory {} does not exist", d.display(), dir.display());
+        }
+    }
+    Ok(())
+}
+
 pub fn add(a: AddArgs) -> Result<i32> {
+    check_spare_args(&a.spare)?;
     let (mut added, mut served, mut status) = (Vec::new(), false, None);
     for s in &a.spare {
         let drive = spare_drive(s)?;

@@ -319,6 +319,56 @@ fn a_copy_does_not_use_the_originals_external_journal() {
     assert!((tree(&a), fs::read(&j).unwrap()) == before, "the original changed");
 }
 
+/// `create` over existing drives with a spare it must refuse (too small, a
+/// directory, in a missing directory, a member, the journal, given twice)
+/// refuses before it writes anything; `add` refuses a spare given twice
+/// before it adds either.
+#[test]
+fn a_refused_spare_leaves_every_drive_as_it_was() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    for i in 1..=3 {
+        fs::write(d.join(format!("m{i}")), pattern(40 + i as u8, 4 << 20)).unwrap();
+    }
+    fs::write(d.join("j"), pattern(44, 4 << 20)).unwrap();
+    fs::write(d.join("zero"), b"").unwrap();
+    fs::write(d.join("small"), pattern(45, 1 << 20)).unwrap();
+    fs::create_dir(d.join("dir")).unwrap();
+    let list = ["m1", "m2", "m3"].map(|m| d.join(m).display().to_string()).join(",");
+    let spares: [&[&str]; 7] = [&["zero"], &["small"], &["dir"], &["nodir/s"], &["m2"], &["j"], &["s", "s"]];
+    for given in spares {
+        let before = tree(d);
+        let mut args = vec!["create", "-a", &list, "--level", "raid5", "--journal", s(&d.join("j")).to_string().leak()];
+        for sp in given {
+            args.extend(["--spare", d.join(sp).display().to_string().leak()]);
+        }
+        let e = fails(&args);
+        assert!(!e.contains("panicked"), "{given:?}: {e}");
+        assert!(tree(d) == before, "{given:?}: a refused create changed the drives ({e})");
+    }
+    let a = d.join("a");
+    raid5(&a);
+    let before = tree(&a);
+    let s1 = d.join("s1");
+    let e = fails(&["add", "-a", s(&a), "--spare", s(&s1), "--spare", s(&s1)]);
+    assert!(e.contains("given twice"), "{e}");
+    assert!(tree(&a) == before && !s1.exists(), "a refused add changed the array");
+}
+
+/// A journal too small for one full-stripe write's record is refused at
+/// create (before any file is made), not at the first such write.
+#[test]
+fn a_journal_too_small_for_a_full_stripe_is_refused_at_create() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let e = fails(&["create", "-a", s(&a), "--level", "raid5", "--members", "3", "--member-size", "10M", "--stripe-unit", "4M", "--journal-size", "1M"]);
+    assert!(e.contains("cannot hold the record of one full-stripe write (3 columns of 4194304 bytes)"), "{e}");
+    assert!(!a.exists(), "a refused create left {}", a.display());
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "3", "--member-size", "10M", "--stripe-unit", "4M", "--journal-size", "13M"]);
+    write(s(&a), "0", &pattern(46, 8 << 20), t.path());
+    assert_eq!(read(s(&a), 8 << 20, t.path()).0, pattern(46, 8 << 20));
+}
+
 /// A journal moved out of the array's directory (`replace-journal`) is the
 /// one used afterwards, though the old file of the same name stays there.
 #[test]
