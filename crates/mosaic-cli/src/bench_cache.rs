@@ -30,8 +30,9 @@ pub struct CacheBenchArgs {
     /// Size of each cache structure (write cache, parity cache, old-data buffer)
     #[arg(long, value_parser = size, default_value = "1M")]
     pub cache_size: u64,
-    /// Span the random 4 KiB writes address
-    #[arg(long, value_parser = size, default_value = "8M")]
+    /// Span the random 4 KiB writes address (at least one 4 KiB page, at
+    /// most the array's capacity)
+    #[arg(long, value_parser = footprint, default_value = "8M")]
     pub footprint: u64,
     /// Size of the RAM journal.  A cache volume destages everything each
     /// time its journal passes half full, so a larger journal means fewer
@@ -49,6 +50,20 @@ pub struct CacheBenchArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// clap value parser of `--footprint`: a size of at least one page
+/// (the random writes pick one of its 4 KiB blocks).
+fn footprint(s: &str) -> Result<u64, String> {
+    match size(s).map_err(|e| e.to_string())? {
+        b if b < PAGE => Err(format!("{s:?}: the random 4 KiB writes need a footprint of at least one page, 4 KiB")),
+        b => Ok(b),
+    }
+}
+
+/// The random writes' size and alignment.
+const PAGE: u64 = 4096;
+/// Each of the array's 5 RAM members.
+const MEMBER: u64 = 65 << 20;
 
 #[derive(Serialize)]
 struct Row {
@@ -92,7 +107,7 @@ fn journal_counts(a: &Array) -> (u64, u64) {
 }
 
 fn array(journal: u64) -> Result<Array> {
-    let members = (0..5).map(|i| Ok((ram(&format!("m{i}"), 65 << 20)?, format!("mem{i}")))).collect::<Result<Vec<_>>>()?;
+    let members = (0..5).map(|i| Ok((ram(&format!("m{i}"), MEMBER)?, format!("mem{i}")))).collect::<Result<Vec<_>>>()?;
     let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
     Ok(Array::create_with_journal(members, &o, true, Some((ram("journal", journal)?, "mem-journal".to_string())))?)
 }
@@ -207,12 +222,25 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         .chain(CachePolicy::ALL.iter().filter(|p| wanted(p)).map(|p| (p.name().to_string(), Some(*p))))
         .collect();
     let pm = Postmark { files: 300, transactions: 1500, ..Default::default() }.requests();
+    // One volume at a time: its 5 RAM members, its RAM journal and its
+    // (up to) three cache structures.
+    crate::util::check_ram(
+        "RAM",
+        &[
+            (format!("5 RAM members of {}", human(MEMBER)), 5 * MEMBER),
+            (format!("--journal-size {}", human(a.journal_size)), a.journal_size),
+            (format!("--cache-size {} x 3 caches", human(a.cache_size)), a.cache_size.saturating_mul(3)),
+        ],
+    )?;
     let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size, a.journal_size);
+    let first = make(&None)?;
+    let cap = first.array().capacity();
+    anyhow::ensure!(a.footprint <= cap, "--footprint {}: more than the bench array's capacity of {}", human(a.footprint), human(cap));
     // One run unmeasured first: the process's first use of its heap (the
     // executor's and the caches' buffers; the devices are touched when
     // made) would otherwise fall on the first configuration measured, no
     // cache.
-    measure(make(&None)?, |v| random_writes(v, a.writes, a.footprint))?;
+    measure(first, |v| random_writes(v, a.writes, a.footprint))?;
     // Runs interleave the configurations, so a slow spell of the machine
     // hits them all alike.
     let mut samples: Vec<[Vec<Sample>; 2]> = configs.iter().map(|_| [vec![], vec![]]).collect();

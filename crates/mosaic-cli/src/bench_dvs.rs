@@ -43,8 +43,8 @@ use crate::util::{cpu_seconds, human, median, print_json, size, table};
 #[derive(Args)]
 pub struct DvsBenchArgs {
     /// Seconds per random-write measurement
-    #[arg(long, default_value_t = 1.0)]
-    pub seconds: f64,
+    #[arg(long, default_value = "1", value_parser = crate::cmd_bench::bench_seconds)]
+    pub seconds: Duration,
     /// Size of each member
     #[arg(long, value_parser = size, default_value = "64M")]
     pub member_size: u64,
@@ -272,7 +272,7 @@ fn rows(samples: &[Sample]) -> Vec<Row> {
 }
 
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
-    let dur = Duration::from_secs_f64(a.seconds);
+    let dur = a.seconds;
     let mut counts: Vec<u16> = Vec::new();
     for &t in &a.threads {
         if !counts.contains(&t) {

@@ -35,8 +35,8 @@ use crate::util::{human, print_json, size, table};
 #[derive(Args)]
 pub struct TierBenchArgs {
     /// Seconds of 4 KiB random writes per scheme
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
+    #[arg(long, default_value = "2", value_parser = crate::cmd_bench::bench_seconds)]
+    pub seconds: Duration,
     /// Size of each fast member (the slow members are 2x)
     #[arg(long, value_parser = size, default_value = "64M")]
     pub member_size: u64,
@@ -88,7 +88,7 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
 }
 
 pub fn run(a: TierBenchArgs) -> Result<i32> {
-    let dur = Duration::from_secs_f64(a.seconds);
+    let dur = a.seconds;
     let tmp = scratch()?;
     let vols: Vec<Box<dyn Volume>> = SCHEMES.iter().map(|s| make(&tmp.path().join(s.replace(' ', "-")), s, a.member_size)).collect::<Result<_>>()?;
     let footprint = vols.iter().map(|v| v.capacity()).min().unwrap_or(0) / (1 << 20) * (1 << 20);

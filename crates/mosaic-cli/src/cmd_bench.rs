@@ -14,7 +14,7 @@ use mosaic_array::{Array, CreateOptions};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member};
 
-use crate::util::{median, print_json, table};
+use crate::util::{human, median, print_json, table};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -34,8 +34,8 @@ pub enum BenchCmd {
 
 #[derive(Args)]
 pub struct ReplayBenchArgs {
-    /// Requests in the generated trace
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Requests in the generated trace (1 to 100 million)
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=MAX_REPLAY_REQUESTS))]
     pub requests: u64,
     /// Runs; the rates are their medians
     #[arg(long, default_value_t = 3)]
@@ -52,8 +52,8 @@ pub struct ReplayBenchArgs {
 #[derive(Args)]
 pub struct EncodeArgs {
     /// Seconds per measurement (fractions allowed)
-    #[arg(long, default_value_t = 0.5)]
-    pub seconds: f64,
+    #[arg(long, default_value = "0.5", value_parser = bench_seconds)]
+    pub seconds: Duration,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -62,8 +62,8 @@ pub struct EncodeArgs {
 #[derive(Args)]
 pub struct ArrayBenchArgs {
     /// Seconds per measurement (fractions allowed)
-    #[arg(long, default_value_t = 1.0)]
-    pub seconds: f64,
+    #[arg(long, default_value = "1", value_parser = bench_seconds)]
+    pub seconds: Duration,
     /// Size of each in-memory member
     #[arg(long, value_parser = crate::util::size, default_value = "256M")]
     pub member_size: u64,
@@ -84,6 +84,22 @@ pub struct ArrayBenchArgs {
     pub json: bool,
 }
 
+/// The most `--requests` `bench replay` writes into its temporary trace
+/// (about 5 GiB of text).
+const MAX_REPLAY_REQUESTS: u64 = 100_000_000;
+
+/// The longest `--seconds` a bench measures for (about 11.6 days).
+const MAX_BENCH_SECONDS: f64 = 1e6;
+
+/// clap value parser of the benches' `--seconds`: [`crate::util::seconds`]
+/// up to [`MAX_BENCH_SECONDS`].
+pub fn bench_seconds(s: &str) -> Result<Duration, String> {
+    crate::util::seconds(s)
+        .ok()
+        .filter(|d| d.as_secs_f64() <= MAX_BENCH_SECONDS)
+        .ok_or_else(|| format!("{s:?}: give a number of seconds above 0 and at most {MAX_BENCH_SECONDS}"))
+}
+
 pub fn run(cmd: BenchCmd) -> Result<i32> {
     match cmd {
         BenchCmd::Encode(a) => encode(a),
@@ -96,7 +112,7 @@ pub fn run(cmd: BenchCmd) -> Result<i32> {
 }
 
 fn encode(a: EncodeArgs) -> Result<i32> {
-    let dur = Duration::from_secs_f64(a.seconds);
+    let dur = a.seconds;
     let mut results = Vec::new();
     for (k, m) in [(4, 1), (8, 2), (10, 4)] {
         results.push(mosaic_ec::bench_encode(k, m, 64 << 10, dur)?);
@@ -187,8 +203,15 @@ fn random_block(t: u16, i: u64, blocks: u64) -> u64 {
 }
 
 fn array(a: ArrayBenchArgs) -> Result<i32> {
-    let dur = Duration::from_secs_f64(a.seconds);
+    let dur = a.seconds;
     let member_size = a.member_size;
+    // At most raid6 8+2's 10 RAM members, a reference device of its 8 data
+    // members' size and the journal at once.
+    let mut need = vec![(format!("--member-size {} x 18 (raid6 8+2's 10 RAM members and a reference device of their capacity)", human(member_size)), member_size.saturating_mul(18))];
+    if let Some(j) = a.journal {
+        need.push((format!("--journal {}", human(j)), j));
+    }
+    crate::util::check_ram("RAM", &need)?;
     let mut rows = Vec::new();
     for (level, n) in [(Level::Raid5, 5usize), (Level::Raid6, 10usize)] {
         let members: Vec<(Arc<dyn Member>, String)> =

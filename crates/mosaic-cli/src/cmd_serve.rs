@@ -43,7 +43,7 @@ use mosaic_nbd::{Export, Extent, Listener, ServerConfig};
 use mosaic_trace::{Op, Request, TraceWriter};
 use mosaic_volume::{Volume, VolumeError};
 
-use crate::util::{human, size};
+use crate::util::{human, seconds, size};
 
 /// Where `--demo` keeps its array.
 const DEMO_DIR: &str = "mosaic-data";
@@ -161,15 +161,6 @@ const DEFAULT_MONITOR: u64 = 1 << 20;
 /// The advertised minimum block when `--min-block` is not given: 512 (what
 /// portable clients align to) or the volume's block if that is smaller.
 const DEFAULT_MIN_BLOCK: u64 = 512;
-
-/// clap value parser for a positive number of seconds.
-fn seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    match Duration::try_from_secs_f64(v) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!("{s:?}: give a positive number of seconds")),
-    }
-}
 
 /// `d` since the Unix epoch as an RFC 3339 UTC timestamp with milliseconds
 /// (calendar fields from the C library's gmtime_r).

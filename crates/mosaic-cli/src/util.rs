@@ -7,6 +7,40 @@ use indicatif::{ProgressBar, ProgressFinish, ProgressState, ProgressStyle};
 /// [`mosaic_size`]).
 pub use mosaic_size::{human, parse as size, short};
 
+/// clap value parser for a positive number of seconds (`serve
+/// --handshake-timeout`, the benches' `--seconds`): finite, above zero and
+/// within what a [`Duration`](std::time::Duration) holds.
+pub fn seconds(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    match std::time::Duration::try_from_secs_f64(v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{s:?}: give a positive number of seconds")),
+    }
+}
+
+/// The machine's memory (MemTotal of /proc/meminfo), or `None` when it
+/// cannot be read.
+pub fn mem_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Refuse a RAM need of `parts` (a description, e.g. `--member-size 1.0
+/// GiB x 5 members`, and its bytes) larger than the machine's memory,
+/// before anything is allocated: allocating it would abort the process.
+/// No check when the memory cannot be read.
+pub fn check_ram(what: &str, parts: &[(String, u64)]) -> anyhow::Result<()> {
+    let Some(mem) = mem_total() else { return Ok(()) };
+    let need = parts.iter().fold(0u64, |t, (_, b)| t.saturating_add(*b));
+    if need > mem {
+        let list = parts.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(" + ");
+        let amount = if need == u64::MAX { format!("over {}", human(need)) } else { human(need) };
+        anyhow::bail!("{list}: {amount} of {what}, more than this machine's {} of memory", human(mem));
+    }
+    Ok(())
+}
+
 /// A progress bar on stderr (hidden when stderr is not a terminal) over
 /// `total` bytes: percent, bytes done of the total and per second (sizes
 /// as [`human`] prints them, e.g. `12.5 MiB/s`) and the time left, within

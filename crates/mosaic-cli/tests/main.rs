@@ -6,6 +6,7 @@ mod common;
 mod cli_adapt;
 mod cli_advise;
 mod cli_array;
+mod cli_bench_input;
 mod cli_cache;
 mod cli_cbro;
 mod cli_config;
