@@ -80,29 +80,37 @@ pub fn split_cda(level: &str) -> Result<Option<(Level, String, usize)>, ArrayErr
         return Ok(None);
     }
     let bad = || ArrayError::Usage(format!("bad check drive array {cda:?} in {level:?}: expected cda=single, raid0:W, raid5:W, raid6:W, rs:K+M or cbro:N+K[,cda=...]"));
+    let depth = t.matches(",cda=").count();
+    if depth > MAX_NESTING {
+        return Err(ArrayError::Usage(format!("{level:?} nests check drive arrays {depth} deep; at most {MAX_NESTING}")));
+    }
     let outer: Level = outer.parse()?;
-    let (inner, members) = if let Some(w) = cda.strip_prefix("raid5:").or_else(|| cda.strip_prefix("raid6:")) {
+    // Each level of nesting is parsed once (twice made the time grow as
+    // 2^depth).
+    let (inner, inner_level, members) = if let Some(w) = cda.strip_prefix("raid5:").or_else(|| cda.strip_prefix("raid6:")) {
         let w: usize = w.parse().map_err(|_| bad())?;
-        (cda[..5].to_string(), w)
+        (cda[..5].to_string(), cda[..5].parse::<Level>()?, w)
     } else if cda.starts_with("rs:") {
         let l: Level = cda.parse()?;
-        (cda.to_string(), l.implied_members().ok_or_else(bad)?)
+        (cda.to_string(), l, l.implied_members().ok_or_else(bad)?)
     } else if cda.starts_with("cbro:") {
-        (cda.to_string(), members_of(cda)?)
+        let (l, m) = match split_cda(cda)? {
+            Some((o, _, _)) => (o, o.implied_members().unwrap_or(0)),
+            None => {
+                let l: Level = cda.parse()?;
+                (l, l.implied_members().ok_or_else(|| ArrayError::Usage(format!("{cda} needs a member count")))?)
+            }
+        };
+        (cda.to_string(), l, m)
     } else {
         return Err(bad());
     };
-    inner_level(&inner)?.columns(members)?;
+    inner_level.columns(members)?;
     Ok(Some((outer, inner, members)))
 }
 
-/// Members of a level string (nested CDAs count as one member each).
-fn members_of(level: &str) -> Result<usize, ArrayError> {
-    Ok(match split_cda(level)? {
-        Some((outer, _, _)) => outer.implied_members().unwrap_or(0),
-        None => level.parse::<Level>()?.implied_members().ok_or_else(|| ArrayError::Usage(format!("{level} needs a member count")))?,
-    })
-}
+/// Check drive arrays nested deeper than this are refused.
+pub const MAX_NESTING: usize = 8;
 
 fn inner_level(s: &str) -> Result<Level, ArrayError> {
     Ok(match split_cda(s)? {
@@ -189,4 +197,25 @@ pub fn open_hint(hint: &str, writable: bool) -> Option<Result<(Arc<dyn Member>, 
         let warnings = a.open_warnings().iter().map(|w| format!("check drive array {dir}: {w}")).collect();
         (Arc::new(ArrayMember::new(Arc::new(a), dir)) as Arc<dyn Member>, warnings)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cbro:1+1,cda=` nested `depth` times around a single drive.
+    fn nested(depth: usize) -> String {
+        format!("{}single", "cbro:1+1,cda=".repeat(depth))
+    }
+
+    #[test]
+    fn nesting_is_parsed_once_a_level_and_capped() {
+        let (outer, inner, members) = split_cda(&nested(MAX_NESTING)).unwrap().unwrap();
+        assert_eq!((outer.to_string(), members), ("cbro:1+1".to_string(), 2));
+        assert_eq!(inner, nested(MAX_NESTING - 1));
+        let e = split_cda(&nested(MAX_NESTING + 1)).unwrap_err().to_string();
+        assert!(e.contains(&format!("nests check drive arrays {} deep; at most {MAX_NESTING}", MAX_NESTING + 1)), "{e}");
+        let e = split_cda(&nested(28)).unwrap_err().to_string();
+        assert!(e.contains("28 deep"), "{e}");
+    }
 }
