@@ -255,7 +255,12 @@ impl Array {
         };
         // Validate the geometry shape before touching any file.
         o.level.columns(n)?;
-        if let Some((p, size)) = journal {
+        if let Some((p, size)) = journal.filter(|(p, _)| !p.to_str().is_some_and(mosaic_dev::nbd::is_uri)) {
+            if let ArraySpec::Paths(paths) = spec {
+                if paths.iter().any(|m| canonical(m) == canonical(p)) {
+                    return Err(ArrayError::Usage(format!("{} is named as a member and as the journal: the journal needs a device of its own", p.display())));
+                }
+            }
             let size = std::fs::metadata(p).map_or(size, |m| if m.is_file() { m.len() } else { size });
             if let Some(why) = crate::journal::too_small_for(size, n, o.unit) {
                 return Err(ArrayError::Usage(format!("{}: {why}", p.display())));

@@ -544,6 +544,9 @@ fn jread(dev: &dyn Member, buf: &mut [u8], at: u64) -> Result<(), ArrayError> {
 /// columns of `unit` bytes, if it cannot: it must hold the record of one
 /// full-stripe write (every column's unit), or that write is refused.
 pub fn too_small_for(size: u64, members: usize, unit: u64) -> Option<String> {
+    if size < MIN_JOURNAL {
+        return Some(format!("journal too small: {size} bytes, needs at least {MIN_JOURNAL}"));
+    }
     let payload = (TABLE_HEAD + members * ENTRY) as u64 + members as u64 * unit;
     let need = HEADER_BYTES + frame::encoded_len(payload.min(usize::MAX as u64) as usize) as u64;
     if payload > frame::MAX_PAYLOAD as u64 {

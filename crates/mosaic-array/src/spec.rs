@@ -25,7 +25,9 @@ impl ArraySpec {
             if paths.iter().any(|p| p.as_os_str().is_empty()) {
                 return Err(ArrayError::Usage(format!("array spec {s:?} has an empty member path")));
             }
-            let mut sorted = paths.clone();
+            // One file however it is spelled (`/d/m1` and `./m1`).
+            let one = |p: &PathBuf| if p.to_str().is_some_and(mosaic_dev::nbd::is_uri) { p.clone() } else { crate::assemble::canonical(p) };
+            let mut sorted: Vec<PathBuf> = paths.iter().map(one).collect();
             sorted.sort();
             sorted.dedup();
             if sorted.len() != paths.len() {
@@ -85,6 +87,10 @@ mod tests {
         assert!(ArraySpec::parse("").is_err());
         assert!(ArraySpec::parse("a,,b").is_err());
         assert!(ArraySpec::parse("a,b,a").unwrap_err().to_string().contains("twice"));
+        // One file, two spellings.
+        let cwd = std::env::current_dir().unwrap();
+        let e = ArraySpec::parse(&format!("{}/a,./a,b", cwd.display())).unwrap_err().to_string();
+        assert!(e.contains("twice"), "{e}");
         assert_eq!(ArraySpec::parse("a, b").unwrap(), ArraySpec::Paths(vec!["a".into(), "b".into()]));
     }
 }

@@ -635,6 +635,9 @@ pub(crate) fn check_create_spares(spares: &[PathBuf], spec: &ArraySpec, journal:
         if spares[..i].iter().any(|o| same(o, sp)) {
             bail!("{what} is given twice as --spare");
         }
+        if sp.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+            continue; // a remote export: the array checks it when it adds it
+        }
         if members.iter().any(|m| same(m, sp)) || journal.is_some_and(|j| same(j, sp)) {
             bail!("{what} is a member or the journal of the array being created: a spare must be another drive");
         }

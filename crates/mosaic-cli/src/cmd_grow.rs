@@ -168,6 +168,9 @@ fn check_spare_args(spares: &[PathBuf]) -> Result<()> {
         if drives[..i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d)) {
             bail!("{} is given twice as --spare", d.display());
         }
+        if d.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+            continue; // a remote export: the array checks it when it adds it
+        }
         if d.is_dir() {
             bail!("{} is a directory, not a drive or a file for a spare", d.display());
         }

@@ -346,6 +346,11 @@ fn a_refused_spare_leaves_every_drive_as_it_was() {
         assert!(!e.contains("panicked"), "{given:?}: {e}");
         assert!(tree(d) == before, "{given:?}: a refused create changed the drives ({e})");
     }
+    // A member that is also the journal is named so, not "in use".
+    let before = tree(d);
+    let e = fails(&["create", "-a", &list, "--level", "raid5", "--journal", s(&d.join("m3"))]);
+    assert!(e.contains("named as a member and as the journal"), "{e}");
+    assert!(tree(d) == before);
     let a = d.join("a");
     raid5(&a);
     let before = tree(&a);
