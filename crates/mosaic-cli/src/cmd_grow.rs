@@ -72,7 +72,15 @@ pub struct RemoveArgs {
 
 /// The drives `a` adds: `--add`, or the member files `--members N` means.
 fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
-    let Some(n) = a.members else { return Ok(a.add.iter().map(|p| absolute(p)).collect()) };
+    let Some(n) = a.members else {
+        let drives: Vec<PathBuf> = a.add.iter().map(|p| absolute(p)).collect();
+        for (i, d) in drives.iter().enumerate() {
+            if drives[..i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d)) {
+                bail!("{} is given twice as --add: each new member needs a drive of its own", d.display());
+            }
+        }
+        return Ok(drives);
+    };
     let dir = Path::new(&a.array);
     if a.array.contains(',') || !dir.is_dir() {
         bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");

@@ -358,6 +358,10 @@ fn a_refused_spare_leaves_every_drive_as_it_was() {
     let e = fails(&["add", "-a", s(&a), "--spare", s(&s1), "--spare", s(&s1)]);
     assert!(e.contains("given twice"), "{e}");
     assert!(tree(&a) == before && !s1.exists(), "a refused add changed the array");
+    let g1 = d.join("g1");
+    let e = fails(&["grow", "-a", s(&a), "--add", s(&g1), "--add", &format!("{}/./g1", d.display())]);
+    assert!(e.contains("given twice as --add"), "{e}");
+    assert!(tree(&a) == before && !g1.exists(), "a refused grow changed the array");
 }
 
 /// A journal too small for one full-stripe write's record is refused at
