@@ -630,11 +630,11 @@ pub(crate) fn check_create_spares(spares: &[PathBuf], spec: &ArraySpec, journal:
         ArraySpec::Dir(_) => Vec::new(),
     };
     let need = member_size.or_else(|| members.iter().filter_map(|m| drive_size(m).ok()).min());
-    for (i, sp) in spares.iter().enumerate() {
+    if let Some(twice) = given_twice(spares) {
+        bail!("{} is given twice as --spare", twice.display());
+    }
+    for sp in spares {
         let what = sp.display();
-        if spares[..i].iter().any(|o| same(o, sp)) {
-            bail!("{what} is given twice as --spare");
-        }
         if sp.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
             continue; // a remote export: the array checks it when it adds it
         }
@@ -659,6 +659,11 @@ pub(crate) fn check_create_spares(spares: &[PathBuf], spec: &ArraySpec, journal:
         }
     }
     Ok(())
+}
+
+/// The first of `drives` named twice, however it is spelled.
+pub(crate) fn given_twice(drives: &[PathBuf]) -> Option<&PathBuf> {
+    drives.iter().enumerate().find(|(i, d)| drives[..*i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d))).map(|(_, d)| d)
 }
 
 /// The size of a file or block device (read-only: only looked at).

@@ -9,7 +9,7 @@ use clap::Args;
 use mosaic_dev::nbd::absolute;
 use mosaic_volume::{GrowOptions, GrowReport, Volume};
 
-use crate::cmd_array::{check_drive, open};
+use crate::cmd_array::{check_drive, given_twice, open};
 use crate::control::{ask, print_remote, Request};
 use crate::util::{human, print_json};
 
@@ -74,10 +74,8 @@ pub struct RemoveArgs {
 fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
     let Some(n) = a.members else {
         let drives: Vec<PathBuf> = a.add.iter().map(|p| absolute(p)).collect();
-        for (i, d) in drives.iter().enumerate() {
-            if drives[..i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d)) {
-                bail!("{} is given twice as --add: each new member needs a drive of its own", d.display());
-            }
+        if let Some(twice) = given_twice(&drives) {
+            bail!("{} is given twice as --add: each new member needs a drive of its own", twice.display());
         }
         return Ok(drives);
     };
@@ -172,10 +170,10 @@ fn spare_drive(p: &Path) -> Result<PathBuf> {
 /// each an existing drive or a new file in a directory that exists.
 fn check_spare_args(spares: &[PathBuf]) -> Result<()> {
     let drives: Vec<PathBuf> = spares.iter().map(|s| spare_arg(s).map(|d| d.1)).collect::<Result<_>>()?;
-    for (i, d) in drives.iter().enumerate() {
-        if drives[..i].iter().any(|o| mosaic_array::spare::names_same(&o.to_string_lossy(), d)) {
-            bail!("{} is given twice as --spare", d.display());
-        }
+    if let Some(twice) = given_twice(&drives) {
+        bail!("{} is given twice as --spare", twice.display());
+    }
+    for d in &drives {
         if d.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
             continue; // a remote export: the array checks it when it adds it
         }
