@@ -1264,4 +1264,12 @@ mod tests {
         assert_eq!(stripes_of(&cbro, &ext(5, 4096, 4096)), vec![3]);
         assert_eq!(stripes_of(&cbro, &ext(4, 0, 8192)), vec![0, 2]);
     }
+
+    #[test]
+    fn a_journal_too_small_for_a_full_stripe_says_why() {
+        assert!(too_small_for(4096, 3, 4096).unwrap().contains("journal too small: 4096 bytes, needs at least 1048576"));
+        assert!(too_small_for(1 << 20, 3, 1 << 20).unwrap().contains("cannot hold the record of one full-stripe write (3 columns of 1048576 bytes)"));
+        assert!(too_small_for(1 << 30, 5, 32 << 20).unwrap().contains("more than a record may hold (64 MiB): use a smaller stripe unit"));
+        assert_eq!(too_small_for(1 << 20, 3, 65536), None);
+    }
 }

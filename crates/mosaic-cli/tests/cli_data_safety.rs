@@ -335,15 +335,23 @@ fn a_refused_spare_leaves_every_drive_as_it_was() {
     fs::write(d.join("small"), pattern(45, 1 << 20)).unwrap();
     fs::create_dir(d.join("dir")).unwrap();
     let list = ["m1", "m2", "m3"].map(|m| d.join(m).display().to_string()).join(",");
-    let spares: [&[&str]; 7] = [&["zero"], &["small"], &["dir"], &["nodir/s"], &["m2"], &["j"], &["s", "s"]];
-    for given in spares {
+    let spares: [(&[&str], &str); 7] = [
+        (&["zero"], "too small for a spare: 0 bytes"),
+        (&["small"], "too small for a spare: 1048576 bytes"),
+        (&["dir"], "is a directory"),
+        (&["nodir/s"], "nodir does not exist"),
+        (&["m2"], "is a member or the journal of the array being created"),
+        (&["j"], "is a member or the journal of the array being created"),
+        (&["s", "s"], "is given twice as --spare"),
+    ];
+    for (given, why) in spares {
         let before = tree(d);
         let mut args = vec!["create", "-a", &list, "--level", "raid5", "--journal", s(&d.join("j")).to_string().leak()];
         for sp in given {
             args.extend(["--spare", d.join(sp).display().to_string().leak()]);
         }
         let e = fails(&args);
-        assert!(!e.contains("panicked"), "{given:?}: {e}");
+        assert!(!e.contains("panicked") && e.contains(why), "{given:?}: {e}");
         assert!(tree(d) == before, "{given:?}: a refused create changed the drives ({e})");
     }
     // A member that is also the journal is named so, not "in use".
