@@ -270,6 +270,16 @@ fn a_failed_create_leaves_no_files_behind() {
     for p in &paths {
         assert!(fs::read(p).unwrap() == vec![7u8; 2 << 20], "{} changed", p.display());
     }
+    // A member larger than any file can be: refused by the file's name,
+    // not "out of range integral type conversion attempted", and gone.
+    let big = t.path().join("big");
+    let e = fails(&["create", "-a", s(&big), "--level", "raid5", "--members", "3", "--member-size", "8E"]);
+    assert!(e.contains("member-00.img: 9223372036854775808 bytes is larger than any file can be"), "{e}");
+    assert!(!big.exists(), "the failed create left {}", big.display());
+    // rs with no code members is raid0 by another name: refused, saying so.
+    let e = fails(&["create", "-a", s(&big), "--level", "rs:4+0", "--member-size", "4M"]);
+    assert!(e.contains("no code members") && e.contains("use raid0"), "{e}");
+    assert!(!big.exists(), "the failed create left {}", big.display());
 }
 
 #[test]

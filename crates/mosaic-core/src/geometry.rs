@@ -184,6 +184,9 @@ impl FromStr for Level {
                 let (k, m) = rest.split_once('+').ok_or_else(bad)?;
                 let k: u16 = k.trim().parse().map_err(|_| bad())?;
                 let m: u16 = m.trim().parse().map_err(|_| bad())?;
+                if m == 0 {
+                    return Err(PlanError::Geometry(format!("{s:?} has no code members and survives no failure: use raid0 to stripe without redundancy, or M >= 1")));
+                }
                 let lvl = Level::Rs { k, m };
                 lvl.columns(k as usize + m as usize)?;
                 lvl
@@ -545,6 +548,8 @@ mod tests {
         assert!("rs:0+2".parse::<Level>().is_err());
         assert!("rs:200+56".parse::<Level>().is_err());
         assert!("rs:4+x".parse::<Level>().is_err());
+        let e = "rs:4+0".parse::<Level>().unwrap_err().to_string();
+        assert!(e.contains("no code members") && e.contains("use raid0"), "{e}");
         assert!(Geometry::new(Level::Raid6, 2, 4096, 4096, 1 << 20).is_err());
         assert!(Geometry::new(Level::Raid5, 4, 6000, 4096, 1 << 20).is_err());
         assert!(Geometry::new(Level::Raid5, 4, 4096, 1024, 1 << 20).is_err());
@@ -556,7 +561,7 @@ mod tests {
 
     #[test]
     fn level_round_trips() {
-        for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+0", "cbro:16+1", "cbro:8+2,cda=raid0:4"] {
+        for s in ["raid0", "raid1", "raid4", "raid5", "raid6", "rs:10+4", "rs:1+1", "cbro:16+1", "cbro:8+2,cda=raid0:4"] {
             assert_eq!(s.parse::<Level>().unwrap().to_string(), s);
         }
     }

@@ -300,7 +300,7 @@ impl FileMember {
             .truncate(true)
             .open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        file.set_len(size)?;
+        size_file(&file, path, size)?;
         Ok(FileMember::with(file, path, size, false, true))
     }
 
@@ -358,6 +358,19 @@ impl Member for FileMember {
     fn cheap_flush(&self) -> bool {
         self.io.ram_fs()
     }
+}
+
+/// Give the new file at `path` its length of `size` bytes, or say which
+/// file could not take it and why: the file system's limit (`EFBIG`), or
+/// the kernel's, since a file offset is signed and ends below 8 EiB.
+pub(crate) fn size_file(file: &File, path: &Path, size: u64) -> io::Result<()> {
+    if i64::try_from(size).is_err() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: {size} bytes is larger than any file can be (at most 2^63 - 1 bytes)", path.display()),
+        ));
+    }
+    file.set_len(size).map_err(|e| io::Error::new(e.kind(), format!("{}: cannot make it {size} bytes long: {e}", path.display())))
 }
 
 /// Whether `file` lives on tmpfs or ramfs, where fdatasync has nothing to
@@ -520,6 +533,23 @@ impl Member for FaultyMember {
 mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
+
+    /// A member too large for any file is refused by name, before the
+    /// kernel's bare "out of range integral type conversion"; one too
+    /// large for this file system names the file too.
+    #[test]
+    fn a_member_file_too_large_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m0");
+        let err = FileMember::create(&path, 8 << 60).err().expect("8 EiB is past a file offset");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let msg = err.to_string();
+        assert!(msg.contains("m0") && msg.contains("larger than any file can be"), "{msg}");
+        match FileMember::create(&path, 1 << 60) {
+            Ok(m) => assert_eq!(m.size(), 1 << 60),
+            Err(e) => assert!(e.to_string().contains("m0: cannot make it 1152921504606846976 bytes long"), "{e}"),
+        }
+    }
 
     /// A prefetch hint changes no byte, and one beyond the device (or
     /// past the end of the address space) is ignored, not a panic.

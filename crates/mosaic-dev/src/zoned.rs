@@ -232,7 +232,7 @@ impl ZonedFile {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{zones} zones of {zone_size} bytes are too large")));
         };
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        file.set_len(len)?;
+        crate::size_file(&file, path, len)?;
         let io = crate::ram_map::FileIo::new(file, len, true);
         let conds = (0..zones).map(|z| if z < conventional { ZoneCond::Conventional } else { ZoneCond::Empty }).collect();
         let wps = (0..zones).map(|z| z * zone_size).collect();
