@@ -1238,10 +1238,14 @@ pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> Strin
     out.iter().map(|l| format!("{l}\n")).collect()
 }
 
-/// Exit 3 when inconsistencies remain, so scripts can tell (crate::exit).
+/// Exit 3 when inconsistencies remain, 4 when some stripes could not be
+/// verified (a degraded array), so scripts can tell (crate::exit): a scrub
+/// that checked nothing is not a clean one.
 pub(crate) fn scrub_code(rep: &mosaic_array::ScrubReport, repair: bool) -> i32 {
     if rep.mismatched > 0 && !repair {
         crate::exit::MISMATCH
+    } else if rep.unverified_stripes > 0 {
+        crate::exit::DEGRADED
     } else {
         crate::exit::OK
     }

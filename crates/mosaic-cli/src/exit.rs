@@ -9,7 +9,7 @@ Exit status:
   2  usage (a bad flag or argument, as clap reports it)
   3  scrub found mismatches it did not repair
   4  degraded: an array is incomplete (assemble), runs degraded (status),
-     or work paused because one is (adapt)
+     left stripes unverified (scrub), or work paused because one is (adapt)
   5  failed: an array lost more members than its code tolerates (status)";
 
 pub const OK: i32 = 0;

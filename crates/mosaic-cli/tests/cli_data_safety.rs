@@ -291,12 +291,13 @@ fn scrub_locates_with_two_redundant_columns_and_says_when_it_cannot() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(3), "{out}");
     assert!(out.contains("stripe 3: code column(s)") && out.contains("cannot be located"), "{out}");
-    // Degraded: says how many stripes it could not verify, never "all consistent".
+    // Degraded: says how many stripes it could not verify, never "all
+    // consistent", and exits 4 (degraded), not 0: it verified nothing.
     ok(&["scrub", "-a", s(&b), "--repair"]);
     ok(&["fail", "-a", s(&b), "--member", "1"]);
     let o = mosaic(&["scrub", "-a", s(&b)]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert_eq!(o.status.code(), Some(4), "{out}");
     assert!(out.contains("768 stripes could not be verified") && !out.contains("all consistent"), "{out}");
 }
 
