@@ -72,13 +72,20 @@ fn check_journal_path(spec: &ArraySpec, path: &Path, force: bool) -> Result<()> 
         if what.member().is_some() {
             bail!("{} is {what}: a member of the array cannot be its journal", path.display());
         }
+        // The array's own hot spare stays one until it is removed.
+        let own_spare = matches!(what, mosaic_volume::guard::Carries::Spare { .. })
+            && info.as_ref().is_some_and(|i| i.spares.iter().any(|s| mosaic_array::spare::names_same(s, path)));
+        if own_spare {
+            bail!("{} is {what}: a spare of the array cannot be its journal too (`mosaic remove` frees it)", path.display());
+        }
         // Only the journal the array names is its own: another file with
-        // its identity is a copy's journal (a copy is its own array), or a
-        // former one.
+        // its identity is a copy's (a copy is its own array), or a former
+        // journal or spare.
         let named = info.as_ref().and_then(|i| i.journal.clone());
         if !force && !named.as_deref().is_some_and(|j| mosaic_array::spare::names_same(j, path)) {
+            let kind = if matches!(what, mosaic_volume::guard::Carries::Spare { .. }) { "spare" } else { "journal" };
             bail!(
-                "{} is {what}, but the array journals to {}: it is a copy's journal or a former one; use --force to overwrite it",
+                "{} is {what}, but the array journals to {}: it is a copy's {kind} or a former one; use --force to overwrite it",
                 path.display(),
                 named.as_deref().unwrap_or("nothing")
             );

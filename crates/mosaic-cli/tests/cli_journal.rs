@@ -166,6 +166,18 @@ fn a_missing_journal_shows_in_status_and_refuses_writes() {
     assert!(out.contains("now journals to") && out.contains("could not be read"), "{out}");
     let info = json(&ok(&["info", "-a", d, "--json"]));
     assert!(info["journal"].as_str().is_some_and(|j| j.ends_with("new-journal.img")), "{info}");
+    // Its own hot spare is named as such (not "a copy's journal"), even
+    // with --force, and stays a spare, byte for byte.
+    let spare = t.path().join("spare.img");
+    fs::write(&spare, vec![0u8; 4 << 20]).unwrap();
+    ok(&["add", "-a", d, "--spare", spare.to_str().unwrap()]);
+    let before = fs::read(&spare).unwrap();
+    let e = fails(&["replace-journal", "-a", d, "--journal", spare.to_str().unwrap(), "--force"]);
+    assert!(e.contains("spare.img is a hot spare") && e.contains("a spare of the array cannot be its journal"), "{e}");
+    assert!(fs::read(&spare).unwrap() == before, "the spare changed");
+    let info = json(&ok(&["info", "-a", d, "--json"]));
+    assert!(info["journal"].as_str().is_some_and(|j| j.ends_with("new-journal.img")), "{info}");
+    assert!(info["spares"].as_array().is_some_and(|v| v.len() == 1), "{info}");
     ok(&["write", "-a", d, "--offset", "8K", "--input", input.to_str().unwrap()]);
     ok(&["read", "-a", d, "--offset", "0", "--length", "16K", "--output", got.to_str().unwrap()]);
     assert_eq!(fs::read(&got).unwrap(), vec![0x3cu8; 16384]);
