@@ -47,14 +47,35 @@ impl Array {
         DATA_OFFSET + (0..g.members).map(|i| g.member_bytes(i)).max().unwrap_or(0)
     }
 
-    /// Add the device at `path` (created with the members' size when
-    /// missing) as a hot spare, its path recorded as [`hint_of`] says.
-    pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
+    /// Whether the device at `path` could be added as a hot spare, checked
+    /// without writing: not a working member, not a spare already, and,
+    /// when it exists, as large as a member.  [`Array::add_spare`] checks
+    /// the same, so a command adding several spares checks them all first.
+    pub fn check_spare(&self, path: &Path) -> Result<(), ArrayError> {
         self.check_writable()?;
         self.not_a_member(path, None)?;
         if let Some(s) = self.spares.lock().iter().find(|(_, s)| names_same(&s.path, path)) {
             return Err(ArrayError::Usage(format!("{} is a hot spare of this array already", s.1.path)));
         }
+        if path.exists() || path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+            let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+            self.fits_as_spare(m.size(), &path.display().to_string())?;
+        }
+        Ok(())
+    }
+
+    /// A spare of `size` bytes at `path` holds a member's bytes.
+    fn fits_as_spare(&self, size: u64, path: &str) -> Result<(), ArrayError> {
+        if size < self.spare_size() {
+            return Err(ArrayError::BadMember(format!("{path}: too small for a spare: {size} bytes, the array needs {}", self.spare_size())));
+        }
+        Ok(())
+    }
+
+    /// Add the device at `path` (created with the members' size when
+    /// missing) as a hot spare, its path recorded as [`hint_of`] says.
+    pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
+        self.check_spare(path)?;
         let created = !path.exists();
         let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &hint_of(path)));
         if r.is_err() && created {
@@ -66,9 +87,7 @@ impl Array {
     /// [`Array::add_spare`] with an open device.
     pub fn add_spare_with(&self, m: Arc<dyn Member>, path: &str) -> Result<(), ArrayError> {
         self.check_writable()?;
-        if m.size() < self.spare_size() {
-            return Err(ArrayError::BadMember(format!("{path}: too small for a spare: {} bytes, the array needs {}", m.size(), self.spare_size())));
-        }
+        self.fits_as_spare(m.size(), path)?;
         let spare = Spare { uuid: Uuid::new_v4(), path: path.to_string() };
         let mut label = self.superblock();
         label.role = MemberRole::Spare;

@@ -190,26 +190,26 @@ fn check_spare_args(spares: &[PathBuf]) -> Result<()> {
 
 pub fn add(a: AddArgs) -> Result<i32> {
     check_spare_args(&a.spare)?;
-    let (mut added, mut served, mut status) = (Vec::new(), false, None);
-    for s in &a.spare {
-        let drive = spare_drive(s)?;
-        let req = Request::AddSpare { drive: drive.clone(), force: a.force };
-        served = ask(&a.array, &req)?.is_some();
-        if !served {
+    let drives: Vec<PathBuf> = a.spare.iter().map(|s| spare_drive(s)).collect::<Result<_>>()?;
+    let req = Request::AddSpare { drives: drives.clone(), force: a.force };
+    let (served, status) = match ask(&a.array, &req)? {
+        Some(_) => (true, None),
+        None => {
             let vol = open(&a.array, true)?;
-            add_spare(vol.as_ref(), &drive, a.force)?;
-            status = a.json.then(|| crate::control::status(vol.as_ref(), false));
+            add_spares(vol.as_ref(), &drives, a.force)?;
+            let status = a.json.then(|| crate::control::status(vol.as_ref(), false));
             vol.close()?;
+            (false, status)
         }
-        if !a.json {
-            println!("{} is a hot spare of {}", drive.display(), a.array);
-        }
-        added.push(drive);
-    }
+    };
     if a.json {
         // Served: the server's status; else the one read before closing.
         let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
-        print_json(&serde_json::json!({ "spares": added, "served": served, "status": status }))?;
+        print_json(&serde_json::json!({ "spares": drives, "served": served, "status": status }))?;
+    } else {
+        for d in &drives {
+            println!("{} is a hot spare of {}", d.display(), a.array);
+        }
     }
     Ok(0)
 }
@@ -246,8 +246,16 @@ pub fn remove(a: RemoveArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Check `drive` (no other array's device without `--force`) and add it.
-pub(crate) fn add_spare(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
-    check_drive(vol, &spare_arg(drive)?.1, force)?;
-    Ok(vol.add_spare(drive)?)
+/// Check every one of `drives` (no other array's device without
+/// `--force`, and what the volume asks of a spare), then add them: a
+/// refused drive leaves none added.
+pub(crate) fn add_spares(vol: &dyn Volume, drives: &[PathBuf], force: bool) -> Result<()> {
+    for d in drives {
+        check_drive(vol, &spare_arg(d)?.1, force)?;
+        vol.check_spare(d)?;
+    }
+    for d in drives {
+        vol.add_spare(d)?;
+    }
+    Ok(())
 }

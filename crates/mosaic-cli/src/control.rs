@@ -64,7 +64,8 @@ pub enum Request {
     Stop,
     /// Add members and restripe (no drives: resume a grow).
     Grow { drives: Vec<PathBuf>, force: bool },
-    AddSpare { drive: PathBuf, force: bool },
+    /// Add hot spares: all of them, or none when one is refused.
+    AddSpare { drives: Vec<PathBuf>, force: bool },
     RemoveSpare { drive: PathBuf },
     /// Whether this server's array is the one whose member (or nested
     /// array's directory) is the file `dev`/`ino`: a copy of an array has
@@ -458,9 +459,11 @@ fn run(sh: &Shared, req: &Request) -> Response {
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
         }),
         Request::Grow { drives, force } => grow(sh, drives, *force),
-        Request::AddSpare { drive, force } => crate::cmd_grow::add_spare(vol, drive, *force).map(|_| {
-            sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", drive.display()) });
-            serde_json::json!({ "spare": drive })
+        Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
+            for d in drives {
+                sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", d.display()) });
+            }
+            serde_json::json!({ "spares": drives })
         }),
         Request::RemoveSpare { drive } => vol.remove_spare(drive).map(|now| {
             sh.events.emit(Event { kind: events::SPARE_REMOVED, member: None, detail: format!("{} removed as a hot spare (label erased)", drive.display()) });

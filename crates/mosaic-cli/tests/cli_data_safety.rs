@@ -367,6 +367,18 @@ fn a_refused_spare_leaves_every_drive_as_it_was() {
     let e = fails(&["add", "-a", s(&a), "--spare", s(&s1), "--spare", s(&s1)]);
     assert!(e.contains("given twice"), "{e}");
     assert!(tree(&a) == before && !s1.exists(), "a refused add changed the array");
+    // A good spare, then one too small: neither is added, and the good
+    // one (new, or an existing file) is neither created nor written.
+    for s1_exists in [false, true] {
+        if s1_exists {
+            fs::write(&s1, pattern(46, 4 << 20)).unwrap();
+        }
+        let (before, s1_before) = (tree(&a), fs::read(&s1).ok());
+        let e = fails(&["add", "-a", s(&a), "--spare", s(&s1), "--spare", s(&d.join("small"))]);
+        assert!(e.contains("small: too small for a spare"), "{e}");
+        assert!(tree(&a) == before && fs::read(&s1).ok() == s1_before, "a refused add changed the array or its first spare");
+        assert_eq!(json(&ok(&["info", "-a", s(&a), "--json"]))["spares"], serde_json::json!([]));
+    }
     let g1 = d.join("g1");
     let e = fails(&["grow", "-a", s(&a), "--add", s(&g1), "--add", &format!("{}/./g1", d.display())]);
     assert!(e.contains("given twice as --add"), "{e}");

@@ -335,6 +335,16 @@ impl Volume for DvsVolume {
         self.adopt(idx, drive)
     }
 
+    fn check_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("adding a spare")?;
+        let a = self.lock();
+        self.not_a_member(drive, None, a.geo().n)?;
+        if drive.exists() {
+            a.check_spare(&ZonedFile::open(drive).map_err(mosaic_dvs::DvsError::from)?)?;
+        }
+        Ok(())
+    }
+
     fn add_spare(&self, drive: &Path) -> Result<()> {
         self.check_writable("adding a spare")?;
         let mut a = self.lock();

@@ -208,6 +208,9 @@ impl Volume for Array {
     fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
         Ok(Array::grow_continue(self, progress, opts)?)
     }
+    fn check_spare(&self, drive: &Path) -> Result<()> {
+        Ok(Array::check_spare(self, drive)?)
+    }
     fn add_spare(&self, drive: &Path) -> Result<()> {
         Ok(Array::add_spare(self, drive)?)
     }
@@ -323,6 +326,9 @@ impl Volume for CachedVolume {
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         self.sync()?;
         Ok(self.cv.array().scrub(repair, progress)?)
+    }
+    fn check_spare(&self, drive: &Path) -> Result<()> {
+        Ok(self.cv.array().check_spare(drive)?)
     }
     fn add_spare(&self, drive: &Path) -> Result<()> {
         Ok(self.cv.array().add_spare(drive)?)

@@ -232,9 +232,15 @@ pub trait Volume: Send + Sync {
     fn grow_continue(&self, _progress: &dyn Fn(u64, u64), _opts: GrowOptions) -> Result<GrowReport> {
         Err(VolumeError::Usage("no grow is in progress".into()))
     }
-    /// Add the device at `drive` (created when missing) as a hot spare.
-    fn add_spare(&self, _drive: &Path) -> Result<()> {
+    /// Whether [`Volume::add_spare`] would take `drive`, checked without
+    /// writing anything: a command adding several spares checks them all
+    /// before it adds the first, so a refused one leaves none added.
+    fn check_spare(&self, _drive: &Path) -> Result<()> {
         Err(VolumeError::Usage(format!("a {} array takes no hot spares (fixed arrays do)", self.info().kind)))
+    }
+    /// Add the device at `drive` (created when missing) as a hot spare.
+    fn add_spare(&self, drive: &Path) -> Result<()> {
+        self.check_spare(drive)
     }
     /// Remove the hot spare at `drive`: the array stops listing it and its
     /// label is erased, so the device is free for any array again.  Where

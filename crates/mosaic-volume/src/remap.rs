@@ -494,6 +494,10 @@ impl Volume for RemapVolume {
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Volume::scrub(self.inner.as_ref(), repair, progress)
     }
+    fn check_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("add a spare")?;
+        Volume::check_spare(self.inner.as_ref(), drive)
+    }
     /// Spares are the inner array's: they stand in for its drives.
     fn add_spare(&self, drive: &Path) -> Result<()> {
         self.check_writable("add a spare")?;

@@ -446,6 +446,16 @@ impl Drop for TierVolume {
 /// Default idle time before movement when the policy names none.
 const DEFAULT_IDLE_NS: u64 = 100_000_000;
 
+/// A tier spare's side and path: it is named `fast:PATH` or `slow:PATH`.
+fn spare_side(drive: &Path) -> Result<(usize, PathBuf)> {
+    let d = drive.to_string_lossy();
+    match (d.strip_prefix("fast:"), d.strip_prefix("slow:")) {
+        (Some(p), _) => Ok((FAST, PathBuf::from(p))),
+        (_, Some(p)) => Ok((SLOW, PathBuf::from(p))),
+        _ => Err(VolumeError::Usage(format!("a tier array's spare stands in for a fast or a slow drive: name it fast:{d} or slow:{d}"))),
+    }
+}
+
 fn map_lost() -> VolumeError {
     VolumeError::Tier("the tier map could not be read back after a failed program: reopen the array".into())
 }
@@ -606,17 +616,17 @@ impl Volume for TierVolume {
         }
         Ok(merge_rebuild(reps))
     }
+    fn check_spare(&self, drive: &Path) -> Result<()> {
+        self.check_writable("add a spare")?;
+        let (side, path) = spare_side(drive)?;
+        Ok(self.inner[side].check_spare(&path)?)
+    }
     /// A spare belongs to one tier: the drive is named `fast:PATH` or
     /// `slow:PATH`.
     fn add_spare(&self, drive: &Path) -> Result<()> {
         self.check_writable("add a spare")?;
-        let d = drive.to_string_lossy();
-        let (side, path) = match (d.strip_prefix("fast:"), d.strip_prefix("slow:")) {
-            (Some(p), _) => (FAST, p),
-            (_, Some(p)) => (SLOW, p),
-            _ => return Err(VolumeError::Usage(format!("a tier array's spare stands in for a fast or a slow drive: name it fast:{d} or slow:{d}"))),
-        };
-        Ok(self.inner[side].add_spare(Path::new(path))?)
+        let (side, path) = spare_side(drive)?;
+        Ok(self.inner[side].add_spare(&path)?)
     }
     /// The spare is found on either side; `fast:` or `slow:` before the
     /// path, as `add_spare` takes it, is accepted too.

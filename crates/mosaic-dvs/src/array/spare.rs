@@ -81,21 +81,29 @@ impl DvsArray {
         self.spares.iter().map(|s| SpareInfo { uuid: s.uuid, source: s.at, describe: s.dev.describe() }).collect()
     }
 
-    /// Add `dev` (zones like the members') as a hot spare; its UUID.
-    pub fn add_spare(&mut self, dev: Arc<dyn ZonedMember>) -> Result<Uuid, DvsError> {
-        self.check_ok()?;
-        self.settle()?;
+    /// Whether `dev` could be added as a hot spare, checked without
+    /// writing: room for one more, zones like the members', and not in
+    /// this array already.  [`DvsArray::add_spare`] checks the same.
+    pub fn check_spare(&self, dev: &dyn ZonedMember) -> Result<(), DvsError> {
         if self.spares.len() >= MAX_SPARES {
             return Err(DvsError::Other(format!("the array has {MAX_SPARES} hot spares already, the most a DVS array holds")));
         }
-        check_zones(&self.geo.cfg, "the spare", dev.as_ref())?;
-        if let (Ok(Ok(l)), _) = counted_label(dev.as_ref()) {
+        check_zones(&self.geo.cfg, "the spare", dev)?;
+        if let (Ok(Ok(l)), _) = counted_label(dev) {
             let ours = l.array_uuid == self.label.array_uuid;
             let member = self.label.member_uuids.iter().position(|u| *u == l.member_uuid);
             if ours && (member.is_some_and(|m| !matches!(self.state(m), MemberState::Failed)) || self.spare_uuids().contains(&l.member_uuid)) {
                 return Err(DvsError::Other(format!("{} is in this array already", dev.describe())));
             }
         }
+        Ok(())
+    }
+
+    /// Add `dev` (zones like the members') as a hot spare; its UUID.
+    pub fn add_spare(&mut self, dev: Arc<dyn ZonedMember>) -> Result<Uuid, DvsError> {
+        self.check_ok()?;
+        self.settle()?;
+        self.check_spare(dev.as_ref())?;
         let uuid = Uuid::new_v4();
         // Both label slots, so the label outlives any later write of one.
         let events = self.meta.events;
