@@ -39,6 +39,18 @@ pub const LEVELS: &[(&str, &str, &str)] = &[
     ("remap", "remap", "remapped inner array (--inner), see mosaic adapt"),
 ];
 
+/// Whether `create` knows `level` (lower-case): an unknown name is
+/// refused with every level [`LEVELS`] lists, not only the fixed ones; a
+/// known family with bad numbers keeps its own parser's message.
+fn known_level(level: &str) -> Result<()> {
+    let family = level.split(':').next().unwrap_or(level);
+    if matches!(level, "tier" | "remap") || matches!(family, "dvs" | "rs" | "cbro") || level.parse::<Level>().is_ok() {
+        return Ok(());
+    }
+    let names: Vec<&str> = LEVELS.iter().map(|(s, _, _)| *s).collect();
+    bail!("unknown level {level:?}: expected one of {} (mosaic create --help says what each is)", names.join(", "))
+}
+
 /// `--level`'s help: the names (short) or a line per level (long, each
 /// description wrapped to fit 80 columns below clap's indent of 10).
 fn level_help(long: bool) -> String {
@@ -321,7 +333,10 @@ pub(crate) fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
 
 /// `mosaic create`: refuse to overwrite another array's files, check the
 /// sizes, create; when anything fails, remove what this create made.
-pub fn create(a: CreateArgs) -> Result<i32> {
+pub fn create(mut a: CreateArgs) -> Result<i32> {
+    // Level names are case-blind, as the fixed levels' parser is.
+    a.level = a.level.trim().to_ascii_lowercase();
+    known_level(&a.level)?;
     let made = Snapshot::take(&create_roots(&a));
     let r = preflight(&a).and_then(|_| create_array(&a));
     if r.is_err() {

@@ -280,6 +280,15 @@ fn a_failed_create_leaves_no_files_behind() {
     let e = fails(&["create", "-a", s(&big), "--level", "rs:4+0", "--member-size", "4M"]);
     assert!(e.contains("no code members") && e.contains("use raid0"), "{e}");
     assert!(!big.exists(), "the failed create left {}", big.display());
+    // An unknown level is answered with every level create takes; names
+    // are case-blind for every kind, as for the fixed ones.
+    for bad in ["foo", "tier:3", "remapx"] {
+        let e = fails(&["create", "-a", s(&big), "--level", bad]);
+        assert!(e.contains(&format!("unknown level {bad:?}")) && e.contains("dvs[:2], tier, remap"), "{e}");
+    }
+    let e = fails(&["create", "-a", s(&big), "--level", "Tier"]);
+    assert!(e.contains("--level tier needs --fast"), "{e}");
+    assert!(!big.exists(), "the failed create left {}", big.display());
 }
 
 #[test]
