@@ -118,7 +118,7 @@ fn served() -> Result<Vec<serde_json::Value>> {
         match control::ask_socket(&s, &Request::Status) {
             Ok(Some(b)) => out.push(b),
             Ok(None) => {}
-            Err(e) => tracing::warn!("mosaic status: {e:#}"),
+            Err(e) => tracing::warn!("mosaic status: {}", crate::exit::error_text(&e)),
         }
     }
     Ok(out)

@@ -42,7 +42,8 @@ pub fn replace_journal(a: ReplaceJournalArgs) -> Result<i32> {
     }
     let spec = ArraySpec::parse(&a.array)?;
     check_journal_path(&spec, &a.journal, a.force)?;
-    let dev = Device::open_or_create(&a.journal, a.journal_size).map_err(|e| anyhow::anyhow!("{}: {e}", a.journal.display()))?;
+    // The device's error names its path already.
+    let dev = Device::open_or_create(&a.journal, a.journal_size)?;
     dev.lock(true)?;
     let hint = std::fs::canonicalize(&a.journal).unwrap_or_else(|_| a.journal.clone()).display().to_string();
     let r = Array::replace_journal(&spec, Arc::new(dev), hint.clone(), a.force)?;

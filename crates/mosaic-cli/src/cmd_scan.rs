@@ -82,6 +82,11 @@ pub fn wipe(a: WipeArgs) -> Result<i32> {
 /// `mosaic examine`: one member's label (identity, event counter, the
 /// layout its policy records).  Exit 1 when the path carries nothing.
 pub fn examine(a: ExamineArgs) -> Result<i32> {
+    // identify() takes a missing path as carrying nothing (a new file is
+    // free to create); a path to examine must exist.
+    if !a.member.to_str().is_some_and(mosaic_dev::nbd::is_uri) && std::fs::symlink_metadata(&a.member).is_err() {
+        bail!("{}: no such file or directory", a.member.display());
+    }
     let what = guard::identify(&a.member)?;
     let label = if a.member.is_file() || guard::is_block(&a.member) || a.member.to_str().is_some_and(mosaic_dev::nbd::is_uri) { guard::member_label(&a.member)? } else { None };
     if a.json {

@@ -478,7 +478,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
     };
     match r {
         Ok(body) => Response { ok: true, error: None, body },
-        Err(e) => Response { ok: false, error: Some(format!("{e:#}")), body: serde_json::Value::Null },
+        Err(e) => Response { ok: false, error: Some(crate::exit::error_text(&e)), body: serde_json::Value::Null },
     }
 }
 
@@ -532,7 +532,7 @@ fn supervise(sh: Arc<Shared>) {
         if idle && !grow_tried && sh.vol.grow_pending().is_some() {
             grow_tried = true;
             if let Err(e) = maintain(&sh, "grow", |tick| grow_body(&sh, tick)) {
-                tracing::warn!("mosaic serve: grow: {e:#}");
+                tracing::warn!("mosaic serve: grow: {}", crate::exit::error_text(&e));
             }
             continue;
         }
@@ -554,7 +554,7 @@ fn supervise(sh: Arc<Shared>) {
                 Ok(_) => spare_rebuild = false,
                 Err(e) if e.to_string().contains("nothing to rebuild") => spare_rebuild = false,
                 Err(e) => {
-                    tracing::warn!("mosaic serve: rebuild onto the spare: {e:#}");
+                    tracing::warn!("mosaic serve: rebuild onto the spare: {}", crate::exit::error_text(&e));
                     std::thread::sleep(Duration::from_secs(1));
                 }
             }

@@ -199,7 +199,7 @@ fn main() {
     match res {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", exit::error_text(&e));
             std::process::exit(1);
         }
     }

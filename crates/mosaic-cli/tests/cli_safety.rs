@@ -507,3 +507,32 @@ fn serve_demo_never_writes_over_another_arrays_journal() {
     assert!(fs::read(demo.join("journal.img")).unwrap() == before, "the other array's journal was written");
     assert!(!demo.join("member-00.img").exists());
 }
+
+/// An error says each thing once: a path, an I/O error that its error
+/// type both shows and chains, a nonexistent array.
+#[test]
+fn an_error_names_each_thing_once() {
+    let t = tempfile::tempdir().unwrap();
+    let once = |e: &str, what: &str| assert_eq!(e.matches(what).count(), 1, "{what:?} in {e}");
+    let none = t.path().join("none");
+    let e = fails(&["info", "-a", s(&none)]);
+    assert_eq!(e.trim_end(), format!("error: no array at {}: no such file or directory", none.display()));
+    let o = mosaic(&["examine", s(&none)]);
+    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stdout).to_string()), (Some(1), String::new()));
+    assert_eq!(stderr(&o).trim_end(), format!("error: {}: no such file or directory", none.display()));
+    let a = t.path().join("a");
+    raid5(&a);
+    let nodir = t.path().join("nodir");
+    let e = fails(&["replace-journal", "-a", s(&a), "--journal", s(&nodir.join("j"))]);
+    once(&e, "nodir/j");
+    ok(&["fail", "-a", s(&a), "--member", "0"]);
+    let e = fails(&["replace", "-a", s(&a), "--member", "0", "--drive", s(&nodir.join("x"))]);
+    once(&e, "nodir/x");
+    once(&e, "No such file");
+    let z = t.path().join("z");
+    dvs(&z);
+    let junk = t.path().join("junk");
+    fs::write(&junk, vec![0u8; 1 << 20]).unwrap();
+    let e = fails(&["add", "-a", s(&z), "--spare", s(&junk)]);
+    once(&e, "not an emulated zoned drive");
+}

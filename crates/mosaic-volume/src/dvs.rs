@@ -159,7 +159,7 @@ impl DvsVolume {
         if same_file(drive, &slot) {
             return Ok(slot);
         }
-        let moved = |e: io::Error, step: String| VolumeError::Io { what: format!("{what} is now {}, but {step} failed (do it before the array is next opened)", drive.display()), source: e };
+        let moved = |e: io::Error, step: String| VolumeError::Io { what: format!("{what} is now {}, but {step} failed (do it before the array is next opened)", drive.display()), err: e };
         if slot.exists() {
             let aside = dir.join(format!("{name}.replaced"));
             std::fs::rename(&slot, &aside).map_err(|e| moved(e, format!("moving {} to {}", slot.display(), aside.display())))?;
@@ -385,7 +385,7 @@ impl Volume for DvsVolume {
         // The directory offers every dvs-*.zoned file at open: set it aside.
         let Some(dir) = self.dir.as_ref().filter(|d| path.parent() == Some(d.as_path())) else { return Ok(path) };
         let aside = dir.join(format!("{}.removed", path.file_name().unwrap_or_default().to_string_lossy()));
-        std::fs::rename(&path, &aside).map_err(|e| VolumeError::Io { what: format!("the spare is removed and its label erased, but moving {} to {} failed", path.display(), aside.display()), source: e })?;
+        std::fs::rename(&path, &aside).map_err(|e| VolumeError::Io { what: format!("the spare is removed and its label erased, but moving {} to {} failed", path.display(), aside.display()), err: e })?;
         Ok(aside)
     }
 

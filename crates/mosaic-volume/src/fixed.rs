@@ -116,7 +116,7 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
     let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
     if created {
         let size = DATA_OFFSET + geo.member_bytes(idx);
-        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating {}", drive.display()), source: e })?;
+        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating a new member {idx}"), err: e })?;
     }
     let r = arr.replace(idx, drive);
     if r.is_err() && created {

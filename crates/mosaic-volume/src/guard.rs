@@ -281,7 +281,7 @@ fn remote_head(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> VolumeError {
-    VolumeError::Io { what: path.display().to_string(), source }
+    VolumeError::Io { what: path.display().to_string(), err: source }
 }
 
 /// The check before opening `path` for writing: refused when it carries

@@ -67,13 +67,10 @@ pub enum VolumeError {
     #[error("{0}")]
     Usage(String),
     /// A file operation of the volume itself (e.g. moving a new drive
-    /// into place) failed.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// into place) failed.  The error is shown, not chained as a source:
+    /// `{:#}` would print it twice.
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
 }
 
 pub type Result<T, E = VolumeError> = std::result::Result<T, E>;
@@ -300,6 +297,7 @@ impl IdleClock {
 /// Open the array named by `spec` (a directory or a comma list of
 /// members), whatever its kind.
 pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
+    something_there(spec)?;
     if remap::is_remap(spec) {
         return Ok(Box::new(RemapVolume::open(Path::new(spec.trim()), writable)?));
     }
@@ -313,9 +311,20 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
     Ok(Box::new(Array::open(&spec, writable)?))
 }
 
+/// A spec of one path names something that exists: else there is no
+/// array to find, and saying so beats "no member of any array found".
+fn something_there(spec: &str) -> Result<()> {
+    let one = spec.trim();
+    if !one.is_empty() && !one.contains(',') && !mosaic_dev::nbd::is_uri(one) && std::fs::symlink_metadata(one).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Err(VolumeError::Usage(format!("no array at {one}: no such file or directory")));
+    }
+    Ok(())
+}
+
 /// Open a fixed-geometry array behind the small-write caches of `cfg`
 /// (write-back through the array's journal, write-through without one).
 pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<dyn Volume>> {
+    something_there(spec)?;
     if remap::is_remap(spec) {
         return Err(VolumeError::Usage("the small-write caches are for fixed-geometry arrays, not remapped ones".into()));
     }

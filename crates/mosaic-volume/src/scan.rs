@@ -117,12 +117,12 @@ pub fn scan_with_progress(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Res
 /// Files and block devices under `p` (directories to a depth of 8; symbolic
 /// links to directories are not followed, so no loop).
 fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
-    let meta = std::fs::symlink_metadata(p).map_err(|e| crate::VolumeError::Io { what: p.display().to_string(), source: e })?;
+    let meta = std::fs::symlink_metadata(p).map_err(|e| crate::VolumeError::Io { what: p.display().to_string(), err: e })?;
     if meta.is_dir() {
         if depth >= 8 {
             return Ok(());
         }
-        let rd = std::fs::read_dir(p).map_err(|e| crate::VolumeError::Io { what: p.display().to_string(), source: e })?;
+        let rd = std::fs::read_dir(p).map_err(|e| crate::VolumeError::Io { what: p.display().to_string(), err: e })?;
         let mut names: Vec<PathBuf> = rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
         names.sort();
         for n in names {
