@@ -127,10 +127,15 @@ impl CacheVolume {
         let cache = CachedArray::new(&arr.layout(), cfg)?.with_bytes()?;
         let write_back = match arr.journal() {
             Some(j) => {
-                // Between checkpoints (at half the ring) a write adds its
-                // logical record and destages (each at most about twice the
-                // write cache in records), and a checkpoint destages all.
-                let need = 8 * (cfg.write_cache + cfg.parity_cache) + (4 << 20);
+                let Some(need) = CacheVolume::journal_needed(&cfg) else {
+                    return Err(ArrayError::Usage(format!(
+                        "a write-back {} cache of {} + {} bytes needs a journal of 8 x their sum + 4 MiB, more than 2^64 bytes: give caches of at most {} bytes together",
+                        cfg.policy.name(),
+                        cfg.write_cache,
+                        cfg.parity_cache,
+                        (u64::MAX - (4 << 20)) / 8
+                    )));
+                };
                 if j.capacity() < need {
                     return Err(ArrayError::Usage(format!(
                         "journal {} holds {} bytes; a write-back {} cache of {} + {} bytes needs at least {need}",
@@ -147,6 +152,16 @@ impl CacheVolume {
             None => false,
         };
         Ok(CacheVolume { arr, cache: Mutex::new(cache), write_back, logged: Mutex::new(Default::default()), stopped: OnceLock::new() })
+    }
+
+    /// Journal bytes a write-back volume with `cfg`'s caches needs:
+    /// between checkpoints (at half the ring) a write adds its logical
+    /// record and destages (each at most about twice the write cache in
+    /// records), and a checkpoint destages all; so 8 x (write cache +
+    /// parity cache) + 4 MiB.  `None` when that is past `u64` (caches
+    /// given in bytes may be anything up to 16 EiB each).
+    pub fn journal_needed(cfg: &CacheConfig) -> Option<u64> {
+        cfg.write_cache.checked_add(cfg.parity_cache)?.checked_mul(8)?.checked_add(4 << 20)
     }
 
     pub fn array(&self) -> &Array {
@@ -578,5 +593,46 @@ impl Drop for CacheVolume {
         if self.close().is_err() {
             self.arr.abandon();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CreateOptions;
+    use mosaic_core::Level;
+    use mosaic_dev::{MemMember, Member};
+    use std::sync::Arc;
+
+    /// raid5 4+1 on small RAM members, with a 16 MiB RAM journal or none.
+    fn raid5(journal: bool) -> Array {
+        let size = crate::DATA_OFFSET + (256 << 10);
+        let mems = (0..5).map(|i| (Arc::new(MemMember::new(format!("m{i}"), size)) as Arc<dyn Member>, format!("mem{i}"))).collect();
+        let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let j = journal.then(|| (Arc::new(MemMember::new("journal", 16 << 20)) as Arc<dyn Member>, "mem-journal".to_string()));
+        Array::create_with_journal(mems, &o, true, j).unwrap()
+    }
+
+    /// Caches of an exabyte and more: the journal they would need, 8 x
+    /// (write cache + parity cache) + 4 MiB, is past 2^64 bytes.  It
+    /// overflowed (a panic with overflow checks, else a wrap to a few MiB
+    /// that a 16 MiB journal passed, taking a 1 EiB write-back cache); now
+    /// it is a usage error that says so and names the limit.  Without a
+    /// journal nothing is sized from them: the write-through volume works.
+    #[test]
+    fn cached_huge_cache_sizes_are_refused_for_write_back_not_overflowed() {
+        assert_eq!(CacheVolume::journal_needed(&CacheConfig::uniform(CachePolicy::Ppc, 1 << 20)), Some(20 << 20));
+        for bytes in [1 << 60, u64::MAX / 2, u64::MAX] {
+            assert_eq!(CacheVolume::journal_needed(&CacheConfig::uniform(CachePolicy::PpcData, bytes)), None, "{bytes}");
+            let e = CacheVolume::new(raid5(true), CacheConfig::uniform(CachePolicy::PpcData, bytes)).err().expect("refused");
+            assert!(matches!(e, ArrayError::Usage(_)), "{e:?}");
+            let e = e.to_string();
+            assert!(e.contains(&format!("ppc+data cache of {bytes} + {bytes} bytes")) && e.contains("more than 2^64 bytes") && e.contains("at most 2305843009213169663 bytes"), "{e}");
+        }
+        let v = CacheVolume::new(raid5(false), CacheConfig::uniform(CachePolicy::PpcData, u64::MAX)).unwrap();
+        v.write(8192, &[7u8; 4096]).unwrap();
+        let mut b = vec![0u8; 4096];
+        v.read(8192, &mut b).unwrap();
+        assert_eq!(b, vec![7u8; 4096]);
     }
 }

@@ -222,6 +222,23 @@ fn a_small_journal_is_refused_for_a_big_cache() {
     assert!(e.contains("write-back ppc+data cache"), "{e}");
 }
 
+/// Cache sizes near 2^60 and past (given in bytes, e.g. `serve
+/// --cache-size 1E`): the journal a write-back volume needs for them is
+/// past 2^64 bytes.  Computing it overflowed (a panic, or a wrap to 4 MiB
+/// that let a 16 MiB journal take an exabyte cache); it is refused.
+#[test]
+fn cached_sizes_past_an_exabyte_are_refused_not_overflowed() {
+    let uniform = [1u64 << 60, u64::MAX / 2, u64::MAX].map(|b| CacheConfig::uniform(CachePolicy::Fpc, b));
+    // A parity cache alone past 2^61 bytes, beside a 1 MiB write cache.
+    let parity = [1u64 << 61, u64::MAX].map(|b| CacheConfig { write_cache: 1 << 20, ..CacheConfig::uniform(CachePolicy::Ppc, b) });
+    for cfg in uniform.into_iter().chain(parity) {
+        let (_rig, arr) = make("raid5", 5, true);
+        let e = CacheVolume::new(arr, cfg).err().unwrap_or_else(|| panic!("{cfg:?} accepted")).to_string();
+        assert!(e.contains("needs a journal of 8 x their sum + 4 MiB, more than 2^64 bytes"), "{cfg:?}: {e}");
+        assert!(e.contains(&format!("cache of {} + {} bytes", cfg.write_cache, cfg.parity_cache)), "{e}");
+    }
+}
+
 /// The in-flight write may be torn at unit granularity (a write that
 /// bypasses the cache is journaled stripe by stripe, like a large
 /// `Array::write`): every 4 KiB block is the acknowledged bytes or the
