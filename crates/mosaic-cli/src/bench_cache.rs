@@ -21,14 +21,15 @@ use crate::util::{cpu_seconds, human, median, print_json, ram, size, table};
 #[derive(Args)]
 pub struct CacheBenchArgs {
     /// Random 4 KiB writes per measurement (a fixed count, so every run
-    /// does the same device operations)
-    #[arg(long, default_value_t = 100_000)]
+    /// does the same device operations; 1 to 100 million)
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=MAX_WRITES))]
     pub writes: u64,
-    /// Runs; rates are their medians
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
-    /// Size of each cache structure (write cache, parity cache, old-data buffer)
-    #[arg(long, value_parser = size, default_value = "1M")]
+    /// Runs (1 to 100); rates are their medians
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeat: u16,
+    /// Size of each cache structure (write cache, parity cache, old-data
+    /// buffer): at least one 4 KiB page
+    #[arg(long, value_parser = cache_size, default_value = "1M")]
     pub cache_size: u64,
     /// Span the random 4 KiB writes address (at least one 4 KiB page, at
     /// most the array's capacity)
@@ -60,6 +61,19 @@ fn footprint(s: &str) -> Result<u64, String> {
     }
 }
 
+/// clap value parser of `--cache-size`: a size of at least one page (the
+/// array's unit: the write cache holds whole pages, the parity cache a
+/// page of code a row).
+fn cache_size(s: &str) -> Result<u64, String> {
+    match size(s).map_err(|e| e.to_string())? {
+        b if b < PAGE => Err(format!("{s:?}: each cache must hold at least one page, 4 KiB")),
+        b => Ok(b),
+    }
+}
+
+/// The most `--writes` a measurement makes (each run of every
+/// configuration makes them all).
+const MAX_WRITES: u64 = 100_000_000;
 /// The random writes' size and alignment.
 const PAGE: u64 = 4096;
 /// Each of the array's 5 RAM members.
@@ -232,6 +246,18 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
             (format!("--cache-size {} x 3 caches", human(a.cache_size)), a.cache_size.saturating_mul(3)),
         ],
     )?;
+    // A write-back cache needs a journal that holds it many times over
+    // (the volume's own check, said in the bench's flags before anything
+    // is made).
+    let need = CacheVolume::journal_needed(&CacheConfig::uniform(CachePolicy::PpcData, a.cache_size)).and_then(|n| n.checked_add(mosaic_array::journal::HEADER_BYTES));
+    if need.map_or(true, |n| a.journal_size < n) {
+        let need = need.map_or_else(|| format!("over {}", human(u64::MAX)), |n| format!("{} ({n} bytes)", human(n)));
+        anyhow::bail!(
+            "--journal-size {} is too small for --cache-size {}: the write-back caches need a journal of at least 8 x (write cache + parity cache) + 4 MiB and its 4 KiB header, {need}",
+            human(a.journal_size),
+            human(a.cache_size)
+        );
+    }
     let make = |p: &Option<CachePolicy>| volume(*p, a.cache_size, a.journal_size);
     let first = make(&None)?;
     let cap = first.array().capacity();
@@ -244,7 +270,7 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
     // Runs interleave the configurations, so a slow spell of the machine
     // hits them all alike.
     let mut samples: Vec<[Vec<Sample>; 2]> = configs.iter().map(|_| [vec![], vec![]]).collect();
-    for _ in 0..a.repeat.max(1) {
+    for _ in 0..a.repeat {
         for (i, (_, p)) in configs.iter().enumerate() {
             samples[i][0].push(measure(make(p)?, |v| random_writes(v, a.writes, a.footprint))?);
             if !a.random_only {
@@ -270,7 +296,7 @@ pub fn run(a: CacheBenchArgs) -> Result<i32> {
         return Ok(0);
     }
     println!("raid5 4+1 on RAM members, unit 4 KiB, RAM journal of {}; caches {} each (write-back)", human(a.journal_size), human(a.cache_size));
-    println!("medians of {} runs; \"vs no cache\" compares operations per CPU second", a.repeat.max(1));
+    println!("medians of {} runs; \"vs no cache\" compares operations per CPU second", a.repeat);
     let mut t = vec![vec!["workload".into(), "config".into(), "ops/s".into(), "ops/CPU s".into(), "vs no cache".into(), "dev r/write".into(), "dev w/write".into(), "records/write".into(), "checkpoints".into()]];
     for r in &rows {
         t.push(vec![

@@ -45,8 +45,9 @@ pub struct DvsBenchArgs {
     /// Seconds per random-write measurement
     #[arg(long, default_value = "1", value_parser = crate::cmd_bench::bench_seconds)]
     pub seconds: Duration,
-    /// Size of each member
-    #[arg(long, value_parser = size, default_value = "64M")]
+    /// Size of each member: a whole number of 4 MiB zones, at least 12
+    /// MiB (the bench needs room for it, 6 times, in its scratch directory)
+    #[arg(long, value_parser = member_size, default_value = "64M")]
     pub member_size: u64,
     /// Writers issuing the random writes at once (queue depth): DVS
     /// writes that meet share one journal write and flush per member,
@@ -99,6 +100,20 @@ struct Row {
 
 const UNIT: u64 = 64 << 10;
 const ZONE: u64 = 4 << 20;
+/// The smallest member: 3 zones (fewer leave a DVS array with its cache no
+/// zone for data besides its metadata and journal).
+const MIN_MEMBER: u64 = 3 * ZONE;
+/// raid5's journal, a file beside its members.
+const RAID5_JOURNAL: u64 = 64 << 20;
+
+/// clap value parser of `--member-size`: whole zones, at least
+/// [`MIN_MEMBER`].
+fn member_size(s: &str) -> Result<u64, String> {
+    match size(s).map_err(|e| e.to_string())? {
+        b if b < MIN_MEMBER || b % ZONE != 0 => Err(format!("{s:?}: give a whole number of {} zones, at least {} (3 zones)", human(ZONE), human(MIN_MEMBER))),
+        b => Ok(b),
+    }
+}
 
 /// Fail member 1, put a new file in, rebuild: member bytes written per second.
 fn rebuild(v: &dyn Volume, dir: &Path) -> Result<f64> {
@@ -120,7 +135,7 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
     std::fs::create_dir_all(dir)?;
     if scheme == "raid5" {
         let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: Some(member_size), unit: UNIT, block: 4096, force: true, assume_clean: true };
-        Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), 64 << 20)))?.close()?;
+        Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), RAID5_JOURNAL)))?.close()?;
     } else {
         let cache = if scheme == "dvs" { 0 } else { (16 << 20) / UNIT };
         let spec = files::CreateSpec { members: 5, member_size, chunk: UNIT, block: 4096, zone_size: ZONE, parity: 1, cache_chunks: cache };
@@ -129,12 +144,18 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
     Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
 }
 
+/// Where [`scratch`] makes its directory: /dev/shm (RAM) when it exists,
+/// else the temporary directory.
+pub fn scratch_base() -> std::path::PathBuf {
+    match std::fs::metadata("/dev/shm") {
+        Ok(m) if m.is_dir() => "/dev/shm".into(),
+        _ => std::env::temp_dir(),
+    }
+}
+
 /// A scratch directory: in RAM when /dev/shm exists.
 pub fn scratch() -> Result<tempfile::TempDir> {
-    match std::fs::metadata("/dev/shm") {
-        Ok(m) if m.is_dir() => Ok(tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir())?),
-        _ => Ok(tempfile::tempdir()?),
-    }
+    Ok(tempfile::tempdir_in(scratch_base()).or_else(|_| tempfile::tempdir())?)
 }
 
 /// MiB/s of 1 MiB writes over `[0, footprint)`, flushed.
@@ -273,6 +294,16 @@ fn rows(samples: &[Sample]) -> Vec<Row> {
 
 pub fn run(a: DvsBenchArgs) -> Result<i32> {
     let dur = a.seconds;
+    // One scheme's files at a time, every one filled: the fill writes
+    // the whole capacity, the rebuild a whole replacement member.
+    let (files, which) = if a.random_only { (5, "5 members") } else { (6, "5 members and a rebuild's replacement") };
+    crate::util::check_space(
+        &scratch_base(),
+        &[
+            (format!("--member-size {} x {files} ({which})", human(a.member_size)), a.member_size.saturating_mul(files)),
+            (format!("raid5's journal of {}", human(RAID5_JOURNAL)), RAID5_JOURNAL),
+        ],
+    )?;
     let mut counts: Vec<u16> = Vec::new();
     for &t in &a.threads {
         if !counts.contains(&t) {

@@ -29,7 +29,7 @@ use mosaic_core::Level;
 use mosaic_tier::policy::PolicyConfig;
 use mosaic_volume::{InnerSpec, TierCreate, TierVolume, Volume};
 
-use crate::bench_dvs::{random, scratch, sequential};
+use crate::bench_dvs::{random, scratch, scratch_base, sequential};
 use crate::util::{human, print_json, size, table};
 
 #[derive(Args)]
@@ -37,8 +37,9 @@ pub struct TierBenchArgs {
     /// Seconds of 4 KiB random writes per scheme
     #[arg(long, default_value = "2", value_parser = crate::cmd_bench::bench_seconds)]
     pub seconds: Duration,
-    /// Size of each fast member (the slow members are 2x)
-    #[arg(long, value_parser = size, default_value = "64M")]
+    /// Size of each fast member (the slow members are 2x): at least 3.5
+    /// MiB (the bench needs room for it, 28 times, in its scratch directory)
+    #[arg(long, value_parser = member_size, default_value = "64M")]
     pub member_size: u64,
     /// Print the measurements as JSON
     #[arg(long)]
@@ -57,12 +58,37 @@ struct Row {
 
 const UNIT: u64 = 64 << 10;
 const SCHEMES: [&str; 3] = ["tier", "slow alone", "fast alone"];
+/// Each inner array's journal, a file beside its members.
+const JOURNAL: u64 = 64 << 20;
+/// The smallest fast member: past its 1 MiB header, the fast tier's 1 MiB
+/// label area and its map, room for the bench's 1 MiB writes (a smaller
+/// one is refused by the tier, or takes no write that size).
+const MIN_MEMBER: u64 = 3584 << 10;
+/// The largest fast member: a slow member is twice its size, and a file
+/// ends below 8 EiB.
+const MAX_MEMBER: u64 = (i64::MAX as u64) / 2;
+/// Member files of all three schemes at once, in fast members: the
+/// tier's 2 fast and 6 slow (each 2 fast), and the same arrays alone.
+const FILES: u64 = 2 + 6 * 2 + 6 * 2 + 2;
+
+/// clap value parser of `--member-size`: from [`MIN_MEMBER`] to
+/// [`MAX_MEMBER`].
+fn member_size(s: &str) -> Result<u64, String> {
+    match size(s).map_err(|e| e.to_string())? {
+        b if !(MIN_MEMBER..=MAX_MEMBER).contains(&b) => Err(format!(
+            "{s:?}: give at least {} (the fast tier's header, label area and map, and room for a 1 MiB write) and at most {} (a slow member, twice the size, must fit a file)",
+            human(MIN_MEMBER),
+            human(MAX_MEMBER)
+        )),
+        b => Ok(b),
+    }
+}
 
 /// One inner-style array alone, with its journal, opened as a volume.
 fn plain(dir: &Path, level: Level, members: usize, member_size: u64) -> Result<Box<dyn Volume>> {
     std::fs::create_dir_all(dir)?;
     let o = CreateOptions { level, members: Some(members), member_size: Some(member_size), unit: UNIT, block: 4096, force: true, assume_clean: true };
-    Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), 64 << 20)))?.close()?;
+    Array::create_journaled(&ArraySpec::Dir(dir.to_path_buf()), &o, Some((&dir.join("journal.img"), JOURNAL)))?.close()?;
     Ok(mosaic_volume::open(&dir.display().to_string(), true)?)
 }
 
@@ -76,7 +102,7 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
                 unit: UNIT,
                 block: 4096,
                 force: true,
-                journal_size: Some(64 << 20),
+                journal_size: Some(JOURNAL),
                 config: PolicyConfig::default(),
             };
             TierVolume::create(dir, &c)?.close()?;
@@ -89,6 +115,15 @@ fn make(dir: &Path, scheme: &str, member_size: u64) -> Result<Box<dyn Volume>> {
 
 pub fn run(a: TierBenchArgs) -> Result<i32> {
     let dur = a.seconds;
+    // Every file of the three schemes exists at once, and may fill: the
+    // tier demotes into its slow array as the random writes go on.
+    crate::util::check_space(
+        &scratch_base(),
+        &[
+            (format!("--member-size {} x {FILES} (the tier's 2 fast and 6 slow members, the slow 2x, and the same arrays alone)", human(a.member_size)), a.member_size.saturating_mul(FILES)),
+            (format!("4 journals of {}", human(JOURNAL)), 4 * JOURNAL),
+        ],
+    )?;
     let tmp = scratch()?;
     let vols: Vec<Box<dyn Volume>> = SCHEMES.iter().map(|s| make(&tmp.path().join(s.replace(' ', "-")), s, a.member_size)).collect::<Result<_>>()?;
     let footprint = vols.iter().map(|v| v.capacity()).min().unwrap_or(0) / (1 << 20) * (1 << 20);

@@ -32,11 +32,52 @@ pub fn mem_total() -> Option<u64> {
 /// No check when the memory cannot be read.
 pub fn check_ram(what: &str, parts: &[(String, u64)]) -> anyhow::Result<()> {
     let Some(mem) = mem_total() else { return Ok(()) };
-    let need = parts.iter().fold(0u64, |t, (_, b)| t.saturating_add(*b));
+    let (need, list, amount) = needs(parts);
     if need > mem {
-        let list = parts.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(" + ");
-        let amount = if need == u64::MAX { format!("over {}", human(need)) } else { human(need) };
         anyhow::bail!("{list}: {amount} of {what}, more than this machine's {} of memory", human(mem));
+    }
+    Ok(())
+}
+
+/// The total of `parts` (saturating), their descriptions joined with
+/// " + ", and the total as said (`over 16.0 EiB` when it saturated).
+fn needs(parts: &[(String, u64)]) -> (u64, String, String) {
+    let need = parts.iter().fold(0u64, |t, (_, b)| t.saturating_add(*b));
+    let list = parts.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>().join(" + ");
+    let amount = if need == u64::MAX { format!("over {}", human(need)) } else { human(need) };
+    (need, list, amount)
+}
+
+/// Bytes an unprivileged process may still write to the file system that
+/// holds `dir` (statvfs: available blocks x fragment size), or `None`
+/// when it cannot be read.
+pub fn space_free(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    (s.f_bavail as u64).checked_mul(s.f_frsize as u64)
+}
+
+/// Refuse files of `parts` (a description naming the flag and its value,
+/// and its bytes) to be made in `dir`, before anything is created there,
+/// when they would not fit the space free on its file system; on a RAM
+/// file system (/dev/shm's tmpfs) also when they would not fit the
+/// machine's memory ([`check_ram`]).  Filling it would fail the bench
+/// part-way, after starving everything else of space (of memory, on
+/// tmpfs).  No check of what cannot be read.
+pub fn check_space(dir: &std::path::Path, parts: &[(String, u64)]) -> anyhow::Result<()> {
+    let (need, list, amount) = needs(parts);
+    if let Some(free) = space_free(dir) {
+        if need > free {
+            anyhow::bail!("{list}: {amount} of files in {}, more than the {} free there", dir.display(), human(free));
+        }
+    }
+    if std::fs::File::open(dir).is_ok_and(|f| mosaic_dev::on_ram_fs(&f)) {
+        check_ram(&format!("RAM (files in {} are kept in memory)", dir.display()), parts)?;
     }
     Ok(())
 }
