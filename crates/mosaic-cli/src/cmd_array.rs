@@ -341,8 +341,37 @@ pub fn create(mut a: CreateArgs) -> Result<i32> {
     let r = preflight(&a).and_then(|_| create_array(&a));
     if r.is_err() {
         made.undo();
+    } else if let Some(w) = thin_warning(&create_roots(&a)) {
+        eprintln!("warning: {w}");
     }
     r
+}
+
+/// Member and journal files are made sparse, so a create may promise more
+/// than the file system holds (thin provisioning, as a sparse file vdev
+/// does): said, not refused, when the bytes not yet allocated under
+/// `roots` pass the space free there.
+fn thin_warning(roots: &[PathBuf]) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut unallocated, mut stack) = (0u64, roots.to_vec());
+    while let Some(p) = stack.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+        if m.is_dir() {
+            stack.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if m.is_file() {
+            unallocated = unallocated.saturating_add(m.len().saturating_sub(m.blocks().saturating_mul(512)));
+        }
+    }
+    let root = roots.first()?;
+    let free = crate::util::space_free(root.parent().filter(|_| root.is_file()).unwrap_or(root))?;
+    (unallocated > free).then(|| {
+        format!(
+            "the array's files are sparse: {} of them is not yet allocated, more than the {} free on {}'s file system; writes will fail once it fills",
+            human(unallocated),
+            human(free),
+            root.display()
+        )
+    })
 }
 
 /// Whether `-a` names a directory to create members in (not a list, not a file).

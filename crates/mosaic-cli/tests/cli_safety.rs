@@ -536,3 +536,23 @@ fn an_error_names_each_thing_once() {
     let e = fails(&["add", "-a", s(&z), "--spare", s(&junk)]);
     once(&e, "not an emulated zoned drive");
 }
+
+/// Member files are sparse, so create may promise more than the file
+/// system holds: it says so (stderr), and still creates the array, as a
+/// sparse file vdev or a thin LV is made; an array that fits is quiet.
+#[test]
+fn a_create_larger_than_the_free_space_warns_that_it_is_thin() {
+    let t = tempfile::tempdir().unwrap();
+    let small = t.path().join("small");
+    let o = mosaic(&["create", "-a", s(&small), "--level", "raid5", "--members", "3", "--member-size", "4M", "--stripe-unit", "4K"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // 3 x 15 TiB: past the free space of any test machine's /tmp, within
+    // ext4's largest file.
+    let big = t.path().join("big");
+    let o = mosaic(&["create", "-a", s(&big), "--level", "raid5", "--members", "3", "--member-size", "15T", "--no-journal"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("warning: the array's files are sparse: 45.0 TiB of them is not yet allocated") && e.contains("writes will fail once it fills"), "{e}");
+    assert!(json(&ok(&["info", "-a", s(&big), "--json"]))["volume"]["capacity"].as_u64().is_some_and(|c| c > 29 << 40));
+}
