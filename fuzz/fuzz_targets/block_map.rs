@@ -3,14 +3,4 @@
 //! same bytes.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use mosaic_map::{frame, map};
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(Some(f)) = frame::decode(data) {
-        let again = frame::encode(f.kind, f.seq, &f.payload);
-        assert_eq!(frame::decode(&again).ok().flatten().map(|g| g.payload), Some(f.payload));
-    }
-    let _ = map::decode_records(data);
-    let _ = map::decode_checkpoint(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mosaic_fuzzing::block_map(data));

@@ -6,36 +6,4 @@
 //! which kind.  Never panic.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use mosaic_dvs::meta::{decode_checkpoint, decode_journal, decode_record, label_config, MetaLayout};
-use mosaic_dvs::tables::Tables;
-use mosaic_dvs::{DvsConfig, Geo};
-use mosaic_format::frame::{encode, KIND_DVS_CHECKPOINT, KIND_JOURNAL_RECORD, KIND_DVS_LOG, KIND_LABEL};
-use mosaic_format::Label;
-
-fuzz_target!(|data: &[u8]| {
-    let geo = Geo::new(DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1)).expect("geometry");
-    let (first, rest) = data.split_first().map_or((0, data), |(f, r)| (*f, r));
-    let kinds = [KIND_LABEL, KIND_DVS_LOG, KIND_JOURNAL_RECORD, KIND_DVS_CHECKPOINT];
-    let framed;
-    let input: &[u8] = match kinds.get(first as usize % 8) {
-        Some(&kind) => {
-            framed = encode(kind, 1, rest);
-            &framed
-        }
-        None => data,
-    };
-    if let Ok(l) = Label::decode(input) {
-        if let Ok(g) = label_config(&l).and_then(Geo::new) {
-            let _ = MetaLayout::new(&g);
-        }
-    }
-    if let Some((_, rec, len)) = decode_record(input, &geo) {
-        assert!(len <= input.len());
-        let _ = rec.apply(&mut Tables::new(geo.clone()));
-    }
-    if let Some((_, _, d, len)) = decode_journal(input) {
-        assert!(len <= input.len() && d.len() < len);
-    }
-    let _ = decode_checkpoint(input, &geo);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mosaic_fuzzing::dvs_meta(data));

@@ -4,18 +4,4 @@
 //! framed with a good checksum, so the field checks behind it are reached.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use mosaic_dev::zoned::decode_header;
-use mosaic_format::frame::{encode, KIND_ZONED_HEADER};
-
-fuzz_target!(|data: &[u8]| {
-    let framed = encode(KIND_ZONED_HEADER, 0, data.get(1..).unwrap_or_default());
-    let input: &[u8] = if data.first().is_some_and(|b| b & 1 == 1) { &framed } else { data };
-    if let Ok(h) = decode_header(input) {
-        assert!(h.file_len().is_some());
-        for (z, wp) in h.write_pointers.iter().enumerate() {
-            let start = z as u64 * h.zone_size;
-            assert!(*wp >= start && *wp <= start + h.zone_size);
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mosaic_fuzzing::zoned_header(data));

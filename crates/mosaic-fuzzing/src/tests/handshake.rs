@@ -1,0 +1,106 @@
+use std::io::Cursor;
+
+use mosaic_nbd::handshake::{self as nbd, Outcome, Session};
+use mosaic_nbd::proto::*;
+use mosaic_nbd::ExportInfo;
+
+use super::{mutations, random_inputs};
+use crate::handshake;
+use crate::handshake::Duplex;
+
+/// The body's export.
+fn export() -> ExportInfo {
+    ExportInfo { name: "fuzz".into(), description: "a fuzzed export".into(), size: 1 << 30, tflags: 1, min_block: 512, pref_block: 4096, max_block: 32 << 20 }
+}
+
+/// A client's side of a handshake (what the server reads): its flags,
+/// then each option with its data.
+fn client(cflags: u32, opts: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut v = cflags.to_be_bytes().to_vec();
+    for (opt, data) in opts {
+        v.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        v.extend_from_slice(&opt.to_be_bytes());
+        v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        v.extend_from_slice(data);
+    }
+    v
+}
+
+/// Bytes of a string with its length before it (`len` bytes, big-endian).
+fn sized(s: &str, len: usize) -> Vec<u8> {
+    let mut v = (s.len() as u64).to_be_bytes()[8 - len..].to_vec();
+    v.extend_from_slice(s.as_bytes());
+    v
+}
+
+/// NBD_OPT_INFO / GO data: export name, requested infos.
+fn info(name: &str, infos: &[u16]) -> Vec<u8> {
+    let mut v = sized(name, 4);
+    v.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+    infos.iter().for_each(|i| v.extend_from_slice(&i.to_be_bytes()));
+    v
+}
+
+/// A meta context option's data: export name, queries.
+fn meta(name: &str, queries: &[&str]) -> Vec<u8> {
+    let mut v = sized(name, 4);
+    v.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    queries.iter().for_each(|q| v.extend(sized(q, 4)));
+    v
+}
+
+/// Real exchanges as clients make them, and how each ends.
+fn exchanges() -> Vec<(&'static str, Vec<u8>, Outcome)> {
+    let both = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
+    vec![
+        (
+            "qemu-like: structured replies, base:allocation, INFO, GO",
+            client(both, &[
+                (OPT_STRUCTURED_REPLY, vec![]),
+                (OPT_LIST_META_CONTEXT, meta("fuzz", &["base:"])),
+                (OPT_SET_META_CONTEXT, meta("fuzz", &[META_BASE_ALLOCATION])),
+                (OPT_INFO, info("fuzz", &[INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE])),
+                (OPT_GO, info("", &[])),
+            ]),
+            Outcome::Transmission(Session { structured: true, base_allocation: true }),
+        ),
+        (
+            "a list, refused options, then GO",
+            client(both, &[(OPT_LIST, vec![]), (OPT_STARTTLS, vec![]), (99, vec![1, 2, 3]), (OPT_GO, info("fuzz", &[INFO_EXPORT]))]),
+            Outcome::Transmission(Session::default()),
+        ),
+        ("old-style EXPORT_NAME with zeroes", client(FLAG_C_FIXED_NEWSTYLE, &[(OPT_EXPORT_NAME, b"fuzz".to_vec())]), Outcome::Transmission(Session::default())),
+        ("EXPORT_NAME without zeroes", client(both, &[(OPT_STRUCTURED_REPLY, vec![]), (OPT_EXPORT_NAME, vec![])]), Outcome::Transmission(Session { structured: true, base_allocation: false })),
+        ("an abort", client(both, &[(OPT_LIST, vec![]), (OPT_ABORT, vec![])]), Outcome::Aborted),
+    ]
+}
+
+#[test]
+fn random_bytes() {
+    let opt = client(0, &[(OPT_GO, vec![])]);
+    random_inputs(handshake, 0x4a, 4000, 2048, &[&[0, 0, 0, 0, 3], &[0, 0, 0, 0, 1], &opt, &[1, 0, 0, 0, 3]]);
+}
+
+#[test]
+fn valid_inputs_decode() {
+    for (name, c, want) in exchanges() {
+        let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+        assert_eq!(nbd::handshake(&mut s, &export()).unwrap(), want, "{name}");
+        assert_eq!(s.input.position() as usize, c.len(), "{name}: the server read every option");
+        // Refused: every option answered with an error (or its ACK).
+        let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+        nbd::refuse(&mut s, "full").unwrap();
+        assert!(s.output.len() >= 18);
+    }
+}
+
+#[test]
+fn valid_inputs_damaged() {
+    for (name, c, _) in exchanges() {
+        for first in [0u8, 1] {
+            // The first byte chooses handshake (even) or refuse (odd).
+            let b = [&[first][..], &c].concat();
+            mutations(handshake, name, &b, b.len(), b.len());
+        }
+    }
+}
