@@ -150,6 +150,15 @@ impl Array {
     /// Add `new` members and start the restripe ([`Array::grow_continue`]
     /// does it).  The array must be healthy and not growing already.
     pub fn grow_start(&self, new: Vec<(Arc<dyn Member>, String)>) -> Result<(), ArrayError> {
+        self.grow_start_with(new, None)
+    }
+
+    /// [`Array::grow_start`], saving the critical section's data in the
+    /// file `backup_file` too (an absolute path, as mdadm's
+    /// `--backup-file`): required when the old members' reserved bytes
+    /// cannot hold a second copy, so one member lost in a crash there
+    /// never loses those bytes.  The file is removed when the grow ends.
+    pub fn grow_start_with(&self, new: Vec<(Arc<dyn Member>, String)>, backup_file: Option<&Path>) -> Result<(), ArrayError> {
         self.check_writable()?;
         let sh = self.shape();
         if sh.reshape.is_some() {
@@ -176,12 +185,13 @@ impl Array {
         if geo.stripes < need + 1 {
             return Err(ArrayError::Usage(format!("the array is too small to grow: it has {} stripes, growing by {} needs {}", geo.stripes, new.len(), need + 1)));
         }
+        let backup_file = self.grow_backup_file(&old, &geo, backup_file)?;
         let _g = self.gate.write();
         let paths: Vec<String> = new.iter().map(|(_, p)| p.clone()).collect();
         for (m, _) in new {
             self.push_member(m);
         }
-        let reshape = Reshape { from: old, pos: 0, backup_crc: None };
+        let reshape = Reshape { from: old, pos: 0, backup_crc: None, backup_file };
         self.set_shape(Shape::of(geo.clone(), Some(&reshape))?);
         self.write_superblocks(|s| {
             s.geometry = geo.clone();
@@ -195,6 +205,34 @@ impl Array {
             }
             s.reshape = Some(reshape);
         })
+    }
+
+    /// The backup file a grow from `old` to `new` records: `given`, made
+    /// now at the critical section's size, not a member; refused when the
+    /// old members' reserved bytes hold no second copy and none is given.
+    fn grow_backup_file(&self, old: &Geometry, new: &Geometry, given: Option<&Path>) -> Result<Option<String>, ArrayError> {
+        let Some(path) = given else {
+            if second_copy_place(old, new).is_some() {
+                return Ok(None);
+            }
+            return Err(ArrayError::Usage(format!(
+                "growing from {} to {} members rewrites the first {} bytes in place, and a second copy of them needs {} bytes a member, more than the {} each member reserves: a member lost in a crash then would lose them. Give --backup-file FILE on another device (as mdadm's), or add more members at once",
+                old.members,
+                new.members,
+                critical_bytes(old, new),
+                critical_bytes(old, new).div_ceil(old.members as u64),
+                DATA_OFFSET - LABEL_AREA
+            )));
+        };
+        if !path.is_absolute() {
+            return Err(ArrayError::Usage(format!("the backup file {} must be an absolute path (a resume finds it there)", path.display())));
+        }
+        if path.exists() {
+            return Err(ArrayError::Usage(format!("the backup file {} exists already: give a new path (it is made, used and removed by the grow)", path.display())));
+        }
+        self.not_a_member(path, None)?;
+        mosaic_dev::FileMember::create(path, critical_bytes(old, new)).map_err(|e| ArrayError::Io(format!("the grow's backup file: {e}")))?;
+        Ok(Some(path.display().to_string()))
     }
 
     /// The grow in progress: stripes done and the total.
@@ -223,8 +261,13 @@ impl Array {
             if pos >= total {
                 let _g = self.gate.write();
                 let geo = sh.layout.planner.geo.clone();
+                let backup_file = self.superblock().reshape.and_then(|r| r.backup_file);
                 self.set_shape(Shape::of(geo, None)?);
                 self.write_superblocks(|s| s.reshape = None)?;
+                if let Some(f) = backup_file {
+                    // No superblock names it any more.
+                    let _ = std::fs::remove_file(f);
+                }
                 break;
             }
             if let Some(stop) = opts.abort_after_stripes {
@@ -271,7 +314,9 @@ impl Array {
         let at = pos * ng.stripe_data_bytes();
         self.submit_on(new, at, Client::In(&data), data.len() as u64, true)?;
         self.flush()?;
-        let reshape = Reshape { from: og.clone(), pos: end, backup_crc: None };
+        // The backup file stays named until the grow ends, which removes it.
+        let backup_file = self.superblock().reshape.and_then(|r| r.backup_file);
+        let reshape = Reshape { from: og.clone(), pos: end, backup_crc: None, backup_file };
         self.set_shape(Shape::of(ng.clone(), Some(&reshape))?);
         self.write_superblocks(|s| s.reshape = Some(reshape))?;
         Ok(data.len() as u64 / ng.k as u64 * (ng.k + ng.m) as u64)
@@ -308,6 +353,11 @@ impl Array {
             let old_members: Vec<_> = (0..og.members).map(|i| self.member(i)).collect();
             let _ = write_copy(&old_members, &place, &data);
         }
+        if let Some(f) = self.superblock().reshape.and_then(|r| r.backup_file) {
+            // Where the second copy does not fit: written before the CRC
+            // is recorded, so a crash before then redoes the section.
+            write_file_copy(Path::new(&f), &data).map_err(|e| ArrayError::Io(format!("grow: the backup file {f}: {e}")))?;
+        }
         let crc = crc32c::crc32c(&data);
         self.write_superblocks(|s| {
             if let Some(r) = s.reshape.as_mut() {
@@ -333,12 +383,28 @@ impl Array {
     /// the CRC-32C the superblocks recorded: the new members' copy, or
     /// else the old members' second copy.
     fn saved_copy(&self, og: &Geometry, ng: &Geometry, crc: u32) -> Result<Vec<u8>, ArrayError> {
+        let mut errs = Vec::new();
         let first = self.new_members(og, ng).and_then(|ms| read_copy(&ms, &copy_place(og, ng), crc));
-        let Err(e1) = first else { return first };
-        let Some(place) = second_copy_place(og, ng) else { return Err(e1) };
-        self.old_members(og)
-            .and_then(|ms| read_copy(&ms, &place, crc))
-            .map_err(|e2| ArrayError::Io(format!("grow: neither copy of the first stripes can be read: {e1}; and {e2}")))
+        match first {
+            Ok(d) => return Ok(d),
+            Err(e) => errs.push(e.to_string()),
+        }
+        if let Some(place) = second_copy_place(og, ng) {
+            match self.old_members(og).and_then(|ms| read_copy(&ms, &place, crc)) {
+                Ok(d) => return Ok(d),
+                Err(e) => errs.push(e.to_string()),
+            }
+        }
+        if let Some(f) = self.superblock().reshape.and_then(|r| r.backup_file) {
+            match read_file_copy(Path::new(&f), critical_bytes(og, ng), crc) {
+                Ok(d) => return Ok(d),
+                Err(e) => errs.push(e.to_string()),
+            }
+        }
+        Err(ArrayError::Io(match errs.len() {
+            1 => errs.remove(0),
+            _ => format!("grow: no copy of the first stripes can be read: {}", errs.join("; and ")),
+        }))
     }
 
     /// At open, after the journal's replay: a grow cut off in its critical
@@ -384,6 +450,27 @@ fn write_copy(members: &[Option<Arc<dyn Member>>], place: &CopyPlace, data: &[u8
         m.flush()?;
     }
     Ok(())
+}
+
+/// Write `data` as the copy in the backup file at `path`, durably.
+fn write_file_copy(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all_at(data, 0)?;
+    f.sync_all()
+}
+
+/// The copy of `len` bytes in the backup file at `path`, if its CRC-32C
+/// is `crc`.
+fn read_file_copy(path: &Path, len: u64, crc: u32) -> Result<Vec<u8>, ArrayError> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| ArrayError::Io(format!("grow: the backup file {}: {e}", path.display()));
+    let mut buf = vec![0u8; len as usize];
+    std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut buf, 0)).map_err(io)?;
+    if crc32c::crc32c(&buf) != crc {
+        return Err(ArrayError::Io(format!("grow: the backup file {} is damaged (CRC mismatch)", path.display())));
+    }
+    Ok(buf)
 }
 
 /// The copy at `place` over `members`, if its CRC-32C is `crc`.

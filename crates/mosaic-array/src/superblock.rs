@@ -97,6 +97,11 @@ pub struct Reshape {
     /// is rewritten, with its CRC-32C: a crash in there restores from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_crc: Option<u32>,
+    /// A file outside the array holding that data too (`grow
+    /// --backup-file`), where the old members' reserved bytes are too
+    /// small for a second copy; removed when the grow ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_file: Option<String>,
 }
 
 /// A hot spare the array may take when a member fails.

@@ -108,7 +108,7 @@ fn superblock_lost_ranges_round_trip_and_are_checked() {
     assert_eq!(Superblock::decode(&enc).unwrap().lost, sb.lost);
     let label = mosaic_format::label::Label::decode(&enc).unwrap();
     assert_eq!(label.policy["format_version"], LOSSY_VERSION);
-    sb.reshape = Some(mosaic_array::superblock::Reshape { from: sb.geometry.clone(), pos: 0, backup_crc: None });
+    sb.reshape = Some(mosaic_array::superblock::Reshape { from: sb.geometry.clone(), pos: 0, backup_crc: None, backup_file: None });
     let label = mosaic_format::label::Label::decode(&sb.encode().unwrap()).unwrap();
     assert_eq!(label.policy["format_version"], LOSSY_GROWING_VERSION);
     sb.reshape = None;

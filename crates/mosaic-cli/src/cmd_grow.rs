@@ -29,6 +29,12 @@ pub struct GrowArgs {
     /// Use a drive that carries another array's superblock or journal
     #[arg(long)]
     pub force: bool,
+    /// A new file (on another device) where the grow saves the data its
+    /// first steps rewrite in place, as mdadm's --backup-file: needed when
+    /// the members' reserved bytes are too small for a second copy (large
+    /// stripe units, wide arrays); removed once those steps are done
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -95,7 +101,12 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
 
 pub fn grow(a: GrowArgs) -> Result<i32> {
     let drives = new_drives(&a)?;
-    if let Some(b) = ask(&a.array, &Request::Grow { drives: drives.clone(), force: a.force })? {
+    // The server resolves paths from its own directory: send an absolute one.
+    let backup_file = a.backup_file.as_deref().map(absolute);
+    if backup_file.is_some() && drives.is_empty() {
+        bail!("--backup-file is for starting a grow (with --add or --members); a resumed grow uses the one it started with");
+    }
+    if let Some(b) = ask(&a.array, &Request::Grow { drives: drives.clone(), force: a.force, backup_file: backup_file.clone() })? {
         return print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
@@ -103,7 +114,7 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
         for d in &drives {
             check_drive(vol.as_ref(), d, a.force)?;
         }
-        vol.grow_start(&drives)?;
+        vol.grow_start(&drives, backup_file.as_deref())?;
     }
     let rep = grow_with_progress(vol.as_ref())?;
     vol.close()?;

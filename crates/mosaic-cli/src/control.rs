@@ -63,7 +63,7 @@ pub enum Request {
     Flush,
     Stop,
     /// Add members and restripe (no drives: resume a grow).
-    Grow { drives: Vec<PathBuf>, force: bool },
+    Grow { drives: Vec<PathBuf>, force: bool, backup_file: Option<PathBuf> },
     /// Add hot spares: all of them, or none when one is refused.
     AddSpare { drives: Vec<PathBuf>, force: bool },
     RemoveSpare { drive: PathBuf },
@@ -458,7 +458,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
         }),
-        Request::Grow { drives, force } => grow(sh, drives, *force),
+        Request::Grow { drives, force, backup_file } => grow(sh, drives, *force, backup_file.as_deref()),
         Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
             for d in drives {
                 sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", d.display()) });
@@ -493,7 +493,7 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
     maintain(sh, "rebuild", |tick| rebuild_body(sh, tick))
 }
 
-fn grow(sh: &Shared, drives: &[PathBuf], force: bool) -> Result<serde_json::Value> {
+fn grow(sh: &Shared, drives: &[PathBuf], force: bool, backup_file: Option<&Path>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
     for d in drives {
         crate::cmd_array::check_drive(vol, d, force)?;
@@ -502,7 +502,7 @@ fn grow(sh: &Shared, drives: &[PathBuf], force: bool) -> Result<serde_json::Valu
         if sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
             bail!("a rebuild, scrub or grow is running: grow when it is done");
         }
-        vol.grow_start(drives)?;
+        vol.grow_start(drives, backup_file)?;
     }
     maintain(sh, "grow", |tick| grow_body(sh, tick))
 }

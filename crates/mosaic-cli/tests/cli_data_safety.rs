@@ -510,3 +510,28 @@ fn a_stale_member_inside_a_check_drive_array_is_named_and_never_read() {
     ok(&["fail", "-a", s(&a), "--member", "0"]);
     assert_eq!(read(s(&a), len, t.path()).0, new);
 }
+
+/// A grow whose first steps rewrite more than the members' reserved
+/// bytes can hold a second copy of (512 KiB units) is refused without
+/// `--backup-file`, naming it, as mdadm's is; with one (a relative path
+/// is made absolute) it grows, keeps every byte, and removes the file.
+#[test]
+fn a_grow_too_large_for_a_second_copy_takes_a_backup_file() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    ok(&["create", "-a", s(&a), "--level", "raid5", "--members", "4", "--member-size", "16M", "--stripe-unit", "512K"]);
+    let data = pattern(47, 1 << 20);
+    write(s(&a), "0", &data, t.path());
+    let before = tree(&a);
+    let e = fails(&["grow", "-a", s(&a), "--members", "5"]);
+    assert!(e.contains("--backup-file FILE on another device") && e.contains("more than the 917504 each member reserves"), "{e}");
+    assert!(tree(&a) == before, "a refused grow changed the array");
+    let e = fails(&["grow", "-a", s(&a), "--backup-file", "b.img"]);
+    assert!(e.contains("--backup-file is for starting a grow"), "{e}");
+    let o = Command::new(env!("CARGO_BIN_EXE_mosaic")).current_dir(t.path()).args(["grow", "-a", s(&a), "--members", "5", "--backup-file", "b.img"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("grown to 5 members"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(!t.path().join("b.img").exists(), "the grow's end removes the backup file");
+    assert_eq!(read(s(&a), data.len(), t.path()).0, data);
+    assert!(ok(&["scrub", "-a", s(&a)]).contains("all consistent"));
+}

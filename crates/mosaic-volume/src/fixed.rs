@@ -181,7 +181,7 @@ impl Volume for Array {
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Ok(Array::scrub(self, repair, progress)?)
     }
-    fn grow_start(&self, drives: &[std::path::PathBuf]) -> Result<()> {
+    fn grow_start(&self, drives: &[std::path::PathBuf], backup_file: Option<&Path>) -> Result<()> {
         let mut new = Vec::new();
         let mut created = Vec::new();
         for d in drives {
@@ -196,7 +196,7 @@ impl Volume for Array {
                 }
             }
         }
-        let r = Array::grow_start(self, new);
+        let r = Array::grow_start_with(self, new, backup_file);
         if r.is_err() {
             created.iter().for_each(|c| drop(std::fs::remove_file(c)));
         }

@@ -216,8 +216,9 @@ pub trait Volume: Send + Sync {
 
     /// Add members at `drives` (files created with the members' size when
     /// missing) and start restriping onto them; [`Volume::grow_continue`]
-    /// does the restripe.
-    fn grow_start(&self, _drives: &[std::path::PathBuf]) -> Result<()> {
+    /// does the restripe.  `backup_file`: where the critical section's
+    /// data is saved too (see `mosaic_array::Array::grow_start_with`).
+    fn grow_start(&self, _drives: &[std::path::PathBuf], _backup_file: Option<&Path>) -> Result<()> {
         Err(VolumeError::Usage(format!("a {} array cannot grow: grow works on fixed raid0, raid4, raid5, raid6 and rs arrays", self.info().kind)))
     }
     /// The grow in progress: stripes restriped and their total.
