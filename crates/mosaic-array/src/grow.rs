@@ -34,8 +34,11 @@
 //! serves their reads from the copy instead).  When it fits in the old
 //! members' reserved bytes (between the label and the data), a second
 //! copy is spread over them, so one member lost with the crash (a new one
-//! included) loses nothing.  With no whole copy left those bytes read as
-//! an error, never as wrong bytes, and the grow cannot go on.
+//! included) loses nothing; when it does not fit (large units, wide
+//! arrays), the grow is refused without a backup file outside the array
+//! (`grow --backup-file`, as mdadm's), which holds that copy instead and
+//! is removed when the grow ends.  With no whole copy left those bytes
+//! read as an error, never as wrong bytes, and the grow cannot go on.
 //!
 //! Steps grow geometrically (`b ≈ pos·(D'−D)/D`, capped), so the walk
 //! takes few superblock writes.  Past the old capacity the new
