@@ -2,6 +2,8 @@
 //! running `mosaic serve` (`control.rs`), or directly on the disks when
 //! the array is not served.
 
+use std::path::Path;
+
 use anyhow::{bail, Result};
 use clap::Args;
 
@@ -143,7 +145,11 @@ fn text(b: &serde_json::Value) -> String {
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");
         let errs = format!("{}/{}/{}", m["errors"]["read"], m["errors"]["write"], m["errors"]["checksum"]);
-        s += &format!("  {:>6}  {:<10} {:>17}  {}{}\n", m["index"].as_u64().unwrap_or(0), st, errs, m["path"].as_str().unwrap_or(""), if m["present"] == false { "  (missing)" } else { "" });
+        let path = m["path"].as_str().unwrap_or("");
+        // A failed member is set aside (not open) on purpose: "missing"
+        // only when its device is not there to open.
+        let gone = m["present"] == false && (st != "failed" || !Path::new(path).exists());
+        s += &format!("  {:>6}  {:<10} {:>17}  {path}{}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));

@@ -556,3 +556,23 @@ fn a_create_larger_than_the_free_space_warns_that_it_is_thin() {
     assert!(e.contains("warning: the array's files are sparse: 45.0 TiB of them is not yet allocated") && e.contains("writes will fail once it fills"), "{e}");
     assert!(json(&ok(&["info", "-a", s(&big), "--json"]))["volume"]["capacity"].as_u64().is_some_and(|c| c > 29 << 40));
 }
+
+/// `status` calls a member missing only when its device is not there: a
+/// failed member is set aside on purpose (its state says so), and called
+/// missing once its file is gone too.
+#[test]
+fn status_calls_a_failed_member_missing_only_when_it_is_gone() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    raid5(&a);
+    ok(&["fail", "-a", s(&a), "--member", "1"]);
+    let o = mosaic(&["status", "-a", s(&a)]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(o.status.code(), Some(4), "{out}");
+    let line = out.lines().find(|l| l.contains("member-01.img")).unwrap_or_default();
+    assert!(line.contains("failed") && !line.contains("(missing)"), "{out}");
+    fs::remove_file(a.join("member-01.img")).unwrap();
+    let out = String::from_utf8_lossy(&mosaic(&["status", "-a", s(&a)]).stdout).to_string();
+    let line = out.lines().find(|l| l.contains("member-01.img")).unwrap_or_default();
+    assert!(line.contains("failed") && line.contains("(missing)"), "{out}");
+}
