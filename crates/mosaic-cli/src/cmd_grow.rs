@@ -226,35 +226,48 @@ pub fn add(a: AddArgs) -> Result<i32> {
 }
 
 pub fn remove(a: RemoveArgs) -> Result<i32> {
-    let (mut removed, mut served, mut status) = (Vec::new(), false, None);
-    for s in &a.spare {
-        let drive = spare_drive(s)?;
-        let now = match ask(&a.array, &Request::RemoveSpare { drive: drive.clone() })? {
-            Some(body) => {
-                served = true;
-                body.get("now").and_then(|v| v.as_str()).map_or_else(|| drive.clone(), PathBuf::from)
-            }
-            None => {
-                let vol = open(&a.array, true)?;
-                let now = vol.remove_spare(&drive)?;
-                status = a.json.then(|| crate::control::status(vol.as_ref(), false));
-                vol.close()?;
-                now
-            }
-        };
-        if !a.json {
-            println!("{} is no longer a hot spare of {} (label erased)", drive.display(), a.array);
-            if !mosaic_array::spare::names_same(&now.to_string_lossy(), &drive) {
-                println!("its file is now {}", now.display());
-            }
+    let drives: Vec<PathBuf> = a.spare.iter().map(|s| spare_drive(s)).collect::<Result<_>>()?;
+    let (now, served, status): (Vec<PathBuf>, bool, _) = match ask(&a.array, &Request::RemoveSpare { drives: drives.clone() })? {
+        Some(body) => {
+            let now = body.get("now").and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_else(|| drives.clone());
+            (now, true, None)
         }
-        removed.push(serde_json::json!({ "spare": drive, "now": now }));
-    }
+        None => {
+            let vol = open(&a.array, true)?;
+            let now = remove_spares(vol.as_ref(), &drives)?;
+            let status = a.json.then(|| crate::control::status(vol.as_ref(), false));
+            vol.close()?;
+            (now, false, status)
+        }
+    };
+    let removed: Vec<serde_json::Value> = drives.iter().zip(&now).map(|(d, n)| serde_json::json!({ "spare": d, "now": n })).collect();
     if a.json {
         let status = status.map_or_else(|| crate::cmd_control::one(&a.array), Ok)?;
         print_json(&serde_json::json!({ "removed": removed, "served": served, "status": status }))?;
+    } else {
+        for (d, n) in drives.iter().zip(&now) {
+            println!("{} is no longer a hot spare of {} (label erased)", d.display(), a.array);
+            if !mosaic_array::spare::names_same(&n.to_string_lossy(), d) {
+                println!("its file is now {}", n.display());
+            }
+        }
     }
     Ok(0)
+}
+
+/// Remove every one of `drives` as a hot spare, or none: each is named
+/// once and listed as a spare before the first is removed.  Where each
+/// file is now.
+pub(crate) fn remove_spares(vol: &dyn Volume, drives: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let paths: Vec<PathBuf> = drives.iter().map(|d| spare_arg(d).map(|p| p.1)).collect::<Result<_>>()?;
+    if let Some(twice) = given_twice(&paths) {
+        bail!("{} is given twice as --spare", twice.display());
+    }
+    let listed: Vec<String> = crate::control::spare_list(&vol.info()).iter().filter_map(|v| v.as_str().map(str::to_string)).collect();
+    if let Some(p) = paths.iter().find(|p| !listed.iter().any(|l| mosaic_array::spare::names_same(l, p))) {
+        bail!(mosaic_array::spare::not_a_spare(p, listed));
+    }
+    drives.iter().map(|d| Ok(vol.remove_spare(d)?)).collect()
 }
 
 /// Check every one of `drives` (no other array's device without

@@ -66,7 +66,8 @@ pub enum Request {
     Grow { drives: Vec<PathBuf>, force: bool, backup_file: Option<PathBuf> },
     /// Add hot spares: all of them, or none when one is refused.
     AddSpare { drives: Vec<PathBuf>, force: bool },
-    RemoveSpare { drive: PathBuf },
+    /// Remove hot spares: all of them, or none when one is not a spare.
+    RemoveSpare { drives: Vec<PathBuf> },
     /// Whether this server's array is the one whose member (or nested
     /// array's directory) is the file `dev`/`ino`: a copy of an array has
     /// its UUID but other files.
@@ -465,10 +466,12 @@ fn run(sh: &Shared, req: &Request) -> Response {
             }
             serde_json::json!({ "spares": drives })
         }),
-        Request::RemoveSpare { drive } => vol.remove_spare(drive).map(|now| {
-            sh.events.emit(Event { kind: events::SPARE_REMOVED, member: None, detail: format!("{} removed as a hot spare (label erased)", drive.display()) });
-            serde_json::json!({ "spare": drive, "now": now })
-        }).map_err(Into::into),
+        Request::RemoveSpare { drives } => crate::cmd_grow::remove_spares(vol, drives).map(|now| {
+            for d in drives {
+                sh.events.emit(Event { kind: events::SPARE_REMOVED, member: None, detail: format!("{} removed as a hot spare (label erased)", d.display()) });
+            }
+            serde_json::json!({ "spares": drives, "now": now })
+        }),
         Request::Holds { dev, ino } => Ok(serde_json::json!({ "holds": holds(sh, (*dev, *ino)) })),
         Request::Flush => vol.flush().map(|_| serde_json::json!({ "flushed": true })).map_err(Into::into),
         Request::Stop => {
@@ -679,17 +682,23 @@ fn journal_failed(info: &mosaic_volume::VolumeInfo) -> Option<String> {
     ["/journal_failed", "/inner/journal_failed"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_str())).map(str::to_string)
 }
 
+/// The hot spares `info` lists, wherever its kind keeps them (an inner
+/// array's, a tier's two sides).
+pub(crate) fn spare_list(info: &mosaic_volume::VolumeInfo) -> Vec<serde_json::Value> {
+    ["/spares", "/inner/spares", "/fast/spares", "/slow/spares"]
+        .iter()
+        .filter_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
+        .flatten()
+        .collect()
+}
+
 /// `status` with the rebuild or scrub in progress.
 fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
     let info = vol.info();
     let (health, stopped) = health_of(&info);
     let io = vol.io_counters();
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
-    let spares: Vec<serde_json::Value> = ["/spares", "/inner/spares", "/fast/spares", "/slow/spares"]
-        .iter()
-        .filter_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
-        .flatten()
-        .collect();
+    let spares = spare_list(&info);
     let grow = info.detail.pointer("/grow").cloned();
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({

@@ -379,6 +379,18 @@ fn a_refused_spare_leaves_every_drive_as_it_was() {
         assert!(tree(&a) == before && fs::read(&s1).ok() == s1_before, "a refused add changed the array or its first spare");
         assert_eq!(json(&ok(&["info", "-a", s(&a), "--json"]))["spares"], serde_json::json!([]));
     }
+    // remove, the same: a spare and one that is not (or the spare twice)
+    // remove neither.
+    ok(&["add", "-a", s(&a), "--spare", s(&s1)]);
+    for second in [d.join("small"), d.join(".").join("s1")] {
+        let before = (tree(&a), fs::read(&s1).unwrap());
+        let e = fails(&["remove", "-a", s(&a), "--spare", s(&s1), "--spare", s(&second)]);
+        assert!(e.contains("is not a hot spare of this array") || e.contains("is given twice as --spare"), "{e}");
+        assert!((tree(&a), fs::read(&s1).unwrap()) == before, "a refused remove changed the array or the spare");
+        assert_eq!(json(&ok(&["info", "-a", s(&a), "--json"]))["spares"].as_array().map(Vec::len), Some(1));
+    }
+    ok(&["remove", "-a", s(&a), "--spare", s(&s1)]);
+    let before = tree(&a);
     let g1 = d.join("g1");
     let e = fails(&["grow", "-a", s(&a), "--add", s(&g1), "--add", &format!("{}/./g1", d.display())]);
     assert!(e.contains("given twice as --add"), "{e}");
