@@ -194,20 +194,29 @@ impl Array {
         for (m, _) in new {
             self.push_member(m);
         }
+        let made = backup_file.clone();
         let reshape = Reshape { from: old, pos: 0, backup_crc: None, backup_file };
-        self.set_shape(Shape::of(geo.clone(), Some(&reshape))?);
-        self.write_superblocks(|s| {
-            s.geometry = geo.clone();
-            s.member_data_size = geo.member_data_bytes();
-            for p in paths {
-                s.member_uuids.push(Uuid::new_v4());
-                s.member_paths.push(p);
-                if !s.member_hosts.is_empty() {
-                    s.member_hosts.push(String::new());
+        let r = Shape::of(geo.clone(), Some(&reshape)).and_then(|shape| {
+            self.set_shape(shape);
+            self.write_superblocks(|s| {
+                s.geometry = geo.clone();
+                s.member_data_size = geo.member_data_bytes();
+                for p in paths {
+                    s.member_uuids.push(Uuid::new_v4());
+                    s.member_paths.push(p);
+                    if !s.member_hosts.is_empty() {
+                        s.member_hosts.push(String::new());
+                    }
                 }
-            }
-            s.reshape = Some(reshape);
-        })
+                s.reshape = Some(reshape);
+            })
+        });
+        if let (Err(_), Some(f)) = (&r, made) {
+            // Holding nothing yet (the copy is written with its CRC): a
+            // resume before then writes it anew.
+            let _ = std::fs::remove_file(f);
+        }
+        r
     }
 
     /// The backup file a grow from `old` to `new` records: `given`, made
@@ -458,7 +467,7 @@ fn write_copy(members: &[Option<Arc<dyn Member>>], place: &CopyPlace, data: &[u8
 /// Write `data` as the copy in the backup file at `path`, durably.
 fn write_file_copy(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(path)?;
     f.write_all_at(data, 0)?;
     f.sync_all()
 }
