@@ -32,7 +32,7 @@ pub struct GrowArgs {
     /// A new file (on another device) where the grow saves the data its
     /// first steps rewrite in place, as mdadm's --backup-file: needed when
     /// the members' reserved bytes are too small for a second copy (large
-    /// stripe units, wide arrays); removed once those steps are done
+    /// stripe units, wide arrays); removed when the grow ends
     #[arg(long, value_name = "FILE")]
     pub backup_file: Option<PathBuf>,
     /// Print the report as JSON
