@@ -236,6 +236,16 @@ fn a_hot_spare_is_removed_offline_or_online_and_is_free_again() {
     ok(&["add", "-a", &other, "--spare", &s1]);
     // Through the server: the last spare goes, and a failure then stays degraded.
     let srv = common::serve::Serve::start(&a, &["--quiet"]);
+    // All or nothing there too: a name that is not a spare removes none,
+    // and a spare too small adds none (the good one is not even made).
+    let e = common::fails(&["remove", "-a", &a, "--spare", &s2, "--spare", &p("arr/member-00.img")]);
+    assert!(e.contains("member-00.img is not a hot spare"), "{e}");
+    let small = p("small.img");
+    std::fs::write(&small, vec![0u8; 1 << 20]).unwrap();
+    let e = common::fails(&["add", "-a", &a, "--spare", &p("s3.img"), "--spare", &small]);
+    assert!(e.contains("too small for a spare"), "{e}");
+    assert!(!t.path().join("s3.img").exists(), "a refused add made its first spare");
+    assert_eq!(status(&a).1["spares"], serde_json::json!([s2]), "nothing added or removed");
     let r = json(&ok(&["remove", "-a", &a, "--spare", &s2, "--json"]));
     assert_eq!(r["served"], true, "{r}");
     assert_eq!(r["status"]["spares"], serde_json::json!([]), "{r}");
