@@ -82,3 +82,49 @@ fn one_event_behind_is_an_interrupted_update_two_is_stale() {
     arr.read(0, &mut got).unwrap();
     assert!(got == data);
 }
+
+/// A member restored from a snapshot taken within the session that then
+/// crashed carries that session and, without epochs, the array's event
+/// counter: it was read.  A flush after writes updates the superblocks
+/// once an epoch, so the copy is two events behind, stale, never read.
+#[test]
+fn a_member_restored_from_a_snapshot_taken_within_the_session_is_stale() {
+    let (ms, arr) = raid5();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&ms, true);
+    arr.set_epoch(std::time::Duration::ZERO);
+    fill(&arr, 3);
+    arr.flush().unwrap();
+    let old = ms[2].snapshot();
+    let new = fill(&arr, 9);
+    arr.flush().unwrap();
+    std::mem::forget(arr); // a crash: same session on every member
+    ms[2].restore(old);
+    let arr = reopen(&ms, false);
+    assert_eq!(arr.health().states[2], MemberState::Failed, "{:?}", arr.open_warnings());
+    assert!(arr.open_warnings().join("\n").contains("member 2 is stale"), "{:?}", arr.open_warnings());
+    let mut got = vec![0u8; new.len()];
+    arr.read(0, &mut got).unwrap();
+    assert!(got == new, "the restored copy was read");
+}
+
+/// Epochs are rate-limited: within one, flushes after writes update no
+/// superblock; a flush with no writes since the last epoch updates none.
+#[test]
+fn an_epoch_updates_the_superblocks_at_most_once_an_epoch_and_only_after_writes() {
+    let (ms, arr) = raid5();
+    let events = |ms: &[Arc<MemMember>]| Superblock::read_from(ms[0].as_ref()).unwrap().events;
+    fill(&arr, 4);
+    let e0 = events(&ms);
+    for _ in 0..3 {
+        fill(&arr, 5);
+        arr.flush().unwrap();
+    }
+    assert_eq!(events(&ms), e0, "within the default epoch ({:?}), no update", mosaic_array::EPOCH);
+    arr.set_epoch(std::time::Duration::ZERO);
+    arr.flush().unwrap();
+    assert_eq!(events(&ms), e0 + 2, "writes came: one update, two rounds");
+    arr.flush().unwrap();
+    assert_eq!(events(&ms), e0 + 2, "no writes since: no update");
+}
