@@ -247,6 +247,11 @@ impl Array {
         Ok(Some(path.display().to_string()))
     }
 
+    /// The backup file the superblocks name for the grow in progress.
+    fn grow_backup_path(&self) -> Option<String> {
+        self.superblock().reshape.and_then(|r| r.backup_file)
+    }
+
     /// The grow in progress: stripes done and the total.
     pub fn grow_pending(&self) -> Option<(u64, u64)> {
         let sh = self.shape();
@@ -273,7 +278,7 @@ impl Array {
             if pos >= total {
                 let _g = self.gate.write();
                 let geo = sh.layout.planner.geo.clone();
-                let backup_file = self.superblock().reshape.and_then(|r| r.backup_file);
+                let backup_file = self.grow_backup_path();
                 self.set_shape(Shape::of(geo, None)?);
                 self.write_superblocks(|s| s.reshape = None)?;
                 if let Some(f) = backup_file {
@@ -327,7 +332,7 @@ impl Array {
         self.submit_on(new, at, Client::In(&data), data.len() as u64, true)?;
         self.flush()?;
         // The backup file stays named until the grow ends, which removes it.
-        let backup_file = self.superblock().reshape.and_then(|r| r.backup_file);
+        let backup_file = self.grow_backup_path();
         let reshape = Reshape { from: og.clone(), pos: end, backup_crc: None, backup_file };
         self.set_shape(Shape::of(ng.clone(), Some(&reshape))?);
         self.write_superblocks(|s| s.reshape = Some(reshape))?;
@@ -365,7 +370,7 @@ impl Array {
             let old_members: Vec<_> = (0..og.members).map(|i| self.member(i)).collect();
             let _ = write_copy(&old_members, &place, &data);
         }
-        if let Some(f) = self.superblock().reshape.and_then(|r| r.backup_file) {
+        if let Some(f) = self.grow_backup_path() {
             // Where the second copy does not fit: written before the CRC
             // is recorded, so a crash before then redoes the section.
             write_file_copy(Path::new(&f), &data).map_err(|e| ArrayError::Io(format!("grow: the backup file {f}: {e}")))?;
@@ -407,7 +412,7 @@ impl Array {
                 Err(e) => errs.push(e.to_string()),
             }
         }
-        if let Some(f) = self.superblock().reshape.and_then(|r| r.backup_file) {
+        if let Some(f) = self.grow_backup_path() {
             match read_file_copy(Path::new(&f), critical_bytes(og, ng), crc) {
                 Ok(d) => return Ok(d),
                 Err(e) => errs.push(e.to_string()),

@@ -52,14 +52,21 @@ impl Array {
     /// when it exists, as large as a member.  [`Array::add_spare`] checks
     /// the same, so a command adding several spares checks them all first.
     pub fn check_spare(&self, path: &Path) -> Result<(), ArrayError> {
+        self.spare_path_free(path)?;
+        if path.exists() || path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
+            let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
+            self.fits_as_spare(m.size(), &path.display().to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The checks of a spare by its path alone: the array takes writes,
+    /// and `path` is neither a working member nor a spare already.
+    fn spare_path_free(&self, path: &Path) -> Result<(), ArrayError> {
         self.check_writable()?;
         self.not_a_member(path, None)?;
         if let Some(s) = self.spares.lock().iter().find(|(_, s)| names_same(&s.path, path)) {
             return Err(ArrayError::Usage(format!("{} is a hot spare of this array already", s.1.path)));
-        }
-        if path.exists() || path.to_str().is_some_and(mosaic_dev::nbd::is_uri) {
-            let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
-            self.fits_as_spare(m.size(), &path.display().to_string())?;
         }
         Ok(())
     }
@@ -75,7 +82,9 @@ impl Array {
     /// Add the device at `path` (created with the members' size when
     /// missing) as a hot spare, its path recorded as [`hint_of`] says.
     pub fn add_spare(&self, path: &Path) -> Result<(), ArrayError> {
-        self.check_spare(path)?;
+        // The size is checked on the device opened here (add_spare_with):
+        // opening it twice would connect to a remote export twice.
+        self.spare_path_free(path)?;
         let created = !path.exists();
         let r = crate::array::open_or_create(path, self.spare_size()).and_then(|m| self.add_spare_with(Arc::new(m), &hint_of(path)));
         if r.is_err() && created {

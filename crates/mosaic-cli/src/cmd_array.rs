@@ -43,8 +43,13 @@ pub const LEVELS: &[(&str, &str, &str)] = &[
 /// refused with every level [`LEVELS`] lists, not only the fixed ones; a
 /// known family with bad numbers keeps its own parser's message.
 fn known_level(level: &str) -> Result<()> {
-    let family = level.split(':').next().unwrap_or(level);
-    if matches!(level, "tier" | "remap") || matches!(family, "dvs" | "rs" | "cbro") || level.parse::<Level>().is_ok() {
+    // A name alone (`tier`), or a family that takes numbers after a colon
+    // (`rs:K+M`, `dvs[:2]`), as LEVELS spells them.
+    let known = LEVELS.iter().any(|(syntax, _, _)| match syntax.split_once([':', '[']) {
+        None => level == *syntax,
+        Some((family, _)) => level == family || level.strip_prefix(family).is_some_and(|r| r.starts_with(':')),
+    });
+    if known {
         return Ok(());
     }
     let names: Vec<&str> = LEVELS.iter().map(|(s, _, _)| *s).collect();
