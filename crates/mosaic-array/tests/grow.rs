@@ -323,6 +323,11 @@ fn a_critical_section_too_large_for_a_second_copy_takes_a_backup_file() {
         let arr = rig.create("raid5", 4);
         let data = random(7, arr.capacity());
         arr.write(0, &data).unwrap();
+        std::fs::write(&file, b"mine").unwrap();
+        let e = arr.grow_start_with(rig.added(4), Some(&file)).unwrap_err().to_string();
+        assert!(e.contains("grow-backup exists already: give a new path"), "{e}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"mine", "an existing file is never written over");
+        std::fs::remove_file(&file).unwrap();
         arr.grow_start_with(rig.added(4), Some(&file)).unwrap();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rep = arr.grow_continue(&|_, _| stop.store(true, Ordering::SeqCst), GrowOptions { stop: Some(stop.clone()), ..GrowOptions::default() }).unwrap();
