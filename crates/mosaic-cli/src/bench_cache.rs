@@ -55,8 +55,13 @@ pub struct CacheBenchArgs {
 /// clap value parser of `--footprint`: a size of at least one page
 /// (the random writes pick one of its 4 KiB blocks).
 fn footprint(s: &str) -> Result<u64, String> {
+    at_least_a_page(s, "the random 4 KiB writes need a footprint of at least one page, 4 KiB")
+}
+
+/// The size `s`, refused with `why` below one page.
+fn at_least_a_page(s: &str, why: &str) -> Result<u64, String> {
     match size(s).map_err(|e| e.to_string())? {
-        b if b < PAGE => Err(format!("{s:?}: the random 4 KiB writes need a footprint of at least one page, 4 KiB")),
+        b if b < PAGE => Err(format!("{s:?}: {why}")),
         b => Ok(b),
     }
 }
@@ -65,10 +70,7 @@ fn footprint(s: &str) -> Result<u64, String> {
 /// array's unit: the write cache holds whole pages, the parity cache a
 /// page of code a row).
 fn cache_size(s: &str) -> Result<u64, String> {
-    match size(s).map_err(|e| e.to_string())? {
-        b if b < PAGE => Err(format!("{s:?}: each cache must hold at least one page, 4 KiB")),
-        b => Ok(b),
-    }
+    at_least_a_page(s, "each cache must hold at least one page, 4 KiB")
 }
 
 /// The most `--writes` a measurement makes (each run of every
