@@ -38,6 +38,11 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The seed corpus of the cargo-fuzz target.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    seeds().into_iter().map(|(_, b)| b).collect()
+}
+
 #[test]
 fn random_bytes() {
     random_inputs(block_map, 0xb1, 4000, 4096, &[&frame_prefix(KIND_MAP_DELTA), &[1, 0, 0, 0, 0, 0, 0, 0], &[2, 0, 0, 0, 0, 0, 0, 0]]);

@@ -81,6 +81,11 @@ fn input(data: &[u8]) -> Vec<u8> {
     }
 }
 
+/// The seed corpus of the cargo-fuzz target.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    seeds().into_iter().map(|(_, b)| b).collect()
+}
+
 #[test]
 fn random_bytes() {
     let mut prefixes: Vec<Vec<u8>> = (0..4).map(|k| vec![k]).collect();

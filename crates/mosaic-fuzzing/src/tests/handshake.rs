@@ -75,6 +75,12 @@ fn exchanges() -> Vec<(&'static str, Vec<u8>, Outcome)> {
     ]
 }
 
+/// The seed corpus of the cargo-fuzz target: each exchange, answered and
+/// refused.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    exchanges().into_iter().flat_map(|(_, c, _)| [0u8, 1].map(|first| [&[first][..], &c].concat())).collect()
+}
+
 #[test]
 fn random_bytes() {
     let opt = client(0, &[(OPT_GO, vec![])]);

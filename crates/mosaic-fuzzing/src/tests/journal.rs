@@ -31,6 +31,14 @@ fn records_opened(ring: &[u8]) -> usize {
     log.records.len()
 }
 
+/// The seed corpus of the cargo-fuzz target: each record, the pair, a
+/// header.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    let (r1, r2) = (record1(), record2());
+    let both = [&r1[..], &r2[..]].concat();
+    vec![r1, r2, both, encode_header(Uuid::from_u128(3), 1 << 30, 17, Uuid::from_u128(4))]
+}
+
 #[test]
 fn random_bytes() {
     random_inputs(journal, 0x10, 3000, 4096, &[&frame_prefix(KIND_JOURNAL_RECORD), &frame_prefix(KIND_JOURNAL_HEADER)]);

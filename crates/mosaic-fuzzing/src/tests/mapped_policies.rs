@@ -115,6 +115,13 @@ fn damaged(name: &str, mask: &[u8], region: &[u8], flip: usize) {
     }
 }
 
+/// The seed corpus of the cargo-fuzz target: the masks that make the body
+/// see the used regions.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    let (tier, remap) = regions();
+    vec![mask(tier, &used_tier()), mask(remap, &used_remap())]
+}
+
 #[test]
 fn random_bytes() {
     // Mostly short: XORed onto the start of the regions, where the

@@ -151,3 +151,32 @@ fn the_drivers_catch_a_panicking_body() {
     let f = mosaic_format::frame::encode(9, 1, b"ac");
     assert!(caught(&|| resealed_flips(payload_picky, "x", &f, 2)));
 }
+
+/// Not a test: writes each target's valid inputs as its seed corpus,
+/// `$MOSAIC_FUZZ_CORPUS/TARGET/seed-N`, for `cargo fuzz run TARGET
+/// $MOSAIC_FUZZ_CORPUS/TARGET` (a fuzzer starting from nothing rarely
+/// gets a checksum right).  `MOSAIC_FUZZ_CORPUS=DIR cargo test -p
+/// mosaic-fuzzing -- --ignored seed_corpora`.
+#[test]
+#[ignore = "writes files: the fuzzers' seed corpora"]
+fn seed_corpora() {
+    let dir = std::path::PathBuf::from(std::env::var_os("MOSAIC_FUZZ_CORPUS").expect("MOSAIC_FUZZ_CORPUS: the directory to write the corpora into"));
+    let targets: [(&str, fn() -> Vec<Vec<u8>>); 9] = [
+        ("block_map", block_map::corpus),
+        ("dvs_meta", dvs_meta::corpus),
+        ("handshake", handshake::corpus),
+        ("journal", journal::corpus),
+        ("mapped_policies", mapped_policies::corpus),
+        ("request", request::corpus),
+        ("superblock", superblock::corpus),
+        ("trace", trace::corpus),
+        ("zoned_header", zoned_header::corpus),
+    ];
+    for (name, corpus) in targets {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        for (i, b) in corpus().iter().enumerate() {
+            std::fs::write(d.join(format!("seed-{i}")), b).unwrap();
+        }
+    }
+}

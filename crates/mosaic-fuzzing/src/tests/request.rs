@@ -20,6 +20,11 @@ fn valid() -> Vec<Request> {
     ]
 }
 
+/// The seed corpus of the cargo-fuzz target.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    valid().iter().map(|r| r.encode().to_vec()).collect()
+}
+
 #[test]
 fn random_bytes() {
     random_inputs(request, 0x4e, 4000, 64, &[&REQUEST_MAGIC.to_be_bytes()]);

@@ -51,6 +51,11 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// The seed corpus of the cargo-fuzz target.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    seeds().into_iter().map(|(_, b)| b).collect()
+}
+
 #[test]
 fn random_bytes() {
     random_inputs(superblock, 0x5b, 4000, 8192, &[&frame_prefix(KIND_LABEL), &frame_prefix(KIND_MAP_DELTA)]);

@@ -50,6 +50,22 @@ fn select(f: Option<Format>) -> u8 {
     f.map_or(8, |f| Format::ALL.iter().position(|&g| g == f).unwrap() as u8)
 }
 
+/// The seed corpus of the cargo-fuzz target: every format's lines, named
+/// and detected, plain and compressed.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for f in Format::ALL {
+        let (t, _) = text(f);
+        for format in [Some(f), None] {
+            v.push([&[select(format)][..], &t].concat());
+        }
+        for z in [gzip(&t), zstd(&t)] {
+            v.push([&[select(Some(f))][..], &z].concat());
+        }
+    }
+    v
+}
+
 #[test]
 fn random_bytes() {
     let (gz, zst) = (gzip(b"0,1,512,W,0.5\n"), zstd(b"3,W,1024,4096,15\n"));

@@ -33,6 +33,14 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     .to_vec()
 }
 
+/// The seed corpus of the cargo-fuzz target: the framed headers and the
+/// payloads the body frames.
+pub(super) fn corpus() -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = seeds().into_iter().map(|(_, b)| b).collect();
+    v.push(header(6, 2, &[0, 3]));
+    v
+}
+
 #[test]
 fn random_bytes() {
     random_inputs(zoned_header, 0x20, 4000, 4200, &[&[1], &frame_prefix(KIND_ZONED_HEADER)]);
