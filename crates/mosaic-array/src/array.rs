@@ -61,6 +61,55 @@ pub const JOURNAL_FILE: &str = "journal.img";
 /// member copied before then is stale ([`Array::flush`]).
 pub const EPOCH: Duration = Duration::from_secs(5);
 
+/// Whether a writable open may start a dirty, degraded array that has no
+/// journal ([`refuse_dirty_degraded`]): md's `start_dirty_degraded`, a
+/// setting of the process as md's is of the kernel (`mosaic
+/// --start-dirty-degraded`).
+static START_DIRTY_DEGRADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Let writable opens start dirty, degraded arrays without a journal (see
+/// [`refuse_dirty_degraded`]).
+pub fn set_start_dirty_degraded(yes: bool) {
+    START_DIRTY_DEGRADED.store(yes, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`set_start_dirty_degraded`] allowed it.
+pub fn start_dirty_degraded() -> bool {
+    START_DIRTY_DEGRADED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The members out of service of a dirty array without a journal whose
+/// missing blocks come from code (none: the rule below does not apply).
+fn dirty_degraded(sb: &Superblock) -> Vec<usize> {
+    let coded = sb.geometry.m > 0 && sb.geometry.level != Level::Raid1;
+    if sb.state != ArrayState::Dirty || sb.journal.is_some() || !coded {
+        return Vec::new();
+    }
+    (0..sb.member_states.len()).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect()
+}
+
+/// md's rule for raid4/5/6 ("cannot start dirty degraded array"): an
+/// array without a journal that was not shut down cleanly may have
+/// stripes whose code disagrees with their data (writes cut off by the
+/// crash: the write hole), and while it is degraded the missing members'
+/// blocks can only come from that code, so a writable open (which serves,
+/// rebuilds and writes them) is refused unless the user accepts it.
+/// Read-only opens go on, with a warning, to copy data off.  Mirrors are
+/// exempt: a mirror's copy is the data itself, old or new.
+fn refuse_dirty_degraded(sb: &Superblock) -> Result<(), ArrayError> {
+    let out = dirty_degraded(sb);
+    if out.is_empty() {
+        return Ok(());
+    }
+    Err(ArrayError::Usage(format!(
+        "array {} was not shut down cleanly, has no write-ahead journal, and is degraded (member(s) {out:?} not in service): \
+         a stripe being written at the crash may have code that disagrees with its data, so the blocks of the missing member(s), \
+         read or rebuilt from that code, may be wrong without any error. Read-only commands work (copy the data off first); \
+         to start it anyway give --start-dirty-degraded (md's start_dirty_degraded), replace the member(s), then scrub --repair",
+        sb.array_uuid
+    )))
+}
+
 /// Per-member I/O counters.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct MemberCounters {
@@ -172,6 +221,11 @@ pub struct Array {
     auto_failed: Mutex<Vec<(usize, String)>>,
     /// The superblocks said dirty at open: the last writer did not close.
     opened_dirty: bool,
+    /// Opened dirty without a journal (nothing replayed): code may
+    /// disagree with data where the crash cut writes off, so the array
+    /// stays dirty on disk, however it is closed, until a full repairing
+    /// scrub ([`Array::mark_resynced`]).
+    unsynced: std::sync::atomic::AtomicBool,
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
@@ -544,7 +598,7 @@ impl Array {
             (Some(_), Some(listed)) => Ok(listed),
             (Some(hint), None) => Self::open_journal_hint(&hint, &place, writable)?,
         };
-        Self::assemble_found(found, rejected, place, writable, matches!(spec, ArraySpec::Dir(_)), journal)
+        Self::assemble_found(found, rejected, place, (writable, start_dirty_degraded()), matches!(spec, ArraySpec::Dir(_)), journal)
     }
 
     /// A read-only open without the journal its superblock names: why,
@@ -605,6 +659,13 @@ impl Array {
 
     /// [`Array::open_members`] with the array's journal device.
     pub fn open_members_with_journal(members: Vec<Arc<dyn Member>>, writable: bool, journal: Option<Arc<dyn Member>>) -> Result<Array, ArrayError> {
+        Self::open_members_with(members, writable, journal, start_dirty_degraded())
+    }
+
+    /// [`Array::open_members_with_journal`], saying whether a dirty,
+    /// degraded array without a journal may open for writing
+    /// ([`refuse_dirty_degraded`]) for this open alone.
+    pub fn open_members_with(members: Vec<Arc<dyn Member>>, writable: bool, journal: Option<Arc<dyn Member>>, dirty_degraded: bool) -> Result<Array, ArrayError> {
         let mut found = Vec::new();
         let mut rejected = Vec::new();
         for m in members {
@@ -613,19 +674,24 @@ impl Array {
                 Err(e) => rejected.push(format!("{e}; not used")),
             }
         }
-        Self::assemble_found(found, rejected, Place::default(), writable, false, journal.ok_or_else(|| NOT_GIVEN.to_string()))
+        Self::assemble_found(found, rejected, Place::default(), (writable, dirty_degraded), false, journal.ok_or_else(|| NOT_GIVEN.to_string()))
     }
 
+    /// `writable`: for writing, and whether a dirty degraded array without
+    /// a journal may be ([`refuse_dirty_degraded`]).
     fn assemble_found(
         found: Vec<Found>,
         rejected: Vec<String>,
         place: Place,
-        writable: bool,
+        (writable, dirty_degraded): (bool, bool),
         use_hints: bool,
         journal_dev: Result<Arc<dyn Member>, String>,
     ) -> Result<Array, ArrayError> {
         let (spares, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Spare);
         let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
+        if writable && !dirty_degraded {
+            refuse_dirty_degraded(&sb)?;
+        }
         // Spares are found where their hints say even when the members were
         // listed (as the journal is): a list that leaves them out must not
         // drop them from the array.
@@ -686,6 +752,7 @@ impl Array {
             arr.open_warnings.extend(rep.warning());
             arr.replayed = Some(rep);
         }
+        *arr.unsynced.get_mut() = arr.opened_dirty;
         // After the replay: the journal's records name the old layout.
         if let Some(w) = arr.settle_critical_section() {
             arr.open_warnings.push(w);
@@ -864,6 +931,7 @@ impl Array {
             closed: Mutex::new(false),
             auto_failed: Mutex::new(Vec::new()),
             opened_dirty: false,
+            unsynced: std::sync::atomic::AtomicBool::new(false),
             journal,
             auto_checkpoint: std::sync::atomic::AtomicBool::new(true),
             inflight: RwLock::new(()),
@@ -1261,11 +1329,13 @@ impl Array {
         Ok(())
     }
 
-    /// After a full repairing scrub with no writes since open, the code
-    /// agrees with the data: record the array clean.
+    /// After a full repairing scrub the code agrees with the data: the
+    /// array is no longer unsynced, and with no writes since open it is
+    /// recorded clean (else its close records it so).
     pub(crate) fn mark_resynced(&self) -> Result<(), ArrayError> {
         use std::sync::atomic::Ordering;
         let _g = self.dirty_lock.lock();
+        self.unsynced.store(false, Ordering::Release);
         if !self.dirty.load(Ordering::Acquire) && self.sb.lock().state == ArrayState::Dirty {
             self.write_superblocks(|s| s.state = ArrayState::Clean)?;
         }
@@ -1467,7 +1537,10 @@ impl Array {
                 }
                 j.checkpoint()?;
             }
-            self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+            // Opened unsynced and not resynced since: it stays dirty.
+            if !self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
+                self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+            }
         }
         Ok(())
     }
@@ -1481,6 +1554,19 @@ impl Array {
     /// Whether the array was not closed cleanly before this open.
     pub fn opened_dirty(&self) -> bool {
         self.opened_dirty
+    }
+
+    /// Opened dirty without a journal, not resynced since, and degraded:
+    /// the members out of service, whose blocks come from code that may
+    /// disagree with the data where the crash cut writes off (see
+    /// [`refuse_dirty_degraded`]).  Empty otherwise.
+    pub fn unsynced_degraded(&self) -> Vec<usize> {
+        if !self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut sb = self.superblock();
+        sb.state = ArrayState::Dirty;
+        dirty_degraded(&sb)
     }
 
     pub fn is_writable(&self) -> bool {

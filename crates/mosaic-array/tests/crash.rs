@@ -134,6 +134,86 @@ fn without_a_journal_the_write_hole_shows() {
     assert!(torn > 0, "no run tore a stripe: the cut points are not exercising the hole");
 }
 
+/// A crash that tore a stripe of an array without a journal (the seed
+/// whose cut tears one: the test above shows such cuts exist).
+fn torn_unjournalled() -> Rig {
+    for seed in 0..40 {
+        let (rig, arr) = rig("raid5", 5, false);
+        let cut = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed).gen_range(1..1500);
+        let _ = crash_run(&rig, arr, seed, cut);
+        let arr = reopen(&rig);
+        if !arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty() {
+            arr.close().unwrap();
+            return rig;
+        }
+    }
+    panic!("no cut tore a stripe");
+}
+
+/// Written and closed after the crash, the array still says it needs a
+/// resync: a clean close records it clean only once a full repairing
+/// scrub made code agree with data (before, the first clean close erased
+/// the crash, and the torn stripe waited for a member failure).
+#[test]
+fn without_a_journal_the_array_stays_unclean_until_a_repairing_scrub() {
+    let rig = torn_unjournalled();
+    let arr = reopen(&rig);
+    assert!(arr.opened_dirty());
+    arr.write(0, &[7; 4096]).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&rig);
+    assert!(arr.opened_dirty(), "written and closed after the crash, yet recorded clean");
+    assert!(!arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "the torn stripe is still there");
+    // A scrub that only looks leaves it unclean too.
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&rig);
+    assert!(arr.opened_dirty());
+    arr.write(4096, &[8; 4096]).unwrap();
+    let rep = arr.scrub(true, &|_, _| {}).unwrap();
+    assert!(!rep.mismatched_stripes.is_empty());
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&rig);
+    assert!(!arr.opened_dirty(), "repaired (with writes since open) and closed: clean");
+    assert!(arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+}
+
+/// md's "cannot start dirty degraded array": the crash of an array
+/// without a journal also took a member, so the member's blocks could
+/// only come from code the crash may have left wrong.  A writable open
+/// is refused (and writes nothing); a read-only one works and says why.
+#[test]
+fn without_a_journal_a_dirty_degraded_array_is_not_opened_for_writing() {
+    let torn = torn_unjournalled();
+    let ms = |missing: usize| -> Vec<Arc<dyn Member>> {
+        torn.mems.iter().enumerate().filter(|(i, _)| *i != missing).map(|(_, m)| m.clone() as Arc<dyn Member>).collect()
+    };
+    let before: Vec<Vec<u8>> = torn.mems.iter().map(|m| m.snapshot()).collect();
+    let err = Array::open_members(ms(1), true).err().expect("a writable open of a dirty degraded array is refused").to_string();
+    assert!(err.contains("not shut down cleanly") && err.contains("degraded") && err.contains("[1]") && err.contains("--start-dirty-degraded"), "{err}");
+    assert!(torn.mems.iter().zip(&before).all(|(m, b)| m.snapshot() == *b), "the refusal wrote nothing");
+    let ro = Array::open_members(ms(1), false).unwrap();
+    assert!(ro.opened_dirty());
+    assert_eq!(ro.unsynced_degraded(), vec![1]);
+    let mut buf = vec![0u8; 4096];
+    ro.read(0, &mut buf).unwrap();
+    drop(ro);
+    // Whole, the same array opens for writing (and is repaired); a mirror
+    // is exempt (its copy is the data itself).
+    let arr = reopen(&torn);
+    assert!(arr.unsynced_degraded().is_empty());
+    arr.scrub(true, &|_, _| {}).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let (rig1, arr) = rig("raid1", 3, false);
+    let _ = crash_run(&rig1, arr, 1, 40);
+    let ms: Vec<Arc<dyn Member>> = rig1.mems[1..].iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+    let arr = Array::open_members(ms, true).expect("a dirty degraded mirror opens");
+    assert!(arr.opened_dirty());
+}
+
 #[test]
 fn journal_wraps_and_reopens_clean() {
     let (rig, arr) = rig("raid5", 5, true);

@@ -202,7 +202,10 @@ impl Rig {
     fn open(&self, writable: bool, missing: &[usize]) -> Array {
         self.budget.store(i64::MAX, Ordering::SeqCst);
         let ms = self.mems.iter().enumerate().filter(|(i, _)| !missing.contains(i)).map(|(_, m)| self.wrap(m).0).collect();
-        Array::open_members_with_journal(ms, writable, self.journal.as_ref().map(|j| self.wrap(j).0)).unwrap()
+        // A cut without a journal and a member lost: a dirty degraded
+        // array, started as md's start_dirty_degraded would (the grow's
+        // own copy and position are what these tests check).
+        Array::open_members_with(ms, writable, self.journal.as_ref().map(|j| self.wrap(j).0), true).unwrap()
     }
 }
 

@@ -130,7 +130,9 @@ fn a_raid5_array_whose_rebuild_met_a_second_failure_opens_read_only() {
 #[test]
 fn a_raid5_array_whose_rebuild_met_a_second_failure_opens_for_writing() {
     let (ms, mut data, done) = raid5_rebuild_meets_a_second_failure();
-    let arr = Array::open_members(members(&ms, &[0, 1, 2, 3, 4, 5]), true).unwrap();
+    // Its close failed (dirty), without a journal, degraded: started as
+    // md's start_dirty_degraded would.
+    let arr = Array::open_members_with(members(&ms, &[0, 1, 2, 3, 4, 5]), true, None, true).unwrap();
     let st = arr.health().states;
     assert_eq!((st[1], st[2]), (MemberState::Rebuilding { done }, MemberState::Failed), "{st:?}");
     assert!(!arr.info().member_list[2].present, "member 2's stale device is used");

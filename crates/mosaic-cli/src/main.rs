@@ -67,6 +67,12 @@ struct Cli {
     /// holds the array before naming it as not answering
     #[arg(long, global = true, value_name = "SECS", default_value_t = 20.0, value_parser = positive_secs)]
     server_timeout: f64,
+    /// Open for writing an array that was not shut down cleanly, has no
+    /// journal and is degraded (refused otherwise, as md's
+    /// start_dirty_degraded): its missing members' blocks come from code
+    /// the crash may have left wrong
+    #[arg(long, global = true)]
+    start_dirty_degraded: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -167,6 +173,7 @@ fn main() {
     mosaic_dev::nbd::set_default_timeout(std::time::Duration::from_secs_f64(cli.remote_timeout));
     mosaic_dev::nbd::set_slow_threshold(std::time::Duration::from_secs_f64(cli.remote_slow_ms / 1000.0));
     control::set_server_timeout(std::time::Duration::from_secs_f64(cli.server_timeout));
+    mosaic_array::set_start_dirty_degraded(cli.start_dirty_degraded);
     let res = match cli.cmd {
         Cmd::Demo(a) => cmd_demo::run(a),
         Cmd::Create(a) => cmd_array::create(a),

@@ -263,6 +263,9 @@ impl Server {
 fn spawn(exe: &Path, e: &Entry) -> Result<Child> {
     let mut c = Command::new(exe);
     c.args(crate::logging::child_args()).arg("serve").args(&e.argv);
+    if mosaic_array::start_dirty_degraded() {
+        c.arg("--start-dirty-degraded");
+    }
     // Its own process group: a terminal's Ctrl-C reaches this process
     // only, which passes it on once (a second signal stops a server at once).
     c.process_group(0);

@@ -87,8 +87,10 @@ fn warnings(arr: &Array) -> Vec<String> {
     if arr.opened_dirty() {
         w.push(if arr.superblock().journal.is_some() {
             "the array was not shut down cleanly; its journal is replayed when it is next opened for writing (until then, reads may show old bytes of writes it holds)".into()
+        } else if let out @ [_, ..] = &arr.unsynced_degraded()[..] {
+            format!("the array was not shut down cleanly and is degraded (member(s) {out:?} not in service), without a journal: their blocks, read from code, may be wrong where the crash cut writes off (the write hole); copy what you need, then replace the member(s) and run `mosaic scrub --repair` (writable opens need --start-dirty-degraded)")
         } else {
-            "the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data".into()
+            "the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data (it stays marked unclean until then)".into()
         });
     }
     w
