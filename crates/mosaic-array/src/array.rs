@@ -1556,6 +1556,14 @@ impl Array {
         self.opened_dirty
     }
 
+    /// Opened dirty without a journal and not resynced since, open for
+    /// writing with every member in service: a repairing scrub
+    /// ([`Array::scrub`]) would make code agree with data and record the
+    /// array clean, as md resyncs an array after an unclean shutdown.
+    pub fn needs_resync(&self) -> bool {
+        self.writable && self.unsynced.load(std::sync::atomic::Ordering::Acquire) && self.health().states.iter().all(|s| matches!(s, MemberState::Active))
+    }
+
     /// Opened dirty without a journal, not resynced since, and degraded:
     /// the members out of service, whose blocks come from code that may
     /// disagree with the data where the crash cut writes off (see

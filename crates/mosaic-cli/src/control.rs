@@ -524,10 +524,12 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
     Ok(serde_json::json!({ "json": rep, "text": crate::cmd_grow::grow_text(&rep), "code": 0 }))
 }
 
-/// What the server does by itself: resume a grow it finds in progress, and
-/// put a hot spare in place of a failed member, then rebuild it online.
+/// What the server does by itself: resume a grow it finds in progress,
+/// put a hot spare in place of a failed member, then rebuild it online,
+/// and resync an array without a journal that was not shut down cleanly.
 fn supervise(sh: Arc<Shared>) {
     let mut grow_tried = false;
+    let mut resync_failed = false;
     // A spare took a member's place and its rebuild has not run to the end.
     let mut spare_rebuild = false;
     while !sh.stop.load(Ordering::Relaxed) {
@@ -536,6 +538,13 @@ fn supervise(sh: Arc<Shared>) {
             grow_tried = true;
             if let Err(e) = maintain(&sh, "grow", |tick| grow_body(&sh, tick)) {
                 tracing::warn!("mosaic serve: grow: {}", crate::exit::error_text(&e));
+            }
+            continue;
+        }
+        if idle && !resync_failed && sh.vol.needs_resync() {
+            if let Err(e) = maintain(&sh, "resync", |tick| resync_body(&sh, tick)) {
+                resync_failed = true;
+                tracing::warn!("mosaic serve: resync: {}", crate::exit::error_text(&e));
             }
             continue;
         }
@@ -565,6 +574,21 @@ fn supervise(sh: Arc<Shared>) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// md's resync after an unclean shutdown: a repairing scrub, which
+/// records the array clean when it verified every stripe.  (A member
+/// failing on the way leaves it unclean; it runs again once every member
+/// is back in service.)
+fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    sh.events.emit(Event { kind: events::RESYNC_START, member: None, detail: "resync started: the array was not shut down cleanly and has no journal".into() });
+    let rep = sh.vol.scrub(true, tick);
+    let detail = match &rep {
+        Ok(r) => format!("resync done: {} regions checked, {} repaired{}", r.stripes_checked, r.mismatched, if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() }),
+        Err(e) => format!("resync stopped: {e}"),
+    };
+    sh.events.emit(Event { kind: events::RESYNC_END, member: None, detail });
+    Ok(serde_json::to_value(rep?)?)
 }
 
 fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {

@@ -45,6 +45,11 @@ pub const SPARE_REMOVED: &str = "spare-removed";
 pub const GROW_START: &str = "grow-start";
 /// A grow's restripe ended, paused or stopped.
 pub const GROW_END: &str = "grow-end";
+/// A resync (a repairing scrub the server starts by itself for an array
+/// without a journal that was not shut down cleanly, as md's) started.
+pub const RESYNC_START: &str = "resync-start";
+/// A resync ended (its detail says how many stripes it repaired, or why it stopped).
+pub const RESYNC_END: &str = "resync-end";
 /// One mismatch a scrub found.
 pub const SCRUB_FINDING: &str = "scrub-finding";
 /// Any other warning at open (a device not used, an unclean shutdown, damaged journal records, ...).

@@ -207,6 +207,9 @@ impl Volume for Array {
     fn grow_pending(&self) -> Option<(u64, u64)> {
         Array::grow_pending(self)
     }
+    fn needs_resync(&self) -> bool {
+        Array::needs_resync(self)
+    }
     fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
         Ok(Array::grow_continue(self, progress, opts)?)
     }
@@ -328,6 +331,9 @@ impl Volume for CachedVolume {
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         self.sync()?;
         Ok(self.cv.array().scrub(repair, progress)?)
+    }
+    fn needs_resync(&self) -> bool {
+        self.cv.array().needs_resync()
     }
     fn check_spare(&self, drive: &Path) -> Result<()> {
         Ok(self.cv.array().check_spare(drive)?)

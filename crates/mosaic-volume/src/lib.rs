@@ -221,6 +221,12 @@ pub trait Volume: Send + Sync {
     fn grow_start(&self, _drives: &[std::path::PathBuf], _backup_file: Option<&Path>) -> Result<()> {
         Err(VolumeError::Usage(format!("a {} array cannot grow: grow works on fixed raid0, raid4, raid5, raid6 and rs arrays", self.info().kind)))
     }
+    /// Not shut down cleanly, without a journal, and not resynced since:
+    /// a repairing [`Volume::scrub`] now (every member in service, open
+    /// for writing) makes code agree with data again, as md's resync.
+    fn needs_resync(&self) -> bool {
+        false
+    }
     /// The grow in progress: stripes restriped and their total.
     fn grow_pending(&self) -> Option<(u64, u64)> {
         None
