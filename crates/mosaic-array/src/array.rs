@@ -182,6 +182,10 @@ pub struct ArrayInfo {
     /// Logical ranges whose data a crash lost (see [`crate::lost`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<crate::LostRange>,
+    /// Not shut down cleanly, without a journal, and not resynced since:
+    /// code may disagree with data where the crash cut writes off, until a
+    /// repairing scrub ([`Array::needs_resync`]).
+    pub resync_needed: bool,
 }
 
 /// How full the journal ring is, in [`ArrayInfo`].
@@ -1148,6 +1152,7 @@ impl Array {
             spares: self.spare_paths(),
             grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
             lost: sb.lost.clone(),
+            resync_needed: self.unsynced.load(std::sync::atomic::Ordering::Acquire),
         }
     }
 

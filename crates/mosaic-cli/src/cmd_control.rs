@@ -141,6 +141,9 @@ fn text(b: &serde_json::Value) -> String {
     if let Some(why) = b["journal_failed"].as_str() {
         s += &format!("  journal failed: {why}; writes are refused, reads work; open the array again once the journal device works\n");
     }
+    if b["resync_needed"] == true {
+        s += "  resync needed: not shut down cleanly, and no journal: code may disagree with data where writes were cut off (a server resyncs by itself; else mosaic scrub --repair)\n";
+    }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");

@@ -724,6 +724,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let spares = spare_list(&info);
     let grow = info.detail.pointer("/grow").cloned();
+    let resync = ["/resync_needed", "/inner/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)));
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,
@@ -743,6 +744,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "journal_failed": journal_failed(&info),
         "spares": spares,
         "grow": grow,
+        "resync_needed": resync,
         "clients": null,
         "events": [],
     })

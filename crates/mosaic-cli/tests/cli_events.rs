@@ -103,6 +103,9 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + 3 * 4096).unwrap();
     drop(f);
     assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "dirty");
+    let st = ok(&["status", "-a", a]);
+    assert!(st.contains("HEALTHY") && st.contains("resync needed"), "{st}");
+    assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], true);
     let log = t.path().join("events.log");
     let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
@@ -119,6 +122,7 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     assert!(events[0].starts_with("resync-start "), "{got}");
     assert!(events[1].starts_with("resync-end resync done: ") && events[1].contains(" 1 repaired"), "{got}");
     assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
+    assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], false);
     let s = json(&ok(&["scrub", "-a", a, "--json"]));
     assert_eq!(s["mismatched"], 0, "{s}");
 }

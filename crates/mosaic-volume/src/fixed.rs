@@ -21,7 +21,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         ("member".into(), format!("{} data bytes from offset {}", human(i.member_data_size), i.data_offset)),
         ("journal".into(), i.journal.clone().unwrap_or_else(|| "none (write hole open)".into())),
         ("spares".into(), if i.spares.is_empty() { "none".into() } else { i.spares.join(", ") }),
-        ("state".into(), format!("{:?}{}, events {}", i.state, if i.degraded { ", degraded" } else { "" }, i.events)),
+        ("state".into(), format!("{:?}{}{}, events {}", i.state, if i.resync_needed { " (resync needed)" } else { "" }, if i.degraded { ", degraded" } else { "" }, i.events)),
     ];
     let mut summary = summary;
     if let Some(g) = &i.grow {
