@@ -139,6 +139,16 @@ pub struct ServeArgs {
     /// Do not log connections
     #[arg(long)]
     pub quiet: bool,
+    /// Run CMD (through sh -c) once the server listens, its address in the
+    /// environment ($uri, $nbd, $port or $unixsocket, $exportname), as
+    /// nbdkit's --run: when CMD exits the server stops, flushes and closes
+    /// the array, and exits with CMD's status
+    #[arg(long, value_name = "CMD")]
+    pub run: Option<String>,
+    /// Write the server's process id to FILE once it listens (as nbdkit's
+    /// --pidfile)
+    #[arg(long, value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
     /// Small-write cache in front of the array: none, fpc, ppc or ppc+data
     /// (write-back through the array's journal, write-through without one)
     #[arg(long)]
@@ -616,8 +626,14 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
     tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));
+    if let Some(p) = &a.pidfile {
+        crate::serve_run::write_pidfile(p)?;
+    }
+    let captive = a.run.as_deref().map(|c| crate::serve_run::start(c, &listener, &a.export, stop.clone())).transpose()?;
     let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop.clone());
     drop(listener);
+    // The command ended (and stopped the server), or is stopped now.
+    let code = captive.map(crate::serve_run::Captive::finish).transpose()?.unwrap_or(0);
     stop.store(true, Ordering::Relaxed);
     control.finish();
     idle_stop.store(true, Ordering::Relaxed);
@@ -663,7 +679,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     }
     idle_result.context("background work while idle")?;
     tracing::info!(array = %uuid, "mosaic serve: array flushed and closed clean");
-    Ok(0)
+    Ok(code)
 }
 
 /// The `--adapt-every` job, on a remapped array with the monitor on.

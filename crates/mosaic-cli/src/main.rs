@@ -32,6 +32,7 @@ mod remap_sim;
 mod replay_real;
 mod serve_adapt;
 mod serve_config;
+mod serve_run;
 mod tier_sim;
 mod util;
 

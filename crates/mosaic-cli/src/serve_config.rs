@@ -51,10 +51,12 @@ struct ConfigFile {
     serve: Vec<Spanned<Table>>,
 }
 
-/// serve's options a config file may not set: they are not about one array's server.
-const NOT_IN_FILE: &[&str] = &["config", "demo"];
+/// serve's options a config file may not set: they are not about one
+/// array's server, or (`run`, whose command's end stops its server) not
+/// for a service.
+const NOT_IN_FILE: &[&str] = &["config", "demo", "run"];
 /// Options that name one array's server: in [[serve]] tables only.
-const NOT_IN_DEFAULTS: &[&str] = &["array", "listen", "socket"];
+const NOT_IN_DEFAULTS: &[&str] = &["array", "listen", "socket", "pidfile"];
 
 /// One `[[serve]]` table, checked.
 #[derive(Debug)]
@@ -451,6 +453,8 @@ mod tests {
         assert_eq!(err("[[serve]]\narray = \"/nonexistent/x\"\n"), "f.toml:2: array /nonexistent/x: /nonexistent/x does not exist");
         assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\ndemo = true\n")), "f.toml:3: `demo` is not for a config file");
         assert_eq!(err(&format!("[defaults]\nlisten = \"x:1\"\n[[serve]]\narray = \"{a}\"\n")), "f.toml:2: `listen` names one array's server: give it in each [[serve]] table, not in [defaults]");
+        assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\nrun = \"true\"\n")), "f.toml:3: `run` is not for a config file");
+        assert_eq!(err(&format!("[defaults]\npidfile = \"/p\"\n[[serve]]\narray = \"{a}\"\n")), "f.toml:2: `pidfile` names one array's server: give it in each [[serve]] table, not in [defaults]");
         assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\nread-only = \"yes\"\n")), "f.toml:3: `read-only` is a switch: give true or false");
         let e = err(&format!("[[serve]]\narray = \"{a}\"\n\nmaint-rate = \"fast\"\n"));
         assert!(e.starts_with("f.toml:4: invalid value 'fast' for '--maint-rate"), "{e}");

@@ -117,3 +117,44 @@ fn a_bad_config_is_refused_with_its_line_and_starts_nothing() {
     let o = mosaic(&["serve", "--config", c, "--quiet"]);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// nbdkit's captive mode: `serve --run CMD` runs CMD against the server
+/// (its address in $uri, $port, $exportname), stops the server when CMD
+/// exits (the array flushed and closed clean) and exits with CMD's
+/// status; `--pidfile` holds the server's process id while it serves.
+#[test]
+fn serve_run_stops_with_its_command_and_exits_with_its_status() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    let (input, pid, seen) = (t.path().join("in.bin"), t.path().join("serve.pid"), t.path().join("seen"));
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    std::fs::write(&input, &data).unwrap();
+    let cmd = format!(
+        "nbdcopy {} \"$uri\" && echo \"$port $exportname $(cat {}) $uri\" > {} && exit 7",
+        input.display(),
+        pid.display(),
+        seen.display()
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["serve", "-a", a, "--listen", "127.0.0.1:0", "--export", "disk", "--quiet", "--pidfile", pid.to_str().unwrap(), "--run", &cmd])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(7), "{err}");
+    assert!(err.contains("array flushed and closed clean"), "{err}");
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let w: Vec<&str> = seen.split_whitespace().collect();
+    assert_eq!((w[1], w[3]), ("disk", format!("nbd://127.0.0.1:{}/disk", w[0]).as_str()), "{seen}");
+    assert!(w[2].parse::<u32>().unwrap() > 0, "the pid file was written before the command ran: {seen}");
+    let out = t.path().join("out.bin");
+    ok(&["read", "-a", a, "--offset", "0", "--length", "1M", "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == data, "the command's writes are in the array");
+    // A command that fails: its status, and the server still closes clean.
+    let o = Command::new(env!("CARGO_BIN_EXE_mosaic")).args(["serve", "-a", a, "--listen", "127.0.0.1:0", "--quiet", "--run", "exit 0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let o = Command::new(env!("CARGO_BIN_EXE_mosaic")).args(["serve", "-a", a, "--listen", "127.0.0.1:0", "--quiet", "--run", "kill -9 $$"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + 9), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
+}

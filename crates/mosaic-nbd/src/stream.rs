@@ -230,6 +230,14 @@ impl Listener {
         }
     }
 
+    /// The unix socket's path, if any.
+    pub fn socket_path(&self) -> Option<&std::path::Path> {
+        match self {
+            Listener::Unix(_, p) => Some(p),
+            Listener::Tcp(_) => None,
+        }
+    }
+
     /// The bound TCP port, if any.
     pub fn port(&self) -> Option<u16> {
         match self {
