@@ -486,7 +486,8 @@ fn log_new_failures(vol: &dyn Volume, seen: &mut usize, events: &crate::events::
     let info = vol.info();
     for (idx, err) in &failed[*seen..] {
         let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
-        let detail = format!("member {idx} ({path}) failed while serving: {err}; serving degraded");
+        let risk = crate::control::unsynced_risk(&info);
+        let detail = format!("member {idx} ({path}) failed while serving: {err}; serving degraded{risk}");
         events.emit(crate::events::Event { kind: crate::events::MEMBER_FAILED, member: Some(*idx), detail });
     }
     *seen = failed.len();

@@ -444,7 +444,8 @@ fn run(sh: &Shared, req: &Request) -> Response {
             Ok(b)
         }
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
-            sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded") });
+            let risk = unsynced_risk(&vol.info());
+            sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded{risk}") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
         Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
@@ -717,6 +718,22 @@ pub(crate) fn spare_list(info: &mosaic_volume::VolumeInfo) -> Vec<serde_json::Va
 }
 
 /// `status` with the rebuild or scrub in progress.
+/// Whether the volume (or a remapped array's inner one) was not shut
+/// down cleanly without a journal and is not yet resynced.
+pub(crate) fn resync_needed(info: &mosaic_volume::VolumeInfo) -> bool {
+    ["/resync_needed", "/inner/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)))
+}
+
+/// What a member failure means for an array [`resync_needed`]: said in
+/// its event.
+pub(crate) fn unsynced_risk(info: &mosaic_volume::VolumeInfo) -> &'static str {
+    if resync_needed(info) {
+        "; the array was not yet resynced after an unclean shutdown (no journal), so the member's blocks, read from code, may be wrong where the crash cut writes off"
+    } else {
+        ""
+    }
+}
+
 fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
     let info = vol.info();
     let (health, stopped) = health_of(&info);
@@ -724,7 +741,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let spares = spare_list(&info);
     let grow = info.detail.pointer("/grow").cloned();
-    let resync = ["/resync_needed", "/inner/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)));
+    let resync = resync_needed(&info);
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,

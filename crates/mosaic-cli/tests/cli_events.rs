@@ -4,7 +4,7 @@
 
 use crate::common;
 use common::serve::Serve;
-use common::{json, ok};
+use common::{json, mosaic, ok};
 
 use std::process::Command;
 
@@ -125,4 +125,50 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], false);
     let s = json(&ok(&["scrub", "-a", a, "--json"]));
     assert_eq!(s["mismatched"], 0, "{s}");
+}
+
+/// A member failed while the server is still resyncing an array without
+/// a journal after an unclean shutdown: its event says the member's
+/// blocks, read from code, may be wrong; once resynced, a failure's event
+/// does not.
+#[test]
+fn a_member_failed_before_the_resync_ends_is_an_event_that_names_the_risk() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid6", "--members", "5", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
+    let mut srv = Serve::start(a, &["--quiet"]);
+    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x5a 0 64k"]).output().unwrap();
+    assert!(o.status.success());
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+    drop(srv);
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    // 64 KiB/s: the resync of 21 MiB is far from done when member 1 fails.
+    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd, "--maint-rate", "64K"]);
+    let events = || std::fs::read_to_string(&log).unwrap_or_default();
+    let t0 = std::time::Instant::now();
+    while !events().contains("resync-start") {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no resync: {:?}", srv.lines());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ok(&["fail", "-a", a, "--member", "1"]);
+    let failed = loop {
+        if let Some(l) = events().lines().find(|l| l.starts_with("member-failed ")) {
+            break l.to_string();
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no member-failed event: {}", events());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(failed.contains("not yet resynced after an unclean shutdown") && failed.contains("may be wrong"), "{failed}");
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    // A stopping server finishes the resync at full speed, raid6 verifying
+    // every stripe with its second code column: resynced, degraded.
+    let o = mosaic(&["status", "-a", a, "--json"]);
+    assert_eq!(o.status.code(), Some(4), "degraded");
+    let st = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(st[0]["resync_needed"], false, "{st}");
+    assert!(events().lines().any(|l| l.starts_with("resync-end resync done: ")), "{}", events());
 }
