@@ -129,8 +129,8 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
 
 /// A member failed while the server is still resyncing an array without
 /// a journal after an unclean shutdown: its event says the member's
-/// blocks, read from code, may be wrong; once resynced, a failure's event
-/// does not.
+/// blocks, read from code, may be wrong (and a stopping server finishes
+/// the resync).
 #[test]
 fn a_member_failed_before_the_resync_ends_is_an_event_that_names_the_risk() {
     let t = tempfile::tempdir().unwrap();
