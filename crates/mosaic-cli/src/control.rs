@@ -718,10 +718,10 @@ pub(crate) fn spare_list(info: &mosaic_volume::VolumeInfo) -> Vec<serde_json::Va
 }
 
 /// `status` with the rebuild or scrub in progress.
-/// Whether the volume (or a remapped array's inner one) was not shut
-/// down cleanly without a journal and is not yet resynced.
+/// Whether the volume (or an inner array of a remapped or tier one) was
+/// not shut down cleanly without a journal and is not yet resynced.
 pub(crate) fn resync_needed(info: &mosaic_volume::VolumeInfo) -> bool {
-    ["/resync_needed", "/inner/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)))
+    ["/resync_needed", "/inner/resync_needed", "/fast/resync_needed", "/slow/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)))
 }
 
 /// What a member failure means for an array [`resync_needed`]: said in

@@ -491,6 +491,9 @@ impl Volume for RemapVolume {
         self.refresh_health();
         r
     }
+    fn needs_resync(&self) -> bool {
+        self.writable && self.inner.needs_resync()
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Volume::scrub(self.inner.as_ref(), repair, progress)
     }

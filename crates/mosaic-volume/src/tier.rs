@@ -650,6 +650,10 @@ impl Volume for TierVolume {
         }
         Ok(None)
     }
+    /// Either inner array (the repairing scrub below scrubs both).
+    fn needs_resync(&self) -> bool {
+        self.writable && self.inner.iter().any(|a| a.needs_resync())
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         if repair {
             self.check_writable("scrub --repair")?;
