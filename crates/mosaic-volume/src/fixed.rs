@@ -90,7 +90,7 @@ fn warnings(arr: &Array) -> Vec<String> {
         } else if let out @ [_, ..] = &arr.unsynced_degraded()[..] {
             format!("the array was not shut down cleanly and is degraded (member(s) {out:?} not in service), without a journal: their blocks, read from code, may be wrong where the crash cut writes off (the write hole); copy what you need, then replace the member(s) and run `mosaic scrub --repair` (writable opens need --start-dirty-degraded)")
         } else {
-            "the array was not shut down cleanly; run `mosaic scrub --repair` to make code units agree with data (it stays marked unclean until then)".into()
+            "the array was not shut down cleanly; code units may disagree with data until `mosaic scrub --repair` (a server runs it by itself); it stays marked unclean until then".into()
         });
     }
     w
