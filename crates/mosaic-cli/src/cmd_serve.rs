@@ -149,6 +149,10 @@ pub struct ServeArgs {
     /// --pidfile)
     #[arg(long, value_name = "FILE")]
     pub pidfile: Option<PathBuf>,
+    /// Stop (clients drained, the array flushed and closed) when the
+    /// process that started this one exits, as nbdkit's --exit-with-parent
+    #[arg(long)]
+    pub exit_with_parent: bool,
     /// Small-write cache in front of the array: none, fpc, ppc or ppc+data
     /// (write-back through the array's journal, write-through without one)
     #[arg(long)]
@@ -559,6 +563,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     }
     // Signals first: a Ctrl-C during a long open still stops cleanly.
     let stop = mosaic_nbd::signals::stop_on_signals().context("installing signal handlers")?;
+    if a.exit_with_parent {
+        crate::serve_run::exit_with_parent(&stop);
+    }
     if let Some(r) = &a.record {
         crate::util::check_output(r, a.force)?;
     }

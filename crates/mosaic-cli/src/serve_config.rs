@@ -52,9 +52,10 @@ struct ConfigFile {
 }
 
 /// serve's options a config file may not set: they are not about one
-/// array's server, or (`run`, whose command's end stops its server) not
-/// for a service.
-const NOT_IN_FILE: &[&str] = &["config", "demo", "run"];
+/// array's server, or not for a service (`run`, whose command's end stops
+/// its server; `exit-with-parent`: every child stops with the parent
+/// already).
+const NOT_IN_FILE: &[&str] = &["config", "demo", "run", "exit-with-parent"];
 /// Options that name one array's server: in [[serve]] tables only.
 const NOT_IN_DEFAULTS: &[&str] = &["array", "listen", "socket", "pidfile"];
 

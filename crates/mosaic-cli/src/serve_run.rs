@@ -3,7 +3,8 @@
 //! (nbdkit's names), and when it exits the server stops as on SIGTERM
 //! (clients drained, the array flushed and closed) and exits with the
 //! command's status.  A server stopped first (a signal, `mosaic stop`)
-//! sends the command SIGTERM and waits for it.  And `--pidfile`.
+//! sends the command SIGTERM and waits for it.  And `--pidfile` and
+//! `--exit-with-parent`, as nbdkit's.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -66,6 +67,21 @@ impl Captive {
 /// A shell's idea of an exit status: the code, or 128 + the signal.
 fn exit_code(st: ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+/// `--exit-with-parent`: SIGTERM (a clean stop) when the parent exits;
+/// a parent gone between the two calls here sets `stop` at once.
+pub fn exit_with_parent(stop: &AtomicBool) {
+    // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number; getppid has
+    // no preconditions.
+    let parent_gone = unsafe {
+        let before = libc::getppid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        libc::getppid() != before
+    };
+    if parent_gone {
+        stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// `--pidfile FILE`: this process's id and a newline, written once the

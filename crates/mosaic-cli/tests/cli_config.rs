@@ -158,3 +158,37 @@ fn serve_run_stops_with_its_command_and_exits_with_its_status() {
     assert_eq!(o.status.code(), Some(128 + 9), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
 }
+
+/// `serve --exit-with-parent`: the server started by a shell that then
+/// exits stops by itself, clients drained and the array closed clean.
+#[test]
+fn serve_exit_with_parent_stops_clean_when_its_parent_exits() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let (pid, log) = (t.path().join("pid"), t.path().join("log"));
+    let script = format!(
+        "{} serve -a {a} --listen 127.0.0.1:0 --quiet --exit-with-parent --pidfile {} < /dev/null > /dev/null 2> {} & while [ ! -s {} ]; do sleep 0.05; done; exit 0",
+        env!("CARGO_BIN_EXE_mosaic"),
+        pid.display(),
+        log.display(),
+        pid.display()
+    );
+    assert!(Command::new("sh").arg("-c").arg(&script).status().unwrap().success());
+    let server = std::fs::read_to_string(&pid).unwrap().trim().to_string();
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{server}")).exists() && !std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap_or_default().contains(") Z ") {
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = Command::new("kill").arg("-9").arg(&server).status();
+            panic!("the server outlived its parent");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("array flushed and closed clean") {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
+}
