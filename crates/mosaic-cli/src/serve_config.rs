@@ -455,6 +455,7 @@ mod tests {
         assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\ndemo = true\n")), "f.toml:3: `demo` is not for a config file");
         assert_eq!(err(&format!("[defaults]\nlisten = \"x:1\"\n[[serve]]\narray = \"{a}\"\n")), "f.toml:2: `listen` names one array's server: give it in each [[serve]] table, not in [defaults]");
         assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\nrun = \"true\"\n")), "f.toml:3: `run` is not for a config file");
+        assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\nexit-with-parent = true\n")), "f.toml:3: `exit-with-parent` is not for a config file");
         assert_eq!(err(&format!("[defaults]\npidfile = \"/p\"\n[[serve]]\narray = \"{a}\"\n")), "f.toml:2: `pidfile` names one array's server: give it in each [[serve]] table, not in [defaults]");
         assert_eq!(err(&format!("[[serve]]\narray = \"{a}\"\nread-only = \"yes\"\n")), "f.toml:3: `read-only` is a switch: give true or false");
         let e = err(&format!("[[serve]]\narray = \"{a}\"\n\nmaint-rate = \"fast\"\n"));
