@@ -756,7 +756,9 @@ impl Array {
             arr.open_warnings.extend(rep.warning());
             arr.replayed = Some(rep);
         }
-        *arr.unsynced.get_mut() = arr.opened_dirty;
+        // (A journaled array opened read-only is replayed at its next
+        // writable open; an array without code has nothing to resync.)
+        *arr.unsynced.get_mut() = arr.opened_dirty && arr.sb.lock().journal.is_none() && arr.geometry().m > 0;
         // After the replay: the journal's records name the old layout.
         if let Some(w) = arr.settle_critical_section() {
             arr.open_warnings.push(w);
