@@ -717,7 +717,6 @@ pub(crate) fn spare_list(info: &mosaic_volume::VolumeInfo) -> Vec<serde_json::Va
         .collect()
 }
 
-/// `status` with the rebuild or scrub in progress.
 /// Whether the volume (or an inner array of a remapped or tier one) was
 /// not shut down cleanly without a journal and is not yet resynced.
 pub(crate) fn resync_needed(info: &mosaic_volume::VolumeInfo) -> bool {
@@ -734,6 +733,7 @@ pub(crate) fn unsynced_risk(info: &mosaic_volume::VolumeInfo) -> &'static str {
     }
 }
 
+/// `status` with the rebuild or scrub in progress.
 fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_json::Value {
     let info = vol.info();
     let (health, stopped) = health_of(&info);
