@@ -21,10 +21,11 @@ TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
     TARGETS=(superblock journal dvs_meta zoned_header block_map mapped_policies request handshake trace)
 fi
-export CARGO_INCREMENTAL=0 ZSTD_SYS_USE_PKG_CONFIG=1 RUSTC_BOOTSTRAP=1
+export CARGO_INCREMENTAL=0 ZSTD_SYS_USE_PKG_CONFIG=1
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+# The workspace's own build (RUSTC_BOOTSTRAP would make it compile anew).
 MOSAIC_FUZZ_CORPUS="$ROOT/fuzz/corpus" cargo test -q -p mosaic-fuzzing -- --ignored seed_corpora >/dev/null
-(cd fuzz && cargo fuzz build -O)
+(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -O)
 BIN=$ROOT/fuzz/target/x86_64-unknown-linux-gnu/release
 crashed=0
 for t in "${TARGETS[@]}"; do

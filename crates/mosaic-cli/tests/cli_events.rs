@@ -81,6 +81,33 @@ fn a_stale_member_and_a_journal_replay_at_open_are_events() {
     assert!(std::fs::read(&out).unwrap().iter().all(|&b| b == 0x7e));
 }
 
+/// A server of the array at `a` killed (no flush, no close) after a
+/// client's write: the array is left dirty.
+fn killed_after_a_write(a: &str) {
+    let mut srv = Serve::start(a, &["--quiet"]);
+    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x5a 0 64k"]).output().unwrap();
+    assert!(o.status.success(), "{a}");
+    srv.child.kill().unwrap();
+    srv.child.wait().unwrap();
+}
+
+/// A file in `dir` named `name` and the --on-event program that adds
+/// each event to it as a line: its kind, then its detail.
+fn event_log(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let log = dir.join(name);
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    (log, cmd)
+}
+
+/// Wait (at most 30 s) until the event log holds `what`.
+fn wait_for(log: &std::path::Path, what: &str, srv: &Serve) {
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(what) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no {what:?} event: {:?}", srv.lines());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// md's resync after an unclean shutdown: the server of an array without
 /// a journal killed after a write leaves it dirty, with a stripe torn
 /// (one unit changed behind the array's back); the next server resyncs
@@ -92,12 +119,7 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
-    let mut srv = Serve::start(a, &["--quiet"]);
-    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x5a 0 64k"]).output().unwrap();
-    assert!(o.status.success());
-    srv.child.kill().unwrap();
-    srv.child.wait().unwrap();
-    drop(srv);
+    killed_after_a_write(a);
     // Stripe 3's unit on member 1 torn: new bytes, code not rewritten.
     let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + 3 * 4096).unwrap();
@@ -106,14 +128,9 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     let st = ok(&["status", "-a", a]);
     assert!(st.contains("HEALTHY") && st.contains("resync needed"), "{st}");
     assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], true);
-    let log = t.path().join("events.log");
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let (log, cmd) = event_log(t.path(), "events.log");
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
-    let t0 = std::time::Instant::now();
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("resync-end") {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no resync: {:?}", srv.lines());
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for(&log, "resync-end", &srv);
     let (code, lines) = srv.stop();
     assert_eq!(code, 0, "{lines:#?}");
     let got = std::fs::read_to_string(&log).unwrap();
@@ -137,30 +154,15 @@ fn a_member_failed_before_the_resync_ends_is_an_event_that_names_the_risk() {
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "raid6", "--members", "5", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
-    let mut srv = Serve::start(a, &["--quiet"]);
-    let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x5a 0 64k"]).output().unwrap();
-    assert!(o.status.success());
-    srv.child.kill().unwrap();
-    srv.child.wait().unwrap();
-    drop(srv);
-    let log = t.path().join("events.log");
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    killed_after_a_write(a);
+    let (log, cmd) = event_log(t.path(), "events.log");
     // 64 KiB/s: the resync of 21 MiB is far from done when member 1 fails.
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd, "--maint-rate", "64K"]);
     let events = || std::fs::read_to_string(&log).unwrap_or_default();
-    let t0 = std::time::Instant::now();
-    while !events().contains("resync-start") {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no resync: {:?}", srv.lines());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for(&log, "resync-start", &srv);
     ok(&["fail", "-a", a, "--member", "1"]);
-    let failed = loop {
-        if let Some(l) = events().lines().find(|l| l.starts_with("member-failed ")) {
-            break l.to_string();
-        }
-        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no member-failed event: {}", events());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    wait_for(&log, "member-failed ", &srv);
+    let failed = events().lines().find(|l| l.starts_with("member-failed ")).unwrap().to_string();
     assert!(failed.contains("not yet resynced after an unclean shutdown") && failed.contains("may be wrong"), "{failed}");
     let (code, lines) = srv.stop();
     assert_eq!(code, 0, "{lines:#?}");
@@ -189,21 +191,11 @@ fn a_server_resyncs_the_inner_arrays_of_tier_and_remapped_arrays() {
         let mut c = vec!["create", "-a", a, "--no-journal"];
         c.extend_from_slice(args);
         ok(&c);
-        let mut srv = Serve::start(a, &["--quiet"]);
-        let o = Command::new("qemu-io").args(["-f", "raw", &format!("nbd://127.0.0.1:{}/mosaic", srv.port), "-c", "write -P 0x5a 0 64k"]).output().unwrap();
-        assert!(o.status.success(), "{name}");
-        srv.child.kill().unwrap();
-        srv.child.wait().unwrap();
-        drop(srv);
+        killed_after_a_write(a);
         assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], true, "{name}");
-        let log = t.path().join(format!("{name}.events"));
-        let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+        let (log, cmd) = event_log(t.path(), &format!("{name}.events"));
         let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
-        let t0 = std::time::Instant::now();
-        while !std::fs::read_to_string(&log).unwrap_or_default().contains("resync-end resync done: ") {
-            assert!(t0.elapsed() < std::time::Duration::from_secs(30), "{name}: no resync: {:?}", srv.lines());
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_for(&log, "resync-end resync done: ", &srv);
         let (code, lines) = srv.stop();
         assert_eq!(code, 0, "{name}: {lines:#?}");
         assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], false, "{name}");
