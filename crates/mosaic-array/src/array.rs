@@ -230,6 +230,9 @@ pub struct Array {
     /// stays dirty on disk, however it is closed, until a full repairing
     /// scrub ([`Array::mark_resynced`]).
     unsynced: std::sync::atomic::AtomicBool,
+    /// Ends the scrub in progress before its next stripe
+    /// ([`Array::interrupt_scrub`]).
+    pub(crate) scrub_interrupt: std::sync::atomic::AtomicBool,
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
@@ -938,6 +941,7 @@ impl Array {
             auto_failed: Mutex::new(Vec::new()),
             opened_dirty: false,
             unsynced: std::sync::atomic::AtomicBool::new(false),
+            scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
             journal,
             auto_checkpoint: std::sync::atomic::AtomicBool::new(true),
             inflight: RwLock::new(()),
@@ -1561,6 +1565,13 @@ impl Array {
     /// Whether the array was not closed cleanly before this open.
     pub fn opened_dirty(&self) -> bool {
         self.opened_dirty
+    }
+
+    /// End the scrub in progress before its next stripe: its report
+    /// counts the stripes left as unverified (so a resync is not recorded
+    /// done).  A scrub started later runs whole.
+    pub fn interrupt_scrub(&self) {
+        self.scrub_interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Opened dirty without a journal and not resynced since, open for

@@ -269,7 +269,16 @@ impl Array {
         let mut rep = ScrubReport { stripes_checked: total, repaired: repair, ..ScrubReport::default() };
         let failed = |h: &mosaic_core::Health| (0..h.states.len()).filter(|&i| matches!(h.states[i], MemberState::Failed)).collect::<Vec<usize>>();
         let mut out = failed(&self.health());
+        self.scrub_interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
         for region in 0..total {
+            if self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+                // Not verified, so not recorded resynced either.
+                rep.notes.push(format!("interrupted at stripe {region} of {total}"));
+                rep.interrupted = true;
+                rep.stripes_checked = region;
+                rep.unverified_stripes += total - region;
+                break;
+            }
             let _g = self.lock_stripes(std::iter::once(region));
             let r = self.scrub_region(region, repair).map_err(|e| ArrayError::Io(format!("scrub stopped at stripe {region} of {total}: {e}")))?;
             if r.members_failed {

@@ -180,6 +180,36 @@ fn without_a_journal_the_array_stays_unclean_until_a_repairing_scrub() {
     assert!(arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
 }
 
+/// A resync (a repairing scrub) interrupted part-way verified only the
+/// stripes before it: the array stays unsynced, and a scrub started later
+/// runs whole and records it clean.
+#[test]
+fn an_interrupted_resync_leaves_the_array_unsynced() {
+    let rig = torn_unjournalled();
+    let arr = reopen(&rig);
+    assert!(arr.needs_resync());
+    let rep = arr
+        .scrub(true, &|done, _| {
+            if done == 3 {
+                arr.interrupt_scrub();
+            }
+        })
+        .unwrap();
+    assert!(rep.interrupted, "{rep:?}");
+    assert_eq!((rep.stripes_checked, rep.unverified_stripes), (3, STRIPES - 3));
+    assert!(arr.needs_resync() && arr.info().resync_needed);
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&rig);
+    assert!(arr.opened_dirty(), "interrupted: not recorded clean");
+    let rep = arr.scrub(true, &|_, _| {}).unwrap();
+    assert!(!rep.interrupted && rep.stripes_checked == STRIPES && rep.unverified_stripes == 0, "{rep:?}");
+    assert!(!arr.needs_resync());
+    arr.close().unwrap();
+    drop(arr);
+    assert!(!reopen(&rig).opened_dirty());
+}
+
 /// md's "cannot start dirty degraded array": the crash of an array
 /// without a journal also took a member, so the member's blocks could
 /// only come from code the crash may have left wrong.  A writable open

@@ -580,12 +580,22 @@ fn supervise(sh: Arc<Shared>) {
 /// md's resync after an unclean shutdown: a repairing scrub, which
 /// records the array clean when it verified every stripe.  (A member
 /// failing on the way leaves it unclean; it runs again once every member
-/// is back in service.)
+/// is back in service.  A stopping server interrupts it.)
 fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
     sh.events.emit(Event { kind: events::RESYNC_START, member: None, detail: "resync started: the array was not shut down cleanly and has no journal".into() });
-    let rep = sh.vol.scrub(true, tick);
+    // Unlike a rebuild or scrub asked for, a stopping server does not
+    // finish it: the array stays unsynced, and the next server resyncs.
+    let rep = sh.vol.scrub(true, &|d, t| {
+        tick(d, t);
+        if sh.stop.load(Ordering::Relaxed) {
+            sh.vol.interrupt_scrub();
+        }
+    });
     let detail = match &rep {
-        Ok(r) => format!("resync done: {} regions checked, {} repaired{}", r.stripes_checked, r.mismatched, if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() }),
+        Ok(r) if !r.interrupted => {
+            format!("resync done: {} regions checked, {} repaired{}", r.stripes_checked, r.mismatched, if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() })
+        }
+        Ok(r) => format!("resync stopped with the server: {} of {} regions checked, {} repaired; the next server resyncs the array again", r.stripes_checked, r.stripes_checked + r.unverified_stripes, r.mismatched),
         Err(e) => format!("resync stopped: {e}"),
     };
     sh.events.emit(Event { kind: events::RESYNC_END, member: None, detail });

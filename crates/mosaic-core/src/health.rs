@@ -121,6 +121,10 @@ pub struct ScrubReport {
     pub repaired: bool,
     pub bytes_read: u64,
     pub seconds: f64,
+    /// Ended before its last stripe on request (the stripes left count as
+    /// unverified).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl ScrubReport {

@@ -210,6 +210,9 @@ impl Volume for Array {
     fn needs_resync(&self) -> bool {
         Array::needs_resync(self)
     }
+    fn interrupt_scrub(&self) {
+        Array::interrupt_scrub(self)
+    }
     fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
         Ok(Array::grow_continue(self, progress, opts)?)
     }
@@ -334,6 +337,9 @@ impl Volume for CachedVolume {
     }
     fn needs_resync(&self) -> bool {
         self.cv.array().needs_resync()
+    }
+    fn interrupt_scrub(&self) {
+        self.cv.array().interrupt_scrub()
     }
     fn check_spare(&self, drive: &Path) -> Result<()> {
         Ok(self.cv.array().check_spare(drive)?)

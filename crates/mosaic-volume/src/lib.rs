@@ -227,6 +227,9 @@ pub trait Volume: Send + Sync {
     fn needs_resync(&self) -> bool {
         false
     }
+    /// End the scrub in progress before its next stripe (its report counts
+    /// the rest as unverified).
+    fn interrupt_scrub(&self) {}
     /// The grow in progress: stripes restriped and their total.
     fn grow_pending(&self) -> Option<(u64, u64)> {
         None

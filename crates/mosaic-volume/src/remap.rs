@@ -494,6 +494,9 @@ impl Volume for RemapVolume {
     fn needs_resync(&self) -> bool {
         self.writable && self.inner.needs_resync()
     }
+    fn interrupt_scrub(&self) {
+        self.inner.interrupt_scrub()
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Volume::scrub(self.inner.as_ref(), repair, progress)
     }

@@ -654,6 +654,9 @@ impl Volume for TierVolume {
     fn needs_resync(&self) -> bool {
         self.writable && self.inner.iter().any(|a| a.needs_resync())
     }
+    fn interrupt_scrub(&self) {
+        self.inner.iter().for_each(|a| a.interrupt_scrub());
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         if repair {
             self.check_writable("scrub --repair")?;

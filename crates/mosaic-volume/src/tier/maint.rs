@@ -36,6 +36,7 @@ pub(super) fn merge_scrub(reps: Vec<(usize, ScrubReport)>) -> ScrubReport {
         out.skipped_stripes += r.skipped_stripes;
         out.rewritten_chunks += r.rewritten_chunks;
         out.repaired |= r.repaired;
+        out.interrupted |= r.interrupted;
         out.bytes_read += r.bytes_read;
         out.seconds += r.seconds;
     }
