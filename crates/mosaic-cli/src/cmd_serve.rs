@@ -112,8 +112,9 @@ pub struct ServeArgs {
     /// environment (MOSAIC_EVENT, MOSAIC_ARRAY, MOSAIC_MEMBER, MOSAIC_DETAIL, MOSAIC_TIME)
     #[arg(long)]
     pub on_event: Option<String>,
-    /// Let --record overwrite a file that carries another array's member or journal
-    #[arg(long, requires = "record")]
+    /// Let --record or --pidfile overwrite a file that carries another
+    /// array's member or journal
+    #[arg(long)]
     pub force: bool,
     /// Advertise this minimum block size (a power of two no larger than the
     /// array's block; default 512, or the array's block if smaller).
@@ -568,6 +569,10 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     }
     if let Some(r) = &a.record {
         crate::util::check_output(r, a.force)?;
+    }
+    // A pid file goes over an array's member or journal only when forced.
+    if let Some(p) = &a.pidfile {
+        crate::util::check_output(p, a.force)?;
     }
     let spec = match (&a.array, a.demo) {
         (_, true) => demo_array()?,

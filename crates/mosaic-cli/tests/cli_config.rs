@@ -192,3 +192,19 @@ fn serve_exit_with_parent_stops_clean_when_its_parent_exits() {
     }
     assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
 }
+
+/// `--pidfile` naming a member of another array is refused (without
+/// `--force`) before the server starts, and the member is left as it was.
+#[test]
+fn serve_pidfile_never_overwrites_an_arrays_member() {
+    let t = tempfile::tempdir().unwrap();
+    let (arr, other) = (t.path().join("arr"), t.path().join("other"));
+    for d in [&arr, &other] {
+        ok(&["create", "-a", d.to_str().unwrap(), "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    }
+    let member = other.join("member-00.img");
+    let before = std::fs::read(&member).unwrap();
+    let e = fails(&["serve", "-a", arr.to_str().unwrap(), "--listen", "127.0.0.1:0", "--pidfile", member.to_str().unwrap()]);
+    assert!(e.contains(member.to_str().unwrap()) && e.contains("array") && e.contains("--force"), "{e}");
+    assert!(std::fs::read(&member).unwrap() == before, "the member was written");
+}
