@@ -78,11 +78,11 @@ pub fn start_dirty_degraded() -> bool {
     START_DIRTY_DEGRADED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The members out of service of a dirty array without a journal whose
-/// missing blocks come from code (none: the rule below does not apply).
-fn dirty_degraded(sb: &Superblock) -> Vec<usize> {
+/// The members out of service of an array without a journal whose
+/// missing blocks come from code (none: mirrors, no code, a journal).
+fn out_behind_code(sb: &Superblock) -> Vec<usize> {
     let coded = sb.geometry.m > 0 && sb.geometry.level != Level::Raid1;
-    if sb.state != ArrayState::Dirty || sb.journal.is_some() || !coded {
+    if sb.journal.is_some() || !coded {
         return Vec::new();
     }
     (0..sb.member_states.len()).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect()
@@ -97,7 +97,7 @@ fn dirty_degraded(sb: &Superblock) -> Vec<usize> {
 /// Read-only opens go on, with a warning, to copy data off.  Mirrors are
 /// exempt: a mirror's copy is the data itself, old or new.
 fn refuse_dirty_degraded(sb: &Superblock) -> Result<(), ArrayError> {
-    let out = dirty_degraded(sb);
+    let out = if sb.state == ArrayState::Dirty { out_behind_code(sb) } else { Vec::new() };
     if out.is_empty() {
         return Ok(());
     }
@@ -1590,9 +1590,7 @@ impl Array {
         if !self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
             return Vec::new();
         }
-        let mut sb = self.superblock();
-        sb.state = ArrayState::Dirty;
-        dirty_degraded(&sb)
+        out_behind_code(&self.sb.lock())
     }
 
     pub fn is_writable(&self) -> bool {
