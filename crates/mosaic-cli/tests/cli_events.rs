@@ -91,6 +91,13 @@ fn killed_after_a_write(a: &str) {
     srv.child.wait().unwrap();
 }
 
+/// A new `level` array of `members` 8 MiB members (4 KiB units) without
+/// a journal at `a`, left dirty by [`killed_after_a_write`].
+fn dirty_without_a_journal(a: &str, level: &str, members: &str) {
+    ok(&["create", "-a", a, "--level", level, "--members", members, "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
+    killed_after_a_write(a);
+}
+
 /// A file in `dir` named `name` and the --on-event program that adds
 /// each event to it as a line: its kind, then its detail.
 fn event_log(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
@@ -118,8 +125,7 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
-    killed_after_a_write(a);
+    dirty_without_a_journal(a, "raid5", "4");
     // Stripe 3's unit on member 1 torn: new bytes, code not rewritten.
     let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + 3 * 4096).unwrap();
@@ -152,8 +158,7 @@ fn a_member_failed_before_the_resync_ends_is_an_event_that_names_the_risk() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid6", "--members", "5", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
-    killed_after_a_write(a);
+    dirty_without_a_journal(a, "raid6", "5");
     let (log, cmd) = event_log(t.path(), "events.log");
     // 64 KiB/s: the resync of 21 MiB is far from done when member 1 fails.
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd, "--maint-rate", "64K"]);
@@ -208,8 +213,7 @@ fn a_stopping_server_interrupts_its_resync_and_the_next_one_resyncs() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal"]);
-    killed_after_a_write(a);
+    dirty_without_a_journal(a, "raid5", "4");
     let (log, cmd) = event_log(t.path(), "events.log");
     // 64 KiB/s: 21 MiB would take minutes.
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd, "--maint-rate", "64K"]);
