@@ -378,6 +378,22 @@ impl Geometry {
         }
     }
 
+    /// The first and last stripe whose units `len > 0` bytes at `offset`
+    /// of `member`'s stripe data touch (the inverse of
+    /// [`Geometry::offset_of`]; a CBRO check drive array member holds
+    /// every `w`-th stripe, so stripes between them belong to its
+    /// neighbours).
+    pub fn stripes_at(&self, member: usize, offset: u64, len: u64) -> (u64, u64) {
+        let (first, last) = (offset / self.unit, (offset + len.max(1) - 1) / self.unit);
+        match self.level {
+            Level::Cbro { w, .. } if member >= self.k => {
+                let (w, turn) = (w as u64, ((member - self.k) % w as usize) as u64);
+                (first * w + turn, last * w + turn)
+            }
+            _ => (first, last),
+        }
+    }
+
     /// Split a logical extent into per-stripe, per-column pieces.
     pub fn split(&self, offset: u64, len: u64) -> Vec<StripeExtent> {
         self.stripes_of(offset, len)
@@ -497,6 +513,24 @@ mod tests {
                     assert!(!seen[mem]);
                     seen[mem] = true;
                     assert_eq!(g.column_of(s, mem), Some(c), "{lvl} stripe {s} col {c}");
+                }
+            }
+        }
+    }
+
+    /// Every unit a member holds maps back to the stripe it belongs to,
+    /// alone and within a longer write.
+    #[test]
+    fn stripes_at_inverts_offset_of() {
+        for (lvl, n) in [("raid0", 3), ("raid1", 3), ("raid5", 5), ("raid6", 7), ("rs:10+4", 14), ("cbro:4+1", 5), ("cbro:4+2,cda=raid0:3", 10)] {
+            let g = geo(lvl, n, 8192);
+            for s in 0..30 {
+                for c in 0..g.k + g.m {
+                    let (mem, off) = (g.member_of(s, c), g.offset_of(s, c));
+                    assert_eq!(g.stripes_at(mem, off, 1), (s, s), "{lvl} stripe {s} col {c}");
+                    assert_eq!(g.stripes_at(mem, off + 100, g.unit - 100), (s, s), "{lvl} stripe {s} col {c}, within the unit");
+                    let (a, b) = g.stripes_at(mem, off, 3 * g.unit);
+                    assert!(a == s && b > s, "{lvl} stripe {s} col {c}: three units reach past it");
                 }
             }
         }

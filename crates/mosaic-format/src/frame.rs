@@ -3,7 +3,7 @@
 //! Every piece of metadata that mosaic writes to a device is framed the
 //! same way: member labels (the one superblock format, [`crate::label`]),
 //! journal records (the array's write-ahead journal and DVS's write
-//! cache), DVS's checkpoints and metadata log,
+//! cache), DVS's checkpoints and metadata log, write-intent bitmap blocks,
 //! the block map's label, checkpoints and delta log, and the header of an
 //! emulated zoned drive.  So one decoder, with one set of no-panic tests
 //! and one fuzz target, guards every on-disk structure.
@@ -58,6 +58,9 @@ pub const KIND_DVS_CHECKPOINT: u16 = 0x0300;
 pub const KIND_DVS_LOG: u16 = 0x0301;
 /// Kinds 0x0400..=0x04ff: emulated devices: a zoned drive file's header.
 pub const KIND_ZONED_HEADER: u16 = 0x0400;
+/// Kinds 0x0500..=0x05ff: the write-intent bitmap ([`crate::bitmap`]):
+/// one block of it.
+pub const KIND_BITMAP: u16 = 0x0500;
 /// The magic every frame starts with (so tools can recognise frames).
 pub const FRAME_MAGIC: [u8; 4] = MAGIC;
 

@@ -7,12 +7,14 @@
 //!   plus a policy blob for what a kind needs more;
 //! * [`journal`]: the one journal record format (typed entries: device
 //!   writes, logical writes, resync marks) every journal writes;
+//! * [`bitmap`]: the write-intent bitmap's blocks (md's internal bitmap);
 //! * [`fresh`]: the one freshness rule (event counters decide) and the
 //!   assignment of devices to member slots that applies it.
 //!
 //! Pure formats: no device I/O beyond a caller's read closure, so every
 //! decoder here is fuzzed directly.
 
+pub mod bitmap;
 pub mod frame;
 pub mod fresh;
 pub mod journal;
