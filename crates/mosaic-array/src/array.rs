@@ -33,6 +33,7 @@ use mosaic_dev::{Device, FileMember, Member};
 use mosaic_format::fresh;
 
 use crate::assemble::{assemble, canonical, relativize, Assembly, Found, Place};
+use crate::bitmap::WriteIntent;
 use crate::journal::{Entry, Journal, ReplayReport};
 use crate::spec::ArraySpec;
 use crate::superblock::{ArrayState, MemberRole, Superblock, DATA_OFFSET};
@@ -111,7 +112,7 @@ fn refuse_dirty_degraded(sb: &Superblock) -> Result<(), ArrayError> {
 }
 
 /// Per-member I/O counters.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct MemberCounters {
     pub reads: u64,
     pub read_bytes: u64,
@@ -186,6 +187,19 @@ pub struct ArrayInfo {
     /// code may disagree with data where the crash cut writes off, until a
     /// repairing scrub ([`Array::needs_resync`]).
     pub resync_needed: bool,
+    /// The write-intent bitmap, when the array has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bitmap: Option<BitmapStatus>,
+}
+
+/// The write-intent bitmap in [`ArrayInfo`]: each member's bytes a bit
+/// covers, the bits, and how many are set now (what a crash now would
+/// resync).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BitmapStatus {
+    pub chunk_bytes: u64,
+    pub regions: u64,
+    pub dirty_regions: u64,
 }
 
 /// How full the journal ring is, in [`ArrayInfo`].
@@ -229,7 +243,7 @@ pub struct Array {
     /// disagree with data where the crash cut writes off, so the array
     /// stays dirty on disk, however it is closed, until a full repairing
     /// scrub ([`Array::mark_resynced`]).
-    unsynced: std::sync::atomic::AtomicBool,
+    pub(crate) unsynced: std::sync::atomic::AtomicBool,
     /// Ends the scrub in progress before its next stripe
     /// ([`Array::interrupt_scrub`]).
     pub(crate) scrub_interrupt: std::sync::atomic::AtomicBool,
@@ -259,12 +273,14 @@ pub struct Array {
     /// used (missing, unreadable), in [`ArrayInfo::journal_failed`].
     journal_unusable: Option<String>,
     /// What assembly found wrong (devices not used, and why).
-    open_warnings: Vec<String>,
+    pub(crate) open_warnings: Vec<String>,
     /// Hot spares present, in the order of the superblock's list.
     pub(crate) spares: Mutex<Vec<(Arc<dyn Member>, crate::superblock::Spare)>>,
     /// Whether the superblock lists lost ranges (see [`crate::lost`]):
     /// reads look there only then.
     pub(crate) any_lost: std::sync::atomic::AtomicBool,
+    /// The write-intent bitmap ([`crate::bitmap`]), when the array has one.
+    pub(crate) bitmap: RwLock<Option<Arc<WriteIntent>>>,
 }
 
 /// The file, device or NBD export at `path`, a file created with `size`
@@ -480,6 +496,7 @@ impl Array {
             lost: Vec::new(),
             session: Uuid::new_v4(),
             prev_session: Uuid::nil(),
+            bitmap: None,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -762,6 +779,7 @@ impl Array {
         // (A journaled array opened read-only is replayed at its next
         // writable open; an array without code has nothing to resync.)
         *arr.unsynced.get_mut() = arr.opened_dirty && arr.sb.lock().journal.is_none() && arr.geometry().m > 0;
+        arr.load_bitmap();
         // After the replay: the journal's records name the old layout.
         if let Some(w) = arr.settle_critical_section() {
             arr.open_warnings.push(w);
@@ -951,6 +969,7 @@ impl Array {
             open_warnings: Vec::new(),
             spares: Mutex::new(Vec::new()),
             any_lost,
+            bitmap: RwLock::new(None),
         })
     }
 
@@ -1159,6 +1178,7 @@ impl Array {
             grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
             lost: sb.lost.clone(),
             resync_needed: self.unsynced.load(std::sync::atomic::Ordering::Acquire),
+            bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
     }
 
@@ -1222,7 +1242,7 @@ impl Array {
     }
 
     /// After an I/O error: fail the member (best effort on disk).
-    fn fail_on_error(&self, idx: usize, err: &std::io::Error) {
+    pub(crate) fn fail_on_error(&self, idx: usize, err: &std::io::Error) {
         if self.note_failed(idx, &err.to_string()) {
             let _ = self.write_superblocks(|_| {});
         }
@@ -1308,8 +1328,8 @@ impl Array {
     /// says (a cache volume's destage: copies, its write's logical entry,
     /// steps run beside each other).
     pub(crate) fn run_program_logged(&self, p: &Program, client: Client<'_>, how: Logged<'_>, what: &str) -> Result<Vec<Vec<u8>>, ArrayError> {
-        let hook = ArrayJournal(self, how);
-        let journal: Option<&dyn JournalHook> = if self.journal.is_some() { Some(&hook) } else { None };
+        let hook = ArrayJournal(self, how, self.bitmap());
+        let journal: Option<&dyn JournalHook> = if hook.logs() { Some(&hook) } else { None };
         self.exec.run(p, client, journal).map_err(|e| match e {
             // The journal's own error says what failed; no member did.
             ExecError::Journal(m) => ArrayError::Io(m),
@@ -1440,8 +1460,8 @@ impl Array {
 
     /// [`Array::write_stripes`] through the layouts of `sh`, without the gate.
     pub(crate) fn write_in(&self, sh: &Shape, offset: u64, data: &[u8], journaled: bool) -> Result<(), ArrayError> {
-        let hook = ArrayJournal(self, Logged::default());
-        let journal: Option<&dyn JournalHook> = if journaled && self.journal.is_some() { Some(&hook) } else { None };
+        let hook = ArrayJournal(self, Logged::default(), self.bitmap());
+        let journal: Option<&dyn JournalHook> = if journaled && hook.logs() { Some(&hook) } else { None };
         if sh.in_copy(offset, data.len() as u64) > 0 {
             return Err(ArrayError::Io(format!(
                 "bytes 0..{} cannot be written: a grow was cut off while rewriting them, and only its saved copy holds them until the grow goes on (mosaic grow -a ARRAY)",
@@ -1460,6 +1480,10 @@ impl Array {
     pub fn flush(&self) -> Result<(), ArrayError> {
         self.flush_members();
         self.within_redundancy()?;
+        if let Some(b) = self.bitmap().filter(|_| self.writable) {
+            let every = Duration::from_nanos(self.epoch_ns.load(std::sync::atomic::Ordering::Relaxed));
+            b.sweep(self, every, self.bitmap_held());
+        }
         self.epoch()
     }
 
@@ -1552,6 +1576,10 @@ impl Array {
             if !self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
                 self.write_superblocks(|s| s.state = ArrayState::Clean)?;
             }
+        }
+        // Clean, whole and flushed: no region needs a resync.
+        if let Some(b) = self.bitmap().filter(|b| self.writable && b.dirty() > 0 && !self.bitmap_held()) {
+            b.clear_all(self)?;
         }
         Ok(())
     }
@@ -1706,12 +1734,23 @@ impl Planner for Request<'_> {
     }
 }
 
-/// The array's journal as the executor's journal hook.
-struct ArrayJournal<'a>(&'a Array, Logged<'a>);
+/// The array's journal as the executor's journal hook; without a
+/// journal, its write-intent bitmap ([`crate::bitmap`]), when it has one.
+struct ArrayJournal<'a>(&'a Array, Logged<'a>, Option<Arc<WriteIntent>>);
+
+impl ArrayJournal<'_> {
+    /// Whether journaled write phases go through this hook at all.
+    fn logs(&self) -> bool {
+        self.0.journal.is_some() || self.2.is_some()
+    }
+}
 
 impl JournalHook for ArrayJournal<'_> {
     fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String> {
-        Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?))
+        match (&self.0.journal, &self.2) {
+            (None, Some(b)) => Ok(Box::new(b.start(self.0, writes).map_err(|e| e.to_string())?)),
+            _ => Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?)),
+        }
     }
 }
 

@@ -170,6 +170,11 @@ impl Array {
         if new.is_empty() {
             return Err(ArrayError::Usage("grow needs at least one new member".into()));
         }
+        if self.superblock().bitmap.is_some() {
+            // As mdadm asked before it learnt to move a bitmap: the grow's
+            // saved copy may take the bytes the bitmap lies in.
+            return Err(ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), grow, then add it again (mosaic bitmap -a ARRAY internal)".into()));
+        }
         let old = self.geometry();
         if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
             return Err(ArrayError::Usage("the array is degraded: rebuild it before growing".into()));

@@ -8,11 +8,14 @@
 //!   devices, marks members failed on I/O errors, and retries degraded;
 //! * [`cached`]: the small-write caches in front of an array;
 //! * [`journal`]: the write-ahead journal that closes the write hole;
+//! * [`bitmap`]: without a journal, the write-intent bitmap that says
+//!   what a crash leaves to resync;
 //! * [`nested`]: check drive arrays that are arrays of their own;
 //! * [`maint`]: replace, rebuild with checkpoints, and scrub.
 
 pub mod array;
 mod assemble;
+pub mod bitmap;
 pub mod cached;
 pub mod domain;
 pub mod grow;
@@ -24,7 +27,7 @@ pub mod spare;
 pub mod spec;
 pub mod superblock;
 
-pub use array::{set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, CreateOptions, JournalReplaced, MemberInfo, EPOCH};
+pub use array::{set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, BitmapStatus, CreateOptions, JournalReplaced, MemberInfo, EPOCH};
 pub use cached::CacheVolume;
 pub use journal::{Journal, LostUnit, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};

@@ -104,6 +104,10 @@ impl Array {
         if self.auto_checkpoint() {
             self.journal_checkpoint()?;
         }
+        // The new device carries the bitmap before it takes writes.
+        if let Some(b) = self.bitmap() {
+            b.write_all_to(m.as_ref()).map_err(|e| ArrayError::Io(format!("{path}: writing the write-intent bitmap: {e}")))?;
+        }
         self.set_member(idx, Some(m));
         self.set_health(idx, MemberState::Rebuilding { done: 0 });
         self.write_superblocks(|s| {
@@ -260,27 +264,46 @@ impl Array {
     /// wrong: the located column where two redundant columns locate it,
     /// otherwise the code units, recomputed from the data.
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+        self.scrub_over(repair, &[0..self.layout().regions()], progress)
+    }
+
+    /// md's resync after an unclean shutdown: a repairing scrub of the
+    /// regions the write-intent bitmap marks ([`crate::bitmap`]), or of
+    /// every stripe without one.  Either way the array is recorded clean
+    /// when every stripe it scrubbed was verified.
+    pub fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+        let Some(b) = self.bitmap() else { return self.scrub(true, progress) };
+        let ranges = b.dirty_stripes();
+        let mut rep = self.scrub_over(true, &ranges, progress)?;
+        let n: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        rep.notes.push(format!("write-intent bitmap: {n} of {} stripes were marked ({} of {} regions)", self.layout().regions(), b.dirty(), b.regions()));
+        Ok(rep)
+    }
+
+    /// [`Array::scrub`] of the stripes in `ranges` (sorted, apart).
+    fn scrub_over(&self, repair: bool, ranges: &[std::ops::Range<u64>], progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         self.not_growing("scrub")?;
         if repair && !self.is_writable() {
             return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
         }
         let t0 = Instant::now();
-        let total = self.layout().regions();
+        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         let mut rep = ScrubReport { stripes_checked: total, repaired: repair, ..ScrubReport::default() };
         let failed = |h: &mosaic_core::Health| (0..h.states.len()).filter(|&i| matches!(h.states[i], MemberState::Failed)).collect::<Vec<usize>>();
         let mut out = failed(&self.health());
         self.scrub_interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
-        for region in 0..total {
+        for (done, region) in ranges.iter().flat_map(|r| r.clone()).enumerate() {
+            let done = done as u64;
             if self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) {
                 // Not verified, so not recorded resynced either.
-                rep.notes.push(format!("interrupted at stripe {region} of {total}"));
+                rep.notes.push(format!("interrupted at stripe {region} ({done} of {total} scrubbed)"));
                 rep.interrupted = true;
-                rep.stripes_checked = region;
-                rep.unverified_stripes += total - region;
+                rep.stripes_checked = done;
+                rep.unverified_stripes += total - done;
                 break;
             }
             let _g = self.lock_stripes(std::iter::once(region));
-            let r = self.scrub_region(region, repair).map_err(|e| ArrayError::Io(format!("scrub stopped at stripe {region} of {total}: {e}")))?;
+            let r = self.scrub_region(region, repair).map_err(|e| ArrayError::Io(format!("scrub stopped at stripe {region} of {}: {e}", self.layout().regions())))?;
             if r.members_failed {
                 let now = failed(&self.health());
                 let new: Vec<usize> = now.iter().copied().filter(|i| !out.contains(i)).collect();
@@ -297,7 +320,7 @@ impl Array {
                 }
                 rep.record(f);
             }
-            progress(region + 1, total);
+            progress(done + 1, total);
         }
         if repair {
             self.flush()?;

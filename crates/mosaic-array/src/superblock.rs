@@ -9,8 +9,8 @@
 //! with K+M = 255 needs a few):
 //!
 //! ```text
-//!   member byte 0          64 KiB         128 KiB              1 MiB
-//!   ├── slot 0 ────────────┼── slot 1 ─────┼── (reserved) ────────┼── stripe data ...
+//!   member byte 0          64 KiB         128 KiB          960 KiB      1 MiB
+//!   ├── slot 0 ────────────┼── slot 1 ─────┼── (reserved) ───┼── bitmap ─┼── stripe data ...
 //!
 //!   slot: frame { "MOSF" | ver | kind 0x0200 (label) | seq = events | len | crc32c
 //!                 | JSON label { kind: "fixed", array_uuid, member_uuid, member_index,
@@ -18,7 +18,7 @@
 //!                                policy: FixedPolicy { format_version, role, geometry,
 //!                                  member_data_size, data_offset, state, member_states[],
 //!                                  member_paths[], journal?, home?, reshape?,
-//!                                  spares[], member_hosts[], lost[] } } }
+//!                                  spares[], member_hosts[], lost[], bitmap? } } }
 //! ```
 //!
 //! The label carries what every kind of array shares (identity, event
@@ -59,6 +59,13 @@ pub const GROWING_VERSION: u32 = 4;
 /// wrong bytes as good.
 pub const LOSSY_VERSION: u32 = 5;
 pub const LOSSY_GROWING_VERSION: u32 = 6;
+/// The versions written while the array has a write-intent bitmap (see
+/// [`Superblock::bitmap`]), without and with lost data: a mosaic that
+/// does not know the bitmap would write without marking it, and one that
+/// does would then trust the stale marks after a crash.  (A grow is
+/// refused while the array has a bitmap.)
+pub const BITMAP_VERSION: u32 = 7;
+pub const LOSSY_BITMAP_VERSION: u32 = 8;
 /// The most lost ranges a superblock lists; past that, neighbours merge
 /// (more bytes read as lost, never fewer).
 pub const MAX_LOST: usize = 256;
@@ -166,6 +173,18 @@ pub struct Superblock {
     pub session: Uuid,
     #[serde(default, skip_serializing_if = "Uuid::is_nil")]
     pub prev_session: Uuid,
+    /// The write-intent bitmap, when the array has one (see
+    /// [`crate::bitmap`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitmap: Option<BitmapInfo>,
+}
+
+/// An array's write-intent bitmap: one bit for every `chunk` stripes,
+/// in the last [`mosaic_format::bitmap::AREA`] bytes of each member's
+/// header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BitmapInfo {
+    pub chunk: u64,
 }
 
 /// A logical byte range whose data is lost.
@@ -190,7 +209,7 @@ impl Superblock {
     pub fn to_label(&self) -> Result<Label, ArrayError> {
         let p = FixedPolicy {
             // A grow in progress is a format older versions cannot read.
-            format_version: disk_version(self.reshape.is_some(), !self.lost.is_empty()),
+            format_version: disk_version(self.reshape.is_some(), !self.lost.is_empty(), self.bitmap.is_some()),
             role: self.role,
             geometry: self.geometry.clone(),
             member_data_size: self.member_data_size,
@@ -204,6 +223,7 @@ impl Superblock {
             spares: self.spares.clone(),
             member_hosts: self.member_hosts.clone(),
             lost: self.lost.clone(),
+            bitmap: self.bitmap,
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -250,6 +270,7 @@ impl Superblock {
             lost: p.lost,
             session: l.session,
             prev_session: l.prev_session,
+            bitmap: p.bitmap,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -271,7 +292,7 @@ impl Superblock {
     /// Internal consistency of a decoded superblock.
     fn validate(&self) -> Result<(), String> {
         let v = self.format_version;
-        if v != disk_version(self.reshape.is_some(), !self.lost.is_empty()) {
+        if v != disk_version(self.reshape.is_some(), !self.lost.is_empty(), self.bitmap.is_some()) {
             return Err(format!("unsupported format version {v}"));
         }
         let g = &self.geometry;
@@ -291,6 +312,11 @@ impl Superblock {
             return Err("member data size or offset disagree with the geometry".into());
         }
         check_lost(&self.lost, g.stripes.saturating_mul(g.stripe_data_bytes()))?;
+        if let Some(b) = &self.bitmap {
+            if b.chunk == 0 || g.stripes.div_ceil(b.chunk) > mosaic_format::bitmap::MAX_BITS || self.journal.is_some() || self.reshape.is_some() {
+                return Err(format!("a write-intent bitmap of {} stripes a bit does not fit the array (or it has a journal or a grow)", b.chunk));
+            }
+        }
         if let Some(r) = &self.reshape {
             let f = &r.from;
             let fb = f.stripes.checked_mul(f.unit).ok_or("grow geometry fields overflow")?;
@@ -362,15 +388,19 @@ struct FixedPolicy {
     member_hosts: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     lost: Vec<LostRange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bitmap: Option<BitmapInfo>,
 }
 
 /// The format version on disk: what a reader must know to use the array.
-fn disk_version(growing: bool, lossy: bool) -> u32 {
-    match (growing, lossy) {
-        (false, false) => FORMAT_VERSION,
-        (true, false) => GROWING_VERSION,
-        (false, true) => LOSSY_VERSION,
-        (true, true) => LOSSY_GROWING_VERSION,
+fn disk_version(growing: bool, lossy: bool, bitmap: bool) -> u32 {
+    match (growing, lossy, bitmap) {
+        (false, false, false) => FORMAT_VERSION,
+        (true, false, false) => GROWING_VERSION,
+        (false, true, false) => LOSSY_VERSION,
+        (true, true, false) => LOSSY_GROWING_VERSION,
+        (_, false, true) => BITMAP_VERSION,
+        (_, true, true) => LOSSY_BITMAP_VERSION,
     }
 }
 

@@ -3,6 +3,7 @@
 //! `tests/test_layout.rs`).
 
 mod common;
+mod bitmap;
 mod cache_program;
 mod cached;
 mod cached_failures;

@@ -20,6 +20,10 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         ("capacity".into(), format!("{} ({} bytes), {} stripes", human(i.capacity), i.capacity, i.stripes)),
         ("member".into(), format!("{} data bytes from offset {}", human(i.member_data_size), i.data_offset)),
         ("journal".into(), i.journal.clone().unwrap_or_else(|| "none (write hole open)".into())),
+        ("bitmap".into(), match &i.bitmap {
+            Some(b) => format!("internal, {} a bit, {} of {} regions dirty", human(b.chunk_bytes), b.dirty_regions, b.regions),
+            None => "none".into(),
+        }),
         ("spares".into(), if i.spares.is_empty() { "none".into() } else { i.spares.join(", ") }),
         ("state".into(), format!("{:?}{}{}, events {}", i.state, if i.resync_needed { " (resync needed)" } else { "" }, if i.degraded { ", degraded" } else { "" }, i.events)),
     ];
@@ -210,6 +214,9 @@ impl Volume for Array {
     fn needs_resync(&self) -> bool {
         Array::needs_resync(self)
     }
+    fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        Ok(Array::resync(self, progress)?)
+    }
     fn interrupt_scrub(&self) {
         Array::interrupt_scrub(self)
     }
@@ -337,6 +344,10 @@ impl Volume for CachedVolume {
     }
     fn needs_resync(&self) -> bool {
         self.cv.array().needs_resync()
+    }
+    fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        self.sync()?;
+        Ok(self.cv.array().resync(progress)?)
     }
     fn interrupt_scrub(&self) {
         self.cv.array().interrupt_scrub()

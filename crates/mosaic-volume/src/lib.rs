@@ -227,6 +227,12 @@ pub trait Volume: Send + Sync {
     fn needs_resync(&self) -> bool {
         false
     }
+    /// That resync: a repairing [`Volume::scrub`] of what a crash may
+    /// have left with code and data apart (with a write-intent bitmap,
+    /// only the regions it marks).
+    fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        self.scrub(true, progress)
+    }
     /// End the scrub in progress before its next stripe (its report counts
     /// the rest as unverified).
     fn interrupt_scrub(&self) {}

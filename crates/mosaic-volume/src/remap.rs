@@ -494,6 +494,9 @@ impl Volume for RemapVolume {
     fn needs_resync(&self) -> bool {
         self.writable && self.inner.needs_resync()
     }
+    fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        Volume::resync(self.inner.as_ref(), progress)
+    }
     fn interrupt_scrub(&self) {
         self.inner.interrupt_scrub()
     }

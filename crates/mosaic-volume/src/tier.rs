@@ -667,6 +667,15 @@ impl Volume for TierVolume {
         let s = self.inner[SLOW].scrub(repair, &|d, _| progress(fast_regions + d, total))?;
         Ok(merge_scrub(vec![(FAST, f), (SLOW, s)]))
     }
+    /// Each tier that needs it resyncs (with its own bitmap, if any).
+    fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        self.check_writable("resync")?;
+        let mut reps = Vec::new();
+        for (i, a) in self.inner.iter().enumerate().filter(|(_, a)| a.needs_resync()) {
+            reps.push((i, a.resync(progress)?));
+        }
+        Ok(merge_scrub(reps))
+    }
 
     /// One step of movement (demotion, promotion, compaction) once no
     /// request came for the idle time; requests wait at most for it.

@@ -1,0 +1,240 @@
+//! The write-intent bitmap: marked on every member before a region's
+//! first write, cleared once the region is quiet, and after a crash the
+//! resync scrubs the marked regions alone.
+
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mosaic_array::bitmap::BITMAP_OFFSET;
+use mosaic_array::{Array, DATA_OFFSET};
+use mosaic_core::Level;
+use mosaic_dev::{MemMember, Member, PowerCut};
+use mosaic_format::bitmap::{decode_block, BlockRead, BLOCK};
+use parking_lot::Mutex;
+
+use crate::common::{mem, named, opts, pattern, U};
+
+/// A member that records its writes and flushes, in order, in a log
+/// shared by all members: (member, offset or `FLUSH`).
+struct Recorder {
+    inner: Arc<dyn Member>,
+    idx: usize,
+    log: Arc<Mutex<Vec<(usize, u64)>>>,
+}
+
+const FLUSH: u64 = u64::MAX;
+
+impl Member for Recorder {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.log.lock().push((self.idx, offset));
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.log.lock().push((self.idx, FLUSH));
+        self.inner.flush()
+    }
+}
+
+const STRIPES: u64 = 64;
+/// Four stripes a bit: 16 regions.
+const CHUNK: u64 = 4 * U;
+
+/// A raid5 array of four RAM members, each behind a power cut sharing
+/// `budget` and a recorder, with a bitmap of four stripes a bit.
+fn rig(budget: &Arc<AtomicI64>, log: &Arc<Mutex<Vec<(usize, u64)>>>) -> (Vec<Arc<MemMember>>, Array) {
+    let mems: Vec<Arc<MemMember>> = (0..4).map(|i| mem(&format!("m{i}"), STRIPES)).collect();
+    let arr = Array::create_on(named(&wrapped(&mems, budget, log)), &opts(Level::Raid5, 4), true).unwrap();
+    arr.set_bitmap(Some(CHUNK)).unwrap();
+    arr.set_epoch(Duration::ZERO);
+    (mems, arr)
+}
+
+fn wrapped(mems: &[Arc<MemMember>], budget: &Arc<AtomicI64>, log: &Arc<Mutex<Vec<(usize, u64)>>>) -> Vec<Arc<dyn Member>> {
+    mems.iter()
+        .enumerate()
+        .map(|(idx, m)| Arc::new(Recorder { inner: Arc::new(PowerCut::new(m.clone(), budget.clone())), idx, log: log.clone() }) as Arc<dyn Member>)
+        .collect()
+}
+
+/// Logical offset of stripe `s` (raid5 of 4: three data units a stripe).
+fn at(s: u64) -> u64 {
+    s * 3 * U
+}
+
+/// Make stripe `s`'s parity disagree with its data, on the member.
+fn spoil_parity(arr_geo: &mosaic_core::Geometry, mems: &[Arc<MemMember>], s: u64) {
+    let p = arr_geo.member_of(s, arr_geo.k);
+    mems[p].write_at(&[0xa5; 512], DATA_OFFSET + s * U).unwrap();
+}
+
+fn reopen(mems: &[Arc<MemMember>]) -> Array {
+    let ms: Vec<Arc<dyn Member>> = mems.iter().map(|m| m.clone() as Arc<dyn Member>).collect();
+    let arr = Array::open_members(ms, true).unwrap();
+    arr.set_epoch(Duration::ZERO);
+    arr
+}
+
+#[test]
+fn a_region_is_marked_on_every_member_and_flushed_before_its_first_write() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (_mems, arr) = rig(&budget, &log);
+    let plain = Array::create_on(named(&(0..4).map(|i| mem(&format!("p{i}"), STRIPES) as Arc<dyn Member>).collect::<Vec<_>>()), &opts(Level::Raid5, 4), true).unwrap();
+    log.lock().clear();
+    arr.write(at(10) + U, &pattern(4096, 1)).unwrap();
+    let ops = std::mem::take(&mut *log.lock());
+    let first_data = ops.iter().position(|&(_, off)| off != FLUSH && off >= DATA_OFFSET).expect("data written");
+    for m in 0..4 {
+        let mark = ops.iter().position(|&(i, off)| i == m && off == BITMAP_OFFSET).unwrap_or_else(|| panic!("member {m} not marked: {ops:?}"));
+        let flush = mark + ops[mark..].iter().position(|&(i, off)| i == m && off == FLUSH).unwrap_or_else(|| panic!("member {m} not flushed: {ops:?}"));
+        assert!(mark < flush && flush < first_data, "member {m}: the mark is durable before any data write: {ops:?}");
+    }
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 1);
+    // The region's next write, and one of the next region, write only data.
+    arr.write(at(11), &pattern(4096, 2)).unwrap();
+    assert!(log.lock().iter().all(|&(_, off)| off != FLUSH && off >= DATA_OFFSET), "{:?}", log.lock());
+    arr.write(at(13), &pattern(4096, 3)).unwrap();
+    assert_eq!(log.lock().iter().filter(|&&(_, off)| off == BITMAP_OFFSET).count(), 4, "a new region is marked once per member");
+    let info = arr.info().bitmap.unwrap();
+    assert_eq!((info.chunk_bytes, info.regions, info.dirty_regions), (CHUNK, STRIPES / 4, 2));
+    // The executor's device operations are the same as without a bitmap.
+    for (s, seed) in [(10, 1), (11, 2), (13, 3)] {
+        plain.write(at(s) + if s == 10 { U } else { 0 }, &pattern(4096, seed)).unwrap();
+    }
+    assert_eq!(arr.counters(), plain.counters());
+}
+
+#[test]
+fn a_quiet_region_is_cleared_after_two_flushes_and_a_busy_one_is_kept() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    arr.write(at(0), &pattern(4096, 1)).unwrap();
+    arr.write(at(20), &pattern(4096, 1)).unwrap();
+    arr.flush().unwrap();
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 2, "written since the last sweep: kept");
+    arr.write(at(21), &pattern(4096, 1)).unwrap();
+    arr.flush().unwrap();
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 1, "region 0 was quiet for a sweep; region 5 was written again");
+    arr.flush().unwrap();
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 0);
+    // Cleared on the members too: a crash now resyncs nothing.
+    arr.write(at(40), &pattern(4096, 1)).unwrap();
+    budget.store(0, Ordering::SeqCst);
+    drop(arr);
+    let arr = reopen(&mems);
+    assert!(arr.info().resync_needed);
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 1);
+}
+
+#[test]
+fn after_a_crash_the_resync_scrubs_only_the_marked_regions() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    let geo = arr.geometry();
+    arr.write(at(10), &pattern(4096, 1)).unwrap();
+    // Power cut: nothing more reaches the members, the close included.
+    budget.store(0, Ordering::SeqCst);
+    drop(arr);
+    // Stripe 10's write was cut between data and parity; stripe 40 went
+    // bad some other way (a scrub's business, not the resync's).
+    spoil_parity(&geo, &mems, 10);
+    spoil_parity(&geo, &mems, 40);
+    budget.store(i64::MAX, Ordering::SeqCst);
+    let arr = reopen(&mems);
+    assert!(arr.info().resync_needed && arr.needs_resync());
+    let rep = arr.resync(&|_, _| {}).unwrap();
+    assert_eq!((rep.stripes_checked, rep.mismatched, rep.unverified_stripes), (4, 1, 0), "{rep:?}");
+    assert!(rep.notes.iter().any(|n| n.contains("4 of 64 stripes were marked")), "{:?}", rep.notes);
+    assert!(!arr.info().resync_needed);
+    // A full scrub still finds the stripe the resync was not asked about.
+    let full = arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!((full.stripes_checked, full.mismatched_stripes.clone()), (64, vec![40]), "{full:?}");
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    assert!(!arr.opened_dirty() && !arr.info().resync_needed);
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 0, "a clean close clears every bit");
+}
+
+#[test]
+fn a_bitmap_block_whole_on_no_member_resyncs_its_regions_whole() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    arr.write(at(10), &pattern(4096, 1)).unwrap();
+    budget.store(0, Ordering::SeqCst);
+    drop(arr);
+    // Torn on one member: the others' copies say what it said.
+    mems[1].write_at(&[0x5a; 100], BITMAP_OFFSET + 40).unwrap();
+    let arr = reopen(&mems);
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 1);
+    assert!(arr.open_warnings().is_empty(), "{:?}", arr.open_warnings());
+    std::mem::forget(arr);
+    // Torn on every member: every region of the block is resynced.
+    for m in &mems {
+        m.write_at(&[0x5a; 100], BITMAP_OFFSET + 40).unwrap();
+    }
+    let arr = reopen(&mems);
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, STRIPES / 4);
+    assert!(arr.open_warnings().iter().any(|w| w.contains("write-intent bitmap block 0 is whole on no member")), "{:?}", arr.open_warnings());
+    let rep = arr.resync(&|_, _| {}).unwrap();
+    assert_eq!(rep.stripes_checked, STRIPES);
+}
+
+#[test]
+fn bits_stay_while_a_member_is_out_and_a_replacement_carries_the_bitmap() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (_mems, arr) = rig(&budget, &log);
+    arr.fail_member(2).unwrap();
+    arr.write(at(8), &pattern(4096, 1)).unwrap();
+    for _ in 0..3 {
+        arr.flush().unwrap();
+    }
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 1, "what member 2 missed stays marked");
+    let new = mem("new", STRIPES);
+    arr.replace_with(2, new.clone(), "new").unwrap();
+    let mut b = vec![0u8; BLOCK];
+    new.read_at(&mut b, BITMAP_OFFSET).unwrap();
+    let uuid = arr.superblock().array_uuid;
+    let BlockRead::Bits(bits) = decode_block(&b, uuid, 4, 0) else { panic!("the new member carries no bitmap") };
+    assert_eq!(bits[0], 1 << 2, "region 2 (stripe 8) is marked on it");
+    arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    for _ in 0..3 {
+        arr.flush().unwrap();
+    }
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 0, "whole again: cleared");
+}
+
+#[test]
+fn a_journal_or_a_grow_takes_no_bitmap_and_it_can_be_taken_away() {
+    let journal: Arc<dyn Member> = Arc::new(MemMember::new("j", 1 << 20));
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("j{i}"), STRIPES) as Arc<dyn Member>).collect();
+    let arr = Array::create_with_journal(named(&ms), &opts(Level::Raid5, 4), true, Some((journal, "j".into()))).unwrap();
+    let e = arr.set_bitmap(Some(CHUNK)).unwrap_err().to_string();
+    assert!(e.contains("journal"), "{e}");
+
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    let e = arr.grow_start_with(vec![(mem("g", STRIPES) as Arc<dyn Member>, "g".into())], None).unwrap_err().to_string();
+    assert!(e.contains("write-intent bitmap: remove it first"), "{e}");
+    assert_eq!(arr.superblock().format_version, mosaic_array::superblock::FORMAT_VERSION);
+    let mut b = vec![0u8; 4096];
+    mems[0].read_at(&mut b, 0).unwrap();
+    let on_disk = mosaic_format::label::Label::decode(&b).unwrap();
+    assert_eq!(on_disk.policy::<serde_json::Value>().unwrap()["format_version"], mosaic_array::superblock::BITMAP_VERSION, "older mosaics refuse it");
+    arr.set_bitmap(None).unwrap();
+    assert!(arr.info().bitmap.is_none());
+    arr.write(at(3), &pattern(4096, 1)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    assert!(reopen(&mems).superblock().bitmap.is_none());
+}
