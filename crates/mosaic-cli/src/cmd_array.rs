@@ -79,6 +79,13 @@ fn level_help(long: bool) -> String {
     h
 }
 
+/// `--bitmap`: a write-intent bitmap or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BitmapArg {
+    Internal,
+    None,
+}
+
 #[derive(Args)]
 pub struct CreateArgs {
     /// A directory to create member files in, or a comma list of existing member files / block devices
@@ -117,6 +124,14 @@ pub struct CreateArgs {
     /// corrupt other blocks of the stripe (the write hole)
     #[arg(long)]
     pub no_journal: bool,
+    /// Without a journal: a write-intent bitmap, so the resync after a
+    /// crash reads only the regions written near it (internal), or none.
+    /// Default: internal for arrays of 100 GB and more, as mdadm
+    #[arg(long, value_enum)]
+    pub bitmap: Option<BitmapArg>,
+    /// Each member's bytes one bitmap bit covers (mdadm --bitmap-chunk)
+    #[arg(long, value_parser = size, default_value = "64M")]
+    pub bitmap_chunk: u64,
     /// cbro: drive model of the data drives (e.g. hdd:seagate-st91000640ss),
     /// with --cda-device for the check drive arrays: warns, with the
     /// model's numbers, when a CDA will be the bottleneck
@@ -588,6 +603,10 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
     if !a.spare.is_empty() && (a.level == "tier" || a.level == "remap" || mosaic_array::nested::split_cda(&a.level)?.is_some()) {
         bail!("--spare at create is for fixed-level and dvs arrays (raid0..6, rs, cbro without nested check arrays, dvs); a {} array takes its spares with mosaic add --spare", a.level);
     }
+    let plain = !(a.level == "tier" || a.level == "remap" || a.level.starts_with("dvs") || mosaic_array::nested::split_cda(&a.level)?.is_some());
+    if a.bitmap == Some(BitmapArg::Internal) && !plain {
+        bail!("--bitmap internal is for fixed-level arrays (raid1..6, rs, cbro without nested check arrays); a {} array has none", a.level);
+    }
     if a.level == "tier" {
         return create_tier(a);
     }
@@ -654,7 +673,21 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         check_output(sp, a.force)?;
     }
     check_create_spares(&a.spare, &spec, journal.as_deref(), a.member_size)?;
+    if journal.is_some() && a.bitmap == Some(BitmapArg::Internal) {
+        bail!("--bitmap internal is for arrays without a journal (--no-journal): the journal closes the write hole itself");
+    }
+    if a.bitmap_chunk < a.block_size {
+        bail!("--bitmap-chunk {} is smaller than a block ({} bytes)", a.bitmap_chunk, a.block_size);
+    }
+    if level == Level::Raid0 && a.bitmap == Some(BitmapArg::Internal) {
+        bail!("--bitmap internal: raid0 has no code columns, so nothing to resync");
+    }
     let arr = Array::create_journaled(&spec, &opts, journal.as_deref().map(|p| (p, a.journal_size)))?;
+    let big = arr.capacity() >= mosaic_array::bitmap::DEFAULT_FROM_BYTES;
+    match a.bitmap.unwrap_or(if big && journal.is_none() && arr.geometry().m > 0 { BitmapArg::Internal } else { BitmapArg::None }) {
+        BitmapArg::Internal => arr.set_bitmap(Some(a.bitmap_chunk))?,
+        BitmapArg::None => {}
+    }
     for sp in &a.spare {
         arr.add_spare(sp)?;
     }

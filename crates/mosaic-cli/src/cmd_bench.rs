@@ -79,6 +79,11 @@ pub struct ArrayBenchArgs {
     /// write also a journal record
     #[arg(long, value_parser = crate::util::size)]
     pub journal: Option<u64>,
+    /// Give each array a write-intent bitmap of this much of each member
+    /// a bit instead (`create --no-journal --bitmap internal`): what the
+    /// bitmap costs a write once its regions are marked
+    #[arg(long, value_parser = crate::util::size, conflicts_with = "journal")]
+    pub bitmap: Option<u64>,
     /// Print the measurements as JSON
     #[arg(long)]
     pub json: bool,
@@ -219,11 +224,19 @@ fn array(a: ArrayBenchArgs) -> Result<i32> {
         let opts = CreateOptions { level, members: Some(n), member_size: None, unit: 64 << 10, block: 4096, force: true, assume_clean: true };
         let journal = a.journal.map(|size| Ok::<_, anyhow::Error>((crate::util::ram("journal", size)?, "mem-journal".to_string()))).transpose()?;
         let arr = Array::create_with_journal(members, &opts, true, journal)?;
+        if a.bitmap.is_some() {
+            arr.set_bitmap(a.bitmap)?;
+        }
         let cap = arr.capacity();
         // The reference: one RAM device of the array's capacity, no redundancy.
         let reference = MemMember::new("ref", cap);
         let g = arr.geometry().clone();
-        let name = format!("{} {}+{}{}", level, g.k, g.m, if a.journal.is_some() { " + journal" } else { "" });
+        let extra = match (a.journal, a.bitmap) {
+            (Some(_), _) => " + journal",
+            (None, Some(_)) => " + bitmap",
+            (None, None) => "",
+        };
+        let name = format!("{} {}+{}{extra}", level, g.k, g.m);
         // Journal records per array write over one measurement.
         let records = || arr.journal().map(|j| j.records.load(std::sync::atomic::Ordering::Relaxed));
         let timed = |threads: u16, f: &(dyn Fn(u16, u64) -> Result<()> + Sync)| -> Result<(f64, Option<f64>)> {

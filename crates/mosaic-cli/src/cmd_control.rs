@@ -164,6 +164,10 @@ fn text(b: &serde_json::Value) -> String {
         let (u, c) = (j["used"].as_f64().unwrap_or(0.0), j["capacity"].as_f64().unwrap_or(1.0).max(1.0));
         s += &format!("  journal {:.1}% full ({} of {})\n", 100.0 * u / c, human(u as u64), human(c as u64));
     }
+    let bm = &b["bitmap"];
+    if !bm.is_null() {
+        s += &format!("  bitmap {} of {} regions dirty ({} a bit)\n", bm["dirty_regions"], bm["regions"], human(bm["chunk_bytes"].as_u64().unwrap_or(0)));
+    }
     let r = &b["client_rates"];
     if !r.is_null() {
         let g = |k: &str| r[k].as_f64().unwrap_or(0.0);

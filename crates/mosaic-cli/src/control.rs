@@ -577,15 +577,16 @@ fn supervise(sh: Arc<Shared>) {
     }
 }
 
-/// md's resync after an unclean shutdown: a repairing scrub, which
-/// records the array clean when it verified every stripe.  (A member
+/// md's resync after an unclean shutdown: a repairing scrub (of the
+/// regions the write-intent bitmap marks, when there is one), which
+/// records the array clean when it verified every stripe it scrubbed.  (A member
 /// failing on the way leaves it unclean; it runs again once every member
 /// is back in service.  A stopping server interrupts it.)
 fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
     sh.events.emit(Event { kind: events::RESYNC_START, member: None, detail: "resync started: the array was not shut down cleanly and has no journal".into() });
     // Unlike a rebuild or scrub asked for, a stopping server does not
     // finish it: the array stays unsynced, and the next server resyncs.
-    let rep = sh.vol.scrub(true, &|d, t| {
+    let rep = sh.vol.resync(&|d, t| {
         tick(d, t);
         if sh.stop.load(Ordering::Relaxed) {
             sh.vol.interrupt_scrub();
@@ -593,7 +594,9 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
     });
     let detail = match &rep {
         Ok(r) if !r.interrupted => {
-            format!("resync done: {} regions checked, {} repaired{}", r.stripes_checked, r.mismatched, if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() })
+            let bitmap: String = r.notes.iter().filter(|n| n.contains("write-intent bitmap")).map(|n| format!("; {n}")).collect();
+            let unverified = if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() };
+            format!("resync done: {} regions checked, {} repaired{unverified}{bitmap}", r.stripes_checked, r.mismatched)
         }
         Ok(r) => format!("resync stopped with the server: {} of {} regions checked, {} repaired; the next server resyncs the array again", r.stripes_checked, r.stripes_checked + r.unverified_stripes, r.mismatched),
         Err(e) => format!("resync stopped: {e}"),
@@ -751,6 +754,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let fill = ["/journal_fill", "/inner/journal_fill"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let spares = spare_list(&info);
     let grow = info.detail.pointer("/grow").cloned();
+    let bitmap = ["/bitmap", "/inner/bitmap"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let resync = resync_needed(&info);
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
@@ -771,6 +775,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "journal_failed": journal_failed(&info),
         "spares": spares,
         "grow": grow,
+        "bitmap": bitmap,
         "resync_needed": resync,
         "clients": null,
         "events": [],

@@ -11,6 +11,7 @@ mod cmd_adapt;
 mod control;
 mod cmd_array;
 mod cmd_bench;
+mod cmd_bitmap;
 mod cmd_control;
 mod cmd_demo;
 mod cmd_dvs;
@@ -104,6 +105,8 @@ enum Cmd {
     Remove(cmd_grow::RemoveArgs),
     /// Give an array a new write-ahead journal (the old one failed, or moves to a faster device), as md's --add-journal
     ReplaceJournal(cmd_journal::ReplaceJournalArgs),
+    /// Give an array without a journal a write-intent bitmap (internal) or take it away (none), as mdadm --grow --bitmap
+    Bitmap(cmd_bitmap::BitmapArgs),
     /// Resume an interrupted rebuild
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
@@ -186,6 +189,7 @@ fn main() {
         Cmd::Grow(a) => cmd_grow::grow(a),
         Cmd::Add(a) => cmd_grow::add(a),
         Cmd::ReplaceJournal(a) => cmd_journal::replace_journal(a),
+        Cmd::Bitmap(a) => cmd_bitmap::run(a),
         Cmd::Remove(a) => cmd_grow::remove(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),
