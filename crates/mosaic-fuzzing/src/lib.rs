@@ -4,6 +4,7 @@
 //! built and tested with the workspace (`src/tests/`), so a target cannot
 //! silently stop compiling.  Each body panics only on a bug.
 
+mod bitmap;
 mod block_map;
 mod dvs_meta;
 mod handshake;
@@ -14,6 +15,7 @@ mod superblock;
 mod trace;
 mod zoned_header;
 
+pub use bitmap::bitmap;
 pub use block_map::block_map;
 pub use dvs_meta::dvs_meta;
 pub use handshake::handshake;

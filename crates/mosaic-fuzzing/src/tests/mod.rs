@@ -9,6 +9,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+mod bitmap;
 mod block_map;
 mod dvs_meta;
 mod handshake;
@@ -161,7 +162,8 @@ fn the_drivers_catch_a_panicking_body() {
 #[ignore = "writes files: the fuzzers' seed corpora"]
 fn seed_corpora() {
     let dir = std::path::PathBuf::from(std::env::var_os("MOSAIC_FUZZ_CORPUS").expect("MOSAIC_FUZZ_CORPUS: the directory to write the corpora into"));
-    let targets: [(&str, fn() -> Vec<Vec<u8>>); 9] = [
+    let targets: [(&str, fn() -> Vec<Vec<u8>>); 10] = [
+        ("bitmap", bitmap::corpus),
         ("block_map", block_map::corpus),
         ("dvs_meta", dvs_meta::corpus),
         ("handshake", handshake::corpus),

@@ -32,6 +32,15 @@ fn eventful() -> Superblock {
     sb
 }
 
+/// A new array with a write-intent bitmap and lost data (the bitmap's
+/// disk version; a bitmap excludes a journal).
+fn with_bitmap() -> Superblock {
+    let mut sb = created();
+    sb.bitmap = Some(mosaic_array::superblock::BitmapInfo { chunk: 4 });
+    sb.lost = vec![LostRange { offset: 0, len: 4096 }];
+    sb
+}
+
 /// The valid inputs: two superblocks, a DVS member's label (a label, not
 /// a superblock) and a frame of another kind.
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
@@ -46,6 +55,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("a new array's superblock", created().encode().unwrap()),
         ("an eventful superblock", eventful().encode().unwrap()),
+        ("a superblock with a bitmap", with_bitmap().encode().unwrap()),
         ("a DVS label", dvs.encode().unwrap()),
         ("a map delta frame", frame::encode(KIND_MAP_DELTA, 3, &[7; 100])),
     ]
@@ -63,15 +73,15 @@ fn random_bytes() {
 
 #[test]
 fn valid_inputs_decode() {
-    for sb in [created(), eventful()] {
+    for sb in [created(), eventful(), with_bitmap()] {
         let b = sb.encode().unwrap();
         assert_eq!(Superblock::decode(&b).unwrap(), sb);
         assert_eq!(Label::decode(&b).unwrap(), sb.to_label().unwrap());
     }
     let s = seeds();
-    assert_eq!(Label::decode(&s[2].1).unwrap().kind, "dvs");
-    assert!(Superblock::decode(&s[2].1).is_err(), "a DVS label is no superblock");
-    assert_eq!(frame::decode(&s[3].1).unwrap().unwrap().payload, [7; 100]);
+    assert_eq!(Label::decode(&s[3].1).unwrap().kind, "dvs");
+    assert!(Superblock::decode(&s[3].1).is_err(), "a DVS label is no superblock");
+    assert_eq!(frame::decode(&s[4].1).unwrap().unwrap().payload, [7; 100]);
 }
 
 #[test]
