@@ -497,6 +497,7 @@ impl Array {
             session: Uuid::new_v4(),
             prev_session: Uuid::nil(),
             bitmap: None,
+            left: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -992,6 +993,8 @@ impl Array {
     pub(crate) fn write_superblocks_with(&self, advance_rebuild: bool, f: impl FnOnce(&mut Superblock)) -> Result<(), ArrayError> {
         let mut sb = self.sb.lock();
         f(&mut sb);
+        // What members in service carry: the session of the last update.
+        let carried = sb.session;
         let new_session = !self.session_started.swap(true, std::sync::atomic::Ordering::AcqRel);
         if new_session {
             sb.prev_session = sb.session;
@@ -999,6 +1002,7 @@ impl Array {
         }
         let now = self.health.read().states.clone();
         let recorded = std::mem::take(&mut sb.member_states);
+        note_left(&mut sb.left, &recorded, &now, carried);
         sb.member_states = now
             .iter()
             .enumerate()
@@ -1734,6 +1738,23 @@ impl Planner for Request<'_> {
     }
 }
 
+/// Record in `left` the session `carried` for each member that was
+/// active at the last update (`recorded`: whole, not being rebuilt, whose
+/// unrebuilt stripes hold nothing) and is failed `now`; `left` stays
+/// empty while every entry is nil.
+fn note_left(left: &mut Vec<Uuid>, recorded: &[MemberState], now: &[MemberState], carried: Uuid) {
+    for (i, s) in now.iter().enumerate() {
+        let was_in = matches!(recorded.get(i), Some(MemberState::Active));
+        if matches!(s, MemberState::Failed) && was_in {
+            left.resize(now.len(), Uuid::nil());
+            left[i] = carried;
+        }
+    }
+    if left.iter().all(Uuid::is_nil) {
+        left.clear();
+    }
+}
+
 /// The array's journal as the executor's journal hook; without a
 /// journal, its write-intent bitmap ([`crate::bitmap`]), when it has one.
 struct ArrayJournal<'a>(&'a Array, Logged<'a>, Option<Arc<WriteIntent>>);
@@ -1750,6 +1771,11 @@ impl JournalHook for ArrayJournal<'_> {
         match (&self.0.journal, &self.2) {
             (None, Some(b)) => Ok(Box::new(b.start(self.0, writes).map_err(|e| e.to_string())?)),
             _ => Ok(Box::new(self.0.journal_append(writes, marks, self.1).map_err(|e| e.to_string())?)),
+        }
+    }
+    fn writes_failed(&self, writes: &[DevWrite<'_>]) {
+        if let (None, Some(b)) = (&self.0.journal, &self.2) {
+            b.pin(writes);
         }
     }
 }
@@ -1831,6 +1857,23 @@ mod tests {
 
     fn op(member: usize, offset: u64) -> DevOp {
         DevOp { member, offset, len: 4096, role: Role::Data, col: 0 }
+    }
+
+    /// A member that leaves while active is noted with the session it
+    /// carries; one being rebuilt, or already out, is not; all nil is
+    /// none.
+    #[test]
+    fn a_member_that_leaves_while_active_is_noted_with_its_session() {
+        use MemberState::*;
+        let (s1, s2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut left = Vec::new();
+        note_left(&mut left, &[Active, Active, Rebuilding { done: 3 }], &[Active, Failed, Failed], s1);
+        assert_eq!(left, [Uuid::nil(), s1, Uuid::nil()]);
+        note_left(&mut left, &[Active, Failed, Failed], &[Failed, Failed, Failed], s2);
+        assert_eq!(left, [s2, s1, Uuid::nil()], "member 1 keeps the session it left in");
+        let mut none = Vec::new();
+        note_left(&mut none, &[Failed, Rebuilding { done: 0 }], &[Failed, Failed], s1);
+        assert!(none.is_empty());
     }
 
     /// One record of two steps run beside each other counts toward a

@@ -75,9 +75,18 @@ pub struct WriteIntent {
     inflight: Vec<AtomicU32>,
     /// A write finished in the region since the last sweep.
     touched: Vec<AtomicBool>,
+    /// A write in the region failed on a member: its bit stays set until
+    /// a clean close with every member in service (the member is
+    /// recorded failed only after the write's intent is dropped, and
+    /// what it missed must stay marked for a re-add: see
+    /// [`Array::replace_with`]).
+    pinned: Vec<AtomicBool>,
     /// Held while bits change and blocks are written: one writer of the
     /// blocks at a time, and a sweep never races a bit being set.
     io: Mutex<Instant>,
+    /// Members re-added in this open ([`Array::replace_with`]): their
+    /// rebuild passes over the regions whose bit is clear.
+    readded: Mutex<Vec<usize>>,
 }
 
 /// Held while a write phase's device writes run ([`WriteIntent::start`]).
@@ -106,8 +115,25 @@ impl WriteIntent {
             set: (0..bits).map(|_| AtomicBool::new(set)).collect(),
             inflight: (0..bits).map(|_| AtomicU32::new(0)).collect(),
             touched: (0..bits).map(|_| AtomicBool::new(false)).collect(),
+            pinned: (0..bits).map(|_| AtomicBool::new(false)).collect(),
             io: Mutex::new(Instant::now()),
+            readded: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Record whether member `idx` came back as the device that left its
+    /// slot (md's re-add), or is new.
+    pub fn set_readd(&self, idx: usize, readd: bool) {
+        let mut r = self.readded.lock();
+        r.retain(|&i| i != idx);
+        if readd {
+            r.push(idx);
+        }
+    }
+
+    /// Whether member `idx` is being re-added.
+    pub fn readd(&self, idx: usize) -> bool {
+        self.readded.lock().contains(&idx)
     }
 
     /// Stripes a bit covers.
@@ -178,18 +204,36 @@ impl WriteIntent {
         (wi, warnings)
     }
 
-    /// The regions `writes` touch, counted in flight; bits not yet set are
-    /// set and made durable on every member in service first.
-    pub fn start(&self, arr: &Array, writes: &[DevWrite<'_>]) -> Result<Intent<'_>, ArrayError> {
+    /// The regions `writes` touch, sorted, once each.
+    fn regions_of(&self, writes: &[DevWrite<'_>]) -> Vec<u64> {
         let mut regions = Vec::with_capacity(writes.len());
+        let last = (self.set.len() as u64).saturating_sub(1);
         for (op, _) in writes {
             let (a, b) = self.geo.stripes_at(op.member, op.offset, op.len);
-            let last = (self.set.len() as u64).saturating_sub(1);
             regions.extend((a / self.chunk).min(last)..=(b / self.chunk).min(last));
         }
         regions.sort_unstable();
         regions.dedup();
-        let intent = Intent { wi: self, regions };
+        regions
+    }
+
+    /// Keep the regions of `writes`, some of which failed, marked (their
+    /// intent is still held, so their bits are set).
+    pub fn pin(&self, writes: &[DevWrite<'_>]) {
+        for r in self.regions_of(writes) {
+            self.pinned[r as usize].store(true, SeqCst);
+        }
+    }
+
+    /// Whether stripe `stripe`'s region is marked now.
+    pub fn marks(&self, stripe: u64) -> bool {
+        self.set.get((stripe / self.chunk) as usize).is_none_or(|b| b.load(SeqCst))
+    }
+
+    /// The regions `writes` touch, counted in flight; bits not yet set are
+    /// set and made durable on every member in service first.
+    pub fn start(&self, arr: &Array, writes: &[DevWrite<'_>]) -> Result<Intent<'_>, ArrayError> {
+        let intent = Intent { wi: self, regions: self.regions_of(writes) };
         // In flight before the bit is looked at, and a sweep clears a bit
         // before it looks at the count (both SeqCst): one of the two sees
         // the other.
@@ -222,7 +266,7 @@ impl WriteIntent {
         *last = Instant::now();
         let mut blocks = Vec::new();
         for (r, bit) in self.set.iter().enumerate() {
-            if !bit.load(SeqCst) || self.touched[r].swap(false, SeqCst) {
+            if !bit.load(SeqCst) || self.touched[r].swap(false, SeqCst) || self.pinned[r].load(SeqCst) {
                 continue;
             }
             bit.store(false, SeqCst);
@@ -242,6 +286,7 @@ impl WriteIntent {
         let _io = self.io.lock();
         let mut blocks = Vec::new();
         for (r, bit) in self.set.iter().enumerate() {
+            self.pinned[r].store(false, SeqCst);
             if bit.swap(false, SeqCst) {
                 blocks.push(r / BITS_PER_BLOCK as usize);
             }
@@ -347,8 +392,9 @@ impl Array {
         if sb.bitmap == Some(info) {
             return Ok(());
         }
-        // Unsynced: every region may need the resync until it has run.
-        let wi = WriteIntent::new(sb.array_uuid, &geo, info, self.unsynced.load(SeqCst));
+        // Unsynced: every region may need the resync until it has run; a
+        // member out may have missed writes anywhere.
+        let wi = WriteIntent::new(sb.array_uuid, &geo, info, self.bitmap_held());
         let h = self.health();
         for i in (0..geo.members).filter(|&i| !matches!(h.states[i], MemberState::Failed)) {
             if let Some(m) = self.member(i) {
@@ -393,6 +439,16 @@ mod tests {
         b.sweep(&arr, Duration::ZERO, false);
         assert_eq!(b.dirty(), 0);
         assert_eq!(b.dirty_stripes(), vec![]);
+        // A write that failed on a member: kept until a clean close.
+        let held = b.start(&arr, &[(op, &parts[..])]).unwrap();
+        b.pin(&[(op, &parts[..])]);
+        drop(held);
+        for _ in 0..3 {
+            b.sweep(&arr, Duration::ZERO, false);
+        }
+        assert_eq!(b.dirty_stripes(), vec![8..12], "pinned");
+        b.clear_all(&arr).unwrap();
+        assert_eq!(b.dirty(), 0);
     }
 
     #[test]

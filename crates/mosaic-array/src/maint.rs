@@ -91,11 +91,21 @@ impl Array {
         if m.size() < need {
             return Err(ArrayError::BadMember(format!("{path}: replacement too small: {} bytes, the array needs {need}", m.size())));
         }
-        if let Ok(other) = Superblock::read_from(m.as_ref()) {
+        let former = Superblock::read_from(m.as_ref()).ok();
+        if let Some(other) = &former {
             if other.array_uuid == sb.array_uuid && self.health().states.get(other.member_index).is_some_and(|s| !matches!(s, MemberState::Failed)) && other.member_uuid == sb.member_uuids[other.member_index] {
                 return Err(ArrayError::Usage(format!("{path} is member {} of this array already", other.member_index)));
             }
         }
+        // md's re-add: the very device that left this slot while active
+        // comes back, with the session it carried then (a copy written
+        // apart has a session of its own; see `Superblock::left`); the
+        // bitmap marks every region written since it left, so the
+        // rebuild passes over the others.
+        let left = sb.left.get(idx).copied().unwrap_or_default();
+        let readd = former.is_some_and(|o| {
+            o.array_uuid == sb.array_uuid && o.member_index == idx && o.member_uuid == sb.member_uuids[idx] && !left.is_nil() && o.session == left
+        });
         // Records from before the member failed may name its slot: replayed
         // after a crash, they would write their old bytes over what the
         // rebuild put on the new device.  Empty the journal first (a cache
@@ -107,12 +117,16 @@ impl Array {
         // The new device carries the bitmap before it takes writes.
         if let Some(b) = self.bitmap() {
             b.write_all_to(m.as_ref()).map_err(|e| ArrayError::Io(format!("{path}: writing the write-intent bitmap: {e}")))?;
+            b.set_readd(idx, readd);
         }
         self.set_member(idx, Some(m));
         self.set_health(idx, MemberState::Rebuilding { done: 0 });
         self.write_superblocks(|s| {
             s.member_uuids[idx] = Uuid::new_v4();
             s.member_paths[idx] = path.to_string();
+            if let Some(l) = s.left.get_mut(idx) {
+                *l = Uuid::nil();
+            }
             // A new device: the old one's host label went with it.
             if let Some(h) = s.member_hosts.get_mut(idx) {
                 h.clear();
@@ -151,6 +165,7 @@ impl Array {
         let mut last_ckpt = Instant::now();
         let mut written = 0u64;
         let mut since_start = 0u64;
+        let mut skipped = 0u64;
         for region in start..total {
             if let Some(stop) = opts.abort_after_regions {
                 if since_start >= stop {
@@ -164,9 +179,19 @@ impl Array {
                 Ok(None) => continue,
                 Err(e) => return Err(self.rebuild_stopped(region, &targets, e)),
             };
+            progress(region + 1, total);
+            if bytes == 0 {
+                // Passed over (a re-added member held it): only time
+                // checkpoints.
+                skipped += 1;
+                if last_ckpt.elapsed() >= CHECKPOINT_EVERY {
+                    self.checkpoint(&targets)?;
+                    last_ckpt = Instant::now();
+                }
+                continue;
+            }
             written += bytes;
             since_start += 1;
-            progress(region + 1, total);
             if last_ckpt.elapsed() >= CHECKPOINT_EVERY || since_start % CHECKPOINT_REGIONS == 0 {
                 self.checkpoint(&targets)?;
                 last_ckpt = Instant::now();
@@ -181,6 +206,9 @@ impl Array {
                 m.flush().map_err(|e| ArrayError::Io(format!("{}: {e}", m.describe())))?;
             }
             self.set_health(t, MemberState::Active);
+            if let Some(b) = self.bitmap() {
+                b.set_readd(t, false);
+            }
         }
         self.write_superblocks(|_| {})?;
         if !lost.is_empty() {
@@ -196,6 +224,7 @@ impl Array {
             bytes_written: written,
             seconds: secs,
             mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
+            skipped_regions: skipped,
         })
     }
 
@@ -211,6 +240,17 @@ impl Array {
             let now: Vec<usize> = targets.iter().copied().filter(|&t| matches!(h.states[t], MemberState::Rebuilding { done } if done <= region)).collect();
             if now.is_empty() {
                 return Ok(None);
+            }
+            // A re-added member holds what no write changed since it left
+            // (the caller holds the stripe's lock, so no write is between
+            // this look at the bitmap and `done` moving past the stripe).
+            let b = self.bitmap();
+            let (held, now): (Vec<usize>, Vec<usize>) = now.into_iter().partition(|&t| b.as_ref().is_some_and(|b| b.readd(t) && !b.marks(region)));
+            for &t in &held {
+                self.set_health(t, MemberState::Rebuilding { done: region + 1 });
+            }
+            if now.is_empty() {
+                return Ok(Some(0));
             }
             let sps = self.layout().plan_rebuild(region, &now, &h)?;
             let p = self.layout().rebuild_program(&sps)?;

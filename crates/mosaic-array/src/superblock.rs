@@ -18,7 +18,7 @@
 //!                                policy: FixedPolicy { format_version, role, geometry,
 //!                                  member_data_size, data_offset, state, member_states[],
 //!                                  member_paths[], journal?, home?, reshape?,
-//!                                  spares[], member_hosts[], lost[], bitmap? } } }
+//!                                  spares[], member_hosts[], lost[], bitmap?, left[] } } }
 //! ```
 //!
 //! The label carries what every kind of array shares (identity, event
@@ -177,6 +177,13 @@ pub struct Superblock {
     /// [`crate::bitmap`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitmap: Option<BitmapInfo>,
+    /// For each member seen to fail while in service, the session its
+    /// own superblock was last written in (nil for the others; empty when
+    /// none): the device that comes back with that session is the one
+    /// that left, not a copy written apart, so the write-intent bitmap
+    /// says what it missed (md's re-add, [`crate::Array::replace_with`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<Uuid>,
 }
 
 /// An array's write-intent bitmap: one bit for every `chunk` stripes,
@@ -224,6 +231,7 @@ impl Superblock {
             member_hosts: self.member_hosts.clone(),
             lost: self.lost.clone(),
             bitmap: self.bitmap,
+            left: self.left.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -271,6 +279,7 @@ impl Superblock {
             session: l.session,
             prev_session: l.prev_session,
             bitmap: p.bitmap,
+            left: p.left,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -304,6 +313,9 @@ impl Superblock {
         }
         if self.member_index >= n || self.member_states.len() != n || self.member_uuids.len() != n || self.member_paths.len() != n {
             return Err(format!("member tables do not match the member count {n}"));
+        }
+        if !self.left.is_empty() && self.left.len() != n {
+            return Err(format!("the sessions members left in do not match the member count {n}"));
         }
         if !self.member_hosts.is_empty() && (self.member_hosts.len() != n || self.member_hosts.iter().any(|h| !h.is_empty() && !crate::domain::valid_label(h))) {
             return Err(format!("host labels do not match the member count {n} or are not host names"));
@@ -390,6 +402,8 @@ struct FixedPolicy {
     lost: Vec<LostRange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bitmap: Option<BitmapInfo>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    left: Vec<Uuid>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

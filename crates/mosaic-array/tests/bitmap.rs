@@ -238,3 +238,123 @@ fn a_journal_or_a_grow_takes_no_bitmap_and_it_can_be_taken_away() {
     drop(arr);
     assert!(reopen(&mems).superblock().bitmap.is_none());
 }
+
+/// The bytes of the whole array, read back.
+fn read_all(arr: &Array) -> Vec<u8> {
+    let mut b = vec![0u8; arr.capacity() as usize];
+    arr.read(0, &mut b).unwrap();
+    b
+}
+
+/// md's re-add: a member whose device stopped answering (its writes
+/// failed) comes back with the bytes it had; its rebuild passes over
+/// every region no write touched while it was out.
+#[test]
+fn a_member_that_comes_back_is_re_added_and_only_the_regions_written_meanwhile_are_rebuilt() {
+    let mems: Vec<Arc<MemMember>> = (0..4).map(|i| mem(&format!("m{i}"), STRIPES)).collect();
+    let faulty = Arc::new(mosaic_dev::FaultyMember::new(mems[2].clone()));
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| if i == 2 { faulty.clone() as Arc<dyn Member> } else { mems[i].clone() as Arc<dyn Member> }).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    arr.set_bitmap(Some(CHUNK)).unwrap();
+    arr.set_epoch(Duration::ZERO);
+    let mut model = pattern(arr.capacity(), 1);
+    arr.write(0, &model).unwrap();
+    for _ in 0..3 {
+        arr.flush().unwrap();
+    }
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 0);
+    // Member 2 stops answering in the middle of a write; another follows.
+    faulty.break_now();
+    for (s, seed) in [(12, 2), (36, 3)] {
+        let d = pattern(4096, seed);
+        arr.write(at(s), &d).unwrap();
+        model[at(s) as usize..at(s) as usize + 4096].copy_from_slice(&d);
+    }
+    assert_eq!(arr.health().states[2], mosaic_core::MemberState::Failed);
+    for _ in 0..3 {
+        arr.flush().unwrap();
+    }
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 2, "regions 3 and 9 stay marked while member 2 is out");
+    // It answers again, with the bytes it had.
+    arr.replace_with(2, mems[2].clone(), "m2").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!((rep.skipped_regions, rep.bytes_written), (STRIPES - 8, 8 * U), "{rep:?}");
+    assert_eq!(read_all(&arr), model);
+    assert_eq!(arr.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+    // Its bytes are right without the others: fail member 0 and read.
+    arr.fail_member(0).unwrap();
+    assert_eq!(read_all(&arr), model);
+}
+
+/// Only the device that left the slot, with the session it carried
+/// then, is re-added, however many opens later: a copy of it that was
+/// written apart (a session of its own), or a new device, is rebuilt
+/// whole.
+#[test]
+fn a_re_add_is_for_the_device_that_left_the_slot_and_not_a_copy_written_apart() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    arr.write(0, &pattern(arr.capacity(), 1)).unwrap();
+    for _ in 0..3 {
+        arr.flush().unwrap();
+    }
+    arr.fail_member(2).unwrap();
+    arr.write(at(12), &pattern(4096, 2)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    // An open later (a server restarted): a re-add.
+    let arr = reopen(&mems);
+    assert_eq!(arr.health().states[2], mosaic_core::MemberState::Failed, "stale: failed until rebuilt");
+    arr.write(at(36), &pattern(4096, 3)).unwrap();
+    let model = read_all(&arr);
+    arr.replace_with(2, mems[2].clone(), "m2").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!(rep.skipped_regions, STRIPES - 8, "{rep:?}");
+    assert_eq!(read_all(&arr), model);
+    // The same device failed again and copied; the copy is opened as an
+    // array of its own (a new session in its superblock, events on).
+    arr.fail_member(2).unwrap();
+    let copy = Arc::new(MemMember::new("copy", mems[2].size()));
+    let mut all = vec![0u8; mems[2].size() as usize];
+    mems[2].read_at(&mut all, 0).unwrap();
+    copy.write_at(&all, 0).unwrap();
+    let mut apart = mosaic_array::Superblock::read_from(copy.as_ref()).unwrap();
+    (apart.prev_session, apart.session, apart.events) = (apart.session, uuid::Uuid::new_v4(), apart.events + 2);
+    apart.write_to(copy.as_ref()).unwrap();
+    arr.write(at(40), &pattern(4096, 4)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    arr.write(at(44), &pattern(4096, 5)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    arr.write(at(48), &pattern(4096, 6)).unwrap();
+    let model = read_all(&arr);
+    arr.replace_with(2, copy.clone(), "copy").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!((rep.skipped_regions, rep.bytes_written), (0, STRIPES * U), "{rep:?}");
+    assert_eq!(read_all(&arr), model);
+    // That device (slot 2 now), two opens after it left: a re-add.
+    arr.fail_member(2).unwrap();
+    arr.write(at(52), &pattern(4096, 7)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    arr.write(at(56), &pattern(4096, 8)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    let model = read_all(&arr);
+    arr.replace_with(2, copy, "copy").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    // Regions 3 and 9 to 14: written since the bits were last swept.
+    assert_eq!((rep.skipped_regions, rep.bytes_written), (STRIPES - 28, 28 * U), "{rep:?}");
+    assert_eq!(read_all(&arr), model);
+    assert_eq!(arr.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+    // A new device: rebuilt whole.
+    arr.fail_member(1).unwrap();
+    arr.replace_with(1, mem("new", STRIPES), "new").unwrap();
+    assert_eq!(arr.rebuild(&|_, _| {}, Default::default()).unwrap().skipped_regions, 0);
+    assert_eq!(read_all(&arr), model);
+}

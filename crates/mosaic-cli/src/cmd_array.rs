@@ -1200,12 +1200,17 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
 /// What `rebuild` prints.
 pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
     format!(
-        "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}\n",
+        "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}{}\n",
         rep.members,
         human(rep.bytes_written),
         rep.seconds,
         rep.mib_per_s,
-        if rep.resumed_from > 0 { format!(", resumed at stripe {}", rep.resumed_from) } else { String::new() }
+        if rep.resumed_from > 0 { format!(", resumed at stripe {}", rep.resumed_from) } else { String::new() },
+        if rep.skipped_regions > 0 {
+            format!("; re-added: {} of {} stripes passed over, no write came to them while it was out (write-intent bitmap)", rep.skipped_regions, rep.regions)
+        } else {
+            String::new()
+        }
     )
 }
 

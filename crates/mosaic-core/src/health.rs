@@ -61,6 +61,14 @@ pub struct RebuildReport {
     pub bytes_written: u64,
     pub seconds: f64,
     pub mib_per_s: f64,
+    /// Regions a re-added member still held (no write came while it was
+    /// out, says the write-intent bitmap): passed over, not rebuilt.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped_regions: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where a scrub finding is: a stripe of a fixed layout (by number), or a

@@ -100,6 +100,11 @@ pub trait JournalHook: Sync {
     /// pieces) and `marks` (the policy's records for replay) durably.
     /// The returned value is held until the writes complete.
     fn log<'a>(&'a self, writes: &[DevWrite<'_>], marks: &[Mark]) -> Result<Box<dyn Held + 'a>, String>;
+    /// Some of the `writes` just logged failed on their members: called
+    /// before the value [`JournalHook::log`] returned is dropped (so a
+    /// write-intent bitmap can keep their regions marked until the failed
+    /// member is recorded out, which happens later).
+    fn writes_failed(&self, _writes: &[DevWrite<'_>]) {}
 }
 
 /// One device write of a phase: the operation and its bytes, as parts
@@ -408,6 +413,11 @@ impl Executor {
                 _ => dev.write_parts_at(b, self.base + op.offset),
             }
         });
+        if let (Some(_), Some((_, hook))) = (&held, journal) {
+            if res.iter().any(|r| r.is_err()) {
+                hook.writes_failed(&writes);
+            }
+        }
         drop(held);
         self.settle(Dir::Write, ops, res)
     }

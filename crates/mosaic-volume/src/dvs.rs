@@ -436,7 +436,7 @@ impl Volume for DvsVolume {
             }));
         };
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9) })
+        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0 })
     }
 
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
