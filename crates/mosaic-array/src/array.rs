@@ -1535,7 +1535,7 @@ impl Array {
     }
 
     /// Flush every member present; one whose flush fails is failed.
-    fn flush_members(&self) {
+    pub(crate) fn flush_members(&self) {
         let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some()).collect();
         let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {

@@ -281,6 +281,25 @@ impl WriteIntent {
         let _ = self.write_blocks(arr, &blocks, false);
     }
 
+    /// A resync made region `r`'s stripes agree and flushed them: clear
+    /// its bit, unless a write is in flight there or came since the open
+    /// (it may have landed on a stripe before the resync reached it, or
+    /// not be flushed yet: kept for the next resync), or one failed.
+    pub fn clear_resynced(&self, arr: &Array, r: u64) {
+        let r = r as usize;
+        let _io = self.io.lock();
+        if r >= self.set.len() || self.pinned[r].load(SeqCst) || self.touched[r].load(SeqCst) || !self.set[r].load(SeqCst) {
+            return;
+        }
+        self.set[r].store(false, SeqCst);
+        if self.inflight[r].load(SeqCst) > 0 || self.touched[r].load(SeqCst) {
+            self.set[r].store(true, SeqCst);
+            return;
+        }
+        // Best effort: a clear that does not land leaves the bit set.
+        let _ = self.write_blocks(arr, &[r / BITS_PER_BLOCK as usize], false);
+    }
+
     /// Clear every bit (a clean close: nothing in flight, all flushed).
     pub fn clear_all(&self, arr: &Array) -> Result<(), ArrayError> {
         let _io = self.io.lock();

@@ -304,24 +304,29 @@ impl Array {
     /// wrong: the located column where two redundant columns locate it,
     /// otherwise the code units, recomputed from the data.
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
-        self.scrub_over(repair, &[0..self.layout().regions()], progress)
+        self.scrub_over(repair, &[0..self.layout().regions()], None, progress)
     }
 
     /// md's resync after an unclean shutdown: a repairing scrub of the
     /// regions the write-intent bitmap marks ([`crate::bitmap`]), or of
     /// every stripe without one.  Either way the array is recorded clean
-    /// when every stripe it scrubbed was verified.
+    /// when every stripe it scrubbed was verified.  With a bitmap, each
+    /// region's bit is cleared once its stripes are repaired and flushed
+    /// (unless a client wrote there meanwhile), so a resync cut off by a
+    /// stop goes on at the next open where this one stopped, as md's.
     pub fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         let Some(b) = self.bitmap() else { return self.scrub(true, progress) };
         let ranges = b.dirty_stripes();
-        let mut rep = self.scrub_over(true, &ranges, progress)?;
+        let mut rep = self.scrub_over(true, &ranges, Some(&b), progress)?;
         let n: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         rep.notes.push(format!("write-intent bitmap: {n} of {} stripes were marked ({} of {} regions)", self.layout().regions(), b.dirty(), b.regions()));
         Ok(rep)
     }
 
-    /// [`Array::scrub`] of the stripes in `ranges` (sorted, apart).
-    fn scrub_over(&self, repair: bool, ranges: &[std::ops::Range<u64>], progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+    /// [`Array::scrub`] of the stripes in `ranges` (sorted, apart); with
+    /// `resynced`, each bitmap region whose stripes were all verified is
+    /// flushed and its bit cleared ([`Array::resync`]).
+    fn scrub_over(&self, repair: bool, ranges: &[std::ops::Range<u64>], resynced: Option<&crate::bitmap::WriteIntent>, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         self.not_growing("scrub")?;
         if repair && !self.is_writable() {
             return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
@@ -332,6 +337,8 @@ impl Array {
         let failed = |h: &mosaic_core::Health| (0..h.states.len()).filter(|&i| matches!(h.states[i], MemberState::Failed)).collect::<Vec<usize>>();
         let mut out = failed(&self.health());
         self.scrub_interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
+        let stripes = self.layout().regions();
+        let mut region_ok = true;
         for (done, region) in ranges.iter().flat_map(|r| r.clone()).enumerate() {
             let done = done as u64;
             if self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) {
@@ -354,6 +361,18 @@ impl Array {
             }
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
+            if let Some(b) = resynced {
+                region_ok &= !r.unverified;
+                if (region + 1) % b.chunk() == 0 || region + 1 == stripes {
+                    drop(_g);
+                    let before = self.health();
+                    self.flush_members();
+                    if region_ok && self.health() == before {
+                        b.clear_resynced(self, region / b.chunk());
+                    }
+                    region_ok = true;
+                }
+            }
             if let Some(f) = r.finding {
                 if let Some(m) = f.member {
                     self.note_checksum_error(m);

@@ -358,3 +358,39 @@ fn a_re_add_is_for_the_device_that_left_the_slot_and_not_a_copy_written_apart() 
     assert_eq!(arr.rebuild(&|_, _| {}, Default::default()).unwrap().skipped_regions, 0);
     assert_eq!(read_all(&arr), model);
 }
+
+/// A resync cut off (a server stopping) has cleared the bits of the
+/// regions it finished: the next open resyncs only the rest, as md
+/// resumes a resync where it stopped.
+#[test]
+fn an_interrupted_resync_goes_on_at_the_next_open_where_it_stopped() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    let geo = arr.geometry();
+    for s in [0, 20, 40] {
+        arr.write(at(s), &pattern(4096, 1)).unwrap();
+    }
+    budget.store(0, Ordering::SeqCst);
+    drop(arr);
+    for s in [1, 22, 43] {
+        spoil_parity(&geo, &mems, s);
+    }
+    let arr = reopen(&mems);
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 3);
+    let rep = arr.resync(&|done, _| {
+        if done == 4 {
+            arr.interrupt_scrub();
+        }
+    });
+    let rep = rep.unwrap();
+    assert!(rep.interrupted && rep.stripes_checked == 4 && rep.mismatched == 1, "{rep:?}");
+    assert_eq!(arr.info().bitmap.unwrap().dirty_regions, 2, "region 0 is done");
+    assert!(arr.info().resync_needed);
+    arr.close().unwrap();
+    drop(arr);
+    let arr = reopen(&mems);
+    assert!(arr.opened_dirty() && arr.info().resync_needed, "still dirty on disk");
+    let rep = arr.resync(&|_, _| {}).unwrap();
+    assert_eq!((rep.stripes_checked, rep.mismatched, rep.interrupted), (8, 2, false), "{rep:?}");
+    assert_eq!(arr.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+}

@@ -598,7 +598,13 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
             let unverified = if r.unverified_stripes > 0 { format!(", {} not verified (a member out)", r.unverified_stripes) } else { String::new() };
             format!("resync done: {} regions checked, {} repaired{unverified}{bitmap}", r.stripes_checked, r.mismatched)
         }
-        Ok(r) => format!("resync stopped with the server: {} of {} regions checked, {} repaired; the next server resyncs the array again", r.stripes_checked, r.stripes_checked + r.unverified_stripes, r.mismatched),
+        Ok(r) => {
+            let next = match sh.vol.info().detail.pointer("/bitmap") {
+                Some(_) => "the next server goes on with the regions the write-intent bitmap still marks",
+                None => "the next server resyncs the array again",
+            };
+            format!("resync stopped with the server: {} of {} regions checked, {} repaired; {next}", r.stripes_checked, r.stripes_checked + r.unverified_stripes, r.mismatched)
+        }
         Err(e) => format!("resync stopped: {e}"),
     };
     sh.events.emit(Event { kind: events::RESYNC_END, member: None, detail });
