@@ -142,6 +142,11 @@ pub struct MemberInfo {
     /// local device, or one not open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<mosaic_dev::nbd::Latency>,
+    /// Failed while active, with a write-intent bitmap: its own device,
+    /// put back in its slot, is rebuilt only where writes came since it
+    /// left (md's re-add; [`Array::replace_with`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub readd: bool,
 }
 
 /// What `mosaic info` shows.
@@ -1172,6 +1177,7 @@ impl Array {
                     checksum_errors: self.checksum_errors.lock().get(i).copied().unwrap_or(0),
                     host: crate::domain::domain_of(&sb.member_paths[i], sb.member_hosts.get(i).map(String::as_str)),
                     remote: self.exec.member(i).and_then(|m| m.remote_latency()),
+                    readd: sb.bitmap.is_some() && matches!(h.states[i], MemberState::Failed) && sb.left.get(i).is_some_and(|l| !l.is_nil()),
                 })
                 .collect(),
             journal: sb.journal.clone(),

@@ -316,10 +316,11 @@ impl Array {
     /// stop goes on at the next open where this one stopped, as md's.
     pub fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         let Some(b) = self.bitmap() else { return self.scrub(true, progress) };
-        let ranges = b.dirty_stripes();
+        // Counted before: the resync clears what it finishes.
+        let (ranges, marked) = (b.dirty_stripes(), b.dirty());
         let mut rep = self.scrub_over(true, &ranges, Some(&b), progress)?;
         let n: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-        rep.notes.push(format!("write-intent bitmap: {n} of {} stripes were marked ({} of {} regions)", self.layout().regions(), b.dirty(), b.regions()));
+        rep.notes.push(format!("write-intent bitmap: {n} of {} stripes were marked ({marked} of {} regions)", self.layout().regions(), b.regions()));
         Ok(rep)
     }
 

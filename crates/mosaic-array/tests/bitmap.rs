@@ -154,7 +154,7 @@ fn after_a_crash_the_resync_scrubs_only_the_marked_regions() {
     assert!(arr.info().resync_needed && arr.needs_resync());
     let rep = arr.resync(&|_, _| {}).unwrap();
     assert_eq!((rep.stripes_checked, rep.mismatched, rep.unverified_stripes), (4, 1, 0), "{rep:?}");
-    assert!(rep.notes.iter().any(|n| n.contains("4 of 64 stripes were marked")), "{:?}", rep.notes);
+    assert!(rep.notes.iter().any(|n| n.contains("4 of 64 stripes were marked (1 of 16 regions)")), "{:?}", rep.notes);
     assert!(!arr.info().resync_needed);
     // A full scrub still finds the stripe the resync was not asked about.
     let full = arr.scrub(false, &|_, _| {}).unwrap();

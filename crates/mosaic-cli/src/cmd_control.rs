@@ -152,7 +152,8 @@ fn text(b: &serde_json::Value) -> String {
         // A failed member is set aside (not open) on purpose: "missing"
         // only when its device is not there to open.
         let gone = m["present"] == false && (st != "failed" || !Path::new(path).exists());
-        s += &format!("  {:>6}  {:<10} {:>17}  {path}{}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
+        let readd = if m["readd"] == true { "  (re-addable: put its device back with mosaic replace)" } else { "" };
+        s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));

@@ -115,6 +115,17 @@ fn wait_for(log: &std::path::Path, what: &str, srv: &Serve) {
     }
 }
 
+/// Serve the array at `a` until its resync ends, stop the server (exit
+/// 0), and return the event log it wrote in `dir`.
+fn served_until_resynced(dir: &std::path::Path, a: &str) -> String {
+    let (log, cmd) = event_log(dir, "events.log");
+    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
+    wait_for(&log, "resync-end", &srv);
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    std::fs::read_to_string(&log).unwrap()
+}
+
 /// md's resync after an unclean shutdown: the server of an array without
 /// a journal killed after a write leaves it dirty, with a stripe torn
 /// (one unit changed behind the array's back); the next server resyncs
@@ -134,12 +145,7 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     let st = ok(&["status", "-a", a]);
     assert!(st.contains("HEALTHY") && st.contains("resync needed"), "{st}");
     assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], true);
-    let (log, cmd) = event_log(t.path(), "events.log");
-    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
-    wait_for(&log, "resync-end", &srv);
-    let (code, lines) = srv.stop();
-    assert_eq!(code, 0, "{lines:#?}");
-    let got = std::fs::read_to_string(&log).unwrap();
+    let got = served_until_resynced(t.path(), a);
     let events: Vec<&str> = got.lines().filter(|l| l.starts_with("resync-")).collect();
     assert_eq!(events.len(), 2, "{got}");
     assert!(events[0].starts_with("resync-start "), "{got}");
@@ -169,12 +175,7 @@ fn with_a_bitmap_the_resync_scrubs_only_the_regions_written_before_the_crash() {
         std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + stripe * 4096).unwrap();
     }
     drop(f);
-    let (log, cmd) = event_log(t.path(), "events.log");
-    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
-    wait_for(&log, "resync-end", &srv);
-    let (code, lines) = srv.stop();
-    assert_eq!(code, 0, "{lines:#?}");
-    let got = std::fs::read_to_string(&log).unwrap();
+    let got = served_until_resynced(t.path(), a);
     assert!(got.contains("resync done: 16 regions checked, 1 repaired; write-intent bitmap: 16 of 1792 stripes were marked (1 of 112 regions)"), "{got}");
     let info = json(&ok(&["info", "-a", a, "--json"]));
     assert_eq!((info["state"].as_str(), info["bitmap"]["dirty_regions"].as_u64()), (Some("clean"), Some(0)), "{info}");
@@ -221,6 +222,9 @@ fn a_failed_members_own_device_put_back_is_re_added() {
     ok(&["write", "-a", a, "--offset", "0", "--input", f]);
     ok(&["fail", "-a", a, "--member", "2"]);
     ok(&["write", "-a", a, "--offset", "8M", "--input", f]);
+    let st = mosaic(&["status", "-a", a]);
+    assert!(String::from_utf8_lossy(&st.stdout).contains("re-addable: put its device back"), "{st:?}");
+    assert_eq!(json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout))[0]["members"][2]["readd"], true);
     let out = ok(&["replace", "-a", a, "--member", "2", "--drive", arr.join("member-02.img").to_str().unwrap()]);
     // 4 MiB at 8M: stripes 42..64 of 192 KiB, in bitmap regions 2 and 3
     // (16 stripes of 64 KiB units a bit): 32 stripes rebuilt.

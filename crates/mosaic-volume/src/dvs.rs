@@ -242,6 +242,7 @@ impl Volume for DvsVolume {
                 errors: Default::default(),
                 host: mosaic_array::domain::LOCAL.into(),
                 remote: None,
+                readd: false,
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));

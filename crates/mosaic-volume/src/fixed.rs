@@ -52,6 +52,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
                 host: m.host.clone(),
                 remote: m.remote,
+                readd: m.readd,
             })
             .collect(),
         degraded: i.degraded,

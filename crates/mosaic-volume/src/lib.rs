@@ -95,6 +95,10 @@ pub struct VolumeMember {
     /// local device).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<mosaic_dev::nbd::Latency>,
+    /// Its own device, put back, is rebuilt only where writes came since
+    /// it left (a write-intent bitmap's re-add).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub readd: bool,
 }
 
 /// Errors of one member since the volume was opened.

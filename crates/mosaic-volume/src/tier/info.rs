@@ -87,6 +87,7 @@ impl TierVolume {
                     errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
                     host: m.host,
                     remote: m.remote,
+                    readd: m.readd,
                 });
             }
         }
