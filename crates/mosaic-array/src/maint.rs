@@ -368,7 +368,10 @@ impl Array {
                     drop(_g);
                     let before = self.health();
                     self.flush_members();
-                    if region_ok && self.health() == before {
+                    // Not while a member is out: the bits also say what it
+                    // missed (a re-add reads them).
+                    let whole = before.states.iter().all(|s| matches!(s, MemberState::Active));
+                    if region_ok && whole && self.health() == before {
                         b.clear_resynced(self, region / b.chunk());
                     }
                     region_ok = true;
