@@ -1007,7 +1007,12 @@ impl Array {
         }
         let now = self.health.read().states.clone();
         let recorded = std::mem::take(&mut sb.member_states);
-        note_left(&mut sb.left, &recorded, &now, carried);
+        if sb.bitmap.is_some() {
+            note_left(&mut sb.left, &recorded, &now, carried);
+        } else {
+            // Only a bitmap says what a member that left missed.
+            sb.left.clear();
+        }
         sb.member_states = now
             .iter()
             .enumerate()
@@ -1749,6 +1754,9 @@ impl Planner for Request<'_> {
 /// unrebuilt stripes hold nothing) and is failed `now`; `left` stays
 /// empty while every entry is nil.
 fn note_left(left: &mut Vec<Uuid>, recorded: &[MemberState], now: &[MemberState], carried: Uuid) {
+    if !left.is_empty() {
+        left.resize(now.len(), Uuid::nil());
+    }
     for (i, s) in now.iter().enumerate() {
         let was_in = matches!(recorded.get(i), Some(MemberState::Active));
         if matches!(s, MemberState::Failed) && was_in {

@@ -315,6 +315,8 @@ pub(crate) fn assemble(
         follow_hints(&mut found, &first, place, writable, &mut warnings);
     }
     let auth = authoritative(&found).unwrap_or(first);
+    // Identities on the devices found, stale ones included.
+    let seen: Vec<uuid::Uuid> = found.iter().map(|f| f.sb.member_uuid).collect();
     let failed = |i: usize| auth.member_states.get(i).is_some_and(|s| matches!(s, MemberState::Failed));
     let a = fresh::assemble(to_fresh_all(found)?, warnings, failed, |f, _| too_small(&f.dev, &auth)).map_err(ArrayError::Usage)?;
     let mut sb = auth.clone();
@@ -332,6 +334,13 @@ pub(crate) fn assemble(
                 slots.push(Some(f.m));
             }
             None => {
+                // Active at the last update and absent altogether (not
+                // stale): its device carries that update's session, which
+                // a re-add checks (`Superblock::left`).
+                if sb.bitmap.is_some() && matches!(sb.member_states[i], MemberState::Active) && !seen.contains(&sb.member_uuids[i]) && !auth.session.is_nil() {
+                    sb.left.resize(sb.member_uuids.len(), uuid::Uuid::nil());
+                    sb.left[i] = auth.session;
+                }
                 sb.member_states[i] = MemberState::Failed;
                 slots.push(None);
             }
@@ -340,6 +349,9 @@ pub(crate) fn assemble(
     let mut warnings = a.warnings;
     roll_back_unstarted_grow(&mut sb, &mut slots, &mut warnings);
     let n = sb.geometry.members;
+    if !sb.left.is_empty() {
+        sb.left.resize(n, uuid::Uuid::nil());
+    }
     let out: Vec<usize> = (0..n).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect();
     let tolerable = sb.geometry.m;
     let columns = sb.geometry.columns_out(&out);

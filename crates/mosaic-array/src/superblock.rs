@@ -177,11 +177,13 @@ pub struct Superblock {
     /// [`crate::bitmap`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitmap: Option<BitmapInfo>,
-    /// For each member seen to fail while in service, the session its
-    /// own superblock was last written in (nil for the others; empty when
-    /// none): the device that comes back with that session is the one
-    /// that left, not a copy written apart, so the write-intent bitmap
-    /// says what it missed (md's re-add, [`crate::Array::replace_with`]).
+    /// With a write-intent bitmap: for each member that failed while
+    /// active, or was absent altogether at an open after being active,
+    /// the session its own superblock was last written in (nil for the
+    /// others; empty when none): the device that comes back with that
+    /// session is the one that left, not a copy written apart, so the
+    /// bitmap says what it missed (md's re-add,
+    /// [`crate::Array::replace_with`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<Uuid>,
 }

@@ -286,6 +286,21 @@ fn a_member_that_comes_back_is_re_added_and_only_the_regions_written_meanwhile_a
     assert_eq!(read_all(&arr), model);
 }
 
+/// `arr` written at each of `stripes` (one page each), closed and opened
+/// again after the first two: two opens later.
+fn two_opens_later(arr: Array, mems: &[Arc<MemMember>], stripes: [u64; 3]) -> Array {
+    let mut arr = arr;
+    for (i, s) in stripes.into_iter().enumerate() {
+        arr.write(at(s), &pattern(4096, s as u8)).unwrap();
+        if i < 2 {
+            arr.close().unwrap();
+            drop(arr);
+            arr = reopen(mems);
+        }
+    }
+    arr
+}
+
 /// Only the device that left the slot, with the session it carried
 /// then, is re-added, however many opens later: a copy of it that was
 /// written apart (a session of its own), or a new device, is rebuilt
@@ -321,15 +336,7 @@ fn a_re_add_is_for_the_device_that_left_the_slot_and_not_a_copy_written_apart() 
     let mut apart = mosaic_array::Superblock::read_from(copy.as_ref()).unwrap();
     (apart.prev_session, apart.session, apart.events) = (apart.session, uuid::Uuid::new_v4(), apart.events + 2);
     apart.write_to(copy.as_ref()).unwrap();
-    arr.write(at(40), &pattern(4096, 4)).unwrap();
-    arr.close().unwrap();
-    drop(arr);
-    let arr = reopen(&mems);
-    arr.write(at(44), &pattern(4096, 5)).unwrap();
-    arr.close().unwrap();
-    drop(arr);
-    let arr = reopen(&mems);
-    arr.write(at(48), &pattern(4096, 6)).unwrap();
+    let arr = two_opens_later(arr, &mems, [40, 44, 48]);
     let model = read_all(&arr);
     arr.replace_with(2, copy.clone(), "copy").unwrap();
     let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
@@ -337,19 +344,12 @@ fn a_re_add_is_for_the_device_that_left_the_slot_and_not_a_copy_written_apart() 
     assert_eq!(read_all(&arr), model);
     // That device (slot 2 now), two opens after it left: a re-add.
     arr.fail_member(2).unwrap();
-    arr.write(at(52), &pattern(4096, 7)).unwrap();
-    arr.close().unwrap();
-    drop(arr);
-    let arr = reopen(&mems);
-    arr.write(at(56), &pattern(4096, 8)).unwrap();
-    arr.close().unwrap();
-    drop(arr);
-    let arr = reopen(&mems);
+    let arr = two_opens_later(arr, &mems, [52, 56, 60]);
     let model = read_all(&arr);
     arr.replace_with(2, copy, "copy").unwrap();
     let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
-    // Regions 3 and 9 to 14: written since the bits were last swept.
-    assert_eq!((rep.skipped_regions, rep.bytes_written), (STRIPES - 28, 28 * U), "{rep:?}");
+    // Regions 3 and 9 to 15: written since the bits were last swept.
+    assert_eq!((rep.skipped_regions, rep.bytes_written), (STRIPES - 32, 32 * U), "{rep:?}");
     assert_eq!(read_all(&arr), model);
     assert_eq!(arr.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
     // A new device: rebuilt whole.
@@ -393,4 +393,31 @@ fn an_interrupted_resync_goes_on_at_the_next_open_where_it_stopped() {
     let rep = arr.resync(&|_, _| {}).unwrap();
     assert_eq!((rep.stripes_checked, rep.mismatched, rep.interrupted), (8, 2, false), "{rep:?}");
     assert_eq!(arr.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+}
+
+/// A member missing altogether at an open (a server restarted while a
+/// remote member was unreachable) is re-added when its device comes
+/// back: it carries the session of the last update before.
+#[test]
+fn a_member_missing_at_an_open_is_re_added_when_it_comes_back() {
+    let (budget, log) = (Arc::new(AtomicI64::new(i64::MAX)), Arc::new(Mutex::new(Vec::new())));
+    let (mems, arr) = rig(&budget, &log);
+    arr.write(0, &pattern(arr.capacity(), 1)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let without: Vec<Arc<dyn Member>> = [0, 1, 3].iter().map(|&i| mems[i].clone() as Arc<dyn Member>).collect();
+    let arr = Array::open_members(without, true).unwrap();
+    assert_eq!(arr.health().states[2], mosaic_core::MemberState::Failed);
+    assert!(arr.info().member_list[2].readd, "re-addable");
+    arr.write(at(12), &pattern(4096, 2)).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    // Back, two opens later: stale, so failed until rebuilt; a re-add.
+    let arr = reopen(&mems);
+    let model = read_all(&arr);
+    arr.replace_with(2, mems[2].clone(), "m2").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!((rep.skipped_regions, rep.bytes_written), (STRIPES - 4, 4 * U), "{rep:?}");
+    arr.fail_member(0).unwrap();
+    assert_eq!(read_all(&arr), model);
 }

@@ -32,12 +32,14 @@ fn eventful() -> Superblock {
     sb
 }
 
-/// A new array with a write-intent bitmap and lost data (the bitmap's
-/// disk version; a bitmap excludes a journal).
+/// A new array with a write-intent bitmap, lost data and a member that
+/// left (the bitmap's disk version; a bitmap excludes a journal).
 fn with_bitmap() -> Superblock {
     let mut sb = created();
     sb.bitmap = Some(mosaic_array::superblock::BitmapInfo { chunk: 4 });
     sb.lost = vec![LostRange { offset: 0, len: 4096 }];
+    sb.member_states[1] = MemberState::Failed;
+    sb.left = (0..6).map(|i| if i == 1 { Uuid::from_u128(7) } else { Uuid::nil() }).collect();
     sb
 }
 
