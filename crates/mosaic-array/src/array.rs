@@ -318,8 +318,10 @@ pub struct JournalReplaced {
     pub old: Option<String>,
     /// Whether it could still be read (then it was replayed and emptied).
     pub old_usable: bool,
-    /// Whether every stripe was resynced (the old journal was unreadable
-    /// after an unclean shutdown).
+    /// Whether stripes were resynced after an unclean shutdown: every
+    /// stripe when the old journal was unreadable; without a journal
+    /// before, what a crash may have torn (the regions a write-intent
+    /// bitmap marks, else every stripe).
     pub resynced: bool,
 }
 
@@ -578,14 +580,29 @@ impl Array {
                 old.as_deref().unwrap_or("(none)")
             )));
         }
+        // Without a journal before, stripes of an array not shut down
+        // cleanly may disagree where the crash cut writes off, and the
+        // new journal knows nothing of them: resync them first (with a
+        // bitmap, the regions it marks).
+        let unsynced = dirty && old_usable && old.is_none() && arr.geometry().m > 0;
+        if unsynced {
+            arr.resync(&|_, _| {})?;
+        }
         let sb = arr.superblock();
         arr.journal = Some(Journal::format(dev, sb.array_uuid, sb.session)?);
-        arr.write_superblocks(|s| s.journal = Some(hint))?;
+        // The journal closes the write hole itself: a bitmap goes.
+        arr.write_superblocks(|s| {
+            s.journal = Some(hint);
+            s.bitmap = None;
+            s.left.clear();
+        })?;
+        *arr.bitmap.get_mut() = None;
         arr.journal_unusable = None;
         let resynced = dirty && !old_usable;
         if resynced {
             arr.scrub(true, &|_, _| {})?;
         }
+        let resynced = resynced || unsynced;
         arr.close()?;
         Ok(JournalReplaced { old, old_usable, resynced })
     }

@@ -55,7 +55,7 @@ pub fn replace_journal(a: ReplaceJournalArgs) -> Result<i32> {
             (Some(o), true) => format!("the old journal {o} was replayed and emptied"),
             (Some(o), false) => format!("the old journal {o} could not be read"),
         };
-        let resync = if r.resynced { "; every stripe was resynced" } else { "" };
+        let resync = if r.resynced { "; the stripes an unclean shutdown may have torn were resynced" } else { "" };
         println!("{} now journals to {hint} ({old}{resync})", a.array);
     }
     Ok(0)

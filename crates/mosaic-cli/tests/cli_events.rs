@@ -185,6 +185,29 @@ fn with_a_bitmap_the_resync_scrubs_only_the_regions_written_before_the_crash() {
     assert_eq!(s["mismatched_stripes"], serde_json::json!([100]), "{s}");
 }
 
+/// A journal given to an array that had none, after an unclean
+/// shutdown: the stripes the crash may have torn (the bitmap's regions)
+/// are resynced first, since the new journal knows nothing of them, and
+/// the bitmap goes (the journal closes the write hole itself).
+#[test]
+fn a_journal_added_after_a_crash_resyncs_first_and_replaces_the_bitmap() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "64K"]);
+    killed_after_a_write(a);
+    let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + 3 * 4096).unwrap();
+    drop(f);
+    let j = t.path().join("j.img");
+    let out = ok(&["replace-journal", "-a", a, "--journal", j.to_str().unwrap(), "--journal-size", "8M"]);
+    assert!(out.contains("the stripes an unclean shutdown may have torn were resynced"), "{out}");
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert!(info["bitmap"].is_null() && info["journal"].is_string() && info["state"] == "clean", "{info}");
+    let s = json(&ok(&["scrub", "-a", a, "--json"]));
+    assert_eq!(s["mismatched"], 0, "{s}");
+}
+
 /// `mosaic bitmap` adds and removes a bitmap offline; create refuses one
 /// where it cannot serve.
 #[test]
