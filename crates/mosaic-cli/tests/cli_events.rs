@@ -156,6 +156,20 @@ fn a_server_resyncs_an_unjournalled_array_that_was_not_shut_down_cleanly() {
     assert_eq!(s["mismatched"], 0, "{s}");
 }
 
+/// A raid5 array of 4 members (4 KiB units) at `arr` without a journal,
+/// with a bitmap of 64 KiB a bit, left dirty by [`killed_after_a_write`],
+/// then member 1's unit of each of `stripes` torn (new bytes, code not
+/// rewritten).
+fn crashed_with_a_bitmap(arr: &std::path::Path, stripes: &[u64]) {
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "64K"]);
+    killed_after_a_write(a);
+    let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
+    for s in stripes {
+        std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + s * 4096).unwrap();
+    }
+}
+
 /// With a write-intent bitmap the server's resync after an unclean
 /// shutdown scrubs only the region the killed server wrote (stripes
 /// 0..16 at 64 KiB a bit and 4 KiB units): it repairs the torn stripe
@@ -165,16 +179,10 @@ fn with_a_bitmap_the_resync_scrubs_only_the_regions_written_before_the_crash() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "64K"]);
+    crashed_with_a_bitmap(&arr, &[3, 100]);
     let info = json(&ok(&["info", "-a", a, "--json"]));
     assert_eq!((info["bitmap"]["chunk_bytes"].as_u64(), info["bitmap"]["regions"].as_u64()), (Some(65536), Some(112)), "{info}");
-    killed_after_a_write(a);
     assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["bitmap"]["dirty_regions"], 1);
-    let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
-    for stripe in [3, 100] {
-        std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + stripe * 4096).unwrap();
-    }
-    drop(f);
     let got = served_until_resynced(t.path(), a);
     assert!(got.contains("resync done: 16 regions checked, 1 repaired; write-intent bitmap: 16 of 1792 stripes were marked (1 of 112 regions)"), "{got}");
     let info = json(&ok(&["info", "-a", a, "--json"]));
@@ -194,11 +202,7 @@ fn a_journal_added_after_a_crash_resyncs_first_and_replaces_the_bitmap() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--stripe-unit", "4K", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "64K"]);
-    killed_after_a_write(a);
-    let f = std::fs::OpenOptions::new().write(true).open(arr.join("member-01.img")).unwrap();
-    std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 4096], (1 << 20) + 3 * 4096).unwrap();
-    drop(f);
+    crashed_with_a_bitmap(&arr, &[3]);
     let j = t.path().join("j.img");
     let out = ok(&["replace-journal", "-a", a, "--journal", j.to_str().unwrap(), "--journal-size", "8M"]);
     assert!(out.contains("the stripes an unclean shutdown may have torn were resynced"), "{out}");
