@@ -212,6 +212,22 @@ fn a_journal_added_after_a_crash_resyncs_first_and_replaces_the_bitmap() {
     assert_eq!(s["mismatched"], 0, "{s}");
 }
 
+/// mdadm's default: an array of 100 GB or more without a journal gets a
+/// bitmap (sparse member files: only headers are written); with a
+/// journal it gets none.
+#[test]
+fn arrays_of_100_gb_and_more_without_a_journal_get_a_bitmap_by_default() {
+    let t = tempfile::tempdir().unwrap();
+    let big = t.path().join("big");
+    ok(&["create", "-a", big.to_str().unwrap(), "--level", "raid5", "--members", "4", "--member-size", "34G", "--no-journal"]);
+    let info = json(&ok(&["info", "-a", big.to_str().unwrap(), "--json"]));
+    assert!(info["capacity"].as_u64().unwrap() >= 100_000_000_000, "{info}");
+    assert_eq!(info["bitmap"]["chunk_bytes"], 64 << 20, "{info}");
+    let journaled = t.path().join("journaled");
+    ok(&["create", "-a", journaled.to_str().unwrap(), "--level", "raid5", "--members", "4", "--member-size", "34G"]);
+    assert!(json(&ok(&["info", "-a", journaled.to_str().unwrap(), "--json"]))["bitmap"].is_null());
+}
+
 /// `mosaic bitmap` adds and removes a bitmap offline; create refuses one
 /// where it cannot serve.
 #[test]
