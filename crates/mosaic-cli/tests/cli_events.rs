@@ -239,12 +239,28 @@ fn a_bitmap_is_added_and_removed_offline_and_refused_where_it_has_no_use() {
     assert!(e.contains("for arrays without a journal"), "{e}");
     let e = fails(&["create", "-a", a, "--level", "raid0", "--members", "2", "--member-size", "8M", "--no-journal", "--bitmap", "internal"]);
     assert!(e.contains("raid0 has no code columns"), "{e}");
+    let e = fails(&["create", "-a", a, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:4", "--member-size", "8M", "--bitmap", "internal"]);
+    assert!(e.contains("--bitmap internal is for fixed-level arrays"), "{e}");
+    let e = fails(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M", "--no-journal", "--bitmap-chunk", "1K"]);
+    assert!(e.contains("--bitmap-chunk 1024 is smaller than a block (4096 bytes)"), "{e}");
     assert!(!t.path().join("arr").exists(), "refused before anything was written");
+    let journaled = t.path().join("journaled");
+    ok(&["create", "-a", journaled.to_str().unwrap(), "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    let e = fails(&["bitmap", "-a", journaled.to_str().unwrap(), "internal"]);
+    assert!(e.contains("has a write-ahead journal") && e.contains("takes no write-intent bitmap"), "{e}");
     ok(&["create", "-a", a, "--level", "raid6", "--members", "5", "--member-size", "8M", "--no-journal"]);
     assert!(json(&ok(&["info", "-a", a, "--json"]))["bitmap"].is_null(), "small arrays get none by default, as mdadm's");
     let out = json(&ok(&["bitmap", "-a", a, "internal", "--bitmap-chunk", "1M", "--json"]));
     assert_eq!(out["bitmap"]["chunk_bytes"], 1 << 20, "{out}");
     assert!(ok(&["info", "-a", a]).contains("internal, 1.0 MiB a bit, 0 of 7 regions dirty"));
+    let grown = t.path().join("grown.img");
+    let e = fails(&["grow", "-a", a, "--add", grown.to_str().unwrap()]);
+    assert!(e.contains("write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none)"), "{e}");
+    let srv = Serve::start(a, &["--quiet"]);
+    let e = fails(&["bitmap", "-a", a, "none"]);
+    assert!(e.contains("is served: stop its server first"), "{e}");
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0, "{lines:#?}");
     ok(&["bitmap", "-a", a, "none"]);
     assert!(json(&ok(&["info", "-a", a, "--json"]))["bitmap"].is_null());
 }
