@@ -1199,7 +1199,8 @@ impl Array {
                     checksum_errors: self.checksum_errors.lock().get(i).copied().unwrap_or(0),
                     host: crate::domain::domain_of(&sb.member_paths[i], sb.member_hosts.get(i).map(String::as_str)),
                     remote: self.exec.member(i).and_then(|m| m.remote_latency()),
-                    readd: sb.bitmap.is_some() && matches!(h.states[i], MemberState::Failed) && sb.left.get(i).is_some_and(|l| !l.is_nil()),
+                    // (`left` is kept only with a bitmap.)
+                    readd: matches!(h.states[i], MemberState::Failed) && sb.left.get(i).is_some_and(|l| !l.is_nil()),
                 })
                 .collect(),
             journal: sb.journal.clone(),

@@ -196,8 +196,7 @@ impl WriteIntent {
                 warnings.push(format!("write-intent bitmap block {b} is whole on no member ({}): its regions are resynced whole", why.join("; ")));
                 [0xff; BITS_BYTES]
             });
-            for (i, bit) in wi.set.iter().enumerate().skip(b * BITS_PER_BLOCK as usize).take(BITS_PER_BLOCK as usize) {
-                let j = i - b * BITS_PER_BLOCK as usize;
+            for (j, bit) in wi.block(b) {
                 bit.store(bits[j / 8] >> (j % 8) & 1 == 1, SeqCst);
             }
         }
@@ -323,11 +322,16 @@ impl WriteIntent {
         m.flush()
     }
 
+    /// The bits block `b` holds, each with its place in the block.
+    fn block(&self, b: usize) -> impl Iterator<Item = (usize, &AtomicBool)> {
+        let per = BITS_PER_BLOCK as usize;
+        self.set.iter().skip(b * per).take(per).enumerate()
+    }
+
     /// Block `b` as the bits are now.
     fn encode(&self, b: usize) -> Vec<u8> {
         let mut bits = [0u8; BITS_BYTES];
-        for (i, bit) in self.set.iter().enumerate().skip(b * BITS_PER_BLOCK as usize).take(BITS_PER_BLOCK as usize) {
-            let j = i - b * BITS_PER_BLOCK as usize;
+        for (j, bit) in self.block(b) {
             bits[j / 8] |= (bit.load(SeqCst) as u8) << (j % 8);
         }
         fmt::encode_block(self.uuid, self.chunk, b, &bits)
