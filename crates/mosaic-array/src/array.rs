@@ -192,6 +192,10 @@ pub struct ArrayInfo {
     /// code may disagree with data where the crash cut writes off, until a
     /// repairing scrub ([`Array::needs_resync`]).
     pub resync_needed: bool,
+    /// With a resync needed and no bitmap: the stripes below this were
+    /// verified by a resync already, and the next one starts here.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub resync_from: u64,
     /// The write-intent bitmap, when the array has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bitmap: Option<BitmapStatus>,
@@ -252,6 +256,10 @@ pub struct Array {
     /// Ends the scrub in progress before its next stripe
     /// ([`Array::interrupt_scrub`]).
     pub(crate) scrub_interrupt: std::sync::atomic::AtomicBool,
+    /// Unsynced without a bitmap: the stripes below this were verified by
+    /// a resync, this open's or one a stop cut off
+    /// ([`Superblock::resync_from`]), so a resync starts here.
+    pub(crate) resync_done: std::sync::atomic::AtomicU64,
     /// Set (and recorded on disk) by the first write after open.
     dirty: std::sync::atomic::AtomicBool,
     dirty_lock: Mutex<()>,
@@ -505,6 +513,7 @@ impl Array {
             prev_session: Uuid::nil(),
             bitmap: None,
             left: Vec::new(),
+            resync_from: 0,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -802,6 +811,9 @@ impl Array {
         // (A journaled array opened read-only is replayed at its next
         // writable open; an array without code has nothing to resync.)
         *arr.unsynced.get_mut() = arr.opened_dirty && arr.sb.lock().journal.is_none() && arr.geometry().m > 0;
+        if *arr.unsynced.get_mut() && arr.sb.lock().bitmap.is_none() {
+            *arr.resync_done.get_mut() = arr.sb.lock().resync_from;
+        }
         arr.load_bitmap();
         // After the replay: the journal's records name the old layout.
         if let Some(w) = arr.settle_critical_section() {
@@ -983,6 +995,7 @@ impl Array {
             opened_dirty: false,
             unsynced: std::sync::atomic::AtomicBool::new(false),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
+            resync_done: std::sync::atomic::AtomicU64::new(0),
             journal,
             auto_checkpoint: std::sync::atomic::AtomicBool::new(true),
             inflight: RwLock::new(()),
@@ -1211,6 +1224,7 @@ impl Array {
             grow: sb.reshape.as_ref().map(|r| GrowProgress { from_members: r.from.members, done_stripes: r.pos, total_stripes: r.from.stripes }),
             lost: sb.lost.clone(),
             resync_needed: self.unsynced.load(std::sync::atomic::Ordering::Acquire),
+            resync_from: if self.unsynced.load(std::sync::atomic::Ordering::Acquire) && self.bitmap().is_none() { self.resync_done.load(std::sync::atomic::Ordering::Acquire) } else { 0 },
             bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
     }
@@ -1387,7 +1401,12 @@ impl Array {
         }
         let _g = self.dirty_lock.lock();
         if !self.dirty.load(Ordering::Acquire) {
-            self.write_superblocks(|s| s.state = ArrayState::Dirty)?;
+            // A crash may now tear any stripe: a resync's checkpoint no
+            // longer holds (md writes `resync_offset` 0 while active).
+            self.write_superblocks(|s| {
+                s.state = ArrayState::Dirty;
+                s.resync_from = 0;
+            })?;
             self.dirty.store(true, Ordering::Release);
         }
         Ok(())
@@ -1401,9 +1420,31 @@ impl Array {
         let _g = self.dirty_lock.lock();
         self.unsynced.store(false, Ordering::Release);
         if !self.dirty.load(Ordering::Acquire) && self.sb.lock().state == ArrayState::Dirty {
-            self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+            self.write_superblocks(|s| {
+                s.state = ArrayState::Clean;
+                s.resync_from = 0;
+            })?;
         }
         Ok(())
+    }
+
+    /// Record on the superblocks how far the resyncs of this open have
+    /// verified ([`Superblock::resync_from`]; without a bitmap), the
+    /// members flushed first so the repairs below it are durable.  Once
+    /// writes came since open, only at the close (`closing`), when every
+    /// write is on the members: a crash before may tear any stripe.
+    pub(crate) fn checkpoint_resync(&self, closing: bool) -> Result<(), ArrayError> {
+        use std::sync::atomic::Ordering;
+        if self.bitmap().is_some() {
+            return Ok(());
+        }
+        let _g = self.dirty_lock.lock();
+        let pos = self.resync_done.load(Ordering::Acquire);
+        if (self.dirty.load(Ordering::Acquire) && !closing) || pos == self.sb.lock().resync_from {
+            return Ok(());
+        }
+        self.flush_members();
+        self.write_superblocks(|s| s.resync_from = pos)
     }
 
     /// Lock the ranges of `stripes` (maintenance holds a region while it
@@ -1607,8 +1648,16 @@ impl Array {
             }
             // Opened unsynced and not resynced since: it stays dirty.
             if !self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
-                self.write_superblocks(|s| s.state = ArrayState::Clean)?;
+                self.write_superblocks(|s| {
+                    s.state = ArrayState::Clean;
+                    s.resync_from = 0;
+                })?;
             }
+        }
+        // Still unsynced: what a resync verified stays verified (every
+        // write is on the members now), so the next one starts there.
+        if self.writable && self.unsynced.load(std::sync::atomic::Ordering::Acquire) {
+            self.checkpoint_resync(true)?;
         }
         // Clean, whole and flushed: no region needs a resync.
         if let Some(b) = self.bitmap().filter(|b| self.writable && b.dirty() > 0 && !self.bitmap_held()) {
@@ -1948,4 +1997,8 @@ mod tests {
         alone.try_append(&entries(&writes[..2], &[], &copies, Some(&rider))).unwrap().unwrap();
         assert_eq!(one.used_expanded(), alone.used_expanded());
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -214,8 +214,11 @@ impl Array {
                     }
                 }
                 s.reshape = Some(reshape);
+                // Stripe numbers of the old shape mean nothing in the new.
+                s.resync_from = 0;
             })
         });
+        self.resync_done.store(0, std::sync::atomic::Ordering::Release);
         if let (Err(_), Some(f)) = (&r, made) {
             // Holding nothing yet (the copy is written with its CRC): a
             // resume before then writes it anew.

@@ -15,6 +15,7 @@
 //! region needs; only a failure beyond the redundancy stops them.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,18 @@ pub use mosaic_core::{RebuildReport, ScrubReport};
 
 /// Knobs for tests: stop a rebuild abruptly after a number of regions, as a
 /// killed process would (no checkpoint, no cleanup).
+/// What a scrub records of the stripes it verified, as a resync.
+#[derive(Clone, Copy)]
+enum Resync<'a> {
+    /// Nothing (a scrub asked for).
+    No,
+    /// Without a bitmap: how far it verified in order
+    /// ([`Array::checkpoint_resync`]).
+    InOrder,
+    /// Each bitmap region it verified whole is cleared.
+    Bitmap(&'a crate::bitmap::WriteIntent),
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RebuildOptions {
     pub abort_after_regions: Option<u64>,
@@ -304,7 +317,7 @@ impl Array {
     /// wrong: the located column where two redundant columns locate it,
     /// otherwise the code units, recomputed from the data.
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
-        self.scrub_over(repair, &[0..self.layout().regions()], None, progress)
+        self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)
     }
 
     /// md's resync after an unclean shutdown: a repairing scrub of the
@@ -314,20 +327,31 @@ impl Array {
     /// region's bit is cleared once its stripes are repaired and flushed
     /// (unless a client wrote there meanwhile), so a resync cut off by a
     /// stop goes on at the next open where this one stopped, as md's.
+    /// Without one, the stripes verified in order are recorded from time
+    /// to time while no client has written, and at the close
+    /// ([`Superblock::resync_from`], md's `resync_offset`): the next
+    /// resync starts there.
     pub fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
-        let Some(b) = self.bitmap() else { return self.scrub(true, progress) };
+        let Some(b) = self.bitmap() else {
+            let total = self.layout().regions();
+            let from = if self.unsynced.load(Ordering::Acquire) { self.resync_done.load(Ordering::Acquire).min(total) } else { 0 };
+            let mut rep = self.scrub_over(true, &[from..total], Resync::InOrder, progress)?;
+            if from > 0 {
+                rep.notes.push(format!("resumed at stripe {from} of {total}: a resync a stop cut off had verified the stripes before it"));
+            }
+            return Ok(rep);
+        };
         // Counted before: the resync clears what it finishes.
         let (ranges, marked) = (b.dirty_stripes(), b.dirty());
-        let mut rep = self.scrub_over(true, &ranges, Some(&b), progress)?;
+        let mut rep = self.scrub_over(true, &ranges, Resync::Bitmap(&b), progress)?;
         let n: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         rep.notes.push(format!("write-intent bitmap: {n} of {} stripes were marked ({marked} of {} regions)", self.layout().regions(), b.regions()));
         Ok(rep)
     }
 
-    /// [`Array::scrub`] of the stripes in `ranges` (sorted, apart); with
-    /// `resynced`, each bitmap region whose stripes were all verified is
-    /// flushed and its bit cleared ([`Array::resync`]).
-    fn scrub_over(&self, repair: bool, ranges: &[std::ops::Range<u64>], resynced: Option<&crate::bitmap::WriteIntent>, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+    /// [`Array::scrub`] of the stripes in `ranges` (sorted, apart),
+    /// recording what a resync verified as `resync` says.
+    fn scrub_over(&self, repair: bool, ranges: &[std::ops::Range<u64>], resync: Resync, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         self.not_growing("scrub")?;
         if repair && !self.is_writable() {
             return Err(ArrayError::Usage("scrub --repair needs the array open for writing".into()));
@@ -340,6 +364,9 @@ impl Array {
         self.scrub_interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
         let stripes = self.layout().regions();
         let mut region_ok = true;
+        // In order: every stripe so far verified.
+        let mut prefix = true;
+        let mut last_ckpt = Instant::now();
         for (done, region) in ranges.iter().flat_map(|r| r.clone()).enumerate() {
             let done = done as u64;
             if self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) {
@@ -350,8 +377,9 @@ impl Array {
                 rep.unverified_stripes += total - done;
                 break;
             }
-            let _g = self.lock_stripes(std::iter::once(region));
+            let g = self.lock_stripes(std::iter::once(region));
             let r = self.scrub_region(region, repair).map_err(|e| ArrayError::Io(format!("scrub stopped at stripe {region} of {}: {e}", self.layout().regions())))?;
+            drop(g);
             if r.members_failed {
                 let now = failed(&self.health());
                 let new: Vec<usize> = now.iter().copied().filter(|i| !out.contains(i)).collect();
@@ -362,10 +390,22 @@ impl Array {
             }
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
-            if let Some(b) = resynced {
-                region_ok &= !r.unverified;
-                if (region + 1) % b.chunk() == 0 || region + 1 == stripes {
-                    drop(_g);
+            match resync {
+                Resync::No => {}
+                Resync::InOrder => {
+                    prefix &= !r.unverified;
+                    if prefix {
+                        self.resync_done.store(region + 1, Ordering::Release);
+                    }
+                    if last_ckpt.elapsed() >= CHECKPOINT_EVERY || (done + 1) % CHECKPOINT_REGIONS == 0 {
+                        self.checkpoint_resync(false)?;
+                        last_ckpt = Instant::now();
+                    }
+                }
+                // Each bitmap region whose stripes were all verified is
+                // flushed and its bit cleared.
+                Resync::Bitmap(b) if (region + 1) % b.chunk() == 0 || region + 1 == stripes => {
+                    region_ok &= !r.unverified;
                     let before = self.health();
                     self.flush_members();
                     // Not while a member is out: the bits also say what it
@@ -376,6 +416,7 @@ impl Array {
                     }
                     region_ok = true;
                 }
+                Resync::Bitmap(_) => region_ok &= !r.unverified,
             }
             if let Some(f) = r.finding {
                 if let Some(m) = f.member {

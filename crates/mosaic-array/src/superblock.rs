@@ -186,6 +186,17 @@ pub struct Superblock {
     /// [`crate::Array::replace_with`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<Uuid>,
+    /// Without a write-intent bitmap, after an unclean shutdown: the
+    /// stripes below this were verified by a resync that a stop cut off
+    /// (md's `resync_offset`), so the next resync starts here.  Zero
+    /// while writes are in progress (a crash may then tear any stripe)
+    /// and once the array is clean.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resync_from: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// An array's write-intent bitmap: one bit for every `chunk` stripes,
@@ -234,6 +245,7 @@ impl Superblock {
             lost: self.lost.clone(),
             bitmap: self.bitmap,
             left: self.left.clone(),
+            resync_from: self.resync_from,
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -282,6 +294,7 @@ impl Superblock {
             prev_session: l.prev_session,
             bitmap: p.bitmap,
             left: p.left,
+            resync_from: p.resync_from,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -330,6 +343,9 @@ impl Superblock {
             if b.chunk == 0 || g.stripes.div_ceil(b.chunk) > mosaic_format::bitmap::MAX_BITS || self.journal.is_some() || self.reshape.is_some() {
                 return Err(format!("a write-intent bitmap of {} stripes a bit does not fit the array (or it has a journal or a grow)", b.chunk));
             }
+        }
+        if self.resync_from > g.stripes {
+            return Err(format!("a resync checkpoint at stripe {} past the array's {} stripes", self.resync_from, g.stripes));
         }
         if let Some(r) = &self.reshape {
             let f = &r.from;
@@ -406,6 +422,8 @@ struct FixedPolicy {
     bitmap: Option<BitmapInfo>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     left: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    resync_from: u64,
 }
 
 /// The format version on disk: what a reader must know to use the array.

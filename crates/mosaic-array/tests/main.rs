@@ -17,6 +17,7 @@ mod maint_failures;
 mod nested;
 mod nopanic;
 mod prop;
+mod resync;
 mod scrub_locate;
 mod second_failure;
 mod stale;

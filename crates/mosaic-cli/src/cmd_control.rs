@@ -143,6 +143,9 @@ fn text(b: &serde_json::Value) -> String {
     }
     if b["resync_needed"] == true {
         s += "  resync needed: not shut down cleanly, and no journal: code may disagree with data where writes were cut off (a server resyncs by itself; else mosaic scrub --repair)\n";
+        if let Some(from) = b["resync_from"].as_u64() {
+            s += &format!("  resync verified the stripes before {from} already: the next resync starts there\n");
+        }
     }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {

@@ -599,9 +599,12 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
             format!("resync done: {} regions checked, {} repaired{unverified}{bitmap}", r.stripes_checked, r.mismatched)
         }
         Ok(r) => {
-            let next = match sh.vol.info().detail.pointer("/bitmap") {
-                Some(_) => "the next server goes on with the regions the write-intent bitmap still marks",
-                None => "the next server resyncs the array again",
+            let detail = sh.vol.info().detail;
+            let from = ["/resync_from", "/inner/resync_from"].iter().find_map(|p| detail.pointer(p).and_then(|v| v.as_u64()));
+            let next = match (["/bitmap", "/inner/bitmap"].iter().find_map(|p| detail.pointer(p)), from) {
+                (Some(_), _) => "the next server goes on with the regions the write-intent bitmap still marks".to_string(),
+                (None, Some(from)) => format!("the next server goes on from stripe {from}"),
+                (None, None) => "the next server resyncs the array again".to_string(),
             };
             format!("resync stopped with the server: {} of {} regions checked, {} repaired; {next}", r.stripes_checked, r.stripes_checked + r.unverified_stripes, r.mismatched)
         }
@@ -762,6 +765,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let grow = info.detail.pointer("/grow").cloned();
     let bitmap = ["/bitmap", "/inner/bitmap"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let resync = resync_needed(&info);
+    let resync_from = ["/resync_from", "/inner/resync_from"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,
@@ -783,6 +787,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "grow": grow,
         "bitmap": bitmap,
         "resync_needed": resync,
+        "resync_from": resync_from,
         "clients": null,
         "events": [],
     })

@@ -353,9 +353,10 @@ fn a_server_resyncs_the_inner_arrays_of_tier_and_remapped_arrays() {
 
 /// A server stopped while it resyncs does not finish the resync (on a
 /// large array that would hold the stop for hours): it stops at once, the
-/// array stays unsynced, and the next server resyncs it whole.
+/// array stays unsynced, and the next server goes on from where it
+/// stopped (md's `resync_offset`; the array has no bitmap).
 #[test]
-fn a_stopping_server_interrupts_its_resync_and_the_next_one_resyncs() {
+fn a_stopping_server_interrupts_its_resync_and_the_next_one_goes_on() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
@@ -364,15 +365,25 @@ fn a_stopping_server_interrupts_its_resync_and_the_next_one_resyncs() {
     // 64 KiB/s: 21 MiB would take minutes.
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd, "--maint-rate", "64K"]);
     wait_for(&log, "resync-start", &srv);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     let (code, lines) = srv.stop();
     assert_eq!(code, 0, "{lines:#?}");
     let got = std::fs::read_to_string(&log).unwrap();
-    assert!(got.contains("resync-end resync stopped with the server: "), "{got}");
-    assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], true);
+    let end = got.lines().find(|l| l.starts_with("resync-end resync stopped with the server: ")).unwrap_or_else(|| panic!("{got}"));
+    // "... : N of T regions checked, ...; the next server goes on from stripe N"
+    let words: Vec<&str> = end.split([' ', ',', ';']).collect();
+    let n: u64 = words[words.iter().position(|w| *w == "server:").unwrap() + 1].parse().unwrap();
+    let total: u64 = words[words.iter().position(|w| *w == "of").unwrap() + 1].parse().unwrap();
+    assert!(n > 0 && n < total && end.ends_with(&format!("the next server goes on from stripe {n}")), "{end}");
+    let st = json(&ok(&["status", "-a", a, "--json"]));
+    assert_eq!((&st[0]["resync_needed"], &st[0]["resync_from"]), (&serde_json::json!(true), &serde_json::json!(n)), "{st}");
+    assert!(ok(&["status", "-a", a]).contains(&format!("resync verified the stripes before {n} already")));
     let (log, cmd) = event_log(t.path(), "again.log");
     let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
     wait_for(&log, "resync-end resync done: ", &srv);
     let (code, lines) = srv.stop();
     assert_eq!(code, 0, "{lines:#?}");
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert!(got.contains(&format!("resync done: {} regions checked", total - n)), "{got}");
     assert_eq!(json(&ok(&["status", "-a", a, "--json"]))[0]["resync_needed"], false);
 }

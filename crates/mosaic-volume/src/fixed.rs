@@ -25,7 +25,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
             None => "none".into(),
         }),
         ("spares".into(), if i.spares.is_empty() { "none".into() } else { i.spares.join(", ") }),
-        ("state".into(), format!("{:?}{}{}, events {}", i.state, if i.resync_needed { " (resync needed)" } else { "" }, if i.degraded { ", degraded" } else { "" }, i.events)),
+        ("state".into(), format!("{:?}{}{}, events {}", i.state, resync_state(&i), if i.degraded { ", degraded" } else { "" }, i.events)),
     ];
     let mut summary = summary;
     if let Some(g) = &i.grow {
@@ -425,5 +425,14 @@ mod tests {
         let (_, line) = lost_line(&many).unwrap();
         assert!(line.contains("57344..61440, ... 10 ranges in all:"), "{line}");
         assert!(!line.contains("65536..69632"), "{line}");
+    }
+}
+
+/// The state line's word on a resync: needed, and from where.
+fn resync_state(i: &mosaic_array::ArrayInfo) -> String {
+    match (i.resync_needed, i.resync_from) {
+        (false, _) => String::new(),
+        (true, 0) => " (resync needed)".into(),
+        (true, from) => format!(" (resync needed from stripe {from} of {}: a resync verified those before)", i.stripes),
     }
 }
