@@ -36,8 +36,6 @@ pub const CHECKPOINT_REGIONS: u64 = 256;
 
 pub use mosaic_core::{RebuildReport, ScrubReport};
 
-/// Knobs for tests: stop a rebuild abruptly after a number of regions, as a
-/// killed process would (no checkpoint, no cleanup).
 /// What a scrub records of the stripes it verified, as a resync.
 #[derive(Clone, Copy)]
 enum Resync<'a> {
@@ -50,9 +48,15 @@ enum Resync<'a> {
     Bitmap(&'a crate::bitmap::WriteIntent),
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+/// How a rebuild may be stopped before its end.
+#[derive(Debug, Clone, Default)]
 pub struct RebuildOptions {
+    /// For tests: stop abruptly after a number of regions, as a killed
+    /// process would (no checkpoint, no cleanup).
     pub abort_after_regions: Option<u64>,
+    /// Once set (a server stopping), the rebuild checkpoints and returns
+    /// paused; the next rebuild resumes there (md's `recovery_offset`).
+    pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Array {
@@ -179,12 +183,30 @@ impl Array {
         let mut written = 0u64;
         let mut since_start = 0u64;
         let mut skipped = 0u64;
+        let report = |written: u64, skipped: u64, paused: bool| {
+            let secs = t0.elapsed().as_secs_f64();
+            RebuildReport {
+                members: targets.clone(),
+                regions: total,
+                resumed_from: start,
+                bytes_written: written,
+                seconds: secs,
+                mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
+                skipped_regions: skipped,
+                paused,
+            }
+        };
         for region in start..total {
             if let Some(stop) = opts.abort_after_regions {
                 if since_start >= stop {
                     // Simulate a kill: no checkpoint, no close.
                     std::process::abort();
                 }
+            }
+            if opts.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                // What was rebuilt stays rebuilt: the next rebuild starts here.
+                self.checkpoint(&targets)?;
+                return Ok(report(written, skipped, true));
             }
             let _g = self.lock_stripes(std::iter::once(region));
             let bytes = match self.rebuild_region(region, &targets) {
@@ -229,16 +251,7 @@ impl Array {
                 "rebuild: member(s) {lost:?} failed (or were replaced again) while being rebuilt and are not in service; replace them and rebuild again"
             )));
         }
-        let secs = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport {
-            members: targets,
-            regions: total,
-            resumed_from: start,
-            bytes_written: written,
-            seconds: secs,
-            mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
-            skipped_regions: skipped,
-        })
+        Ok(report(written, skipped, false))
     }
 
     /// Rebuild `region` onto the targets still being rebuilt there: the

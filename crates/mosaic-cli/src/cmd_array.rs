@@ -1183,10 +1183,14 @@ pub fn fail(a: FailArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
+/// Rebuild with a progress bar; SIGINT or SIGTERM pauses it at a
+/// checkpoint (a second one exits at once).  Its exit status: 4 when
+/// paused (the array still runs degraded).
+fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<i32> {
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "rebuild");
-    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()) };
+    let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
+    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()), stop: Some(stop) };
     let rep = vol.rebuild(&tick, opts)?;
     pb.finish_and_clear();
     if json {
@@ -1194,13 +1198,14 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<()> {
     } else {
         print!("{}", rebuild_text(&rep));
     }
-    Ok(())
+    Ok(if rep.paused { crate::exit::DEGRADED } else { crate::exit::OK })
 }
 
 /// What `rebuild` prints.
 pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
     format!(
-        "rebuilt member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}{}\n",
+        "{} member(s) {:?}: {} written in {:.2} s ({:.1} MiB/s){}{}\n",
+        if rep.paused { "paused the rebuild of" } else { "rebuilt" },
         rep.members,
         human(rep.bytes_written),
         rep.seconds,
@@ -1211,7 +1216,7 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
         } else {
             String::new()
         }
-    )
+    ) + if rep.paused { "the rebuild resumes where it paused when the array is served again, or with mosaic rebuild; meanwhile the array runs degraded\n" } else { "" }
 }
 
 /// Refuse a replacement drive that carries another array's member or
@@ -1259,7 +1264,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
     if let Some(h) = &a.host {
         vol.set_member_host(a.member, h)?;
     }
-    rebuild_with_progress(vol.as_ref(), a.json)?;
+    let code = rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
     // Where the new member lives now (a DVS directory array gives it the member's file name).
     let now = vol.info().members.get(a.member).map(|m| m.path.clone()).unwrap_or_default();
@@ -1269,7 +1274,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
     if a.array.contains(',') {
         eprintln!("note: list {} in -a from now on", now);
     }
-    Ok(0)
+    Ok(code)
 }
 
 pub fn rebuild(a: RebuildArgs) -> Result<i32> {
@@ -1277,9 +1282,9 @@ pub fn rebuild(a: RebuildArgs) -> Result<i32> {
         return crate::control::print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
-    rebuild_with_progress(vol.as_ref(), a.json)?;
+    let code = rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
-    Ok(0)
+    Ok(code)
 }
 
 /// A scrub report for people: "all consistent" only when every stripe
@@ -1287,12 +1292,17 @@ pub fn rebuild(a: RebuildArgs) -> Result<i32> {
 /// What `scrub` prints.
 pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> String {
     let mut out = Vec::new();
-    let verified = rep.stripes_checked - rep.unverified_stripes;
-    if rep.mismatched == 0 && rep.unverified_stripes == 0 {
+    // An interrupted scrub counts the stripes it did not reach as
+    // unverified, not as checked.
+    let verified = rep.stripes_checked.saturating_sub(rep.unverified_stripes);
+    if rep.interrupted {
+        out.push(format!("scrub: stopped after {} stripes, {} with mismatched parity ({} read in {:.2} s)", rep.stripes_checked, rep.mismatched, human(rep.bytes_read), rep.seconds));
+    } else if rep.mismatched == 0 && rep.unverified_stripes == 0 {
         out.push(format!("scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds));
     } else if rep.mismatched == 0 {
         out.push(format!("scrub: {verified} of {} stripes verified, 0 mismatched ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds));
-    } else {
+    }
+    if rep.mismatched > 0 {
         let list: Vec<String> = rep.mismatched_stripes.iter().take(50).map(|s| s.to_string()).collect();
         out.push(format!(
             "scrub: {} of {} stripes mismatched{}{}{}{}",
@@ -1316,7 +1326,9 @@ pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> Strin
     if rep.unlocated_stripes > 0 {
         out.push(format!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes));
     }
-    if rep.unverified_stripes > 0 {
+    if rep.unverified_stripes > 0 && rep.interrupted {
+        out.push(format!("scrub: {} stripes were not verified: the scrub was stopped before its end (a server stopping); run it again", rep.unverified_stripes));
+    } else if rep.unverified_stripes > 0 {
         out.push(format!(
             "scrub: {} stripes could not be verified: too many members are missing or failed to check their code (the array is degraded; rebuild first)",
             rep.unverified_stripes

@@ -449,13 +449,25 @@ fn run(sh: &Shared, req: &Request) -> Response {
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
         Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
-        Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick)),
+        Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, "rebuild started")),
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
-            let rep = vol.scrub(*repair, tick)?;
+            // A stopping server ends it before its next stripe.
+            let rep = vol.scrub(*repair, &|d, t| {
+                tick(d, t);
+                if sh.stop.load(Ordering::Relaxed) {
+                    vol.interrupt_scrub();
+                }
+            })?;
             for f in &rep.findings {
                 sh.events.emit(Event { kind: events::SCRUB_FINDING, member: None, detail: format!("scrub: {}", f.detail) });
             }
-            let detail = format!("scrub done: {} regions checked, {} mismatched{}", rep.stripes_checked, rep.mismatched, if *repair { " (repaired)" } else { "" });
+            let detail = format!(
+                "scrub {}: {} regions checked, {} mismatched{}",
+                if rep.interrupted { "stopped with the server" } else { "done" },
+                rep.stripes_checked,
+                rep.mismatched,
+                if *repair { " (repaired)" } else { "" }
+            );
             sh.events.emit(Event { kind: events::SCRUB_END, member: None, detail });
             let text = crate::cmd_array::scrub_text(&rep, *repair);
             Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
@@ -494,7 +506,7 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
     if let Some(h) = host {
         vol.set_member_host(member, h)?;
     }
-    maintain(sh, "rebuild", |tick| rebuild_body(sh, tick))
+    maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, &format!("rebuild of member {member} started")))
 }
 
 fn grow(sh: &Shared, drives: &[PathBuf], force: bool, backup_file: Option<&Path>) -> Result<serde_json::Value> {
@@ -531,6 +543,9 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
 fn supervise(sh: Arc<Shared>) {
     let mut grow_tried = false;
     let mut resync_failed = false;
+    // A rebuild found in progress (a server stopped during it) resumes,
+    // as md's recovery does at assembly.
+    let mut resume_tried = false;
     // A spare took a member's place and its rebuild has not run to the end.
     let mut spare_rebuild = false;
     while !sh.stop.load(Ordering::Relaxed) {
@@ -549,6 +564,15 @@ fn supervise(sh: Arc<Shared>) {
             }
             continue;
         }
+        if idle && !resume_tried {
+            resume_tried = true;
+            if let Some(ms) = rebuilding(&sh.vol.info()) {
+                if let Err(e) = maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick, &format!("rebuild of member(s) {ms:?} resumed where it stopped"))) {
+                    tracing::warn!("mosaic serve: resuming the rebuild: {}", crate::exit::error_text(&e));
+                }
+                continue;
+            }
+        }
         if idle && !spare_rebuild {
             match sh.vol.take_spare() {
                 Ok(Some(m)) => {
@@ -563,7 +587,7 @@ fn supervise(sh: Arc<Shared>) {
         if idle && spare_rebuild {
             // Tried until it runs (another maintenance may have started
             // meanwhile, or a rebuild asked for may have done it).
-            match maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick)) {
+            match maintain(&sh, "rebuild", |tick| rebuild_body(&sh, tick, "rebuild onto the hot spare started")) {
                 Ok(_) => spare_rebuild = false,
                 Err(e) if e.to_string().contains("nothing to rebuild") => spare_rebuild = false,
                 Err(e) => {
@@ -575,6 +599,12 @@ fn supervise(sh: Arc<Shared>) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The members being rebuilt, when any is.
+fn rebuilding(info: &mosaic_volume::VolumeInfo) -> Option<Vec<usize>> {
+    let ms: Vec<usize> = info.members.iter().filter(|m| matches!(m.state, mosaic_core::MemberState::Rebuilding { .. })).map(|m| m.index).collect();
+    (!ms.is_empty()).then_some(ms)
 }
 
 /// md's resync after an unclean shutdown: a repairing scrub (of the
@@ -614,16 +644,24 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
     Ok(serde_json::to_value(rep?)?)
 }
 
-fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
-    sh.events.emit(Event { kind: events::REBUILD_START, member: None, detail: "rebuild started".into() });
-    let rep = sh.vol.rebuild(tick, mosaic_array::maint::RebuildOptions::default());
+/// A rebuild (`why` starts its event's detail); a stopping server pauses
+/// it at a checkpoint, and the next server resumes it.
+fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64), why: &str) -> Result<serde_json::Value> {
+    sh.events.emit(Event { kind: events::REBUILD_START, member: None, detail: why.into() });
+    let opts = mosaic_array::maint::RebuildOptions { stop: Some(sh.stop.clone()), ..Default::default() };
+    let rep = sh.vol.rebuild(tick, opts);
     let detail = match &rep {
+        Ok(r) if r.paused => format!(
+            "rebuild of members {:?} paused at a checkpoint (the server stops), {} bytes written in {:.1} s; the next server resumes it",
+            r.members, r.bytes_written, r.seconds
+        ),
         Ok(r) => format!("members {:?} rebuilt: {} bytes in {:.1} s", r.members, r.bytes_written, r.seconds),
         Err(e) => format!("rebuild failed: {e}"),
     };
     sh.events.emit(Event { kind: events::REBUILD_END, member: None, detail });
     let rep = rep?;
-    Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::rebuild_text(&rep), "code": 0 }))
+    let code = if rep.paused { crate::exit::DEGRADED } else { crate::exit::OK };
+    Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::rebuild_text(&rep), "code": code }))
 }
 
 /// Run one rebuild or scrub (one at a time): its progress kept for
@@ -651,7 +689,7 @@ fn maintain(sh: &Shared, what: &'static str, f: impl FnOnce(&dyn Fn(u64, u64)) -
             m.eta_s = if d > 0 { secs * (t.saturating_sub(d)) as f64 / d as f64 } else { 0.0 };
             m.started
         };
-        // A stopping server finishes the work at full speed.
+        // A stopping server does not wait: the work ends at its next step.
         if sh.rate > 0 && !sh.stop.load(Ordering::Relaxed) {
             let due = Duration::from_secs_f64(d as f64 / sh.rate as f64);
             if let Some(wait) = due.checked_sub(started.elapsed()) {

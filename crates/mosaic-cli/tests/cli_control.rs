@@ -244,3 +244,69 @@ fn adapt_every_on_a_fixed_array_is_refused() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--adapt-every is for remapped arrays"), "{e}");
 }
+
+/// A server stopped while it rebuilds or scrubs does not finish them
+/// first (hours on large drives): the rebuild pauses at a checkpoint and
+/// the next server resumes it by itself, as md's recovery does at
+/// assembly; the scrub ends before its next stripe and says so.  The
+/// commands that asked exit 4.
+#[test]
+fn a_stopping_server_pauses_its_rebuild_and_scrub_and_the_next_resumes_the_rebuild() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap().to_string();
+    ok(&["create", "-a", &a, "--level", "raid5", "--members", "3", "--member-size", "24M"]);
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let file = t.path().join("data");
+    std::fs::write(&file, &data).unwrap();
+    ok(&["write", "-a", &a, "--offset", "4M", "--input", file.to_str().unwrap()]);
+    // 2 MiB/s: the rebuild of 24 MiB would take about 12 s.
+    let srv = common::serve::Serve::start(&a, &["--quiet", "--maint-rate", "2M"]);
+    ok(&["fail", "-a", &a, "--member", "1"]);
+    let (a2, new) = (a.clone(), t.path().join("new.img"));
+    let replace = std::thread::spawn(move || mosaic(&["replace", "-a", &a2, "--member", "1", "--drive", new.to_str().unwrap()]));
+    std::thread::sleep(Duration::from_millis(1500));
+    let t0 = Instant::now();
+    let (code, lines) = srv.stop();
+    assert_eq!(code, 0);
+    assert!(t0.elapsed() < Duration::from_secs(5), "the stop waited {:?} for the rebuild", t0.elapsed());
+    let out = replace.join().unwrap();
+    eprintln!("{lines:#?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text.contains("paused the rebuild of member(s) [1]") && text.contains("resumes where it paused"), "{text}");
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", &a, "--json"]).stdout));
+    let done = st[0]["members"][1]["state"]["done"].as_u64().unwrap_or_else(|| panic!("{st}"));
+    assert_eq!(st[0]["members"][1]["state"]["state"], "rebuilding", "{st}");
+    assert!(done > 0, "{st}");
+    // The next server resumes it where the checkpoint says.
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let srv = common::serve::Serve::start(&a, &["--quiet", "--on-event", &cmd]);
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("rebuild-end") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", srv.lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert!(got.contains("rebuild-start rebuild of member(s) [1] resumed where it stopped") && got.contains("rebuild-end members [1] rebuilt"), "{got}");
+    // Scrub, paused by a stop the same way (at 1 MiB/s it would take 48 s).
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let srv = common::serve::Serve::start(&a, &["--quiet", "--maint-rate", "1M"]);
+    let a2 = a.clone();
+    let scrub = std::thread::spawn(move || mosaic(&["scrub", "-a", &a2]));
+    std::thread::sleep(Duration::from_millis(1000));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let out = scrub.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text.contains("the scrub was stopped before its end"), "{text}");
+    // Whole again, with every byte: member 0 failed, 1 is read.
+    assert_eq!(json(&ok(&["status", "-a", &a, "--json"]))[0]["health"], "healthy");
+    ok(&["fail", "-a", &a, "--member", "0"]);
+    let back = t.path().join("back");
+    ok(&["read", "-a", &a, "--offset", "4M", "--length", "8M", "--output", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == data);
+}

@@ -65,6 +65,10 @@ pub struct RebuildReport {
     /// out, says the write-intent bitmap): passed over, not rebuilt.
     #[serde(skip_serializing_if = "is_zero")]
     pub skipped_regions: u64,
+    /// Stopped before its end (a server stopping): the members are still
+    /// being rebuilt, and the next rebuild resumes where this one stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -414,6 +414,7 @@ impl Volume for DvsVolume {
         let t0 = std::time::Instant::now();
         let mut written = 0;
         let mut first: Option<mosaic_dvs::array::RebuildStep> = None;
+        let mut paused = false;
         loop {
             let step = self.lock().rebuild_step(1)?;
             let Some(s) = step else { break };
@@ -426,6 +427,11 @@ impl Volume for DvsVolume {
             if opts.abort_after_regions.is_some_and(|n| s.done - start >= n) {
                 return Err(VolumeError::Usage(format!("rebuild stopped after {} SSGs (as asked); it resumes where it stopped", s.done - start)));
             }
+            // Each step is durable: the next rebuild starts after it.
+            if opts.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+                paused = true;
+                break;
+            }
         }
         let Some(f) = first else {
             let a = self.lock();
@@ -437,7 +443,7 @@ impl Volume for DvsVolume {
             }));
         };
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0 })
+        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused })
     }
 
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {

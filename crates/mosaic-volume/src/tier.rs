@@ -605,9 +605,14 @@ impl Volume for TierVolume {
         for side in [FAST, SLOW] {
             let a = &self.inner[side];
             if a.rebuild_pending().is_some() {
-                let r = a.rebuild(&|d, _| progress(before + d, total), opts);
+                let r = a.rebuild(&|d, _| progress(before + d, total), opts.clone());
                 self.refresh_health();
-                reps.push(([0, nf][side], r?));
+                let r = r?;
+                let paused = r.paused;
+                reps.push(([0, nf][side], r));
+                if paused {
+                    break;
+                }
             }
             before += a.geometry().stripes;
         }
