@@ -1053,7 +1053,7 @@ impl Array {
                 _ => *s,
             })
             .collect();
-        for _round in 0..2 {
+        for round in 0..2 {
             loop {
                 sb.events += 1;
                 let Err((i, e)) = self.write_superblock_round(&sb) else { break };
@@ -1062,6 +1062,12 @@ impl Array {
                 // otherwise fall behind it and be judged stale.
                 self.note_failed(i, &e.to_string());
                 sb.member_states[i] = MemberState::Failed;
+                // It left while active, carrying the last update's session
+                // (this one's, when the first round reached it).
+                if sb.bitmap.is_some() && matches!(now[i], MemberState::Active) {
+                    sb.left.resize(now.len(), Uuid::nil());
+                    sb.left[i] = if round == 0 { carried } else { sb.session };
+                }
                 if self.columns_out() > self.geometry().m {
                     return Err(e);
                 }

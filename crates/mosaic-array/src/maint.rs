@@ -36,6 +36,15 @@ pub const CHECKPOINT_REGIONS: u64 = 256;
 
 pub use mosaic_core::{RebuildReport, ScrubReport};
 
+/// Whether `former`, a device's superblock, is that of the device that
+/// left slot `idx` of the array `sb` describes while active, with the
+/// session it carried then (a copy written apart has a session of its
+/// own; see `Superblock::left`).
+fn left_from(sb: &Superblock, idx: usize, former: &Superblock) -> bool {
+    let left = sb.left.get(idx).copied().unwrap_or_default();
+    former.array_uuid == sb.array_uuid && former.member_index == idx && former.member_uuid == sb.member_uuids[idx] && !left.is_nil() && former.session == left
+}
+
 /// What a scrub records of the stripes it verified, as a resync.
 #[derive(Clone, Copy)]
 enum Resync<'a> {
@@ -89,6 +98,19 @@ impl Array {
         self.replace_with(idx, Arc::new(m), &crate::assemble::hint_of(path))
     }
 
+    /// Whether the device at `path` is failed member `idx`'s own, back
+    /// with the session it left in, so a replace by it is md's re-add
+    /// (the write-intent bitmap says what it missed).  False when it
+    /// cannot be read (a remote not answering yet).
+    pub fn readdable(&self, idx: usize, path: &Path) -> bool {
+        let sb = self.superblock();
+        if sb.bitmap.is_none() || !matches!(self.health().states.get(idx), Some(MemberState::Failed)) {
+            return false;
+        }
+        let Ok(m) = Device::open(path) else { return false };
+        Superblock::read_from(&m).is_ok_and(|o| left_from(&sb, idx, &o))
+    }
+
     /// [`Array::replace`] with an already-open member.
     pub fn replace_with(&self, idx: usize, m: Arc<dyn Member>, path: &str) -> Result<(), ArrayError> {
         self.not_growing("replace")?;
@@ -119,10 +141,7 @@ impl Array {
         // apart has a session of its own; see `Superblock::left`); the
         // bitmap marks every region written since it left, so the
         // rebuild passes over the others.
-        let left = sb.left.get(idx).copied().unwrap_or_default();
-        let readd = former.is_some_and(|o| {
-            o.array_uuid == sb.array_uuid && o.member_index == idx && o.member_uuid == sb.member_uuids[idx] && !left.is_nil() && o.session == left
-        });
+        let readd = former.is_some_and(|o| left_from(&sb, idx, &o));
         // Records from before the member failed may name its slot: replayed
         // after a crash, they would write their old bytes over what the
         // rebuild put on the new device.  Empty the journal first (a cache

@@ -421,3 +421,24 @@ fn a_member_missing_at_an_open_is_re_added_when_it_comes_back() {
     arr.fail_member(0).unwrap();
     assert_eq!(read_all(&arr), model);
 }
+
+/// A member whose first failed write is a superblock update (not a data
+/// write) left while active too: it is re-addable, with the session its
+/// own superblock carries.
+#[test]
+fn a_member_lost_in_a_superblock_update_is_re_addable() {
+    let mems: Vec<Arc<MemMember>> = (0..4).map(|i| mem(&format!("m{i}"), STRIPES)).collect();
+    let faulty = Arc::new(mosaic_dev::FaultyMember::new(mems[2].clone()));
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| if i == 2 { faulty.clone() as Arc<dyn Member> } else { mems[i].clone() as Arc<dyn Member> }).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    arr.set_bitmap(Some(CHUNK)).unwrap();
+    arr.write(0, &pattern(4096, 1)).unwrap();
+    faulty.break_now();
+    arr.set_member_host(0, "h0").unwrap();
+    assert_eq!(arr.health().states[2], mosaic_core::MemberState::Failed);
+    assert!(arr.info().member_list[2].readd, "{:?}", arr.info().member_list[2]);
+    arr.replace_with(2, mems[2].clone(), "m2").unwrap();
+    let rep = arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    // Only region 0, written just before and not yet quiet, is rebuilt.
+    assert_eq!(rep.skipped_regions, STRIPES - 4, "{rep:?}");
+}

@@ -48,6 +48,13 @@ use crate::util::{human, seconds, size};
 /// Where `--demo` keeps its array.
 const DEMO_DIR: &str = "mosaic-data";
 
+/// `serve --re-add`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReAdd {
+    Auto,
+    Manual,
+}
+
 #[derive(Args)]
 pub struct ServeArgs {
     /// The array: a directory of member files or a comma list of members
@@ -106,6 +113,12 @@ pub struct ServeArgs {
     /// per second, so client I/O keeps its share (0: unlimited)
     #[arg(long, value_parser = size, default_value = "128M")]
     pub maint_rate: u64,
+    /// A failed remote member (an NBD URI) whose device answers again
+    /// with the session it left in is put back by itself and only what
+    /// was written meanwhile rebuilt (md's re-add; needs a write-intent
+    /// bitmap): auto, or manual (`mosaic replace` with its URI)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub re_add: ReAdd,
     /// Run CMD (through sh -c) for every event of the array: member
     /// failure, rebuild start and end, scrub end and findings, warnings at
     /// open (stale member, journal replay); the event is in its
@@ -635,7 +648,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Clients find the socket by the UUID on the disks `-a` names (for a
     // tier or remapped array, its first inner array's).
     let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
-    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), a.maint_rate, events.clone(), export.stats.clone())?;
+    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), (a.maint_rate, a.re_add == ReAdd::Auto), events.clone(), export.stats.clone())?;
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
     tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));

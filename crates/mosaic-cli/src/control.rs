@@ -131,6 +131,8 @@ struct Shared {
     stop: Arc<AtomicBool>,
     /// Bytes per second rebuild and scrub may go at (0: unlimited).
     rate: u64,
+    /// Failed remote members that answer again are re-added by themselves.
+    re_add: bool,
     maint: std::sync::Mutex<Option<Maint>>,
     events: Arc<crate::events::Events>,
     clients: Arc<ClientStats>,
@@ -324,10 +326,12 @@ impl Server {
 
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
 /// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
-/// unlimited).  `named_by` is the file that named the UUID in the served
-/// spec ([`named_by`]).  Refuses when another server answers for the array.
+/// unlimited); with `re_add`, failed remote members that answer again
+/// are re-added ([`supervise`]).  `named_by` is the file that named the
+/// UUID in the served spec ([`named_by`]).  Refuses when another server
+/// answers for the array.
 #[allow(clippy::too_many_arguments)]
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, rate: u64, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, (rate, re_add): (u64, bool), events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
@@ -336,7 +340,7 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { vol, stop, rate, maint: std::sync::Mutex::new(None), events, clients, named_by });
+    let shared = Arc::new(Shared { vol, stop, rate, re_add, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
@@ -538,8 +542,11 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
 }
 
 /// What the server does by itself: resume a grow it finds in progress,
-/// put a hot spare in place of a failed member, then rebuild it online,
-/// and resync an array without a journal that was not shut down cleanly.
+/// resync an array without a journal that was not shut down cleanly,
+/// resume a rebuild it finds in progress, put a hot spare in place of a
+/// failed member, then rebuild it online, and re-add a failed remote
+/// member that answers again with the session it left in (md's re-add,
+/// as mdadm's incremental assembly does under `POLICY action=re-add`).
 fn supervise(sh: Arc<Shared>) {
     let mut grow_tried = false;
     let mut resync_failed = false;
@@ -548,6 +555,7 @@ fn supervise(sh: Arc<Shared>) {
     let mut resume_tried = false;
     // A spare took a member's place and its rebuild has not run to the end.
     let mut spare_rebuild = false;
+    let back = sh.re_add.then(|| probe_remotes(sh.clone()));
     while !sh.stop.load(Ordering::Relaxed) {
         let idle = sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_none();
         if idle && !grow_tried && sh.vol.grow_pending().is_some() {
@@ -584,6 +592,10 @@ fn supervise(sh: Arc<Shared>) {
                 Err(e) => tracing::warn!("mosaic serve: taking a hot spare: {e:#}"),
             }
         }
+        if let Some((m, path)) = back.as_ref().filter(|_| idle && !spare_rebuild).and_then(|rx| rx.try_recv().ok()) {
+            re_add(&sh, m, &path);
+            continue;
+        }
         if idle && spare_rebuild {
             // Tried until it runs (another maintenance may have started
             // meanwhile, or a rebuild asked for may have done it).
@@ -598,6 +610,43 @@ fn supervise(sh: Arc<Shared>) {
             continue;
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// How often failed remote members are asked whether they are back.
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+
+/// A thread that looks, every [`PROBE_EVERY`], for failed remote members
+/// whose device answers again with the session it left in, and sends
+/// each (one at a time: the next only once the last is no longer
+/// failed).  A remote that does not answer may take its connect timeout:
+/// the supervisor does not wait for it, nor does a stopping server.
+fn probe_remotes(sh: Arc<Shared>) -> std::sync::mpsc::Receiver<(usize, String)> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(0);
+    std::thread::spawn(move || {
+        let failed_remote = |m: &mosaic_volume::VolumeMember| m.readd && matches!(m.state, mosaic_core::MemberState::Failed) && mosaic_dev::nbd::is_uri(&m.path);
+        while !sh.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(PROBE_EVERY);
+            for m in sh.vol.info().members.iter().filter(|m| failed_remote(m)) {
+                if sh.vol.readdable(m.index, Path::new(&m.path)) && tx.send((m.index, m.path.clone())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Put remote member `m`, back at `path`, in its slot again and rebuild
+/// what it missed.
+fn re_add(sh: &Shared, m: usize, path: &str) {
+    // Asked again: the member may have been replaced meanwhile.
+    if !sh.vol.readdable(m, Path::new(path)) {
+        return;
+    }
+    sh.events.emit(Event { kind: events::RE_ADD, member: Some(m), detail: format!("member {m} ({path}) answers again with the session it left in: re-added, rebuilding what was written while it was out") });
+    if let Err(e) = replace(sh, m, Path::new(path), false, None) {
+        tracing::warn!("mosaic serve: re-adding member {m}: {}", crate::exit::error_text(&e));
     }
 }
 
@@ -655,7 +704,13 @@ fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64), why: &str) -> Result<serde
             "rebuild of members {:?} paused at a checkpoint (the server stops), {} bytes written in {:.1} s; the next server resumes it",
             r.members, r.bytes_written, r.seconds
         ),
-        Ok(r) => format!("members {:?} rebuilt: {} bytes in {:.1} s", r.members, r.bytes_written, r.seconds),
+        Ok(r) => format!(
+            "members {:?} rebuilt: {} bytes in {:.1} s{}",
+            r.members,
+            r.bytes_written,
+            r.seconds,
+            if r.skipped_regions > 0 { format!("; re-added: {} of {} stripes passed over (no write came to them while it was out)", r.skipped_regions, r.regions) } else { String::new() }
+        ),
         Err(e) => format!("rebuild failed: {e}"),
     };
     sh.events.emit(Event { kind: events::REBUILD_END, member: None, detail });

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //!   MOSAIC_EVENT    member-failed | member-stale | journal-replay |
-//!                   spare-takeover | spare-added | spare-removed |
+//!                   spare-takeover | spare-added | spare-removed | re-add |
 //!                   rebuild-start | rebuild-end |
 //!                   grow-start | grow-end | scrub-end | scrub-finding |
 //!                   open-warning (any other warning at open)
@@ -41,6 +41,9 @@ pub const SPARE_TAKEOVER: &str = "spare-takeover";
 pub const SPARE_ADDED: &str = "spare-added";
 /// A hot spare was removed (its label erased).
 pub const SPARE_REMOVED: &str = "spare-removed";
+/// A failed remote member answers again with the session it left in: it
+/// is put back in its slot (md's re-add; a rebuild of what it missed follows).
+pub const RE_ADD: &str = "re-add";
 /// A grow's restripe started or resumed.
 pub const GROW_START: &str = "grow-start";
 /// A grow's restripe ended, paused or stopped.

@@ -334,3 +334,55 @@ fn add_remove_and_grow_take_remote_exports() {
     assert_eq!((s["members"].as_array().map(Vec::len), member(&s, 3)["path"].as_str()), (Some(4), Some(ex[1].uri().as_str())), "{s}");
     assert!(read_back(a, data.len(), &out) == data);
 }
+
+/// A remote member's server goes away while the array is served: the
+/// member is failed; its server comes back with the same file, and the
+/// array's server re-adds it by itself (md's re-add, `serve --re-add
+/// auto`), rebuilding only the bitmap regions written while it was out.
+/// `--re-add manual` leaves it failed.
+#[test]
+fn a_remote_member_that_comes_back_is_re_added_by_the_server() {
+    let t = tempfile::tempdir().unwrap();
+    let mut ex: Vec<Export> = (0..4).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 32 << 20)).collect();
+    let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    ok(&["create", "-a", &a, "--level", "raid5", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "1M"]);
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let srv = Serve::start(&a, &["--quiet", "--remote-timeout", "2", "--re-add", "manual"]);
+    passed(fio(t.path(), srv.port, "first", &["--rw=write", "--bs=64k", "--size=4M"]).spawn().unwrap(), "the first write");
+    ex[2].kill();
+    passed(fio(t.path(), srv.port, "second", &["--rw=write", "--bs=64k", "--size=2M", "--offset=40M"]).spawn().unwrap(), "a write with member 2 gone");
+    let s = wait_status(&a, 30, "member 2 failed", |s| state(s, 2) == "failed");
+    assert_eq!(member(&s, 2)["readd"], true, "{s}");
+    ex[2].restart(&[], &[]);
+    // Manual: still failed a while after its server is back.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(state(&status(&a).1, 2), "failed");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    // Auto (the default): re-added by the next server, which found it
+    // stale at its open.
+    let srv = Serve::start(&a, &["--quiet", "--remote-timeout", "2", "--on-event", &cmd]);
+    wait_status(&a, 30, "member 2 re-added and rebuilt", |s| s["health"] == "healthy");
+    // And while it serves: member 1's server goes and comes back.
+    ex[1].kill();
+    passed(fio(t.path(), srv.port, "third", &["--rw=write", "--bs=64k", "--size=1M", "--offset=20M"]).spawn().unwrap(), "a write with member 1 gone");
+    wait_status(&a, 30, "member 1 failed", |s| state(s, 1) == "failed");
+    ex[1].restart(&[], &[]);
+    wait_status(&a, 30, "member 1 re-added and rebuilt", |s| s["health"] == "healthy");
+    ok(&["fail", "-a", &a, "--member", "3"]);
+    passed(fio(t.path(), srv.port, "third", &["--rw=write", "--bs=64k", "--size=1M", "--offset=20M", "--verify_only"]).spawn().unwrap(), "the bytes written while member 1 was out");
+    ok(&["replace", "-a", &a, "--member", "3", "--drive", &ex[3].uri(), "--force"]);
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert!(got.contains("re-add member 2 (") && got.contains("answers again with the session it left in"), "{got}");
+    // 2 MiB at 40M of a 3-data-column array: 1 MiB bitmap regions of each
+    // member, so at most two regions rebuilt; the rest passed over.
+    let end = got.lines().find(|l| l.starts_with("rebuild-end")).unwrap_or_else(|| panic!("{got}"));
+    assert!(end.contains("members [2] rebuilt") && end.contains("stripes passed over"), "{end}");
+    // Member 0 out: member 2's bytes are read, both writes verify.
+    ok(&["fail", "-a", &a, "--member", "0"]);
+    passed(fio(t.path(), srv.port, "first", &["--rw=write", "--bs=64k", "--size=4M", "--verify_only"]).spawn().unwrap(), "the first bytes");
+    passed(fio(t.path(), srv.port, "second", &["--rw=write", "--bs=64k", "--size=2M", "--offset=40M", "--verify_only"]).spawn().unwrap(), "the bytes written while it was out");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}

@@ -221,6 +221,9 @@ impl Volume for Array {
     fn interrupt_scrub(&self) {
         Array::interrupt_scrub(self)
     }
+    fn readdable(&self, idx: usize, drive: &Path) -> bool {
+        Array::readdable(self, idx, drive)
+    }
     fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
         Ok(Array::grow_continue(self, progress, opts)?)
     }
@@ -352,6 +355,9 @@ impl Volume for CachedVolume {
     }
     fn interrupt_scrub(&self) {
         self.cv.array().interrupt_scrub()
+    }
+    fn readdable(&self, idx: usize, drive: &Path) -> bool {
+        self.cv.array().readdable(idx, drive)
     }
     fn check_spare(&self, drive: &Path) -> Result<()> {
         Ok(self.cv.array().check_spare(drive)?)

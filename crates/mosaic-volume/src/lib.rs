@@ -240,6 +240,13 @@ pub trait Volume: Send + Sync {
     /// End the scrub in progress before its next stripe (its report counts
     /// the rest as unverified).
     fn interrupt_scrub(&self) {}
+    /// Whether `drive` is failed member `idx`'s own device, back with the
+    /// session it left in: replacing it by itself is md's re-add (only
+    /// what was written meanwhile is rebuilt).  False for kinds without
+    /// a write-intent bitmap.
+    fn readdable(&self, _idx: usize, _drive: &Path) -> bool {
+        false
+    }
     /// The grow in progress: stripes restriped and their total.
     fn grow_pending(&self) -> Option<(u64, u64)> {
         None

@@ -500,6 +500,9 @@ impl Volume for RemapVolume {
     fn interrupt_scrub(&self) {
         self.inner.interrupt_scrub()
     }
+    fn readdable(&self, idx: usize, drive: &Path) -> bool {
+        self.inner.readdable(idx, drive)
+    }
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         Volume::scrub(self.inner.as_ref(), repair, progress)
     }
