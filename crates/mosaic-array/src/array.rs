@@ -1936,6 +1936,10 @@ fn journal_entries_of<'b>(writes: &[DevWrite<'b>], marks: &[Mark], copies: &[Cop
     resync.chain(device).collect()
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2003,8 +2007,4 @@ mod tests {
         alone.try_append(&entries(&writes[..2], &[], &copies, Some(&rider))).unwrap().unwrap();
         assert_eq!(one.used_expanded(), alone.used_expanded());
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

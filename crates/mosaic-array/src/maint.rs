@@ -366,8 +366,12 @@ impl Array {
     pub fn resync(&self, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         let Some(b) = self.bitmap() else {
             let total = self.layout().regions();
-            let from = if self.unsynced.load(Ordering::Acquire) { self.resync_done.load(Ordering::Acquire).min(total) } else { 0 };
-            let mut rep = self.scrub_over(true, &[from..total], Resync::InOrder, progress)?;
+            // (An array in sync has no position to record.)
+            let (from, how) = match self.unsynced.load(Ordering::Acquire) {
+                true => (self.resync_done.load(Ordering::Acquire).min(total), Resync::InOrder),
+                false => (0, Resync::No),
+            };
+            let mut rep = self.scrub_over(true, &[from..total], how, progress)?;
             if from > 0 {
                 rep.notes.push(format!("resumed at stripe {from} of {total}: a resync a stop cut off had verified the stripes before it"));
             }
