@@ -196,6 +196,11 @@ pub struct ArrayInfo {
     /// verified by a resync already, and the next one starts here.
     #[serde(skip_serializing_if = "is_zero")]
     pub resync_from: u64,
+    /// The last scrub's result, when one was recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_scrub: Option<crate::ScrubRecord>,
+    /// When the array was created, seconds since the Unix epoch.
+    pub created: u64,
     /// The write-intent bitmap, when the array has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bitmap: Option<BitmapStatus>,
@@ -514,6 +519,7 @@ impl Array {
             bitmap: None,
             left: Vec::new(),
             resync_from: 0,
+            last_scrub: None,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -1231,6 +1237,8 @@ impl Array {
             lost: sb.lost.clone(),
             resync_needed: self.unsynced.load(std::sync::atomic::Ordering::Acquire),
             resync_from: if self.unsynced.load(std::sync::atomic::Ordering::Acquire) && self.bitmap().is_none() { self.resync_done.load(std::sync::atomic::Ordering::Acquire) } else { 0 },
+            last_scrub: sb.last_scrub,
+            created: sb.created,
             bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
     }

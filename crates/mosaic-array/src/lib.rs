@@ -31,7 +31,7 @@ pub use array::{set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo
 pub use cached::CacheVolume;
 pub use journal::{Journal, LostUnit, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};
-pub use superblock::{ArrayState, LostRange, Superblock, DATA_OFFSET};
+pub use superblock::{ArrayState, LostRange, ScrubRecord, Superblock, DATA_OFFSET};
 
 /// Errors from array operations.  Each message names what was wrong.
 #[derive(Debug, thiserror::Error)]

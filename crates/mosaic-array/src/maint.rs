@@ -348,8 +348,25 @@ impl Array {
     /// Verify every stripe's code units; with `repair`, rewrite what is
     /// wrong: the located column where two redundant columns locate it,
     /// otherwise the code units, recomputed from the data.
+    /// Recorded in the superblocks when the array is open for writing
+    /// ([`Superblock::last_scrub`]).
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
-        self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)
+        let mut rep = self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)?;
+        if self.is_writable() {
+            let rec = crate::ScrubRecord {
+                end: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                millis: (rep.seconds * 1000.0) as u64,
+                stripes: rep.stripes_checked,
+                mismatched: rep.mismatched,
+                unverified: rep.unverified_stripes,
+                repaired: repair,
+                interrupted: rep.interrupted,
+            };
+            if let Err(e) = self.write_superblocks(|s| s.last_scrub = Some(rec)) {
+                rep.notes.push(format!("its result could not be recorded in the superblocks: {e}"));
+            }
+        }
+        Ok(rep)
     }
 
     /// md's resync after an unclean shutdown: a repairing scrub of the

@@ -193,6 +193,25 @@ pub struct Superblock {
     /// and once the array is clean.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resync_from: u64,
+    /// The last scrub asked for (a writable open's), as ZFS keeps its
+    /// scan's result: when it ended and what it found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scrub: Option<ScrubRecord>,
+}
+
+/// What a scrub found, kept in the superblock ([`Superblock::last_scrub`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubRecord {
+    /// When it ended, seconds since the Unix epoch.
+    pub end: u64,
+    pub millis: u64,
+    /// Stripes checked, and of them mismatched and not verifiable.
+    pub stripes: u64,
+    pub mismatched: u64,
+    pub unverified: u64,
+    pub repaired: bool,
+    /// Stopped before its end (cancelled, or a server stopping).
+    pub interrupted: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -246,6 +265,7 @@ impl Superblock {
             bitmap: self.bitmap,
             left: self.left.clone(),
             resync_from: self.resync_from,
+            last_scrub: self.last_scrub,
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -295,6 +315,7 @@ impl Superblock {
             bitmap: p.bitmap,
             left: p.left,
             resync_from: p.resync_from,
+            last_scrub: p.last_scrub,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -424,6 +445,8 @@ struct FixedPolicy {
     left: Vec<Uuid>,
     #[serde(default, skip_serializing_if = "is_zero")]
     resync_from: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_scrub: Option<ScrubRecord>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

@@ -132,3 +132,32 @@ fn superblock_survives_reopen_and_detects_corruption() {
     let sb = Superblock::read_from(ms[0].as_ref());
     assert!(sb.is_ok(), "the older slot must still decode");
 }
+
+/// A scrub of an array open for writing keeps its result in the
+/// superblocks (as ZFS keeps its scan's): what it found, whether it
+/// repaired or was stopped; a read-only open's scrub leaves them alone.
+#[test]
+fn a_scrub_is_recorded_in_the_superblocks() {
+    let unit = 16384;
+    let ms = mems(4, DATA_OFFSET + unit * 32);
+    let arr = Array::create_on(as_members(&ms), &opts(Level::Raid5, 4, unit), true).unwrap();
+    assert!(arr.info().last_scrub.is_none());
+    arr.write(0, &vec![9u8; arr.capacity() as usize]).unwrap();
+    let g = arr.geometry().clone();
+    ms[g.member_of(7, g.k)].corrupt(DATA_OFFSET + 7 * unit, 8);
+    arr.scrub(true, &|_, _| {}).unwrap();
+    let r = arr.info().last_scrub.unwrap();
+    assert_eq!((r.stripes, r.mismatched, r.unverified, r.repaired, r.interrupted), (32, 1, 0, true, false), "{r:?}");
+    // Stopped after 10 stripes.
+    arr.scrub(false, &|done, _| if done == 10 { arr.interrupt_scrub() }).unwrap();
+    let r = arr.info().last_scrub.unwrap();
+    assert_eq!((r.stripes, r.mismatched, r.repaired, r.interrupted), (10, 0, false, true), "{r:?}");
+    arr.close().unwrap();
+    drop(arr);
+    let sb = Superblock::read_from(ms[0].as_ref()).unwrap();
+    assert_eq!(sb.last_scrub, Some(r), "on disk");
+    // Read-only: checked, not recorded.
+    let ro = Array::open_members(ms.iter().map(|m| m.clone() as Arc<dyn Member>).collect(), false).unwrap();
+    assert_eq!(ro.scrub(false, &|_, _| {}).unwrap().stripes_checked, 32);
+    assert_eq!(ro.info().last_scrub, Some(r));
+}

@@ -336,6 +336,10 @@ pub struct ScrubArgs {
     /// Rewrite code units that disagree with the data
     #[arg(long)]
     pub repair: bool,
+    /// End the scrub a server is running for the array (as zpool scrub
+    /// -s); its command prints what it checked and exits 4
+    #[arg(long, conflicts_with = "repair")]
+    pub cancel: bool,
     /// Print the scrub report (every mismatch found) as JSON
     #[arg(long)]
     pub json: bool,
@@ -1327,7 +1331,7 @@ pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> Strin
         out.push(format!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes));
     }
     if rep.unverified_stripes > 0 && rep.interrupted {
-        out.push(format!("scrub: {} stripes were not verified: the scrub was stopped before its end (a server stopping); run it again", rep.unverified_stripes));
+        out.push(format!("scrub: {} stripes were not verified: the scrub was stopped before its end (cancelled, interrupted, or a server stopping); run it again", rep.unverified_stripes));
     } else if rep.unverified_stripes > 0 {
         out.push(format!(
             "scrub: {} stripes could not be verified: too many members are missing or failed to check their code (the array is degraded; rebuild first)",
@@ -1351,6 +1355,17 @@ pub(crate) fn scrub_code(rep: &mosaic_array::ScrubReport, repair: bool) -> i32 {
 }
 
 pub fn scrub(a: ScrubArgs) -> Result<i32> {
+    if a.cancel {
+        let Some(b) = crate::control::ask(&a.array, &crate::control::Request::CancelScrub)? else {
+            bail!("no server runs {}: a scrub there runs only while its own command does (interrupt that one)", a.array);
+        };
+        if a.json {
+            print_json(&b)?;
+        } else {
+            println!("the scrub of {} was asked to end; its command prints what it checked", a.array);
+        }
+        return Ok(0);
+    }
     let req = crate::control::Request::Scrub { repair: a.repair };
     if let Some(b) = crate::control::ask(&a.array, &req)? {
         return crate::control::print_remote(&b, a.json);
@@ -1358,7 +1373,14 @@ pub fn scrub(a: ScrubArgs) -> Result<i32> {
     let vol = open(&a.array, a.repair)?;
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "scrub");
-    let rep = vol.scrub(a.repair, &tick)?;
+    // SIGINT or SIGTERM ends it before its next stripe (a second one at once).
+    let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
+    let rep = vol.scrub(a.repair, &|d, t| {
+        tick(d, t);
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            vol.interrupt_scrub();
+        }
+    })?;
     pb.finish_and_clear();
     if a.repair {
         vol.close()?;

@@ -147,6 +147,9 @@ fn text(b: &serde_json::Value) -> String {
             s += &format!("  resync verified the stripes before {from} already: the next resync starts there\n");
         }
     }
+    if let Ok(r) = serde_json::from_value::<mosaic_array::ScrubRecord>(b["last_scrub"].clone()) {
+        s += &format!("  last scrub: {}\n", mosaic_volume::scrub_line(&r));
+    }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");

@@ -119,6 +119,13 @@ pub struct ServeArgs {
     /// bitmap): auto, or manual (`mosaic replace` with its URI)
     #[arg(long, value_enum, default_value = "auto")]
     pub re_add: ReAdd,
+    /// Check every stripe (a scrub without --repair, at --maint-rate)
+    /// whenever the last scrub, or the array's creation, is this long ago:
+    /// 30d, 12h, 90m or seconds, as a cron job runs md's checkarray
+    /// (fixed, cached and remapped arrays; their superblocks keep the
+    /// last scrub's result)
+    #[arg(long, value_parser = crate::util::interval)]
+    pub scrub_every: Option<Duration>,
     /// Run CMD (through sh -c) for every event of the array: member
     /// failure, rebuild start and end, scrub end and findings, warnings at
     /// open (stale member, journal replay); the event is in its
@@ -648,7 +655,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Clients find the socket by the UUID on the disks `-a` names (for a
     // tier or remapped array, its first inner array's).
     let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
-    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), (a.maint_rate, a.re_add == ReAdd::Auto), events.clone(), export.stats.clone())?;
+    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), crate::control::Policy { rate: a.maint_rate, re_add: a.re_add == ReAdd::Auto, scrub_every: a.scrub_every }, events.clone(), export.stats.clone())?;
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
     tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));

@@ -60,6 +60,8 @@ pub enum Request {
     },
     Rebuild,
     Scrub { repair: bool },
+    /// End the scrub in progress (ZFS's `zpool scrub -s`).
+    CancelScrub,
     Flush,
     Stop,
     /// Add members and restripe (no drives: resume a grow).
@@ -133,6 +135,8 @@ struct Shared {
     rate: u64,
     /// Failed remote members that answer again are re-added by themselves.
     re_add: bool,
+    /// Check every stripe when the last scrub ended this long ago.
+    scrub_every: Option<Duration>,
     maint: std::sync::Mutex<Option<Maint>>,
     events: Arc<crate::events::Events>,
     clients: Arc<ClientStats>,
@@ -324,14 +328,23 @@ impl Server {
     }
 }
 
+/// What the server's maintenance does by itself, and how fast.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Rebuild and scrub go at most this many bytes/s (0: unlimited).
+    pub rate: u64,
+    /// Failed remote members that answer again are re-added ([`supervise`]).
+    pub re_add: bool,
+    /// A scrub (a check) runs when the last one ended this long ago.
+    pub scrub_every: Option<Duration>,
+}
+
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
-/// requests set it.  Rebuild and scrub go at most `rate` bytes/s (0:
-/// unlimited); with `re_add`, failed remote members that answer again
-/// are re-added ([`supervise`]).  `named_by` is the file that named the
-/// UUID in the served spec ([`named_by`]).  Refuses when another server
-/// answers for the array.
+/// requests set it; maintenance as `policy` says.  `named_by` is the
+/// file that named the UUID in the served spec ([`named_by`]).  Refuses
+/// when another server answers for the array.
 #[allow(clippy::too_many_arguments)]
-pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, (rate, re_add): (u64, bool), events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
+pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, policy: Policy, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
@@ -340,7 +353,8 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     l.set_nonblocking(true)?;
-    let shared = Arc::new(Shared { vol, stop, rate, re_add, maint: std::sync::Mutex::new(None), events, clients, named_by });
+    let Policy { rate, re_add, scrub_every } = policy;
+    let shared = Arc::new(Shared { vol, stop, rate, re_add, scrub_every, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
@@ -454,28 +468,15 @@ fn run(sh: &Shared, req: &Request) -> Response {
         }).map_err(Into::into),
         Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
         Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, "rebuild started")),
-        Request::Scrub { repair } => maintain(sh, "scrub", |tick| {
-            // A stopping server ends it before its next stripe.
-            let rep = vol.scrub(*repair, &|d, t| {
-                tick(d, t);
-                if sh.stop.load(Ordering::Relaxed) {
-                    vol.interrupt_scrub();
-                }
-            })?;
-            for f in &rep.findings {
-                sh.events.emit(Event { kind: events::SCRUB_FINDING, member: None, detail: format!("scrub: {}", f.detail) });
+        Request::Scrub { repair } => maintain(sh, "scrub", |tick| scrub_body(sh, *repair, tick)),
+        Request::CancelScrub => match sh.maint.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(m) if m.what == "scrub" => {
+                vol.interrupt_scrub();
+                Ok(serde_json::json!({ "cancelled": "scrub" }))
             }
-            let detail = format!(
-                "scrub {}: {} regions checked, {} mismatched{}",
-                if rep.interrupted { "stopped with the server" } else { "done" },
-                rep.stripes_checked,
-                rep.mismatched,
-                if *repair { " (repaired)" } else { "" }
-            );
-            sh.events.emit(Event { kind: events::SCRUB_END, member: None, detail });
-            let text = crate::cmd_array::scrub_text(&rep, *repair);
-            Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, *repair) }))
-        }),
+            Some(m) => Err(anyhow!("no scrub is running (a {} is)", m.what)),
+            None => Err(anyhow!("no scrub is running")),
+        },
         Request::Grow { drives, force, backup_file } => grow(sh, drives, *force, backup_file.as_deref()),
         Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
             for d in drives {
@@ -556,6 +557,7 @@ fn supervise(sh: Arc<Shared>) {
     // A spare took a member's place and its rebuild has not run to the end.
     let mut spare_rebuild = false;
     let back = sh.re_add.then(|| probe_remotes(sh.clone()));
+    let mut scrub_checked = std::time::Instant::now() - Duration::from_secs(60);
     while !sh.stop.load(Ordering::Relaxed) {
         let idle = sh.maint.lock().unwrap_or_else(|e| e.into_inner()).is_none();
         if idle && !grow_tried && sh.vol.grow_pending().is_some() {
@@ -590,6 +592,19 @@ fn supervise(sh: Arc<Shared>) {
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("mosaic serve: taking a hot spare: {e:#}"),
+            }
+        }
+        // Looked at once a second: `info` reads the superblock.
+        if let Some(every) = sh.scrub_every.filter(|_| idle && !spare_rebuild && scrub_checked.elapsed() >= Duration::from_secs(1)) {
+            scrub_checked = std::time::Instant::now();
+            if scrub_due(&sh.vol.info(), every) {
+                sh.events.emit(Event { kind: events::SCRUB_START, member: None, detail: format!("scrub started: the last one ended {} s or more ago (--scrub-every)", every.as_secs()) });
+                if let Err(e) = maintain(&sh, "scrub", |tick| scrub_body(&sh, false, tick)) {
+                    tracing::warn!("mosaic serve: the scheduled scrub: {}", crate::exit::error_text(&e));
+                    // Not again at once: in ten minutes.
+                    scrub_checked = std::time::Instant::now() + Duration::from_secs(600);
+                }
+                continue;
             }
         }
         if let Some((m, path)) = back.as_ref().filter(|_| idle && !spare_rebuild).and_then(|rx| rx.try_recv().ok()) {
@@ -691,6 +706,42 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
     };
     sh.events.emit(Event { kind: events::RESYNC_END, member: None, detail });
     Ok(serde_json::to_value(rep?)?)
+}
+
+/// A scrub; a stopping server, or `scrub --cancel`, ends it before its
+/// next stripe.
+fn scrub_body(sh: &Shared, repair: bool, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    let vol = sh.vol.as_ref();
+    let rep = vol.scrub(repair, &|d, t| {
+        tick(d, t);
+        if sh.stop.load(Ordering::Relaxed) {
+            vol.interrupt_scrub();
+        }
+    })?;
+    for f in &rep.findings {
+        sh.events.emit(Event { kind: events::SCRUB_FINDING, member: None, detail: format!("scrub: {}", f.detail) });
+    }
+    let detail = format!(
+        "scrub {}: {} regions checked, {} mismatched{}",
+        if rep.interrupted { "stopped before its end (cancelled, or the server stops)" } else { "done" },
+        rep.stripes_checked,
+        rep.mismatched,
+        if repair { " (repaired)" } else { "" }
+    );
+    sh.events.emit(Event { kind: events::SCRUB_END, member: None, detail });
+    let text = crate::cmd_array::scrub_text(&rep, repair);
+    Ok(serde_json::json!({ "json": rep, "text": text, "code": crate::cmd_array::scrub_code(&rep, repair) }))
+}
+
+/// Whether `--scrub-every` asks for a scrub now: the array is whole and
+/// the last scrub (or, never scrubbed, the array's creation) ended at
+/// least `every` ago.
+fn scrub_due(info: &mosaic_volume::VolumeInfo, every: Duration) -> bool {
+    let at = |p: &str| info.detail.pointer(p).and_then(|v| v.as_u64());
+    let last = ["/last_scrub/end", "/inner/last_scrub/end"].iter().find_map(|p| at(p)).or_else(|| ["/created", "/inner/created"].iter().find_map(|p| at(p)));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let whole = info.members.iter().all(|m| matches!(m.state, mosaic_core::MemberState::Active));
+    whole && last.is_some_and(|t| now.saturating_sub(t) >= every.as_secs())
 }
 
 /// A rebuild (`why` starts its event's detail); a stopping server pauses
@@ -859,6 +910,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let bitmap = ["/bitmap", "/inner/bitmap"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let resync = resync_needed(&info);
     let resync_from = ["/resync_from", "/inner/resync_from"].iter().find_map(|p| info.detail.pointer(p).cloned());
+    let last_scrub = ["/last_scrub", "/inner/last_scrub"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,
@@ -881,6 +933,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "bitmap": bitmap,
         "resync_needed": resync,
         "resync_from": resync_from,
+        "last_scrub": last_scrub,
         "clients": null,
         "events": [],
     })

@@ -10,7 +10,7 @@
 //!   MOSAIC_EVENT    member-failed | member-stale | journal-replay |
 //!                   spare-takeover | spare-added | spare-removed | re-add |
 //!                   rebuild-start | rebuild-end |
-//!                   grow-start | grow-end | scrub-end | scrub-finding |
+//!                   grow-start | grow-end | scrub-start | scrub-end | scrub-finding |
 //!                   open-warning (any other warning at open)
 //!   MOSAIC_ARRAY    the array's UUID          MOSAIC_TIME    RFC 3339, UTC
 //!   MOSAIC_MEMBER   the member index, when one is concerned
@@ -33,6 +33,8 @@ pub const JOURNAL_REPLAY: &str = "journal-replay";
 pub const REBUILD_START: &str = "rebuild-start";
 /// A rebuild ended (its detail says how, or why it stopped).
 pub const REBUILD_END: &str = "rebuild-end";
+/// A scrub started by itself (`serve --scrub-every`).
+pub const SCRUB_START: &str = "scrub-start";
 /// A scrub ended.
 pub const SCRUB_END: &str = "scrub-end";
 /// A hot spare took a failed member's place (a rebuild follows).

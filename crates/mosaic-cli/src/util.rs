@@ -18,6 +18,22 @@ pub fn seconds(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// An interval: a number with a unit (s, m, h or d), or of seconds.
+pub fn interval(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1),
+        Some((i, 'm')) => (&t[..i], 60),
+        Some((i, 'h')) => (&t[..i], 3600),
+        Some((i, 'd')) => (&t[..i], 86_400),
+        _ => (t, 1),
+    };
+    match num.parse::<u64>().ok().and_then(|n| n.checked_mul(mul)) {
+        Some(secs) if secs > 0 => Ok(std::time::Duration::from_secs(secs)),
+        _ => Err(format!("{s:?}: give a positive whole number of seconds, or of minutes, hours or days (90m, 12h, 30d)")),
+    }
+}
+
 /// The machine's memory (MemTotal of /proc/meminfo), or `None` when it
 /// cannot be read.
 pub fn mem_total() -> Option<u64> {
@@ -246,4 +262,16 @@ pub fn ram(name: &str, size: u64) -> anyhow::Result<std::sync::Arc<dyn mosaic_de
         m.write_at(&zeros[..zeros.len().min((size - at) as usize)], at)?;
     }
     Ok(std::sync::Arc::new(m))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn intervals_take_a_unit_or_seconds() {
+        let secs = |s: &str| super::interval(s).map(|d| d.as_secs());
+        assert_eq!((secs("45"), secs("45s"), secs("90m"), secs("12h"), secs("30d")), (Ok(45), Ok(45), Ok(5400), Ok(43_200), Ok(2_592_000)));
+        for bad in ["", "0", "0d", "-1h", "1.5h", "h", "12w", "99999999999999999999d"] {
+            assert!(super::interval(bad).unwrap_err().contains("90m, 12h, 30d"), "{bad}");
+        }
+    }
 }

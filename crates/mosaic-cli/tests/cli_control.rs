@@ -310,3 +310,54 @@ fn a_stopping_server_pauses_its_rebuild_and_scrub_and_the_next_resumes_the_rebui
     ok(&["read", "-a", &a, "--offset", "4M", "--length", "8M", "--output", back.to_str().unwrap()]);
     assert!(std::fs::read(&back).unwrap() == data);
 }
+
+/// `serve --scrub-every`: a server checks every stripe by itself when the
+/// last scrub (here: the array's creation) is that long ago, and the
+/// result is kept for `status` and `info`; `scrub --cancel` ends a
+/// running scrub, whose command exits 4.
+#[test]
+fn a_server_scrubs_on_schedule_and_a_scrub_can_be_cancelled() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap().to_string();
+    ok(&["create", "-a", &a, "--level", "raid5", "--members", "3", "--member-size", "24M"]);
+    let e = common::fails(&["scrub", "-a", &a, "--cancel"]);
+    assert!(e.contains("no server runs"), "{e}");
+    let log = t.path().join("events.log");
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let srv = common::serve::Serve::start(&a, &["--quiet", "--scrub-every", "1s", "--on-event", &cmd]);
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("scrub-end") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", srv.lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert!(got.starts_with("scrub-start scrub started: the last one ended 1 s or more ago") && got.contains("scrub-end scrub done: "), "{got}");
+    let st = json(&ok(&["status", "-a", &a, "--json"]));
+    let r = &st[0]["last_scrub"];
+    assert!(r["stripes"].as_u64().unwrap() > 0 && r["mismatched"] == 0 && r["interrupted"] == false, "{st}");
+    assert!(ok(&["status", "-a", &a]).contains("  last scrub: "));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    assert!(ok(&["info", "-a", &a]).contains("last scrub"), "kept on disk");
+    // Cancelled: at 1 MiB/s the scrub of 46 MiB would take a while.
+    let srv = common::serve::Serve::start(&a, &["--quiet", "--maint-rate", "1M"]);
+    let e = common::fails(&["scrub", "-a", &a, "--cancel"]);
+    assert!(e.contains("no scrub is running"), "{e}");
+    let a2 = a.clone();
+    let scrub = std::thread::spawn(move || mosaic(&["scrub", "-a", &a2]));
+    let t0 = Instant::now();
+    while json(&ok(&["status", "-a", &a, "--json"]))[0]["maintenance"]["what"] != "scrub" {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(ok(&["scrub", "-a", &a, "--cancel"]).contains("was asked to end"));
+    let out = scrub.join().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text.contains("scrub: stopped after ") && text.contains("stopped before its end"), "{text}");
+    assert!(ok(&["status", "-a", &a]).contains("stopped before its end"));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}
