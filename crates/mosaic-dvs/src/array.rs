@@ -63,7 +63,8 @@
 //! Maintenance (see the crate README): `fail` records a member failed;
 //! `replace` puts a new device in as `Rebuilding { done: 0 }`; `rebuild`
 //! fills it SSG by SSG, logging its position, so it resumes after a stop;
-//! `scrub_with` checks every stripe that still protects data, locates a
+//! `scrub_with` (or `scrub_start`/`scrub_step`/`scrub_finish`, SSG by SSG)
+//! checks every stripe that still protects data, locates a
 //! wrong column when k >= 2, and repairs by re-striping.
 
 use std::collections::HashMap;
@@ -389,6 +390,22 @@ pub struct ArrayInfo {
     pub log_seq: u64,
     /// The hot spares present.
     pub spares: Vec<SpareInfo>,
+}
+
+/// A scrub run in steps: [`DvsArray::scrub_start`], then
+/// [`DvsArray::scrub_step`] until it says none is left (or the caller
+/// stops early), then [`DvsArray::scrub_finish`].
+#[derive(Debug)]
+pub struct ScrubCursor {
+    live: Vec<u32>,
+    next: usize,
+    /// Stripes looked at, of the live SSGs' `total`.
+    pub done: u64,
+    pub total: u64,
+    located: usize,
+    rep: ScrubReport,
+    repair: bool,
+    t0: std::time::Instant,
 }
 
 /// What one [`DvsArray::rebuild_step`] did.
@@ -1668,73 +1685,105 @@ impl DvsArray {
     /// parity is appended and the bad one becomes garbage for GC).  For
     /// k >= 2 a single wrong column is located and corrected first.
     pub fn scrub_with(&mut self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, DvsError> {
+        let mut cur = self.scrub_start(repair)?;
+        while self.scrub_step(&mut cur)? {
+            progress(cur.done, cur.total);
+        }
+        self.scrub_finish(cur)
+    }
+
+    /// Start a scrub to be run in steps ([`DvsArray::scrub_step`]), the
+    /// caller free to let requests in between: which SSGs are live now
+    /// (an SSG garbage-collected meanwhile is passed over, one written
+    /// meanwhile needs no check yet).
+    pub fn scrub_start(&mut self, repair: bool) -> Result<ScrubCursor, DvsError> {
         self.check_ok()?;
         self.settle()?;
-        let t0 = std::time::Instant::now();
         if repair {
             // Cached writes are newer than the drives: destage them first,
             // so a rewrite never puts older bytes over them.
             let r = self.destage_all();
             self.poison(r)?;
         }
-        let mut rep = ScrubReport { repaired: repair, ..Default::default() };
-        let mut located = 0usize;
-        let c = self.geo.chunk as usize;
         let mut live = self.dvs.tables.live.clone();
         live.sort_unstable();
         let total: u64 = live.iter().filter_map(|&l| self.dvs.tables.get(l)).map(|s| s.sit.len() as u64).sum();
-        let mut done = 0u64;
+        let rep = ScrubReport { repaired: repair, ..Default::default() };
+        Ok(ScrubCursor { live, next: 0, done: 0, total, located: 0, rep, repair, t0: std::time::Instant::now() })
+    }
+
+    /// Scrub the next SSG of `cur`: false when none is left.  A repair
+    /// rewrites the SSG's mismatched stripes before the step ends, so no
+    /// request between steps can be overwritten by older bytes.
+    pub fn scrub_step(&mut self, cur: &mut ScrubCursor) -> Result<bool, DvsError> {
+        let Some(&lsn) = cur.live.get(cur.next) else { return Ok(false) };
+        cur.next += 1;
+        self.check_ok()?;
+        // Background destages of writes since the last step finished.
+        self.settle()?;
+        let c = self.geo.chunk as usize;
         let mut rewrite: Vec<(ChunkKey, Vec<u8>)> = Vec::new();
-        for lsn in live {
-            let t = &self.dvs.tables;
-            let s = t.get(lsn).ok_or_else(|| DvsError::Corrupt(format!("live SSG {lsn} has no tables")))?;
-            for (row, st) in s.sit.iter().enumerate() {
-                done += 1;
-                progress(done, total);
-                let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
-                if !valid.iter().any(|v| *v) {
-                    rep.skipped_stripes += 1;
-                    continue;
-                }
-                if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
-                    rep.unverified_stripes += 1;
-                    continue;
-                }
-                let mut cols = self.run(&program::stripe_columns(&self.geo, s.phys, st))?;
-                rep.bytes_read += (c * cols.len()) as u64;
-                rep.stripes_checked += 1;
-                if self.consistent(st, &cols)? {
-                    continue;
-                }
-                let bad = if self.geo.k >= 2 { self.locate(st, &cols)? } else { None };
-                let member = bad.as_ref().map(|(col, _)| st.members[*col] as usize);
-                if let Some((col, fixed)) = bad {
-                    cols[col] = fixed;
-                    located += 1;
-                }
-                rep.record(scrub_finding(lsn, row, member));
-                if repair {
-                    for col in (0..st.width()).filter(|&col| valid[col]) {
-                        rewrite.push(((lsn, st.lcns[col]), std::mem::take(&mut cols[col])));
-                    }
+        let t = &self.dvs.tables;
+        // Collected since the cursor started: nothing of it to check.
+        let Some(s) = t.get(lsn).filter(|_| t.live.contains(&lsn)) else { return Ok(true) };
+        let rep = &mut cur.rep;
+        for (row, st) in s.sit.iter().enumerate() {
+            cur.done += 1;
+            let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
+            if !valid.iter().any(|v| *v) {
+                rep.skipped_stripes += 1;
+                continue;
+            }
+            if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
+                rep.unverified_stripes += 1;
+                continue;
+            }
+            let mut cols = self.run(&program::stripe_columns(&self.geo, s.phys, st))?;
+            rep.bytes_read += (c * cols.len()) as u64;
+            rep.stripes_checked += 1;
+            if self.consistent(st, &cols)? {
+                continue;
+            }
+            let bad = if self.geo.k >= 2 { self.locate(st, &cols)? } else { None };
+            let member = bad.as_ref().map(|(col, _)| st.members[*col] as usize);
+            if let Some((col, fixed)) = bad {
+                cols[col] = fixed;
+                cur.located += 1;
+            }
+            rep.record(scrub_finding(lsn, row, member));
+            if cur.repair {
+                for col in (0..st.width()).filter(|&col| valid[col]) {
+                    rewrite.push(((lsn, st.lcns[col]), std::mem::take(&mut cols[col])));
                 }
             }
         }
         for (key, bytes) in rewrite {
             self.write(self.geo.chunk_start(key), &bytes)?;
-            rep.rewritten_chunks += 1;
+            cur.rep.rewritten_chunks += 1;
         }
-        if repair {
+        Ok(true)
+    }
+
+    /// End a scrub: a repair's re-striped chunks destaged; a scrub ended
+    /// before its last step counts the stripes left as unverified.
+    pub fn scrub_finish(&mut self, cur: ScrubCursor) -> Result<ScrubReport, DvsError> {
+        let mut rep = cur.rep;
+        if cur.next < cur.live.len() {
+            rep.interrupted = true;
+            rep.unverified_stripes += cur.total - cur.done;
+            rep.notes.push(format!("interrupted at SSG {} ({} of {} stripes scrubbed)", cur.live[cur.next], cur.done, cur.total));
+        }
+        if cur.repair {
             let r = self.destage_all();
             self.poison(r)?;
             if rep.mismatched > 0 {
                 rep.notes.push(format!(
-                    "{} valid chunks re-striped into new stripes with fresh parity ({located} located wrong columns corrected first); the old stripes are garbage for GC",
-                    rep.rewritten_chunks
+                    "{} valid chunks re-striped into new stripes with fresh parity ({} located wrong columns corrected first); the old stripes are garbage for GC",
+                    rep.rewritten_chunks, cur.located
                 ));
             }
         }
-        rep.seconds = t0.elapsed().as_secs_f64();
+        rep.seconds = cur.t0.elapsed().as_secs_f64();
         Ok(rep)
     }
 

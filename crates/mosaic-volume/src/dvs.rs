@@ -23,7 +23,8 @@
 //!              remove_spare: DvsArray::remove_spare (labels drop it, its
 //!              label erased), its lock let go; in a directory array the
 //!              file is set aside as DIR/dvs-spare-ID.zoned.removed
-//!   scrub:     DvsArray::scrub_with; repair re-stripes (zones cannot be
+//!   scrub:     DvsArray::scrub_start/step/finish, SSG by SSG with the lock
+//!              released between steps; repair re-stripes (zones cannot be
 //!              rewritten in place); findings by extent "SSG l row r ..."
 //! ```
 
@@ -68,6 +69,8 @@ pub struct DvsVolume {
     /// The array's geometry: requests are checked before they queue.
     geo: mosaic_dvs::Geo,
     commits: commit::Commits,
+    /// Ends the scrub in progress before its next SSG.
+    scrub_interrupt: std::sync::atomic::AtomicBool,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -101,6 +104,7 @@ impl DvsVolume {
             chunk: arr.geo().chunk,
             geo: arr.geo().clone(),
             commits: commit::Commits::new(),
+            scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
             arr: Mutex::new(arr),
             dir,
             paths: Mutex::new(paths),
@@ -446,12 +450,23 @@ impl Volume for DvsVolume {
         Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused })
     }
 
+    /// SSG by SSG, the array's lock released between steps (as the
+    /// rebuild's): clients are served while it runs, and `progress` (which
+    /// may sleep to hold a rate) runs without the lock.
     fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         if repair {
             self.check_writable("scrub --repair")?;
         }
+        self.scrub_interrupt.store(false, std::sync::atomic::Ordering::Relaxed);
         // Findings by extent (SSG, SIT row); repair re-stripes.
-        self.io(|a| a.scrub_with(repair, progress))
+        let mut cur = self.io(|a| a.scrub_start(repair))?;
+        while !self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) && self.io(|a| a.scrub_step(&mut cur))? {
+            progress(cur.done, cur.total);
+        }
+        self.io(|a| a.scrub_finish(cur))
+    }
+    fn interrupt_scrub(&self) {
+        self.scrub_interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn idle_work(&self) -> Result<bool> {

@@ -58,3 +58,48 @@ fn concurrent_writers_read_their_writes_while_destages_run_in_the_background() {
         }
     }
 }
+
+/// A scrub goes SSG by SSG with the array's lock released between
+/// steps: a client's write and read made from its progress callback (a
+/// server's client, while the scrub sleeps to hold its rate) finish at
+/// once instead of waiting for the whole scrub; and it can be ended
+/// before its last step.
+#[test]
+fn a_scrub_lets_clients_in_between_its_steps_and_can_be_interrupted() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("z");
+    let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
+    drop(create_in_dir(&dir, &s, false).unwrap());
+    let v = Arc::new(DvsVolume::open(dir.to_str().unwrap(), true).unwrap());
+    let blocks = v.capacity() / 4096;
+    for i in (0..blocks).step_by(3) {
+        v.write(i * 4096, &block(i, 0)).unwrap();
+    }
+    v.flush().unwrap();
+    let steps = std::sync::atomic::AtomicU64::new(0);
+    let rep = v
+        .scrub(true, &|_, _| {
+            if steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed) != 1 {
+                return;
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            let w = v.clone();
+            std::thread::spawn(move || {
+                w.write(7 * 4096, &block(7, 1)).unwrap();
+                let mut got = vec![0u8; 4096];
+                w.read(7 * 4096, &mut got).unwrap();
+                tx.send(got).unwrap();
+            });
+            let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("a client waited for the whole scrub");
+            assert!(got == block(7, 1));
+        })
+        .unwrap();
+    assert!(steps.into_inner() > 2 && !rep.interrupted && rep.mismatched == 0, "{rep:?}");
+    let mut got = vec![0u8; 4096];
+    v.read(7 * 4096, &mut got).unwrap();
+    assert!(got == block(7, 1));
+    // Ended after its first step: the stripes left are not verified.
+    let rep = v.scrub(false, &|_, _| v.interrupt_scrub()).unwrap();
+    assert!(rep.interrupted && rep.unverified_stripes > 0 && rep.notes.iter().any(|n| n.contains("interrupted at SSG")), "{rep:?}");
+    assert_eq!(v.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+}
