@@ -251,11 +251,7 @@ fn read_all(arr: &Array) -> Vec<u8> {
 /// every region no write touched while it was out.
 #[test]
 fn a_member_that_comes_back_is_re_added_and_only_the_regions_written_meanwhile_are_rebuilt() {
-    let mems: Vec<Arc<MemMember>> = (0..4).map(|i| mem(&format!("m{i}"), STRIPES)).collect();
-    let faulty = Arc::new(mosaic_dev::FaultyMember::new(mems[2].clone()));
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| if i == 2 { faulty.clone() as Arc<dyn Member> } else { mems[i].clone() as Arc<dyn Member> }).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    arr.set_bitmap(Some(CHUNK)).unwrap();
+    let (mems, faulty, arr) = with_faulty_member_2();
     arr.set_epoch(Duration::ZERO);
     let mut model = pattern(arr.capacity(), 1);
     arr.write(0, &model).unwrap();
@@ -422,16 +418,23 @@ fn a_member_missing_at_an_open_is_re_added_when_it_comes_back() {
     assert_eq!(read_all(&arr), model);
 }
 
-/// A member whose first failed write is a superblock update (not a data
-/// write) left while active too: it is re-addable, with the session its
-/// own superblock carries.
-#[test]
-fn a_member_lost_in_a_superblock_update_is_re_addable() {
+/// A raid5 array of four RAM members with a bitmap of four stripes a
+/// bit, member 2 behind a fault switch.
+fn with_faulty_member_2() -> (Vec<Arc<MemMember>>, Arc<mosaic_dev::FaultyMember>, Array) {
     let mems: Vec<Arc<MemMember>> = (0..4).map(|i| mem(&format!("m{i}"), STRIPES)).collect();
     let faulty = Arc::new(mosaic_dev::FaultyMember::new(mems[2].clone()));
     let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| if i == 2 { faulty.clone() as Arc<dyn Member> } else { mems[i].clone() as Arc<dyn Member> }).collect();
     let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
     arr.set_bitmap(Some(CHUNK)).unwrap();
+    (mems, faulty, arr)
+}
+
+/// A member whose first failed write is a superblock update (not a data
+/// write) left while active too: it is re-addable, with the session its
+/// own superblock carries.
+#[test]
+fn a_member_lost_in_a_superblock_update_is_re_addable() {
+    let (mems, faulty, arr) = with_faulty_member_2();
     arr.write(0, &pattern(4096, 1)).unwrap();
     faulty.break_now();
     arr.set_member_host(0, "h0").unwrap();

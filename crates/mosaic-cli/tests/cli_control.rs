@@ -4,6 +4,7 @@
 //! with SIGKILL) the same commands act on the disks.
 
 use crate::common;
+use common::serve::{event_log, wait_for};
 use common::{json, mosaic, ok};
 
 use std::os::unix::fs::PermissionsExt;
@@ -280,14 +281,9 @@ fn a_stopping_server_pauses_its_rebuild_and_scrub_and_the_next_resumes_the_rebui
     assert_eq!(st[0]["members"][1]["state"]["state"], "rebuilding", "{st}");
     assert!(done > 0, "{st}");
     // The next server resumes it where the checkpoint says.
-    let log = t.path().join("events.log");
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let (log, cmd) = event_log(t.path(), "events.log");
     let srv = common::serve::Serve::start(&a, &["--quiet", "--on-event", &cmd]);
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("rebuild-end") {
-        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", srv.lines());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&log, "rebuild-end", &srv);
     let got = std::fs::read_to_string(&log).unwrap();
     assert!(got.contains("rebuild-start rebuild of member(s) [1] resumed where it stopped") && got.contains("rebuild-end members [1] rebuilt"), "{got}");
     // Scrub, paused by a stop the same way (at 1 MiB/s it would take 48 s).
@@ -323,14 +319,9 @@ fn a_server_scrubs_on_schedule_and_a_scrub_can_be_cancelled() {
     ok(&["create", "-a", &a, "--level", "raid5", "--members", "3", "--member-size", "24M"]);
     let e = common::fails(&["scrub", "-a", &a, "--cancel"]);
     assert!(e.contains("no server runs"), "{e}");
-    let log = t.path().join("events.log");
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let (log, cmd) = event_log(t.path(), "events.log");
     let srv = common::serve::Serve::start(&a, &["--quiet", "--scrub-every", "1s", "--on-event", &cmd]);
-    let t0 = Instant::now();
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("scrub-end") {
-        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", srv.lines());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&log, "scrub-end", &srv);
     let got = std::fs::read_to_string(&log).unwrap();
     assert!(got.starts_with("scrub-start scrub started: the last one ended 1 s or more ago") && got.contains("scrub-end scrub done: "), "{got}");
     let st = json(&ok(&["status", "-a", &a, "--json"]));

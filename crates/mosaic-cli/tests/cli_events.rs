@@ -3,7 +3,7 @@
 //! found at open are events of their own kinds.
 
 use crate::common;
-use common::serve::Serve;
+use common::serve::{event_log, wait_for, Serve};
 use common::{fails, json, mosaic, ok};
 
 use std::process::Command;
@@ -98,22 +98,6 @@ fn dirty_without_a_journal(a: &str, level: &str, members: &str) {
     killed_after_a_write(a);
 }
 
-/// A file in `dir` named `name` and the --on-event program that adds
-/// each event to it as a line: its kind, then its detail.
-fn event_log(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
-    let log = dir.join(name);
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
-    (log, cmd)
-}
-
-/// Wait (at most 30 s) until the event log holds `what`.
-fn wait_for(log: &std::path::Path, what: &str, srv: &Serve) {
-    let t0 = std::time::Instant::now();
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(what) {
-        assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no {what:?} event: {:?}", srv.lines());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
 
 /// Serve the array at `a` until its resync ends, stop the server (exit
 /// 0), and return the event log it wrote in `dir`.

@@ -346,8 +346,7 @@ fn a_remote_member_that_comes_back_is_re_added_by_the_server() {
     let mut ex: Vec<Export> = (0..4).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 32 << 20)).collect();
     let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
     ok(&["create", "-a", &a, "--level", "raid5", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "1M"]);
-    let log = t.path().join("events.log");
-    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    let (log, cmd) = common::serve::event_log(t.path(), "events.log");
     let srv = Serve::start(&a, &["--quiet", "--remote-timeout", "2", "--re-add", "manual"]);
     passed(fio(t.path(), srv.port, "first", &["--rw=write", "--bs=64k", "--size=4M"]).spawn().unwrap(), "the first write");
     ex[2].kill();

@@ -137,3 +137,19 @@ impl Drop for Serve {
     }
 }
 
+/// A file in `dir` named `name` and the --on-event program that adds
+/// each event to it as a line: its kind, then its detail.
+pub fn event_log(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let log = dir.join(name);
+    let cmd = format!("echo \"$MOSAIC_EVENT $MOSAIC_DETAIL\" >> {}", log.display());
+    (log, cmd)
+}
+
+/// Wait (at most 30 s) until the event log holds `what`.
+pub fn wait_for(log: &std::path::Path, what: &str, srv: &Serve) {
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(what) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no {what:?} event: {:?}", srv.lines());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

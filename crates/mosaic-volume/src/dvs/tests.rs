@@ -14,6 +14,15 @@ fn block(i: u64, r: u64) -> Vec<u8> {
     (0..4096u64).map(|j| (seed.wrapping_add(j.wrapping_mul(31)) >> 7) as u8).collect()
 }
 
+/// A DVS array of five 16 MiB members (1 MiB zones, 64 KiB chunks, 8
+/// cached chunks) in `dir`/z: its directory.
+fn cached_dvs(dir: &std::path::Path) -> std::path::PathBuf {
+    let z = dir.join("z");
+    let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
+    drop(create_in_dir(&z, &s, false).unwrap());
+    z
+}
+
 /// Four writers, each over its own blocks, read every block back right
 /// after writing it (a read of a block whose chunk is being destaged
 /// waits for the destage, or finds the block still cached); the cache
@@ -22,9 +31,7 @@ fn block(i: u64, r: u64) -> Vec<u8> {
 #[test]
 fn concurrent_writers_read_their_writes_while_destages_run_in_the_background() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("z");
-    let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
-    drop(create_in_dir(&dir, &s, false).unwrap());
+    let dir = cached_dvs(t.path());
     let spec = dir.to_str().unwrap().to_string();
     let v = Arc::new(DvsVolume::open(&spec, true).unwrap());
     let blocks = v.capacity() / 4096;
@@ -67,9 +74,7 @@ fn concurrent_writers_read_their_writes_while_destages_run_in_the_background() {
 #[test]
 fn a_scrub_lets_clients_in_between_its_steps_and_can_be_interrupted() {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("z");
-    let s = CreateSpec { members: 5, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 8 };
-    drop(create_in_dir(&dir, &s, false).unwrap());
+    let dir = cached_dvs(t.path());
     let v = Arc::new(DvsVolume::open(dir.to_str().unwrap(), true).unwrap());
     let blocks = v.capacity() / 4096;
     for i in (0..blocks).step_by(3) {
