@@ -735,10 +735,10 @@ fn scrub_body(sh: &Shared, repair: bool, tick: &dyn Fn(u64, u64)) -> Result<serd
 
 /// Whether `--scrub-every` asks for a scrub now: the array is whole and
 /// the last scrub (or, never scrubbed, the array's creation) ended at
-/// least `every` ago.
+/// least `every` ago; of a tier, its side scrubbed longest ago.
 fn scrub_due(info: &mosaic_volume::VolumeInfo, every: Duration) -> bool {
-    let at = |p: &str| info.detail.pointer(p).and_then(|v| v.as_u64());
-    let last = ["/last_scrub/end", "/inner/last_scrub/end"].iter().find_map(|p| at(p)).or_else(|| ["/created", "/inner/created"].iter().find_map(|p| at(p)));
+    let at = |p: String| info.detail.pointer(&p).and_then(|v| v.as_u64());
+    let last = ["", "/inner", "/fast", "/slow"].iter().filter_map(|p| at(format!("{p}/last_scrub/end")).or_else(|| at(format!("{p}/created")))).min();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let whole = info.members.iter().all(|m| matches!(m.state, mosaic_core::MemberState::Active));
     whole && last.is_some_and(|t| now.saturating_sub(t) >= every.as_secs())

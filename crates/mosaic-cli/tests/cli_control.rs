@@ -352,3 +352,23 @@ fn a_server_scrubs_on_schedule_and_a_scrub_can_be_cancelled() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }
+
+/// `--scrub-every` on a tier: both inner arrays are scrubbed, and each
+/// keeps its result.
+#[test]
+fn a_tier_is_scrubbed_on_schedule() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("tier");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M"]);
+    let (log, cmd) = event_log(t.path(), "events.log");
+    let srv = common::serve::Serve::start(a, &["--quiet", "--scrub-every", "1s", "--on-event", &cmd]);
+    wait_for(&log, "scrub-end scrub done", &srv);
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    for side in ["fast", "slow"] {
+        let r = &info[side]["last_scrub"];
+        assert!(r["stripes"].as_u64().unwrap_or(0) > 0 && r["mismatched"] == 0, "{side}: {info}");
+    }
+}
