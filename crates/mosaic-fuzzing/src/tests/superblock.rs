@@ -29,6 +29,7 @@ fn eventful() -> Superblock {
     sb.spares = vec![Spare { uuid: Uuid::from_u128(99), path: "/s".into() }];
     sb.events = 41;
     sb.session = Uuid::from_u128(5);
+    sb.last_scrub = Some(mosaic_array::ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: true });
     sb
 }
 
@@ -40,6 +41,14 @@ fn with_bitmap() -> Superblock {
     sb.lost = vec![LostRange { offset: 0, len: 4096 }];
     sb.member_states[1] = MemberState::Failed;
     sb.left = (0..6).map(|i| if i == 1 { Uuid::from_u128(7) } else { Uuid::nil() }).collect();
+    sb
+}
+
+/// An unclean array without a bitmap whose resync a stop cut off.
+fn resync_cut_off() -> Superblock {
+    let mut sb = created();
+    sb.state = mosaic_array::ArrayState::Dirty;
+    sb.resync_from = 9;
     sb
 }
 
@@ -58,6 +67,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("a new array's superblock", created().encode().unwrap()),
         ("an eventful superblock", eventful().encode().unwrap()),
         ("a superblock with a bitmap", with_bitmap().encode().unwrap()),
+        ("a resync's checkpoint", resync_cut_off().encode().unwrap()),
         ("a DVS label", dvs.encode().unwrap()),
         ("a map delta frame", frame::encode(KIND_MAP_DELTA, 3, &[7; 100])),
     ]
@@ -75,15 +85,19 @@ fn random_bytes() {
 
 #[test]
 fn valid_inputs_decode() {
-    for sb in [created(), eventful(), with_bitmap()] {
+    for sb in [created(), eventful(), with_bitmap(), resync_cut_off()] {
         let b = sb.encode().unwrap();
         assert_eq!(Superblock::decode(&b).unwrap(), sb);
         assert_eq!(Label::decode(&b).unwrap(), sb.to_label().unwrap());
     }
     let s = seeds();
-    assert_eq!(Label::decode(&s[3].1).unwrap().kind, "dvs");
-    assert!(Superblock::decode(&s[3].1).is_err(), "a DVS label is no superblock");
-    assert_eq!(frame::decode(&s[4].1).unwrap().unwrap().payload, [7; 100]);
+    assert_eq!(Label::decode(&s[4].1).unwrap().kind, "dvs");
+    assert!(Superblock::decode(&s[4].1).is_err(), "a DVS label is no superblock");
+    assert_eq!(frame::decode(&s[5].1).unwrap().unwrap().payload, [7; 100]);
+    // A checkpoint past the array's stripes is refused.
+    let mut past = resync_cut_off();
+    past.resync_from = past.geometry.stripes + 1;
+    assert!(format!("{:?}", Superblock::decode(&past.encode().unwrap()).unwrap_err()).contains("resync checkpoint"));
 }
 
 #[test]
