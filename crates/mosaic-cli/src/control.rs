@@ -633,9 +633,10 @@ const PROBE_EVERY: Duration = Duration::from_secs(2);
 
 /// A thread that looks, every [`PROBE_EVERY`], for failed remote members
 /// whose device answers again with the session it left in, and sends
-/// each (one at a time: the next only once the last is no longer
-/// failed).  A remote that does not answer may take its connect timeout:
-/// the supervisor does not wait for it, nor does a stopping server.
+/// each (a send waits until the supervisor, idle, takes it; it asks
+/// again before acting).  A remote that does not answer may take its
+/// connect timeout: the supervisor does not wait for it, nor does a
+/// stopping server.
 fn probe_remotes(sh: Arc<Shared>) -> std::sync::mpsc::Receiver<(usize, String)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(0);
     std::thread::spawn(move || {
