@@ -18,7 +18,8 @@
 //!                                policy: FixedPolicy { format_version, role, geometry,
 //!                                  member_data_size, data_offset, state, member_states[],
 //!                                  member_paths[], journal?, home?, reshape?,
-//!                                  spares[], member_hosts[], lost[], bitmap?, left[] } } }
+//!                                  spares[], member_hosts[], lost[], bitmap?, left[],
+//!                                  resync_from?, last_scrub? } } }
 //! ```
 //!
 //! The label carries what every kind of array shares (identity, event
