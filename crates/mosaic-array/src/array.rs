@@ -309,7 +309,8 @@ pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<Device, ArrayErro
     Ok(m)
 }
 
-fn now_secs() -> u64 {
+/// Now, in seconds since the Unix epoch (superblock times).
+pub fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 

@@ -27,7 +27,7 @@ pub mod spare;
 pub mod spec;
 pub mod superblock;
 
-pub use array::{set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, BitmapStatus, CreateOptions, JournalReplaced, MemberInfo, EPOCH};
+pub use array::{now_secs, set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, BitmapStatus, CreateOptions, JournalReplaced, MemberInfo, EPOCH};
 pub use cached::CacheVolume;
 pub use journal::{Journal, LostUnit, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};

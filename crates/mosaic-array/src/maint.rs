@@ -354,7 +354,7 @@ impl Array {
         let mut rep = self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)?;
         if self.is_writable() {
             let rec = crate::ScrubRecord {
-                end: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+                end: crate::now_secs(),
                 millis: (rep.seconds * 1000.0) as u64,
                 stripes: rep.stripes_checked,
                 mismatched: rep.mismatched,

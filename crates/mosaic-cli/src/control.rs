@@ -681,12 +681,7 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
     sh.events.emit(Event { kind: events::RESYNC_START, member: None, detail: "resync started: the array was not shut down cleanly and has no journal".into() });
     // Unlike a rebuild or scrub asked for, a stopping server does not
     // finish it: the array stays unsynced, and the next server resyncs.
-    let rep = sh.vol.resync(&|d, t| {
-        tick(d, t);
-        if sh.stop.load(Ordering::Relaxed) {
-            sh.vol.interrupt_scrub();
-        }
-    });
+    let rep = sh.vol.resync(&ends_on_stop(sh, tick));
     let detail = match &rep {
         Ok(r) if !r.interrupted => {
             let bitmap: String = r.notes.iter().filter(|n| n.contains("write-intent bitmap")).map(|n| format!("; {n}")).collect();
@@ -709,16 +704,21 @@ fn resync_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value
     Ok(serde_json::to_value(rep?)?)
 }
 
+/// `tick`, and a stopping server's end of the scrub or resync in
+/// progress before its next stripe.
+fn ends_on_stop<'a>(sh: &'a Shared, tick: &'a dyn Fn(u64, u64)) -> impl Fn(u64, u64) + 'a {
+    move |d, t| {
+        tick(d, t);
+        if sh.stop.load(Ordering::Relaxed) {
+            sh.vol.interrupt_scrub();
+        }
+    }
+}
+
 /// A scrub; a stopping server, or `scrub --cancel`, ends it before its
 /// next stripe.
 fn scrub_body(sh: &Shared, repair: bool, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
-    let vol = sh.vol.as_ref();
-    let rep = vol.scrub(repair, &|d, t| {
-        tick(d, t);
-        if sh.stop.load(Ordering::Relaxed) {
-            vol.interrupt_scrub();
-        }
-    })?;
+    let rep = sh.vol.scrub(repair, &ends_on_stop(sh, tick))?;
     for f in &rep.findings {
         sh.events.emit(Event { kind: events::SCRUB_FINDING, member: None, detail: format!("scrub: {}", f.detail) });
     }
@@ -740,9 +740,8 @@ fn scrub_body(sh: &Shared, repair: bool, tick: &dyn Fn(u64, u64)) -> Result<serd
 fn scrub_due(info: &mosaic_volume::VolumeInfo, every: Duration) -> bool {
     let at = |p: String| info.detail.pointer(&p).and_then(|v| v.as_u64());
     let last = ["", "/inner", "/fast", "/slow"].iter().filter_map(|p| at(format!("{p}/last_scrub/end")).or_else(|| at(format!("{p}/created")))).min();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let whole = info.members.iter().all(|m| matches!(m.state, mosaic_core::MemberState::Active));
-    whole && last.is_some_and(|t| now.saturating_sub(t) >= every.as_secs())
+    whole && last.is_some_and(|t| mosaic_array::now_secs().saturating_sub(t) >= every.as_secs())
 }
 
 /// A rebuild (`why` starts its event's detail); a stopping server pauses

@@ -449,8 +449,7 @@ fn resync_state(i: &mosaic_array::ArrayInfo) -> String {
 /// The last scrub's result, as `info` says it: what it found, how long
 /// ago it ended.
 pub fn scrub_line(r: &mosaic_array::ScrubRecord) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let ago = match now.saturating_sub(r.end) {
+    let ago = match mosaic_array::now_secs().saturating_sub(r.end) {
         s if s < 120 => format!("{s} s ago"),
         s if s < 7200 => format!("{} min ago", s / 60),
         s if s < 172_800 => format!("{} h ago", s / 3600),

@@ -69,7 +69,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -134,9 +134,6 @@ pub(crate) fn policy_err(e: impl std::fmt::Display) -> VolumeError {
     VolumeError::Tier(e.to_string())
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
 
 /// A tier array behind the volume interface.
 pub struct TierVolume {
@@ -174,7 +171,7 @@ impl TierVolume {
         let (geo, data_offset) = geometry(fast.capacity(), slow.capacity(), slow.geometry().stripe_data_bytes())?;
         let (policy, format) = TierPolicy::format(cfg.clone(), geo).map_err(policy_err)?;
         let blob = TierBlob { config: cfg, geometry: geo, inner: [fast.info().uuid, slow.info().uuid], data_offset };
-        let vol = TierVolume::assemble(dir, [fast, slow], Uuid::new_v4(), now_secs(), 0, blob, policy, true, Vec::new());
+        let vol = TierVolume::assemble(dir, [fast, slow], Uuid::new_v4(), mosaic_array::now_secs(), 0, blob, policy, true, Vec::new());
         // The empty map first, then the labels: a labelled tier has a map.
         vol.exec.run(&format, Client::None, None).map_err(policy_err)?;
         vol.flush()?;
