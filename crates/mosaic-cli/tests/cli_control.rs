@@ -267,12 +267,14 @@ fn a_stopping_server_pauses_its_rebuild_and_scrub_and_the_next_resumes_the_rebui
     let (a2, new) = (a.clone(), t.path().join("new.img"));
     let replace = std::thread::spawn(move || mosaic(&["replace", "-a", &a2, "--member", "1", "--drive", new.to_str().unwrap()]));
     std::thread::sleep(Duration::from_millis(1500));
+    // A cancel is for a scrub, not the rebuild running.
+    let e = common::fails(&["scrub", "-a", &a, "--cancel"]);
+    assert!(e.contains("no scrub is running (a rebuild is)"), "{e}");
     let t0 = Instant::now();
     let (code, lines) = srv.stop();
-    assert_eq!(code, 0);
+    assert_eq!(code, 0, "{lines:#?}");
     assert!(t0.elapsed() < Duration::from_secs(5), "the stop waited {:?} for the rebuild", t0.elapsed());
     let out = replace.join().unwrap();
-    eprintln!("{lines:#?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(4), "{out:?}");
     assert!(text.contains("paused the rebuild of member(s) [1]") && text.contains("resumes where it paused"), "{text}");
