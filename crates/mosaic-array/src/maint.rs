@@ -353,15 +353,7 @@ impl Array {
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
         let mut rep = self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)?;
         if self.is_writable() {
-            let rec = crate::ScrubRecord {
-                end: crate::now_secs(),
-                millis: (rep.seconds * 1000.0) as u64,
-                stripes: rep.stripes_checked,
-                mismatched: rep.mismatched,
-                unverified: rep.unverified_stripes,
-                repaired: repair,
-                interrupted: rep.interrupted,
-            };
+            let rec = rep.kept(crate::now_secs());
             if let Err(e) = self.write_superblocks(|s| s.last_scrub = Some(rec)) {
                 rep.notes.push(format!("its result could not be recorded in the superblocks: {e}"));
             }

@@ -42,6 +42,7 @@ use uuid::Uuid;
 use mosaic_core::{Geometry, MemberState};
 use mosaic_dev::Member;
 use mosaic_format::label::{self, Label, LabelError, LABEL_AREA};
+pub use mosaic_format::scrub::ScrubRecord;
 
 use crate::ArrayError;
 
@@ -198,21 +199,6 @@ pub struct Superblock {
     /// scan's result: when it ended and what it found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scrub: Option<ScrubRecord>,
-}
-
-/// What a scrub found, kept in the superblock ([`Superblock::last_scrub`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScrubRecord {
-    /// When it ended, seconds since the Unix epoch.
-    pub end: u64,
-    pub millis: u64,
-    /// Stripes checked, and of them mismatched and not verifiable.
-    pub stripes: u64,
-    pub mismatched: u64,
-    pub unverified: u64,
-    pub repaired: bool,
-    /// Stopped before its end (cancelled, or a server stopping).
-    pub interrupted: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

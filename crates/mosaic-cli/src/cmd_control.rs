@@ -148,7 +148,7 @@ fn text(b: &serde_json::Value) -> String {
         }
     }
     if let Ok(r) = serde_json::from_value::<mosaic_array::ScrubRecord>(b["last_scrub"].clone()) {
-        s += &format!("  last scrub: {}\n", mosaic_volume::scrub_line(&r));
+        s += &format!("  last scrub: {}\n", r.line(mosaic_array::now_secs()));
     }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {

@@ -122,8 +122,8 @@ pub struct ServeArgs {
     /// Check every stripe (a scrub without --repair, at --maint-rate)
     /// whenever the last scrub, or the array's creation, is this long ago:
     /// 30d, 12h, 90m or seconds, as a cron job runs md's checkarray
-    /// (fixed, cached and remapped arrays; their superblocks keep the
-    /// last scrub's result)
+    /// (every kind of array: its labels keep the last scrub's result; a
+    /// tier's is due when either side's is)
     #[arg(long, value_parser = crate::util::interval)]
     pub scrub_every: Option<Duration>,
     /// Run CMD (through sh -c) for every event of the array: member

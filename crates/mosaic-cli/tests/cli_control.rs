@@ -355,6 +355,31 @@ fn a_server_scrubs_on_schedule_and_a_scrub_can_be_cancelled() {
     assert_eq!(code, 0);
 }
 
+/// `--scrub-every` on a DVS array: due from the array's creation, and its
+/// labels keep the result, which `status` and `info` say.
+#[test]
+fn a_dvs_array_is_scrubbed_on_schedule_and_keeps_the_result() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("dvs");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "dvs", "--members", "3", "--member-size", "8M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M"]);
+    let input = t.path().join("data");
+    std::fs::write(&input, vec![0xab; 600 << 10]).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let (log, cmd) = event_log(t.path(), "events.log");
+    // Never scrubbed: due once the array is a second old.
+    let srv = common::serve::Serve::start(a, &["--quiet", "--scrub-every", "1s", "--on-event", &cmd]);
+    wait_for(&log, "scrub-end scrub done", &srv);
+    let st = json(&ok(&["status", "-a", a, "--json"]));
+    let r = &st[0]["last_scrub"];
+    assert!(r["stripes"].as_u64().unwrap() > 0 && r["mismatched"] == 0 && r["interrupted"] == false, "{st}");
+    assert!(ok(&["status", "-a", a]).contains("  last scrub: "));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    assert!(ok(&["info", "-a", a]).contains("last scrub"), "kept on disk");
+    assert!(json(&ok(&["info", "-a", a, "--json"]))["last_scrub"]["stripes"] == r["stripes"]);
+}
+
 /// `--scrub-every` on a tier: both inner arrays are scrubbed, and each
 /// keeps its result.
 #[test]

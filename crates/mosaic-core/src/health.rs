@@ -140,6 +140,20 @@ pub struct ScrubReport {
 }
 
 impl ScrubReport {
+    /// What the labels keep of this scrub, which ended at `end` (seconds
+    /// since the Unix epoch): every kind of array records it alike.
+    pub fn kept(&self, end: u64) -> mosaic_format::scrub::ScrubRecord {
+        mosaic_format::scrub::ScrubRecord {
+            end,
+            millis: (self.seconds * 1000.0) as u64,
+            stripes: self.stripes_checked,
+            mismatched: self.mismatched,
+            unverified: self.unverified_stripes,
+            repaired: self.repaired,
+            interrupted: self.interrupted,
+        }
+    }
+
     /// Count a finding.
     pub fn record(&mut self, f: ScrubFinding) {
         self.mismatched += 1;

@@ -83,6 +83,7 @@ use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
 use mosaic_format::fresh::{self, Assembled, Found};
 use mosaic_map::ledger::Ledger;
 use mosaic_format::label::{read_label, Label, LabelError, SLOT_SIZE};
+use mosaic_format::scrub::ScrubRecord;
 use uuid::Uuid;
 
 use crate::meta::{self, decode_journal, journal_record_len, label_bytes, label_config, label_offset, MetaLayout, MetaState, MetaWrite, Record};
@@ -390,6 +391,11 @@ pub struct ArrayInfo {
     pub log_seq: u64,
     /// The hot spares present.
     pub spares: Vec<SpareInfo>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: u64,
+    /// The last scrub a writable open was asked for ([`DvsArray::record_scrub`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_scrub: Option<ScrubRecord>,
 }
 
 /// A scrub run in steps: [`DvsArray::scrub_start`], then
@@ -426,6 +432,8 @@ pub struct DvsArray {
     /// The array's identity: its UUID, each member's, creation time (the
     /// authoritative label at open; its event counter is `meta.events`).
     label: Label,
+    /// The last scrub's record, which every label write carries.
+    last_scrub: Option<ScrubRecord>,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
     /// For each member, which of the devices given to open serves it.
     sources: Vec<Option<usize>>,
@@ -551,10 +559,10 @@ fn check_zones(cfg: &DvsConfig, what: &str, d: &dyn ZonedMember) -> Result<(), D
 }
 
 /// The label of member `m` of the array `identity` names, at `events`,
-/// with the members `failed` on record and the hot `spares`, in
-/// `identity`'s session.
-fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize], spares: &[Uuid]) -> Label {
-    let policy = meta::DvsPolicy { config: cfg.clone(), failed: failed.to_vec(), spares: spares.to_vec(), role: String::new() };
+/// with the members `failed` on record, the hot `spares` and the last
+/// scrub's record, in `identity`'s session.
+fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize], spares: &[Uuid], last_scrub: Option<ScrubRecord>) -> Label {
+    let policy = meta::DvsPolicy { config: cfg.clone(), failed: failed.to_vec(), spares: spares.to_vec(), role: String::new(), last_scrub };
     let l = meta::label(&policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created);
     Label { session: identity.session, prev_session: identity.prev_session, ..l }
 }
@@ -617,7 +625,7 @@ impl DvsArray {
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new() };
+        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None };
         let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
@@ -630,7 +638,7 @@ impl DvsArray {
             .iter()
             .flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone()), (i, SLOT_SIZE, vec![0u8; ml.label_len as usize])])
             .collect();
-        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[], &[]), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
+        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[], &[], None), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
         run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
@@ -638,6 +646,7 @@ impl DvsArray {
             meta,
             ml,
             label,
+            last_scrub: None,
             sources: (0..members.len()).map(Some).collect(),
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
@@ -775,6 +784,7 @@ impl DvsArray {
             dvs,
             meta,
             ml,
+            last_scrub: meta::label_policy(&auth).ok().and_then(|p| p.last_scrub),
             label: auth,
             sources,
             warnings,
@@ -818,7 +828,7 @@ impl DvsArray {
         let spares = self.spare_uuids();
         for _ in 0..2 {
             let (offset, events) = self.meta.bump_events();
-            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed, &spares), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
+            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed, &spares, self.last_scrub), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
             self.run(&program::format(&[], &members, (0, 0), writes, vec![]))?;
         }
         Ok(())
@@ -1017,6 +1027,8 @@ impl DvsArray {
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
             log_seq: self.meta.seq(),
             spares: self.spares(),
+            created: self.label.created,
+            last_scrub: self.last_scrub,
         }
     }
 
@@ -1512,7 +1524,7 @@ impl DvsArray {
         identity.member_uuids[m] = Uuid::new_v4();
         let events = self.meta.events;
         let failed: Vec<usize> = self.failed_on_record().into_iter().filter(|&i| i != m).collect();
-        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed, &self.spare_uuids()), self.ml.label_len)?;
+        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed, &self.spare_uuids(), self.last_scrub), self.ml.label_len)?;
         let p = program::format(&written_zones(&self.geo.cfg, m, dev.as_ref()), &[m], (0, self.ml.journal_end), vec![], vec![(m, label_offset(events), l)]);
         let old = self.exec.member(m);
         self.exec.set_member(m, Some(as_member(&dev)));
@@ -1785,6 +1797,17 @@ impl DvsArray {
         }
         rep.seconds = cur.t0.elapsed().as_secs_f64();
         Ok(rep)
+    }
+
+    /// Keep what a scrub found in every member's label (two label rounds,
+    /// as every change of the array's state), so `status` and `info` say
+    /// it and a server's `--scrub-every` knows when the next is due.
+    pub fn record_scrub(&mut self, rep: &ScrubReport) -> Result<(), DvsError> {
+        self.check_ok()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.last_scrub = Some(rep.kept(now));
+        let r = self.label_rounds();
+        self.poison(r)
     }
 
     /// Check only: the number of mismatched stripes.

@@ -62,6 +62,7 @@ use std::collections::{BTreeMap, VecDeque};
 use mosaic_format::journal::{self, Entry};
 use mosaic_map::ledger::{self, Ledger, LedgerLayout};
 use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
+use mosaic_format::scrub::ScrubRecord;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -102,6 +103,10 @@ pub struct DvsPolicy {
     /// [`ROLE_SPARE`] in a hot spare's own label; empty in a member's.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub role: String,
+    /// The last scrub a writable open was asked for (none in a spare's
+    /// label): ZFS's scan result, as a fixed array's superblock keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scrub: Option<ScrubRecord>,
 }
 
 impl DvsPolicy {
@@ -132,7 +137,7 @@ pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index:
 /// label) names: the array's identity, role spare, no member index of
 /// its own (the index field is 0 and means nothing).
 pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into() };
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None };
     Label { member_uuid: uuid, member_index: 0, ..label(&policy, member.array_uuid, &member.member_uuids, 0, events, member.created) }
 }
 
@@ -161,7 +166,13 @@ pub fn label_config(l: &Label) -> Result<DvsConfig, DvsError> {
 /// real and simulated, have one length.
 pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
     let ids = vec![Uuid::nil(); cfg.members.max(1)];
-    let policy = DvsPolicy { config: cfg.clone(), failed: (0..ids.len()).collect(), spares: vec![Uuid::nil(); MAX_SPARES], role: ROLE_SPARE.into() };
+    let policy = DvsPolicy {
+        config: cfg.clone(),
+        failed: (0..ids.len()).collect(),
+        spares: vec![Uuid::nil(); MAX_SPARES],
+        role: ROLE_SPARE.into(),
+        last_scrub: Some(ScrubRecord::WIDEST),
+    };
     let widest = label(&policy, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX);
     Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
 }
@@ -1183,7 +1194,7 @@ mod tests {
         let g = geo();
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let spares: Vec<Uuid> = (0..MAX_SPARES).map(|_| Uuid::new_v4()).collect();
-        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new() };
+        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }) };
         let l = label(&policy, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000);
         let len = label_write_len(&g.cfg).unwrap();
         let b = label_bytes(&l, len).unwrap();

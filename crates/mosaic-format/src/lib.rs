@@ -8,6 +8,7 @@
 //! * [`journal`]: the one journal record format (typed entries: device
 //!   writes, logical writes, resync marks) every journal writes;
 //! * [`bitmap`]: the write-intent bitmap's blocks (md's internal bitmap);
+//! * [`scrub`]: the one record of the last scrub, kept in the labels;
 //! * [`fresh`]: the one freshness rule (event counters decide) and the
 //!   assignment of devices to member slots that applies it.
 //!
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod fresh;
 pub mod journal;
 pub mod label;
+pub mod scrub;
 
 pub use frame::{Frame, FrameError};
 pub use label::{Label, LabelError};

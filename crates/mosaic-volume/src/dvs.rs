@@ -256,7 +256,7 @@ impl Volume for DvsVolume {
         detail["spares"] = serde_json::json!(spares);
         // Why it refuses every request, once an operation failed.
         detail["stopped"] = serde_json::json!(a.stopped());
-        let summary = vec![
+        let mut summary = vec![
             ("array".to_string(), format!("{} (a dvs array on {} zoned members, event counter {})", i.uuid, c.members, i.events)),
             ("level".into(), format!("dvs ({} data + {} parity chunks per full stripe)", c.members - c.parity, c.parity)),
             ("chunk".into(), format!("{} ({} bytes), block {} bytes", human(c.chunk), c.chunk, c.block)),
@@ -272,8 +272,13 @@ impl Volume for DvsVolume {
                 },
             ),
             ("spares".into(), if spares.is_empty() { "none".into() } else { spares.join(", ") }),
-            ("state".into(), if degraded { format!("degraded: member(s) {:?} failed, missing, stale or rebuilding", i.failed) } else { "ok".into() }),
         ];
+        if let Some(r) = &i.last_scrub {
+            summary.push(("last scrub".into(), r.line(mosaic_array::now_secs())));
+        }
+        summary.extend([
+            ("state".into(), if degraded { format!("degraded: member(s) {:?} failed, missing, stale or rebuilding", i.failed) } else { "ok".into() }),
+        ]);
         VolumeInfo {
             kind: "dvs".into(),
             level: if c.parity == 1 { "dvs".into() } else { format!("dvs:{}", c.parity) },
@@ -463,7 +468,15 @@ impl Volume for DvsVolume {
         while !self.scrub_interrupt.load(std::sync::atomic::Ordering::Relaxed) && self.io(|a| a.scrub_step(&mut cur))? {
             progress(cur.done, cur.total);
         }
-        self.io(|a| a.scrub_finish(cur))
+        let mut rep = self.io(|a| a.scrub_finish(cur))?;
+        // Kept in the labels when asked of a writable open (as a fixed
+        // array's superblocks keep it); a read-only scrub leaves them.
+        if self.writable {
+            if let Err(e) = self.io(|a| a.record_scrub(&rep)) {
+                rep.notes.push(format!("its result could not be recorded in the labels: {e}"));
+            }
+        }
+        Ok(rep)
     }
     fn interrupt_scrub(&self) {
         self.scrub_interrupt.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -33,7 +33,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     }
     summary.extend(lost_line(&i.lost));
     if let Some(r) = &i.last_scrub {
-        summary.push(("last scrub".into(), scrub_line(r)));
+        summary.push(("last scrub".into(), r.line(mosaic_array::now_secs())));
     }
     VolumeInfo {
         kind: kind.into(),
@@ -444,24 +444,4 @@ fn resync_state(i: &mosaic_array::ArrayInfo) -> String {
         (true, 0) => " (resync needed)".into(),
         (true, from) => format!(" (resync needed from stripe {from} of {}: a resync verified those before)", i.stripes),
     }
-}
-
-/// The last scrub's result, as `info` says it: what it found, how long
-/// ago it ended.
-pub fn scrub_line(r: &mosaic_array::ScrubRecord) -> String {
-    let ago = match mosaic_array::now_secs().saturating_sub(r.end) {
-        s if s < 120 => format!("{s} s ago"),
-        s if s < 7200 => format!("{} min ago", s / 60),
-        s if s < 172_800 => format!("{} h ago", s / 3600),
-        s => format!("{} days ago", s / 86_400),
-    };
-    format!(
-        "{} stripes in {:.1} s, {} mismatched{}{}{}, ended {ago}",
-        r.stripes,
-        r.millis as f64 / 1000.0,
-        r.mismatched,
-        if r.repaired && r.mismatched > 0 { " (repaired)" } else { "" },
-        if r.unverified > 0 { format!(", {} not verified", r.unverified) } else { String::new() },
-        if r.interrupted { ", stopped before its end" } else { "" },
-    )
 }

@@ -46,7 +46,7 @@ use mosaic_core::{CacheConfig, DeviceIo, MemberState, OpCounts};
 use mosaic_dvs::DvsError;
 
 pub use dvs::{DvsVolume, DEFAULT_IDLE};
-pub use fixed::{scrub_line, CachedVolume};
+pub use fixed::CachedVolume;
 pub use remap::{RemapCreate, RemapVolume};
 pub use tier::{tier_geometry, InnerSpec, TierCreate, TierVolume};
 

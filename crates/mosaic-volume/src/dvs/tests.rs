@@ -108,3 +108,48 @@ fn a_scrub_lets_clients_in_between_its_steps_and_can_be_interrupted() {
     assert!(rep.interrupted && rep.unverified_stripes > 0 && rep.notes.iter().any(|n| n.contains("interrupted at SSG")), "{rep:?}");
     assert_eq!(v.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
 }
+
+/// What a DVS array's scrub found is kept in its labels, as a fixed
+/// array's superblocks keep it: asked of a writable open, recorded (in
+/// two label rounds), shown by `info`, there after a reopen; a read-only
+/// open's scrub checks and leaves the record as it was.
+#[test]
+fn a_scrub_asked_of_a_writable_open_is_kept_in_the_labels() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = cached_dvs(t.path());
+    let spec = dir.to_str().unwrap().to_string();
+    let v = DvsVolume::open(&spec, true).unwrap();
+    for i in (0..v.capacity() / 4096).step_by(5) {
+        v.write(i * 4096, &block(i, 0)).unwrap();
+    }
+    v.flush().unwrap();
+    let kept = |v: &DvsVolume| serde_json::from_value::<Option<mosaic_array::ScrubRecord>>(v.info().detail["last_scrub"].clone()).unwrap();
+    let events = |v: &DvsVolume| v.info().detail["events"].as_u64().unwrap();
+    assert_eq!(kept(&v), None);
+    assert!(!v.info().summary.iter().any(|(k, _)| k == "last scrub"));
+    let e0 = events(&v);
+    let rep = v.scrub(false, &|_, _| {}).unwrap();
+    assert!(rep.stripes_checked > 0 && rep.mismatched == 0, "{rep:?}");
+    let r = kept(&v).expect("recorded");
+    assert_eq!((r.stripes, r.mismatched, r.unverified, r.repaired, r.interrupted), (rep.stripes_checked, 0, 0, false, false), "{r:?}");
+    assert!(r.end + 60 > mosaic_array::now_secs() && r.end <= mosaic_array::now_secs());
+    assert_eq!(events(&v), e0 + 2, "two label rounds");
+    // Ended after its first step.
+    let rep = v.scrub(false, &|_, _| v.interrupt_scrub()).unwrap();
+    let r = kept(&v).unwrap();
+    assert!(rep.interrupted && r.interrupted && r.unverified == rep.unverified_stripes && r.unverified > 0, "{r:?}");
+    v.close().unwrap();
+    drop(v);
+    let ro = DvsVolume::open(&spec, false).unwrap();
+    assert_eq!(kept(&ro), Some(r), "read back from the labels");
+    let line = ro.info().summary.into_iter().find(|(k, _)| k == "last scrub").map(|(_, l)| l).unwrap();
+    assert!(line.contains("stopped before its end") && line.contains("not verified"), "{line}");
+    assert!(ro.scrub(false, &|_, _| {}).unwrap().stripes_checked > r.stripes);
+    assert_eq!(kept(&ro), Some(r), "a read-only scrub records nothing");
+    drop(ro);
+    // A writable open's repairing scrub replaces it.
+    let v = DvsVolume::open(&spec, true).unwrap();
+    v.scrub(true, &|_, _| {}).unwrap();
+    let r2 = kept(&v).unwrap();
+    assert!(r2.repaired && !r2.interrupted && r2.unverified == 0, "{r2:?}");
+}
