@@ -161,3 +161,52 @@ fn a_scrub_is_recorded_in_the_superblocks() {
     assert_eq!(ro.scrub(false, &|_, _| {}).unwrap().stripes_checked, 32);
     assert_eq!(ro.info().last_scrub, Some(r));
 }
+
+/// A member whose header (superblock) writes fail while `broken` is set;
+/// its data reads and writes still work.
+struct HeaderWritesFail {
+    inner: Arc<MemMember>,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+impl Member for HeaderWritesFail {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        if off < DATA_OFFSET && self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(std::io::Error::other(format!("{}: injected header write error", self.inner.describe())));
+        }
+        self.inner.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// A scrub whose result cannot be written to the superblocks still
+/// reports what it found, and says the record is missing; the record
+/// on disk stays the one before.  (The members that refused their
+/// superblock are failed, as for any superblock write.)
+#[test]
+fn a_scrub_whose_result_cannot_be_recorded_says_so() {
+    let unit = 16384;
+    let ms = mems(4, DATA_OFFSET + unit * 32);
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let devs: Vec<(Arc<dyn Member>, String)> =
+        ms.iter().map(|m| (Arc::new(HeaderWritesFail { inner: m.clone(), broken: broken.clone() }) as Arc<dyn Member>, m.describe())).collect();
+    let arr = Array::create_on(devs, &opts(Level::Raid5, 4, unit), true).unwrap();
+    arr.write(0, &vec![3u8; arr.capacity() as usize]).unwrap();
+    let g = arr.geometry().clone();
+    ms[g.member_of(4, g.k)].corrupt(DATA_OFFSET + 4 * unit, 8);
+    broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rep = arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!((rep.stripes_checked, rep.mismatched_stripes.clone()), (32, vec![4]), "{rep:?}");
+    assert!(rep.notes.iter().any(|n| n.contains("its result could not be recorded in the superblocks") && n.contains("injected header write error")), "{:?}", rep.notes);
+    assert_eq!(Superblock::read_from(ms[0].as_ref()).unwrap().last_scrub, None, "on disk");
+}
