@@ -150,6 +150,11 @@ fn text(b: &serde_json::Value) -> String {
     if let Ok(r) = serde_json::from_value::<mosaic_array::ScrubRecord>(b["last_scrub"].clone()) {
         s += &format!("  last scrub: {}\n", r.line(mosaic_array::now_secs()));
     }
+    for side in ["fast", "slow"] {
+        if let Ok(r) = serde_json::from_value::<mosaic_array::ScrubRecord>(b["tier_last_scrub"][side].clone()) {
+            s += &format!("  last scrub ({side} tier): {}\n", r.line(mosaic_array::now_secs()));
+        }
+    }
     s += "  member  state      errors(r/w/cksum)  device\n";
     for m in b["members"].as_array().into_iter().flatten() {
         let st = m["state"]["state"].as_str().unwrap_or("?");

@@ -911,6 +911,8 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
     let resync = resync_needed(&info);
     let resync_from = ["/resync_from", "/inner/resync_from"].iter().find_map(|p| info.detail.pointer(p).cloned());
     let last_scrub = ["/last_scrub", "/inner/last_scrub"].iter().find_map(|p| info.detail.pointer(p).cloned());
+    // A tier's sides keep one each.
+    let side_scrubs = (info.kind == "tier").then(|| serde_json::json!({ "fast": info.detail.pointer("/fast/last_scrub"), "slow": info.detail.pointer("/slow/last_scrub") }));
     let slow: Vec<usize> = info.members.iter().filter(|m| m.remote.is_some_and(|l| l.slow)).map(|m| m.index).collect();
     serde_json::json!({
         "uuid": info.uuid,
@@ -934,6 +936,7 @@ fn status_with(vol: &dyn Volume, served: bool, maint: Option<Maint>) -> serde_js
         "resync_needed": resync,
         "resync_from": resync_from,
         "last_scrub": last_scrub,
+        "tier_last_scrub": side_scrubs,
         "clients": null,
         "events": [],
     })

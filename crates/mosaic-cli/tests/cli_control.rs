@@ -394,8 +394,14 @@ fn a_tier_is_scrubbed_on_schedule() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
     let info = json(&ok(&["info", "-a", a, "--json"]));
+    let st = json(&ok(&["status", "-a", a, "--json"]));
     for side in ["fast", "slow"] {
         let r = &info[side]["last_scrub"];
         assert!(r["stripes"].as_u64().unwrap_or(0) > 0 && r["mismatched"] == 0, "{side}: {info}");
+        assert_eq!(&st[0]["tier_last_scrub"][side], r, "{st}");
     }
+    let text = ok(&["status", "-a", a]);
+    assert!(text.contains("  last scrub (fast tier): ") && text.contains("  last scrub (slow tier): "), "{text}");
+    let text = ok(&["info", "-a", a]);
+    assert!(text.lines().any(|l| l.starts_with("last scrub") && l.contains("fast: ") && l.contains("; slow: ")), "{text}");
 }

@@ -116,6 +116,13 @@ impl TierVolume {
             ("slow".into(), inner(SLOW)),
             ("capacity".into(), format!("{} ({} bytes): the slow tier's, less its compaction reserve", human(self.capacity), self.capacity)),
         ];
+        // Each side keeps its own last scrub (a scrub of the tier checks both).
+        let scrubs = [FAST, SLOW].map(|side| self.inner[side].info().last_scrub);
+        if scrubs.iter().any(Option::is_some) {
+            let now = mosaic_array::now_secs();
+            let said = |side: usize| format!("{}: {}", SIDES[side], scrubs[side].map_or("never".into(), |r| r.line(now)));
+            s.push(("last scrub".into(), format!("{}; {}", said(FAST), said(SLOW))));
+        }
         if let Some(st) = stats {
             let fill = if st.fast_blocks > 0 { 100.0 * st.fast_allocated as f64 / st.fast_blocks as f64 } else { 0.0 };
             s.push((
