@@ -304,6 +304,9 @@ impl DriveConfig {
         if capacity_override == Some(0) {
             return Err(DriveError::config("capacity", "override must be positive"));
         }
+        if let (DriveConfig::Smr { params, .. }, Some(c)) = (self, capacity_override) {
+            params.with_capacity(c).validate()?;
+        }
         Ok(self.build(capacity_override))
     }
 }
@@ -714,6 +717,20 @@ mod tests {
         let conv = z.zone_report().iter().filter(|r| r.wp.is_none()).count();
         assert_eq!(conv, 4, "1% of 400 zones");
         assert!(preset("ram:default").unwrap().try_build(Some(0)).is_err());
+    }
+
+    /// A zone size that would make millions of zones (each modelled) is
+    /// refused before anything is built, as the spec or by a capacity.
+    #[test]
+    fn zones_too_many_to_model_are_refused() {
+        for spec in ["smr:default,zone_size=4096", "smr:default,zone_size=1"] {
+            let e = parse_device_spec(spec).and_then(|c| c.try_build(None)).err().unwrap().to_string();
+            assert!(e.contains("zone_size") && e.contains("use larger zones"), "{spec}: {e}");
+        }
+        let z = preset("smr:default").unwrap();
+        assert!(z.try_build(Some(1 << 40)).is_ok());
+        let e = z.try_build(Some(u64::MAX / 2)).err().unwrap().to_string();
+        assert!(e.contains("more than the 4194304 modelled"), "{e}");
     }
 
     /// The presets behave like the drives they stand for (see the README).

@@ -70,6 +70,9 @@ pub struct ZonedParams {
     pub rate_kib_s: f64,
 }
 
+/// Most zones a modelled drive has.
+pub const MAX_ZONES: u64 = 1 << 22;
+
 impl ZonedParams {
     pub fn validate(&self) -> Result<(), DriveError> {
         positive_u(self.zone_size, "zone_size")?;
@@ -85,6 +88,17 @@ impl ZonedParams {
             ));
         }
         let zones = self.capacity / self.zone_size;
+        // The model keeps state for every zone: a zone of a few bytes on
+        // a terabyte drive would take all memory.
+        if zones > MAX_ZONES {
+            return Err(DriveError::config(
+                "zone_size",
+                format!(
+                    "{} bytes makes {zones} zones of the {}-byte drive, more than the {MAX_ZONES} modelled: use larger zones (SMR drives have 256 MiB) or a smaller capacity",
+                    self.zone_size, self.capacity
+                ),
+            ));
+        }
         if self.conventional_zones > zones {
             return Err(DriveError::config(
                 "conventional_zones",

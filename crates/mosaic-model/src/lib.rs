@@ -94,7 +94,7 @@ pub use cbro::{cbro_check, cbro_gain, cbro_speedup_rmw, cbro_throughput_rmw, Cbr
 pub use drive::{alpha, alpha_by_size, hdd_lambda, DriveTiming, FnTiming, HddSimple};
 pub use intervals::{crossover_numeric, crossover_sizes, win_intervals, win_intervals_numeric, Beats, Interval, BISECT_REL, SCAN_PER_OCTAVE};
 pub use model::{
-    crossover_hdd, crossover_rmw_rcw, crossover_rmw_rmw, speedup_fsw, speedup_rcw, speedup_rmw, throughput_array, throughput_hdd_closed_form, winner, Array, Choice, Method, Winner,
+    crossover_hdd, crossover_rmw_rcw, crossover_rmw_rmw, speedup_fsw, speedup_rcw, speedup_rmw, throughput_array, throughput_hdd_closed_form, winner, Array, Choice, Method, Winner, MAX_DRIVES,
 };
 pub use report::{model_report, parse_size_range, Crossover, ModelReport, Point, RmwCrossover, SizeRow, CROSSOVER_SEARCH};
 

@@ -52,12 +52,20 @@ pub struct Array {
     pub k: usize,
 }
 
+/// Most drives an array of mosaic has.
+pub const MAX_DRIVES: usize = 255;
+
 impl Array {
     /// Requires k >= 1 (there is no write penalty to model without code
     /// blocks) and n − k >= 1 data units.
     pub fn new(n: usize, k: usize) -> Result<Array, ModelError> {
         if k == 0 || k >= n {
             return Err(ModelError::Input(format!("need n > k >= 1 (drives n, code blocks per stripe k), got n = {n}, k = {k}")));
+        }
+        // The arrays mosaic builds (`mosaic_core::Geometry`), and a bound
+        // on the model's work, which grows with n squared a size.
+        if n > MAX_DRIVES {
+            return Err(ModelError::Input(format!("at most {MAX_DRIVES} drives are supported, got {n}")));
         }
         Ok(Array { n, k })
     }

@@ -523,3 +523,14 @@ fn cbro_model() {
     assert!(bad.message.contains("CDA will be the bottleneck"), "{}", bad.message);
     assert!(bad.message.contains("too small"), "{}", bad.message);
 }
+
+/// More drives than an array of mosaic has is refused before any work
+/// (the model's work grows with n squared), and the largest is modelled.
+#[test]
+fn more_drives_than_an_array_has_are_refused() {
+    let e = model_report(MAX_DRIVES + 1, 1, &hdd(), &[4096]).unwrap_err().to_string();
+    assert!(e.contains("at most 255 drives"), "{e}");
+    assert!(Array::new(100_000, 300).is_err());
+    let r = model_report(MAX_DRIVES, 2, &hdd(), &[4096, 1 << 20]).unwrap();
+    assert_eq!(r.rows.len(), 2);
+}
