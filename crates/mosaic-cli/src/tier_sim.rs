@@ -22,7 +22,7 @@ use mosaic_sim::nested::ArrayDrive;
 use mosaic_tier::policy::{PolicyConfig, TierPolicy};
 
 use crate::cmd_sim::{build_drives, device_specs, layout_for, TierArgs};
-use crate::util::size;
+use crate::util::{human, size};
 
 /// `--tier-extents 64K,256K`: the fast tier's data sections, equal shares.
 pub fn sections(list: &str) -> Result<Vec<(u64, f64)>> {
@@ -54,6 +54,31 @@ fn side(level: &str, specs: &[String], member_size: Option<u64>, unit: u64, bloc
     ArrayDrive::new(layout, drives).map_err(|e| anyhow!(e))
 }
 
+/// Memory the tier's in-memory map takes per block it addresses
+/// (measured: 1.5 GB for the 915 million blocks of the default drives).
+const MAP_BYTES_PER_BLOCK: u64 = 2;
+/// Most memory a modelled tier's map may take.
+const MAP_BUDGET: u64 = 4 << 30;
+
+/// Refuse, before anything is allocated, a tier whose map would not fit
+/// the budget: the map holds every block of the drives' capacity (the
+/// real tier's), whatever the trace touches.
+fn check_memory(cfg: &PolicyConfig, geo: &mosaic_tier::policy::TierGeometry) -> Result<()> {
+    let lay = mosaic_tier::policy::TierLayout::new(cfg, geo).map_err(|e| anyhow!("tier: {e}"))?;
+    let need = (lay.capacity_blocks + lay.fast_blocks).saturating_mul(MAP_BYTES_PER_BLOCK);
+    if need > MAP_BUDGET {
+        bail!(
+            "a tier over these drives addresses {} blocks of {} bytes, and its map would take about {} of memory (at most {} here): \
+             give --slow-size and --fast-size (the bytes of each drive the tier uses) to model a smaller tier",
+            lay.capacity_blocks + lay.fast_blocks,
+            lay.block,
+            human(need),
+            human(MAP_BUDGET)
+        );
+    }
+    Ok(())
+}
+
 /// The tier policy over its two arrays of drive models.
 pub fn frontend(t: &TierArgs, devices: &[String], unit: u64, block: u64, policy: WritePolicy) -> Result<(Box<dyn Frontend>, Vec<Box<dyn DriveModel>>)> {
     let (fs, ss) = (InnerSpec::parse(&t.fast, 0)?, InnerSpec::parse(&t.slow, 0)?);
@@ -62,6 +87,7 @@ pub fn frontend(t: &TierArgs, devices: &[String], unit: u64, block: u64, policy:
     let slow = side(&ss.level, &specs[fs.members..], t.slow_size, unit, block, policy)?;
     let cfg = policy_config(t)?;
     let (geo, _) = mosaic_volume::tier_geometry(fast.layout().capacity(), slow.layout().capacity(), slow.layout().geometry().stripe_data_bytes())?;
+    check_memory(&cfg, &geo)?;
     let (pol, _format) = TierPolicy::format(cfg, geo).map_err(|e| anyhow!("tier: {e}"))?;
     Ok((Box::new(pol), vec![Box::new(fast), Box::new(slow)]))
 }

@@ -198,6 +198,18 @@ fn replay_of_a_tier_refuses_bad_options_with_their_reason() {
     assert!(e.contains("bad tier spec"), "{e}");
 }
 
+/// A tier over drives so large that its map (every block of theirs)
+/// would not fit in memory is refused before anything is allocated, and
+/// the error names the way out; the same drives with the sizes given run.
+#[test]
+fn replay_of_a_tier_too_large_to_map_says_how_to_model_it() {
+    let base = ["replay", "--layout", "tier", "--synthetic", "randwrite", "--count", "10", "--device", "hdd:seagate-st91000640ss,capacity=4000000000000"];
+    let e = fails(&base);
+    assert!(e.contains("its map would take about") && e.contains("--slow-size and --fast-size"), "{e}");
+    let j = json(&ok(&base.iter().copied().chain(["--slow-size", "1G", "--fast-size", "256M", "--json"]).collect::<Vec<_>>()));
+    assert_eq!(j["requests"], 10, "{j}");
+}
+
 #[test]
 fn eval_given_a_trace_that_does_not_exist_is_an_error() {
     for which in ["tier", "dvs", "ppc", "adapt"] {
