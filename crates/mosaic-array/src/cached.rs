@@ -138,7 +138,8 @@ impl CacheVolume {
                 };
                 if j.capacity() < need {
                     return Err(ArrayError::Usage(format!(
-                        "journal {} holds {} bytes; a write-back {} cache of {} + {} bytes needs at least {need}",
+                        "journal {} holds {} bytes; a write-back {} cache of {} + {} bytes needs at least {need} (8 x the caches + 4 MiB, room for every cached write's record and its destage): \
+                         give smaller caches (--cache-size) or a larger journal (create --journal-size, or mosaic replace-journal)",
                         j.describe(),
                         j.capacity(),
                         cfg.policy.name(),
@@ -533,9 +534,16 @@ impl CacheVolume {
 
     /// Destage everything (parity current on the drives) and flush.
     pub fn sync(&self) -> Result<(), ArrayError> {
-        let mut c = self.lock_live()?;
-        self.destage_all(&mut c)?;
+        self.destage()?;
         self.arr.flush()
+    }
+
+    /// Destage every cached row and parity entry (the very steps of
+    /// [`CachedArray::flush_steps`], which a simulated replay's final
+    /// destage runs), without the flush.
+    pub fn destage(&self) -> Result<(), ArrayError> {
+        let mut c = self.lock_live()?;
+        self.destage_all(&mut c)
     }
 
     /// Run `f` on the array with the cache destaged and the journal

@@ -161,10 +161,18 @@ pub struct ReplayArgs {
     /// auto (fewest reads), rmw or rcw
     #[arg(long, default_value = "auto")]
     pub policy: String,
-    /// Small-write cache in front of the array: none, fpc, ppc or ppc+data
-    /// (a comma list compares them); see `mosaic_core::cache`
+    /// Write-back small-write cache in front of the array (the partial
+    /// parity cache paper's policies): none (a write cache, no parity
+    /// cache), fpc (full parity cache), ppc (partial parity cache) or
+    /// ppc+data (ppc with an old-data buffer); a comma list compares them.
+    /// The run ends with the caches destaged, so each policy pays for all
+    /// it defers (--keep-cache to leave them)
     #[arg(long)]
     pub cache: Option<String>,
+    /// --cache: end the run with the caches as they are (a real volume's
+    /// flush keeps them, journaled): the work they defer is not counted
+    #[arg(long, requires = "cache")]
+    pub keep_cache: bool,
     /// Write-cache capacity (and, unless given, parity cache and old-data buffer)
     #[arg(long, value_parser = size, default_value = "64M")]
     pub cache_size: u64,
@@ -354,7 +362,7 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         layout = l;
         let fe: Box<dyn Frontend> = match cache {
             None => Box::new(Direct(&layout)),
-            Some(name) => Box::new(CachedArray::new(&layout, cache_config(a, name)?)?),
+            Some(name) => Box::new(CachedArray::new(&layout, cache_config(a, name)?)?.destage_at_end(!a.keep_cache)),
         };
         // Fixed layouts overwrite in place: on SMR models they run on
         // conventional drives of the same timing (the paper's HDD RAID-5).
@@ -536,8 +544,25 @@ pub fn replay_table(reports: &[SimReport]) -> String {
             let kv: Vec<String> = r.policy.iter().map(|(k, v)| if v.fract() == 0.0 { format!("{k}={v}") } else { format!("{k}={v:.3}") }).collect();
             out.push_str(&format!("policy: {}\n", kv.join(" ")));
         }
+        out.push_str(&fitted_note(r));
     }
     out
+}
+
+/// What the replay changed in the trace's requests to fit the array, in
+/// words (the JSON has the counts): none when it changed nothing.
+fn fitted_note(r: &SimReport) -> String {
+    let mut s = String::new();
+    if r.wrapped > 0 {
+        s += &format!(
+            "note: {} of {} requests lay past the array's capacity and were wrapped into it (offset modulo the capacity): give larger drives to keep them apart\n",
+            r.wrapped, r.requests
+        );
+    }
+    if r.realigned > 0 {
+        s += &format!("note: {} of {} requests were widened (or moved) to whole blocks of the array, so the byte totals are of the widened requests\n", r.realigned, r.requests);
+    }
+    s
 }
 
 /// One line per report: the comparison table without per-device detail.

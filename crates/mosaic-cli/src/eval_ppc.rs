@@ -213,10 +213,8 @@ impl DriveModel for Metered {
 }
 
 /// The cache with its final destage as the replay's closing flush, so the
-/// simulator times it.  Only for this evaluation: a real volume's flush
-/// keeps the caches (they are journaled), so the cache's own
-/// [`Frontend::flush`] is empty and replays agree with real runs.
-/// It notes when the destage starts (virtual ns), to report its time.
+/// simulator times it (as [`CachedArray::destage_at_end`], the same
+/// steps), noting when the destage starts (virtual ns), to report its time.
 struct Destaging<'a>(&'a mut CachedArray, Arc<AtomicU64>);
 
 impl Frontend for Destaging<'_> {

@@ -26,6 +26,8 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
     for w in vol.warnings() {
         eprintln!("warning: {w}");
     }
+    // As the simulator's replay of a cache ends (`--keep-cache`).
+    let destage = a.cache.is_some() && !a.keep_cache;
     let (block, cap) = (vol.block_size(), vol.capacity());
     let (mut realigned, mut wrapped) = (0u64, 0u64);
     let mut place = |r: Request| -> Option<Req> {
@@ -41,7 +43,7 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
             let syn = crate::cmd_sim::synthetic_for(a, kind, cap, block)?;
             pb.set_length(syn.count.saturating_mul(syn.size));
             let reqs = syn.requests().inspect(|_| pb.inc(syn.size)).filter_map(|r| r.ok()).filter_map(&mut place).map(Ok);
-            replay::run(vol.as_ref(), reqs, a.queue_depth)?
+            replay::run(vol.as_ref(), reqs, a.queue_depth, destage)?
         }
         (None, Some(path)) => {
             let mut reader = a.input.open_with_bar(path, &pb)?;
@@ -49,7 +51,7 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
                 Ok(r) => place(r).map(Ok),
                 Err(e) => Some(Err(VolumeError::Usage(e.to_string()))),
             });
-            let stats = replay::run(vol.as_ref(), reqs, a.queue_depth)?;
+            let stats = replay::run(vol.as_ref(), reqs, a.queue_depth, destage)?;
             crate::cmd_sim::TraceInput::warn_skipped(path, &reader);
             stats
         }

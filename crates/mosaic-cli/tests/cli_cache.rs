@@ -17,16 +17,30 @@ fn replay_through_each_cache() {
     let base = ["replay", "--synthetic", "randwrite", "--count", "4000", "--footprint", "1M", "--stripe-unit", "4K", "--block-size", "4096", "--device", "ssd:samsung-830-128g", "--drives", "5", "--json"];
     let mut args: Vec<&str> = base.to_vec();
     args.extend(["--cache", "none,fpc,ppc,ppc+data", "--cache-size", "2M"]);
-    let j = json(&ok(&args));
-    let mut reps = vec![j.clone()];
-    reps.extend(j["compare"].as_array().unwrap().iter().cloned());
-    assert_eq!(reps.len(), 4);
-    for r in &reps {
+    let each = |args: &[&str]| {
+        let j = json(&ok(args));
+        let mut reps = vec![j.clone()];
+        reps.extend(j["compare"].as_array().unwrap().iter().cloned());
+        assert_eq!(reps.len(), 4);
+        reps
+    };
+    let mut kept = args.clone();
+    kept.push("--keep-cache");
+    for r in &each(&kept) {
         // 1 MiB footprint = 256 pages, all fit in a 2 MiB cache: every write
         // after a page's first is a hit and no destage happens during the run.
         assert_eq!(r["device_writes"], 0, "{}", r["layout"]);
         assert!(policy(r, "write_hits") >= 4000.0 - 256.0, "{}", r["layout"]);
     }
+    // By default the run ends with the caches destaged, counted as the
+    // writes' work: every page written once (64 full stripes of 4 data
+    // pages and their parity).
+    for r in &each(&args) {
+        assert_eq!(r["device_writes"], 320, "{}", r["layout"]);
+        assert!((r["device_writes_per_write"].as_f64().unwrap() - 320.0 / 4000.0).abs() < 1e-9, "{r}");
+    }
+    let e = common::fails(&["replay", "--synthetic", "randwrite", "--count", "10", "--keep-cache"]);
+    assert!(e.contains("--cache"), "{e}");
     // A one-page cache destages on every write: none does RMW (2 reads, 2 writes).
     let mut args: Vec<&str> = base.to_vec();
     args.extend(["--cache", "none", "--cache-size", "4K"]);

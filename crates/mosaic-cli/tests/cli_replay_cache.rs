@@ -54,6 +54,10 @@ fn same_ops(dir: &Path, tr: &Path, unit: &str, policy: &str) -> serde_json::Valu
     assert_eq!(rm, sm, "{what}: per-member counts differ (real, then simulated)");
     assert_eq!(kinds(&real), kinds(&simulated), "{what}: operation counts by kind differ");
     assert_eq!(real["ops"], simulated["ops"], "{what}: stripe-method counts differ");
+    // Both ends destage the caches and count it as the writes' work.
+    for k in ["device_reads_per_write", "device_writes_per_write"] {
+        assert_eq!(real[k], simulated[k], "{what}: {k}");
+    }
     real
 }
 

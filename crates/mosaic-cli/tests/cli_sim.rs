@@ -198,6 +198,25 @@ fn replay_of_a_tier_refuses_bad_options_with_their_reason() {
     assert!(e.contains("bad tier spec"), "{e}");
 }
 
+/// A replay that wraps requests past the array's capacity, or widens them
+/// to blocks, says so in its text (the JSON has the counts).
+#[test]
+fn replay_says_when_it_wrapped_or_widened_requests() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("t.csv");
+    common::msr_trace(&p, &common::TraceSpec { seed: 7, requests: 200, span: 4 << 30, write_pct: 50, sizes: &[512, 4096], hot: None });
+    let tr = p.to_str().unwrap();
+    let small = ["replay", "--trace", tr, "--device", "ssd:samsung-830-128g,capacity=268435456", "--block-size", "4096"];
+    let out = ok(&small);
+    assert!(out.contains("requests lay past the array's capacity and were wrapped into it") && out.contains("were widened"), "{out}");
+    let j = json(&ok(&small.iter().copied().chain(["--json"]).collect::<Vec<_>>()));
+    assert!(j["wrapped"].as_u64().unwrap() > 100 && j["realigned"].as_u64().unwrap() > 50, "{j}");
+    let aligned = t.path().join("a.csv");
+    std::fs::write(&aligned, "128166372000000000,host,0,Write,4096,8192,100\n128166372000001000,host,0,Read,0,4096,100\n").unwrap();
+    let out = ok(&["replay", "--trace", aligned.to_str().unwrap(), "--block-size", "512"]);
+    assert!(!out.contains("note: "), "{out}");
+}
+
 /// A tier over drives so large that its map (every block of theirs)
 /// would not fit in memory is refused before anything is allocated, and
 /// the error names the way out; the same drives with the sizes given run.

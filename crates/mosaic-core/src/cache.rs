@@ -509,6 +509,9 @@ pub struct CachedArray {
     clock: u64,
     stats: CacheStats,
     bytes: Option<Bytes>,
+    /// Whether the replay's closing flush destages everything
+    /// ([`CachedArray::destage_at_end`]).
+    destage_at_end: bool,
 }
 
 impl CachedArray {
@@ -549,7 +552,17 @@ impl CachedArray {
             clock: 0,
             stats: CacheStats::default(),
             bytes: None,
+            destage_at_end: false,
         })
+    }
+
+    /// Make the closing flush of a simulated replay destage every cached
+    /// row and parity entry, so the run counts all the work the policy
+    /// defers (`mosaic replay --cache`; a real replay's volume destages
+    /// the same steps before its flush).
+    pub fn destage_at_end(mut self, on: bool) -> CachedArray {
+        self.destage_at_end = on;
+        self
     }
 
     /// Keep the bytes of every structure (the real array's mode): writes
@@ -1617,6 +1630,18 @@ impl Frontend for CachedArray {
             self.read_programs(offset, len, h)?
         };
         Ok(Staged { fg, bg: vec![] })
+    }
+    /// The replay's closing flush: the caches' destage when asked for
+    /// ([`CachedArray::destage_at_end`]); otherwise nothing (a real
+    /// volume's flush keeps the caches: they are journaled).
+    fn flush(&mut self, _now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
+        if !self.destage_at_end {
+            return Ok(Vec::new());
+        }
+        self.flush_programs(h)
+    }
+    fn flush_is_deferred_writes(&self) -> bool {
+        self.destage_at_end
     }
     fn stats(&self) -> Vec<(String, f64)> {
         let s = &self.stats;

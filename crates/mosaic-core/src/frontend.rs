@@ -95,6 +95,12 @@ pub trait Frontend {
     fn flush(&mut self, _now_ns: u64, _h: &Health) -> Result<Vec<Program>, PlanError> {
         Ok(vec![])
     }
+    /// Whether the programs of the replay's closing [`Frontend::flush`]
+    /// are write work the policy deferred (a write-back cache's destage),
+    /// counted as the writes' device operations.  Default: no (metadata).
+    fn flush_is_deferred_writes(&self) -> bool {
+        false
+    }
     /// Policy counters for reports (cache hits, destages, GC moves, ...).
     fn stats(&self) -> Vec<(String, f64)> {
         vec![]

@@ -936,8 +936,14 @@ impl Simulator<'_> {
         // The queue is empty: time goes back from the last (idle) event.
         self.now = self.last_done;
         let mut plans = self.fe.flush(self.now, &self.health)?;
+        let deferred = self.fe.flush_is_deferred_writes();
         for p in &plans {
-            self.report.ops.merge(&p.counts());
+            let c = p.counts();
+            if deferred {
+                self.write_dev_reads += c.device_reads();
+                self.write_dev_writes += c.device_writes();
+            }
+            self.report.ops.merge(&c);
         }
         plans.push(Program { phases: vec![Phase::Flush((0..self.drives.len()).collect())], ..Program::default() });
         for p in plans {

@@ -294,6 +294,9 @@ impl Volume for CachedVolume {
     fn flush(&self) -> Result<()> {
         Ok(self.cv.flush()?)
     }
+    fn destage(&self) -> Result<()> {
+        Ok(self.cv.destage()?)
+    }
     fn close(&self) -> Result<()> {
         Ok(self.cv.close()?)
     }

@@ -182,6 +182,12 @@ pub trait Volume: Send + Sync {
     }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
+    /// Write what a write-back cache holds to the members (its dirty pages
+    /// and cached parity), as a replay that counts all the work a policy
+    /// defers ends; nothing for a volume without one.
+    fn destage(&self) -> Result<()> {
+        Ok(())
+    }
     /// Flush what is pending and leave the volume clean on its members.
     fn close(&self) -> Result<()>;
 

@@ -51,9 +51,10 @@ struct Source<I> {
 }
 
 /// Run `reqs` on `vol` with `queue_depth` requests outstanding, after
-/// resetting its counters, then flush; the first error (a request the
-/// volume refused, or one the source gives) stops the run.
-pub fn run<I>(vol: &dyn Volume, reqs: I, queue_depth: usize) -> Result<RunStats>
+/// resetting its counters, then (with `destage`) destage its cache, then
+/// flush; the first error (a request the volume refused, or one the
+/// source gives) stops the run.
+pub fn run<I>(vol: &dyn Volume, reqs: I, queue_depth: usize, destage: bool) -> Result<RunStats>
 where
     I: Iterator<Item = Result<Req>> + Send,
 {
@@ -68,10 +69,18 @@ where
         return Err(e);
     }
     // The run ends with a flush, timed and counted, as the simulator's
-    // replay ends with the front end's flush.
+    // replay ends with the front end's flush (a cache's destage first).
+    let before = vol.io_counters();
+    if destage {
+        vol.destage()?;
+    }
+    let after = vol.io_counters();
     vol.flush()?;
     let elapsed = t0.elapsed();
     let mut out = RunStats { elapsed, counters: vol.io_counters(), ..RunStats::default() };
+    // The destage is the writes' deferred work (as the simulator counts it).
+    out.write_device_reads = after.device_reads - before.device_reads;
+    out.write_device_writes = after.device_writes - before.device_writes;
     for p in parts {
         out.reads += p.reads;
         out.writes += p.writes;
