@@ -350,7 +350,14 @@ impl Array {
     /// otherwise the code units, recomputed from the data.
     /// Recorded in the superblocks when the array is open for writing
     /// ([`Superblock::last_scrub`]).
+    /// An array without redundancy (raid0) has nothing to check: its
+    /// report says so and nothing is read or recorded (md refuses a check
+    /// of raid0).
     pub fn scrub(&self, repair: bool, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport, ArrayError> {
+        if self.geometry().m == 0 {
+            let note = format!("{} keeps no redundancy: there is nothing a scrub can check", self.geometry().level);
+            return Ok(ScrubReport { repaired: repair, notes: vec![note], ..ScrubReport::default() });
+        }
         let mut rep = self.scrub_over(repair, &[0..self.layout().regions()], Resync::No, progress)?;
         if self.is_writable() {
             let rec = rep.kept(crate::now_secs());

@@ -210,3 +210,28 @@ fn a_scrub_whose_result_cannot_be_recorded_says_so() {
     assert!(rep.notes.iter().any(|n| n.contains("its result could not be recorded in the superblocks") && n.contains("injected header write error")), "{:?}", rep.notes);
     assert_eq!(Superblock::read_from(ms[0].as_ref()).unwrap().last_scrub, None, "on disk");
 }
+
+/// A three-way mirror locates a wrong copy by majority and repairs it
+/// from the two that agree, whichever member holds it (the first copy
+/// included); with two copies the first is the reference, as md's.
+#[test]
+fn a_three_way_mirror_repairs_the_copy_the_others_outvote() {
+    let unit = 16384;
+    let ms = mems(3, DATA_OFFSET + unit * 16);
+    let arr = Array::create_on(as_members(&ms), &opts(Level::Raid1, 3, unit), true).unwrap();
+    let data: Vec<u8> = (0..arr.capacity()).map(|i| (i * 13 % 251) as u8).collect();
+    arr.write(0, &data).unwrap();
+    for bad in [0usize, 2] {
+        ms[bad].corrupt(DATA_OFFSET + 5 * unit + 7, 3);
+        let rep = arr.scrub(true, &|_, _| {}).unwrap();
+        assert_eq!(rep.mismatched_stripes, vec![5], "{rep:?}");
+        assert_eq!(rep.findings[0].member, Some(bad), "{:?}", rep.findings);
+        assert!(rep.findings[0].detail.contains(&format!("member {bad} holds the wrong")), "{:?}", rep.findings);
+        assert!(arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "repaired");
+        for m in &ms {
+            let mut got = vec![0u8; unit as usize];
+            m.read_at(&mut got, DATA_OFFSET + 5 * unit).unwrap();
+            assert!(got[..] == data[(5 * unit) as usize..(6 * unit) as usize], "member {} after repairing member {bad}", m.describe());
+        }
+    }
+}

@@ -1301,6 +1301,8 @@ pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> Strin
     let verified = rep.stripes_checked.saturating_sub(rep.unverified_stripes);
     if rep.interrupted {
         out.push(format!("scrub: stopped after {} stripes, {} with mismatched parity ({} read in {:.2} s)", rep.stripes_checked, rep.mismatched, human(rep.bytes_read), rep.seconds));
+    } else if rep.stripes_checked == 0 && rep.mismatched == 0 && rep.unverified_stripes == 0 && !rep.notes.is_empty() {
+        // Nothing to check (raid0): the note says why.
     } else if rep.mismatched == 0 && rep.unverified_stripes == 0 {
         out.push(format!("scrub: {} stripes checked, 0 stripes with mismatched parity: all consistent ({} read in {:.2} s)", rep.stripes_checked, human(rep.bytes_read), rep.seconds));
     } else if rep.mismatched == 0 {

@@ -741,7 +741,8 @@ fn scrub_due(info: &mosaic_volume::VolumeInfo, every: Duration) -> bool {
     let at = |p: String| info.detail.pointer(&p).and_then(|v| v.as_u64());
     let last = ["", "/inner", "/fast", "/slow"].iter().filter_map(|p| at(format!("{p}/last_scrub/end")).or_else(|| at(format!("{p}/created")))).min();
     let whole = info.members.iter().all(|m| matches!(m.state, mosaic_core::MemberState::Active));
-    whole && last.is_some_and(|t| mosaic_array::now_secs().saturating_sub(t) >= every.as_secs())
+    // raid0 keeps nothing a scrub could check.
+    whole && info.level != "raid0" && last.is_some_and(|t| mosaic_array::now_secs().saturating_sub(t) >= every.as_secs())
 }
 
 /// A rebuild (`why` starts its event's detail); a stopping server pauses

@@ -293,3 +293,18 @@ fn cbro_on_files_with_a_smaller_striped_cda() {
     ok(&["read", "-a", &list, "--offset", "0", "--length", "12M", "--output", out.to_str().unwrap()]);
     assert!(fs::read(&out).unwrap() == bytes, "degraded cbro read differs");
 }
+
+/// raid0 keeps no redundancy: a scrub says there is nothing to check and
+/// exits 0 (not 4, "degraded", which a cron job would report).
+#[test]
+fn a_scrub_of_raid0_says_it_has_nothing_to_check() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("z");
+    let a = a.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid0", "--members", "2", "--member-size", "8M"]);
+    let o = mosaic(&["scrub", "-a", a]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(out.contains("raid0 keeps no redundancy: there is nothing a scrub can check") && !out.contains("degraded"), "{out}");
+    assert!(ok(&["status", "-a", a]).contains("HEALTHY"));
+}

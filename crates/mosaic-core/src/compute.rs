@@ -121,17 +121,22 @@ impl StripeMath {
             return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs, located: false });
         }
         if g.is_mirror() {
-            // The first available copy is the reference.
+            // The copy a strict majority holds is right (three copies or
+            // more locate the wrong ones); without one, the first available
+            // copy is the reference, as md's repair takes it.
             let Some(first) = reads.first() else {
                 return Ok(ScrubOutcome { verified: false, bad_cols: bad, repairs, located: false });
             };
-            for (op, buf) in sp.reads.iter().zip(reads).skip(1) {
-                if buf != first {
+            let majority = reads.iter().find(|r| 2 * reads.iter().filter(|o| o == r).count() > reads.len());
+            let reference = majority.unwrap_or(first);
+            for (op, buf) in sp.reads.iter().zip(reads) {
+                if buf != reference {
                     bad.push(op.col);
-                    repairs.push(first.clone());
+                    repairs.push(reference.clone());
                 }
             }
-            return Ok(ScrubOutcome { verified: sp.reads.len() > 1, bad_cols: bad, repairs, located: false });
+            let located = majority.is_some() && !bad.is_empty() && reads.len() > 2;
+            return Ok(ScrubOutcome { verified: sp.reads.len() > 1, bad_cols: bad, repairs, located });
         }
         // Need every data column (decoded if missing) and at least one code
         // column to compare against.
