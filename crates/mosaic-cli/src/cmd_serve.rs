@@ -150,6 +150,12 @@ pub struct ServeArgs {
     /// Seconds a client has to finish its whole handshake (fractions allowed)
     #[arg(long, default_value = "10", value_parser = seconds)]
     pub handshake_timeout: Duration,
+    /// Seconds a served client may make no progress: send nothing of a
+    /// WRITE's payload, or read nothing of a reply, before its connection
+    /// is closed (a slow client that keeps going is served however long a
+    /// request takes); also how long a stop waits for clients' replies
+    #[arg(long, default_value = "30", value_parser = seconds)]
+    pub io_timeout: Duration,
     /// Worker threads serving requests (the array runs member I/O on its own
     /// pool; more workers mostly add context switches on small machines)
     /// [default: 4; 32 when a member is remote: each request then waits
@@ -630,6 +636,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         workers: a.workers.unwrap_or_else(|| default_workers(vinfo.members.iter().any(|m| m.remote.is_some()), vol.in_memory(), cores())).max(1),
         max_connections: a.max_connections as usize,
         handshake_timeout: a.handshake_timeout,
+        io_timeout: a.io_timeout,
         log: !a.quiet,
         ..ServerConfig::default()
     };

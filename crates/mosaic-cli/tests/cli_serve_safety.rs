@@ -309,6 +309,30 @@ fn the_default_negotiation_lets_clients_write_512_byte_pieces() {
     assert_clean_stop(code, &log);
 }
 
+/// `--io-timeout`: a client that stops part-way through a WRITE payload
+/// is cut off once nothing arrived for that long, its WRITE never done;
+/// others are served meanwhile and after.
+#[test]
+fn a_client_stalled_in_a_payload_is_cut_off_after_the_io_timeout() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = raid5(&t.path().join("arr"));
+    let srv = Serve::start(&arr, &["--quiet", "--io-timeout", "0.5"]);
+    let mut stalled = Nbd::open(srv.port);
+    stalled.send(Command::Write, 3, 0, 65536, &pattern(1, 4096));
+    let t0 = std::time::Instant::now();
+    let mut b = [0u8; 1];
+    assert!(matches!(stalled.s.read(&mut b), Ok(0) | Err(_)), "the stalled connection was closed");
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(5), "closed after {took:?}");
+    let mut c = Nbd::open(srv.port);
+    assert_eq!(c.read(0, 4096), vec![0u8; 4096], "the stalled WRITE was never done");
+    drop(c);
+    let (code, log) = srv.stop();
+    assert_clean_stop(code, &log);
+    let e = fails(&["serve", "-a", &arr, "--io-timeout", "0"]);
+    assert!(e.contains("\"0\": give a positive number of seconds"), "{e}");
+}
+
 #[test]
 fn bad_limits_are_refused_with_a_clear_error() {
     let t = tempfile::tempdir().unwrap();

@@ -41,16 +41,18 @@
 //! Memory: a payload is only allocated once the global budget has room for
 //! it, and a WRITE's budget is only taken once its payload starts arriving
 //! (a client that sends headers and stalls holds nothing); the buffer is
-//! filled as bytes arrive.  The socket has `io_timeout` as its read
-//! timeout, and a WRITE payload must arrive whole within `io_timeout` of
-//! its first read from the socket, give or take one read (a client
-//! trickling it cannot hold its budget for long): either closes the
-//! connection, while waiting for the next request header never times out.
-//! A reply must be taken whole within `io_timeout` of the first time the
-//! socket had no room for it (one deadline for all its `sendmsg` calls, so
-//! a client reading a little now and then cannot stretch it; a send that
-//! goes through at once reads no clock); once the server stops, no reply gets past
+//! filled as bytes arrive.  A client must make progress, as nbdkit's and
+//! TCP's own timeouts ask, not finish in a set time: a WRITE payload of
+//! which no byte arrives for `io_timeout` (the socket's read timeout), or
+//! a reply of which the socket takes no byte for `io_timeout`, closes the
+//! connection, while waiting for the next request header never times out;
+//! a slow link or a client paused for less than `io_timeout` carries on
+//! however long its requests take (a send that goes through at once reads
+//! no clock).  Once the server stops, no payload or reply gets past
 //! `io_timeout` after the stop, so shutdown waits no longer for a client.
+//! A slow client cannot hold up the others: one connection holds at most
+//! `max_inflight_bytes` (by default one largest request) of the server's
+//! buffer budget, a fraction of it.
 //!
 //! Rejected requests hold a slot of the connection's request budget until
 //! their reply is sent, like any other: a client flooding bad requests
@@ -166,13 +168,6 @@ struct Pending {
     header_len: u8,
     data: Vec<u8>,
     held: u64,
-}
-
-impl Pending {
-    /// Buffers of its `sendmsg`: the header, and the data when there is any.
-    fn bufs(&self) -> usize {
-        1 + usize::from(!self.data.is_empty())
-    }
 }
 
 /// What a request came to: its reply payload (READ bytes, BLOCK_STATUS
@@ -405,8 +400,8 @@ impl Replier {
         }
     }
 
-    /// One batch in as few `sendmsg` calls as the socket takes, each reply
-    /// within `io_timeout` of the socket's first refusal (see
+    /// One batch in as few `sendmsg` calls as the socket takes, the socket
+    /// taking some of it within `io_timeout` of each refusal (see
     /// [`reply_deadlines`]).
     fn send(&self, batch: &[Pending]) {
         if self.dead.load(Ordering::Relaxed) {
@@ -420,12 +415,12 @@ impl Replier {
             }
         }
         let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let deadline = reply_deadlines(|r| batch.get(r).map(Pending::bufs), self.sh.io_timeout, || self.sh.stopped_at());
+        let deadline = reply_deadlines(self.sh.io_timeout, || self.sh.stopped_at());
         if let Err(e) = s.write_all_bufs_until(&bufs, deadline) {
             self.dead.store(true, Ordering::Relaxed);
             let _ = s.shutdown(Shutdown::Both);
             if e.kind() == io::ErrorKind::TimedOut {
-                self.sh.log(&format!("conn {}: a reply was not read within {:?}; closing this connection", self.id, self.sh.io_timeout));
+                self.sh.log(&format!("conn {}: the client read nothing of its replies for {:?}; closing this connection", self.id, self.sh.io_timeout));
             }
         }
     }
@@ -449,26 +444,14 @@ const HOLDS_NOTHING: u64 = u64::MAX;
 /// bytes and nothing of the server's buffer budget (a rejected request's).
 const HOLDS_SLOT: u64 = u64::MAX - 1;
 
-/// The deadline of each `sendmsg` of a batch of replies, reply `r` taking
-/// `bufs_of(r)` buffers, asked when the socket has no room: `limit` from
-/// the first time it had none for the reply being sent, and never past
-/// `limit` after the server stopped (`stopped` says when, once it has).
-/// Nothing is computed before the first ask.
-fn reply_deadlines<'a>(bufs_of: impl Fn(usize) -> Option<usize> + 'a, limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
-    let mut reply = 0;
-    // The first buffer of the reply after `reply`.
-    let mut next = None;
-    let mut due = None;
-    move |first_unsent| {
-        let mut after = *next.get_or_insert_with(|| bufs_of(0).unwrap_or(usize::MAX));
-        // Each reply whose buffers are all sent hands a full `limit` on.
-        while after <= first_unsent {
-            reply += 1;
-            due = None;
-            after = bufs_of(reply).map_or(usize::MAX, |n| after + n);
-        }
-        next = Some(after);
-        let due = *due.get_or_insert_with(|| Instant::now() + limit);
+/// The deadline of each `sendmsg` of a batch of replies, asked when the
+/// socket has no room: `limit` from then (the client must take some of it
+/// within `limit`: progress, not a whole reply, so a slow reader keeps its
+/// connection), and never past `limit` after the server stopped
+/// (`stopped` says when, once it has).
+fn reply_deadlines<'a>(limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
+    move |_first_unsent| {
+        let due = Instant::now() + limit;
         match stopped() {
             Some(at) => due.min(at + limit),
             None => due,
@@ -533,26 +516,19 @@ fn read_payload<R: Read>(rd: &mut R, len: usize, kept: Option<Vec<u8>>) -> io::R
     Ok(v)
 }
 
-/// A WRITE payload's reader: the payload must have arrived whole
-/// `io_timeout` after its first read from the socket (bytes already
-/// buffered need none, so a small payload reads no clock), so a client
-/// trickling it cannot hold its share of the buffer budget for long.
-/// Checked before each read from the socket, which the socket's read
-/// timeout bounds in turn: a payload is cut off at most two `io_timeout`s
-/// after that first read, without a syscall more than the reads.
+/// A WRITE payload's reader: each read from the socket waits at most
+/// `io_timeout` for a byte (the socket's read timeout), however long the
+/// whole payload takes; once the server stops, none starts past
+/// `io_timeout` after the stop (bytes already buffered read no clock).
 struct Until<'a, R> {
     rd: &'a mut BufReader<R>,
-    timeout: Duration,
-    end: Option<Instant>,
+    sh: &'a Shared,
 }
 
 impl<R: Read> Read for Until<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.rd.buffer().is_empty() {
-            let now = Instant::now();
-            if now > *self.end.get_or_insert(now + self.timeout) {
-                return Err(io::ErrorKind::TimedOut.into());
-            }
+        if self.rd.buffer().is_empty() && self.sh.stopped_at().is_some_and(|at| Instant::now() > at + self.sh.io_timeout) {
+            return Err(io::ErrorKind::TimedOut.into());
         }
         self.rd.read(buf)
     }
@@ -651,9 +627,9 @@ fn admit<R: Read>(sh: &Shared, id: u64, rd: &mut BufReader<R>, req: &Request, by
     if req.cmd != Command::Write {
         return Ok(Vec::new());
     }
-    let mut until = Until { rd, timeout: sh.io_timeout, end: None };
+    let mut until = Until { rd, sh };
     read_payload(&mut until, req.length as usize, sh.bufs.take(req.length as usize)).map_err(|e| {
-        let e = if timed_out(&e) { format!("not all of it within {:?}", sh.io_timeout) } else { e.to_string() };
+        let e = if timed_out(&e) { format!("nothing of it for {:?}", sh.io_timeout) } else { e.to_string() };
         sh.log(&format!("conn {id}: short WRITE payload ({e}); closing"));
         sh.buffers.release(bytes);
     })
@@ -814,22 +790,16 @@ mod tests {
     }
 
     #[test]
-    fn each_reply_of_a_batch_gets_its_own_deadline_and_none_outlives_the_stop() {
+    fn each_refusal_gets_a_deadline_from_now_and_none_outlives_the_stop() {
         let limit = Duration::from_secs(10);
-        // Three replies: buffers 0-1, 2, 3-4.
-        let bufs = [2, 1, 2];
-        let mut d = reply_deadlines(|r| bufs.get(r).copied(), limit, || None);
+        let mut d = reply_deadlines(limit, || None);
         let first = d(0);
         std::thread::sleep(Duration::from_millis(2));
-        assert_eq!(d(1), first, "more of the same reply: the same deadline");
-        let second = d(2);
-        assert!(second > first, "the next reply starts its own");
-        assert!(d(4) > second);
-        assert_eq!(d(4), d(4));
+        assert!(d(0) > first, "progress: a later refusal gets its own deadline");
         // Stopped: no deadline past `limit` after the stop.
         let at = Instant::now();
         std::thread::sleep(Duration::from_millis(2));
-        let mut d = reply_deadlines(|r| bufs.get(r).copied(), limit, || Some(at));
+        let mut d = reply_deadlines(limit, || Some(at));
         assert_eq!(d(0), at + limit);
         assert_eq!(d(3), at + limit);
     }

@@ -42,7 +42,9 @@ pub struct ServerConfig {
     /// Most connections at once (in handshake or transmission); a client
     /// beyond it is refused visibly ("server busy").
     pub max_connections: usize,
-    /// Per connection: most requests and payload bytes in flight.
+    /// Per connection: most requests and payload bytes in flight (the
+    /// bytes a share of `max_buffered_bytes`, so one slow client cannot
+    /// hold the others up).
     pub max_inflight: usize,
     pub max_inflight_bytes: u64,
     /// All connections together: most READ/WRITE payload bytes held in
@@ -50,11 +52,12 @@ pub struct ServerConfig {
     pub max_buffered_bytes: u64,
     /// A client must finish the whole handshake within this time.
     pub handshake_timeout: Duration,
-    /// In transmission, a WRITE payload that stops arriving for this long,
-    /// or a reply the client has not read whole this long after it began
-    /// to be sent, closes that connection (an idle connection between
-    /// requests stays open).  Once the server stops, replies still being
-    /// sent get this long at most.
+    /// In transmission, a WRITE payload of which nothing arrives for this
+    /// long, or a reply of which the client reads nothing for this long,
+    /// closes that connection (progress, not a whole request, within it:
+    /// a slow link carries on; an idle connection between requests stays
+    /// open).  Once the server stops, replies still being sent get this
+    /// long at most.
     pub io_timeout: Duration,
     /// Log connections and their errors (as `tracing` events: the
     /// program installs a subscriber to see them).
@@ -70,8 +73,8 @@ impl Default for ServerConfig {
             workers: 8,
             max_connections: 64,
             max_inflight: 128,
-            max_inflight_bytes: 128 << 20,
-            max_buffered_bytes: 128 << 20,
+            max_inflight_bytes: MAX_PAYLOAD as u64,
+            max_buffered_bytes: 256 << 20,
             handshake_timeout: Duration::from_secs(10),
             io_timeout: Duration::from_secs(30),
             log: true,
