@@ -199,6 +199,9 @@ pub struct ArrayInfo {
     /// The last scrub's result, when one was recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_scrub: Option<crate::ScrubRecord>,
+    /// The array this one is part of ([`crate::superblock::Owner`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<crate::superblock::Owner>,
     /// When the array was created, seconds since the Unix epoch.
     pub created: u64,
     /// The write-intent bitmap, when the array has one.
@@ -521,6 +524,7 @@ impl Array {
             left: Vec::new(),
             resync_from: 0,
             last_scrub: None,
+            owner: None,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -1239,9 +1243,22 @@ impl Array {
             resync_needed: self.unsynced.load(std::sync::atomic::Ordering::Acquire),
             resync_from: if self.unsynced.load(std::sync::atomic::Ordering::Acquire) && self.bitmap().is_none() { self.resync_done.load(std::sync::atomic::Ordering::Acquire) } else { 0 },
             last_scrub: sb.last_scrub,
+            owner: sb.owner.clone(),
             created: sb.created,
             bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
+    }
+
+    /// The array this one is part of, as its superblocks record it.
+    pub fn owner(&self) -> Option<crate::superblock::Owner> {
+        self.sb.lock().owner.clone()
+    }
+
+    /// Record in every superblock that this array is part of `owner` (a
+    /// tier's side, a remapped array's inner array): opened on its own it
+    /// is then refused for writing without `--force`.
+    pub fn set_owner(&self, owner: crate::superblock::Owner) -> Result<(), ArrayError> {
+        self.write_superblocks(|s| s.owner = Some(owner.clone()))
     }
 
     // --------------------------------------------------------------- health

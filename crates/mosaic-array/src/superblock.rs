@@ -199,6 +199,19 @@ pub struct Superblock {
     /// scan's result: when it ended and what it found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scrub: Option<ScrubRecord>,
+    /// The array this one is a part of (a tier's side, a remapped
+    /// array's inner array): opened on its own only to read, or with
+    /// `--force` (its bytes are the owner's structures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Owner>,
+}
+
+/// The array an inner array belongs to ([`Superblock::owner`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// What this array is to it: "the fast side of a tier", ...
+    pub role: String,
+    pub uuid: Uuid,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -253,6 +266,7 @@ impl Superblock {
             left: self.left.clone(),
             resync_from: self.resync_from,
             last_scrub: self.last_scrub,
+            owner: self.owner.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -303,6 +317,7 @@ impl Superblock {
             left: p.left,
             resync_from: p.resync_from,
             last_scrub: p.last_scrub,
+            owner: p.owner,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -434,6 +449,8 @@ struct FixedPolicy {
     resync_from: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_scrub: Option<ScrubRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<Owner>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

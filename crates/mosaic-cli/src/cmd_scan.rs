@@ -175,7 +175,10 @@ fn describe(f: &FoundArray) -> String {
     for sp in &f.spares {
         s += &format!("  spare   {sp}\n");
     }
-    if !f.found.is_empty() {
+    if let Some(o) = &f.part_of {
+        // Its bytes are the owner's: opened alone it is only read.
+        s += &format!("  part of another array: {o} (open that one: its directory holds this one)\n");
+    } else if !f.found.is_empty() {
         s += &format!("  -a {}\n", f.spec());
     }
     s

@@ -576,3 +576,32 @@ fn status_calls_a_failed_member_missing_only_when_it_is_gone() {
     let line = out.lines().find(|l| l.contains("member-01.img")).unwrap_or_default();
     assert!(line.contains("failed") && line.contains("(missing)"), "{out}");
 }
+
+/// The inner arrays of a tier and of a remapped array hold their owner's
+/// structures: opened on their own they are only read (a write through
+/// one wrecked the owner), and `assemble --scan` names the owner instead
+/// of offering them; the owner itself is written as before.
+#[test]
+fn an_inner_array_opened_alone_is_only_read() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("x.bin");
+    fs::write(&data, vec![0x5a; 64 << 10]).unwrap();
+    let x = data.to_str().unwrap();
+    let tier = t.path().join("tier");
+    ok(&["create", "-a", s(&tier), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M"]);
+    let remap = t.path().join("remap");
+    ok(&["create", "-a", s(&remap), "--level", "remap", "--inner", "raid5:3", "--member-size", "16M"]);
+    for (inner, owner) in [(tier.join("slow"), "the slow side of a tier"), (tier.join("fast"), "the fast side of a tier"), (remap.join("inner"), "the inner array of a remapped array")] {
+        let e = fails(&["write", "-a", s(&inner), "--offset", "0", "--input", x]);
+        assert!(e.contains(&format!("this array is {owner}")) && e.contains("open that array instead"), "{e}");
+        assert!(ok(&["info", "-a", s(&inner)]).contains("raid"), "read-only opens work");
+        let scan = ok(&["assemble", "--scan", s(&inner)]);
+        assert!(scan.contains(&format!("part of another array: {owner}")) && !scan.contains("  -a "), "{scan}");
+    }
+    for owner in [&tier, &remap] {
+        ok(&["write", "-a", s(owner), "--offset", "0", "--input", x]);
+        let back = t.path().join("back.bin");
+        ok(&["read", "-a", s(owner), "--offset", "0", "--length", "64K", "--output", s(&back)]);
+        assert!(fs::read(&back).unwrap() == vec![0x5a; 64 << 10]);
+    }
+}

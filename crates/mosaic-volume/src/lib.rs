@@ -341,7 +341,29 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
         return Ok(Box::new(DvsVolume::open(spec, writable)?));
     }
     let spec = ArraySpec::parse(spec)?;
-    Ok(Box::new(Array::open(&spec, writable)?))
+    Ok(Box::new(open_fixed(&spec, writable)?))
+}
+
+/// A fixed array opened on its own: one that is part of another (a
+/// tier's side, a remapped array's inner array, `Superblock::owner`) only
+/// to read, since its bytes are the owner's structures.
+fn open_fixed(spec: &ArraySpec, writable: bool) -> Result<Array> {
+    let arr = Array::open(spec, false)?;
+    if let Some(o) = arr.owner() {
+        if writable {
+            return Err(VolumeError::Usage(format!(
+                "this array is {} (array {}), whose own structures it holds: open that array instead (assemble --scan finds it); \
+                 it opens on its own only to read",
+                o.role, o.uuid
+            )));
+        }
+        return Ok(arr);
+    }
+    if !writable {
+        return Ok(arr);
+    }
+    drop(arr);
+    Ok(Array::open(spec, true)?)
 }
 
 /// A spec of one path names something that exists: else there is no
@@ -369,7 +391,7 @@ pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<d
             "the small-write caches are for fixed-geometry arrays; a DVS array has its own write cache (mosaic create --level dvs --dvs-cache SIZE)".into(),
         ));
     }
-    let arr = Array::open(&ArraySpec::parse(spec)?, writable)?;
+    let arr = open_fixed(&ArraySpec::parse(spec)?, writable)?;
     Ok(Box::new(CachedVolume::new(CacheVolume::new(arr, cfg)?, cfg)))
 }
 

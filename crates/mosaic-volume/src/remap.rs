@@ -135,7 +135,10 @@ impl RemapVolume {
         let (policy, format) = RemapPolicy::format(cfg.clone(), geo.clone()).map_err(err)?;
         let blob = RemapBlob { config: cfg, geometry: geo, data_offset };
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let mut vol = RemapVolume::assemble(dir, inner, Uuid::new_v4(), now, 0, blob, policy, true, Vec::new());
+        let uuid = Uuid::new_v4();
+        // The inner array knows it is one: opened alone it is only read.
+        inner.set_owner(mosaic_array::superblock::Owner { role: "the inner array of a remapped array".into(), uuid })?;
+        let mut vol = RemapVolume::assemble(dir, inner, uuid, now, 0, blob, policy, true, Vec::new());
         // The empty map first, then the label: a labelled array has a map.
         vol.exec.run(&format, Client::None, None).map_err(err)?;
         vol.inner.flush()?;

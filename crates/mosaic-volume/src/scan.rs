@@ -66,6 +66,10 @@ pub struct FoundArray {
     /// devices elsewhere are listed with the original's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy: Option<CopyPlace>,
+    /// Part of another array (a tier's side, a remapped array's inner
+    /// array), in words: open that one, not this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part_of: Option<String>,
 }
 
 /// Which of several copies of an array a [`FoundArray`] is.
@@ -145,6 +149,8 @@ struct Builder {
     spares: Vec<String>,
     /// The directory the array was made in, as its labels record it.
     home: Option<String>,
+    /// The array this one is part of, in words (its labels' `owner`).
+    owner: Option<String>,
 }
 
 /// The directory a found device lies in.
@@ -212,6 +218,9 @@ impl Builder {
         if self.home.is_none() {
             self.home = l.policy.pointer("/home").and_then(|h| h.as_str()).map(str::to_string);
         }
+        if self.owner.is_none() {
+            self.owner = l.policy.pointer("/owner").and_then(|o| Some(format!("{} {}", o.get("role")?.as_str()?, o.get("uuid")?.as_str()?)));
+        }
         if self.level.is_none() {
             self.level = l.policy.pointer("/geometry/level").map(level_name);
             self.m = l.policy.pointer("/geometry/m").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
@@ -224,7 +233,7 @@ impl Builder {
     fn finish(self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (mut found, mut duplicates) = (Vec::new(), Vec::new());
@@ -238,7 +247,7 @@ impl Builder {
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
         let out = missing.len() + found.iter().filter(|m| m.stale).count();
         let complete = out <= self.m;
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner })
     }
 }
 

@@ -171,7 +171,12 @@ impl TierVolume {
         let (geo, data_offset) = geometry(fast.capacity(), slow.capacity(), slow.geometry().stripe_data_bytes())?;
         let (policy, format) = TierPolicy::format(cfg.clone(), geo).map_err(policy_err)?;
         let blob = TierBlob { config: cfg, geometry: geo, inner: [fast.info().uuid, slow.info().uuid], data_offset };
-        let vol = TierVolume::assemble(dir, [fast, slow], Uuid::new_v4(), mosaic_array::now_secs(), 0, blob, policy, true, Vec::new());
+        let uuid = Uuid::new_v4();
+        // Each side knows it is one: opened alone it is only read.
+        for (arr, role) in [(&fast, "the fast side of a tier"), (&slow, "the slow side of a tier")] {
+            arr.set_owner(mosaic_array::superblock::Owner { role: role.into(), uuid })?;
+        }
+        let vol = TierVolume::assemble(dir, [fast, slow], uuid, mosaic_array::now_secs(), 0, blob, policy, true, Vec::new());
         // The empty map first, then the labels: a labelled tier has a map.
         vol.exec.run(&format, Client::None, None).map_err(policy_err)?;
         vol.flush()?;
