@@ -104,8 +104,40 @@ pub(crate) fn one(spec: &str) -> Result<serde_json::Value> {
     if let Some(b) = control::ask(spec, &Request::Status)? {
         return Ok(b);
     }
-    let vol = mosaic_volume::open(spec, false)?;
-    Ok(control::status(vol.as_ref(), false))
+    match mosaic_volume::open(spec, false) {
+        Ok(vol) => Ok(control::status(vol.as_ref(), false)),
+        Err(e) => failed_status(spec, e),
+    }
+}
+
+/// The status of an array that cannot be opened because too few of its
+/// members are there or fresh (md's "inactive"): failed, exit 5, with the
+/// members its labels name; any other error stays an error.
+fn failed_status(spec: &str, e: mosaic_volume::VolumeError) -> Result<serde_json::Value> {
+    let paths: Vec<std::path::PathBuf> = spec.split(',').map(|p| std::path::PathBuf::from(p.trim())).collect();
+    let found = mosaic_volume::scan::scan(&paths).unwrap_or_default();
+    let [f] = found.as_slice() else { return Err(e.into()) };
+    if f.complete {
+        return Err(e.into());
+    }
+    let why = crate::exit::error_text(&anyhow::Error::from(e));
+    let mut members: Vec<serde_json::Value> = f
+        .found
+        .iter()
+        .map(|m| serde_json::json!({ "index": m.index, "path": m.path, "present": true, "state": { "state": if m.stale { "failed" } else { "active" } }, "errors": { "read": 0, "write": 0, "checksum": 0 } }))
+        .collect();
+    members.extend(f.missing.iter().map(|&i| serde_json::json!({ "index": i, "path": "", "present": false, "state": { "state": "failed" }, "errors": { "read": 0, "write": 0, "checksum": 0 } })));
+    members.sort_by_key(|m| m["index"].as_u64());
+    Ok(serde_json::json!({
+        "uuid": f.uuid,
+        "kind": f.kind,
+        "level": f.level,
+        "served": false,
+        "health": "failed",
+        "unassembled": why,
+        "members": members,
+        "events": [],
+    }))
 }
 
 /// Every array with a live control socket of this user.
@@ -135,6 +167,9 @@ fn text(b: &serde_json::Value) -> String {
         b["health"].as_str().unwrap_or("?").to_uppercase(),
         if b["served"] == true { ", served" } else { "" }
     );
+    if let Some(why) = b["unassembled"].as_str() {
+        s += &format!("  cannot be opened: {why}\n");
+    }
     if let Some(why) = b["stopped"].as_str() {
         s += &format!("  stopped: {why}; close the array and open it again\n");
     }
@@ -170,7 +205,9 @@ fn text(b: &serde_json::Value) -> String {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));
     }
     s += &remote_lines(b);
-    s += &format!("  device reads {}, writes {}\n", b["device_reads"], b["device_writes"]);
+    if !b["device_reads"].is_null() {
+        s += &format!("  device reads {}, writes {}\n", b["device_reads"], b["device_writes"]);
+    }
     let j = &b["journal"];
     if !j.is_null() {
         let (u, c) = (j["used"].as_f64().unwrap_or(0.0), j["capacity"].as_f64().unwrap_or(1.0).max(1.0));

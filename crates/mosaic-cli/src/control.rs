@@ -775,7 +775,7 @@ fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64), why: &str) -> Result<serde
 /// `status`, its pace held to the rate between regions.
 fn maintain(sh: &Shared, what: &'static str, f: impl FnOnce(&dyn Fn(u64, u64)) -> Result<serde_json::Value>) -> Result<serde_json::Value> {
     let info = sh.vol.info();
-    let per = info.capacity.checked_div(info.regions).unwrap_or(0).max(1);
+    let capacity = info.capacity;
     {
         let mut m = sh.maint.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(busy) = m.as_ref() {
@@ -785,7 +785,10 @@ fn maintain(sh: &Shared, what: &'static str, f: impl FnOnce(&dyn Fn(u64, u64)) -
         *m = Some(Maint { what, done_bytes: 0, total_bytes: info.capacity, mib_per_s: 0.0, eta_s: 0.0, started });
     }
     let tick = |done: u64, total: u64| {
-        let (d, t) = (done.saturating_mul(per), total.saturating_mul(per));
+        // Bytes in proportion to the work's own units (stripes, regions,
+        // a DVS array's live stripes), so every kind goes at the rate.
+        let d = (capacity as u128 * done.min(total) as u128).checked_div(total as u128).unwrap_or(0) as u64;
+        let t = capacity;
         let started = {
             let mut g = sh.maint.lock().unwrap_or_else(|e| e.into_inner());
             let Some(m) = g.as_mut() else { return };

@@ -380,6 +380,29 @@ fn a_dvs_array_is_scrubbed_on_schedule_and_keeps_the_result() {
     assert!(json(&ok(&["info", "-a", a, "--json"]))["last_scrub"]["stripes"] == r["stripes"]);
 }
 
+/// A served DVS array's scrub goes at `--maint-rate` of its capacity, as
+/// a fixed array's does (its progress counts stripes, not SSGs: paced
+/// as SSGs, it went 13 times slower than the rate).
+#[test]
+fn a_served_dvs_scrub_goes_at_the_maintenance_rate() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("dvs");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "dvs", "--members", "3", "--member-size", "16M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M"]);
+    let input = t.path().join("data");
+    std::fs::write(&input, vec![0xcd; 4 << 20]).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let cap = json(&ok(&["info", "-a", a, "--json"]))["capacity"].as_u64().unwrap();
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "8M"]);
+    let t0 = Instant::now();
+    ok(&["scrub", "-a", a]);
+    let took = t0.elapsed().as_secs_f64();
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let want = cap as f64 / (8 << 20) as f64;
+    assert!(took > 0.5 * want && took < 2.0 * want + 2.0, "a scrub of {cap} bytes at 8 MiB/s took {took:.1} s (about {want:.1} s expected)");
+}
+
 /// `--scrub-every` on a tier: both inner arrays are scrubbed, and each
 /// keeps its result.
 #[test]
@@ -404,4 +427,33 @@ fn a_tier_is_scrubbed_on_schedule() {
     assert!(text.contains("  last scrub (fast tier): ") && text.contains("  last scrub (slow tier): "), "{text}");
     let text = ok(&["info", "-a", a]);
     assert!(text.lines().any(|l| l.starts_with("last scrub") && l.contains("fast: ") && l.contains("; slow: ")), "{text}");
+}
+
+/// An array too few of whose members are there cannot be opened: its
+/// `status` says FAILED and exits 5 (not an error, exit 1), in text and
+/// JSON, naming the members its labels list and those missing.
+#[test]
+fn status_of_an_array_that_cannot_be_assembled_is_failed() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("a");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "16M"]);
+    let gone = t.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    for m in ["member-01.img", "member-02.img"] {
+        std::fs::rename(arr.join(m), gone.join(m)).unwrap();
+    }
+    let o = mosaic(&["status", "-a", a]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    assert!(text.contains("FAILED") && text.contains("cannot be opened: ") && text.contains("members [1, 2] are missing"), "{text}");
+    let o = mosaic(&["status", "-a", a, "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let j = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(j[0]["health"], "failed");
+    let present: Vec<bool> = j[0]["members"].as_array().unwrap().iter().map(|m| m["present"].as_bool().unwrap()).collect();
+    assert_eq!(present, [true, false, false, true]);
+    // Not an array at all stays an error.
+    let e = common::fails(&["status", "-a", gone.join("nothing").to_str().unwrap()]);
+    assert!(e.contains("no array at"), "{e}");
 }

@@ -346,24 +346,25 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
 
 /// A fixed array opened on its own: one that is part of another (a
 /// tier's side, a remapped array's inner array, `Superblock::owner`) only
-/// to read, since its bytes are the owner's structures.
+/// to read, since its bytes are the owner's structures.  Its labels are
+/// read first (`scan`), so the writable open is the only one.
 fn open_fixed(spec: &ArraySpec, writable: bool) -> Result<Array> {
-    let arr = Array::open(spec, false)?;
-    if let Some(o) = arr.owner() {
-        if writable {
-            return Err(VolumeError::Usage(format!(
-                "this array is {} (array {}), whose own structures it holds: open that array instead (assemble --scan finds it); \
-                 it opens on its own only to read",
-                o.role, o.uuid
-            )));
+    if writable {
+        let local: Vec<std::path::PathBuf> = match spec {
+            ArraySpec::Dir(d) => vec![d.clone()],
+            ArraySpec::Paths(l) => l.iter().filter(|p| !mosaic_dev::nbd::is_uri(&p.to_string_lossy())).cloned().collect(),
+        };
+        if let Ok(found) = scan::scan(&local) {
+            if let [f] = found.as_slice() {
+                if let Some(o) = &f.part_of {
+                    return Err(VolumeError::Usage(format!(
+                        "this array is {o}, whose own structures it holds: open that array instead (assemble --scan finds it); it opens on its own only to read"
+                    )));
+                }
+            }
         }
-        return Ok(arr);
     }
-    if !writable {
-        return Ok(arr);
-    }
-    drop(arr);
-    Ok(Array::open(spec, true)?)
+    Ok(Array::open(spec, writable)?)
 }
 
 /// A spec of one path names something that exists: else there is no
