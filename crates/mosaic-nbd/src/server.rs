@@ -177,19 +177,16 @@ pub fn export_info(export: &dyn Export, cfg: &ServerConfig) -> ExportInfo {
     // FAST_ZERO: a client asking for a fast zero gets ENOTSUP at once when
     // the export cannot zero faster than it writes (qemu-img and nbdcopy
     // then skip pre-zeroing instead of writing the device twice).
-    let mut tflags = TFLAG_HAS_FLAGS
-        | TFLAG_SEND_FLUSH
-        | TFLAG_SEND_FUA
-        | TFLAG_SEND_TRIM
-        | TFLAG_SEND_WRITE_ZEROES
-        | TFLAG_SEND_FAST_ZERO
-        | TFLAG_SEND_CACHE;
+    let mut tflags = TFLAG_HAS_FLAGS | TFLAG_SEND_FLUSH | TFLAG_SEND_CACHE;
     // Safe: Export::flush makes the completed writes of every connection
     // durable (it flushes the whole export, not a per-connection cache).
     tflags |= TFLAG_CAN_MULTI_CONN;
-    if cfg.read_only {
-        tflags |= TFLAG_READ_ONLY;
-    }
+    // A read-only export offers no way to write (as nbdkit's): a client
+    // asking anyway still gets EPERM.
+    tflags |= match cfg.read_only {
+        true => TFLAG_READ_ONLY,
+        false => TFLAG_SEND_FUA | TFLAG_SEND_TRIM | TFLAG_SEND_WRITE_ZEROES | TFLAG_SEND_FAST_ZERO,
+    };
     ExportInfo {
         name: cfg.name.clone(),
         description: cfg.description.clone(),

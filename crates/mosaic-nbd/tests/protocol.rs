@@ -146,6 +146,10 @@ fn read_only_refuses_writes() {
     let srv = Server::start(mem(), ServerConfig { read_only: true, ..cfg() });
     let mut c = open(srv.addr);
     assert_eq!(c.tflags & TFLAG_READ_ONLY, TFLAG_READ_ONLY);
+    // Nothing offered that writes (as nbdkit's read-only exports).
+    for f in [TFLAG_SEND_FUA, TFLAG_SEND_TRIM, TFLAG_SEND_WRITE_ZEROES, TFLAG_SEND_FAST_ZERO] {
+        assert_eq!(c.tflags & f, 0, "flag {f:#x}");
+    }
     assert_eq!(c.write(0, &[1u8; 4096]), EPERM);
     assert_eq!(c.cmd(Command::Trim, 0, 0, 4096, &[]), EPERM);
     assert_eq!(c.cmd(Command::WriteZeroes, 0, 0, 4096, &[]), EPERM);
