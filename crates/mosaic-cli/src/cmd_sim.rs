@@ -192,9 +192,11 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub force: bool,
     /// Replay on this real array instead of modelled drives (closed loop at
-    /// --queue-depth; the layout is the array's own; same report schema).
-    /// At queue depth 1 its per-member counts equal a simulated replay's.
-    #[arg(long, conflicts_with_all = ["compare", "plot", "failed"])]
+    /// --queue-depth; the layout, drives, unit and block are the array's
+    /// own, so the options that model them are refused; same report
+    /// schema).  At queue depth 1 its per-member counts equal a simulated
+    /// replay's (caches destaged at the end on both, as --keep-cache says).
+    #[arg(long, conflicts_with_all = ["compare", "plot", "failed", "layout", "drives", "device", "stripe_unit", "block_size", "mode", "policy", "time_scale"])]
     pub on: Option<String>,
     #[command(flatten)]
     pub tier: TierArgs,

@@ -217,6 +217,18 @@ fn replay_says_when_it_wrapped_or_widened_requests() {
     assert!(!out.contains("note: "), "{out}");
 }
 
+/// `replay --on` replays on the array as it is: the options that model a
+/// layout or drives are refused, not silently ignored.
+#[test]
+fn replay_on_a_real_array_refuses_the_options_that_model_one() {
+    for opt in [&["--layout", "raid6"][..], &["--drives", "9"], &["--device", "ssd:samsung-830-128g"], &["--stripe-unit", "4K"], &["--block-size", "4096"], &["--mode", "open"], &["--policy", "rcw"], &["--time-scale", "2"]] {
+        let mut args = vec!["replay", "--synthetic", "randwrite", "--on", "/nonexistent/arr"];
+        args.extend_from_slice(opt);
+        let e = fails(&args);
+        assert!(e.contains("the argument '--on <ON>' cannot be used with") && e.contains(opt[0]), "{opt:?}: {e}");
+    }
+}
+
 /// A tier over drives so large that its map (every block of theirs)
 /// would not fit in memory is refused before anything is allocated, and
 /// the error names the way out; the same drives with the sizes given run.
