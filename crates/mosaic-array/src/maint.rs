@@ -93,6 +93,13 @@ impl Array {
     /// Put a new device in place of failed member `idx` (rebuild follows).
     pub fn replace(&self, idx: usize, path: &Path) -> Result<(), ArrayError> {
         self.not_a_member(path, Some(idx))?;
+        // The failed member's own device put back (md's re-add, of a
+        // served array too): this array still holds it, locked, though it
+        // uses it no more; let it go, so it can be opened and locked anew.
+        let failed = matches!(self.health().states.get(idx), Some(MemberState::Failed));
+        if failed && self.superblock().member_paths.get(idx).is_some_and(|p| crate::spare::names_same(p, path)) {
+            self.set_member(idx, None);
+        }
         let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
         self.replace_with(idx, Arc::new(m), &crate::assemble::hint_of(path))

@@ -280,6 +280,35 @@ fn a_failed_members_own_device_put_back_is_re_added() {
     }
 }
 
+/// The same re-add through a running server: the server let go of the
+/// failed member's file (it held it locked, so `replace` said "in use by
+/// another mosaic process", though status advised exactly that command).
+#[test]
+fn a_served_arrays_failed_member_is_re_added_with_its_own_device() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "16M", "--no-journal", "--bitmap", "internal", "--bitmap-chunk", "1M"]);
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let file = t.path().join("data");
+    std::fs::write(&file, &data).unwrap();
+    let f = file.to_str().unwrap();
+    let srv = Serve::start(a, &["--quiet"]);
+    ok(&["fail", "-a", a, "--member", "1"]);
+    // Written through the server while member 1 is out (offset 0).
+    let copy = Command::new("nbdcopy").args([f, &format!("nbd://127.0.0.1:{}/mosaic", srv.port)]).status().expect("nbdcopy");
+    assert!(copy.success());
+    let out = ok(&["replace", "-a", a, "--member", "1", "--drive", arr.join("member-01.img").to_str().unwrap()]);
+    assert!(out.contains("re-added: "), "{out}");
+    assert!(ok(&["status", "-a", a]).contains("HEALTHY"));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    ok(&["fail", "-a", a, "--member", "0"]);
+    let back = t.path().join("back");
+    ok(&["read", "-a", a, "--offset", "0", "--length", "1M", "--output", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == data, "read back with member 0 out");
+}
+
 /// A member failed while the server is still resyncing an array without
 /// a journal after an unclean shutdown: its event says the member's
 /// blocks, read from code, may be wrong.
