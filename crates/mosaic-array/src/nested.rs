@@ -155,12 +155,14 @@ pub fn create_dir(dir: &Path, level: &str, o: &CreateOptions, journal_size: Opti
     let il = inner_level(&inner)?;
     let (ik, _) = il.columns(inner_members)?;
     let per = need.div_ceil(ik as u64 * o.unit) * o.unit + DATA_OFFSET;
+    let mut cdas = Vec::new();
     for i in 0..k {
         let sub = dir.join(format!("cda-{i}"));
         let io = CreateOptions { level: il, members: Some(inner_members), member_size: Some(per), ..o.clone() };
-        let arr = create_dir(&sub, &inner, &io, journal_size)?;
+        let arr = Arc::new(create_dir(&sub, &inner, &io, journal_size)?);
         let name = std::fs::canonicalize(&sub).unwrap_or(sub).display().to_string();
-        members.push((Arc::new(ArrayMember::new(Arc::new(arr), name.clone())), format!("{ARRAY_PREFIX}{name}")));
+        cdas.push(arr.clone());
+        members.push((Arc::new(ArrayMember::new(arr, name.clone())), format!("{ARRAY_PREFIX}{name}")));
     }
     let jdev = match &journal {
         Some((p, s)) => {
@@ -175,6 +177,11 @@ pub fn create_dir(dir: &Path, level: &str, o: &CreateOptions, journal_size: Opti
     let oo = CreateOptions { level: outer, members: Some(n + k), ..o.clone() };
     let arr = Array::create_with_journal(members, &oo, true, jdev)?;
     arr.set_home(dir)?;
+    // Each check drive array knows it is one: opened alone it is only read.
+    let uuid = arr.superblock().array_uuid;
+    for c in &cdas {
+        c.set_owner(crate::superblock::Owner { role: "a check drive array of a CBRO array".into(), uuid })?;
+    }
     Ok(arr)
 }
 

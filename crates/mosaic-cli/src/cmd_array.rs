@@ -1008,6 +1008,7 @@ pub fn write(a: WriteArgs) -> Result<i32> {
     if len == Some(0) {
         bail!("{name}: input file is empty");
     }
+    mosaic_volume::refuse_part_of(&a.array)?;
     let vol = open(&a.array, true)?;
     if let Some(len) = len {
         check_range(vol.as_ref(), a.offset, len)?;

@@ -605,6 +605,9 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         (Some(s), false) => s.clone(),
         (None, false) => bail!("give -a SPEC or --demo"),
     };
+    if !a.read_only {
+        mosaic_volume::refuse_part_of(&spec)?;
+    }
     let vol: Arc<dyn Volume> = match &a.cache {
         None => mosaic_volume::open(&spec, !a.read_only)?.into(),
         Some(name) => {

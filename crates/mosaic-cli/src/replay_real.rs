@@ -18,6 +18,7 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
     if a.compare.is_some() {
         bail!("--on replays on one real array; --compare is for simulated layouts");
     }
+    mosaic_volume::refuse_part_of(spec)?;
     let vol: Box<dyn Volume> = match a.cache.as_deref() {
         None => mosaic_volume::open(spec, true)?,
         Some(name) if name.contains(',') => bail!("--on takes one --cache policy, not a list"),

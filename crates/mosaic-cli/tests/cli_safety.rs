@@ -578,11 +578,12 @@ fn status_calls_a_failed_member_missing_only_when_it_is_gone() {
 }
 
 /// The inner arrays of a tier and of a remapped array hold their owner's
-/// structures: opened on their own they are only read (a write through
-/// one wrecked the owner), and `assemble --scan` names the owner instead
-/// of offering them; the owner itself is written as before.
+/// structures: `write` and `serve` refuse them (a write through one
+/// wrecked the owner; their own maintenance stays allowed), and
+/// `assemble --scan` names the owner instead of offering them; the owner
+/// itself is written as before.
 #[test]
-fn an_inner_array_opened_alone_is_only_read() {
+fn an_inner_array_takes_no_client_data_on_its_own() {
     let t = tempfile::tempdir().unwrap();
     let data = t.path().join("x.bin");
     fs::write(&data, vec![0x5a; 64 << 10]).unwrap();
@@ -593,7 +594,9 @@ fn an_inner_array_opened_alone_is_only_read() {
     ok(&["create", "-a", s(&remap), "--level", "remap", "--inner", "raid5:3", "--member-size", "16M"]);
     for (inner, owner) in [(tier.join("slow"), "the slow side of a tier"), (tier.join("fast"), "the fast side of a tier"), (remap.join("inner"), "the inner array of a remapped array")] {
         let e = fails(&["write", "-a", s(&inner), "--offset", "0", "--input", x]);
-        assert!(e.contains(&format!("this array is {owner}")) && e.contains("open that array instead"), "{e}");
+        assert!(e.contains(&format!("this array is {owner}")) && e.contains("write through that array instead"), "{e}");
+        let e = fails(&["serve", "-a", s(&inner), "--listen", "127.0.0.1:0"]);
+        assert!(e.contains(&format!("this array is {owner}")), "serve: {e}");
         assert!(ok(&["info", "-a", s(&inner)]).contains("raid"), "read-only opens work");
         let scan = ok(&["assemble", "--scan", s(&inner)]);
         assert!(scan.contains(&format!("part of another array: {owner}")) && !scan.contains("  -a "), "{scan}");
@@ -604,4 +607,28 @@ fn an_inner_array_opened_alone_is_only_read() {
         ok(&["read", "-a", s(owner), "--offset", "0", "--length", "64K", "--output", s(&back)]);
         assert!(fs::read(&back).unwrap() == vec![0x5a; 64 << 10]);
     }
+}
+
+/// A CBRO array whose check drive array is an array of its own: `assemble
+/// --scan` finds it whole (the nested array as its member), offers its
+/// directory (a member list cannot name an array member), and names the
+/// check drive array as part of it; written through the offered spec, it
+/// stays healthy (a list of its data files left the check drive array
+/// out and failed it for good).
+#[test]
+fn assemble_finds_a_cbro_array_whole_and_its_spec_keeps_it_healthy() {
+    let t = tempfile::tempdir().unwrap();
+    let cb = t.path().join("cb");
+    ok(&["create", "-a", s(&cb), "--level", "cbro:4+1,cda=raid5:3", "--member-size", "16M"]);
+    let scan = ok(&["assemble", "--scan", s(&cb)]);
+    assert!(scan.contains("(fixed, cbro:4+1): 5 of 5 members") && scan.contains("array:") && !scan.contains("missing"), "{scan}");
+    assert!(scan.contains("part of another array: a check drive array of a CBRO array"), "{scan}");
+    let specs: Vec<&str> = scan.lines().filter_map(|l| l.strip_prefix("  -a ")).collect();
+    assert_eq!(specs.len(), 1, "{scan}");
+    let data = t.path().join("x.bin");
+    fs::write(&data, vec![0x3c; 1 << 20]).unwrap();
+    ok(&["write", "-a", specs[0], "--offset", "0", "--input", s(&data)]);
+    assert!(ok(&["status", "-a", s(&cb)]).contains("HEALTHY"));
+    let e = fails(&["write", "-a", s(&cb.join("cda-0")), "--offset", "0", "--input", s(&data)]);
+    assert!(e.contains("this array is a check drive array of a CBRO array"), "{e}");
 }

@@ -341,30 +341,32 @@ pub fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
         return Ok(Box::new(DvsVolume::open(spec, writable)?));
     }
     let spec = ArraySpec::parse(spec)?;
-    Ok(Box::new(open_fixed(&spec, writable)?))
+    Ok(Box::new(Array::open(&spec, writable)?))
 }
 
-/// A fixed array opened on its own: one that is part of another (a
-/// tier's side, a remapped array's inner array, `Superblock::owner`) only
-/// to read, since its bytes are the owner's structures.  Its labels are
-/// read first (`scan`), so the writable open is the only one.
-fn open_fixed(spec: &ArraySpec, writable: bool) -> Result<Array> {
-    if writable {
-        let local: Vec<std::path::PathBuf> = match spec {
-            ArraySpec::Dir(d) => vec![d.clone()],
-            ArraySpec::Paths(l) => l.iter().filter(|p| !mosaic_dev::nbd::is_uri(&p.to_string_lossy())).cloned().collect(),
-        };
-        if let Ok(found) = scan::scan(&local) {
-            if let [f] = found.as_slice() {
-                if let Some(o) = &f.part_of {
-                    return Err(VolumeError::Usage(format!(
-                        "this array is {o}, whose own structures it holds: open that array instead (assemble --scan finds it); it opens on its own only to read"
-                    )));
-                }
+/// Refuse to write client data to an array that is part of another (a
+/// tier's side, a remapped array's inner array, a CBRO array's check
+/// drive array: `Superblock::owner`), since its bytes are the owner's
+/// structures: what `write`, `serve` and `replay --on` ask before they
+/// open one.  Its labels are read (`scan`); maintenance of the inner
+/// array itself (fail, replace, rebuild, scrub) stays allowed, as md lets
+/// a nested array be managed.
+pub fn refuse_part_of(spec: &str) -> Result<()> {
+    // The owner's own directory holds the inner array: it is the owner.
+    if remap::is_remap(spec) || tier::is_tier(spec) {
+        return Ok(());
+    }
+    let local: Vec<std::path::PathBuf> = spec.split(',').map(str::trim).filter(|p| !p.is_empty() && !mosaic_dev::nbd::is_uri(p)).map(std::path::PathBuf::from).collect();
+    if let Ok(found) = scan::scan(&local) {
+        if let [f] = found.as_slice() {
+            if let Some(o) = &f.part_of {
+                return Err(VolumeError::Usage(format!(
+                    "this array is {o}, whose own structures it holds: write through that array instead (assemble --scan finds it); this one takes no client data"
+                )));
             }
         }
     }
-    Ok(Array::open(spec, writable)?)
+    Ok(())
 }
 
 /// A spec of one path names something that exists: else there is no
@@ -392,7 +394,7 @@ pub fn open_cached(spec: &str, writable: bool, cfg: CacheConfig) -> Result<Box<d
             "the small-write caches are for fixed-geometry arrays; a DVS array has its own write cache (mosaic create --level dvs --dvs-cache SIZE)".into(),
         ));
     }
-    let arr = open_fixed(&ArraySpec::parse(spec)?, writable)?;
+    let arr = Array::open(&ArraySpec::parse(spec)?, writable)?;
     Ok(Box::new(CachedVolume::new(CacheVolume::new(arr, cfg)?, cfg)))
 }
 

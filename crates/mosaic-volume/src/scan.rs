@@ -70,6 +70,10 @@ pub struct FoundArray {
     /// array), in words: open that one, not this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub part_of: Option<String>,
+    /// The directory to open it by, when a member list cannot name it (a
+    /// member is an array itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_dir: Option<String>,
 }
 
 /// Which of several copies of an array a [`FoundArray`] is.
@@ -84,6 +88,9 @@ pub struct CopyPlace {
 impl FoundArray {
     /// The member list in index order, then the spares, as `-a` takes it.
     pub fn spec(&self) -> String {
+        if let Some(d) = &self.open_dir {
+            return d.clone();
+        }
         self.found.iter().map(|m| m.path.as_str()).chain(self.spares.iter().map(String::as_str)).collect::<Vec<_>>().join(",")
     }
 }
@@ -151,6 +158,11 @@ struct Builder {
     home: Option<String>,
     /// The array this one is part of, in words (its labels' `owner`).
     owner: Option<String>,
+    /// Members that are arrays themselves (a CBRO array's check drive
+    /// arrays): index -> their directory, as the labels name them.
+    nested: BTreeMap<usize, String>,
+    /// Each slot's member identity, as the labels name them.
+    uuids: Vec<String>,
 }
 
 /// The directory a found device lies in.
@@ -218,6 +230,14 @@ impl Builder {
         if self.home.is_none() {
             self.home = l.policy.pointer("/home").and_then(|h| h.as_str()).map(str::to_string);
         }
+        if self.uuids.is_empty() {
+            self.uuids = l.member_uuids.iter().map(|u| u.to_string()).collect();
+        }
+        for (i, hint) in l.policy.pointer("/member_paths").and_then(|p| p.as_array()).into_iter().flatten().enumerate() {
+            if let Some(dir) = hint.as_str().and_then(|h| h.strip_prefix(mosaic_array::nested::ARRAY_PREFIX)) {
+                self.nested.entry(i).or_insert_with(|| dir.to_string());
+            }
+        }
         if self.owner.is_none() {
             self.owner = l.policy.pointer("/owner").and_then(|o| Some(format!("{} {}", o.get("role")?.as_str()?, o.get("uuid")?.as_str()?)));
         }
@@ -233,7 +253,7 @@ impl Builder {
     fn finish(self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (mut found, mut duplicates) = (Vec::new(), Vec::new());
@@ -244,18 +264,36 @@ impl Builder {
             duplicates.extend(copies.into_iter().map(|m| m.path));
             found.push(best);
         }
+        // A member that is an array (its directory there) is found with it:
+        // its own members are scanned as an array of their own.
+        // (Hints are relative to the array's home.)
+        let dir_of_hint = |d: &str| match (Path::new(d).is_absolute(), &self.home) {
+            (false, Some(h)) => Path::new(h).join(d),
+            _ => PathBuf::from(d),
+        };
+        let nested: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i) && self.nested.get(i).is_some_and(|d| dir_of_hint(d).is_dir())).collect();
+        for &i in &nested {
+            let path = format!("{}{}", mosaic_array::nested::ARRAY_PREFIX, dir_of_hint(&self.nested[&i]).display());
+            found.push(FoundMember { index: i, path, member_uuid: self.uuids.get(i).cloned().unwrap_or_default(), events: newest, stale: false });
+        }
+        found.sort_by_key(|m| m.index);
+        // Such an array opens by its directory (member lists hold files).
+        let open_dir = if nested.is_empty() { None } else { self.home.clone().filter(|h| Path::new(h).is_dir()) };
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
         let out = missing.len() + found.iter().filter(|m| m.stale).count();
         let complete = out <= self.m;
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir })
     }
 }
 
 /// A level as the label's JSON holds it (`"Raid5"`, `{"Rs":{"k":4,"m":2}}`).
 fn level_name(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.to_ascii_lowercase(),
-        other => other.to_string(),
+    match serde_json::from_value::<mosaic_core::Level>(v.clone()) {
+        Ok(l) => l.to_string(),
+        Err(_) => match v {
+            serde_json::Value::String(s) => s.to_ascii_lowercase(),
+            other => other.to_string(),
+        },
     }
 }
 
