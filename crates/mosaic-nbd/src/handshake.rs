@@ -25,8 +25,12 @@
 //! replies may be structured, and whether `base:allocation` was selected
 //! (so BLOCK_STATUS is allowed).
 //!
-//! Anything that breaks framing (wrong magic, unknown client flags, an
-//! option longer than [`MAX_OPTION_LEN`]) is a [`HandshakeError::Garbage`]:
+//! An option longer than [`MAX_OPTION_LEN`] (up to [`MAX_SKIPPED_OPTION`])
+//! is read past and answered `NBD_REP_ERR_TOO_BIG`, as the spec lets a
+//! server skip an option by its length.  Anything that breaks framing
+//! (wrong magic, unknown client flags, a longer option, an over-long
+//! `NBD_OPT_EXPORT_NAME`, which has no error reply) is a
+//! [`HandshakeError::Garbage`]:
 //! the caller logs it and closes that connection only.  [`Deadline`] bounds
 //! the whole handshake in time, and [`refuse`] turns a client away visibly
 //! when the server is full.
@@ -311,8 +315,13 @@ fn greet<S: Read + Write>(s: &mut S) -> Result<bool, HandshakeError> {
     Ok(cflags & FLAG_C_NO_ZEROES != 0)
 }
 
-/// Read one option (number and data); `None` when the client closed.
-fn read_option<S: Read>(s: &mut S) -> Result<Option<(u32, Vec<u8>)>, HandshakeError> {
+/// Most bytes of an over-long option read past (and discarded) to answer
+/// it with an error rather than close the connection.
+pub const MAX_SKIPPED_OPTION: u32 = 16 << 20;
+
+/// Read one option (number and data; `Err(len)` for one longer than
+/// [`MAX_OPTION_LEN`], read past); `None` when the client closed.
+fn read_option<S: Read>(s: &mut S) -> Result<Option<(u32, Result<Vec<u8>, u32>)>, HandshakeError> {
     let magic = match read_u64(s) {
         Ok(m) => m,
         Err(err) if err.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -324,11 +333,15 @@ fn read_option<S: Read>(s: &mut S) -> Result<Option<(u32, Vec<u8>)>, HandshakeEr
     let opt = read_u32(s)?;
     let len = read_u32(s)?;
     if len > MAX_OPTION_LEN {
-        return Err(HandshakeError::Garbage(format!("option {opt} claims {len} bytes (limit {MAX_OPTION_LEN})")));
+        if len > MAX_SKIPPED_OPTION || opt == OPT_EXPORT_NAME {
+            return Err(HandshakeError::Garbage(format!("option {opt} claims {len} bytes (limit {MAX_OPTION_LEN})")));
+        }
+        io::copy(&mut s.take(len as u64), &mut io::sink())?;
+        return Ok(Some((opt, Err(len))));
     }
     let mut data = vec![0u8; len as usize];
     s.read_exact(&mut data)?;
-    Ok(Some((opt, data)))
+    Ok(Some((opt, Ok(data))))
 }
 
 /// Options a refused client may send before it is disconnected.
@@ -365,6 +378,14 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
     let mut session = Session::default();
     for _ in 0..MAX_OPTIONS {
         let Some((opt, data)) = read_option(s)? else { return Ok(Outcome::Aborted) };
+        let data = match data {
+            Ok(d) => d,
+            Err(n) => {
+                s.write_all(&option_reply(opt, REP_ERR_TOO_BIG, format!("an option of {n} bytes is more than the {MAX_OPTION_LEN} this server reads").as_bytes()))?;
+                s.flush()?;
+                continue;
+            }
+        };
         let len = data.len();
         let reply = match opt {
             OPT_EXPORT_NAME => {

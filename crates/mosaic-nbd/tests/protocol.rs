@@ -52,6 +52,13 @@ fn list_unknown_options_and_abort() {
     assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
     c.send_opt(99, b"whatever");
     assert_eq!(c.opt_reply().ty, REP_ERR_UNSUP);
+    // An option longer than the server reads is read past and refused,
+    // the connection going on (the spec: options are skipped by length).
+    for opt in [99, OPT_LIST_META_CONTEXT] {
+        c.send_opt(opt, &vec![7u8; 100 << 10]);
+        let r = c.opt_reply();
+        assert_eq!(r.ty, REP_ERR_TOO_BIG, "{}", String::from_utf8_lossy(&r.data));
+    }
     assert_eq!(c.info_or_go(OPT_INFO, "nope"), Err(REP_ERR_UNKNOWN));
     c.send_opt(OPT_GO, &[0, 0, 0, 9, 1]); // name length past the payload
     assert_eq!(c.opt_reply().ty, REP_ERR_INVALID);
