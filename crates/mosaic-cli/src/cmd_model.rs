@@ -128,7 +128,8 @@ pub struct CbroRow {
 /// CBRO's speedup and the capacity/performance checks per size, with each
 /// drive's saturated per-operation time (an SSD serves many at once).
 pub fn cbro_rows(data: &str, cda: &str, n: usize, k: usize, sizes: &[u64]) -> Result<Vec<CbroRow>> {
-    let cda_cap = timing(cda)?.0.capacity();
+    // Named as the option that gave it.
+    let cda_cap = timing(cda).map_err(|e| anyhow!("{}", e.to_string().replacen("--device", "--cda-device", 1)))?.0.capacity();
     let data_cap = timing(data)?.0.capacity();
     sizes
         .iter()

@@ -158,6 +158,8 @@ fn eval_cbro_matches_the_model_and_shows_the_cda_bottleneck() {
 
 #[test]
 fn model_cbro_checks() {
+    let e = fails(&["model", "--cda-device", "bogus"]);
+    assert!(e.contains("--cda-device \"bogus\"") && !e.contains("--device \"bogus\""), "the option that gave it: {e}");
     let j = json(&ok(&["model", "--drives", "16", "--codes", "2", "--sizes", "4K:1M", "--cda-device", "ssd:samsung-830-128g", "--json"]));
     let rows = j["cbro"].as_array().unwrap();
     // HDD: α = 1, S_CBRO,RMW = n / 2; gain (d+k)/d = 3 for k = 2.

@@ -16,6 +16,17 @@ pub enum Compression {
 
 const GZIP: &[u8] = &[0x1f, 0x8b];
 const ZSTD: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
+/// Compressions not read, named rather than parsed as text.
+const UNSUPPORTED: &[(&[u8], &str)] = &[(b"BZh", "bzip2"), (&[0xfd, 0x37, 0x7a, 0x58], "xz"), (&[0x04, 0x22, 0x4d, 0x18], "lz4")];
+
+/// An error naming the compression `head` starts with, when it is one
+/// this reader does not read.
+fn unsupported(head: &[u8]) -> io::Result<()> {
+    match UNSUPPORTED.iter().find(|(m, _)| head.starts_with(m)) {
+        Some((_, name)) => Err(io::Error::new(io::ErrorKind::InvalidData, format!("{name}-compressed: only gzip and zstd are read (decompress it first, or recompress with gzip or zstd)"))),
+        None => Ok(()),
+    }
+}
 
 pub(crate) type Source = Box<dyn BufRead + Send>;
 
@@ -74,6 +85,7 @@ pub(crate) fn decompress(mut r: Source) -> io::Result<(Compression, Source)> {
         }
     };
     let (kind, r): (Compression, Source) = if head.len() >= ZSTD.len() || head.is_empty() {
+        unsupported(head)?;
         (sniff(head), r)
     } else {
         // A short first read (a pipe): gather four bytes, then put them back.
@@ -91,6 +103,7 @@ pub(crate) fn decompress(mut r: Source) -> io::Result<(Compression, Source)> {
             first.extend_from_slice(&b[..n]);
             r.consume(n);
         }
+        unsupported(&first)?;
         (sniff(&first), Box::new(Cursor::new(first).chain(r)))
     };
     Ok(match kind {

@@ -297,3 +297,17 @@ fn devices_fifos_and_directories_are_not_trace_files() {
     let Err(e) = open(t.path(), &TraceOptions::default()) else { panic!("a directory was opened as a trace") };
     assert_eq!(e.to_string(), format!("{}: a directory, not a trace file", t.path().display()));
 }
+
+/// bzip2, xz and lz4 traces are named as such (only gzip and zstd are
+/// read), not parsed as text ("cannot detect the trace format").
+#[test]
+fn compressions_not_read_are_named() {
+    for (head, name) in [(&b"BZh91AY&SY"[..], "bzip2"), (&[0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0, 0][..], "xz"), (&[0x04, 0x22, 0x4d, 0x18, 0x64, 0x40][..], "lz4")] {
+        let e = match from_reader("t.bin", std::io::Cursor::new(head.to_vec()), &TraceOptions::default()) {
+            Ok(mut r) => r.next().expect("an error").unwrap_err(),
+            Err(e) => e,
+        };
+        let msg = e.to_string();
+        assert!(msg.starts_with("t.bin: ") && msg.contains(&format!("{name}-compressed: only gzip and zstd are read")), "{name}: {msg}");
+    }
+}
