@@ -53,6 +53,11 @@ pub struct WipeArgs {
 pub fn wipe(a: WipeArgs) -> Result<i32> {
     let mut carrying = Vec::new();
     for d in &a.devices {
+        // As mdadm --zero-superblock: a device that is not there is an
+        // error, not "nothing to erase" (a mistyped path would pass).
+        if !mosaic_dev::nbd::is_uri(&d.to_string_lossy()) && std::fs::symlink_metadata(d).is_err() {
+            bail!("{}: no such file or device (nothing was written)", d.display());
+        }
         match guard::to_erase(d) {
             Err(e) => bail!("{e} (nothing was written)"),
             Ok(Some(w)) => carrying.push(format!("{} is {w}", d.display())),

@@ -158,6 +158,10 @@ fn wipe_erases_labels_and_journal_headers_only_when_forced() {
     assert!(std::fs::read(d.join("a/member-00.img")).unwrap() == m0, "nothing written without --force");
     let e = common::fails(&["wipe", "--force", &p("a")]);
     assert!(e.contains("not a directory"), "{e}");
+    // A path that is not there is an error (a mistyped one would pass
+    // as "nothing to erase"), and nothing else given is written.
+    let e = common::fails(&["wipe", "--force", &p("plain"), &p("no-such.img")]);
+    assert!(e.contains("no-such.img: no such file or device (nothing was written)"), "{e}");
     // Served: in use.
     let srv = common::serve::Serve::start(&p("a"), &["--quiet"]);
     let e = common::fails(&["wipe", "--force", &p("a/member-01.img")]);
