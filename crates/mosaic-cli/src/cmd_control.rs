@@ -121,13 +121,21 @@ fn failed_status(spec: &str, e: mosaic_volume::VolumeError) -> Result<serde_json
         return Err(e.into());
     }
     let why = crate::exit::error_text(&anyhow::Error::from(e));
-    let mut members: Vec<serde_json::Value> = f
-        .found
-        .iter()
-        .map(|m| serde_json::json!({ "index": m.index, "path": m.path, "present": true, "state": { "state": if m.stale { "failed" } else { "active" } }, "errors": { "read": 0, "write": 0, "checksum": 0 } }))
-        .collect();
-    members.extend(f.missing.iter().map(|&i| serde_json::json!({ "index": i, "path": "", "present": false, "state": { "state": "failed" }, "errors": { "read": 0, "write": 0, "checksum": 0 } })));
-    members.sort_by_key(|m| m["index"].as_u64());
+    // The members as every status lists them (`VolumeMember`).
+    let member = |index: usize, path: &str, present: bool, failed: bool| mosaic_volume::VolumeMember {
+        index,
+        state: if failed { mosaic_core::MemberState::Failed } else { mosaic_core::MemberState::Active },
+        present,
+        path: path.to_string(),
+        uuid: None,
+        errors: Default::default(),
+        host: mosaic_array::domain::LOCAL.into(),
+        remote: None,
+        readd: false,
+    };
+    let mut members: Vec<mosaic_volume::VolumeMember> = f.found.iter().map(|m| member(m.index, &m.path, true, m.stale)).collect();
+    members.extend(f.missing.iter().map(|&i| member(i, "", false, true)));
+    members.sort_by_key(|m| m.index);
     Ok(serde_json::json!({
         "uuid": f.uuid,
         "kind": f.kind,

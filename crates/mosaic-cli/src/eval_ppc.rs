@@ -212,9 +212,9 @@ impl DriveModel for Metered {
     }
 }
 
-/// The cache with its final destage as the replay's closing flush, so the
-/// simulator times it (as [`CachedArray::destage_at_end`], the same
-/// steps), noting when the destage starts (virtual ns), to report its time.
+/// The cache, whose closing flush is its final destage
+/// ([`CachedArray::destage_at_end`]), noting when the destage starts
+/// (virtual ns), to report its time.
 struct Destaging<'a>(&'a mut CachedArray, Arc<AtomicU64>);
 
 impl Frontend for Destaging<'_> {
@@ -235,7 +235,7 @@ impl Frontend for Destaging<'_> {
     }
     fn flush(&mut self, now_ns: u64, h: &Health) -> Result<Vec<Program>, PlanError> {
         self.1.store(now_ns, Ordering::Relaxed);
-        self.0.flush_programs(h)
+        self.0.flush(now_ns, h)
     }
     fn stats(&self) -> Vec<(String, f64)> {
         self.0.stats()
@@ -264,7 +264,7 @@ pub fn run_policy(device: &str, k: usize, unit: u64, cfg: CacheConfig, wp: Write
         .collect();
     let cap = drives.iter().map(|d| d.capacity()).min().unwrap_or(0);
     let layout = layout_for("raid5", n, unit, 4096.min(unit), cap, wp)?;
-    let mut cache = CachedArray::new(&layout, cfg)?;
+    let mut cache = CachedArray::new(&layout, cfg)?.destage_at_end(true);
     let at = Arc::new(AtomicU64::new(0));
     let sim = Simulator::with_frontend(Box::new(Destaging(&mut cache, at.clone())), drives, SimConfig { mode: Mode::Closed { queue_depth: qd }, ..Default::default() })?;
     let report = sim.run(reqs.iter().map(|r| Ok::<_, std::convert::Infallible>(*r)))?;

@@ -558,6 +558,11 @@ fn check_zones(cfg: &DvsConfig, what: &str, d: &dyn ZonedMember) -> Result<(), D
     Ok(())
 }
 
+/// Now, in seconds since the Unix epoch (label times).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// The label of member `m` of the array `identity` names, at `events`,
 /// with the members `failed` on record, the hot `spares` and the last
 /// scrub's record, in `identity`'s session.
@@ -624,7 +629,7 @@ impl DvsArray {
             check_member(&cfg, i, d.as_ref())?;
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let created = now_secs();
         let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None };
         let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
@@ -1804,8 +1809,7 @@ impl DvsArray {
     /// it and a server's `--scrub-every` knows when the next is due.
     pub fn record_scrub(&mut self, rep: &ScrubReport) -> Result<(), DvsError> {
         self.check_ok()?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        self.last_scrub = Some(rep.kept(now));
+        self.last_scrub = Some(rep.kept(now_secs()));
         let r = self.label_rounds();
         self.poison(r)
     }

@@ -239,7 +239,8 @@ impl Builder {
             }
         }
         if self.owner.is_none() {
-            self.owner = l.policy.pointer("/owner").and_then(|o| Some(format!("{} {}", o.get("role")?.as_str()?, o.get("uuid")?.as_str()?)));
+            let owner = l.policy.get("owner").and_then(|o| serde_json::from_value::<mosaic_array::superblock::Owner>(o.clone()).ok());
+            self.owner = owner.map(|o| format!("{} {}", o.role, o.uuid));
         }
         if self.level.is_none() {
             self.level = l.policy.pointer("/geometry/level").map(level_name);
