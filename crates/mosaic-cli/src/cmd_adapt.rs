@@ -39,10 +39,10 @@ pub struct AdaptArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Use the first N requests of the trace
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
     /// Correlation threshold: keep pairs requested together at least N times
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub threshold: u64,
     /// Most data to move: a size (e.g. 64M) or PERCENT% of the capacity (e.g.
     /// 5%) (default: no limit)

@@ -860,6 +860,12 @@ pub(crate) fn info_json(info: &VolumeInfo) -> Result<serde_json::Value> {
         other => serde_json::Map::from_iter([("detail".to_string(), other.clone())]),
     };
     out.insert("kind".into(), info.kind.clone().into());
+    // Every kind has its identity and size at the top, as scripts read them.
+    for key in ["uuid", "capacity"] {
+        if !out.contains_key(key) {
+            out.insert(key.into(), common[key].clone());
+        }
+    }
     out.insert("volume".into(), common);
     Ok(serde_json::Value::Object(out))
 }

@@ -37,9 +37,9 @@ pub struct ReplayBenchArgs {
     /// Requests in the generated trace (1 to 100 million)
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=MAX_REPLAY_REQUESTS))]
     pub requests: u64,
-    /// Runs; the rates are their medians
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
+    /// Runs (1 to 100); the rates are their medians
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub repeat: u16,
     /// Also write the replay's full report (JSON) here, to compare the
     /// simulator's output across versions
     #[arg(long)]
@@ -343,7 +343,7 @@ fn replay(a: ReplayBenchArgs) -> Result<i32> {
     let layout = mosaic_core::FixedLayout::new(geo)?;
     let (mut parse, mut replay) = (vec![], vec![]);
     let mut last = None;
-    for _ in 0..a.repeat.max(1) {
+    for _ in 0..a.repeat {
         let (parsed, wall, cpu) = timed(|| Ok(mosaic_trace::open(&path, &opts)?.try_fold(0u64, |n, r| r.map(|_| n + 1))?))?;
         parse.push((parsed, wall, cpu));
         let drives: Vec<Box<dyn mosaic_drives::DriveModel>> = (0..9).map(|_| drive.build(None)).collect();

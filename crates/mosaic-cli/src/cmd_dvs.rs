@@ -122,12 +122,12 @@ pub struct EvalDvsArgs {
     /// Print every result as JSON
     #[arg(long)]
     pub json: bool,
-    /// The real trace (CloudPhysics format; default ../shared/traces/cloudphysics-vscsi-part1.csv
+    /// The real trace (CloudPhysics format; default shared/traces/cloudphysics-vscsi-part1.csv beside the checkout
     /// when present); the synthetic workloads run without it
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Requests per synthetic workload
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: u64,
     /// Multiply trace timestamps by this (4 = replay the hour over four hours)
     #[arg(long, default_value_t = 4.0)]

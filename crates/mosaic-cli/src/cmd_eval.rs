@@ -34,23 +34,25 @@ pub enum EvalCmd {
 
 #[derive(Args)]
 pub struct EvalAdaptArgs {
-    /// The trace (any format mosaic reads)
-    #[arg(long, default_value = "../shared/traces/cloudphysics-vscsi-part1.csv")]
-    pub trace: std::path::PathBuf,
+    /// The trace (any format mosaic reads; default
+    /// shared/traces/cloudphysics-vscsi-part1.csv, looked for beside the
+    /// working directory and the mosaic binary and their parents)
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
     /// Requests read (split 50/50 into train and test)
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: u64,
     /// Remap unit
     #[arg(long, value_parser = crate::util::size, default_value = "4K")]
     pub unit: u64,
     /// Drives of the all-flash array (the paper's has 14)
-    #[arg(long, default_value_t = 14)]
+    #[arg(long, default_value_t = 14, value_parser = crate::util::at_least_one)]
     pub drives: usize,
     /// The arrays evaluated: the all-flash one, the hard-disk one (planned with and without HDD grouping), or both
     #[arg(long, value_parser = ["ssd", "hdd", "both"], default_value = "both")]
     pub array: String,
     /// Drives of the hard-disk array (the paper's has 100; the default, 48, is about the most the remapped raid0's map allows at 4K units, and the HDD part's time barely depends on the count)
-    #[arg(long, default_value_t = mosaic_exp::adapt::HDD_DRIVES)]
+    #[arg(long, default_value_t = mosaic_exp::adapt::HDD_DRIVES, value_parser = crate::util::at_least_one)]
     pub hdd_drives: usize,
     /// Only alpha = 0 and 1, threshold 1, threads 1 and 2 (for tests)
     #[arg(long)]
@@ -87,12 +89,12 @@ pub struct EvalTierArgs {
     /// Small workloads (seconds in a debug build; for tests)
     #[arg(long)]
     pub quick: bool,
-    /// The real trace (CloudPhysics format; default ../shared/traces/cloudphysics-vscsi-part1.csv,
+    /// The real trace (CloudPhysics format; default shared/traces/cloudphysics-vscsi-part1.csv beside the checkout,
     /// skipped with a note when that is absent)
     #[arg(long)]
     pub trace: Option<std::path::PathBuf>,
     /// Replay at most this many trace requests (default: 20,000; 2,000 with --quick)
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub trace_requests: Option<u64>,
     /// Seed of the synthetic workloads
     #[arg(long, default_value_t = 1)]
@@ -102,7 +104,7 @@ pub struct EvalTierArgs {
 #[derive(Args)]
 pub struct CbroArgs {
     /// Writes per configuration and size
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: u64,
     /// Drive model of the 16 data drives (and of the RAID-5/6 baselines)
     #[arg(long, default_value = "hdd:seagate-st91000640ss")]
@@ -111,7 +113,7 @@ pub struct CbroArgs {
     #[arg(long, default_value = "ssd:samsung-830-128g")]
     pub cda_device: String,
     /// Writes per stripe unit in the stripe-unit figures (Fig. 10, 13)
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub unit_requests: u64,
     /// Which parts: offload (CBRO vs RAID-5/6), units (Fig. 10 and 13), all
     #[arg(long, default_value = "all", value_parser = ["all", "offload", "units"])]
@@ -157,7 +159,7 @@ fn eval_adapt(a: EvalAdaptArgs) -> Result<i32> {
     let (pb, tick) = crate::util::step_ticks("eval");
     let r = match a.planted {
         Some(g) => adapt::run_requests_with(format!("a planted trace ({g} cliques of {} units, 20 rounds)", a.drives), &adapt::planted(&cfg, g, 20, a.seed), &cfg, &tick)?,
-        None => adapt::run_with(&a.trace, &cfg, &tick)?,
+        None => adapt::run_with(&crate::util::required_trace(a.trace.as_deref(), "--planted N for a synthetic trace")?, &cfg, &tick)?,
     };
     pb.finish_and_clear();
     let written = match &a.plot {

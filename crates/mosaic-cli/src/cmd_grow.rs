@@ -89,10 +89,16 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
     if a.array.contains(',') || !dir.is_dir() {
         bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");
     }
-    let have = match ask(&a.array, &Request::Status)? {
-        Some(st) => st["members"].as_array().map_or(0, Vec::len),
-        None => open(&a.array, false)?.info().members.len(),
+    let (have, pending) = match ask(&a.array, &Request::Status)? {
+        Some(st) => (st["members"].as_array().map_or(0, Vec::len), !st["grow"].is_null()),
+        None => {
+            let vol = open(&a.array, false)?;
+            (vol.info().members.len(), vol.grow_pending().is_some())
+        }
     };
+    if n == have && pending {
+        bail!("the array has {have} members already: a grow to {have} members stopped before it ended; resume it with mosaic grow -a {}", a.array);
+    }
     if n <= have {
         bail!("the array has {have} members already; --members must be more (shrinking is not supported)");
     }

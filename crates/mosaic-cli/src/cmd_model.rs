@@ -50,7 +50,7 @@ pub struct AdviseArgs {
     #[arg(long, default_value_t = 1)]
     pub codes: usize,
     /// Requests in flight together (load must balance among them)
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::util::at_least_one)]
     pub queue_depth: usize,
     /// Print the advice and every candidate unit's estimate as JSON
     #[arg(long)]

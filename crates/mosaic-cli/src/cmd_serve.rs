@@ -163,7 +163,9 @@ pub struct ServeArgs {
     /// in RAM: each request is then pure CPU]
     #[arg(long)]
     pub workers: Option<usize>,
-    /// Do not log connections
+    /// Do not log connections as they come and go (a connection closed
+    /// for a protocol error or a timeout, and a failed request, are still
+    /// logged as warnings)
     #[arg(long)]
     pub quiet: bool,
     /// Run CMD (through sh -c) once the server listens, its address in the
@@ -517,8 +519,8 @@ fn log_new_failures(vol: &dyn Volume, seen: &mut usize, events: &crate::events::
     let info = vol.info();
     for (idx, err) in &failed[*seen..] {
         let path = info.members.iter().find(|m| m.index == *idx).map_or("?", |m| m.path.as_str());
-        let risk = crate::control::unsynced_risk(&info);
-        let detail = format!("member {idx} ({path}) failed while serving: {err}; serving degraded{risk}");
+        let after = crate::control::after_failure(&info);
+        let detail = format!("member {idx} ({path}) failed while serving: {err}{after}");
         events.emit(crate::events::Event { kind: crate::events::MEMBER_FAILED, member: Some(*idx), detail });
     }
     *seen = failed.len();

@@ -80,8 +80,9 @@ impl TraceInput {
 
 #[derive(Args)]
 pub struct TraceStatsArgs {
-    /// Trace file
-    pub file: PathBuf,
+    /// Trace file (or --trace FILE)
+    #[arg(required_unless_present = "trace", conflicts_with = "trace")]
+    pub file: Option<PathBuf>,
     #[command(flatten)]
     pub input: TraceInput,
     /// Print the statistics as JSON
@@ -93,7 +94,8 @@ pub fn trace(cmd: TraceCmd) -> Result<i32> {
     match cmd {
         TraceCmd::Stats(a) => {
             let pb = crate::util::progress(0, "reading");
-            let r = a.input.open_with_bar(&a.file, &pb)?;
+            let file = a.file.as_ref().or(a.input.trace.as_ref()).ok_or_else(|| anyhow!("give the trace file (FILE or --trace FILE)"))?;
+            let r = a.input.open_with_bar(file, &pb)?;
             let st = mosaic_trace::stats(r)?;
             pb.finish_and_clear();
             if a.json {
@@ -281,6 +283,20 @@ pub fn device_specs(specs: &[String], n: usize) -> Result<Vec<String>> {
 /// built the same way from that member's device spec.
 ///
 /// [`ArrayDrive`]: mosaic_sim::nested::ArrayDrive
+/// Every `--layout` replay takes, for the message naming an unknown one.
+const LAYOUTS: &str = "raid0, raid1, raid4, raid5, raid6, rs:K+M, cbro:N+K[,cda=...], tier, remap:LEVEL, dvs, segment-raid5 or sblock-raid5";
+
+/// An unknown `--layout` is named with every layout replay takes (the
+/// fixed levels' parser knows only its own).
+fn check_layout_name(level: &str) -> Result<()> {
+    let t = level.trim().to_ascii_lowercase();
+    let fixed = matches!(t.as_str(), "raid0" | "raid1" | "raid4" | "raid5" | "raid6") || t.starts_with("rs:") || t.starts_with("cbro:");
+    if !fixed {
+        bail!("unknown --layout {level:?}: expected {LAYOUTS}");
+    }
+    Ok(())
+}
+
 pub fn sim_array(level: &str, n: usize, devices: &[String], unit: u64, block: u64, policy: WritePolicy) -> Result<(FixedLayout, Vec<Box<dyn DriveModel>>)> {
     let Some((outer, inner, inner_n)) = mosaic_array::nested::split_cda(level)? else {
         let lvl: Level = level.parse()?;
@@ -360,6 +376,7 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
         let drives = build_drives(&a.device, a.drives)?;
         (crate::cmd_dvs::replay_frontend(level, &drives, a.stripe_unit, a.block_size, 0)?, drives)
     } else {
+        check_layout_name(level)?;
         let (l, d) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
         layout = l;
         let fe: Box<dyn Frontend> = match cache {

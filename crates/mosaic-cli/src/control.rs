@@ -462,8 +462,8 @@ fn run(sh: &Shared, req: &Request) -> Response {
             Ok(b)
         }
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
-            let risk = unsynced_risk(&vol.info());
-            sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail); serving degraded{risk}") });
+            let after = after_failure(&vol.info());
+            sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail){after}") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
         Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
@@ -893,6 +893,16 @@ pub(crate) fn spare_list(info: &mosaic_volume::VolumeInfo) -> Vec<serde_json::Va
 /// not shut down cleanly without a journal and is not yet resynced.
 pub(crate) fn resync_needed(info: &mosaic_volume::VolumeInfo) -> bool {
     ["/resync_needed", "/inner/resync_needed", "/fast/resync_needed", "/slow/resync_needed"].iter().any(|p| info.detail.pointer(p) == Some(&serde_json::Value::Bool(true)))
+}
+
+/// How a member failure leaves the array, for its event: serving
+/// degraded (with the risk of an unsynced array), or failed when too
+/// many members are out to serve at all.
+pub(crate) fn after_failure(info: &mosaic_volume::VolumeInfo) -> String {
+    match health_of(info).0 {
+        Health::Failed => "; too many members are out: the array has FAILED and serves no I/O".to_string(),
+        _ => format!("; serving degraded{}", unsynced_risk(info)),
+    }
 }
 
 /// What a member failure means for an array [`resync_needed`]: said in

@@ -66,7 +66,7 @@ pub struct PpcArgs {
     /// Cache size for the CloudPhysics trace and the 4 KiB random writes
     #[arg(long, value_parser = size, default_value = "16M")]
     pub trace_cache_size: u64,
-    /// The real trace (default ../shared/traces/cloudphysics-vscsi-part1.csv, skipped with a note when that is absent)
+    /// The real trace (default shared/traces/cloudphysics-vscsi-part1.csv beside the checkout, skipped with a note when that is absent)
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Seed of the Postmark-like and random workloads
@@ -394,6 +394,9 @@ fn recorded(dir: &Path, a: &PpcArgs) -> Result<Vec<Recorded>> {
 }
 
 pub fn run(a: PpcArgs) -> Result<i32> {
+    if a.unit != 512 && a.unit != 4096 {
+        anyhow::bail!("--unit {}: the stripe unit is the cache page and the arrays' logical block here, 512 or 4096 bytes (the paper's is 4K)", a.unit);
+    }
     if let Some(dir) = &a.plot {
         crate::util::check_output_dir(dir, &PLOTS, a.force)?;
     }

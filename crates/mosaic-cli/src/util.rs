@@ -215,8 +215,29 @@ pub fn say_written<P: AsRef<std::path::Path>>(files: &[P], json: bool) {
     }
 }
 
-/// Where the evaluations find the real trace when `--trace` is not given.
-pub const DEFAULT_TRACE: &str = "../shared/traces/cloudphysics-vscsi-part1.csv";
+/// The real trace the evaluations use when `--trace` is not given: its
+/// name under a `shared/traces` directory beside the project.
+pub const DEFAULT_TRACE_NAME: &str = "cloudphysics-vscsi-part1.csv";
+
+/// How the default trace is looked for, for messages.
+pub const DEFAULT_TRACE: &str = "shared/traces/cloudphysics-vscsi-part1.csv beside the working directory or the mosaic binary (or one of their parents)";
+
+/// The default trace: `shared/traces/NAME` under the working directory's
+/// parent or an ancestor of the running binary's directory
+/// (`target/release/mosaic` in a checkout beside `shared/`), so `eval`
+/// finds it from anywhere inside the checkout, not only from its root.
+pub fn default_trace() -> Option<std::path::PathBuf> {
+    let cwd = std::env::current_dir().ok();
+    let exe = std::env::current_exe().ok().and_then(|e| e.parent().map(std::path::Path::to_path_buf));
+    find_default_trace(cwd.into_iter().chain(exe))
+}
+
+/// The first `A/shared/traces/NAME` that is a file, for A each ancestor of
+/// each start in turn (the start itself first).
+fn find_default_trace(starts: impl IntoIterator<Item = std::path::PathBuf>) -> Option<std::path::PathBuf> {
+    let rel = std::path::Path::new("shared/traces").join(DEFAULT_TRACE_NAME);
+    starts.into_iter().flat_map(|s| s.ancestors().map(|a| a.join(&rel)).collect::<Vec<_>>()).find(|p| p.is_file())
+}
 
 /// The trace an `eval` uses: a `--trace` given must exist (an error,
 /// not a silent skip); without one, the default when it is there, else
@@ -225,11 +246,33 @@ pub fn eval_trace(given: Option<&std::path::Path>, what: &str) -> anyhow::Result
     match given {
         Some(p) if p.exists() => Ok(Some(p.to_path_buf())),
         Some(p) => anyhow::bail!("trace {} does not exist", p.display()),
-        None if std::path::Path::new(DEFAULT_TRACE).exists() => Ok(Some(DEFAULT_TRACE.into())),
-        None => {
-            eprintln!("note: no --trace and no {DEFAULT_TRACE}: {what}");
-            Ok(None)
-        }
+        None => match default_trace() {
+            Some(p) => Ok(Some(p)),
+            None => {
+                eprintln!("note: no --trace and no {DEFAULT_TRACE}: {what}");
+                Ok(None)
+            }
+        },
+    }
+}
+
+/// The trace an `eval` cannot do without: `--trace`, else the default,
+/// else an error saying where it was looked for.
+pub fn required_trace(given: Option<&std::path::Path>, instead: &str) -> anyhow::Result<std::path::PathBuf> {
+    match given {
+        Some(p) if p.exists() => Ok(p.to_path_buf()),
+        Some(p) => anyhow::bail!("trace {} does not exist", p.display()),
+        None => default_trace().ok_or_else(|| anyhow::anyhow!("no --trace given and no {DEFAULT_TRACE}; give --trace FILE, or {instead}")),
+    }
+}
+
+/// A count of at least one (drives, a queue depth), for clap: zero would
+/// run nothing, or divide by it, and print a table of zeros or NaNs.
+pub fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -273,5 +316,25 @@ mod tests {
         for bad in ["", "0", "0d", "-1h", "1.5h", "h", "12w", "99999999999999999999d"] {
             assert!(super::interval(bad).unwrap_err().contains("90m, 12h, 30d"), "{bad}");
         }
+    }
+
+    /// The default trace is found from anywhere inside a checkout beside
+    /// `shared/` (it was looked for as ../shared/... from the working
+    /// directory only), and not found where there is none.
+    #[test]
+    fn the_default_trace_is_found_from_any_depth_of_the_checkout() {
+        let t = tempfile::tempdir().unwrap();
+        let traces = t.path().join("shared/traces");
+        std::fs::create_dir_all(&traces).unwrap();
+        let deep = t.path().join("main/target/release");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(super::find_default_trace([deep.clone()]), None, "no trace file yet");
+        let file = traces.join(super::DEFAULT_TRACE_NAME);
+        std::fs::write(&file, "x").unwrap();
+        for start in [deep.clone(), t.path().join("main"), t.path().to_path_buf()] {
+            assert_eq!(super::find_default_trace([start.clone()]), Some(file.clone()), "from {}", start.display());
+        }
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert_eq!(super::find_default_trace([elsewhere.path().to_path_buf(), deep]), Some(file), "the second start is tried");
     }
 }

@@ -56,6 +56,9 @@ fn create(dir: &Path) -> String {
 fn fill(dir: &Path, arr: &str) -> Vec<u8> {
     let info = json(&ok(&["info", "-a", arr, "--json"]));
     let cap = info["volume"]["capacity"].as_u64().unwrap();
+    // Identity and size at the top, as every kind has them.
+    assert_eq!((info["capacity"].as_u64(), &info["uuid"]), (Some(cap), &info["volume"]["uuid"]), "{info}");
+    assert!(info["uuid"].is_string(), "{info}");
     let bytes: Vec<u8> = (0..cap as u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let f = dir.join("fill.bin");
     std::fs::write(&f, &bytes).unwrap();

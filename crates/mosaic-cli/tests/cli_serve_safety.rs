@@ -284,6 +284,34 @@ fn a_member_failing_while_serving_is_logged_with_a_timestamp_and_counted() {
     assert_eq!(code, 0, "{log:#?}");
 }
 
+/// Two members of a raid5 lost while serving: the events say the array
+/// failed, not "serving degraded" (which the second event said).
+#[test]
+fn members_failing_beyond_the_code_say_the_array_failed() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("arr");
+    let arr = raid5(&dir);
+    let srv = Serve::start(&arr, &["--quiet"]);
+    let mut c = Nbd::open(srv.port);
+    assert_eq!(c.write(0, &pattern(5, 1 << 20)), 0);
+    assert_eq!(c.cmd(Command::Flush, 0, 0, &[]), 0);
+    for m in ["member-01.img", "member-02.img"] {
+        std::fs::OpenOptions::new().write(true).open(dir.join(m)).unwrap().set_len(4096).unwrap();
+    }
+    c.send(Command::Read, 8, 0, 1 << 20, &[]);
+    let (cookie, err) = c.reply();
+    assert!(cookie == 8 && err != 0, "the read fails: {err}");
+    std::thread::sleep(Duration::from_millis(500));
+    drop(c);
+    let (_, log) = srv.stop();
+    let failed: Vec<&String> = log.iter().filter(|l| l.contains("failed while serving:")).collect();
+    assert!(!failed.is_empty(), "{log:#?}");
+    let last = failed.last().unwrap();
+    assert!(last.contains("too many members are out: the array has FAILED and serves no I/O") && !last.contains("serving degraded"), "{last}");
+    // A failed request is logged under --quiet too.
+    assert!(log.iter().any(|l| l.contains("Read at 0 len") && l.contains("failed")), "{log:#?}");
+}
+
 #[test]
 fn the_default_negotiation_lets_clients_write_512_byte_pieces() {
     let t = tempfile::tempdir().unwrap();
@@ -329,6 +357,9 @@ fn a_client_stalled_in_a_payload_is_cut_off_after_the_io_timeout() {
     drop(c);
     let (code, log) = srv.stop();
     assert_clean_stop(code, &log);
+    // --quiet hides connections coming and going, not why one was cut off.
+    assert!(log.iter().any(|l| l.contains("conn 1: short WRITE payload (nothing of it for 500ms); closing")), "a quiet server says why it closed: {log:?}");
+    assert!(!log.iter().any(|l| l.contains(": transmission")), "a quiet server logs no connection: {log:?}");
     let e = fails(&["serve", "-a", &arr, "--io-timeout", "0"]);
     assert!(e.contains("\"0\": give a positive number of seconds"), "{e}");
 }

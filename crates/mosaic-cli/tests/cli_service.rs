@@ -6,7 +6,7 @@
 
 use crate::common;
 use common::fio::{fio, passed, status, wait_status};
-use common::{json, mosaic, ok};
+use common::{fails, json, mosaic, ok};
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -119,6 +119,9 @@ fn a_grow_killed_mid_restripe_resumes_and_loses_nothing() {
     // Offline the array opens mid-grow and says so.
     let info = json(&ok(&["info", "-a", a, "--json"]));
     assert!(info["grow"]["done_stripes"].as_u64().unwrap() >= done, "{info}");
+    // The same grow asked again points to the one that stopped.
+    let e = fails(&["grow", "-a", a, "--members", "6"]);
+    assert!(e.contains("a grow to 6 members stopped before it ended; resume it with mosaic grow -a"), "{e}");
     // Served again, the grow resumes by itself and ends.
     let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "0"]);
     let s = wait_status(a, 120, "the resumed grow done", |s| s["grow"].is_null() && s["maintenance"].is_null());

@@ -13,6 +13,7 @@ mod cli_config;
 mod cli_control;
 mod cli_data_safety;
 mod cli_dvs;
+mod cli_eval_input;
 mod cli_eval_ppc;
 mod cli_events;
 mod cli_journal;

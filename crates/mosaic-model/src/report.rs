@@ -82,6 +82,9 @@ fn parse_size(s: &str) -> Result<u64, ModelError> {
     mosaic_size::parse(s).map_err(|e| ModelError::Input(e.to_string()))
 }
 
+/// The smallest request size the model takes: one sector.
+pub const MIN_REQUEST: u64 = 512;
+
 /// Parse `MIN:MAX` into the powers of two in [MIN, MAX], or `MIN:MAX:STEP`
 /// into MIN, MIN+STEP, ... <= MAX.  Sizes are [`mosaic_size`]'s (`4K:4M`).
 pub fn parse_size_range(s: &str) -> Result<Vec<u64>, ModelError> {
@@ -92,6 +95,9 @@ pub fn parse_size_range(s: &str) -> Result<Vec<u64>, ModelError> {
     let (a, b) = (parse_size(parts[0])?, parse_size(parts[1])?);
     if a == 0 || a > b {
         return Err(ModelError::Input(format!("bad size range {s:?}: need 0 < MIN <= MAX in MIN:MAX")));
+    }
+    if a < MIN_REQUEST {
+        return Err(ModelError::Input(format!("bad size range {s:?}: a request is at least a {MIN_REQUEST}-byte sector")));
     }
     if parts.len() == 3 {
         let step = parse_size(parts[2])?;

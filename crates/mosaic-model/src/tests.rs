@@ -374,7 +374,10 @@ fn size_ranges() {
         assert!(!e.is_empty(), "{bad}");
     }
     assert!(parse_size_range("4K").unwrap_err().to_string().contains("MIN:MAX"));
-    assert!(parse_size_range("1:100000000:1").unwrap_err().to_string().contains("STEP"));
+    assert!(parse_size_range("512:100000000:1").unwrap_err().to_string().contains("STEP"));
+    // Below a sector is no block request: `--sizes 1:1` printed rows of 0.00 KiB.
+    assert!(parse_size_range("1:1").unwrap_err().to_string().contains("512-byte sector"));
+    assert!(parse_size_range("511:4K").unwrap_err().to_string().contains("512-byte sector"));
 }
 
 // ---------------------------------------------------------------- advisor

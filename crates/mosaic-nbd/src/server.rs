@@ -59,8 +59,10 @@ pub struct ServerConfig {
     /// open).  Once the server stops, replies still being sent get this
     /// long at most.
     pub io_timeout: Duration,
-    /// Log connections and their errors (as `tracing` events: the
-    /// program installs a subscriber to see them).
+    /// Log connections as they come and go (`tracing` info events: the
+    /// program installs a subscriber to see them).  Trouble (a connection
+    /// closed for a protocol error or a timeout, a failed request) is
+    /// logged as a warning either way.
     pub log: bool,
 }
 
@@ -147,11 +149,12 @@ impl Shared {
         ExportInfo { size: self.export.size(), ..self.info.clone() }
     }
 
-    /// Log trouble with a connection (a warning), unless logging is off.
+    /// Log trouble with a connection (a warning): always, as a quiet
+    /// server (`log: false`) still says why it closed a connection or
+    /// failed a request, or nothing would tell a user why a client lost
+    /// its connection.
     pub(crate) fn log(&self, msg: &str) {
-        if self.log {
-            tracing::warn!("mosaic-nbd: {msg}");
-        }
+        tracing::warn!("mosaic-nbd: {msg}");
     }
 
     /// Log a connection's comings and goings, unless logging is off.

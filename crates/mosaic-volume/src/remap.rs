@@ -151,8 +151,11 @@ impl RemapVolume {
     /// array's, naming this inner array), the map.  A writable open bumps
     /// the label's event counter.
     pub fn open(dir: &Path, writable: bool) -> Result<RemapVolume> {
+        if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            return Err(VolumeError::Usage(format!("no array at {}: no such file or directory", dir.display())));
+        }
         let idir = dir.join(INNER_DIR);
-        let inner = Array::open(&ArraySpec::Dir(idir.clone()), writable).map_err(|e| VolumeError::Usage(format!("the inner array {}: {e}", idir.display())))?;
+        let inner = Array::open(&ArraySpec::Dir(idir.clone()), writable).map_err(|e| VolumeError::Usage(format!("its inner array: {e}")))?;
         let label = label_of(&idir, &inner)?;
         let blob: RemapBlob = label.policy().map_err(|e| err(format!("array {}: {e}", label.array_uuid)))?;
         let (geo, off) = placement_geometry(&inner.geometry())?;
