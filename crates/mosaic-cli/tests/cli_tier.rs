@@ -213,3 +213,69 @@ fn serve_exports_a_tier_and_demotes_while_idle() {
     let out = t.path().join("out.bin");
     assert!(read_back(ad, "0", 4 << 20, &out) == want, "read after serve differs");
 }
+
+// ------------------------------------- writes larger than the fast tier
+
+/// The audit's tier: raid1 over 2 x 8 MiB fast (5.5 MiB of fast data),
+/// raid5 over 3 x 16 MiB slow; `extra` options.
+fn create_small(dir: &str, extra: &[&str]) {
+    let mut args = vec!["create", "-a", dir, "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M"];
+    args.extend_from_slice(extra);
+    ok(&args);
+}
+
+#[test]
+fn a_tier_takes_writes_larger_than_its_fast_tier_from_write_and_over_nbd() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    create_small(ad, &[]);
+    let fast = json(&ok(&["info", "-a", ad, "--json"]))["stats"]["fast_blocks"].as_u64().unwrap();
+    assert!(fast * 4096 < 6 << 20, "the fast tier holds {fast} blocks");
+    let mut want = vec![0u8; 14 << 20];
+    let six = data(6 << 20, 11);
+    let input = t.path().join("six.bin");
+    fs::write(&input, &six).unwrap();
+    ok(&["write", "-a", ad, "--offset", "0", "--input", input.to_str().unwrap()]);
+    want[..six.len()].copy_from_slice(&six);
+    let out = t.path().join("out.bin");
+    assert!(read_back(ad, "0", six.len(), &out) == six, "6 MiB read back differs");
+
+    // An NBD client's 8 MiB write (the server takes up to 32 MiB), over
+    // the end of the first.
+    let s = Serve::start(ad, &[]);
+    let mut c = Nbd::open(s.port);
+    let eight = data(8 << 20, 12);
+    assert_eq!(c.cmd(Command::Write, 5 << 20, eight.len() as u32, &eight), 0, "8 MiB NBD write");
+    want[5 << 20..13 << 20].copy_from_slice(&eight);
+    assert!(c.read(0, want.len() as u32) == want, "read over NBD differs");
+    c.disconnect();
+    let (code, log) = s.stop();
+    assert_eq!(code, 0, "{log:?}");
+    assert!(read_back(ad, "0", want.len(), &out) == want, "read after serve differs");
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    assert!(info["stats"]["blocks_slow"].as_u64().unwrap() > 0, "{info}");
+}
+
+#[test]
+fn tier_replays_with_writes_larger_than_the_fast_tier_do_the_same_operations_real_and_simulated() {
+    let t = tempfile::tempdir().unwrap();
+    let tr = t.path().join("t.csv");
+    let sizes = [65536u64, 1 << 20, 6 << 20, 8 << 20];
+    common::msr_trace(&tr, &common::TraceSpec { seed: 0x5eed_7153, requests: 40, span: 24 << 20, write_pct: 70, sizes: &sizes, hot: None });
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    create_small(ad, &["--stripe-unit", "64K", "--tier-request-clock", "1000000"]);
+    let trs = tr.to_str().unwrap();
+    let real = json(&ok(&["replay", "--trace", trs, "--on", ad, "--queue-depth", "1", "--json"]));
+    let simulated = json(&ok(&[
+        "replay", "--trace", trs, "--layout", "tier", "--stripe-unit", "64K", "--block-size", "4096", "--mode", "closed", "--queue-depth", "1", "--json",
+        "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M", "--tier-request-clock", "1000000",
+        "--device", "0-1=ssd:samsung-830-128g", "--device", "2-4=hdd:seagate-st91000640ss",
+    ]));
+    assert_eq!(real["requests"], 40);
+    assert_eq!(real["wrapped"], 0, "the trace must fit the real array");
+    let policy = |k: &str| simulated["policy"].as_array().unwrap().iter().find(|p| p[0] == k).map(|p| p[1].as_f64().unwrap()).unwrap();
+    assert!(policy("foreground_demotions") > 0.0, "{}", simulated["policy"]);
+    assert_eq!(common::device_counts(&real), common::device_counts(&simulated), "per-member counts differ (real, then simulated)");
+}

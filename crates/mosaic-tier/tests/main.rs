@@ -8,6 +8,7 @@ mod geometry;
 mod policy_alloc;
 mod policy_basic;
 mod policy_crash;
+mod policy_large;
 mod policy_move;
 mod policy_prop;
 mod prop;

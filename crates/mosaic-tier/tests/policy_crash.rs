@@ -1,8 +1,8 @@
-//! Power cuts at every device write of a client write and its flush, a
-//! demotion (with compaction), a promotion, and unflushed writes followed
-//! by movement: recovery from FAST's map bytes always gives every flushed
-//! byte back, each unflushed block old or new, and the accounting stays
-//! whole.
+//! Power cuts at every device write of a client write (one larger than
+//! the fast tier too) and its flush, a demotion (with compaction), a
+//! promotion, and unflushed writes followed by movement: recovery from
+//! FAST's map bytes always gives every flushed byte back, each unflushed
+//! block old or new, and the accounting stays whole.
 
 use crate::policy_support;
 
@@ -147,6 +147,22 @@ fn power_cut_during_a_write_with_new_placements_and_foreground_demotion() {
     assert!(ops_on(&p, SLOW).iter().any(|o| o.0 == mosaic_core::Dir::Write), "the write demoted first");
     let n = cut_everywhere(&base, &act);
     assert!(n >= 4, "{n} device writes");
+}
+
+#[test]
+fn power_cut_during_a_write_larger_than_the_fast_tier() {
+    let (r, m) = setup(60);
+    let base = Base::of(&r, &m);
+    // 160 blocks through a fast tier of 64: parts of 32, each part's
+    // foreground demotion moving other data and the earlier parts on.
+    let off = 30 * BLOCK;
+    let data = pattern(4343, off, 160 * BLOCK);
+    let act = |r: &mut Rig| (write_and_flush(r, off, &data), Some((off, data.clone())));
+    let (p, _) = act(&mut base.rig());
+    let parts = p.bufs.iter().filter(|b| matches!(b, mosaic_core::Buf::Input { .. })).count();
+    assert_eq!(parts, 5, "160 blocks in parts of 32");
+    let n = cut_everywhere(&base, &act);
+    assert!(n >= 10, "{n} device writes");
 }
 
 #[test]
