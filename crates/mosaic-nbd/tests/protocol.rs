@@ -58,6 +58,7 @@ fn list_unknown_options_and_abort() {
         c.send_opt(opt, &vec![7u8; 100 << 10]);
         let r = c.opt_reply();
         assert_eq!(r.ty, REP_ERR_TOO_BIG, "{}", String::from_utf8_lossy(&r.data));
+        assert_eq!(String::from_utf8_lossy(&r.data), "an option of 102400 bytes is more than the 65536 this server reads");
     }
     assert_eq!(c.info_or_go(OPT_INFO, "nope"), Err(REP_ERR_UNKNOWN));
     c.send_opt(OPT_GO, &[0, 0, 0, 9, 1]); // name length past the payload
