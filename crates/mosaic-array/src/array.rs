@@ -207,6 +207,10 @@ pub struct ArrayInfo {
     /// The write-intent bitmap, when the array has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bitmap: Option<BitmapStatus>,
+    /// Member UUIDs this array replaced: a device carrying one is its
+    /// former member ([`crate::superblock::Superblock::replaced`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Uuid>,
 }
 
 /// The write-intent bitmap in [`ArrayInfo`]: each member's bytes a bit
@@ -525,6 +529,7 @@ impl Array {
             resync_from: 0,
             last_scrub: None,
             owner: None,
+            replaced: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -655,7 +660,7 @@ impl Array {
             }
         }
         let mut place = Place::of(spec);
-        let newest = found.iter().max_by_key(|f| f.sb.events).map(|f| f.sb.clone());
+        let newest = crate::assemble::chosen(&found);
         if let Some(sb) = &newest {
             place.detect_copy(sb);
         }
@@ -1245,6 +1250,7 @@ impl Array {
             last_scrub: sb.last_scrub,
             owner: sb.owner.clone(),
             created: sb.created,
+            replaced: sb.replaced.clone(),
             bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
     }

@@ -5,9 +5,11 @@
 //!     unreadable, no/corrupt superblock ──> reported, not used
 //!     mosaic_format::fresh::pick_array: the array = the UUID most carry
 //!     member missing: tried by its path hint
-//!     mosaic_format::fresh::assemble: authoritative = highest event counter;
-//!       replaced, stale, two devices for one slot ──┐
-//!       too small for the geometry (this kind's) ───┴──> Failed, named
+//!     mosaic_format::fresh::assemble: authoritative = highest event counter,
+//!       unless copies are mixed (fresh::choose: the copy that can serve);
+//!       replaced, stale, another copy's, two devices for one slot ──┐
+//!       too small for the geometry (this kind's) ───────────────────┴──> Failed, named
+//!       a former member left in the directory (Superblock::replaced) ──> passed over
 //!   more members out than the code tolerates ──> refused, with every reason
 //!     a member being rebuilt is out only from its recorded position: when
 //!     the stripes below it are whole, they are served and the rest named
@@ -34,10 +36,11 @@ use std::sync::Arc;
 use mosaic_core::MemberState;
 use mosaic_dev::{Device, Member};
 use mosaic_format::fresh;
+use mosaic_format::label::Label;
 
 use crate::nested::ARRAY_PREFIX;
 use crate::spec::ArraySpec;
-use crate::superblock::{Superblock, DATA_OFFSET};
+use crate::superblock::{failed_on_record, serves_from, Superblock, DATA_OFFSET};
 use crate::ArrayError;
 
 /// A device with a readable superblock.
@@ -266,6 +269,20 @@ fn too_small(f: &Found, auth: &Superblock) -> Option<String> {
     (f.m.size() < need).then(|| format!("{}: member {i} is too small: {} bytes, the array needs {need} (truncated?); not used", f.path, f.m.size()))
 }
 
+/// The superblock of a label of this kind (None for another kind's).
+fn sb_of(l: &Label) -> Option<Superblock> {
+    Superblock::from_label(l.clone()).ok()
+}
+
+/// Whether `f`, found by listing the array's directory (`dir_spec`),
+/// is a former member the array of `auth` recorded replacing
+/// ([`Superblock::replaced`]): passed over without a warning, as md and
+/// ZFS pass over a replaced disk.  One the user named is still named.
+fn retired(f: &fresh::Found<Found>, auth: &Label, dir_spec: bool) -> bool {
+    let l = &f.label;
+    dir_spec && auth.member_uuids.get(l.member_index).is_some_and(|u| *u != l.member_uuid) && sb_of(auth).is_some_and(|sb| sb.replaced.contains(&l.member_uuid))
+}
+
 /// A grow whose new members did not all get their superblock (a crash
 /// while it started) moved no data yet: it is undone, and the array is
 /// what it was before.
@@ -288,9 +305,24 @@ fn roll_back_unstarted_grow(sb: &mut Superblock, slots: &mut Vec<Option<Arc<dyn 
     }
 }
 
-/// The authoritative superblock among `found`: the highest event counter
-/// (the same device [`fresh::authoritative`] picks).
-fn authoritative(found: &[Found]) -> Option<Superblock> {
+/// The superblock the one rule makes the array's among `found` (of the
+/// array most of them belong to: [`fresh::choose`]), so its journal and
+/// home are the ones used, not those of another copy's member that went
+/// further; the freshest when the rule refuses (assembly says why).
+pub(crate) fn chosen(found: &[Found]) -> Option<Superblock> {
+    let labels: Vec<fresh::Found<&Found>> = found.iter().filter_map(|f| Some(fresh::Found { label: f.sb.to_label().ok()?, name: f.path.clone(), dev: f })).collect();
+    let ours = fresh::pick_array(labels, &mut Vec::new()).ok()?;
+    let own = |f: &fresh::Found<&Found>, auth: &Label| sb_of(auth).and_then(|sb| too_small(f.dev, &sb));
+    let kind = fresh::Kind { failed: &failed_on_record, own: &own, serves: &serves_from, retired: &|_, _| false };
+    match fresh::choose(&ours, &kind) {
+        Ok(Some(i)) => Some(ours[i].dev.sb.clone()),
+        _ => freshest(found),
+    }
+}
+
+/// The freshest superblock among `found` (the one [`fresh::choose`]
+/// starts from).
+fn freshest(found: &[Found]) -> Option<Superblock> {
     let keys: Vec<(u64, uuid::Uuid)> = found.iter().map(|f| (f.sb.events, f.sb.session)).collect();
     fresh::pick_authoritative(&keys).map(|i| found[i].sb.clone())
 }
@@ -307,18 +339,20 @@ pub(crate) fn assemble(
     let mut warnings = rejected;
     let ours = fresh::pick_array(to_fresh_all(found)?, &mut warnings).map_err(ArrayError::Usage)?;
     let mut found: Vec<Found> = ours.into_iter().map(|f| f.dev).collect();
-    let Some(first) = authoritative(&found) else {
+    let Some(first) = chosen(&found) else {
         let why = if warnings.is_empty() { String::new() } else { format!(": {}", warnings.join("; ")) };
         return Err(ArrayError::BadMember(format!("no member of any array found{why}")));
     };
     if use_hints {
         follow_hints(&mut found, &first, place, writable, &mut warnings);
     }
-    let auth = authoritative(&found).unwrap_or(first);
     // Identities on the devices found, stale ones included.
     let seen: Vec<uuid::Uuid> = found.iter().map(|f| f.sb.member_uuid).collect();
-    let failed = |i: usize| auth.member_states.get(i).is_some_and(|s| matches!(s, MemberState::Failed));
-    let a = fresh::assemble(to_fresh_all(found)?, warnings, failed, |f, _| too_small(&f.dev, &auth)).map_err(ArrayError::Usage)?;
+    let own = |f: &fresh::Found<Found>, auth: &Label| sb_of(auth).and_then(|sb| too_small(&f.dev, &sb));
+    let retired = |f: &fresh::Found<Found>, auth: &Label| retired(f, auth, place.dir_spec);
+    let kind = fresh::Kind { failed: &failed_on_record, own: &own, serves: &serves_from, retired: &retired };
+    let a = fresh::assemble(to_fresh_all(found)?, warnings, &kind).map_err(ArrayError::Usage)?;
+    let auth = Superblock::from_label(a.auth.clone()).map_err(ArrayError::Format)?;
     let mut sb = auth.clone();
     // In memory, hints are paths as this open resolves them.
     for p in sb.member_paths.iter_mut().chain(sb.journal.iter_mut()) {

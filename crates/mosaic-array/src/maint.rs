@@ -165,7 +165,7 @@ impl Array {
         self.set_member(idx, Some(m));
         self.set_health(idx, MemberState::Rebuilding { done: 0 });
         self.write_superblocks(|s| {
-            s.member_uuids[idx] = Uuid::new_v4();
+            s.retire(idx);
             s.member_paths[idx] = path.to_string();
             if let Some(l) = s.left.get_mut(idx) {
                 *l = Uuid::nil();

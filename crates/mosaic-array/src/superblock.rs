@@ -71,6 +71,9 @@ pub const LOSSY_BITMAP_VERSION: u32 = 8;
 /// The most lost ranges a superblock lists; past that, neighbours merge
 /// (more bytes read as lost, never fewer).
 pub const MAX_LOST: usize = 256;
+/// The most replaced member UUIDs a superblock keeps
+/// ([`Superblock::replaced`]); older ones are forgotten.
+pub const MAX_REPLACED: usize = 32;
 pub const DATA_OFFSET: u64 = 1 << 20;
 const _: () = assert!(mosaic_format::label::LABEL_AREA <= DATA_OFFSET);
 
@@ -204,6 +207,31 @@ pub struct Superblock {
     /// `--force` (its bytes are the owner's structures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Owner>,
+    /// The member UUIDs replaced in this array (most recent last, at most
+    /// [`MAX_REPLACED`]): a device carrying one is a former member of
+    /// this array, not a copy's member (a copy that replaced a member
+    /// gave it a UUID this array never had).  Its file left in the
+    /// array's directory is passed over without a warning, and it may be
+    /// taken back as a hot spare.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Uuid>,
+}
+
+/// Member `i` is failed on the record of the fixed array's label `l`
+/// (the one freshness rule's `failed`, [`mosaic_format::fresh::Kind`]).
+pub fn failed_on_record(l: &Label, i: usize) -> bool {
+    Superblock::from_label(l.clone()).is_ok_and(|sb| matches!(sb.member_states.get(i), Some(MemberState::Failed)))
+}
+
+/// Whether the fixed array of the label `l` can be served from the
+/// member slots `filled`: the columns of a stripe out (unfilled, or
+/// failed on record) are within what its code tolerates (the one rule's
+/// `serves`).
+pub fn serves_from(l: &Label, filled: &[bool]) -> bool {
+    let Ok(sb) = Superblock::from_label(l.clone()) else { return false };
+    let g = &sb.geometry;
+    let out: Vec<usize> = (0..g.members).filter(|&i| !filled.get(i).copied().unwrap_or(false) || matches!(sb.member_states[i], MemberState::Failed)).collect();
+    g.columns_out(&out) <= g.m
 }
 
 /// The array an inner array belongs to ([`Superblock::owner`]).
@@ -240,6 +268,16 @@ impl LostRange {
 }
 
 impl Superblock {
+    /// Give slot `idx` a new member identity (a replacement), keeping the
+    /// old one in [`Superblock::replaced`].
+    pub fn retire(&mut self, idx: usize) {
+        let old = std::mem::replace(&mut self.member_uuids[idx], Uuid::new_v4());
+        self.replaced.retain(|u| *u != old);
+        self.replaced.push(old);
+        let over = self.replaced.len().saturating_sub(MAX_REPLACED);
+        self.replaced.drain(..over);
+    }
+
     pub fn degraded(&self) -> bool {
         self.member_states.iter().any(|s| !matches!(s, MemberState::Active))
     }
@@ -267,6 +305,7 @@ impl Superblock {
             resync_from: self.resync_from,
             last_scrub: self.last_scrub,
             owner: self.owner.clone(),
+            replaced: self.replaced.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -318,6 +357,7 @@ impl Superblock {
             resync_from: p.resync_from,
             last_scrub: p.last_scrub,
             owner: p.owner,
+            replaced: p.replaced,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -351,6 +391,9 @@ impl Superblock {
         }
         if self.member_index >= n || self.member_states.len() != n || self.member_uuids.len() != n || self.member_paths.len() != n {
             return Err(format!("member tables do not match the member count {n}"));
+        }
+        if self.replaced.len() > MAX_REPLACED {
+            return Err(format!("{} replaced member UUIDs listed, at most {MAX_REPLACED}", self.replaced.len()));
         }
         if !self.left.is_empty() && self.left.len() != n {
             return Err(format!("the sessions members left in do not match the member count {n}"));
@@ -451,6 +494,8 @@ struct FixedPolicy {
     last_scrub: Option<ScrubRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<Owner>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replaced: Vec<Uuid>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

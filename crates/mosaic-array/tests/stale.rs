@@ -128,3 +128,76 @@ fn an_epoch_updates_the_superblocks_at_most_once_an_epoch_and_only_after_writes(
     arr.flush().unwrap();
     assert_eq!(events(&ms), e0 + 2, "no writes since: no update");
 }
+
+/// `cp -a P Q`, Q written further, then one of Q's members put in P's
+/// place (a wrong restore): the intruder's event counter is ahead, but
+/// event counters decide within one copy only.  P opens degraded from its
+/// own three members, reads its own bytes, and names the intruder as
+/// another copy's member; P's members are never called stale.
+#[test]
+fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
+    let (ms, arr) = raid5();
+    let p_data = fill(&arr, 3);
+    arr.close().unwrap();
+    drop(arr);
+    let qs: Vec<Arc<MemMember>> = ms
+        .iter()
+        .map(|m| {
+            let q = Arc::new(MemMember::new(m.describe().replace("mem:m", "q"), m.size()));
+            q.restore(m.snapshot());
+            q
+        })
+        .collect();
+    for seed in [5, 9] {
+        let q = reopen(&qs, true);
+        fill(&q, seed);
+        q.close().unwrap();
+    }
+    ms[2].restore(qs[2].snapshot());
+    for writable in [false, true] {
+        let arr = reopen(&ms, writable);
+        assert_eq!(arr.health().states, [MemberState::Active, MemberState::Active, MemberState::Failed, MemberState::Active]);
+        let w = arr.open_warnings().join("\n");
+        assert!(w.contains("mem:m2: member 2 carries the writes of another copy") && w.contains("another copy's member") && w.contains("not used"), "{w}");
+        assert!(!w.contains("stale"), "P's own members were called stale: {w}");
+        let mut got = vec![0u8; p_data.len()];
+        arr.read(0, &mut got).unwrap();
+        assert!(got == p_data, "P read another copy's bytes");
+        arr.close().unwrap();
+    }
+}
+
+/// A member replaced onto a device outside the array's directory leaves
+/// its old file there: the array recorded the replacement, so later opens
+/// of the directory pass over that file without a warning (as md and ZFS
+/// pass over a replaced disk), while naming it in a list still says why it
+/// is not used.
+#[test]
+fn a_replaced_members_file_left_in_the_directory_is_passed_over_quietly() {
+    use mosaic_array::spec::ArraySpec;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let o = CreateOptions { level: Level::Raid5, members: Some(3), member_size: Some(DATA_OFFSET + (1 << 20)), unit: 4096, block: 4096, force: false, assume_clean: false };
+    let arr = Array::create(&ArraySpec::Dir(dir.clone()), &o).unwrap();
+    let data = fill(&arr, 11);
+    let old = arr.info().member_list[0].uuid;
+    arr.fail_member(0).unwrap();
+    let size = std::fs::metadata(dir.join("member-00.img")).unwrap().len();
+    std::fs::File::create(t.path().join("new0.img")).unwrap().set_len(size).unwrap();
+    arr.replace(0, &t.path().join("new0.img")).unwrap();
+    arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let arr = Array::open(&ArraySpec::Dir(dir.clone()), true).unwrap();
+    assert_eq!(arr.info().replaced, [old], "the replacement is recorded");
+    assert!(arr.open_warnings().is_empty(), "{:?}", arr.open_warnings());
+    let mut got = vec![0u8; data.len()];
+    arr.read(0, &mut got).unwrap();
+    assert!(got == data);
+    arr.close().unwrap();
+    drop(arr);
+    let listed = ArraySpec::Paths(vec![dir.join("member-00.img"), dir.join("member-01.img"), dir.join("member-02.img"), t.path().join("new0.img")]);
+    let arr = Array::open(&listed, false).unwrap();
+    let w = arr.open_warnings().join("\n");
+    assert!(w.contains("member-00.img: was member 0 before that member was replaced; not used"), "{w}");
+}

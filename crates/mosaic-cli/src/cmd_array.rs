@@ -1233,9 +1233,11 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
 /// Refuse a replacement drive that carries another array's member or
 /// journal (without `--force`) or this array's journal.  A device with this
 /// array's identity in a slot that is in service on another device is a
-/// copy's member: another array's, refused without `--force`.  This
-/// array's own other members are left to the volume: its stale member in
-/// the same slot is fine, a working member elsewhere is refused there.
+/// copy's member: another array's, refused without `--force`, unless the
+/// array recorded replacing the member it carries (its own former member,
+/// which md takes back too; it is written over).  This array's own other
+/// members are left to the volume: its stale member in the same slot is
+/// fine, a working member elsewhere is refused there.
 pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(drive)?;
     let info = vol.info();
@@ -1243,22 +1245,37 @@ pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result
         let Some(i) = what.member() else {
             bail!("{} is {what}, the array being repaired: it cannot be a member too", drive.display());
         };
-        // This array's identity on another device than the one in service
-        // in that slot: a copy's member (a copy is its own array), never
-        // a former member of this one.
         let in_service = info.members.get(i).filter(|m| m.present && !matches!(m.state, MemberState::Failed));
         if let Some(m) = in_service.filter(|m| !mosaic_array::spare::names_same(&m.path, drive)) {
-            if !force {
-                bail!(
-                    "{} is {what}, whose member {i} is in service as {}: it is a copy's member (another array); use --force to overwrite it",
-                    drive.display(),
-                    m.path
-                );
+            let carried = mosaic_volume::guard::member_label(drive)?.map(|l| l.member_uuid.to_string());
+            let former = carried.as_ref().is_some_and(|u| replaced_members(&info).contains(u));
+            if !force && !former {
+                // The very identity in service: a copy's.  Another one the
+                // array kept no record of replacing: a copy's member
+                // (which replaced its own), or a former member of this
+                // array from before it kept one; the labels cannot tell.
+                let why = match &carried {
+                    Some(u) if m.uuid.as_ref() != Some(u) => "a copy's member (another array), or a former member of this one that it keeps no record of replacing",
+                    _ => "a copy's member (another array)",
+                };
+                bail!("{} is {what}, whose member {i} is in service as {}: it is {why}; use --force to overwrite it", drive.display(), m.path);
             }
         }
         return Ok(());
     }
     check_output(drive, force)
+}
+
+/// The member UUIDs an array recorded replacing (a fixed array's, or the
+/// one under a cache), as strings.
+fn replaced_members(info: &mosaic_volume::VolumeInfo) -> Vec<String> {
+    ["/replaced", "/inner/replaced"]
+        .iter()
+        .find_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|u| u.as_str().map(str::to_string))
+        .collect()
 }
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {

@@ -166,7 +166,19 @@ fn describe(f: &FoundArray) -> String {
         }
     );
     for m in &f.found {
-        s += &format!("  {:>3}  {}  events {}{}\n", m.index, m.path, m.events, if m.stale { "  STALE" } else { "" });
+        let mark = if m.replaced {
+            "  REPLACED (a former member; not used)"
+        } else if m.stale {
+            "  STALE"
+        } else if m.other_copy {
+            "  ANOTHER COPY'S (written apart from the others; not used)"
+        } else {
+            ""
+        };
+        s += &format!("  {:>3}  {}  events {}{mark}\n", m.index, m.path, m.events);
+    }
+    if let Some(why) = &f.conflict {
+        s += &format!("  cannot be assembled: {why}\n");
     }
     for i in &f.missing {
         s += &format!("  {i:>3}  missing\n");

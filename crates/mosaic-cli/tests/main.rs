@@ -8,6 +8,7 @@ mod cli_advise;
 mod cli_array;
 mod cli_bench_input;
 mod cli_cache;
+mod cli_copies;
 mod cli_cbro;
 mod cli_config;
 mod cli_control;

@@ -617,6 +617,21 @@ fn unusable(f: &Found<Given>, auth: &Label) -> Option<String> {
     check_member(&cfg, f.label.member_index, f.dev.dev.as_ref()).err().map(|e| format!("{}: {e}; not used", f.name))
 }
 
+/// Member `i` is failed on the record of the DVS label `l` (the one
+/// freshness rule's `failed`, [`mosaic_format::fresh::Kind`]).
+pub fn failed_on_record(l: &Label, i: usize) -> bool {
+    meta::label_policy(l).is_ok_and(|p| p.failed.contains(&i))
+}
+
+/// Whether the DVS array of the label `l` can be served from the slots
+/// `filled` (those failed on record do not count): its parity covers the
+/// rest (the one rule's `serves`).
+pub fn serves(l: &Label, filled: &[bool]) -> bool {
+    let Ok(p) = meta::label_policy(l) else { return false };
+    let present = (0..p.config.members).filter(|i| filled.get(*i).copied().unwrap_or(false) && !p.failed.contains(i)).count();
+    present + p.config.parity >= p.config.members
+}
+
 impl DvsArray {
     /// Create an array on `members` (erasing them).
     pub fn create(members: Vec<Arc<dyn ZonedMember>>, cfg: DvsConfig) -> Result<DvsArray, DvsError> {
@@ -683,9 +698,10 @@ impl DvsArray {
         let (spares, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| meta::label_policy(&f.label).is_ok_and(|p| p.is_spare()));
         let found = fresh::pick_array(found, &mut warnings).map_err(DvsError::Other)?;
         // Members failed on record (as the authoritative label says) are
-        // not used until replaced: the one rule's `skip`.
-        let failed = fresh::authoritative(&found).and_then(|l| meta::label_policy(l).ok()).map(|p| p.failed).unwrap_or_default();
-        let Assembled { auth, slots, mut warnings } = fresh::assemble(found, warnings, |i| failed.contains(&i), unusable).map_err(DvsError::Other)?;
+        // not used until replaced: the one rule's `failed`.
+        let kind = fresh::Kind { failed: &failed_on_record, own: &unusable, serves: &serves, retired: &|_, _| false };
+        let Assembled { auth, slots, mut warnings } = fresh::assemble(found, warnings, &kind).map_err(DvsError::Other)?;
+        let failed = meta::label_policy(&auth).map(|p| p.failed).unwrap_or_default();
         let cfg = label_config(&auth)?;
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;

@@ -371,6 +371,37 @@ fn bad_members_and_metadata_give_clear_errors() {
     }
 }
 
+/// One member of a copy that was opened and written further (its event
+/// counter ahead) put among the array's own members: the array opens
+/// degraded from its own members, reads its own bytes, and names the
+/// intruder as another copy's member (it never out-votes them).
+#[test]
+fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
+    let (a, b) = (scratch(), scratch());
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let mut x = DvsArray::create(files(a.path(), 5), cfg(1)).unwrap();
+    let base = fill(&mut x, &mut rng, 40);
+    x.flush().unwrap();
+    drop(x);
+    for i in 0..5 {
+        std::fs::copy(a.path().join(format!("m{i}")), b.path().join(format!("m{i}"))).unwrap();
+    }
+    // The copy is opened (and written) three times: its labels go ahead.
+    let mut r = base.clone();
+    for _ in 0..3 {
+        let mut y = DvsArray::open(reopen_files(b.path(), 5)).unwrap();
+        more_writes(&mut y, &mut rng, &mut r, 10);
+        y.flush().unwrap();
+    }
+    std::fs::copy(b.path().join("m2"), a.path().join("m2")).unwrap();
+    let mut m = DvsArray::open(reopen_files(a.path(), 5)).unwrap();
+    let w = m.warnings().join("\n");
+    assert!(w.contains("m2 (zoned): member 2 carries the writes of another copy") && w.contains("another copy's member"), "{w}");
+    assert!(!w.contains("stale"), "the array's own members were called stale: {w}");
+    assert!(m.sources()[2].is_none() && (0..5).filter(|&i| i != 2).all(|i| m.sources()[i].is_some()));
+    check_all(&mut m, &base);
+}
+
 /// Rewrite the newest label of the zoned member file at `path` through `f`.
 /// Two copies of a DVS array written apart (its member files copied,
 /// then each copy opened and written): labels alone stay at the same event

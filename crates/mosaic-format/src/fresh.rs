@@ -3,13 +3,15 @@
 //! ```text
 //!   labels read from the devices given (and from path hints)
 //!     the array = the UUID most devices carry; others reported, not used
-//!     authoritative label = the highest event counter
+//!     authoritative label = the highest event counter (choose, below)
 //!     member index out of range ───────────────────────┐
 //!     replaced since (member UUID differs) ────────────┤
 //!     stale: events + EVENT_MARGIN < the array's ──────┼──> not used, named
 //!     another copy's session (diverged copy) ──────────┤    in a warning
 //!     the kind's own reason (too small, ...) ──────────┤
 //!     two devices claim one slot: the fresher wins ────┘
+//!     a device the array recorded replacing, found where it looks for
+//!       its own (Kind::retired) ──> not used, not said
 //! ```
 //!
 //! Like md, the event counter decides.  Every update of an array's state
@@ -29,8 +31,36 @@
 //! before it): a device at the array's event counter, or one behind it,
 //! serves only when it carries the authoritative session, or the one
 //! before it having missed just the update that started this one.  A
-//! device of another copy is named and not used, and members of two copies
-//! at one event counter, as many of each, are refused as a tie.
+//! device of another copy is named and not used.
+//!
+//! **Which copy is the array** ([`choose`]).  A copy of an array is its
+//! own array: identities are UUIDs, paths are hints, and copies are told
+//! apart by session.  Event counters decide *within one copy* only, so one
+//! device of a copy written further must not out-vote the members of the
+//! array it was put among:
+//!
+//! ```text
+//!   the freshest label (highest event counter; at a tie, the session
+//!   most devices there carry) accounts for every device: each serves
+//!   under it, is failed or replaced on its record, or is out of range
+//!     ──> it is the array (stale members stay stale)
+//!   else the devices disagree about which writes are the array's (two
+//!   copies' members mixed): each session's freshest label is a candidate;
+//!   the one whose own devices can serve the array (the kind's `serves`:
+//!   its code tolerates the rest out), with the most of them, wins
+//!     ──> the others' devices are named, never read
+//!   no candidate can serve it, or two serve it with as many members
+//!     ──> refused, naming each copy's devices
+//! ```
+//!
+//! A member that left the array (missing at an open, failed, replaced) is
+//! recorded so by the writes that went on without it, so it is accounted
+//! for and stays stale, however few the members that went on.  A device
+//! two or more events behind that the freshest label still counts in
+//! service was never left behind by this array: it is an old copy of a
+//! member or another copy's, and only the members that can serve the
+//! array decide.  So a stale member is never read, and a copy's member
+//! never out-votes the array's own.
 
 use uuid::Uuid;
 
@@ -92,17 +122,9 @@ pub fn pick_array<T>(found: Vec<Found<T>>, warnings: &mut Vec<String>) -> Result
     Ok(ours)
 }
 
-/// The authoritative label among `found`: the highest event counter (see
-/// [`pick_authoritative`]).
-pub fn authoritative<T>(found: &[Found<T>]) -> Option<&Label> {
-    let keys: Vec<(u64, Uuid)> = found.iter().map(|f| (f.label.events, f.label.session)).collect();
-    pick_authoritative(&keys).map(|i| &found[i].label)
-}
-
-/// Which of the labels given as `(events, session)` is authoritative: one
+/// Which of the labels given as `(events, session)` is the freshest: one
 /// at the highest event counter, of the session most devices there carry
-/// (the last such, as `max_by_key` picks).  Every kind picks through
-/// here, so it and [`assemble`] agree.
+/// (the last such, as `max_by_key` picks).  [`choose`] starts from it.
 pub fn pick_authoritative(keys: &[(u64, Uuid)]) -> Option<usize> {
     let top = keys.iter().map(|k| k.0).max()?;
     let at_top = |s: Uuid| keys.iter().filter(|k| **k == (top, s)).count();
@@ -116,23 +138,117 @@ pub fn same_session(l: &Label, auth: &Label) -> bool {
     l.session == auth.session || l.session == auth.prev_session && l.events < auth.events
 }
 
-/// Two copies' devices, as many of each, at the authoritative event
-/// counter: an error naming both groups.
-fn diverged_tie<T>(found: &[Found<T>], auth: &Label) -> Result<(), String> {
-    let at = |s: Uuid| found.iter().filter(move |f| f.label.events == auth.events && f.label.session == s);
-    let Some(other) = found.iter().find(|f| f.label.events == auth.events && f.label.session != auth.session) else { return Ok(()) };
-    if at(other.label.session).count() < at(auth.session).count() {
-        return Ok(());
+/// What the one rule asks of a kind about the array a label describes.
+pub struct Kind<'a, T> {
+    /// Member `i` is failed on the record of `auth`: its device is not
+    /// used until replaced (the failure was reported when it happened).
+    pub failed: &'a dyn Fn(&Label, usize) -> bool,
+    /// The kind's own reason the device `f` cannot serve in the array of
+    /// `auth` (too small, ...).
+    pub own: &'a dyn Fn(&Found<T>, &Label) -> Option<String>,
+    /// Whether the array of `auth` can be served with only the member
+    /// slots marked in `filled` (its code tolerates the others out).
+    pub serves: &'a dyn Fn(&Label, &[bool]) -> bool,
+    /// The device `f` is one the array of `auth` recorded replacing,
+    /// found where the array looks for its own devices (not named by the
+    /// user): not used, and not worth a warning.
+    pub retired: &'a dyn Fn(&Found<T>, &Label) -> bool,
+}
+
+/// Which label among `found` is the array's (its index; None when there
+/// is none): the freshest, unless a device it cannot account for shows
+/// copies mixed, when the copy whose members can serve the array wins
+/// (see the module doc).  Every kind picks through here.
+pub fn choose<T>(found: &[Found<T>], kind: &Kind<T>) -> Result<Option<usize>, String> {
+    let keys: Vec<(u64, Uuid)> = found.iter().map(|f| (f.label.events, f.label.session)).collect();
+    let Some(top) = pick_authoritative(&keys) else { return Ok(None) };
+    let heads = heads(found);
+    if heads.len() < 2 || found.iter().all(|f| accounts_for(&found[top].label, f, kind)) {
+        return Ok(Some(top));
     }
-    let names = |s: Uuid| at(s).map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ");
-    Err(format!(
-        "members of two copies of array {} that were written apart, as many of each at event counter {}: {} carry one copy's writes, {} the other's; \
-         give the members of one copy",
-        auth.array_uuid,
-        auth.events,
-        names(auth.session),
-        names(other.label.session)
-    ))
+    let serving: Vec<(usize, usize)> = heads
+        .iter()
+        .filter_map(|&h| {
+            let filled = filled(found, &found[h].label, kind);
+            (kind.serves)(&found[h].label, &filled).then(|| (h, filled.iter().filter(|x| **x).count()))
+        })
+        .collect();
+    let most = serving.iter().map(|s| s.1).max();
+    let best: Vec<usize> = serving.iter().filter(|s| Some(s.1) == most).map(|s| s.0).collect();
+    match best[..] {
+        [one] => Ok(Some(one)),
+        _ => Err(copies_refused(found, &heads, &best, kind)),
+    }
+}
+
+/// Whether the array of `auth` accounts for the device `f`: it serves
+/// under it, or is failed or replaced on its record, or is out of range
+/// (named either way).  A device it counts in service that is stale, or
+/// of another session, shows another copy's writes.
+fn accounts_for<T>(auth: &Label, f: &Found<T>, kind: &Kind<T>) -> bool {
+    let (l, i) = (&f.label, f.label.member_index);
+    if i >= auth.members || l.kind != auth.kind || l.member_uuid != auth.member_uuids[i] || (kind.failed)(auth, i) {
+        return true;
+    }
+    !is_stale(l.events, auth.events) && same_session(l, auth)
+}
+
+/// One label per session among `found`: its freshest.
+fn heads<T>(found: &[Found<T>]) -> Vec<usize> {
+    let mut heads: Vec<usize> = Vec::new();
+    for (i, f) in found.iter().enumerate() {
+        match heads.iter_mut().find(|h| found[**h].label.session == f.label.session) {
+            Some(h) if found[*h].label.events < f.label.events => *h = i,
+            Some(_) => {}
+            None => heads.push(i),
+        }
+    }
+    heads
+}
+
+/// The member slots of the array of `auth` that devices among `found`
+/// could fill (each passing every check of [`assemble`]).
+fn filled<T>(found: &[Found<T>], auth: &Label, kind: &Kind<T>) -> Vec<bool> {
+    let mut filled = vec![false; auth.members];
+    for f in found {
+        let i = f.label.member_index;
+        if i < auth.members && !(kind.failed)(auth, i) && !(kind.retired)(f, auth) && verdict(&f.name, &f.label, auth).or_else(|| (kind.own)(f, auth)).is_none() {
+            filled[i] = true;
+        }
+    }
+    filled
+}
+
+/// The refusal when devices of copies written apart are mixed and no one
+/// copy is the array: `serving` are the candidates among `heads` that can
+/// serve it, as many members each (none, or two or more).
+fn copies_refused<T>(found: &[Found<T>], heads: &[usize], serving: &[usize], kind: &Kind<T>) -> String {
+    let group = |h: usize| {
+        let auth = &found[h].label;
+        let filled = filled(found, auth, kind);
+        let names: Vec<&str> = found
+            .iter()
+            .filter(|f| f.label.member_index < auth.members && filled[f.label.member_index] && verdict(&f.name, &f.label, auth).is_none())
+            .map(|f| f.name.as_str())
+            .collect();
+        format!("{} (session {}, event counter {})", names.join(", "), short_session(auth.session), auth.events)
+    };
+    let uuid = found[heads[0]].label.array_uuid;
+    let count = if heads.len() == 2 { "two".to_string() } else { heads.len().to_string() };
+    if serving.is_empty() {
+        let groups: Vec<String> = heads.iter().map(|&h| group(h)).collect();
+        return format!(
+            "members of {count} copies of array {uuid} that were written apart, none with enough members to serve it: {}; \
+             give the members of one copy (each copy is its own array)",
+            groups.join("; ")
+        );
+    }
+    format!(
+        "members of two copies of array {uuid} that were written apart, as many of each: {} carry one copy's writes, {} the other's; \
+         give the members of one copy (each copy is its own array)",
+        group(serving[0]),
+        group(serving[1])
+    )
 }
 
 /// Why the device labelled `l` cannot serve as its member of the array
@@ -155,7 +271,7 @@ pub fn verdict(name: &str, l: &Label, auth: &Label) -> Option<String> {
     if !same_session(l, auth) {
         return Some(format!(
             "{name}: member {i} carries the writes of another copy of this array (session {}, event counter {}; the array's members \
-             are at session {}, event counter {}): the two copies were written apart, so it is not used",
+             are at session {}, event counter {}): it is another copy's member, written apart from this one, so it is not used",
             short_session(l.session),
             l.events,
             short_session(auth.session),
@@ -194,32 +310,27 @@ pub fn stale_member(warning: &str) -> Option<Stale> {
     Some(Stale { member: index.parse().ok()?, nested: device.matches(": ").count() > 1 })
 }
 
-/// Assign devices of one array (after [`pick_array`]) to member slots.
-/// `skip(i)` says member `i` is failed on record (its device is not used
-/// until replaced); `own(&found)` is the kind's own reason a device cannot
-/// serve (too small, ...).  Two devices with the same event counter
-/// claiming one slot is an error; otherwise the fresher wins.
-pub fn assemble<T>(
-    mut found: Vec<Found<T>>,
-    mut warnings: Vec<String>,
-    skip: impl Fn(usize) -> bool,
-    own: impl Fn(&Found<T>, &Label) -> Option<String>,
-) -> Result<Assembled<T>, String> {
-    let Some(auth) = authoritative(&found).cloned() else {
+/// Assign devices of one array (after [`pick_array`]) to member slots,
+/// under the label [`choose`] picks; `kind` says what is the kind's own
+/// (failed on record, too small, enough to serve, replaced).  Two devices
+/// with the same event counter claiming one slot is an error; otherwise
+/// the fresher wins.
+pub fn assemble<T>(mut found: Vec<Found<T>>, mut warnings: Vec<String>, kind: &Kind<T>) -> Result<Assembled<T>, String> {
+    let Some(a) = choose(&found, kind)? else {
         let why = if warnings.is_empty() { String::new() } else { format!(": {}", warnings.join("; ")) };
         return Err(format!("no member of any array found{why}"));
     };
-    diverged_tie(&found, &auth)?;
+    let auth = found[a].label.clone();
     // The freshest device first, so it wins a slot two devices claim.
     found.sort_by_key(|f| std::cmp::Reverse(f.label.events));
     let mut slots: Vec<Option<(String, T)>> = (0..auth.members).map(|_| None).collect();
     let mut slot_events = vec![0u64; auth.members];
     for f in found {
         let i = f.label.member_index;
-        if i < auth.members && skip(i) {
+        if i < auth.members && (kind.failed)(&auth, i) || (kind.retired)(&f, &auth) {
             continue;
         }
-        if let Some(why) = verdict(&f.name, &f.label, &auth).or_else(|| own(&f, &auth)) {
+        if let Some(why) = verdict(&f.name, &f.label, &auth).or_else(|| (kind.own)(&f, &auth)) {
             warnings.push(why);
             continue;
         }
@@ -244,14 +355,19 @@ mod tests {
     use super::*;
 
     fn l(array: u128, i: usize, events: u64) -> Label {
+        l_of(array, i, events, 3)
+    }
+
+    /// Member `i` of an array of `n` members (session 50, after 49).
+    fn l_of(array: u128, i: usize, events: u64, n: usize) -> Label {
         Label {
             kind: "fixed".into(),
             array_uuid: Uuid::from_u128(array),
             member_uuid: Uuid::from_u128(100 + i as u128),
             member_index: i,
-            members: 3,
+            members: n,
             events,
-            member_uuids: (0..3).map(|j| Uuid::from_u128(100 + j)).collect(),
+            member_uuids: (0..n).map(|j| Uuid::from_u128(100 + j as u128)).collect(),
             created: 0,
             policy: serde_json::Value::Null,
             session: Uuid::from_u128(50),
@@ -262,6 +378,27 @@ mod tests {
     fn f(label: Label, name: &str) -> Found<()> {
         Found { label, name: name.into(), dev: () }
     }
+
+    fn never(_: &Label, _: usize) -> bool {
+        false
+    }
+
+    fn none_own(_: &Found<()>, _: &Label) -> Option<String> {
+        None
+    }
+
+    fn not_retired(_: &Found<()>, _: &Label) -> bool {
+        false
+    }
+
+    /// A code that tolerates one member out (raid5).
+    fn one_out(_: &Label, filled: &[bool]) -> bool {
+        filled.iter().filter(|x| !**x).count() <= 1
+    }
+
+    /// A kind that fails nothing on record, tolerates one member out and
+    /// has no reason of its own.
+    const RAID5: Kind<'static, ()> = Kind { failed: &never, own: &none_own, serves: &one_out, retired: &not_retired };
 
     #[test]
     fn the_margin_is_one_event() {
@@ -279,7 +416,7 @@ mod tests {
         let ours = pick_array(found, &mut w).unwrap();
         assert_eq!(ours.len(), 4);
         assert!(w[0].starts_with("x: belongs to another array"));
-        let a = assemble(ours, w, |_| false, |_, _| None).unwrap();
+        let a = assemble(ours, w, &RAID5).unwrap();
         assert_eq!(a.auth.events, 10);
         assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [Some("a"), None, None]);
         let w = a.warnings.join("\n");
@@ -298,9 +435,12 @@ mod tests {
         let mut w = Vec::new();
         let Err(e) = pick_array(vec![f(l(1, 0, 1), "a"), f(l(2, 0, 1), "b")], &mut w) else { panic!("a tie was accepted") };
         assert!(e.contains("two arrays"), "{e}");
-        let Err(e) = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 0, 4), "b")], vec![], |_| false, |_, _| None) else { panic!("a tie was accepted") };
+        let Err(e) = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 0, 4), "b")], vec![], &RAID5) else { panic!("a tie was accepted") };
         assert!(e.contains("two devices claim member 0"), "{e}");
-        let a = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 1, 4), "b")], vec![], |i| i == 1, |f, _| (f.name == "a").then(|| "a: too small".to_string())).unwrap();
+        let skip_1 = |_: &Label, i: usize| i == 1;
+        let small_a = |f: &Found<()>, _: &Label| (f.name == "a").then(|| "a: too small".to_string());
+        let kind = Kind { failed: &skip_1, own: &small_a, ..RAID5 };
+        let a = assemble(vec![f(l(1, 0, 4), "a"), f(l(1, 1, 4), "b")], vec![], &kind).unwrap();
         assert!(a.slots.iter().all(Option::is_none));
         assert_eq!(a.warnings, ["a: too small"]);
     }
@@ -316,22 +456,83 @@ mod tests {
         // same event counter as the original's members, or one behind.
         for b_events in [10, 9] {
             let found = vec![f(l(1, 0, 10), "a0"), f(l(1, 1, 10), "a1"), f(other(2, b_events, 77, 49), "b2")];
-            let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+            let a = assemble(found, vec![], &RAID5).unwrap();
             assert_eq!(a.auth.session, Uuid::from_u128(50));
             assert!(a.slots[2].is_none(), "a member of another copy was used");
             let w = a.warnings.join("\n");
-            assert!(w.contains("b2: member 2 carries the writes of another copy of this array"), "{w}");
+            assert!(w.contains("b2: member 2 carries the writes of another copy of this array") && w.contains("another copy's member"), "{w}");
         }
         // The copy's members outnumber the original's: the copy is the array.
         let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 77, 49), "b1"), f(other(2, 10, 77, 49), "b2")];
-        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        let a = assemble(found, vec![], &RAID5).unwrap();
         assert_eq!(a.auth.session, Uuid::from_u128(77));
         assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [None, Some("b1"), Some("b2")]);
-        // As many of each: no copy is the array.
-        let Err(e) = assemble(vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 77, 49), "b1")], vec![], |_| false, |_, _| None) else {
+        // As many of each, neither able to serve: no copy is the array.
+        let Err(e) = assemble(vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 77, 49), "b1")], vec![], &RAID5) else {
             panic!("a tie between two copies was accepted")
         };
-        assert!(e.contains("two copies of array") && e.contains("b1 carry one copy's writes, a0 the other's"), "{e}");
+        assert!(e.contains("two copies of array") && e.contains("none with enough members") && e.contains("give the members of one copy"), "{e}");
+        assert!(e.contains("b1 (session 00000000, event counter 10)") || e.contains("a0 (session"), "{e}");
+    }
+
+    /// The copy's member that went further (cp -a P Q, Q written, one of
+    /// Q's files put in P) does not out-vote P's members: P serves from
+    /// its own three, the intruder is named as another copy's member.
+    #[test]
+    fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
+        let p = |i| l_of(1, i, 9, 4);
+        let q2 = Label { session: Uuid::from_u128(77), prev_session: Uuid::from_u128(50), ..l_of(1, 2, 13, 4) };
+        let found = vec![f(p(0), "P/m0"), f(p(1), "P/m1"), f(q2, "P/m2"), f(p(3), "P/m3")];
+        let a = assemble(found, vec![], &RAID5).unwrap();
+        assert_eq!((a.auth.events, a.auth.session), (9, Uuid::from_u128(50)));
+        let used: Vec<Option<&str>> = a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect();
+        assert_eq!(used, [Some("P/m0"), Some("P/m1"), None, Some("P/m3")]);
+        let w = a.warnings.join("\n");
+        assert!(w.contains("P/m2: member 2 carries the writes of another copy") && w.contains("another copy's member") && w.contains("not used"), "{w}");
+        assert!(!w.contains("stale"), "the array's own members were called stale: {w}");
+        // Two members of each copy (raid5 of 4): neither can serve; both named.
+        let q = |i| Label { session: Uuid::from_u128(77), prev_session: Uuid::from_u128(50), ..l_of(1, i, 13, 4) };
+        let found = vec![f(p(0), "P/m0"), f(p(1), "P/m1"), f(q(2), "P/m2"), f(q(3), "P/m3")];
+        let Err(e) = assemble(found, vec![], &RAID5) else { panic!("two copies' members made one array") };
+        assert!(e.contains("P/m2, P/m3 (session") && e.contains("event counter 13") && e.contains("P/m0, P/m1 (session") && e.contains("none with enough"), "{e}");
+        // A mirror whose halves went apart (both could serve): refused.
+        let two_way = |_: &Label, filled: &[bool]| filled.iter().any(|x| *x);
+        let kind = Kind { serves: &two_way, ..RAID5 };
+        let q0 = Label { session: Uuid::from_u128(77), prev_session: Uuid::from_u128(50), ..l_of(1, 0, 13, 2) };
+        let Err(e) = assemble(vec![f(q0, "m0"), f(l_of(1, 1, 9, 2), "m1")], vec![], &kind) else { panic!("a mirror's diverged halves were mixed") };
+        assert!(e.contains("as many of each") && e.contains("m0 (session") && e.contains("m1 (session"), "{e}");
+    }
+
+    /// A member that left the array (recorded failed by the writes that
+    /// went on without it) stays stale however few members went on: the
+    /// freshest label accounts for it.
+    #[test]
+    fn a_member_recorded_failed_stays_stale_whoever_outnumbers() {
+        // A three-way mirror ran on member 0 alone (members 1 and 2 failed
+        // on its record); 1 and 2 come back, from an older session.
+        let mirror = |_: &Label, filled: &[bool]| filled.iter().any(|x| *x);
+        let failed = |auth: &Label, i: usize| auth.events == 20 && i > 0;
+        let kind = Kind { failed: &failed, serves: &mirror, ..RAID5 };
+        let ran = Label { session: Uuid::from_u128(60), prev_session: Uuid::from_u128(59), ..l(1, 0, 20) };
+        let found = vec![f(ran, "m0"), f(l(1, 1, 9), "m1"), f(l(1, 2, 9), "m2")];
+        let a = assemble(found, vec![], &kind).unwrap();
+        assert_eq!(a.auth.events, 20);
+        assert_eq!(a.slots.iter().map(|s| s.as_ref().map(|s| s.0.as_str())).collect::<Vec<_>>(), [Some("m0"), None, None]);
+        // Without that record, the two that agree are the array.
+        let ran = Label { session: Uuid::from_u128(60), prev_session: Uuid::from_u128(59), ..l(1, 0, 20) };
+        let kind = Kind { serves: &mirror, ..RAID5 };
+        let a = assemble(vec![f(ran, "m0"), f(l(1, 1, 9), "m1"), f(l(1, 2, 9), "m2")], vec![], &kind).unwrap();
+        assert_eq!(a.auth.events, 9);
+    }
+
+    #[test]
+    fn a_retired_device_is_not_used_and_not_said() {
+        let mut old = l(1, 1, 4);
+        old.member_uuid = Uuid::from_u128(7);
+        let retired = |f: &Found<()>, _: &Label| f.label.member_uuid == Uuid::from_u128(7);
+        let kind = Kind { retired: &retired, ..RAID5 };
+        let a = assemble(vec![f(l(1, 0, 10), "a"), f(l(1, 2, 10), "c"), f(old, "b-old")], vec![], &kind).unwrap();
+        assert!(a.slots[1].is_none() && a.warnings.is_empty(), "{:?}", a.warnings);
     }
 
     #[test]
@@ -339,15 +540,15 @@ mod tests {
         // A crash in the first update of session 50 (which followed 49):
         // member 1 is one event behind and still in session 49.
         let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 9, 49, 48), "a1"), f(l(1, 2, 10), "a2")];
-        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        let a = assemble(found, vec![], &RAID5).unwrap();
         assert!(a.slots.iter().all(Option::is_some), "{:?}", a.warnings);
         // Session 49 at the same event counter is not that: it is a copy.
         let found = vec![f(l(1, 0, 10), "a0"), f(other(1, 10, 49, 48), "a1"), f(l(1, 2, 10), "a2")];
-        let a = assemble(found, vec![], |_| false, |_, _| None).unwrap();
+        let a = assemble(found, vec![], &RAID5).unwrap();
         assert!(a.slots[1].is_none());
         // Labels written before sessions (nil) assemble as they did.
         let old = |i| other(i, 10, 0, 0);
-        let a = assemble(vec![f(old(0), "o0"), f(old(1), "o1"), f(old(2), "o2")], vec![], |_| false, |_, _| None).unwrap();
+        let a = assemble(vec![f(old(0), "o0"), f(old(1), "o1"), f(old(2), "o2")], vec![], &RAID5).unwrap();
         assert!(a.slots.iter().all(Option::is_some) && a.warnings.is_empty());
     }
 }

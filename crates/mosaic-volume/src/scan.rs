@@ -6,8 +6,11 @@
 //! ```text
 //!   paths ─ walk (directories recursively, files and block devices) ─ guard::identify
 //!     member label  ─┐  grouped by array UUID; per member its index, path,
-//!     journal header ─┘  event counter; fresh = within one event of the
-//!                        newest (the one rule, mosaic_format::fresh)
+//!     journal header ─┘  event counter; the array's label as the one rule
+//!                        picks it (mosaic_format::fresh::choose: a copy's
+//!                        member that went further does not make the
+//!                        array's own stale); each member fresh, stale,
+//!                        another copy's, or replaced (a former member)
 //!   -> per array: kind, level, members found / expected, missing and stale
 //!      indices, journals, and the member list in index order (`-a` spec)
 //!
@@ -15,7 +18,9 @@
 //!   member UUID) found two or more to a directory in two or more
 //!   directories -> one array per directory, each its own
 //!   (`copy`); devices outside them go with the array's home directory
-//!   (the original), else make an array of their own
+//!   (the original), else make an array of their own; labels naming no
+//!   home (DVS): the original is the directory whose files were born
+//!   with the array
 //! ```
 //!
 //! Nothing is written or locked; nothing is assembled for writing: the
@@ -25,6 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use mosaic_format::fresh;
+use mosaic_format::label::Label;
 
 use crate::guard::{self, Carries};
 use crate::Result;
@@ -36,8 +44,17 @@ pub struct FoundMember {
     pub path: String,
     pub member_uuid: String,
     pub events: u64,
-    /// Two or more events behind the newest copy: it missed writes.
+    /// Two or more events behind the array (as the one freshness rule
+    /// picks it, [`mosaic_format::fresh::choose`]): it missed writes.
     pub stale: bool,
+    /// Not used: it carries the writes of another copy of the array (a
+    /// session of its own), written apart from the members found with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other_copy: bool,
+    /// Not used: a former member, replaced since (its member UUID is not
+    /// the one the array has in its slot now).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replaced: bool,
 }
 
 /// One array as found.
@@ -74,6 +91,11 @@ pub struct FoundArray {
     /// member is an array itself).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_dir: Option<String>,
+    /// Why the members found are not one array: members of copies
+    /// written apart, none of which can serve it, or two as well as each
+    /// other (the one rule's refusal, as an open would say it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
 }
 
 /// Which of several copies of an array a [`FoundArray`] is.
@@ -81,7 +103,11 @@ pub struct FoundArray {
 pub struct CopyPlace {
     /// The directory its members are in.
     pub dir: String,
-    /// The array's home (where it was made), as its labels record it.
+    /// The array's home (where it was made), as its labels record it; for
+    /// an array whose labels name no home (DVS, or made from a list of
+    /// devices), the directory whose member files were made when the
+    /// array was (their birth time, where the file system keeps one),
+    /// not later by a copy.
     pub original: bool,
 }
 
@@ -163,6 +189,10 @@ struct Builder {
     nested: BTreeMap<usize, String>,
     /// Each slot's member identity, as the labels name them.
     uuids: Vec<String>,
+    /// Each member's label, by its path.
+    labels: BTreeMap<String, mosaic_format::label::Label>,
+    /// When the array was created (its labels' `created`).
+    created: u64,
 }
 
 /// The directory a found device lies in.
@@ -191,7 +221,10 @@ impl Builder {
             return self.finish(uuid, None).into_iter().collect();
         }
         let home = self.home.as_deref().map(|h| std::fs::canonicalize(h).map_or_else(|_| h.to_string(), |c| c.display().to_string()));
-        let original = dirs.iter().find(|d| Some(d.as_str()) == home.as_deref()).cloned();
+        let original = match &home {
+            Some(h) => dirs.iter().find(|d| d == &h).cloned(),
+            None => self.born_with_the_array(&dirs),
+        };
         // Each device goes with its directory's copy; one elsewhere with
         // the original's, if the original is among them.
         let place = |p: &str| -> Option<String> {
@@ -208,6 +241,20 @@ impl Builder {
             out.extend(rest.finish(uuid, None));
         }
         out
+    }
+
+    /// Of the directories holding copies of an array whose labels name no
+    /// home, the one whose member files were made with the array: the
+    /// earliest born, if born by the time the labels say the array was
+    /// created (files are made before their labels; a copy's later).
+    /// None where the file system keeps no birth time.
+    fn born_with_the_array(&self, dirs: &BTreeSet<String>) -> Option<String> {
+        const SLACK: std::time::Duration = std::time::Duration::from_secs(2);
+        let born = |p: &str| std::fs::metadata(p).and_then(|m| m.created()).ok();
+        let first = |d: &String| self.by_index.values().flatten().filter(|m| &dir_of(&m.path) == d).filter_map(|m| born(&m.path)).min();
+        let (dir, at) = dirs.iter().filter_map(|d| Some((d.clone(), first(d)?))).min_by_key(|x| x.1)?;
+        let created = std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.created);
+        (at <= created + SLACK).then_some(dir)
     }
 
     /// The devices `keep` takes.
@@ -232,6 +279,7 @@ impl Builder {
         }
         if self.uuids.is_empty() {
             self.uuids = l.member_uuids.iter().map(|u| u.to_string()).collect();
+            self.created = l.created;
         }
         for (i, hint) in l.policy.pointer("/member_paths").and_then(|p| p.as_array()).into_iter().flatten().enumerate() {
             if let Some(dir) = hint.as_str().and_then(|h| h.strip_prefix(mosaic_array::nested::ARRAY_PREFIX)) {
@@ -247,21 +295,28 @@ impl Builder {
             self.m = l.policy.pointer("/geometry/m").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
         }
         let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
-        let fm = FoundMember { index: l.member_index, path, member_uuid: l.member_uuid.to_string(), events: l.events, stale: false };
+        let fm = FoundMember { index: l.member_index, path: path.clone(), member_uuid: l.member_uuid.to_string(), events: l.events, stale: false, other_copy: false, replaced: false };
         self.by_index.entry(l.member_index).or_default().push(fm);
+        self.labels.insert(path, l);
     }
 
-    fn finish(self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
+    fn finish(mut self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
+        let (auth, conflict) = self.authoritative();
         let (mut found, mut duplicates) = (Vec::new(), Vec::new());
-        for (_, mut copies) in self.by_index {
+        let mut filled = vec![false; self.members];
+        for (_, mut copies) in std::mem::take(&mut self.by_index) {
             copies.sort_by_key(|m| std::cmp::Reverse(m.events));
-            let mut best = copies.remove(0);
-            best.stale = best.events + 1 < newest;
+            let usable: Vec<bool> = copies.iter_mut().map(|m| self.classify(m, auth.as_ref())).collect();
+            let mut best = copies.remove(usable.iter().position(|u| *u).unwrap_or(0));
+            if usable.contains(&true) && best.index < filled.len() {
+                filled[best.index] = true;
+            }
+            best.stale |= auth.is_none() && best.events + 1 < newest;
             duplicates.extend(copies.into_iter().map(|m| m.path));
             found.push(best);
         }
@@ -275,15 +330,63 @@ impl Builder {
         let nested: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i) && self.nested.get(i).is_some_and(|d| dir_of_hint(d).is_dir())).collect();
         for &i in &nested {
             let path = format!("{}{}", mosaic_array::nested::ARRAY_PREFIX, dir_of_hint(&self.nested[&i]).display());
-            found.push(FoundMember { index: i, path, member_uuid: self.uuids.get(i).cloned().unwrap_or_default(), events: newest, stale: false });
+            found.push(FoundMember { index: i, path, member_uuid: self.uuids.get(i).cloned().unwrap_or_default(), events: newest, stale: false, other_copy: false, replaced: false });
+            filled[i] = true;
         }
         found.sort_by_key(|m| m.index);
         // Such an array opens by its directory (member lists hold files).
         let open_dir = if nested.is_empty() { None } else { self.home.clone().filter(|h| Path::new(h).is_dir()) };
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
-        let out = missing.len() + found.iter().filter(|m| m.stale).count();
-        let complete = out <= self.m;
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir })
+        let complete = match &auth {
+            Some(a) => conflict.is_none() && serves(a, &filled),
+            None => missing.len() + found.iter().filter(|m| m.stale).count() <= self.m,
+        };
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
+    }
+
+    /// The label the one freshness rule makes the array's among the
+    /// members found ([`fresh::choose`], as an open picks), and its
+    /// refusal when copies written apart are mixed (then the freshest
+    /// label, to describe the members by).
+    fn authoritative(&self) -> (Option<Label>, Option<String>) {
+        let labelled: Vec<fresh::Found<()>> =
+            self.by_index.values().flatten().filter_map(|m| Some(fresh::Found { label: self.labels.get(&m.path)?.clone(), name: m.path.clone(), dev: () })).collect();
+        let kind = fresh::Kind { failed: &failed, own: &|_, _| None, serves: &serves, retired: &|_, _| false };
+        match fresh::choose(&labelled, &kind) {
+            Ok(i) => (i.map(|i| labelled[i].label.clone()), None),
+            Err(why) => {
+                let keys: Vec<(u64, uuid::Uuid)> = labelled.iter().map(|f| (f.label.events, f.label.session)).collect();
+                (fresh::pick_authoritative(&keys).map(|i| labelled[i].label.clone()), Some(why))
+            }
+        }
+    }
+
+    /// Mark the member `m` as the array of `auth` sees it (stale, another
+    /// copy's, replaced); whether it serves as its member.
+    fn classify(&self, m: &mut FoundMember, auth: Option<&Label>) -> bool {
+        let (Some(auth), Some(l)) = (auth, self.labels.get(&m.path)) else { return false };
+        let i = m.index;
+        m.stale = fresh::is_stale(l.events, auth.events);
+        m.replaced = auth.member_uuids.get(i).is_some_and(|u| *u != l.member_uuid);
+        m.other_copy = !m.stale && !m.replaced && !fresh::same_session(l, auth);
+        fresh::verdict(&m.path, l, auth).is_none() && !failed(auth, i)
+    }
+}
+
+/// Member `i` is failed on the record of `l` (the kind's own rule).
+fn failed(l: &Label, i: usize) -> bool {
+    match l.kind.as_str() {
+        mosaic_dvs::meta::LABEL_KIND => mosaic_dvs::array::failed_on_record(l, i),
+        _ => mosaic_array::superblock::failed_on_record(l, i),
+    }
+}
+
+/// Whether the array of `l` can be served from the slots `filled` (the
+/// kind's own rule).
+fn serves(l: &Label, filled: &[bool]) -> bool {
+    match l.kind.as_str() {
+        mosaic_dvs::meta::LABEL_KIND => mosaic_dvs::array::serves(l, filled),
+        _ => mosaic_array::superblock::serves_from(l, filled),
     }
 }
 
@@ -308,5 +411,56 @@ mod tests {
         std::fs::write(d.path().join("plain.bin"), vec![0u8; 8192]).unwrap();
         assert!(scan(&[d.path().to_path_buf()]).unwrap().is_empty());
         assert!(scan(&[d.path().join("missing")]).is_err(), "a path that does not exist is an error");
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+
+    /// A DVS array's labels name no home: of a directory and its copy, the
+    /// original is the one whose files were born with the array.
+    #[test]
+    fn the_original_of_a_dvs_directory_is_the_one_born_with_it() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        let s = mosaic_dvs::files::CreateSpec { members: 4, member_size: 16 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 0 };
+        drop(mosaic_dvs::files::create_in_dir(&a, &s, false).unwrap());
+        copy_dir(&a, &b);
+        if std::fs::metadata(a.join("dvs-0.zoned")).and_then(|m| m.created()).is_err() {
+            return; // no birth times on this file system: nothing to tell them apart by
+        }
+        let found = scan(&[a.clone(), b.clone()]).unwrap();
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+        let places: Vec<(String, bool)> = found.iter().map(|f| f.copy.as_ref().map(|c| (c.dir.clone(), c.original)).unwrap()).collect();
+        assert_eq!(places, [(canon(&a), true), (canon(&b), false)], "{found:?}");
+    }
+
+    /// `cp -a P Q`, Q written further, one of Q's members put in P: the
+    /// scan lists P's own members as fresh, the intruder as another copy's,
+    /// and P as complete (as an open assembles it).
+    #[test]
+    fn a_copys_member_that_went_further_is_marked_not_the_arrays_own() {
+        use mosaic_array::spec::ArraySpec;
+        use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
+        let d = tempfile::tempdir().unwrap();
+        let (p, q) = (d.path().join("p"), d.path().join("q"));
+        let o = CreateOptions { level: mosaic_core::Level::Raid5, members: Some(4), member_size: Some(DATA_OFFSET + (1 << 20)), unit: 4096, block: 4096, force: false, assume_clean: true };
+        Array::create(&ArraySpec::Dir(p.clone()), &o).unwrap().close().unwrap();
+        copy_dir(&p, &q);
+        for _ in 0..2 {
+            let arr = Array::open(&ArraySpec::Dir(q.clone()), true).unwrap();
+            arr.write(0, &[7u8; 4096]).unwrap();
+            arr.close().unwrap();
+        }
+        std::fs::copy(q.join("member-02.img"), p.join("member-02.img")).unwrap();
+        let found = scan(&[p.clone()]).unwrap();
+        let f = &found[0];
+        let marks: Vec<(bool, bool)> = f.found.iter().map(|m| (m.stale, m.other_copy)).collect();
+        assert_eq!(marks, [(false, false), (false, false), (false, true), (false, false)], "{f:?}");
+        assert!(f.complete && f.conflict.is_none(), "{f:?}");
     }
 }

@@ -67,7 +67,10 @@ pub(super) fn check_labels(dirs: &[PathBuf; 2], uuids: [Uuid; 2], labels: [Label
             format!("{}: its tier label names inner array {} but the array there is {}", f.name, f.label.member_uuid, uuids[f.dev])
         })
     };
-    let a = fresh::assemble(found, Vec::new(), |_| false, own).map_err(VolumeError::Usage)?;
+    // A tier needs both its sides.
+    let both = |_: &Label, filled: &[bool]| filled.iter().all(|x| *x);
+    let kind = fresh::Kind { failed: &|_, _| false, own: &own, serves: &both, retired: &|_, _| false };
+    let a = fresh::assemble(found, Vec::new(), &kind).map_err(VolumeError::Usage)?;
     if a.slots.iter().any(Option::is_none) {
         return Err(VolumeError::Usage(format!("tier {} cannot be opened: {}", a.auth.array_uuid, a.warnings.join("; "))));
     }
