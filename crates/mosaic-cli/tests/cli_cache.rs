@@ -78,6 +78,7 @@ fn eval_ppc_runs_and_normalises() {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
         .args(["eval", "ppc", "--json", "--plot", t.path().to_str().unwrap()])
         .env("MOSAIC_TRACES", t.path().join("no-traces"))
+        .env("MOSAIC_DEFAULT_TRACE", "")
         .current_dir(&cwd)
         .output()
         .unwrap();

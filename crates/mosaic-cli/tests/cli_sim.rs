@@ -64,7 +64,7 @@ fn replay_compare_plot_and_mixed_devices() {
     let e = fails(&["replay", "--synthetic", "randwrite", "--device", "hdd:nope"]);
     assert!(e.contains("known:"), "{e}");
     let e = fails(&["replay", "--synthetic", "randwrite", "--layout", "raid7"]);
-    assert!(e.contains("unknown level"), "{e}");
+    assert!(e.contains("unknown --layout \"raid7\"") && e.contains("tier, remap:LEVEL, dvs"), "{e}");
     let e = fails(&["replay", "--synthetic", "randwrite", "--device", "9=ssd:generic-sata"]);
     assert!(e.contains("outside"), "{e}");
 }

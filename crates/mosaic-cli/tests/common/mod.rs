@@ -8,7 +8,8 @@ pub mod serve;
 use std::process::{Command, Output};
 
 pub fn mosaic(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).output().expect("run mosaic")
+    // Hermetic: no default trace found beside the checkout.
+    Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).env("MOSAIC_DEFAULT_TRACE", "").output().expect("run mosaic")
 }
 
 /// Run, expect success, return stdout.
