@@ -22,7 +22,11 @@
 //!   array: the client first asks {"cmd":"holds","dev":D,"ino":I} with the
 //!   file (or nested directory) that named the UUID, and a server answers
 //!   for the array only when that is one of its members or their directory.
-//!   A copy served beside its original listens on ARRAY-UUID.N.sock.
+//!   A copy served beside its original listens on ARRAY-UUID.N.sock.  The
+//!   request itself names the file too ("of"): a server that took the
+//!   socket over in between answers "other" and does nothing.  A socket
+//!   whose server is stopping (it resets the connection) is passed over:
+//!   the next socket of the UUID is tried.
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -152,6 +156,46 @@ pub struct Response {
     pub error: Option<String>,
     #[serde(default)]
     pub body: serde_json::Value,
+    /// The request named the array by a file ([`OF`]) this server does
+    /// not hold: it serves another copy, and did nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other: bool,
+}
+
+impl Response {
+    fn refused(error: String) -> Response {
+        Response { ok: false, error: Some(error), body: serde_json::Value::Null, other: false }
+    }
+}
+
+/// The key of a request line that names the array by the device and
+/// inode of a file ([`named_by`]): a server that does not hold that file
+/// answers [`Response::other`] instead of acting, so a request sent to a
+/// socket that changed hands since its server answered
+/// [`Request::Holds`] never reaches another copy.  Older servers ignore
+/// the key.
+const OF: &str = "of";
+
+/// A request line: `req`, naming the array by the file `of` when given.
+fn request_line(req: &Request, of: Option<(u64, u64)>) -> Result<String> {
+    let mut v = serde_json::to_value(req)?;
+    if let (Some(id), Some(m)) = (of, v.as_object_mut()) {
+        m.insert(OF.into(), serde_json::json!(id));
+    }
+    let mut line = serde_json::to_string(&v)?;
+    line.push('\n');
+    Ok(line)
+}
+
+/// A request line read by a server: the request and the file that names
+/// its array, if the client gave one.
+fn parse_request(line: &str) -> Result<(Request, Option<(u64, u64)>), serde_json::Error> {
+    let mut v: serde_json::Value = serde_json::from_str(line)?;
+    let of = match v.as_object_mut().and_then(|m| m.remove(OF)) {
+        Some(id) => Some(serde_json::from_value(id)?),
+        None => None,
+    };
+    Ok((serde_json::from_value(v)?, of))
 }
 
 /// Longest request line the server reads.
@@ -234,38 +278,19 @@ fn holds(sh: &Shared, id: (u64, u64)) -> bool {
     })
 }
 
-/// The socket of the server holding the array `spec` names, if one runs.
-/// A server whose array has the UUID but not the file that named it
-/// serves another copy.  Without a local file to compare (a remote first
-/// member), the first server of the UUID is taken.
-fn server_of(spec: &str) -> Result<Option<PathBuf>> {
-    let Some((uuid, at)) = identify(spec) else { return Ok(None) };
-    let id = file_id(&at);
-    for slot in 0..SLOTS {
-        let path = socket_path(&uuid, slot);
-        if !path.exists() {
-            continue;
-        }
-        let Some((dev, ino)) = id else { return Ok(Some(path)) };
-        if answers_holds(&path, dev, ino)? == Some(true) {
-            return Ok(Some(path));
-        }
-    }
-    Ok(None)
-}
-
-/// A server's answer to [`Request::Holds`]: None when none answers there.
-/// A server that does not know the question (an older mosaic) is taken
-/// to hold the array, as before the question existed.
-fn answers_holds(path: &Path, dev: u64, ino: u64) -> Result<Option<bool>> {
-    match ask_socket(path, &Request::Holds { dev, ino }) {
-        Ok(None) => Ok(None),
-        Ok(Some(b)) => Ok(Some(b["holds"].as_bool().unwrap_or(true))),
-        Err(e) if format!("{e:#}").contains("bad request") => Ok(Some(true)),
-        Err(e) => Err(e),
+/// A server's answer to [`Request::Holds`] about the file `id`: None
+/// when none answers there, or its server is stopping (it closed the
+/// connection without an answer).  A server that does not know the
+/// question (an older mosaic) is taken to hold the array, as before the
+/// question existed.
+fn answers_holds(path: &Path, (dev, ino): (u64, u64)) -> Result<Option<bool>> {
+    match exchange(path, &Request::Holds { dev, ino }, None)? {
+        Exchange::Nobody | Exchange::Gone(_) => Ok(None),
+        Exchange::Answered(r) if r.ok => Ok(Some(r.body["holds"].as_bool().unwrap_or(true))),
+        Exchange::Answered(r) if r.error.as_deref().is_some_and(|e| e.contains("bad request")) => Ok(Some(true)),
+        Exchange::Answered(r) => Err(refusal(r)),
     }
 }
-
 /// How long `info` and `status` wait for a server's answer, in
 /// milliseconds (`--server-timeout`).
 static SERVER_TIMEOUT_MS: AtomicU64 = AtomicU64::new(20_000);
@@ -280,51 +305,134 @@ fn server_timeout() -> Duration {
 }
 
 /// Ask the server holding `spec`'s array, if one runs: None when no
-/// server answers (act directly then).
+/// server answers (act directly then).  Each socket of the array's UUID
+/// is tried in turn: a server that serves another copy, or is stopping
+/// (it resets the connection), is passed over for the next.  Without a
+/// local file to compare (a remote first member), the first server of
+/// the UUID is taken.  A server that does not answer in time is named
+/// when no other holds the array (it may be the array's own).
 pub fn ask(spec: &str, req: &Request) -> Result<Option<serde_json::Value>> {
-    let Some(path) = server_of(spec)? else { return Ok(None) };
-    ask_socket(&path, req)
+    let Some((uuid, at)) = identify(spec) else { return Ok(None) };
+    let id = file_id(&at);
+    let mut unanswered = None;
+    for path in (0..SLOTS).map(|slot| socket_path(&uuid, slot)).filter(|p| p.exists()) {
+        if !id.is_none_or(|id| holds_here(&path, id, &mut unanswered)) {
+            continue;
+        }
+        // The request names the file too: a server that took the socket
+        // over since it answered refuses it ([`OF`]).
+        match exchange(&path, req, id)? {
+            Exchange::Nobody => {}
+            Exchange::Answered(r) if r.other => {}
+            Exchange::Answered(r) => return body_of(r).map(Some),
+            // It held the array and went away during the request, which
+            // it may have done: said, never sent elsewhere.
+            Exchange::Gone(why) => bail!(why),
+        }
+    }
+    unanswered.map_or(Ok(None), Err)
+}
+
+/// Whether the server at `path` holds the array the file `id` names; the
+/// first error of a server that did not answer is kept in `unanswered`.
+fn holds_here(path: &Path, id: (u64, u64), unanswered: &mut Option<anyhow::Error>) -> bool {
+    match answers_holds(path, id) {
+        Ok(holds) => holds == Some(true),
+        Err(e) => {
+            unanswered.get_or_insert(e);
+            false
+        }
+    }
 }
 
 /// Ask the server listening at `path`: None when none answers.
 pub fn ask_socket(path: &Path, req: &Request) -> Result<Option<serde_json::Value>> {
-    let Ok(mut s) = UnixStream::connect(path) else { return Ok(None) };
+    match exchange(path, req, None)? {
+        Exchange::Nobody => Ok(None),
+        Exchange::Gone(why) => Err(anyhow!(why)),
+        Exchange::Answered(r) => body_of(r).map(Some),
+    }
+}
+
+/// The body of an answer, or the server's error.
+fn body_of(r: Response) -> Result<serde_json::Value> {
+    if r.ok {
+        Ok(r.body)
+    } else {
+        Err(refusal(r))
+    }
+}
+
+fn refusal(r: Response) -> anyhow::Error {
+    anyhow!("{}", r.error.unwrap_or_else(|| "the server refused".into()))
+}
+
+/// How one request on a control socket went.
+enum Exchange {
+    /// No server listens there.
+    Nobody,
+    /// The server reset or closed the connection without an answer: it
+    /// is stopping (or died).  Why, for a message.
+    Gone(String),
+    Answered(Response),
+}
+
+/// Send `req` (naming the array by the file `of`, when given) to the
+/// server at `path` and read its answer.  Errors: the server did not
+/// answer in time, or its answer is not one.
+fn exchange(path: &Path, req: &Request, of: Option<(u64, u64)>) -> Result<Exchange> {
+    let Ok(mut s) = UnixStream::connect(path) else { return Ok(Exchange::Nobody) };
     // Rebuild and scrub answer when done: no read timeout.  Info and status
     // answer at once from a healthy server; one that does not is named
     // instead of hanging the command.
     if matches!(req, Request::Info | Request::Status | Request::Holds { .. }) {
         s.set_read_timeout(Some(server_timeout())).context("the control channel")?;
     }
-    let mut line = serde_json::to_string(req)?;
-    line.push('\n');
-    s.write_all(line.as_bytes()).context("the control channel")?;
+    let gone = |e: &dyn std::fmt::Display| Exchange::Gone(format!("the server at {} closed its control channel without an answer (it is stopping?): {e}", path.display()));
+    if let Err(e) = s.write_all(request_line(req, of)?.as_bytes()) {
+        return if going_away(&e) { Ok(gone(&e)) } else { Err(anyhow!("the control channel {}: {e}", path.display())) };
+    }
     // Answers can be long (a scrub's every finding): read up to 64 MiB.
     let mut answer = String::new();
-    BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => anyhow!("the server at {} did not answer within {:.1} s (--server-timeout)", path.display(), server_timeout().as_secs_f64()),
-        _ => anyhow!("the control channel {}: {e}", path.display()),
-    })?;
-    let r: Response = serde_json::from_str(&answer).map_err(|e| anyhow!("the server sent a bad answer ({e}): {answer:?}"))?;
-    if !r.ok {
-        bail!("{}", r.error.unwrap_or_else(|| "the server refused".into()));
+    match BufReader::new(std::io::Read::take(s, MAX_ANSWER)).read_line(&mut answer) {
+        Ok(0) => return Ok(gone(&"no answer")),
+        Ok(_) => {}
+        Err(e) if going_away(&e) => return Ok(gone(&e)),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            bail!("the server at {} did not answer within {:.1} s (--server-timeout)", path.display(), server_timeout().as_secs_f64())
+        }
+        Err(e) => bail!("the control channel {}: {e}", path.display()),
     }
-    Ok(Some(r.body))
+    let r: Response = serde_json::from_str(&answer).map_err(|e| anyhow!("the server sent a bad answer ({e}): {answer:?}"))?;
+    Ok(Exchange::Answered(r))
 }
 
+/// Whether `e` says the server went away: it reset the connection (its
+/// listener closed with the connection still waiting) or closed it.
+fn going_away(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof)
+}
 
 /// The running control thread; dropping it does not stop it (set `stop`).
 pub struct Server {
     pub path: PathBuf,
+    /// The device and inode of the socket file this server bound.
+    bound: Option<(u64, u64)>,
     handle: JoinHandle<()>,
     supervisor: JoinHandle<()>,
 }
 
 impl Server {
-    /// Wait for the thread (after `stop` was set) and remove the socket.
+    /// Wait for the thread (after `stop` was set) and remove the socket,
+    /// unless another server bound its name since this one's listener
+    /// closed.
     pub fn finish(self) {
         let _ = self.handle.join();
         let _ = self.supervisor.join();
-        let _ = std::fs::remove_file(&self.path);
+        if file_id(&self.path) == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -352,18 +460,20 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let _ = std::fs::remove_file(&path); // a socket left by a server that died
     let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    let bound = file_id(&path);
     l.set_nonblocking(true)?;
     let Policy { rate, re_add, scrub_every } = policy;
     let shared = Arc::new(Shared { vol, stop, rate, re_add, scrub_every, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
-    Ok(Server { path, handle, supervisor })
+    Ok(Server { path, bound, handle, supervisor })
 }
 
-/// The first socket of `uuid` no server answers on.  A server there that
-/// holds one of `vol`'s files serves this array already; one that does
-/// not serves a copy of it, which keeps its socket.
+/// The first socket of `uuid` no server answers on (or whose server is
+/// stopping).  A server there that holds one of `vol`'s files serves this
+/// array already; one that does not serves a copy of it, which keeps its
+/// socket.
 fn free_slot(vol: &dyn Volume, uuid: &str, named_by: Option<(u64, u64)>) -> Result<PathBuf> {
     let mine = named_by.or_else(|| vol.info().members.iter().find_map(|m| file_id(Path::new(&m.path))));
     for slot in 0..SLOTS {
@@ -372,7 +482,7 @@ fn free_slot(vol: &dyn Volume, uuid: &str, named_by: Option<(u64, u64)>) -> Resu
             return Ok(path);
         }
         let holds = match mine {
-            Some((dev, ino)) => answers_holds(&path, dev, ino)?,
+            Some(id) => answers_holds(&path, id)?,
             None => Some(true),
         };
         match holds {
@@ -407,21 +517,27 @@ fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
             }
         }
     }
+    // Closed before the answers in progress end: a client finds no one
+    // here at once (and tries a copy's socket) instead of waiting.
+    drop(l);
     for h in conns {
         let _ = h.join();
     }
 }
 
-/// One connection: check the peer, read one request, answer it.
+/// One connection: check the peer, read one request, answer it (a
+/// request naming the array by a file this server does not hold is
+/// answered [`Response::other`], not run).
 fn answer(mut s: UnixStream, sh: &Shared) -> Result<()> {
     let r = match peer_allowed(&s) {
-        Err(e) => Response { ok: false, error: Some(e.to_string()), body: serde_json::Value::Null },
+        Err(e) => Response::refused(e.to_string()),
         Ok(()) => {
             let mut line = String::new();
             BufReader::new(std::io::Read::take(s.try_clone()?, MAX_LINE)).read_line(&mut line)?;
-            match serde_json::from_str::<Request>(&line) {
-                Ok(req) => run(sh, &req),
-                Err(e) => Response { ok: false, error: Some(format!("bad request: {e}")), body: serde_json::Value::Null },
+            match parse_request(&line) {
+                Ok((_, Some(id))) if !holds(sh, id) => Response { other: true, ..Response::refused("this server serves another copy of the array than the one the request names; nothing was done".into()) },
+                Ok((req, _)) => run(sh, &req),
+                Err(e) => Response::refused(format!("bad request: {e}")),
             }
         }
     };
@@ -498,8 +614,8 @@ fn run(sh: &Shared, req: &Request) -> Response {
         }
     };
     match r {
-        Ok(body) => Response { ok: true, error: None, body },
-        Err(e) => Response { ok: false, error: Some(crate::exit::error_text(&e)), body: serde_json::Value::Null },
+        Ok(body) => Response { ok: true, error: None, body, other: false },
+        Err(e) => Response::refused(crate::exit::error_text(&e)),
     }
 }
 
@@ -999,5 +1115,20 @@ mod tests {
         assert!(matches!(super::health_of(&i), (super::Health::Failed, Some(w)) if w.contains("power cut")));
         i.detail = serde_json::json!({ "stopped": null });
         assert!(matches!(super::health_of(&i), (super::Health::Healthy | super::Health::Degraded, None)));
+    }
+
+    /// A request naming its array's file reads back whole, and a server
+    /// that reads requests as they were (an older mosaic) takes the same
+    /// line, the file left out; a bad file is a bad request.
+    #[test]
+    fn a_request_names_its_arrays_file_and_older_servers_take_it() {
+        use super::{parse_request, request_line, Request};
+        for req in [Request::Stop, Request::Fail { member: 2 }] {
+            let line = request_line(&req, Some((7, 9))).unwrap();
+            assert_eq!(parse_request(&line).unwrap(), (req.clone(), Some((7, 9))), "{line}");
+            assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), req, "as an older server reads {line}");
+            assert_eq!(parse_request(&request_line(&req, None).unwrap()).unwrap(), (req, None));
+        }
+        assert!(parse_request(r#"{"cmd":"stop","of":"here"}"#).is_err());
     }
 }

@@ -457,3 +457,92 @@ fn status_of_an_array_that_cannot_be_assembled_is_failed() {
     let e = common::fails(&["status", "-a", gone.join("nothing").to_str().unwrap()]);
     assert!(e.contains("no array at"), "{e}");
 }
+
+/// A stand-in for another server on a control socket: each connection is
+/// answered by `reply` (given the request line), or without it closed
+/// unread (as a stopping server's listener resets it), until the
+/// returned flag is set.
+fn stand_in(path: &std::path::Path, reply: Option<fn(&str) -> String>) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    use std::io::{BufRead, Write};
+    let l = std::os::unix::net::UnixListener::bind(path).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let h = std::thread::spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((s, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            let Some(reply) = reply else { continue };
+            s.set_nonblocking(false).unwrap();
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(&s).read_line(&mut line);
+            let _ = (&s).write_all(format!("{}\n", reply(&line)).as_bytes());
+        }
+    });
+    (stop, h)
+}
+
+/// One request line to the control socket at `path`; the answer.
+fn raw_request(path: &str, line: &str) -> serde_json::Value {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(path).unwrap();
+    s.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(&s).read_line(&mut answer).unwrap();
+    json(&answer)
+}
+
+/// With an array and its copy served side by side, a command on the copy
+/// reaches the copy's own server whatever answers on the original's
+/// socket: a server that is stopping (it resets the connection), or one
+/// that took the socket over between the client's question and its
+/// request (it says it holds the array, then refuses the request as
+/// another copy's), is passed over for the next socket.  A server asked
+/// by a request that names another copy's file does nothing.
+#[test]
+fn a_command_on_a_copy_reaches_its_own_server_while_the_original_stops() {
+    let t = tempfile::tempdir().unwrap();
+    let (arr, copy) = (t.path().join("arr"), t.path().join("copy"));
+    let (a, c) = (arr.to_str().unwrap(), copy.to_str().unwrap());
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    assert!(std::process::Command::new("cp").args(["-a", a, c]).status().unwrap().success());
+    let sock_of = |s: &common::serve::Serve| common::serve::message(&s.lines(), "mosaic serve: control socket ").unwrap().trim_start_matches("mosaic serve: control socket ").to_string();
+    let mut srv = common::serve::Serve::start(a, &["--quiet"]);
+    let copy_srv = common::serve::Serve::start(c, &["--quiet"]);
+    let (sock, copy_sock) = (sock_of(&srv), sock_of(&copy_srv));
+    assert!(copy_sock.ends_with(".1.sock") && sock.ends_with(&format!("{}.sock", json(&ok(&["info", "-a", c, "--json"]))["uuid"].as_str().unwrap())), "{sock} {copy_sock}");
+    ok(&["stop", "-a", a]);
+    srv.wait_exit("the original's server");
+    let served = |what: &str| {
+        let o = mosaic(&["status", "-a", c, "--json"]);
+        let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        assert_eq!((o.status.code(), st[0]["served"].as_bool()), (Some(0), Some(true)), "{what}: {st} {}", String::from_utf8_lossy(&o.stderr));
+    };
+    // A stopping server on the original's socket: it resets every connection.
+    let (stop, h) = stand_in(std::path::Path::new(&sock), None);
+    served("past a server that resets");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+    std::fs::remove_file(&sock).unwrap();
+    // A server that holds "the array" but is another copy's by the time
+    // the request comes.
+    let (stop, h) = stand_in(
+        std::path::Path::new(&sock),
+        Some(|line| if line.contains("\"holds\"") { r#"{"ok":true,"body":{"holds":true}}"#.into() } else { r#"{"ok":false,"error":"another copy","other":true}"#.into() }),
+    );
+    served("past a server that took the socket over");
+    // The copy's server does nothing for a request naming another file.
+    let r = raw_request(&copy_sock, r#"{"cmd":"stop","of":[0,0]}"#);
+    assert_eq!((r["ok"].as_bool(), r["other"].as_bool()), (Some(false), Some(true)), "{r}");
+    let mut copy_srv = copy_srv;
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(copy_srv.alive(), "a stop naming another copy's file stopped the server");
+    let s = json(&ok(&["stop", "-a", c, "--json"]));
+    assert_eq!((s["stopping"].as_bool(), s["served"].as_bool()), (Some(true), Some(true)), "{s}");
+    copy_srv.wait_exit("the copy's server");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+    let _ = std::fs::remove_file(&sock);
+}
