@@ -1294,7 +1294,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
     }
     let code = rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
-    // Where the new member lives now (a DVS directory array gives it the member's file name).
+    // Where the new member lives now, when the array names it otherwise.
     let now = vol.info().members.get(a.member).map(|m| m.path.clone()).unwrap_or_default();
     if !a.json && !now.is_empty() && std::path::Path::new(&now) != a.drive {
         println!("member {} is now {now}", a.member);

@@ -48,7 +48,7 @@ pub fn create_dvs(c: &crate::cmd_array::CreateArgs) -> Result<i32> {
     let spec = files::CreateSpec { members, member_size, chunk: stripe_unit, block: c.block_size, zone_size, parity, cache_chunks: c.dvs_cache.unwrap_or(0) / stripe_unit.max(1) };
     let mut a = files::create_in_dir(Path::new(array), &spec, c.force).with_context(|| format!("creating a DVS array in {array}"))?;
     if !c.spare.is_empty() {
-        // Spares through the volume, which moves them into the directory.
+        // Spares through the volume, which records where they are.
         drop(a);
         let vol = mosaic_volume::open(array, true)?;
         for sp in &c.spare {

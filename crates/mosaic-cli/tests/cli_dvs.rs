@@ -59,7 +59,7 @@ fn dvs_maintenance_from_the_command_line() {
     assert_eq!(st["state"], "rebuilding", "{info}");
     let done = st["done"].as_u64().unwrap();
     assert!(done >= 1, "{info}");
-    assert!(d.join("dvs-3.zoned").exists() && !new.exists(), "the new drive took the member's name at replace time");
+    assert!(new.exists() && !d.join("dvs-3.zoned").exists(), "the new drive stays where it was given, its path recorded at replace time");
     assert!(read_all(), "read while half rebuilt");
     let r = json(&ok(&["rebuild", "-a", ds, "--json"]));
     assert_eq!(r["resumed_from"].as_u64(), Some(done), "{r}");

@@ -181,8 +181,8 @@ fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
     let a = arr.to_str().unwrap();
     let spare = t.path().join("first-spare.zoned");
     ok(&["create", "-a", a, "--level", "dvs", "--members", "5", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--spare", spare.to_str().unwrap()]);
-    // The spare moved into the directory, where the next open finds it.
-    assert!(!spare.exists());
+    // The spare stays where it was given; the next open finds it there.
+    assert!(spare.exists() && arr.join(mosaic_dvs::files::PATHS_FILE).exists());
     let data: Vec<u8> = (0..3u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let input = t.path().join("data");
     std::fs::write(&input, &data).unwrap();
@@ -200,7 +200,7 @@ fn a_dvs_array_takes_a_hot_spare_online_and_keeps_its_bytes() {
     let s = wait_status(a, 60, "the rebuild running", |s| !s["maintenance"].is_null());
     assert_eq!(s["members"][1]["state"]["state"], "rebuilding", "{s}");
     let s = wait_status(a, 60, "the spare rebuilt", |s| s["health"] == "healthy" && s["maintenance"].is_null());
-    assert!(s["members"][1]["path"].as_str().unwrap().ends_with("dvs-1.zoned"), "{s}");
+    assert!(s["members"][1]["path"].as_str().unwrap().ends_with("first-spare.zoned"), "{s}");
     assert_eq!(s["spares"].as_array().map(Vec::len), Some(1), "{s}");
     srv.stop();
     // The failed member's old file is kept aside; the array reads back.
@@ -261,11 +261,14 @@ fn a_hot_spare_is_removed_offline_or_online_and_is_free_again() {
     assert!(!mosaic(&["examine", &s2]).status.success(), "the label is erased");
     ok(&["add", "-a", &other, "--spare", &s2]);
     assert_eq!(status(&other).1["spares"].as_array().map(Vec::len), Some(2));
-    // A DVS directory array: the spare's file (moved in by add) is set
-    // aside, so the directory no longer offers it, and the array opens clean.
+    // A DVS directory array: a spare's file the directory names (as an
+    // older mosaic moved spares in) is set aside, so the directory no
+    // longer offers it, and the array opens clean.
     let d = p("dvs");
-    ok(&["create", "-a", &d, "--level", "dvs", "--members", "5", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--spare", &p("z.zoned")]);
+    ok(&["create", "-a", &d, "--level", "dvs", "--members", "5", "--member-size", "32M", "--zoned", "--stripe-unit", "64K"]);
+    ok(&["add", "-a", &d, "--spare", &p("dvs/dvs-spare-0123abcd.zoned")]);
     let listed = status(&d).1["spares"][0].as_str().unwrap().to_string();
+    assert!(listed.ends_with("dvs/dvs-spare-0123abcd.zoned") && !t.path().join("dvs").join(mosaic_dvs::files::PATHS_FILE).exists(), "named by the directory: {listed}");
     let srv = common::serve::Serve::start(&d, &["--quiet"]);
     let r = json(&ok(&["remove", "-a", &d, "--spare", &listed, "--json"]));
     srv.stop();

@@ -7,6 +7,7 @@
 mod bitmap;
 mod block_map;
 mod dvs_meta;
+mod dvs_paths;
 mod handshake;
 mod journal;
 mod mapped_policies;
@@ -18,6 +19,7 @@ mod zoned_header;
 pub use bitmap::bitmap;
 pub use block_map::block_map;
 pub use dvs_meta::dvs_meta;
+pub use dvs_paths::dvs_paths;
 pub use handshake::handshake;
 pub use journal::journal;
 pub use mapped_policies::mapped_policies;

@@ -12,23 +12,25 @@
 //!              (a request waits at most for the step in progress)
 //!   fail:      DvsArray::fail (recorded in the metadata of the others)
 //!   replace:   a failed member only; files::replace_with_file (creates
-//!              the zoned file); in a directory array the drive becomes
-//!              DIR/dvs-{idx}.zoned at once, so a stopped rebuild finds it
+//!              the zoned file); the drive stays where the user put it: in
+//!              a directory array its path is recorded (files::record_paths,
+//!              DIR/dvs-paths.json) before the replace, so a stopped
+//!              rebuild finds it, and the old DIR/dvs-{idx}.zoned is kept
+//!              aside as NAME.replaced (the directory no longer offers it)
 //!   rebuild:   DvsArray::rebuild (SSG by SSG, resumable)
 //!   spares:    add_spare: the zoned file (created when missing) gets a
-//!              spare label; in a directory array it becomes
-//!              DIR/dvs-spare-ID.zoned, so the next open finds it.
-//!              take_spare: DvsArray::take_spare (a replace), then the file
-//!              takes the failed member's name as replace's drive does.
+//!              spare label; in a directory array its path is recorded.
+//!              take_spare: DvsArray::take_spare (a replace), then the
+//!              spare's file serves the failed member as replace's drive.
 //!              remove_spare: DvsArray::remove_spare (labels drop it, its
-//!              label erased), its lock let go; in a directory array the
-//!              file is set aside as DIR/dvs-spare-ID.zoned.removed
+//!              label erased), its lock let go, its path no longer
+//!              recorded; a spare file the directory names (moved in by
+//!              an older mosaic) is set aside as DIR/dvs-spare-ID.zoned.removed
 //!   scrub:     DvsArray::scrub_start/step/finish, SSG by SSG with the lock
 //!              released between steps; repair re-stripes (zones cannot be
 //!              rewritten in place); findings by extent "SSG l row r ..."
 //! ```
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
@@ -66,6 +68,13 @@ pub struct DvsVolume {
     locks: Mutex<Vec<DeviceLock>>,
     /// The file of each hot spare, by its UUID.
     spare_paths: Mutex<Vec<(uuid::Uuid, PathBuf)>>,
+    /// The array's UUID (a directory array's recorded paths name it).
+    uuid: uuid::Uuid,
+    /// What the open found of the paths a directory array records.
+    path_warnings: Vec<String>,
+    /// Held while the paths are recorded: the last record written is
+    /// of the latest state.
+    recording: Mutex<()>,
     /// The array's geometry: requests are checked before they queue.
     geo: mosaic_dvs::Geo,
     commits: commit::Commits,
@@ -86,7 +95,8 @@ impl DvsVolume {
         let mut devs: Vec<std::sync::Arc<dyn ZonedMember>> = Vec::new();
         let mut given = Vec::new();
         let mut locks = Vec::new();
-        for p in files::member_paths(spec)? {
+        let found = files::devices(spec)?;
+        for p in found.paths {
             // As files::open_spec: a file that cannot be opened is a missing member.
             let Ok(z) = ZonedFile::open(&p) else { continue };
             locks.push(DeviceLock::acquire(&p, true).map_err(|e| VolumeError::Usage(e.to_string()))?);
@@ -99,6 +109,9 @@ impl DvsVolume {
         let spare_paths = arr.spares().iter().filter_map(|s| Some((s.uuid, given.get(s.source?)?.clone()))).collect();
         let dir = (!spec.contains(',') && Path::new(spec).is_dir()).then(|| PathBuf::from(spec));
         Ok(DvsVolume {
+            uuid: arr.info().uuid,
+            path_warnings: found.warnings,
+            recording: Mutex::new(()),
             capacity: arr.capacity(),
             block: arr.geo().block,
             chunk: arr.geo().chunk,
@@ -154,31 +167,39 @@ impl DvsVolume {
         Ok(())
     }
 
-    /// In a directory array, move `drive` to `name` in the directory (a
-    /// file already there is kept aside as NAME.replaced); where the
-    /// drive now is.
-    fn move_into_dir(&self, drive: &Path, name: &str, what: &str) -> Result<PathBuf> {
-        let Some(dir) = &self.dir else { return Ok(drive.to_path_buf()) };
-        let slot = dir.join(name);
-        if same_file(drive, &slot) {
-            return Ok(slot);
-        }
-        let moved = |e: io::Error, step: String| VolumeError::Io { what: format!("{what} is now {}, but {step} failed (do it before the array is next opened)", drive.display()), err: e };
-        if slot.exists() {
-            let aside = dir.join(format!("{name}.replaced"));
-            std::fs::rename(&slot, &aside).map_err(|e| moved(e, format!("moving {} to {}", slot.display(), aside.display())))?;
-        }
-        std::fs::rename(drive, &slot).map_err(|e| moved(e, format!("moving it to {}", slot.display())))?;
-        Ok(slot)
+    /// In a directory array, record where every member and spare is
+    /// (and `extra`, a drive about to become one), so the next open finds
+    /// those the directory does not name ([`files::record_paths`]).
+    fn record(&self, extra: Option<&Path>) -> Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let _one = self.recording.lock().unwrap_or_else(|e| e.into_inner());
+        let mut devices: Vec<PathBuf> = self.paths.lock().unwrap_or_else(|e| e.into_inner()).iter().flatten().cloned().collect();
+        devices.extend(self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.1.clone()));
+        devices.extend(extra.map(Path::to_path_buf));
+        Ok(files::record_paths(dir, self.uuid, &devices)?)
     }
 
-    /// `drive` now serves member `idx`.  A directory array finds its
-    /// members by name: the drive takes member idx's file name, the old
-    /// file is kept aside.
+    /// Whether `path` is the file of a member (other than `idx`) or a spare.
+    fn in_use(&self, path: &Path, idx: usize) -> bool {
+        let members = self.paths.lock().unwrap_or_else(|e| e.into_inner()).iter().enumerate().any(|(m, p)| m != idx && p.as_deref().is_some_and(|p| same_file(p, path)));
+        members || self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|s| same_file(&s.1, path))
+    }
+
+    /// `drive` (where the user put it) now serves member `idx`: recorded,
+    /// and in a directory array the member's old file
+    /// `DIR/dvs-{idx}.zoned`, failed, is kept aside as NAME.replaced so
+    /// the directory no longer offers it.
     fn adopt(&self, idx: usize, drive: &Path) -> Result<()> {
-        let path = self.move_into_dir(drive, &format!("dvs-{idx}.zoned"), &format!("member {idx}"))?;
-        self.paths.lock().unwrap_or_else(|e| e.into_inner())[idx] = Some(path);
-        Ok(())
+        self.paths.lock().unwrap_or_else(|e| e.into_inner())[idx] = Some(drive.to_path_buf());
+        let recorded = self.record(None);
+        recorded.map_err(|e| VolumeError::Usage(format!("member {idx} is now {}, but {e}: name it in -a (a list of the members' files) until this is put right", drive.display())))?;
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let old = dir.join(format!("dvs-{idx}.zoned"));
+        if !old.exists() || same_file(&old, drive) || self.in_use(&old, idx) {
+            return Ok(());
+        }
+        let aside = dir.join(format!("dvs-{idx}.zoned.replaced"));
+        std::fs::rename(&old, &aside).map_err(|e| VolumeError::Io { what: format!("member {idx} is now {}, but keeping its old file {} aside as {} failed", drive.display(), old.display(), aside.display()), err: e })
     }
 
     fn spare_list(&self) -> Vec<String> {
@@ -298,7 +319,7 @@ impl Volume for DvsVolume {
     /// What the open found: devices not used and why (another array's, a
     /// replaced member, a stale one, an older copy), members missing.
     fn warnings(&self) -> Vec<String> {
-        self.lock().warnings().to_vec()
+        self.path_warnings.iter().cloned().chain(self.lock().warnings().iter().cloned()).collect()
     }
 
     fn io_counters(&self) -> IoCounters {
@@ -332,10 +353,13 @@ impl Volume for DvsVolume {
         if !created {
             self.hold(drive)?;
         }
+        // Recorded first: an open after a crash in the replace finds it.
+        self.record(Some(drive))?;
         if let Err(e) = files::replace_with_file(&mut a, idx, drive) {
             if created {
                 let _ = std::fs::remove_file(drive);
             }
+            let _ = self.record(None);
             return Err(e.into());
         }
         if created {
@@ -363,6 +387,8 @@ impl Volume for DvsVolume {
         if !created {
             self.hold(drive)?;
         }
+        // Recorded first: an open after a crash in the add finds it.
+        self.record(Some(drive))?;
         let added = files::open_or_create(&a, drive).map_err(VolumeError::from).and_then(|z| Ok(a.add_spare(std::sync::Arc::new(z))?));
         let uuid = match added {
             Ok(u) => u,
@@ -370,6 +396,7 @@ impl Volume for DvsVolume {
                 if created {
                     let _ = std::fs::remove_file(drive);
                 }
+                let _ = self.record(None);
                 return Err(e);
             }
         };
@@ -377,8 +404,7 @@ impl Volume for DvsVolume {
             self.hold(drive)?;
         }
         drop(a);
-        let path = self.move_into_dir(drive, &files::spare_file_name(uuid), "a hot spare")?;
-        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, path));
+        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, drive.to_path_buf()));
         Ok(())
     }
 
@@ -392,8 +418,10 @@ impl Volume for DvsVolume {
         drop(self.lock().remove_spare(uuid)?);
         self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).retain(|s| s.0 != uuid);
         self.locks.lock().unwrap_or_else(|e| e.into_inner()).retain(|l| !l.is_of(&path));
-        // The directory offers every dvs-*.zoned file at open: set it aside.
-        let Some(dir) = self.dir.as_ref().filter(|d| path.parent() == Some(d.as_path())) else { return Ok(path) };
+        self.record(None).map_err(|e| VolumeError::Usage(format!("the spare is removed and its label erased, but {e}")))?;
+        // The directory offers every dvs-*.zoned file at open: one it
+        // names (moved in by an older mosaic) is set aside.
+        let Some(dir) = self.dir.as_ref().filter(|d| files::named_by_dir(d, &path)) else { return Ok(path) };
         let aside = dir.join(format!("{}.removed", path.file_name().unwrap_or_default().to_string_lossy()));
         std::fs::rename(&path, &aside).map_err(|e| VolumeError::Io { what: format!("the spare is removed and its label erased, but moving {} to {} failed", path.display(), aside.display()), err: e })?;
         Ok(aside)

@@ -274,7 +274,7 @@ pub trait Volume: Send + Sync {
     }
     /// Remove the hot spare at `drive`: the array stops listing it and its
     /// label is erased, so the device is free for any array again.  Where
-    /// its file is now (a directory array's spare file is set aside as
+    /// its file is now (a spare file a DVS directory names is set aside as
     /// NAME.removed, so the directory no longer offers it).
     fn remove_spare(&self, drive: &Path) -> Result<PathBuf> {
         Err(VolumeError::Usage(format!("{} is not a hot spare: a {} array takes no hot spares", drive.display(), self.info().kind)))

@@ -145,11 +145,12 @@ fn dvs_dir_array() {
     let info = v.info();
     assert!(info.degraded && info.members[0].state == MemberState::Failed && !info.members[0].present, "{:?}", info.members);
     read_back(v.as_ref(), 3 * 4096, &want, "dvs reopened");
-    // The replacement is created, rebuilt and takes member 0's file name.
+    // The replacement is created and rebuilt where it is given; member
+    // 0's old file is kept aside.
     let new0 = t.path().join("new0.zoned");
     replace_rebuild_scrub(v.as_ref(), 5, &new0);
-    assert!(!new0.exists() && dir.join("dvs-0.zoned").exists() && dir.join("dvs-0.zoned.replaced").exists());
-    assert_eq!(v.info().members[0].path, dir.join("dvs-0.zoned").display().to_string());
+    assert!(new0.exists() && !dir.join("dvs-0.zoned").exists() && dir.join("dvs-0.zoned.replaced").exists());
+    assert_eq!(v.info().members[0].path, new0.display().to_string());
     let e = v.rebuild(&|_, _| {}, Default::default()).unwrap_err().to_string();
     assert!(e.contains("nothing to rebuild"), "{e}");
     let s = v.scrub(true, &|_, _| {}).unwrap();

@@ -12,6 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 mod bitmap;
 mod block_map;
 mod dvs_meta;
+mod dvs_paths;
 mod handshake;
 mod journal;
 mod mapped_policies;
@@ -162,10 +163,11 @@ fn the_drivers_catch_a_panicking_body() {
 #[ignore = "writes files: the fuzzers' seed corpora"]
 fn seed_corpora() {
     let dir = std::path::PathBuf::from(std::env::var_os("MOSAIC_FUZZ_CORPUS").expect("MOSAIC_FUZZ_CORPUS: the directory to write the corpora into"));
-    let targets: [(&str, fn() -> Vec<Vec<u8>>); 10] = [
+    let targets: [(&str, fn() -> Vec<Vec<u8>>); 11] = [
         ("bitmap", bitmap::corpus),
         ("block_map", block_map::corpus),
         ("dvs_meta", dvs_meta::corpus),
+        ("dvs_paths", dvs_paths::corpus),
         ("handshake", handshake::corpus),
         ("journal", journal::corpus),
         ("mapped_policies", mapped_policies::corpus),
