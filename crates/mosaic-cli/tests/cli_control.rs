@@ -80,16 +80,22 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     assert_eq!((f["flushed"].as_bool(), f["served"].as_bool()), (Some(true), Some(false)), "{f}");
 }
 
+/// A raid5 in DIR/arr and its copy (`cp -a`) in DIR/copy: their paths.
+fn array_and_copy(dir: &std::path::Path) -> (String, String) {
+    let (a, c) = (dir.join("arr").display().to_string(), dir.join("copy").display().to_string());
+    ok(&["create", "-a", &a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
+    assert!(std::process::Command::new("cp").args(["-a", &a, &c]).status().unwrap().success());
+    (a, c)
+}
+
 /// A copy of an array (`cp -a`) has its UUID but is its own array:
 /// commands on the copy never reach the original's server, and the copy
 /// can be served beside it, each server answering for its own files.
 #[test]
 fn a_copy_of_a_served_array_is_its_own_array() {
     let t = tempfile::tempdir().unwrap();
-    let (arr, copy) = (t.path().join("arr"), t.path().join("copy"));
-    let (a, c) = (arr.to_str().unwrap(), copy.to_str().unwrap());
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
-    assert!(std::process::Command::new("cp").args(["-a", a, c]).status().unwrap().success());
+    let (a, c) = &array_and_copy(t.path());
+    let (a, c) = (a.as_str(), c.as_str());
     let mut srv = common::serve::Serve::start(a, &["--quiet"]);
     // status exits 4 for a degraded array: its JSON is what counts here.
     let status = |x: &str| json(&String::from_utf8_lossy(&mosaic(&["status", "-a", x, "--json"]).stdout));
@@ -504,10 +510,8 @@ fn raw_request(path: &str, line: &str) -> serde_json::Value {
 #[test]
 fn a_command_on_a_copy_reaches_its_own_server_while_the_original_stops() {
     let t = tempfile::tempdir().unwrap();
-    let (arr, copy) = (t.path().join("arr"), t.path().join("copy"));
-    let (a, c) = (arr.to_str().unwrap(), copy.to_str().unwrap());
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "4", "--member-size", "8M"]);
-    assert!(std::process::Command::new("cp").args(["-a", a, c]).status().unwrap().success());
+    let (a, c) = &array_and_copy(t.path());
+    let (a, c) = (a.as_str(), c.as_str());
     let sock_of = |s: &common::serve::Serve| common::serve::message(&s.lines(), "mosaic serve: control socket ").unwrap().trim_start_matches("mosaic serve: control socket ").to_string();
     let mut srv = common::serve::Serve::start(a, &["--quiet"]);
     let copy_srv = common::serve::Serve::start(c, &["--quiet"]);

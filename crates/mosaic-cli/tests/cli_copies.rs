@@ -94,32 +94,33 @@ fn two_copies_neither_able_to_serve_are_refused_naming_both() {
     assert!(e.contains("member-00.img, ") && e.contains("member-02.img, ") && !e.contains("replace --member"), "{e}");
 }
 
+/// Make an array in P with `create` (after `-a P`), copy it to Q, write Q
+/// further, put Q's `file` among P's: P reads its own bytes, and the
+/// intruder is named `said`, not P's members stale.
+fn intruder_among(create: &[&str], file: &str, said: &str) {
+    let t = tempfile::tempdir().unwrap();
+    let (p, q) = (t.path().join("p"), t.path().join("q"));
+    ok(&[&["create", "-a", s(&p)][..], create].concat());
+    let mine = pattern(1, 64 << 10);
+    write(s(&p), &mine, t.path());
+    copy_written_further(&p, &q, file, t.path());
+    let (got, e) = read(s(&p), mine.len(), t.path());
+    assert!(got == mine, "P read another copy's bytes");
+    assert!(e.contains(said) && !e.contains("is stale"), "{e}");
+}
+
 /// A DVS directory shares the rule.
 #[test]
 fn a_dvs_copys_member_written_further_does_not_out_vote_the_array() {
-    let t = tempfile::tempdir().unwrap();
-    let (p, q) = (t.path().join("p"), t.path().join("q"));
-    ok(&["create", "-a", s(&p), "--level", "dvs", "--members", "4", "--member-size", "16M", "--zoned", "--zone-size", "1M"]);
-    let mine = pattern(1, 64 << 10);
-    write(s(&p), &mine, t.path());
-    copy_written_further(&p, &q, "dvs-2.zoned", t.path());
-    let (got, e) = read(s(&p), mine.len(), t.path());
-    assert!(got == mine, "P read another copy's bytes");
-    assert!(e.contains("dvs-2.zoned (zoned): member 2 carries the writes of another copy") && !e.contains("is stale"), "{e}");
+    let create = ["--level", "dvs", "--members", "4", "--member-size", "16M", "--zoned", "--zone-size", "1M"];
+    intruder_among(&create, "dvs-2.zoned", "dvs-2.zoned (zoned): member 2 carries the writes of another copy");
 }
 
 /// A tier's inner array (a fixed array) shares it too.
 #[test]
 fn a_tier_copys_inner_member_written_further_does_not_out_vote_the_array() {
-    let t = tempfile::tempdir().unwrap();
-    let (p, q) = (t.path().join("p"), t.path().join("q"));
-    ok(&["create", "-a", s(&p), "--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M"]);
-    let mine = pattern(1, 64 << 10);
-    write(s(&p), &mine, t.path());
-    copy_written_further(&p, &q, "slow/member-01.img", t.path());
-    let (got, e) = read(s(&p), mine.len(), t.path());
-    assert!(got == mine, "P read another copy's bytes");
-    assert!(e.contains("member-01.img: member 1 carries the writes of another copy") && !e.contains("is stale"), "{e}");
+    let create = ["--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "8M", "--slow-size", "16M"];
+    intruder_among(&create, "slow/member-01.img", "member-01.img: member 1 carries the writes of another copy");
 }
 
 /// The array's own member, replaced onto a drive outside its directory,

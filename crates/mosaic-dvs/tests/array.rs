@@ -371,14 +371,11 @@ fn bad_members_and_metadata_give_clear_errors() {
     }
 }
 
-/// One member of a copy that was opened and written further (its event
-/// counter ahead) put among the array's own members: the array opens
-/// degraded from its own members, reads its own bytes, and names the
-/// intruder as another copy's member (it never out-votes them).
-#[test]
-fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
+/// A 5-member DVS array written with `seed` in one directory, and its
+/// member files copied into another: (original, copy, bytes, rng).
+fn copied_array(seed: u64) -> (tempfile::TempDir, tempfile::TempDir, Vec<u8>, ChaCha8Rng) {
     let (a, b) = (scratch(), scratch());
-    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut x = DvsArray::create(files(a.path(), 5), cfg(1)).unwrap();
     let base = fill(&mut x, &mut rng, 40);
     x.flush().unwrap();
@@ -386,6 +383,16 @@ fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
     for i in 0..5 {
         std::fs::copy(a.path().join(format!("m{i}")), b.path().join(format!("m{i}"))).unwrap();
     }
+    (a, b, base, rng)
+}
+
+/// One member of a copy that was opened and written further (its event
+/// counter ahead) put among the array's own members: the array opens
+/// degraded from its own members, reads its own bytes, and names the
+/// intruder as another copy's member (it never out-votes them).
+#[test]
+fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
+    let (a, b, base, mut rng) = copied_array(6);
     // The copy is opened (and written) three times: its labels go ahead.
     let mut r = base.clone();
     for _ in 0..3 {
@@ -402,21 +409,12 @@ fn one_member_of_a_copy_written_further_does_not_out_vote_the_array() {
     check_all(&mut m, &base);
 }
 
-/// Rewrite the newest label of the zoned member file at `path` through `f`.
 /// Two copies of a DVS array written apart (its member files copied,
 /// then each copy opened and written): labels alone stay at the same event
 /// counter, so a list mixing their members must be told apart by session.
 #[test]
 fn members_of_two_copies_written_apart_are_never_mixed() {
-    let (a, b) = (scratch(), scratch());
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let mut x = DvsArray::create(files(a.path(), 5), cfg(1)).unwrap();
-    let base = fill(&mut x, &mut rng, 40);
-    x.flush().unwrap();
-    drop(x);
-    for i in 0..5 {
-        std::fs::copy(a.path().join(format!("m{i}")), b.path().join(format!("m{i}"))).unwrap();
-    }
+    let (a, b, base, mut rng) = copied_array(5);
     let mut copy_of = |dir: &Path| {
         let mut r = base.clone();
         let mut x = DvsArray::open(reopen_files(dir, 5)).unwrap();
@@ -433,6 +431,7 @@ fn members_of_two_copies_written_apart_are_never_mixed() {
     check_all(&mut m, &ra);
 }
 
+/// Rewrite the newest label of the zoned member file at `path` through `f`.
 fn relabel(path: &Path, f: &dyn Fn(&mut mosaic_format::Label)) {
     use mosaic_format::label::{read_label, SLOT_SIZE};
     let mut bytes = std::fs::read(path).unwrap();
