@@ -11,6 +11,7 @@
 //! ```text
 //!   /run/mosaic/ (root), $XDG_RUNTIME_DIR (or /tmp)/mosaic-UID/ (others)   mode 0700
 //!       ARRAY-UUID.sock                      mode 0600, peers of the same uid (or root) only
+//!       ARRAY-UUID.lock                      mode 0600, flock held by the socket's server
 //!
 //!   client ── one JSON line {"cmd":"fail","member":1} ──▶ serve's control thread
 //!          ◀── one JSON line {"ok":true,"body":...} or {"ok":false,"error":"..."}
@@ -27,6 +28,14 @@
 //!   socket over in between answers "other" and does nothing.  A socket
 //!   whose server is stopping (it resets the connection) is passed over:
 //!   the next socket of the UUID is tried.
+//!
+//!   a server claims slot N by taking the lock ARRAY-UUID[.N].lock (flock,
+//!   without waiting, held for its life; the file is never removed): only
+//!   the holder removes a dead server's socket file and binds there, so
+//!   two servers of copies started at once cannot both find a slot free,
+//!   and one cannot remove the other's live socket.  A locked slot is
+//!   passed over (its server is starting or stopping) unless its server
+//!   answers that it holds this array (then serving is refused).
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -224,9 +233,15 @@ const SLOTS: usize = 8;
 /// Control socket `slot` of arrays with UUID `uuid`: UUID.sock, then
 /// UUID.N.sock.
 pub fn socket_path(uuid: &str, slot: usize) -> PathBuf {
+    slot_file(&runtime_dir(), uuid, slot, "sock")
+}
+
+/// The socket (`ext` "sock") or the lock ("lock") of slot `slot` of
+/// arrays with UUID `uuid` in `dir`.
+fn slot_file(dir: &Path, uuid: &str, slot: usize, ext: &str) -> PathBuf {
     match slot {
-        0 => runtime_dir().join(format!("{uuid}.sock")),
-        n => runtime_dir().join(format!("{uuid}.{n}.sock")),
+        0 => dir.join(format!("{uuid}.{ext}")),
+        n => dir.join(format!("{uuid}.{n}.{ext}")),
     }
 }
 
@@ -419,6 +434,8 @@ pub struct Server {
     pub path: PathBuf,
     /// The device and inode of the socket file this server bound.
     bound: Option<(u64, u64)>,
+    /// The lock of its slot ([`claim`]), held until the socket is removed.
+    _lock: std::fs::File,
     handle: JoinHandle<()>,
     supervisor: JoinHandle<()>,
 }
@@ -426,7 +443,7 @@ pub struct Server {
 impl Server {
     /// Wait for the thread (after `stop` was set) and remove the socket,
     /// unless another server bound its name since this one's listener
-    /// closed.
+    /// closed; then give up the slot's lock.
     pub fn finish(self) {
         let _ = self.handle.join();
         let _ = self.supervisor.join();
@@ -456,9 +473,8 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let dir = runtime_dir();
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", dir.display()))?;
-    let path = free_slot(vol.as_ref(), uuid, named_by)?;
-    let _ = std::fs::remove_file(&path); // a socket left by a server that died
-    let l = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+    let mine = named_by.or_else(|| vol.info().members.iter().find_map(|m| file_id(Path::new(&m.path))));
+    let Claim { path, listener: l, lock } = claim(&dir, uuid, mine)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     let bound = file_id(&path);
     l.set_nonblocking(true)?;
@@ -467,31 +483,60 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let sup = shared.clone();
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
-    Ok(Server { path, bound, handle, supervisor })
+    Ok(Server { path, bound, _lock: lock, handle, supervisor })
 }
 
-/// The first socket of `uuid` no server answers on (or whose server is
-/// stopping).  A server there that holds one of `vol`'s files serves this
-/// array already; one that does not serves a copy of it, which keeps its
-/// socket.
-fn free_slot(vol: &dyn Volume, uuid: &str, named_by: Option<(u64, u64)>) -> Result<PathBuf> {
-    let mine = named_by.or_else(|| vol.info().members.iter().find_map(|m| file_id(Path::new(&m.path))));
+/// A control socket slot this server holds ([`claim`]).
+struct Claim {
+    path: PathBuf,
+    listener: UnixListener,
+    /// The slot's lock, held while the server lives.
+    lock: std::fs::File,
+}
+
+/// Bind the first free control socket of `uuid` in `dir`: a slot whose
+/// server serves a copy of the array (not holding `mine`, a file of this
+/// one) is passed over; one whose server holds it is an error.
+fn claim(dir: &Path, uuid: &str, mine: Option<(u64, u64)>) -> Result<Claim> {
     for slot in 0..SLOTS {
-        let path = socket_path(uuid, slot);
-        if UnixStream::connect(&path).is_err() {
-            return Ok(path);
-        }
-        let holds = match mine {
-            Some(id) => answers_holds(&path, id)?,
-            None => Some(true),
-        };
-        match holds {
-            None => return Ok(path),
-            Some(false) => {}
-            Some(true) => bail!("{}: another server answers for array {uuid}", path.display()),
+        if let Some(c) = claim_slot(dir, uuid, slot, mine)? {
+            return Ok(c);
         }
     }
     bail!("{SLOTS} servers answer for arrays with UUID {uuid} (an array and its copies): stop one first")
+}
+
+/// Slot `slot` of `uuid`, or None when another server has it.  Its lock
+/// (`UUID[.N].lock`, never removed) is taken without waiting and held
+/// for the server's life, so only its holder removes a socket file there
+/// and binds: the check that nobody answers, the removal of a dead
+/// server's socket and the bind are one step for every other server
+/// that claims slots this way.  A locked slot is another server's, being
+/// claimed or stopping.  A socket that answers in a slot whose lock is
+/// free is an older mosaic's, which takes no lock: one stopping (it
+/// resets the connection) is taken over, as then.
+fn claim_slot(dir: &Path, uuid: &str, slot: usize, mine: Option<(u64, u64)>) -> Result<Option<Claim>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (path, lock_path) = (slot_file(dir, uuid, slot, "sock"), slot_file(dir, uuid, slot, "lock"));
+    let lock = std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&lock_path).with_context(|| format!("opening {}", lock_path.display()))?;
+    let locked = match lock.try_lock() {
+        Ok(()) => true,
+        Err(std::fs::TryLockError::WouldBlock) => false,
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", lock_path.display())),
+    };
+    let holds = match mine {
+        Some(id) => answers_holds(&path, id)?,
+        None => UnixStream::connect(&path).is_ok().then_some(true),
+    };
+    match (holds, locked) {
+        (Some(true), _) => bail!("{}: another server answers for array {uuid}", path.display()),
+        (Some(false), _) | (None, false) => Ok(None),
+        (None, true) => {
+            let _ = std::fs::remove_file(&path); // a socket left by a server that died
+            let listener = UnixListener::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+            Ok(Some(Claim { path, listener, lock }))
+        }
+    }
 }
 
 fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
@@ -1130,5 +1175,63 @@ mod tests {
             assert_eq!(parse_request(&request_line(&req, None).unwrap()).unwrap(), (req, None));
         }
         assert!(parse_request(r#"{"cmd":"stop","of":"here"}"#).is_err());
+    }
+
+    /// Two servers of copies of one array started at the same instant get
+    /// a control socket each: neither removes the other's live socket and
+    /// binds over it, and each socket reaches its own server.
+    #[test]
+    fn servers_of_copies_started_together_get_a_socket_each() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Barrier;
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..300u64 {
+            let (barrier, stop) = (Arc::new(Barrier::new(2)), Arc::new(AtomicBool::new(false)));
+            let claimants: Vec<_> = (0..2u64)
+                .map(|who| {
+                    let (dir, barrier, stop) = (dir.path().to_path_buf(), barrier.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        let c = super::claim(&dir, "u", Some((round, who)))?;
+                        Ok::<_, anyhow::Error>((c.path.clone(), answer_as_copy(c, who, stop)))
+                    })
+                })
+                .collect();
+            let got: Vec<_> = claimants.into_iter().map(|h| h.join().unwrap()).collect();
+            let asked: Vec<_> = got.iter().map(|g| g.as_ref().ok().map(|(p, _)| super::ask_socket(p, &super::Request::Status).ok().flatten())).collect();
+            stop.store(true, Ordering::Relaxed);
+            let mut paths = Vec::new();
+            for g in got {
+                let (path, h) = g.unwrap_or_else(|e| panic!("round {round}: {e:#}"));
+                h.join().unwrap();
+                paths.push(path);
+            }
+            assert_ne!(paths[0], paths[1], "round {round}");
+            for (who, a) in asked.iter().enumerate() {
+                assert_eq!(a.as_ref().and_then(|b| b.as_ref()).map(|b| b["who"].clone()), Some(serde_json::json!(who)), "round {round}: {} reaches its own server", paths[who].display());
+            }
+            for p in &paths {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+
+    /// Answer every request on `c`'s socket as the server of another copy
+    /// of the array, `who`, until `stop` is set; then give the slot up.
+    fn answer_as_copy(c: super::Claim, who: u64, stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<()> {
+        use std::io::{BufRead, Write};
+        c.listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((s, _)) = c.listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                };
+                s.set_nonblocking(false).unwrap();
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(&s).read_line(&mut line);
+                let _ = (&s).write_all(format!("{{\"ok\":true,\"body\":{{\"holds\":false,\"who\":{who}}}}}\n").as_bytes());
+            }
+        })
     }
 }
