@@ -239,7 +239,13 @@ pub fn devices(spec: &str) -> Result<Devices, DvsError> {
         let paths = spec.split(',').map(|s| PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty()).collect();
         return Ok(Devices { paths, warnings: Vec::new() });
     }
-    let dir = Path::new(spec);
+    dir_devices(Path::new(spec))
+}
+
+/// The devices of directory `dir` (whatever its name holds, a comma
+/// too): its own files (members first, then spares) and the devices its
+/// [`PATHS_FILE`] records (see the module's picture).
+pub fn dir_devices(dir: &Path) -> Result<Devices, DvsError> {
     let named = named_files(dir)?;
     let mut found = Devices::default();
     let recorded = read_hints(dir, &mut found.warnings).map(|h| follow(dir, &h, &named, &mut found.warnings)).unwrap_or_default();

@@ -5,6 +5,8 @@
 //!
 //! ```text
 //!   paths ─ walk (directories recursively, files and block devices) ─ guard::identify
+//!     + the devices each DVS directory records outside itself
+//!       (dvs-paths.json, followed as an open follows it)
 //!     member label  ─┐  grouped by array UUID; per member its index, path,
 //!     journal header ─┘  event counter; the array's label as the one rule
 //!                        picks it (mosaic_format::fresh::choose: a copy's
@@ -133,6 +135,7 @@ pub fn scan_with_progress(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Res
     for p in paths {
         walk(p, 0, &mut files)?;
     }
+    follow_recorded(&mut files);
     let total = files.len() as u64;
     let mut arrays: BTreeMap<String, Builder> = BTreeMap::new();
     for (i, f) in files.into_iter().enumerate() {
@@ -169,6 +172,27 @@ fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
         out.push(p.to_path_buf());
     }
     Ok(())
+}
+
+/// Add to `files` the devices each DVS directory among them records
+/// outside itself (its [`mosaic_dvs::files::PATHS_FILE`]), at their real
+/// paths, by the rules an open follows them by
+/// ([`mosaic_dvs::files::dir_devices`]: only files whose label is of the
+/// recorded array; a copy of a directory does not take its original's).
+/// A file already found is not added twice.  Read only.
+fn follow_recorded(files: &mut Vec<PathBuf>) {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dirs: BTreeSet<PathBuf> = files.iter().filter(|f| f.file_name().is_some_and(|n| n == mosaic_dvs::files::PATHS_FILE)).filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
+    let mut seen: BTreeSet<PathBuf> = files.iter().map(|f| canon(f)).collect();
+    for dir in dirs {
+        // A directory whose record cannot be followed is scanned as it is.
+        let Ok(found) = mosaic_dvs::files::dir_devices(&dir) else { continue };
+        for p in found.paths {
+            if seen.insert(canon(&p)) {
+                files.push(p);
+            }
+        }
+    }
 }
 
 #[derive(Default, Clone)]
@@ -437,6 +461,42 @@ mod tests {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
         let places: Vec<(String, bool)> = found.iter().map(|f| f.copy.as_ref().map(|c| (c.dir.clone(), c.original)).unwrap()).collect();
         assert_eq!(places, [(canon(&a), true), (canon(&b), false)], "{found:?}");
+    }
+
+    /// A DVS directory whose member 2 was replaced by a file in another
+    /// directory (its path recorded in the directory): scanned by its
+    /// directory alone, the array is complete, member 2 found at the
+    /// outside file; a copy of the directory does not claim that file.
+    #[test]
+    fn a_dvs_directory_s_recorded_outside_member_is_found_by_its_scan() {
+        use mosaic_dvs::files;
+        let t = tempfile::tempdir().unwrap();
+        let (dir, other) = (t.path().join("d"), t.path().join("other"));
+        std::fs::create_dir(&other).unwrap();
+        let s = files::CreateSpec { members: 4, member_size: 8 << 20, chunk: 64 << 10, block: 4096, zone_size: 1 << 20, parity: 1, cache_chunks: 0 };
+        let mut a = files::create_in_dir(&dir, &s, false).unwrap();
+        a.write(0, &vec![9u8; 64 << 12]).unwrap();
+        a.fail(2).unwrap();
+        let new2 = other.join("new2.zoned");
+        files::replace_with_file(&mut a, 2, &new2).unwrap();
+        a.rebuild(&|_, _| {}, None).unwrap();
+        let mut paths: Vec<PathBuf> = [0, 1, 3].iter().map(|i| dir.join(format!("dvs-{i}.zoned"))).collect();
+        paths.push(new2.clone());
+        files::record_paths(&dir, a.info().uuid, &paths).unwrap();
+        drop(a);
+        std::fs::rename(dir.join("dvs-2.zoned"), dir.join("dvs-2.zoned.replaced")).unwrap();
+        copy_dir(&dir, &t.path().join("copy"));
+
+        let found = scan(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+        assert_eq!(f.found.iter().find(|m| m.index == 2).map(|m| (m.path.clone(), m.replaced)), Some((canon(&new2), false)), "{f:?}");
+        assert!(f.complete && f.missing.is_empty() && f.found.iter().all(|m| !m.stale), "{f:?}");
+        assert_eq!(f.duplicates, [canon(&dir.join("dvs-2.zoned.replaced"))], "the former member 2, replaced");
+
+        let found = scan(&[t.path().join("copy")]).unwrap();
+        assert!(found.iter().flat_map(|f| &f.found).all(|m| m.path != canon(&new2)), "the copy does not claim its original's device: {found:?}");
     }
 
     /// `cp -a P Q`, Q written further, one of Q's members put in P: the
