@@ -171,16 +171,7 @@ pub(crate) fn hint_of(path: &Path) -> String {
     mosaic_dev::nbd::absolute(path).display().to_string()
 }
 
-/// The canonical form of a path that may not exist yet (its parent's).
-pub(crate) fn canonical(p: &Path) -> PathBuf {
-    if let Ok(c) = p.canonicalize() {
-        return c;
-    }
-    match (p.parent(), p.file_name()) {
-        (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => canonical(dir).join(name),
-        _ => std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()),
-    }
-}
+pub(crate) use mosaic_dev::nbd::canonical;
 
 /// Whether directory `home` holds a member of the array of `sb` (read
 /// only: the original's files are only looked at, and may be read-only).

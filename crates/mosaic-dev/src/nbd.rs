@@ -145,6 +145,18 @@ pub fn absolute(path: &Path) -> PathBuf {
     }
 }
 
+/// The canonical form of a path that may not exist yet (its parent's,
+/// with its name): one file however it is spelled.
+pub fn canonical(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    match (p.parent(), p.file_name()) {
+        (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => canonical(dir).join(name),
+        _ => std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()),
+    }
+}
+
 /// An NBD export as a member device.
 pub struct NbdMember {
     uri: String,

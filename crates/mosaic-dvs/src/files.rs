@@ -28,6 +28,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use mosaic_dev::nbd::canonical;
 use mosaic_dev::zoned::ZonedFile;
 use mosaic_format::label::{read_label, Label};
 use serde::{Deserialize, Serialize};
@@ -287,12 +288,6 @@ pub fn named_by_dir(dir: &Path, path: &Path) -> bool {
     named && path.parent().map(canonical) == Some(canonical(dir))
 }
 
-/// The canonical form of `p`, or its absolute form when it cannot be
-/// resolved (a file not made yet).
-fn canonical(p: &Path) -> PathBuf {
-    p.canonicalize().unwrap_or_else(|_| mosaic_dev::nbd::absolute(p))
-}
-
 /// The hints `dir` records; None without a [`PATHS_FILE`] (an unreadable
 /// or refused one is named in `warnings`, as is each entry
 /// [`decode_paths`] refuses).  At most one byte past
@@ -415,11 +410,7 @@ pub fn record_paths(dir: &Path, array: Uuid, devices: &[PathBuf]) -> Result<(), 
 /// Whether `spec` names DVS members (its first member carries a DVS label).
 pub fn is_dvs(spec: &str) -> bool {
     let Ok(paths) = member_paths(spec) else { return false };
-    let Some(p) = paths.first() else { return false };
-    let Ok(z) = ZonedFile::open(p) else { return false };
-    let mut read = |buf: &mut [u8], off: u64| mosaic_dev::Member::read_at(&z, buf, off);
-    let size = mosaic_dev::Member::size(&z);
-    matches!(read_label(size, &mut read), Ok(Ok(l)) if l.kind == crate::meta::LABEL_KIND)
+    paths.first().is_some_and(|p| label_of(p).is_ok())
 }
 
 /// Create member files `DIR/dvs-i.zoned` and an array on them.

@@ -449,8 +449,8 @@ const HOLDS_SLOT: u64 = u64::MAX - 1;
 /// within `limit`: progress, not a whole reply, so a slow reader keeps its
 /// connection), and never past `limit` after the server stopped
 /// (`stopped` says when, once it has).
-fn reply_deadlines<'a>(limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut(usize) -> Instant + 'a {
-    move |_first_unsent| {
+fn reply_deadlines<'a>(limit: Duration, stopped: impl Fn() -> Option<Instant> + 'a) -> impl FnMut() -> Instant + 'a {
+    move || {
         let due = Instant::now() + limit;
         match stopped() {
             Some(at) => due.min(at + limit),
@@ -793,15 +793,15 @@ mod tests {
     fn each_refusal_gets_a_deadline_from_now_and_none_outlives_the_stop() {
         let limit = Duration::from_secs(10);
         let mut d = reply_deadlines(limit, || None);
-        let first = d(0);
+        let first = d();
         std::thread::sleep(Duration::from_millis(2));
-        assert!(d(0) > first, "progress: a later refusal gets its own deadline");
+        assert!(d() > first, "progress: a later refusal gets its own deadline");
         // Stopped: no deadline past `limit` after the stop.
         let at = Instant::now();
         std::thread::sleep(Duration::from_millis(2));
         let mut d = reply_deadlines(limit, || Some(at));
-        assert_eq!(d(0), at + limit);
-        assert_eq!(d(3), at + limit);
+        assert_eq!(d(), at + limit);
+        assert_eq!(d(), at + limit);
     }
 
     #[test]

@@ -63,25 +63,25 @@ impl Stream {
     /// one `sendmsg` each time the socket takes them all, more when it
     /// takes part.
     pub fn write_all_bufs(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
-        self.send_bufs(bufs, |s, iov, _| s.write_vectored(iov))
+        self.send_bufs(bufs, |s, iov| s.write_vectored(iov))
     }
 
     /// [`Stream::write_all_bufs`] against a clock: before each `sendmsg`,
-    /// `deadline(i)` (`i`: the first buffer not yet wholly sent) says by
-    /// when the socket must take more, else the call fails with
+    /// `deadline()` says by when the socket must take more, else the call
+    /// fails with
     /// `TimedOut`.  The socket is written without blocking and waited on
     /// with poll(2) for the time left: a socket timeout (SO_SNDTIMEO)
     /// bounds each `sendmsg` alone, so a reader taking a little now and
     /// then could stretch a reply without end.
     /// `deadline` is asked only when the socket has no room (a send that
     /// goes through at once reads no clock).
-    pub fn write_all_bufs_until(&mut self, bufs: &[&[u8]], mut deadline: impl FnMut(usize) -> Instant) -> io::Result<()> {
-        self.send_bufs(bufs, |s, iov, i| s.send_until(iov, || deadline(i)))
+    pub fn write_all_bufs_until(&mut self, bufs: &[&[u8]], mut deadline: impl FnMut() -> Instant) -> io::Result<()> {
+        self.send_bufs(bufs, |s, iov| s.send_until(iov, &mut deadline))
     }
 
     /// The loop of both: `send` gets the buffers left (the first one cut
-    /// where the last send stopped) and the index of that first one.
-    fn send_bufs(&mut self, bufs: &[&[u8]], mut send: impl FnMut(&mut Self, &[IoSlice<'_>], usize) -> io::Result<usize>) -> io::Result<()> {
+    /// where the last send stopped).
+    fn send_bufs(&mut self, bufs: &[&[u8]], mut send: impl FnMut(&mut Self, &[IoSlice<'_>]) -> io::Result<usize>) -> io::Result<()> {
         // The first unsent buffer and how much of it is sent.
         let (mut i, mut off) = (0usize, 0usize);
         while i < bufs.len() {
@@ -91,7 +91,7 @@ impl Stream {
             }
             let rest = bufs[i + 1..].iter().take(MAX_IOV - 1).map(|b| IoSlice::new(b));
             let iov: Vec<IoSlice<'_>> = std::iter::once(IoSlice::new(&bufs[i][off..])).chain(rest).collect();
-            let mut n = match send(self, &iov, i) {
+            let mut n = match send(self, &iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

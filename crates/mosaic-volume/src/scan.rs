@@ -181,7 +181,7 @@ fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
 /// recorded array; a copy of a directory does not take its original's).
 /// A file already found is not added twice.  Read only.
 fn follow_recorded(files: &mut Vec<PathBuf>) {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let canon = mosaic_dev::nbd::canonical;
     let dirs: BTreeSet<PathBuf> = files.iter().filter(|f| f.file_name().is_some_and(|n| n == mosaic_dvs::files::PATHS_FILE)).filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
     let mut seen: BTreeSet<PathBuf> = files.iter().map(|f| canon(f)).collect();
     for dir in dirs {
