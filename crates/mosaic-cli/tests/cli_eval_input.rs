@@ -95,3 +95,13 @@ fn adapt_of_a_missing_array_says_there_is_none() {
     assert!(e.contains(&format!("no array at {}: no such file or directory", missing.display())), "{e}");
     assert!(!e.contains("inner"), "{e}");
 }
+
+/// `eval adapt` without `--trace` where no default trace is found (the
+/// tests run with `MOSAIC_DEFAULT_TRACE` empty) says where it looked and
+/// what to give instead.
+#[test]
+fn eval_adapt_without_a_trace_says_where_it_looked() {
+    let e = refused(&["eval", "adapt", "--quick"], "--trace");
+    assert!(e.contains("no --trace given and no shared/traces/cloudphysics-vscsi-part1.csv beside the working directory or the mosaic binary"), "{e}");
+    assert!(e.contains("give --trace FILE, or --planted N for a synthetic trace"), "{e}");
+}
