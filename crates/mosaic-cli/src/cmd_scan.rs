@@ -186,6 +186,9 @@ fn describe(f: &FoundArray) -> String {
     for d in &f.duplicates {
         s += &format!("       older copy: {d}\n");
     }
+    for d in &f.former {
+        s += &format!("       former member (replaced; not used): {d}\n");
+    }
     for j in &f.journals {
         s += &format!("  journal {j}\n");
     }

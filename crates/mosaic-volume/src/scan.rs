@@ -75,6 +75,10 @@ pub struct FoundArray {
     pub missing: Vec<usize>,
     /// Copies of a member seen more than once (the older ones).
     pub duplicates: Vec<String>,
+    /// Devices of a slot the array recorded replacing (its former
+    /// members, left where they were: after a hot replace, say).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub former: Vec<String>,
     pub journals: Vec<String>,
     /// Hot spares found.
     pub spares: Vec<String>,
@@ -327,11 +331,11 @@ impl Builder {
     fn finish(mut self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (auth, conflict) = self.authoritative();
-        let (mut found, mut duplicates) = (Vec::new(), Vec::new());
+        let (mut found, mut duplicates, mut former) = (Vec::new(), Vec::new(), Vec::new());
         let mut filled = vec![false; self.members];
         for (_, mut copies) in std::mem::take(&mut self.by_index) {
             copies.sort_by_key(|m| std::cmp::Reverse(m.events));
@@ -341,7 +345,9 @@ impl Builder {
                 filled[best.index] = true;
             }
             best.stale |= auth.is_none() && best.events + 1 < newest;
-            duplicates.extend(copies.into_iter().map(|m| m.path));
+            for m in copies {
+                if m.replaced { &mut former } else { &mut duplicates }.push(m.path);
+            }
             found.push(best);
         }
         // A member that is an array (its directory there) is found with it:
@@ -365,7 +371,7 @@ impl Builder {
             Some(a) => conflict.is_none() && serves(a, &filled),
             None => missing.len() + found.iter().filter(|m| m.stale).count() <= self.m,
         };
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
     }
 
     /// The label the one freshness rule makes the array's among the
@@ -493,7 +499,7 @@ mod tests {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
         assert_eq!(f.found.iter().find(|m| m.index == 2).map(|m| (m.path.clone(), m.replaced)), Some((canon(&new2), false)), "{f:?}");
         assert!(f.complete && f.missing.is_empty() && f.found.iter().all(|m| !m.stale), "{f:?}");
-        assert_eq!(f.duplicates, [canon(&dir.join("dvs-2.zoned.replaced"))], "the former member 2, replaced");
+        assert_eq!(f.former, [canon(&dir.join("dvs-2.zoned.replaced"))], "the former member 2, replaced");
 
         let found = scan(&[t.path().join("copy")]).unwrap();
         assert!(found.iter().flat_map(|f| &f.found).all(|m| m.path != canon(&new2)), "the copy does not claim its original's device: {found:?}");
