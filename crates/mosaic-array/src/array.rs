@@ -1381,6 +1381,11 @@ impl Array {
         self.exec.set_member(idx, m);
     }
 
+    /// [`mosaic_exec::Executor::swap_member`].
+    pub(crate) fn swap_member(&self, idx: usize, expected: &Arc<dyn Member>, m: Arc<dyn Member>) -> bool {
+        self.exec.swap_member(idx, expected, m)
+    }
+
     pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
         self.exec.member(idx)
     }

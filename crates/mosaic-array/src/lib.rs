@@ -11,7 +11,8 @@
 //! * [`bitmap`]: without a journal, the write-intent bitmap that says
 //!   what a crash leaves to resync;
 //! * [`nested`]: check drive arrays that are arrays of their own;
-//! * [`maint`]: replace, rebuild with checkpoints, and scrub.
+//! * [`maint`]: replace, rebuild with checkpoints, and scrub;
+//! * `hot`: hot replace, a working member copied onto a new drive.
 
 pub mod array;
 mod assemble;
@@ -19,6 +20,7 @@ pub mod bitmap;
 pub mod cached;
 pub mod domain;
 pub mod grow;
+mod hot;
 pub mod journal;
 pub mod lost;
 pub mod maint;

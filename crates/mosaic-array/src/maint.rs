@@ -70,7 +70,7 @@ pub struct RebuildOptions {
 
 impl Array {
     /// Rebuild and scrub walk one layout: refused while a grow has two.
-    fn not_growing(&self, what: &str) -> Result<(), ArrayError> {
+    pub(crate) fn not_growing(&self, what: &str) -> Result<(), ArrayError> {
         match self.grow_pending() {
             Some((done, total)) => Err(ArrayError::Usage(format!(
                 "a grow is in progress ({done} of {total} stripes restriped): finish it before a {what} (mosaic grow -a ARRAY)"
@@ -128,7 +128,7 @@ impl Array {
         let state = self.health().states[idx];
         if !matches!(state, MemberState::Failed) {
             return Err(ArrayError::Usage(format!(
-                "member {idx} is {}; only a failed member can be replaced (mosaic fail first)",
+                "member {idx} is {}; only a failed member can be replaced (mosaic fail first), or a working one with replace --hot",
                 if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
             )));
         }

@@ -295,13 +295,20 @@ pub struct ReplaceArgs {
     /// and block devices in any order
     #[arg(short = 'a', long = "array")]
     pub array: String,
-    /// Index of the failed member to replace
+    /// Index of the member to replace: a failed one, or with --hot a working one
     #[arg(long)]
     pub member: usize,
     /// The new drive: a file or block device (a missing file is created at
     /// the member size), or an NBD URI
     #[arg(long)]
     pub drive: PathBuf,
+    /// Replace a working member (md's --replace): its contents are copied
+    /// onto the new drive while it stays in service, so the array keeps all
+    /// its redundancy, and the new drive then takes its place.  If the old
+    /// drive fails during the copy, the new one is put in as a plain
+    /// replacement and rebuilt.  A copy cut off starts over when asked again
+    #[arg(long)]
+    pub hot: bool,
     /// The host that holds the new drive (its failure domain; default: its
     /// URI's host, or this machine)
     #[arg(long)]
@@ -1212,6 +1219,40 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<i32> {
     Ok(if rep.paused { crate::exit::DEGRADED } else { crate::exit::OK })
 }
 
+/// `replace --hot` offline: the copy under a progress bar, stopped by
+/// SIGINT or SIGTERM; the exit code, or None when a rebuild must follow
+/// (the old drive failed during the copy).
+fn hot_with_progress(vol: &dyn Volume, member: usize, drive: &Path, json: bool) -> Result<Option<i32>> {
+    let info = vol.info();
+    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "hot replace");
+    let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
+    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()), stop: Some(stop) };
+    let rep = vol.replace_hot(member, drive, &tick, opts)?;
+    pb.finish_and_clear();
+    if json && !rep.rebuild_needed {
+        print_json(&rep)?;
+    } else if !json {
+        print!("{}", hot_text(&rep));
+    }
+    Ok(match (rep.rebuild_needed, rep.stopped) {
+        (true, _) => None,
+        (false, true) => Some(crate::exit::DEGRADED),
+        (false, false) => Some(crate::exit::OK),
+    })
+}
+
+/// What `replace --hot` prints.
+pub(crate) fn hot_text(rep: &mosaic_core::HotReport) -> String {
+    let copied = format!("{} copied in {:.2} s ({:.1} MiB/s)", human(rep.bytes_copied), rep.seconds, rep.mib_per_s);
+    if rep.stopped {
+        format!("stopped the hot replace of member {} after {copied}; the member stays on its old drive, and the copy starts over when asked again\n", rep.member)
+    } else if rep.rebuild_needed {
+        format!("member {}'s old drive failed during the hot replace (after {copied}): {} takes its place as a plain replacement, and is rebuilt\n", rep.member, rep.drive)
+    } else {
+        format!("hot-replaced member {} onto {}: {copied}\n", rep.member, rep.drive)
+    }
+}
+
 /// What `rebuild` prints.
 pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
     format!(
@@ -1281,22 +1322,32 @@ fn replaced_members(info: &mosaic_volume::VolumeInfo) -> Vec<String> {
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     // The server resolves paths from its own directory: send an absolute one.
     let drive = mosaic_dev::nbd::absolute(&a.drive);
-    let req = crate::control::Request::Replace { member: a.member, drive, force: a.force, host: a.host.clone() };
+    let req = crate::control::Request::Replace { member: a.member, drive, force: a.force, host: a.host.clone(), hot: a.hot };
     if let Some(b) = crate::control::ask(&a.array, &req)? {
         return crate::control::print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
     check_drive(vol.as_ref(), &a.drive, a.force)?;
     check_placement(vol.as_ref(), a.member, &a.drive, a.host.as_deref(), a.force)?;
-    vol.replace(a.member, &a.drive)?;
-    if let Some(h) = &a.host {
+    let code = if a.hot {
+        match hot_with_progress(vol.as_ref(), a.member, &a.drive, a.json)? {
+            Some(code) => code,
+            // The old drive failed during the copy: the new one was put in
+            // by a plain replace; rebuild it.
+            None => rebuild_with_progress(vol.as_ref(), a.json)?,
+        }
+    } else {
+        vol.replace(a.member, &a.drive)?;
+        rebuild_with_progress(vol.as_ref(), a.json)?
+    };
+    let stopped = a.hot && code != crate::exit::OK;
+    if let (Some(h), false) = (&a.host, stopped) {
         vol.set_member_host(a.member, h)?;
     }
-    let code = rebuild_with_progress(vol.as_ref(), a.json)?;
     vol.close()?;
     // Where the new member lives now, when the array names it otherwise.
     let now = vol.info().members.get(a.member).map(|m| m.path.clone()).unwrap_or_default();
-    if !a.json && !now.is_empty() && std::path::Path::new(&now) != a.drive {
+    if !a.json && !a.hot && !now.is_empty() && std::path::Path::new(&now) != a.drive {
         println!("member {} is now {now}", a.member);
     }
     if a.array.contains(',') {

@@ -70,6 +70,9 @@ pub enum Request {
         /// The host label of the new drive (its failure domain).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         host: Option<String>,
+        /// A working member copied onto the drive (`replace --hot`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        hot: bool,
     },
     Rebuild,
     Scrub { repair: bool },
@@ -627,7 +630,8 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail){after}") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
-        Request::Replace { member, drive, force, host } => replace(sh, *member, drive, *force, host.as_deref()),
+        Request::Replace { member, drive, force, host, hot: false } => replace(sh, *member, drive, *force, host.as_deref()),
+        Request::Replace { member, drive, force, host, hot: true } => replace_hot(sh, *member, drive, *force, host.as_deref()),
         Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, "rebuild started")),
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| scrub_body(sh, *repair, tick)),
         Request::CancelScrub => match sh.maint.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -673,6 +677,35 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
         vol.set_member_host(member, h)?;
     }
     maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, &format!("rebuild of member {member} started")))
+}
+
+/// `replace --hot`: the copy runs as the server's maintenance (one at a
+/// time, paced, shown by status); a rebuild follows when the old drive
+/// failed on the way.
+fn replace_hot(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
+    let vol = sh.vol.as_ref();
+    crate::cmd_array::check_drive(vol, drive, force)?;
+    crate::cmd_array::check_placement(vol, member, drive, host, force)?;
+    maintain(sh, "hot replace", |tick| {
+        sh.events.emit(Event { kind: events::REPLACE_START, member: Some(member), detail: format!("hot replace of member {member} onto {} started", drive.display()) });
+        let opts = mosaic_array::maint::RebuildOptions { stop: Some(sh.stop.clone()), ..Default::default() };
+        let rep = vol.replace_hot(member, drive, tick, opts);
+        let detail = match &rep {
+            Ok(r) => crate::cmd_array::hot_text(r).trim_end().to_string(),
+            Err(e) => format!("hot replace of member {member} failed: {e}"),
+        };
+        sh.events.emit(Event { kind: events::REPLACE_END, member: Some(member), detail });
+        let rep = rep?;
+        if let (Some(h), false) = (host, rep.stopped) {
+            vol.set_member_host(member, h)?;
+        }
+        if rep.rebuild_needed {
+            let b = rebuild_body(sh, tick, &format!("rebuild of member {member} started (its old drive failed during the hot replace)"))?;
+            return Ok(serde_json::json!({ "json": { "hot_replace": rep, "rebuild": b["json"] }, "text": format!("{}{}", crate::cmd_array::hot_text(&rep), b["text"].as_str().unwrap_or_default()), "code": b["code"] }));
+        }
+        let code = if rep.stopped { crate::exit::DEGRADED } else { crate::exit::OK };
+        Ok(serde_json::json!({ "json": rep, "text": crate::cmd_array::hot_text(&rep), "code": code }))
+    })
 }
 
 fn grow(sh: &Shared, drives: &[PathBuf], force: bool, backup_file: Option<&Path>) -> Result<serde_json::Value> {

@@ -9,7 +9,7 @@
 //! ```text
 //!   MOSAIC_EVENT    member-failed | member-stale | journal-replay |
 //!                   spare-takeover | spare-added | spare-removed | re-add |
-//!                   rebuild-start | rebuild-end |
+//!                   rebuild-start | rebuild-end | replace-start | replace-end |
 //!                   grow-start | grow-end | scrub-start | scrub-end | scrub-finding |
 //!                   open-warning (any other warning at open)
 //!   MOSAIC_ARRAY    the array's UUID          MOSAIC_TIME    RFC 3339, UTC
@@ -33,6 +33,11 @@ pub const JOURNAL_REPLAY: &str = "journal-replay";
 pub const REBUILD_START: &str = "rebuild-start";
 /// A rebuild ended (its detail says how, or why it stopped).
 pub const REBUILD_END: &str = "rebuild-end";
+/// A hot replace (`replace --hot`: a working member copied onto a new
+/// drive) started.
+pub const REPLACE_START: &str = "replace-start";
+/// A hot replace ended (its detail says how, or why it stopped).
+pub const REPLACE_END: &str = "replace-end";
 /// A scrub started by itself (`serve --scrub-every`).
 pub const SCRUB_START: &str = "scrub-start";
 /// A scrub ended.

@@ -18,6 +18,7 @@ mod cli_dvs_paths;
 mod cli_eval_input;
 mod cli_eval_ppc;
 mod cli_events;
+mod cli_hot_replace;
 mod cli_journal;
 mod cli_journal_damage;
 mod cli_remap;

@@ -71,6 +71,28 @@ pub struct RebuildReport {
     pub paused: bool,
 }
 
+/// Result of a hot replace (md's `--replace`): a working member's
+/// contents copied onto a new drive while the member stayed in service.
+#[derive(Debug, Clone, Serialize)]
+pub struct HotReport {
+    pub member: usize,
+    /// The new drive, as the array now names it.
+    pub drive: String,
+    pub regions: u64,
+    pub bytes_copied: u64,
+    pub seconds: f64,
+    pub mib_per_s: f64,
+    /// Stopped before its end (a server stopping): the member stays on
+    /// its old drive, and the copy starts over when asked again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
+    /// The old drive failed during the copy: the new one takes the slot
+    /// as a plain replacement (the volume's `replace_hot` does it), and a
+    /// rebuild fills it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rebuild_needed: bool,
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -27,7 +27,7 @@ pub use cache::{CacheConfig, CachePolicy, CacheStats, CachedArray, Step};
 pub use compute::{ScrubOutcome, StripeMath};
 pub use frontend::{Direct, Frontend, Staged};
 pub use geometry::{ColRange, Geometry, Level, StripeExtent, MAX_UNIT};
-pub use health::{Health, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
+pub use health::{Health, HotReport, MemberState, RebuildReport, ScrubAt, ScrubFinding, ScrubReport};
 pub use layout::{FixedLayout, Layout};
 pub use merge::merge_contiguous;
 pub use plan::{DevOp, DeviceIo, Dir, Method, OpCounts, Plan, Role, StripePlan};

@@ -197,6 +197,21 @@ impl Executor {
         self.bump();
     }
 
+    /// Put `m` in slot `i` only while the slot holds `expected` (the same
+    /// device): whether it did.  Maintenance that lent a slot a device of
+    /// its own gives it back this way, never over what someone else put
+    /// there meanwhile (a hot spare taking a failed member's place).
+    pub fn swap_member(&self, i: usize, expected: &Arc<dyn Member>, m: Arc<dyn Member>) -> bool {
+        let mut ms = self.members.write();
+        if !ms.get(i).cloned().flatten().is_some_and(|now| Arc::ptr_eq(&now, expected)) {
+            return false;
+        }
+        ms[i] = Some(m);
+        self.kinds_changed(&ms);
+        self.bump();
+        true
+    }
+
     /// Add a member after the last (an array that grows).
     pub fn add_member(&self, m: Arc<dyn Member>) {
         let mut ms = self.members.write();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{Array, CacheVolume, LostRange, RebuildReport, ScrubReport, DATA_OFFSET};
-use mosaic_core::{CacheConfig, DeviceIo, MemberState};
+use mosaic_core::{CacheConfig, DeviceIo, HotReport, MemberState};
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
 
@@ -118,7 +118,7 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
     let state = arr.health().states[idx];
     if !matches!(state, MemberState::Failed) {
         return Err(VolumeError::Usage(format!(
-            "member {idx} is {}; only a failed member can be replaced (mosaic fail first)",
+            "member {idx} is {}; only a failed member can be replaced (mosaic fail first), or a working one with replace --hot",
             if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
         )));
     }
@@ -133,6 +133,32 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
         let _ = std::fs::remove_file(drive);
     }
     Ok(r?)
+}
+
+/// [`Volume::replace_hot`] of a fixed array (`plain`: the volume's own
+/// replace, for when the old drive fails during the copy).
+fn replace_hot(arr: &Array, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions, plain: impl FnOnce() -> Result<()>) -> Result<HotReport> {
+    let geo = arr.geometry();
+    if idx >= geo.members {
+        return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", geo.members - 1)));
+    }
+    if !arr.is_writable() {
+        return Err(VolumeError::Usage("replace needs the array open for writing".into()));
+    }
+    let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
+    if created {
+        let size = DATA_OFFSET + geo.member_bytes(idx);
+        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating a new member {idx}"), err: e })?;
+    }
+    let r = arr.replace_hot(idx, drive, progress, opts);
+    if created && r.as_ref().map_or(true, |r| r.stopped) {
+        let _ = std::fs::remove_file(drive);
+    }
+    let r = r?;
+    if r.rebuild_needed {
+        plain()?;
+    }
+    Ok(r)
 }
 
 impl Volume for Array {
@@ -181,6 +207,9 @@ impl Volume for Array {
     }
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         replace(self, idx, drive)
+    }
+    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        replace_hot(self, idx, drive, progress, opts, || replace(self, idx, drive))
     }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(Array::set_member_host(self, idx, host)?)
@@ -341,6 +370,12 @@ impl Volume for CachedVolume {
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         self.cv.quiesced(|arr| replace(arr, idx, drive))?
     }
+    /// The copy runs beside the cache: its programs take the stripe locks
+    /// the copy takes, and reach the new drive through the old one's slot.
+    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        self.cv.live()?;
+        replace_hot(self.cv.array(), idx, drive, progress, opts, || self.replace(idx, drive))
+    }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(self.cv.array().set_member_host(idx, host)?)
     }
@@ -421,6 +456,59 @@ mod tests {
         let mut b = vec![0u8; 4096];
         Volume::read(&v, 5 * 4096, &mut b).unwrap();
         assert!(b.iter().all(|&x| x == 6));
+    }
+
+    /// A hot replace under a write-back cache: the cache's destages during
+    /// the copy reach the new drive (through the slot the copy lent), and
+    /// after a clean close the array opens with it, the old drive passed
+    /// over by identity.
+    #[test]
+    fn a_cached_volume_s_member_is_hot_replaced_under_its_cache() {
+        use mosaic_array::CreateOptions;
+        use mosaic_core::{CachePolicy, Level};
+        use mosaic_dev::{MemMember, Member};
+        use std::sync::Arc;
+        let size = DATA_OFFSET + (64 << 12);
+        let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| Arc::new(MemMember::new(format!("m{i}"), size)) as Arc<dyn Member>).collect();
+        let j: Arc<dyn Member> = Arc::new(MemMember::new("j", 8 << 20));
+        let o = CreateOptions { level: Level::Raid5, members: Some(4), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let arr = Array::create_with_journal(ms.iter().map(|m| (m.clone(), m.describe())).collect(), &o, true, Some((j.clone(), "j".to_string()))).unwrap();
+        let cfg = CacheConfig::uniform(CachePolicy::PpcData, 64 << 10);
+        let v = CachedVolume::new(CacheVolume::new(arr, cfg).unwrap(), cfg);
+        let cap = Volume::capacity(&v);
+        let want = std::cell::RefCell::new(vec![0u8; cap as usize]);
+        let put = |page: u64, b: u8| {
+            Volume::write(&v, page * 4096, &[b; 4096]).unwrap();
+            want.borrow_mut()[(page * 4096) as usize..((page + 1) * 4096) as usize].fill(b);
+        };
+        for p in 0..16 {
+            put(p * 5, p as u8 + 1);
+        }
+        // During the copy, pages of the stripes it passed (3 a stripe):
+        // more than the cache holds, so its destages run meanwhile.
+        let during = |at: u64, _| {
+            put((at - 1) * 3, at as u8);
+            put((at - 1) * 3 + 2, at as u8 ^ 0x55);
+        };
+        let y: Arc<dyn Member> = Arc::new(MemMember::new("y", size));
+        let r = v.inner().array().replace_hot_with(2, y.clone(), "y", &during, RebuildOptions::default()).unwrap();
+        assert!(!r.stopped && !r.rebuild_needed);
+        for p in 0..16 {
+            put(p * 3 + 1, p as u8 + 100);
+        }
+        let want = want.into_inner();
+        // Closed clean (the journal empty, nothing to replay): what the
+        // new drive holds is what the copy and the mirrored writes left.
+        Volume::close(&v).unwrap();
+        drop(v);
+        let mut devs = ms.clone();
+        devs.push(y.clone());
+        let arr = Array::open_members_with_journal(devs, true, Some(j)).unwrap();
+        assert_eq!(arr.superblock().member_uuids[2], mosaic_array::Superblock::read_from(y.as_ref()).unwrap().member_uuid, "slot 2 is the new drive");
+        arr.fail_member(0).unwrap(); // member 2's columns must come from the new drive
+        let mut got = vec![0u8; cap as usize];
+        arr.read(0, &mut got).unwrap();
+        assert!(got == want, "wrong bytes after the hot replace under the cache");
     }
 
     /// `mosaic info`'s lost line: absent when nothing is lost; else the

@@ -42,7 +42,7 @@ pub use mosaic_array::grow::{GrowOptions, GrowReport};
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, ArrayError, CacheVolume, RebuildReport, ScrubReport};
-use mosaic_core::{CacheConfig, DeviceIo, MemberState, OpCounts};
+use mosaic_core::{CacheConfig, DeviceIo, HotReport, MemberState, OpCounts};
 use mosaic_dvs::DvsError;
 
 pub use dvs::{DvsVolume, DEFAULT_IDLE};
@@ -212,6 +212,19 @@ pub trait Volume: Send + Sync {
     /// Put the drive at `drive` (created with the right size and kind when
     /// missing) in place of member `idx`; [`Volume::rebuild`] follows.
     fn replace(&self, idx: usize, drive: &Path) -> Result<()>;
+    /// Copy working member `idx` onto the drive at `drive` (created with
+    /// the member's size when missing), which then takes its place; the
+    /// member stays in service throughout, so the array keeps its
+    /// redundancy (md's `--replace`).  When the old drive fails during the
+    /// copy, the new one is put in by [`Volume::replace`] instead
+    /// (`rebuild_needed`), and [`Volume::rebuild`] follows.
+    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        let _ = (idx, drive, progress, opts);
+        Err(VolumeError::Usage(format!(
+            "a {} array has no hot replace (it is for fixed-layout arrays: raid0..6, rs, cbro): fail the member, then replace it",
+            self.info().kind
+        )))
+    }
     /// Label member `idx` with the host that holds it: its failure domain
     /// (`mosaic_array::domain`), recorded on the members.
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {

@@ -1,0 +1,267 @@
+//! Hot replace (md's `--replace`): a working member copied onto a new
+//! drive while it stays in service, the array keeping its redundancy.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use mosaic_array::maint::RebuildOptions;
+use mosaic_array::{Array, Superblock};
+use mosaic_core::{Level, MemberState};
+use mosaic_dev::{MemMember, Member};
+
+use crate::common::{mem, named, opts, pattern};
+
+/// A RAM drive that fails its reads (`reads`) or writes (`writes`) once
+/// `broken` is set.
+struct Flaky {
+    disk: Arc<MemMember>,
+    broken: AtomicBool,
+    reads: bool,
+}
+impl Flaky {
+    fn new(disk: Arc<MemMember>, reads: bool) -> Arc<Flaky> {
+        Arc::new(Flaky { disk, broken: AtomicBool::new(false), reads })
+    }
+    fn check(&self, read: bool) -> std::io::Result<()> {
+        if self.broken.load(Ordering::SeqCst) && read == self.reads {
+            return Err(std::io::Error::other("medium error"));
+        }
+        Ok(())
+    }
+}
+impl Member for Flaky {
+    fn describe(&self) -> String {
+        self.disk.describe()
+    }
+    fn size(&self) -> u64 {
+        self.disk.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.check(true)?;
+        self.disk.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.check(false)?;
+        self.disk.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.check(false)
+    }
+}
+
+fn bytes(m: &dyn Member, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    m.read_at(&mut b, off).unwrap();
+    b
+}
+
+fn read_all(arr: &Array) -> Vec<u8> {
+    let mut got = vec![0u8; arr.capacity() as usize];
+    arr.read(0, &mut got).unwrap();
+    got
+}
+
+/// raid5 3+1 on RAM: member 2 is copied onto `y` while a client rewrites
+/// stripes the copy has passed (every 8th), and halfway through the copy
+/// member 0 fails.  A plain replace would have had two members out; the
+/// hot one ends with every byte readable (member 0's reconstructed with
+/// the new drive's help), the new drive in slot 2 under a new identity,
+/// and the old one recorded as replaced.
+#[test]
+fn a_hot_replace_keeps_redundancy_while_writes_go_on() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 1024) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let (p1, p2) = (pattern(arr.capacity(), 1), pattern(arr.capacity(), 2));
+    arr.write(0, &p1).unwrap();
+    let old_uuid = arr.superblock().member_uuids[2];
+    let stripe = 3 * 4096;
+    let rewrite = |at: u64| at % 8 == 0;
+    // Between stripes (the copy holds no lock then): the stripe just
+    // copied is rewritten, so only the mirrored write brings it to `y`.
+    let client = |at: u64, _| {
+        if rewrite(at) {
+            let s = ((at - 1) * stripe) as usize;
+            arr.write(s as u64, &p2[s..s + stripe as usize]).unwrap();
+        }
+        if at == 512 {
+            arr.fail_member(0).unwrap();
+        }
+    };
+    let y = mem("y", 1024);
+    let r = arr.replace_hot_with(2, y.clone(), "mem:y", &client, RebuildOptions::default()).unwrap();
+    assert!(!r.stopped && !r.rebuild_needed);
+    assert_eq!(r.bytes_copied, arr.geometry().member_bytes(2));
+    let sb = arr.superblock();
+    assert_eq!(sb.member_paths[2], "mem:y");
+    assert_ne!(sb.member_uuids[2], old_uuid, "slot 2 has the new drive's identity");
+    assert!(sb.replaced.contains(&old_uuid), "the old drive is recorded as replaced");
+    assert_eq!(arr.health().states[2], MemberState::Active);
+    assert_eq!(arr.health().states[0], MemberState::Failed);
+    let mut want = p1;
+    for at in (1..=1024u64).filter(|&at| rewrite(at)) {
+        let s = ((at - 1) * stripe) as usize;
+        want[s..s + stripe as usize].copy_from_slice(&p2[s..s + stripe as usize]);
+    }
+    assert!(read_all(&arr) == want, "wrong bytes after the hot replace");
+    // The new drive carries slot 2's label; the old one kept its own.
+    let label = Superblock::read_from(y.as_ref()).unwrap();
+    assert_eq!((label.member_index, label.member_uuid), (2, sb.member_uuids[2]));
+    assert_eq!(Superblock::read_from(ms[2].as_ref()).unwrap().member_uuid, old_uuid);
+}
+
+/// After the switch, an open that finds both drives of slot 2 takes the
+/// new one by identity (the old one's event counter is only a round
+/// behind when the switch's second round was cut off; here it is two).
+#[test]
+fn an_open_after_a_hot_replace_takes_the_new_drive_not_the_old() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 3);
+    arr.write(0, &p1).unwrap();
+    let y = mem("y", 64);
+    arr.replace_hot_with(1, y.clone(), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap();
+    arr.write(0, &[9u8; 4096 * 3]).unwrap(); // reaches the new drive only
+    std::mem::forget(arr); // a power cut
+    let mut devs = ms.clone();
+    devs.push(y.clone());
+    let arr = Array::open_members(devs, true).unwrap();
+    assert_eq!(arr.superblock().member_uuids[1], Superblock::read_from(y.as_ref()).unwrap().member_uuid);
+    assert!(arr.health().states.iter().all(|s| *s == MemberState::Active));
+    let mut want = p1;
+    want[..4096 * 3].fill(9);
+    assert!(read_all(&arr) == want, "wrong bytes");
+    // And without the old drive's peers' help: slot 1 alone serves.
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == want, "wrong bytes with member 0 out");
+}
+
+/// The new drive failing stops the copy: the member stays in service on
+/// its old drive, which took every write.
+#[test]
+fn the_new_drive_failing_leaves_the_member_on_the_old_one() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 256) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 4);
+    arr.write(0, &p1).unwrap();
+    let y = Flaky::new(mem("y", 256), false);
+    let e = arr
+        .replace_hot_with(3, y.clone(), "mem:y", &|at, _| if at == 100 { y.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the new drive failed during the copy") && e.contains("member 3 stays in service"), "{e}");
+    assert_eq!(arr.health().states[3], MemberState::Active);
+    assert_eq!(arr.superblock().member_paths[3], ms[3].describe());
+    arr.write(0, &[7u8; 4096]).unwrap();
+    arr.fail_member(0).unwrap();
+    let mut want = p1;
+    want[..4096].fill(7);
+    assert!(read_all(&arr) == want, "wrong bytes");
+}
+
+/// The old drive failing mid-copy: it is failed as any member is, and the
+/// report says a plain replace by the new drive and a rebuild must follow.
+#[test]
+fn the_old_drive_failing_hands_the_slot_to_the_new_one_for_a_rebuild() {
+    let old = Flaky::new(mem("m1", 256), true);
+    let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 256), old.clone(), mem("m2", 256), mem("m3", 256)];
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 5);
+    arr.write(0, &p1).unwrap();
+    let y = mem("y", 256);
+    let r = arr.replace_hot_with(1, y.clone(), "mem:y", &|at, _| if at == 80 { old.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default()).unwrap();
+    assert!(r.rebuild_needed && !r.stopped);
+    assert_eq!(arr.health().states[1], MemberState::Failed);
+    arr.replace_with(1, y.clone(), "mem:y").unwrap();
+    assert_eq!(arr.superblock().member_paths[1], "mem:y");
+    arr.rebuild(&|_, _| {}, RebuildOptions::default()).unwrap();
+    assert_eq!(arr.health().states[1], MemberState::Active);
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == p1, "wrong bytes");
+}
+
+/// A hot replace asked to stop (a server stopping) leaves the member on
+/// its old drive and the new drive blank: no label, never a member.
+#[test]
+fn a_stopped_hot_replace_leaves_the_member_and_a_blank_drive() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 256) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid6, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 6);
+    arr.write(0, &p1).unwrap();
+    let y = mem("y", 256);
+    // A former member's label on it: cleared first, so a crash leaves no member.
+    y.write_at(&bytes(ms[0].as_ref(), 0, 128 << 10), 0).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
+    let r = arr.replace_hot_with(0, y.clone(), "mem:y", &|at, _| if at == 30 { stop.store(true, Ordering::SeqCst) }, opts).unwrap();
+    assert!(r.stopped && !r.rebuild_needed);
+    assert_eq!(r.bytes_copied, 30 * 4096);
+    assert_eq!(arr.superblock().member_paths[0], ms[0].describe());
+    assert!(Superblock::read_from(y.as_ref()).is_err(), "the stopped copy's drive carries no label");
+    arr.write(0, &[8u8; 4096]).unwrap();
+    assert!(bytes(y.as_ref(), mosaic_array::DATA_OFFSET, 4096) != vec![8u8; 4096], "the drive took writes after the copy stopped");
+    let mut want = p1;
+    want[..4096].fill(8);
+    assert!(read_all(&arr) == want);
+}
+
+/// raid0 has no redundancy to rebuild from: a hot replace is its only
+/// replace, and it works.  Refusals name the reason.
+#[test]
+fn raid0_members_are_hot_replaced_and_refusals_say_why() {
+    let ms: Vec<Arc<dyn Member>> = (0..3).map(|i| mem(&format!("m{i}"), 128) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid0, 3), true).unwrap();
+    let p1 = pattern(arr.capacity(), 7);
+    arr.write(0, &p1).unwrap();
+    let e = arr.replace_hot_with(1, mem("small", 64), "mem:small", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("replacement too small"), "{e}");
+    let e = arr.replace_hot_with(3, mem("y", 128), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("no member 3"), "{e}");
+    arr.replace_hot_with(1, mem("y", 128), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert_eq!(arr.superblock().member_paths[1], "mem:y");
+    assert!(read_all(&arr) == p1);
+
+    let r5: Vec<Arc<dyn Member>> = (0..3).map(|i| mem(&format!("r{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&r5), &opts(Level::Raid5, 3), true).unwrap();
+    arr.fail_member(2).unwrap();
+    let e = arr.replace_hot_with(2, mem("y", 64), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("member 2 is failed: replace it without --hot"), "{e}");
+}
+
+/// A client thread writing all through the copy (real concurrency: the
+/// copy's stripe locks against the client's): every byte it wrote reads
+/// back afterwards with another member out.
+#[test]
+fn a_client_writing_throughout_the_copy_loses_nothing() {
+    let ms: Vec<Arc<dyn Member>> = (0..5).map(|i| mem(&format!("m{i}"), 2048) as Arc<dyn Member>).collect();
+    let arr = Arc::new(Array::create_on(named(&ms), &opts(Level::Raid5, 5), true).unwrap());
+    let cap = arr.capacity();
+    arr.write(0, &pattern(cap, 9)).unwrap();
+    let model = Arc::new(std::sync::Mutex::new(pattern(cap, 9)));
+    let (stop, writes) = (Arc::new(AtomicBool::new(false)), Arc::new(std::sync::atomic::AtomicU64::new(0)));
+    let client = {
+        let (arr, model, stop, writes) = (arr.clone(), model.clone(), stop.clone(), writes.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let blocks = 1 + i % 5;
+                let off = (i.wrapping_mul(7919) % (cap / 4096 - blocks)) * 4096;
+                let b = vec![(i % 251) as u8 + 1; (blocks * 4096) as usize];
+                arr.write(off, &b).unwrap();
+                model.lock().unwrap()[off as usize..off as usize + b.len()].copy_from_slice(&b);
+                writes.fetch_add(1, Ordering::SeqCst);
+                i += 1;
+            }
+        })
+    };
+    while writes.load(Ordering::SeqCst) < 50 {
+        std::thread::yield_now();
+    }
+    let at_start = writes.load(Ordering::SeqCst);
+    let y = mem("y", 2048);
+    arr.replace_hot_with(3, y, "mem:y", &|at, _| if at % 64 == 0 { std::thread::sleep(std::time::Duration::from_micros(200)) }, RebuildOptions::default()).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    client.join().unwrap();
+    assert!(writes.load(Ordering::SeqCst) > at_start + 20, "the client wrote during the copy");
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == *model.lock().unwrap(), "wrong bytes");
+}

@@ -1,0 +1,125 @@
+//! `replace --hot` (md's `--replace`): a working member copied onto a new
+//! drive, offline and through a server, cut off by a crash, and refused
+//! where it does not apply.
+
+use crate::common::{self, fails, json, mosaic, ok};
+
+/// Bytes that differ from block to block.
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32).map(|i| (i.wrapping_add(seed).wrapping_mul(2654435761) >> 13) as u8).collect()
+}
+
+fn read_back(a: &str, off: &str, len: usize, t: &std::path::Path) -> Vec<u8> {
+    let out = t.join("back");
+    ok(&["read", "-a", a, "--offset", off, "--length", &len.to_string(), "--output", out.to_str().unwrap()]);
+    std::fs::read(out).unwrap()
+}
+
+/// Offline: the new drive takes member 1's slot with its bytes (read back
+/// with member 0 failed, so member 1's columns come from the new drive),
+/// and the scan names the old file a former member.
+#[test]
+fn replace_hot_copies_a_working_member_onto_a_new_drive() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let bytes = data(4 << 20, 1);
+    let file = t.path().join("data");
+    std::fs::write(&file, &bytes).unwrap();
+    ok(&["write", "-a", a, "--offset", "1M", "--input", file.to_str().unwrap()]);
+    let e = fails(&["replace", "-a", a, "--member", "1", "--drive", t.path().join("x.img").to_str().unwrap()]);
+    assert!(e.contains("or a working one with replace --hot"), "{e}");
+    let new = t.path().join("new-1.img");
+    let out = ok(&["replace", "-a", a, "--member", "1", "--drive", new.to_str().unwrap(), "--hot"]);
+    assert!(out.contains("hot-replaced member 1 onto") && out.contains("7.0 MiB copied"), "{out}");
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert_eq!(info["degraded"], false, "{info}");
+    assert!(info["member_list"].to_string().contains("new-1.img"), "{info}");
+    ok(&["fail", "-a", a, "--member", "0"]);
+    assert!(read_back(a, "1M", 4 << 20, t.path()) == bytes, "wrong bytes with member 0 out");
+    let scan = ok(&["assemble", "--scan", t.path().to_str().unwrap()]);
+    assert!(scan.contains("former member (replaced; not used):") && scan.contains("member-01.img"), "{scan}");
+}
+
+/// A hot replace killed mid-copy leaves the array as it was and the new
+/// drive blank: asked again, without --force, it runs to the end.
+#[test]
+fn a_hot_replace_killed_mid_copy_leaves_the_array_and_starts_over() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid6", "--members", "4", "--member-size", "8M"]);
+    let bytes = data(6 << 20, 2);
+    let file = t.path().join("data");
+    std::fs::write(&file, &bytes).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", file.to_str().unwrap()]);
+    let new = t.path().join("new-2.img");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
+        .args(["replace", "-a", a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot"])
+        .env("MOSAIC_FAULT_ABORT_REBUILD_AFTER", "20")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the copy was to be killed");
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert_eq!(info["degraded"], false, "{info}");
+    assert!(!info["member_list"].to_string().contains("new-2.img"), "{info}");
+    let id = mosaic(&["assemble", "--scan", new.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&id.stdout).contains("array "), "the killed copy's drive is no array's member");
+    ok(&["replace", "-a", a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot"]);
+    ok(&["fail", "-a", a, "--member", "0"]);
+    ok(&["fail", "-a", a, "--member", "1"]);
+    assert!(read_back(a, "0", 6 << 20, t.path()) == bytes, "wrong bytes with members 0 and 1 out");
+}
+
+/// Through a server: the client's bytes stay readable, the events name
+/// the hot replace, and the new drive serves member 2's columns.
+#[test]
+fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "16M"]);
+    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    let io = |cmds: &[&str]| {
+        let mut args = vec!["-f", "raw", uri.as_str()];
+        for c in cmds {
+            args.extend(["-c", c]);
+        }
+        let o = std::process::Command::new("qemu-io").args(&args).output().unwrap();
+        assert!(o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("Pattern verification failed"), "{}", String::from_utf8_lossy(&o.stdout));
+    };
+    io(&["write -P 0x6b 0 8M"]);
+    let new = t.path().join("new-2.img");
+    let r = json(&ok(&["replace", "-a", a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot", "--json"]));
+    assert_eq!((r["member"].as_u64(), r["bytes_copied"].as_u64()), (Some(2), Some(15 << 20)), "{r}");
+    io(&["read -P 0x6b 0 8M", "write -P 0x6c 4M 1M"]);
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout));
+    assert_eq!(st[0]["health"], "healthy", "{st}");
+    let kinds: Vec<String> = st[0]["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap_or_default().to_string()).collect();
+    assert!(kinds.contains(&"replace-start".to_string()) && kinds.contains(&"replace-end".to_string()), "{kinds:?}");
+    ok(&["fail", "-a", a, "--member", "0"]);
+    io(&["read -P 0x6b 0 4M", "read -P 0x6c 4M 1M", "read -P 0x6b 5M 3M"]);
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}
+
+/// Where it does not apply, the refusal says why: a failed member (a
+/// plain replace is the way), and a DVS array (fixed layouts only).
+#[test]
+fn replace_hot_refuses_a_failed_member_and_a_dvs_array() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    ok(&["fail", "-a", a, "--member", "2"]);
+    let e = fails(&["replace", "-a", a, "--member", "2", "--drive", t.path().join("y.img").to_str().unwrap(), "--hot"]);
+    assert!(e.contains("member 2 is failed: replace it without --hot"), "{e}");
+    assert!(!t.path().join("y.img").exists(), "the refused drive file was left behind");
+    let d = t.path().join("dvs");
+    let ds = d.to_str().unwrap();
+    ok(&["create", "-a", ds, "--level", "dvs", "--members", "3", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]);
+    let e = fails(&["replace", "-a", ds, "--member", "1", "--drive", t.path().join("z.zoned").to_str().unwrap(), "--hot"]);
+    assert!(e.contains("a dvs array has no hot replace"), "{e}");
+}
