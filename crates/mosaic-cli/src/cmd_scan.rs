@@ -131,11 +131,14 @@ fn label_json(l: &mosaic_format::label::Label) -> serde_json::Value {
 /// beyond what its code tolerates).
 pub fn assemble(a: AssembleArgs) -> Result<i32> {
     let pb = crate::util::steps(0, "assemble");
-    let found = scan::scan_with_progress(&a.scan, &|done, total| {
+    let (found, loose) = scan::scan_report(&a.scan, &|done, total| {
         pb.set_length(total);
         pb.set_position(done);
     })?;
     pb.finish_and_clear();
+    for w in &loose {
+        eprintln!("warning: {w}");
+    }
     if a.json {
         let v: Vec<serde_json::Value> = found.iter().map(|f| serde_json::json!({ "array": f, "spec": f.spec() })).collect();
         print_json(&serde_json::Value::Array(v))?;
@@ -188,6 +191,9 @@ fn describe(f: &FoundArray) -> String {
     }
     for d in &f.former {
         s += &format!("       former member (replaced; not used): {d}\n");
+    }
+    for w in &f.warnings {
+        s += &format!("  warning: {w}\n");
     }
     for j in &f.journals {
         s += &format!("  journal {j}\n");

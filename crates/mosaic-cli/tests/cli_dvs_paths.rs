@@ -59,6 +59,11 @@ fn a_dvs_array_keeps_its_replacement_and_spares_where_the_user_put_them() {
     let o = mosaic(&["info", "-a", copy.to_str().unwrap()]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains(&format!("{} is outside this directory", p("new3.zoned"))) && e.contains("this directory is a copy of it, so it is not used"), "{e}");
+    // The scan of the copy says so too, with the copy's array.
+    let scan = ok(&["assemble", "--scan", copy.to_str().unwrap()]);
+    assert!(scan.contains(&format!("  warning: {} is outside this directory", p("new3.zoned"))), "{scan}");
+    let found = json(&ok(&["assemble", "--scan", copy.to_str().unwrap(), "--json"]));
+    assert!(found[0]["array"]["warnings"][0].as_str().is_some_and(|w| w.contains("so it is not used")), "{found}");
     assert_eq!(status(a).0, 0, "the original is whole");
     reads_back("the original, after its copy was opened");
 

@@ -75,6 +75,11 @@ pub struct FoundArray {
     pub missing: Vec<usize>,
     /// Copies of a member seen more than once (the older ones).
     pub duplicates: Vec<String>,
+    /// What following a DVS directory's recorded paths found amiss (a
+    /// recorded device of another array, or one a copy leaves to its
+    /// original): those devices are not part of the array.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Devices of a slot the array recorded replacing (its former
     /// members, left where they were: after a hot replace, say).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -135,11 +140,33 @@ pub fn scan(paths: &[PathBuf]) -> Result<Vec<FoundArray>> {
 /// [`scan`], calling `progress(files looked at so far, files found)`
 /// before each file's label is read.
 pub fn scan_with_progress(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Result<Vec<FoundArray>> {
+    scan_report(paths, progress).map(|(found, _)| found)
+}
+
+/// [`scan_with_progress`], and the warnings no array found owns (a DVS
+/// directory whose recorded devices could not be followed, and none of
+/// whose own files was found); each array's own are in
+/// [`FoundArray::warnings`].
+pub fn scan_report(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Result<(Vec<FoundArray>, Vec<String>)> {
     let mut files = Vec::new();
     for p in paths {
         walk(p, 0, &mut files)?;
     }
-    follow_recorded(&mut files);
+    let notes = follow_recorded(&mut files);
+    let mut found = identify_all(files, progress)?;
+    let mut loose = Vec::new();
+    for (dir, ws) in notes {
+        let in_dir = |f: &FoundArray| f.found.iter().any(|m| Path::new(&m.path).parent().map(mosaic_dev::nbd::canonical) == Some(mosaic_dev::nbd::canonical(&dir)));
+        match found.iter_mut().find(|f| in_dir(f)) {
+            Some(f) => f.warnings.extend(ws),
+            None => loose.extend(ws),
+        }
+    }
+    Ok((found, loose))
+}
+
+/// The arrays the labels of `files` make up.
+fn identify_all(files: Vec<PathBuf>, progress: &dyn Fn(u64, u64)) -> Result<Vec<FoundArray>> {
     let total = files.len() as u64;
     let mut arrays: BTreeMap<String, Builder> = BTreeMap::new();
     for (i, f) in files.into_iter().enumerate() {
@@ -183,11 +210,13 @@ fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
 /// paths, by the rules an open follows them by
 /// ([`mosaic_dvs::files::dir_devices`]: only files whose label is of the
 /// recorded array; a copy of a directory does not take its original's).
-/// A file already found is not added twice.  Read only.
-fn follow_recorded(files: &mut Vec<PathBuf>) {
+/// A file already found is not added twice.  Read only.  Returns each
+/// directory's warnings (devices recorded but not taken, and why).
+fn follow_recorded(files: &mut Vec<PathBuf>) -> Vec<(PathBuf, Vec<String>)> {
     let canon = mosaic_dev::nbd::canonical;
     let dirs: BTreeSet<PathBuf> = files.iter().filter(|f| f.file_name().is_some_and(|n| n == mosaic_dvs::files::PATHS_FILE)).filter_map(|f| f.parent().map(Path::to_path_buf)).collect();
     let mut seen: BTreeSet<PathBuf> = files.iter().map(|f| canon(f)).collect();
+    let mut notes = Vec::new();
     for dir in dirs {
         // A directory whose record cannot be followed is scanned as it is.
         let Ok(found) = mosaic_dvs::files::dir_devices(&dir) else { continue };
@@ -196,7 +225,11 @@ fn follow_recorded(files: &mut Vec<PathBuf>) {
                 files.push(p);
             }
         }
+        if !found.warnings.is_empty() {
+            notes.push((dir, found.warnings));
+        }
     }
+    notes
 }
 
 #[derive(Default, Clone)]
@@ -331,7 +364,7 @@ impl Builder {
     fn finish(mut self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], warnings: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (auth, conflict) = self.authoritative();
@@ -371,7 +404,7 @@ impl Builder {
             Some(a) => conflict.is_none() && serves(a, &filled),
             None => missing.len() + found.iter().filter(|m| m.stale).count() <= self.m,
         };
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, warnings: vec![], journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
     }
 
     /// The label the one freshness rule makes the array's among the
@@ -501,8 +534,14 @@ mod tests {
         assert!(f.complete && f.missing.is_empty() && f.found.iter().all(|m| !m.stale), "{f:?}");
         assert_eq!(f.former, [canon(&dir.join("dvs-2.zoned.replaced"))], "the former member 2, replaced");
 
-        let found = scan(&[t.path().join("copy")]).unwrap();
+        assert!(f.warnings.is_empty(), "{f:?}");
+
+        let (found, loose) = scan_report(&[t.path().join("copy")], &|_, _| {}).unwrap();
         assert!(found.iter().flat_map(|f| &f.found).all(|m| m.path != canon(&new2)), "the copy does not claim its original's device: {found:?}");
+        // The copy's scan says why the recorded device is not its own.
+        assert!(loose.is_empty(), "{loose:?}");
+        let w: Vec<&String> = found.iter().flat_map(|f| &f.warnings).collect();
+        assert!(w.len() == 1 && w[0].contains("new2.zoned is outside this directory and belongs to the array in"), "{found:?}");
     }
 
     /// `cp -a P Q`, Q written further, one of Q's members put in P: the
