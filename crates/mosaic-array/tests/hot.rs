@@ -265,3 +265,86 @@ fn a_client_writing_throughout_the_copy_loses_nothing() {
     arr.fail_member(0).unwrap();
     assert!(read_all(&arr) == *model.lock().unwrap(), "wrong bytes");
 }
+
+/// A RAM drive whose first read at `at` (once armed) waits until
+/// released: the copy's read of one unit, held open.
+struct Gate {
+    disk: Arc<MemMember>,
+    at: u64,
+    armed: AtomicBool,
+    reading: std::sync::Mutex<bool>,
+    released: (std::sync::Mutex<bool>, std::sync::Condvar),
+}
+impl Member for Gate {
+    fn describe(&self) -> String {
+        self.disk.describe()
+    }
+    fn size(&self) -> u64 {
+        self.disk.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        if off == self.at && self.armed.swap(false, Ordering::SeqCst) {
+            *self.reading.lock().unwrap() = true;
+            let (m, cv) = &self.released;
+            let mut r = m.lock().unwrap();
+            while !*r {
+                r = cv.wait(r).unwrap();
+            }
+        }
+        self.disk.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        self.disk.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The copy of a stripe and a client's write to it exclude each other:
+/// while the copy reads member 1's unit of stripe 5 (held open here), a
+/// write to that stripe waits; once the copy is done with the stripe it
+/// goes on, and reaches the new drive.  Without the stripe's lock the
+/// copy would write the unit's old bytes over the new drive's new ones.
+#[test]
+fn a_client_write_waits_for_the_copy_of_its_stripe() {
+    let g = Arc::new(Gate {
+        disk: mem("m1", 64),
+        at: mosaic_array::DATA_OFFSET + 5 * 4096,
+        armed: AtomicBool::new(false),
+        reading: std::sync::Mutex::new(false),
+        released: (std::sync::Mutex::new(false), std::sync::Condvar::new()),
+    });
+    let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 64), g.clone(), mem("m2", 64)];
+    let arr = Arc::new(Array::create_on(named(&ms), &opts(Level::Raid5, 3), true).unwrap());
+    let p1 = pattern(arr.capacity(), 11);
+    arr.write(0, &p1).unwrap();
+    g.armed.store(true, Ordering::SeqCst);
+    let copy = {
+        let arr = arr.clone();
+        std::thread::spawn(move || arr.replace_hot_with(1, mem("y", 64), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap())
+    };
+    while !*g.reading.lock().unwrap() {
+        std::thread::yield_now();
+    }
+    // Stripe 5 whole (2 data units): the client's write.
+    let stripe = 2 * 4096u64;
+    let done = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (arr, done) = (arr.clone(), done.clone());
+        std::thread::spawn(move || {
+            arr.write(5 * stripe, &vec![0xee; stripe as usize]).unwrap();
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(!done.load(Ordering::SeqCst), "the write to the stripe being copied went ahead of the copy");
+    *g.released.0.lock().unwrap() = true;
+    g.released.1.notify_all();
+    client.join().unwrap();
+    copy.join().unwrap();
+    let mut want = p1;
+    want[(5 * stripe) as usize..(6 * stripe) as usize].fill(0xee);
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == want, "wrong bytes");
+}
