@@ -181,6 +181,36 @@ impl Array {
         self.replace_hot_with(idx, Arc::new(m), &crate::assemble::hint_of(path), progress, opts)
     }
 
+    /// [`Array::replace_hot`] onto the first hot spare (md's `--replace`
+    /// without `--with`).  The spare leaves the array's list first; a copy
+    /// that does not end with it in the slot (stopped, the drive failing,
+    /// the old drive failing) gives it back as a spare, so that a
+    /// failed old drive is then replaced by [`Array::take_spare`].
+    pub fn replace_hot_from_spare(&self, idx: usize, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
+        self.hot_ready_slot(idx)?;
+        let (m, spare) = {
+            let mut s = self.spares.lock();
+            if s.is_empty() {
+                return Err(ArrayError::Usage(format!("the array has no hot spare to copy member {idx} onto: name a drive, or add a spare first (mosaic add --spare)")));
+            }
+            s.remove(0)
+        };
+        if let Err(e) = self.write_superblocks(|s| s.spares.retain(|x| x.uuid != spare.uuid)) {
+            self.spares.lock().insert(0, (m, spare));
+            return Err(e);
+        }
+        let r = self.replace_hot_with(idx, m.clone(), &spare.path, progress, opts);
+        if matches!(&r, Ok(rep) if !rep.stopped && !rep.rebuild_needed) {
+            return r;
+        }
+        // Its label was cleared for the copy: a new spare label.
+        match (r, self.add_spare_with(m, &spare.path)) {
+            (r, Ok(())) => r,
+            (Ok(_), Err(e)) => Err(ArrayError::Io(format!("{}: giving it back as a hot spare: {e}", spare.path))),
+            (Err(e), Err(e2)) => Err(ArrayError::Io(format!("{e}; giving {} back as a hot spare failed too: {e2}", spare.path))),
+        }
+    }
+
     /// [`Array::replace_hot`] with an already-open drive.
     pub fn replace_hot_with(&self, idx: usize, new: Arc<dyn Member>, path: &str, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
         let old = self.hot_ready(idx, new.as_ref(), path)?;
@@ -252,6 +282,16 @@ impl Array {
 
     /// Whether member `idx` may be hot-replaced by `new`: its device.
     fn hot_ready(&self, idx: usize, new: &dyn Member, path: &str) -> Result<Arc<dyn Member>, ArrayError> {
+        self.hot_ready_slot(idx)?;
+        let need = DATA_OFFSET + self.geometry().member_bytes(idx);
+        if new.size() < need {
+            return Err(ArrayError::BadMember(format!("{path}: replacement too small: {} bytes, the array needs {need}", new.size())));
+        }
+        self.member(idx).ok_or_else(|| ArrayError::Usage(format!("member {idx} has no device open")))
+    }
+
+    /// Whether member `idx` may be hot-replaced at all.
+    fn hot_ready_slot(&self, idx: usize) -> Result<(), ArrayError> {
         self.check_writable()?;
         self.not_growing("replace")?;
         let n = self.geometry().members;
@@ -266,11 +306,7 @@ impl Array {
         if let Some((t, _)) = self.rebuild_pending() {
             return Err(ArrayError::Usage(format!("member(s) {t:?} are being rebuilt: finish the rebuild first (mosaic rebuild)")));
         }
-        let need = DATA_OFFSET + self.geometry().member_bytes(idx);
-        if new.size() < need {
-            return Err(ArrayError::BadMember(format!("{path}: replacement too small: {} bytes, the array needs {need}", new.size())));
-        }
-        self.member(idx).ok_or_else(|| ArrayError::Usage(format!("member {idx} has no device open")))
+        Ok(())
     }
 
     /// Copy member `idx`'s units, stripe by stripe, from the old drive to

@@ -348,3 +348,35 @@ fn a_client_write_waits_for_the_copy_of_its_stripe() {
     arr.fail_member(0).unwrap();
     assert!(read_all(&arr) == want, "wrong bytes");
 }
+
+/// Without a drive named, the first hot spare is the new drive (md's
+/// `--replace` without `--with`); a copy that does not end in the slot
+/// gives the spare back; with no spare the refusal says what to do.
+#[test]
+fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 128) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 12);
+    arr.write(0, &p1).unwrap();
+    let e = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("no hot spare to copy member 1 onto") && e.contains("mosaic add --spare"), "{e}");
+    let (s0, s1) = (mem("s0", 128), mem("s1", 128));
+    arr.add_spare_with(s0.clone(), "mem:s0").unwrap();
+    arr.add_spare_with(s1.clone(), "mem:s1").unwrap();
+    // Stopped: s0 is a spare again (at the end of the list), with a spare's label.
+    let stop = Arc::new(AtomicBool::new(true));
+    let r = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
+    assert!(r.stopped && r.drive == "mem:s0");
+    assert_eq!(arr.spare_paths(), ["mem:s1", "mem:s0"]);
+    assert_eq!(arr.superblock().spares.len(), 2);
+    assert_eq!(Superblock::read_from(s0.as_ref()).unwrap().role, mosaic_array::superblock::MemberRole::Spare);
+    // To the end: s1 takes slot 1, and is a spare no more.
+    let r = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert!(!r.stopped && !r.rebuild_needed && r.drive == "mem:s1");
+    assert_eq!(arr.spare_paths(), ["mem:s0"]);
+    let sb = arr.superblock();
+    assert_eq!((sb.member_paths[1].as_str(), sb.spares.len()), ("mem:s1", 1));
+    assert_eq!(Superblock::read_from(s1.as_ref()).unwrap().member_uuid, sb.member_uuids[1]);
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == p1, "wrong bytes");
+}

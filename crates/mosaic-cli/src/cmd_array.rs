@@ -299,14 +299,16 @@ pub struct ReplaceArgs {
     #[arg(long)]
     pub member: usize,
     /// The new drive: a file or block device (a missing file is created at
-    /// the member size), or an NBD URI
-    #[arg(long)]
-    pub drive: PathBuf,
+    /// the member size), or an NBD URI.  With --hot it may be left out: the
+    /// first hot spare is used
+    #[arg(long, required_unless_present = "hot")]
+    pub drive: Option<PathBuf>,
     /// Replace a working member (md's --replace): its contents are copied
-    /// onto the new drive while it stays in service, so the array keeps all
-    /// its redundancy, and the new drive then takes its place.  If the old
-    /// drive fails during the copy, the new one is put in as a plain
-    /// replacement and rebuilt.  A copy cut off starts over when asked again
+    /// onto the new drive (or the first hot spare) while it stays in
+    /// service, so the array keeps all its redundancy, and the new drive
+    /// then takes its place.  If the old drive fails during the copy, the
+    /// new one is put in as a plain replacement and rebuilt.  A copy cut off
+    /// starts over when asked again (a spare stays a spare)
     #[arg(long)]
     pub hot: bool,
     /// The host that holds the new drive (its failure domain; default: its
@@ -1222,7 +1224,7 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<i32> {
 /// `replace --hot` offline: the copy under a progress bar, stopped by
 /// SIGINT or SIGTERM; the exit code, or None when a rebuild must follow
 /// (the old drive failed during the copy).
-fn hot_with_progress(vol: &dyn Volume, member: usize, drive: &Path, json: bool) -> Result<Option<i32>> {
+fn hot_with_progress(vol: &dyn Volume, member: usize, drive: Option<&Path>, json: bool) -> Result<Option<i32>> {
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "hot replace");
     let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
@@ -1321,24 +1323,28 @@ fn replaced_members(info: &mosaic_volume::VolumeInfo) -> Vec<String> {
 
 pub fn replace(a: ReplaceArgs) -> Result<i32> {
     // The server resolves paths from its own directory: send an absolute one.
-    let drive = mosaic_dev::nbd::absolute(&a.drive);
+    let drive = a.drive.as_deref().map(mosaic_dev::nbd::absolute);
     let req = crate::control::Request::Replace { member: a.member, drive, force: a.force, host: a.host.clone(), hot: a.hot };
     if let Some(b) = crate::control::ask(&a.array, &req)? {
         return crate::control::print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
-    check_drive(vol.as_ref(), &a.drive, a.force)?;
-    check_placement(vol.as_ref(), a.member, &a.drive, a.host.as_deref(), a.force)?;
-    let code = if a.hot {
-        match hot_with_progress(vol.as_ref(), a.member, &a.drive, a.json)? {
+    if let Some(d) = &a.drive {
+        check_drive(vol.as_ref(), d, a.force)?;
+        check_placement(vol.as_ref(), a.member, d, a.host.as_deref(), a.force)?;
+    }
+    let code = match (&a.drive, a.hot) {
+        (drive, true) => match hot_with_progress(vol.as_ref(), a.member, drive.as_deref(), a.json)? {
             Some(code) => code,
             // The old drive failed during the copy: the new one was put in
             // by a plain replace; rebuild it.
             None => rebuild_with_progress(vol.as_ref(), a.json)?,
+        },
+        (Some(d), false) => {
+            vol.replace(a.member, d)?;
+            rebuild_with_progress(vol.as_ref(), a.json)?
         }
-    } else {
-        vol.replace(a.member, &a.drive)?;
-        rebuild_with_progress(vol.as_ref(), a.json)?
+        (None, false) => bail!("--drive is needed (only replace --hot takes a hot spare without one)"),
     };
     let stopped = a.hot && code != crate::exit::OK;
     if let (Some(h), false) = (&a.host, stopped) {
@@ -1347,7 +1353,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
     vol.close()?;
     // Where the new member lives now, when the array names it otherwise.
     let now = vol.info().members.get(a.member).map(|m| m.path.clone()).unwrap_or_default();
-    if !a.json && !a.hot && !now.is_empty() && std::path::Path::new(&now) != a.drive {
+    if !a.json && !a.hot && !now.is_empty() && a.drive.as_deref().is_some_and(|d| std::path::Path::new(&now) != d) {
         println!("member {} is now {now}", a.member);
     }
     if a.array.contains(',') {

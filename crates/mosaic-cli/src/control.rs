@@ -65,7 +65,9 @@ pub enum Request {
     Fail { member: usize },
     Replace {
         member: usize,
-        drive: PathBuf,
+        /// None: the first hot spare (`replace --hot` only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drive: Option<PathBuf>,
         force: bool,
         /// The host label of the new drive (its failure domain).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -630,8 +632,9 @@ fn run(sh: &Shared, req: &Request) -> Response {
             sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail){after}") });
             serde_json::json!({ "failed": member })
         }).map_err(Into::into),
-        Request::Replace { member, drive, force, host, hot: false } => replace(sh, *member, drive, *force, host.as_deref()),
-        Request::Replace { member, drive, force, host, hot: true } => replace_hot(sh, *member, drive, *force, host.as_deref()),
+        Request::Replace { member, drive: Some(drive), force, host, hot: false } => replace(sh, *member, drive, *force, host.as_deref()),
+        Request::Replace { drive: None, hot: false, .. } => Err(anyhow!("--drive is needed (only replace --hot takes a hot spare without one)")),
+        Request::Replace { member, drive, force, host, hot: true } => replace_hot(sh, *member, drive.as_deref(), *force, host.as_deref()),
         Request::Rebuild => maintain(sh, "rebuild", |tick| rebuild_body(sh, tick, "rebuild started")),
         Request::Scrub { repair } => maintain(sh, "scrub", |tick| scrub_body(sh, *repair, tick)),
         Request::CancelScrub => match sh.maint.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -682,12 +685,15 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
 /// `replace --hot`: the copy runs as the server's maintenance (one at a
 /// time, paced, shown by status); a rebuild follows when the old drive
 /// failed on the way.
-fn replace_hot(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
+fn replace_hot(sh: &Shared, member: usize, drive: Option<&Path>, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
-    crate::cmd_array::check_drive(vol, drive, force)?;
-    crate::cmd_array::check_placement(vol, member, drive, host, force)?;
+    if let Some(d) = drive {
+        crate::cmd_array::check_drive(vol, d, force)?;
+        crate::cmd_array::check_placement(vol, member, d, host, force)?;
+    }
+    let onto = drive.map_or("the first hot spare".to_string(), |d| d.display().to_string());
     maintain(sh, "hot replace", |tick| {
-        sh.events.emit(Event { kind: events::REPLACE_START, member: Some(member), detail: format!("hot replace of member {member} onto {} started", drive.display()) });
+        sh.events.emit(Event { kind: events::REPLACE_START, member: Some(member), detail: format!("hot replace of member {member} onto {onto} started") });
         let opts = mosaic_array::maint::RebuildOptions { stop: Some(sh.stop.clone()), ..Default::default() };
         let rep = vol.replace_hot(member, drive, tick, opts);
         let detail = match &rep {

@@ -123,3 +123,31 @@ fn replace_hot_refuses_a_failed_member_and_a_dvs_array() {
     let e = fails(&["replace", "-a", ds, "--member", "1", "--drive", t.path().join("z.zoned").to_str().unwrap(), "--hot"]);
     assert!(e.contains("a dvs array has no hot replace"), "{e}");
 }
+
+/// `replace --hot` without `--drive` copies onto the first hot spare, as
+/// md's `--replace` without `--with` does; a plain replace still needs a
+/// drive.
+#[test]
+fn replace_hot_without_a_drive_takes_the_first_spare() {
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    let bytes = data(2 << 20, 3);
+    let file = t.path().join("data");
+    std::fs::write(&file, &bytes).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", file.to_str().unwrap()]);
+    let e = fails(&["replace", "-a", a, "--member", "2", "--hot"]);
+    assert!(e.contains("no hot spare to copy member 2 onto"), "{e}");
+    let e = fails(&["replace", "-a", a, "--member", "2"]);
+    assert!(e.contains("--drive"), "{e}");
+    let spare = t.path().join("spare.img");
+    ok(&["add", "-a", a, "--spare", spare.to_str().unwrap()]);
+    let r = json(&ok(&["replace", "-a", a, "--member", "2", "--hot", "--json"]));
+    assert_eq!(r["drive"].as_str(), Some(spare.to_str().unwrap()), "{r}");
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert_eq!(info["spares"].as_array().map(Vec::len), Some(0), "{info}");
+    assert!(info["member_list"].to_string().contains("spare.img"), "{info}");
+    ok(&["fail", "-a", a, "--member", "0"]);
+    assert!(read_back(a, "0", 2 << 20, t.path()) == bytes, "wrong bytes with member 0 out");
+}

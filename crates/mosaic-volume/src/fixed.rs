@@ -136,8 +136,9 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
 }
 
 /// [`Volume::replace_hot`] of a fixed array (`plain`: the volume's own
-/// replace, for when the old drive fails during the copy).
-fn replace_hot(arr: &Array, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions, plain: impl FnOnce() -> Result<()>) -> Result<HotReport> {
+/// replace by the drive, for when the old drive fails during the copy;
+/// `spare`: its [`Volume::take_spare`], for the same onto a spare).
+fn replace_hot(arr: &Array, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions, plain: impl FnOnce(&Path) -> Result<()>, spare: impl FnOnce() -> Result<Option<usize>>) -> Result<HotReport> {
     let geo = arr.geometry();
     if idx >= geo.members {
         return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", geo.members - 1)));
@@ -145,6 +146,13 @@ fn replace_hot(arr: &Array, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64
     if !arr.is_writable() {
         return Err(VolumeError::Usage("replace needs the array open for writing".into()));
     }
+    let Some(drive) = drive else {
+        let r = arr.replace_hot_from_spare(idx, progress, opts)?;
+        if r.rebuild_needed && spare()? != Some(idx) {
+            return Err(VolumeError::Usage(format!("member {idx}'s old drive failed during the hot replace, and no hot spare took its place")));
+        }
+        return Ok(r);
+    };
     let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
     if created {
         let size = DATA_OFFSET + geo.member_bytes(idx);
@@ -156,7 +164,7 @@ fn replace_hot(arr: &Array, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64
     }
     let r = r?;
     if r.rebuild_needed {
-        plain()?;
+        plain(drive)?;
     }
     Ok(r)
 }
@@ -208,8 +216,8 @@ impl Volume for Array {
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         replace(self, idx, drive)
     }
-    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
-        replace_hot(self, idx, drive, progress, opts, || replace(self, idx, drive))
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        replace_hot(self, idx, drive, progress, opts, |d| replace(self, idx, d), || Volume::take_spare(self))
     }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(Array::set_member_host(self, idx, host)?)
@@ -372,9 +380,9 @@ impl Volume for CachedVolume {
     }
     /// The copy runs beside the cache: its programs take the stripe locks
     /// the copy takes, and reach the new drive through the old one's slot.
-    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
         self.cv.live()?;
-        replace_hot(self.cv.array(), idx, drive, progress, opts, || self.replace(idx, drive))
+        replace_hot(self.cv.array(), idx, drive, progress, opts, |d| self.replace(idx, d), || self.take_spare())
     }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(self.cv.array().set_member_host(idx, host)?)

@@ -213,12 +213,13 @@ pub trait Volume: Send + Sync {
     /// missing) in place of member `idx`; [`Volume::rebuild`] follows.
     fn replace(&self, idx: usize, drive: &Path) -> Result<()>;
     /// Copy working member `idx` onto the drive at `drive` (created with
-    /// the member's size when missing), which then takes its place; the
-    /// member stays in service throughout, so the array keeps its
-    /// redundancy (md's `--replace`).  When the old drive fails during the
-    /// copy, the new one is put in by [`Volume::replace`] instead
+    /// the member's size when missing; None: the first hot spare), which
+    /// then takes its place; the member stays in service throughout, so
+    /// the array keeps its redundancy (md's `--replace`).  When the old
+    /// drive fails during the copy, the new one is put in by
+    /// [`Volume::replace`] (a spare by [`Volume::take_spare`]) instead
     /// (`rebuild_needed`), and [`Volume::rebuild`] follows.
-    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
         let _ = (idx, drive, progress, opts);
         Err(VolumeError::Usage(format!(
             "a {} array has no hot replace (it is for fixed-layout arrays: raid0..6, rs, cbro): fail the member, then replace it",

@@ -491,7 +491,7 @@ impl Volume for RemapVolume {
         self.refresh_health();
         r
     }
-    fn replace_hot(&self, idx: usize, drive: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<mosaic_core::HotReport> {
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<mosaic_core::HotReport> {
         self.check_writable("replace")?;
         let r = Volume::replace_hot(self.inner.as_ref(), idx, drive, progress, opts);
         self.refresh_health();
