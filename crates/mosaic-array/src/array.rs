@@ -147,6 +147,9 @@ pub struct MemberInfo {
     /// left (md's re-add; [`Array::replace_with`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub readd: bool,
+    /// The drive a hot replace is copying it onto.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacing: Option<String>,
 }
 
 /// What `mosaic info` shows.
@@ -258,6 +261,8 @@ pub struct Array {
     closed: Mutex<bool>,
     /// Members failed automatically since open, with the error.
     auto_failed: Mutex<Vec<(usize, String)>>,
+    /// The member a hot replace is copying, and onto what ([`crate::hot`]).
+    pub(crate) hot: Mutex<Option<(usize, String)>>,
     /// The superblocks said dirty at open: the last writer did not close.
     opened_dirty: bool,
     /// Opened dirty without a journal (nothing replayed): code may
@@ -1008,6 +1013,7 @@ impl Array {
             epoch_ns: std::sync::atomic::AtomicU64::new(EPOCH.as_nanos() as u64),
             closed: Mutex::new(false),
             auto_failed: Mutex::new(Vec::new()),
+            hot: Mutex::new(None),
             opened_dirty: false,
             unsynced: std::sync::atomic::AtomicBool::new(false),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
@@ -1236,6 +1242,7 @@ impl Array {
                     remote: self.exec.member(i).and_then(|m| m.remote_latency()),
                     // (`left` is kept only with a bitmap.)
                     readd: matches!(h.states[i], MemberState::Failed) && sb.left.get(i).is_some_and(|l| !l.is_nil()),
+                    replacing: self.hot.lock().as_ref().filter(|h| h.0 == i).map(|h| h.1.clone()),
                 })
                 .collect(),
             journal: sb.journal.clone(),

@@ -227,6 +227,8 @@ impl Array {
         let give_back = |to: Arc<dyn Member>| {
             self.swap_member(idx, &lent, to);
         };
+        *self.hot.lock() = Some((idx, path.to_string()));
+        let _shown = Shown(self);
         // The bitmap area is mirrored from here on: write it whole now
         // (under the bitmap's lock, so no mark falls between).
         if let Some(b) = self.bitmap() {
@@ -258,6 +260,10 @@ impl Array {
                 // error the twin stays (both drives take every write).
                 self.hot_switch(idx, &twin, path)?;
                 give_back(new);
+                // Its label write failing fails the slot (the labels say so).
+                if !matches!(self.health().states[idx], MemberState::Active) {
+                    return Err(ArrayError::Io(format!("the new drive {path} failed as it took member {idx}'s place: the member is failed; replace it")));
+                }
                 Ok(report(bytes, false, false))
             }
             Copied::Stopped(bytes) => {
@@ -359,6 +365,15 @@ impl Array {
                 h.clear();
             }
         })
+    }
+}
+
+/// While alive, `info` shows the hot replace in progress.
+struct Shown<'a>(&'a Array);
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        *self.0.hot.lock() = None;
     }
 }
 

@@ -380,3 +380,48 @@ fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
     arr.fail_member(0).unwrap();
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
+
+/// A RAM drive whose label writes fail once `broken` is set.
+struct BadLabels {
+    disk: Arc<MemMember>,
+    broken: AtomicBool,
+}
+impl Member for BadLabels {
+    fn describe(&self) -> String {
+        self.disk.describe()
+    }
+    fn size(&self) -> u64 {
+        self.disk.size()
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+        self.disk.read_at(buf, off)
+    }
+    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
+        if self.broken.load(Ordering::SeqCst) && off < mosaic_format::label::LABEL_AREA {
+            return Err(std::io::Error::other("medium error"));
+        }
+        self.disk.write_at(buf, off)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The new drive failing its label writes as it takes the slot: the
+/// member is failed (the other labels say so), the hot replace says it
+/// failed, and the array serves degraded with every byte.
+#[test]
+fn the_new_drive_failing_as_it_takes_the_slot_is_reported() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 13);
+    arr.write(0, &p1).unwrap();
+    let y = Arc::new(BadLabels { disk: mem("y", 64), broken: AtomicBool::new(false) });
+    let e = arr
+        .replace_hot_with(2, y.clone(), "mem:y", &|at, total| if at == total { y.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("failed as it took member 2's place"), "{e}");
+    assert_eq!(arr.health().states[2], MemberState::Failed);
+    assert!(read_all(&arr) == p1, "wrong bytes");
+}

@@ -911,6 +911,7 @@ pub fn info_text(info: &VolumeInfo) -> String {
         let mut row = vec![
             m.index.to_string(),
             match m.state {
+                MemberState::Active if m.replacing.is_some() => format!("active, hot replace onto {}", m.replacing.as_deref().unwrap_or_default()),
                 MemberState::Active => "active".into(),
                 MemberState::Failed => "failed".into(),
                 MemberState::Rebuilding { done } => format!("rebuilding {done}/{}", info.regions),

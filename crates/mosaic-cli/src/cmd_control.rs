@@ -132,6 +132,7 @@ fn failed_status(spec: &str, e: mosaic_volume::VolumeError) -> Result<serde_json
         host: mosaic_array::domain::LOCAL.into(),
         remote: None,
         readd: false,
+        replacing: None,
     };
     let mut members: Vec<mosaic_volume::VolumeMember> = f.found.iter().map(|m| member(m.index, &m.path, true, m.stale)).collect();
     members.extend(f.missing.iter().map(|&i| member(i, "", false, true)));
@@ -207,7 +208,8 @@ fn text(b: &serde_json::Value) -> String {
         // only when its device is not there to open.
         let gone = m["present"] == false && (st != "failed" || !Path::new(path).exists());
         let readd = if m["readd"] == true { "  (re-addable: put its device back with mosaic replace)" } else { "" };
-        s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
+        let hot = m["replacing"].as_str().map(|d| format!("  (hot replace onto {d})")).unwrap_or_default();
+        s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}{hot}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));

@@ -80,7 +80,8 @@ fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "16M"]);
-    let srv = common::serve::Serve::start(a, &["--quiet"]);
+    // Paced, so the copy is seen in progress.
+    let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "8M"]);
     let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
     let io = |cmds: &[&str]| {
         let mut args = vec!["-f", "raw", uri.as_str()];
@@ -92,11 +93,22 @@ fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
     };
     io(&["write -P 0x6b 0 8M"]);
     let new = t.path().join("new-2.img");
-    let r = json(&ok(&["replace", "-a", a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot", "--json"]));
+    let replace = {
+        let (a, new) = (a.to_string(), new.clone());
+        std::thread::spawn(move || json(&ok(&["replace", "-a", &a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot", "--json"])))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout));
+    assert_eq!(st[0]["maintenance"]["what"], "hot replace", "{st}");
+    assert_eq!(st[0]["members"][2]["replacing"].as_str(), Some(new.to_str().unwrap()), "{st}");
+    let text = String::from_utf8_lossy(&mosaic(&["status", "-a", a]).stdout).into_owned();
+    assert!(text.contains(&format!("(hot replace onto {})", new.display())), "{text}");
+    let r = replace.join().unwrap();
     assert_eq!((r["member"].as_u64(), r["bytes_copied"].as_u64()), (Some(2), Some(15 << 20)), "{r}");
     io(&["read -P 0x6b 0 8M", "write -P 0x6c 4M 1M"]);
     let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", a, "--json"]).stdout));
     assert_eq!(st[0]["health"], "healthy", "{st}");
+    assert!(st[0]["members"][2]["replacing"].is_null(), "{st}");
     let kinds: Vec<String> = st[0]["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap_or_default().to_string()).collect();
     assert!(kinds.contains(&"replace-start".to_string()) && kinds.contains(&"replace-end".to_string()), "{kinds:?}");
     ok(&["fail", "-a", a, "--member", "0"]);

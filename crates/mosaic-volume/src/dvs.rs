@@ -268,6 +268,7 @@ impl Volume for DvsVolume {
                 host: mosaic_array::domain::LOCAL.into(),
                 remote: None,
                 readd: false,
+                replacing: None,
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));

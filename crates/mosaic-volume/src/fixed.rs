@@ -56,6 +56,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 host: m.host.clone(),
                 remote: m.remote,
                 readd: m.readd,
+                replacing: m.replacing.clone(),
             })
             .collect(),
         degraded: i.degraded,

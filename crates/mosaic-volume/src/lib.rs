@@ -99,6 +99,9 @@ pub struct VolumeMember {
     /// it left (a write-intent bitmap's re-add).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub readd: bool,
+    /// The drive a hot replace is copying it onto (`replace --hot`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacing: Option<String>,
 }
 
 /// Errors of one member since the volume was opened.

@@ -88,6 +88,7 @@ impl TierVolume {
                     host: m.host,
                     remote: m.remote,
                     readd: m.readd,
+                    replacing: m.replacing.clone(),
                 });
             }
         }
