@@ -355,16 +355,7 @@ impl Array {
     /// new drive (the caller then puts it in the slot in the twin's place).
     fn hot_switch(&self, idx: usize, twin: &Twin, path: &str) -> Result<(), ArrayError> {
         twin.switched.store(true, Ordering::Release);
-        self.write_superblocks(|s| {
-            s.retire(idx);
-            s.member_paths[idx] = path.to_string();
-            if let Some(l) = s.left.get_mut(idx) {
-                *l = uuid::Uuid::nil();
-            }
-            if let Some(h) = s.member_hosts.get_mut(idx) {
-                h.clear();
-            }
-        })
+        self.write_superblocks(|s| s.new_device(idx, path))
     }
 }
 

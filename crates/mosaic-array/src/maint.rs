@@ -19,8 +19,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uuid::Uuid;
-
 use mosaic_core::{Buf, Io, Layout, MemberState, Phase, Program, Ref, ScrubAt, ScrubFinding};
 use mosaic_exec::Client;
 use mosaic_dev::{Device, Member};
@@ -164,17 +162,7 @@ impl Array {
         }
         self.set_member(idx, Some(m));
         self.set_health(idx, MemberState::Rebuilding { done: 0 });
-        self.write_superblocks(|s| {
-            s.retire(idx);
-            s.member_paths[idx] = path.to_string();
-            if let Some(l) = s.left.get_mut(idx) {
-                *l = Uuid::nil();
-            }
-            // A new device: the old one's host label went with it.
-            if let Some(h) = s.member_hosts.get_mut(idx) {
-                h.clear();
-            }
-        })
+        self.write_superblocks(|s| s.new_device(idx, path))
     }
 
     /// Members being rebuilt and the lowest rebuilt position.

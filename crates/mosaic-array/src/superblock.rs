@@ -278,6 +278,20 @@ impl Superblock {
         self.replaced.drain(..over);
     }
 
+    /// Slot `idx` on a new device at `path` (a replace, hot or not): a new
+    /// identity ([`Superblock::retire`]), its path, and nothing of the old
+    /// device's (the session it left with, its host label).
+    pub fn new_device(&mut self, idx: usize, path: &str) {
+        self.retire(idx);
+        self.member_paths[idx] = path.to_string();
+        if let Some(l) = self.left.get_mut(idx) {
+            *l = Uuid::nil();
+        }
+        if let Some(h) = self.member_hosts.get_mut(idx) {
+            h.clear();
+        }
+    }
+
     pub fn degraded(&self) -> bool {
         self.member_states.iter().any(|s| !matches!(s, MemberState::Active))
     }
