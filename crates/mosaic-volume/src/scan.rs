@@ -533,7 +533,6 @@ mod tests {
         assert_eq!(f.found.iter().find(|m| m.index == 2).map(|m| (m.path.clone(), m.replaced)), Some((canon(&new2), false)), "{f:?}");
         assert!(f.complete && f.missing.is_empty() && f.found.iter().all(|m| !m.stale), "{f:?}");
         assert_eq!(f.former, [canon(&dir.join("dvs-2.zoned.replaced"))], "the former member 2, replaced");
-
         assert!(f.warnings.is_empty(), "{f:?}");
 
         let (found, loose) = scan_report(&[t.path().join("copy")], &|_, _| {}).unwrap();
