@@ -11,25 +11,22 @@ use mosaic_dev::{MemMember, Member};
 
 use crate::common::{mem, named, opts, pattern};
 
-/// A RAM drive that fails its reads (`reads`) or writes (`writes`) once
-/// `broken` is set.
-struct Flaky {
+/// What a [`Hooked`] drive's hook sees: a read or a write (a flush is a
+/// write at `u64::MAX`), and its offset.
+type Hook = Box<dyn Fn(bool, u64) -> std::io::Result<()> + Send + Sync>;
+
+/// A RAM drive with a hook before each read, write and flush: an error
+/// fails the operation.
+struct Hooked {
     disk: Arc<MemMember>,
-    broken: AtomicBool,
-    reads: bool,
+    hook: Hook,
 }
-impl Flaky {
-    fn new(disk: Arc<MemMember>, reads: bool) -> Arc<Flaky> {
-        Arc::new(Flaky { disk, broken: AtomicBool::new(false), reads })
-    }
-    fn check(&self, read: bool) -> std::io::Result<()> {
-        if self.broken.load(Ordering::SeqCst) && read == self.reads {
-            return Err(std::io::Error::other("medium error"));
-        }
-        Ok(())
+impl Hooked {
+    fn new(disk: Arc<MemMember>, hook: impl Fn(bool, u64) -> std::io::Result<()> + Send + Sync + 'static) -> Arc<Hooked> {
+        Arc::new(Hooked { disk, hook: Box::new(hook) })
     }
 }
-impl Member for Flaky {
+impl Member for Hooked {
     fn describe(&self) -> String {
         self.disk.describe()
     }
@@ -37,16 +34,25 @@ impl Member for Flaky {
         self.disk.size()
     }
     fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.check(true)?;
+        (self.hook)(true, off)?;
         self.disk.read_at(buf, off)
     }
     fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.check(false)?;
+        (self.hook)(false, off)?;
         self.disk.write_at(buf, off)
     }
     fn flush(&self) -> std::io::Result<()> {
-        self.check(false)
+        (self.hook)(false, u64::MAX)
     }
+}
+
+/// A RAM drive that fails its reads (`reads`) or its writes and flushes
+/// once the returned flag is set.
+fn flaky(disk: Arc<MemMember>, reads: bool) -> (Arc<Hooked>, Arc<AtomicBool>) {
+    let broken = Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let d = Hooked::new(disk, move |read, _| if b.load(Ordering::SeqCst) && read == reads { Err(std::io::Error::other("medium error")) } else { Ok(()) });
+    (d, broken)
 }
 
 fn bytes(m: &dyn Member, off: u64, len: usize) -> Vec<u8> {
@@ -143,9 +149,9 @@ fn the_new_drive_failing_leaves_the_member_on_the_old_one() {
     let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
     let p1 = pattern(arr.capacity(), 4);
     arr.write(0, &p1).unwrap();
-    let y = Flaky::new(mem("y", 256), false);
+    let (y, broken) = flaky(mem("y", 256), false);
     let e = arr
-        .replace_hot_with(3, y.clone(), "mem:y", &|at, _| if at == 100 { y.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
+        .replace_hot_with(3, y, "mem:y", &|at, _| if at == 100 { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("the new drive failed during the copy") && e.contains("member 3 stays in service"), "{e}");
@@ -162,13 +168,13 @@ fn the_new_drive_failing_leaves_the_member_on_the_old_one() {
 /// report says a plain replace by the new drive and a rebuild must follow.
 #[test]
 fn the_old_drive_failing_hands_the_slot_to_the_new_one_for_a_rebuild() {
-    let old = Flaky::new(mem("m1", 256), true);
+    let (old, broken) = flaky(mem("m1", 256), true);
     let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 256), old.clone(), mem("m2", 256), mem("m3", 256)];
     let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
     let p1 = pattern(arr.capacity(), 5);
     arr.write(0, &p1).unwrap();
     let y = mem("y", 256);
-    let r = arr.replace_hot_with(1, y.clone(), "mem:y", &|at, _| if at == 80 { old.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default()).unwrap();
+    let r = arr.replace_hot_with(1, y.clone(), "mem:y", &|at, _| if at == 80 { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default()).unwrap();
     assert!(r.rebuild_needed && !r.stopped);
     assert_eq!(arr.health().states[1], MemberState::Failed);
     arr.replace_with(1, y.clone(), "mem:y").unwrap();
@@ -266,37 +272,24 @@ fn a_client_writing_throughout_the_copy_loses_nothing() {
     assert!(read_all(&arr) == *model.lock().unwrap(), "wrong bytes");
 }
 
-/// A RAM drive whose first read at `at` (once armed) waits until
+/// The gate of a drive whose first read at `at` (once armed) waits until
 /// released: the copy's read of one unit, held open.
 struct Gate {
-    disk: Arc<MemMember>,
     at: u64,
     armed: AtomicBool,
-    reading: std::sync::Mutex<bool>,
+    reading: AtomicBool,
     released: (std::sync::Mutex<bool>, std::sync::Condvar),
 }
-impl Member for Gate {
-    fn describe(&self) -> String {
-        self.disk.describe()
-    }
-    fn size(&self) -> u64 {
-        self.disk.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        if off == self.at && self.armed.swap(false, Ordering::SeqCst) {
-            *self.reading.lock().unwrap() = true;
+impl Gate {
+    fn pass(&self, read: bool, off: u64) -> std::io::Result<()> {
+        if read && off == self.at && self.armed.swap(false, Ordering::SeqCst) {
+            self.reading.store(true, Ordering::SeqCst);
             let (m, cv) = &self.released;
             let mut r = m.lock().unwrap();
             while !*r {
                 r = cv.wait(r).unwrap();
             }
         }
-        self.disk.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        self.disk.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -309,13 +302,14 @@ impl Member for Gate {
 #[test]
 fn a_client_write_waits_for_the_copy_of_its_stripe() {
     let g = Arc::new(Gate {
-        disk: mem("m1", 64),
         at: mosaic_array::DATA_OFFSET + 5 * 4096,
         armed: AtomicBool::new(false),
-        reading: std::sync::Mutex::new(false),
+        reading: AtomicBool::new(false),
         released: (std::sync::Mutex::new(false), std::sync::Condvar::new()),
     });
-    let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 64), g.clone(), mem("m2", 64)];
+    let gate = g.clone();
+    let m1 = Hooked::new(mem("m1", 64), move |read, off| gate.pass(read, off));
+    let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 64), m1, mem("m2", 64)];
     let arr = Arc::new(Array::create_on(named(&ms), &opts(Level::Raid5, 3), true).unwrap());
     let p1 = pattern(arr.capacity(), 11);
     arr.write(0, &p1).unwrap();
@@ -324,7 +318,7 @@ fn a_client_write_waits_for_the_copy_of_its_stripe() {
         let arr = arr.clone();
         std::thread::spawn(move || arr.replace_hot_with(1, mem("y", 64), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap())
     };
-    while !*g.reading.lock().unwrap() {
+    while !g.reading.load(Ordering::SeqCst) {
         std::thread::yield_now();
     }
     // Stripe 5 whole (2 data units): the client's write.
@@ -381,32 +375,6 @@ fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
 
-/// A RAM drive whose label writes fail once `broken` is set.
-struct BadLabels {
-    disk: Arc<MemMember>,
-    broken: AtomicBool,
-}
-impl Member for BadLabels {
-    fn describe(&self) -> String {
-        self.disk.describe()
-    }
-    fn size(&self) -> u64 {
-        self.disk.size()
-    }
-    fn read_at(&self, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-        self.disk.read_at(buf, off)
-    }
-    fn write_at(&self, buf: &[u8], off: u64) -> std::io::Result<()> {
-        if self.broken.load(Ordering::SeqCst) && off < mosaic_format::label::LABEL_AREA {
-            return Err(std::io::Error::other("medium error"));
-        }
-        self.disk.write_at(buf, off)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The new drive failing its label writes as it takes the slot: the
 /// member is failed (the other labels say so), the hot replace says it
 /// failed, and the array serves degraded with every byte.
@@ -416,9 +384,15 @@ fn the_new_drive_failing_as_it_takes_the_slot_is_reported() {
     let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
     let p1 = pattern(arr.capacity(), 13);
     arr.write(0, &p1).unwrap();
-    let y = Arc::new(BadLabels { disk: mem("y", 64), broken: AtomicBool::new(false) });
+    // Its label writes fail once `broken` is set.
+    let broken = Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let y = Hooked::new(mem("y", 64), move |read, off| {
+        let label = !read && off < mosaic_format::label::LABEL_AREA;
+        if label && b.load(Ordering::SeqCst) { Err(std::io::Error::other("medium error")) } else { Ok(()) }
+    });
     let e = arr
-        .replace_hot_with(2, y.clone(), "mem:y", &|at, total| if at == total { y.broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
+        .replace_hot_with(2, y, "mem:y", &|at, total| if at == total { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
         .unwrap_err()
         .to_string();
     assert!(e.contains("failed as it took member 2's place"), "{e}");

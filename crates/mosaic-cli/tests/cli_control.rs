@@ -31,14 +31,7 @@ fn info_status_fail_flush_and_stop_act_on_a_served_array() {
     assert_eq!((st[0]["served"].as_bool(), st[0]["health"].as_str()), (Some(true), Some("healthy")), "{st}");
     // A client writes; a member fails online; the client reads its bytes back degraded.
     let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
-    let io = |cmds: &[&str]| {
-        let mut args = vec!["-f", "raw", uri.as_str()];
-        for c in cmds {
-            args.extend(["-c", c]);
-        }
-        let o = std::process::Command::new("qemu-io").args(&args).output().unwrap();
-        assert!(o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("Pattern verification failed"), "{}", String::from_utf8_lossy(&o.stdout));
-    };
+    let io = |cmds: &[&str]| common::qemu_io(&uri, cmds);
     io(&["write -P 0x5a 0 4M"]);
     let f = json(&ok(&["fail", "-a", a, "--member", "2", "--json"]));
     assert_eq!((f["failed"].as_u64(), f["served"].as_bool(), f["status"]["health"].as_str()), (Some(2), Some(true), Some("degraded")), "{f}");

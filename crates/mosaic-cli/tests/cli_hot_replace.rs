@@ -83,14 +83,7 @@ fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
     // Paced, so the copy is seen in progress.
     let srv = common::serve::Serve::start(a, &["--quiet", "--maint-rate", "8M"]);
     let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
-    let io = |cmds: &[&str]| {
-        let mut args = vec!["-f", "raw", uri.as_str()];
-        for c in cmds {
-            args.extend(["-c", c]);
-        }
-        let o = std::process::Command::new("qemu-io").args(&args).output().unwrap();
-        assert!(o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("Pattern verification failed"), "{}", String::from_utf8_lossy(&o.stdout));
-    };
+    let io = |cmds: &[&str]| common::qemu_io(&uri, cmds);
     io(&["write -P 0x6b 0 8M"]);
     let new = t.path().join("new-2.img");
     let replace = {

@@ -29,6 +29,18 @@ pub fn fails(args: &[&str]) -> String {
     e
 }
 
+/// Run qemu-io's commands `cmds` against the NBD export `uri`; each read
+/// with `-P` checks its pattern.  Fails the test when one fails.
+pub fn qemu_io(uri: &str, cmds: &[&str]) {
+    let mut args = vec!["-f", "raw", uri];
+    for c in cmds {
+        args.extend(["-c", c]);
+    }
+    let o = Command::new("qemu-io").args(&args).output().expect("run qemu-io");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("Pattern verification failed"), "qemu-io {cmds:?}: {out}{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Parse `--json` output, naming it when it is not JSON.
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("bad json ({e}): {s}"))
