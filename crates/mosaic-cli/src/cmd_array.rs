@@ -1208,40 +1208,63 @@ pub fn fail(a: FailArgs) -> Result<i32> {
 /// checkpoint (a second one exits at once).  Its exit status: 4 when
 /// paused (the array still runs degraded).
 fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<i32> {
-    let info = vol.info();
-    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "rebuild");
-    let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
-    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()), stop: Some(stop) };
-    let rep = vol.rebuild(&tick, opts)?;
-    pb.finish_and_clear();
+    let rep = rebuild_run(vol)?;
     if json {
         print_json(&rep)?;
     } else {
         print!("{}", rebuild_text(&rep));
     }
-    Ok(if rep.paused { crate::exit::DEGRADED } else { crate::exit::OK })
+    Ok(rebuild_code(&rep))
+}
+
+/// The rebuild under a progress bar, stopped (paused) by SIGINT or SIGTERM.
+fn rebuild_run(vol: &dyn Volume) -> Result<mosaic_array::RebuildReport> {
+    let info = vol.info();
+    let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "rebuild");
+    let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
+    let rep = vol.rebuild(&tick, RebuildOptions { stop: Some(stop), ..fault_options() })?;
+    pb.finish_and_clear();
+    Ok(rep)
+}
+
+fn rebuild_code(rep: &mosaic_array::RebuildReport) -> i32 {
+    if rep.paused {
+        crate::exit::DEGRADED
+    } else {
+        crate::exit::OK
+    }
+}
+
+/// The test hook that kills a rebuild or a hot replace's copy part-way,
+/// as kill -9 would (`MOSAIC_FAULT_ABORT_REBUILD_AFTER`: regions).
+fn fault_options() -> RebuildOptions {
+    RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()), stop: None }
 }
 
 /// `replace --hot` offline: the copy under a progress bar, stopped by
-/// SIGINT or SIGTERM; the exit code, or None when a rebuild must follow
-/// (the old drive failed during the copy).
-fn hot_with_progress(vol: &dyn Volume, member: usize, drive: Option<&Path>, json: bool) -> Result<Option<i32>> {
+/// SIGINT or SIGTERM, then the rebuild when the old drive failed during
+/// it (the JSON then holds both, as a server's answer does); the exit code.
+fn hot_with_progress(vol: &dyn Volume, member: usize, drive: Option<&Path>, json: bool) -> Result<i32> {
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "hot replace");
     let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
-    let opts = RebuildOptions { abort_after_regions: std::env::var("MOSAIC_FAULT_ABORT_REBUILD_AFTER").ok().and_then(|v| v.parse().ok()), stop: Some(stop) };
-    let rep = vol.replace_hot(member, drive, &tick, opts)?;
+    let rep = vol.replace_hot(member, drive, &tick, RebuildOptions { stop: Some(stop), ..fault_options() })?;
     pb.finish_and_clear();
-    if json && !rep.rebuild_needed {
-        print_json(&rep)?;
-    } else if !json {
+    if !json {
         print!("{}", hot_text(&rep));
     }
-    Ok(match (rep.rebuild_needed, rep.stopped) {
-        (true, _) => None,
-        (false, true) => Some(crate::exit::DEGRADED),
-        (false, false) => Some(crate::exit::OK),
-    })
+    if rep.rebuild_needed {
+        let rebuilt = rebuild_run(vol)?;
+        match json {
+            true => print_json(&serde_json::json!({ "hot_replace": rep, "rebuild": rebuilt }))?,
+            false => print!("{}", rebuild_text(&rebuilt)),
+        }
+        return Ok(rebuild_code(&rebuilt));
+    }
+    if json {
+        print_json(&rep)?;
+    }
+    Ok(if rep.stopped { crate::exit::DEGRADED } else { crate::exit::OK })
 }
 
 /// What `replace --hot` prints.
@@ -1335,12 +1358,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
         check_placement(vol.as_ref(), a.member, d, a.host.as_deref(), a.force)?;
     }
     let code = match (&a.drive, a.hot) {
-        (drive, true) => match hot_with_progress(vol.as_ref(), a.member, drive.as_deref(), a.json)? {
-            Some(code) => code,
-            // The old drive failed during the copy: the new one was put in
-            // by a plain replace; rebuild it.
-            None => rebuild_with_progress(vol.as_ref(), a.json)?,
-        },
+        (drive, true) => hot_with_progress(vol.as_ref(), a.member, drive.as_deref(), a.json)?,
         (Some(d), false) => {
             vol.replace(a.member, d)?;
             rebuild_with_progress(vol.as_ref(), a.json)?

@@ -520,6 +520,43 @@ mod tests {
         assert!(got == want, "wrong bytes after the hot replace under the cache");
     }
 
+    /// The old drive failing during a hot replace, through the volume: the
+    /// new drive (named, or the first spare) goes in by a plain replace and
+    /// the rebuild fills it; every byte reads back with another member out.
+    #[test]
+    fn the_old_drive_failing_puts_the_new_one_in_by_a_plain_replace() {
+        use mosaic_array::CreateOptions;
+        use mosaic_core::Level;
+        use mosaic_dev::{FaultyMember, MemMember, Member};
+        use std::sync::Arc;
+        let t = tempfile::tempdir().unwrap();
+        let size = DATA_OFFSET + (64 << 12);
+        for spare in [false, true] {
+            let old = Arc::new(FaultyMember::new(Arc::new(MemMember::new("m1", size))));
+            let ms: Vec<Arc<dyn Member>> = vec![Arc::new(MemMember::new("m0", size)), old.clone(), Arc::new(MemMember::new("m2", size)), Arc::new(MemMember::new("m3", size))];
+            let o = CreateOptions { level: Level::Raid5, members: Some(4), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+            let arr = Array::create_on(ms.iter().map(|m| (m.clone(), m.describe())).collect(), &o, true).unwrap();
+            let data: Vec<u8> = (0..Volume::capacity(&arr)).map(|i| (i * 7 / 4096) as u8).collect();
+            Volume::write(&arr, 0, &data).unwrap();
+            let new = t.path().join(format!("new-{spare}.img"));
+            if spare {
+                arr.add_spare_with(Arc::new(MemMember::new("s", size)), "mem:s").unwrap();
+            }
+            let drive = (!spare).then_some(new.as_path());
+            let r = Volume::replace_hot(&arr, 1, drive, &|at, _| if at == 20 { old.break_now() }, RebuildOptions::default()).unwrap();
+            assert!(r.rebuild_needed, "spare {spare}");
+            assert!(matches!(arr.health().states[1], MemberState::Rebuilding { done: 0 }), "spare {spare}");
+            let now = arr.superblock().member_paths[1].clone();
+            assert_eq!(now, if spare { "mem:s".to_string() } else { new.display().to_string() });
+            assert!(arr.spare_paths().is_empty(), "spare {spare}: the spare took the slot");
+            Volume::rebuild(&arr, &|_, _| {}, RebuildOptions::default()).unwrap();
+            arr.fail_member(0).unwrap();
+            let mut got = vec![0u8; data.len()];
+            Volume::read(&arr, 0, &mut got).unwrap();
+            assert!(got == data, "spare {spare}: wrong bytes");
+        }
+    }
+
     /// `mosaic info`'s lost line: absent when nothing is lost; else the
     /// total and the ranges, the first eight listed and the count after.
     #[test]
