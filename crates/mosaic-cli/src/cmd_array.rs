@@ -1297,6 +1297,16 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
     ) + if rep.paused { "the rebuild resumes where it paused when the array is served again, or with mosaic rebuild; meanwhile the array runs degraded\n" } else { "" }
 }
 
+/// The checks of a replacement drive for member `idx`, wherever a replace
+/// is run (offline or by a server): [`check_drive`] and
+/// [`check_placement`].  None (a hot replace onto a spare): the spare
+/// was checked when it was added.
+pub(crate) fn check_new_drive(vol: &dyn Volume, idx: usize, drive: Option<&Path>, host: Option<&str>, force: bool) -> Result<()> {
+    let Some(d) = drive else { return Ok(()) };
+    check_drive(vol, d, force)?;
+    check_placement(vol, idx, d, host, force)
+}
+
 /// Refuse a replacement drive that carries another array's member or
 /// journal (without `--force`) or this array's journal.  A device with this
 /// array's identity in a slot that is in service on another device is a
@@ -1353,10 +1363,7 @@ pub fn replace(a: ReplaceArgs) -> Result<i32> {
         return crate::control::print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
-    if let Some(d) = &a.drive {
-        check_drive(vol.as_ref(), d, a.force)?;
-        check_placement(vol.as_ref(), a.member, d, a.host.as_deref(), a.force)?;
-    }
+    check_new_drive(vol.as_ref(), a.member, a.drive.as_deref(), a.host.as_deref(), a.force)?;
     let code = match (&a.drive, a.hot) {
         (drive, true) => hot_with_progress(vol.as_ref(), a.member, drive.as_deref(), a.json)?,
         (Some(d), false) => {

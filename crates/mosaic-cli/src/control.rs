@@ -673,8 +673,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
 
 fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
-    crate::cmd_array::check_drive(vol, drive, force)?;
-    crate::cmd_array::check_placement(vol, member, drive, host, force)?;
+    crate::cmd_array::check_new_drive(vol, member, Some(drive), host, force)?;
     vol.replace(member, drive)?;
     if let Some(h) = host {
         vol.set_member_host(member, h)?;
@@ -687,10 +686,7 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
 /// failed on the way.
 fn replace_hot(sh: &Shared, member: usize, drive: Option<&Path>, force: bool, host: Option<&str>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
-    if let Some(d) = drive {
-        crate::cmd_array::check_drive(vol, d, force)?;
-        crate::cmd_array::check_placement(vol, member, d, host, force)?;
-    }
+    crate::cmd_array::check_new_drive(vol, member, drive, host, force)?;
     let onto = drive.map_or("the first hot spare".to_string(), |d| d.display().to_string());
     maintain(sh, "hot replace", |tick| {
         sh.events.emit(Event { kind: events::REPLACE_START, member: Some(member), detail: format!("hot replace of member {member} onto {onto} started") });

@@ -105,10 +105,9 @@ fn warnings(arr: &Array) -> Vec<String> {
     w
 }
 
-/// Replace failed member `idx` with `drive`, creating a file of the
-/// member's size when it does not exist (and removing it again when the
-/// replace is refused).
-fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
+/// Member `idx` of `arr` may be replaced (it exists, and the array takes
+/// writes): the array's geometry.
+fn replaceable(arr: &Array, idx: usize) -> Result<mosaic_core::Geometry> {
     let geo = arr.geometry();
     if idx >= geo.members {
         return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", geo.members - 1)));
@@ -116,6 +115,26 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
     if !arr.is_writable() {
         return Err(VolumeError::Usage("replace needs the array open for writing".into()));
     }
+    Ok(geo)
+}
+
+/// A missing file at `drive` created at member `idx`'s size (a remote
+/// export, an NBD URI, is not): whether it was, so a refused replace
+/// removes it again.
+fn create_missing(geo: &mosaic_core::Geometry, idx: usize, drive: &Path) -> Result<bool> {
+    let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
+    if created {
+        let size = DATA_OFFSET + geo.member_bytes(idx);
+        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating a new member {idx}"), err: e })?;
+    }
+    Ok(created)
+}
+
+/// Replace failed member `idx` with `drive`, creating a file of the
+/// member's size when it does not exist (and removing it again when the
+/// replace is refused).
+fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
+    let geo = replaceable(arr, idx)?;
     let state = arr.health().states[idx];
     if !matches!(state, MemberState::Failed) {
         return Err(VolumeError::Usage(format!(
@@ -123,12 +142,7 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
             if matches!(state, MemberState::Active) { "active" } else { "already being rebuilt" }
         )));
     }
-    // A missing file is created; a remote export (an NBD URI) is not.
-    let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
-    if created {
-        let size = DATA_OFFSET + geo.member_bytes(idx);
-        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating a new member {idx}"), err: e })?;
-    }
+    let created = create_missing(&geo, idx, drive)?;
     let r = arr.replace(idx, drive);
     if r.is_err() && created {
         let _ = std::fs::remove_file(drive);
@@ -140,13 +154,7 @@ fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
 /// replace by the drive, for when the old drive fails during the copy;
 /// `spare`: its [`Volume::take_spare`], for the same onto a spare).
 fn replace_hot(arr: &Array, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions, plain: impl FnOnce(&Path) -> Result<()>, spare: impl FnOnce() -> Result<Option<usize>>) -> Result<HotReport> {
-    let geo = arr.geometry();
-    if idx >= geo.members {
-        return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", geo.members - 1)));
-    }
-    if !arr.is_writable() {
-        return Err(VolumeError::Usage("replace needs the array open for writing".into()));
-    }
+    let geo = replaceable(arr, idx)?;
     let Some(drive) = drive else {
         let r = arr.replace_hot_from_spare(idx, progress, opts)?;
         if r.rebuild_needed && spare()? != Some(idx) {
@@ -154,11 +162,7 @@ fn replace_hot(arr: &Array, idx: usize, drive: Option<&Path>, progress: &dyn Fn(
         }
         return Ok(r);
     };
-    let created = !drive.exists() && !drive.to_str().is_some_and(mosaic_dev::nbd::is_uri);
-    if created {
-        let size = DATA_OFFSET + geo.member_bytes(idx);
-        mosaic_dev::FileMember::create(drive, size).map_err(|e| VolumeError::Io { what: format!("creating a new member {idx}"), err: e })?;
-    }
+    let created = create_missing(&geo, idx, drive)?;
     let r = arr.replace_hot(idx, drive, progress, opts);
     if created && r.as_ref().map_or(true, |r| r.stopped) {
         let _ = std::fs::remove_file(drive);
