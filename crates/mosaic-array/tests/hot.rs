@@ -399,3 +399,24 @@ fn the_new_drive_failing_as_it_takes_the_slot_is_reported() {
     assert_eq!(arr.health().states[2], MemberState::Failed);
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
+
+/// The other refusals say why: a member being rebuilt, or another member
+/// being rebuilt (finish the rebuild first); and raid0's old drive failing
+/// mid-copy, which nothing can rebuild from.
+#[test]
+fn a_rebuild_pending_or_raid0_s_old_drive_failing_is_said() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    arr.fail_member(1).unwrap();
+    arr.replace_with(1, mem("r", 64), "mem:r").unwrap();
+    let e = arr.replace_hot_with(1, mem("y", 64), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("member 1 is being rebuilt: finish the rebuild first (mosaic rebuild)"), "{e}");
+    let e = arr.replace_hot_with(2, mem("y", 64), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("member(s) [1] are being rebuilt: finish the rebuild first"), "{e}");
+
+    let (old, broken) = flaky(mem("m1", 64), true);
+    let ms: Vec<Arc<dyn Member>> = vec![mem("m0", 64), old];
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid0, 2), true).unwrap();
+    let e = arr.replace_hot_with(1, mem("y", 64), "mem:y", &|at, _| if at == 10 { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("member 1 failed during its hot replace, and raid0 has no redundancy"), "{e}");
+}
