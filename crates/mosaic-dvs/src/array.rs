@@ -99,6 +99,10 @@ use held::{Held, Lent};
 use mosaic_core::cache::KeyMap;
 pub use spare::SpareInfo;
 
+/// A write for [`DvsArray::write_summed`]: logical offset, bytes, and
+/// the bytes' checksum when the writer took it.
+pub type Summed<'a> = (u64, &'a [u8], Option<u32>);
+
 /// A decoded journal record: (seq, offset, data, bytes it takes).
 type JournalRec = (u64, u64, Vec<u8>, usize);
 
@@ -1094,7 +1098,7 @@ impl DvsArray {
         for (i, piece) in data.chunks(max).enumerate() {
             let off = offset + (i * max) as u64;
             // A group of one record (see `write_many`).
-            let r = self.journal_group(&[(off, piece)]);
+            let r = self.journal_group(&[(off, piece, None)]);
             let (_, seq) = self.poison(r)?;
             self.cache_write(off, piece, Some(seq))?;
         }
@@ -1111,13 +1115,23 @@ impl DvsArray {
     /// twin) sees the same device operations.  Write-through arrays
     /// have no journal to share: each request is destaged in turn.
     pub fn write_many(&mut self, writes: &[(u64, &[u8])]) -> Result<(), DvsError> {
+        let summed: Vec<Summed<'_>> = writes.iter().map(|&(offset, data)| (offset, data, None)).collect();
+        self.write_summed(&summed)
+    }
+
+    /// [`DvsArray::write_many`] of writes whose writers took their bytes'
+    /// checksums beforehand ([`mosaic_format::frame::checksum`]), each
+    /// on its own core: a journal record joins it to its header's
+    /// ([`mosaic_format::frame::Unsealed::summed`]) instead of reading the
+    /// bytes on the group's path.  The records are the same bytes.
+    pub fn write_summed(&mut self, writes: &[Summed<'_>]) -> Result<(), DvsError> {
         self.check_ok()?;
-        for &(offset, data) in writes {
+        for &(offset, data, _) in writes {
             self.geo.check(offset, data.len() as u64)?;
         }
         let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         let mut rest = writes;
-        while let Some(&(offset, data)) = rest.first() {
+        while let Some(&(offset, data, _)) = rest.first() {
             if self.geo.cfg.cache_chunks == 0 || data.is_empty() || data.len() > max {
                 self.write(offset, data)?;
                 rest = &rest[1..];
@@ -1126,7 +1140,7 @@ impl DvsArray {
             let n = rest.iter().take_while(|w| !w.1.is_empty() && w.1.len() <= max).count();
             let r = self.journal_group(&rest[..n]);
             let (n, first) = self.poison(r)?;
-            for (i, &(offset, data)) in rest[..n].iter().enumerate() {
+            for (i, &(offset, data, _)) in rest[..n].iter().enumerate() {
                 self.cache_write(offset, data, Some(first + i as u64))?;
             }
             rest = &rest[n..];
@@ -1138,14 +1152,14 @@ impl DvsArray {
     /// (at least one; room is made first when not even that one fits,
     /// [`DvsArray::journal_room`]), written as one metadata write: how
     /// many, and the first one's sequence number.
-    fn journal_group(&mut self, group: &[(u64, &[u8])]) -> Result<(usize, u64), DvsError> {
+    fn journal_group(&mut self, group: &[Summed<'_>]) -> Result<(usize, u64), DvsError> {
         let first = journal_record_len(group[0].1.len() as u64);
         self.journal_room(first)?;
         let seq0 = self.meta.jseq;
         let mut bytes = std::mem::take(&mut self.jbuf);
         bytes.clear();
         let (mut at, mut lane, mut n, mut end) = (None, 0, 0, 0);
-        for &(offset, data) in group {
+        for &(offset, data, sum) in group {
             let len = journal_record_len(data.len() as u64);
             // A group is one write: it stops where a lane or a segment does.
             let place = self.meta.journal_place(len);
@@ -1159,7 +1173,7 @@ impl DvsArray {
             at.get_or_insert(off);
             lane = l;
             end = self.meta.jpos - self.ml.journal_start;
-            meta::encode_journal_into(&mut bytes, jseq, offset, data);
+            meta::encode_journal_into(&mut bytes, jseq, offset, data, sum);
             n += 1;
         }
         let r = self.write_journal(at.unwrap_or(self.ml.journal_start), &bytes, lane);

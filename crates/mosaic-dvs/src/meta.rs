@@ -510,9 +510,13 @@ pub fn encode_journal(jseq: u64, offset: u64, data: &[u8]) -> Vec<u8> {
     journal::encode_record(jseq, &[Entry::Logical { offset, data }])
 }
 
-/// [`encode_journal`] appended to `out` (a buffer kept for reuse).
-pub fn encode_journal_into(out: &mut Vec<u8>, jseq: u64, offset: u64, data: &[u8]) {
+/// [`encode_journal`] appended to `out` (a buffer kept for reuse); `sum`
+/// is `data`'s checksum when its writer took it ([`frame::checksum`]).
+pub fn encode_journal_into(out: &mut Vec<u8>, jseq: u64, offset: u64, data: &[u8], sum: Option<u32>) {
     let mut u = journal::encode_record_unsealed(&[Entry::Logical { offset, data }]);
+    if let Some(sum) = sum {
+        u.summed(data, sum);
+    }
     u.seal(jseq);
     out.reserve(u.len());
     for p in u.pieces() {
@@ -1095,7 +1099,7 @@ mod tests {
         assert_eq!(len, encode_journal(0, 0, &[0u8; 1000]).len() as u64);
         // Encoded into a kept buffer: appended, the same bytes.
         let mut kept = vec![7u8; 3];
-        encode_journal_into(&mut kept, 5, 4096, &[1u8; 1000]);
+        encode_journal_into(&mut kept, 5, 4096, &[1u8; 1000], None);
         assert_eq!(kept[..3], [7, 7, 7]);
         assert_eq!(kept[3..], encode_journal(5, 4096, &[1u8; 1000])[..]);
         assert_eq!(decode_journal(&kept[3..]).map(|(q, o, d, n)| (q, o, d.len(), n as u64)), Some((5, 4096, 1000, len)));

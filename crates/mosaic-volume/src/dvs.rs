@@ -237,7 +237,7 @@ impl Volume for DvsVolume {
         // A bad request fails alone, never the group it would join.
         self.geo.check(off, data.len() as u64)?;
         self.touch();
-        let r = self.commits.write(off, data, &|group| self.lock().write_many(group));
+        let r = self.commits.write(off, data, &|group| self.lock().write_summed(group));
         self.touch();
         Ok(r?)
     }

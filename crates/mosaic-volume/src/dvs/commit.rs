@@ -4,11 +4,14 @@
 //! and flushed on the journal's k + 1 members.  Writers that arrive while
 //! another holds the array queue here; the first becomes the leader,
 //! takes every write waiting, and hands them to
-//! [`mosaic_dvs::DvsArray::write_many`] as one group: one journal write
+//! [`mosaic_dvs::DvsArray::write_summed`] as one group: one journal write
 //! and one flush per journal member for all of them (the pattern of
 //! `mosaic_map::map::BlockMap::commit`).  A writer returns once the group
 //! holding its write is durable, or with that group's error.  Alone (queue
 //! depth 1) a group holds one write, which is exactly `DvsArray::write`.
+//! Each writer takes its bytes' checksum before it queues, on its own
+//! core, and the leader joins it to the record's header instead of
+//! reading the bytes on the group's path (the same records).
 //!
 //! ```text
 //!   write ──> queue (bytes appended to a reused buffer) ──> leading? ── no: lead
@@ -30,7 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use mosaic_dvs::DvsError;
+use mosaic_dvs::{DvsError, Summed};
+use mosaic_format::frame::checksum;
 
 /// The machine's cores, read once.
 static CORES: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -101,11 +105,12 @@ impl Waiter {
     }
 }
 
-/// A write waiting: its offset, its bytes' range in the group's buffer,
-/// its writer.
+/// A write waiting: its offset, its bytes' range in the group's buffer
+/// and their checksum, its writer.
 struct Pending {
     offset: u64,
     at: Range<usize>,
+    sum: u32,
     waiter: Arc<Waiter>,
 }
 
@@ -128,7 +133,7 @@ pub(crate) struct Commits {
 }
 
 /// What a leader writes a group through.
-type Run<'r> = &'r dyn Fn(&[(u64, &[u8])]) -> Result<(), DvsError>;
+type Run<'r> = &'r dyn Fn(&[Summed<'_>]) -> Result<(), DvsError>;
 
 impl Commits {
     pub(crate) fn new() -> Commits {
@@ -151,11 +156,12 @@ impl Commits {
     /// [`Commits::write`], one of `writers` writers.
     fn write_counted(&self, offset: u64, data: &[u8], run: Run<'_>, writers: usize) -> Result<(), DvsError> {
         let me = Waiter::new();
+        let sum = checksum(data);
         let mut q = self.lock();
         let start = q.bytes.len();
         q.bytes.extend_from_slice(data);
         let at = start..q.bytes.len();
-        q.waiting.push(Pending { offset, at, waiter: me.clone() });
+        q.waiting.push(Pending { offset, at, sum, waiter: me.clone() });
         let lead = !q.leading;
         q.leading = true;
         // Poll only as one of two writers (the other leads), on a machine
@@ -175,7 +181,7 @@ impl Commits {
     /// on, and tell each writer of the group its result.
     fn lead(&self, run: Run<'_>) {
         let (group, bytes) = self.take();
-        let writes: Vec<(u64, &[u8])> = group.iter().map(|w| (w.offset, &bytes[w.at.clone()])).collect();
+        let writes: Vec<Summed<'_>> = group.iter().map(|w| (w.offset, &bytes[w.at.clone()], Some(w.sum))).collect();
         let r = catch_unwind(AssertUnwindSafe(|| run(&writes)));
         let r = r.unwrap_or_else(|_| Err(DvsError::Other("the group's leader panicked".into())));
         drop(writes);
@@ -228,7 +234,7 @@ mod tests {
         let c = Commits::new();
         let arrived = AtomicUsize::new(0);
         let groups: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
-        let run = |g: &[(u64, &[u8])]| -> Result<(), DvsError> {
+        let run = |g: &[Summed<'_>]| -> Result<(), DvsError> {
             let first = groups.lock().unwrap().is_empty();
             groups.lock().unwrap().push(g.iter().map(|w| w.0).collect());
             if first {
@@ -289,7 +295,7 @@ mod tests {
     }
 
     impl Gate {
-        fn run(&self, g: &[(u64, &[u8])]) -> Result<(), DvsError> {
+        fn run(&self, g: &[Summed<'_>]) -> Result<(), DvsError> {
             let n = {
                 let mut groups = self.groups.lock().unwrap();
                 groups.push(g.iter().map(|w| (w.0, w.1.to_vec())).collect());
@@ -396,7 +402,7 @@ mod tests {
         assert!(results[0].is_ok() && results[1].is_err(), "{results:?}");
         // Groups shorter than the poll, many times over.
         let written = AtomicUsize::new(0);
-        let run = |g: &[(u64, &[u8])]| -> Result<(), DvsError> {
+        let run = |g: &[Summed<'_>]| -> Result<(), DvsError> {
             written.fetch_add(g.len(), Ordering::SeqCst);
             Ok(())
         };
@@ -420,7 +426,7 @@ mod tests {
         let e = c.write(0, &[1], &|_| panic!("a bug below")).unwrap_err().to_string();
         assert!(e.contains("panicked"), "{e}");
         c.write(0, &[1], &|g| {
-            assert_eq!(g, &[(0u64, &[1u8][..])]);
+            assert_eq!(g, &[(0u64, &[1u8][..], Some(checksum(&[1])))]);
             Ok(())
         })
         .unwrap();
