@@ -95,13 +95,32 @@ mod destager;
 mod held;
 mod spare;
 use destager::Destager;
+pub use held::BlockPool;
 use held::{Held, Lent};
 use mosaic_core::cache::KeyMap;
 pub use spare::SpareInfo;
 
-/// A write for [`DvsArray::write_summed`]: logical offset, bytes, and
-/// the bytes' checksum when the writer took it.
-pub type Summed<'a> = (u64, &'a [u8], Option<u32>);
+/// A write for [`DvsArray::write_prepared`], with what its writer did
+/// for it beforehand, on its own core.
+#[derive(Debug, Clone)]
+pub struct Prepared<'a> {
+    /// Logical byte offset.
+    pub offset: u64,
+    /// The bytes.
+    pub data: &'a [u8],
+    /// The bytes' checksum ([`mosaic_format::frame::checksum`]), when taken.
+    pub sum: Option<u32>,
+    /// The same bytes already in a cache block buffer, when `data` is one
+    /// whole block ([`BlockPool::block_for`]): the cache holds it, no copy.
+    pub block: Option<Arc<[u8]>>,
+}
+
+impl<'a> Prepared<'a> {
+    /// A write with nothing done beforehand.
+    pub fn bare(offset: u64, data: &'a [u8]) -> Prepared<'a> {
+        Prepared { offset, data, sum: None, block: None }
+    }
+}
 
 /// A decoded journal record: (seq, offset, data, bytes it takes).
 type JournalRec = (u64, u64, Vec<u8>, usize);
@@ -921,7 +940,7 @@ impl DvsArray {
         let first = self.meta.jseq;
         for (i, (off, data)) in recs.into_iter().enumerate() {
             self.meta.jseq += 1;
-            let r = self.cache_write(off, &data, Some(first + i as u64));
+            let r = self.cache_write(off, &data, Some(first + i as u64), None);
             self.poison(r)?;
         }
         let torn = areas.iter().flatten().filter_map(|a| highest_seq(a)).max().filter(|&last| last >= self.meta.jseq);
@@ -1024,6 +1043,13 @@ impl DvsArray {
         self.meta.segs.len()
     }
 
+    /// The block buffers of the write cache, for writers to fill before
+    /// they queue ([`Prepared::block`]); none for a write-through array.
+    pub fn block_pool(&self) -> BlockPool {
+        let cached = self.geo.cfg.cache_chunks > 0;
+        BlockPool::new(self.lent.clone(), if cached { self.geo.block as usize } else { 0 })
+    }
+
     pub fn geo(&self) -> &Geo {
         &self.geo
     }
@@ -1091,16 +1117,16 @@ impl DvsArray {
         self.check_ok()?;
         self.geo.check(offset, data.len() as u64)?;
         if self.geo.cfg.cache_chunks == 0 {
-            return self.cache_write(offset, data, None);
+            return self.cache_write(offset, data, None, None);
         }
         // Journal pieces small enough to fit the journal many times over.
         let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         for (i, piece) in data.chunks(max).enumerate() {
             let off = offset + (i * max) as u64;
             // A group of one record (see `write_many`).
-            let r = self.journal_group(&[(off, piece, None)]);
+            let r = self.journal_group(&[Prepared::bare(off, piece)]);
             let (_, seq) = self.poison(r)?;
-            self.cache_write(off, piece, Some(seq))?;
+            self.cache_write(off, piece, Some(seq), None)?;
         }
         Ok(())
     }
@@ -1115,33 +1141,35 @@ impl DvsArray {
     /// twin) sees the same device operations.  Write-through arrays
     /// have no journal to share: each request is destaged in turn.
     pub fn write_many(&mut self, writes: &[(u64, &[u8])]) -> Result<(), DvsError> {
-        let summed: Vec<Summed<'_>> = writes.iter().map(|&(offset, data)| (offset, data, None)).collect();
-        self.write_summed(&summed)
+        let bare: Vec<Prepared<'_>> = writes.iter().map(|&(offset, data)| Prepared::bare(offset, data)).collect();
+        self.write_prepared(&bare)
     }
 
-    /// [`DvsArray::write_many`] of writes whose writers took their bytes'
-    /// checksums beforehand ([`mosaic_format::frame::checksum`]), each
-    /// on its own core: a journal record joins it to its header's
+    /// [`DvsArray::write_many`] of writes their writers prepared
+    /// beforehand, each on its own core ([`Prepared`]): a journal record
+    /// joins a write's checksum to its header's
     /// ([`mosaic_format::frame::Unsealed::summed`]) instead of reading the
-    /// bytes on the group's path.  The records are the same bytes.
-    pub fn write_summed(&mut self, writes: &[Summed<'_>]) -> Result<(), DvsError> {
+    /// bytes on the group's path, and the cache holds a block buffer
+    /// filled by its writer instead of copying into one.  The records,
+    /// the cached bytes and so the device operations are the same.
+    pub fn write_prepared(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
         self.check_ok()?;
-        for &(offset, data, _) in writes {
-            self.geo.check(offset, data.len() as u64)?;
+        for w in writes {
+            self.geo.check(w.offset, w.data.len() as u64)?;
         }
         let max = self.ml.journal_piece(self.geo.block).max(self.geo.block) as usize;
         let mut rest = writes;
-        while let Some(&(offset, data, _)) = rest.first() {
-            if self.geo.cfg.cache_chunks == 0 || data.is_empty() || data.len() > max {
-                self.write(offset, data)?;
+        while let Some(w) = rest.first() {
+            if self.geo.cfg.cache_chunks == 0 || w.data.is_empty() || w.data.len() > max {
+                self.write(w.offset, w.data)?;
                 rest = &rest[1..];
                 continue;
             }
-            let n = rest.iter().take_while(|w| !w.1.is_empty() && w.1.len() <= max).count();
+            let n = rest.iter().take_while(|w| !w.data.is_empty() && w.data.len() <= max).count();
             let r = self.journal_group(&rest[..n]);
             let (n, first) = self.poison(r)?;
-            for (i, &(offset, data, _)) in rest[..n].iter().enumerate() {
-                self.cache_write(offset, data, Some(first + i as u64))?;
+            for (i, w) in rest[..n].iter().enumerate() {
+                self.cache_write(w.offset, w.data, Some(first + i as u64), w.block.clone())?;
             }
             rest = &rest[n..];
         }
@@ -1152,14 +1180,14 @@ impl DvsArray {
     /// (at least one; room is made first when not even that one fits,
     /// [`DvsArray::journal_room`]), written as one metadata write: how
     /// many, and the first one's sequence number.
-    fn journal_group(&mut self, group: &[Summed<'_>]) -> Result<(usize, u64), DvsError> {
-        let first = journal_record_len(group[0].1.len() as u64);
+    fn journal_group(&mut self, group: &[Prepared<'_>]) -> Result<(usize, u64), DvsError> {
+        let first = journal_record_len(group[0].data.len() as u64);
         self.journal_room(first)?;
         let seq0 = self.meta.jseq;
         let mut bytes = std::mem::take(&mut self.jbuf);
         bytes.clear();
         let (mut at, mut lane, mut n, mut end) = (None, 0, 0, 0);
-        for &(offset, data, sum) in group {
+        for &Prepared { offset, data, sum, .. } in group {
             let len = journal_record_len(data.len() as u64);
             // A group is one write: it stops where a lane or a segment does.
             let place = self.meta.journal_place(len);
@@ -1271,11 +1299,21 @@ impl DvsArray {
     /// Into the write cache; run the destage and GC jobs that causes.
     /// `seq`: the journal record carrying it (a ring notes its SSGs live
     /// once the write is in the cache).
-    fn cache_write(&mut self, offset: u64, data: &[u8], seq: Option<u64>) -> Result<(), DvsError> {
+    fn cache_write(&mut self, offset: u64, data: &[u8], seq: Option<u64>, mut block: Option<Arc<[u8]>>) -> Result<(), DvsError> {
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         for (key, a, b, off) in self.geo.pieces(offset, data.len() as u64) {
             let piece = &data[off as usize..(off + b - a) as usize];
-            if let Some(h) = Held::put(self.bytes.get_mut(&key), c, blk, a as usize, piece, &mut self.lent) {
+            let slot = self.bytes.get_mut(&key);
+            // A writer's block buffer is held as it is when the piece is
+            // one whole aligned block ([`BlockPool::block_for`]).
+            let held = match block.take().filter(|o| o.len() == blk && piece.len() == blk && a as usize % blk == 0) {
+                Some(owned) => {
+                    debug_assert!(owned[..] == *piece, "a prepared block holds its write's bytes");
+                    Held::put_block(slot, c, blk, a as usize, owned, &self.lent)
+                }
+                None => Held::put(slot, c, blk, a as usize, piece, &self.lent),
+            };
+            if let Some(h) = held {
                 self.bytes.insert(key, h);
             }
         }
@@ -1391,7 +1429,7 @@ impl DvsArray {
         let w = self.meta.log(&Record::of_job(&job))?;
         let meta = Meta { offset: w.offset, payload: Payload::Bytes(w.bytes.into()), members: self.meta_members() };
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
-        let (bytes, lent) = (&mut self.bytes, &mut self.lent);
+        let (bytes, lent) = (&mut self.bytes, &self.lent);
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
         let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| {
             let h = bytes.remove(&(job.lsn, lcn)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")))?;

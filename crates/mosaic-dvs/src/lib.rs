@@ -30,7 +30,7 @@ pub mod program;
 pub mod tables;
 
 pub use addr::{ChunkKey, DvsConfig, Geo};
-pub use array::{DvsArray, Summed, ZonedMember};
+pub use array::{BlockPool, DvsArray, Prepared, ZonedMember};
 pub use baseline::real::RealBaseline;
 pub use baseline::{build_frontend, CachedFrontend, SblockRaid5, SegmentRaid5};
 pub use engine::{Dvs, DvsParams, DvsStats, Job, JobKind};

@@ -78,6 +78,9 @@ pub struct DvsVolume {
     /// The array's geometry: requests are checked before they queue.
     geo: mosaic_dvs::Geo,
     commits: commit::Commits,
+    /// The write cache's block buffers, which a writer of one block fills
+    /// before it queues.
+    blocks: mosaic_dvs::BlockPool,
     /// Ends the scrub in progress before its next SSG.
     scrub_interrupt: std::sync::atomic::AtomicBool,
 }
@@ -117,6 +120,7 @@ impl DvsVolume {
             chunk: arr.geo().chunk,
             geo: arr.geo().clone(),
             commits: commit::Commits::new(),
+            blocks: arr.block_pool(),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
             arr: Mutex::new(arr),
             dir,
@@ -237,7 +241,7 @@ impl Volume for DvsVolume {
         // A bad request fails alone, never the group it would join.
         self.geo.check(off, data.len() as u64)?;
         self.touch();
-        let r = self.commits.write(off, data, &|group| self.lock().write_summed(group));
+        let r = self.commits.write(off, data, &|o, d| self.blocks.block_for(o, d), &|group| self.lock().write_prepared(group));
         self.touch();
         Ok(r?)
     }

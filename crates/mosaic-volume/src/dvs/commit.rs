@@ -9,12 +9,17 @@
 //! `mosaic_map::map::BlockMap::commit`).  A writer returns once the group
 //! holding its write is durable, or with that group's error.  Alone (queue
 //! depth 1) a group holds one write, which is exactly `DvsArray::write`.
-//! Each writer takes its bytes' checksum before it queues, on its own
-//! core, and the leader joins it to the record's header instead of
-//! reading the bytes on the group's path (the same records).
+//! Each writer prepares its write before it queues, on its own core: it
+//! copies a whole block's bytes into a cache block buffer too (which the
+//! cache then holds as it is) and takes the bytes' checksum (which the
+//! leader joins to the record's header): neither the copy into the cache
+//! nor a pass over the bytes for the checksum is on the group's path
+//! ([`mosaic_dvs::DvsArray::write_prepared`]; the same records, the same
+//! cached bytes).
 //!
 //! ```text
-//!   write ──> queue (bytes appended to a reused buffer) ──> leading? ── no: lead
+//!   write ──> bytes appended to a reused buffer (and put in a block buffer),
+//!             checksum ──> queue ──> leading? ── no: lead
 //!                                                           └─ yes: poll a moment, yielding
 //!                                                                  (one of two writers), then
 //!                                                                  park until told
@@ -33,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use mosaic_dvs::{DvsError, Summed};
+use mosaic_dvs::{DvsError, Prepared};
 use mosaic_format::frame::checksum;
 
 /// The machine's cores, read once.
@@ -105,13 +110,22 @@ impl Waiter {
     }
 }
 
-/// A write waiting: its offset, its bytes' range in the group's buffer
-/// and their checksum, its writer.
+/// A write waiting: its offset, its bytes' range in the group's buffer,
+/// their checksum, the cache block buffer its writer filled with them
+/// (when it is one block), its writer.
 struct Pending {
     offset: u64,
     at: Range<usize>,
     sum: u32,
+    block: Option<Arc<[u8]>>,
     waiter: Arc<Waiter>,
+}
+
+impl Pending {
+    /// The write as the leader hands it on; `bytes` is the group's buffer.
+    fn prepared<'b>(&'b self, bytes: &'b [u8]) -> Prepared<'b> {
+        Prepared { offset: self.offset, data: &bytes[self.at.clone()], sum: Some(self.sum), block: self.block.clone() }
+    }
 }
 
 /// Writes waiting for a leader, in arrival order, and their bytes; the
@@ -133,7 +147,10 @@ pub(crate) struct Commits {
 }
 
 /// What a leader writes a group through.
-type Run<'r> = &'r dyn Fn(&[Summed<'_>]) -> Result<(), DvsError>;
+type Run<'r> = &'r dyn Fn(&[Prepared<'_>]) -> Result<(), DvsError>;
+
+/// What puts a write's bytes in a cache block buffer, when it can.
+type Block<'r> = &'r dyn Fn(u64, &[u8]) -> Option<Arc<[u8]>>;
 
 impl Commits {
     pub(crate) fn new() -> Commits {
@@ -145,23 +162,25 @@ impl Commits {
     }
 
     /// Make `data` at `offset` durable through `run` (called by whichever
-    /// writer leads, with every write waiting then, in arrival order).
-    pub(crate) fn write(&self, offset: u64, data: &[u8], run: Run<'_>) -> Result<(), DvsError> {
+    /// writer leads, with every write waiting then, in arrival order);
+    /// `block` puts the bytes in a cache block buffer first, when it can.
+    pub(crate) fn write(&self, offset: u64, data: &[u8], block: Block<'_>, run: Run<'_>) -> Result<(), DvsError> {
         let writers = self.writers.fetch_add(1, Ordering::Relaxed) + 1;
-        let r = self.write_counted(offset, data, run, writers);
+        let r = self.write_counted(offset, data, block, run, writers);
         self.writers.fetch_sub(1, Ordering::Relaxed);
         r
     }
 
     /// [`Commits::write`], one of `writers` writers.
-    fn write_counted(&self, offset: u64, data: &[u8], run: Run<'_>, writers: usize) -> Result<(), DvsError> {
+    fn write_counted(&self, offset: u64, data: &[u8], block: Block<'_>, run: Run<'_>, writers: usize) -> Result<(), DvsError> {
         let me = Waiter::new();
+        let block = block(offset, data);
         let sum = checksum(data);
         let mut q = self.lock();
         let start = q.bytes.len();
         q.bytes.extend_from_slice(data);
         let at = start..q.bytes.len();
-        q.waiting.push(Pending { offset, at, sum, waiter: me.clone() });
+        q.waiting.push(Pending { offset, at, sum, block, waiter: me.clone() });
         let lead = !q.leading;
         q.leading = true;
         // Poll only as one of two writers (the other leads), on a machine
@@ -181,7 +200,7 @@ impl Commits {
     /// on, and tell each writer of the group its result.
     fn lead(&self, run: Run<'_>) {
         let (group, bytes) = self.take();
-        let writes: Vec<Summed<'_>> = group.iter().map(|w| (w.offset, &bytes[w.at.clone()], Some(w.sum))).collect();
+        let writes: Vec<Prepared<'_>> = group.iter().map(|w| w.prepared(&bytes)).collect();
         let r = catch_unwind(AssertUnwindSafe(|| run(&writes)));
         let r = r.unwrap_or_else(|_| Err(DvsError::Other("the group's leader panicked".into())));
         drop(writes);
@@ -226,6 +245,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
+    /// No write put in a block buffer.
+    const NONE: Block<'static> = &|_, _| None;
+
     /// Eight writers arrive while the first group is being written: they
     /// all go out together in the second; a group's error reaches every
     /// writer in it.
@@ -234,9 +256,9 @@ mod tests {
         let c = Commits::new();
         let arrived = AtomicUsize::new(0);
         let groups: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
-        let run = |g: &[Summed<'_>]| -> Result<(), DvsError> {
+        let run = |g: &[Prepared<'_>]| -> Result<(), DvsError> {
             let first = groups.lock().unwrap().is_empty();
-            groups.lock().unwrap().push(g.iter().map(|w| w.0).collect());
+            groups.lock().unwrap().push(g.iter().map(|w| w.offset).collect());
             if first {
                 // Hold the first group until every writer has queued.
                 while arrived.load(Ordering::SeqCst) < 8 {
@@ -245,7 +267,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(200));
                 return Ok(());
             }
-            if g.iter().any(|w| w.1[0] == 9) {
+            if g.iter().any(|w| w.data[0] == 9) {
                 return Err(DvsError::Other("power cut".into()));
             }
             Ok(())
@@ -253,7 +275,7 @@ mod tests {
         let results: Vec<Result<(), DvsError>> = std::thread::scope(|s| {
             let first = s.spawn(|| {
                 arrived.fetch_add(1, Ordering::SeqCst);
-                c.write(0, &[1], &run)
+                c.write(0, &[1], NONE, &run)
             });
             while groups.lock().unwrap().is_empty() {
                 std::thread::yield_now();
@@ -263,7 +285,7 @@ mod tests {
                     let (c, run, arrived) = (&c, &run, &arrived);
                     s.spawn(move || {
                         arrived.fetch_add(1, Ordering::SeqCst);
-                        c.write(i * 512, &[if i == 5 { 9 } else { 1 }], run)
+                        c.write(i * 512, &[if i == 5 { 9 } else { 1 }], NONE, run)
                     })
                 })
                 .collect();
@@ -280,7 +302,7 @@ mod tests {
             assert!(r.as_ref().unwrap_err().to_string().contains("power cut"));
         }
         // Alone, a writer is its own group.
-        c.write(4096, &[1], &|g| {
+        c.write(4096, &[1], NONE, &|g| {
             assert_eq!(g.len(), 1);
             Ok(())
         })
@@ -295,10 +317,10 @@ mod tests {
     }
 
     impl Gate {
-        fn run(&self, g: &[Summed<'_>]) -> Result<(), DvsError> {
+        fn run(&self, g: &[Prepared<'_>]) -> Result<(), DvsError> {
             let n = {
                 let mut groups = self.groups.lock().unwrap();
-                groups.push(g.iter().map(|w| (w.0, w.1.to_vec())).collect());
+                groups.push(g.iter().map(|w| (w.offset, w.data.to_vec())).collect());
                 groups.len()
             };
             let mut open = self.open.lock().unwrap();
@@ -341,7 +363,7 @@ mod tests {
             let spawn = |i: u64| {
                 let (c, gate, returned) = (&c, &gate, &returned);
                 s.spawn(move || {
-                    let r = c.write(i * 4096, &data(i), &|g| gate.run(g));
+                    let r = c.write(i * 4096, &data(i), NONE, &|g| gate.run(g));
                     returned[i as usize].store(1, Ordering::SeqCst);
                     r
                 })
@@ -390,9 +412,9 @@ mod tests {
         let c = Commits::new();
         let gate = Gate { open: Mutex::new(0), wake: std::sync::Condvar::new(), groups: Mutex::new(Vec::new()) };
         let results: Vec<Result<(), DvsError>> = std::thread::scope(|s| {
-            let a = s.spawn(|| c.write(0, &[1], &|g| gate.run(g)));
+            let a = s.spawn(|| c.write(0, &[1], NONE, &|g| gate.run(g)));
             gate.started(1);
-            let b = s.spawn(|| c.write(512, &[2], &|g| gate.run(g)));
+            let b = s.spawn(|| c.write(512, &[2], NONE, &|g| gate.run(g)));
             queued(&c, 1);
             std::thread::sleep(SPIN * 100);
             gate.open(3);
@@ -402,14 +424,14 @@ mod tests {
         assert!(results[0].is_ok() && results[1].is_err(), "{results:?}");
         // Groups shorter than the poll, many times over.
         let written = AtomicUsize::new(0);
-        let run = |g: &[Summed<'_>]| -> Result<(), DvsError> {
+        let run = |g: &[Prepared<'_>]| -> Result<(), DvsError> {
             written.fetch_add(g.len(), Ordering::SeqCst);
             Ok(())
         };
         std::thread::scope(|s| {
             for t in 0..2u64 {
                 let (c, run) = (&c, &run);
-                s.spawn(move || (0..2000u64).for_each(|i| c.write(t * 1_000_000 + i * 512, &[1], run).unwrap()));
+                s.spawn(move || (0..2000u64).for_each(|i| c.write(t * 1_000_000 + i * 512, &[1], NONE, run).unwrap()));
             }
         });
         assert_eq!(written.load(Ordering::SeqCst), 4000);
@@ -418,15 +440,33 @@ mod tests {
         assert!(!q.leading && q.waiting.is_empty());
     }
 
+    /// A write its writer put in a block buffer reaches the leader with
+    /// that buffer and its bytes; one it did not, with its bytes alone;
+    /// both with their checksums.
+    #[test]
+    fn a_writers_block_buffer_reaches_the_leader_with_its_bytes() {
+        let c = Commits::new();
+        let filled: Block<'_> = &|o, d| (o == 4096).then(|| Arc::from(d));
+        for (offset, fill) in [(4096u64, true), (8192, false)] {
+            c.write(offset, &[offset as u8 + 3; 16], filled, &|g| {
+                let w = &g[0];
+                assert_eq!((g.len(), w.offset, w.data, w.sum), (1, offset, &[offset as u8 + 3; 16][..], Some(checksum(&[offset as u8 + 3; 16]))));
+                assert_eq!(w.block.as_deref(), fill.then_some(w.data));
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+
     /// A leader that panics fails its group instead of leaving its
     /// followers parked, and the queue is led again after it.
     #[test]
     fn a_panicking_leader_fails_its_group_and_passes_on() {
         let c = Commits::new();
-        let e = c.write(0, &[1], &|_| panic!("a bug below")).unwrap_err().to_string();
+        let e = c.write(0, &[1], NONE, &|_| panic!("a bug below")).unwrap_err().to_string();
         assert!(e.contains("panicked"), "{e}");
-        c.write(0, &[1], &|g| {
-            assert_eq!(g, &[(0u64, &[1u8][..], Some(checksum(&[1])))]);
+        c.write(0, &[1], NONE, &|g| {
+            assert_eq!((g.len(), g[0].offset, g[0].data, g[0].sum, g[0].block.is_none()), (1, 0, &[1u8][..], Some(checksum(&[1])), true));
             Ok(())
         })
         .unwrap();
