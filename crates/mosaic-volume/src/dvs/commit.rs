@@ -4,7 +4,7 @@
 //! and flushed on the journal's k + 1 members.  Writers that arrive while
 //! another holds the array queue here; the first becomes the leader,
 //! takes every write waiting, and hands them to
-//! [`mosaic_dvs::DvsArray::write_summed`] as one group: one journal write
+//! [`mosaic_dvs::DvsArray::write_prepared`] as one group: one journal write
 //! and one flush per journal member for all of them (the pattern of
 //! `mosaic_map::map::BlockMap::commit`).  A writer returns once the group
 //! holding its write is durable, or with that group's error.  Alone (queue
@@ -13,19 +13,18 @@
 //! copies a whole block's bytes into a cache block buffer too (which the
 //! cache then holds as it is) and takes the bytes' checksum (which the
 //! leader joins to the record's header): neither the copy into the cache
-//! nor a pass over the bytes for the checksum is on the group's path
-//! ([`mosaic_dvs::DvsArray::write_prepared`]; the same records, the same
-//! cached bytes).
+//! nor a pass over the bytes for the checksum is on the group's path (the
+//! same records, the same cached bytes).
 //!
 //! ```text
-//!   write ──> bytes appended to a reused buffer (and put in a block buffer),
-//!             checksum ──> queue ──> leading? ── no: lead
+//!   write ──> checksum; a whole block put in a block buffer too
+//!         ──> queue (bytes appended to a reused buffer) ──> leading? ── no: lead
 //!                                                           └─ yes: poll a moment, yielding
 //!                                                                  (one of two writers), then
 //!                                                                  park until told
-//!   lead: take every write waiting, write_many, hand leadership to the first
-//!         write waiting since (unpark it as leader) or, if none waits, give
-//!         it up; then tell each write of the group its result (unpark)
+//!   lead: take every write waiting, write_prepared, hand leadership to the
+//!         first write waiting since (unpark it as leader) or, if none waits,
+//!         give it up; then tell each write of the group its result (unpark)
 //! ```
 //!
 //! Each waiting writer is woken exactly once: as done or as the next
