@@ -420,3 +420,67 @@ fn a_rebuild_pending_or_raid0_s_old_drive_failing_is_said() {
     let e = arr.replace_hot_with(1, mem("y", 64), "mem:y", &|at, _| if at == 10 { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default()).unwrap_err().to_string();
     assert!(e.contains("member 1 failed during its hot replace, and raid0 has no redundancy"), "{e}");
 }
+
+/// Another change of the slot between the hot replace's checks and the
+/// copy's start (here the member is failed and replaced by another drive
+/// while the new drive's label is being cleared): the hot replace does
+/// not start, says why, and leaves the slot as the other change made it.
+#[test]
+fn a_slot_changed_as_the_hot_replace_starts_is_said_and_left_alone() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Arc::new(Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap());
+    let p1 = pattern(arr.capacity(), 14);
+    arr.write(0, &p1).unwrap();
+    let (other, done) = (arr.clone(), AtomicBool::new(false));
+    let y = Hooked::new(mem("y", 64), move |read, off| {
+        if !read && off == 0 && !done.swap(true, Ordering::SeqCst) {
+            other.fail_member(2).unwrap();
+            other.replace_with(2, mem("r", 64), "mem:r").unwrap();
+        }
+        Ok(())
+    });
+    let e = arr.replace_hot_with(2, y, "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("member 2 changed drives meanwhile: ask again"), "{e}");
+    assert_eq!(arr.superblock().member_paths[2], "mem:r");
+    assert!(matches!(arr.health().states[2], MemberState::Rebuilding { .. }), "{:?}", arr.health().states[2]);
+    arr.rebuild(&|_, _| {}, RebuildOptions::default()).unwrap();
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == p1, "wrong bytes");
+}
+
+/// A hot replace onto the first spare that stops, when the spare cannot
+/// take its spare label back: the error names the drive and why, the
+/// drive is no longer listed as a spare (by the array or its labels), and
+/// the member stays in service on its old drive.
+#[test]
+fn a_spare_that_cannot_be_given_back_is_said() {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), 15);
+    arr.write(0, &p1).unwrap();
+    // Its label area fails once the copy has begun (and is stopped).
+    let broken = Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let s = Hooked::new(mem("s", 64), move |read, off| {
+        if !read && off < mosaic_format::label::LABEL_AREA && b.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("medium error"));
+        }
+        Ok(())
+    });
+    arr.add_spare_with(s, "mem:s").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
+    let progress = |at: u64, _: u64| {
+        if at == 1 {
+            broken.store(true, Ordering::SeqCst);
+            stop.store(true, Ordering::SeqCst);
+        }
+    };
+    let e = arr.replace_hot_from_spare(1, &progress, opts).unwrap_err().to_string();
+    assert!(e.contains("mem:s: giving it back as a hot spare") && e.contains("medium error"), "{e}");
+    assert!(arr.spare_paths().is_empty() && arr.superblock().spares.is_empty());
+    assert_eq!(arr.health().states[1], MemberState::Active);
+    assert_eq!(arr.superblock().member_paths[1], ms[1].describe());
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == p1, "wrong bytes");
+}
