@@ -561,6 +561,42 @@ mod tests {
         }
     }
 
+    /// The old drive failing during a hot replace onto the first spare
+    /// while another member is already failed: the spare, given back,
+    /// goes to the first failed slot (md's order), not the one being
+    /// replaced, and the hot replace says so; raid6 keeps every byte, and
+    /// the spare's slot rebuilds.
+    #[test]
+    fn a_spare_taken_by_an_earlier_failure_is_said() {
+        use mosaic_array::CreateOptions;
+        use mosaic_core::Level;
+        use mosaic_dev::{FaultyMember, MemMember, Member};
+        use std::sync::Arc;
+        let size = DATA_OFFSET + (64 << 12);
+        let old = Arc::new(FaultyMember::new(Arc::new(MemMember::new("m2", size))));
+        let ms: Vec<Arc<dyn Member>> = vec![Arc::new(MemMember::new("m0", size)), Arc::new(MemMember::new("m1", size)), old.clone(), Arc::new(MemMember::new("m3", size)), Arc::new(MemMember::new("m4", size))];
+        let o = CreateOptions { level: Level::Raid6, members: Some(5), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let arr = Array::create_on(ms.iter().map(|m| (m.clone(), m.describe())).collect(), &o, true).unwrap();
+        let data: Vec<u8> = (0..Volume::capacity(&arr)).map(|i| (i * 5 / 4096) as u8).collect();
+        Volume::write(&arr, 0, &data).unwrap();
+        arr.fail_member(0).unwrap();
+        arr.add_spare_with(Arc::new(MemMember::new("s", size)), "mem:s").unwrap();
+        let e = Volume::replace_hot(&arr, 2, None, &|at, _| if at == 20 { old.break_now() }, RebuildOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("member 2's old drive failed during the hot replace, and no hot spare took its place"), "{e}");
+        assert_eq!(arr.superblock().member_paths[0], "mem:s");
+        assert!(matches!(arr.health().states[0], MemberState::Rebuilding { .. }));
+        assert_eq!(arr.health().states[2], MemberState::Failed);
+        assert!(arr.spare_paths().is_empty());
+        let mut got = vec![0u8; data.len()];
+        Volume::read(&arr, 0, &mut got).unwrap();
+        assert!(got == data, "wrong bytes with two members out");
+        Volume::rebuild(&arr, &|_, _| {}, RebuildOptions::default()).unwrap();
+        assert_eq!(arr.health().states[0], MemberState::Active);
+        arr.fail_member(1).unwrap();
+        Volume::read(&arr, 0, &mut got).unwrap();
+        assert!(got == data, "wrong bytes after the spare's rebuild");
+    }
+
     /// `mosaic info`'s lost line: absent when nothing is lost; else the
     /// total and the ranges, the first eight listed and the count after.
     #[test]
