@@ -55,6 +55,17 @@ fn flaky(disk: Arc<MemMember>, reads: bool) -> (Arc<Hooked>, Arc<AtomicBool>) {
     (d, broken)
 }
 
+/// A RAM drive whose label writes fail once the returned flag is set.
+fn label_breaks(disk: Arc<MemMember>) -> (Arc<Hooked>, Arc<AtomicBool>) {
+    let broken = Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let d = Hooked::new(disk, move |read, off| {
+        let label = !read && off < mosaic_format::label::LABEL_AREA;
+        if label && b.load(Ordering::SeqCst) { Err(std::io::Error::other("medium error")) } else { Ok(()) }
+    });
+    (d, broken)
+}
+
 fn bytes(m: &dyn Member, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     m.read_at(&mut b, off).unwrap();
@@ -384,13 +395,7 @@ fn the_new_drive_failing_as_it_takes_the_slot_is_reported() {
     let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
     let p1 = pattern(arr.capacity(), 13);
     arr.write(0, &p1).unwrap();
-    // Its label writes fail once `broken` is set.
-    let broken = Arc::new(AtomicBool::new(false));
-    let b = broken.clone();
-    let y = Hooked::new(mem("y", 64), move |read, off| {
-        let label = !read && off < mosaic_format::label::LABEL_AREA;
-        if label && b.load(Ordering::SeqCst) { Err(std::io::Error::other("medium error")) } else { Ok(()) }
-    });
+    let (y, broken) = label_breaks(mem("y", 64));
     let e = arr
         .replace_hot_with(2, y, "mem:y", &|at, total| if at == total { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
         .unwrap_err()
@@ -459,14 +464,7 @@ fn a_spare_that_cannot_be_given_back_is_said() {
     let p1 = pattern(arr.capacity(), 15);
     arr.write(0, &p1).unwrap();
     // Its label area fails once the copy has begun (and is stopped).
-    let broken = Arc::new(AtomicBool::new(false));
-    let b = broken.clone();
-    let s = Hooked::new(mem("s", 64), move |read, off| {
-        if !read && off < mosaic_format::label::LABEL_AREA && b.load(Ordering::SeqCst) {
-            return Err(std::io::Error::other("medium error"));
-        }
-        Ok(())
-    });
+    let (s, broken) = label_breaks(mem("s", 64));
     arr.add_spare_with(s, "mem:s").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
