@@ -322,10 +322,8 @@ impl Array {
         let total = self.layout().regions();
         let (mut bytes, mut buf) = (0u64, Vec::new());
         for stripe in 0..total {
-            if opts.abort_after_regions.is_some_and(|n| stripe >= n) {
-                std::process::abort(); // as a killed process: no cleanup
-            }
-            if opts.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            opts.abort_when(stripe);
+            if opts.stop_asked() {
                 return Copied::Stopped(bytes);
             }
             if !matches!(self.health().states[idx], MemberState::Active) {

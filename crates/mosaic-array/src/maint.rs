@@ -66,6 +66,21 @@ pub struct RebuildOptions {
     pub stop: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
+impl RebuildOptions {
+    /// Whether a stop was asked (`stop` set).
+    pub fn stop_asked(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+
+    /// For tests: end the process as a kill would (no checkpoint, no
+    /// cleanup) once `done` regions reach `abort_after_regions`.
+    pub fn abort_when(&self, done: u64) {
+        if self.abort_after_regions.is_some_and(|n| done >= n) {
+            std::process::abort();
+        }
+    }
+}
+
 impl Array {
     /// Rebuild and scrub walk one layout: refused while a grow has two.
     pub(crate) fn not_growing(&self, what: &str) -> Result<(), ArrayError> {
@@ -211,13 +226,8 @@ impl Array {
             }
         };
         for region in start..total {
-            if let Some(stop) = opts.abort_after_regions {
-                if since_start >= stop {
-                    // Simulate a kill: no checkpoint, no close.
-                    std::process::abort();
-                }
-            }
-            if opts.stop.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            opts.abort_when(since_start);
+            if opts.stop_asked() {
                 // What was rebuilt stays rebuilt: the next rebuild starts here.
                 self.checkpoint(&targets)?;
                 return Ok(report(written, skipped, true));

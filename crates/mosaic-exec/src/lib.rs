@@ -203,7 +203,7 @@ impl Executor {
     /// there meanwhile (a hot spare taking a failed member's place).
     pub fn swap_member(&self, i: usize, expected: &Arc<dyn Member>, m: Arc<dyn Member>) -> bool {
         let mut ms = self.members.write();
-        if !ms.get(i).cloned().flatten().is_some_and(|now| Arc::ptr_eq(&now, expected)) {
+        if !ms.get(i).and_then(Option::as_ref).is_some_and(|now| Arc::ptr_eq(now, expected)) {
             return false;
         }
         ms[i] = Some(m);

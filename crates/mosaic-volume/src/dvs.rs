@@ -470,7 +470,7 @@ impl Volume for DvsVolume {
                 return Err(VolumeError::Usage(format!("rebuild stopped after {} SSGs (as asked); it resumes where it stopped", s.done - start)));
             }
             // Each step is durable: the next rebuild starts after it.
-            if opts.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed)) {
+            if opts.stop_asked() {
                 paused = true;
                 break;
             }
