@@ -9,6 +9,18 @@ fn data(len: usize, seed: u32) -> Vec<u8> {
     (0..len as u32).map(|i| (i.wrapping_add(seed).wrapping_mul(2654435761) >> 13) as u8).collect()
 }
 
+/// An array at `t`/arr of `members` 8 MiB members at `level`, holding
+/// `len` bytes of [`data`] `seed` written at `offset`: its path and them.
+fn filled(t: &std::path::Path, level: &str, members: &str, len: usize, seed: u32, offset: &str) -> (String, Vec<u8>) {
+    let a = t.join("arr").to_str().unwrap().to_string();
+    ok(&["create", "-a", &a, "--level", level, "--members", members, "--member-size", "8M"]);
+    let bytes = data(len, seed);
+    let file = t.join("data");
+    std::fs::write(&file, &bytes).unwrap();
+    ok(&["write", "-a", &a, "--offset", offset, "--input", file.to_str().unwrap()]);
+    (a, bytes)
+}
+
 fn read_back(a: &str, off: &str, len: usize, t: &std::path::Path) -> Vec<u8> {
     let out = t.join("back");
     ok(&["read", "-a", a, "--offset", off, "--length", &len.to_string(), "--output", out.to_str().unwrap()]);
@@ -21,13 +33,8 @@ fn read_back(a: &str, off: &str, len: usize, t: &std::path::Path) -> Vec<u8> {
 #[test]
 fn replace_hot_copies_a_working_member_onto_a_new_drive() {
     let t = tempfile::tempdir().unwrap();
-    let arr = t.path().join("arr");
-    let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
-    let bytes = data(4 << 20, 1);
-    let file = t.path().join("data");
-    std::fs::write(&file, &bytes).unwrap();
-    ok(&["write", "-a", a, "--offset", "1M", "--input", file.to_str().unwrap()]);
+    let (a, bytes) = filled(t.path(), "raid5", "3", 4 << 20, 1, "1M");
+    let a = a.as_str();
     let e = fails(&["replace", "-a", a, "--member", "1", "--drive", t.path().join("x.img").to_str().unwrap()]);
     assert!(e.contains("or a working one with replace --hot"), "{e}");
     let new = t.path().join("new-1.img");
@@ -47,13 +54,8 @@ fn replace_hot_copies_a_working_member_onto_a_new_drive() {
 #[test]
 fn a_hot_replace_killed_mid_copy_leaves_the_array_and_starts_over() {
     let t = tempfile::tempdir().unwrap();
-    let arr = t.path().join("arr");
-    let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid6", "--members", "4", "--member-size", "8M"]);
-    let bytes = data(6 << 20, 2);
-    let file = t.path().join("data");
-    std::fs::write(&file, &bytes).unwrap();
-    ok(&["write", "-a", a, "--offset", "0", "--input", file.to_str().unwrap()]);
+    let (a, bytes) = filled(t.path(), "raid6", "4", 6 << 20, 2, "0");
+    let a = a.as_str();
     let new = t.path().join("new-2.img");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_mosaic"))
         .args(["replace", "-a", a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot"])
@@ -135,13 +137,8 @@ fn replace_hot_refuses_a_failed_member_and_a_dvs_array() {
 #[test]
 fn replace_hot_without_a_drive_takes_the_first_spare() {
     let t = tempfile::tempdir().unwrap();
-    let arr = t.path().join("arr");
-    let a = arr.to_str().unwrap();
-    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
-    let bytes = data(2 << 20, 3);
-    let file = t.path().join("data");
-    std::fs::write(&file, &bytes).unwrap();
-    ok(&["write", "-a", a, "--offset", "0", "--input", file.to_str().unwrap()]);
+    let (a, bytes) = filled(t.path(), "raid5", "3", 2 << 20, 3, "0");
+    let a = a.as_str();
     let e = fails(&["replace", "-a", a, "--member", "2", "--hot"]);
     assert!(e.contains("no hot spare to copy member 2 onto"), "{e}");
     let e = fails(&["replace", "-a", a, "--member", "2"]);
