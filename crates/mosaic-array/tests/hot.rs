@@ -66,6 +66,17 @@ fn label_breaks(disk: Arc<MemMember>) -> (Arc<Hooked>, Arc<AtomicBool>) {
     (d, broken)
 }
 
+/// Four RAM members of `stripes` units ("m0".."m3") in an array at `level`,
+/// pattern `seed` written over all of it: the members, the array, the
+/// pattern.
+fn filled(level: Level, stripes: u64, seed: u8) -> (Vec<Arc<dyn Member>>, Array, Vec<u8>) {
+    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), stripes) as Arc<dyn Member>).collect();
+    let arr = Array::create_on(named(&ms), &opts(level, 4), true).unwrap();
+    let p1 = pattern(arr.capacity(), seed);
+    arr.write(0, &p1).unwrap();
+    (ms, arr, p1)
+}
+
 fn bytes(m: &dyn Member, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     m.read_at(&mut b, off).unwrap();
@@ -131,10 +142,7 @@ fn a_hot_replace_keeps_redundancy_while_writes_go_on() {
 /// behind when the switch's second round was cut off; here it is two).
 #[test]
 fn an_open_after_a_hot_replace_takes_the_new_drive_not_the_old() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 3);
-    arr.write(0, &p1).unwrap();
+    let (ms, arr, p1) = filled(Level::Raid5, 64, 3);
     let y = mem("y", 64);
     arr.replace_hot_with(1, y.clone(), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap();
     arr.write(0, &[9u8; 4096 * 3]).unwrap(); // reaches the new drive only
@@ -156,10 +164,7 @@ fn an_open_after_a_hot_replace_takes_the_new_drive_not_the_old() {
 /// its old drive, which took every write.
 #[test]
 fn the_new_drive_failing_leaves_the_member_on_the_old_one() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 256) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 4);
-    arr.write(0, &p1).unwrap();
+    let (ms, arr, p1) = filled(Level::Raid5, 256, 4);
     let (y, broken) = flaky(mem("y", 256), false);
     let e = arr
         .replace_hot_with(3, y, "mem:y", &|at, _| if at == 100 { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
@@ -200,10 +205,7 @@ fn the_old_drive_failing_hands_the_slot_to_the_new_one_for_a_rebuild() {
 /// its old drive and the new drive blank: no label, never a member.
 #[test]
 fn a_stopped_hot_replace_leaves_the_member_and_a_blank_drive() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 256) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid6, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 6);
-    arr.write(0, &p1).unwrap();
+    let (ms, arr, p1) = filled(Level::Raid6, 256, 6);
     let y = mem("y", 256);
     // A former member's label on it: cleared first, so a crash leaves no member.
     y.write_at(&bytes(ms[0].as_ref(), 0, 128 << 10), 0).unwrap();
@@ -359,10 +361,7 @@ fn a_client_write_waits_for_the_copy_of_its_stripe() {
 /// gives the spare back; with no spare the refusal says what to do.
 #[test]
 fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 128) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 12);
-    arr.write(0, &p1).unwrap();
+    let (_, arr, p1) = filled(Level::Raid5, 128, 12);
     let e = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
     assert!(e.contains("no hot spare to copy member 1 onto") && e.contains("mosaic add --spare"), "{e}");
     let (s0, s1) = (mem("s0", 128), mem("s1", 128));
@@ -391,10 +390,7 @@ fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
 /// failed, and the array serves degraded with every byte.
 #[test]
 fn the_new_drive_failing_as_it_takes_the_slot_is_reported() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 13);
-    arr.write(0, &p1).unwrap();
+    let (_, arr, p1) = filled(Level::Raid5, 64, 13);
     let (y, broken) = label_breaks(mem("y", 64));
     let e = arr
         .replace_hot_with(2, y, "mem:y", &|at, total| if at == total { broken.store(true, Ordering::SeqCst) }, RebuildOptions::default())
@@ -459,10 +455,7 @@ fn a_slot_changed_as_the_hot_replace_starts_is_said_and_left_alone() {
 /// the member stays in service on its old drive.
 #[test]
 fn a_spare_that_cannot_be_given_back_is_said() {
-    let ms: Vec<Arc<dyn Member>> = (0..4).map(|i| mem(&format!("m{i}"), 64) as Arc<dyn Member>).collect();
-    let arr = Array::create_on(named(&ms), &opts(Level::Raid5, 4), true).unwrap();
-    let p1 = pattern(arr.capacity(), 15);
-    arr.write(0, &p1).unwrap();
+    let (ms, arr, p1) = filled(Level::Raid5, 64, 15);
     // Its label area fails once the copy has begun (and is stopped).
     let (s, broken) = label_breaks(mem("s", 64));
     arr.add_spare_with(s, "mem:s").unwrap();
