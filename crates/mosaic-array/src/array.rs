@@ -214,6 +214,10 @@ pub struct ArrayInfo {
     /// former member ([`crate::superblock::Superblock::replaced`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Uuid>,
+    /// A hot replace paused, to resume where it stopped
+    /// ([`crate::superblock::HotCopy`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_paused: Option<crate::superblock::HotCopy>,
 }
 
 /// The write-intent bitmap in [`ArrayInfo`]: each member's bytes a bit
@@ -263,6 +267,9 @@ pub struct Array {
     auto_failed: Mutex<Vec<(usize, String)>>,
     /// The member a hot replace is copying, and onto what ([`crate::hot`]).
     pub(crate) hot: Mutex<Option<(usize, String)>>,
+    /// A hot replace paused by a clean stop, its twin in the slot
+    /// ([`crate::hot`]).
+    pub(crate) paused: Mutex<Option<crate::hot::Paused>>,
     /// The superblocks said dirty at open: the last writer did not close.
     opened_dirty: bool,
     /// Opened dirty without a journal (nothing replayed): code may
@@ -535,6 +542,7 @@ impl Array {
             last_scrub: None,
             owner: None,
             replaced: Vec::new(),
+            hot: None,
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -765,6 +773,7 @@ impl Array {
         journal_dev: Result<Arc<dyn Member>, String>,
     ) -> Result<Array, ArrayError> {
         let (spares, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Spare);
+        let (replacements, found): (Vec<Found>, Vec<Found>) = found.into_iter().partition(|f| f.sb.role == MemberRole::Replacement);
         let Assembly { mut sb, slots, warnings, states_changed } = assemble(found, rejected, &place, writable, use_hints)?;
         if writable && !dirty_degraded {
             refuse_dirty_degraded(&sb)?;
@@ -811,6 +820,7 @@ impl Array {
         *arr.spares.lock() = spares;
         arr.record_assembly(warnings, states_changed)?;
         arr.opened_dirty = arr.sb.lock().state == ArrayState::Dirty;
+        let was_dirty = arr.opened_dirty;
         arr.journal_pending = pending;
         // Not given (assembled from members without it): worth a word only
         // when it may hold what a crash left.
@@ -840,6 +850,7 @@ impl Array {
         if let Some(w) = arr.settle_critical_section() {
             arr.open_warnings.push(w);
         }
+        arr.attach_hot(replacements, &place, was_dirty);
         Ok(arr)
     }
 
@@ -1014,6 +1025,7 @@ impl Array {
             closed: Mutex::new(false),
             auto_failed: Mutex::new(Vec::new()),
             hot: Mutex::new(None),
+            paused: Mutex::new(None),
             opened_dirty: false,
             unsynced: std::sync::atomic::AtomicBool::new(false),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
@@ -1242,7 +1254,10 @@ impl Array {
                     remote: self.exec.member(i).and_then(|m| m.remote_latency()),
                     // (`left` is kept only with a bitmap.)
                     readd: matches!(h.states[i], MemberState::Failed) && sb.left.get(i).is_some_and(|l| !l.is_nil()),
-                    replacing: self.hot.lock().as_ref().filter(|h| h.0 == i).map(|h| h.1.clone()),
+                    replacing: self.hot.lock().as_ref().filter(|h| h.0 == i).map(|h| h.1.clone()).or_else(|| {
+                        let paused = sb.hot.as_ref().filter(|h| h.member == i);
+                        paused.map(|h| format!("{} (paused at stripe {} of {})", h.path, h.copied, self.layout().regions()))
+                    }),
                 })
                 .collect(),
             journal: sb.journal.clone(),
@@ -1258,6 +1273,7 @@ impl Array {
             owner: sb.owner.clone(),
             created: sb.created,
             replaced: sb.replaced.clone(),
+            hot_paused: sb.hot.clone(),
             bitmap: self.bitmap().map(|b| BitmapStatus { chunk_bytes: b.chunk() * self.geometry().unit, regions: b.regions(), dirty_regions: b.dirty() }),
         }
     }
@@ -1682,6 +1698,9 @@ impl Array {
             return Ok(());
         }
         *closed = true;
+        if self.writable {
+            self.settle_paused()?;
+        }
         if self.writable && self.dirty.load(std::sync::atomic::Ordering::Acquire) {
             self.flush()?;
             // Everything is on the members: a clean array leaves its

@@ -170,6 +170,9 @@ impl Array {
         if new.is_empty() {
             return Err(ArrayError::Usage("grow needs at least one new member".into()));
         }
+        if let Some(h) = self.hot_paused() {
+            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
+        }
         if self.superblock().bitmap.is_some() {
             // As mdadm asked before it learnt to move a bitmap: the grow's
             // saved copy may take the bytes the bitmap lies in.

@@ -28,8 +28,28 @@
 //!   over by identity, whatever its event counter.  The new drive took
 //!   every write the old one did since the copy began, and the copy did
 //!   the rest, so it holds what the old one holds.
-//! - A hot replace cut off (a crash, a server stopping) starts over when
-//!   asked again.
+//! - A hot replace stopped cleanly (a server stopping, a signal) pauses
+//!   (md keeps a replacement's `recovery_offset` the same way): what it
+//!   copied is flushed, the new drive gets a label of role `replacement`
+//!   (never a member's, never a spare's), the labels record the copy
+//!   ([`HotCopy`]: the slot, both identities, the stripes copied), and the
+//!   twin stays in the slot, so the new drive takes every write until the
+//!   array closes.  Asked again, or at the next writable open, the copy
+//!   resumes where it stopped:
+//!
+//!   ```text
+//!     stop ──> flush new, label it `replacement`, labels: hot = {slot, old, new, copied}
+//!          ──> twin stays: writes reach both drives ──> close (clean)
+//!     open (writable) ──> closed cleanly since, slot still on `old`, new drive
+//!          found with that label? ── yes: twin back in the slot, resume at `copied`
+//!                                  └─ no (a crash: the new drive may have missed a
+//!                                     write): record dropped, the copy starts over
+//!   ```
+//!
+//!   A server resumes it by itself.  Naming another drive, or another
+//!   slot, abandons the paused copy (its drive goes back to the spares
+//!   when it came from them).
+//! - A hot replace cut off by a crash starts over when asked again.
 //!
 //! Failures:
 //! - The new drive fails: the copy stops, the member stays on the old one.
@@ -44,14 +64,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use uuid::Uuid;
 
 use mosaic_core::{HotReport, Layout, MemberState};
 use mosaic_dev::{Device, Member};
 use mosaic_format::label::LABEL_AREA;
 
 use crate::array::Array;
+use crate::assemble::{Found, Place};
 use crate::maint::RebuildOptions;
-use crate::superblock::DATA_OFFSET;
+use crate::superblock::{HotCopy, MemberRole, Superblock, DATA_OFFSET};
 use crate::ArrayError;
 
 /// The copy moves at most this many bytes at a time.
@@ -171,10 +193,23 @@ impl Member for Twin {
     }
 }
 
+/// A hot replace paused by a clean stop, its twin still in the slot (every
+/// write goes to both drives until the array closes): resumed by the next
+/// hot replace of the slot in this process, or, recorded in the labels
+/// ([`HotCopy`]), at the next writable open ([`Array::attach_hot`]).
+pub(crate) struct Paused {
+    twin: Arc<Twin>,
+    rec: HotCopy,
+}
+
 impl Array {
     /// Copy working member `idx` onto the drive at `path`, which then
-    /// takes its place (md's `--replace`); see the module's notes.
+    /// takes its place (md's `--replace`); see the module's notes.  A
+    /// paused copy of `idx` onto that drive resumes where it stopped.
     pub fn replace_hot(&self, idx: usize, path: &Path, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
+        if let Some(p) = self.paused_for(idx, Some(path))? {
+            return self.hot_resume(idx, p, progress, opts);
+        }
         self.not_a_member(path, None)?;
         let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
         m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
@@ -182,11 +217,15 @@ impl Array {
     }
 
     /// [`Array::replace_hot`] onto the first hot spare (md's `--replace`
-    /// without `--with`).  The spare leaves the array's list first; a copy
-    /// that does not end with it in the slot (stopped, the drive failing,
-    /// the old drive failing) gives it back as a spare, so that a
+    /// without `--with`), or onto the drive of a paused copy of `idx`
+    /// (which resumes).  The spare leaves the array's list first; a copy
+    /// that does not end with it in the slot (the drive failing, the old
+    /// drive failing; not a pause) gives it back as a spare, so that a
     /// failed old drive is then replaced by [`Array::take_spare`].
     pub fn replace_hot_from_spare(&self, idx: usize, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
+        if let Some(p) = self.paused_for(idx, None)? {
+            return self.hot_resume(idx, p, progress, opts);
+        }
         self.hot_ready_slot(idx)?;
         let (m, spare) = {
             let mut s = self.spares.lock();
@@ -199,29 +238,89 @@ impl Array {
             self.spares.lock().insert(0, (m, spare));
             return Err(e);
         }
-        let r = self.replace_hot_with(idx, m.clone(), &spare.path, progress, opts);
-        if matches!(&r, Ok(rep) if !rep.stopped && !rep.rebuild_needed) {
+        let r = self.hot_run(idx, Start::Fresh(m.clone()), &spare.path, true, progress, opts);
+        self.spare_back_unless_placed(r, m, &spare.path)
+    }
+
+    /// A hot replace that began on a spare has ended: unless its drive took
+    /// the slot or waits paused in it, it becomes a spare again (its label
+    /// was cleared for the copy: a new spare label).
+    fn spare_back_unless_placed(&self, r: Result<HotReport, ArrayError>, m: Arc<dyn Member>, path: &str) -> Result<HotReport, ArrayError> {
+        if matches!(&r, Ok(rep) if rep.paused_at.is_some() || !rep.stopped && !rep.rebuild_needed) {
             return r;
         }
-        // Its label was cleared for the copy: a new spare label.
-        match (r, self.add_spare_with(m, &spare.path)) {
+        match (r, self.add_spare_with(m, path)) {
             (r, Ok(())) => r,
-            (Ok(_), Err(e)) => Err(ArrayError::Io(format!("{}: giving it back as a hot spare: {e}", spare.path))),
-            (Err(e), Err(e2)) => Err(ArrayError::Io(format!("{e}; giving {} back as a hot spare failed too: {e2}", spare.path))),
+            (Ok(_), Err(e)) => Err(ArrayError::Io(format!("{path}: giving it back as a hot spare: {e}"))),
+            (Err(e), Err(e2)) => Err(ArrayError::Io(format!("{e}; giving {path} back as a hot spare failed too: {e2}"))),
         }
     }
 
     /// [`Array::replace_hot`] with an already-open drive.
     pub fn replace_hot_with(&self, idx: usize, new: Arc<dyn Member>, path: &str, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
-        let old = self.hot_ready(idx, new.as_ref(), path)?;
-        // Blank first: a crash during the copy leaves no member on it.
-        let blank = vec![0u8; LABEL_AREA as usize];
-        new.write_at(&blank, 0).and_then(|()| new.flush()).map_err(|e| ArrayError::Io(format!("{path}: clearing its label: {e}")))?;
-        let twin = Arc::new(Twin::new(old.clone(), new.clone()));
-        let lent: Arc<dyn Member> = twin.clone();
-        if !self.swap_member(idx, &old, lent.clone()) {
-            return Err(ArrayError::Usage(format!("member {idx} changed drives meanwhile: ask again")));
+        if self.paused.lock().is_some() {
+            self.abandon_paused()?;
         }
+        self.hot_run(idx, Start::Fresh(new), path, false, progress, opts)
+    }
+
+    /// The paused copy to resume for a hot replace of `idx` onto `path`
+    /// (any drive when `None`).  A paused copy of another slot or onto
+    /// another drive is abandoned first: one hot replace at a time.
+    fn paused_for(&self, idx: usize, path: Option<&Path>) -> Result<Option<Paused>, ArrayError> {
+        let mine = {
+            let p = self.paused.lock();
+            match p.as_ref() {
+                None => return Ok(None),
+                Some(p) => p.rec.member == idx && path.is_none_or(|d| crate::spare::names_same(&p.rec.path, d)),
+            }
+        };
+        if !mine {
+            self.abandon_paused()?;
+            return Ok(None);
+        }
+        Ok(self.paused.lock().take())
+    }
+
+    /// Resume paused copy `p` of slot `idx` where it stopped.
+    fn hot_resume(&self, idx: usize, p: Paused, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
+        let (spare, path, new) = (p.rec.spare, p.rec.path.clone(), p.twin.new.clone());
+        let r = self.hot_run(idx, Start::Paused(p), &path, spare, progress, opts);
+        if !spare {
+            return r;
+        }
+        self.spare_back_unless_placed(r, new, &path)
+    }
+
+    /// Give up the paused copy: its slot back on the old drive alone, the
+    /// labels no longer naming it (and its drive a spare again when it was
+    /// one).
+    pub(crate) fn abandon_paused(&self) -> Result<(), ArrayError> {
+        let Some(p) = self.paused.lock().take() else { return Ok(()) };
+        let lent: Arc<dyn Member> = p.twin.clone();
+        self.swap_member(p.rec.member, &lent, p.twin.old.clone());
+        self.write_superblocks(|s| s.hot = None)?;
+        if p.rec.spare {
+            self.add_spare_with(p.twin.new.clone(), &p.rec.path)?;
+        }
+        Ok(())
+    }
+
+    /// Set up the copy (a new drive blanked and twinned with the old one,
+    /// or a paused twin), run it, and end it as the module says.
+    fn hot_run(&self, idx: usize, start: Start, path: &str, spare: bool, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport, ArrayError> {
+        let (twin, from) = match start {
+            Start::Fresh(new) => (self.hot_twin(idx, new, path)?, 0),
+            Start::Paused(p) => {
+                if let Err(e) = self.hot_ready_slot(idx) {
+                    *self.paused.lock() = Some(p);
+                    return Err(e);
+                }
+                (p.twin, p.rec.copied)
+            }
+        };
+        let (old, new) = (twin.old.clone(), twin.new.clone());
+        let lent: Arc<dyn Member> = twin.clone();
         // Slot `idx` back to `to`, unless someone put another device there
         // meanwhile (a hot spare in the place of the failed old drive).
         let give_back = |to: Arc<dyn Member>| {
@@ -235,8 +334,8 @@ impl Array {
             twin.on_new(|| b.write_all_to(new.as_ref()));
         }
         let t0 = Instant::now();
-        let copied = self.hot_copy(idx, &twin, progress, &opts);
-        let report = |bytes: u64, stopped: bool, rebuild_needed: bool| {
+        let copied = self.hot_copy(idx, &twin, from, progress, &opts);
+        let report = |bytes: u64, stopped: bool, rebuild_needed: bool, paused_at: Option<u64>| {
             let seconds = t0.elapsed().as_secs_f64();
             HotReport {
                 member: idx,
@@ -247,6 +346,8 @@ impl Array {
                 mib_per_s: bytes as f64 / (1 << 20) as f64 / seconds.max(1e-9),
                 stopped,
                 rebuild_needed,
+                resumed_from: (from > 0).then_some(from),
+                paused_at,
             }
         };
         match copied {
@@ -254,36 +355,85 @@ impl Array {
                 twin.on_new(|| new.flush());
                 if let Some(e) = twin.new_failed() {
                     give_back(old.clone());
+                    self.write_superblocks(|s| s.hot = None)?;
                     return Err(new_failed(idx, &e, old.as_ref()));
                 }
                 // From here the labels may name the new drive: after an
                 // error the twin stays (both drives take every write).
+                // (`new_device` drops a paused copy's record too.)
                 self.hot_switch(idx, &twin, path)?;
                 give_back(new);
                 // Its label write failing fails the slot (the labels say so).
                 if !matches!(self.health().states[idx], MemberState::Active) {
                     return Err(ArrayError::Io(format!("the new drive {path} failed as it took member {idx}'s place: the member is failed; replace it")));
                 }
-                Ok(report(bytes, false, false))
+                Ok(report(bytes, false, false, None))
             }
-            Copied::Stopped(bytes) => {
-                give_back(old);
-                Ok(report(bytes, true, false))
-            }
+            Copied::Stopped(bytes, at) => match self.hot_pause(idx, &twin, path, at, spare) {
+                Ok(rec) => {
+                    *self.paused.lock() = Some(Paused { twin: twin.clone(), rec });
+                    Ok(report(bytes, true, false, Some(at)))
+                }
+                Err(e) => {
+                    give_back(old.clone());
+                    self.write_superblocks(|s| s.hot = None)?;
+                    Err(ArrayError::Io(format!("the hot replace of member {idx} stopped at stripe {at} and could not pause there ({e}): member {idx} stays in service on {}, and the copy starts over when asked again", old.describe())))
+                }
+            },
             Copied::NewFailed(e) => {
                 give_back(old.clone());
+                self.write_superblocks(|s| s.hot = None)?;
                 Err(new_failed(idx, &e, old.as_ref()))
             }
             Copied::OldFailed(bytes) => {
                 // Failed as any member is; the caller puts the new drive in
                 // by a plain replace (a cache volume empties its cache first).
                 give_back(old);
+                self.write_superblocks(|s| s.hot = None)?;
                 if self.geometry().m == 0 {
                     return Err(ArrayError::Io(format!("member {idx} failed during its hot replace, and {} has no redundancy", self.geometry().level)));
                 }
-                Ok(report(bytes, false, true))
+                Ok(report(bytes, false, true, None))
             }
         }
+    }
+
+    /// A new copy of `idx` onto `new`: the drive blanked, then twinned
+    /// with the old one in the slot.
+    fn hot_twin(&self, idx: usize, new: Arc<dyn Member>, path: &str) -> Result<Arc<Twin>, ArrayError> {
+        let old = self.hot_ready(idx, new.as_ref(), path)?;
+        // Blank first: a crash during the copy leaves no member on it.
+        let blank = vec![0u8; LABEL_AREA as usize];
+        new.write_at(&blank, 0).and_then(|()| new.flush()).map_err(|e| ArrayError::Io(format!("{path}: clearing its label: {e}")))?;
+        let twin = Arc::new(Twin::new(old.clone(), new));
+        let lent: Arc<dyn Member> = twin.clone();
+        if !self.swap_member(idx, &old, lent) {
+            return Err(ArrayError::Usage(format!("member {idx} changed drives meanwhile: ask again")));
+        }
+        Ok(twin)
+    }
+
+    /// The copy stopped at stripe `at` (a clean stop): make what it copied
+    /// durable, label the new drive as this copy's, and record the copy in
+    /// the labels.  The twin stays in the slot, so the new drive takes
+    /// every write until the array closes and the copy resumes at `at`.
+    fn hot_pause(&self, idx: usize, twin: &Twin, path: &str, at: u64, spare: bool) -> Result<HotCopy, ArrayError> {
+        twin.on_new(|| twin.new.flush());
+        if let Some(e) = twin.new_failed() {
+            return Err(ArrayError::Io(e));
+        }
+        let rec = HotCopy { member: idx, old: self.superblock().member_uuids[idx], uuid: Uuid::new_v4(), path: path.to_string(), copied: at, spare };
+        let mut label = self.superblock();
+        label.role = MemberRole::Replacement;
+        label.member_index = idx;
+        label.member_uuid = rec.uuid;
+        label.hot = Some(rec.clone());
+        // Both slots, so the label outlives any later write of one.
+        for ev in [label.events, label.events + 1] {
+            Superblock { events: ev, ..label.clone() }.write_to(twin.new.as_ref())?;
+        }
+        self.write_superblocks(|s| s.hot = Some(rec.clone()))?;
+        Ok(rec)
     }
 
     /// Whether member `idx` may be hot-replaced by `new`: its device.
@@ -315,16 +465,16 @@ impl Array {
         Ok(())
     }
 
-    /// Copy member `idx`'s units, stripe by stripe, from the old drive to
-    /// the new one.
-    fn hot_copy(&self, idx: usize, twin: &Twin, progress: &dyn Fn(u64, u64), opts: &RebuildOptions) -> Copied {
+    /// Copy member `idx`'s units, stripe by stripe from `from`, from the
+    /// old drive to the new one.
+    fn hot_copy(&self, idx: usize, twin: &Twin, from: u64, progress: &dyn Fn(u64, u64), opts: &RebuildOptions) -> Copied {
         let g = self.geometry();
         let total = self.layout().regions();
         let (mut bytes, mut buf) = (0u64, Vec::new());
-        for stripe in 0..total {
+        for stripe in from..total {
             opts.abort_when(stripe);
             if opts.stop_asked() {
-                return Copied::Stopped(bytes);
+                return Copied::Stopped(bytes, stripe);
             }
             if !matches!(self.health().states[idx], MemberState::Active) {
                 return Copied::OldFailed(bytes);
@@ -357,6 +507,81 @@ impl Array {
     }
 }
 
+impl Array {
+    /// At a writable open: the hot replace the labels record as paused
+    /// ([`HotCopy`]) gets its twin back in the slot, to resume where it
+    /// stopped, when the array was closed cleanly since (so the new drive
+    /// took every write the old one did) and the new drive is here with
+    /// the copy's label; otherwise the record is dropped (the copy starts
+    /// over when asked again).  Either way `open_warnings` says so.  A
+    /// read-only open writes nothing, so the record stays.
+    pub(crate) fn attach_hot(&mut self, found: Vec<Found>, place: &Place, was_dirty: bool) {
+        let Some(rec) = self.superblock().hot.filter(|_| self.is_writable()) else { return };
+        let total = self.layout().regions();
+        let attached = self.hot_drive(&rec, found, place, was_dirty).and_then(|new| {
+            let old = self.member(rec.member).ok_or("its slot has no drive open")?;
+            let twin = Arc::new(Twin::new(old.clone(), new));
+            let lent: Arc<dyn Member> = twin.clone();
+            if !self.swap_member(rec.member, &old, lent) {
+                return Err("its slot changed drives".to_string());
+            }
+            *self.paused.lock() = Some(Paused { twin, rec: rec.clone() });
+            Ok(())
+        });
+        let (m, p) = (rec.member, &rec.path);
+        let w = match attached {
+            Ok(()) => format!("the hot replace of member {m} onto {p} resumes at stripe {} of {total} (mosaic replace --hot {m}; a server resumes it by itself)", rec.copied),
+            Err(why) => match self.write_superblocks(|s| s.hot = None) {
+                Ok(()) => format!("the hot replace of member {m} onto {p} cannot resume ({why}): it starts over when asked again"),
+                Err(e) => format!("the hot replace of member {m} onto {p} cannot resume ({why}), and dropping its record failed: {e}"),
+            },
+        };
+        self.open_warnings.push(w);
+    }
+
+    /// The new drive of paused copy `rec`, if the copy can resume.
+    fn hot_drive(&self, rec: &HotCopy, found: Vec<Found>, place: &Place, was_dirty: bool) -> Result<Arc<dyn Member>, String> {
+        let sb = self.superblock();
+        if was_dirty {
+            return Err("the array was not closed cleanly after the copy stopped".into());
+        }
+        if sb.reshape.is_some() || sb.member_uuids.get(rec.member) != Some(&rec.old) || !matches!(self.health().states.get(rec.member), Some(MemberState::Active)) {
+            return Err(format!("member {} is not in service on the drive it was copying from", rec.member));
+        }
+        let ours = |l: &Superblock| l.role == MemberRole::Replacement && l.array_uuid == sb.array_uuid && l.member_uuid == rec.uuid;
+        if let Some(f) = found.into_iter().find(|f| ours(&f.sb)) {
+            return Ok(f.m);
+        }
+        let path = place.resolve(&rec.path).ok_or("its drive is not here")?;
+        let m = Device::open(Path::new(&path)).map_err(|e| e.to_string())?;
+        m.lock(true).map_err(|e| e.to_string())?;
+        match Superblock::read_from(&m) {
+            Ok(l) if ours(&l) => Ok(Arc::new(m)),
+            Ok(_) => Err(format!("{path} no longer carries the copy's label")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// At close: a paused copy whose new drive failed, or whose slot is no
+    /// longer its twin's, cannot resume: its record goes.
+    pub(crate) fn settle_paused(&self) -> Result<(), ArrayError> {
+        let gone = self.paused.lock().as_ref().is_some_and(|p| {
+            let lent: Arc<dyn Member> = p.twin.clone();
+            p.twin.new_failed().is_some() || !self.member(p.rec.member).is_some_and(|m| Arc::ptr_eq(&m, &lent)) || !matches!(self.health().states[p.rec.member], MemberState::Active)
+        });
+        if gone {
+            self.paused.lock().take();
+            self.write_superblocks(|s| s.hot = None)?;
+        }
+        Ok(())
+    }
+
+    /// The hot replace paused (recorded in the labels), if any.
+    pub fn hot_paused(&self) -> Option<HotCopy> {
+        self.superblock().hot
+    }
+}
+
 /// While alive, `info` shows the hot replace in progress.
 struct Shown<'a>(&'a Array);
 
@@ -370,12 +595,20 @@ fn new_failed(idx: usize, e: &str, old: &dyn Member) -> ArrayError {
     ArrayError::Io(format!("the new drive failed during the copy: {e}; member {idx} stays in service on {}", old.describe()))
 }
 
+/// What a hot replace starts from.
+enum Start {
+    /// A new drive.
+    Fresh(Arc<dyn Member>),
+    /// A paused copy.
+    Paused(Paused),
+}
+
 /// How a hot replace's copy ended.
 enum Copied {
     /// Every stripe copied: bytes.
     All(u64),
-    /// Asked to stop.
-    Stopped(u64),
+    /// Asked to stop: bytes, and the first stripe not copied.
+    Stopped(u64, u64),
     /// The new drive failed: why.
     NewFailed(String),
     /// The old drive failed (and is failed).

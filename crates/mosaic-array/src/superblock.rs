@@ -19,7 +19,8 @@
 //!                                  member_data_size, data_offset, state, member_states[],
 //!                                  member_paths[], journal?, home?, reshape?,
 //!                                  spares[], member_hosts[], lost[], bitmap?, left[],
-//!                                  resync_from?, last_scrub? } } }
+//!                                  resync_from?, last_scrub?, owner?, replaced[],
+//!                                  hot? } } }
 //! ```
 //!
 //! The label carries what every kind of array shares (identity, event
@@ -96,6 +97,11 @@ pub enum MemberRole {
     /// A hot spare: holds nothing until it takes a failed member's place
     /// (its label names the array; `member_index` means nothing).
     Spare,
+    /// The new drive of a hot replace cut off by a clean stop: it holds
+    /// slot `member_index`'s units of the stripes [`HotCopy::copied`]
+    /// says, and the array resumes the copy onto it
+    /// ([`crate::hot`]).  Never a member, never a spare.
+    Replacement,
 }
 
 /// A grow in progress (see [`crate::grow`]): the geometry being left,
@@ -114,6 +120,29 @@ pub struct Reshape {
     /// small for a second copy; removed when the grow ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_file: Option<String>,
+}
+
+/// A hot replace cut off by a clean stop (a server stopping, a signal):
+/// the copy resumes at the next writable open, where it stopped, when
+/// that open finds the array closed cleanly since (every write went to
+/// both drives until then) and the new drive with its
+/// [`MemberRole::Replacement`] label.  Any other writable open drops it
+/// (the copy starts over when asked again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HotCopy {
+    /// The slot being copied, and the identity of its old drive.
+    pub member: usize,
+    pub old: Uuid,
+    /// The identity on the new drive's label.
+    pub uuid: Uuid,
+    /// The new drive's last known path (a hint).
+    pub path: String,
+    /// Stripes `0..copied` are on the new drive (flushed).
+    pub copied: u64,
+    /// The new drive was a hot spare: one given back as a spare if the
+    /// copy does not end with it in the slot.
+    #[serde(default)]
+    pub spare: bool,
 }
 
 /// A hot spare the array may take when a member fails.
@@ -215,6 +244,9 @@ pub struct Superblock {
     /// taken back as a hot spare.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Uuid>,
+    /// A hot replace to resume ([`HotCopy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot: Option<HotCopy>,
 }
 
 /// Member `i` is failed on the record of the fixed array's label `l`
@@ -282,6 +314,9 @@ impl Superblock {
     /// identity ([`Superblock::retire`]), its path, and nothing of the old
     /// device's (the session it left with, its host label).
     pub fn new_device(&mut self, idx: usize, path: &str) {
+        if self.hot.as_ref().is_some_and(|h| h.member == idx) {
+            self.hot = None;
+        }
         self.retire(idx);
         self.member_paths[idx] = path.to_string();
         if let Some(l) = self.left.get_mut(idx) {
@@ -320,6 +355,7 @@ impl Superblock {
             last_scrub: self.last_scrub,
             owner: self.owner.clone(),
             replaced: self.replaced.clone(),
+            hot: self.hot.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -372,6 +408,7 @@ impl Superblock {
             last_scrub: p.last_scrub,
             owner: p.owner,
             replaced: p.replaced,
+            hot: p.hot,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -422,6 +459,11 @@ impl Superblock {
         if let Some(b) = &self.bitmap {
             if b.chunk == 0 || g.stripes.div_ceil(b.chunk) > mosaic_format::bitmap::MAX_BITS || self.journal.is_some() || self.reshape.is_some() {
                 return Err(format!("a write-intent bitmap of {} stripes a bit does not fit the array (or it has a journal or a grow)", b.chunk));
+            }
+        }
+        if let Some(h) = &self.hot {
+            if h.member >= n || h.copied > g.stripes {
+                return Err(format!("a hot replace of member {} copied to stripe {}: the array has {n} members and {} stripes", h.member, h.copied, g.stripes));
             }
         }
         if self.resync_from > g.stripes {
@@ -510,6 +552,8 @@ struct FixedPolicy {
     owner: Option<Owner>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     replaced: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hot: Option<HotCopy>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

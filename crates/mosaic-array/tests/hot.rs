@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use mosaic_array::maint::RebuildOptions;
+use mosaic_array::superblock::MemberRole;
 use mosaic_array::{Array, Superblock};
 use mosaic_core::{Level, MemberState};
 use mosaic_dev::{MemMember, Member};
@@ -81,6 +82,24 @@ fn bytes(m: &dyn Member, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     m.read_at(&mut b, off).unwrap();
     b
+}
+
+/// A hot replace of member `idx` onto `new` (named `path`), stopped at
+/// stripe `at`: paused there.
+fn pause(arr: &Array, idx: usize, new: Arc<MemMember>, path: &str, at: u64) -> mosaic_core::HotReport {
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
+    arr.replace_hot_with(idx, new, path, &|s, _| if s == at { stop.store(true, Ordering::SeqCst) }, opts).unwrap()
+}
+
+/// The copy of slot `idx` ended: the new drive holds every byte of data
+/// the old one does (which took every write until the switch), and with
+/// member 0 out the array reads `want`.
+fn copied_whole(arr: &Array, idx: usize, old: &dyn Member, new: &dyn Member, want: &[u8]) {
+    let len = arr.geometry().member_bytes(idx) as usize;
+    assert!(bytes(old, mosaic_array::DATA_OFFSET, len) == bytes(new, mosaic_array::DATA_OFFSET, len), "the new drive of slot {idx} differs from the old one");
+    arr.fail_member(0).unwrap();
+    assert!(read_all(arr) == want, "wrong bytes from the new drive");
 }
 
 fn read_all(arr: &Array) -> Vec<u8> {
@@ -201,26 +220,105 @@ fn the_old_drive_failing_hands_the_slot_to_the_new_one_for_a_rebuild() {
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
 
-/// A hot replace asked to stop (a server stopping) leaves the member on
-/// its old drive and the new drive blank: no label, never a member.
+/// A hot replace asked to stop (a server stopping, a signal) pauses: the
+/// member stays on its old drive, the new drive carries the copy's label
+/// (never a member's) and keeps taking every write, and asked again the
+/// copy goes on from where it stopped.  A former member's label on the new
+/// drive was cleared first, so a crash leaves no member there.
 #[test]
-fn a_stopped_hot_replace_leaves_the_member_and_a_blank_drive() {
-    let (ms, arr, p1) = filled(Level::Raid6, 256, 6);
+fn a_stopped_hot_replace_pauses_and_resumes_where_it_stopped() {
+    let (ms, arr, p1) = filled(Level::Raid5, 256, 6);
     let y = mem("y", 256);
-    // A former member's label on it: cleared first, so a crash leaves no member.
     y.write_at(&bytes(ms[0].as_ref(), 0, 128 << 10), 0).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
-    let r = arr.replace_hot_with(0, y.clone(), "mem:y", &|at, _| if at == 30 { stop.store(true, Ordering::SeqCst) }, opts).unwrap();
-    assert!(r.stopped && !r.rebuild_needed);
+    let r = pause(&arr, 1, y.clone(), "mem:y", 30);
+    assert!(r.stopped && !r.rebuild_needed && r.paused_at == Some(30) && r.resumed_from.is_none(), "{r:?}");
     assert_eq!(r.bytes_copied, 30 * 4096);
-    assert_eq!(arr.superblock().member_paths[0], ms[0].describe());
-    assert!(Superblock::read_from(y.as_ref()).is_err(), "the stopped copy's drive carries no label");
-    arr.write(0, &[8u8; 4096]).unwrap();
-    assert!(bytes(y.as_ref(), mosaic_array::DATA_OFFSET, 4096) != vec![8u8; 4096], "the drive took writes after the copy stopped");
+    let sb = arr.superblock();
+    assert_eq!(sb.member_paths[1], ms[1].describe());
+    let rec = sb.hot.clone().expect("the labels record the paused copy");
+    assert_eq!((rec.member, rec.copied, rec.old, rec.spare), (1, 30, sb.member_uuids[1], false));
+    let label = Superblock::read_from(y.as_ref()).unwrap();
+    assert_eq!((label.role, label.member_uuid), (MemberRole::Replacement, rec.uuid));
+    assert!(arr.info().member_list[1].replacing.as_deref().is_some_and(|r| r.contains("paused at stripe 30")));
+    let e = arr.grow_start(vec![(mem("g", 256) as Arc<dyn Member>, "mem:g".into())]).unwrap_err().to_string();
+    assert!(e.contains("a hot replace of member 1 is paused: finish it first"), "{e}");
+    // Stripes on both sides of the pause point change while it is paused.
+    let w = pattern(3 * 4096 * 40, 7);
+    arr.write(3 * 4096 * 10, &w).unwrap();
+    let r = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert!(!r.stopped && r.resumed_from == Some(30) && r.drive == "mem:y", "{r:?}");
+    assert_eq!(r.bytes_copied, (256 - 30) * 4096, "only the stripes left are copied");
+    let sb = arr.superblock();
+    assert!(sb.hot.is_none() && sb.member_paths[1] == "mem:y");
+    assert_eq!(Superblock::read_from(y.as_ref()).unwrap().role, MemberRole::Stripe);
     let mut want = p1;
-    want[..4096].fill(8);
+    want[3 * 4096 * 10..3 * 4096 * 50].copy_from_slice(&w);
+    copied_whole(&arr, 1, ms[1].as_ref(), y.as_ref(), &want);
+}
+
+/// A copy paused, the array written and closed cleanly: the next open
+/// finds the new drive by its label, puts the twin back and says the copy
+/// resumes; asked again it copies only the rest, and the new drive holds
+/// what the old one did, the writes after the pause included.
+#[test]
+fn a_paused_hot_replace_resumes_after_a_clean_close() {
+    let (ms, arr, p1) = filled(Level::Raid5, 128, 16);
+    let y = mem("y", 128);
+    let r = pause(&arr, 2, y.clone(), "mem:y", 40);
+    assert_eq!(r.paused_at, Some(40));
+    let w = pattern(3 * 4096 * 60, 17);
+    arr.write(3 * 4096 * 20, &w).unwrap();
+    arr.close().unwrap();
+    drop(arr);
+    let mut devs = ms.clone();
+    devs.push(y.clone());
+    let arr = Array::open_members(devs, true).unwrap();
+    assert!(arr.open_warnings().iter().any(|w| w.contains("the hot replace of member 2 onto mem:y resumes at stripe 40 of 128")), "{:?}", arr.open_warnings());
+    assert_eq!(arr.info().hot_paused.map(|h| h.copied), Some(40));
+    // Written while paused again: the twin is back in the slot.
+    let w2 = pattern(3 * 4096 * 4, 18);
+    arr.write(0, &w2).unwrap();
+    let r = arr.replace_hot(2, std::path::Path::new("mem:y"), &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert!(!r.stopped && r.resumed_from == Some(40) && r.bytes_copied == (128 - 40) * 4096, "{r:?}");
+    let mut want = p1;
+    want[3 * 4096 * 20..3 * 4096 * 80].copy_from_slice(&w);
+    want[..3 * 4096 * 4].copy_from_slice(&w2);
+    copied_whole(&arr, 2, ms[2].as_ref(), y.as_ref(), &want);
+}
+
+/// A paused copy cannot resume after a crash (the new drive may have
+/// missed a write the old one took) nor without its drive: the open says
+/// so and drops the record, and the copy, asked again, starts over.
+#[test]
+fn a_paused_hot_replace_starts_over_after_a_crash_or_without_its_drive() {
+    let (ms, arr, p1) = filled(Level::Raid5, 64, 19);
+    let y = mem("y", 64);
+    pause(&arr, 3, y.clone(), "mem:y", 20);
+    arr.write(0, &[5u8; 4096]).unwrap();
+    std::mem::forget(arr); // a power cut
+    let mut devs = ms.clone();
+    devs.push(y.clone());
+    let arr = Array::open_members(devs.clone(), true).unwrap();
+    assert!(arr.open_warnings().iter().any(|w| w.contains("cannot resume (the array was not closed cleanly after the copy stopped): it starts over")), "{:?}", arr.open_warnings());
+    assert!(arr.superblock().hot.is_none() && arr.info().hot_paused.is_none());
+    let r = arr.replace_hot_with(3, y.clone(), "mem:y", &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert!(r.resumed_from.is_none() && r.bytes_copied == 64 * 4096, "{r:?}");
+    let mut want = p1;
+    want[..4096].fill(5);
     assert!(read_all(&arr) == want);
+
+    // Paused, closed cleanly, opened without the new drive.
+    let z = mem("z", 64);
+    pause(&arr, 0, z.clone(), "mem:z", 10);
+    arr.close().unwrap();
+    drop(arr);
+    let mut devs = ms.clone();
+    devs[3] = y.clone();
+    let arr = Array::open_members(devs, true).unwrap();
+    assert!(arr.open_warnings().iter().any(|w| w.contains("the hot replace of member 0 onto mem:z cannot resume") && w.contains("starts over when asked again")), "{:?}", arr.open_warnings());
+    assert!(arr.superblock().hot.is_none());
+    arr.fail_member(1).unwrap();
+    assert!(read_all(&arr) == want, "wrong bytes");
 }
 
 /// raid0 has no redundancy to rebuild from: a hot replace is its only
@@ -357,30 +455,45 @@ fn a_client_write_waits_for_the_copy_of_its_stripe() {
 }
 
 /// Without a drive named, the first hot spare is the new drive (md's
-/// `--replace` without `--with`); a copy that does not end in the slot
-/// gives the spare back; with no spare the refusal says what to do.
+/// `--replace` without `--with`): stopped, the copy pauses on it, and a
+/// paused copy abandoned for another drive gives the spare back; with no
+/// spare the refusal says what to do.
 #[test]
-fn a_hot_replace_onto_the_first_spare_and_back_when_it_stops() {
+fn a_hot_replace_onto_the_first_spare_pauses_on_it_and_gives_it_back_when_abandoned() {
     let (_, arr, p1) = filled(Level::Raid5, 128, 12);
     let e = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap_err().to_string();
     assert!(e.contains("no hot spare to copy member 1 onto") && e.contains("mosaic add --spare"), "{e}");
     let (s0, s1) = (mem("s0", 128), mem("s1", 128));
     arr.add_spare_with(s0.clone(), "mem:s0").unwrap();
     arr.add_spare_with(s1.clone(), "mem:s1").unwrap();
-    // Stopped: s0 is a spare again (at the end of the list), with a spare's label.
-    let stop = Arc::new(AtomicBool::new(true));
-    let r = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
-    assert!(r.stopped && r.drive == "mem:s0");
-    assert_eq!(arr.spare_paths(), ["mem:s1", "mem:s0"]);
-    assert_eq!(arr.superblock().spares.len(), 2);
-    assert_eq!(Superblock::read_from(s0.as_ref()).unwrap().role, mosaic_array::superblock::MemberRole::Spare);
-    // To the end: s1 takes slot 1, and is a spare no more.
+    // Stopped: paused on s0, which is a spare no more while it waits.
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
+    let r = arr.replace_hot_from_spare(1, &|at, _| if at == 7 { stop.store(true, Ordering::SeqCst) }, opts).unwrap();
+    assert!(r.stopped && r.drive == "mem:s0" && r.paused_at == Some(7), "{r:?}");
+    assert_eq!(arr.spare_paths(), ["mem:s1"]);
+    assert!(arr.superblock().hot.as_ref().is_some_and(|h| h.spare && h.path == "mem:s0"));
+    assert_eq!(Superblock::read_from(s0.as_ref()).unwrap().role, MemberRole::Replacement);
+    // Asked again: s0 takes slot 1 from stripe 7 on, and s1 stays a spare.
     let r = arr.replace_hot_from_spare(1, &|_, _| {}, RebuildOptions::default()).unwrap();
-    assert!(!r.stopped && !r.rebuild_needed && r.drive == "mem:s1");
-    assert_eq!(arr.spare_paths(), ["mem:s0"]);
+    assert!(!r.stopped && !r.rebuild_needed && r.drive == "mem:s0" && r.resumed_from == Some(7), "{r:?}");
+    assert_eq!(arr.spare_paths(), ["mem:s1"]);
     let sb = arr.superblock();
-    assert_eq!((sb.member_paths[1].as_str(), sb.spares.len()), ("mem:s1", 1));
-    assert_eq!(Superblock::read_from(s1.as_ref()).unwrap().member_uuid, sb.member_uuids[1]);
+    assert_eq!((sb.member_paths[1].as_str(), sb.spares.len()), ("mem:s0", 1));
+    assert_eq!(Superblock::read_from(s0.as_ref()).unwrap().member_uuid, sb.member_uuids[1]);
+    // Paused on s1 for slot 2, then another drive named: s1 is a spare
+    // again (with a spare's label), and the other drive takes the slot.
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = RebuildOptions { stop: Some(stop.clone()), ..Default::default() };
+    arr.replace_hot_from_spare(2, &|at, _| if at == 5 { stop.store(true, Ordering::SeqCst) }, opts).unwrap();
+    assert!(arr.spare_paths().is_empty());
+    let z = mem("z", 128);
+    let r = arr.replace_hot_with(2, z.clone(), "mem:z", &|_, _| {}, RebuildOptions::default()).unwrap();
+    assert!(!r.stopped && r.resumed_from.is_none() && r.bytes_copied == 128 * 4096, "{r:?}");
+    assert_eq!(arr.spare_paths(), ["mem:s1"]);
+    assert_eq!(Superblock::read_from(s1.as_ref()).unwrap().role, MemberRole::Spare);
+    let sb = arr.superblock();
+    assert!(sb.hot.is_none() && sb.member_paths[2] == "mem:z" && sb.spares.len() == 1);
     arr.fail_member(0).unwrap();
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
@@ -449,8 +562,8 @@ fn a_slot_changed_as_the_hot_replace_starts_is_said_and_left_alone() {
     assert!(read_all(&arr) == p1, "wrong bytes");
 }
 
-/// A hot replace onto the first spare that stops, when the spare cannot
-/// take its spare label back: the error names the drive and why, the
+/// A hot replace onto the first spare that stops, when the spare can take
+/// neither the paused copy's label nor its spare label back: the error names the drive and why, the
 /// drive is no longer listed as a spare (by the array or its labels), and
 /// the member stays in service on its old drive.
 #[test]
@@ -468,7 +581,7 @@ fn a_spare_that_cannot_be_given_back_is_said() {
         }
     };
     let e = arr.replace_hot_from_spare(1, &progress, opts).unwrap_err().to_string();
-    assert!(e.contains("mem:s: giving it back as a hot spare") && e.contains("medium error"), "{e}");
+    assert!(e.contains("stopped at stripe 1 and could not pause there") && e.contains("giving mem:s back as a hot spare failed too") && e.contains("medium error"), "{e}");
     assert!(arr.spare_paths().is_empty() && arr.superblock().spares.is_empty());
     assert_eq!(arr.health().states[1], MemberState::Active);
     assert_eq!(arr.superblock().member_paths[1], ms[1].describe());

@@ -135,6 +135,24 @@ fn superblock_lost_ranges_round_trip_and_are_checked() {
     }
 }
 
+/// A paused hot replace's record round-trips, and one naming a member or
+/// a stripe the array does not have is a clear error.
+#[test]
+fn superblock_paused_hot_replace_round_trips_and_is_checked() {
+    use mosaic_array::superblock::{HotCopy, MemberRole};
+    let mut sb = superblock();
+    let rec = HotCopy { member: 5, old: sb.member_uuids[5], uuid: Uuid::new_v4(), path: "/d/new.img".into(), copied: sb.geometry.stripes, spare: true };
+    sb.hot = Some(rec.clone());
+    sb.role = MemberRole::Replacement;
+    let back = Superblock::decode(&sb.encode().unwrap()).unwrap();
+    assert_eq!((back.hot, back.role), (Some(rec.clone()), MemberRole::Replacement));
+    for (bad, why) in [(HotCopy { member: 6, ..rec.clone() }, "member"), (HotCopy { copied: sb.geometry.stripes + 1, ..rec.clone() }, "stripe")] {
+        sb.hot = Some(bad);
+        let e = Superblock::decode(&sb.encode().unwrap()).unwrap_err();
+        assert!(format!("{e:?}").contains("a hot replace of member"), "{why}: {e:?}");
+    }
+}
+
 /// Adding merges what touches and never lists more than `MAX_LOST`
 /// ranges (ranges only grow); writing clears whole units only.
 #[test]

@@ -1270,7 +1270,16 @@ fn hot_with_progress(vol: &dyn Volume, member: usize, drive: Option<&Path>, json
 /// What `replace --hot` prints.
 pub(crate) fn hot_text(rep: &mosaic_core::HotReport) -> String {
     let copied = format!("{} copied in {:.2} s ({:.1} MiB/s)", human(rep.bytes_copied), rep.seconds, rep.mib_per_s);
-    if rep.stopped {
+    let copied = match rep.resumed_from {
+        Some(at) => format!("{copied}, resumed at stripe {at}"),
+        None => copied,
+    };
+    if let Some(at) = rep.paused_at {
+        format!(
+            "paused the hot replace of member {} onto {} at stripe {at} of {} after {copied}; the member stays on its old drive, the new one takes every write until the array closes, and the copy resumes there when asked again (a server resumes it by itself)\n",
+            rep.member, rep.drive, rep.regions
+        )
+    } else if rep.stopped {
         format!("stopped the hot replace of member {} after {copied}; the member stays on its old drive, and the copy starts over when asked again\n", rep.member)
     } else if rep.rebuild_needed {
         format!("member {}'s old drive failed during the hot replace (after {copied}): {} takes its place as a plain replacement, and is rebuilt\n", rep.member, rep.drive)
@@ -1303,6 +1312,10 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
 /// was checked when it was added.
 pub(crate) fn check_new_drive(vol: &dyn Volume, idx: usize, drive: Option<&Path>, host: Option<&str>, force: bool) -> Result<()> {
     let Some(d) = drive else { return Ok(()) };
+    // The drive of this member's paused hot replace: it resumes.
+    if vol.hot_paused().is_some_and(|(m, p)| m == idx && mosaic_array::spare::names_same(&p, d)) {
+        return Ok(());
+    }
     check_drive(vol, d, force)?;
     check_placement(vol, idx, d, host, force)
 }

@@ -201,6 +201,9 @@ fn describe(f: &FoundArray) -> String {
     for sp in &f.spares {
         s += &format!("  spare   {sp}\n");
     }
+    for d in &f.paused_copies {
+        s += &format!("  paused hot replace onto {d} (not a member: the copy resumes at the next writable open)\n");
+    }
     if let Some(o) = &f.part_of {
         // Its bytes are the owner's: opened alone it is only read.
         s += &format!("  part of another array: {o} (open that one: its directory holds this one)\n");

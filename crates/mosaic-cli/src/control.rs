@@ -688,6 +688,23 @@ fn replace_hot(sh: &Shared, member: usize, drive: Option<&Path>, force: bool, ho
     let vol = sh.vol.as_ref();
     crate::cmd_array::check_new_drive(vol, member, drive, host, force)?;
     let onto = drive.map_or("the first hot spare".to_string(), |d| d.display().to_string());
+    let onto = match vol.hot_paused() {
+        Some((m, d)) if m == member && drive.is_none_or(|x| mosaic_array::spare::names_same(&d, x)) => format!("{d} (resumed where it paused)"),
+        _ => onto,
+    };
+    hot_body(sh, member, drive, host, &onto)
+}
+
+/// The hot replace of `member` paused when the server last stopped,
+/// resumed by the supervisor onto its drive.
+fn replace_hot_resume(sh: &Shared, member: usize, drive: &str) -> Result<serde_json::Value> {
+    hot_body(sh, member, Some(Path::new(drive)), None, &format!("{drive} (resumed where it paused)"))
+}
+
+/// The copy of a hot replace as the server's maintenance (and the
+/// rebuild that follows when the old drive failed on the way).
+fn hot_body(sh: &Shared, member: usize, drive: Option<&Path>, host: Option<&str>, onto: &str) -> Result<serde_json::Value> {
+    let vol = sh.vol.as_ref();
     maintain(sh, "hot replace", |tick| {
         sh.events.emit(Event { kind: events::REPLACE_START, member: Some(member), detail: format!("hot replace of member {member} onto {onto} started") });
         let opts = mosaic_array::maint::RebuildOptions { stop: Some(sh.stop.clone()), ..Default::default() };
@@ -748,6 +765,8 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
 /// as mdadm's incremental assembly does under `POLICY action=re-add`).
 fn supervise(sh: Arc<Shared>) {
     let mut grow_tried = false;
+    // A hot replace paused when the server stopped resumes where it was.
+    let mut hot_tried = false;
     let mut resync_failed = false;
     // A rebuild found in progress (a server stopped during it) resumes,
     // as md's recovery does at assembly.
@@ -764,6 +783,15 @@ fn supervise(sh: Arc<Shared>) {
                 tracing::warn!("mosaic serve: grow: {}", crate::exit::error_text(&e));
             }
             continue;
+        }
+        if idle && !hot_tried {
+            hot_tried = true;
+            if let Some((m, drive)) = sh.vol.hot_paused() {
+                if let Err(e) = replace_hot_resume(&sh, m, &drive) {
+                    tracing::warn!("mosaic serve: resuming the hot replace: {}", crate::exit::error_text(&e));
+                }
+                continue;
+            }
         }
         if idle && !resync_failed && sh.vol.needs_resync() {
             if let Err(e) = maintain(&sh, "resync", |tick| resync_body(&sh, tick)) {

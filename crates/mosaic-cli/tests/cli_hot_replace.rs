@@ -153,3 +153,58 @@ fn replace_hot_without_a_drive_takes_the_first_spare() {
     ok(&["fail", "-a", a, "--member", "0"]);
     assert!(read_back(a, "0", 2 << 20, t.path()) == bytes, "wrong bytes with member 0 out");
 }
+
+/// A server stopping mid-copy pauses its hot replace: offline, `info`
+/// shows where; served again, the server resumes the copy by itself from
+/// there (not from the start), and the new drive then serves member 2's
+/// columns with every byte the client wrote, before and after the pause.
+#[test]
+fn a_hot_replace_paused_by_a_server_stop_resumes_when_served_again() {
+    use common::serve::{event_log, wait_for, Serve};
+    let t = tempfile::tempdir().unwrap();
+    let arr = t.path().join("arr");
+    let a = arr.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "16M"]);
+    let (log, cmd) = event_log(t.path(), "events.log");
+    // Paced (15 MiB at 4 MiB/s), so the stop falls mid-copy.
+    let srv = Serve::start(a, &["--quiet", "--maint-rate", "4M", "--on-event", &cmd]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    common::qemu_io(&uri, &["write -P 0x5e 0 8M"]);
+    let new = t.path().join("new-2.img");
+    let replace = {
+        let (a, new) = (a.to_string(), new.clone());
+        std::thread::spawn(move || mosaic(&["replace", "-a", &a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot", "--json"]))
+    };
+    wait_for(&log, "replace-start", &srv);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let _ = replace.join();
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    let at = info["hot_paused"]["copied"].as_u64().unwrap_or_else(|| panic!("no paused hot replace: {info}"));
+    let regions = info["stripes"].as_u64().unwrap();
+    assert!(at > 0 && at < regions, "paused at {at} of {regions}");
+    assert_eq!(info["degraded"], false, "{info}");
+    let text = ok(&["info", "-a", a]);
+    assert!(text.contains(&format!("hot replace onto {} (paused at stripe {at} of {regions})", new.display())), "{text}");
+    // Not a member, not a spare: the scan and examine say what it is.
+    let scan = ok(&["assemble", "--scan", t.path().to_str().unwrap()]);
+    assert!(scan.contains(&format!("paused hot replace onto {}", new.display())) && !scan.contains("former member"), "{scan}");
+    let ex = ok(&["examine", new.to_str().unwrap()]);
+    assert!(ex.contains("the new drive of a paused hot replace of member 2 of array"), "{ex}");
+
+    let srv = Serve::start(a, &["--quiet", "--on-event", &cmd]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    wait_for(&log, &format!("resumed at stripe {at}"), &srv);
+    common::qemu_io(&uri, &["read -P 0x5e 0 8M", "write -P 0x5f 6M 2M"]);
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert!(events.contains("(resumed where it paused) started"), "{events}");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    assert!(info["hot_paused"].is_null() && info["member_list"].to_string().contains("new-2.img"), "{info}");
+    ok(&["fail", "-a", a, "--member", "0"]);
+    let mut want = vec![0x5eu8; 8 << 20];
+    want[6 << 20..].fill(0x5f);
+    assert!(read_back(a, "0", 8 << 20, t.path()) == want, "wrong bytes with member 0 out");
+}

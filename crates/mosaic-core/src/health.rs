@@ -82,10 +82,19 @@ pub struct HotReport {
     pub bytes_copied: u64,
     pub seconds: f64,
     pub mib_per_s: f64,
-    /// Stopped before its end (a server stopping): the member stays on
-    /// its old drive, and the copy starts over when asked again.
+    /// Stopped before its end (a server stopping, a signal): the member
+    /// stays on its old drive.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// Stopped and paused at this stripe: the new drive takes every write
+    /// until the array closes, and the copy resumes here when asked again
+    /// or at the next writable open after a clean close (a server resumes
+    /// it by itself).  `None` when stopped: it starts over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<u64>,
+    /// A paused copy resumed at this stripe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<u64>,
     /// The old drive failed during the copy: the new one takes the slot
     /// as a plain replacement (the volume's `replace_hot` does it), and a
     /// rebuild fills it.

@@ -164,7 +164,7 @@ fn replace_hot(arr: &Array, idx: usize, drive: Option<&Path>, progress: &dyn Fn(
     };
     let created = create_missing(&geo, idx, drive)?;
     let r = arr.replace_hot(idx, drive, progress, opts);
-    if created && r.as_ref().map_or(true, |r| r.stopped) {
+    if created && r.as_ref().map_or(true, |r| r.stopped && r.paused_at.is_none()) {
         let _ = std::fs::remove_file(drive);
     }
     let r = r?;
@@ -256,6 +256,9 @@ impl Volume for Array {
     }
     fn grow_pending(&self) -> Option<(u64, u64)> {
         Array::grow_pending(self)
+    }
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        Array::hot_paused(self).map(|h| (h.member, h.path))
     }
     fn needs_resync(&self) -> bool {
         Array::needs_resync(self)
@@ -391,6 +394,9 @@ impl Volume for CachedVolume {
     }
     fn set_member_host(&self, idx: usize, host: &str) -> Result<()> {
         Ok(self.cv.array().set_member_host(idx, host)?)
+    }
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        self.cv.array().hot_paused().map(|h| (h.member, h.path))
     }
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.sync()?;

@@ -56,6 +56,9 @@ pub enum Carries {
     Journal { array: String },
     /// A hot spare of a fixed-geometry array.
     Spare { array: String },
+    /// The new drive of a fixed-geometry array's paused hot replace of
+    /// member `index` (not a member: the copy resumes onto it).
+    HotCopy { array: String, index: usize },
     /// A member of a DVS array.
     DvsMember { array: String, index: usize },
     /// An emulated zoned drive file without a DVS superblock (e.g. a
@@ -74,7 +77,7 @@ impl Carries {
     /// The array's UUID, when the path names one (as `mosaic info` prints it).
     pub fn array(&self) -> Option<&str> {
         match self {
-            Carries::Member { array, .. } | Carries::Journal { array } | Carries::DvsMember { array, .. } | Carries::Spare { array } => Some(array),
+            Carries::Member { array, .. } | Carries::Journal { array } | Carries::DvsMember { array, .. } | Carries::Spare { array } | Carries::HotCopy { array, .. } => Some(array),
             Carries::Dir { inner, .. } => inner.array(),
             _ => None,
         }
@@ -98,6 +101,7 @@ impl fmt::Display for Carries {
             Carries::Journal { array } => write!(f, "the journal of array {array}"),
             Carries::DvsMember { array, index } => write!(f, "member {index} of DVS array {array}"),
             Carries::Spare { array } => write!(f, "a hot spare of array {array}"),
+            Carries::HotCopy { array, index } => write!(f, "the new drive of a paused hot replace of member {index} of array {array}"),
             Carries::ZonedFile => write!(f, "an emulated zoned drive (a DVS member file)"),
             Carries::Damaged => write!(f, "a member of an array with a damaged mosaic superblock"),
             Carries::OldFormat => write!(f, "an array of an older mosaic format"),
@@ -195,8 +199,10 @@ pub fn member_label(path: &Path) -> Result<Option<Label>> {
 fn labelled(l: &Label) -> Carries {
     let (array, index) = (l.array_uuid.to_string(), l.member_index);
     // Fixed arrays' spares and DVS arrays' name their role alike.
-    if l.policy.get("role").and_then(|r| r.as_str()) == Some("spare") {
-        return Carries::Spare { array };
+    match l.policy.get("role").and_then(|r| r.as_str()) {
+        Some("spare") => return Carries::Spare { array },
+        Some("replacement") => return Carries::HotCopy { array, index },
+        _ => {}
     }
     match l.kind.as_str() {
         "dvs" => Carries::DvsMember { array, index },

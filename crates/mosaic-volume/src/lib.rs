@@ -274,6 +274,12 @@ pub trait Volume: Send + Sync {
     fn grow_pending(&self) -> Option<(u64, u64)> {
         None
     }
+    /// A hot replace paused by a clean stop, to resume where it stopped
+    /// ([`Volume::replace_hot`] of the member, with its drive or none):
+    /// the member and the drive.
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        None
+    }
     /// Restripe until the grow is done (resuming where it stopped);
     /// `progress(done, total)` in stripes.
     fn grow_continue(&self, _progress: &dyn Fn(u64, u64), _opts: GrowOptions) -> Result<GrowReport> {

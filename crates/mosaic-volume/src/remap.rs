@@ -491,6 +491,9 @@ impl Volume for RemapVolume {
         self.refresh_health();
         r
     }
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        Volume::hot_paused(self.inner.as_ref())
+    }
     fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<mosaic_core::HotReport> {
         self.check_writable("replace")?;
         let r = Volume::replace_hot(self.inner.as_ref(), idx, drive, progress, opts);

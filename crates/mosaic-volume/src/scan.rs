@@ -87,6 +87,10 @@ pub struct FoundArray {
     pub journals: Vec<String>,
     /// Hot spares found.
     pub spares: Vec<String>,
+    /// New drives of a paused hot replace (the copy resumes onto one at
+    /// the array's next writable open).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paused_copies: Vec<String>,
     /// Enough fresh members to open (all, or degraded within the code).
     pub complete: bool,
     /// Set when copies of the array (same UUID) were found in several
@@ -179,6 +183,7 @@ fn identify_all(files: Vec<PathBuf>, progress: &dyn Fn(u64, u64)) -> Result<Vec<
             }
             Carries::Journal { array } => arrays.entry(array).or_default().journals.push(f.display().to_string()),
             Carries::Spare { array } => arrays.entry(array).or_default().spares.push(f.display().to_string()),
+            Carries::HotCopy { array, .. } => arrays.entry(array).or_default().paused.push(f.display().to_string()),
             _ => {}
         }
     }
@@ -241,6 +246,8 @@ struct Builder {
     by_index: BTreeMap<usize, Vec<FoundMember>>,
     journals: Vec<String>,
     spares: Vec<String>,
+    /// New drives of paused hot replaces.
+    paused: Vec<String>,
     /// The directory the array was made in, as its labels record it.
     home: Option<String>,
     /// The array this one is part of, in words (its labels' `owner`).
@@ -298,7 +305,7 @@ impl Builder {
         };
         let mut out: Vec<FoundArray> = dirs.iter().filter_map(|d| self.only(|p| place(p).as_ref() == Some(d)).finish(uuid.clone(), Some(CopyPlace { dir: d.clone(), original: original.as_ref() == Some(d) }))).collect();
         let rest = self.only(|p| place(p).is_none());
-        if !rest.by_index.is_empty() || !rest.journals.is_empty() || !rest.spares.is_empty() {
+        if !rest.by_index.is_empty() || !rest.journals.is_empty() || !rest.spares.is_empty() || !rest.paused.is_empty() {
             out.extend(rest.finish(uuid, None));
         }
         out
@@ -320,7 +327,7 @@ impl Builder {
 
     /// The devices `keep` takes.
     fn only(&self, keep: impl Fn(&str) -> bool) -> Builder {
-        let mut b = Builder { by_index: BTreeMap::new(), journals: Vec::new(), spares: Vec::new(), ..self.clone() };
+        let mut b = Builder { by_index: BTreeMap::new(), journals: Vec::new(), spares: Vec::new(), paused: Vec::new(), ..self.clone() };
         for (i, copies) in &self.by_index {
             let kept: Vec<FoundMember> = copies.iter().filter(|m| keep(&m.path)).cloned().collect();
             if !kept.is_empty() {
@@ -329,6 +336,7 @@ impl Builder {
         }
         b.journals = self.journals.iter().filter(|j| keep(j)).cloned().collect();
         b.spares = self.spares.iter().filter(|s| keep(s)).cloned().collect();
+        b.paused = self.paused.iter().filter(|s| keep(s)).cloned().collect();
         b
     }
 
@@ -364,7 +372,7 @@ impl Builder {
     fn finish(mut self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], warnings: vec![], journals: self.journals, spares: self.spares, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (auth, conflict) = self.authoritative();
@@ -404,7 +412,7 @@ impl Builder {
             Some(a) => conflict.is_none() && serves(a, &filled),
             None => missing.len() + found.iter().filter(|m| m.stale).count() <= self.m,
         };
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, warnings: vec![], journals: self.journals, spares: self.spares, complete, copy, part_of: self.owner, open_dir, conflict })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete, copy, part_of: self.owner, open_dir, conflict })
     }
 
     /// The label the one freshness rule makes the array's among the
