@@ -280,3 +280,33 @@ fn tier_replays_with_writes_larger_than_the_fast_tier_do_the_same_operations_rea
     assert!(policy("foreground_demotions") > 0.0, "{}", simulated["policy"]);
     assert_eq!(common::device_counts(&real), common::device_counts(&simulated), "per-member counts differ (real, then simulated)");
 }
+
+/// `replace --hot` on a tier: the side's array copies the member while it
+/// stays in service (the tier's writes reach the new drive through the
+/// side's slot), and the new drives then serve: read back with the fast
+/// mirror's other member and two other slow members failed.
+#[test]
+fn a_tier_hot_replaces_a_fast_and_a_slow_member() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    create(ad, &[]);
+    let bytes = data(900 << 10, 5);
+    let input = t.path().join("in.bin");
+    fs::write(&input, &bytes).unwrap();
+    ok(&["write", "-a", ad, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let fast = t.path().join("hot-fast.img");
+    let r = json(&ok(&["replace", "-a", ad, "--member", "1", "--drive", fast.to_str().unwrap(), "--hot", "--json"]));
+    assert_eq!((r["member"].as_u64(), r["drive"].as_str()), (Some(1), fast.to_str()), "{r}");
+    let slow = t.path().join("hot-slow.img");
+    let r = ok(&["replace", "-a", ad, "--member", "5", "--drive", slow.to_str().unwrap(), "--hot"]);
+    assert!(r.contains("hot-replaced member 5 onto"), "{r}");
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    let paths = info["volume"]["members"].to_string();
+    assert!(paths.contains("hot-fast.img") && paths.contains("hot-slow.img") && info["volume"]["degraded"] == false, "{info}");
+    for m in ["0", "2", "3"] {
+        ok(&["fail", "-a", ad, "--member", m]);
+    }
+    let out = t.path().join("out.bin");
+    assert!(read_back(ad, "0", bytes.len(), &out) == bytes, "wrong bytes from the hot-replaced members");
+}

@@ -78,7 +78,7 @@ use mosaic_array::maint::RebuildOptions;
 use mosaic_array::nested::ArrayMember;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, RebuildReport, ScrubReport};
-use mosaic_core::{DeviceIo, Frontend, Health, MemberState, Program};
+use mosaic_core::{DeviceIo, Frontend, Health, HotReport, MemberState, Program};
 use mosaic_dev::Member;
 use mosaic_exec::{Client, Executor};
 
@@ -597,6 +597,20 @@ impl Volume for TierVolume {
         let r = Volume::replace(self.inner[side].as_ref(), m, drive);
         self.refresh_health();
         r
+    }
+    /// The side's array copies the member (its twin sits in the side's
+    /// slot, under the tier's writes, which reach the side through it).
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        self.check_writable("replace")?;
+        self.live()?;
+        let (side, m) = self.locate(idx)?;
+        let r = Volume::replace_hot(self.inner[side].as_ref(), m, drive, progress, opts);
+        self.refresh_health();
+        Ok(HotReport { member: idx, ..r? })
+    }
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        let nf = self.inner[FAST].geometry().members;
+        [FAST, SLOW].into_iter().find_map(|side| Volume::hot_paused(self.inner[side].as_ref()).map(|(m, d)| (m + [0, nf][side], d)))
     }
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.check_writable("rebuild")?;
