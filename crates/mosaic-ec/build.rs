@@ -20,7 +20,20 @@ fn main() {
         println!("cargo::rustc-cfg=mosaic_isal");
     } else {
         println!("cargo::warning=ISA-L (libisal) not found: mosaic-ec builds with the rse kernel only; install libisal-dev for the faster isal kernel");
+        // Probe again once a package lands where the library would: a
+        // build made before `apt install libisal-dev` would otherwise keep
+        // the rse kernel until build.rs itself changed.  (Not /usr/lib,
+        // which holds the others: Cargo would walk all of it every build.)
+        for dir in library_dirs().iter().filter(|d| *d != "/usr/lib" && Path::new(d).is_dir()) {
+            println!("cargo::rerun-if-changed={dir}");
+        }
     }
+}
+
+/// Where the shared library is looked for after pkg-config.
+fn library_dirs() -> [String; 5] {
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    [format!("/usr/lib/{arch}-linux-gnu"), "/usr/lib64".to_string(), "/usr/lib".to_string(), "/usr/local/lib".to_string(), "/usr/local/lib64".to_string()]
 }
 
 fn probe() -> bool {
@@ -28,15 +41,7 @@ fn probe() -> bool {
     if pkg_config::Config::new().probe("libisal").is_ok() {
         return true;
     }
-    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
-    let dirs = [
-        format!("/usr/lib/{arch}-linux-gnu"),
-        "/usr/lib64".to_string(),
-        "/usr/lib".to_string(),
-        "/usr/local/lib".to_string(),
-        "/usr/local/lib64".to_string(),
-    ];
-    for dir in &dirs {
+    for dir in &library_dirs() {
         if Path::new(dir).join("libisal.so").exists() {
             println!("cargo::rustc-link-search=native={dir}");
             println!("cargo::rustc-link-lib=isal");
