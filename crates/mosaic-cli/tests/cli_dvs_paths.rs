@@ -98,4 +98,13 @@ fn a_dvs_array_keeps_its_replacement_and_spares_where_the_user_put_them() {
     reads_back("on the former spare, reopened");
     let s = json(&ok(&["scrub", "-a", a, "--json"]));
     assert_eq!(s["mismatched"], 0, "{s}");
+
+    // A former member, kept aside, is taken back as a spare without
+    // --force: the labels list the identities they replaced.
+    let former = arr.join("dvs-3.zoned.replaced");
+    let added = ok(&["add", "-a", a, "--spare", former.to_str().unwrap()]);
+    assert!(added.contains("is a hot spare"), "{added}");
+    let (code, s) = status(a);
+    assert_eq!((code, s["spares"].as_array().map(Vec::len)), (0, Some(1)), "{s}");
+    reads_back("with a former member as a spare");
 }

@@ -419,6 +419,10 @@ pub struct ArrayInfo {
     /// The last scrub a writable open was asked for ([`DvsArray::record_scrub`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_scrub: Option<ScrubRecord>,
+    /// Member UUIDs this array replaced: a device carrying one is its
+    /// former member.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Uuid>,
 }
 
 /// A scrub run in steps: [`DvsArray::scrub_start`], then
@@ -457,6 +461,9 @@ pub struct DvsArray {
     label: Label,
     /// The last scrub's record, which every label write carries.
     last_scrub: Option<ScrubRecord>,
+    /// Member UUIDs replaced, which every label write carries
+    /// ([`meta::DvsPolicy::replaced`]).
+    replaced: Vec<Uuid>,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
     /// For each member, which of the devices given to open serves it.
     sources: Vec<Option<usize>>,
@@ -589,9 +596,8 @@ fn now_secs() -> u64 {
 /// The label of member `m` of the array `identity` names, at `events`,
 /// with the members `failed` on record, the hot `spares` and the last
 /// scrub's record, in `identity`'s session.
-fn member_label(cfg: &DvsConfig, identity: &Label, m: usize, events: u64, failed: &[usize], spares: &[Uuid], last_scrub: Option<ScrubRecord>) -> Label {
-    let policy = meta::DvsPolicy { config: cfg.clone(), failed: failed.to_vec(), spares: spares.to_vec(), role: String::new(), last_scrub };
-    let l = meta::label(&policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created);
+fn member_label(identity: &Label, policy: &meta::DvsPolicy, m: usize, events: u64) -> Label {
+    let l = meta::label(policy, identity.array_uuid, &identity.member_uuids, m, events, identity.created);
     Label { session: identity.session, prev_session: identity.prev_session, ..l }
 }
 
@@ -642,6 +648,12 @@ fn unusable(f: &Found<Given>, auth: &Label) -> Option<String> {
 
 /// Member `i` is failed on the record of the DVS label `l` (the one
 /// freshness rule's `failed`, [`mosaic_format::fresh::Kind`]).
+/// Whether `f` is a member this array replaced (the authoritative label
+/// `auth` lists it): passed over at open without a word.
+fn former_member<T>(f: &Found<T>, auth: &Label) -> bool {
+    meta::label_policy(auth).is_ok_and(|p| p.replaced.contains(&f.label.member_uuid))
+}
+
 pub fn failed_on_record(l: &Label, i: usize) -> bool {
     meta::label_policy(l).is_ok_and(|p| p.failed.contains(&i))
 }
@@ -668,7 +680,7 @@ impl DvsArray {
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = now_secs();
-        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None };
+        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![] };
         let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
@@ -681,7 +693,7 @@ impl DvsArray {
             .iter()
             .flat_map(|&i| [(i, ml.slot_offset(1), vec![0u8; ml.slot as usize]), (i, ml.slot_offset(0), ck.clone()), (i, SLOT_SIZE, vec![0u8; ml.label_len as usize])])
             .collect();
-        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&cfg, &label, i, 0, &[], &[], None), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
+        let labels = ids.iter().map(|&i| Ok((i, label_offset(0), label_bytes(&member_label(&label, &policy, i, 0), ml.label_len)?))).collect::<Result<_, DvsError>>()?;
         run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
@@ -690,6 +702,7 @@ impl DvsArray {
             ml,
             label,
             last_scrub: None,
+            replaced: Vec::new(),
             sources: (0..members.len()).map(Some).collect(),
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
@@ -722,7 +735,7 @@ impl DvsArray {
         let found = fresh::pick_array(found, &mut warnings).map_err(DvsError::Other)?;
         // Members failed on record (as the authoritative label says) are
         // not used until replaced: the one rule's `failed`.
-        let kind = fresh::Kind { failed: &failed_on_record, own: &unusable, serves: &serves, retired: &|_, _| false };
+        let kind = fresh::Kind { failed: &failed_on_record, own: &unusable, serves: &serves, retired: &former_member };
         let Assembled { auth, slots, mut warnings } = fresh::assemble(found, warnings, &kind).map_err(DvsError::Other)?;
         let failed = meta::label_policy(&auth).map(|p| p.failed).unwrap_or_default();
         let cfg = label_config(&auth)?;
@@ -829,6 +842,7 @@ impl DvsArray {
             meta,
             ml,
             last_scrub: meta::label_policy(&auth).ok().and_then(|p| p.last_scrub),
+            replaced: meta::label_policy(&auth).map(|p| p.replaced).unwrap_or_default(),
             label: auth,
             sources,
             warnings,
@@ -868,14 +882,19 @@ impl DvsArray {
     /// a member out of service is then two events behind, stale.
     fn label_rounds(&mut self) -> Result<(), DvsError> {
         let members = self.meta_members();
-        let failed = self.failed_on_record();
-        let spares = self.spare_uuids();
+        let policy = self.policy(self.failed_on_record());
         for _ in 0..2 {
             let (offset, events) = self.meta.bump_events();
-            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.geo.cfg, &self.label, m, events, &failed, &spares, self.last_scrub), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
+            let writes = members.iter().map(|&m| Ok((m, offset, label_bytes(&member_label(&self.label, &policy, m, events), self.ml.label_len)?))).collect::<Result<Vec<_>, DvsError>>()?;
             self.run(&program::format(&[], &members, (0, 0), writes, vec![]))?;
         }
         Ok(())
+    }
+
+    /// What a member's label carries beside the identities, with members
+    /// `failed` failed on record.
+    fn policy(&self, failed: Vec<usize>) -> meta::DvsPolicy {
+        meta::DvsPolicy { config: self.geo.cfg.clone(), failed, spares: self.spare_uuids(), role: String::new(), last_scrub: self.last_scrub, replaced: self.replaced.clone() }
     }
 
     /// The members the metadata records failed.
@@ -1080,6 +1099,7 @@ impl DvsArray {
             spares: self.spares(),
             created: self.label.created,
             last_scrub: self.last_scrub,
+            replaced: self.replaced.clone(),
         }
     }
 
@@ -1594,10 +1614,14 @@ impl DvsArray {
         // cleared: old checkpoints and records (from an earlier life of
         // this device) must not be taken for this array's.
         let mut identity = self.label.clone();
-        identity.member_uuids[m] = Uuid::new_v4();
+        let former = std::mem::replace(&mut identity.member_uuids[m], Uuid::new_v4());
         let events = self.meta.events;
         let failed: Vec<usize> = self.failed_on_record().into_iter().filter(|&i| i != m).collect();
-        let l = label_bytes(&member_label(&self.geo.cfg, &identity, m, events, &failed, &self.spare_uuids(), self.last_scrub), self.ml.label_len)?;
+        let mut policy = self.policy(failed);
+        policy.replaced.retain(|u| *u != former);
+        policy.replaced.push(former);
+        policy.replaced.drain(..policy.replaced.len().saturating_sub(meta::MAX_REPLACED));
+        let l = label_bytes(&member_label(&identity, &policy, m, events), self.ml.label_len)?;
         let p = program::format(&written_zones(&self.geo.cfg, m, dev.as_ref()), &[m], (0, self.ml.journal_end), vec![], vec![(m, label_offset(events), l)]);
         let old = self.exec.member(m);
         self.exec.set_member(m, Some(as_member(&dev)));
@@ -1606,6 +1630,7 @@ impl DvsArray {
             return Err(e);
         }
         self.label = identity;
+        self.replaced = policy.replaced;
         self.members[m] = Some(dev);
         self.sources[m] = None;
         Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;

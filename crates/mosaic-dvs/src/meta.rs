@@ -89,6 +89,10 @@ pub const ROLE_SPARE: &str = "spare";
 /// At most this many hot spares per array: labels have one length.
 pub const MAX_SPARES: usize = 4;
 
+/// The most replaced member UUIDs a DVS label keeps; older ones are
+/// forgotten.
+pub const MAX_REPLACED: usize = 4;
+
 /// What a DVS label carries beyond the shared fields (its policy blob).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvsPolicy {
@@ -107,6 +111,12 @@ pub struct DvsPolicy {
     /// label): ZFS's scan result, as a fixed array's superblock keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scrub: Option<ScrubRecord>,
+    /// The member UUIDs replaced in this array, most recent last (at most
+    /// [`MAX_REPLACED`]; none in a spare's label): a device carrying one
+    /// is a former member, passed over at open without a word and taken
+    /// back as a spare, as a fixed array's superblock lists them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaced: Vec<Uuid>,
 }
 
 impl DvsPolicy {
@@ -137,7 +147,7 @@ pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index:
 /// label) names: the array's identity, role spare, no member index of
 /// its own (the index field is 0 and means nothing).
 pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None };
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None, replaced: vec![] };
     Label { member_uuid: uuid, member_index: 0, ..label(&policy, member.array_uuid, &member.member_uuids, 0, events, member.created) }
 }
 
@@ -152,6 +162,9 @@ pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
     }
     if p.spares.len() > MAX_SPARES || !(p.role.is_empty() || p.is_spare()) {
         return Err(DvsError::Corrupt(format!("label lists {} hot spares (at most {MAX_SPARES}) with role {:?}", p.spares.len(), p.role)));
+    }
+    if p.replaced.len() > MAX_REPLACED {
+        return Err(DvsError::Corrupt(format!("label lists {} replaced members, at most {MAX_REPLACED}", p.replaced.len())));
     }
     Ok(p)
 }
@@ -172,6 +185,7 @@ pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
         spares: vec![Uuid::nil(); MAX_SPARES],
         role: ROLE_SPARE.into(),
         last_scrub: Some(ScrubRecord::WIDEST),
+        replaced: vec![Uuid::nil(); MAX_REPLACED],
     };
     let widest = label(&policy, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX);
     Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
@@ -1198,7 +1212,7 @@ mod tests {
         let g = geo();
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let spares: Vec<Uuid> = (0..MAX_SPARES).map(|_| Uuid::new_v4()).collect();
-        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }) };
+        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![Uuid::from_u128(5)] };
         let l = label(&policy, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000);
         let len = label_write_len(&g.cfg).unwrap();
         let b = label_bytes(&l, len).unwrap();
@@ -1218,6 +1232,11 @@ mod tests {
         assert!(label_policy(&label(&more, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string().contains("hot spares"));
         let odd = DvsPolicy { role: "leader".into(), ..policy.clone() };
         assert!(label_policy(&label(&odd, l.array_uuid, &ids, 0, 1, 1)).is_err());
+        // The most replaced members a label lists fit its one length; more is damage.
+        let full = DvsPolicy { replaced: (0..MAX_REPLACED).map(|_| Uuid::new_v4()).collect(), ..policy.clone() };
+        assert_eq!(label_bytes(&label(&full, l.array_uuid, &ids, 3, u64::MAX, u64::MAX), len).unwrap().len() as u64, len);
+        let over = DvsPolicy { replaced: (0..=MAX_REPLACED).map(|_| Uuid::new_v4()).collect(), ..policy.clone() };
+        assert!(label_policy(&label(&over, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string().contains("replaced members"));
         let mut other = back.clone();
         other.kind = "fixed".into();
         assert!(label_config(&other).unwrap_err().to_string().contains("not a DVS array"));

@@ -1171,15 +1171,17 @@ fn a_hot_spare_takes_a_failed_members_place_and_is_rebuilt() {
     assert_eq!(b.spares()[0].source, Some(6), "s0 was the 7th device given");
     b.fail(2).unwrap();
     more_writes(&mut b, &mut rng, &mut reference, 100);
+    let m2 = b.info().member_list[2].uuid;
     assert_eq!(b.take_spare().unwrap(), Some((2, s0)));
+    assert_eq!(b.info().replaced, [m2], "the labels list m2 as replaced");
     assert_eq!(states(&b)[2], Rebuilding { done: 0 });
     assert_eq!(b.spares().len(), 3);
     b.rebuild(&|_, _| {}, None).unwrap();
     assert_eq!(states(&b), vec![Active; 5]);
     check_all(&mut b, &reference);
     drop(b);
-    // s0 now serves member 2 (its old device m2 is another copy); the
-    // other spares stay spares, and m2 is not used.
+    // s0 now serves member 2; the other spares stay spares, and m2, a
+    // former member by the labels, is passed over without a word.
     let mut devs = reopen_files(dir.path(), 5);
     devs[2] = Arc::new(ZonedFile::open(&dir.path().join("s0")).unwrap());
     devs.push(Arc::new(ZonedFile::open(&dir.path().join("m2")).unwrap()));
@@ -1187,7 +1189,8 @@ fn a_hot_spare_takes_a_failed_members_place_and_is_rebuilt() {
     let mut d = DvsArray::open(devs).unwrap();
     assert_eq!(d.sources()[2], Some(2));
     assert_eq!(d.spares().len(), 3);
-    assert!(d.warnings().iter().any(|w| w.contains("m2")), "{:?}", d.warnings());
+    assert!(d.warnings().is_empty(), "{:?}", d.warnings());
+    assert!(d.sources().iter().all(|s| *s != Some(5)), "m2 (the 6th device) serves no member");
     // Lose another member: member 2 (the former spare) carries its share.
     d.fail(0).unwrap();
     check_all(&mut d, &reference);
