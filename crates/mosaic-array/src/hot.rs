@@ -576,9 +576,10 @@ impl Array {
         Ok(())
     }
 
-    /// The hot replace paused (recorded in the labels), if any.
+    /// The hot replace paused (recorded in the labels), if any, when this
+    /// open can resume it (a read-only one cannot: `info` still shows it).
     pub fn hot_paused(&self) -> Option<HotCopy> {
-        self.superblock().hot
+        self.superblock().hot.filter(|_| self.is_writable())
     }
 }
 

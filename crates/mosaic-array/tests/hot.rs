@@ -272,6 +272,10 @@ fn a_paused_hot_replace_resumes_after_a_clean_close() {
     drop(arr);
     let mut devs = ms.clone();
     devs.push(y.clone());
+    // Read-only: shown, but nothing to resume (and the record stays).
+    let ro = Array::open_members(devs.clone(), false).unwrap();
+    assert!(ro.hot_paused().is_none() && ro.info().hot_paused.is_some_and(|h| h.copied == 40));
+    drop(ro);
     let arr = Array::open_members(devs, true).unwrap();
     assert!(arr.open_warnings().iter().any(|w| w.contains("the hot replace of member 2 onto mem:y resumes at stripe 40 of 128")), "{:?}", arr.open_warnings());
     assert_eq!(arr.info().hot_paused.map(|h| h.copied), Some(40));
