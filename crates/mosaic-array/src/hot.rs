@@ -299,7 +299,7 @@ impl Array {
         let Some(p) = self.paused.lock().take() else { return Ok(()) };
         let lent: Arc<dyn Member> = p.twin.clone();
         self.swap_member(p.rec.member, &lent, p.twin.old.clone());
-        self.write_superblocks(|s| s.hot = None)?;
+        self.forget_hot()?;
         if p.rec.spare {
             self.add_spare_with(p.twin.new.clone(), &p.rec.path)?;
         }
@@ -355,7 +355,7 @@ impl Array {
                 twin.on_new(|| new.flush());
                 if let Some(e) = twin.new_failed() {
                     give_back(old.clone());
-                    self.write_superblocks(|s| s.hot = None)?;
+                    self.forget_hot()?;
                     return Err(new_failed(idx, &e, old.as_ref()));
                 }
                 // From here the labels may name the new drive: after an
@@ -376,20 +376,20 @@ impl Array {
                 }
                 Err(e) => {
                     give_back(old.clone());
-                    self.write_superblocks(|s| s.hot = None)?;
+                    self.forget_hot()?;
                     Err(ArrayError::Io(format!("the hot replace of member {idx} stopped at stripe {at} and could not pause there ({e}): member {idx} stays in service on {}, and the copy starts over when asked again", old.describe())))
                 }
             },
             Copied::NewFailed(e) => {
                 give_back(old.clone());
-                self.write_superblocks(|s| s.hot = None)?;
+                self.forget_hot()?;
                 Err(new_failed(idx, &e, old.as_ref()))
             }
             Copied::OldFailed(bytes) => {
                 // Failed as any member is; the caller puts the new drive in
                 // by a plain replace (a cache volume empties its cache first).
                 give_back(old);
-                self.write_superblocks(|s| s.hot = None)?;
+                self.forget_hot()?;
                 if self.geometry().m == 0 {
                     return Err(ArrayError::Io(format!("member {idx} failed during its hot replace, and {} has no redundancy", self.geometry().level)));
                 }
@@ -422,8 +422,8 @@ impl Array {
         if let Some(e) = twin.new_failed() {
             return Err(ArrayError::Io(e));
         }
-        let rec = HotCopy { member: idx, old: self.superblock().member_uuids[idx], uuid: Uuid::new_v4(), path: path.to_string(), copied: at, spare };
         let mut label = self.superblock();
+        let rec = HotCopy { member: idx, old: label.member_uuids[idx], uuid: Uuid::new_v4(), path: path.to_string(), copied: at, spare };
         label.role = MemberRole::Replacement;
         label.member_index = idx;
         label.member_uuid = rec.uuid;
@@ -531,7 +531,7 @@ impl Array {
         let (m, p) = (rec.member, &rec.path);
         let w = match attached {
             Ok(()) => format!("the hot replace of member {m} onto {p} resumes at stripe {} of {total} (mosaic replace --hot {m}; a server resumes it by itself)", rec.copied),
-            Err(why) => match self.write_superblocks(|s| s.hot = None) {
+            Err(why) => match self.forget_hot() {
                 Ok(()) => format!("the hot replace of member {m} onto {p} cannot resume ({why}): it starts over when asked again"),
                 Err(e) => format!("the hot replace of member {m} onto {p} cannot resume ({why}), and dropping its record failed: {e}"),
             },
@@ -565,15 +565,26 @@ impl Array {
     /// At close: a paused copy whose new drive failed, or whose slot is no
     /// longer its twin's, cannot resume: its record goes.
     pub(crate) fn settle_paused(&self) -> Result<(), ArrayError> {
-        let gone = self.paused.lock().as_ref().is_some_and(|p| {
+        let mut paused = self.paused.lock();
+        let gone = paused.as_ref().is_some_and(|p| {
             let lent: Arc<dyn Member> = p.twin.clone();
             p.twin.new_failed().is_some() || !self.member(p.rec.member).is_some_and(|m| Arc::ptr_eq(&m, &lent)) || !matches!(self.health().states[p.rec.member], MemberState::Active)
         });
         if gone {
-            self.paused.lock().take();
-            self.write_superblocks(|s| s.hot = None)?;
+            paused.take();
+            drop(paused);
+            self.forget_hot()?;
         }
         Ok(())
+    }
+
+    /// Drop the labels' record of a paused copy, if they have one (no
+    /// label round otherwise).
+    fn forget_hot(&self) -> Result<(), ArrayError> {
+        if self.superblock().hot.is_none() {
+            return Ok(());
+        }
+        self.write_superblocks(|s| s.hot = None)
     }
 
     /// The hot replace paused (recorded in the labels), if any, when this

@@ -304,10 +304,7 @@ impl Superblock {
     /// old one in [`Superblock::replaced`].
     pub fn retire(&mut self, idx: usize) {
         let old = std::mem::replace(&mut self.member_uuids[idx], Uuid::new_v4());
-        self.replaced.retain(|u| *u != old);
-        self.replaced.push(old);
-        let over = self.replaced.len().saturating_sub(MAX_REPLACED);
-        self.replaced.drain(..over);
+        label::note_replaced(&mut self.replaced, old, MAX_REPLACED);
     }
 
     /// Slot `idx` on a new device at `path` (a replace, hot or not): a new

@@ -1618,9 +1618,7 @@ impl DvsArray {
         let events = self.meta.events;
         let failed: Vec<usize> = self.failed_on_record().into_iter().filter(|&i| i != m).collect();
         let mut policy = self.policy(failed);
-        policy.replaced.retain(|u| *u != former);
-        policy.replaced.push(former);
-        policy.replaced.drain(..policy.replaced.len().saturating_sub(meta::MAX_REPLACED));
+        mosaic_format::label::note_replaced(&mut policy.replaced, former, meta::MAX_REPLACED);
         let l = label_bytes(&member_label(&identity, &policy, m, events), self.ml.label_len)?;
         let p = program::format(&written_zones(&self.geo.cfg, m, dev.as_ref()), &[m], (0, self.ml.journal_end), vec![], vec![(m, label_offset(events), l)]);
         let old = self.exec.member(m);

@@ -188,6 +188,16 @@ pub fn erase(write: &mut dyn FnMut(&[u8], u64) -> io::Result<()>) -> io::Result<
     Ok(())
 }
 
+/// Remember `old` as the most recent member identity an array replaced,
+/// in `replaced` (oldest first), keeping at most `max`: the list both
+/// kinds of label carry, so a former member is known by identity.
+pub fn note_replaced(replaced: &mut Vec<Uuid>, old: Uuid, max: usize) {
+    replaced.retain(|u| *u != old);
+    replaced.push(old);
+    let over = replaced.len().saturating_sub(max);
+    replaced.drain(..over);
+}
+
 /// Whether `head` (the first bytes of a device, at least [`LABEL_AREA`]
 /// when it has them) carries a label in either slot, valid or damaged.
 pub fn has_label(head: &[u8]) -> bool {
