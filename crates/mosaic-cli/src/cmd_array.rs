@@ -306,9 +306,10 @@ pub struct ReplaceArgs {
     /// Replace a working member (md's --replace): its contents are copied
     /// onto the new drive (or the first hot spare) while it stays in
     /// service, so the array keeps all its redundancy, and the new drive
-    /// then takes its place.  If the old drive fails during the copy, the
-    /// new one is put in as a plain replacement and rebuilt.  A copy cut off
-    /// starts over when asked again (a spare stays a spare)
+    /// then takes its place (a DVS array copies zone by zone).  If the old
+    /// drive of a fixed array fails during the copy, the new one is put in
+    /// as a plain replacement and rebuilt.  A copy cut off starts over when
+    /// asked again (a spare stays a spare)
     #[arg(long)]
     pub hot: bool,
     /// The host that holds the new drive (its failure domain; default: its

@@ -113,9 +113,9 @@ fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
 }
 
 /// Where it does not apply, the refusal says why: a failed member (a
-/// plain replace is the way), and a DVS array (fixed layouts only).
+/// plain replace is the way).
 #[test]
-fn replace_hot_refuses_a_failed_member_and_a_dvs_array() {
+fn replace_hot_refuses_a_failed_member() {
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
@@ -124,11 +124,44 @@ fn replace_hot_refuses_a_failed_member_and_a_dvs_array() {
     let e = fails(&["replace", "-a", a, "--member", "2", "--drive", t.path().join("y.img").to_str().unwrap(), "--hot"]);
     assert!(e.contains("member 2 is failed: replace it without --hot"), "{e}");
     assert!(!t.path().join("y.img").exists(), "the refused drive file was left behind");
+}
+
+/// A DVS array's member copied zone by zone onto a new zoned file, then
+/// onto its first hot spare: the bytes read back with another member
+/// failed (so the copied member's chunks come from the new drive), and
+/// the old file is set aside as a replaced member.
+#[test]
+fn replace_hot_copies_a_dvs_member_onto_a_new_zoned_drive_and_onto_a_spare() {
+    let t = tempfile::tempdir().unwrap();
     let d = t.path().join("dvs");
     let ds = d.to_str().unwrap();
     ok(&["create", "-a", ds, "--level", "dvs", "--members", "3", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]);
-    let e = fails(&["replace", "-a", ds, "--member", "1", "--drive", t.path().join("z.zoned").to_str().unwrap(), "--hot"]);
-    assert!(e.contains("a dvs array has no hot replace"), "{e}");
+    let bytes = data(3 << 20, 9);
+    let file = t.path().join("data");
+    std::fs::write(&file, &bytes).unwrap();
+    ok(&["write", "-a", ds, "--offset", "64K", "--input", file.to_str().unwrap()]);
+    let new = t.path().join("new.zoned");
+    let r = json(&ok(&["replace", "-a", ds, "--member", "1", "--drive", new.to_str().unwrap(), "--hot", "--json"]));
+    assert_eq!((r["member"].as_u64(), r["drive"].as_str()), (Some(1), new.to_str()), "{r}");
+    assert!(r["bytes_copied"].as_u64().unwrap() > 1 << 20, "{r}");
+    assert!(d.join("dvs-1.zoned.replaced").exists(), "the old file set aside");
+    let info = json(&ok(&["info", "-a", ds, "--json"]));
+    assert_eq!(info["volume"]["members"][1]["path"].as_str(), new.to_str(), "{info}");
+    ok(&["fail", "-a", ds, "--member", "0"]);
+    assert!(read_back(ds, "64K", bytes.len(), t.path()) == bytes, "the copied member's bytes");
+    ok(&["replace", "-a", ds, "--member", "0", "--drive", t.path().join("m0.zoned").to_str().unwrap()]);
+    // Onto the first spare, without --drive.
+    let spare = t.path().join("spare.zoned");
+    ok(&["add", "-a", ds, "--spare", spare.to_str().unwrap()]);
+    let r = json(&ok(&["replace", "-a", ds, "--member", "2", "--hot", "--json"]));
+    assert_eq!(r["drive"].as_str(), spare.to_str(), "{r}");
+    let info = json(&ok(&["info", "-a", ds, "--json"]));
+    assert_eq!(info["volume"]["members"][2]["path"].as_str(), spare.to_str(), "{info}");
+    assert!(info["spares"].as_array().unwrap().is_empty(), "{info}");
+    ok(&["fail", "-a", ds, "--member", "1"]);
+    assert!(read_back(ds, "64K", bytes.len(), t.path()) == bytes, "the bytes, member 2 from the former spare");
+    let e = fails(&["replace", "-a", ds, "--member", "0", "--hot"]);
+    assert!(e.contains("no hot spare to copy member 0 onto"), "{e}");
 }
 
 /// `replace --hot` without `--drive` copies onto the first hot spare, as

@@ -93,9 +93,11 @@ use crate::DvsError;
 
 mod destager;
 mod held;
+mod hot;
 mod spare;
 use destager::Destager;
 pub use held::BlockPool;
+pub use hot::HotProgress;
 use held::{Held, Lent};
 use mosaic_core::cache::KeyMap;
 pub use spare::SpareInfo;
@@ -423,6 +425,9 @@ pub struct ArrayInfo {
     /// former member.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Uuid>,
+    /// The hot replace in progress: its member and its copy's progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_replace: Option<HotProgress>,
 }
 
 /// A scrub run in steps: [`DvsArray::scrub_start`], then
@@ -497,6 +502,8 @@ pub struct DvsArray {
     side_io: Mutex<Vec<DeviceIo>>,
     /// Hot spares present, in the order the labels list them.
     spares: Vec<spare::SpareDev>,
+    /// The hot replace in progress (its twin in the member's slot).
+    hot: Option<hot::Hot>,
 }
 
 /// What [`DvsArray::io_counters`] reports.
@@ -717,6 +724,7 @@ impl DvsArray {
             exec,
             side_io: Mutex::new(vec![DeviceIo::default(); cfg.members]),
             spares: Vec::new(),
+            hot: None,
             geo,
         })
     }
@@ -858,6 +866,7 @@ impl DvsArray {
             exec,
             side_io: Mutex::new(side_io),
             spares,
+            hot: None,
             geo,
         };
         a.checkpoint()?;
@@ -1100,6 +1109,7 @@ impl DvsArray {
             created: self.label.created,
             last_scrub: self.last_scrub,
             replaced: self.replaced.clone(),
+            hot_replace: self.hot_progress(),
         }
     }
 
@@ -1565,6 +1575,8 @@ impl DvsArray {
     pub fn fail(&mut self, m: usize) -> Result<(), DvsError> {
         self.check_ok()?;
         self.settle()?;
+        // A member leaving ends a hot replace (of it or of another).
+        self.hot_abandon();
         if m >= self.geo.n {
             return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
         }
@@ -1592,6 +1604,9 @@ impl DvsArray {
     pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
         self.check_ok()?;
         self.settle()?;
+        if self.hot.is_some() {
+            return Err(DvsError::Other("a hot replace is in progress: let it end first".into()));
+        }
         if m >= self.geo.n {
             return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
         }

@@ -22,20 +22,20 @@ const CONV: u64 = 6;
 
 /// A scratch directory, in RAM when the machine has /dev/shm (the drives
 /// fsync on every flush; on tmpfs that is free).
-fn scratch() -> tempfile::TempDir {
+pub(crate) fn scratch() -> tempfile::TempDir {
     match std::fs::metadata("/dev/shm") {
         Ok(m) if m.is_dir() => tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap()),
         _ => tempfile::tempdir().unwrap(),
     }
 }
 
-fn cfg(k: usize) -> DvsConfig {
+pub(crate) fn cfg(k: usize) -> DvsConfig {
     DvsConfig::new(5, k, CHUNK, ZONE, ZONES, CONV)
 }
 
 /// With a journalled write cache of `cache` chunks (more conventional
 /// zones for the journal).
-fn cfg_cached(k: usize, cache: u64) -> DvsConfig {
+pub(crate) fn cfg_cached(k: usize, cache: u64) -> DvsConfig {
     DvsConfig { cache_chunks: cache, ..DvsConfig::new(5, k, CHUNK, ZONE, ZONES, CONV + 2) }
 }
 
@@ -43,7 +43,7 @@ fn files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
     files_for(dir, n, &cfg(1))
 }
 
-fn files_for(dir: &Path, n: usize, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
+pub(crate) fn files_for(dir: &Path, n: usize, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
     (0..n).map(|i| Arc::new(ZonedFile::create(&dir.join(format!("m{i}")), ZONE, ZONES, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect()
 }
 
@@ -73,7 +73,7 @@ fn random_write(rng: &mut ChaCha8Rng, cap: u64) -> (u64, Vec<u8>) {
     (off, data)
 }
 
-fn check_all(a: &mut DvsArray, reference: &[u8]) {
+pub(crate) fn check_all(a: &mut DvsArray, reference: &[u8]) {
     let mut got = vec![0u8; reference.len()];
     // Read in odd-sized pieces to cross chunk and SSG boundaries.
     let mut pos = 0;
@@ -797,7 +797,7 @@ fn journal_records_fill_lane_after_lane_and_replay_across_lanes() {
 }
 
 /// Fill an array with random writes (GC runs) and return the reference.
-fn fill(a: &mut DvsArray, rng: &mut ChaCha8Rng, writes: usize) -> Vec<u8> {
+pub(crate) fn fill(a: &mut DvsArray, rng: &mut ChaCha8Rng, writes: usize) -> Vec<u8> {
     let cap = a.capacity();
     let mut reference = vec![0u8; cap as usize];
     for _ in 0..writes {
@@ -808,7 +808,7 @@ fn fill(a: &mut DvsArray, rng: &mut ChaCha8Rng, writes: usize) -> Vec<u8> {
     reference
 }
 
-fn more_writes(a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], writes: usize) {
+pub(crate) fn more_writes(a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], writes: usize) {
     for _ in 0..writes {
         let (off, data) = random_write(rng, reference.len() as u64);
         a.write(off, &data).unwrap();

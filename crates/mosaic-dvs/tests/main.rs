@@ -4,6 +4,7 @@
 
 mod array;
 mod baseline_real;
+mod hot;
 mod nopanic;
 mod same_ops;
 mod sim;

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{RebuildReport, ScrubReport};
-use mosaic_core::MemberState;
+use mosaic_core::{HotReport, MemberState};
 use mosaic_dev::zoned::ZonedFile;
 use mosaic_dev::DeviceLock;
 use mosaic_dvs::{files, DvsArray, ZonedMember};
@@ -83,6 +83,8 @@ pub struct DvsVolume {
     blocks: mosaic_dvs::BlockPool,
     /// Ends the scrub in progress before its next SSG.
     scrub_interrupt: std::sync::atomic::AtomicBool,
+    /// The drive of the hot replace in progress (`info` names it).
+    hot_drive: Mutex<Option<PathBuf>>,
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -122,6 +124,7 @@ impl DvsVolume {
             commits: commit::Commits::new(),
             blocks: arr.block_pool(),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
+            hot_drive: Mutex::new(None),
             arr: Mutex::new(arr),
             dir,
             paths: Mutex::new(paths),
@@ -210,6 +213,63 @@ impl DvsVolume {
         self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.1.display().to_string()).collect()
     }
 
+    /// Open (or create) `drive` with the array's zone geometry, hold it,
+    /// and start the hot replace of member `idx` onto it.  A drive created
+    /// here is removed again when the start fails.
+    fn hot_start(&self, idx: usize, drive: &Path) -> Result<()> {
+        let n = self.geo.n;
+        if idx >= n {
+            return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
+        }
+        self.not_a_member(drive, None, n)?;
+        if self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|s| same_file(&s.1, drive)) {
+            return Err(VolumeError::Usage(format!("{} is a hot spare of this array: replace --hot without --drive takes the first spare", drive.display())));
+        }
+        let created = !drive.exists();
+        if !created {
+            self.hold(drive)?;
+        }
+        let mut a = self.lock();
+        let started = files::open_or_create(&a, drive).and_then(|z| a.hot_start(idx, std::sync::Arc::new(z)));
+        drop(a);
+        if let Err(e) = started {
+            if created {
+                let _ = std::fs::remove_file(drive);
+            }
+            return Err(e.into());
+        }
+        *self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()) = Some(drive.to_path_buf());
+        if created {
+            self.hold(drive)?;
+        }
+        Ok(())
+    }
+
+    /// Start the hot replace of member `idx` onto the first hot spare,
+    /// which is no spare from then on; its file.
+    fn hot_start_from_spare(&self, idx: usize) -> Result<PathBuf> {
+        let mut a = self.lock();
+        let Some(uuid) = a.hot_start_from_spare(idx)? else {
+            return Err(VolumeError::Usage(format!("no hot spare to copy member {idx} onto: add one with mosaic add --spare, or name the new drive with --drive")));
+        };
+        drop(a);
+        let mut spares = self.spare_paths.lock().unwrap_or_else(|e| e.into_inner());
+        let at = spares.iter().position(|s| s.0 == uuid).ok_or_else(|| VolumeError::Usage(format!("hot spare {uuid} has no file on record")))?;
+        let path = spares.remove(at).1;
+        drop(spares);
+        *self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()) = Some(path.clone());
+        Ok(path)
+    }
+
+    /// `drive`, taken from the spares by a hot replace that stopped, a
+    /// hot spare again (its file is held already).
+    fn give_back_spare(&self, drive: &Path) -> Result<()> {
+        let z = ZonedFile::open(drive).map_err(mosaic_dvs::DvsError::from)?;
+        let uuid = self.lock().add_spare(std::sync::Arc::new(z))?;
+        self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, drive.to_path_buf()));
+        Ok(())
+    }
+
     fn check_writable(&self, what: &str) -> Result<()> {
         if self.writable {
             Ok(())
@@ -272,7 +332,7 @@ impl Volume for DvsVolume {
                 host: mosaic_array::domain::LOCAL.into(),
                 remote: None,
                 readd: false,
-                replacing: None,
+                replacing: i.hot_replace.filter(|h| h.member == m.index).and_then(|_| self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|p| p.display().to_string())),
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));
@@ -451,6 +511,66 @@ impl Volume for DvsVolume {
     /// SSG by SSG, the array's lock released between steps: clients are
     /// served while it runs, and `progress` (which may sleep to hold a
     /// rate) runs without the lock.
+    /// The copy zone by zone, the lock taken for each (client writes are
+    /// served between); then the switch.  The new drive's path is
+    /// recorded before the switch (an open after a crash in it finds the
+    /// drive the labels then name).  Stopped (a signal, a server
+    /// stopping) or cut off, the copy starts over when asked again.
+    fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
+        self.check_writable("a hot replace")?;
+        let t0 = std::time::Instant::now();
+        let (drive, from_spare) = match drive {
+            Some(d) => {
+                self.hot_start(idx, d)?;
+                (d.to_path_buf(), false)
+            }
+            None => (self.hot_start_from_spare(idx)?, true),
+        };
+        let drive = drive.as_path();
+        let mut steps = 0;
+        let (p, stopped) = loop {
+            let s = self.lock().hot_step(1)?;
+            steps += 1;
+            progress(s.done, s.total);
+            if s.done == s.total {
+                break (s, false);
+            }
+            if opts.abort_after_regions.is_some_and(|n| steps >= n) {
+                return Err(VolumeError::Usage(format!("hot replace stopped after {steps} steps (as asked); it starts over when asked again")));
+            }
+            if opts.stop_asked() {
+                self.lock().hot_abandon();
+                // A spare it took is a spare again (a new label).
+                if from_spare {
+                    self.give_back_spare(drive)?;
+                }
+                let _ = self.record(None);
+                break (s, true);
+            }
+        };
+        if !stopped {
+            self.record(Some(drive))?;
+            if let Err(e) = self.lock().hot_switch() {
+                let _ = self.record(None);
+                return Err(e.into());
+            }
+            self.adopt(idx, drive)?;
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        Ok(HotReport {
+            member: idx,
+            drive: drive.display().to_string(),
+            regions: p.total,
+            bytes_copied: p.bytes,
+            seconds,
+            mib_per_s: p.bytes as f64 / (1 << 20) as f64 / seconds.max(1e-9),
+            stopped,
+            paused_at: None,
+            resumed_from: None,
+            rebuild_needed: false,
+        })
+    }
+
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.check_writable("rebuild")?;
         let t0 = std::time::Instant::now();

@@ -225,7 +225,7 @@ pub trait Volume: Send + Sync {
     fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
         let _ = (idx, drive, progress, opts);
         Err(VolumeError::Usage(format!(
-            "a {} array has no hot replace (it is for fixed-layout arrays, raid0..6, rs and cbro, and the arrays tiers, caches and remapped volumes are made of): fail the member, then replace it",
+            "a {} array has no hot replace (it is for fixed-layout arrays, raid0..6, rs and cbro, for dvs arrays, and for the arrays tiers, caches and remapped volumes are made of): fail the member, then replace it",
             self.info().kind
         )))
     }

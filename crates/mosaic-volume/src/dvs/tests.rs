@@ -153,3 +153,93 @@ fn a_scrub_asked_of_a_writable_open_is_kept_in_the_labels() {
     let r2 = kept(&v).unwrap();
     assert!(r2.repaired && !r2.interrupted && r2.unverified == 0, "{r2:?}");
 }
+
+/// A hot replace while two writers write and read back: the copy takes
+/// the lock zone by zone, so they are served meanwhile.  The new drive
+/// (outside the array's directory) is member 2 after it, recorded for the
+/// next open, and the old file is set aside as `dvs-2.zoned.replaced`.
+#[test]
+fn a_hot_replace_copies_a_member_while_writers_are_served() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = cached_dvs(t.path());
+    let spec = dir.to_str().unwrap().to_string();
+    let v = Arc::new(DvsVolume::open(&spec, true).unwrap());
+    let blocks = v.capacity() / 4096;
+    for i in (0..blocks).step_by(3) {
+        v.write(i * 4096, &block(i, 0)).unwrap();
+    }
+    let new = t.path().join("new.zoned");
+    let ticks = std::sync::Mutex::new(Vec::new());
+    let writes = std::sync::atomic::AtomicU64::new(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let rep = std::thread::scope(|sc| {
+        for w in 0..2u64 {
+            let (v, done, writes) = (v.clone(), &done, &writes);
+            sc.spawn(move || {
+                let mut got = vec![0u8; 4096];
+                let mut r = 1;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for i in (w..blocks).step_by(2 * 41) {
+                        v.write(i * 4096, &block(i, r)).unwrap();
+                        v.read(i * 4096, &mut got).unwrap();
+                        assert!(got == block(i, r), "writer {w}: block {i} round {r}");
+                        writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    r += 1;
+                }
+            });
+        }
+        let rep = v.replace_hot(2, Some(&new), &|d, n| ticks.lock().unwrap().push((d, n)), Default::default());
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        rep
+    });
+    let rep = rep.unwrap();
+    assert!(!rep.stopped && rep.bytes_copied > 0 && rep.member == 2, "{rep:?}");
+    let ticks = ticks.into_inner().unwrap();
+    assert!(ticks.len() > 2 && ticks.last().map(|&(d, n)| d == n) == Some(true), "{ticks:?}");
+    assert!(writes.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(v.info().members[2].path.ends_with("new.zoned"), "{:?}", v.info().members[2]);
+    assert!(dir.join("dvs-2.zoned.replaced").exists() && !dir.join("dvs-2.zoned").exists());
+    // What each block holds now, read back after a reopen of the directory.
+    let mut now = vec![vec![0u8; 4096]; blocks as usize];
+    for (i, b) in now.iter_mut().enumerate() {
+        v.read(i as u64 * 4096, b).unwrap();
+    }
+    v.close().unwrap();
+    drop(v);
+    let v = DvsVolume::open(&spec, true).unwrap();
+    assert!(v.info().members[2].path.ends_with("new.zoned"));
+    assert!(!v.info().degraded);
+    let mut got = vec![0u8; 4096];
+    for (i, b) in now.iter().enumerate() {
+        v.read(i as u64 * 4096, &mut got).unwrap();
+        assert!(&got == b, "block {i}");
+    }
+    assert_eq!(v.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
+    // Asked to stop, a hot replace ends with the member on its drive.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let other = t.path().join("other.zoned");
+    let rep = v.replace_hot(1, Some(&other), &|_, _| {}, mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
+    assert!(rep.stopped);
+    assert!(v.info().members[1].path.ends_with("dvs-1.zoned") && v.info().members[1].replacing.is_none());
+    // Stopped, a hot replace onto a spare gives the spare back.
+    let spare = t.path().join("spare.zoned");
+    v.add_spare(&spare).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let rep = v.replace_hot(1, None, &|_, _| {}, mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
+    assert!(rep.stopped && rep.drive.ends_with("spare.zoned"), "{rep:?}");
+    assert_eq!(v.spare_list(), vec![spare.display().to_string()]);
+    v.close().unwrap();
+    drop(v);
+    let v = DvsVolume::open(&spec, true).unwrap();
+    assert_eq!(v.spare_list(), vec![spare.display().to_string()], "{:?}", v.warnings());
+    assert!(v.info().members[1].path.ends_with("dvs-1.zoned"));
+    // Refused: its own drive, another member's, none.
+    for (m, d) in [(1, dir.join("dvs-1.zoned")), (1, new.clone())] {
+        assert!(v.replace_hot(m, Some(&d), &|_, _| {}, Default::default()).is_err());
+    }
+    // Not stopped, the spare takes the slot.
+    let rep = v.replace_hot(1, None, &|_, _| {}, Default::default()).unwrap();
+    assert!(!rep.stopped && v.info().members[1].path.ends_with("spare.zoned") && v.spare_list().is_empty(), "{rep:?}");
+    assert!(v.replace_hot(0, None, &|_, _| {}, Default::default()).unwrap_err().to_string().contains("no hot spare to copy member 0 onto"));
+}
