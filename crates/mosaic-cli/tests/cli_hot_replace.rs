@@ -112,6 +112,42 @@ fn a_served_array_hot_replaces_a_member_while_a_client_reads_it() {
     assert_eq!(code, 0);
 }
 
+/// A served DVS array: the copy runs as the server's maintenance while a
+/// client writes and reads, and the new drive serves the member after it.
+#[test]
+fn a_served_dvs_array_hot_replaces_a_member_while_a_client_writes() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("dvs");
+    let ds = d.to_str().unwrap();
+    ok(&["create", "-a", ds, "--level", "dvs", "--members", "3", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]);
+    // Paced, so the copy is seen in progress.
+    let srv = common::serve::Serve::start(ds, &["--quiet", "--maint-rate", "4M"]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    let io = |cmds: &[&str]| common::qemu_io(&uri, cmds);
+    io(&["write -P 0x6b 0 4M"]);
+    let new = t.path().join("new-1.zoned");
+    let replace = {
+        let (ds, new) = (ds.to_string(), new.clone());
+        std::thread::spawn(move || json(&ok(&["replace", "-a", &ds, "--member", "1", "--drive", new.to_str().unwrap(), "--hot", "--json"])))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", ds, "--json"]).stdout));
+    assert_eq!(st[0]["maintenance"]["what"], "hot replace", "{st}");
+    assert_eq!(st[0]["members"][1]["replacing"].as_str(), Some(new.to_str().unwrap()), "{st}");
+    io(&["write -P 0x6c 1M 1M", "read -P 0x6b 0 1M", "read -P 0x6c 1M 1M"]);
+    let r = replace.join().unwrap();
+    assert_eq!((r["member"].as_u64(), r["drive"].as_str()), (Some(1), new.to_str()), "{r}");
+    io(&["read -P 0x6b 0 1M", "read -P 0x6c 1M 1M", "read -P 0x6b 2M 2M"]);
+    let st = json(&String::from_utf8_lossy(&mosaic(&["status", "-a", ds, "--json"]).stdout));
+    assert_eq!(st[0]["health"], "healthy", "{st}");
+    assert_eq!(st[0]["members"][1]["path"].as_str(), new.to_str(), "{st}");
+    // Member 1's chunks now come from the new drive alone.
+    ok(&["fail", "-a", ds, "--member", "0"]);
+    io(&["read -P 0x6b 0 1M", "read -P 0x6c 1M 1M", "read -P 0x6b 2M 2M"]);
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+}
+
 /// Where it does not apply, the refusal says why: a failed member (a
 /// plain replace is the way).
 #[test]

@@ -104,7 +104,20 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
     let mut failed: Vec<usize> = Vec::new();
     let mut spare_id = 0;
     let mut paths: Vec<std::path::PathBuf> = (0..5).map(|i| dir.path().join(format!("m{i}"))).collect();
+    // A hot replace in progress: its member and new drive's path.
+    let mut hot: Option<(usize, std::path::PathBuf)> = None;
+    let mut switched = 0;
     for i in 0..ops {
+        if hot.is_some() && rng.gen_bool(0.2) {
+            let p = a.hot_step(1).unwrap();
+            if p.done == p.total {
+                let (m, path) = hot.take().unwrap();
+                a.hot_switch().unwrap();
+                paths[m] = path;
+                switched += 1;
+                check_all(&mut a, &reference);
+            }
+        }
         match rng.gen_range(0..100) {
             0..=69 => {
                 let (off, data) = random_write(&mut rng, cap);
@@ -125,10 +138,20 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
                 if !failed.contains(&m) {
                     a.fail(m).unwrap();
                     failed.push(m);
+                    // A member failing ends a hot replace.
+                    hot = None;
+                    assert_eq!(a.hot_progress(), None);
                     check_all(&mut a, &reference);
                 }
             }
-            _ if !failed.is_empty() => {
+            95..=99 if failed.is_empty() && hot.is_none() && rng.gen_bool(0.3) => {
+                let m = rng.gen_range(0..5);
+                spare_id += 1;
+                let path = dir.path().join(format!("hot{spare_id}"));
+                a.hot_start(m, Arc::new(ZonedFile::create(&path, ZONE, ZONES, c.conventional).unwrap())).unwrap();
+                hot = Some((m, path));
+            }
+            _ if !failed.is_empty() && hot.is_none() => {
                 let m = failed.remove(0);
                 spare_id += 1;
                 paths[m] = dir.path().join(format!("spare{spare_id}"));
@@ -147,6 +170,7 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
     assert!(a.stats().fg_gc > 0, "the workload must have garbage-collected: {:?}", a.stats());
     if ops >= 1000 {
         assert!(a.stats().bg_gc > 0, "idle GC steps ran: {:?}", a.stats());
+        assert!(switched > 0, "a hot replace ran to its end");
     }
     assert!(a.stats().partial_stripes > 0);
     if failed.is_empty() {
