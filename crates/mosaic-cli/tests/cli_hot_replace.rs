@@ -148,6 +148,57 @@ fn a_served_dvs_array_hot_replaces_a_member_while_a_client_writes() {
     assert_eq!(code, 0);
 }
 
+/// A served DVS array's hot replace, stopped with the server mid-copy,
+/// pauses (the labels record it, the new drive is labelled
+/// `replacement`), and the server started again resumes it by itself.
+#[test]
+fn a_dvs_hot_replace_paused_by_a_server_stop_resumes_when_served_again() {
+    use common::serve::{event_log, wait_for, Serve};
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("dvs");
+    let ds = d.to_str().unwrap();
+    ok(&["create", "-a", ds, "--level", "dvs", "--members", "3", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--zone-size", "4M"]);
+    let (log, cmd) = event_log(t.path(), "events.log");
+    // Paced, so the stop falls mid-copy.
+    let srv = Serve::start(ds, &["--quiet", "--maint-rate", "4M", "--on-event", &cmd]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    common::qemu_io(&uri, &["write -P 0x5e 0 8M"]);
+    let new = t.path().join("new-1.zoned");
+    let replace = {
+        let (ds, new) = (ds.to_string(), new.clone());
+        std::thread::spawn(move || mosaic(&["replace", "-a", &ds, "--member", "1", "--drive", new.to_str().unwrap(), "--hot", "--json"]))
+    };
+    wait_for(&log, "replace-start", &srv);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let _ = replace.join();
+    let info = json(&ok(&["info", "-a", ds, "--json"]));
+    let h = &info["hot_replace"];
+    assert!(h["paused"] == true && h["member"] == 1, "{info}");
+    let (at, total) = (h["done"].as_u64().unwrap(), h["total"].as_u64().unwrap());
+    assert!(at < total, "{info}");
+    let text = ok(&["info", "-a", ds]);
+    assert!(text.contains(&format!("member 1 onto {} (paused at zone {at} of {total})", new.display())), "{text}");
+    let ex = ok(&["examine", new.to_str().unwrap()]);
+    assert!(ex.contains("the new drive of a paused hot replace of member 1 of array"), "{ex}");
+
+    let srv = Serve::start(ds, &["--quiet", "--on-event", &cmd]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    wait_for(&log, "hot-replaced member 1", &srv);
+    common::qemu_io(&uri, &["read -P 0x5e 0 8M", "write -P 0x5f 6M 2M"]);
+    let events = std::fs::read_to_string(&log).unwrap();
+    assert!(events.contains("(resumed where it paused) started"), "{events}");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let info = json(&ok(&["info", "-a", ds, "--json"]));
+    assert!(info["hot_replace"].is_null() && info["volume"]["members"][1]["path"].as_str() == new.to_str(), "{info}");
+    ok(&["fail", "-a", ds, "--member", "0"]);
+    let mut want = vec![0x5eu8; 8 << 20];
+    want[6 << 20..].fill(0x5f);
+    assert!(read_back(ds, "0", 8 << 20, t.path()) == want, "wrong bytes with member 0 out");
+}
+
 /// Where it does not apply, the refusal says why: a failed member (a
 /// plain replace is the way).
 #[test]

@@ -687,7 +687,7 @@ impl DvsArray {
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = now_secs();
-        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![] };
+        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: None };
         let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
@@ -740,6 +740,8 @@ impl DvsArray {
         // Hot spares are set aside before the one freshness rule: they
         // hold no data, so they can never be stale.
         let (spares, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| meta::label_policy(&f.label).is_ok_and(|p| p.is_spare()));
+        // So are a paused hot replace's new drives (role replacement).
+        let (replacements, found): (Vec<_>, Vec<_>) = found.into_iter().partition(|f| meta::label_policy(&f.label).is_ok_and(|p| p.is_replacement()));
         let found = fresh::pick_array(found, &mut warnings).map_err(DvsError::Other)?;
         // Members failed on record (as the authoritative label says) are
         // not used until replaced: the one rule's `failed`.
@@ -759,6 +761,8 @@ impl DvsArray {
             sources[i] = Some(d.at);
             members[i] = Some(d.dev);
         }
+        // A paused hot replace's twin goes in before anything is written.
+        let hot = hot::attach(replacements, &auth, &mut members, &mut warnings);
         let exec = executor(&members);
         let present = members.iter().filter(|m| m.is_some()).count();
         if present + cfg.parity < cfg.members {
@@ -866,9 +870,15 @@ impl DvsArray {
             exec,
             side_io: Mutex::new(side_io),
             spares,
-            hot: None,
+            hot,
             geo,
         };
+        // The slot out of service: the paused copy is dropped (the labels
+        // stop recording it at the session's label rounds below).
+        if a.hot.as_ref().is_some_and(|h| !matches!(a.state(h.member()), MemberState::Active)) {
+            a.warnings.push("the paused hot replace was dropped: its member is out of service".into());
+            a.hot_forget();
+        }
         a.checkpoint()?;
         a.start_session()?;
         a.replay_journal()?;
@@ -903,7 +913,7 @@ impl DvsArray {
     /// What a member's label carries beside the identities, with members
     /// `failed` failed on record.
     fn policy(&self, failed: Vec<usize>) -> meta::DvsPolicy {
-        meta::DvsPolicy { config: self.geo.cfg.clone(), failed, spares: self.spare_uuids(), role: String::new(), last_scrub: self.last_scrub, replaced: self.replaced.clone() }
+        meta::DvsPolicy { config: self.geo.cfg.clone(), failed, spares: self.spare_uuids(), role: String::new(), last_scrub: self.last_scrub, replaced: self.replaced.clone(), hot: self.hot_record() }
     }
 
     /// The members the metadata records failed.
@@ -1604,9 +1614,6 @@ impl DvsArray {
     pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
         self.check_ok()?;
         self.settle()?;
-        if self.hot.is_some() {
-            return Err(DvsError::Other("a hot replace is in progress: let it end first".into()));
-        }
         if m >= self.geo.n {
             return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
         }
@@ -1625,6 +1632,9 @@ impl DvsArray {
                 return Err(DvsError::Other(format!("{} is member {i} of this array already", dev.describe())));
             }
         }
+        // A failed member put back first: a hot replace (running or
+        // paused) ends.
+        self.hot_abandon();
         // The device gets an identity of its own, and its metadata area is
         // cleared: old checkpoints and records (from an earlier life of
         // this device) must not be taken for this array's.

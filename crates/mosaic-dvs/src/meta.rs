@@ -86,6 +86,20 @@ const RING_RESERVE_DIV: u64 = 8;
 
 /// The role a hot spare's label names (as fixed arrays' superblocks do).
 pub const ROLE_SPARE: &str = "spare";
+/// The role in the label of a paused hot replace's new drive: neither a
+/// member nor a spare.
+pub const ROLE_REPLACEMENT: &str = "replacement";
+
+/// A hot replace paused by a clean stop, as every member's label records
+/// it: the slot, the old drive's and the new drive's member UUIDs, and
+/// the zones copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HotRecord {
+    pub member: usize,
+    pub old: Uuid,
+    pub new: Uuid,
+    pub copied: u64,
+}
 /// At most this many hot spares per array: labels have one length.
 pub const MAX_SPARES: usize = 4;
 
@@ -117,11 +131,17 @@ pub struct DvsPolicy {
     /// back as a spare, as a fixed array's superblock lists them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaced: Vec<Uuid>,
+    /// The hot replace paused in this array (none in a spare's label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot: Option<HotRecord>,
 }
 
 impl DvsPolicy {
     pub fn is_spare(&self) -> bool {
         self.role == ROLE_SPARE
+    }
+    pub fn is_replacement(&self) -> bool {
+        self.role == ROLE_REPLACEMENT
     }
 }
 
@@ -147,8 +167,16 @@ pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index:
 /// label) names: the array's identity, role spare, no member index of
 /// its own (the index field is 0 and means nothing).
 pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None, replaced: vec![] };
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None, replaced: vec![], hot: None };
     Label { member_uuid: uuid, member_index: 0, ..label(&policy, member.array_uuid, &member.member_uuids, 0, events, member.created) }
+}
+
+/// The label of a paused hot replace's new drive `uuid`, for slot
+/// `index` of the array `member` (any member's label) names: role
+/// replacement, so it is never taken for a member or a spare.
+pub fn replacement_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, index: usize, events: u64) -> Label {
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_REPLACEMENT.into(), last_scrub: None, replaced: vec![], hot: None };
+    Label { member_uuid: uuid, ..label(&policy, member.array_uuid, &member.member_uuids, index, events, member.created) }
 }
 
 /// The policy blob of a DVS label, checked against the shared fields.
@@ -160,11 +188,14 @@ pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
     if p.config.members != l.members || p.failed.iter().any(|&m| m >= l.members) {
         return Err(DvsError::Corrupt(format!("label of {} members carries a configuration of {} (failed {:?})", l.members, p.config.members, p.failed)));
     }
-    if p.spares.len() > MAX_SPARES || !(p.role.is_empty() || p.is_spare()) {
+    if p.spares.len() > MAX_SPARES || !(p.role.is_empty() || p.is_spare() || p.is_replacement()) {
         return Err(DvsError::Corrupt(format!("label lists {} hot spares (at most {MAX_SPARES}) with role {:?}", p.spares.len(), p.role)));
     }
     if p.replaced.len() > MAX_REPLACED {
         return Err(DvsError::Corrupt(format!("label lists {} replaced members, at most {MAX_REPLACED}", p.replaced.len())));
+    }
+    if let Some(h) = p.hot.filter(|h| h.member >= l.members || h.copied > p.config.zones) {
+        return Err(DvsError::Corrupt(format!("label records a paused hot replace of member {} at zone {}; the array has {} members of {} zones", h.member, h.copied, l.members, p.config.zones)));
     }
     Ok(p)
 }
@@ -183,9 +214,10 @@ pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
         config: cfg.clone(),
         failed: (0..ids.len()).collect(),
         spares: vec![Uuid::nil(); MAX_SPARES],
-        role: ROLE_SPARE.into(),
+        role: if ROLE_SPARE.len() > ROLE_REPLACEMENT.len() { ROLE_SPARE } else { ROLE_REPLACEMENT }.into(),
         last_scrub: Some(ScrubRecord::WIDEST),
         replaced: vec![Uuid::nil(); MAX_REPLACED],
+        hot: Some(HotRecord { member: ids.len() - 1, old: Uuid::nil(), new: Uuid::nil(), copied: u64::MAX }),
     };
     let widest = label(&policy, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX);
     Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
@@ -1212,7 +1244,7 @@ mod tests {
         let g = geo();
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let spares: Vec<Uuid> = (0..MAX_SPARES).map(|_| Uuid::new_v4()).collect();
-        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![Uuid::from_u128(5)] };
+        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![Uuid::from_u128(5)], hot: None };
         let l = label(&policy, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000);
         let len = label_write_len(&g.cfg).unwrap();
         let b = label_bytes(&l, len).unwrap();
@@ -1244,5 +1276,21 @@ mod tests {
         other.policy = serde_json::json!({ "chunk": "big" });
         assert!(label_config(&other).is_err());
         assert_eq!(label_offset(7), SLOT_SIZE);
+        // A paused hot replace: recorded in full at the one length, the
+        // new drive's label of role replacement; a record out of the
+        // array's range is damage.
+        let rec = HotRecord { member: 3, old: ids[3], new: Uuid::new_v4(), copied: g.cfg.zones };
+        let paused = DvsPolicy { hot: Some(rec), ..full.clone() };
+        let b = label_bytes(&label(&paused, l.array_uuid, &ids, 3, u64::MAX, u64::MAX), len).unwrap();
+        assert_eq!(label_policy(&Label::decode(&b).unwrap()).unwrap().hot, Some(rec));
+        let r = replacement_label(&l, &g.cfg, rec.new, 3, 9);
+        let back = Label::decode(&label_bytes(&r, len).unwrap()).unwrap();
+        let p = label_policy(&back).unwrap();
+        assert!(p.is_replacement() && !p.is_spare());
+        assert_eq!((back.member_uuid, back.member_index), (rec.new, 3));
+        for bad in [HotRecord { member: 4, ..rec }, HotRecord { copied: g.cfg.zones + 1, ..rec }] {
+            let e = label_policy(&label(&DvsPolicy { hot: Some(bad), ..policy.clone() }, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string();
+            assert!(e.contains("paused hot replace"), "{e}");
+        }
     }
 }

@@ -64,7 +64,7 @@ fn sector_write(rng: &mut ChaCha8Rng, cap: u64) -> (u64, Vec<u8>) {
     (off, data)
 }
 
-fn random_write(rng: &mut ChaCha8Rng, cap: u64) -> (u64, Vec<u8>) {
+pub(crate) fn random_write(rng: &mut ChaCha8Rng, cap: u64) -> (u64, Vec<u8>) {
     let blocks = cap / 512;
     let len = rng.gen_range(1..=24u64).min(blocks);
     let off = rng.gen_range(0..=blocks - len) * 512;

@@ -112,6 +112,8 @@ impl DvsVolume {
         // The file serving each member, as the labels assigned them.
         let paths = arr.sources().iter().map(|s| s.and_then(|i| given.get(i).cloned())).collect();
         let spare_paths = arr.spares().iter().filter_map(|s| Some((s.uuid, given.get(s.source?)?.clone()))).collect();
+        // The drive of a paused hot replace the open resumed.
+        let hot_drive = arr.hot_source().and_then(|i| given.get(i).cloned());
         let dir = (!spec.contains(',') && Path::new(spec).is_dir()).then(|| PathBuf::from(spec));
         Ok(DvsVolume {
             uuid: arr.info().uuid,
@@ -124,7 +126,7 @@ impl DvsVolume {
             commits: commit::Commits::new(),
             blocks: arr.block_pool(),
             scrub_interrupt: std::sync::atomic::AtomicBool::new(false),
-            hot_drive: Mutex::new(None),
+            hot_drive: Mutex::new(hot_drive),
             arr: Mutex::new(arr),
             dir,
             paths: Mutex::new(paths),
@@ -182,6 +184,7 @@ impl DvsVolume {
         let _one = self.recording.lock().unwrap_or_else(|e| e.into_inner());
         let mut devices: Vec<PathBuf> = self.paths.lock().unwrap_or_else(|e| e.into_inner()).iter().flatten().cloned().collect();
         devices.extend(self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|s| s.1.clone()));
+        devices.extend(self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).clone());
         devices.extend(extra.map(Path::to_path_buf));
         Ok(files::record_paths(dir, self.uuid, &devices)?)
     }
@@ -268,6 +271,12 @@ impl DvsVolume {
         let uuid = self.lock().add_spare(std::sync::Arc::new(z))?;
         self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).push((uuid, drive.to_path_buf()));
         Ok(())
+    }
+
+    /// The hot replace is over (switched or ended): its drive is no
+    /// longer one the next open must find as such.
+    fn hot_ended(&self) {
+        *self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {
@@ -361,6 +370,11 @@ impl Volume for DvsVolume {
         ];
         if let Some(r) = &i.last_scrub {
             summary.push(("last scrub".into(), r.line(mosaic_array::now_secs())));
+        }
+        if let Some(h) = &i.hot_replace {
+            let onto = self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or_else(|| "a new drive".to_string(), |p| p.display().to_string());
+            let at = if h.paused { "paused at" } else { "at" };
+            summary.push(("hot replace".into(), format!("member {} onto {onto} ({at} zone {} of {})", h.member, h.done, h.total)));
         }
         summary.extend([
             ("state".into(), if degraded { format!("degraded: member(s) {:?} failed, missing, stale or rebuilding", i.failed) } else { "ok".into() }),
@@ -519,17 +533,36 @@ impl Volume for DvsVolume {
     fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
         self.check_writable("a hot replace")?;
         let t0 = std::time::Instant::now();
-        let (drive, from_spare) = match drive {
-            Some(d) => {
+        // A paused copy resumes when asked for its slot with its drive or
+        // none; asked for anything else, it ends first.
+        let paused = self.hot_paused();
+        let resume = paused.as_ref().is_some_and(|(m, p)| *m == idx && drive.is_none_or(|d| same_file(Path::new(p), d)));
+        if paused.is_some() && !resume {
+            self.lock().hot_abandon();
+            self.hot_ended();
+        }
+        let (drive, from_spare, resumed_from) = match (paused.filter(|_| resume), drive) {
+            (Some((_, p)), _) => (PathBuf::from(p), false, self.lock().hot_progress().map(|p| p.done)),
+            (None, Some(d)) => {
                 self.hot_start(idx, d)?;
-                (d.to_path_buf(), false)
+                (d.to_path_buf(), false, None)
             }
-            None => (self.hot_start_from_spare(idx)?, true),
+            (None, None) => (self.hot_start_from_spare(idx)?, true, None),
         };
         let drive = drive.as_path();
         let mut steps = 0;
         let (p, stopped) = loop {
-            let s = self.lock().hot_step(1)?;
+            let step = self.lock().hot_step(1);
+            let s = match step {
+                Ok(s) => s,
+                Err(e) => {
+                    // The new drive failed (the copy ended), or the old one.
+                    if self.lock().hot_progress().is_none() {
+                        self.hot_ended();
+                    }
+                    return Err(e.into());
+                }
+            };
             steps += 1;
             progress(s.done, s.total);
             if s.done == s.total {
@@ -539,18 +572,25 @@ impl Volume for DvsVolume {
                 return Err(VolumeError::Usage(format!("hot replace stopped after {steps} steps (as asked); it starts over when asked again")));
             }
             if opts.stop_asked() {
-                self.lock().hot_abandon();
-                // A spare it took is a spare again (a new label).
                 if from_spare {
+                    // A spare it took is a spare again (a new label).
+                    self.lock().hot_abandon();
+                    self.hot_ended();
                     self.give_back_spare(drive)?;
+                    let _ = self.record(None);
+                    break (s, true);
                 }
-                let _ = self.record(None);
-                break (s, true);
+                // Paused: recorded where the next open looks first.
+                self.record(None)?;
+                let p = self.lock().hot_pause()?;
+                break (p, true);
             }
         };
         if !stopped {
-            self.record(Some(drive))?;
-            if let Err(e) = self.lock().hot_switch() {
+            self.record(None)?;
+            let switched = self.lock().hot_switch();
+            self.hot_ended();
+            if let Err(e) = switched {
                 let _ = self.record(None);
                 return Err(e.into());
             }
@@ -565,10 +605,18 @@ impl Volume for DvsVolume {
             seconds,
             mib_per_s: p.bytes as f64 / (1 << 20) as f64 / seconds.max(1e-9),
             stopped,
-            paused_at: None,
-            resumed_from: None,
+            paused_at: p.paused.then_some(p.done),
+            resumed_from,
             rebuild_needed: false,
         })
+    }
+
+    /// The copy paused by a clean stop (in this process, or before the
+    /// open, which put its twin back): its member and drive.
+    fn hot_paused(&self) -> Option<(usize, String)> {
+        let p = self.lock().hot_progress().filter(|p| p.paused)?;
+        let d = self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        Some((p.member, d.display().to_string()))
     }
 
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {

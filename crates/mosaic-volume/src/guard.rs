@@ -325,7 +325,7 @@ pub fn erase(path: &Path, force: bool) -> Result<Option<Carries>> {
     // (The old formats' slots, 0, 4 KiB and 64 KiB, cover the label
     // slots and the journal header too.)
     let places: Vec<u64> = match what {
-        Carries::DvsMember { .. } if zoned_file(path) => vec![ZONED_HEADER as u64, ZONED_HEADER as u64 + SLOT_SIZE],
+        Carries::DvsMember { .. } | Carries::Spare { .. } | Carries::HotCopy { .. } if zoned_file(path) => vec![ZONED_HEADER as u64, ZONED_HEADER as u64 + SLOT_SIZE],
         _ => OLD_SLOTS.iter().map(|&o| o as u64).collect(),
     };
     debug_assert!(places.contains(&SLOT_SIZE) || places.contains(&(ZONED_HEADER as u64 + SLOT_SIZE)));

@@ -4,7 +4,7 @@
 //! replace fails the member first and rebuilds it from the others).
 //!
 //! ```text
-//!   slot m during the copy: ZonedTwin { old, new, copied }
+//!   slot m during the copy: ZonedTwin { old, new, conv, copied }
 //!     reads, write pointers ──────────────────────────────> old
 //!     writes and zone resets in zones already copied ─────> old, then new
 //!       (the label area excepted: old only, until the switch)
@@ -31,27 +31,51 @@
 //! and the executor do not know it is there.
 //!
 //! Crash safety: until the first label round of the switch, no label on
-//! any drive names the new one, and its own label area is zeroed: an open
-//! after a crash uses the old drive, which took every write.  From the
-//! first label round on, the labels name the new drive in slot m and list
-//! the old drive's identity as replaced (passed over at open whatever its
-//! event counter); the new drive holds what the old one does: the copy
-//! did the zones, and it took every write to a zone copied.  A copy cut
-//! off (a crash, a stop, the array closed) starts over when asked again.
+//! any drive names the new one as a member (its label area is zeroed at
+//! the start, and says `replacement` once paused): an open after a crash
+//! uses the old drive, which took every write.  From the first label
+//! round on, the labels name the new drive in slot m and list the old
+//! drive's identity as replaced (passed over at open whatever its event
+//! counter); the new drive holds what the old one does: the copy did the
+//! zones, and it took every write to a zone copied.
+//!
+//! Pause and resume (md keeps a replacement's `recovery_offset`):
+//!
+//! ```text
+//!   pause:  settled; new flushed and labelled `replacement` (neither a
+//!           member nor a spare); the labels record the copy (HotRecord:
+//!           slot, both UUIDs, zones copied); the twin stays, so the new
+//!           drive takes every write to the zones copied until the array
+//!           closes
+//!   open:   record + slot still on the old drive + the new drive found by
+//!           its label ──> twin back in the slot before anything is
+//!           written, the copy paused at the lowest of the recorded zone
+//!           and the first zone whose write pointers differ on the two
+//!           drives (a crash may cut a mirrored append or reset between
+//!           them); the conventional zones are copied again
+//!           otherwise ──> the session's label rounds drop the record
+//!   ended:  (switched, abandoned, a member failed) a record the labels
+//!           hold is dropped by a label round before anything else is
+//!           written, and the new drive's label erased
+//! ```
+//!
+//! A copy cut off before it paused starts over when asked again.
 //!
 //! Failures: the new drive failing stops the copy (the member stays on
 //! the old drive, the twin is taken out, and the caller hears why); the
 //! old drive failing is the member's failure, as without a copy.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mosaic_core::{Dir, MemberState};
-use mosaic_format::label::LABEL_AREA;
+use mosaic_format::fresh::Found;
+use mosaic_format::label::{Label, LABEL_AREA};
 use uuid::Uuid;
 
-use super::{as_member, check_member, counted_label, DvsArray, ZonedMember};
+use super::{as_member, check_member, counted_label, DvsArray, Given, ZonedMember};
+use crate::meta::{self, label_bytes, label_offset, HotRecord};
 use crate::DvsError;
 
 /// The copy moves at most this many bytes at a time.
@@ -62,15 +86,30 @@ const COPY_CHUNK: u64 = 1 << 20;
 pub(crate) struct ZonedTwin {
     old: Arc<dyn ZonedMember>,
     new: Arc<dyn ZonedMember>,
-    /// Zones `0..copied` hold on the new drive what they hold on the old.
+    /// The conventional zones (labels excepted) hold on the new drive
+    /// what they hold on the old.
+    conv: AtomicBool,
+    /// So do the sequential zones below this one.
     copied: AtomicU64,
+    /// Zones below this are conventional.
+    conventional: u64,
     /// The new drive's first error: no more mirroring, the copy stops.
     broken: Mutex<Option<String>>,
 }
 
 impl ZonedTwin {
-    fn new(old: Arc<dyn ZonedMember>, new: Arc<dyn ZonedMember>) -> ZonedTwin {
-        ZonedTwin { old, new, copied: AtomicU64::new(0), broken: Mutex::new(None) }
+    /// A twin whose sequential zones below `copied` hold what the old
+    /// drive's do (the conventional zones are copied first).
+    fn new(old: Arc<dyn ZonedMember>, new: Arc<dyn ZonedMember>, copied: u64) -> ZonedTwin {
+        let conventional = old.conventional_zones();
+        ZonedTwin { old, new, conv: AtomicBool::new(false), copied: AtomicU64::new(copied.max(conventional)), conventional, broken: Mutex::new(None) }
+    }
+
+    /// Zones copied: the conventional ones (once copied), and the
+    /// sequential ones below `copied`.
+    fn done(&self) -> u64 {
+        let conv = if self.conv.load(Ordering::Acquire) { self.conventional } else { 0 };
+        conv + self.copied.load(Ordering::Acquire) - self.conventional
     }
 
     fn broken(&self) -> Option<String> {
@@ -80,7 +119,9 @@ impl ZonedTwin {
     /// Whether an operation at byte `offset` reaches the new drive too.
     fn mirrors(&self, offset: u64) -> bool {
         let z = self.old.zone_size();
-        offset >= LABEL_AREA && z > 0 && offset / z < self.copied.load(Ordering::Acquire) && self.broken().is_none()
+        let zone = offset.checked_div(z).unwrap_or(u64::MAX);
+        let copied = if zone < self.conventional { offset >= LABEL_AREA && self.conv.load(Ordering::Acquire) } else { zone < self.copied.load(Ordering::Acquire) };
+        copied && self.broken().is_none()
     }
 
     /// The new drive's operation `r`: an error stops the mirroring (the
@@ -118,7 +159,7 @@ impl ZonedMember for ZonedTwin {
     }
     fn flush(&self) -> io::Result<()> {
         self.old.flush()?;
-        if self.copied.load(Ordering::Acquire) > 0 && self.broken().is_none() {
+        if self.done() > 0 && self.broken().is_none() {
             self.mirrored(self.new.flush());
         }
         Ok(())
@@ -150,11 +191,29 @@ impl ZonedMember for ZonedTwin {
     }
 }
 
+impl Hot {
+    pub(super) fn member(&self) -> usize {
+        self.m
+    }
+}
+
 /// A hot replace in progress.
 pub(super) struct Hot {
     m: usize,
     twin: Arc<ZonedTwin>,
     bytes: u64,
+    /// The member UUID the new drive takes (in its label while paused).
+    new_uuid: Uuid,
+    /// Paused by a clean stop: the labels record it ([`HotRecord`]).
+    paused: bool,
+    /// The labels may record it (paused once, or resumed at open): it
+    /// ends with a label round that drops the record.
+    recorded: bool,
+    /// Resumed at open from a pause, at this many zones copied.
+    resumed_from: Option<u64>,
+    /// The new drive's place in the devices given to open, when it was
+    /// found there.
+    source: Option<usize>,
 }
 
 /// Where a hot replace's copy is.
@@ -166,6 +225,11 @@ pub struct HotProgress {
     pub total: u64,
     /// Bytes copied so far.
     pub bytes: u64,
+    /// Paused: the labels record it, the copy waits to be resumed.
+    pub paused: bool,
+    /// Resumed at open from a pause, at this many zones copied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<u64>,
 }
 
 impl DvsArray {
@@ -188,11 +252,11 @@ impl DvsArray {
         }
         blank(&self.geo.cfg, dev.as_ref()).map_err(|e| DvsError::Other(format!("clearing the new drive {}: {e}", dev.describe())))?;
         let old = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} has no device")))?;
-        let twin = Arc::new(ZonedTwin::new(old, dev));
+        let twin = Arc::new(ZonedTwin::new(old, dev, 0));
         let as_zoned: Arc<dyn ZonedMember> = twin.clone();
         self.exec.set_member(m, Some(as_member(&as_zoned)));
         self.members[m] = Some(as_zoned);
-        self.hot = Some(Hot { m, twin, bytes: 0 });
+        self.hot = Some(Hot { m, twin, bytes: 0, new_uuid: Uuid::new_v4(), paused: false, recorded: false, resumed_from: None, source: None });
         Ok(())
     }
 
@@ -230,7 +294,7 @@ impl DvsArray {
 
     /// The hot replace in progress: its member and where its copy is.
     pub fn hot_progress(&self) -> Option<HotProgress> {
-        self.hot.as_ref().map(|h| HotProgress { member: h.m, done: h.twin.copied.load(Ordering::Acquire), total: self.geo.cfg.zones, bytes: h.bytes })
+        self.hot.as_ref().map(|h| HotProgress { member: h.m, done: h.twin.done(), total: self.geo.cfg.zones, bytes: h.bytes, paused: h.paused, resumed_from: h.resumed_from })
     }
 
     /// Copy up to `zones` more zones (the conventional ones count as one
@@ -240,27 +304,28 @@ impl DvsArray {
     pub fn hot_step(&mut self, zones: u64) -> Result<HotProgress, DvsError> {
         self.check_ok()?;
         self.settle()?;
-        let Some(h) = &self.hot else { return Err(DvsError::Other("no hot replace is in progress".into())) };
+        let Some(h) = &mut self.hot else { return Err(DvsError::Other("no hot replace is in progress".into())) };
+        h.paused = false;
         let (m, twin) = (h.m, h.twin.clone());
         let cfg = self.geo.cfg.clone();
         for _ in 0..zones.max(1) {
             self.new_drive_ok(&twin)?;
+            if !twin.conv.load(Ordering::Acquire) {
+                self.copy(m, &twin, (LABEL_AREA, cfg.conventional * cfg.zone_size))?;
+                twin.conv.store(true, Ordering::Release);
+                continue;
+            }
             let at = twin.copied.load(Ordering::Acquire);
             if at >= cfg.zones {
                 break;
             }
-            let (z, copy) = if at < cfg.conventional {
-                (cfg.conventional, (LABEL_AREA, cfg.conventional * cfg.zone_size))
-            } else {
-                let start = at * cfg.zone_size;
-                if twin.new.write_pointer(at) != Some(start) {
-                    let r = twin.new.reset_zone(at);
-                    self.new_result(&twin, r)?;
-                }
-                (at + 1, (start, twin.old.write_pointer(at).unwrap_or(start)))
-            };
-            self.copy(m, &twin, copy)?;
-            twin.copied.store(z, Ordering::Release);
+            let start = at * cfg.zone_size;
+            if twin.new.write_pointer(at) != Some(start) {
+                let r = twin.new.reset_zone(at);
+                self.new_result(&twin, r)?;
+            }
+            self.copy(m, &twin, (start, twin.old.write_pointer(at).unwrap_or(start)))?;
+            twin.copied.store(at + 1, Ordering::Release);
         }
         self.new_drive_ok(&twin)?;
         Ok(self.hot_progress().expect("a hot replace is in progress"))
@@ -308,14 +373,13 @@ impl DvsArray {
         self.check_ok()?;
         self.settle()?;
         let Some(h) = &self.hot else { return Err(DvsError::Other("no hot replace is in progress".into())) };
-        let (m, twin) = (h.m, h.twin.clone());
-        if twin.copied.load(Ordering::Acquire) < self.geo.cfg.zones {
+        let (m, twin, new_uuid) = (h.m, h.twin.clone(), h.new_uuid);
+        if twin.done() < self.geo.cfg.zones {
             return Err(DvsError::Other(format!("the hot replace of member {m} has not copied every zone yet")));
         }
         let r = twin.new.flush();
         self.new_result(&twin, r)?;
         let mut identity = self.label.clone();
-        let new_uuid = Uuid::new_v4();
         let former = std::mem::replace(&mut identity.member_uuids[m], new_uuid);
         self.hot = None;
         self.exec.set_member(m, Some(as_member(&twin.new)));
@@ -337,7 +401,113 @@ impl DvsArray {
         let old = h.twin.old.clone();
         self.exec.set_member(h.m, Some(as_member(&old)));
         self.members[h.m] = Some(old);
+        if h.recorded {
+            // The record dropped first: the new drive takes no write from
+            // now on, so no later open may resume onto it.
+            let r = self.label_rounds();
+            if self.poison(r).is_ok() {
+                let _ = mosaic_format::label::erase(&mut |b, off| h.twin.new.write_at(b, off)).and_then(|_| h.twin.new.flush());
+            }
+        }
     }
+
+    /// Pause the copy (a clean stop): the new drive flushed and labelled
+    /// `replacement`, the labels record the copy ([`HotRecord`]), and the
+    /// twin stays in the slot, so the new drive takes every write to the
+    /// zones copied until the array closes.  [`DvsArray::hot_step`]
+    /// resumes it; so does the next open that finds the new drive.
+    pub fn hot_pause(&mut self) -> Result<HotProgress, DvsError> {
+        self.check_ok()?;
+        self.settle()?;
+        let Some(h) = &self.hot else { return Err(DvsError::Other("no hot replace is in progress".into())) };
+        let (m, twin, uuid) = (h.m, h.twin.clone(), h.new_uuid);
+        let events = self.meta.events;
+        let mut labelled = twin.new.flush();
+        for ev in [events, events + 1] {
+            let l = label_bytes(&meta::replacement_label(&self.label, &self.geo.cfg, uuid, m, ev), self.ml.label_len)?;
+            labelled = labelled.and_then(|_| twin.new.write_at(&l, label_offset(ev)));
+        }
+        let labelled = labelled.and_then(|_| twin.new.flush());
+        self.new_result(&twin, labelled)?;
+        if let Some(h) = &mut self.hot {
+            (h.paused, h.recorded) = (true, true);
+        }
+        let r = self.label_rounds();
+        self.poison(r)?;
+        Ok(self.hot_progress().expect("a hot replace is in progress"))
+    }
+
+    /// The hot replace ended without a label round of its own (the next
+    /// one drops its record).
+    pub(super) fn hot_forget(&mut self) {
+        if let Some(h) = &mut self.hot {
+            h.recorded = false;
+        }
+        self.hot_abandon();
+    }
+
+    /// What the labels record of the hot replace in progress: a paused
+    /// one, or one resumed at open (until it ends).
+    pub(super) fn hot_record(&self) -> Option<HotRecord> {
+        let h = self.hot.as_ref().filter(|h| h.recorded)?;
+        Some(HotRecord { member: h.m, old: self.label.member_uuids[h.m], new: h.new_uuid, copied: h.twin.copied.load(Ordering::Acquire) })
+    }
+
+    /// The new drive's place in the devices given to open, for a copy
+    /// resumed there.
+    pub fn hot_source(&self) -> Option<usize> {
+        self.hot.as_ref().and_then(|h| h.source)
+    }
+}
+
+/// At open: the paused hot replace the authoritative label `auth`
+/// records, resumed onto the drive with its `replacement` label among
+/// `found` (the others are named in `warnings`), as a twin put in slot
+/// `m` of `members` before anything is written.  The copy goes on at the
+/// lowest of the recorded zone and the first sequential zone whose write
+/// pointers differ on the two drives (a crash may have cut a mirrored
+/// write or reset between them); the conventional zones are copied again.
+pub(super) fn attach(found: Vec<Found<Given>>, auth: &Label, members: &mut [Option<Arc<dyn ZonedMember>>], warnings: &mut Vec<String>) -> Option<Hot> {
+    let rec = meta::label_policy(auth).ok().and_then(|p| p.hot);
+    let mut hot = None;
+    for f in found {
+        let ours = f.label.array_uuid == auth.array_uuid;
+        let why = match rec {
+            _ if !ours => format!("a paused hot replace's drive of another DVS array ({})", f.label.array_uuid),
+            Some(r) if r.new == f.label.member_uuid && hot.is_none() => match resume(r, auth, &f.dev.dev, members) {
+                Ok(h) => {
+                    hot = Some(Hot { source: Some(f.dev.at), ..h });
+                    continue;
+                }
+                Err(why) => format!("the paused hot replace of member {} onto it was dropped: {why}; it starts over when asked again", r.member),
+            },
+            _ => "a former hot replace's drive of this array (its labels no longer record the copy)".to_string(),
+        };
+        warnings.push(format!("{}: {why}", f.dev.dev.describe()));
+    }
+    if let (Some(r), None) = (rec, &hot) {
+        if !warnings.iter().any(|w| w.contains("paused hot replace of member")) {
+            warnings.push(format!("the paused hot replace of member {} was dropped: its new drive was not found; it starts over when asked again", r.member));
+        }
+    }
+    hot
+}
+
+/// The twin of record `r` in its slot of `members`, or why not.
+fn resume(r: HotRecord, auth: &Label, new: &Arc<dyn ZonedMember>, members: &mut [Option<Arc<dyn ZonedMember>>]) -> Result<Hot, String> {
+    let cfg = meta::label_config(auth).map_err(|e| e.to_string())?;
+    if auth.member_uuids.get(r.member) != Some(&r.old) {
+        return Err(format!("slot {} no longer holds the drive it copied", r.member));
+    }
+    let Some(old) = members.get(r.member).cloned().flatten() else { return Err(format!("member {}'s drive is missing", r.member)) };
+    check_member(&cfg, r.member, new.as_ref()).map_err(|e| e.to_string())?;
+    let mut at = r.copied.clamp(cfg.conventional, cfg.zones);
+    if let Some(z) = (cfg.conventional..at).find(|&z| old.write_pointer(z) != new.write_pointer(z)) {
+        at = z;
+    }
+    let twin = Arc::new(ZonedTwin::new(old, new.clone(), at));
+    members[r.member] = Some(twin.clone());
+    Ok(Hot { m: r.member, resumed_from: Some(twin.done()), twin, bytes: 0, new_uuid: r.new, paused: true, recorded: true, source: None })
 }
 
 /// Make `dev` a blank drive: its label area zeroed (flushed), its written

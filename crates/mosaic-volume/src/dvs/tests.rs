@@ -216,30 +216,54 @@ fn a_hot_replace_copies_a_member_while_writers_are_served() {
         assert!(&got == b, "block {i}");
     }
     assert_eq!(v.scrub(false, &|_, _| {}).unwrap().mismatched, 0);
-    // Asked to stop, a hot replace ends with the member on its drive.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Asked to stop after a step, a hot replace onto a named drive pauses:
+    // the member stays on its drive, the new one mirrors what was copied.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let other = t.path().join("other.zoned");
-    let rep = v.replace_hot(1, Some(&other), &|_, _| {}, mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
-    assert!(rep.stopped);
-    assert!(v.info().members[1].path.ends_with("dvs-1.zoned") && v.info().members[1].replacing.is_none());
+    let halt = |d: u64, _: u64| stop.store(d >= 4, std::sync::atomic::Ordering::Relaxed);
+    let rep = v.replace_hot(1, Some(&other), &halt, mosaic_array::maint::RebuildOptions { stop: Some(stop.clone()), ..Default::default() }).unwrap();
+    assert!(rep.stopped && rep.paused_at.is_some_and(|z| z > 0 && z < rep.regions), "{rep:?}");
+    assert!(v.info().members[1].path.ends_with("dvs-1.zoned"));
+    assert!(v.info().members[1].replacing.as_deref().is_some_and(|r| r.ends_with("other.zoned")), "{:?}", v.info().members[1]);
+    assert_eq!(v.hot_paused(), Some((1, other.display().to_string())));
+    // Written while paused, closed, opened again: the copy is found
+    // paused, and resumes where it stopped.
+    for i in (0..blocks).step_by(5) {
+        v.write(i * 4096, &block(i, 99)).unwrap();
+        now[i as usize] = block(i, 99);
+    }
+    v.close().unwrap();
+    drop(v);
+    let v = DvsVolume::open(&spec, true).unwrap();
+    assert_eq!(v.hot_paused(), Some((1, other.display().to_string())), "{:?}", v.warnings());
+    let rep = v.replace_hot(1, Some(&other), &|_, _| {}, Default::default()).unwrap();
+    assert!(!rep.stopped && rep.resumed_from.is_some_and(|z| z > 0), "{rep:?}");
+    assert!(v.info().members[1].path.ends_with("other.zoned") && v.hot_paused().is_none());
+    v.fail_member(0).unwrap();
+    for (i, b) in now.iter().enumerate() {
+        v.read(i as u64 * 4096, &mut got).unwrap();
+        assert!(&got == b, "block {i} with member 1 on the resumed drive");
+    }
+    v.replace(0, &t.path().join("m0.zoned")).unwrap();
+    v.rebuild(&|_, _| {}, Default::default()).unwrap();
     // Stopped, a hot replace onto a spare gives the spare back.
     let spare = t.path().join("spare.zoned");
     v.add_spare(&spare).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let rep = v.replace_hot(1, None, &|_, _| {}, mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
-    assert!(rep.stopped && rep.drive.ends_with("spare.zoned"), "{rep:?}");
+    let rep = v.replace_hot(3, None, &|_, _| {}, mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() }).unwrap();
+    assert!(rep.stopped && rep.paused_at.is_none() && rep.drive.ends_with("spare.zoned"), "{rep:?}");
     assert_eq!(v.spare_list(), vec![spare.display().to_string()]);
     v.close().unwrap();
     drop(v);
     let v = DvsVolume::open(&spec, true).unwrap();
     assert_eq!(v.spare_list(), vec![spare.display().to_string()], "{:?}", v.warnings());
-    assert!(v.info().members[1].path.ends_with("dvs-1.zoned"));
-    // Refused: its own drive, another member's, none.
-    for (m, d) in [(1, dir.join("dvs-1.zoned")), (1, new.clone())] {
+    assert!(v.info().members[3].path.ends_with("dvs-3.zoned") && v.hot_paused().is_none());
+    // Refused: its own drive, another member's.
+    for (m, d) in [(3, dir.join("dvs-3.zoned")), (3, new.clone())] {
         assert!(v.replace_hot(m, Some(&d), &|_, _| {}, Default::default()).is_err());
     }
     // Not stopped, the spare takes the slot.
-    let rep = v.replace_hot(1, None, &|_, _| {}, Default::default()).unwrap();
-    assert!(!rep.stopped && v.info().members[1].path.ends_with("spare.zoned") && v.spare_list().is_empty(), "{rep:?}");
+    let rep = v.replace_hot(3, None, &|_, _| {}, Default::default()).unwrap();
+    assert!(!rep.stopped && v.info().members[3].path.ends_with("spare.zoned") && v.spare_list().is_empty(), "{rep:?}");
     assert!(v.replace_hot(0, None, &|_, _| {}, Default::default()).unwrap_err().to_string().contains("no hot spare to copy member 0 onto"));
 }
