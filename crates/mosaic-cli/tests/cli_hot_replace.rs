@@ -148,31 +148,40 @@ fn a_served_dvs_array_hot_replaces_a_member_while_a_client_writes() {
     assert_eq!(code, 0);
 }
 
+/// Array `a` served with its maintenance paced (4 MiB/s) and an event
+/// log in `t`, 8 MiB of 0x5e written through it, `replace --hot` of
+/// `member` onto `new` started, and the server stopped `ms` after the
+/// copy began: the event log and the hook command that writes it.
+fn hot_replace_stopped_mid_copy(t: &std::path::Path, a: &str, member: usize, new: &std::path::Path, ms: u64) -> (std::path::PathBuf, String) {
+    use common::serve::{event_log, wait_for, Serve};
+    let (log, cmd) = event_log(t, "events.log");
+    let srv = Serve::start(a, &["--quiet", "--maint-rate", "4M", "--on-event", &cmd]);
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    common::qemu_io(&uri, &["write -P 0x5e 0 8M"]);
+    let replace = {
+        let (a, new) = (a.to_string(), new.to_path_buf());
+        std::thread::spawn(move || mosaic(&["replace", "-a", &a, "--member", &member.to_string(), "--drive", new.to_str().unwrap(), "--hot", "--json"]))
+    };
+    wait_for(&log, "replace-start", &srv);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    let _ = replace.join();
+    (log, cmd)
+}
+
 /// A served DVS array's hot replace, stopped with the server mid-copy,
 /// pauses (the labels record it, the new drive is labelled
 /// `replacement`), and the server started again resumes it by itself.
 #[test]
 fn a_dvs_hot_replace_paused_by_a_server_stop_resumes_when_served_again() {
-    use common::serve::{event_log, wait_for, Serve};
+    use common::serve::{wait_for, Serve};
     let t = tempfile::tempdir().unwrap();
     let d = t.path().join("dvs");
     let ds = d.to_str().unwrap();
     ok(&["create", "-a", ds, "--level", "dvs", "--members", "3", "--member-size", "32M", "--zoned", "--stripe-unit", "64K", "--zone-size", "4M"]);
-    let (log, cmd) = event_log(t.path(), "events.log");
-    // Paced, so the stop falls mid-copy.
-    let srv = Serve::start(ds, &["--quiet", "--maint-rate", "4M", "--on-event", &cmd]);
-    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
-    common::qemu_io(&uri, &["write -P 0x5e 0 8M"]);
     let new = t.path().join("new-1.zoned");
-    let replace = {
-        let (ds, new) = (ds.to_string(), new.clone());
-        std::thread::spawn(move || mosaic(&["replace", "-a", &ds, "--member", "1", "--drive", new.to_str().unwrap(), "--hot", "--json"]))
-    };
-    wait_for(&log, "replace-start", &srv);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let (code, _) = srv.stop();
-    assert_eq!(code, 0);
-    let _ = replace.join();
+    let (log, cmd) = hot_replace_stopped_mid_copy(t.path(), ds, 1, &new, 1500);
     let info = json(&ok(&["info", "-a", ds, "--json"]));
     let h = &info["hot_replace"];
     assert!(h["paused"] == true && h["member"] == 1, "{info}");
@@ -280,26 +289,13 @@ fn replace_hot_without_a_drive_takes_the_first_spare() {
 /// columns with every byte the client wrote, before and after the pause.
 #[test]
 fn a_hot_replace_paused_by_a_server_stop_resumes_when_served_again() {
-    use common::serve::{event_log, wait_for, Serve};
+    use common::serve::{wait_for, Serve};
     let t = tempfile::tempdir().unwrap();
     let arr = t.path().join("arr");
     let a = arr.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "16M"]);
-    let (log, cmd) = event_log(t.path(), "events.log");
-    // Paced (15 MiB at 4 MiB/s), so the stop falls mid-copy.
-    let srv = Serve::start(a, &["--quiet", "--maint-rate", "4M", "--on-event", &cmd]);
-    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
-    common::qemu_io(&uri, &["write -P 0x5e 0 8M"]);
     let new = t.path().join("new-2.img");
-    let replace = {
-        let (a, new) = (a.to_string(), new.clone());
-        std::thread::spawn(move || mosaic(&["replace", "-a", &a, "--member", "2", "--drive", new.to_str().unwrap(), "--hot", "--json"]))
-    };
-    wait_for(&log, "replace-start", &srv);
-    std::thread::sleep(std::time::Duration::from_millis(800));
-    let (code, _) = srv.stop();
-    assert_eq!(code, 0);
-    let _ = replace.join();
+    let (log, cmd) = hot_replace_stopped_mid_copy(t.path(), a, 2, &new, 800);
     let info = json(&ok(&["info", "-a", a, "--json"]));
     let at = info["hot_paused"]["copied"].as_u64().unwrap_or_else(|| panic!("no paused hot replace: {info}"));
     let regions = info["stripes"].as_u64().unwrap();
