@@ -417,7 +417,13 @@ impl Volume for DvsVolume {
     }
 
     fn fail_member(&self, idx: usize) -> Result<()> {
-        Ok(self.lock().fail(idx)?)
+        let mut a = self.lock();
+        let r = a.fail(idx);
+        // A member failing ends a hot replace.
+        if a.hot_progress().is_none() {
+            self.hot_ended();
+        }
+        Ok(r?)
     }
 
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
@@ -434,7 +440,12 @@ impl Volume for DvsVolume {
         }
         // Recorded first: an open after a crash in the replace finds it.
         self.record(Some(drive))?;
-        if let Err(e) = files::replace_with_file(&mut a, idx, drive) {
+        let replaced = files::replace_with_file(&mut a, idx, drive);
+        // Putting a failed member back ends a hot replace.
+        if a.hot_progress().is_none() {
+            self.hot_ended();
+        }
+        if let Err(e) = replaced {
             if created {
                 let _ = std::fs::remove_file(drive);
             }
@@ -527,9 +538,11 @@ impl Volume for DvsVolume {
     /// rate) runs without the lock.
     /// The copy zone by zone, the lock taken for each (client writes are
     /// served between); then the switch.  The new drive's path is
-    /// recorded before the switch (an open after a crash in it finds the
-    /// drive the labels then name).  Stopped (a signal, a server
-    /// stopping) or cut off, the copy starts over when asked again.
+    /// recorded (an open after a crash in the switch finds the drive the
+    /// labels then name).  Stopped (a signal, a server stopping), a copy
+    /// onto a named drive pauses, resumed when asked again or by the next
+    /// open that finds the drive; one onto a spare gives the spare back.
+    /// Cut off before it paused, it starts over.
     fn replace_hot(&self, idx: usize, drive: Option<&Path>, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<HotReport> {
         self.check_writable("a hot replace")?;
         let t0 = std::time::Instant::now();

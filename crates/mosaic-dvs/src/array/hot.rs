@@ -393,8 +393,9 @@ impl DvsArray {
     }
 
     /// End the hot replace in progress, if any: the old drive alone in
-    /// its slot again.  The new drive keeps a zeroed label area: it is
-    /// never taken for a member.
+    /// its slot again.  The new drive's label area stays zeroed (a paused
+    /// copy's: the labels drop the record, then its label is erased): it
+    /// is never taken for a member.
     pub fn hot_abandon(&mut self) {
         let Some(h) = self.hot.take() else { return };
         let _ = self.settle();
