@@ -627,6 +627,10 @@ impl Volume for DvsVolume {
     /// The copy paused by a clean stop (in this process, or before the
     /// open, which put its twin back): its member and drive.
     fn hot_paused(&self) -> Option<(usize, String)> {
+        // A read-only open cannot resume it (as a fixed array's says).
+        if !self.writable {
+            return None;
+        }
         let p = self.lock().hot_progress().filter(|p| p.paused)?;
         let d = self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
         Some((p.member, d.display().to_string()))

@@ -234,6 +234,9 @@ fn a_hot_replace_copies_a_member_while_writers_are_served() {
     }
     v.close().unwrap();
     drop(v);
+    let ro = DvsVolume::open(&spec, false).unwrap();
+    assert_eq!(ro.hot_paused(), None, "a read-only open cannot resume it");
+    drop(ro);
     let v = DvsVolume::open(&spec, true).unwrap();
     assert_eq!(v.hot_paused(), Some((1, other.display().to_string())), "{:?}", v.warnings());
     let rep = v.replace_hot(1, Some(&other), &|_, _| {}, Default::default()).unwrap();
