@@ -1130,6 +1130,14 @@ impl DvsArray {
     }
 
     /// Refuse work once an operation failed ([`DvsArray::stopped`]).
+    /// Whether `m` names a member slot of this array.
+    fn check_slot(&self, m: usize) -> Result<(), DvsError> {
+        match m < self.geo.n {
+            true => Ok(()),
+            false => Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1))),
+        }
+    }
+
     fn check_ok(&self) -> Result<(), DvsError> {
         match self.stopped() {
             Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
@@ -1587,9 +1595,7 @@ impl DvsArray {
         self.settle()?;
         // A member leaving ends a hot replace (of it or of another).
         self.hot_abandon();
-        if m >= self.geo.n {
-            return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
-        }
+        self.check_slot(m)?;
         let st = self.state(m);
         if matches!(st, MemberState::Failed) {
             return Err(DvsError::Other(format!("member {m} is already failed")));
@@ -1614,9 +1620,7 @@ impl DvsArray {
     pub fn replace(&mut self, m: usize, dev: Arc<dyn ZonedMember>) -> Result<(), DvsError> {
         self.check_ok()?;
         self.settle()?;
-        if m >= self.geo.n {
-            return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
-        }
+        self.check_slot(m)?;
         match self.state(m) {
             MemberState::Failed => {}
             MemberState::Active => return Err(DvsError::Other(format!("member {m} is active; only a failed member can be replaced (mosaic fail first)"))),

@@ -220,11 +220,8 @@ impl DvsVolume {
     /// and start the hot replace of member `idx` onto it.  A drive created
     /// here is removed again when the start fails.
     fn hot_start(&self, idx: usize, drive: &Path) -> Result<()> {
-        let n = self.geo.n;
-        if idx >= n {
-            return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
-        }
-        self.not_a_member(drive, None, n)?;
+        self.check_slot(idx)?;
+        self.not_a_member(drive, None, self.geo.n)?;
         if self.spare_paths.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|s| same_file(&s.1, drive)) {
             return Err(VolumeError::Usage(format!("{} is a hot spare of this array: replace --hot without --drive takes the first spare", drive.display())));
         }
@@ -277,6 +274,14 @@ impl DvsVolume {
     /// longer one the next open must find as such.
     fn hot_ended(&self) {
         *self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Whether `idx` names a member slot of the array.
+    fn check_slot(&self, idx: usize) -> Result<()> {
+        match idx < self.geo.n {
+            true => Ok(()),
+            false => Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", self.geo.n - 1))),
+        }
     }
 
     fn check_writable(&self, what: &str) -> Result<()> {
@@ -429,11 +434,8 @@ impl Volume for DvsVolume {
     fn replace(&self, idx: usize, drive: &Path) -> Result<()> {
         self.check_writable("replace")?;
         let mut a = self.lock();
-        let n = a.geo().n;
-        if idx >= n {
-            return Err(VolumeError::Usage(format!("no member {idx}: the array has members 0..{}", n - 1)));
-        }
-        self.not_a_member(drive, Some(idx), n)?;
+        self.check_slot(idx)?;
+        self.not_a_member(drive, Some(idx), self.geo.n)?;
         let created = !drive.exists();
         if !created {
             self.hold(drive)?;

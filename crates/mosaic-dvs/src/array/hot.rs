@@ -93,8 +93,10 @@ pub(crate) struct ZonedTwin {
     copied: AtomicU64,
     /// Zones below this are conventional.
     conventional: u64,
-    /// The new drive's first error: no more mirroring, the copy stops.
+    /// The new drive's first error: no more mirroring, the copy stops
+    /// (`failed` says so without a lock on every mirrored write).
     broken: Mutex<Option<String>>,
+    failed: AtomicBool,
 }
 
 impl ZonedTwin {
@@ -102,7 +104,7 @@ impl ZonedTwin {
     /// drive's do (the conventional zones are copied first).
     fn new(old: Arc<dyn ZonedMember>, new: Arc<dyn ZonedMember>, copied: u64) -> ZonedTwin {
         let conventional = old.conventional_zones();
-        ZonedTwin { old, new, conv: AtomicBool::new(false), copied: AtomicU64::new(copied.max(conventional)), conventional, broken: Mutex::new(None) }
+        ZonedTwin { old, new, conv: AtomicBool::new(false), copied: AtomicU64::new(copied.max(conventional)), conventional, broken: Mutex::new(None), failed: AtomicBool::new(false) }
     }
 
     /// Zones copied: the conventional ones (once copied), and the
@@ -121,7 +123,7 @@ impl ZonedTwin {
         let z = self.old.zone_size();
         let zone = offset.checked_div(z).unwrap_or(u64::MAX);
         let copied = if zone < self.conventional { offset >= LABEL_AREA && self.conv.load(Ordering::Acquire) } else { zone < self.copied.load(Ordering::Acquire) };
-        copied && self.broken().is_none()
+        copied && !self.failed.load(Ordering::Acquire)
     }
 
     /// The new drive's operation `r`: an error stops the mirroring (the
@@ -129,6 +131,7 @@ impl ZonedTwin {
     fn mirrored(&self, r: io::Result<()>) {
         if let Err(e) = r {
             self.broken.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| format!("{}: {e}", self.new.describe()));
+            self.failed.store(true, Ordering::Release);
         }
     }
 }
@@ -159,7 +162,7 @@ impl ZonedMember for ZonedTwin {
     }
     fn flush(&self) -> io::Result<()> {
         self.old.flush()?;
-        if self.done() > 0 && self.broken().is_none() {
+        if self.done() > 0 && !self.failed.load(Ordering::Acquire) {
             self.mirrored(self.new.flush());
         }
         Ok(())
@@ -267,9 +270,7 @@ impl DvsArray {
         if let Some(h) = &self.hot {
             return Err(DvsError::Other(format!("member {} is being hot-replaced already", h.m)));
         }
-        if m >= self.geo.n {
-            return Err(DvsError::Other(format!("no member {m}: the array has members 0..{}", self.geo.n - 1)));
-        }
+        self.check_slot(m)?;
         if !matches!(self.state(m), MemberState::Active) || self.members[m].is_none() {
             return Err(DvsError::Other(format!("member {m} is not in service: a hot replace copies a working member (replace a failed one, then rebuild)")));
         }
