@@ -169,7 +169,7 @@ fn the_new_drive_failing_ends_the_hot_replace_and_the_member_stays_on_its_old_dr
 }
 
 #[test]
-fn a_member_failing_during_a_hot_replace_ends_it_and_a_plain_replace_waits_for_it() {
+fn a_member_failing_during_a_hot_replace_ends_it_and_so_does_a_plain_replace() {
     let c = cfg(2);
     let dir = scratch();
     let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
@@ -377,4 +377,70 @@ fn a_paused_hot_replace_opened_without_its_drive_is_dropped() {
     let mut b = DvsArray::open(devs[..5].to_vec()).unwrap();
     b.hot_start(2, devs[5].clone()).unwrap();
     finish_and_check(&mut b, &mut rng, &mut reference, c.parity);
+}
+
+/// Each refusal and failure of a hot replace says what and why.
+#[test]
+fn hot_replace_refusals_and_failures_say_why() {
+    let c = cfg(1);
+    let dir = scratch();
+    let budget = Arc::new(AtomicI64::new(i64::MAX));
+    let refusals = Arc::new(AtomicU64::new(0));
+    // Member 2's drive on a budget of its own, to fail its reads.
+    let devs: Vec<Arc<dyn ZonedMember>> = files_for(dir.path(), 5, &c).into_iter().enumerate().map(|(i, d)| if i == 2 { Arc::new(PowerCut::new(d, budget.clone(), refusals.clone())) as Arc<dyn ZonedMember> } else { d }).collect();
+    let mut a = DvsArray::create(devs, c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(44);
+    let mut reference = fill(&mut a, &mut rng, 200);
+    let m1 = Arc::new(ZonedFile::open(&dir.path().join("m1")).unwrap()) as Arc<dyn ZonedMember>;
+    let e = a.hot_start(2, m1).unwrap_err().to_string();
+    assert!(e.contains("is member 1 of this array"), "{e}");
+    let spare = new_drive(dir.path(), "spare", &c);
+    a.add_spare(spare.clone()).unwrap();
+    let e = a.hot_start(2, spare).unwrap_err().to_string();
+    assert!(e.contains("is a hot spare of this array: remove it from the spares first"), "{e}");
+    // A new drive that cannot be written is refused before it is used.
+    let dead = Arc::new(PowerCut::new(new_drive(dir.path(), "dead", &c), Arc::new(AtomicI64::new(0)), Arc::new(AtomicU64::new(0))));
+    let e = a.hot_start(2, dead).unwrap_err().to_string();
+    assert!(e.contains("clearing the new drive") && e.contains("power cut"), "{e}");
+    assert_eq!(a.hot_progress(), None);
+    // The old drive failing a read: the copy stays where it was.
+    a.hot_start(2, new_drive(dir.path(), "new", &c)).unwrap();
+    a.hot_step(2).unwrap();
+    let at = a.hot_progress().unwrap().done;
+    budget.store(0, Ordering::SeqCst);
+    let e = a.hot_step(1).unwrap_err().to_string();
+    assert!(e.contains("member 2's drive") && e.contains("for the hot replace") && e.contains("power cut"), "{e}");
+    assert_eq!(a.hot_progress().map(|p| p.done), Some(at));
+    budget.store(i64::MAX, Ordering::SeqCst);
+    more_writes(&mut a, &mut rng, &mut reference, 20);
+    check_all(&mut a, &reference);
+}
+
+/// At open, a paused copy whose old drive is missing is dropped and the
+/// warning says why; a paused copy's drive of another array is named as
+/// such and not used.
+#[test]
+fn an_open_says_why_it_does_not_resume_a_paused_hot_replace() {
+    let c = cfg(1);
+    let dir = scratch();
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(55);
+    let mut reference = fill(&mut a, &mut rng, 200);
+    paused_copy(&mut a, dir.path(), &c, &mut rng, &mut reference, 3);
+    drop(a);
+    // Another array, opened with this one's paused drive among its own.
+    let other = scratch();
+    drop(DvsArray::create(files_for(other.path(), 5, &c), c.clone()).unwrap());
+    let mut devs: Vec<Arc<dyn ZonedMember>> = (0..5).map(|i| Arc::new(ZonedFile::open(&other.path().join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect();
+    devs.push(Arc::new(ZonedFile::open(&dir.path().join("new")).unwrap()));
+    let b = DvsArray::open(devs).unwrap();
+    assert!(b.warnings().iter().any(|w| w.contains("a paused hot replace's drive of another DVS array")), "{:?}", b.warnings());
+    assert_eq!(b.hot_progress(), None);
+    drop(b);
+    // This array without member 2's old drive.
+    let devs = all_files(dir.path());
+    let mut b = DvsArray::open([0, 1, 3, 4, 5].iter().map(|&i| devs[i].clone()).collect()).unwrap();
+    assert!(b.warnings().iter().any(|w| w.contains("the paused hot replace of member 2 onto it was dropped: member 2's drive is missing")), "{:?}", b.warnings());
+    assert_eq!(b.hot_progress(), None);
+    check_all(&mut b, &reference);
 }

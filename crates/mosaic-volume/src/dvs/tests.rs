@@ -261,10 +261,20 @@ fn a_hot_replace_copies_a_member_while_writers_are_served() {
     let v = DvsVolume::open(&spec, true).unwrap();
     assert_eq!(v.spare_list(), vec![spare.display().to_string()], "{:?}", v.warnings());
     assert!(v.info().members[3].path.ends_with("dvs-3.zoned") && v.hot_paused().is_none());
-    // Refused: its own drive, another member's.
-    for (m, d) in [(3, dir.join("dvs-3.zoned")), (3, new.clone())] {
-        assert!(v.replace_hot(m, Some(&d), &|_, _| {}, Default::default()).is_err());
+    // Refused: its own drive, another member's, a spare named.
+    for (d, why) in [(dir.join("dvs-3.zoned"), "is member 3 of this array"), (new.clone(), "is member 2 of this array"), (spare.clone(), "is a hot spare of this array: replace --hot without --drive takes the first spare")] {
+        let e = v.replace_hot(3, Some(&d), &|_, _| {}, Default::default()).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
     }
+    // Cut off before it paused (as a killed process), the copy is not
+    // recorded: the next open has none to resume.
+    let cut = t.path().join("cut.zoned");
+    let e = v.replace_hot(3, Some(&cut), &|_, _| {}, mosaic_array::maint::RebuildOptions { abort_after_regions: Some(2), ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains("hot replace stopped after 2 steps (as asked); it starts over when asked again"), "{e}");
+    v.close().unwrap();
+    drop(v);
+    let v = DvsVolume::open(&spec, true).unwrap();
+    assert_eq!(v.hot_paused(), None);
     // Not stopped, the spare takes the slot.
     let rep = v.replace_hot(3, None, &|_, _| {}, Default::default()).unwrap();
     assert!(!rep.stopped && v.info().members[3].path.ends_with("spare.zoned") && v.spare_list().is_empty(), "{rep:?}");
