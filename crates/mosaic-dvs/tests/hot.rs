@@ -444,3 +444,35 @@ fn an_open_says_why_it_does_not_resume_a_paused_hot_replace() {
     assert_eq!(b.hot_progress(), None);
     check_all(&mut b, &reference);
 }
+
+/// At open, a paused copy whose member is out of service (its drive holds
+/// less of a zone than the metadata records: it missed writes) is
+/// dropped with a warning that says so: the member is failed, never read,
+/// and a copy of it would copy stale bytes.  The array serves every byte
+/// degraded, and the labels stop recording the copy.
+#[test]
+fn a_paused_hot_replace_of_a_member_out_of_service_is_dropped_at_open() {
+    let c = cfg(1);
+    let dir = scratch();
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(66);
+    let mut reference = fill(&mut a, &mut rng, 200);
+    paused_copy(&mut a, dir.path(), &c, &mut rng, &mut reference, 3);
+    drop(a);
+    // Member 2's drive loses a written zone behind the array's back.
+    let m2 = ZonedFile::open(&dir.path().join("m2")).unwrap();
+    let z = (c.conventional..c.zones).find(|&z| m2.write_pointer(z).is_some_and(|wp| wp > z * c.zone_size)).expect("a written zone");
+    m2.reset_zone(z).unwrap();
+    drop(m2);
+    let mut b = DvsArray::open(all_files(dir.path())).unwrap();
+    assert!(b.warnings().iter().any(|w| w == "the paused hot replace was dropped: its member is out of service"), "{:?}", b.warnings());
+    assert!(b.warnings().iter().any(|w| w.contains("member 2 is stale")), "{:?}", b.warnings());
+    assert_eq!(b.hot_progress(), None);
+    assert_eq!(b.state(2), MemberState::Failed);
+    check_all(&mut b, &reference);
+    drop(b);
+    // The labels no longer record the copy: its drive is a former one.
+    let b = DvsArray::open(all_files(dir.path())).unwrap();
+    assert_eq!(b.hot_progress(), None);
+    assert!(b.warnings().iter().any(|w| w.contains("former hot replace's drive")), "{:?}", b.warnings());
+}

@@ -524,3 +524,37 @@ fn blank(cfg: &crate::DvsConfig, dev: &dyn ZonedMember) -> io::Result<()> {
     }
     dev.flush()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::{label, DvsPolicy};
+    use crate::DvsConfig;
+    use mosaic_dev::zoned::ZonedFile;
+
+    /// Labels whose paused copy names another drive than the one its
+    /// slot holds (they disagree with themselves) resume nothing: the
+    /// reason names the slot, and the slot keeps its drive.
+    #[test]
+    fn a_record_of_another_drive_than_its_slots_is_not_resumed() {
+        let cfg = DvsConfig::new(5, 1, 4096, 8 * 4096, 16, 6);
+        let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+        let rec = HotRecord { member: 2, old: Uuid::new_v4(), new: Uuid::new_v4(), copied: 8 };
+        let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: Some(rec) };
+        let auth = label(&policy, Uuid::new_v4(), &ids, 0, 3, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| Arc::new(ZonedFile::create(&dir.path().join(name), cfg.zone_size, cfg.zones, cfg.conventional).unwrap()) as Arc<dyn ZonedMember>;
+        let old = file("m2");
+        let mut members: Vec<Option<Arc<dyn ZonedMember>>> = vec![None, None, Some(old.clone()), None, None];
+        let e = resume(rec, &auth, &file("new"), &mut members).err().expect("not resumed");
+        assert_eq!(e, "slot 2 no longer holds the drive it copied");
+        assert!(members[2].as_ref().is_some_and(|m| Arc::ptr_eq(m, &old)), "the slot keeps its drive");
+        // The slot's own drive recorded: the copy resumes in it, its
+        // sequential zones 6 and 7 done (the conventional ones are copied
+        // again).
+        let rec = HotRecord { old: ids[2], ..rec };
+        let h = resume(rec, &auth, &file("new2"), &mut members).expect("resumed");
+        assert_eq!((h.m, h.resumed_from), (2, Some(2)));
+        assert!(!members[2].as_ref().is_some_and(|m| Arc::ptr_eq(m, &old)), "the twin takes the slot");
+    }
+}
