@@ -20,6 +20,7 @@ pub mod bitmap;
 pub mod cached;
 pub mod domain;
 pub mod grow;
+pub mod grow_size;
 mod hot;
 pub mod journal;
 pub mod lost;
@@ -31,6 +32,7 @@ pub mod superblock;
 
 pub use array::{now_secs, set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, BitmapStatus, CreateOptions, JournalReplaced, MemberInfo, EPOCH};
 pub use cached::CacheVolume;
+pub use grow_size::GrowSizeReport;
 pub use journal::{Journal, LostUnit, ReplayReport};
 pub use maint::{RebuildReport, ScrubReport};
 pub use superblock::{ArrayState, LostRange, ScrubRecord, Superblock, DATA_OFFSET};

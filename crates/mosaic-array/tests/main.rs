@@ -10,6 +10,7 @@ mod cached_failures;
 mod cbro_columns;
 mod crash;
 mod grow;
+mod grow_size;
 mod hot;
 mod journal_damage;
 mod journal_fail;

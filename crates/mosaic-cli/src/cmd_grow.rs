@@ -1,5 +1,6 @@
-//! `mosaic grow` (add members and restripe, online when served),
-//! `mosaic add --spare` and `mosaic remove --spare` (hot spares).
+//! `mosaic grow` (add members and restripe, online when served; or
+//! `--size`: use more of each member), `mosaic add --spare` and
+//! `mosaic remove --spare` (hot spares).
 
 use std::path::{Path, PathBuf};
 
@@ -35,9 +36,32 @@ pub struct GrowArgs {
     /// stripe units, wide arrays); removed when the grow ends
     #[arg(long, value_name = "FILE")]
     pub backup_file: Option<PathBuf>,
+    /// Take more of each member for stripes instead, as mdadm's --grow
+    /// --size: SIZE bytes a member (512M, 4G, ...) or "max", all the
+    /// smallest member holds (after each drive was replaced by a larger
+    /// one).  The new stripes are written with zeros, then the array has
+    /// the new capacity.  The array must not be served: an NBD client
+    /// learns an export's size when it connects
+    #[arg(long, value_name = "SIZE|max", value_parser = member_size, conflicts_with_all = ["add", "members", "backup_file"])]
+    pub size: Option<MemberSize>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+/// `grow --size`: bytes a member, or all the smallest member holds.
+#[derive(Clone, Copy, Debug)]
+pub enum MemberSize {
+    Max,
+    Bytes(u64),
+}
+
+/// clap value parser of `--size`: "max" or a size.
+fn member_size(s: &str) -> Result<MemberSize, String> {
+    match s {
+        "max" => Ok(MemberSize::Max),
+        _ => crate::util::size(s).map(MemberSize::Bytes).map_err(|e| format!("{e} (or \"max\")")),
+    }
 }
 
 #[derive(Args)]
@@ -106,6 +130,9 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
 }
 
 pub fn grow(a: GrowArgs) -> Result<i32> {
+    if let Some(size) = a.size {
+        return grow_size(&a, size);
+    }
     let drives = new_drives(&a)?;
     // The server resolves paths from its own directory: send an absolute one.
     let backup_file = a.backup_file.as_deref().map(absolute);
@@ -128,6 +155,36 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
         print_json(&rep)?;
     } else {
         print!("{}", grow_text(&rep));
+    }
+    Ok(0)
+}
+
+/// `grow --size`: offline, with a progress bar over the new stripes.
+fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
+    if ask(&a.array, &Request::Status)?.is_some() {
+        bail!("{} is served: stop it first (mosaic stop -a {}), grow its size, and serve it again: an NBD client learns an export's size when it connects", a.array, a.array);
+    }
+    let vol = open(&a.array, true)?;
+    let (pb, tick) = crate::util::step_ticks("zeroing new stripes");
+    let r = vol.grow_size(match size {
+        MemberSize::Max => None,
+        MemberSize::Bytes(b) => Some(b),
+    }, &tick);
+    pb.finish_and_clear();
+    let rep = r?;
+    vol.close()?;
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        println!(
+            "grown to {} a member, capacity {} (was {}): {} new stripes written with zeros ({} in {:.2} s)",
+            human(rep.member_data_size),
+            human(rep.capacity),
+            human(rep.capacity_before),
+            rep.stripes_added,
+            human(rep.bytes_written),
+            rep.seconds
+        );
     }
     Ok(0)
 }

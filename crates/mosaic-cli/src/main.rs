@@ -97,7 +97,7 @@ enum Cmd {
     Fail(cmd_array::FailArgs),
     /// Replace a failed member with a new drive and rebuild onto it
     Replace(cmd_array::ReplaceArgs),
-    /// Add members to a raid0/4/5/6 or rs array and restripe onto them (online when served; resumes an interrupted grow)
+    /// Add members to a raid0/4/5/6 or rs array and restripe onto them (online when served; resumes an interrupted grow), or take more of each member (--size)
     Grow(cmd_grow::GrowArgs),
     /// Add hot spares to an array
     Add(cmd_grow::AddArgs),

@@ -17,6 +17,7 @@ mod cli_dvs;
 mod cli_dvs_paths;
 mod cli_eval_input;
 mod cli_eval_ppc;
+mod cli_grow_size;
 mod cli_events;
 mod cli_hot_replace;
 mod cli_journal;

@@ -275,6 +275,9 @@ impl Volume for Array {
     fn grow_continue(&self, progress: &dyn Fn(u64, u64), opts: crate::GrowOptions) -> Result<crate::GrowReport> {
         Ok(Array::grow_continue(self, progress, opts)?)
     }
+    fn grow_size(&self, size: Option<u64>, progress: &dyn Fn(u64, u64)) -> Result<crate::GrowSizeReport> {
+        Ok(Array::grow_size(self, size, progress)?)
+    }
     fn check_spare(&self, drive: &Path) -> Result<()> {
         Ok(Array::check_spare(self, drive)?)
     }

@@ -39,6 +39,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use mosaic_array::grow::{GrowOptions, GrowReport};
+pub use mosaic_array::GrowSizeReport;
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::spec::ArraySpec;
 use mosaic_array::{Array, ArrayError, CacheVolume, RebuildReport, ScrubReport};
@@ -284,6 +285,13 @@ pub trait Volume: Send + Sync {
     /// `progress(done, total)` in stripes.
     fn grow_continue(&self, _progress: &dyn Fn(u64, u64), _opts: GrowOptions) -> Result<GrowReport> {
         Err(VolumeError::Usage("no grow is in progress".into()))
+    }
+    /// Take more of each member for stripes (md's `--grow --size`): `size`
+    /// bytes a member, or (`None`) all the smallest one holds; the new
+    /// stripes are written with zeros first (`progress(done, total)` in
+    /// stripes), then the superblocks record the size.
+    fn grow_size(&self, _size: Option<u64>, _progress: &dyn Fn(u64, u64)) -> Result<GrowSizeReport> {
+        Err(VolumeError::Usage(format!("a {} array cannot grow in size: grow --size works on fixed raid0, raid1, raid4, raid5, raid6 and rs arrays", self.info().kind)))
     }
     /// Whether [`Volume::add_spare`] would take `drive`, checked without
     /// writing anything: a command adding several spares checks them all
