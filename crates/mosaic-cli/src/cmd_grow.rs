@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use mosaic_dev::nbd::absolute;
-use mosaic_volume::{GrowOptions, GrowReport, Volume};
+use mosaic_volume::{GrowOptions, GrowReport, GrowSizeReport, Volume};
 
 use crate::cmd_array::{check_drive, given_twice, open};
 use crate::control::{ask, print_remote, Request};
@@ -40,8 +40,8 @@ pub struct GrowArgs {
     /// --size: SIZE bytes a member (512M, 4G, ...) or "max", all the
     /// smallest member holds (after each drive was replaced by a larger
     /// one).  The new stripes are written with zeros, then the array has
-    /// the new capacity.  The array must not be served: an NBD client
-    /// learns an export's size when it connects
+    /// the new capacity; served, under its clients (an NBD client learns
+    /// an export's size when it connects: new connections see it)
     #[arg(long, value_name = "SIZE|max", value_parser = member_size, conflicts_with_all = ["add", "members", "backup_file"])]
     pub size: Option<MemberSize>,
     /// Print the report as JSON
@@ -159,34 +159,41 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// `grow --size`: offline, with a progress bar over the new stripes.
+/// `grow --size`: through the server when served (new connections see
+/// the new capacity), else here with a progress bar over the new stripes.
 fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
-    if ask(&a.array, &Request::Status)?.is_some() {
-        bail!("{} is served: stop it first (mosaic stop -a {}), grow its size, and serve it again: an NBD client learns an export's size when it connects", a.array, a.array);
+    let size = match size {
+        MemberSize::Max => None,
+        MemberSize::Bytes(b) => Some(b),
+    };
+    if let Some(b) = ask(&a.array, &Request::GrowSize { size })? {
+        return print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
     let (pb, tick) = crate::util::step_ticks("zeroing new stripes");
-    let r = vol.grow_size(match size {
-        MemberSize::Max => None,
-        MemberSize::Bytes(b) => Some(b),
-    }, &tick);
+    let r = vol.grow_size(size, &tick);
     pb.finish_and_clear();
     let rep = r?;
     vol.close()?;
     if a.json {
         print_json(&rep)?;
     } else {
-        println!(
-            "grown to {} a member, capacity {} (was {}): {} new stripes written with zeros ({} in {:.2} s)",
-            human(rep.member_data_size),
-            human(rep.capacity),
-            human(rep.capacity_before),
-            rep.stripes_added,
-            human(rep.bytes_written),
-            rep.seconds
-        );
+        print!("{}", grow_size_text(&rep));
     }
     Ok(0)
+}
+
+/// What `grow --size` prints.
+pub(crate) fn grow_size_text(rep: &GrowSizeReport) -> String {
+    format!(
+        "grown to {} a member, capacity {} (was {}): {} new stripes written with zeros ({} in {:.2} s)\n",
+        human(rep.member_data_size),
+        human(rep.capacity),
+        human(rep.capacity_before),
+        rep.stripes_added,
+        human(rep.bytes_written),
+        rep.seconds
+    )
 }
 
 /// Restripe to the end with a progress bar (offline).

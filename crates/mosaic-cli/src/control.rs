@@ -84,6 +84,9 @@ pub enum Request {
     Stop,
     /// Add members and restripe (no drives: resume a grow).
     Grow { drives: Vec<PathBuf>, force: bool, backup_file: Option<PathBuf> },
+    /// Take more of each member (`grow --size`; `None`: all the smallest
+    /// member holds).
+    GrowSize { size: Option<u64> },
     /// Add hot spares: all of them, or none when one is refused.
     AddSpare { drives: Vec<PathBuf>, force: bool },
     /// Remove hot spares: all of them, or none when one is not a spare.
@@ -646,6 +649,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             None => Err(anyhow!("no scrub is running")),
         },
         Request::Grow { drives, force, backup_file } => grow(sh, drives, *force, backup_file.as_deref()),
+        Request::GrowSize { size } => maintain(sh, "grow", |tick| grow_size_body(sh, *size, tick)),
         Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
             for d in drives {
                 sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", d.display()) });
@@ -755,6 +759,20 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
     sh.events.emit(Event { kind: events::GROW_END, member: None, detail });
     let rep = rep?;
     Ok(serde_json::json!({ "json": rep, "text": crate::cmd_grow::grow_text(&rep), "code": 0 }))
+}
+
+/// `grow --size` while served: the new stripes written with zeros under
+/// the clients, then the new capacity, which new connections see.
+fn grow_size_body(sh: &Shared, size: Option<u64>, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> {
+    sh.events.emit(Event { kind: events::GROW_START, member: None, detail: "grow --size: writing the new stripes".into() });
+    let rep = sh.vol.grow_size(size, tick);
+    let detail = match &rep {
+        Ok(r) => format!("grow --size done: {} bytes a member, capacity {} bytes, in {:.1} s", r.member_data_size, r.capacity, r.seconds),
+        Err(e) => format!("grow --size stopped: {e}"),
+    };
+    sh.events.emit(Event { kind: events::GROW_END, member: None, detail });
+    let rep = rep?;
+    Ok(serde_json::json!({ "json": rep, "text": crate::cmd_grow::grow_size_text(&rep), "code": 0 }))
 }
 
 /// What the server does by itself: resume a grow it finds in progress,

@@ -48,12 +48,31 @@ fn grow_size_takes_the_larger_drives_and_keeps_the_bytes() {
     assert!(back[..pattern.len()] == pattern[..], "the old bytes read back");
     assert!(back[pattern.len()..].iter().all(|&b| b == 0), "the new space reads zeros");
     assert!(ok(&["scrub", "-a", s(&a)]).contains("all consistent"));
-    // Served: refused, its clients' size is fixed at their connect.
+    // Served: grown under the server, with a client connected; a new
+    // connection sees the new size, and the server's events say so.
     (0..5).for_each(|i| resize(&a, i, 16 << 20));
     let srv = common::serve::Serve::start(s(&a), &["--quiet"]);
-    let e = fails(&["grow", "-a", s(&a), "--size", "max"]);
-    assert!(e.contains("is served: stop it first (mosaic stop -a") && e.contains("an NBD client learns an export's size when it connects"), "{e}");
-    srv.stop();
+    let uri = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    assert_eq!(nbd_size(&uri), 27 << 20);
     let text = ok(&["grow", "-a", s(&a), "--size", "max"]);
     assert!(text.starts_with("grown to 15.0 MiB a member, capacity 45.0 MiB (was 27.0 MiB): 96 new stripes written with zeros"), "{text}");
+    assert_eq!(nbd_size(&uri), 45 << 20, "a new connection sees the new size");
+    let st = json(&ok(&["status", "-a", s(&a), "--json"]))[0].clone();
+    let kinds: Vec<&str> = st["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert!(kinds.contains(&"grow-start") && kinds.contains(&"grow-end"), "{st}");
+    let e = fails(&["grow", "-a", s(&a), "--size", "max"]);
+    assert!(e.contains("nothing to grow"), "the server's refusal: {e}");
+    srv.stop();
+    let out = t.path().join("back2.bin");
+    ok(&["read", "-a", s(&a), "--offset", "0", "--length", "45M", "--output", s(&out)]);
+    let back = std::fs::read(&out).unwrap();
+    assert!(back[..pattern.len()] == pattern[..] && back[pattern.len()..].iter().all(|&b| b == 0), "grown online: the bytes, then zeros");
+    assert!(ok(&["scrub", "-a", s(&a)]).contains("all consistent"));
+}
+
+/// The export size a new NBD connection to `uri` learns (libnbd's nbdinfo).
+fn nbd_size(uri: &str) -> u64 {
+    let o = std::process::Command::new("nbdinfo").args(["--size", uri]).output().expect("nbdinfo (libnbd-bin)");
+    assert!(o.status.success(), "nbdinfo: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
 }
