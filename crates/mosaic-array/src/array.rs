@@ -150,6 +150,9 @@ pub struct MemberInfo {
     /// The drive a hot replace is copying it onto.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replacing: Option<String>,
+    /// Read only when no other copy serves (md's `--write-mostly`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_mostly: bool,
 }
 
 /// What `mosaic info` shows.
@@ -543,6 +546,7 @@ impl Array {
             owner: None,
             replaced: Vec::new(),
             hot: None,
+            write_mostly: Vec::new(),
         };
         let journal = match journal {
             Some((dev, _)) => Some(Journal::format(dev, sb.array_uuid, sb.session)?),
@@ -1003,7 +1007,7 @@ impl Array {
     }
 
     fn assemble(geo: Geometry, members: Vec<Option<Arc<dyn Member>>>, sb: Superblock, writable: bool, journal: Option<Journal>) -> Result<Array, ArrayError> {
-        let shape = Shape::of(geo.clone(), sb.reshape.as_ref())?;
+        let shape = Shape::of(geo.clone(), sb.reshape.as_ref(), &sb.write_mostly)?;
         let health = Health { states: sb.member_states.clone() };
         let n = geo.members;
         let any_lost = std::sync::atomic::AtomicBool::new(!sb.lost.is_empty());
@@ -1258,6 +1262,7 @@ impl Array {
                         let paused = sb.hot.as_ref().filter(|h| h.member == i);
                         paused.map(|h| format!("{} (paused at stripe {} of {})", h.path, h.copied, self.layout().regions()))
                     }),
+                    write_mostly: sb.write_mostly.contains(&i),
                 })
                 .collect(),
             journal: sb.journal.clone(),
@@ -1796,8 +1801,10 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
-    pub(crate) fn of(geo: Geometry, reshape: Option<&crate::superblock::Reshape>) -> Result<Shape, ArrayError> {
-        let layout = Arc::new(FixedLayout::new(geo)?);
+    /// The shape of `geo` (during a grow, from `reshape`'s), reading the
+    /// mirror members `write_mostly` only when no other copy serves.
+    pub(crate) fn of(geo: Geometry, reshape: Option<&crate::superblock::Reshape>, write_mostly: &[usize]) -> Result<Shape, ArrayError> {
+        let layout = Arc::new(FixedLayout::new(geo)?.with_write_mostly(write_mostly)?);
         let reshape = match reshape {
             None => None,
             Some(r) => Some((Arc::new(FixedLayout::new(r.from.clone())?), r.pos)),

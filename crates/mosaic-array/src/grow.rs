@@ -204,7 +204,7 @@ impl Array {
         }
         let made = backup_file.clone();
         let reshape = Reshape { from: old, pos: 0, backup_crc: None, backup_file };
-        let r = Shape::of(geo.clone(), Some(&reshape)).and_then(|shape| {
+        let r = Shape::of(geo.clone(), Some(&reshape), &[]).and_then(|shape| {
             self.set_shape(shape);
             self.write_superblocks(|s| {
                 s.geometry = geo.clone();
@@ -290,7 +290,7 @@ impl Array {
                 let _g = self.gate.write();
                 let geo = sh.layout.planner.geo.clone();
                 let backup_file = self.grow_backup_path();
-                self.set_shape(Shape::of(geo, None)?);
+                self.set_shape(Shape::of(geo, None, &[])?);
                 self.write_superblocks(|s| s.reshape = None)?;
                 if let Some(f) = backup_file {
                     // No superblock names it any more.
@@ -345,7 +345,7 @@ impl Array {
         // The backup file stays named until the grow ends, which removes it.
         let backup_file = self.grow_backup_path();
         let reshape = Reshape { from: og.clone(), pos: end, backup_crc: None, backup_file };
-        self.set_shape(Shape::of(ng.clone(), Some(&reshape))?);
+        self.set_shape(Shape::of(ng.clone(), Some(&reshape), &[])?);
         self.write_superblocks(|s| s.reshape = Some(reshape))?;
         Ok(data.len() as u64 / ng.k as u64 * (ng.k + ng.m) as u64)
     }

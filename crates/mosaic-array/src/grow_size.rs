@@ -76,7 +76,7 @@ impl Array {
         self.flush()?;
         {
             let _g = self.gate.write();
-            self.set_shape(Shape::of(new.clone(), None)?);
+            self.set_shape(Shape::of(new.clone(), None, &self.superblock().write_mostly)?);
             self.write_superblocks(|s| {
                 s.geometry = new.clone();
                 s.member_data_size = new.member_data_bytes();

@@ -247,6 +247,10 @@ pub struct Superblock {
     /// A hot replace to resume ([`HotCopy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<HotCopy>,
+    /// Mirror members read only when no other copy serves (md's
+    /// `--write-mostly`), by slot, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write_mostly: Vec<usize>,
 }
 
 /// Member `i` is failed on the record of the fixed array's label `l`
@@ -353,6 +357,7 @@ impl Superblock {
             owner: self.owner.clone(),
             replaced: self.replaced.clone(),
             hot: self.hot.clone(),
+            write_mostly: self.write_mostly.clone(),
         };
         let policy = serde_json::to_value(p).map_err(|e| ArrayError::Format(format!("encoding superblock: {e}")))?;
         Ok(Label {
@@ -406,6 +411,7 @@ impl Superblock {
             owner: p.owner,
             replaced: p.replaced,
             hot: p.hot,
+            write_mostly: p.write_mostly,
         };
         sb.validate()?;
         // In memory the version is the array's; a grow's or lost ranges'
@@ -462,6 +468,9 @@ impl Superblock {
             if h.member >= n || h.copied > g.stripes {
                 return Err(format!("a hot replace of member {} copied to stripe {}: the array has {n} members and {} stripes", h.member, h.copied, g.stripes));
             }
+        }
+        if !self.write_mostly.is_empty() && (!g.is_mirror() || self.write_mostly.len() >= n || self.write_mostly.windows(2).any(|w| w[0] >= w[1]) || self.write_mostly.iter().any(|&m| m >= n)) {
+            return Err(format!("write-mostly members {:?}: a mirror's slots, in order, not all of its {n}", self.write_mostly));
         }
         if self.resync_from > g.stripes {
             return Err(format!("a resync checkpoint at stripe {} past the array's {} stripes", self.resync_from, g.stripes));
@@ -551,6 +560,8 @@ struct FixedPolicy {
     replaced: Vec<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     hot: Option<HotCopy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    write_mostly: Vec<usize>,
 }
 
 /// The format version on disk: what a reader must know to use the array.

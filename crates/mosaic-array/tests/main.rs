@@ -23,3 +23,4 @@ mod resync;
 mod scrub_locate;
 mod second_failure;
 mod stale;
+mod write_mostly;

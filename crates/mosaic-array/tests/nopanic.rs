@@ -153,6 +153,26 @@ fn superblock_paused_hot_replace_round_trips_and_is_checked() {
     }
 }
 
+/// Write-mostly slots round-trip on a mirror; on a layout that is no
+/// mirror, out of range, out of order or naming every slot they are a
+/// clear error.
+#[test]
+fn superblock_write_mostly_round_trips_and_is_checked() {
+    let mems = (0..3).map(|i| (Arc::new(MemMember::new(format!("m{i}"), DATA_OFFSET + (64 << 10))) as Arc<dyn Member>, format!("m{i}"))).collect();
+    let o = CreateOptions { level: "raid1".parse().unwrap(), members: Some(3), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+    let mut sb = Array::create_on(mems, &o, true).unwrap().superblock();
+    sb.write_mostly = vec![0, 2];
+    assert_eq!(Superblock::decode(&sb.encode().unwrap()).unwrap().write_mostly, [0, 2]);
+    for bad in [vec![3], vec![2, 0], vec![1, 1], vec![0, 1, 2]] {
+        sb.write_mostly = bad.clone();
+        let e = Superblock::decode(&sb.encode().unwrap()).unwrap_err();
+        assert!(format!("{e:?}").contains("write-mostly members"), "{bad:?}: {e:?}");
+    }
+    let mut r6 = superblock();
+    r6.write_mostly = vec![1];
+    assert!(format!("{:?}", Superblock::decode(&r6.encode().unwrap()).unwrap_err()).contains("write-mostly members [1]"));
+}
+
 /// Adding merges what touches and never lists more than `MAX_LOST`
 /// ranges (ranges only grow); writing clears whole units only.
 #[test]

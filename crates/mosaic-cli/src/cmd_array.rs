@@ -164,6 +164,11 @@ pub struct CreateArgs {
     /// (0, 0.5] (default: 0.125)
     #[arg(long)]
     pub remap_spare: Option<f64>,
+    /// raid1: a member (its slot, from 0) read only when no other copy
+    /// serves, as mdadm's --write-mostly (the slow side of a mirror of
+    /// mixed drives); repeat or give a comma list
+    #[arg(long = "write-mostly", value_name = "N", value_delimiter = ',')]
+    pub write_mostly: Vec<usize>,
     /// A hot spare for a fixed-level array: a file or block device (a
     /// missing file is created at the members' size) that takes a failed
     /// member's place while the array is served; repeat for several
@@ -618,6 +623,9 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
         bail!("--spare at create is for fixed-level and dvs arrays (raid0..6, rs, cbro without nested check arrays, dvs); a {} array takes its spares with mosaic add --spare", a.level);
     }
     let plain = !(a.level == "tier" || a.level == "remap" || a.level.starts_with("dvs") || mosaic_array::nested::split_cda(&a.level)?.is_some());
+    if !a.write_mostly.is_empty() && !plain {
+        bail!("--write-mostly is for raid1 (mirror) arrays, not {}", a.level);
+    }
     if a.bitmap == Some(BitmapArg::Internal) && !plain {
         bail!("--bitmap internal is for fixed-level arrays (raid1..6, rs, cbro without nested check arrays); a {} array has none", a.level);
     }
@@ -701,6 +709,9 @@ fn create_array(a: &CreateArgs) -> Result<i32> {
     match a.bitmap.unwrap_or(if big && journal.is_none() && arr.geometry().m > 0 { BitmapArg::Internal } else { BitmapArg::None }) {
         BitmapArg::Internal => arr.set_bitmap(Some(a.bitmap_chunk))?,
         BitmapArg::None => {}
+    }
+    if !a.write_mostly.is_empty() {
+        arr.set_write_mostly(&a.write_mostly)?;
     }
     for sp in &a.spare {
         arr.add_spare(sp)?;

@@ -133,6 +133,7 @@ fn failed_status(spec: &str, e: mosaic_volume::VolumeError) -> Result<serde_json
         remote: None,
         readd: false,
         replacing: None,
+        write_mostly: false,
     };
     let mut members: Vec<mosaic_volume::VolumeMember> = f.found.iter().map(|m| member(m.index, &m.path, true, m.stale)).collect();
     members.extend(f.missing.iter().map(|&i| member(i, "", false, true)));
@@ -209,6 +210,7 @@ fn text(b: &serde_json::Value) -> String {
         let gone = m["present"] == false && (st != "failed" || !Path::new(path).exists());
         let readd = if m["readd"] == true { "  (re-addable: put its device back with mosaic replace)" } else { "" };
         let hot = m["replacing"].as_str().map(|d| format!("  (hot replace onto {d})")).unwrap_or_default();
+        let hot = if m["write_mostly"] == true { format!("{hot}  (write-mostly)") } else { hot };
         s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}{hot}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {

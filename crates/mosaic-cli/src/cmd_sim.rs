@@ -163,6 +163,10 @@ pub struct ReplayArgs {
     /// auto (fewest reads), rmw or rcw
     #[arg(long, default_value = "auto")]
     pub policy: String,
+    /// raid1: a member read only when no other copy serves, as a real
+    /// mirror's `create --write-mostly` (mdadm's); repeat or comma list
+    #[arg(long = "write-mostly", value_name = "N", value_delimiter = ',')]
+    pub write_mostly: Vec<usize>,
     /// Write-back small-write cache in front of the array (the partial
     /// parity cache paper's policies): none (a write cache, no parity
     /// cache), fpc (full parity cache), ppc (partial parity cache) or
@@ -359,6 +363,10 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
     };
     let cfg = SimConfig { mode, failed, keep_latencies: keep };
     let layout;
+    let fixed = !(level.starts_with("remap:") || level == "tier" || crate::cmd_dvs::is_dvs_scheme(level));
+    if !a.write_mostly.is_empty() && !fixed {
+        bail!("--write-mostly is for raid1 (mirror) layouts, not {level}");
+    }
     let (fe, drives): (Box<dyn Frontend>, _) = if let Some(inner) = level.strip_prefix("remap:") {
         if cache.is_some() {
             bail!("--cache is for fixed parity layouts, not remapped ones");
@@ -378,7 +386,7 @@ fn replay_one(a: &ReplayArgs, level: &str, cache: Option<&str>, keep: bool) -> R
     } else {
         check_layout_name(level)?;
         let (l, d) = sim_array(level, a.drives, &a.device, a.stripe_unit, a.block_size, policy(&a.policy)?)?;
-        layout = l;
+        layout = l.with_write_mostly(&a.write_mostly)?;
         let fe: Box<dyn Frontend> = match cache {
             None => Box::new(Direct(&layout)),
             Some(name) => Box::new(CachedArray::new(&layout, cache_config(a, name)?)?.destage_at_end(!a.keep_cache)),

@@ -87,6 +87,8 @@ pub enum Request {
     /// Take more of each member (`grow --size`; `None`: all the smallest
     /// member holds).
     GrowSize { size: Option<u64> },
+    /// Make exactly these mirror members write-mostly.
+    WriteMostly { members: Vec<usize> },
     /// Add hot spares: all of them, or none when one is refused.
     AddSpare { drives: Vec<PathBuf>, force: bool },
     /// Remove hot spares: all of them, or none when one is not a spare.
@@ -650,6 +652,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
         },
         Request::Grow { drives, force, backup_file } => grow(sh, drives, *force, backup_file.as_deref()),
         Request::GrowSize { size } => maintain(sh, "grow", |tick| grow_size_body(sh, *size, tick)),
+        Request::WriteMostly { members } => vol.set_write_mostly(members).map(|_| crate::cmd_mostly::outcome(&crate::cmd_mostly::now(vol), true)).map_err(Into::into),
         Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
             for d in drives {
                 sh.events.emit(Event { kind: events::SPARE_ADDED, member: None, detail: format!("{} added as a hot spare", d.display()) });

@@ -12,6 +12,7 @@ mod control;
 mod cmd_array;
 mod cmd_bench;
 mod cmd_bitmap;
+mod cmd_mostly;
 mod cmd_control;
 mod cmd_demo;
 mod cmd_dvs;
@@ -107,6 +108,8 @@ enum Cmd {
     ReplaceJournal(cmd_journal::ReplaceJournalArgs),
     /// Give an array without a journal a write-intent bitmap (internal) or take it away (none), as mdadm --grow --bitmap
     Bitmap(cmd_bitmap::BitmapArgs),
+    /// Read these mirror members only when no other copy serves (the slow side of a mirror of mixed drives), as mdadm --write-mostly
+    WriteMostly(cmd_mostly::WriteMostlyArgs),
     /// Resume an interrupted rebuild
     Rebuild(cmd_array::RebuildArgs),
     /// Verify every stripe's code units (and repair with --repair)
@@ -190,6 +193,7 @@ fn main() {
         Cmd::Add(a) => cmd_grow::add(a),
         Cmd::ReplaceJournal(a) => cmd_journal::replace_journal(a),
         Cmd::Bitmap(a) => cmd_bitmap::run(a),
+        Cmd::WriteMostly(a) => cmd_mostly::run(a),
         Cmd::Remove(a) => cmd_grow::remove(a),
         Cmd::Rebuild(a) => cmd_array::rebuild(a),
         Cmd::Scrub(a) => cmd_array::scrub(a),

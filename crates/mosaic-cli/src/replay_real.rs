@@ -18,6 +18,9 @@ pub fn run(a: &ReplayArgs, spec: &str) -> Result<SimReport> {
     if a.compare.is_some() {
         bail!("--on replays on one real array; --compare is for simulated layouts");
     }
+    if !a.write_mostly.is_empty() {
+        bail!("--on replays on a real array, whose write-mostly members are its own (mosaic write-mostly); --write-mostly is for simulated layouts");
+    }
     mosaic_volume::refuse_part_of(spec)?;
     let vol: Box<dyn Volume> = match a.cache.as_deref() {
         None => mosaic_volume::open(spec, true)?,

@@ -33,4 +33,5 @@ mod cli_service;
 mod cli_sim;
 mod cli_tier;
 mod cli_volume;
+mod cli_write_mostly;
 mod test_layout;

@@ -96,6 +96,35 @@ impl FixedLayout {
         self
     }
 
+    /// Read the mirror members `members` only when no other copy is
+    /// available (md's `--write-mostly`); refused for a layout that is no
+    /// mirror, or a member it does not have.
+    pub fn with_write_mostly(mut self, members: &[usize]) -> Result<FixedLayout, PlanError> {
+        if members.is_empty() {
+            self.planner.write_mostly.clear();
+            return Ok(self);
+        }
+        let g = &self.planner.geo;
+        if !g.is_mirror() {
+            return Err(PlanError::Invalid(format!("write-mostly members are for mirrors (raid1), not {}: every member of {} holds data reads need", g.level, g.level)));
+        }
+        if let Some(m) = members.iter().find(|&&m| m >= g.members) {
+            return Err(PlanError::Invalid(format!("write-mostly member {m}: the array has members 0 to {}", g.members - 1)));
+        }
+        if members.len() >= g.members {
+            return Err(PlanError::Invalid(format!("every member of the mirror would be write-mostly: at least one must take its reads (members {members:?} of {})", g.members)));
+        }
+        let mut w = vec![false; g.members];
+        members.iter().for_each(|&m| w[m] = true);
+        self.planner.write_mostly = w;
+        Ok(self)
+    }
+
+    /// The write-mostly members, in order.
+    pub fn write_mostly(&self) -> Vec<usize> {
+        self.planner.write_mostly.iter().enumerate().filter(|(_, &w)| w).map(|(m, _)| m).collect()
+    }
+
     pub fn geometry(&self) -> &Geometry {
         &self.planner.geo
     }

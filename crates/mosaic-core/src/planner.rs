@@ -47,11 +47,20 @@ pub enum WritePolicy {
 pub struct StripePlanner {
     pub geo: Geometry,
     pub policy: WritePolicy,
+    /// Mirror members read only when no other copy is available (md's
+    /// `--write-mostly`: the slow side of a mirror of mixed drives), by
+    /// member index; empty: none.
+    pub write_mostly: Vec<bool>,
 }
 
 impl StripePlanner {
     pub fn new(geo: Geometry) -> StripePlanner {
-        StripePlanner { geo, policy: WritePolicy::Auto }
+        StripePlanner { geo, policy: WritePolicy::Auto, write_mostly: Vec::new() }
+    }
+
+    /// Whether member `m` is read only when no other copy is available.
+    fn write_mostly(&self, m: usize) -> bool {
+        self.write_mostly.get(m).copied().unwrap_or(false)
     }
 
     /// Check a logical request against capacity and alignment.
@@ -146,12 +155,14 @@ impl StripePlanner {
         let healthy = self.all_active(h);
         let avail = |c: usize| healthy || self.avail(h, s, c);
         if g.is_mirror() {
-            // Spread reads over the copies; take the first available one.
+            // Spread reads over the copies; take the first available one,
+            // a write-mostly one only when no other is.
             let n = g.k + g.m;
             let first = (s % n as u64) as usize;
-            let col = (0..n)
-                .map(|i| (first + i) % n)
-                .find(|&c| avail(c))
+            let order = || (0..n).map(|i| (first + i) % n).filter(|&c| avail(c));
+            let col = order()
+                .find(|&c| !self.write_mostly(g.member_of(s, c)))
+                .or_else(|| order().next())
                 .ok_or_else(|| self.failed_cols(h, s).err().unwrap_or(PlanError::Invalid("no copy".into())))?;
             for c in cols {
                 let mut op = self.op(s, col, c.start, c.end);
@@ -612,6 +623,35 @@ mod tests {
         StripePlanner::new(Geometry::new(level.parse().unwrap(), n, unit, 4096, unit * 64).unwrap())
     }
 
+    /// The members a read of every stripe of `p` reads, with health `h`.
+    fn read_members(p: &StripePlanner, h: &Health) -> Vec<usize> {
+        let g = &p.geo;
+        let plan = p.plan_read(0, g.capacity(), h).unwrap();
+        plan.stripes.iter().flat_map(|sp| sp.reads.iter().map(|op| op.member)).collect()
+    }
+
+    /// md's `--write-mostly`: a mirror reads the other copies, and a
+    /// write-mostly member only for stripes no other copy serves; its
+    /// writes are the same.
+    #[test]
+    fn a_write_mostly_mirror_member_is_read_only_when_no_other_copy_is() {
+        let mut p = planner("raid1", 3, 4096);
+        let h = Health::all_active(3);
+        let spread = read_members(&p, &h);
+        assert_eq!((0..3).map(|m| spread.iter().filter(|&&x| x == m).count()).collect::<Vec<_>>(), [22, 21, 21], "reads spread over the copies");
+        p.write_mostly = vec![false, true, false];
+        let got = read_members(&p, &h);
+        assert!(!got.contains(&1) && got.len() == 64, "{got:?}");
+        let c = p.plan_write(0, 4096, &h).unwrap().counts();
+        assert_eq!(c.data_writes + c.code_writes, 3, "every copy is written");
+        let mut one = h.clone();
+        one.states[0] = MemberState::Failed;
+        assert!(read_members(&p, &one).iter().all(|&m| m == 2), "member 2 serves, not the write-mostly 1");
+        one.states[2] = MemberState::Rebuilding { done: 10 };
+        let got = read_members(&p, &one);
+        assert_eq!(got, (0..64).map(|s| if s < 10 { 2 } else { 1 }).collect::<Vec<_>>(), "the write-mostly copy serves what no other can");
+    }
+
     #[test]
     fn aligned_single_unit_write_on_raid5_is_rmw_with_two_reads() {
         let p = planner("raid5", 5, 4096);
@@ -725,7 +765,7 @@ mod tests {
             for unit in [512u64, 2048, 4096] {
                 let g = Geometry::new(level, n, unit, 512, unit * 40).unwrap();
                 for policy in [WritePolicy::Auto, WritePolicy::ForceRmw, WritePolicy::ForceRcw] {
-                    let p = StripePlanner { geo: g.clone(), policy };
+                    let p = StripePlanner { geo: g.clone(), policy, write_mostly: Vec::new() };
                     let h = Health::all_active(n);
                     let sd = g.stripe_data_bytes();
                     for offset in (0..3 * sd).step_by(512) {

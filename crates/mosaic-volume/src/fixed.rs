@@ -57,6 +57,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 remote: m.remote,
                 readd: m.readd,
                 replacing: m.replacing.clone(),
+                write_mostly: m.write_mostly,
             })
             .collect(),
         degraded: i.degraded,
@@ -277,6 +278,9 @@ impl Volume for Array {
     }
     fn grow_size(&self, size: Option<u64>, progress: &dyn Fn(u64, u64)) -> Result<crate::GrowSizeReport> {
         Ok(Array::grow_size(self, size, progress)?)
+    }
+    fn set_write_mostly(&self, members: &[usize]) -> Result<()> {
+        Ok(Array::set_write_mostly(self, members)?)
     }
     fn check_spare(&self, drive: &Path) -> Result<()> {
         Ok(Array::check_spare(self, drive)?)

@@ -103,6 +103,10 @@ pub struct VolumeMember {
     /// The drive a hot replace is copying it onto (`replace --hot`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replacing: Option<String>,
+    /// A mirror member read only when no other copy serves (md's
+    /// `--write-mostly`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_mostly: bool,
 }
 
 /// Errors of one member since the volume was opened.
@@ -292,6 +296,12 @@ pub trait Volume: Send + Sync {
     /// stripes), then the superblocks record the size.
     fn grow_size(&self, _size: Option<u64>, _progress: &dyn Fn(u64, u64)) -> Result<GrowSizeReport> {
         Err(VolumeError::Usage(format!("a {} array cannot grow in size: grow --size works on fixed raid0, raid1, raid4, raid5, raid6 and rs arrays", self.info().kind)))
+    }
+    /// Make exactly `members` of a mirror write-mostly (md's
+    /// `--write-mostly`: read only when no other copy serves); none when
+    /// empty.
+    fn set_write_mostly(&self, _members: &[usize]) -> Result<()> {
+        Err(VolumeError::Usage(format!("a {} array has no write-mostly members: they are for fixed raid1 (mirror) arrays", self.info().kind)))
     }
     /// Whether [`Volume::add_spare`] would take `drive`, checked without
     /// writing anything: a command adding several spares checks them all

@@ -89,6 +89,7 @@ impl TierVolume {
                     remote: m.remote,
                     readd: m.readd,
                     replacing: m.replacing.clone(),
+                    write_mostly: m.write_mostly,
                 });
             }
         }

@@ -1,0 +1,50 @@
+//! `mosaic write-mostly` and `create --write-mostly` (mdadm's
+//! `--write-mostly`): which mirror members are read only when no other
+//! copy serves, set offline or through the server, shown by `info` and
+//! `status`, refused where it means nothing.
+
+use std::path::Path;
+
+use crate::common;
+use common::{fails, json, ok};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The write-mostly flags `info --json` shows, member by member.
+fn flags(a: &str) -> Vec<bool> {
+    let info = json(&ok(&["info", "-a", a, "--json"]));
+    info["member_list"].as_array().unwrap().iter().map(|m| m["write_mostly"] == true).collect()
+}
+
+#[test]
+fn write_mostly_members_are_set_shown_and_refused_where_they_mean_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("mirror");
+    ok(&["create", "-a", s(&a), "--level", "raid1", "--members", "3", "--member-size", "8M", "--write-mostly", "2"]);
+    assert_eq!(flags(s(&a)), [false, false, true]);
+    assert!(ok(&["status", "-a", s(&a)]).lines().any(|l| l.contains("member-02.img") && l.ends_with("(write-mostly)")));
+    let e = fails(&["write-mostly", "-a", s(&a), "--member", "0,1,2"]);
+    assert!(e.contains("every member of the mirror would be write-mostly: at least one must take its reads"), "{e}");
+    let e = fails(&["write-mostly", "-a", s(&a)]);
+    assert!(e.contains("--member <N>") || e.contains("required"), "{e}");
+    assert_eq!(ok(&["write-mostly", "-a", s(&a), "--member", "1"]), "write-mostly members [1]: read only when no other copy serves\n");
+    assert_eq!(flags(s(&a)), [false, true, false]);
+    // Through the server: the reads move at once, the flag is kept.
+    let srv = common::serve::Serve::start(s(&a), &["--quiet"]);
+    let out = json(&ok(&["write-mostly", "-a", s(&a), "--member", "0", "--json"]));
+    assert_eq!((out["write_mostly"].clone(), out["served"].clone()), (serde_json::json!([0]), serde_json::json!(true)), "{out}");
+    assert_eq!(ok(&["write-mostly", "-a", s(&a), "--none"]), "no member is write-mostly: reads spread over every copy\n");
+    ok(&["write-mostly", "-a", s(&a), "--member", "0"]);
+    srv.stop();
+    assert_eq!(flags(s(&a)), [true, false, false]);
+    // Where every member holds data reads need, the flag is refused, and a
+    // refused create leaves nothing behind.
+    let r5 = t.path().join("r5");
+    let e = fails(&["create", "-a", s(&r5), "--level", "raid5", "--members", "3", "--member-size", "8M", "--write-mostly", "1"]);
+    assert!(e.contains("write-mostly members are for mirrors (raid1), not raid5"), "{e}");
+    assert!(!r5.exists(), "the refused create left {}", r5.display());
+    let e = fails(&["replay", "--layout", "raid5", "--drives", "4", "--synthetic", "randread", "--count", "10", "--write-mostly", "1"]);
+    assert!(e.contains("write-mostly members are for mirrors (raid1), not raid5"), "{e}");
+}
