@@ -151,10 +151,15 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
     }
     let rep = grow_with_progress(vol.as_ref())?;
     vol.close()?;
-    if a.json {
-        print_json(&rep)?;
+    report(&rep, grow_text(&rep), a.json)
+}
+
+/// Print a finished grow's report: as JSON, or its text.
+fn report<T: serde::Serialize>(rep: &T, text: String, json: bool) -> Result<i32> {
+    if json {
+        print_json(rep)?;
     } else {
-        print!("{}", grow_text(&rep));
+        print!("{text}");
     }
     Ok(0)
 }
@@ -175,12 +180,7 @@ fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
     pb.finish_and_clear();
     let rep = r?;
     vol.close()?;
-    if a.json {
-        print_json(&rep)?;
-    } else {
-        print!("{}", grow_size_text(&rep));
-    }
-    Ok(0)
+    report(&rep, grow_size_text(&rep), a.json)
 }
 
 /// What `grow --size` prints.
