@@ -7,7 +7,6 @@ use clap::Args;
 
 use crate::cmd_array::open;
 use crate::control::{ask, print_remote, Request};
-use crate::util::print_json;
 
 #[derive(Args)]
 pub struct WriteMostlyArgs {
@@ -35,12 +34,7 @@ pub fn run(a: WriteMostlyArgs) -> Result<i32> {
     vol.set_write_mostly(&members)?;
     let body = outcome(&now(vol.as_ref()), false);
     vol.close()?;
-    if a.json {
-        print_json(&body["json"])?;
-    } else {
-        print!("{}", body["text"].as_str().unwrap_or_default());
-    }
-    Ok(0)
+    print_remote(&body, a.json)
 }
 
 /// The write-mostly members of `vol`, by its info.

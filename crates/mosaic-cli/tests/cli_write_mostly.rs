@@ -45,6 +45,10 @@ fn write_mostly_members_are_set_shown_and_refused_where_they_mean_nothing() {
     let e = fails(&["create", "-a", s(&r5), "--level", "raid5", "--members", "3", "--member-size", "8M", "--write-mostly", "1"]);
     assert!(e.contains("write-mostly members are for mirrors (raid1), not raid5"), "{e}");
     assert!(!r5.exists(), "the refused create left {}", r5.display());
+    // The simulator takes the flag too (a slot named twice is one).
+    let sim = json(&ok(&["replay", "--layout", "raid1", "--drives", "2", "--synthetic", "randread", "--count", "200", "--write-mostly", "1,1", "--json"]));
+    let reads: Vec<u64> = sim["devices"].as_array().unwrap().iter().map(|d| d["reads"].as_u64().unwrap()).collect();
+    assert_eq!(reads, [200, 0], "{sim}");
     let e = fails(&["replay", "--layout", "raid5", "--drives", "4", "--synthetic", "randread", "--count", "10", "--write-mostly", "1"]);
     assert!(e.contains("write-mostly members are for mirrors (raid1), not raid5"), "{e}");
 }

@@ -111,11 +111,11 @@ impl FixedLayout {
         if let Some(m) = members.iter().find(|&&m| m >= g.members) {
             return Err(PlanError::Invalid(format!("write-mostly member {m}: the array has members 0 to {}", g.members - 1)));
         }
-        if members.len() >= g.members {
-            return Err(PlanError::Invalid(format!("every member of the mirror would be write-mostly: at least one must take its reads (members {members:?} of {})", g.members)));
-        }
         let mut w = vec![false; g.members];
         members.iter().for_each(|&m| w[m] = true);
+        if w.iter().all(|&x| x) {
+            return Err(PlanError::Invalid(format!("every member of the mirror would be write-mostly: at least one must take its reads (members {members:?} of {})", g.members)));
+        }
         self.planner.write_mostly = w;
         Ok(self)
     }
