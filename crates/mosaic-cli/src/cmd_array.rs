@@ -933,7 +933,7 @@ pub fn info_text(info: &VolumeInfo) -> String {
         if with_uuid {
             row.push(m.uuid.clone().unwrap_or_else(|| "-".into()));
         }
-        row.push(m.path.clone());
+        row.push(if m.write_mostly { format!("{} (write-mostly)", m.path) } else { m.path.clone() });
         rows.push(row);
     }
     out + &table(&rows)

@@ -25,6 +25,7 @@ fn write_mostly_members_are_set_shown_and_refused_where_they_mean_nothing() {
     ok(&["create", "-a", s(&a), "--level", "raid1", "--members", "3", "--member-size", "8M", "--write-mostly", "2"]);
     assert_eq!(flags(s(&a)), [false, false, true]);
     assert!(ok(&["status", "-a", s(&a)]).lines().any(|l| l.contains("member-02.img") && l.ends_with("(write-mostly)")));
+    assert!(ok(&["info", "-a", s(&a)]).lines().any(|l| l.ends_with("member-02.img (write-mostly)")));
     let e = fails(&["write-mostly", "-a", s(&a), "--member", "0,1,2"]);
     assert!(e.contains("every member of the mirror would be write-mostly: at least one must take its reads"), "{e}");
     let e = fails(&["write-mostly", "-a", s(&a)]);
