@@ -47,6 +47,11 @@ fn a_write_mostly_member_is_written_but_read_only_when_no_other_copy_serves() {
     a.reset_counters();
     assert!(read_all(&a) == more, "the write-mostly copy serves when it is the only one");
     assert!(ops(&a)[1].0 > 0);
+    // A new drive in the write-mostly slot, rebuilt: write-mostly too.
+    a.set_write_mostly(&[2]).unwrap();
+    a.replace_with(2, mem("new2", 32), "new2").unwrap();
+    a.rebuild(&|_, _| {}, Default::default()).unwrap();
+    assert_eq!(a.write_mostly(), [2], "the slot keeps its flag");
     // Refusals say why; none leaves every copy read again.
     let e = a.set_write_mostly(&[0, 1, 2]).unwrap_err().to_string();
     assert_eq!(e, "every member of the mirror would be write-mostly: at least one must take its reads (members [0, 1, 2] of 3)");
