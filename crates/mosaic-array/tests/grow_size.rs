@@ -10,6 +10,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use mosaic_array::superblock::Owner;
 use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member, PowerCut};
@@ -187,4 +188,41 @@ fn a_size_grow_says_why_it_is_refused() {
     let e = arr.grow_size(None, &|_, _| {}).unwrap_err().to_string();
     assert_eq!(e, "the array is degraded: rebuild it before growing");
     assert_eq!(arr.geometry().stripes, ROWS, "nothing changed");
+}
+
+/// The refusals that need another kind of state: a grow by members in
+/// progress, a paused hot replace, CBRO, an array inside another.
+#[test]
+fn a_size_grow_says_why_it_is_refused_mid_grow_mid_copy_for_cbro_and_inner_arrays() {
+    // A grow by members in progress (on drives of 64 rows: a grow needs
+    // room for its first steps' copy).
+    let rig = Rig::new(5);
+    rig.larger_drives(64);
+    let arr = rig.create("raid5");
+    let extra: Arc<dyn Member> = Arc::new(MemMember::new("m5", DATA_OFFSET + 64 * UNIT));
+    arr.grow_start(vec![(extra, "m5".into())]).unwrap();
+    let e = arr.grow_size(None, &|_, _| {}).unwrap_err().to_string();
+    assert_eq!(e, "a grow is in progress: resume it first (mosaic grow -a ARRAY)");
+    // A paused hot replace.
+    let rig = Rig::new(5);
+    let arr = rig.create("raid5");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let opts = mosaic_array::maint::RebuildOptions { stop: Some(stop), ..Default::default() };
+    let rep = arr.replace_hot_with(1, Arc::new(MemMember::new("new", DATA_OFFSET + ROWS * UNIT)), "new", &|_, _| {}, opts).unwrap();
+    assert!(arr.hot_paused().is_some(), "{rep:?}");
+    let e = arr.grow_size(None, &|_, _| {}).unwrap_err().to_string();
+    assert_eq!(e, "a hot replace of member 1 is paused: finish it first (mosaic replace --hot 1)");
+    // CBRO.
+    let rig = Rig::new(5);
+    let o = CreateOptions { level: Level::Cbro { n: 3, k: 1, w: 2 }, members: Some(5), member_size: None, unit: UNIT, block: 4096, force: true, assume_clean: true };
+    let arr = Array::create_with_journal(rig.mems.iter().map(|m| (rig.wrap(m), m.describe())).collect(), &o, true, None).unwrap();
+    let e = arr.grow_size(None, &|_, _| {}).unwrap_err().to_string();
+    assert_eq!(e, "a cbro array cannot grow in size: grow --size works on raid0, raid1, raid4, raid5, raid6 and rs arrays");
+    // An array inside another.
+    let rig = Rig::new(5);
+    let arr = rig.create("raid5");
+    let uuid = uuid::Uuid::new_v4();
+    arr.set_owner(Owner { role: "the fast side of tier".into(), uuid }).unwrap();
+    let e = arr.grow_size(None, &|_, _| {}).unwrap_err().to_string();
+    assert_eq!(e, format!("this array is the fast side of tier {uuid}, whose layout fixes its size: it cannot grow by itself"));
 }

@@ -53,3 +53,26 @@ fn write_mostly_members_are_set_shown_and_refused_where_they_mean_nothing() {
     let e = fails(&["replay", "--layout", "raid5", "--drives", "4", "--synthetic", "randread", "--count", "10", "--write-mostly", "1"]);
     assert!(e.contains("write-mostly members are for mirrors (raid1), not raid5"), "{e}");
 }
+
+/// Kinds with no mirror copies to choose between, and a real replay
+/// (whose array has its own flags), refuse `--write-mostly` and `grow
+/// --size` with a message that says so.
+#[test]
+fn kinds_without_mirrors_refuse_write_mostly_and_grow_size() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("dvs");
+    ok(&["create", "-a", s(&d), "--level", "dvs", "--members", "5", "--member-size", "64M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]);
+    let e = fails(&["grow", "-a", s(&d), "--size", "max"]);
+    assert!(e.contains("a dvs array cannot grow in size: grow --size works on fixed raid0, raid1, raid4, raid5, raid6 and rs arrays"), "{e}");
+    let e = fails(&["write-mostly", "-a", s(&d), "--member", "1"]);
+    assert!(e.contains("a dvs array has no write-mostly members: they are for fixed raid1 (mirror) arrays"), "{e}");
+    let d2 = t.path().join("dvs2");
+    let e = fails(&["create", "-a", s(&d2), "--level", "dvs", "--members", "5", "--member-size", "64M", "--zoned", "--zone-size", "8M", "--write-mostly", "1"]);
+    assert!(e.contains("--write-mostly is for raid1 (mirror) arrays, not dvs"), "{e}");
+    let e = fails(&["replay", "--layout", "dvs", "--drives", "5", "--synthetic", "randwrite", "--count", "10", "--write-mostly", "1"]);
+    assert!(e.contains("--write-mostly is for raid1 (mirror) layouts, not dvs"), "{e}");
+    let m = t.path().join("mirror");
+    ok(&["create", "-a", s(&m), "--level", "raid1", "--members", "2", "--member-size", "8M"]);
+    let e = fails(&["replay", "--on", s(&m), "--synthetic", "randread", "--count", "10", "--write-mostly", "1"]);
+    assert!(e.contains("--on replays on a real array, whose write-mostly members are its own (mosaic write-mostly)"), "{e}");
+}
