@@ -63,11 +63,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
 use uuid::Uuid;
 
 use mosaic_core::{HotReport, Layout, MemberState};
-use mosaic_dev::{Device, Member};
+use mosaic_dev::{Device, FirstError, Member};
 use mosaic_format::label::LABEL_AREA;
 
 use crate::array::Array;
@@ -87,12 +86,12 @@ pub(crate) struct Twin {
     switched: AtomicBool,
     /// The new drive's first error: it takes no more writes, and the copy
     /// stops with it.
-    new_error: Mutex<Option<String>>,
+    new_error: FirstError,
 }
 
 impl Twin {
     fn new(old: Arc<dyn Member>, new: Arc<dyn Member>) -> Twin {
-        Twin { old, new, switched: AtomicBool::new(false), new_error: Mutex::new(None) }
+        Twin { old, new, switched: AtomicBool::new(false), new_error: FirstError::default() }
     }
 
     /// The device a label read or write at `[offset, offset + len)` goes
@@ -102,7 +101,7 @@ impl Twin {
     }
 
     fn new_failed(&self) -> Option<String> {
-        self.new_error.lock().clone()
+        self.new_error.get()
     }
 
     /// Write to the old drive, then (while it works) to the new one.
@@ -117,19 +116,14 @@ impl Twin {
 
     /// Run `f` on the new drive unless it failed before; keep its error.
     fn on_new(&self, f: impl FnOnce() -> io::Result<()>) {
-        if self.new_error.lock().is_some() {
-            return;
-        }
-        if let Err(e) = f() {
-            self.new_error.lock().get_or_insert_with(|| format!("{}: {e}", self.new.describe()));
-        }
+        self.new_error.run(|| self.new.describe(), f);
     }
 
     /// Copy `[offset, offset + len)` from the old drive to the new one:
     /// Err only for the old drive's error (the new one's is kept).
     fn copy(&self, offset: u64, len: u64, buf: &mut Vec<u8>) -> io::Result<()> {
         let mut at = offset;
-        while at < offset + len && self.new_error.lock().is_none() {
+        while at < offset + len && !self.new_error.is_set() {
             let n = COPY_CHUNK.min(offset + len - at) as usize;
             match self.old.view(at, n) {
                 Some(v) => self.on_new(|| self.new.write_at(v, at)),

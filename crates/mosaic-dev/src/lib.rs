@@ -38,6 +38,40 @@ pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
     unsafe { ram_map::copy_parts_streaming(dst.as_mut_ptr(), &[src]) }
 }
 
+/// The first error of the new drive a hot replace mirrors onto (either
+/// kind of array's twin): from then on it takes nothing more, the old
+/// drive having taken each operation, and the copy ends saying why.
+/// Every mirrored write asks a flag, not a lock.
+#[derive(Debug, Default)]
+pub struct FirstError {
+    failed: AtomicBool,
+    why: parking_lot::Mutex<Option<String>>,
+}
+
+impl FirstError {
+    /// Whether an operation failed.
+    pub fn is_set(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The first error, as "DEVICE: error".
+    pub fn get(&self) -> Option<String> {
+        self.why.lock().clone()
+    }
+
+    /// Run `op` unless an operation failed before; keep its error, named
+    /// by `device`.
+    pub fn run(&self, device: impl FnOnce() -> String, op: impl FnOnce() -> io::Result<()>) {
+        if self.is_set() {
+            return;
+        }
+        if let Err(e) = op() {
+            self.why.lock().get_or_insert_with(|| format!("{}: {e}", device()));
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// A member device.
 pub trait Member: Send + Sync {
     /// Where it lives, for messages.

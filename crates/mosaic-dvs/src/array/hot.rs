@@ -67,9 +67,10 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use mosaic_core::{Dir, MemberState};
+use mosaic_dev::FirstError;
 use mosaic_format::fresh::Found;
 use mosaic_format::label::{Label, LABEL_AREA};
 use uuid::Uuid;
@@ -93,10 +94,8 @@ pub(crate) struct ZonedTwin {
     copied: AtomicU64,
     /// Zones below this are conventional.
     conventional: u64,
-    /// The new drive's first error: no more mirroring, the copy stops
-    /// (`failed` says so without a lock on every mirrored write).
-    broken: Mutex<Option<String>>,
-    failed: AtomicBool,
+    /// The new drive's first error: no more mirroring, the copy stops.
+    broken: FirstError,
 }
 
 impl ZonedTwin {
@@ -104,7 +103,7 @@ impl ZonedTwin {
     /// drive's do (the conventional zones are copied first).
     fn new(old: Arc<dyn ZonedMember>, new: Arc<dyn ZonedMember>, copied: u64) -> ZonedTwin {
         let conventional = old.conventional_zones();
-        ZonedTwin { old, new, conv: AtomicBool::new(false), copied: AtomicU64::new(copied.max(conventional)), conventional, broken: Mutex::new(None), failed: AtomicBool::new(false) }
+        ZonedTwin { old, new, conv: AtomicBool::new(false), copied: AtomicU64::new(copied.max(conventional)), conventional, broken: FirstError::default() }
     }
 
     /// Zones copied: the conventional ones (once copied), and the
@@ -115,7 +114,7 @@ impl ZonedTwin {
     }
 
     fn broken(&self) -> Option<String> {
-        self.broken.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.broken.get()
     }
 
     /// Whether an operation at byte `offset` reaches the new drive too.
@@ -123,16 +122,14 @@ impl ZonedTwin {
         let z = self.old.zone_size();
         let zone = offset.checked_div(z).unwrap_or(u64::MAX);
         let copied = if zone < self.conventional { offset >= LABEL_AREA && self.conv.load(Ordering::Acquire) } else { zone < self.copied.load(Ordering::Acquire) };
-        copied && !self.failed.load(Ordering::Acquire)
+        copied && !self.broken.is_set()
     }
 
-    /// The new drive's operation `r`: an error stops the mirroring (the
-    /// old drive took the operation: the member is whole).
-    fn mirrored(&self, r: io::Result<()>) {
-        if let Err(e) = r {
-            self.broken.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| format!("{}: {e}", self.new.describe()));
-            self.failed.store(true, Ordering::Release);
-        }
+    /// Run `op` on the new drive unless it failed before: an error stops
+    /// the mirroring (the old drive took the operation: the member is
+    /// whole).
+    fn mirrored(&self, op: impl FnOnce(&dyn ZonedMember) -> io::Result<()>) {
+        self.broken.run(|| self.new.describe(), || op(self.new.as_ref()));
     }
 }
 
@@ -149,28 +146,28 @@ impl ZonedMember for ZonedTwin {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.old.write_at(buf, offset)?;
         if self.mirrors(offset) {
-            self.mirrored(self.new.write_at(buf, offset));
+            self.mirrored(|d| d.write_at(buf, offset));
         }
         Ok(())
     }
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
         self.old.write_parts_at(parts, offset)?;
         if self.mirrors(offset) {
-            self.mirrored(self.new.write_parts_at(parts, offset));
+            self.mirrored(|d| d.write_parts_at(parts, offset));
         }
         Ok(())
     }
     fn flush(&self) -> io::Result<()> {
         self.old.flush()?;
-        if self.done() > 0 && !self.failed.load(Ordering::Acquire) {
-            self.mirrored(self.new.flush());
+        if self.done() > 0 {
+            self.mirrored(|d| d.flush());
         }
         Ok(())
     }
     fn reset_zone(&self, zone: u64) -> io::Result<()> {
         self.old.reset_zone(zone)?;
         if self.mirrors(zone * self.old.zone_size()) {
-            self.mirrored(self.new.reset_zone(zone));
+            self.mirrored(|d| d.reset_zone(zone));
         }
         Ok(())
     }
@@ -322,8 +319,7 @@ impl DvsArray {
             }
             let start = at * cfg.zone_size;
             if twin.new.write_pointer(at) != Some(start) {
-                let r = twin.new.reset_zone(at);
-                self.new_result(&twin, r)?;
+                self.new_result(&twin, |d| d.reset_zone(at))?;
             }
             self.copy(m, &twin, (start, twin.old.write_pointer(at).unwrap_or(start)))?;
             twin.copied.store(at + 1, Ordering::Release);
@@ -339,8 +335,7 @@ impl DvsArray {
         while at < to {
             let len = (to - at).min(COPY_CHUNK) as usize;
             twin.old.read_at(&mut buf[..len], at).map_err(|e| DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())))?;
-            let r = twin.new.write_at(&buf[..len], at);
-            self.new_result(twin, r)?;
+            self.new_result(twin, |d| d.write_at(&buf[..len], at))?;
             let mut io = self.side_io.lock().unwrap_or_else(|e| e.into_inner());
             io[m].add(Dir::Read, len as u64);
             drop(io);
@@ -352,9 +347,9 @@ impl DvsArray {
         Ok(())
     }
 
-    /// An operation `r` of the new drive: an error ends the hot replace.
-    fn new_result(&mut self, twin: &ZonedTwin, r: io::Result<()>) -> Result<(), DvsError> {
-        twin.mirrored(r);
+    /// Operation `op` of the new drive: an error ends the hot replace.
+    fn new_result(&mut self, twin: &ZonedTwin, op: impl FnOnce(&dyn ZonedMember) -> io::Result<()>) -> Result<(), DvsError> {
+        twin.mirrored(op);
         self.new_drive_ok(twin)
     }
 
@@ -378,8 +373,7 @@ impl DvsArray {
         if twin.done() < self.geo.cfg.zones {
             return Err(DvsError::Other(format!("the hot replace of member {m} has not copied every zone yet")));
         }
-        let r = twin.new.flush();
-        self.new_result(&twin, r)?;
+        self.new_result(&twin, |d| d.flush())?;
         let mut identity = self.label.clone();
         let former = std::mem::replace(&mut identity.member_uuids[m], new_uuid);
         self.hot = None;
@@ -430,7 +424,7 @@ impl DvsArray {
             labelled = labelled.and_then(|_| twin.new.write_at(&l, label_offset(ev)));
         }
         let labelled = labelled.and_then(|_| twin.new.flush());
-        self.new_result(&twin, labelled)?;
+        self.new_result(&twin, |_| labelled)?;
         if let Some(h) = &mut self.hot {
             (h.paused, h.recorded) = (true, true);
         }
