@@ -328,14 +328,22 @@ impl DvsArray {
         Ok(self.hot_progress().expect("a hot replace is in progress"))
     }
 
-    /// Copy bytes `from..to` of the old drive onto the new one.
+    /// Copy bytes `from..to` of the old drive onto the new one (straight
+    /// from its mapping when it lends its bytes, as the fixed twin does).
     fn copy(&mut self, m: usize, twin: &ZonedTwin, (from, to): (u64, u64)) -> Result<(), DvsError> {
-        let mut buf = vec![0u8; COPY_CHUNK.min(to.saturating_sub(from)) as usize];
+        let mut buf = Vec::new();
         let mut at = from;
         while at < to {
             let len = (to - at).min(COPY_CHUNK) as usize;
-            twin.old.read_at(&mut buf[..len], at).map_err(|e| DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())))?;
-            self.new_result(twin, |d| d.write_at(&buf[..len], at))?;
+            let bytes = match twin.old.view(at, len) {
+                Some(v) => v,
+                None => {
+                    buf.resize(len, 0);
+                    twin.old.read_at(&mut buf, at).map_err(|e| DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())))?;
+                    &buf
+                }
+            };
+            self.new_result(twin, |d| d.write_at(bytes, at))?;
             let mut io = self.side_io.lock().unwrap_or_else(|e| e.into_inner());
             io[m].add(Dir::Read, len as u64);
             drop(io);
