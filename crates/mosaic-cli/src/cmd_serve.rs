@@ -48,6 +48,35 @@ use crate::util::{human, seconds, size};
 /// Where `--demo` keeps its array.
 const DEMO_DIR: &str = "mosaic-data";
 
+/// `serve --tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsArg {
+    Off,
+    On,
+    Require,
+}
+
+/// The server's TLS from `--tls`, `--tls-certificates` and
+/// `--tls-verify-peer`: certificates loaded now, so a bad file stops the
+/// server before it listens.
+fn tls(a: &ServeArgs) -> Result<Option<mosaic_nbd::Tls>> {
+    let mode = match (a.tls, &a.tls_certificates) {
+        (Some(TlsArg::Off), Some(_)) => bail!("--tls off with --tls-certificates: leave one out"),
+        (Some(TlsArg::Off), None) | (None, None) => {
+            if a.tls_verify_peer {
+                bail!("--tls-verify-peer needs TLS: give --tls-certificates DIR");
+            }
+            return Ok(None);
+        }
+        (Some(TlsArg::On | TlsArg::Require), None) => bail!("--tls needs --tls-certificates DIR (server-cert.pem, server-key.pem)"),
+        (Some(TlsArg::On), Some(_)) => mosaic_nbd::TlsMode::On,
+        (Some(TlsArg::Require) | None, Some(_)) => mosaic_nbd::TlsMode::Require,
+    };
+    let dir = a.tls_certificates.as_deref().expect("matched above");
+    let t = mosaic_nbd::Tls::load(dir, mode, a.tls_verify_peer).map_err(|e| anyhow::anyhow!("--tls-certificates: {e}"))?;
+    Ok(Some(t))
+}
+
 /// `serve --re-add`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReAdd {
@@ -80,6 +109,21 @@ pub struct ServeArgs {
     /// Refuse writes
     #[arg(long)]
     pub read_only: bool,
+    /// TLS for clients, as nbdkit's --tls: off; on (offered, plain clients
+    /// served too); require (every option but STARTTLS refused until TLS
+    /// is up).  Default: require with --tls-certificates, else off
+    #[arg(long, value_enum)]
+    pub tls: Option<TlsArg>,
+    /// The directory of the server's certificate: server-cert.pem,
+    /// server-key.pem, and ca-cert.pem for --tls-verify-peer (nbdkit's
+    /// and libnbd's names)
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Serve only clients that present a certificate signed by
+    /// ca-cert.pem (libnbd sends client-cert.pem from its
+    /// tls-certificates directory), as nbdkit's --tls-verify-peer
+    #[arg(long)]
+    pub tls_verify_peer: bool,
     /// Append every read and write served to FILE as an MSR Cambridge trace (`mosaic replay --trace FILE`)
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -633,6 +677,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
     let monitor = (a.monitor > 0).then(|| Ring::new(a.monitor).map(Arc::new)).transpose().context("--monitor")?;
     let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder, monitor)?);
+    let tls = tls(&a)?;
     let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
@@ -643,6 +688,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
         handshake_timeout: a.handshake_timeout,
         io_timeout: a.io_timeout,
         log: !a.quiet,
+        tls,
         ..ServerConfig::default()
     };
     let info = mosaic_nbd::export_info(export.as_ref(), &cfg);
@@ -670,11 +716,15 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), crate::control::Policy { rate: a.maint_rate, re_add: a.re_add == ReAdd::Auto, scrub_every: a.scrub_every }, events.clone(), export.stats.clone())?;
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
-    tracing::info!(array = %uuid, "mosaic serve: listening on {}", listener.uri(&a.export));
+    let uri = crate::serve_run::client_uri(&listener, &a.export, cfg.tls.as_ref());
+    if let Some(t) = &cfg.tls {
+        tracing::info!(array = %uuid, "mosaic serve: TLS {} with {}{}", if t.mode == mosaic_nbd::TlsMode::Require { "required" } else { "offered" }, t.dir.display(), if t.verify_peer { ", client certificates checked" } else { "" });
+    }
+    tracing::info!(array = %uuid, "mosaic serve: listening on {uri}");
     if let Some(p) = &a.pidfile {
         crate::serve_run::write_pidfile(p)?;
     }
-    let captive = a.run.as_deref().map(|c| crate::serve_run::start(c, &listener, &a.export, stop.clone())).transpose()?;
+    let captive = a.run.as_deref().map(|c| crate::serve_run::start(c, &listener, &a.export, cfg.tls.as_ref(), stop.clone())).transpose()?;
     let served = mosaic_nbd::serve(&listener, export.clone(), &cfg, stop.clone());
     drop(listener);
     // The command ended (and stopped the server), or is stopped now.

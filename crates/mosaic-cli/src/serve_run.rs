@@ -22,11 +22,18 @@ pub struct Captive {
     waiter: JoinHandle<std::io::Result<ExitStatus>>,
 }
 
+/// The URI a local client connects with: the listener's, through TLS
+/// with the server's certificate directory when TLS is required.
+pub fn client_uri(listener: &Listener, export: &str, tls: Option<&mosaic_nbd::Tls>) -> String {
+    let plain = listener.uri(export);
+    tls.map_or_else(|| plain.clone(), |t| t.client_uri(&plain))
+}
+
 /// What `CMD` finds in its environment, as nbdkit's `--run` sets it:
-/// `uri` (and its older name `nbd`), `exportname`, and `port` (TCP) or
-/// `unixsocket`.
-pub fn environment(listener: &Listener, export: &str) -> Vec<(&'static str, String)> {
-    let uri = listener.uri(export);
+/// `uri` (and its older name `nbd`; `nbds` and the certificate directory
+/// when TLS is required), `exportname`, and `port` (TCP) or `unixsocket`.
+pub fn environment(listener: &Listener, export: &str, tls: Option<&mosaic_nbd::Tls>) -> Vec<(&'static str, String)> {
+    let uri = client_uri(listener, export, tls);
     let mut env = vec![("uri", uri.clone()), ("nbd", uri), ("exportname", export.to_string())];
     match (listener.port(), listener.socket_path()) {
         (Some(port), _) => env.push(("port", port.to_string())),
@@ -38,8 +45,8 @@ pub fn environment(listener: &Listener, export: &str) -> Vec<(&'static str, Stri
 
 /// Start `sh -c cmd` (its own process group, so a stopping server can
 /// signal all it started); `stop` is set when it exits.
-pub fn start(cmd: &str, listener: &Listener, export: &str, stop: Arc<AtomicBool>) -> Result<Captive> {
-    let mut child = Command::new("sh").arg("-c").arg(cmd).envs(environment(listener, export)).process_group(0).spawn().with_context(|| format!("--run: starting sh -c {cmd:?}"))?;
+pub fn start(cmd: &str, listener: &Listener, export: &str, tls: Option<&mosaic_nbd::Tls>, stop: Arc<AtomicBool>) -> Result<Captive> {
+    let mut child = Command::new("sh").arg("-c").arg(cmd).envs(environment(listener, export, tls)).process_group(0).spawn().with_context(|| format!("--run: starting sh -c {cmd:?}"))?;
     let pid = child.id() as i32;
     let waiter = std::thread::spawn(move || {
         let st = child.wait();
@@ -104,7 +111,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("env");
         let stop = Arc::new(AtomicBool::new(false));
-        let c = start(&format!("echo \"$uri|$nbd|$port|$exportname|${{unixsocket-none}}\" > {}; exit 3", out.display()), &l, "x", stop.clone()).unwrap();
+        let c = start(&format!("echo \"$uri|$nbd|$port|$exportname|${{unixsocket-none}}\" > {}; exit 3", out.display()), &l, "x", None, stop.clone()).unwrap();
         let t0 = std::time::Instant::now();
         while !stop.load(Ordering::Relaxed) {
             assert!(t0.elapsed() < std::time::Duration::from_secs(10), "the command's exit did not stop the server");
@@ -119,11 +126,11 @@ mod tests {
     fn a_command_still_running_when_the_server_stops_is_terminated() {
         let sock = tempfile::tempdir().unwrap();
         let l = Listener::bind_unix(&sock.path().join("s")).unwrap();
-        let env = environment(&l, "");
+        let env = environment(&l, "", None);
         assert!(env.contains(&("unixsocket", sock.path().join("s").display().to_string())), "{env:?}");
         assert!(!env.iter().any(|(k, _)| *k == "port"));
         let stop = Arc::new(AtomicBool::new(false));
-        let c = start("sleep 30", &l, "", stop.clone()).unwrap();
+        let c = start("sleep 30", &l, "", None, stop.clone()).unwrap();
         let t0 = std::time::Instant::now();
         assert_eq!(c.finish().unwrap(), 128 + libc::SIGTERM);
         assert!(t0.elapsed() < std::time::Duration::from_secs(10));

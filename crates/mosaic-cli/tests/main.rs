@@ -32,6 +32,7 @@ mod cli_serve_safety;
 mod cli_service;
 mod cli_sim;
 mod cli_tier;
+mod cli_tls;
 mod cli_volume;
 mod cli_write_mostly;
 mod test_layout;

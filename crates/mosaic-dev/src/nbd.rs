@@ -7,6 +7,10 @@
 //!   nbd://host[:port]/export     TCP
 //!   nbds://host[:port]/export    TCP with TLS
 //!   nbd+unix:///export?socket=PATH
+//!   nbds://h/e?tls-certificates=DIR   TLS with DIR's ca-cert.pem (and
+//!                                client-cert.pem, client-key.pem for a
+//!                                server that checks clients), as libnbd
+//!                                reads it; or tls-psk-file=FILE
 //!
 //!   connect ──> size, flags, block sizes ──> more connections when the
 //!   server advertises multi-conn (a flush on any one then covers the
@@ -414,6 +418,7 @@ mod ffi {
         fn nbd_create() -> *mut NbdHandle;
         fn nbd_close(h: *mut NbdHandle);
         fn nbd_aio_connect_uri(h: *mut NbdHandle, uri: *const c_char) -> c_int;
+        fn nbd_set_uri_allow_local_file(h: *mut NbdHandle, allow: bool) -> c_int;
         fn nbd_aio_is_dead(h: *mut NbdHandle) -> c_int;
         fn nbd_aio_is_closed(h: *mut NbdHandle) -> c_int;
         fn nbd_get_size(h: *mut NbdHandle) -> i64;
@@ -487,6 +492,11 @@ mod ffi {
             }
             let h = Handle(h);
             let named = |e: io::Error| io::Error::new(e.kind(), format!("{uri}: {e}"));
+            // The URI is the administrator's (a member's path), so it may
+            // name local files: `tls-certificates=DIR` and `tls-psk-file`,
+            // as nbdinfo and nbdcopy allow.
+            // SAFETY: a fresh handle, not yet connecting.
+            check(unsafe { nbd_set_uri_allow_local_file(h.0, true) }).map_err(named)?;
             // SAFETY: a fresh handle and a NUL-terminated string.
             check(unsafe { nbd_aio_connect_uri(h.0, c.as_ptr()) }).map_err(named)?;
             loop {

@@ -1,6 +1,6 @@
 use std::io::{Cursor, Read, Write};
 
-use mosaic_nbd::handshake::{self as nbd, refuse, Outcome};
+use mosaic_nbd::handshake::{self as nbd, refuse, Outcome, TlsStage};
 use mosaic_nbd::proto::REPLY_MAGIC;
 use mosaic_nbd::ExportInfo;
 
@@ -42,6 +42,11 @@ fn replies(mut b: &[u8]) -> usize {
 /// send: never panic, and everything the server sends after its greeting
 /// is a sequence of well-formed option replies, ended (when transmission
 /// begins through NBD_OPT_EXPORT_NAME) by the export's size and flags.
+/// The first byte picks the refusal or the handshake, and the server's
+/// TLS (none, offered, required); after an acknowledged STARTTLS the rest
+/// of the input is taken as the decrypted stream.  A server that requires
+/// TLS never reaches transmission in plain text, and a secured stream
+/// never acknowledges STARTTLS again.
 pub fn handshake(data: &[u8]) {
     let (first, client) = data.split_first().map_or((0, data), |(f, r)| (*f, r));
     let e = ExportInfo {
@@ -54,7 +59,18 @@ pub fn handshake(data: &[u8]) {
         max_block: 32 << 20,
     };
     let mut s = Duplex { input: Cursor::new(client), output: Vec::new() };
-    let outcome = if first & 1 == 0 { nbd::handshake(&mut s, &e).ok() } else { refuse(&mut s, "full").ok().map(|_| Outcome::Aborted) };
+    let stage = [TlsStage::Off, TlsStage::Offered, TlsStage::Required, TlsStage::Off][(first >> 1 & 3) as usize];
+    let mut outcome = if first & 1 == 0 { nbd::handshake_tls(&mut s, &e, stage).ok() } else { refuse(&mut s, "full").ok().map(|_| Outcome::Aborted) };
+    let mut secured = false;
+    if let Some(Outcome::StartTls { no_zeroes }) = outcome {
+        assert!(stage != TlsStage::Off, "STARTTLS acknowledged by a server without TLS");
+        secured = true;
+        outcome = nbd::after_tls(&mut s, &e, no_zeroes).ok();
+        assert!(!matches!(outcome, Some(Outcome::StartTls { .. })), "a second STARTTLS acknowledged");
+    }
+    if stage == TlsStage::Required && !secured {
+        assert!(!matches!(outcome, Some(Outcome::Transmission(_))), "transmission in plain text on a server that requires TLS");
+    }
     assert!(s.output.len() >= 18, "the greeting always goes out");
     let rest = &s.output[18..];
     let tail = rest.len() - replies(rest);

@@ -4,7 +4,10 @@
 //!   cargo run --release -p mosaic-nbd --example serve_file -- FILE SOCKET [WORKERS [pool]]
 //!
 //! `pool` serves through the worker pool rather than inline on each
-//! connection's reader (the path `mosaic serve` takes).
+//! connection's reader (the path `mosaic serve` takes).  With
+//! `SERVE_FILE_TLS=DIR` set, clients must start TLS with the certificates
+//! in DIR (`server-cert.pem`, `server-key.pem`), as nbdkit's
+//! `--tls=require --tls-certificates=DIR`.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -60,7 +63,11 @@ fn main() -> io::Result<()> {
     let inline = args.get(4).map(String::as_str) != Some("pool");
     let stop = mosaic_nbd::signals::stop_on_signals()?;
     let l = Listener::bind_unix(std::path::Path::new(&args[2]))?;
-    let cfg = ServerConfig { workers, log: false, ..ServerConfig::default() };
+    let tls = match std::env::var_os("SERVE_FILE_TLS") {
+        Some(dir) => Some(mosaic_nbd::Tls::load(dir.as_ref(), mosaic_nbd::TlsMode::Require, false).map_err(io::Error::other)?),
+        None => None,
+    };
+    let cfg = ServerConfig { workers, log: false, tls, ..ServerConfig::default() };
     eprintln!("serve_file: listening on {}", l.uri(""));
     mosaic_nbd::serve(&l, Arc::new(FileExport { f, size, inline }), &cfg, stop)?;
     Ok(())

@@ -17,6 +17,10 @@
 //!   │               (SET needs STRUCTURED_REPLY first)              │
 //!   │  EXPORT_NAME: size(u64) tflags(u16) [124 zeroes] ─▶ transmission
 //!   │  ABORT:       REP_ACK, close                                  │
+//!   │  STARTTLS:    REP_ACK ─▶ TLS handshake (crate::tls), then the  │
+//!   │               loop again on the secured stream, fresh state   │
+//!   │               (no TLS: ERR_POLICY; TLS required: every other  │
+//!   │               option ERR_TLS_REQD, EXPORT_NAME closes)        │
 //!   │  other:       REP_ERR_UNSUP                                   │
 //!   └────────────────────────────────────────────────────────────────┘
 //! ```
@@ -144,6 +148,25 @@ pub enum Outcome {
     Transmission(Session),
     /// The client sent NBD_OPT_ABORT (or closed during haggling).
     Aborted,
+    /// NBD_OPT_STARTTLS was acknowledged: the caller runs the TLS
+    /// handshake, then [`after_tls`] with `no_zeroes` on the secured
+    /// stream.  Nothing negotiated before carries over.
+    StartTls { no_zeroes: bool },
+}
+
+/// Where TLS stands in a handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsStage {
+    /// The server has no TLS: STARTTLS is refused (`NBD_REP_ERR_POLICY`).
+    Off,
+    /// Offered: STARTTLS is accepted, plain text is served too.
+    Offered,
+    /// Required: every option but STARTTLS and ABORT is refused with
+    /// `NBD_REP_ERR_TLS_REQD`; `NBD_OPT_EXPORT_NAME` (which has no error
+    /// reply) closes the connection.
+    Required,
+    /// The stream is secured: a second STARTTLS is `NBD_REP_ERR_INVALID`.
+    Started,
 }
 
 #[derive(Debug)]
@@ -372,9 +395,36 @@ pub fn refuse<S: Read + Write>(s: &mut S, why: &str) -> Result<(), HandshakeErro
     Ok(())
 }
 
-/// Run the server side of the handshake on `s`.
+/// Run the server side of the handshake on `s` (a server without TLS).
 pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, HandshakeError> {
+    handshake_tls(s, e, TlsStage::Off)
+}
+
+/// Run the server side of the handshake on `s`, TLS at `tls` (`Off`,
+/// `Offered` or `Required`).
+pub fn handshake_tls<S: Read + Write>(s: &mut S, e: &ExportInfo, tls: TlsStage) -> Result<Outcome, HandshakeError> {
     let no_zeroes = greet(s)?;
+    haggle(s, e, no_zeroes, tls)
+}
+
+/// The option haggling that goes on once TLS is up, on the secured
+/// stream, from a fresh [`Session`] (the spec: nothing negotiated in plain
+/// text holds; nbdkit's CVE-2021-3716 kept structured replies across).
+pub fn after_tls<S: Read + Write>(s: &mut S, e: &ExportInfo, no_zeroes: bool) -> Result<Outcome, HandshakeError> {
+    haggle(s, e, no_zeroes, TlsStage::Started)
+}
+
+/// The reply to an option a server that requires TLS gets in plain text,
+/// if it refuses it (`None`: ABORT and STARTTLS go on as usual).
+fn tls_required(opt: u32) -> Option<Result<Vec<u8>, HandshakeError>> {
+    match opt {
+        OPT_ABORT | OPT_STARTTLS => None,
+        OPT_EXPORT_NAME => Some(Err(HandshakeError::Garbage("NBD_OPT_EXPORT_NAME before STARTTLS on a server that requires TLS".into()))),
+        _ => Some(Ok(option_reply(opt, REP_ERR_TLS_REQD, b"this server requires TLS: start it first (NBD_OPT_STARTTLS)"))),
+    }
+}
+
+fn haggle<S: Read + Write>(s: &mut S, e: &ExportInfo, no_zeroes: bool, tls: TlsStage) -> Result<Outcome, HandshakeError> {
     let mut session = Session::default();
     for _ in 0..MAX_OPTIONS {
         let Some((opt, data)) = read_option(s)? else { return Ok(Outcome::Aborted) };
@@ -387,6 +437,13 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
             }
         };
         let len = data.len();
+        if tls == TlsStage::Required {
+            if let Some(refusal) = tls_required(opt) {
+                s.write_all(&refusal?)?;
+                s.flush()?;
+                continue;
+            }
+        }
         let reply = match opt {
             OPT_EXPORT_NAME => {
                 if !e.matches(&data) {
@@ -444,7 +501,16 @@ pub fn handshake<S: Read + Write>(s: &mut S, e: &ExportInfo) -> Result<Outcome, 
                 session.base_allocation = selected;
                 reply
             }
-            OPT_STARTTLS => option_reply(opt, REP_ERR_POLICY, b"TLS is not supported"),
+            OPT_STARTTLS => match tls {
+                TlsStage::Off => option_reply(opt, REP_ERR_POLICY, b"this server has no TLS (serve it with --tls)"),
+                TlsStage::Started => option_reply(opt, REP_ERR_INVALID, b"TLS is already on"),
+                _ if len != 0 => option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_STARTTLS takes no data"),
+                _ => {
+                    s.write_all(&option_reply(opt, REP_ACK, &[]))?;
+                    s.flush()?;
+                    return Ok(Outcome::StartTls { no_zeroes });
+                }
+            },
             _ => option_reply(opt, REP_ERR_UNSUP, b"option not supported"),
         };
         s.write_all(&reply)?;

@@ -29,9 +29,11 @@ pub mod request;
 pub mod server;
 pub mod signals;
 pub mod stream;
+pub mod tls;
 
 pub use export::{Export, Extent, MemExport};
 pub use handshake::{ExportInfo, Session};
 pub use request::{check, parse_request, Command, Limits, ParseError, Request};
 pub use server::{export_info, serve, ServeStats, ServerConfig};
 pub use stream::{Listener, Stream};
+pub use tls::{Tls, TlsMode};

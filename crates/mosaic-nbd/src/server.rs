@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use crate::conn::Budget;
 use crate::export::Export;
-use crate::handshake::{handshake, refuse, Deadline, ExportInfo, Outcome};
+use crate::handshake::{after_tls, handshake_tls, refuse, Deadline, ExportInfo, HandshakeError, Outcome, Session, TlsStage};
+use crate::tls::{Tls, TlsMode};
 use crate::pool::{Pool, Queue};
 use crate::proto::*;
 use crate::stream::{Listener, Stream};
@@ -64,6 +65,9 @@ pub struct ServerConfig {
     /// closed for a protocol error or a timeout, a failed request) is
     /// logged as a warning either way.
     pub log: bool,
+    /// TLS offered or required (`NBD_OPT_STARTTLS`), with the server's
+    /// certificate; `None`: plain text only.
+    pub tls: Option<Tls>,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +84,7 @@ impl Default for ServerConfig {
             handshake_timeout: Duration::from_secs(10),
             io_timeout: Duration::from_secs(30),
             log: true,
+            tls: None,
         }
     }
 }
@@ -124,6 +129,7 @@ pub(crate) struct Shared {
     /// When the accept loop saw `stop` (replies get `io_timeout` from it).
     stopped_at: OnceLock<Instant>,
     log: bool,
+    tls: Option<Tls>,
 }
 
 impl Shared {
@@ -209,26 +215,49 @@ const REFUSE_TIME: Duration = Duration::from_secs(5);
 
 fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, peer: String, timeout: Duration) {
     let _ = stream.set_nodelay();
-    let mut hs = match stream.try_clone() {
-        Ok(s) => Deadline::new(s, timeout),
-        Err(e) => {
-            sh.log(&format!("conn {id} from {peer}: {e}"));
-            return;
-        }
-    };
     let info = sh.info_now();
-    match handshake(&mut hs, &info) {
-        Ok(Outcome::Transmission(session)) => {
+    match negotiate(&sh, id, &stream, rd, &info, timeout) {
+        Ok(Some((stream, rd, session))) => {
             sh.log_info(&format!("conn {id} from {peer}: transmission"));
             crate::conn::transmission(&sh, id, stream, rd, session, info.size);
             sh.log_info(&format!("conn {id} from {peer}: closed"));
         }
-        Ok(Outcome::Aborted) => {}
+        Ok(None) => {}
         Err(e) => {
             if !sh.stopping() {
                 sh.log(&format!("conn {id} from {peer}: {e}; closing this connection"));
             }
             let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// The handshake, through TLS when the client starts it: the stream
+/// transmission runs on (the TLS pump's plain end, or the socket), its
+/// request reader and the session; `None` when the client aborted.  One
+/// deadline covers both halves and the TLS handshake between them.
+fn negotiate(sh: &Shared, id: u64, stream: &Stream, rd: BufReader<Stream>, info: &ExportInfo, timeout: Duration) -> Result<Option<(Stream, BufReader<Stream>, Session)>, HandshakeError> {
+    let end = Instant::now() + timeout;
+    let mut hs = Deadline::new(stream.try_clone()?, timeout);
+    let stage = match &sh.tls {
+        None => TlsStage::Off,
+        Some(t) if t.mode == TlsMode::Require => TlsStage::Required,
+        Some(_) => TlsStage::Offered,
+    };
+    match handshake_tls(&mut hs, info, stage)? {
+        Outcome::Transmission(session) => Ok(Some((stream.try_clone()?, rd, session))),
+        Outcome::Aborted => Ok(None),
+        Outcome::StartTls { no_zeroes } => {
+            let tls = sh.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up");
+            let plain = tls.start(&mut hs, stream.try_clone()?, format!("nbd-tls-{id}"))?;
+            let mut hs = Deadline::new(plain.try_clone()?, end.saturating_duration_since(Instant::now()));
+            match after_tls(&mut hs, info, no_zeroes)? {
+                Outcome::Transmission(session) => {
+                    let rd = crate::conn::request_reader(&plain)?;
+                    Ok(Some((plain, rd, session)))
+                }
+                _ => Ok(None),
+            }
         }
     }
 }
@@ -276,6 +305,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         stop: stop.clone(),
         stopped_at: OnceLock::new(),
         log: cfg.log,
+        tls: cfg.tls.clone(),
     });
     let live: Arc<Mutex<HashMap<u64, Stream>>> = Arc::new(Mutex::new(HashMap::new()));
     let mut threads: Vec<std::thread::JoinHandle<()>> = Vec::new();

@@ -122,7 +122,9 @@ pub fn listening(lines: &[String]) -> Vec<(u16, String)> {
     lines
         .iter()
         .filter_map(|l| {
-            let rest = l.split_once("mosaic serve: listening on nbd://127.0.0.1:")?.1;
+            // nbd://, or nbds:// when TLS is required.
+            let rest = l.split_once("mosaic serve: listening on nbd")?.1;
+            let rest = rest.strip_prefix("s").unwrap_or(rest).strip_prefix("://127.0.0.1:")?;
             let (port, export) = rest.split_once('/')?;
             let export = export.split([' ', '"']).next()?;
             Some((port.parse().ok()?, export.to_string()))

@@ -1,6 +1,6 @@
 use std::io::Cursor;
 
-use mosaic_nbd::handshake::{self as nbd, Outcome, Session};
+use mosaic_nbd::handshake::{self as nbd, Outcome, Session, TlsStage};
 use mosaic_nbd::proto::*;
 use mosaic_nbd::ExportInfo;
 
@@ -75,10 +75,53 @@ fn exchanges() -> Vec<(&'static str, Vec<u8>, Outcome)> {
     ]
 }
 
+/// A libnbd-like client of a server that requires TLS: a LIST refused in
+/// plain text, STARTTLS, then (on the secured stream) structured replies
+/// and GO.
+fn tls_exchange() -> Vec<u8> {
+    let both = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
+    client(both, &[(OPT_LIST, vec![]), (OPT_STARTTLS, vec![]), (OPT_STRUCTURED_REPLY, vec![]), (OPT_GO, info("fuzz", &[]))])
+}
+
 /// The seed corpus of the cargo-fuzz target: each exchange, answered and
-/// refused.
+/// refused; the TLS exchange with TLS offered and required.
 pub(super) fn corpus() -> Vec<Vec<u8>> {
-    exchanges().into_iter().flat_map(|(_, c, _)| [0u8, 1].map(|first| [&[first][..], &c].concat())).collect()
+    let mut all: Vec<Vec<u8>> = exchanges().into_iter().flat_map(|(_, c, _)| [0u8, 1].map(|first| [&[first][..], &c].concat())).collect();
+    all.extend([2u8, 4].map(|first| [&[first][..], &tls_exchange()].concat()));
+    all
+}
+
+#[test]
+fn starttls_is_acknowledged_only_with_tls_and_required_tls_refuses_the_rest() {
+    let c = tls_exchange();
+    for (stage, list_reply) in [(TlsStage::Offered, REP_SERVER), (TlsStage::Required, REP_ERR_TLS_REQD)] {
+        let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+        assert_eq!(nbd::handshake_tls(&mut s, &export(), stage).unwrap(), Outcome::StartTls { no_zeroes: true }, "{stage:?}");
+        let r = &s.output[18..];
+        assert_eq!(u32::from_be_bytes(r[12..16].try_into().unwrap()), list_reply, "{stage:?}: LIST");
+        let last = &s.output[s.output.len() - 20..];
+        assert_eq!((u32::from_be_bytes(last[8..12].try_into().unwrap()), u32::from_be_bytes(last[12..16].try_into().unwrap())), (OPT_STARTTLS, REP_ACK));
+        // Structured replies asked for after STARTTLS hold.
+        assert_eq!(nbd::after_tls(&mut s, &export(), true).unwrap(), Outcome::Transmission(Session { structured: true, base_allocation: false }));
+        assert_eq!(s.input.position() as usize, c.len());
+    }
+    // Without TLS: refused by policy, and the GO goes through in plain text.
+    let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+    assert_eq!(nbd::handshake_tls(&mut s, &export(), TlsStage::Off).unwrap(), Outcome::Transmission(Session { structured: true, base_allocation: false }));
+    assert!(s.output.windows(4).any(|w| w == REP_ERR_POLICY.to_be_bytes()));
+    // Once secured, STARTTLS again is invalid.
+    let again = client(0, &[(OPT_STARTTLS, vec![]), (OPT_ABORT, vec![])]);
+    let mut s = Duplex { input: Cursor::new(&again[4..]), output: Vec::new() };
+    assert_eq!(nbd::after_tls(&mut s, &export(), false).unwrap(), Outcome::Aborted);
+    assert_eq!(u32::from_be_bytes(s.output[12..16].try_into().unwrap()), REP_ERR_INVALID);
+}
+
+#[test]
+fn tls_exchanges_damaged() {
+    for first in [2u8, 4] {
+        let b = [&[first][..], &tls_exchange()].concat();
+        mutations(handshake, "tls", &b, b.len(), b.len());
+    }
 }
 
 #[test]

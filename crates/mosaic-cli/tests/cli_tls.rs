@@ -1,0 +1,157 @@
+//! `serve --tls`: an array served through TLS to libnbd's clients (nbdcopy,
+//! nbdinfo), plain clients refused or served by mode, client certificates
+//! checked, bad TLS options refused before the server listens; and remote
+//! members reached through TLS (nbdkit `--tls=require`).
+
+use crate::common;
+use common::serve::Serve;
+use common::{fails, mosaic, ok};
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const MIB: usize = 1 << 20;
+
+fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 11) as u8).collect()
+}
+
+fn run(prog: &str, args: &[&str]) -> Output {
+    Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e} (libnbd-bin)"))
+}
+
+fn succeeds(prog: &str, args: &[&str]) {
+    let o = run(prog, args);
+    assert!(o.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The URI the server logged it listens on.
+fn uri(srv: &Serve) -> String {
+    let lines = srv.lines();
+    let l = lines.iter().find_map(|l| l.split_once("listening on ").map(|(_, u)| u.split(' ').next().unwrap().to_string()));
+    l.expect("a listening line")
+}
+
+fn certs(dir: &Path) -> String {
+    mosaic_nbd::tls::test_certs(dir, &["localhost", "127.0.0.1"]).unwrap();
+    dir.display().to_string()
+}
+
+#[test]
+fn an_array_served_through_tls_takes_and_gives_bytes_and_refuses_plain_clients() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let a = a.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "5", "--member-size", "8M"]);
+    let pki = certs(&t.path().join("pki"));
+    let srv = Serve::start(a, &["--tls-certificates", &pki]);
+    let u = uri(&srv);
+    assert!(u.starts_with(&format!("nbds://127.0.0.1:{}/mosaic?tls-certificates=", srv.port)), "{u}");
+    assert!(srv.lines().iter().any(|l| l.contains("TLS required with")), "{:?}", srv.lines());
+    let data = pattern(3 * MIB, 7);
+    let (src, back) = (t.path().join("src"), t.path().join("back"));
+    std::fs::write(&src, &data).unwrap();
+    succeeds("nbdcopy", &[src.to_str().unwrap(), &u]);
+    succeeds("nbdcopy", &[&u, back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..], "bytes back through TLS");
+    let info = run("nbdinfo", &[&u]);
+    assert!(String::from_utf8_lossy(&info.stdout).contains("with TLS"), "{}", String::from_utf8_lossy(&info.stdout));
+    let plain = run("nbdinfo", &[&format!("nbd://127.0.0.1:{}/mosaic", srv.port)]);
+    assert!(!plain.status.success(), "a plain client is refused");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    // The bytes are the array's: read back without a server.
+    let out = t.path().join("direct");
+    ok(&["read", "-a", a, "--offset", "0", "--length", &data.len().to_string(), "--output", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == data);
+}
+
+#[test]
+fn tls_on_serves_both_and_verify_peer_wants_the_cas_client_certificate() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let a = a.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid1", "--members", "2", "--member-size", "4M"]);
+    let pki = certs(&t.path().join("pki"));
+    let srv = Serve::start(a, &["--tls", "on", "--tls-certificates", &pki]);
+    let plain = format!("nbd://127.0.0.1:{}/mosaic", srv.port);
+    assert_eq!(uri(&srv), plain, "TLS offered: the plain URI");
+    succeeds("nbdinfo", &[&plain]);
+    succeeds("nbdinfo", &[&format!("nbds://127.0.0.1:{}/mosaic?tls-certificates={pki}", srv.port)]);
+    srv.stop();
+    // Client certificates checked: libnbd sends client-cert.pem from its
+    // directory; a directory with only the CA has none to send.
+    let srv = Serve::start(a, &["--tls-certificates", &pki, "--tls-verify-peer"]);
+    assert!(srv.lines().iter().any(|l| l.contains("client certificates checked")));
+    succeeds("nbdinfo", &[&uri(&srv)]);
+    let ca_only = t.path().join("ca-only");
+    std::fs::create_dir(&ca_only).unwrap();
+    std::fs::copy(t.path().join("pki/ca-cert.pem"), ca_only.join("ca-cert.pem")).unwrap();
+    let o = run("nbdinfo", &[&format!("nbds://127.0.0.1:{}/mosaic?tls-certificates={}", srv.port, ca_only.display())]);
+    assert!(!o.status.success(), "no client certificate: refused");
+    srv.stop();
+}
+
+#[test]
+fn bad_tls_options_are_refused_before_the_server_listens() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let a = a.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid1", "--members", "2", "--member-size", "4M"]);
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["serve", "-a", a, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        fails(&args)
+    };
+    let e = serve(&["--tls", "require"]);
+    assert!(e.contains("--tls needs --tls-certificates"), "{e}");
+    let e = serve(&["--tls-verify-peer"]);
+    assert!(e.contains("--tls-verify-peer needs TLS"), "{e}");
+    let empty = t.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = serve(&["--tls-certificates", empty.to_str().unwrap()]);
+    assert!(e.contains("server-cert.pem") && !e.contains("listening"), "{e}");
+    let pki = certs(&t.path().join("pki"));
+    let e = serve(&["--tls", "off", "--tls-certificates", &pki]);
+    assert!(e.contains("leave one out"), "{e}");
+    std::fs::write(t.path().join("pki/server-key.pem"), "-----BEGIN PRIVATE KEY-----\nnot base64!\n-----END PRIVATE KEY-----\n").unwrap();
+    let e = serve(&["--tls-certificates", &pki]);
+    assert!(e.contains("server-key.pem"), "{e}");
+    // The array is untouched and opens clean.
+    let o = mosaic(&["status", "-a", a]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn members_on_servers_that_require_tls_are_reached_through_it() {
+    let t = tempfile::tempdir().unwrap();
+    let pki = certs(&t.path().join("pki"));
+    let tls = ["--tls=require".to_string(), format!("--tls-certificates={pki}")];
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let mut kids = Vec::new();
+    let mut uris = Vec::new();
+    for i in 0..3 {
+        let (file, sock) = (t.path().join(format!("m{i}.img")), t.path().join(format!("m{i}.sock")));
+        std::fs::File::create(&file).unwrap().set_len(8 << 20).unwrap();
+        kids.push(mosaic_dev::testing::nbdkit(&file, &sock, &tls, &[]));
+        uris.push(format!("nbds+unix:///m?socket={}&tls-certificates={pki}", sock.display()));
+    }
+    let a = uris.join(",");
+    // Without the certificates the member cannot be reached: a clear error.
+    let plain = format!("nbd+unix:///m?socket={}", t.path().join("m0.sock").display());
+    let e = fails(&["examine", &plain]);
+    assert!(e.contains("m0.sock"), "{e}");
+    ok(&["create", "-a", &a, "--level", "raid5", "--stripe-unit", "64K"]);
+    let data = pattern(2 * MIB, 3);
+    let (src, back) = (t.path().join("src"), t.path().join("back"));
+    std::fs::write(&src, &data).unwrap();
+    ok(&["write", "-a", &a, "--offset", "0", "--input", src.to_str().unwrap()]);
+    ok(&["read", "-a", &a, "--offset", "0", "--length", &data.len().to_string(), "--output", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == data, "through three TLS members");
+    let scrub = ok(&["scrub", "-a", &a]);
+    assert!(scrub.contains("0 stripes with mismatched"), "{scrub}");
+    for mut k in kids {
+        let _ = k.kill();
+        let _ = k.wait();
+    }
+}
