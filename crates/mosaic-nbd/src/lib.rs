@@ -9,6 +9,7 @@
 //!        ▼
 //!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT,
 //!        │        STRUCTURED_REPLY, LIST/SET_META_CONTEXT ─▶ Session
+//!        │        STARTTLS ─▶ tls: the stream becomes Stream::Tls
 //!        ▼
 //!   conn::transmission ── reader: parse_request + check
 //!        │                 worker pool (or the reader, if Export::serve_inline):

@@ -216,7 +216,7 @@ const REFUSE_TIME: Duration = Duration::from_secs(5);
 fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, peer: String, timeout: Duration) {
     let _ = stream.set_nodelay();
     let info = sh.info_now();
-    match negotiate(&sh, id, &stream, rd, &info, timeout) {
+    match negotiate(&sh, &stream, rd, &info, timeout) {
         Ok(Some((stream, rd, session))) => {
             sh.log_info(&format!("conn {id} from {peer}: transmission"));
             crate::conn::transmission(&sh, id, stream, rd, session, info.size);
@@ -233,10 +233,10 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
 }
 
 /// The handshake, through TLS when the client starts it: the stream
-/// transmission runs on (the TLS pump's plain end, or the socket), its
+/// transmission runs on (the socket, or the TLS stream over it), its
 /// request reader and the session; `None` when the client aborted.  One
 /// deadline covers both halves and the TLS handshake between them.
-fn negotiate(sh: &Shared, id: u64, stream: &Stream, rd: BufReader<Stream>, info: &ExportInfo, timeout: Duration) -> Result<Option<(Stream, BufReader<Stream>, Session)>, HandshakeError> {
+fn negotiate(sh: &Shared, stream: &Stream, rd: BufReader<Stream>, info: &ExportInfo, timeout: Duration) -> Result<Option<(Stream, BufReader<Stream>, Session)>, HandshakeError> {
     let end = Instant::now() + timeout;
     let mut hs = Deadline::new(stream.try_clone()?, timeout);
     let stage = match &sh.tls {
@@ -249,7 +249,7 @@ fn negotiate(sh: &Shared, id: u64, stream: &Stream, rd: BufReader<Stream>, info:
         Outcome::Aborted => Ok(None),
         Outcome::StartTls { no_zeroes } => {
             let tls = sh.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up");
-            let plain = tls.start(&mut hs, stream.try_clone()?, format!("nbd-tls-{id}"))?;
+            let plain = tls.start(&mut hs, stream.try_clone()?)?;
             let mut hs = Deadline::new(plain.try_clone()?, end.saturating_duration_since(Instant::now()));
             match after_tls(&mut hs, info, no_zeroes)? {
                 Outcome::Transmission(session) => {

@@ -1,4 +1,5 @@
-//! TCP and unix-domain sockets behind one type, so the server is written once.
+//! TCP and unix-domain sockets, plain or through TLS, behind one type, so
+//! the server is written once.
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
@@ -6,13 +7,20 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A connected client socket.
+use crate::tls::TlsStream;
+
+/// A connected client socket: TCP, unix, or either through TLS once the
+/// client started it (`crate::tls`).
 #[derive(Debug)]
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Shared by the connection's reader and replier, as a socket's
+    /// clones share it.
+    Tls(Arc<TlsStream>),
 }
 
 impl Stream {
@@ -20,6 +28,7 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(t) => Stream::Tls(t.clone()),
         })
     }
 
@@ -27,6 +36,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.shutdown(how),
             Stream::Unix(s) => s.shutdown(how),
+            Stream::Tls(t) => t.shutdown(how),
         }
     }
 
@@ -34,6 +44,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tls(s) => Ok(s.set_read_timeout(t)),
         }
     }
 
@@ -41,6 +52,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(t),
             Stream::Unix(s) => s.set_write_timeout(t),
+            Stream::Tls(s) => Ok(s.set_write_timeout(t)),
         }
     }
 
@@ -48,6 +60,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(t) => t.fd(),
         }
     }
 
@@ -56,13 +69,35 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_nodelay(true),
             Stream::Unix(_) => Ok(()),
+            Stream::Tls(t) => t.socket().set_nodelay(),
         }
+    }
+
+    /// recv(2) without blocking (`MSG_DONTWAIT`): `WouldBlock` when
+    /// nothing is there.  Plain sockets only.
+    pub(crate) fn recv_now(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes; the fd is owned by self.
+            match sent(unsafe { libc::recv(self.fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) }) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// sendmsg(2) without blocking: `WouldBlock` when the socket has no
+    /// room.  Plain sockets only.
+    pub(crate) fn send_now(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.sendmsg(bufs, libc::MSG_DONTWAIT)
     }
 
     /// Write every buffer in order (a batch of reply headers and data) with
     /// one `sendmsg` each time the socket takes them all, more when it
     /// takes part.
     pub fn write_all_bufs(&mut self, bufs: &[&[u8]]) -> io::Result<()> {
+        if let Stream::Tls(t) = self {
+            return t.write_bufs(bufs, None);
+        }
         self.send_bufs(bufs, |s, iov| s.write_vectored(iov))
     }
 
@@ -76,6 +111,9 @@ impl Stream {
     /// `deadline` is asked only when the socket has no room (a send that
     /// goes through at once reads no clock).
     pub fn write_all_bufs_until(&mut self, bufs: &[&[u8]], mut deadline: impl FnMut() -> Instant) -> io::Result<()> {
+        if let Stream::Tls(t) = self {
+            return t.write_bufs(bufs, Some(&mut deadline));
+        }
         self.send_bufs(bufs, |s, iov| s.send_until(iov, &mut deadline))
     }
 
@@ -160,6 +198,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
         }
     }
 }
@@ -179,10 +218,17 @@ fn sent(n: isize) -> io::Result<usize> {
 /// the process's SIGPIPE disposition).
 impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Stream::Tls(t) = self {
+            return t.write_bufs(&[buf], None).map(|()| buf.len());
+        }
         // SAFETY: `buf` is valid for `buf.len()` bytes; the fd is owned by self.
         sent(unsafe { libc::send(self.fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) })
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if let Stream::Tls(t) = self {
+            let all: Vec<&[u8]> = bufs.iter().map(|b| &**b).collect();
+            return t.write_bufs(&all, None).map(|()| all.iter().map(|b| b.len()).sum());
+        }
         self.sendmsg(bufs, 0)
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -248,19 +294,13 @@ impl Listener {
 
     /// Accept one pending connection without blocking.
     pub fn try_accept(&self) -> io::Result<Option<(Stream, String)>> {
+        // Accepted sockets inherit non-blocking mode on some systems.
         let r = match self {
-            Listener::Tcp(l) => l.accept().map(|(s, a)| (Stream::Tcp(s), a.to_string())),
-            Listener::Unix(l, p) => l.accept().map(|(s, _)| (Stream::Unix(s), p.display().to_string())),
+            Listener::Tcp(l) => l.accept().and_then(|(s, a)| s.set_nonblocking(false).map(|()| (Stream::Tcp(s), a.to_string()))),
+            Listener::Unix(l, p) => l.accept().and_then(|(s, _)| s.set_nonblocking(false).map(|()| (Stream::Unix(s), p.display().to_string()))),
         };
         match r {
-            Ok((s, peer)) => {
-                // Accepted sockets inherit non-blocking mode on some systems.
-                match &s {
-                    Stream::Tcp(t) => t.set_nonblocking(false)?,
-                    Stream::Unix(u) => u.set_nonblocking(false)?,
-                }
-                Ok(Some((s, peer)))
-            }
+            Ok(c) => Ok(Some(c)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => Ok(None),
             Err(e) => Err(e),
         }

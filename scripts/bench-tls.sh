@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# NBD through TLS against nbdkit's file plugin with --tls=require (the
+# reference), in one run, all over unix sockets in /dev/shm, one
+# certificate directory (made here with openssl) for every server.
+# Columns:
+#   mosaic      `mosaic serve --tls-certificates DIR` of a raid5 4+1 array
+#               (with its journal) on member files in /dev/shm
+#   file        mosaic-nbd serving a raw file (examples/serve_file.rs,
+#               SERVE_FILE_TLS=DIR): the TLS server's own ceiling
+#   nbdkit      `nbdkit --tls=require --tls-certificates=DIR file FILE`
+#   plain       nbdkit without TLS: what TLS costs, for context
+# Workloads (nbdcopy: fio's nbd engine cannot pass libnbd a certificate
+# directory, which libnbd counts as a local file it refuses by default):
+#   write   nbdcopy SRC URI     BENCH_TLS_SIZE (default 768M) from /dev/shm
+#   read    nbdcopy URI null:   the same bytes back
+# nbdcopy opens 4 connections (every server here advertises multi-conn)
+# with 64 requests of 256 KiB in flight.  Every rep runs each workload on
+# every server back to back; ratios to nbdkit are taken within the rep and
+# the table shows medians of BENCH_REPS (default 3) reps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SIZE=${BENCH_TLS_SIZE:-768M}
+REPS=${BENCH_REPS:-3}
+for t in nbdcopy nbdkit openssl python3; do
+    command -v "$t" >/dev/null 2>&1 || { echo "bench-tls: missing $t (apt-get install libnbd-bin nbdkit openssl python3)"; exit 1; }
+done
+[ -n "${BENCH_MOSAIC:-}" ] || cargo build --release -p mosaic-cli >/dev/null 2>&1
+[ -n "${BENCH_SERVE_FILE:-}" ] || cargo build --release -p mosaic-nbd --example serve_file >/dev/null 2>&1
+MOSAIC=${BENCH_MOSAIC:-$ROOT/target/release/mosaic}
+SERVE_FILE=${BENCH_SERVE_FILE:-$ROOT/target/release/examples/serve_file}
+
+SHM=$(mktemp -d /dev/shm/bench-tls.XXXXXX)
+declare -A PID
+cleanup() {
+    for s in "${!PID[@]}"; do
+        kill -INT "${PID[$s]}" 2>/dev/null && wait "${PID[$s]}" 2>/dev/null
+    done
+    rm -rf "$SHM"
+}
+trap cleanup EXIT
+
+# A CA and a server certificate it signs, as nbdkit's and libnbd's
+# directories name them (ca-cert.pem, server-cert.pem, server-key.pem).
+PKI=$SHM/pki
+mkdir "$PKI"
+(
+    cd "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca-cert.pem -days 2 -subj "/CN=bench CA" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj "/CN=localhost" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n' >ext
+    openssl x509 -req -in server.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial -out server-cert.pem -days 2 -extfile ext 2>/dev/null
+)
+
+"$MOSAIC" create -a "$SHM/arr" --level raid5 --members 5 --member-size 256M --stripe-unit 64K >/dev/null
+for s in file nbdkit plain; do truncate -s 1G "$SHM/$s.raw"; done
+head -c "$SIZE" /dev/urandom >"$SHM/src"
+BYTES=$(stat -c %s "$SHM/src")
+
+declare -A URI
+TLSQ="tls-certificates=$PKI"
+"$MOSAIC" serve -a "$SHM/arr" --socket "$SHM/mosaic.sock" --quiet --tls-certificates "$PKI" 2>"$SHM/mosaic.log" &
+PID[mosaic]=$!
+URI[mosaic]="nbds+unix:///mosaic?socket=$SHM/mosaic.sock&$TLSQ"
+SERVE_FILE_TLS=$PKI "$SERVE_FILE" "$SHM/file.raw" "$SHM/file.sock" 2>"$SHM/file.log" &
+PID[file]=$!
+URI[file]="nbds+unix:///?socket=$SHM/file.sock&$TLSQ"
+nbdkit -f -U "$SHM/nbdkit.sock" --tls=require --tls-certificates="$PKI" file "$SHM/nbdkit.raw" 2>"$SHM/nbdkit.log" &
+PID[nbdkit]=$!
+URI[nbdkit]="nbds+unix:///?socket=$SHM/nbdkit.sock&$TLSQ"
+nbdkit -f -U "$SHM/plain.sock" file "$SHM/plain.raw" 2>"$SHM/plain.log" &
+PID[plain]=$!
+URI[plain]="nbd+unix:///?socket=$SHM/plain.sock"
+SERVERS="mosaic file nbdkit plain"
+for s in $SERVERS; do
+    for _ in $(seq 100); do [ -S "$SHM/$s.sock" ] && break; sleep 0.1; done
+    [ -S "$SHM/$s.sock" ] || { echo "bench-tls: $s did not start"; cat "$SHM/$s.log"; exit 1; }
+done
+
+# One copy's MiB/s.
+copy() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    nbdcopy "$1" "$2" >"$SHM/copy.err" 2>&1 || { echo "bench-tls: nbdcopy $1 $2: $(cat "$SHM/copy.err")" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    python3 -c "print($BYTES / ($t1 - $t0) / 1048576)"
+}
+
+# Every export is written once first, so no run pays for fresh pages.
+for s in $SERVERS; do copy "$SHM/src" "${URI[$s]}" >/dev/null; done
+: >"$SHM/results"
+for rep in $(seq "$REPS"); do
+    for s in $SERVERS; do
+        echo "$rep $s write $(copy "$SHM/src" "${URI[$s]}")" >>"$SHM/results"
+        echo "$rep $s read $(copy "${URI[$s]}" null:)" >>"$SHM/results"
+    done
+done
+
+python3 - "$SHM/results" "$SIZE" "$REPS" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+v = {(int(r), s, w): float(x) for r, s, w, x in rows}
+reps = sorted({k[0] for k in v})
+servers = ["mosaic", "file", "nbdkit", "plain"]
+print(f"NBD through TLS, nbdcopy of {sys.argv[2]} (4 connections), MiB/s, median of {sys.argv[3]} reps; ratio to nbdkit --tls=require in the same rep")
+print()
+print("| workload | " + " | ".join(f"{s} MiB/s" for s in servers) + " | mosaic / nbdkit | file / nbdkit | TLS cost (nbdkit / plain) |")
+print("|---|" + "---:|" * (len(servers) + 3))
+for w in ["write", "read"]:
+    med = {s: statistics.median(v[(r, s, w)] for r in reps) for s in servers}
+    ratio = lambda a, b: statistics.median(v[(r, a, w)] / v[(r, b, w)] for r in reps)
+    print(f"| {w} | " + " | ".join(f"{med[s]:,.0f}" for s in servers) + f" | {ratio('mosaic', 'nbdkit'):.2f} | {ratio('file', 'nbdkit'):.2f} | {ratio('nbdkit', 'plain'):.2f} |")
+EOF
