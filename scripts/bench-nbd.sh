@@ -55,24 +55,8 @@ SERVERS="mosaic file nbdkit"
 
 need=(fio python3 nbdkit)
 [ "${BENCH_QEMU:-0}" = 1 ] && need+=(qemu-nbd)
-for t in "${need[@]}"; do
-    command -v "$t" >/dev/null 2>&1 || { echo "bench-nbd: missing $t (apt-get install $t)"; exit 1; }
-done
-# Only what is not given is built.
-[ -n "${BENCH_MOSAIC:-}" ] || cargo build --release -p mosaic-cli >/dev/null 2>&1
-[ -n "${BENCH_SERVE_FILE:-}" ] || cargo build --release -p mosaic-nbd --example serve_file >/dev/null 2>&1
-MOSAIC=${BENCH_MOSAIC:-$ROOT/target/release/mosaic}
-SERVE_FILE=${BENCH_SERVE_FILE:-$ROOT/target/release/examples/serve_file}
-
-SHM=$(mktemp -d /dev/shm/bench-nbd.XXXXXX)
-declare -A PID
-cleanup() {
-    for s in "${!PID[@]}"; do
-        kill -INT "${PID[$s]}" 2>/dev/null && wait "${PID[$s]}" 2>/dev/null
-    done
-    rm -rf "$SHM"
-}
-trap cleanup EXIT
+. scripts/bench-servers.sh
+bench_setup bench-nbd "${need[@]}"
 
 "$MOSAIC" create -a "$SHM/arr" $ARRAY --stripe-unit 64K $CREATE_ARGS >/dev/null
 CAP=$("$MOSAIC" info -a "$SHM/arr" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity"])')

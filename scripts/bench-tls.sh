@@ -22,23 +22,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 SIZE=${BENCH_TLS_SIZE:-768M}
 REPS=${BENCH_REPS:-3}
-for t in nbdcopy nbdkit openssl python3; do
-    command -v "$t" >/dev/null 2>&1 || { echo "bench-tls: missing $t (apt-get install libnbd-bin nbdkit openssl python3)"; exit 1; }
-done
-[ -n "${BENCH_MOSAIC:-}" ] || cargo build --release -p mosaic-cli >/dev/null 2>&1
-[ -n "${BENCH_SERVE_FILE:-}" ] || cargo build --release -p mosaic-nbd --example serve_file >/dev/null 2>&1
-MOSAIC=${BENCH_MOSAIC:-$ROOT/target/release/mosaic}
-SERVE_FILE=${BENCH_SERVE_FILE:-$ROOT/target/release/examples/serve_file}
-
-SHM=$(mktemp -d /dev/shm/bench-tls.XXXXXX)
-declare -A PID
-cleanup() {
-    for s in "${!PID[@]}"; do
-        kill -INT "${PID[$s]}" 2>/dev/null && wait "${PID[$s]}" 2>/dev/null
-    done
-    rm -rf "$SHM"
-}
-trap cleanup EXIT
+# nbdcopy: libnbd-bin; openssl makes the certificates.
+. scripts/bench-servers.sh
+bench_setup bench-tls nbdcopy nbdkit openssl python3
 
 # A CA and a server certificate it signs, as nbdkit's and libnbd's
 # directories name them (ca-cert.pem, server-cert.pem, server-key.pem).
