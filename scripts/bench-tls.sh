@@ -11,7 +11,8 @@
 #   plain       nbdkit without TLS: what TLS costs, for context
 # Workloads (nbdcopy: fio's nbd engine cannot pass libnbd a certificate
 # directory, which libnbd counts as a local file it refuses by default):
-#   write   nbdcopy SRC URI     BENCH_TLS_SIZE (default 768M) from /dev/shm
+#   write   nbdcopy SRC URI     the whole export (the array's capacity,
+#                               ~1 GiB: BENCH_MEMBER_SIZE=256M) from /dev/shm
 #   read    nbdcopy URI null:   the same bytes back
 # nbdcopy opens 4 connections (every server here advertises multi-conn)
 # with 64 requests of 256 KiB in flight.  Every rep runs each workload on
@@ -20,7 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SIZE=${BENCH_TLS_SIZE:-768M}
+# Each member's size: the array (raid5 4+1) holds four of them.
+MEMBER=${BENCH_MEMBER_SIZE:-256M}
 REPS=${BENCH_REPS:-3}
 # nbdcopy: libnbd-bin; openssl makes the certificates.
 . scripts/bench-servers.sh
@@ -38,10 +40,13 @@ mkdir "$PKI"
     openssl x509 -req -in server.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial -out server-cert.pem -days 2 -extfile ext 2>/dev/null
 )
 
-"$MOSAIC" create -a "$SHM/arr" --level raid5 --members 5 --member-size 256M --stripe-unit 64K >/dev/null
-for s in file nbdkit plain; do truncate -s 1G "$SHM/$s.raw"; done
-head -c "$SIZE" /dev/urandom >"$SHM/src"
-BYTES=$(stat -c %s "$SHM/src")
+# Every export is as large as the array and written whole before it is
+# read: nbdcopy skips what an export reports as a hole (nbdkit's sparse
+# files), so a part never written would be read by some servers only.
+"$MOSAIC" create -a "$SHM/arr" --level raid5 --members 5 --member-size "$MEMBER" --stripe-unit 64K >/dev/null
+BYTES=$("$MOSAIC" info -a "$SHM/arr" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["capacity"])')
+for s in file nbdkit plain; do truncate -s "$BYTES" "$SHM/$s.raw"; done
+head -c "$BYTES" /dev/urandom >"$SHM/src"
 
 declare -A URI
 TLSQ="tls-certificates=$PKI"
@@ -82,13 +87,13 @@ for rep in $(seq "$REPS"); do
     done
 done
 
-python3 - "$SHM/results" "$SIZE" "$REPS" <<'EOF'
+python3 - "$SHM/results" "$BYTES" "$REPS" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 v = {(int(r), s, w): float(x) for r, s, w, x in rows}
 reps = sorted({k[0] for k in v})
 servers = ["mosaic", "file", "nbdkit", "plain"]
-print(f"NBD through TLS, nbdcopy of {sys.argv[2]} (4 connections), MiB/s, median of {sys.argv[3]} reps; ratio to nbdkit --tls=require in the same rep")
+print(f"NBD through TLS, nbdcopy of {int(sys.argv[2]) >> 20} MiB (4 connections), MiB/s, median of {sys.argv[3]} reps; ratio to nbdkit --tls=require in the same rep")
 print()
 print("| workload | " + " | ".join(f"{s} MiB/s" for s in servers) + " | mosaic / nbdkit | file / nbdkit | TLS cost (nbdkit / plain) |")
 print("|---|" + "---:|" * (len(servers) + 3))
