@@ -248,7 +248,8 @@ fn negotiate(sh: &Shared, stream: &Stream, rd: BufReader<Stream>, info: &ExportI
         Outcome::Transmission(session) => Ok(Some((stream.try_clone()?, rd, session))),
         Outcome::Aborted => Ok(None),
         Outcome::StartTls { no_zeroes } => {
-            let tls = sh.tls.as_ref().expect("STARTTLS is acknowledged only with TLS set up");
+            // STARTTLS is acknowledged only with TLS set up.
+            let Some(tls) = sh.tls.as_ref() else { return Err(HandshakeError::Garbage("STARTTLS without TLS".into())) };
             let plain = tls.start(&mut hs, stream.try_clone()?)?;
             let mut hs = Deadline::new(plain.try_clone()?, end.saturating_duration_since(Instant::now()));
             match after_tls(&mut hs, info, no_zeroes)? {

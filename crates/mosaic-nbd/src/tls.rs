@@ -134,12 +134,12 @@ impl Tls {
     }
 
     /// Run the TLS handshake on `sock` (whose timeouts the caller set:
-    /// the NBD handshake's deadline; `tcp` is the same socket), then
+    /// the NBD handshake's deadline; `plain` is the same socket), then
     /// return the stream that carries the connection from now on.
-    pub fn start<S: Read + Write>(&self, sock: &mut S, tcp: Stream) -> io::Result<Stream> {
+    pub fn start<S: Read + Write>(&self, sock: &mut S, plain: Stream) -> io::Result<Stream> {
         let mut conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
-        // Each send encrypts one batch of replies whole (bounded by the
-        // connection's in-flight budget), then waits for the socket.
+        // `TlsStream::write_bufs` bounds what is queued itself (a piece at
+        // a time); rustls's own limit would cut a piece short.
         conn.set_buffer_limit(None);
         while conn.is_handshaking() {
             conn.complete_io(sock).map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
@@ -148,7 +148,7 @@ impl Tls {
         while conn.wants_write() {
             conn.write_tls(sock)?;
         }
-        TlsStream::new(conn, tcp).map(|t| Stream::Tls(Arc::new(t)))
+        TlsStream::new(conn, plain).map(|t| Stream::Tls(Arc::new(t)))
     }
 }
 
@@ -173,15 +173,16 @@ struct Inner {
 /// One TLS connection as a stream: the reader and the replier of
 /// [`crate::conn`] share it (both hold an `Arc`), each taking the lock
 /// only to hand bytes to or take them from rustls, never while waiting
-/// for the socket, which is non-blocking.
+/// for the socket (received and sent with `MSG_DONTWAIT`, polled outside
+/// the lock).
 ///
 /// ```text
 ///   read:  plaintext rustls holds ─▶ caller; none: ciphertext staged
 ///          (RAW_BUFFER, one recv) ─▶ rustls ─▶ decrypt; none staged:
 ///          recv; nothing there: unlock, poll(POLLIN) for the read timeout
-///   write: every buffer ─▶ rustls (encrypted at once, in order)
-///          ─▶ sendmsg as the socket takes it; full: unlock,
-///          poll(POLLOUT) until the deadline
+///   write: the buffers, SEND_PIECE at a time ─▶ rustls (encrypted in
+///          order) ─▶ sendmsg as the socket takes it, then the next
+///          piece; full: unlock, poll(POLLOUT) until the deadline
 /// ```
 ///
 /// Records go out in the order rustls queued them whichever thread sends
