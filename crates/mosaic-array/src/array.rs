@@ -81,12 +81,17 @@ pub fn start_dirty_degraded() -> bool {
 
 /// The members out of service of an array without a journal whose
 /// missing blocks come from code (none: mirrors, no code, a journal).
+/// A member that holds code alone (raid4's parity member, a CBRO check
+/// drive) is not one: no data block is computed for it, and its own
+/// blocks are rebuilt from the data, which is what the crash left.
 fn out_behind_code(sb: &Superblock) -> Vec<usize> {
-    let coded = sb.geometry.m > 0 && sb.geometry.level != Level::Raid1;
+    let g = &sb.geometry;
+    let coded = g.m > 0 && g.level != Level::Raid1;
     if sb.journal.is_some() || !coded {
         return Vec::new();
     }
-    (0..sb.member_states.len()).filter(|&i| !matches!(sb.member_states[i], MemberState::Active)).collect()
+    let code_only = |i: usize| matches!(g.level, Level::Raid4 | Level::Cbro { .. }) && i >= g.k;
+    (0..sb.member_states.len()).filter(|&i| !matches!(sb.member_states[i], MemberState::Active) && !code_only(i)).collect()
 }
 
 /// md's rule for raid4/5/6 ("cannot start dirty degraded array"): an

@@ -29,6 +29,7 @@ pub mod nested;
 pub mod spare;
 pub mod spec;
 pub mod superblock;
+pub mod takeover;
 mod write_mostly;
 
 pub use array::{now_secs, set_start_dirty_degraded, start_dirty_degraded, Array, ArrayInfo, BitmapStatus, CreateOptions, JournalReplaced, MemberInfo, EPOCH};

@@ -23,4 +23,5 @@ mod resync;
 mod scrub_locate;
 mod second_failure;
 mod stale;
+mod takeover;
 mod write_mostly;

@@ -1230,7 +1230,7 @@ fn rebuild_with_progress(vol: &dyn Volume, json: bool) -> Result<i32> {
 }
 
 /// The rebuild under a progress bar, stopped (paused) by SIGINT or SIGTERM.
-fn rebuild_run(vol: &dyn Volume) -> Result<mosaic_array::RebuildReport> {
+pub(crate) fn rebuild_run(vol: &dyn Volume) -> Result<mosaic_array::RebuildReport> {
     let info = vol.info();
     let (pb, tick) = crate::util::region_progress(info.regions, info.capacity, "rebuild");
     let stop = mosaic_nbd::signals::stop_on_signals().context("catching SIGINT and SIGTERM")?;
@@ -1239,7 +1239,7 @@ fn rebuild_run(vol: &dyn Volume) -> Result<mosaic_array::RebuildReport> {
     Ok(rep)
 }
 
-fn rebuild_code(rep: &mosaic_array::RebuildReport) -> i32 {
+pub(crate) fn rebuild_code(rep: &mosaic_array::RebuildReport) -> i32 {
     if rep.paused {
         crate::exit::DEGRADED
     } else {

@@ -44,6 +44,13 @@ pub struct GrowArgs {
     /// an export's size when it connects: new connections see it)
     #[arg(long, value_name = "SIZE|max", value_parser = member_size, conflicts_with_all = ["add", "members", "backup_file"])]
     pub size: Option<MemberSize>,
+    /// Change the level where no data moves, as mdadm's --grow --level
+    /// (md's takeover): raid1 of 2 members <-> raid5; raid0 -> raid4 with
+    /// one new member (--add or --members) for the parity; raid1 -> raid1
+    /// with new mirrors.  Members added are rebuilt at once (online when
+    /// served); a raid5 made of a mirror then grows as any (grow --add)
+    #[arg(long, value_name = "LEVEL", conflicts_with_all = ["size", "backup_file"])]
+    pub level: Option<mosaic_core::Level>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -133,6 +140,9 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
     if let Some(size) = a.size {
         return grow_size(&a, size);
     }
+    if let Some(level) = a.level {
+        return takeover(&a, level);
+    }
     let drives = new_drives(&a)?;
     // The server resolves paths from its own directory: send an absolute one.
     let backup_file = a.backup_file.as_deref().map(absolute);
@@ -181,6 +191,39 @@ fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
     let rep = r?;
     vol.close()?;
     report(&rep, grow_size_text(&rep), a.json)
+}
+
+/// `grow --level`: through the server when served, else here, the
+/// rebuild of the members it adds under a progress bar.
+fn takeover(a: &GrowArgs, level: mosaic_core::Level) -> Result<i32> {
+    let drives = new_drives(a)?;
+    if let Some(b) = ask(&a.array, &Request::Takeover { level: level.to_string(), drives: drives.clone(), force: a.force })? {
+        return print_remote(&b, a.json);
+    }
+    let vol = open(&a.array, true)?;
+    for d in &drives {
+        check_drive(vol.as_ref(), d, a.force)?;
+    }
+    let rep = vol.takeover(level, &drives)?;
+    let rebuilt = if rep.rebuild.is_empty() { None } else { Some(crate::cmd_array::rebuild_run(vol.as_ref())?) };
+    vol.close()?;
+    if a.json {
+        print_json(&serde_json::json!({ "takeover": rep, "rebuild": rebuilt }))?;
+    } else {
+        print!("{}{}", takeover_text(&rep), rebuilt.as_ref().map(crate::cmd_array::rebuild_text).unwrap_or_default());
+    }
+    Ok(rebuilt.as_ref().map_or(crate::exit::OK, crate::cmd_array::rebuild_code))
+}
+
+/// What `grow --level` prints.
+pub(crate) fn takeover_text(rep: &mosaic_array::takeover::TakeoverReport) -> String {
+    format!(
+        "level changed from {} to {}, {} members{}\n",
+        rep.from,
+        rep.to,
+        rep.members,
+        if rep.rebuild.is_empty() { String::from(" (no data moved)") } else { format!("; member(s) {:?} added and rebuilt", rep.rebuild) }
+    )
 }
 
 /// What `grow --size` prints.

@@ -31,6 +31,7 @@ mod cli_scan;
 mod cli_serve_safety;
 mod cli_service;
 mod cli_sim;
+mod cli_takeover;
 mod cli_tier;
 mod cli_tls;
 mod cli_volume;

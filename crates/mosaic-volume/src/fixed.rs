@@ -3,10 +3,12 @@
 //! kind `cached`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use mosaic_array::maint::RebuildOptions;
 use mosaic_array::{Array, CacheVolume, LostRange, RebuildReport, ScrubReport, DATA_OFFSET};
 use mosaic_core::{CacheConfig, DeviceIo, HotReport, MemberState};
+use mosaic_dev::Member;
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
 
@@ -134,6 +136,31 @@ fn create_missing(geo: &mosaic_core::Geometry, idx: usize, drive: &Path) -> Resu
 /// Replace failed member `idx` with `drive`, creating a file of the
 /// member's size when it does not exist (and removing it again when the
 /// replace is refused).
+/// Open `drives` as new members of `arr` (a missing file created at the
+/// members' size) and hand them to `join`; the files made here are
+/// removed again when opening or joining fails.
+fn with_new_members<T>(arr: &Array, drives: &[std::path::PathBuf], join: impl FnOnce(Vec<(Arc<dyn Member>, String)>) -> std::result::Result<T, mosaic_array::ArrayError>) -> Result<T> {
+    let mut new = Vec::new();
+    let mut created = Vec::new();
+    for d in drives {
+        if !d.exists() {
+            created.push(d.clone());
+        }
+        match arr.open_new_member(d) {
+            Ok(m) => new.push((m, d.display().to_string())),
+            Err(e) => {
+                created.iter().for_each(|c| drop(std::fs::remove_file(c)));
+                return Err(e.into());
+            }
+        }
+    }
+    let r = join(new);
+    if r.is_err() {
+        created.iter().for_each(|c| drop(std::fs::remove_file(c)));
+    }
+    Ok(r?)
+}
+
 fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
     let geo = replaceable(arr, idx)?;
     let state = arr.health().states[idx];
@@ -235,25 +262,10 @@ impl Volume for Array {
         Ok(Array::scrub(self, repair, progress)?)
     }
     fn grow_start(&self, drives: &[std::path::PathBuf], backup_file: Option<&Path>) -> Result<()> {
-        let mut new = Vec::new();
-        let mut created = Vec::new();
-        for d in drives {
-            if !d.exists() {
-                created.push(d.clone());
-            }
-            match self.open_new_member(d) {
-                Ok(m) => new.push((m, d.display().to_string())),
-                Err(e) => {
-                    created.iter().for_each(|c| drop(std::fs::remove_file(c)));
-                    return Err(e.into());
-                }
-            }
-        }
-        let r = Array::grow_start_with(self, new, backup_file);
-        if r.is_err() {
-            created.iter().for_each(|c| drop(std::fs::remove_file(c)));
-        }
-        Ok(r?)
+        with_new_members(self, drives, |new| Array::grow_start_with(self, new, backup_file))
+    }
+    fn takeover(&self, level: mosaic_core::Level, drives: &[std::path::PathBuf]) -> Result<mosaic_array::takeover::TakeoverReport> {
+        with_new_members(self, drives, |new| Array::takeover(self, level, new))
     }
     fn grow_pending(&self) -> Option<(u64, u64)> {
         Array::grow_pending(self)

@@ -294,6 +294,13 @@ pub trait Volume: Send + Sync {
     /// bytes a member, or (`None`) all the smallest one holds; the new
     /// stripes are written with zeros first (`progress(done, total)` in
     /// stripes), then the superblocks record the size.
+    /// Change the level where no data moves (md's takeover, `grow
+    /// --level`: see `mosaic_array::takeover`), adding `drives` (a
+    /// missing file is created at the members' size); the members added
+    /// are then to be rebuilt ([`Volume::rebuild`]).
+    fn takeover(&self, _level: mosaic_core::Level, _drives: &[PathBuf]) -> Result<mosaic_array::takeover::TakeoverReport> {
+        Err(VolumeError::Usage(format!("a {} array cannot change its level: grow --level works on fixed raid0, raid1 and raid5 arrays without a cache", self.info().kind)))
+    }
     fn grow_size(&self, _size: Option<u64>, _progress: &dyn Fn(u64, u64)) -> Result<GrowSizeReport> {
         Err(VolumeError::Usage(format!("a {} array cannot grow in size: grow --size works on fixed raid0, raid1, raid4, raid5, raid6 and rs arrays", self.info().kind)))
     }
