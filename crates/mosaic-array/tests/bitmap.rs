@@ -14,7 +14,7 @@ use mosaic_dev::{MemMember, Member, PowerCut};
 use mosaic_format::bitmap::{decode_block, BlockRead, BLOCK};
 use parking_lot::Mutex;
 
-use crate::common::{mem, named, opts, pattern, U};
+use crate::common::{mem, named, opts, pattern, read_all, U};
 
 /// A member that records its writes and flushes, in order, in a log
 /// shared by all members: (member, offset or `FLUSH`).
@@ -237,13 +237,6 @@ fn a_journal_or_a_grow_takes_no_bitmap_and_it_can_be_taken_away() {
     arr.close().unwrap();
     drop(arr);
     assert!(reopen(&mems).superblock().bitmap.is_none());
-}
-
-/// The bytes of the whole array, read back.
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut b = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut b).unwrap();
-    b
 }
 
 /// md's re-add: a member whose device stopped answering (its writes

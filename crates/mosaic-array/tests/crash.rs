@@ -18,7 +18,7 @@ use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member, PowerCut};
 
 use crate::common;
-use common::{check, write_until_cut, Outcome};
+use common::{check, read_all, write_until_cut, Outcome};
 
 struct Rig {
     mems: Vec<Arc<MemMember>>,
@@ -65,12 +65,6 @@ fn reopen_without(rig: &Rig, missing: Option<usize>) -> Array {
     let ms: Vec<Arc<dyn Member>> =
         rig.mems.iter().enumerate().filter(|(i, _)| Some(*i) != missing).map(|(_, m)| m.clone() as Arc<dyn Member>).collect();
     Array::open_members_with_journal(ms, true, rig.journal.clone().map(|j| j as Arc<dyn Member>)).unwrap()
-}
-
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut buf = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut buf).unwrap();
-    buf
 }
 
 /// Returns how many journal records the reopen replayed.

@@ -7,13 +7,12 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 use mosaic_array::superblock::Owner;
 use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::Level;
 use mosaic_dev::{MemMember, Member, PowerCut};
+
+use crate::common::{random, read_all};
 
 const UNIT: u64 = 4096;
 /// Rows before and after: the drives grow from 16 to 48 units of data.
@@ -55,17 +54,6 @@ impl Rig {
         self.budget.store(i64::MAX, Ordering::SeqCst);
         Array::open_members_with_journal(self.mems.iter().map(|m| self.wrap(m)).collect(), true, Some(self.wrap(&self.journal))).unwrap()
     }
-}
-
-fn random(seed: u64, len: u64) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
-}
-
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut buf = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut buf).unwrap();
-    buf
 }
 
 /// `arr` holds `data` and then zeros up to its capacity, which is that of

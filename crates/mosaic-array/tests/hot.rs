@@ -10,7 +10,7 @@ use mosaic_array::{Array, Superblock};
 use mosaic_core::{Level, MemberState};
 use mosaic_dev::{MemMember, Member};
 
-use crate::common::{mem, named, opts, pattern};
+use crate::common::{mem, named, opts, pattern, read_all};
 
 /// What a [`Hooked`] drive's hook sees: a read or a write (a flush is a
 /// write at `u64::MAX`), and its offset.
@@ -100,12 +100,6 @@ fn copied_whole(arr: &Array, idx: usize, old: &dyn Member, new: &dyn Member, wan
     assert!(bytes(old, mosaic_array::DATA_OFFSET, len) == bytes(new, mosaic_array::DATA_OFFSET, len), "the new drive of slot {idx} differs from the old one");
     arr.fail_member(0).unwrap();
     assert!(read_all(arr) == want, "wrong bytes from the new drive");
-}
-
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut got = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut got).unwrap();
-    got
 }
 
 /// raid5 3+1 on RAM: member 2 is copied onto `y` while a client rewrites

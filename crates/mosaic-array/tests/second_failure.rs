@@ -9,7 +9,7 @@ use mosaic_array::{Array, DATA_OFFSET};
 use mosaic_core::{Level, MemberState};
 use mosaic_dev::{FaultyMember, MemMember, Member};
 
-use crate::common::{mem, named, opts, pattern, U};
+use crate::common::{mem, named, opts, pattern, read_all, U};
 
 /// RAM members, the fault injectors in front of them, the array on those,
 /// the bytes it holds.
@@ -29,12 +29,6 @@ fn faulty_array(level: Level, n: usize, stripes: u64) -> Rig {
 
 fn members(ms: &[Arc<MemMember>], which: &[usize]) -> Vec<Arc<dyn Member>> {
     which.iter().map(|&i| ms[i].clone() as Arc<dyn Member>).collect()
-}
-
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut got = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut got).unwrap();
-    got
 }
 
 /// The stripes of an array opened again below the rebuild position
@@ -314,7 +308,6 @@ fn a_raid5_scrub_meeting_a_member_failure_completes_degraded() {
     assert!(e.contains("scrub stopped at stripe 20 of 64") && e.contains("more than the 1"), "{e}");
     assert_eq!(arr.health().states[2], MemberState::Failed);
 }
-
 
 /// A journaled raid5 whose rebuild met a second failure, then a crash
 /// with a degraded write below the rebuild position torn (its parity did

@@ -7,12 +7,11 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 use mosaic_array::{Array, CreateOptions, DATA_OFFSET};
 use mosaic_core::{Level, MemberState};
 use mosaic_dev::{MemMember, Member, PowerCut};
+
+use crate::common::{random, read_all};
 
 const UNIT: u64 = 4096;
 const ROWS: u64 = 16;
@@ -46,17 +45,6 @@ impl Rig {
         self.budget.store(i64::MAX, Ordering::SeqCst);
         Array::open_members(self.mems.iter().map(|m| self.wrap(m)).collect(), true).unwrap()
     }
-}
-
-fn random(seed: u64, len: u64) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| rng.gen()).collect()
-}
-
-fn read_all(arr: &Array) -> Vec<u8> {
-    let mut buf = vec![0u8; arr.capacity() as usize];
-    arr.read(0, &mut buf).unwrap();
-    buf
 }
 
 fn filled(rig: &Rig, level: &str, seed: u64) -> (Array, Vec<u8>) {

@@ -71,3 +71,17 @@ pub fn named(ms: &[std::sync::Arc<dyn mosaic_dev::Member>]) -> Vec<(std::sync::A
 pub fn pattern(len: u64, seed: u8) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
 }
+
+/// Everything `arr` holds, read in one request.
+pub fn read_all(arr: &mosaic_array::Array) -> Vec<u8> {
+    let mut buf = vec![0u8; arr.capacity() as usize];
+    arr.read(0, &mut buf).unwrap();
+    buf
+}
+
+/// `len` seeded random bytes.
+pub fn random(seed: u64, len: u64) -> Vec<u8> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..len).map(|_| rng.gen()).collect()
+}
