@@ -1396,6 +1396,17 @@ impl Array {
         self.checksum_errors.lock().push(0);
     }
 
+    /// Take the last member away (a level change that drops it; the
+    /// geometry follows): its device.
+    pub(crate) fn pop_member(&self) -> Option<Arc<dyn Member>> {
+        let m = self.exec.remove_last_member();
+        let n = self.exec.width();
+        self.health.write().states.truncate(n);
+        self.errors.lock().truncate(n);
+        self.checksum_errors.lock().truncate(n);
+        m
+    }
+
     /// A scrub found member `m`'s column wrong.
     pub(crate) fn note_checksum_error(&self, m: usize) {
         if let Some(c) = self.checksum_errors.lock().get_mut(m) {

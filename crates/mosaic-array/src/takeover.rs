@@ -17,7 +17,16 @@
 //!   stripe s          Ds0  Ds1  Ds2  [P]    P rebuilt from the data
 //!
 //!   raid1, n members + k  ──>  raid1, n + k (the new mirrors rebuilt)
+//!
+//!   raid4, n + 1 members  ──>  raid0, n (the parity member dropped)
+//!   raid1, n members      ──>  raid1, m < n (the last mirrors dropped)
 //! ```
+//!
+//! A member dropped is put out of service, its label erased, and only
+//! then do the superblocks of the others record the smaller geometry: a
+//! crash in between leaves the old level missing that member (raid4
+//! without its parity, a mirror short of a copy), which opens, and the
+//! same command finishes the change; the device is free for any array.
 //!
 //! The array must be whole (every member active, nothing to resync): the
 //! copies or the parity the new level reads must agree with the data.  A
@@ -48,6 +57,8 @@ pub struct TakeoverReport {
     pub members: usize,
     /// Members added, to be rebuilt (`Array::rebuild`).
     pub rebuild: Vec<usize>,
+    /// The paths of the members dropped (their labels erased).
+    pub dropped: Vec<String>,
 }
 
 /// The level `old` becomes with `added` members: the changes that keep
@@ -76,6 +87,19 @@ fn target(old: &Geometry, level: Level, added: usize) -> Result<Level, ArrayErro
         (Level::Raid0, Level::Raid4) if added != 1 => Err(ArrayError::Usage(format!("raid0 to raid4 takes exactly one new member for the parity (--add DRIVE), not {added}"))),
         (Level::Raid0, Level::Raid4) => Ok(level),
         _ => Err(moves()),
+    }
+}
+
+/// The level `old` becomes keeping its first `keep` members: raid4
+/// without its parity member is raid0, a mirror keeps fewer copies.
+fn target_dropping(old: &Geometry, level: Level, keep: usize) -> Result<Level, ArrayError> {
+    let n = old.members;
+    match (old.level, level) {
+        (Level::Raid4, Level::Raid0) if keep + 1 == n => Ok(level),
+        (Level::Raid4, Level::Raid0) => Err(ArrayError::Usage(format!("raid4 to raid0 drops the parity member alone: {} members are left, not {keep}", n - 1))),
+        (Level::Raid1, Level::Raid1) if (2..n).contains(&keep) => Ok(level),
+        (Level::Raid1, Level::Raid1) => Err(ArrayError::Usage(format!("a mirror of {n} members can keep 2 to {} of them, not {keep}", n - 1))),
+        (a, b) => Err(ArrayError::Usage(format!("{a} to {b} with {keep} of {n} members moves data or loses it; members can be dropped from raid4 (to raid0) and raid1 only"))),
     }
 }
 
@@ -143,7 +167,60 @@ impl Array {
                 }
             }
         })?;
-        Ok(TakeoverReport { from: old.level.to_string(), to: level.to_string(), members: geo.members, rebuild: added })
+        Ok(TakeoverReport { from: old.level.to_string(), to: level.to_string(), members: geo.members, rebuild: added, dropped: Vec::new() })
+    }
+
+    /// Change the level to `level` keeping the first `keep` members: raid4
+    /// to raid0 without its parity member, a mirror without its last
+    /// copies (see the module notes for the order that makes a crash
+    /// harmless).  The members kept must be in service; refused with a
+    /// bitmap, a grow or a paused hot replace, or when every slot left
+    /// would be write-mostly.
+    pub fn takeover_dropping(&self, level: Level, keep: usize) -> Result<TakeoverReport, ArrayError> {
+        self.check_writable()?;
+        self.not_growing("level change")?;
+        let old = self.geometry();
+        let level = target_dropping(&old, level, keep)?;
+        if let Some(h) = self.hot_paused() {
+            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
+        }
+        let out: Vec<usize> = self.health().states[..keep].iter().enumerate().filter(|(_, s)| !matches!(s, MemberState::Active)).map(|(i, _)| i).collect();
+        if !out.is_empty() {
+            return Err(ArrayError::Usage(format!("member(s) {out:?}, which the array keeps, are not in service: rebuild them first")));
+        }
+        let sb = self.superblock();
+        if sb.bitmap.is_some() {
+            return Err(ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level, then add it again".into()));
+        }
+        let wm: Vec<usize> = sb.write_mostly.iter().copied().filter(|&i| i < keep).collect();
+        let geo = Geometry::new(level, keep, old.unit, old.block, old.member_data_bytes())?;
+        debug_assert_eq!((geo.k, geo.stripes), (old.k, old.stripes), "a takeover keeps every data column");
+        let shape = Shape::of(geo.clone(), None, &wm)?;
+        if self.auto_checkpoint() {
+            self.journal_checkpoint()?;
+        }
+        let _g = self.gate.write();
+        for i in keep..old.members {
+            self.set_health(i, MemberState::Failed);
+        }
+        for i in (keep..old.members).rev() {
+            let Some(m) = self.member(i) else { continue };
+            let erased = mosaic_format::label::erase(&mut |b, off| m.write_at(b, off)).and_then(|_| m.flush());
+            erased.map_err(|e| ArrayError::Io(format!("{}: erasing the label of the member dropped: {e} (it is out of service; run the command again)", sb.member_paths[i])))?;
+        }
+        for _ in keep..old.members {
+            self.pop_member();
+        }
+        self.set_shape(shape);
+        self.write_superblocks(|s| {
+            s.geometry = geo.clone();
+            s.member_uuids.truncate(keep);
+            s.member_paths.truncate(keep);
+            s.member_hosts.truncate(keep);
+            s.left.truncate(keep);
+            s.write_mostly = wm;
+        })?;
+        Ok(TakeoverReport { from: old.level.to_string(), to: level.to_string(), members: keep, rebuild: Vec::new(), dropped: sb.member_paths[keep..].to_vec() })
     }
 }
 
@@ -174,6 +251,12 @@ mod tests {
         assert!(refused(geo(Level::Raid0, 3), Level::Raid5, 1).contains("moves data"));
         assert!(refused(geo(Level::Raid5, 4), Level::Raid5, 0).contains("raid5 already"));
         assert!(refused(geo(Level::Raid1, 2), Level::Raid5, 1).contains("takes no new member"));
+        assert_eq!(target_dropping(&geo(Level::Raid4, 4), Level::Raid0, 3).unwrap(), Level::Raid0);
+        assert_eq!(target_dropping(&geo(Level::Raid1, 4), Level::Raid1, 2).unwrap(), Level::Raid1);
+        let refused = |g: Geometry, l: Level, keep: usize| target_dropping(&g, l, keep).unwrap_err().to_string();
+        assert!(refused(geo(Level::Raid4, 4), Level::Raid0, 2).contains("parity member alone"));
+        assert!(refused(geo(Level::Raid1, 3), Level::Raid1, 1).contains("keep 2 to 2"));
+        assert!(refused(geo(Level::Raid5, 4), Level::Raid0, 3).contains("moves data or loses it"));
     }
 
     /// The claim the module rests on.  raid0 -> raid4 and new mirrors:

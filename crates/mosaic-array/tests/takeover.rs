@@ -179,3 +179,83 @@ fn a_level_change_says_why_it_is_refused() {
     let ro = Array::open_members(rig.mems.iter().map(|m| m.clone() as Arc<dyn Member>).collect(), false).unwrap();
     assert!(refused(&ro, Level::Raid5, vec![]).contains("read-only"));
 }
+
+/// raid0 3 made raid4 4 (parity rebuilt), for the tests that drop it.
+fn raid4_from_raid0(seed: u64) -> (Rig, Array, Vec<u8>) {
+    let mut rig = Rig::new(3);
+    let (arr, data) = filled(&rig, "raid0", seed);
+    let new = rig.add();
+    arr.takeover(Level::Raid4, vec![new]).unwrap();
+    arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    (rig, arr, data)
+}
+
+fn labelled(m: &MemMember) -> bool {
+    mosaic_array::Superblock::read_from(m as &dyn Member).is_ok()
+}
+
+#[test]
+fn raid4_drops_its_parity_member_to_raid0_even_when_that_member_failed() {
+    let (rig, arr, data) = raid4_from_raid0(20);
+    let rep = arr.takeover_dropping(Level::Raid0, 3).unwrap();
+    assert_eq!((rep.to.as_str(), rep.members, rep.dropped.len()), ("raid0", 3, 1));
+    assert_eq!((arr.geometry().level, arr.geometry().members), (Level::Raid0, 3));
+    assert!(read_all(&arr) == data);
+    assert!(!labelled(&rig.mems[3]), "the dropped drive's label is erased: free for any array");
+    drop(arr);
+    let arr = rig.open_first(3);
+    assert_eq!((arr.geometry().level, arr.geometry().members), (Level::Raid0, 3));
+    assert!(read_all(&arr) == data);
+    // The parity drive died: the array becomes raid0 without it.
+    let (_rig, arr, data) = raid4_from_raid0(21);
+    arr.fail_member(3).unwrap();
+    arr.takeover_dropping(Level::Raid0, 3).unwrap();
+    assert!(read_all(&arr) == data);
+    // A data member out is refused: raid0 could not read it.
+    let (_rig, arr, _) = raid4_from_raid0(22);
+    arr.fail_member(1).unwrap();
+    let e = arr.takeover_dropping(Level::Raid0, 3).unwrap_err().to_string();
+    assert!(e.contains("member(s) [1], which the array keeps, are not in service"), "{e}");
+}
+
+#[test]
+fn a_mirror_keeps_its_first_copies() {
+    let mut rig = Rig::new(2);
+    let (arr, data) = filled(&rig, "raid1", 23);
+    let (a, b) = (rig.add(), rig.add());
+    arr.takeover(Level::Raid1, vec![a, b]).unwrap();
+    arr.rebuild(&|_, _| {}, Default::default()).unwrap();
+    arr.set_write_mostly(&[1, 3]).unwrap();
+    let rep = arr.takeover_dropping(Level::Raid1, 2).unwrap();
+    assert_eq!(rep.dropped.len(), 2);
+    assert_eq!(arr.write_mostly(), vec![1], "write-mostly slots past the end go with them");
+    assert!(!labelled(&rig.mems[2]) && !labelled(&rig.mems[3]));
+    arr.fail_member(0).unwrap();
+    assert!(read_all(&arr) == data, "member 1 alone");
+    let e = arr.takeover_dropping(Level::Raid1, 1).unwrap_err().to_string();
+    assert!(e.contains("can keep 2 to 1"), "{e}");
+}
+
+#[test]
+fn a_power_cut_anywhere_in_dropping_a_member_loses_nothing() {
+    let (mut old, mut new) = (0, 0);
+    for cut in 0..8 {
+        let (rig, arr, data) = raid4_from_raid0(30 + cut as u64);
+        rig.budget.store(cut, Ordering::SeqCst);
+        let _ = arr.takeover_dropping(Level::Raid0, 3);
+        drop(arr); // power off
+        // With its label the parity drive is still a member; without it
+        // the first three are raid4 missing its parity, or raid0.
+        let arr = if labelled(&rig.mems[3]) { rig.open() } else { rig.open_first(3) };
+        assert!(read_all(&arr) == data, "cut after {cut}");
+        if arr.geometry().level == Level::Raid4 {
+            old += 1;
+            arr.takeover_dropping(Level::Raid0, 3).unwrap();
+            assert!(read_all(&arr) == data, "cut after {cut}, finished");
+        } else {
+            new += 1;
+        }
+        assert_eq!(arr.geometry().level, Level::Raid0);
+    }
+    assert!(old > 0 && new > 0, "cuts on both sides: {old} old, {new} new");
+}

@@ -46,9 +46,11 @@ pub struct GrowArgs {
     pub size: Option<MemberSize>,
     /// Change the level where no data moves, as mdadm's --grow --level
     /// (md's takeover): raid1 of 2 members <-> raid5; raid0 -> raid4 with
-    /// one new member (--add or --members) for the parity; raid1 -> raid1
-    /// with new mirrors.  Members added are rebuilt at once (online when
-    /// served); a raid5 made of a mirror then grows as any (grow --add)
+    /// one new member (--add or --members) for the parity, and raid4 ->
+    /// raid0 dropping it; raid1 -> raid1 with new mirrors, or fewer
+    /// (--members N: the first N kept).  Members added are rebuilt at once
+    /// (online when served); a raid5 made of a mirror then grows as any
+    /// (grow --add)
     #[arg(long, value_name = "LEVEL", conflicts_with_all = ["size", "backup_file"])]
     pub level: Option<mosaic_core::Level>,
     /// Print the report as JSON
@@ -120,13 +122,7 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
     if a.array.contains(',') || !dir.is_dir() {
         bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");
     }
-    let (have, pending) = match ask(&a.array, &Request::Status)? {
-        Some(st) => (st["members"].as_array().map_or(0, Vec::len), !st["grow"].is_null()),
-        None => {
-            let vol = open(&a.array, false)?;
-            (vol.info().members.len(), vol.grow_pending().is_some())
-        }
-    };
+    let (have, pending) = members_now(&a.array)?;
     if n == have && pending {
         bail!("the array has {have} members already: a grow to {have} members stopped before it ended; resume it with mosaic grow -a {}", a.array);
     }
@@ -134,6 +130,18 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
         bail!("the array has {have} members already; --members must be more (shrinking is not supported)");
     }
     Ok((have..n).map(|i| absolute(&mosaic_array::spec::ArraySpec::member_file(dir, i))).collect())
+}
+
+/// How many members the array has now, and whether a grow is pending:
+/// from its server when served.
+fn members_now(array: &str) -> Result<(usize, bool)> {
+    Ok(match ask(array, &Request::Status)? {
+        Some(st) => (st["members"].as_array().map_or(0, Vec::len), !st["grow"].is_null()),
+        None => {
+            let vol = open(array, false)?;
+            (vol.info().members.len(), vol.grow_pending().is_some())
+        }
+    })
 }
 
 pub fn grow(a: GrowArgs) -> Result<i32> {
@@ -196,15 +204,20 @@ fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
 /// `grow --level`: through the server when served, else here, the
 /// rebuild of the members it adds under a progress bar.
 fn takeover(a: &GrowArgs, level: mosaic_core::Level) -> Result<i32> {
-    let drives = new_drives(a)?;
-    if let Some(b) = ask(&a.array, &Request::Takeover { level: level.to_string(), drives: drives.clone(), force: a.force })? {
+    // --members N below the count now: keep the first N (fewer mirrors).
+    let keep = match a.members {
+        Some(n) if n < members_now(&a.array)?.0 => Some(n),
+        _ => None,
+    };
+    let drives = if keep.is_some() { Vec::new() } else { new_drives(a)? };
+    if let Some(b) = ask(&a.array, &Request::Takeover { level: level.to_string(), drives: drives.clone(), force: a.force, keep })? {
         return print_remote(&b, a.json);
     }
     let vol = open(&a.array, true)?;
     for d in &drives {
         check_drive(vol.as_ref(), d, a.force)?;
     }
-    let rep = vol.takeover(level, &drives)?;
+    let rep = vol.takeover(level, &drives, keep)?;
     let rebuilt = if rep.rebuild.is_empty() { None } else { Some(crate::cmd_array::rebuild_run(vol.as_ref())?) };
     vol.close()?;
     if a.json {
@@ -222,7 +235,11 @@ pub(crate) fn takeover_text(rep: &mosaic_array::takeover::TakeoverReport) -> Str
         rep.from,
         rep.to,
         rep.members,
-        if rep.rebuild.is_empty() { String::from(" (no data moved)") } else { format!("; member(s) {:?} added and rebuilt", rep.rebuild) }
+        match (rep.rebuild.is_empty(), rep.dropped.is_empty()) {
+            (false, _) => format!("; member(s) {:?} added and rebuilt", rep.rebuild),
+            (true, false) => format!("; dropped {} (label erased: free for any array)", rep.dropped.join(", ")),
+            (true, true) => String::from(" (no data moved)"),
+        }
     )
 }
 

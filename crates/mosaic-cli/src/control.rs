@@ -89,7 +89,7 @@ pub enum Request {
     GrowSize { size: Option<u64> },
     /// Change the level where no data moves (`grow --level`), adding
     /// these drives, whose rebuild follows.
-    Takeover { level: String, drives: Vec<PathBuf>, force: bool },
+    Takeover { level: String, drives: Vec<PathBuf>, force: bool, keep: Option<usize> },
     /// Make exactly these mirror members write-mostly.
     WriteMostly { members: Vec<usize> },
     /// Add hot spares: all of them, or none when one is refused.
@@ -655,7 +655,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
         },
         Request::Grow { drives, force, backup_file } => grow(sh, drives, *force, backup_file.as_deref()),
         Request::GrowSize { size } => maintain(sh, "grow", |tick| grow_size_body(sh, *size, tick)),
-        Request::Takeover { level, drives, force } => takeover(sh, level, drives, *force),
+        Request::Takeover { level, drives, force, keep } => takeover(sh, level, drives, *force, *keep),
         Request::WriteMostly { members } => vol.set_write_mostly(members).map(|_| crate::cmd_mostly::outcome(&crate::cmd_mostly::now(vol), true)).map_err(Into::into),
         Request::AddSpare { drives, force } => crate::cmd_grow::add_spares(vol, drives, *force).map(|_| {
             for d in drives {
@@ -770,14 +770,14 @@ fn grow_body(sh: &Shared, tick: &dyn Fn(u64, u64)) -> Result<serde_json::Value> 
 
 /// `grow --level` while served: the superblocks under the clients, then
 /// (members added) their rebuild as the server's maintenance.
-fn takeover(sh: &Shared, level: &str, drives: &[PathBuf], force: bool) -> Result<serde_json::Value> {
+fn takeover(sh: &Shared, level: &str, drives: &[PathBuf], force: bool, keep: Option<usize>) -> Result<serde_json::Value> {
     let vol = sh.vol.as_ref();
     let level: mosaic_core::Level = level.parse()?;
     for d in drives {
         crate::cmd_array::check_drive(vol, d, force)?;
     }
     maintain(sh, "level change", |tick| {
-        let rep = vol.takeover(level, drives)?;
+        let rep = vol.takeover(level, drives, keep)?;
         sh.events.emit(Event { kind: events::GROW_END, member: None, detail: crate::cmd_grow::takeover_text(&rep).trim_end().to_string() });
         if rep.rebuild.is_empty() {
             return Ok(serde_json::json!({ "json": { "takeover": rep }, "text": crate::cmd_grow::takeover_text(&rep), "code": 0 }));

@@ -101,3 +101,29 @@ fn a_served_raid0_takes_its_parity_member_under_a_client() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }
+
+#[test]
+fn raid4_drops_its_parity_member_and_a_mirror_its_last_copies() {
+    let t = tempfile::tempdir().unwrap();
+    let b = t.path().join("striped");
+    ok(&["create", "-a", s(&b), "--level", "raid0", "--members", "2", "--member-size", "4M"]);
+    let data = pattern(6 << 20, 4);
+    write_read(t.path(), &b, &data);
+    ok(&["grow", "-a", s(&b), "--level", "raid4", "--members", "3"]);
+    let e = fails(&["grow", "-a", s(&b), "--level", "raid5"]);
+    assert!(e.contains("raid4 to raid5 moves data"), "{e}");
+    let text = ok(&["grow", "-a", s(&b), "--level", "raid0"]);
+    assert!(text.starts_with("level changed from raid4 to raid0, 2 members; dropped ") && text.contains("member-02.img (label erased: free for any array)"), "{text}");
+    assert_reads(t.path(), &b, &data);
+    let e = String::from_utf8_lossy(&common::mosaic(&["examine", s(&b.join("member-02.img"))]).stderr).to_string();
+    assert!(e.contains("nothing of mosaic's"), "{e}");
+    // A 3-way mirror keeps two copies.
+    let m = t.path().join("mirror");
+    ok(&["create", "-a", s(&m), "--level", "raid1", "--members", "3", "--member-size", "4M"]);
+    let data = pattern(3 << 20, 5);
+    write_read(t.path(), &m, &data);
+    let rep = json(&ok(&["grow", "-a", s(&m), "--level", "raid1", "--members", "2", "--json"]));
+    assert_eq!((rep["takeover"]["members"].as_u64(), rep["takeover"]["dropped"].as_array().map(Vec::len)), (Some(2), Some(1)), "{rep}");
+    ok(&["fail", "-a", s(&m), "--member", "0"]);
+    assert_reads(t.path(), &m, &data);
+}

@@ -224,6 +224,19 @@ impl Executor {
         self.bump();
     }
 
+    /// Take the last member away (an array that drops one): its device.
+    pub fn remove_last_member(&self) -> Option<Arc<dyn Member>> {
+        let mut ms = self.members.write();
+        let m = ms.pop().flatten();
+        let mut c = self.counts.lock();
+        c.members.truncate(ms.len());
+        c.errors.truncate(ms.len());
+        drop(c);
+        self.kinds_changed(&ms);
+        self.bump();
+        m
+    }
+
     /// Note which kinds of members the array has (after any change).
     fn kinds_changed(&self, ms: &[Option<Arc<dyn Member>>]) {
         self.any_remote.store(ms.iter().flatten().any(|m| m.is_remote()), Ordering::Relaxed);

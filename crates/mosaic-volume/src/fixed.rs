@@ -264,8 +264,14 @@ impl Volume for Array {
     fn grow_start(&self, drives: &[std::path::PathBuf], backup_file: Option<&Path>) -> Result<()> {
         with_new_members(self, drives, |new| Array::grow_start_with(self, new, backup_file))
     }
-    fn takeover(&self, level: mosaic_core::Level, drives: &[std::path::PathBuf]) -> Result<mosaic_array::takeover::TakeoverReport> {
-        with_new_members(self, drives, |new| Array::takeover(self, level, new))
+    fn takeover(&self, level: mosaic_core::Level, drives: &[std::path::PathBuf], keep: Option<usize>) -> Result<mosaic_array::takeover::TakeoverReport> {
+        let g = self.geometry();
+        let keep = keep.or((g.level == mosaic_core::Level::Raid4 && level == mosaic_core::Level::Raid0).then(|| g.members - 1));
+        match keep {
+            Some(k) if k < g.members && !drives.is_empty() => Err(VolumeError::Usage("a level change adds members or drops them, not both".into())),
+            Some(k) if k < g.members => Ok(Array::takeover_dropping(self, level, k)?),
+            _ => with_new_members(self, drives, |new| Array::takeover(self, level, new)),
+        }
     }
     fn grow_pending(&self) -> Option<(u64, u64)> {
         Array::grow_pending(self)

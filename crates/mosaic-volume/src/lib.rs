@@ -296,9 +296,10 @@ pub trait Volume: Send + Sync {
     /// stripes), then the superblocks record the size.
     /// Change the level where no data moves (md's takeover, `grow
     /// --level`: see `mosaic_array::takeover`), adding `drives` (a
-    /// missing file is created at the members' size); the members added
-    /// are then to be rebuilt ([`Volume::rebuild`]).
-    fn takeover(&self, _level: mosaic_core::Level, _drives: &[PathBuf]) -> Result<mosaic_array::takeover::TakeoverReport> {
+    /// missing file is created at the members' size), whose rebuild
+    /// ([`Volume::rebuild`]) follows, or keeping the first `keep` members
+    /// (raid4 to raid0 keeps all but its parity member unasked).
+    fn takeover(&self, _level: mosaic_core::Level, _drives: &[PathBuf], _keep: Option<usize>) -> Result<mosaic_array::takeover::TakeoverReport> {
         Err(VolumeError::Usage(format!("a {} array cannot change its level: grow --level works on fixed raid0, raid1 and raid5 arrays without a cache", self.info().kind)))
     }
     fn grow_size(&self, _size: Option<u64>, _progress: &dyn Fn(u64, u64)) -> Result<GrowSizeReport> {
