@@ -103,7 +103,22 @@ fn target_dropping(old: &Geometry, level: Level, keep: usize) -> Result<Level, A
     }
 }
 
+/// A bitmap has a slot per member, as mdadm asked before a grow.
+fn bitmap_in_the_way() -> ArrayError {
+    ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level, then add it again".into())
+}
+
 impl Array {
+    /// Writable, with no grow and no paused hot replace.
+    fn ready_to_change_level(&self) -> Result<(), ArrayError> {
+        self.check_writable()?;
+        self.not_growing("level change")?;
+        match self.hot_paused() {
+            Some(h) => Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member))),
+            None => Ok(()),
+        }
+    }
+
     /// Change the level to `level`, adding `new` members, where no data
     /// moves (see the module notes); the members added are to be rebuilt
     /// ([`Array::rebuild`]).  Refused unless the array is whole and
@@ -112,13 +127,9 @@ impl Array {
     /// when members are added (as for a grow), write-mostly slots when the
     /// level is no mirror.  Requests in flight finish first.
     pub fn takeover(&self, level: Level, new: Vec<(Arc<dyn Member>, String)>) -> Result<TakeoverReport, ArrayError> {
-        self.check_writable()?;
-        self.not_growing("level change")?;
+        self.ready_to_change_level()?;
         let old = self.geometry();
         let level = target(&old, level, new.len())?;
-        if let Some(h) = self.hot_paused() {
-            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
-        }
         if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
             return Err(ArrayError::Usage("the array is degraded: rebuild it before changing its level".into()));
         }
@@ -127,7 +138,7 @@ impl Array {
         }
         let sb = self.superblock();
         if !new.is_empty() && sb.bitmap.is_some() {
-            return Err(ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level, then add it again".into()));
+            return Err(bitmap_in_the_way());
         }
         if level != Level::Raid1 && !sb.write_mostly.is_empty() {
             return Err(ArrayError::Usage(format!("members {:?} are write-mostly, which only a mirror has: clear them first (mosaic write-mostly -a ARRAY --none)", sb.write_mostly)));
@@ -177,20 +188,16 @@ impl Array {
     /// bitmap, a grow or a paused hot replace, or when every slot left
     /// would be write-mostly.
     pub fn takeover_dropping(&self, level: Level, keep: usize) -> Result<TakeoverReport, ArrayError> {
-        self.check_writable()?;
-        self.not_growing("level change")?;
+        self.ready_to_change_level()?;
         let old = self.geometry();
         let level = target_dropping(&old, level, keep)?;
-        if let Some(h) = self.hot_paused() {
-            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
-        }
         let out: Vec<usize> = self.health().states[..keep].iter().enumerate().filter(|(_, s)| !matches!(s, MemberState::Active)).map(|(i, _)| i).collect();
         if !out.is_empty() {
             return Err(ArrayError::Usage(format!("member(s) {out:?}, which the array keeps, are not in service: rebuild them first")));
         }
         let sb = self.superblock();
         if sb.bitmap.is_some() {
-            return Err(ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level, then add it again".into()));
+            return Err(bitmap_in_the_way());
         }
         let wm: Vec<usize> = sb.write_mostly.iter().copied().filter(|&i| i < keep).collect();
         let geo = Geometry::new(level, keep, old.unit, old.block, old.member_data_bytes())?;

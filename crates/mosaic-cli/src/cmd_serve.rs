@@ -60,7 +60,7 @@ pub enum TlsArg {
 /// `--tls-verify-peer`: certificates loaded now, so a bad file stops the
 /// server before it listens.
 fn tls(a: &ServeArgs) -> Result<Option<mosaic_nbd::Tls>> {
-    let mode = match (a.tls, &a.tls_certificates) {
+    let (mode, dir) = match (a.tls, a.tls_certificates.as_deref()) {
         (Some(TlsArg::Off), Some(_)) => bail!("--tls off with --tls-certificates: leave one out"),
         (Some(TlsArg::Off), None) | (None, None) => {
             if a.tls_verify_peer {
@@ -69,10 +69,9 @@ fn tls(a: &ServeArgs) -> Result<Option<mosaic_nbd::Tls>> {
             return Ok(None);
         }
         (Some(TlsArg::On | TlsArg::Require), None) => bail!("--tls needs --tls-certificates DIR (server-cert.pem, server-key.pem)"),
-        (Some(TlsArg::On), Some(_)) => mosaic_nbd::TlsMode::On,
-        (Some(TlsArg::Require) | None, Some(_)) => mosaic_nbd::TlsMode::Require,
+        (Some(TlsArg::On), Some(dir)) => (mosaic_nbd::TlsMode::On, dir),
+        (Some(TlsArg::Require) | None, Some(dir)) => (mosaic_nbd::TlsMode::Require, dir),
     };
-    let dir = a.tls_certificates.as_deref().expect("matched above");
     let t = mosaic_nbd::Tls::load(dir, mode, a.tls_verify_peer).map_err(|e| anyhow::anyhow!("--tls-certificates: {e}"))?;
     Ok(Some(t))
 }
@@ -639,6 +638,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     if a.exit_with_parent {
         crate::serve_run::exit_with_parent(&stop);
     }
+    // Certificates are read before the array is opened.
+    let tls = tls(&a)?;
     if let Some(r) = &a.record {
         crate::util::check_output(r, a.force)?;
     }
@@ -677,7 +678,6 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
     let monitor = (a.monitor > 0).then(|| Ring::new(a.monitor).map(Arc::new)).transpose().context("--monitor")?;
     let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder, monitor)?);
-    let tls = tls(&a)?;
     let listener = listener(&a)?;
     let cfg = ServerConfig {
         name: a.export.clone(),

@@ -88,7 +88,8 @@ pub enum Request {
     /// member holds).
     GrowSize { size: Option<u64> },
     /// Change the level where no data moves (`grow --level`), adding
-    /// these drives, whose rebuild follows.
+    /// these drives (whose rebuild follows) or keeping the first `keep`
+    /// members.
     Takeover { level: String, drives: Vec<PathBuf>, force: bool, keep: Option<usize> },
     /// Make exactly these mirror members write-mostly.
     WriteMostly { members: Vec<usize> },
