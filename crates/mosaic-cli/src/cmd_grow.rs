@@ -49,8 +49,8 @@ pub struct GrowArgs {
     /// one new member (--add or --members) for the parity, and raid4 ->
     /// raid0 dropping it; raid1 -> raid1 with new mirrors, or fewer
     /// (--members N: the first N kept).  Members added are rebuilt at once
-    /// (online when served); a raid5 made of a mirror then grows as any
-    /// (grow --add)
+    /// (online when served); a mirror made raid5 with --add or --members
+    /// grows onto them at once, as mdadm --grow --level=5 --raid-devices=N
     #[arg(long, value_name = "LEVEL", conflicts_with_all = ["size", "backup_file"])]
     pub level: Option<mosaic_core::Level>,
     /// Print the report as JSON
@@ -219,11 +219,13 @@ fn takeover(a: &GrowArgs, level: mosaic_core::Level) -> Result<i32> {
     }
     let rep = vol.takeover(level, &drives, keep)?;
     let rebuilt = if rep.rebuild.is_empty() { None } else { Some(crate::cmd_array::rebuild_run(vol.as_ref())?) };
+    // A mirror made raid5 with new drives grows onto them now.
+    let grown = if vol.grow_pending().is_some() { Some(grow_with_progress(vol.as_ref())?) } else { None };
     vol.close()?;
     if a.json {
-        print_json(&serde_json::json!({ "takeover": rep, "rebuild": rebuilt }))?;
+        print_json(&serde_json::json!({ "takeover": rep, "rebuild": rebuilt, "grow": grown }))?;
     } else {
-        print!("{}{}", takeover_text(&rep), rebuilt.as_ref().map(crate::cmd_array::rebuild_text).unwrap_or_default());
+        print!("{}{}{}", takeover_text(&rep), rebuilt.as_ref().map(crate::cmd_array::rebuild_text).unwrap_or_default(), grown.as_ref().map(grow_text).unwrap_or_default());
     }
     Ok(rebuilt.as_ref().map_or(crate::exit::OK, crate::cmd_array::rebuild_code))
 }

@@ -780,6 +780,12 @@ fn takeover(sh: &Shared, level: &str, drives: &[PathBuf], force: bool, keep: Opt
     maintain(sh, "level change", |tick| {
         let rep = vol.takeover(level, drives, keep)?;
         sh.events.emit(Event { kind: events::GROW_END, member: None, detail: crate::cmd_grow::takeover_text(&rep).trim_end().to_string() });
+        if vol.grow_pending().is_some() {
+            // A mirror made raid5 with new drives: the grow onto them.
+            let g = grow_body(sh, tick)?;
+            let text = format!("{}{}", crate::cmd_grow::takeover_text(&rep), g["text"].as_str().unwrap_or_default());
+            return Ok(serde_json::json!({ "json": { "takeover": rep, "grow": g["json"] }, "text": text, "code": g["code"] }));
+        }
         if rep.rebuild.is_empty() {
             return Ok(serde_json::json!({ "json": { "takeover": rep }, "text": crate::cmd_grow::takeover_text(&rep), "code": 0 }));
         }

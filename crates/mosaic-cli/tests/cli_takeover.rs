@@ -45,6 +45,20 @@ fn a_mirror_becomes_raid5_and_grows_and_raid0_takes_a_parity_member() {
     let grown = ok(&["grow", "-a", s(&a), "--members", "3"]);
     assert!(grown.starts_with("grown to 3 members, capacity 10.0 MiB"), "{grown}");
     assert_reads(t.path(), &a, &data);
+    // In one command, as mdadm --grow --level=5 --raid-devices=3.
+    let c = t.path().join("mirror2");
+    ok(&["create", "-a", s(&c), "--level", "raid1", "--members", "2", "--member-size", "6M"]);
+    write_read(t.path(), &c, &data);
+    // A drive the grow would refuse is refused before the level changes.
+    let small = t.path().join("small.img");
+    std::fs::File::create(&small).unwrap().set_len(1 << 20).unwrap();
+    let e = fails(&["grow", "-a", s(&c), "--level", "raid5", "--add", s(&small)]);
+    assert!(e.contains("small.img: too small to join"), "{e}");
+    assert_eq!(json(&ok(&["info", "-a", s(&c), "--json"]))["level"].as_str(), Some("raid1"));
+    let text = ok(&["grow", "-a", s(&c), "--level", "raid5", "--members", "3"]);
+    assert!(text.starts_with("level changed from raid1 to raid5, 2 members (no data moved)\ngrown to 3 members, capacity 10.0 MiB"), "{text}");
+    assert_reads(t.path(), &c, &data);
+    assert!(ok(&["scrub", "-a", s(&c)]).contains("all consistent"));
     // raid0 -> raid4: the parity member rebuilt, then any data member may go.
     let b = t.path().join("striped");
     ok(&["create", "-a", s(&b), "--level", "raid0", "--members", "3", "--member-size", "4M"]);
