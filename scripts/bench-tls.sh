@@ -14,6 +14,12 @@
 #   write   nbdcopy SRC URI     the whole export (the array's capacity,
 #                               ~1 GiB: BENCH_MEMBER_SIZE=256M) from /dev/shm
 #   read    nbdcopy URI null:   the same bytes back
+#   randread / randwrite   fio's nbd engine, 4 KiB at QD32, BENCH_SECONDS
+#                          (default 5) after 1 s of ramp: fio cannot pass a
+#                          certificate directory in its URI, so libnbd finds
+#                          ca-cert.pem where it looks by default,
+#                          $HOME/.pki/libnbd, with HOME pointed at a scratch
+#                          directory for fio alone
 # nbdcopy opens 4 connections (every server here advertises multi-conn)
 # with 64 requests of 256 KiB in flight.  Every rep runs each workload on
 # every server back to back; ratios to nbdkit are taken within the rep and
@@ -24,9 +30,10 @@ ROOT=$PWD
 # Each member's size: the array (raid5 4+1) holds four of them.
 MEMBER=${BENCH_MEMBER_SIZE:-256M}
 REPS=${BENCH_REPS:-3}
+SECS=${BENCH_SECONDS:-5}
 # nbdcopy: libnbd-bin; openssl makes the certificates.
 . scripts/bench-servers.sh
-bench_setup bench-tls nbdcopy nbdkit openssl python3
+bench_setup bench-tls nbdcopy nbdkit openssl python3 fio
 
 # A CA and a server certificate it signs, as nbdkit's and libnbd's
 # directories name them (ca-cert.pem, server-cert.pem, server-key.pem).
@@ -63,6 +70,9 @@ nbdkit -f -U "$SHM/plain.sock" file "$SHM/plain.raw" 2>"$SHM/plain.log" &
 PID[plain]=$!
 URI[plain]="nbd+unix:///?socket=$SHM/plain.sock"
 SERVERS="mosaic file nbdkit plain"
+# fio's HOME: libnbd's default certificate directory holds the CA.
+mkdir -p "$SHM/home/.pki/libnbd"
+cp "$PKI/ca-cert.pem" "$SHM/home/.pki/libnbd/"
 for s in $SERVERS; do
     for _ in $(seq 100); do [ -S "$SHM/$s.sock" ] && break; sleep 0.1; done
     [ -S "$SHM/$s.sock" ] || { echo "bench-tls: $s did not start"; cat "$SHM/$s.log"; exit 1; }
@@ -77,6 +87,15 @@ copy() {
     python3 -c "print($BYTES / ($t1 - $t0) / 1048576)"
 }
 
+# One fio run's IOPS: 4 KiB at QD32 through the URI without its query.
+fio_iops() {
+    local uri=${1%%&tls-certificates=*} rw=$2
+    (cd "$SHM" && HOME="$SHM/home" fio --name=tls --ioengine=nbd --uri="$uri" --rw="$rw" --bs=4k --iodepth=32 \
+        --time_based --runtime="$SECS" --ramp_time=1 --size=256M --output-format=json --output="$SHM/fio.json" >"$SHM/fio.err" 2>&1) \
+        || { echo "bench-tls: fio $rw $uri: $(cat "$SHM/fio.err")" >&2; exit 1; }
+    python3 -c "import json; j = json.load(open('$SHM/fio.json'))['jobs'][0]; print(j['read']['iops'] + j['write']['iops'])"
+}
+
 # Every export is written once first, so no run pays for fresh pages.
 for s in $SERVERS; do copy "$SHM/src" "${URI[$s]}" >/dev/null; done
 : >"$SHM/results"
@@ -84,6 +103,8 @@ for rep in $(seq "$REPS"); do
     for s in $SERVERS; do
         echo "$rep $s write $(copy "$SHM/src" "${URI[$s]}")" >>"$SHM/results"
         echo "$rep $s read $(copy "${URI[$s]}" null:)" >>"$SHM/results"
+        echo "$rep $s randread $(fio_iops "${URI[$s]}" randread)" >>"$SHM/results"
+        echo "$rep $s randwrite $(fio_iops "${URI[$s]}" randwrite)" >>"$SHM/results"
     done
 done
 
@@ -93,12 +114,13 @@ rows = [l.split() for l in open(sys.argv[1])]
 v = {(int(r), s, w): float(x) for r, s, w, x in rows}
 reps = sorted({k[0] for k in v})
 servers = ["mosaic", "file", "nbdkit", "plain"]
-print(f"NBD through TLS, nbdcopy of {int(sys.argv[2]) >> 20} MiB (4 connections), MiB/s, median of {sys.argv[3]} reps; ratio to nbdkit --tls=require in the same rep")
+print(f"NBD through TLS: nbdcopy of {int(sys.argv[2]) >> 20} MiB (4 connections, MiB/s), fio 4 KiB QD32 (IOPS); median of {sys.argv[3]} reps; ratio to nbdkit --tls=require in the same rep")
 print()
-print("| workload | " + " | ".join(f"{s} MiB/s" for s in servers) + " | mosaic / nbdkit | file / nbdkit | TLS cost (nbdkit / plain) |")
+print("| workload | " + " | ".join(servers) + " | mosaic / nbdkit | file / nbdkit | TLS cost (nbdkit / plain) |")
 print("|---|" + "---:|" * (len(servers) + 3))
-for w in ["write", "read"]:
+for w in ["write", "read", "randread", "randwrite"]:
     med = {s: statistics.median(v[(r, s, w)] for r in reps) for s in servers}
     ratio = lambda a, b: statistics.median(v[(r, a, w)] / v[(r, b, w)] for r in reps)
-    print(f"| {w} | " + " | ".join(f"{med[s]:,.0f}" for s in servers) + f" | {ratio('mosaic', 'nbdkit'):.2f} | {ratio('file', 'nbdkit'):.2f} | {ratio('nbdkit', 'plain'):.2f} |")
+    unit = "MiB/s" if w in ("write", "read") else "IOPS"
+    print(f"| {w} ({unit}) | " + " | ".join(f"{med[s]:,.0f}" for s in servers) + f" | {ratio('mosaic', 'nbdkit'):.2f} | {ratio('file', 'nbdkit'):.2f} | {ratio('nbdkit', 'plain'):.2f} |")
 EOF
