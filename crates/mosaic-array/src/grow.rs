@@ -141,7 +141,45 @@ fn second_copy_place(old: &Geometry, new: &Geometry) -> Option<CopyPlace> {
     (LABEL_AREA + chunk as u64 <= DATA_OFFSET).then_some(CopyPlace { chunk, off: LABEL_AREA, len })
 }
 
+/// New members `new`, to be members `first..` of `geo`, each large
+/// enough, or the first that is not, named.
+pub(crate) fn joiners_fit(geo: &Geometry, first: usize, new: &[(Arc<dyn Member>, String)]) -> Result<(), ArrayError> {
+    for (i, (m, path)) in new.iter().enumerate() {
+        let need = DATA_OFFSET + geo.member_bytes(first + i);
+        if m.size() < need {
+            return Err(ArrayError::BadMember(format!("{path}: too small to join: {} bytes, the array needs {need}", m.size())));
+        }
+    }
+    Ok(())
+}
+
+/// Why a change of members (`what`) waits for a write-intent bitmap to
+/// go: it has a slot per member, as mdadm asked before a grow.
+pub(crate) fn bitmap_in_the_way(what: &str) -> ArrayError {
+    ArrayError::Usage(format!("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), {what}, then add it again (mosaic bitmap -a ARRAY internal)"))
+}
+
 impl Array {
+    /// Refused while a hot replace waits paused: maintenance that changes
+    /// the members or the rows waits for it.
+    pub(crate) fn no_paused_hot_replace(&self) -> Result<(), ArrayError> {
+        match self.hot_paused() {
+            Some(h) => Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member))),
+            None => Ok(()),
+        }
+    }
+
+    /// What a grow onto `new` would refuse before it starts, asked ahead
+    /// of a change that comes first (a 2-member mirror made raid5, whose
+    /// members keep their size): a bitmap, a drive too small.
+    pub fn grow_refusal_ahead(&self, new: &[(Arc<dyn Member>, String)]) -> Result<(), ArrayError> {
+        if self.superblock().bitmap.is_some() {
+            return Err(bitmap_in_the_way("grow"));
+        }
+        let g = self.geometry();
+        joiners_fit(&g, g.members, new)
+    }
+
     /// Open `path` as a new member (created with the members' size when
     /// missing) for [`Array::grow_start`].
     pub fn open_new_member(&self, path: &Path) -> Result<Arc<dyn Member>, ArrayError> {
@@ -170,13 +208,11 @@ impl Array {
         if new.is_empty() {
             return Err(ArrayError::Usage("grow needs at least one new member".into()));
         }
-        if let Some(h) = self.hot_paused() {
-            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
-        }
+        self.no_paused_hot_replace()?;
         if self.superblock().bitmap.is_some() {
             // As mdadm asked before it learnt to move a bitmap: the grow's
             // saved copy may take the bytes the bitmap lies in.
-            return Err(ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), grow, then add it again (mosaic bitmap -a ARRAY internal)".into()));
+            return Err(bitmap_in_the_way("grow"));
         }
         let old = self.geometry();
         if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
@@ -186,12 +222,7 @@ impl Array {
         let n = old.members + new.len();
         let geo = Geometry::new(level, n, old.unit, old.block, old.member_data_bytes())?;
         debug_assert_eq!(geo.stripes, old.stripes);
-        for (m, path) in &new {
-            let need = DATA_OFFSET + geo.member_data_bytes();
-            if m.size() < need {
-                return Err(ArrayError::BadMember(format!("{path}: too small to join: {} bytes, the array needs {need}", m.size())));
-            }
-        }
+        joiners_fit(&geo, old.members, &new)?;
         let need = critical(&old, &geo) + backup_rows(&old, &geo);
         if geo.stripes < need + 1 {
             return Err(ArrayError::Usage(format!("the array is too small to grow: it has {} stripes, growing by {} needs {}", geo.stripes, new.len(), need + 1)));

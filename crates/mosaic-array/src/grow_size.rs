@@ -106,9 +106,7 @@ impl Array {
         if sb.reshape.is_some() {
             return Err(ArrayError::Usage("a grow is in progress: resume it first (mosaic grow -a ARRAY)".into()));
         }
-        if let Some(h) = self.hot_paused() {
-            return Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member)));
-        }
+        self.no_paused_hot_replace()?;
         if sb.bitmap.is_some() {
             return Err(ArrayError::Usage("the array has a write-intent bitmap, sized for its capacity: remove it first (mosaic bitmap -a ARRAY none), grow, then add it again (mosaic bitmap -a ARRAY internal)".into()));
         }

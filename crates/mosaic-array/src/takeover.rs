@@ -46,7 +46,7 @@ use mosaic_core::{Geometry, Level, MemberState};
 use mosaic_dev::Member;
 
 use crate::array::{Array, Shape};
-use crate::superblock::DATA_OFFSET;
+use crate::grow::{bitmap_in_the_way, joiners_fit};
 use crate::ArrayError;
 
 /// What a level change did.
@@ -103,20 +103,12 @@ fn target_dropping(old: &Geometry, level: Level, keep: usize) -> Result<Level, A
     }
 }
 
-/// A bitmap has a slot per member, as mdadm asked before a grow.
-fn bitmap_in_the_way() -> ArrayError {
-    ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level, then add it again".into())
-}
-
 impl Array {
     /// Writable, with no grow and no paused hot replace.
     fn ready_to_change_level(&self) -> Result<(), ArrayError> {
         self.check_writable()?;
         self.not_growing("level change")?;
-        match self.hot_paused() {
-            Some(h) => Err(ArrayError::Usage(format!("a hot replace of member {} is paused: finish it first (mosaic replace --hot {})", h.member, h.member))),
-            None => Ok(()),
-        }
+        self.no_paused_hot_replace()
     }
 
     /// Change the level to `level`, adding `new` members, where no data
@@ -138,19 +130,14 @@ impl Array {
         }
         let sb = self.superblock();
         if !new.is_empty() && sb.bitmap.is_some() {
-            return Err(bitmap_in_the_way());
+            return Err(bitmap_in_the_way("change the level"));
         }
         if level != Level::Raid1 && !sb.write_mostly.is_empty() {
             return Err(ArrayError::Usage(format!("members {:?} are write-mostly, which only a mirror has: clear them first (mosaic write-mostly -a ARRAY --none)", sb.write_mostly)));
         }
         let geo = Geometry::new(level, old.members + new.len(), old.unit, old.block, old.member_data_bytes())?;
         debug_assert_eq!((geo.k, geo.stripes), (old.k, old.stripes), "a takeover keeps every data column");
-        for (i, (m, path)) in new.iter().enumerate() {
-            let need = DATA_OFFSET + geo.member_bytes(old.members + i);
-            if m.size() < need {
-                return Err(ArrayError::BadMember(format!("{path}: too small to join: {} bytes, the array needs {need}", m.size())));
-            }
-        }
+        joiners_fit(&geo, old.members, &new)?;
         // Journal records name columns of the old level: replayed after a
         // crash over the new one they could write a copy where parity now
         // lives (a cache volume empties its journal itself).
@@ -197,7 +184,7 @@ impl Array {
         }
         let sb = self.superblock();
         if sb.bitmap.is_some() {
-            return Err(bitmap_in_the_way());
+            return Err(bitmap_in_the_way("change the level"));
         }
         let wm: Vec<usize> = sb.write_mostly.iter().copied().filter(|&i| i < keep).collect();
         let geo = Geometry::new(level, keep, old.unit, old.block, old.member_data_bytes())?;

@@ -109,8 +109,9 @@ pub struct RemoveArgs {
     pub json: bool,
 }
 
-/// The drives `a` adds: `--add`, or the member files `--members N` means.
-fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
+/// The drives `a` adds: `--add`, or the member files `--members N` means
+/// (`now`: [`members_now`], when the caller asked already).
+fn new_drives(a: &GrowArgs, now: Option<(usize, bool)>) -> Result<Vec<PathBuf>> {
     let Some(n) = a.members else {
         let drives: Vec<PathBuf> = a.add.iter().map(|p| absolute(p)).collect();
         if let Some(twice) = given_twice(&drives) {
@@ -122,7 +123,10 @@ fn new_drives(a: &GrowArgs) -> Result<Vec<PathBuf>> {
     if a.array.contains(',') || !dir.is_dir() {
         bail!("--members N creates member files in a directory array; for a list of members, name each new one with --add");
     }
-    let (have, pending) = members_now(&a.array)?;
+    let (have, pending) = match now {
+        Some(x) => x,
+        None => members_now(&a.array)?,
+    };
     if n == have && pending {
         bail!("the array has {have} members already: a grow to {have} members stopped before it ended; resume it with mosaic grow -a {}", a.array);
     }
@@ -151,7 +155,7 @@ pub fn grow(a: GrowArgs) -> Result<i32> {
     if let Some(level) = a.level {
         return takeover(&a, level);
     }
-    let drives = new_drives(&a)?;
+    let drives = new_drives(&a, None)?;
     // The server resolves paths from its own directory: send an absolute one.
     let backup_file = a.backup_file.as_deref().map(absolute);
     if backup_file.is_some() && drives.is_empty() {
@@ -205,11 +209,9 @@ fn grow_size(a: &GrowArgs, size: MemberSize) -> Result<i32> {
 /// rebuild of the members it adds under a progress bar.
 fn takeover(a: &GrowArgs, level: mosaic_core::Level) -> Result<i32> {
     // --members N below the count now: keep the first N (fewer mirrors).
-    let keep = match a.members {
-        Some(n) if n < members_now(&a.array)?.0 => Some(n),
-        _ => None,
-    };
-    let drives = if keep.is_some() { Vec::new() } else { new_drives(a)? };
+    let now = a.members.map(|_| members_now(&a.array)).transpose()?;
+    let keep = a.members.filter(|&n| now.is_some_and(|(have, _)| n < have));
+    let drives = if keep.is_some() { Vec::new() } else { new_drives(a, now)? };
     if let Some(b) = ask(&a.array, &Request::Takeover { level: level.to_string(), drives: drives.clone(), force: a.force, keep })? {
         return print_remote(&b, a.json);
     }

@@ -216,9 +216,10 @@ const REFUSE_TIME: Duration = Duration::from_secs(5);
 fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, peer: String, timeout: Duration) {
     let _ = stream.set_nodelay();
     let info = sh.info_now();
-    match negotiate(&sh, &stream, rd, &info, timeout) {
-        Ok(Some((stream, rd, session))) => {
+    match negotiate(&sh, &stream, &info, timeout) {
+        Ok(Some((secured, session))) => {
             sh.log_info(&format!("conn {id} from {peer}: transmission"));
+            let (stream, rd) = secured.unwrap_or((stream, rd));
             crate::conn::transmission(&sh, id, stream, rd, session, info.size);
             sh.log_info(&format!("conn {id} from {peer}: closed"));
         }
@@ -232,11 +233,15 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
     }
 }
 
-/// The handshake, through TLS when the client starts it: the stream
-/// transmission runs on (the socket, or the TLS stream over it), its
-/// request reader and the session; `None` when the client aborted.  One
-/// deadline covers both halves and the TLS handshake between them.
-fn negotiate(sh: &Shared, stream: &Stream, rd: BufReader<Stream>, info: &ExportInfo, timeout: Duration) -> Result<Option<(Stream, BufReader<Stream>, Session)>, HandshakeError> {
+/// A TLS stream transmission runs on instead of the socket, with its
+/// request reader.
+type Secured = (Stream, BufReader<Stream>);
+
+/// The handshake, through TLS when the client starts it: the session,
+/// and the TLS stream when there is one (else transmission runs on the
+/// socket); `None` when the client aborted.  One deadline covers both
+/// halves and the TLS handshake between them.
+fn negotiate(sh: &Shared, stream: &Stream, info: &ExportInfo, timeout: Duration) -> Result<Option<(Option<Secured>, Session)>, HandshakeError> {
     let end = Instant::now() + timeout;
     let mut hs = Deadline::new(stream.try_clone()?, timeout);
     let stage = match &sh.tls {
@@ -245,17 +250,17 @@ fn negotiate(sh: &Shared, stream: &Stream, rd: BufReader<Stream>, info: &ExportI
         Some(_) => TlsStage::Offered,
     };
     match handshake_tls(&mut hs, info, stage)? {
-        Outcome::Transmission(session) => Ok(Some((stream.try_clone()?, rd, session))),
+        Outcome::Transmission(session) => Ok(Some((None, session))),
         Outcome::Aborted => Ok(None),
         Outcome::StartTls { no_zeroes } => {
             // STARTTLS is acknowledged only with TLS set up.
             let Some(tls) = sh.tls.as_ref() else { return Err(HandshakeError::Garbage("STARTTLS without TLS".into())) };
-            let plain = tls.start(&mut hs, stream.try_clone()?)?;
-            let mut hs = Deadline::new(plain.try_clone()?, end.saturating_duration_since(Instant::now()));
+            let secured = tls.start(&mut hs, stream.try_clone()?)?;
+            let mut hs = Deadline::new(secured.try_clone()?, end.saturating_duration_since(Instant::now()));
             match after_tls(&mut hs, info, no_zeroes)? {
                 Outcome::Transmission(session) => {
-                    let rd = crate::conn::request_reader(&plain)?;
-                    Ok(Some((plain, rd, session)))
+                    let rd = crate::conn::request_reader(&secured)?;
+                    Ok(Some((Some((secured, rd)), session)))
                 }
                 _ => Ok(None),
             }

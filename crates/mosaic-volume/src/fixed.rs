@@ -275,13 +275,7 @@ impl Volume for Array {
             // runs it: `grow_pending`).
             _ if g.level == mosaic_core::Level::Raid1 && level == mosaic_core::Level::Raid5 && !drives.is_empty() => with_new_members(self, drives, |new| {
                 // What the grow would refuse, asked before the level changes.
-                let need = DATA_OFFSET + g.member_data_bytes();
-                if let Some((m, path)) = new.iter().find(|(m, _)| m.size() < need) {
-                    return Err(mosaic_array::ArrayError::BadMember(format!("{path}: too small to join: {} bytes, the array needs {need}", m.size())));
-                }
-                if self.superblock().bitmap.is_some() {
-                    return Err(mosaic_array::ArrayError::Usage("the array has a write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), grow, then add it again".into()));
-                }
+                self.grow_refusal_ahead(&new)?;
                 let rep = Array::takeover(self, level, Vec::new())?;
                 Array::grow_start_with(self, new, None).map_err(|e| mosaic_array::ArrayError::Usage(format!("the array is raid5 now (2 members, no data moved), but the grow onto the new drives did not start: {e}")))?;
                 Ok(rep)
