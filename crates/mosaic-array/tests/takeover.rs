@@ -171,6 +171,17 @@ fn a_level_change_says_why_it_is_refused() {
     let (x, y) = (rig3.add(), rig3.add());
     assert!(refused(&arr, Level::Raid4, vec![x, y]).contains("exactly one new member"));
     assert!(refused(&arr, Level::Raid5, vec![rig.add()]).contains("moves data"));
+    // A bitmap has a slot per member: it goes first when members come or go.
+    let (_rig, arr, _) = raid4_from_raid0(7);
+    arr.set_bitmap(Some(4 * UNIT)).unwrap();
+    let e = arr.takeover_dropping(Level::Raid0, 3).unwrap_err().to_string();
+    assert!(e.contains("write-intent bitmap: remove it first (mosaic bitmap -a ARRAY none), change the level"), "{e}");
+    let mut rig1 = Rig::new(2);
+    let arr = rig1.create("raid1");
+    arr.set_bitmap(Some(4 * UNIT)).unwrap();
+    let e = arr.takeover(Level::Raid1, vec![rig1.add()]).unwrap_err().to_string();
+    assert!(e.contains("write-intent bitmap: remove it first"), "{e}");
+    assert_eq!(arr.takeover(Level::Raid5, vec![]).unwrap().to, "raid5", "no member added: the bitmap stays");
     let rig = Rig::new(2);
     let arr = rig.create("raid1");
     arr.set_write_mostly(&[1]).unwrap();

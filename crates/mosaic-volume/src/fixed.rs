@@ -512,6 +512,29 @@ mod tests {
         assert!(b.iter().all(|&x| x == 6));
     }
 
+    /// A level change adds members or drops them, never both; a cache
+    /// volume changes no level.
+    #[test]
+    fn a_level_change_adding_and_dropping_members_is_refused() {
+        use mosaic_array::CreateOptions;
+        use mosaic_core::{CachePolicy, Level};
+        use mosaic_dev::{MemMember, Member};
+        use std::sync::Arc;
+        let size = DATA_OFFSET + (64 << 12);
+        let ms: Vec<(Arc<dyn Member>, String)> = (0..3).map(|i| (Arc::new(MemMember::new(format!("m{i}"), size)) as Arc<dyn Member>, format!("m{i}"))).collect();
+        let o = CreateOptions { level: Level::Raid1, members: Some(3), member_size: None, unit: 4096, block: 4096, force: true, assume_clean: true };
+        let arr = Array::create_on(ms, &o, true).unwrap();
+        let e = Volume::takeover(&arr, Level::Raid1, &[PathBuf::from("/nonexistent/x.img")], Some(2)).unwrap_err().to_string();
+        assert!(e.contains("adds members or drops them, not both"), "{e}");
+        assert_eq!(arr.geometry().members, 3, "nothing changed");
+        let ms: Vec<(Arc<dyn Member>, String)> = (0..3).map(|i| (Arc::new(MemMember::new(format!("c{i}"), size)) as Arc<dyn Member>, format!("c{i}"))).collect();
+        let arr = Array::create_on(ms, &CreateOptions { level: Level::Raid5, ..o }, true).unwrap();
+        let cfg = CacheConfig::uniform(CachePolicy::PpcData, 64 << 10);
+        let v = CachedVolume::new(CacheVolume::new(arr, cfg.clone()).unwrap(), cfg);
+        let e = Volume::takeover(&v, Level::Raid4, &[], None).unwrap_err().to_string();
+        assert!(e.contains("a cached array cannot change its level"), "{e}");
+    }
+
     /// A hot replace under a write-back cache: the cache's destages during
     /// the copy reach the new drive (through the slot the copy lent), and
     /// after a clean close the array opens with it, the old drive passed
