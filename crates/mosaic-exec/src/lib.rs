@@ -606,7 +606,13 @@ impl Executor {
             return items.iter_mut().map(&f).collect();
         }
         let mut out: Vec<Option<io::Result<()>>> = (0..items.len()).map(|_| None).collect();
-        self.pool().scope(|s| {
+        // `in_place_scope`, not `scope`: the calling thread (never an I/O
+        // thread, see `inline`) spawns the operations and then blocks.
+        // A `scope` hands its body to an I/O thread, which, while it waits
+        // for its own operations, takes up any other program's queued
+        // operation, and returns only once that one has: a journal flush
+        // then waited for a background destage's writes to a slow drive.
+        self.pool().in_place_scope(|s| {
             for (it, slot) in items.iter_mut().zip(out.iter_mut()) {
                 let f = &f;
                 s.spawn(move |_| *slot = Some(f(it)));

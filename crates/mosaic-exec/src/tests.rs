@@ -1165,3 +1165,78 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     }
     assert!(peek(&ms[0], 0, M / 2).iter().all(|&b| b == 0xee), "nothing written");
 }
+
+/// A member whose writes wait while its gate is shut (a slow drive, or
+/// a test holding a background program); its flushes take `flush_ms`
+/// and are not cheap, so a phase of them goes to the I/O threads.
+struct Gated {
+    inner: MemMember,
+    shut: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    flush_ms: u64,
+}
+
+impl Member for Gated {
+    fn describe(&self) -> String {
+        "gated".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let (m, c) = &*self.shut;
+        let mut g = m.lock().unwrap();
+        while *g {
+            g = c.wait(g).unwrap();
+        }
+        drop(g);
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        std::thread::sleep(std::time::Duration::from_millis(self.flush_ms));
+        Ok(())
+    }
+}
+
+/// A program whose writes wait on slow members holds only the I/O
+/// threads running them: a flush of every member that another thread
+/// started just before (one member's flush taking 50 ms) completes
+/// meanwhile.  (Run on a work-stealing pool's `scope`, the thread
+/// waiting for the flushes took up one of the held writes while it
+/// waited, and the flush returned only once that write did: a cached
+/// DVS write's journal flush waited for a background destage's appends.)
+#[test]
+fn a_program_held_on_slow_members_does_not_hold_another_threads_program() {
+    let shut = Arc::new((std::sync::Mutex::new(true), std::sync::Condvar::new()));
+    let ms: Vec<Arc<Gated>> = (0..5).map(|i| Arc::new(Gated { inner: MemMember::new(format!("g{i}"), 1 << 20), shut: shut.clone(), flush_ms: if i == 0 { 50 } else { 0 } })).collect();
+    let ex = Arc::new(Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0));
+    let mut held = Program::default();
+    let big = held.buf(Buf::Input { off: 0, len: 128 << 10 });
+    held.phases.push(Phase::write((0..5).map(|m| Io::new(op(m, 0, 128 << 10, Role::Data), Ref::new(big, 0))).collect()));
+    let flush = Program { phases: vec![Phase::Flush((0..5).collect())], ..Default::default() };
+    let mut stuck = 0;
+    for round in 0..5u8 {
+        *shut.0.lock().unwrap() = true;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (ex1, flush1) = (ex.clone(), flush.clone());
+        let f = std::thread::spawn(move || {
+            let r = ex1.run(&flush1, Client::None, None).map(drop);
+            tx.send(()).unwrap();
+            r
+        });
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let (ex2, held2) = (ex.clone(), held.clone());
+        let h = std::thread::spawn(move || ex2.run(&held2, Client::In(&[round + 1; 128 << 10]), None).map(drop));
+        if rx.recv_timeout(std::time::Duration::from_secs(2)).is_err() {
+            stuck += 1;
+        }
+        *shut.0.lock().unwrap() = false;
+        shut.1.notify_all();
+        h.join().unwrap().unwrap();
+        f.join().unwrap().unwrap();
+    }
+    assert_eq!(stuck, 0, "of 5 flushes, {stuck} waited for another program's held writes");
+    assert!(ms.iter().all(|m| peek(&m.inner, 0, 128 << 10) == vec![5u8; 128 << 10]), "the held writes completed once let through");
+}
