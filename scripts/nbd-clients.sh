@@ -324,6 +324,40 @@ else
 fi
 stop_server >/dev/null
 
+# --- extended headers: qemu asks for them; 64-bit lengths --------------------
+# qemu-io's session on the main server negotiated them; on an 8 GiB raid0
+# (sparse members) qemu-img map asks BLOCK_STATUS for the whole export in
+# one request, longer than a 32-bit length holds, and gets 64-bit
+# descriptors (reply type 6); the map covers the export.
+ext_check() {
+    local big=$WORK/big out size total
+    if ! grep -q 'transmission (extended headers)' "$WORK/serve.log"; then
+        fail extended-headers "qemu-io's sessions did not negotiate extended headers: $(grep -m3 transmission "$WORK/serve.log")"
+        return
+    fi
+    "$MOSAIC" create -a "$big" --level raid0 --members 4 --member-size 2G --assume-clean >/dev/null || { fail extended-headers "create"; return; }
+    start_server "$big" "$WORK/big-serve.log" || { fail extended-headers "server did not start"; return; }
+    out=$(timeout 60 qemu-io -f raw "$URI" -c 'write -P 0x44 6G 64k' -c 'read -P 0x44 6G 64k' 2>&1)
+    if grep -qiE 'fail|error|mismatch' <<<"$out"; then
+        fail extended-headers "qemu-io past 4 GiB: $out"; stop_server >/dev/null; return
+    fi
+    out=$(timeout 60 qemu-img --trace 'nbd_send_request' --trace 'nbd_receive_reply_chunk_header' map -f raw --output=json "$URI" 2>&1)
+    stop_server >/dev/null
+    size=$(grep -o '([0-9]* bytes)' "$WORK/big-serve.log" | head -1 | grep -o '[0-9]*')
+    total=$(grep -o '"length": [0-9]*' <<<"$out" | awk '{ t += $2 } END { printf "%.0f\n", t }')
+    if grep -qE 'len = [0-9]{10,}, .*type = 7 \(block status\)' <<<"$out" \
+        && awk '/len = [0-9]+,.*block status/ { gsub(/[^0-9]/, " ", $0); split($0, f); if (f[2] > 4294967295) n++ } END { exit n ? 0 : 1 }' <<<"$out" \
+        && grep -q 'type = 6 (block status (64-bit))' <<<"$out" \
+        && grep -q 'transmission (extended headers)' "$WORK/big-serve.log" \
+        && [ -n "$size" ] && [ "$size" -gt 4294967296 ] && [ "$total" = "$size" ]; then
+        ok extended-headers "qemu-io and qemu-img negotiated them; one BLOCK_STATUS of $(grep -o 'len = [0-9]*' <<<"$out" | head -1 | grep -o '[0-9]*') bytes, 64-bit descriptors, map of $total bytes"
+    else
+        fail extended-headers "$(grep -m4 -E 'block status|transmission' <<<"$out$(cat "$WORK/big-serve.log")") total=$total size=$size"
+    fi
+    rm -rf "$big"
+}
+ext_check
+
 # --- serve --demo: creates ./mosaic-data once, reuses it ----------------------
 demo_check() {
     local d=$WORK/demo pid uri out

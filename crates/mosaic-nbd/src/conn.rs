@@ -6,7 +6,11 @@
 //! Then a READ is answered by one OFFSET_DATA chunk (never fragmented, so
 //! DF always holds), BLOCK_STATUS by one BLOCK_STATUS chunk, and every
 //! error by an ERROR chunk carrying the reason; other successes stay
-//! simple replies, as the spec allows.
+//! simple replies, as the spec allows.  With extended headers, requests
+//! are 32 bytes with 64-bit lengths and every reply is an extended chunk
+//! (32-byte header: magic, flags, type, cookie, the request's offset, a
+//! 64-bit payload length): a payload-less success is a NONE chunk, and
+//! BLOCK_STATUS answers with 64-bit descriptors (BLOCK_STATUS_EXT).
 //!
 //! ```text
 //!   socket ──▶ reader thread (this module)                 worker pool
@@ -68,7 +72,7 @@ use std::time::{Duration, Instant};
 use crate::export::Extent;
 use crate::handshake::Session;
 use crate::proto::*;
-use crate::request::{check, parse_request, Command, Limits, ParseError, Request};
+use crate::request::{check, header_len, parse_request_as, Command, Limits, ParseError, Request};
 use crate::server::Shared;
 use crate::stream::Stream;
 
@@ -158,8 +162,9 @@ impl Budget {
     }
 }
 
-/// The longest reply header: a structured chunk's, with a READ's offset.
-const HEADER_MAX: usize = STRUCTURED_REPLY_LEN + 8;
+/// The longest reply header: an extended chunk's, with a READ's offset or
+/// BLOCK_STATUS_EXT's context id and count.
+const HEADER_MAX: usize = EXTENDED_REPLY_LEN + 8;
 
 /// A reply waiting to be sent, and the budget it holds until then (so a
 /// client that stops reading cannot make the server hold unbounded replies).
@@ -191,6 +196,7 @@ fn frame(session: &Session, req: &Request, out: Outcome) -> ([u8; HEADER_MAX], u
         return (h, SIMPLE_REPLY_LEN, data);
     }
     // (type, the chunk's own fields after the header, payload)
+    let x = session.extended;
     let (ty, extra, data): (u16, Vec<u8>, Vec<u8>) = match out {
         Err((err, why)) => {
             let mut why = why.into_bytes();
@@ -203,23 +209,43 @@ fn frame(session: &Session, req: &Request, out: Outcome) -> ([u8; HEADER_MAX], u
             (REPLY_TYPE_ERROR, extra, why)
         }
         Ok(data) if req.cmd == Command::Read => (REPLY_TYPE_OFFSET_DATA, req.offset.to_be_bytes().to_vec(), data),
+        Ok(data) if req.cmd == Command::BlockStatus && x => {
+            let mut extra = META_BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+            extra.extend_from_slice(&((data.len() / EXT_DESCRIPTOR) as u32).to_be_bytes());
+            (REPLY_TYPE_BLOCK_STATUS_EXT, extra, data)
+        }
         Ok(data) if req.cmd == Command::BlockStatus => (REPLY_TYPE_BLOCK_STATUS, META_BASE_ALLOCATION_ID.to_be_bytes().to_vec(), data),
         Ok(_) => (REPLY_TYPE_NONE, Vec::new(), Vec::new()),
     };
-    if ty == REPLY_TYPE_NONE {
-        // A success with no payload: a simple reply is shorter.
+    if ty == REPLY_TYPE_NONE && !x {
+        // A success with no payload: a simple reply is shorter (extended
+        // headers allow no simple reply).
         return frame(&Session::default(), req, Ok(Vec::new()));
     }
-    h[0..4].copy_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    let magic = if x { EXTENDED_REPLY_MAGIC } else { STRUCTURED_REPLY_MAGIC };
+    h[0..4].copy_from_slice(&magic.to_be_bytes());
     h[4..6].copy_from_slice(&REPLY_FLAG_DONE.to_be_bytes());
     h[6..8].copy_from_slice(&ty.to_be_bytes());
     h[8..16].copy_from_slice(&req.cookie.to_be_bytes());
-    h[16..20].copy_from_slice(&((extra.len() + data.len()) as u32).to_be_bytes());
+    let len = (extra.len() + data.len()) as u64;
+    let at = if x {
+        h[16..24].copy_from_slice(&req.offset.to_be_bytes());
+        h[24..32].copy_from_slice(&len.to_be_bytes());
+        EXTENDED_REPLY_LEN
+    } else {
+        h[16..20].copy_from_slice(&(len as u32).to_be_bytes());
+        STRUCTURED_REPLY_LEN
+    };
     // An error's fields (4 + 2 bytes) fit in the header buffer, as do a
-    // READ's offset and BLOCK_STATUS's context id.
-    h[20..20 + extra.len()].copy_from_slice(&extra);
-    (h, STRUCTURED_REPLY_LEN + extra.len(), data)
+    // READ's offset and BLOCK_STATUS's context id (and count).
+    h[at..at + extra.len()].copy_from_slice(&extra);
+    (h, at + extra.len(), data)
 }
+
+/// Bytes of one BLOCK_STATUS descriptor: 32-bit length and flags, or
+/// 64-bit ones with extended headers.
+const DESCRIPTOR: usize = 8;
+const EXT_DESCRIPTOR: usize = 16;
 
 /// Most descriptors in one BLOCK_STATUS reply; a client asks again for
 /// the rest of its range (the spec lets a reply cover less than asked).
@@ -235,18 +261,20 @@ fn status_runs(r: &Request, min_block: u64) -> usize {
     if r.flags & CMD_FLAG_REQ_ONE != 0 {
         return 1;
     }
-    (r.length as u64).div_ceil(min_block.max(1)).saturating_add(2).min(MAX_EXTENTS as u64) as usize
+    r.length.div_ceil(min_block.max(1)).saturating_add(2).min(MAX_EXTENTS as u64) as usize
 }
 
 /// The descriptors (length, flags) of a BLOCK_STATUS reply for a request
 /// of `len` bytes: runs of equal flags merged, empty ones dropped, cut at
-/// `len`, at most `max` of them (1 for REQ_ONE).  An export that reports
-/// nothing is answered with one allocated extent (always a true answer).
-fn descriptors(extents: &[Extent], len: u32, max: usize) -> Vec<u8> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
+/// `len`, at most `max` of them (1 for REQ_ONE); `wide`: 64-bit fields
+/// (extended headers), else 32-bit ones (`len` then fits 32 bits, as its
+/// request's did).  An export that reports nothing is answered with one
+/// allocated extent (always a true answer).
+fn descriptors(extents: &[Extent], len: u64, max: usize, wide: bool) -> Vec<u8> {
+    let mut runs: Vec<(u64, u32)> = Vec::new();
     let mut left = len;
     for e in extents {
-        let n = e.len.min(left as u64) as u32;
+        let n = e.len.min(left);
         if n == 0 {
             continue;
         }
@@ -261,7 +289,17 @@ fn descriptors(extents: &[Extent], len: u32, max: usize) -> Vec<u8> {
     if runs.is_empty() {
         runs.push((len, 0));
     }
-    runs.iter().flat_map(|(n, f)| n.to_be_bytes().into_iter().chain(f.to_be_bytes())).collect()
+    let mut out = Vec::with_capacity(runs.len() * if wide { EXT_DESCRIPTOR } else { DESCRIPTOR });
+    for (n, f) in runs {
+        if wide {
+            out.extend_from_slice(&n.to_be_bytes());
+            out.extend_from_slice(&(f as u64).to_be_bytes());
+        } else {
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+            out.extend_from_slice(&f.to_be_bytes());
+        }
+    }
+    out
 }
 
 #[derive(Default)]
@@ -300,7 +338,7 @@ pub(crate) struct Replier {
 /// reader receiving the next payload; on a machine loaded by other
 /// processes the reader alone also got one thread's share of the CPU
 /// (1 MiB writes all served inline: 0.38 of nbdkit in that bench).
-const INLINE_MAX: u32 = 64 << 10;
+const INLINE_MAX: u64 = 64 << 10;
 
 /// Replies per batch at most (each one or two buffers).
 const BATCH: usize = 256;
@@ -550,9 +588,9 @@ fn drain<R: Read>(r: &mut R, mut n: u64) -> io::Result<()> {
 fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, send: bool) {
     let ex = &sh.export;
     let res: io::Result<Vec<u8>> = match r.cmd {
-        Command::Cache => ex.cache(r.offset, r.length as u64).map(|_| Vec::new()),
+        Command::Cache => ex.cache(r.offset, r.length).map(|_| Vec::new()),
         Command::BlockStatus => {
-            ex.extents(r.offset, r.length as u64).map(|e| descriptors(&e, r.length, status_runs(r, sh.info.min_block as u64)))
+            ex.extents(r.offset, r.length).map(|e| descriptors(&e, r.length, status_runs(r, sh.info.min_block as u64), rep.session.extended))
         }
         Command::Read => {
             let mut buf = sh.bufs.take_or_new(r.length as usize);
@@ -563,8 +601,8 @@ fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, s
             sh.bufs.give(payload);
             r
         }
-        Command::Trim => ex.trim(r.offset, r.length as u64).map(|_| Vec::new()),
-        Command::WriteZeroes => ex.write_zeroes(r.offset, r.length as u64).map(|_| Vec::new()),
+        Command::Trim => ex.trim(r.offset, r.length).map(|_| Vec::new()),
+        Command::WriteZeroes => ex.write_zeroes(r.offset, r.length).map(|_| Vec::new()),
         Command::Flush => ex.flush().map(|_| Vec::new()),
         Command::Disc | Command::Unknown(_) => Ok(Vec::new()),
     };
@@ -596,9 +634,10 @@ fn serve_guarded(sh: &Shared, id: u64, req: &Request, payload: Vec<u8>, rep: &Re
 
 /// Whether `buf` (what the reader has buffered) holds a whole next request,
 /// header and payload, so reading it cannot block.
-fn next_buffered(buf: &[u8]) -> bool {
-    match parse_request(&buf[..buf.len().min(REQUEST_LEN)]) {
-        Ok(r) => buf.len() - REQUEST_LEN >= r.payload_len() as usize,
+fn next_buffered(buf: &[u8], extended: bool) -> bool {
+    let n = header_len(extended);
+    match parse_request_as(&buf[..buf.len().min(n)], extended) {
+        Ok(r) => (buf.len() - n) as u64 >= r.payload_len(extended),
         Err(_) => false,
     }
 }
@@ -652,6 +691,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     let _ = stream.set_read_timeout(Some(sh.io_timeout.max(Duration::from_millis(1))));
     let budget = Arc::new(Budget::new(sh.max_inflight, sh.max_inflight_bytes));
     let rep = Arc::new(Replier::new(sh, id, out, budget.clone(), session));
+    let extended = session.extended;
     let limits = Limits {
         size,
         min_block: sh.info.min_block as u64,
@@ -659,10 +699,12 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         read_only: sh.read_only,
         unaligned_ok: sh.export.unaligned_ok(),
         structured: session.structured,
+        extended,
         block_status: session.base_allocation,
         fast_zero: sh.export.fast_zero(),
     };
-    let mut hdr = [0u8; REQUEST_LEN];
+    let mut buf = [0u8; EXTENDED_REQUEST_LEN];
+    let hdr = &mut buf[..header_len(extended)];
     // Rejected requests logged one by one up to LOGGED_REJECTS, then only
     // counted (a client sending bad requests in a loop cannot flood the
     // log); the count goes out when the connection ends.
@@ -671,13 +713,13 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         if !await_request(&mut rd, sh, id) {
             break;
         }
-        if let Err(e) = rd.read_exact(&mut hdr) {
+        if let Err(e) = rd.read_exact(hdr) {
             if e.kind() != io::ErrorKind::UnexpectedEof && !sh.stopping() {
                 sh.log(&format!("conn {id}: read error in a request header: {e}; closing"));
             }
             break;
         }
-        let req = match parse_request(&hdr) {
+        let req = match parse_request_as(hdr, extended) {
             Ok(r) => r,
             Err(e @ ParseError::BadMagic(_)) | Err(e @ ParseError::Short(_)) => {
                 sh.log(&format!("conn {id}: {e}; closing this connection"));
@@ -701,7 +743,14 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
                     if rejects == LOGGED_REJECTS { " (further rejections are counted, not logged)" } else { "" }
                 ));
             }
-            if drain(&mut rd, req.payload_len() as u64).is_err() {
+            // A payload past what a compact header can announce is not
+            // read through (an extended one's may claim 2^64 bytes).
+            let skip = req.payload_len(extended);
+            if skip > u32::MAX as u64 {
+                sh.log(&format!("conn {id}: a payload of {skip} bytes announced; closing this connection"));
+                break;
+            }
+            if drain(&mut rd, skip).is_err() {
                 break;
             }
             // Its reply holds a slot until sent: a client sending bad
@@ -713,8 +762,8 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
             continue;
         }
         let bytes = match req.cmd {
-            Command::Read | Command::Write => req.length as u64,
-            Command::BlockStatus => 8 * status_runs(&req, limits.min_block) as u64,
+            Command::Read | Command::Write => req.length,
+            Command::BlockStatus => (if extended { EXT_DESCRIPTOR } else { DESCRIPTOR } * status_runs(&req, limits.min_block)) as u64,
             _ => 0,
         };
         let stopping = || sh.stopping();
@@ -732,7 +781,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
             // Replies wait while the next request is already buffered: a
             // burst's replies go out in one send, and nothing is held back
             // while the reader blocks.
-            let more = next_buffered(rd.buffer());
+            let more = next_buffered(rd.buffer(), extended);
             serve_guarded(sh, id, &req, payload, &rep, bytes, !more);
             continue;
         }
@@ -762,26 +811,36 @@ mod tests {
     #[test]
     fn descriptors_merge_runs_cut_at_the_request_and_never_come_back_empty() {
         let e = [Extent::hole(4096), Extent::hole(4096), Extent::data(0), Extent::data(8192), Extent::zero(1 << 20)];
-        assert_eq!(decode(&descriptors(&e, 1 << 20, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO), (8192, 0), ((1 << 20) - 16384, STATE_ZERO)]);
-        assert_eq!(decode(&descriptors(&e, 12288, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO), (4096, 0)]);
-        assert_eq!(decode(&descriptors(&e, 1 << 20, 1)), [(8192, STATE_HOLE | STATE_ZERO)]);
-        assert_eq!(decode(&descriptors(&[], 4096, MAX_EXTENTS)), [(4096, 0)], "nothing reported: allocated");
+        assert_eq!(decode(&descriptors(&e, 1 << 20, MAX_EXTENTS, false)), [(8192, STATE_HOLE | STATE_ZERO), (8192, 0), ((1 << 20) - 16384, STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&e, 12288, MAX_EXTENTS, false)), [(8192, STATE_HOLE | STATE_ZERO), (4096, 0)]);
+        assert_eq!(decode(&descriptors(&e, 1 << 20, 1, false)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&[], 4096, MAX_EXTENTS, false)), [(4096, 0)], "nothing reported: allocated");
         // Fewer extents than asked is allowed: the client asks again.
-        assert_eq!(decode(&descriptors(&e[..2], 1 << 20, MAX_EXTENTS)), [(8192, STATE_HOLE | STATE_ZERO)]);
+        assert_eq!(decode(&descriptors(&e[..2], 1 << 20, MAX_EXTENTS, false)), [(8192, STATE_HOLE | STATE_ZERO)]);
         // At most MAX_EXTENTS descriptors, however finely the export splits.
         let alternating: Vec<Extent> = (0..MAX_EXTENTS + 10).map(|i| if i % 2 == 0 { Extent::hole(512) } else { Extent::data(512) }).collect();
-        let d = decode(&descriptors(&alternating, u32::MAX, MAX_EXTENTS));
+        let d = decode(&descriptors(&alternating, u32::MAX as u64, MAX_EXTENTS, false));
         assert_eq!(d.len(), MAX_EXTENTS);
         assert!(d.iter().all(|&(n, _)| n == 512));
         // A reply never holds more than its request reserved.
-        assert_eq!(decode(&descriptors(&alternating, u32::MAX, 3)).len(), 3);
+        assert_eq!(decode(&descriptors(&alternating, u32::MAX as u64, 3, false)).len(), 3);
+    }
+
+    /// With extended headers a descriptor is two 64-bit fields, and a run
+    /// may be longer than 4 GiB.
+    #[test]
+    fn wide_descriptors_carry_runs_past_four_gib() {
+        let e = [Extent::data(4096), Extent::zero(6 << 30), Extent::zero(1 << 30)];
+        let b = descriptors(&e, 5 << 30, MAX_EXTENTS, true);
+        let d: Vec<(u64, u64)> = b.chunks(16).map(|d| (u64::from_be_bytes(d[..8].try_into().unwrap()), u64::from_be_bytes(d[8..].try_into().unwrap()))).collect();
+        assert_eq!(d, [(4096, 0), ((5 << 30) - 4096, STATE_ZERO as u64)]);
     }
 
     /// What a BLOCK_STATUS reply reserves: one descriptor with REQ_ONE,
     /// else one a minimum block and two partial ones, at most MAX_EXTENTS.
     #[test]
     fn a_status_reply_reserves_its_most_descriptors() {
-        let r = |flags, length| Request { flags, cmd: Command::BlockStatus, cookie: 1, offset: 0, length };
+        let r = |flags, length: u32| Request { flags, cmd: Command::BlockStatus, cookie: 1, offset: 0, length: length as u64 };
         assert_eq!(status_runs(&r(CMD_FLAG_REQ_ONE, u32::MAX), 4096), 1);
         assert_eq!(status_runs(&r(0, 4096), 4096), 3);
         assert_eq!(status_runs(&r(0, 1 << 20), 4096), 258);
@@ -811,7 +870,7 @@ mod tests {
         assert_eq!((n, &h[..4], &h[8..16], data.as_slice()), (SIMPLE_REPLY_LEN, &SIMPLE_REPLY_MAGIC.to_be_bytes()[..], &0x0102u64.to_be_bytes()[..], &[1u8, 2, 3, 4][..]));
         let (_, _, data) = frame(&Session::default(), &req, Err((EIO, "why".into())));
         assert!(data.is_empty(), "a simple error reply has no payload");
-        let s = Session { structured: true, base_allocation: false };
+        let s = Session { structured: true, ..Session::default() };
         let (h, n, data) = frame(&s, &req, Ok(vec![9; 4]));
         assert_eq!(n, 28);
         assert_eq!(&h[..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
@@ -828,5 +887,33 @@ mod tests {
         assert_eq!(u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize, 6 + data.len());
         let write = Request { cmd: Command::Write, ..req };
         assert_eq!(frame(&s, &write, Ok(Vec::new())).1, SIMPLE_REPLY_LEN, "a payload-less success stays simple");
+    }
+
+    /// Extended headers: every reply is an extended chunk (32-byte header
+    /// with the request's offset and a 64-bit length), a payload-less
+    /// success a NONE chunk, BLOCK_STATUS a BLOCK_STATUS_EXT chunk with a
+    /// descriptor count.
+    #[test]
+    fn extended_frames() {
+        let x = Session { structured: true, extended: true, base_allocation: true };
+        let be16 = |h: &[u8], at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+        let be64 = |h: &[u8], at: usize| u64::from_be_bytes(h[at..at + 8].try_into().unwrap());
+        let read = Request { flags: 0, cmd: Command::Read, cookie: 0x0102, offset: 1 << 33, length: 4 };
+        let (h, n, data) = frame(&x, &read, Ok(vec![7; 4]));
+        assert_eq!((n, &h[..4]), (EXTENDED_REPLY_LEN + 8, &EXTENDED_REPLY_MAGIC.to_be_bytes()[..]));
+        assert_eq!((be16(&h, 4), be16(&h, 6), be64(&h, 8), be64(&h, 16), be64(&h, 24)), (REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, 0x0102, 1 << 33, 12));
+        assert_eq!((be64(&h, 32), data), (1 << 33, vec![7; 4]));
+        let zeroes = Request { cmd: Command::WriteZeroes, length: 6 << 30, ..read };
+        let (h, n, data) = frame(&x, &zeroes, Ok(Vec::new()));
+        assert_eq!((n, be16(&h, 6), be64(&h, 24), data.len()), (EXTENDED_REPLY_LEN, REPLY_TYPE_NONE, 0, 0), "a NONE chunk, not a simple reply");
+        let (h, n, data) = frame(&x, &zeroes, Err((ENOSPC, "full".into())));
+        assert_eq!((n, be16(&h, 6), be64(&h, 24)), (EXTENDED_REPLY_LEN + 6, REPLY_TYPE_ERROR, 6 + 4));
+        assert_eq!((u32::from_be_bytes(h[32..36].try_into().unwrap()), be16(&h, 36), &data[..]), (ENOSPC, 4, &b"full"[..]));
+        let status = Request { cmd: Command::BlockStatus, ..zeroes };
+        let d = descriptors(&[Extent::zero(6 << 30)], 6 << 30, 3, true);
+        let (h, n, data) = frame(&x, &status, Ok(d.clone()));
+        assert_eq!((n, be16(&h, 6), be64(&h, 24)), (EXTENDED_REPLY_LEN + 8, REPLY_TYPE_BLOCK_STATUS_EXT, 8 + 16));
+        assert_eq!((u32::from_be_bytes(h[32..36].try_into().unwrap()), u32::from_be_bytes(h[36..40].try_into().unwrap())), (META_BASE_ALLOCATION_ID, 1));
+        assert_eq!(data, d);
     }
 }

@@ -12,6 +12,10 @@
 //!   │               [REP_INFO(name)]  REP_ACK ─▶  GO: transmission  │
 //!   │  LIST:        REP_SERVER(name) REP_ACK                        │
 //!   │  STRUCTURED_REPLY: REP_ACK (READ answers with chunks from now) │
+//!   │               (after EXTENDED_HEADERS: ERR_EXT_HEADER_REQD)    │
+//!   │  EXTENDED_HEADERS: REP_ACK (32-byte requests with 64-bit       │
+//!   │               lengths, every reply an extended chunk; implies  │
+//!   │               STRUCTURED_REPLY; EXPORT_NAME then closes)      │
 //!   │  LIST_META_CONTEXT / SET_META_CONTEXT:                        │
 //!   │               REP_META_CONTEXT(base:allocation) REP_ACK       │
 //!   │               (SET needs STRUCTURED_REPLY first)              │
@@ -26,8 +30,8 @@
 //! ```
 //!
 //! What was agreed travels into transmission as a [`Session`]: whether
-//! replies may be structured, and whether `base:allocation` was selected
-//! (so BLOCK_STATUS is allowed).
+//! replies may be structured, whether headers are extended, and whether
+//! `base:allocation` was selected (so BLOCK_STATUS is allowed).
 //!
 //! An option longer than [`MAX_OPTION_LEN`] (up to [`MAX_SKIPPED_OPTION`])
 //! is read past and answered `NBD_REP_ERR_TOO_BIG`, as the spec lets a
@@ -127,9 +131,23 @@ pub struct Session {
     pub structured: bool,
     /// `base:allocation` is selected: NBD_CMD_BLOCK_STATUS is answered.
     pub base_allocation: bool,
+    /// NBD_OPT_EXTENDED_HEADERS was acknowledged: requests have 64-bit
+    /// lengths and every reply is an extended chunk (it implies
+    /// `structured`).
+    pub extended: bool,
 }
 
 impl Session {
+    /// How replies are framed, for the log: "extended headers",
+    /// "structured replies" or "simple replies".
+    pub fn describe(&self) -> &'static str {
+        match (self.extended, self.structured) {
+            (true, _) => "extended headers",
+            (false, true) => "structured replies",
+            (false, false) => "simple replies",
+        }
+    }
+
     /// The transmission flags a client of this session is told: DF only
     /// once replies are structured (the spec's MUST).
     pub fn tflags(&self, e: &ExportInfo) -> u16 {
@@ -445,6 +463,11 @@ fn haggle<S: Read + Write>(s: &mut S, e: &ExportInfo, no_zeroes: bool, tls: TlsS
             }
         }
         let reply = match opt {
+            // EXPORT_NAME has no error reply, and its reply cannot say
+            // whether the extended headers took (qemu-nbd closes too).
+            OPT_EXPORT_NAME if session.extended => {
+                return Err(HandshakeError::Garbage("NBD_OPT_EXPORT_NAME after NBD_OPT_EXTENDED_HEADERS (use NBD_OPT_GO)".into()));
+            }
             OPT_EXPORT_NAME => {
                 if !e.matches(&data) {
                     return Err(HandshakeError::Garbage(format!(
@@ -492,7 +515,15 @@ fn haggle<S: Read + Write>(s: &mut S, e: &ExportInfo, no_zeroes: bool, tls: TlsS
                 }
             },
             OPT_STRUCTURED_REPLY if len != 0 => option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data"),
+            OPT_STRUCTURED_REPLY if session.extended => option_reply(opt, REP_ERR_EXT_HEADER_REQD, b"extended headers are already negotiated"),
             OPT_STRUCTURED_REPLY => {
+                session.structured = true;
+                option_reply(opt, REP_ACK, &[])
+            }
+            OPT_EXTENDED_HEADERS if len != 0 => option_reply(opt, REP_ERR_INVALID, b"NBD_OPT_EXTENDED_HEADERS takes no data"),
+            OPT_EXTENDED_HEADERS if session.extended => option_reply(opt, REP_ERR_INVALID, b"extended headers are already negotiated"),
+            OPT_EXTENDED_HEADERS => {
+                session.extended = true;
                 session.structured = true;
                 option_reply(opt, REP_ACK, &[])
             }

@@ -1,5 +1,6 @@
 //! mosaic-nbd: a Network Block Device server (fixed newstyle handshake,
-//! simple or structured replies, the `base:allocation` metadata context)
+//! simple or structured replies, extended headers, the `base:allocation`
+//! metadata context)
 //! generic over the [`Export`] trait.  Protocol only: the
 //! adapter for mosaic arrays lives in the `mosaic serve` command.
 //!
@@ -8,14 +9,15 @@
 //!        │ one thread per connection
 //!        ▼
 //!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT,
-//!        │        STRUCTURED_REPLY, LIST/SET_META_CONTEXT ─▶ Session
+//!        │        STRUCTURED_REPLY, EXTENDED_HEADERS,
+//!        │        LIST/SET_META_CONTEXT ─▶ Session
 //!        │        STARTTLS ─▶ tls: the stream becomes Stream::Tls
 //!        ▼
-//!   conn::transmission ── reader: parse_request + check
+//!   conn::transmission ── reader: parse_request_as + check
 //!        │                 worker pool (or the reader, if Export::serve_inline):
 //!        │                   Export::{read, write, flush, trim, write_zeroes,
 //!        │                            cache, extents (BLOCK_STATUS)}
-//!        ▼                 replier: simple replies or structured chunks,
+//!        ▼                 replier: simple replies, structured or extended chunks,
 //!                          queued and sent in batches
 //!   DISC / EOF / stop ── in-flight requests drained, socket closed
 //! ```

@@ -13,6 +13,10 @@ pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
 /// Prefix of every structured reply chunk.
 pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+/// Prefix of every request once extended headers are negotiated.
+pub const EXTENDED_REQUEST_MAGIC: u32 = 0x21e4_1c71;
+/// Prefix of every reply chunk once extended headers are negotiated.
+pub const EXTENDED_REPLY_MAGIC: u32 = 0x6e8a_278c;
 
 // Handshake flags (server, u16).
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -31,6 +35,7 @@ pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
 pub const OPT_LIST_META_CONTEXT: u32 = 9;
 pub const OPT_SET_META_CONTEXT: u32 = 10;
+pub const OPT_EXTENDED_HEADERS: u32 = 11;
 
 // Option reply types.
 pub const REP_ACK: u32 = 1;
@@ -44,6 +49,7 @@ pub const REP_ERR_INVALID: u32 = REP_FLAG_ERROR | 3;
 pub const REP_ERR_TLS_REQD: u32 = REP_FLAG_ERROR | 5;
 pub const REP_ERR_UNKNOWN: u32 = REP_FLAG_ERROR | 6;
 pub const REP_ERR_TOO_BIG: u32 = REP_FLAG_ERROR | 9;
+pub const REP_ERR_EXT_HEADER_REQD: u32 = REP_FLAG_ERROR | 11;
 
 // NBD_REP_INFO types.
 pub const INFO_EXPORT: u16 = 0;
@@ -82,7 +88,11 @@ pub const CMD_FLAG_DF: u16 = 1 << 2;
 /// BLOCK_STATUS: one extent is enough.
 pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
-/// Every command flag this server accepts.
+/// Extended headers only: the length field is the payload's (always so
+/// for WRITE; this server takes a payload with no other command).
+pub const CMD_FLAG_PAYLOAD_LEN: u16 = 1 << 5;
+/// Every command flag this server accepts (and, with extended headers,
+/// [`CMD_FLAG_PAYLOAD_LEN`] on WRITE).
 pub const CMD_FLAGS_KNOWN: u16 = CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF | CMD_FLAG_REQ_ONE | CMD_FLAG_FAST_ZERO;
 
 // Structured reply chunks.
@@ -90,9 +100,13 @@ pub const REPLY_FLAG_DONE: u16 = 1 << 0;
 pub const REPLY_TYPE_NONE: u16 = 0;
 pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
 pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
+/// BLOCK_STATUS with 64-bit descriptors (extended headers only).
+pub const REPLY_TYPE_BLOCK_STATUS_EXT: u16 = 6;
 pub const REPLY_TYPE_ERROR: u16 = (1 << 15) | 1;
 /// Size of a structured reply chunk's header.
 pub const STRUCTURED_REPLY_LEN: usize = 20;
+/// Size of an extended reply chunk's header.
+pub const EXTENDED_REPLY_LEN: usize = 32;
 
 // The one metadata context served, and its extent flags.
 pub const META_BASE_ALLOCATION: &str = "base:allocation";
@@ -113,6 +127,8 @@ pub const ESHUTDOWN: u32 = 108;
 
 /// Size of a transmission request header.
 pub const REQUEST_LEN: usize = 28;
+/// Size of an extended request header (a 64-bit length).
+pub const EXTENDED_REQUEST_LEN: usize = 32;
 /// Size of a simple reply header.
 pub const SIMPLE_REPLY_LEN: usize = 16;
 /// Largest READ/WRITE payload served (the advertised maximum block size).

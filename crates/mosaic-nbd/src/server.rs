@@ -218,7 +218,7 @@ fn connection(sh: Arc<Shared>, id: u64, stream: Stream, rd: BufReader<Stream>, p
     let info = sh.info_now();
     match negotiate(&sh, &stream, &info, timeout) {
         Ok(Some((secured, session))) => {
-            sh.log_info(&format!("conn {id} from {peer}: transmission"));
+            sh.log_info(&format!("conn {id} from {peer}: transmission ({})", session.describe()));
             let (stream, rd) = secured.unwrap_or((stream, rd));
             crate::conn::transmission(&sh, id, stream, rd, session, info.size);
             sh.log_info(&format!("conn {id} from {peer}: closed"));

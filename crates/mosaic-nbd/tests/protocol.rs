@@ -1224,3 +1224,185 @@ fn block_status_replies_count_in_the_buffer_budget() {
     assert!(stats.max_buffered >= 8 * 8192, "the replies were held in the budget: at most {} bytes", stats.max_buffered);
     assert!(stats.max_buffered <= 4 * 8 * 8194 + 8, "{}", stats.max_buffered);
 }
+
+/// A 1 TiB export that keeps its first 4 MiB in memory (the rest reads
+/// zeroes), records every TRIM and WRITE_ZEROES as it reaches it, and
+/// reports its first MiB allocated and the rest zero.
+struct Recording {
+    head: MemExport,
+    calls: std::sync::Mutex<Vec<(&'static str, u64, u64)>>,
+}
+
+impl Recording {
+    fn new() -> Recording {
+        Recording { head: MemExport::new(SIZE, 4096), calls: Default::default() }
+    }
+    fn record(&self, what: &'static str, off: u64, len: u64) -> std::io::Result<()> {
+        self.calls.lock().unwrap().push((what, off, len));
+        Ok(())
+    }
+}
+
+impl mosaic_nbd::Export for Recording {
+    fn size(&self) -> u64 {
+        1 << 40
+    }
+    fn block_size(&self) -> u64 {
+        4096
+    }
+    fn preferred_block(&self) -> u64 {
+        4096
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if off + buf.len() as u64 <= SIZE as u64 {
+            return self.head.read(off, buf);
+        }
+        buf.fill(0);
+        Ok(())
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.head.write(off, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.record("trim", off, len)
+    }
+    fn write_zeroes(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.record("zeroes", off, len)
+    }
+    fn fast_zero(&self) -> bool {
+        true
+    }
+    fn cache(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.record("cache", off, len)
+    }
+    fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
+        let data_end = (1u64 << 20).clamp(off, off + len);
+        let mut v = Vec::new();
+        if data_end > off {
+            v.push(mosaic_nbd::Extent::data(data_end - off));
+        }
+        if off + len > data_end {
+            v.push(mosaic_nbd::Extent::zero(off + len - data_end));
+        }
+        Ok(v)
+    }
+}
+
+/// Negotiate extended headers (and `base:allocation` when `meta`), GO.
+fn extended(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStream> {
+    let mut c = Client::greet(connect(addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    c.send_opt(OPT_EXTENDED_HEADERS, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    if meta {
+        let r = c.meta(OPT_SET_META_CONTEXT, "", &["base:allocation"]);
+        assert_eq!((r[0].ty, r.last().map(|r| r.ty)), (REP_META_CONTEXT, Some(REP_ACK)), "extended headers imply structured replies");
+    }
+    c.info_or_go(OPT_GO, "test").unwrap();
+    assert_ne!(c.tflags & TFLAG_SEND_DF, 0);
+    c.extended = true;
+    c
+}
+
+/// Extended headers (NBD_OPT_EXTENDED_HEADERS, as qemu 8.2+ and libnbd
+/// 1.18+ ask): 32-byte requests with 64-bit lengths, so one TRIM,
+/// WRITE_ZEROES or BLOCK_STATUS covers more than 4 GiB and reaches the
+/// export as one call; every reply an extended chunk carrying the
+/// request's offset; 64-bit BLOCK_STATUS descriptors; errors as ERROR
+/// chunks; the bytes written read back.
+#[test]
+fn extended_headers_carry_64_bit_lengths_and_every_reply_is_an_extended_chunk() {
+    let ex = Arc::new(Recording::new());
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = extended(srv.addr, true);
+    let data = pattern(41, 8192);
+    c.send64(Command::Write, CMD_FLAG_PAYLOAD_LEN | CMD_FLAG_FUA, 1, 4096, 8192, &data);
+    let r = c.ext_reply();
+    assert_eq!((r.flags, r.ty, r.cookie, r.offset, r.payload.len()), (REPLY_FLAG_DONE, REPLY_TYPE_NONE, 1, 4096, 0), "a success is a NONE chunk");
+    // A WRITE without PAYLOAD_LEN is taken too (qemu-nbd takes it).
+    c.send64(Command::Write, 0, 2, 12288, 4096, &data[..4096]);
+    assert_eq!(c.ext_reply().error(), 0);
+    c.send64(Command::Read, 0, 3, 4096, 12288, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.ty, r.cookie, r.offset, u64b(&r.payload)), (REPLY_TYPE_OFFSET_DATA, 3, 4096, 4096));
+    assert_eq!(&r.payload[8..8 + 8192], &data[..]);
+    assert_eq!(&r.payload[8 + 8192..], &data[..4096]);
+
+    let six = 6u64 << 30;
+    c.send64(Command::WriteZeroes, CMD_FLAG_NO_HOLE, 4, SIZE as u64, six, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.ty, r.cookie, r.offset, r.error()), (REPLY_TYPE_NONE, 4, SIZE as u64, 0));
+    c.send64(Command::Trim, 0, 5, 8 << 30, 5 << 30, &[]);
+    assert_eq!(c.ext_reply().error(), 0);
+    c.send64(Command::Cache, 0, 6, 0, 1 << 20, &[]);
+    assert_eq!(c.ext_reply().ty, REPLY_TYPE_NONE);
+    assert_eq!(*ex.calls.lock().unwrap(), [("zeroes", SIZE as u64, six), ("trim", 8 << 30, 5 << 30), ("cache", 0, 1 << 20)], "each one call of its whole length");
+
+    // BLOCK_STATUS over 6 GiB: 64-bit descriptors, one longer than 4 GiB.
+    c.send64(Command::BlockStatus, 0, 7, 0, six, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.flags, r.ty, r.cookie, r.offset), (REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS_EXT, 7, 0));
+    assert_eq!((u32b(&r.payload), u32b(&r.payload[4..])), (META_BASE_ALLOCATION_ID, 2), "context id, descriptor count");
+    let d: Vec<(u64, u64)> = r.payload[8..].chunks(16).map(|d| (u64b(d), u64b(&d[8..]))).collect();
+    assert_eq!(d, [(1 << 20, 0), (six - (1 << 20), STATE_ZERO as u64)]);
+
+    // Errors: ERROR chunks in extended headers, the connection goes on.
+    c.send64(Command::Read, 0, 8, 1 << 40, 4096, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.ty, r.cookie, r.offset, r.error()), (REPLY_TYPE_ERROR, 8, 1 << 40, EINVAL));
+    c.send64(Command::Read, 0, 9, 0, 1 << 33, &[]);
+    assert_eq!(c.ext_reply().error(), EINVAL, "a READ past the maximum block size");
+    c.send64(Command::WriteZeroes, 0, 10, (1 << 40) - 4096, 8192, &[]);
+    assert_eq!(c.ext_reply().error(), ENOSPC);
+    // A payload on BLOCK_STATUS is refused, and read past.
+    c.send64(Command::BlockStatus, CMD_FLAG_PAYLOAD_LEN, 11, 0, 12, &[0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 0, 1]);
+    assert_eq!(c.ext_reply().error(), EINVAL);
+    c.send64(Command::Read, 0, 12, 4096, 4096, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.cookie, &r.payload[8..]), (12, &data[..4096]), "in step after the refused payload");
+    assert_eq!(ex.calls.lock().unwrap().len(), 3, "no refused request reached the export");
+
+    // Compact headers in an extended session: out of step, closed (the
+    // server reads 32 bytes: a compact header and 4 of the next).
+    c.extended = false;
+    c.send(Command::Read, 0, 13, 0, 4096, &[]);
+    c.send(Command::Read, 0, 14, 0, 4096, &[]);
+    let mut rest = Vec::new();
+    assert_eq!(c.s.read_to_end(&mut rest).unwrap(), 0, "closed without a reply");
+
+    // A payload of more than 4 GiB announced on a refused command is not
+    // read through: that connection closes, others go on.
+    let mut c = extended(srv.addr, false);
+    c.send64(Command::Trim, CMD_FLAG_PAYLOAD_LEN, 15, 0, 1 << 40, &[]);
+    let mut rest = Vec::new();
+    assert_eq!(c.s.read_to_end(&mut rest).unwrap(), 0);
+    let mut c = extended(srv.addr, false);
+    c.send64(Command::Read, 0, 16, 4096, 4096, &[]);
+    assert_eq!(&c.ext_reply().payload[8..], &data[..4096]);
+}
+
+/// Compact and extended sessions side by side on one server: each gets
+/// its own framing (a plain client simple replies, a structured one
+/// structured chunks, an extended one extended chunks) for the same bytes.
+#[test]
+fn compact_structured_and_extended_sessions_share_a_server() {
+    let srv = Server::start(mem(), cfg());
+    let mut x = extended(srv.addr, false);
+    let mut s = structured(srv.addr, false);
+    let mut p = open(srv.addr);
+    let data = pattern(43, 4096);
+    x.send64(Command::Write, CMD_FLAG_PAYLOAD_LEN, 1, 8192, 4096, &data);
+    assert_eq!(x.ext_reply().error(), 0);
+    assert_eq!(p.read(8192, 4096).unwrap(), data);
+    s.send(Command::Read, 0, 2, 8192, 4096, &[]);
+    match s.any_reply() {
+        AnyReply::Chunk { ty, payload, .. } => assert_eq!((ty, &payload[8..]), (REPLY_TYPE_OFFSET_DATA, &data[..])),
+        other => panic!("{other:?}"),
+    }
+    s.send(Command::Flush, 0, 3, 0, 0, &[]);
+    assert_eq!(s.any_reply(), AnyReply::Simple { err: 0, cookie: 3 }, "a structured session's payload-less success stays simple");
+    x.send64(Command::Flush, 0, 4, 0, 0, &[]);
+    assert_eq!(x.ext_reply().ty, REPLY_TYPE_NONE, "an extended session's is a NONE chunk");
+}

@@ -67,7 +67,7 @@ fn starttls(mut c: Client<TcpStream>, cfg: Arc<ClientConfig>) -> std::io::Result
     }
     // TLS 1.3: a refused client certificate is only told with the first
     // record the server answers.
-    Ok(Client { s, size: 0, tflags: 0, block: None })
+    Ok(Client { s, size: 0, tflags: 0, block: None, extended: false })
 }
 
 fn greet(srv: &Server) -> Client<TcpStream> {

@@ -62,7 +62,17 @@ fn exchanges() -> Vec<(&'static str, Vec<u8>, Outcome)> {
                 (OPT_INFO, info("fuzz", &[INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE])),
                 (OPT_GO, info("", &[])),
             ]),
-            Outcome::Transmission(Session { structured: true, base_allocation: true }),
+            Outcome::Transmission(Session { structured: true, base_allocation: true, extended: false }),
+        ),
+        (
+            "qemu 8.2+/libnbd 1.18+: extended headers, base:allocation, GO",
+            client(both, &[
+                (OPT_EXTENDED_HEADERS, vec![]),
+                (OPT_STRUCTURED_REPLY, vec![]),
+                (OPT_SET_META_CONTEXT, meta("fuzz", &[META_BASE_ALLOCATION])),
+                (OPT_GO, info("", &[INFO_BLOCK_SIZE])),
+            ]),
+            Outcome::Transmission(Session { structured: true, base_allocation: true, extended: true }),
         ),
         (
             "a list, refused options, then GO",
@@ -70,7 +80,7 @@ fn exchanges() -> Vec<(&'static str, Vec<u8>, Outcome)> {
             Outcome::Transmission(Session::default()),
         ),
         ("old-style EXPORT_NAME with zeroes", client(FLAG_C_FIXED_NEWSTYLE, &[(OPT_EXPORT_NAME, b"fuzz".to_vec())]), Outcome::Transmission(Session::default())),
-        ("EXPORT_NAME without zeroes", client(both, &[(OPT_STRUCTURED_REPLY, vec![]), (OPT_EXPORT_NAME, vec![])]), Outcome::Transmission(Session { structured: true, base_allocation: false })),
+        ("EXPORT_NAME without zeroes", client(both, &[(OPT_STRUCTURED_REPLY, vec![]), (OPT_EXPORT_NAME, vec![])]), Outcome::Transmission(Session { structured: true, ..Session::default() })),
         ("an abort", client(both, &[(OPT_LIST, vec![]), (OPT_ABORT, vec![])]), Outcome::Aborted),
     ]
 }
@@ -102,12 +112,12 @@ fn starttls_is_acknowledged_only_with_tls_and_required_tls_refuses_the_rest() {
         let last = &s.output[s.output.len() - 20..];
         assert_eq!((u32::from_be_bytes(last[8..12].try_into().unwrap()), u32::from_be_bytes(last[12..16].try_into().unwrap())), (OPT_STARTTLS, REP_ACK));
         // Structured replies asked for after STARTTLS hold.
-        assert_eq!(nbd::after_tls(&mut s, &export(), true).unwrap(), Outcome::Transmission(Session { structured: true, base_allocation: false }));
+        assert_eq!(nbd::after_tls(&mut s, &export(), true).unwrap(), Outcome::Transmission(Session { structured: true, ..Session::default() }));
         assert_eq!(s.input.position() as usize, c.len());
     }
     // Without TLS: refused by policy, and the GO goes through in plain text.
     let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
-    assert_eq!(nbd::handshake_tls(&mut s, &export(), TlsStage::Off).unwrap(), Outcome::Transmission(Session { structured: true, base_allocation: false }));
+    assert_eq!(nbd::handshake_tls(&mut s, &export(), TlsStage::Off).unwrap(), Outcome::Transmission(Session { structured: true, ..Session::default() }));
     assert!(s.output.windows(4).any(|w| w == REP_ERR_POLICY.to_be_bytes()));
     // Once secured, STARTTLS again is invalid.
     let again = client(0, &[(OPT_STARTTLS, vec![]), (OPT_ABORT, vec![])]);
@@ -152,4 +162,51 @@ fn valid_inputs_damaged() {
             mutations(handshake, name, &b, b.len(), b.len());
         }
     }
+}
+
+/// The option replies of a handshake's output (after the 18-byte
+/// greeting): (option, reply type, data) of each.
+fn replies(out: &[u8]) -> Vec<(u32, u32, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut r = &out[18..];
+    while r.len() >= 20 {
+        let len = u32::from_be_bytes(r[16..20].try_into().unwrap()) as usize;
+        let data = r[20..(20 + len).min(r.len())].to_vec();
+        v.push((u32::from_be_bytes(r[8..12].try_into().unwrap()), u32::from_be_bytes(r[12..16].try_into().unwrap()), data));
+        r = &r[(20 + len).min(r.len())..];
+    }
+    v
+}
+
+/// Extended headers: acknowledged once (again: invalid; with data:
+/// invalid), structured replies after them answered ERR_EXT_HEADER_REQD
+/// (the session stays extended), and NBD_OPT_EXPORT_NAME after them, which
+/// has no way to refuse, closes the connection.
+#[test]
+fn extended_headers_are_negotiated_once_and_rule_out_export_name() {
+    let both = FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES;
+    let c = client(both, &[
+        (OPT_EXTENDED_HEADERS, vec![1]),
+        (OPT_EXTENDED_HEADERS, vec![]),
+        (OPT_EXTENDED_HEADERS, vec![]),
+        (OPT_STRUCTURED_REPLY, vec![]),
+        (OPT_GO, info("fuzz", &[])),
+    ]);
+    let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+    assert_eq!(nbd::handshake(&mut s, &export()).unwrap(), Outcome::Transmission(Session { structured: true, extended: true, base_allocation: false }));
+    let r = replies(&s.output);
+    let kinds: Vec<(u32, u32)> = r.iter().map(|x| (x.0, x.1)).collect();
+    assert_eq!(&kinds[..4], &[(OPT_EXTENDED_HEADERS, REP_ERR_INVALID), (OPT_EXTENDED_HEADERS, REP_ACK), (OPT_EXTENDED_HEADERS, REP_ERR_INVALID), (OPT_STRUCTURED_REPLY, REP_ERR_EXT_HEADER_REQD)]);
+    assert_eq!(kinds.last(), Some(&(OPT_GO, REP_ACK)));
+    // The GO's export info advertises DF (replies are structured).
+    let export_info = r.iter().find(|x| x.1 == REP_INFO && x.2[..2] == INFO_EXPORT.to_be_bytes()).expect("NBD_INFO_EXPORT");
+    assert_ne!(u16::from_be_bytes([export_info.2[10], export_info.2[11]]) & TFLAG_SEND_DF, 0);
+    let c = client(both, &[(OPT_EXTENDED_HEADERS, vec![]), (OPT_EXPORT_NAME, b"fuzz".to_vec())]);
+    let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+    let e = nbd::handshake(&mut s, &export()).unwrap_err();
+    assert!(e.to_string().contains("NBD_OPT_EXPORT_NAME after NBD_OPT_EXTENDED_HEADERS"), "{e}");
+    // Structured replies first, then extended headers: both taken.
+    let c = client(both, &[(OPT_STRUCTURED_REPLY, vec![]), (OPT_EXTENDED_HEADERS, vec![]), (OPT_GO, info("", &[]))]);
+    let mut s = Duplex { input: Cursor::new(&c[..]), output: Vec::new() };
+    assert_eq!(nbd::handshake(&mut s, &export()).unwrap(), Outcome::Transmission(Session { structured: true, extended: true, base_allocation: false }));
 }

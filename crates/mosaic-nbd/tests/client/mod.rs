@@ -57,6 +57,9 @@ pub struct Client<S: Read + Write> {
     pub size: u64,
     pub tflags: u16,
     pub block: Option<(u32, u32, u32)>,
+    /// Extended headers were negotiated: requests go out as 32-byte
+    /// headers.
+    pub extended: bool,
 }
 
 pub fn connect(addr: SocketAddr) -> TcpStream {
@@ -84,7 +87,7 @@ impl<S: Read + Write> Client<S> {
         assert_eq!(u64b(&g[8..]), IHAVEOPT);
         assert_eq!(u16b(&g[16..]) & FLAG_FIXED_NEWSTYLE, FLAG_FIXED_NEWSTYLE);
         s.write_all(&cflags.to_be_bytes()).unwrap();
-        Client { s, size: 0, tflags: 0, block: None }
+        Client { s, size: 0, tflags: 0, block: None, extended: false }
     }
 
     pub fn send_opt(&mut self, opt: u32, data: &[u8]) {
@@ -140,10 +143,26 @@ impl<S: Read + Write> Client<S> {
     }
 
     pub fn send(&mut self, cmd: Command, flags: u16, cookie: u64, offset: u64, length: u32, payload: &[u8]) {
+        self.send64(cmd, flags, cookie, offset, length as u64, payload);
+    }
+
+    /// Send a request in the session's header form (a length past 32
+    /// bits needs extended headers).
+    pub fn send64(&mut self, cmd: Command, flags: u16, cookie: u64, offset: u64, length: u64, payload: &[u8]) {
         let r = Request { flags, cmd, cookie, offset, length };
-        let mut v = r.encode().to_vec();
+        let mut v = if self.extended { r.encode_extended().to_vec() } else { r.encode().to_vec() };
         v.extend_from_slice(payload);
         self.s.write_all(&v).unwrap();
+    }
+
+    /// Read one extended reply chunk (its payload whole).
+    pub fn ext_reply(&mut self) -> ExtReply {
+        let mut h = [0u8; 32];
+        self.s.read_exact(&mut h).unwrap();
+        assert_eq!(u32b(&h), EXTENDED_REPLY_MAGIC, "an extended reply chunk");
+        let mut payload = vec![0u8; u64b(&h[24..]) as usize];
+        self.s.read_exact(&mut payload).unwrap();
+        ExtReply { flags: u16b(&h[4..]), ty: u16b(&h[6..]), cookie: u64b(&h[8..]), offset: u64b(&h[16..]), payload }
     }
 
     /// Read one simple reply header: (cookie, error).
@@ -217,6 +236,28 @@ impl<S: Read + Write> Client<S> {
             if last {
                 return out;
             }
+        }
+    }
+}
+
+/// One extended reply chunk.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ExtReply {
+    pub flags: u16,
+    pub ty: u16,
+    pub cookie: u64,
+    /// The offset of the request it answers.
+    pub offset: u64,
+    pub payload: Vec<u8>,
+}
+
+impl ExtReply {
+    /// The NBD error of an ERROR chunk, 0 for any other.
+    pub fn error(&self) -> u32 {
+        if self.ty == REPLY_TYPE_ERROR {
+            u32b(&self.payload)
+        } else {
+            0
         }
     }
 }
