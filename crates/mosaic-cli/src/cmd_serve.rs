@@ -963,7 +963,7 @@ mod tests {
     }
 
     fn request(s: &mut TcpStream, cmd: Command, offset: u64, length: u32, payload: &[u8]) -> (u32, Vec<u8>) {
-        let r = mosaic_nbd::Request { flags: 0, cmd, cookie: 5, offset, length };
+        let r = mosaic_nbd::Request { flags: 0, cmd, cookie: 5, offset, length: length as u64 };
         s.write_all(&r.encode()).unwrap();
         s.write_all(payload).unwrap();
         let mut h = [0u8; 16];

@@ -87,7 +87,7 @@ impl Nbd {
     }
 
     fn send(&mut self, cmd: Command, cookie: u64, offset: u64, length: u32, payload: &[u8]) {
-        let mut v = Request { flags: 0, cmd, cookie, offset, length }.encode().to_vec();
+        let mut v = Request { flags: 0, cmd, cookie, offset, length: length as u64 }.encode().to_vec();
         v.extend_from_slice(payload);
         self.s.write_all(&v).unwrap();
     }

@@ -161,7 +161,7 @@ impl Nbd {
     }
 
     fn cmd(&mut self, cmd: Command, offset: u64, length: u32, payload: &[u8]) -> u32 {
-        let mut v = Request { flags: 0, cmd, cookie: 7, offset, length }.encode().to_vec();
+        let mut v = Request { flags: 0, cmd, cookie: 7, offset, length: length as u64 }.encode().to_vec();
         v.extend_from_slice(payload);
         self.0.write_all(&v).unwrap();
         let mut h = [0u8; 16];

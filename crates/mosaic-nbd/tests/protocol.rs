@@ -952,58 +952,6 @@ fn new_connections_see_the_size_of_a_grown_export() {
     assert_eq!(old.read(half - 4096, 4096).unwrap(), vec![0u8; 4096]);
 }
 
-/// A huge export that stores nothing, counts the calls that reach it, and
-/// reports every other block a hole.
-#[derive(Default)]
-struct Counting {
-    zeroes: std::sync::atomic::AtomicU64,
-    caches: std::sync::atomic::AtomicU64,
-    trims: std::sync::atomic::AtomicU64,
-}
-
-impl mosaic_nbd::Export for Counting {
-    fn size(&self) -> u64 {
-        1 << 40
-    }
-    fn block_size(&self) -> u64 {
-        4096
-    }
-    fn preferred_block(&self) -> u64 {
-        4096
-    }
-    fn read(&self, _off: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        buf.fill(0);
-        Ok(())
-    }
-    fn write(&self, _off: u64, _data: &[u8]) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn trim(&self, _off: u64, _len: u64) -> std::io::Result<()> {
-        self.trims.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn write_zeroes(&self, _off: u64, _len: u64) -> std::io::Result<()> {
-        self.zeroes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn fast_zero(&self) -> bool {
-        true
-    }
-    fn cache(&self, _off: u64, _len: u64) -> std::io::Result<()> {
-        self.caches.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    /// Every other 4 KiB block a hole: a BLOCK_STATUS reply of one
-    /// descriptor a block.
-    fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
-        let block = |b: u64| if b % 2 == 0 { mosaic_nbd::Extent::hole(4096) } else { mosaic_nbd::Extent::data(4096) };
-        Ok((off / 4096..(off + len).div_ceil(4096)).map(block).collect())
-    }
-}
-
 /// The spec ("Block size constraints"): a client MUST NOT send READ,
 /// WRITE, CACHE or WRITE_ZEROES (unless FAST_ZERO) longer than the
 /// advertised maximum block size, and the server SHOULD answer EINVAL
@@ -1011,20 +959,20 @@ impl mosaic_nbd::Export for Counting {
 /// WRITE_ZEROES are not bounded by it.
 #[test]
 fn an_oversized_cache_gets_einval_but_zeroes_and_trims_of_any_length_are_served() {
-    let ex = Arc::new(Counting::default());
+    let ex = Arc::new(Big::alternating());
     let srv = Server::start(ex.clone(), cfg());
     let mut c = open(srv.addr);
     assert_eq!(c.block.map(|b| b.2), Some(MAX_PAYLOAD));
     let over = MAX_PAYLOAD + 4096;
     assert_eq!(c.cmd(Command::Cache, 0, 0, over, &[]), EINVAL, "CACHE past the maximum");
-    assert_eq!(ex.caches.load(Ordering::Relaxed), 0, "it did not reach the export");
+    assert_eq!(ex.count("cache"), 0, "it did not reach the export");
     assert_eq!(c.cmd(Command::Cache, 0, 0, MAX_PAYLOAD, &[]), 0, "the maximum itself");
     let huge = u32::MAX - 4095;
     assert_eq!(c.cmd(Command::WriteZeroes, 0, 0, over, &[]), 0, "a zeroing moves no payload");
     assert_eq!(c.cmd(Command::WriteZeroes, CMD_FLAG_NO_HOLE, 0, huge, &[]), 0);
     assert_eq!(c.cmd(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 0, huge, &[]), 0);
     assert_eq!(c.cmd(Command::Trim, 0, 0, huge, &[]), 0, "TRIM is not bounded");
-    assert_eq!((ex.zeroes.load(Ordering::Relaxed), ex.caches.load(Ordering::Relaxed), ex.trims.load(Ordering::Relaxed)), (3, 1, 1));
+    assert_eq!((ex.count("zeroes"), ex.count("cache"), ex.count("trim")), (3, 1, 1));
     assert_eq!(c.read(0, 4096).unwrap(), vec![0u8; 4096], "the connection goes on");
     // A structured client gets the EINVAL as an error chunk.
     let mut s = structured(srv.addr, false);
@@ -1202,7 +1150,7 @@ fn a_stop_gives_queued_replies_one_reply_timeout_in_all() {
 /// not read cannot make the server queue replies without bound.
 #[test]
 fn block_status_replies_count_in_the_buffer_budget() {
-    let srv = Server::start(Arc::new(Counting::default()), cfg());
+    let srv = Server::start(Arc::new(Big::alternating()), cfg());
     let mut c = structured(srv.addr, true);
     for i in 0..4u64 {
         c.send(Command::BlockStatus, 0, 10 + i, 0, 32 << 20, &[]);
@@ -1226,24 +1174,47 @@ fn block_status_replies_count_in_the_buffer_budget() {
 }
 
 /// A 1 TiB export that keeps its first 4 MiB in memory (the rest reads
-/// zeroes), records every TRIM and WRITE_ZEROES as it reaches it, and
-/// reports its first MiB allocated and the rest zero.
-struct Recording {
+/// zeroes and takes writes without keeping them), records every TRIM,
+/// WRITE_ZEROES and CACHE as it reaches it, and reports its extents
+/// through `extents`.
+struct Big {
     head: MemExport,
     calls: std::sync::Mutex<Vec<(&'static str, u64, u64)>>,
+    extents: fn(u64, u64) -> Vec<mosaic_nbd::Extent>,
 }
 
-impl Recording {
-    fn new() -> Recording {
-        Recording { head: MemExport::new(SIZE, 4096), calls: Default::default() }
+impl Big {
+    /// Every other 4 KiB block a hole: a BLOCK_STATUS reply of one
+    /// descriptor a block.
+    fn alternating() -> Big {
+        Big::new(|off, len| {
+            let block = |b: u64| if b % 2 == 0 { mosaic_nbd::Extent::hole(4096) } else { mosaic_nbd::Extent::data(4096) };
+            (off / 4096..(off + len).div_ceil(4096)).map(block).collect()
+        })
+    }
+    /// The first MiB allocated, the rest zero.
+    fn data_then_zeroes() -> Big {
+        Big::new(|off, len| {
+            let data_end = (1u64 << 20).clamp(off, off + len);
+            let data = (data_end > off).then(|| mosaic_nbd::Extent::data(data_end - off));
+            let zero = (off + len > data_end).then(|| mosaic_nbd::Extent::zero(off + len - data_end));
+            data.into_iter().chain(zero).collect()
+        })
+    }
+    fn new(extents: fn(u64, u64) -> Vec<mosaic_nbd::Extent>) -> Big {
+        Big { head: MemExport::new(SIZE, 4096), calls: Default::default(), extents }
     }
     fn record(&self, what: &'static str, off: u64, len: u64) -> std::io::Result<()> {
         self.calls.lock().unwrap().push((what, off, len));
         Ok(())
     }
+    /// How many calls of a kind reached the export.
+    fn count(&self, what: &str) -> usize {
+        self.calls.lock().unwrap().iter().filter(|c| c.0 == what).count()
+    }
 }
 
-impl mosaic_nbd::Export for Recording {
+impl mosaic_nbd::Export for Big {
     fn size(&self) -> u64 {
         1 << 40
     }
@@ -1261,7 +1232,10 @@ impl mosaic_nbd::Export for Recording {
         Ok(())
     }
     fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
-        self.head.write(off, data)
+        if off + data.len() as u64 <= SIZE as u64 {
+            return self.head.write(off, data);
+        }
+        Ok(())
     }
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
@@ -1279,15 +1253,7 @@ impl mosaic_nbd::Export for Recording {
         self.record("cache", off, len)
     }
     fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
-        let data_end = (1u64 << 20).clamp(off, off + len);
-        let mut v = Vec::new();
-        if data_end > off {
-            v.push(mosaic_nbd::Extent::data(data_end - off));
-        }
-        if off + len > data_end {
-            v.push(mosaic_nbd::Extent::zero(off + len - data_end));
-        }
-        Ok(v)
+        Ok((self.extents)(off, len))
     }
 }
 
@@ -1314,7 +1280,7 @@ fn extended(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStrea
 /// chunks; the bytes written read back.
 #[test]
 fn extended_headers_carry_64_bit_lengths_and_every_reply_is_an_extended_chunk() {
-    let ex = Arc::new(Recording::new());
+    let ex = Arc::new(Big::data_then_zeroes());
     let srv = Server::start(ex.clone(), cfg());
     let mut c = extended(srv.addr, true);
     let data = pattern(41, 8192);
