@@ -151,6 +151,43 @@ fn an_offering_server_serves_plain_clients_and_forgets_plain_text_state_at_start
     assert_eq!(back, pattern(5, 4096), "the plain client's write, read through TLS");
 }
 
+/// Extended headers agreed in plain text do not hold after STARTTLS
+/// (compact requests, simple replies), and agreed after it they frame
+/// every request and reply through TLS: the bytes written read back, and
+/// a 6 GiB TRIM past the export's end is one 32-byte request refused by
+/// one extended ERROR chunk (ENOSPC, as any write past the end).  A server that requires TLS refuses them in
+/// plain text.
+#[test]
+fn extended_headers_are_agreed_afresh_after_starttls_and_framed_through_tls() {
+    let d = certs();
+    let srv = Server::start(mem(), tls_cfg(d.path(), TlsMode::On, false));
+    let mut c = greet(&srv);
+    c.send_opt(OPT_EXTENDED_HEADERS, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    let mut c = starttls(c, client_config(d.path(), None)).unwrap();
+    c.info_or_go(OPT_GO, "test").unwrap();
+    assert_eq!(c.write(8192, &pattern(8, 4096)), 0, "a compact request, a simple reply");
+    let mut c = starttls(greet(&srv), client_config(d.path(), None)).unwrap();
+    c.send_opt(OPT_EXTENDED_HEADERS, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ACK);
+    c.info_or_go(OPT_GO, "test").unwrap();
+    c.extended = true;
+    c.send64(Command::Write, CMD_FLAG_PAYLOAD_LEN, 1, 4096, 4096, &pattern(9, 4096));
+    assert_eq!(c.ext_reply().error(), 0);
+    c.send64(Command::Read, 0, 2, 4096, 8192, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.ty, r.cookie, r.offset), (REPLY_TYPE_OFFSET_DATA, 2, 4096));
+    assert_eq!([&r.payload[8..4104], &r.payload[4104..]], [&pattern(9, 4096)[..], &pattern(8, 4096)[..]]);
+    c.send64(Command::Trim, 0, 3, 0, 6 << 30, &[]);
+    let r = c.ext_reply();
+    assert_eq!((r.ty, r.cookie, r.error()), (REPLY_TYPE_ERROR, 3, ENOSPC));
+
+    let srv = Server::start(mem(), tls_cfg(d.path(), TlsMode::Require, false));
+    let mut c = greet(&srv);
+    c.send_opt(OPT_EXTENDED_HEADERS, &[]);
+    assert_eq!(c.opt_reply().ty, REP_ERR_TLS_REQD);
+}
+
 #[test]
 fn a_server_without_tls_refuses_starttls_by_policy() {
     let srv = Server::start(mem(), cfg());
