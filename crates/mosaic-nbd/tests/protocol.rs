@@ -655,8 +655,22 @@ fn a_client_that_stops_reading_replies_is_dropped_and_others_go_on() {
 
 /// Negotiate structured replies (and `base:allocation` when `meta`), GO.
 fn structured(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStream> {
+    negotiate(addr, OPT_STRUCTURED_REPLY, meta)
+}
+
+/// Negotiate extended headers (and `base:allocation` when `meta`: they
+/// imply structured replies), GO; requests go out extended from then on.
+fn extended(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStream> {
+    let mut c = negotiate(addr, OPT_EXTENDED_HEADERS, meta);
+    c.extended = true;
+    c
+}
+
+/// Ask `framing` (structured replies or extended headers), then
+/// `base:allocation` when `meta`, then GO: DF is advertised either way.
+fn negotiate(addr: std::net::SocketAddr, framing: u32, meta: bool) -> Client<std::net::TcpStream> {
     let mut c = Client::greet(connect(addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
-    c.send_opt(OPT_STRUCTURED_REPLY, &[]);
+    c.send_opt(framing, &[]);
     assert_eq!(c.opt_reply().ty, REP_ACK);
     if meta {
         let r = c.meta(OPT_SET_META_CONTEXT, "", &["base:allocation"]);
@@ -666,6 +680,7 @@ fn structured(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStr
         assert_eq!(r[1].ty, REP_ACK);
     }
     c.info_or_go(OPT_GO, "test").unwrap();
+    assert_ne!(c.tflags & TFLAG_SEND_DF, 0);
     c
 }
 
@@ -1255,21 +1270,6 @@ impl mosaic_nbd::Export for Big {
     fn extents(&self, off: u64, len: u64) -> std::io::Result<Vec<mosaic_nbd::Extent>> {
         Ok((self.extents)(off, len))
     }
-}
-
-/// Negotiate extended headers (and `base:allocation` when `meta`), GO.
-fn extended(addr: std::net::SocketAddr, meta: bool) -> Client<std::net::TcpStream> {
-    let mut c = Client::greet(connect(addr), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
-    c.send_opt(OPT_EXTENDED_HEADERS, &[]);
-    assert_eq!(c.opt_reply().ty, REP_ACK);
-    if meta {
-        let r = c.meta(OPT_SET_META_CONTEXT, "", &["base:allocation"]);
-        assert_eq!((r[0].ty, r.last().map(|r| r.ty)), (REP_META_CONTEXT, Some(REP_ACK)), "extended headers imply structured replies");
-    }
-    c.info_or_go(OPT_GO, "test").unwrap();
-    assert_ne!(c.tflags & TFLAG_SEND_DF, 0);
-    c.extended = true;
-    c
 }
 
 /// Extended headers (NBD_OPT_EXTENDED_HEADERS, as qemu 8.2+ and libnbd

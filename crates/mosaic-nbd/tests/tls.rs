@@ -155,8 +155,8 @@ fn an_offering_server_serves_plain_clients_and_forgets_plain_text_state_at_start
 /// (compact requests, simple replies), and agreed after it they frame
 /// every request and reply through TLS: the bytes written read back, and
 /// a 6 GiB TRIM past the export's end is one 32-byte request refused by
-/// one extended ERROR chunk (ENOSPC, as any write past the end).  A server that requires TLS refuses them in
-/// plain text.
+/// one extended ERROR chunk (ENOSPC, as any write past the end).  A
+/// server that requires TLS refuses them in plain text.
 #[test]
 fn extended_headers_are_agreed_afresh_after_starttls_and_framed_through_tls() {
     let d = certs();
