@@ -160,6 +160,16 @@ pub(crate) fn bitmap_in_the_way(what: &str) -> ArrayError {
 }
 
 impl Array {
+    /// Refused while a member is out of service: maintenance that
+    /// changes the members or the rows needs every copy and code unit;
+    /// `before` names it ("growing").
+    pub(crate) fn not_degraded(&self, before: &str) -> Result<(), ArrayError> {
+        if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
+            return Err(ArrayError::Usage(format!("the array is degraded: rebuild it before {before}")));
+        }
+        Ok(())
+    }
+
     /// Refused while a hot replace waits paused: maintenance that changes
     /// the members or the rows waits for it.
     pub(crate) fn no_paused_hot_replace(&self) -> Result<(), ArrayError> {
@@ -215,9 +225,7 @@ impl Array {
             return Err(bitmap_in_the_way("grow"));
         }
         let old = self.geometry();
-        if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
-            return Err(ArrayError::Usage("the array is degraded: rebuild it before growing".into()));
-        }
+        self.not_degraded("growing")?;
         let level = grown_level(old.level, new.len())?;
         let n = old.members + new.len();
         let geo = Geometry::new(level, n, old.unit, old.block, old.member_data_bytes())?;

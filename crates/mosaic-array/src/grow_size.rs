@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use mosaic_core::{FixedLayout, Geometry, Level, MemberState};
+use mosaic_core::{FixedLayout, Geometry, Level};
 use mosaic_exec::Client;
 
 use crate::array::{Array, Shape};
@@ -110,9 +110,7 @@ impl Array {
         if sb.bitmap.is_some() {
             return Err(ArrayError::Usage("the array has a write-intent bitmap, sized for its capacity: remove it first (mosaic bitmap -a ARRAY none), grow, then add it again (mosaic bitmap -a ARRAY internal)".into()));
         }
-        if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
-            return Err(ArrayError::Usage("the array is degraded: rebuild it before growing".into()));
-        }
+        self.not_degraded("growing")?;
         let members: Vec<(u64, String)> = (0..old.members)
             .map(|i| self.member(i).map(|m| (m.size(), m.describe())).ok_or_else(|| ArrayError::Io(format!("member {i} is missing"))))
             .collect::<Result<_, _>>()?;

@@ -122,9 +122,7 @@ impl Array {
         self.ready_to_change_level()?;
         let old = self.geometry();
         let level = target(&old, level, new.len())?;
-        if self.health().states.iter().any(|s| !matches!(s, MemberState::Active)) {
-            return Err(ArrayError::Usage("the array is degraded: rebuild it before changing its level".into()));
-        }
+        self.not_degraded("changing its level")?;
         if self.needs_resync() {
             return Err(ArrayError::Usage("the array was not shut down cleanly and is not resynced: its copies may disagree; resync it first (mosaic scrub --repair)".into()));
         }

@@ -133,9 +133,6 @@ fn create_missing(geo: &mosaic_core::Geometry, idx: usize, drive: &Path) -> Resu
     Ok(created)
 }
 
-/// Replace failed member `idx` with `drive`, creating a file of the
-/// member's size when it does not exist (and removing it again when the
-/// replace is refused).
 /// Open `drives` as new members of `arr` (a missing file created at the
 /// members' size) and hand them to `join`; the files made here are
 /// removed again when opening or joining fails.
@@ -161,6 +158,9 @@ fn with_new_members<T>(arr: &Array, drives: &[std::path::PathBuf], join: impl Fn
     Ok(r?)
 }
 
+/// Replace failed member `idx` with `drive`, creating a file of the
+/// member's size when it does not exist (and removing it again when the
+/// replace is refused).
 fn replace(arr: &Array, idx: usize, drive: &Path) -> Result<()> {
     let geo = replaceable(arr, idx)?;
     let state = arr.health().states[idx];
