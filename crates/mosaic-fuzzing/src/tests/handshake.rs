@@ -198,6 +198,9 @@ fn extended_headers_are_negotiated_once_and_rule_out_export_name() {
     let kinds: Vec<(u32, u32)> = r.iter().map(|x| (x.0, x.1)).collect();
     assert_eq!(&kinds[..4], &[(OPT_EXTENDED_HEADERS, REP_ERR_INVALID), (OPT_EXTENDED_HEADERS, REP_ACK), (OPT_EXTENDED_HEADERS, REP_ERR_INVALID), (OPT_STRUCTURED_REPLY, REP_ERR_EXT_HEADER_REQD)]);
     assert_eq!(kinds.last(), Some(&(OPT_GO, REP_ACK)));
+    let says = |i: usize| String::from_utf8_lossy(&r[i].2).into_owned();
+    assert!(says(0).contains("NBD_OPT_EXTENDED_HEADERS takes no data"), "{}", says(0));
+    assert!(says(2).contains("extended headers are already negotiated") && says(3).contains("extended headers are already negotiated"), "{} / {}", says(2), says(3));
     // The GO's export info advertises DF (replies are structured).
     let export_info = r.iter().find(|x| x.1 == REP_INFO && x.2[..2] == INFO_EXPORT.to_be_bytes()).expect("NBD_INFO_EXPORT");
     assert_ne!(u16::from_be_bytes([export_info.2[10], export_info.2[11]]) & TFLAG_SEND_DF, 0);
