@@ -31,12 +31,14 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, MutexGuard};
 
 use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program, Role};
 use mosaic_dev::Member;
 
 mod fuse;
+mod shard;
 mod slots;
 #[cfg(test)]
 mod tests;
@@ -138,9 +140,44 @@ pub struct Counters {
     pub errors: Vec<[u64; 2]>,
 }
 
+impl Counters {
+    fn new(n: usize) -> Counters {
+        Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }
+    }
+
+    /// Add `o`'s counts (a shard's) to these.
+    fn merge(&mut self, o: &Counters) {
+        self.ops.merge(&o.ops);
+        for (a, b) in self.members.iter_mut().zip(&o.members) {
+            a.reads += b.reads;
+            a.writes += b.writes;
+            a.read_bytes += b.read_bytes;
+            a.write_bytes += b.write_bytes;
+        }
+        for (a, b) in self.errors.iter_mut().zip(&o.errors) {
+            a[0] += b[0];
+            a[1] += b[1];
+        }
+    }
+}
+
+/// The members as a run found them: slot `i` holds member `i`'s device,
+/// `None` when it is missing.
+type Members = [Option<Arc<dyn Member>>];
+
+/// Member `m`'s device in `ms`.
+fn dev(ms: &Members, m: usize) -> io::Result<&dyn Member> {
+    ms.get(m).and_then(|d| d.as_deref()).ok_or_else(|| io::Error::other("member missing"))
+}
+
 /// Runs programs on members.  One per array.
 pub struct Executor {
-    members: RwLock<Vec<Option<Arc<dyn Member>>>>,
+    /// Each run loads the table once and runs on it (no lock, no
+    /// reference count taken per operation: those lines are written by
+    /// every thread running programs); a change stores a new table.
+    members: ArcSwap<Vec<Option<Arc<dyn Member>>>>,
+    /// Held while the table changes (changes never race each other).
+    changing: Mutex<()>,
     /// Added to every device offset (the fixed arrays' data area starts
     /// after their superblock slots).
     base: u64,
@@ -148,7 +185,8 @@ pub struct Executor {
     /// against an older epoch is planned again.
     epoch: AtomicU64,
     locks: Vec<Mutex<()>>,
-    counts: Mutex<Counters>,
+    /// Counters by thread ([`shard`]); [`Executor::counters`] sums them.
+    counts: Box<[shard::Padded<Mutex<Counters>>]>,
     pool: std::sync::OnceLock<rayon::ThreadPool>,
     /// Every member is RAM or a file on a RAM file system: an operation is
     /// a memory copy, so phases run on the calling thread (perf under 1 MiB
@@ -167,34 +205,50 @@ impl Executor {
     pub fn new(members: Vec<Option<Arc<dyn Member>>>, base: u64) -> Executor {
         let n = members.len();
         let ex = Executor {
-            members: RwLock::new(members),
+            members: ArcSwap::from_pointee(members),
+            changing: Mutex::new(()),
             base,
             epoch: AtomicU64::new(0),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
-            counts: Mutex::new(Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }),
+            counts: shard::each(|| Mutex::new(Counters::new(n))),
             pool: std::sync::OnceLock::new(),
             any_remote: AtomicBool::new(false),
             all_cheap: AtomicBool::new(false),
             scratch: slots::Pool::default(),
             kernel: mosaic_ec::default_kernel().unwrap_or(mosaic_ec::Kernel::Rse),
         };
-        ex.kinds_changed(&ex.members.read());
+        ex.kinds_changed(&ex.members.load());
         ex
     }
 
     pub fn width(&self) -> usize {
-        self.members.read().len()
+        self.members.load().len()
     }
 
     pub fn member(&self, i: usize) -> Option<Arc<dyn Member>> {
-        self.members.read().get(i).cloned().flatten()
+        self.members.load().get(i).cloned().flatten()
+    }
+
+    /// Change the member table with `f` (a new table replaces the old;
+    /// runs that loaded the old one finish on it), then note the new
+    /// kinds and bump the epoch.
+    fn change<T>(&self, f: impl FnOnce(&mut Vec<Option<Arc<dyn Member>>>) -> T) -> T {
+        let _g = self.changing.lock();
+        let mut ms = Vec::clone(&self.members.load());
+        let out = f(&mut ms);
+        self.install(ms);
+        out
+    }
+
+    /// Put `ms` in place of the member table (`changing` held).
+    fn install(&self, ms: Vec<Option<Arc<dyn Member>>>) {
+        self.kinds_changed(&ms);
+        self.members.store(Arc::new(ms));
+        self.bump();
     }
 
     pub fn set_member(&self, i: usize, m: Option<Arc<dyn Member>>) {
-        let mut ms = self.members.write();
-        ms[i] = m;
-        self.kinds_changed(&ms);
-        self.bump();
+        self.change(|ms| ms[i] = m);
     }
 
     /// Put `m` in slot `i` only while the slot holds `expected` (the same
@@ -202,39 +256,40 @@ impl Executor {
     /// its own gives it back this way, never over what someone else put
     /// there meanwhile (a hot spare taking a failed member's place).
     pub fn swap_member(&self, i: usize, expected: &Arc<dyn Member>, m: Arc<dyn Member>) -> bool {
-        let mut ms = self.members.write();
-        if !ms.get(i).and_then(Option::as_ref).is_some_and(|now| Arc::ptr_eq(now, expected)) {
+        let _g = self.changing.lock();
+        let now = self.members.load();
+        if !now.get(i).and_then(Option::as_ref).is_some_and(|now| Arc::ptr_eq(now, expected)) {
             return false;
         }
+        let mut ms = Vec::clone(&now);
         ms[i] = Some(m);
-        self.kinds_changed(&ms);
-        self.bump();
+        self.install(ms);
         true
     }
 
     /// Add a member after the last (an array that grows).
     pub fn add_member(&self, m: Arc<dyn Member>) {
-        let mut ms = self.members.write();
-        ms.push(Some(m));
-        let mut c = self.counts.lock();
-        c.members.push(DeviceIo::default());
-        c.errors.push([0; 2]);
-        drop(c);
-        self.kinds_changed(&ms);
-        self.bump();
+        self.change(|ms| {
+            ms.push(Some(m));
+            for c in self.counts.iter() {
+                let mut c = c.0.lock();
+                c.members.push(DeviceIo::default());
+                c.errors.push([0; 2]);
+            }
+        })
     }
 
     /// Take the last member away (an array that drops one): its device.
     pub fn remove_last_member(&self) -> Option<Arc<dyn Member>> {
-        let mut ms = self.members.write();
-        let m = ms.pop().flatten();
-        let mut c = self.counts.lock();
-        c.members.truncate(ms.len());
-        c.errors.truncate(ms.len());
-        drop(c);
-        self.kinds_changed(&ms);
-        self.bump();
-        m
+        self.change(|ms| {
+            let m = ms.pop().flatten();
+            for c in self.counts.iter() {
+                let mut c = c.0.lock();
+                c.members.truncate(ms.len());
+                c.errors.truncate(ms.len());
+            }
+            m
+        })
     }
 
     /// Note which kinds of members the array has (after any change).
@@ -265,12 +320,23 @@ impl Executor {
     }
 
     pub fn counters(&self) -> Counters {
-        self.counts.lock().clone()
+        let mut sum = Counters::new(self.counts[0].0.lock().members.len());
+        for c in self.counts.iter() {
+            sum.merge(&c.0.lock());
+        }
+        sum
     }
 
     pub fn reset_counters(&self) {
         let n = self.width();
-        *self.counts.lock() = Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] };
+        for c in self.counts.iter() {
+            *c.0.lock() = Counters::new(n);
+        }
+    }
+
+    /// This thread's counters.
+    fn counts(&self) -> MutexGuard<'_, Counters> {
+        self.counts[shard::mine()].0.lock()
     }
 
     /// Lock the ranges `keys` (sorted, so two programs never wait on each
@@ -334,18 +400,20 @@ impl Executor {
             p.validate().map_err(ExecError::Program)?;
         }
         let _g = self.lock(p.locks.iter().copied());
+        // The members the whole run goes to, loaded before the epoch is
+        // checked (a change stores its table before it bumps the epoch).
+        let ms = self.members.load();
         if epoch.is_some_and(|e| e != self.epoch()) {
             return Err(ExecError::Stale);
         }
         // Members lend the bytes of reads nothing changes while the
         // program runs (held here, so the loans outlive the slots).
         let lend = slots::lendable(p);
-        let lenders = if lend.contains(&true) { self.members.read().clone() } else { Vec::new() };
         let mut slots = slots::materialize(p, &self.scratch, client, &lend).map_err(ExecError::Program)?;
         if self.all_cheap() {
-            self.prefetch_writes(p);
+            self.prefetch_writes(p, &ms);
         }
-        let res = self.phases(p, &mut slots, journal, Loans { lend: &lend, lenders: &lenders });
+        let res = self.phases(p, &ms, &mut slots, journal, Loans { lend: &lend, lenders: &ms });
         let kept = res.map(|()| p.keep.iter().map(|&b| slots::take(&mut slots, b as usize)).collect());
         self.scratch.recycle(slots);
         kept
@@ -359,9 +427,8 @@ impl Executor {
     /// writes pages whose homes are cold; an RMW's writes go where its
     /// reads just were).  Metadata is streamed around the CPU cache, and a
     /// large write is left to the hardware's own prefetching.
-    fn prefetch_writes(&self, p: &Program) {
+    fn prefetch_writes(&self, p: &Program, ms: &Members) {
         let reads = || p.phases.iter().filter_map(|ph| if let Phase::Read(ios) = ph { Some(ios) } else { None }).flatten();
-        let mut members = None;
         for ph in &p.phases {
             let Phase::Write { ops, .. } = ph else { continue };
             for io in ops.iter().filter(|io| io.op.role != Role::Meta && io.op.len <= PREFETCH_MAX) {
@@ -369,7 +436,7 @@ impl Executor {
                 if reads().any(|r| r.op.member == m && r.op.offset <= at && r.op.offset.saturating_add(r.op.len) >= end) {
                     continue;
                 }
-                if let Some(d) = members.get_or_insert_with(|| self.members.read()).get(m).and_then(|d| d.as_deref()) {
+                if let Ok(d) = dev(ms, m) {
                     d.prefetch_write(self.base.saturating_add(at), io.op.len as usize);
                 }
             }
@@ -377,37 +444,37 @@ impl Executor {
     }
 
     /// Run `p`'s phases in order, then count its stripes.
-    fn phases<'s>(&self, p: &Program, slots: &mut [Slot<'s>], journal: Option<&dyn JournalHook>, loans: Loans<'_, 's>) -> Result<(), ExecError> {
+    fn phases<'s>(&self, p: &Program, ms: &Members, slots: &mut [Slot<'s>], journal: Option<&dyn JournalHook>, loans: Loans<'_, 's>) -> Result<(), ExecError> {
         let mut fused = false;
         for (i, phase) in p.phases.iter().enumerate() {
             if std::mem::take(&mut fused) {
                 continue;
             }
             match phase {
-                Phase::Read(ios) => self.read_phase(ios, slots, loans)?,
+                Phase::Read(ios) => self.read_phase(ms, ios, slots, loans)?,
                 Phase::Compute(cs) if self.fuses(p, i, cs) => {
                     let Some(Phase::Write { ops, .. }) = p.phases.get(i + 1) else { unreachable!("fusable") };
-                    self.fused_phases(p, cs, ops, slots)?;
+                    self.fused_phases(p, ms, cs, ops, slots)?;
                     fused = true;
                 }
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
-                Phase::Write { ops, journal: j, marks } => self.write_phase(p, ops, (*j).then_some(marks.as_slice()).zip(journal), slots)?,
-                Phase::Flush(ms) => {
+                Phase::Write { ops, journal: j, marks } => self.write_phase(p, ms, ops, (*j).then_some(marks.as_slice()).zip(journal), slots)?,
+                Phase::Flush(fs) => {
                     // Flushes move no bytes; they go to the I/O threads
                     // unless every one of them is cheap.
-                    let cheap = ms.iter().all(|&m| self.member(m).is_some_and(|d| d.cheap_flush()));
-                    let res = self.each(ms, if cheap { 0 } else { u64::MAX }, |&m| self.dev(m)?.flush());
-                    self.count_errors(Dir::Write, ms.iter().copied(), &res);
-                    failures(ms.iter().copied(), res)?;
+                    let cheap = fs.iter().all(|&m| dev(ms, m).is_ok_and(|d| d.cheap_flush()));
+                    let res = self.each(fs, if cheap { 0 } else { u64::MAX }, |&m| dev(ms, m)?.flush());
+                    self.count_errors(Dir::Write, fs.iter().copied(), &res);
+                    failures(fs.iter().copied(), res)?;
                 }
                 Phase::Reset(zs) => {
-                    let res = self.each(zs, u64::MAX, |z| self.dev(z.member)?.reset_zone(self.base + z.offset));
+                    let res = self.each(zs, u64::MAX, |z| dev(ms, z.member)?.reset_zone(self.base + z.offset));
                     failures(zs.iter().map(|z| z.member), res)?;
-                    self.counts.lock().ops.zone_resets += zs.len() as u64;
+                    self.counts().ops.zone_resets += zs.len() as u64;
                 }
             }
         }
-        let mut c = self.counts.lock();
+        let mut c = self.counts();
         for m in &p.methods {
             c.ops.add_method(*m);
         }
@@ -417,7 +484,7 @@ impl Executor {
     /// Log the writes first when the phase is journaled (`journal`: its
     /// marks and the hook), then issue them; each write's bytes are one
     /// slice, or the pieces of its gather buffer, written as one.
-    fn write_phase(&self, p: &Program, ops: &[Io], journal: Option<(&[Mark], &dyn JournalHook)>, slots: &[Slot<'_>]) -> Result<(), ExecError> {
+    fn write_phase(&self, p: &Program, ms: &Members, ops: &[Io], journal: Option<(&[Mark], &dyn JournalHook)>, slots: &[Slot<'_>]) -> Result<(), ExecError> {
         let mut parts = Vec::with_capacity(ops.len());
         let mut spans = Vec::with_capacity(ops.len());
         for io in ops {
@@ -432,7 +499,7 @@ impl Executor {
         };
         let bytes = ops.iter().map(|io| io.op.len).sum();
         let res = self.each(&writes, bytes, |&(op, b)| {
-            let dev = self.dev(op.member)?;
+            let dev = dev(ms, op.member)?;
             match b {
                 // Metadata (log and journal records, tables) is appended
                 // and not read back before an open: streamed like a log
@@ -450,15 +517,11 @@ impl Executor {
         self.settle(Dir::Write, ops, res)
     }
 
-    fn dev(&self, m: usize) -> io::Result<Arc<dyn Member>> {
-        self.member(m).ok_or_else(|| io::Error::other("member missing"))
-    }
-
     /// A read phase: each read the program lets a member lend
     /// ([`slots::lendable`]) takes the member's bytes if it lends them,
     /// else a buffer of its own; the others copy into their buffers.
     /// Either way each read counts as one.
-    fn read_phase<'s>(&self, ios: &[Io], slots: &mut [Slot<'s>], loans: Loans<'_, 's>) -> Result<(), ExecError> {
+    fn read_phase<'s>(&self, ms: &Members, ios: &[Io], slots: &mut [Slot<'s>], loans: Loans<'_, 's>) -> Result<(), ExecError> {
         let mut lent = Vec::new();
         if !loans.lend.is_empty() {
             lent = ios.iter().map(|io| self.borrow(io, slots, loans)).collect();
@@ -467,7 +530,7 @@ impl Executor {
         let bytes = ios.iter().map(|io| io.op.len).sum();
         let res = self.each_mut(&mut targets, bytes, |(i, buf)| {
             let op = &ios[*i].op;
-            self.dev(op.member)?.read_at(buf, self.base + op.offset)
+            dev(ms, op.member)?.read_at(buf, self.base + op.offset)
         });
         // Results in `targets` order: put them back in `ios` order.
         let mut by_io: Vec<Option<io::Result<()>>> = (0..ios.len()).map(|_| None).collect();
@@ -504,7 +567,7 @@ impl Executor {
     /// Computations `cs` and the writes `ops` after them, fused: each
     /// write goes out piece by piece behind the computations its bytes
     /// depend on ([`fuse::run`]).
-    fn fused_phases(&self, p: &Program, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+    fn fused_phases(&self, p: &Program, ms: &Members, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
         // A computation that would fail fails before any write goes out,
         // as phase by phase (`run` validates whole programs only in debug
         // builds).
@@ -518,7 +581,7 @@ impl Executor {
             ops,
             |c| slots::combine(self.kernel, c, &mut slots.borrow_mut()).map_err(ExecError::Program),
             |io, pieces, done, single| {
-                let dev = self.dev(io.op.member)?;
+                let dev = dev(ms, io.op.member)?;
                 let s = slots.borrow();
                 let parts: Vec<&[u8]> = pieces.iter().map(|&(r, n)| slots::bytes(&s, r, n)).collect();
                 match parts.as_slice() {
@@ -540,7 +603,7 @@ impl Executor {
     /// Count the completed ops; the failures as an error.
     fn settle(&self, dir: Dir, ios: &[Io], res: Vec<io::Result<()>>) -> Result<(), ExecError> {
         {
-            let mut c = self.counts.lock();
+            let mut c = self.counts();
             for (io, r) in ios.iter().zip(&res) {
                 if r.is_ok() {
                     c.ops.add_op(dir, &io.op);
@@ -559,7 +622,7 @@ impl Executor {
         if res.iter().all(|r| r.is_ok()) {
             return;
         }
-        let mut c = self.counts.lock();
+        let mut c = self.counts();
         for (m, r) in members.zip(res) {
             if let (Err(_), Some(e)) = (r, c.errors.get_mut(m)) {
                 e[matches!(dir, Dir::Write) as usize] += 1;
@@ -627,7 +690,7 @@ impl Executor {
 #[derive(Clone, Copy)]
 struct Loans<'r, 's> {
     lend: &'r [bool],
-    lenders: &'s [Option<Arc<dyn Member>>],
+    lenders: &'s Members,
 }
 
 fn reborrow<'a>(c: &'a mut Client<'_>) -> Client<'a> {

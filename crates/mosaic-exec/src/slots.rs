@@ -2,8 +2,9 @@
 //! client's data, split into the disjoint pieces each phase needs.
 
 use mosaic_core::{write_pieces, Buf, Combine, DevOp, Io, Phase, Program, Ref};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
+use crate::shard::{self, Padded};
 use crate::Client;
 
 /// One buffer while a program runs.
@@ -246,8 +247,8 @@ pub fn lendable(p: &Program) -> Vec<bool> {
 const POOL_BUFS: usize = 16;
 /// Most bytes the pool holds between runs.
 const POOL_BYTES: usize = 32 << 20;
-/// Most small buffers (below [`LARGE`]) the pool holds between runs
-/// (besides the large ones).
+/// Most small buffers (below [`LARGE`]) each thread's list holds between
+/// runs (besides the large ones).
 const SMALL_BUFS: usize = 32;
 
 /// Scratch memory reused from run to run, so a buffer that the program
@@ -256,27 +257,30 @@ const SMALL_BUFS: usize = 32;
 /// program may read before writing ([`must_zero`]), so none of them is
 /// ever seen.  Large buffers ([`LARGE`] bytes and more) and small ones
 /// are kept in separate lists, so many small buffers never push out the
-/// large ones a program needs.
-#[derive(Default)]
-pub(crate) struct Pool(Mutex<Lists>);
-
-#[derive(Default)]
-pub(crate) struct Lists {
-    large: Vec<Vec<u8>>,
-    small: Vec<Vec<u8>>,
+/// large ones a program needs.  Small ones, which every small request
+/// takes and gives back, are kept by thread ([`shard`]): two threads
+/// running programs never wait for each other there.
+pub(crate) struct Pool {
+    large: Mutex<Vec<Vec<u8>>>,
+    small: Box<[Padded<Mutex<Vec<Vec<u8>>>>]>,
 }
 
-impl Lists {
-    fn of(&mut self, cap: usize) -> &mut Vec<Vec<u8>> {
-        if cap < LARGE {
-            &mut self.small
-        } else {
-            &mut self.large
-        }
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool { large: Mutex::default(), small: shard::each(Mutex::default) }
     }
 }
 
 impl Pool {
+    /// The list buffers of capacity `cap` go to (this thread's, when small).
+    fn list(&self, cap: usize) -> MutexGuard<'_, Vec<Vec<u8>>> {
+        if cap < LARGE {
+            self.small[shard::mine()].0.lock()
+        } else {
+            self.large.lock()
+        }
+    }
+
     /// `n` bytes, zero at least in `zero`.  A buffer the program keeps
     /// leaves the executor: it comes from the pool as any other (its
     /// bytes not written by the program are in `zero`).
@@ -284,20 +288,19 @@ impl Pool {
         if n == 0 || zero.total() >= n {
             return vec![0u8; n];
         }
-        let mut lists = self.0.lock();
         let small = n < LARGE;
-        let pool = lists.of(n);
+        let mut pool = self.list(n);
         // The smallest that fits, if it is not much larger; among small
         // ones as large, the most recently given back (warmest in the CPU
         // caches).
         let fits = |i: &usize| pool[*i].capacity() >= n && pool[*i].capacity() <= 2 * n;
         let fit = if small { (0..pool.len()).rev().filter(fits).min_by_key(|&i| pool[i].capacity()) } else { (0..pool.len()).filter(fits).min_by_key(|&i| pool[i].capacity()) };
         let Some(i) = fit else {
-            drop(lists);
+            drop(pool);
             return vec![0u8; n];
         };
         let mut v = if small { pool.remove(i) } else { pool.swap_remove(i) };
-        drop(lists);
+        drop(pool);
         v.resize(n, 0); // within its capacity: no new allocation
         for &(a, b) in &zero.0 {
             v[a..b].fill(0);
@@ -312,16 +315,14 @@ impl Pool {
         if cap == 0 || cap > POOL_BYTES {
             return;
         }
-        let mut lists = self.0.lock();
+        let mut pool = self.list(cap);
         if cap < LARGE {
-            let small = &mut lists.small;
-            if small.len() >= SMALL_BUFS {
-                small.remove(0);
+            if pool.len() >= SMALL_BUFS {
+                pool.remove(0);
             }
-            small.push(v);
+            pool.push(v);
             return;
         }
-        let pool = &mut lists.large;
         pool.push(v);
         let mut held: usize = pool.iter().map(|v| v.capacity()).sum();
         while pool.len() > POOL_BUFS || held > POOL_BYTES {

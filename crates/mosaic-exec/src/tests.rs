@@ -1148,7 +1148,7 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     assert!(ex.fuses(&p, 0, &cs));
     let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
     ms[0].write_at(&vec![0xee; M / 2], 0).unwrap();
-    match ex.fused_phases(&p, &cs, &ops, &mut slots) {
+    match ex.fused_phases(&p, &ex.members.load(), &cs, &ops, &mut slots) {
         Err(ExecError::Program(m)) => assert_eq!(m, format!("range {}+8192 beyond buffer {a} of {} bytes", 2 * M - 4096, 2 * M)),
         other => panic!("{other:?}"),
     }
@@ -1159,7 +1159,7 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     let bytes = p.buf(Buf::Bytes(vec![0u8; 4096].into()));
     let cs = vec![Combine::copy(Ref::new(a, 0), Ref::new(a, M), M), Combine::copy(Ref::new(bytes, 0), Ref::new(a, 0), 4096)];
     let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
-    match ex.fused_phases(&p, &cs, &ops, &mut slots) {
+    match ex.fused_phases(&p, &ex.members.load(), &cs, &ops, &mut slots) {
         Err(e @ ExecError::Program(_)) => assert_eq!(e.to_string(), format!("invalid program: buffer {bytes} is read-only")),
         other => panic!("{other:?}"),
     }
@@ -1239,4 +1239,83 @@ fn a_program_held_on_slow_members_does_not_hold_another_threads_program() {
     }
     assert_eq!(stuck, 0, "of 5 flushes, {stuck} waited for another program's held writes");
     assert!(ms.iter().all(|m| peek(&m.inner, 0, 128 << 10) == vec![5u8; 128 << 10]), "the held writes completed once let through");
+}
+
+/// Programs from many threads at once: each thread counts into its own
+/// shard, and `counters` sums every operation of every thread (and
+/// `reset_counters` clears them all).  The parity each thread kept is the
+/// XOR of what it wrote, so no two threads' runs mixed their bytes.
+#[test]
+fn counters_of_programs_from_many_threads_add_up_to_every_operation() {
+    const THREADS: u64 = 12;
+    const RUNS: u64 = 200;
+    let ms = mems(3);
+    let ex = exec_on(&ms);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let ex = &ex;
+            s.spawn(move || {
+                for i in 0..RUNS {
+                    // Thread t's own stripe, data on member i % 2.
+                    let d = vec![(t * RUNS + i) as u8; 4096];
+                    ex.run(&rmw((i % 2) as usize, 2, t * 4096), Client::In(&d), None).unwrap();
+                }
+            });
+        }
+    });
+    let c = ex.counters();
+    let n = THREADS * RUNS;
+    assert_eq!((c.ops.data_reads, c.ops.code_reads, c.ops.data_writes, c.ops.code_writes, c.ops.stripes_rmw), (n, n, n, n, n));
+    assert_eq!((c.members[0].writes, c.members[1].writes, c.members[2].writes), (n / 2, n / 2, n));
+    assert_eq!(c.members[2].read_bytes, n * 4096);
+    for t in 0..THREADS {
+        // Each stripe's parity is the XOR of its two data units.
+        let (a, b, p) = (peek(&ms[0], t * 4096, 4096), peek(&ms[1], t * 4096, 4096), peek(&ms[2], t * 4096, 4096));
+        assert_eq!(p, a.iter().zip(&b).map(|(x, y)| x ^ y).collect::<Vec<u8>>(), "stripe {t}");
+        assert_eq!((a[0], b[0]), (((t + 1) * RUNS - 2) as u8, ((t + 1) * RUNS - 1) as u8));
+    }
+    ex.reset_counters();
+    let c = ex.counters();
+    assert_eq!((c.ops.data_writes, c.members[2].writes), (0, 0));
+}
+
+/// A member table change reaches the runs after it; the counters follow
+/// members added and taken away, from every thread's shard.
+#[test]
+fn member_changes_reach_later_runs_and_the_counters_follow_the_width() {
+    let ms = mems(4);
+    let ex = Executor::new(ms[..3].iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+    let d = vec![0x11u8; 4096];
+    ex.run(&rmw(0, 2, 0), Client::In(&d), None).unwrap();
+    // Member 2 now a fresh device: the next run's parity goes there.
+    let fresh = Arc::new(MemMember::new("fresh", 1 << 20));
+    let e0 = ex.epoch();
+    ex.set_member(2, Some(fresh.clone()));
+    assert_eq!(ex.epoch(), e0 + 1, "a change bumps the epoch");
+    ex.run(&rmw(0, 2, 4096), Client::In(&d), None).unwrap();
+    assert_eq!(peek(&fresh, 4096, 1), vec![0x11]);
+    assert_eq!(peek(&ms[2], 4096, 1), vec![0], "the old device took nothing after the change");
+    // swap_member only over the device expected there.
+    let other: Arc<dyn Member> = ms[3].clone();
+    assert!(!ex.swap_member(2, &other, ms[2].clone()));
+    assert!(Arc::ptr_eq(&ex.member(2).unwrap(), &(fresh.clone() as Arc<dyn Member>)));
+    let expected: Arc<dyn Member> = fresh.clone();
+    assert!(ex.swap_member(2, &expected, ms[2].clone()));
+    // A fourth member, counted from any thread.
+    ex.add_member(ms[3].clone());
+    assert_eq!(ex.width(), 4);
+    std::thread::scope(|s| {
+        s.spawn(|| ex.run(&rmw(3, 2, 8192), Client::In(&d), None).unwrap());
+    });
+    let c = ex.counters();
+    assert_eq!((c.members.len(), c.errors.len()), (4, 4));
+    assert_eq!((c.members[3].reads, c.members[3].writes), (1, 1));
+    assert!(ex.remove_last_member().is_some_and(|m| Arc::ptr_eq(&m, &(ms[3].clone() as Arc<dyn Member>))));
+    assert_eq!((ex.width(), ex.counters().members.len()), (3, 3));
+    // A missing member fails the run's operations on it, not the process.
+    ex.set_member(1, None);
+    match ex.run(&rmw(1, 2, 0), Client::In(&d), None) {
+        Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
+        other => panic!("{other:?}"),
+    }
 }
