@@ -257,10 +257,11 @@ pub struct GrowProgress {
 pub struct Array {
     /// Geometry and layout (swapped whole when a grow moves on; see
     /// [`crate::grow`]).
-    shape: RwLock<Arc<Shape>>,
+    /// Loaded by every request (no lock word or reference count written).
+    shape: arc_swap::ArcSwap<Shape>,
     /// Held (shared) by every client request while it plans and runs; a
     /// grow's restripe step takes it exclusively.
-    pub(crate) gate: RwLock<()>,
+    pub(crate) gate: mosaic_exec::Gate,
     /// The one executor: members, range locks, I/O threads, counters.
     exec: Executor,
     health: RwLock<Health>,
@@ -1017,8 +1018,8 @@ impl Array {
         let n = geo.members;
         let any_lost = std::sync::atomic::AtomicBool::new(!sb.lost.is_empty());
         Ok(Array {
-            shape: RwLock::new(Arc::new(shape)),
-            gate: RwLock::new(()),
+            shape: arc_swap::ArcSwap::from_pointee(shape),
+            gate: mosaic_exec::Gate::default(),
             exec: Executor::new(members, DATA_OFFSET),
             health: RwLock::new(health),
             sb: Mutex::new(sb),
@@ -1164,20 +1165,22 @@ impl Array {
 
     /// The geometry (during a grow: the one being grown to).
     pub fn geometry(&self) -> Geometry {
-        self.shape.read().layout.planner.geo.clone()
+        self.shape.load().layout.planner.geo.clone()
     }
 
     /// The layout (during a grow: the one being grown to).
     pub fn layout(&self) -> Arc<FixedLayout> {
-        self.shape.read().layout.clone()
+        self.shape.load().layout.clone()
     }
 
-    pub(crate) fn shape(&self) -> Arc<Shape> {
-        self.shape.read().clone()
+    /// The shape now (held while a request runs; a grow step that
+    /// replaces it holds the gate, so no request runs on the old one).
+    pub(crate) fn shape(&self) -> arc_swap::Guard<Arc<Shape>> {
+        self.shape.load()
     }
 
     pub(crate) fn set_shape(&self, s: Shape) {
-        *self.shape.write() = Arc::new(s);
+        self.shape.store(Arc::new(s));
         self.exec.bump();
     }
 

@@ -23,7 +23,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 
@@ -428,9 +428,20 @@ pub fn on_ram_fs(file: &File) -> bool {
 /// forth between their cores on every operation.)
 pub struct MemMember {
     name: String,
-    /// Replaced whole only by [`MemMember::restore`] (tests); an
-    /// operation runs on the buffer it loaded.
-    data: arc_swap::ArcSwap<MemBytes>,
+    /// The bytes (a leaked box, read with one load per operation).
+    /// Replaced whole only by [`MemMember::restore`] (tests), which keeps
+    /// the ones it replaces in `retired` until the member is dropped: an
+    /// operation may still be copying into them.
+    data: AtomicPtr<MemBytes>,
+    retired: parking_lot::Mutex<Vec<Box<MemBytes>>>,
+}
+
+impl Drop for MemMember {
+    fn drop(&mut self) {
+        // SAFETY: `data` came from `Box::into_raw` and nothing else
+        // holds it once the member is dropped.
+        drop(unsafe { Box::from_raw(*self.data.get_mut()) });
+    }
 }
 
 /// A RAM member's bytes, written through shared references.
@@ -466,13 +477,20 @@ impl MemMember {
     }
 
     fn with_bytes(name: impl Into<String>, bytes: Vec<u8>) -> MemMember {
-        MemMember { name: name.into(), data: arc_swap::ArcSwap::from_pointee(MemBytes::new(bytes)) }
+        let data = AtomicPtr::new(Box::into_raw(Box::new(MemBytes::new(bytes))));
+        MemMember { name: name.into(), data, retired: Default::default() }
+    }
+
+    /// The bytes now.
+    fn bytes(&self) -> &MemBytes {
+        // SAFETY: `data` always points at a live box: replaced ones are
+        // kept in `retired` until the member drops.
+        unsafe { &*self.data.load(Ordering::Acquire) }
     }
 
     /// A copy of the contents (tests compare members byte for byte).
     pub fn snapshot(&self) -> Vec<u8> {
-        let d = self.data.load();
-        let mut out = vec![0u8; d.len() as usize];
+        let mut out = vec![0u8; self.bytes().len() as usize];
         self.read_at(&mut out, 0).expect("the whole member is inside it");
         out
     }
@@ -480,7 +498,10 @@ impl MemMember {
     /// Put back contents taken by [`MemMember::snapshot`] (tests swap a
     /// member for an old copy of itself).
     pub fn restore(&self, bytes: Vec<u8>) {
-        self.data.store(Arc::new(MemBytes::new(bytes)));
+        let new = Box::into_raw(Box::new(MemBytes::new(bytes)));
+        let old = self.data.swap(new, Ordering::AcqRel);
+        // SAFETY: `old` came from `Box::into_raw`; it is kept, not freed.
+        self.retired.lock().push(unsafe { Box::from_raw(old) });
     }
 
     /// Flip bits directly, bypassing the array (tests inject corruption).
@@ -497,18 +518,18 @@ impl Member for MemMember {
         format!("mem:{}", self.name)
     }
     fn size(&self) -> u64 {
-        self.data.load().len()
+        self.bytes().len()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let d = self.data.load();
+        let d = self.bytes();
         let src = d.at(&self.name, offset, buf.len())?;
         // SAFETY: `src` starts `buf.len()` bytes inside the buffer, which
-        // `d` keeps alive; `buf` is the caller's.
+        // lives as long as the member; `buf` is the caller's.
         unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
         Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let d = self.data.load();
+        let d = self.bytes();
         let dst = d.at(&self.name, offset, buf.len())?;
         // SAFETY: as in `read_at`, the other way.
         unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), dst, buf.len()) };
@@ -516,7 +537,7 @@ impl Member for MemMember {
     }
     /// Streamed in place, as one write (no joined copy first).
     fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
-        let d = self.data.load();
+        let d = self.bytes();
         let dst = d.at(&self.name, offset, parts.iter().map(|p| p.len()).sum())?;
         // SAFETY: `dst` starts the parts' total length inside the buffer,
         // and the parts are the caller's buffers, not this member's.
@@ -527,7 +548,7 @@ impl Member for MemMember {
         Ok(())
     }
     fn prefetch_write(&self, offset: u64, len: usize) {
-        let d = self.data.load();
+        let d = self.bytes();
         if let Ok(p) = d.at(&self.name, offset, len) {
             // SAFETY: the range is inside the buffer, and the caller is
             // the one about to write it (nobody else touches it).

@@ -44,6 +44,7 @@ mod slots;
 mod tests;
 
 pub use fuse::fusable;
+pub use shard::{Gate, GateWrite};
 pub use slots::lendable;
 use slots::Slot;
 

@@ -1,5 +1,5 @@
 //! Per-thread shards of what every program touches (the operation
-//! counters, the small scratch buffers).  Threads running programs at
+//! counters, the small scratch buffers, an array's gate).  Threads running programs at
 //! once each take their own shard, so neither waits for the other's lock
 //! nor pulls the other's cache line over: with one lock each, two
 //! writers of a RAM raid5 spent about 8 % of their time on those lines
@@ -13,6 +13,8 @@
 //! ```
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Shards of each sharded value.
 pub(crate) const SHARDS: usize = 8;
@@ -33,4 +35,35 @@ pub(crate) fn mine() -> usize {
 /// `SHARDS` values made by `f`.
 pub(crate) fn each<T>(f: impl Fn() -> T) -> Box<[Padded<T>]> {
     (0..SHARDS).map(|_| Padded(f())).collect()
+}
+
+/// A reader-writer lock over nothing, for state every request reads and
+/// a rare operation changes (an array's grow step holds clients off):
+/// a reader takes its thread's shard only, so readers on different cores
+/// write no common line; a writer takes every shard, in order.
+pub struct Gate {
+    shards: Box<[Padded<RwLock<()>>]>,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate { shards: each(|| RwLock::new(())) }
+    }
+}
+
+impl Gate {
+    /// Shared: no writer holds the gate until this is dropped.
+    pub fn read(&self) -> RwLockReadGuard<'_, ()> {
+        self.shards[mine()].0.read()
+    }
+
+    /// Exclusive: no reader holds the gate until this is dropped.
+    pub fn write(&self) -> GateWrite<'_> {
+        GateWrite { _shards: self.shards.iter().map(|s| s.0.write()).collect() }
+    }
+}
+
+/// [`Gate::write`]'s hold on every shard.
+pub struct GateWrite<'a> {
+    _shards: Vec<RwLockWriteGuard<'a, ()>>,
 }

@@ -1319,3 +1319,40 @@ fn member_changes_reach_later_runs_and_the_counters_follow_the_width() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The gate's writer holds off readers on every thread (whichever shard
+/// each takes), and a reader on any thread holds off the writer.
+#[test]
+fn the_gate_holds_readers_off_while_written_and_the_writer_off_while_read() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::time::Duration;
+    let g = crate::Gate::default();
+    let inside = AtomicUsize::new(0);
+    let w = g.write();
+    std::thread::scope(|s| {
+        for _ in 0..3 * crate::shard::SHARDS {
+            s.spawn(|| {
+                let _r = g.read();
+                inside.fetch_add(1, SeqCst);
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(inside.load(SeqCst), 0, "no reader while the gate is written");
+        drop(w);
+    });
+    assert_eq!(inside.load(SeqCst), 3 * crate::shard::SHARDS);
+    for _ in 0..crate::shard::SHARDS {
+        let (read, released) = (std::sync::Barrier::new(2), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _r = g.read();
+                read.wait();
+                std::thread::sleep(Duration::from_millis(20));
+                released.store(true, SeqCst);
+            });
+            read.wait();
+            let _w = g.write();
+            assert!(released.load(SeqCst), "the writer waited for the reader");
+        });
+    }
+}
