@@ -146,19 +146,34 @@ impl Counters {
         Counters { ops: OpCounts::default(), members: vec![DeviceIo::default(); n], errors: vec![[0; 2]; n] }
     }
 
-    /// Add `o`'s counts (a shard's) to these.
-    fn merge(&mut self, o: &Counters) {
+    /// Add a thread's tally to these.
+    fn merge(&mut self, o: &Tally) {
         self.ops.merge(&o.ops);
         for (a, b) in self.members.iter_mut().zip(&o.members) {
-            a.reads += b.reads;
-            a.writes += b.writes;
-            a.read_bytes += b.read_bytes;
-            a.write_bytes += b.write_bytes;
+            a.reads += b.0.reads;
+            a.writes += b.0.writes;
+            a.read_bytes += b.0.read_bytes;
+            a.write_bytes += b.0.write_bytes;
         }
         for (a, b) in self.errors.iter_mut().zip(&o.errors) {
-            a[0] += b[0];
-            a[1] += b[1];
+            a[0] += b.0[0];
+            a[1] += b.0[1];
         }
+    }
+}
+
+/// One thread's [`Counters`] ([`shard`]).  Each member's entry has its
+/// own cache lines: the vectors of different threads' tallies, allocated
+/// one after the other, would otherwise share lines.
+struct Tally {
+    ops: OpCounts,
+    members: Vec<shard::Padded<DeviceIo>>,
+    errors: Vec<shard::Padded<[u64; 2]>>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Tally {
+        Tally { ops: OpCounts::default(), members: (0..n).map(|_| Default::default()).collect(), errors: (0..n).map(|_| Default::default()).collect() }
     }
 }
 
@@ -187,7 +202,7 @@ pub struct Executor {
     epoch: AtomicU64,
     locks: Vec<Mutex<()>>,
     /// Counters by thread ([`shard`]); [`Executor::counters`] sums them.
-    counts: Box<[shard::Padded<Mutex<Counters>>]>,
+    counts: Box<[shard::Padded<Mutex<Tally>>]>,
     pool: std::sync::OnceLock<rayon::ThreadPool>,
     /// Every member is RAM or a file on a RAM file system: an operation is
     /// a memory copy, so phases run on the calling thread (perf under 1 MiB
@@ -211,7 +226,7 @@ impl Executor {
             base,
             epoch: AtomicU64::new(0),
             locks: (0..LOCKS).map(|_| Mutex::new(())).collect(),
-            counts: shard::each(|| Mutex::new(Counters::new(n))),
+            counts: shard::each(|| Mutex::new(Tally::new(n))),
             pool: std::sync::OnceLock::new(),
             any_remote: AtomicBool::new(false),
             all_cheap: AtomicBool::new(false),
@@ -274,8 +289,8 @@ impl Executor {
             ms.push(Some(m));
             for c in self.counts.iter() {
                 let mut c = c.0.lock();
-                c.members.push(DeviceIo::default());
-                c.errors.push([0; 2]);
+                c.members.push(Default::default());
+                c.errors.push(Default::default());
             }
         })
     }
@@ -331,12 +346,12 @@ impl Executor {
     pub fn reset_counters(&self) {
         let n = self.width();
         for c in self.counts.iter() {
-            *c.0.lock() = Counters::new(n);
+            *c.0.lock() = Tally::new(n);
         }
     }
 
     /// This thread's counters.
-    fn counts(&self) -> MutexGuard<'_, Counters> {
+    fn counts(&self) -> MutexGuard<'_, Tally> {
         self.counts[shard::mine()].0.lock()
     }
 
@@ -609,7 +624,7 @@ impl Executor {
                 if r.is_ok() {
                     c.ops.add_op(dir, &io.op);
                     if let Some(m) = c.members.get_mut(io.op.member) {
-                        m.add(dir, io.op.len);
+                        m.0.add(dir, io.op.len);
                     }
                 }
             }
@@ -626,7 +641,7 @@ impl Executor {
         let mut c = self.counts();
         for (m, r) in members.zip(res) {
             if let (Err(_), Some(e)) = (r, c.errors.get_mut(m)) {
-                e[matches!(dir, Dir::Write) as usize] += 1;
+                e.0[matches!(dir, Dir::Write) as usize] += 1;
             }
         }
     }

@@ -9,15 +9,18 @@
 //!   thread 0 ──> shard 0 ─┐
 //!   thread 1 ──> shard 1 ─┼─ counters(): the shards summed
 //!   ...                   │
-//!   thread 8 ──> shard 0 ─┘  (threads numbered as they first come, mod SHARDS)
+//!   thread 16 ─> shard 0 ─┘
 //! ```
+//!
+//! A thread takes the lowest number no living thread holds, and gives it
+//! back when it ends, so threads alive together share a shard only when
+//! more than [`SHARDS`] of them are (numbering threads as they come, a
+//! benchmark's writer threads met its destager in one shard).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Shards of each sharded value.
-pub(crate) const SHARDS: usize = 8;
+pub(crate) const SHARDS: usize = 16;
 
 /// A value alone on its cache lines (two: the hardware fetches lines in
 /// adjacent pairs).
@@ -25,11 +28,59 @@ pub(crate) const SHARDS: usize = 8;
 #[derive(Default)]
 pub(crate) struct Padded<T>(pub T);
 
+/// Numbers of living threads (those that asked for a shard).
+#[derive(Default)]
+pub(crate) struct Numbers {
+    /// Every number below this was taken once.
+    next: usize,
+    /// Numbers given back, lowest first out.
+    free: std::collections::BinaryHeap<std::cmp::Reverse<usize>>,
+}
+
+static NUMBERS: Mutex<Numbers> = Mutex::new(Numbers { next: 0, free: std::collections::BinaryHeap::new() });
+
+/// A thread's number, given back when the thread ends.
+struct Number(usize);
+
+impl Numbers {
+    /// The lowest number not held.
+    pub(crate) fn take(&mut self) -> usize {
+        match self.free.pop() {
+            Some(std::cmp::Reverse(i)) => i,
+            None => {
+                self.next += 1;
+                self.next - 1
+            }
+        }
+    }
+
+    pub(crate) fn give_back(&mut self, i: usize) {
+        self.free.push(std::cmp::Reverse(i));
+    }
+}
+
+impl Number {
+    fn take() -> Number {
+        Number(NUMBERS.lock().take())
+    }
+}
+
+impl Drop for Number {
+    fn drop(&mut self) {
+        NUMBERS.lock().give_back(self.0);
+    }
+}
+
+/// This thread's number (distinct from every other living thread's).
+pub(crate) fn number() -> Option<usize> {
+    thread_local!(static NUMBER: Number = Number::take());
+    NUMBER.try_with(|n| n.0).ok()
+}
+
 /// This thread's shard.
 pub(crate) fn mine() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local!(static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS);
-    SHARD.with(|s| *s)
+    // Shard 0 for a thread past its thread-locals' end.
+    number().map_or(0, |n| n % SHARDS)
 }
 
 /// `SHARDS` values made by `f`.

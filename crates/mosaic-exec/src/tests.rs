@@ -1356,3 +1356,39 @@ fn the_gate_holds_readers_off_while_written_and_the_writer_off_while_read() {
         });
     }
 }
+
+/// A thread takes the lowest number no living thread holds (so threads
+/// alive together have distinct shards while there are at most `SHARDS`
+/// of them, however many came and went before), and threads alive
+/// together never share a number.
+#[test]
+fn thread_numbers_are_the_lowest_free_and_never_shared_by_living_threads() {
+    let mut n = crate::shard::Numbers::default();
+    assert_eq!((n.take(), n.take(), n.take()), (0, 1, 2));
+    n.give_back(1);
+    assert_eq!(n.take(), 1);
+    n.give_back(2);
+    n.give_back(0);
+    assert_eq!((n.take(), n.take(), n.take()), (0, 2, 3));
+    // Threads come and go, then several live together.
+    for _ in 0..40 {
+        std::thread::spawn(crate::shard::number).join().unwrap();
+    }
+    let barrier = std::sync::Barrier::new(12);
+    let numbers: Vec<usize> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..12)
+            .map(|_| {
+                s.spawn(|| {
+                    let m = crate::shard::number().unwrap();
+                    barrier.wait();
+                    m
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut distinct = numbers.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), numbers.len(), "{numbers:?}");
+}
