@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
-
 /// Copy `src` into `dst` (same length) around the CPU cache: whole
 /// 64-byte lines with non-temporal stores, then a fence.  For bytes
 /// nothing reads back soon.
@@ -496,8 +495,13 @@ impl MemMember {
     }
 
     /// Put back contents taken by [`MemMember::snapshot`] (tests swap a
-    /// member for an old copy of itself).
+    /// member for an old copy of itself), with nothing else running on
+    /// the member.  Bytes of another length replace the buffer.
     pub fn restore(&self, bytes: Vec<u8>) {
+        if bytes.len() as u64 == self.bytes().len() {
+            self.write_at(&bytes, 0).expect("the whole member is inside it");
+            return;
+        }
         let new = Box::into_raw(Box::new(MemBytes::new(bytes)));
         let old = self.data.swap(new, Ordering::AcqRel);
         // SAFETY: `old` came from `Box::into_raw`; it is kept, not freed.
