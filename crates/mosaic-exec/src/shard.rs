@@ -1,9 +1,10 @@
 //! Per-thread shards of what every program touches (the operation
-//! counters, the small scratch buffers, an array's gate).  Threads running programs at
-//! once each take their own shard, so neither waits for the other's lock
-//! nor pulls the other's cache line over: with one lock each, two
-//! writers of a RAM raid5 spent about 8 % of their time on those lines
-//! (perf, `mosaic bench array --threads 2`).
+//! counters, the small scratch buffers, an array's gate).  Threads
+//! running programs at once each take their own shard, so neither waits
+//! for the other's lock nor pulls the other's cache line over: with one
+//! lock each, two writers of a RAM raid5 spent about 8 % of their time
+//! on the counters' and the pool's lines (perf, `mosaic bench array
+//! --threads 2`).
 //!
 //! ```text
 //!   thread 0 ──> shard 0 ─┐
