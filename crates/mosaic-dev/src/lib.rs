@@ -472,11 +472,7 @@ impl MemBytes {
 
 impl MemMember {
     pub fn new(name: impl Into<String>, size: u64) -> MemMember {
-        MemMember::with_bytes(name, vec![0u8; size as usize])
-    }
-
-    fn with_bytes(name: impl Into<String>, bytes: Vec<u8>) -> MemMember {
-        let data = AtomicPtr::new(Box::into_raw(Box::new(MemBytes::new(bytes))));
+        let data = AtomicPtr::new(Box::into_raw(Box::new(MemBytes::new(vec![0u8; size as usize]))));
         MemMember { name: name.into(), data, retired: Default::default() }
     }
 
