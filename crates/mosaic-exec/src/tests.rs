@@ -1315,7 +1315,7 @@ fn member_changes_reach_later_runs_and_the_counters_follow_the_width() {
     // A missing member fails the run's operations on it, not the process.
     ex.set_member(1, None);
     match ex.run(&rmw(1, 2, 0), Client::In(&d), None) {
-        Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
+        Err(ExecError::Device(f)) => assert_eq!((f[0].0, f[0].1.to_string()), (1, "member missing".to_string())),
         other => panic!("{other:?}"),
     }
 }
