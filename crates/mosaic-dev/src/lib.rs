@@ -107,6 +107,17 @@ pub trait Member: Send + Sync {
     fn view(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
         None
     }
+    /// Write `len` bytes at `offset` made in place: `fill` is given the
+    /// member's own memory for them (a mapped file) and writes every byte
+    /// of it, under the same rules as [`Member::write_at`] (range, zone
+    /// write pointer), all checked before `fill` runs: an error then
+    /// means nothing was written; once `fill` has run, the result is
+    /// `fill`'s, and the write is done when that is Ok.  None where the
+    /// member keeps no such memory (the default): the caller then writes
+    /// by copy.
+    fn write_in_place(&self, _offset: u64, _len: u64, _fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        None
+    }
     /// Write `buf` at `offset` and make that write durable (not
     /// necessarily others): a remote with FUA does it in one request.
     fn write_durable(&self, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -543,6 +554,17 @@ impl Member for MemMember {
         // and the parts are the caller's buffers, not this member's.
         unsafe { ram_map::copy_parts_streaming(dst, parts) };
         Ok(())
+    }
+    fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        let d = self.bytes();
+        let dst = match usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length")).and_then(|n| d.at(&self.name, offset, n).map(|p| (p, n))) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        // SAFETY: `dst` starts `len` bytes inside the buffer, which the
+        // caller writes as it would by copy (the stripe locks keep other
+        // operations off the range, as for `write_at`).
+        Some(fill(unsafe { std::slice::from_raw_parts_mut(dst.0, dst.1) }))
     }
     fn flush(&self) -> io::Result<()> {
         Ok(())

@@ -88,6 +88,28 @@ impl FileIo {
         }
     }
 
+    /// `len` bytes at `offset` made by `fill` in the mapping itself
+    /// ([`crate::Member::write_in_place`]); None when not mapped.  A store
+    /// fence after it orders its (streamed) stores before whatever the
+    /// caller does next.
+    pub(crate) fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        let m = self.map.as_ref()?;
+        if let Err(e) = m.check(offset, len) {
+            return Some(Err(e));
+        }
+        // SAFETY: the range lies inside the mapping (checked), which is
+        // writable and shared and lives as long as `self`; the caller
+        // owns the range while it writes it, as for any write.
+        let dst = unsafe { std::slice::from_raw_parts_mut(m.map.as_mut_ptr().add(offset as usize), len as usize) };
+        let r = fill(dst);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a fence has no operands.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+        Some(r)
+    }
+
     /// `parts` one after another from `offset`, a log append (see
     /// [`crate::Member::write_parts_at`]): streamed into place around the
     /// CPU cache when mapped, joined and written once otherwise.

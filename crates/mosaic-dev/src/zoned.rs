@@ -450,6 +450,12 @@ impl Member for ZonedFile {
         let len = parts.iter().map(|p| p.len() as u64).sum();
         self.write_with(offset, len, |at| self.io.write_parts_at(parts, at))
     }
+    /// Made in the mapping when mapped, under the same zone rules as
+    /// `write_at`.
+    fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        self.io.view(HEADER, 0)?;
+        Some(self.write_with(offset, len, |at| self.io.write_in_place(at, len, fill).unwrap_or_else(|| Err(io::Error::other("not mapped")))))
+    }
     /// The data, then the zone table if a write pointer moved since it
     /// was last written (a flush after writes to conventional zones only,
     /// such as a journal's, has no table to write).
@@ -519,6 +525,45 @@ mod tests {
         assert_eq!(r[3].cond, ZoneCond::ImplicitOpen);
         assert_eq!(r[5].cond, ZoneCond::Full);
         assert!(d.reset_zone(99).is_err());
+    }
+
+    /// A write made in place keeps the zone rules of `write_at`: only
+    /// when mapped (else None, and the caller copies); off the write
+    /// pointer it is refused before its memory is given; a fill that
+    /// fails leaves the pointer where it was; one that succeeds moves it,
+    /// and a read finds the bytes.
+    #[test]
+    fn writes_in_place_keep_the_zone_rules() {
+        let disk = tempfile::tempdir().unwrap();
+        let d = ZonedFile::create(&disk.path().join("z"), ZS, 8, 2).unwrap();
+        assert_eq!(Member::write_in_place(&d, 3 * ZS, 4096, &mut |_| Ok(())).is_some(), d.io.is_mapped());
+        let shm = tempfile::tempdir_in("/dev/shm").expect("a RAM file system at /dev/shm");
+        let d = ZonedFile::create(&shm.path().join("z"), ZS, 8, 2).unwrap();
+        let z3 = 3 * ZS;
+        let mut given = 0;
+        let e = Member::write_in_place(&d, z3 + 4096, 4096, &mut |_| {
+            given += 1;
+            Ok(())
+        })
+        .unwrap()
+        .unwrap_err();
+        assert!(e.to_string().contains("not at the write pointer"), "{e}");
+        assert_eq!(given, 0);
+        let e = Member::write_in_place(&d, z3, 4096, &mut |_| Err(io::Error::other("a source failed"))).unwrap().unwrap_err();
+        assert!(e.to_string().contains("a source failed"));
+        assert_eq!(d.write_pointer(3), Some(z3), "a failed fill moves nothing");
+        Member::write_in_place(&d, z3, 8192, &mut |m| {
+            assert_eq!(m.len(), 8192);
+            m.fill(5);
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(d.write_pointer(3), Some(z3 + 8192));
+        let mut b = vec![0u8; 8192];
+        d.read_at(&mut b, z3).unwrap();
+        assert!(b.iter().all(|&x| x == 5));
+        assert!(Member::write_in_place(&d, z3 + 8192, ZS, &mut |_| Ok(())).unwrap().unwrap_err().to_string().contains("crosses the zone end"));
     }
 
     /// A log append (`write_parts_at`, streamed when mapped) keeps the

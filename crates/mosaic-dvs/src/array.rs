@@ -156,6 +156,10 @@ pub trait ZonedMember: Send + Sync {
     fn view(&self, _offset: u64, _len: usize) -> Option<&[u8]> {
         None
     }
+    /// See [`mosaic_dev::Member::write_in_place`] (none by default).
+    fn write_in_place(&self, _offset: u64, _len: u64, _fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        None
+    }
 }
 
 impl ZonedMember for ZonedFile {
@@ -198,6 +202,9 @@ impl ZonedMember for ZonedFile {
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
         Member::view(self, offset, len)
     }
+    fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        Member::write_in_place(self, offset, len, fill)
+    }
 }
 
 /// A power cut for tests: operations on the wrapped members (all sharing
@@ -210,13 +217,16 @@ impl ZonedMember for ZonedFile {
 /// it says its flushes are free when the wrapped member's are, so the
 /// executor fuses a destage's parity with its appends
 /// (`mosaic_exec::fusable`), each piece of a write then an operation on
-/// the budget; it never lends its bytes.
+/// the budget; it never lends its bytes.  With `in_place` too, it takes
+/// writes in place when the wrapped member does, each one operation on
+/// the budget (spent before anything is written).
 pub struct PowerCut {
     pub inner: Arc<dyn ZonedMember>,
     pub budget: Arc<AtomicI64>,
     pub refusals: Arc<AtomicU64>,
     pub unflushed: Option<Arc<Unflushed>>,
     pub cheap: bool,
+    pub in_place: bool,
 }
 
 /// The writes of a set of [`PowerCut`] members not yet flushed, each
@@ -230,7 +240,7 @@ pub struct Unflushed {
 impl PowerCut {
     /// A member on a budget shared with others, tearing nothing.
     pub fn new(inner: Arc<dyn ZonedMember>, budget: Arc<AtomicI64>, refusals: Arc<AtomicU64>) -> PowerCut {
-        PowerCut { inner, budget, refusals, unflushed: None, cheap: false }
+        PowerCut { inner, budget, refusals, unflushed: None, cheap: false, in_place: false }
     }
     fn tick(&self) -> io::Result<()> {
         match self.budget.fetch_sub(1, Ordering::SeqCst) {
@@ -324,6 +334,24 @@ impl ZonedMember for PowerCut {
     fn cheap_flush(&self) -> bool {
         self.cheap && self.inner.cheap_flush()
     }
+    fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        if !self.in_place {
+            return None;
+        }
+        if let Err(e) = self.tick() {
+            return Some(Err(e));
+        }
+        self.note(offset);
+        // Only the device's own refusal counts, not the caller's fill
+        // failing (another member of the same pass refusing).
+        let mut filled = None;
+        let r = self.inner.write_in_place(offset, len, &mut |m| {
+            let r = fill(m);
+            filled = Some(r.is_ok());
+            r
+        })?;
+        Some(if filled.is_some() { r } else { self.count(r) })
+    }
 }
 
 /// A zoned member as a member of the executor, which names a zone by its
@@ -354,6 +382,9 @@ impl Member for AsMember {
     }
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
         self.0.view(offset, len)
+    }
+    fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+        self.0.write_in_place(offset, len, fill)
     }
     fn reset_zone(&self, offset: u64) -> io::Result<()> {
         let z = self.0.zone_size();

@@ -1928,13 +1928,13 @@ fn records_behind_a_torn_record_never_come_back() {
 fn destages_fused_with_their_appends_keep_every_byte_and_every_count() {
     let c = DvsConfig { cache_chunks: 128, ..DvsConfig::new(5, 1, 64 << 10, 2 << 20, 12, 4) };
     let mut seen = Vec::new();
-    for cheap in [false, true] {
+    for (cheap, in_place) in [(false, false), (true, false), (true, true)] {
         let dir = scratch();
         let files: Vec<Arc<dyn ZonedMember>> = zoned_files(dir.path(), &c);
         assert!(files[0].cheap_flush(), "needs a RAM file system (/dev/shm) for members whose writes are copies");
         let calls = Arc::new(AtomicI64::new(i64::MAX));
         let refusals = Arc::new(AtomicU64::new(0));
-        let devs = files.into_iter().map(|inner| Arc::new(PowerCut { cheap, ..PowerCut::new(inner, calls.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
+        let devs = files.into_iter().map(|inner| Arc::new(PowerCut { cheap, in_place, ..PowerCut::new(inner, calls.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
         let mut a = DvsArray::create(devs, c.clone()).unwrap();
         let cap = a.capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(21);
@@ -1949,9 +1949,14 @@ fn destages_fused_with_their_appends_keep_every_byte_and_every_count() {
         let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
         check_all(&mut b, &reference);
     }
-    let (plain, fused) = (&seen[0], &seen[1]);
+    let (plain, fused, direct) = (&seen[0], &seen[1], &seen[2]);
     assert!(plain.1.destages >= 10 && plain.1.fg_gc + plain.1.bg_gc > 0, "{:?}", plain.1);
     assert_eq!(plain.0, fused.0, "the same device operations and bytes on every member");
     assert_eq!(plain.1, fused.1);
     assert!(fused.2 > plain.2 + 10 * plain.1.destages as i64, "fused destages write in pieces: {} calls against {}", fused.2, plain.2);
+    // Made in place, every write of a destage is one call again, as
+    // phase by phase, with the same operations and bytes.
+    assert_eq!(plain.0, direct.0, "the same device operations and bytes on every member");
+    assert_eq!(plain.1, direct.1);
+    assert_eq!(direct.2, plain.2, "one call a write, made in place");
 }

@@ -26,6 +26,17 @@
 //! one system call.  [`crate::slots::lendable`] counts a lent buffer's
 //! uses by the computation as uses by the write phase after it, since
 //! fused they run among its writes.
+//!
+//! A destage's pair, on members that take writes in place, goes further
+//! ([`in_place`]): one pass reads each source line once and streams it
+//! and the XOR of its row straight into the members' memory, with no
+//! parity buffer in between.
+//!
+//! ```text
+//!   for each computation P = D0 ^ D1 ^ D2 ^ D3 (the plan: each Dj is the
+//!   next bytes of the write to member mj, P those of the write to mp):
+//!       for each 64 bytes: load D0..D3, stream each to mj, stream the XOR to mp
+//! ```
 
 use std::io;
 
@@ -180,6 +191,138 @@ fn round(ops: &[Io], writes: &mut [Write], upto: Option<usize>, write: &mut impl
         w.res = write(io, &ready, w.done, w.single && whole);
         w.done += ready.iter().map(|pc| pc.1 as u64).sum::<u64>();
         w.next = if w.res.is_ok() { end } else { w.pieces.len() };
+    }
+}
+
+/// One computation of a run made in place ([`in_place`]): for each of
+/// its terms and for its destination, the write that takes those bytes
+/// and where in that write they go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub(crate) srcs: Vec<(usize, u64)>,
+    pub(crate) dst: (usize, u64),
+}
+
+/// How far one write's pieces have been taken.
+struct Cursor {
+    pieces: Vec<(Ref, usize)>,
+    pi: usize,
+    po: usize,
+    done: u64,
+}
+
+impl Cursor {
+    /// Whether `len` bytes at `at` are exactly this write's next bytes,
+    /// within one piece.
+    fn fits(&self, at: Ref, len: usize) -> bool {
+        self.pieces.get(self.pi).is_some_and(|&(r, n)| r.buf == at.buf && r.off as usize + self.po == at.off as usize && n - self.po >= len)
+    }
+
+    /// Take the `len` bytes [`Cursor::fits`] found: where in the write
+    /// they go.
+    fn take(&mut self, len: usize) -> u64 {
+        let n = self.pieces[self.pi].1;
+        let off = self.done;
+        (self.done, self.po) = (self.done + len as u64, self.po + len);
+        if self.po == n {
+            (self.pi, self.po) = (self.pi + 1, 0);
+        }
+        off
+    }
+}
+
+/// The plan of a computation phase and the write phase after it run in
+/// one pass, straight into the members' memory: each computation is a
+/// parity (the XOR of its terms, nothing accumulated); each term's bytes
+/// are the next bytes of one write and the result those of another, so
+/// one loop reads each term once and streams it and the XOR to their
+/// members.  None unless every write goes to its own member and is made
+/// whole this way, exactly once, and no result is read again (a term,
+/// kept, or named by any other phase of `p`; `cs` is phase `i`, `ops`
+/// phase `i + 1`): then the computations' own buffers need not be
+/// written at all.
+pub(crate) fn in_place(p: &Program, i: usize, cs: &[Combine], ops: &[Io]) -> Option<Vec<Step>> {
+    let mut members: Vec<usize> = ops.iter().map(|io| io.op.member).collect();
+    members.sort_unstable();
+    members.dedup();
+    if members.len() != ops.len() || cs.iter().any(|c| c.acc || c.terms.is_empty() || c.terms.iter().any(|t| t.0 != 1)) {
+        return None;
+    }
+    let terms: Vec<u32> = cs.iter().flat_map(|c| c.terms.iter().map(|t| t.1.buf)).collect();
+    let elsewhere = elsewhere(p, i);
+    if cs.iter().any(|c| terms.contains(&c.dst.buf) || p.keep.contains(&c.dst.buf) || elsewhere.contains(&c.dst.buf)) {
+        return None;
+    }
+    let mut curs: Vec<Cursor> = ops.iter().map(|io| Cursor { pieces: write_pieces(&p.bufs, io.at, io.op.len as usize).collect(), pi: 0, po: 0, done: 0 }).collect();
+    let mut steps = Vec::with_capacity(cs.len());
+    for c in cs {
+        let mut used: Vec<usize> = Vec::with_capacity(c.terms.len() + 1);
+        let mut take = |at: Ref| {
+            let k = (0..curs.len()).find(|k| !used.contains(k) && curs[*k].fits(at, c.len))?;
+            let off = curs[k].take(c.len);
+            used.push(k);
+            Some((k, off))
+        };
+        let srcs = c.terms.iter().map(|t| take(t.1)).collect::<Option<Vec<_>>>()?;
+        let dst = take(c.dst)?;
+        steps.push(Step { srcs, dst });
+    }
+    curs.iter().zip(ops).all(|(c, io)| c.done == io.op.len).then_some(steps)
+}
+
+/// The buffers phases other than `i` and `i + 1` of `p` name (through
+/// gathers too).
+fn elsewhere(p: &Program, i: usize) -> Vec<u32> {
+    let ios = |ios: &[Io]| -> Vec<u32> { ios.iter().flat_map(|io| std::iter::once(io.at.buf).chain(write_pieces(&p.bufs, io.at, io.op.len as usize).map(|r| r.0.buf))).collect() };
+    let mut out = Vec::new();
+    for (_, ph) in p.phases.iter().enumerate().filter(|(j, _)| *j != i && *j != i + 1) {
+        match ph {
+            Phase::Read(v) | Phase::Write { ops: v, .. } => out.extend(ios(v)),
+            Phase::Compute(cs) => out.extend(cs.iter().flat_map(|c| std::iter::once(c.dst.buf).chain(c.terms.iter().map(|t| t.1.buf)))),
+            Phase::Flush(_) | Phase::Reset(_) => {}
+        }
+    }
+    out
+}
+
+/// Make `len` bytes of parity at `dst` from `srcs`, copying each source
+/// to its own place in `outs` on the way: one pass over the sources,
+/// every output streamed around the CPU cache where the CPU can.
+///
+/// # Safety
+/// Each of `outs` and `dst` valid for `len` bytes of writes, overlapping
+/// none of the others nor the sources; `outs.len() == srcs.len()`.
+pub(crate) unsafe fn copy_and_xor(srcs: &[&[u8]], outs: &[*mut u8], dst: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_setzero_si128, _mm_stream_si128, _mm_xor_si128};
+        let aligned = len % 64 == 0 && (dst as usize) % 16 == 0 && outs.iter().all(|o| (*o as usize) % 16 == 0);
+        if aligned {
+            let mut i = 0;
+            while i < len {
+                let mut acc = [_mm_setzero_si128(); 4];
+                for (s, o) in srcs.iter().zip(outs) {
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        let v = _mm_loadu_si128(s.as_ptr().add(i + 16 * k) as *const __m128i);
+                        _mm_stream_si128(o.add(i + 16 * k) as *mut __m128i, v);
+                        *a = _mm_xor_si128(*a, v);
+                    }
+                }
+                for (k, a) in acc.iter().enumerate() {
+                    _mm_stream_si128(dst.add(i + 16 * k) as *mut __m128i, *a);
+                }
+                i += 64;
+            }
+            return;
+        }
+    }
+    for i in 0..len {
+        let mut x = 0u8;
+        for (s, o) in srcs.iter().zip(outs) {
+            *o.add(i) = s[i];
+            x ^= s[i];
+        }
+        *dst.add(i) = x;
     }
 }
 

@@ -470,7 +470,7 @@ impl Executor {
                 Phase::Read(ios) => self.read_phase(ms, ios, slots, loans)?,
                 Phase::Compute(cs) if self.fuses(p, i, cs) => {
                     let Some(Phase::Write { ops, .. }) = p.phases.get(i + 1) else { unreachable!("fusable") };
-                    self.fused_phases(p, ms, cs, ops, slots)?;
+                    self.fused_phases(p, i, ms, cs, ops, slots)?;
                     fused = true;
                 }
                 Phase::Compute(cs) => self.compute_phase(cs, slots)?,
@@ -583,12 +583,16 @@ impl Executor {
     /// Computations `cs` and the writes `ops` after them, fused: each
     /// write goes out piece by piece behind the computations its bytes
     /// depend on ([`fuse::run`]).
-    fn fused_phases(&self, p: &Program, ms: &Members, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
+    fn fused_phases(&self, p: &Program, i: usize, ms: &Members, cs: &[Combine], ops: &[Io], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
         // A computation that would fail fails before any write goes out,
         // as phase by phase (`run` validates whole programs only in debug
         // builds).
         for c in cs {
             p.validate_combine(c).map_err(ExecError::Program)?;
+        }
+        if let Some(r) = self.in_place(p, i, ms, cs, ops, slots) {
+            let res = ops.iter().map(|_| r.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string()))).collect();
+            return self.settle(Dir::Write, ops, res);
         }
         let slots = std::cell::RefCell::new(slots);
         let res = fuse::run(
@@ -607,6 +611,42 @@ impl Executor {
             },
         )?;
         self.settle(Dir::Write, ops, res)
+    }
+
+    /// Computations `cs` and the writes `ops` after them made in one
+    /// pass straight into the members' memory ([`fuse::in_place`]), when
+    /// the program has that shape and every member takes a write in place
+    /// ([`Member::write_in_place`]): the writes' outcome once the pass
+    /// ran (an error then fails every write: which member's bytes are in
+    /// place is not known), None when it did not run.  Then nothing was
+    /// written: a member that refuses its write, or cannot take it in
+    /// place, leaves every write to the fused run.
+    fn in_place(&self, p: &Program, i: usize, ms: &Members, cs: &[Combine], ops: &[Io], slots: &[Slot<'_>]) -> Option<io::Result<()>> {
+        let steps = fuse::in_place(p, i, cs, ops)?;
+        let devs = ops.iter().map(|io| dev(ms, io.op.member)).collect::<Result<Vec<_>, _>>().ok()?;
+        // Every source whole before any member is touched.
+        let srcs: Vec<Vec<&[u8]>> = cs.iter().map(|c| c.terms.iter().map(|t| slots::bytes(slots, t.1, c.len)).collect()).collect();
+        if srcs.iter().zip(cs).any(|(v, c)| v.iter().any(|s| s.len() != c.len)) {
+            return None;
+        }
+        let mut ran = false;
+        let mut kernel = |outs: &[*mut u8]| {
+            for ((c, st), srcs) in cs.iter().zip(&steps).zip(&srcs) {
+                let to: Vec<*mut u8> = st.srcs.iter().map(|&(k, off)| outs[k].wrapping_add(off as usize)).collect();
+                // SAFETY: every write's memory is `outs[k]` for its whole
+                // length, held by its member for this write; the plan puts
+                // each byte of each write once, inside it (`fuse::in_place`
+                // checked every write is made whole, exactly once).  The
+                // sources are the program's buffers or bytes a member lends
+                // (below a write pointer, or a range no write of the
+                // program touches), never memory being written.
+                unsafe { fuse::copy_and_xor(srcs, &to, outs[st.dst.0].wrapping_add(st.dst.1 as usize), c.len) };
+            }
+            ran = true;
+        };
+        let mut outs = Vec::with_capacity(ops.len());
+        let r = nest(&devs, ops, self.base, &mut outs, &mut kernel);
+        ran.then_some(r)
     }
 
     fn compute_phase(&self, cs: &[Combine], slots: &mut [Slot<'_>]) -> Result<(), ExecError> {
@@ -715,6 +755,26 @@ fn reborrow<'a>(c: &'a mut Client<'_>) -> Client<'a> {
         Client::In(b) => Client::In(b),
         Client::Out(b) => Client::Out(b),
     }
+}
+
+/// Begin an in-place write of each of `ops` on its member `devs[i]`,
+/// one inside the other, and run `kernel` on all their memory at once
+/// (the innermost); a member that cannot or will not take its write
+/// aborts every one begun (none counts as written) and `kernel` does not
+/// run.
+fn nest(devs: &[&dyn Member], ops: &[Io], base: u64, outs: &mut Vec<*mut u8>, kernel: &mut dyn FnMut(&[*mut u8])) -> io::Result<()> {
+    let Some((d, rest)) = devs.split_first() else {
+        kernel(outs);
+        return Ok(());
+    };
+    let io = &ops[outs.len()];
+    let r = d.write_in_place(base + io.op.offset, io.op.len, &mut |mem: &mut [u8]| {
+        outs.push(mem.as_mut_ptr());
+        let r = nest(rest, ops, base, outs, kernel);
+        outs.pop();
+        r
+    });
+    r.unwrap_or_else(|| Err(io::Error::new(io::ErrorKind::Unsupported, "no in-place write")))
 }
 
 fn failures(members: impl Iterator<Item = usize>, res: Vec<io::Result<()>>) -> Result<(), ExecError> {

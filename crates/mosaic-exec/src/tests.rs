@@ -1148,7 +1148,7 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     assert!(ex.fuses(&p, 0, &cs));
     let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
     ms[0].write_at(&vec![0xee; M / 2], 0).unwrap();
-    match ex.fused_phases(&p, &ex.members.load(), &cs, &ops, &mut slots) {
+    match ex.fused_phases(&p, 0, &ex.members.load(), &cs, &ops, &mut slots) {
         Err(ExecError::Program(m)) => assert_eq!(m, format!("range {}+8192 beyond buffer {a} of {} bytes", 2 * M - 4096, 2 * M)),
         other => panic!("{other:?}"),
     }
@@ -1159,7 +1159,7 @@ fn a_fused_computation_that_cannot_run_fails_before_any_write() {
     let bytes = p.buf(Buf::Bytes(vec![0u8; 4096].into()));
     let cs = vec![Combine::copy(Ref::new(a, 0), Ref::new(a, M), M), Combine::copy(Ref::new(bytes, 0), Ref::new(a, 0), 4096)];
     let mut slots = crate::slots::materialize(&p, &ex.scratch, Client::None, &[]).unwrap();
-    match ex.fused_phases(&p, &ex.members.load(), &cs, &ops, &mut slots) {
+    match ex.fused_phases(&p, 0, &ex.members.load(), &cs, &ops, &mut slots) {
         Err(e @ ExecError::Program(_)) => assert_eq!(e.to_string(), format!("invalid program: buffer {bytes} is read-only")),
         other => panic!("{other:?}"),
     }
@@ -1391,4 +1391,197 @@ fn thread_numbers_are_the_lowest_free_and_never_shared_by_living_threads() {
     distinct.sort_unstable();
     distinct.dedup();
     assert_eq!(distinct.len(), numbers.len(), "{numbers:?}");
+}
+
+/// Destage-shaped programs made in place: each parity computation's
+/// terms and result are the next bytes of writes to their own members
+/// (`fuse::in_place`, `Executor::in_place`).
+mod in_place {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const CHUNK: usize = 64 << 10;
+    const ROWS: usize = 20;
+
+    /// A RAM member that takes writes in place or not (`direct`),
+    /// counting the ones it took and how many it refused (`refuse`: it
+    /// refuses every one, before giving its memory).
+    struct Counted {
+        inner: Arc<MemMember>,
+        direct: bool,
+        refuse: bool,
+        taken: AtomicUsize,
+    }
+
+    impl Member for Counted {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.inner.write_at(buf, offset)
+        }
+        fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+            self.inner.write_parts_at(parts, offset)
+        }
+        fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
+            if !self.direct {
+                return None;
+            }
+            if self.refuse {
+                return Some(Err(io::Error::other("refused")));
+            }
+            let r = self.inner.write_in_place(offset, len, fill)?;
+            if r.is_ok() {
+                self.taken.fetch_add(1, Ordering::SeqCst);
+            }
+            Some(r)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn is_memory(&self) -> bool {
+            true
+        }
+    }
+
+    /// Rows of 4 data chunks (their own byte buffers) and a parity chunk
+    /// (row r of one scratch buffer), parity on member r % 5; each member
+    /// takes its chunks, row after row, in one gathered write from byte 0.
+    /// Each row's parity is computed in two pieces (16 KiB, then the rest),
+    /// so a computation takes part of a write's piece.  The program and
+    /// what each member must hold after it.
+    fn destage() -> (Program, Vec<Vec<u8>>) {
+        let mut p = Program::default();
+        let parity = p.buf(Buf::Scratch(ROWS * CHUNK));
+        let mut want = vec![Vec::new(); 5];
+        let mut pieces: Vec<Vec<(Ref, usize)>> = vec![Vec::new(); 5];
+        let mut cs = Vec::new();
+        for r in 0..ROWS {
+            let pm = r % 5;
+            let mut sum = vec![0u8; CHUNK];
+            let mut terms = Vec::new();
+            for (j, m) in (0..5).filter(|&m| m != pm).enumerate() {
+                let bytes = pattern(CHUNK, (r * 8 + j) as u32);
+                sum.iter_mut().zip(&bytes).for_each(|(s, b)| *s ^= b);
+                want[m].extend_from_slice(&bytes);
+                let b = p.buf(Buf::Bytes(bytes.into()));
+                pieces[m].push((Ref::new(b, 0), CHUNK));
+                terms.push(Ref::new(b, 0));
+            }
+            want[pm].extend_from_slice(&sum);
+            pieces[pm].push((Ref::new(parity, r * CHUNK), CHUNK));
+            for (at, len) in [(0, 16 << 10), (16 << 10, CHUNK - (16 << 10))] {
+                cs.push(Combine { dst: Ref::new(parity, r * CHUNK + at), len, acc: false, terms: terms.iter().map(|t| (1, t.at(at))).collect() });
+            }
+        }
+        p.phases.push(Phase::Compute(cs));
+        let ios = pieces.into_iter().enumerate().map(|(m, ps)| Io::new(op(m, 0, (ROWS * CHUNK) as u64, if m == 0 { Role::Code } else { Role::Data }), Ref::new(p.buf(Buf::Gather(ps)), 0))).collect();
+        p.phases.push(Phase::write(ios));
+        p.validate().unwrap();
+        (p, want)
+    }
+
+    fn run_on(direct: bool, refuse: Option<usize>) -> (Vec<Arc<Counted>>, crate::Counters) {
+        let (p, want) = destage();
+        let ms: Vec<Arc<Counted>> = (0..5).map(|i| Arc::new(Counted { inner: Arc::new(MemMember::new(format!("m{i}"), 4 << 20)), direct, refuse: refuse == Some(i), taken: AtomicUsize::new(0) })).collect();
+        let ex = Executor::new(ms.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
+        assert!(ex.all_cheap());
+        ex.run(&p, Client::None, None).unwrap();
+        for (m, w) in ms.iter().zip(&want) {
+            assert!(peek(&m.inner, 0, w.len()) == *w, "member {} holds the phases' bytes", m.describe());
+        }
+        (ms, ex.counters())
+    }
+
+    /// In place, each member takes its write once, holds what the phases
+    /// would have written, and the counters are those of the fused run.
+    #[test]
+    fn a_destage_made_in_place_writes_what_the_phases_would_and_counts_the_same() {
+        let (ms, direct) = run_on(true, None);
+        assert!(ms.iter().all(|m| m.taken.load(Ordering::SeqCst) == 1));
+        let (ms, fused) = run_on(false, None);
+        assert!(ms.iter().all(|m| m.taken.load(Ordering::SeqCst) == 0));
+        assert_eq!(format!("{:?}", direct.ops), format!("{:?}", fused.ops));
+        assert_eq!(format!("{:?}", direct.members), format!("{:?}", fused.members));
+        assert_eq!((direct.ops.data_writes, direct.ops.code_writes), (4, 1));
+    }
+
+    /// A member that refuses its write in place leaves all of them to the
+    /// fused run: none is made in place, every member still gets its bytes.
+    #[test]
+    fn one_member_refusing_leaves_every_write_to_the_fused_run() {
+        for refuse in [0, 2, 4] {
+            let (ms, c) = run_on(true, Some(refuse));
+            assert!(ms.iter().all(|m| m.taken.load(Ordering::SeqCst) == 0), "refused by member {refuse}");
+            assert_eq!(c.ops.data_writes + c.ops.code_writes, 5);
+        }
+    }
+
+    /// The plan takes a destage's shape and nothing else: two writes to
+    /// one member, a coefficient other than 1, an accumulating
+    /// computation, a kept or otherwise used result, or a write not made
+    /// whole all leave the program to the fused run.
+    #[test]
+    fn only_parity_that_feeds_whole_writes_on_their_own_members_is_planned() {
+        let (p, _) = destage();
+        let parts = |p: &Program| -> (Vec<Combine>, Vec<Io>) {
+            let (Phase::Compute(cs), Phase::Write { ops, .. }) = (&p.phases[0], &p.phases[1]) else { panic!("shape") };
+            (cs.clone(), ops.clone())
+        };
+        let (cs, ops) = parts(&p);
+        let steps = crate::fuse::in_place(&p, 0, &cs, &ops).expect("a destage is planned");
+        assert_eq!(steps.len(), 2 * ROWS);
+        // Row 1's first piece: parity on member 1 at byte 64 KiB, data on
+        // members 0, 2, 3, 4 at 64 KiB; its second piece 16 KiB on.
+        assert_eq!(steps[2].dst, (1, CHUNK as u64));
+        assert_eq!(steps[2].srcs, vec![(0, CHUNK as u64), (2, CHUNK as u64), (3, CHUNK as u64), (4, CHUNK as u64)]);
+        assert_eq!(steps[3].dst, (1, (CHUNK + (16 << 10)) as u64));
+        let refused = |p: &Program, cs: &[Combine], ops: &[Io]| crate::fuse::in_place(p, 0, cs, ops).is_none();
+        let mut o = ops.clone();
+        o[1].op.member = 0;
+        assert!(refused(&p, &cs, &o), "two writes on one member");
+        let mut c = cs.clone();
+        c[5].terms[2].0 = 2;
+        assert!(refused(&p, &c, &ops), "a coefficient other than 1");
+        let mut c = cs.clone();
+        c[7].acc = true;
+        assert!(refused(&p, &c, &ops), "accumulated");
+        let mut kept = p.clone();
+        kept.keep.push(0);
+        assert!(refused(&kept, &cs, &ops), "the parity kept");
+        let mut later = p.clone();
+        later.phases.push(Phase::write(vec![Io::new(op(0, 8 << 20, 4096, Role::Code), Ref::new(0, 0))]));
+        assert!(refused(&later, &cs, &ops), "the parity written again by a later phase");
+        let mut o = ops.clone();
+        o[3].op.len -= 4096;
+        assert!(refused(&p, &cs, &o), "a write shorter than its bytes");
+        assert!(refused(&p, &cs[..cs.len() - 1], &ops), "a write's last bytes computed by nothing");
+    }
+
+    /// The pass's own kernel: every output a copy of its source and the
+    /// parity their XOR, for aligned and unaligned lengths and addresses.
+    #[test]
+    fn copy_and_xor_copies_every_source_and_sums_them() {
+        for (n, len, skew) in [(4, 4096, 0), (1, 64, 0), (3, 100, 0), (5, 8192, 1), (2, 4160, 16)] {
+            let srcs: Vec<Vec<u8>> = (0..n).map(|i| pattern(len + skew, 7 + i as u32)).collect();
+            let views: Vec<&[u8]> = srcs.iter().map(|s| &s[skew..]).collect();
+            let mut outs: Vec<Vec<u8>> = (0..n).map(|_| vec![0u8; len + 64]).collect();
+            let mut dst = vec![0u8; len + 64];
+            let ptrs: Vec<*mut u8> = outs.iter_mut().map(|o| o[skew..].as_mut_ptr()).collect();
+            // SAFETY: each output and the parity hold `len` bytes past `skew`.
+            unsafe { crate::fuse::copy_and_xor(&views, &ptrs, dst[skew..].as_mut_ptr(), len) };
+            let mut sum = vec![0u8; len];
+            for (o, s) in outs.iter().zip(&views) {
+                assert_eq!(&o[skew..skew + len], *s, "n {n} len {len} skew {skew}");
+                sum.iter_mut().zip(s.iter()).for_each(|(x, y)| *x ^= y);
+            }
+            assert_eq!(dst[skew..skew + len], sum[..]);
+        }
+    }
 }
