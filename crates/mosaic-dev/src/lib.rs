@@ -557,7 +557,7 @@ impl Member for MemMember {
     }
     fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
         let d = self.bytes();
-        let dst = match usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length")).and_then(|n| d.at(&self.name, offset, n).map(|p| (p, n))) {
+        let dst = match usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a write of {len} bytes", self.name))).and_then(|n| d.at(&self.name, offset, n).map(|p| (p, n))) {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };

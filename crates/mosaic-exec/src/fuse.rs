@@ -291,7 +291,8 @@ fn elsewhere(p: &Program, i: usize) -> Vec<u32> {
 ///
 /// # Safety
 /// Each of `outs` and `dst` valid for `len` bytes of writes, overlapping
-/// none of the others nor the sources; `outs.len() == srcs.len()`.
+/// none of the others nor the sources; `outs.len() == srcs.len()`, and
+/// every source at least `len` bytes long.
 pub(crate) unsafe fn copy_and_xor(srcs: &[&[u8]], outs: &[*mut u8], dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
