@@ -557,14 +557,17 @@ impl Member for MemMember {
     }
     fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
         let d = self.bytes();
-        let dst = match usize::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a write of {len} bytes", self.name))).and_then(|n| d.at(&self.name, offset, n).map(|p| (p, n))) {
-            Ok(x) => x,
+        // A length past the address space is past the buffer too: the
+        // range check refuses it as it refuses any write beyond the end.
+        let n = usize::try_from(len).unwrap_or(usize::MAX);
+        let dst = match d.at(&self.name, offset, n) {
+            Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
-        // SAFETY: `dst` starts `len` bytes inside the buffer, which the
+        // SAFETY: `dst` starts `n` bytes inside the buffer, which the
         // caller writes as it would by copy (the stripe locks keep other
         // operations off the range, as for `write_at`).
-        Some(fill(unsafe { std::slice::from_raw_parts_mut(dst.0, dst.1) }))
+        Some(fill(unsafe { std::slice::from_raw_parts_mut(dst, n) }))
     }
     fn flush(&self) -> io::Result<()> {
         Ok(())

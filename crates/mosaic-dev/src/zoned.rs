@@ -453,7 +453,9 @@ impl Member for ZonedFile {
     /// Made in the mapping when mapped, under the same zone rules as
     /// `write_at`.
     fn write_in_place(&self, offset: u64, len: u64, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<()>) -> Option<io::Result<()>> {
-        self.io.view(HEADER, 0)?;
+        if !self.io.is_mapped() {
+            return None;
+        }
         Some(self.write_with(offset, len, |at| self.io.write_in_place(at, len, fill).unwrap_or_else(|| Err(io::Error::other("not mapped")))))
     }
     /// The data, then the zone table if a write pointer moved since it

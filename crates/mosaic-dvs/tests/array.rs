@@ -1260,6 +1260,15 @@ fn a_removed_spare_is_listed_nowhere_its_label_is_erased_and_a_failure_takes_the
 }
 
 /// Counts every operation (flushes included) on the members it wraps.
+/// `members` on one power-cut budget, each cut tearing the writes not
+/// yet flushed (noted in `unflushed`); with `in_place`, their flushes
+/// free and their writes taken in place when the member can (a destage
+/// then runs fused and made in place).
+fn torn_on_cut(members: Vec<Arc<dyn ZonedMember>>, budget: &Arc<AtomicI64>, unflushed: &Arc<Unflushed>, in_place: bool) -> Vec<Arc<dyn ZonedMember>> {
+    let refusals = Arc::new(AtomicU64::new(0));
+    members.into_iter().map(|inner| Arc::new(PowerCut { cheap: in_place, in_place, unflushed: Some(unflushed.clone()), ..PowerCut::new(inner, budget.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect()
+}
+
 fn counted(dir: &Path, c: &DvsConfig, ops: &Arc<AtomicI64>) -> Vec<Arc<dyn ZonedMember>> {
     let refusals = Arc::new(AtomicU64::new(0));
     files_for(dir, 5, c).into_iter().map(|inner| Arc::new(PowerCut::new(inner, ops.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect()
@@ -1486,9 +1495,7 @@ fn power_cuts_during_destages_made_in_place_keep_every_acknowledged_write() {
         let dir = scratch();
         let unflushed = Arc::new(Unflushed::default());
         let budget = Arc::new(AtomicI64::new(i64::MAX));
-        let refusals = Arc::new(AtomicU64::new(0));
-        let devs = zoned_files(dir.path(), &c).into_iter().map(|inner| Arc::new(PowerCut { cheap: true, in_place: true, unflushed: Some(unflushed.clone()), ..PowerCut::new(inner, budget.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
-        let mut a = DvsArray::create(devs, c.clone()).unwrap();
+        let mut a = DvsArray::create(torn_on_cut(zoned_files(dir.path(), &c), &budget, &unflushed, true), c.clone()).unwrap();
         let cap = a.capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(300 + seed);
         budget.store(rng.gen_range(8_000..40_000), Ordering::SeqCst);
@@ -1531,9 +1538,7 @@ fn torn_grouped_writes_and_a_second_power_cut_bring_nothing_back() {
         let dir = scratch();
         let budget = Arc::new(AtomicI64::new(i64::MAX));
         let c = cfg_cached(1 + (seed % 2) as usize, 64);
-        let refusals = Arc::new(AtomicU64::new(0));
-        let devs = files_for(dir.path(), 5, &c).into_iter().map(|inner| Arc::new(PowerCut { unflushed: Some(unflushed.clone()), ..PowerCut::new(inner, budget.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect();
-        let mut a = DvsArray::create(devs, c.clone()).unwrap();
+        let mut a = DvsArray::create(torn_on_cut(files_for(dir.path(), 5, &c), &budget, &unflushed, false), c.clone()).unwrap();
         let cap = a.capacity();
         let mut rng = ChaCha8Rng::seed_from_u64(100 + seed);
         budget.store(rng.gen_range(50..1500), Ordering::SeqCst);
