@@ -734,6 +734,38 @@ mod tests {
         assert_eq!(m.snapshot(), before);
     }
 
+    /// A write in place gives exactly its range of the buffer and keeps
+    /// what `fill` puts there; one past the end (or past the address
+    /// space) is refused by the member's range check, by name, before
+    /// `fill` runs, and changes nothing.
+    #[test]
+    fn a_ram_member_writes_in_place_within_its_range_only() {
+        let m = MemMember::new("m", 3 * 4096);
+        let r = m.write_in_place(4096, 4096, &mut |b| {
+            assert_eq!(b.len(), 4096);
+            b.fill(9);
+            Ok(())
+        });
+        assert!(matches!(r, Some(Ok(()))));
+        let mut got = vec![0u8; 4096];
+        m.read_at(&mut got, 4096).unwrap();
+        assert_eq!(got, [9u8; 4096]);
+        let before = m.snapshot();
+        for (off, len) in [(2 * 4096, 4097), (3 * 4096, 1), (u64::MAX, 2), (0, u64::MAX)] {
+            let mut called = false;
+            let e = m
+                .write_in_place(off, len, &mut |_| {
+                    called = true;
+                    Ok(())
+                })
+                .expect("a RAM member writes in place")
+                .unwrap_err();
+            assert!(e.to_string().starts_with(&format!("m: access at {off}+")) && e.to_string().contains("beyond device size 12288"), "{e}");
+            assert!(!called);
+        }
+        assert_eq!(m.snapshot(), before);
+    }
+
     #[test]
     fn file_member_round_trip_and_bounds() {
         let dir = tempfile::tempdir().unwrap();
