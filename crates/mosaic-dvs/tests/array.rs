@@ -1259,7 +1259,6 @@ fn a_removed_spare_is_listed_nowhere_its_label_is_erased_and_a_failure_takes_the
     assert!(b.spares().is_empty());
 }
 
-/// Counts every operation (flushes included) on the members it wraps.
 /// `members` on one power-cut budget, each cut tearing the writes not
 /// yet flushed (noted in `unflushed`); with `in_place`, their flushes
 /// free and their writes taken in place when the member can (a destage
@@ -1269,6 +1268,7 @@ fn torn_on_cut(members: Vec<Arc<dyn ZonedMember>>, budget: &Arc<AtomicI64>, unfl
     members.into_iter().map(|inner| Arc::new(PowerCut { cheap: in_place, in_place, unflushed: Some(unflushed.clone()), ..PowerCut::new(inner, budget.clone(), refusals.clone()) }) as Arc<dyn ZonedMember>).collect()
 }
 
+/// Counts every operation (flushes included) on the members it wraps.
 fn counted(dir: &Path, c: &DvsConfig, ops: &Arc<AtomicI64>) -> Vec<Arc<dyn ZonedMember>> {
     let refusals = Arc::new(AtomicU64::new(0));
     files_for(dir, 5, c).into_iter().map(|inner| Arc::new(PowerCut::new(inner, ops.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect()
@@ -1432,6 +1432,16 @@ fn assert_acknowledged_or_inflight(seed: u64, got: &[u8], acknowledged: &[u8], i
     }
 }
 
+/// The array in `dir` opened again after a power cut, and what it reads:
+/// every byte the acknowledged one, or one the interrupted writes put
+/// there (any of them: none was acknowledged).
+fn reopen_after_cut(dir: &Path, seed: u64, acknowledged: &[u8], inflight: &[(u64, Vec<u8>)]) -> (DvsArray, Vec<u8>) {
+    let mut b = DvsArray::open(reopen_files(dir, 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+    let got = b.read_all();
+    assert_acknowledged_or_inflight(seed, &got, acknowledged, inflight);
+    (b, got)
+}
+
 /// Writes grouped as a volume's concurrent writers send them, the power cut
 /// at a random point: every acknowledged group is whole after the reopen
 /// (its records' checksums, whether taken whole or joined from the
@@ -1472,12 +1482,7 @@ fn power_cuts_during_grouped_writes_keep_every_acknowledged_group() {
         assert!(!inflight.is_empty(), "seed {seed}: the power was never cut");
         cut += 1;
         drop(a);
-        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
-        let mut got = vec![0u8; cap as usize];
-        b.read(0, &mut got).unwrap();
-        // Every byte is the acknowledged one, or one the interrupted group
-        // wrote there (any of its writes, which were never acknowledged).
-        assert_acknowledged_or_inflight(seed, &got, &reference, &inflight);
+        let (mut b, _) = reopen_after_cut(dir.path(), seed, &reference, &inflight);
         assert_eq!(b.scrub().unwrap(), 0, "seed {seed}");
     }
     assert_eq!(cut, 24);
@@ -1513,10 +1518,7 @@ fn power_cuts_during_destages_made_in_place_keep_every_acknowledged_write() {
         assert!(!inflight.is_empty(), "seed {seed}: the power was never cut");
         destaged += a.stats().destages;
         drop(a);
-        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
-        let mut got = vec![0u8; cap as usize];
-        b.read(0, &mut got).unwrap();
-        assert_acknowledged_or_inflight(seed, &got, &acked, &inflight);
+        let (mut b, _) = reopen_after_cut(dir.path(), seed, &acked, &inflight);
         assert_eq!(b.scrub().unwrap(), 0, "seed {seed}");
     }
     assert!(destaged >= 12, "the cuts came before the destages: {destaged}");
@@ -1555,10 +1557,8 @@ fn torn_grouped_writes_and_a_second_power_cut_bring_nothing_back() {
         torn += (unflushed.torn.load(Ordering::SeqCst) > 0) as usize;
         drop(a);
 
-        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+        let (mut b, mut reference) = reopen_after_cut(dir.path(), seed, &acked, &inflight);
         dropped += b.warnings().iter().filter(|w| w.contains("is whole on no member")).count();
-        let mut reference = b.read_all();
-        assert_acknowledged_or_inflight(seed, &reference, &acked, &inflight);
         // One record, where the torn group's first one was when one was
         // dropped; the rest of that group lies after it.
         let (off, d) = sector_write(&mut rng, cap);
