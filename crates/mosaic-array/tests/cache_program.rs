@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use mosaic_core::cache::Step;
+use mosaic_core::cache::{Keep, Step};
 use mosaic_core::{Buf, CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Frontend, Geometry, Health, Level, Program};
 use mosaic_dev::{MemMember, Member};
 use mosaic_exec::{Client, Executor};
@@ -184,9 +184,16 @@ fn a_kept_code_is_marked_and_kept() {
                         _ => vec![],
                     })
                     .collect();
-                let keeps = matches!(st.recipe, mosaic_core::cache::Recipe::Parity { keep: true, .. });
+                let keep = match st.recipe {
+                    mosaic_core::cache::Recipe::Parity { keep, .. } => keep,
+                    _ => Keep::No,
+                };
+                let keeps = keep.stale();
                 assert_eq!(marks, if keeps { vec![mosaic_core::Mark::Resync { row: st.sp.stripe }] } else { vec![] }, "{p:?}");
-                assert_eq!(prog.keep.len(), keeps as usize, "{p:?}");
+                // Code bytes are kept unless the row's code is the sum of
+                // its data buffer's values (ppc+data without a change).
+                assert_eq!(prog.keep.len(), (keep == Keep::Code) as usize, "{p:?}");
+                assert_eq!(keep == Keep::Buffered, p == CachePolicy::PpcData && keeps && !prog.phases.iter().any(|ph| matches!(ph, mosaic_core::Phase::Compute(_))), "{p:?}");
                 seen += keeps as usize;
                 let kept = r.exec.run(&prog, Client::None, None).unwrap();
                 r.cache.commit(&st, &kept).unwrap();

@@ -75,7 +75,11 @@
 //!   reading (method 2) or as the old values of method 1 for a partial
 //!   parity ([`CachedArray::parity_flush`]).  Its victim rule (among the
 //!   rows with the most pages, prefer one whose parity is cached) applies
-//!   except to hot rows ([`CachedArray::victim`]).
+//!   except to hot rows ([`CachedArray::victim`]).  An entry that holds
+//!   no change is the code of exactly those buffered values, so its code
+//!   is neither computed nor kept: a fold only updates the buffer, the
+//!   flush sums it ([`Keep::Buffered`]).  Same device operations, fewer
+//!   bytes touched a write.
 //!
 //! **Replacement**, per structure: the write cache evicts the row with the
 //! most cached pages (ties: under ppc+data a row with a cached parity
@@ -371,9 +375,9 @@ pub enum Recipe {
         stripe: u64,
         base: Base,
         terms: Vec<(usize, Src)>,
-        /// Keep the resulting code in the parity cache (its on-drive code
-        /// is then stale until the entry is flushed).
-        keep: bool,
+        /// Whether the row's code stays in the parity cache (its code on
+        /// the drives is then stale until the entry is flushed), and how.
+        keep: Keep,
         /// New bytes of the data pages this step writes.
         pages: Vec<(usize, Buf)>,
     },
@@ -382,6 +386,27 @@ pub enum Recipe {
     /// A read plan of the layout's own planner (the fill of a partly
     /// written page, counting mode; the real volume reads its fills).
     Read,
+}
+
+/// What stays in the parity cache of a [`Recipe::Parity`] step's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Nothing: the code is written to the drives (or is not needed).
+    No,
+    /// The code computed, as the row's stored code bytes.
+    Code,
+    /// The row's code is the sum of its data buffer's values (ppc+data,
+    /// an entry holding no change): nothing is computed or stored now;
+    /// the flush sums them ([`CachedArray::parity_flush`]).
+    Buffered,
+}
+
+impl Keep {
+    /// Whether the row's code on the drives goes stale (the step's
+    /// program logs [`Mark::Resync`] for the row).
+    pub fn stale(self) -> bool {
+        self != Keep::No
+    }
 }
 
 /// A write widened to whole pages ([`CachedArray::widen`]).
@@ -931,8 +956,8 @@ impl CachedArray {
                 for c in row.pages.iter() {
                     sp.writes.push(self.op(stripe, c, Role::Data));
                 }
-                keep = self.cfg.policy == CachePolicy::Fpc;
-                if keep {
+                keep = if self.cfg.policy == CachePolicy::Fpc { Keep::Code } else { Keep::No };
+                if keep == Keep::Code {
                     // fpc: the new full parity stays in the cache.
                     let mut all = ColSet::default();
                     (0..k).for_each(|c| {
@@ -989,10 +1014,13 @@ impl CachedArray {
                 if whole || full_row || convert {
                     delta = false;
                 }
-                if convert {
-                    for c in covered.iter().filter(|&c| !row.pages.contains(c)) {
-                        terms.push((c, Src::Held(self.old_bytes(stripe, c)?)));
-                    }
+                // ppc+data's entry without a change is the sum of its
+                // data buffer's values, which the buffer keeps anyway:
+                // nothing is computed or stored until it is flushed
+                // (the change entry it replaces, if any, drops its code).
+                let summed = buffered && !delta;
+                if summed {
+                    base = if entry.is_some_and(|e| e.delta) { Base::ZeroTake { stripe } } else { Base::Zero };
                 }
                 if whole {
                     for c in (0..k).filter(|&c| !row.pages.contains(c)) {
@@ -1008,12 +1036,14 @@ impl CachedArray {
                         // value (the paper's Fig. 3 and 16b: an update
                         // reads nothing).
                         self.stats.old_data_hits += 1;
-                        terms.push((c, Src::Xor(self.old_bytes(stripe, c)?)));
+                        if !summed {
+                            terms.push((c, Src::Xor(self.old_bytes(stripe, c)?)));
+                        }
                     } else if held || delta {
                         // Take the page's old value out (read it).
                         terms.push((c, Src::ReadXor(sp.reads.len())));
                         sp.reads.push(self.op(stripe, c, Role::Data));
-                    } else {
+                    } else if !summed {
                         terms.push((c, Src::Page));
                     }
                     covered.insert(c);
@@ -1027,7 +1057,7 @@ impl CachedArray {
                         }
                     }
                 }
-                keep = true;
+                keep = if summed { Keep::Buffered } else { Keep::Code };
                 after = self.parity_put(stripe, covered, delta, h)?;
             }
         }
@@ -1129,6 +1159,14 @@ impl CachedArray {
         let method1 = e.delta || (!uncovered.is_empty() && m < method2_reads && e.covered.iter().all(|c| self.is_clean(stripe, c)) && codes_up);
         let mut sp = Self::stripe_plan(stripe, if uncovered.is_empty() && !e.delta { Method::Fsw } else if method1 { Method::Rmw } else { Method::Rcw });
         let mut terms = Vec::new();
+        // A ppc+data entry without a change stores no code: its partial
+        // parity is summed from the data buffer's values of its pages.
+        let summed = self.cfg.policy == CachePolicy::PpcData && !e.delta;
+        if summed {
+            for c in e.covered.iter() {
+                terms.push((c, Src::Held(self.old_bytes(stripe, c)?)));
+            }
+        }
         let base = if method1 {
             self.stats.method1 += 1;
             if !e.delta {
@@ -1140,7 +1178,8 @@ impl CachedArray {
             for c in k..k + m {
                 sp.reads.push(self.op(stripe, c, Role::Code));
             }
-            Base::StoredAndReads { stripe, reads: (first..first + m).collect() }
+            let reads = (first..first + m).collect();
+            if summed { Base::Reads(reads) } else { Base::StoredAndReads { stripe, reads } }
         } else {
             if !uncovered.is_empty() {
                 self.stats.method2 += 1;
@@ -1158,7 +1197,7 @@ impl CachedArray {
                     )));
                 }
             }
-            Base::Stored { stripe, take: true }
+            if summed { Base::Zero } else { Base::Stored { stripe, take: true } }
         };
         for c in k..k + m {
             if up(c) {
@@ -1167,7 +1206,7 @@ impl CachedArray {
         }
         self.count(&sp);
         self.covered_now_clean(stripe, e.covered);
-        let recipe = Recipe::Parity { stripe, base, terms, keep: false, pages: vec![] };
+        let recipe = Recipe::Parity { stripe, base, terms, keep: Keep::No, pages: vec![] };
         Ok(vec![Step { sp, recipe }])
     }
 
@@ -1195,7 +1234,7 @@ impl CachedArray {
         }
         self.count(&sp);
         self.covered_now_clean(stripe, e.covered);
-        Ok(vec![Step { sp, recipe: Recipe::Parity { stripe, base: Base::ZeroTake { stripe }, terms, keep: false, pages: vec![] } }])
+        Ok(vec![Step { sp, recipe: Recipe::Parity { stripe, base: Base::ZeroTake { stripe }, terms, keep: Keep::No, pages: vec![] } }])
     }
 
     /// Whether the data buffer holds page `col` of `stripe` as it is on
@@ -1394,6 +1433,17 @@ impl CachedArray {
             Recipe::Read => self.layout.math.read_program(&one()),
             Recipe::Parity { stripe, base, terms, keep, pages } => {
                 let (k, m) = (self.geo.k, self.geo.m);
+                let marks = if resync && keep.stale() { vec![Mark::Resync { row: *stripe }] } else { vec![] };
+                if *keep != Keep::Code && !step.sp.writes.iter().any(|o| o.role == Role::Code) {
+                    // No code written or stored (a summed entry's update):
+                    // the program writes the pages.
+                    if !terms.is_empty() || !matches!(base, Base::Zero | Base::ZeroTake { .. }) {
+                        return Err(PlanError::Invalid(format!("stripe {stripe}: a step computing code it neither writes nor keeps")));
+                    }
+                    let mut b = ParityBuilder::new(&step.sp, pages, self.geo.unit as usize, 0);
+                    b.writes(&step.sp, k)?;
+                    return Ok(b.finish(false, marks));
+                }
                 let mut b = ParityBuilder::new(&step.sp, pages, self.geo.unit as usize, m);
                 let base: Vec<Sum> = match base {
                     Base::Zero | Base::ZeroTake { .. } => vec![],
@@ -1413,8 +1463,7 @@ impl CachedArray {
                 let terms = b.terms(terms)?;
                 b.combines(self.layout.math.code()?, m, &base, &terms);
                 b.writes(&step.sp, k)?;
-                let marks = if resync && *keep { vec![Mark::Resync { row: *stripe }] } else { vec![] };
-                Ok(b.finish(*keep, marks))
+                Ok(b.finish(*keep == Keep::Code, marks))
             }
         }
     }
@@ -1438,7 +1487,7 @@ impl CachedArray {
                 b.recycle(old);
             }
         }
-        if *keep {
+        if *keep == Keep::Code {
             let code = kept.first().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
             // Over the row's old code when nothing else holds it (the
             // step that read it is gone): no new buffer.
@@ -1482,8 +1531,17 @@ impl CachedArray {
     /// then an error rather than wrong code on the drives.
     pub fn abort(&mut self, step: &Step) {
         if let (Recipe::Parity { stripe, base, keep, .. }, Some(b)) = (&step.recipe, self.bytes.as_mut()) {
-            if *keep || base.takes() {
+            if *keep == Keep::Code || base.takes() {
                 b.parity.remove(stripe);
+            }
+            if *keep == Keep::Buffered {
+                // The row's code is summed from values the drives may not
+                // hold: drop them, so its flush fails.
+                for c in 0..self.geo.k {
+                    if let Some(old) = b.old.remove(&(*stripe, c)) {
+                        b.recycle(old);
+                    }
+                }
             }
         }
     }
@@ -1593,7 +1651,9 @@ impl ParityBuilder {
         if !self.reads.is_empty() {
             self.p.phases.push(Phase::Read(self.reads));
         }
-        self.p.phases.push(Phase::Compute(self.combines));
+        if !self.combines.is_empty() {
+            self.p.phases.push(Phase::Compute(self.combines));
+        }
         if !self.writes.is_empty() {
             self.p.phases.push(Phase::Write { ops: self.writes, journal: true, marks });
         }

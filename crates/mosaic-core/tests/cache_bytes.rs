@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use mosaic_core::cache::Step;
+use mosaic_core::cache::{Keep, Recipe, Step};
 use mosaic_core::{CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Geometry, Health, Layout, Level};
 use mosaic_dev::{MemMember, Member};
 use mosaic_exec::{Client, Executor};
@@ -218,5 +218,53 @@ fn a_full_destage_row_by_row_runs_the_steps_of_flush_steps() {
             assert!(x == y, "{policy:?} {level}: member bytes differ");
         }
         assert!(by_row.scrub_clean(), "{policy:?} {level}: code disagrees with data");
+    }
+}
+
+/// A step that keeps its row's code and did not run (its program failed)
+/// leaves that row's flush failing, never writing code the drives' data
+/// does not match: ppc's stored partial parity is dropped, ppc+data's
+/// buffered values of the row (its code's terms) too.
+#[test]
+fn a_kept_step_that_did_not_run_makes_its_rows_flush_fail() {
+    for policy in [CachePolicy::Ppc, CachePolicy::PpcData] {
+        let mut r = Rig::new("raid5", 5, 16, policy, 2);
+        let row = r.layout.geometry().stripe_data_bytes();
+        // Two pages of row 0: their partial parity, not their change.
+        r.write(0, &[7u8; 2 * U as usize]);
+        // The two-page cache destages row 0 to take row 1's page.
+        let h = r.h.clone();
+        let steps = r.cache.write_steps(row, U, Some(&[9u8; U as usize]), &h).unwrap();
+        let kept: Vec<Keep> = steps.iter().filter_map(|st| match st.recipe {
+            Recipe::Parity { keep, .. } if st.sp.stripe == 0 => Some(keep),
+            _ => None,
+        }).collect();
+        let want = if policy == CachePolicy::Ppc { Keep::Code } else { Keep::Buffered };
+        assert_eq!(kept, vec![want], "{policy:?}: row 0 destaged, its code kept");
+        steps.iter().for_each(|st| r.cache.abort(st));
+        let mut failed = None;
+        let flush = match r.cache.flush_steps(&h) {
+            Ok(steps) => steps,
+            Err(e) => {
+                failed = Some(format!("planning: {e}"));
+                vec![]
+            }
+        };
+        for st in flush {
+            match r.cache.lower(&st, false) {
+                Err(e) => {
+                    assert_eq!(st.sp.stripe, 0, "{policy:?}: {e}");
+                    failed = Some(e.to_string());
+                    break;
+                }
+                Ok(p) => {
+                    let kept = r.exec.run(&p, Client::None, None).unwrap();
+                    drop(p);
+                    r.cache.commit(&st, &kept).unwrap();
+                }
+            }
+        }
+        let e = failed.unwrap_or_else(|| panic!("{policy:?}: row 0's flush ran after its destage failed"));
+        assert!(e.contains("stripe 0"), "{policy:?}: {e}");
     }
 }
