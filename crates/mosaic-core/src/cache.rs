@@ -1434,11 +1434,11 @@ impl CachedArray {
             Recipe::Parity { stripe, base, terms, keep, pages } => {
                 let (k, m) = (self.geo.k, self.geo.m);
                 let marks = if resync && keep.stale() { vec![Mark::Resync { row: *stripe }] } else { vec![] };
-                if *keep != Keep::Code && !step.sp.writes.iter().any(|o| o.role == Role::Code) {
-                    // No code written or stored (a summed entry's update):
-                    // the program writes the pages.
-                    if !terms.is_empty() || !matches!(base, Base::Zero | Base::ZeroTake { .. }) {
-                        return Err(PlanError::Invalid(format!("stripe {stripe}: a step computing code it neither writes nor keeps")));
+                if *keep == Keep::Buffered {
+                    // A summed entry's update computes no code: the
+                    // program writes the pages.
+                    if !terms.is_empty() || !matches!(base, Base::Zero | Base::ZeroTake { .. }) || step.sp.writes.iter().any(|o| o.role == Role::Code) {
+                        return Err(PlanError::Invalid(format!("stripe {stripe}: a summed entry's step computing or writing code")));
                     }
                     let mut b = ParityBuilder::new(&step.sp, pages, self.geo.unit as usize, 0);
                     b.writes(&step.sp, k)?;

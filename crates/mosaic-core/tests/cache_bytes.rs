@@ -268,3 +268,31 @@ fn a_kept_step_that_did_not_run_makes_its_rows_flush_fail() {
         assert!(e.contains("stripe 0"), "{policy:?}: {e}");
     }
 }
+
+/// A row whose code member failed: its cached parity's flush still reads
+/// what its plan reads and writes no code (none can be written), without
+/// error, under every policy that caches parity; the data stays readable.
+#[test]
+fn a_flush_of_a_row_whose_code_member_failed_writes_no_code() {
+    for policy in [CachePolicy::Fpc, CachePolicy::Ppc, CachePolicy::PpcData] {
+        let mut r = Rig::new("raid5", 5, 16, policy, 2);
+        let g = r.layout.geometry().clone();
+        let mut model = vec![0u8; r.layout.capacity() as usize];
+        // Two pages of each of rows 0..4: each destage leaves a cached parity.
+        for (i, s) in (0..4u64).enumerate() {
+            let off = s * g.stripe_data_bytes();
+            let data = vec![i as u8 + 1; 2 * U as usize];
+            r.write(off, &data);
+            model[off as usize..off as usize + data.len()].copy_from_slice(&data);
+        }
+        assert!(r.cache.parity_rows().contains(&0), "{policy:?}: row 0's parity cached");
+        r.h.states[g.member_of(0, g.k)] = mosaic_core::MemberState::Failed;
+        let h = r.h.clone();
+        let steps = r.cache.flush_steps(&h).unwrap();
+        let row0: Vec<_> = steps.iter().filter(|st| st.sp.stripe == 0).collect();
+        assert!(row0.iter().all(|st| st.sp.writes.iter().all(|o| o.role != mosaic_core::Role::Code)), "{policy:?}: no code written to the failed member");
+        r.exec(steps);
+        assert!(r.cache.parity_rows().is_empty(), "{policy:?}");
+        assert!(r.read(0, r.layout.capacity()) == model, "{policy:?}: data after the flush");
+    }
+}
