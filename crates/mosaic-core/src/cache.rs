@@ -1009,7 +1009,6 @@ impl CachedArray {
                 };
                 if parity_cached && !full_row {
                     self.stats.merges += 1;
-                    base = if whole || convert { Base::Zero } else { Base::Stored { stripe, take: false } };
                 }
                 if whole || full_row || convert {
                     delta = false;
@@ -1018,10 +1017,15 @@ impl CachedArray {
                 // data buffer's values, which the buffer keeps anyway:
                 // nothing is computed or stored until it is flushed
                 // (the change entry it replaces, if any, drops its code).
+                // A converted change is such an entry.
                 let summed = buffered && !delta;
-                if summed {
-                    base = if entry.is_some_and(|e| e.delta) { Base::ZeroTake { stripe } } else { Base::Zero };
-                }
+                base = if summed {
+                    if entry.is_some_and(|e| e.delta) { Base::ZeroTake { stripe } } else { Base::Zero }
+                } else if parity_cached && !full_row && !whole {
+                    Base::Stored { stripe, take: false }
+                } else {
+                    Base::Zero
+                };
                 if whole {
                     for c in (0..k).filter(|&c| !row.pages.contains(c)) {
                         terms.push((c, Src::Read(sp.reads.len())));
