@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use mosaic_core::cache::{Keep, Recipe, Step};
+use mosaic_core::cache::{Keep, Recipe, Src, Step};
 use mosaic_core::{CacheConfig, CachePolicy, CachedArray, Dir, FixedLayout, Geometry, Health, Layout, Level};
 use mosaic_dev::{MemMember, Member};
 use mosaic_exec::{Client, Executor};
@@ -295,4 +295,23 @@ fn a_flush_of_a_row_whose_code_member_failed_writes_no_code() {
         assert!(r.cache.parity_rows().is_empty(), "{policy:?}");
         assert!(r.read(0, r.layout.capacity()) == model, "{policy:?}: data after the flush");
     }
+}
+
+/// A summed entry's step computes and writes no code: one that carries
+/// terms or a code write is refused by name when lowered, not run.
+#[test]
+fn a_summed_step_with_code_work_is_refused_by_name() {
+    let mut r = Rig::new("raid5", 5, 16, CachePolicy::PpcData, 2);
+    let row = r.layout.geometry().stripe_data_bytes();
+    r.write(0, &[7u8; 2 * U as usize]);
+    let h = r.h.clone();
+    let steps = r.cache.write_steps(row, U, Some(&[9u8; U as usize]), &h).unwrap();
+    let st = steps.iter().find(|st| matches!(st.recipe, Recipe::Parity { keep: Keep::Buffered, .. })).expect("row 0's fold is summed");
+    assert!(r.cache.lower(st, true).is_ok());
+    let mut bad = st.clone();
+    if let Recipe::Parity { terms, .. } = &mut bad.recipe {
+        terms.push((0, Src::Page));
+    }
+    let e = r.cache.lower(&bad, true).unwrap_err().to_string();
+    assert!(e.contains("stripe 0: a summed entry's step computing or writing code"), "{e}");
 }
