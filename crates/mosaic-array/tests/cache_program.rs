@@ -4,7 +4,8 @@
 //! `mosaic_exec::Executor` and committed, the code on the members always
 //! equals an independent encode of their data (except the rows whose
 //! parity the cache holds), and counting mode lowers the very same
-//! programs, byte buffers aside.
+//! programs, byte buffers aside.  The members lend the reads a program
+//! does not overwrite.
 
 use std::sync::Arc;
 
@@ -25,6 +26,8 @@ struct Rig {
     cache: CachedArray,
     geo: Geometry,
     h: Health,
+    /// Reads the members lent instead of copying (`mosaic_exec::lendable`).
+    lent: usize,
 }
 
 impl Rig {
@@ -35,7 +38,7 @@ impl Rig {
         let cache = CachedArray::new(&layout, cfg).unwrap().with_bytes().unwrap();
         let mems: Vec<Arc<MemMember>> = (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), STRIPES * U))).collect();
         let exec = Executor::new(mems.iter().map(|m| Some(m.clone() as Arc<dyn Member>)).collect(), 0);
-        Rig { mems, exec, cache, geo, h: Health::all_active(n) }
+        Rig { mems, exec, cache, geo, h: Health::all_active(n), lent: 0 }
     }
 
     /// Lower, run and commit each step in order; the program of a step
@@ -46,6 +49,7 @@ impl Rig {
             let p = self.cache.lower(&st, false).unwrap();
             assert_eq!(ops(&p, Dir::Read), st.sp.reads);
             assert_eq!(ops(&p, Dir::Write), st.sp.writes);
+            self.lent += lent_reads(&p, matches!(st.recipe, mosaic_core::cache::Recipe::Parity { .. }));
             let kept = self.exec.run(&p, Client::None, None).unwrap();
             self.cache.commit(&st, &kept).unwrap();
             ran.push(p);
@@ -93,6 +97,26 @@ fn ops(p: &Program, d: Dir) -> Vec<mosaic_core::DevOp> {
     p.io().filter(|(x, _)| *x == d).flat_map(|(_, ios)| ios.iter().map(|io| io.op)).collect()
 }
 
+/// How many of `p`'s reads its members may lend (`mosaic_exec::lendable`,
+/// whose rules mosaic-exec's tests check); in a program the cache builds
+/// (`own`), at least every read of a range the program does not write (a
+/// flush's uncovered pages, an RCW's untouched ones).  The layout's own
+/// programs (a write that bypasses the cache) read into one buffer.
+fn lent_reads(p: &Program, own: bool) -> usize {
+    let lend = mosaic_exec::lendable(p);
+    let writes = ops(p, Dir::Write);
+    let mut n = 0;
+    for (_, ios) in p.io().filter(|(d, _)| *d == Dir::Read) {
+        for io in ios {
+            let overwritten = writes.iter().any(|w| w.member == io.op.member && w.offset < io.op.offset + io.op.len && io.op.offset < w.offset + w.len);
+            let lent = lend.get(io.at.buf as usize).copied().unwrap_or(false);
+            assert!(!own || lent || overwritten, "a cache program's read not lent: {:?}", io.op);
+            n += lent as usize;
+        }
+    }
+    n
+}
+
 /// Random whole-page writes of 1 to 3 pages at page offsets.
 fn writes(seed: u64, cap: u64, n: usize) -> Vec<(u64, Vec<u8>)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -124,6 +148,11 @@ fn lowered_steps_write_the_encoded_code_on_ram_members() {
                 assert!(r.cache.parity_rows().is_empty(), "{what}");
                 r.check_code(&format!("{what} after the flush"));
                 assert!(r.data() == model, "{what}: members' data after the flush");
+                // The partial parities' flushes read pages the program
+                // does not write: the RAM members lent them.
+                if matches!(p, CachePolicy::Ppc | CachePolicy::PpcData) {
+                    assert!(r.lent > 0, "{what}: no read lent");
+                }
             }
         }
     }

@@ -1571,15 +1571,15 @@ struct ParityBuilder {
 
 impl ParityBuilder {
     fn new(sp: &StripePlan, pages: &[(usize, Buf)], unit: usize, m: usize) -> ParityBuilder {
-        // Reads, code, pages, then a stored code and held values: sized
-        // once (no regrowth while the program is built).
-        let mut p = Program { locks: vec![sp.stripe], methods: vec![sp.method], bufs: Vec::with_capacity(pages.len() + 2 + 4), phases: Vec::with_capacity(3), ..Default::default() };
-        let rd = p.buf(Buf::Scratch(sp.reads.iter().map(|o| o.len as usize).sum()));
-        let mut at = 0;
+        // Reads (a buffer each, so a member in memory may lend what the
+        // program only reads: a flush's uncovered pages), code, pages, then
+        // a stored code and held values: sized once (no regrowth while the
+        // program is built).
+        let mut p = Program { locks: vec![sp.stripe], methods: vec![sp.method], bufs: Vec::with_capacity(sp.reads.len() + pages.len() + 1 + 4), phases: Vec::with_capacity(3), ..Default::default() };
         let mut reads = Vec::with_capacity(sp.reads.len());
         for op in &sp.reads {
-            reads.push(Io::new(*op, Ref::new(rd, at)));
-            at += op.len as usize;
+            let rd = p.buf(Buf::Scratch(op.len as usize));
+            reads.push(Io::new(*op, Ref::new(rd, 0)));
         }
         let code = p.buf(Buf::Scratch(m * unit));
         let pages = pages.iter().map(|(c, b)| (*c, Ref::new(p.buf(b.clone()), 0))).collect();

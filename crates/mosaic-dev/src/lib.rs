@@ -572,6 +572,17 @@ impl Member for MemMember {
     fn flush(&self) -> io::Result<()> {
         Ok(())
     }
+    /// Lent in place, as a mapped file's: the program that reads it holds
+    /// the stripe locks that keep writes off the range.
+    fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let p = self.bytes().at(&self.name, offset, len).ok()?;
+        // SAFETY: the range is inside the buffer, which lives as long as
+        // the member (one [`MemMember::restore`] replaces stays in
+        // `retired` until the member drops); nothing writes the range
+        // while it is lent ([`Member::view`]'s rule, as for a read racing
+        // a write).
+        Some(unsafe { std::slice::from_raw_parts(p, len) })
+    }
     fn prefetch_write(&self, offset: u64, len: usize) {
         let d = self.bytes();
         if let Ok(p) = d.at(&self.name, offset, len) {
@@ -718,6 +729,20 @@ mod tests {
         match FileMember::create(&path, 1 << 60) {
             Ok(m) => assert_eq!(m.size(), 1 << 60),
             Err(e) => assert!(e.to_string().contains("m0: cannot make it 1152921504606846976 bytes long"), "{e}"),
+        }
+    }
+
+    /// A RAM member lends exactly the bytes a read would copy, and
+    /// nothing beyond its end (nor past the address space).
+    #[test]
+    fn a_ram_member_lends_the_bytes_a_read_copies_and_nothing_beyond_it() {
+        let m = MemMember::new("m", 3 * 4096);
+        let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        m.write_at(&bytes, 4096).unwrap();
+        assert_eq!(m.view(4096, 4096), Some(&bytes[..]));
+        assert_eq!(m.view(4096 + 100, 10), Some(&bytes[100..110]));
+        for (off, len) in [(2 * 4096, 4097), (3 * 4096, 1), (u64::MAX, 2), (u64::MAX - 1, usize::MAX)] {
+            assert_eq!(m.view(off, len), None, "{off} + {len}");
         }
     }
 

@@ -87,6 +87,12 @@ impl Ranges {
 /// (below it, in the pool's list of small buffers).
 pub(crate) const LARGE: usize = 16 << 10;
 
+/// The smallest read a member may lend ([`lendable`]): one page.  A
+/// cache's flush reads its row's uncovered pages one by one, and on
+/// members in memory the XOR then reads each from its home instead of
+/// from a copy.  Below a page a copy costs less than looking.
+pub(crate) const LEND_MIN: usize = 4 << 10;
+
 /// For each buffer of `p`, the bytes that must read as zeros when the run
 /// starts: those of a scratch buffer the program may read (a computation
 /// term, the base of an accumulating computation, a device write, a kept
@@ -162,7 +168,7 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
 /// ([`mosaic_dev::Member::view`]; empty when none may):
 ///
 /// ```text
-///   Scratch(n), n >= LARGE ── one device read fills it whole, and no other read does
+///   Scratch(n), n >= LEND_MIN ── one device read fills it whole, and no other read does
 ///                          ── no computation writes it; the program does not keep it
 ///                          ── from that read to its last use (a term, a write's bytes;
 ///                             a term of a computation phase fused with the write phase
@@ -173,11 +179,12 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
 ///
 /// Then the bytes it would copy are the member's own and nothing changes
 /// them while the program reads them: a destage's old chunks, a
-/// rebuild's columns.  A read-modify-write, which writes where it read,
-/// keeps its copy.  Small programs are looked at no further than their
-/// reads' lengths.
+/// rebuild's columns, a cache flush's uncovered pages.  A
+/// read-modify-write, which writes where it read, keeps its copy.
+/// Programs whose reads share one buffer (a plain small write's) or are
+/// all below a page are looked at no further than that.
 pub fn lendable(p: &Program) -> Vec<bool> {
-    let whole = |io: &Io| io.at.off == 0 && io.op.len >= LARGE as u64 && matches!(p.bufs.get(io.at.buf as usize), Some(Buf::Scratch(n)) if *n as u64 == io.op.len);
+    let whole = |io: &Io| io.at.off == 0 && io.op.len >= LEND_MIN as u64 && matches!(p.bufs.get(io.at.buf as usize), Some(Buf::Scratch(n)) if *n as u64 == io.op.len);
     let reads = || p.phases.iter().enumerate().filter_map(|(i, ph)| if let Phase::Read(ios) = ph { Some((i, ios)) } else { None });
     if !reads().any(|(_, ios)| ios.iter().any(whole)) {
         return Vec::new();

@@ -896,8 +896,9 @@ fn a_member_lends_what_a_program_only_reads_with_the_same_bytes_and_counts() {
 
 /// What may not be lent: a read the program writes over (or resets the
 /// zone of) before its last use, one it keeps, computes into or reads
-/// twice into; small reads are not looked at.  The overwrite, run on
-/// members that would lend, still copies the old bytes out first.
+/// twice into; reads below a page, or sharing a buffer, are not looked
+/// at.  The overwrite, run on members that would lend, still copies the
+/// old bytes out first.
 #[test]
 fn a_read_the_program_overwrites_keeps_or_computes_into_is_copied() {
     const K: u64 = 64 << 10;
@@ -936,9 +937,18 @@ fn a_read_the_program_overwrites_keeps_or_computes_into_is_copied() {
         *journal = true;
     }
     assert!(lent(&fused));
-    let mut small = prog(vec![read(4096), Phase::write(vec![Io::new(op(1, 0, 4096, Role::Data), Ref::new(0, 0))])]);
-    small.bufs[0] = Buf::Scratch(4096);
+    // Below a page: not looked at.  A page: lent.
+    let mut small = prog(vec![read(2048), Phase::write(vec![Io::new(op(1, 0, 2048, Role::Data), Ref::new(0, 0))])]);
+    small.bufs[0] = Buf::Scratch(2048);
     assert!(crate::slots::lendable(&small).is_empty());
+    let mut page = prog(vec![read(4096), Phase::write(vec![Io::new(op(1, 0, 4096, Role::Data), Ref::new(0, 0))])]);
+    page.bufs[0] = Buf::Scratch(4096);
+    assert!(lent(&page));
+    // Two reads sharing one buffer (a small write's old data and code):
+    // not looked at.
+    let mut shared = prog(vec![Phase::Read(vec![Io::new(op(0, 0, 4096, Role::Data), Ref::new(0, 0)), Io::new(op(1, 0, 4096, Role::Code), Ref::new(0, 4096))])]);
+    shared.bufs[0] = Buf::Scratch(8192);
+    assert!(crate::slots::lendable(&shared).is_empty());
 
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
     let (ms, ex) = lending(&dir, 2, true);
