@@ -482,10 +482,16 @@ impl Bytes {
         src.into()
     }
 
-    /// Keep `a` for reuse if nothing else holds it.
-    fn recycle(&mut self, mut a: Arc<[u8]>) {
+    /// Keep `a` for reuse if nothing else holds it.  Its counts are read,
+    /// not locked ([`Arc::get_mut`]'s compare-and-swap): the buffer is
+    /// usually cold (a clean page the LRU let go), and a locked operation
+    /// on a line not in the CPU cache stalls everything after it, where a
+    /// load does not.  One holder and no weak reference stay so: nothing
+    /// clones a spare buffer ([`Bytes::page_of`] then takes it by
+    /// `get_mut`, which orders the write after every other holder's drop).
+    fn recycle(&mut self, a: Arc<[u8]>) {
         let spares: usize = self.spare.iter().map(|(_, v)| v.len()).sum();
-        if spares < self.spare_max && Arc::get_mut(&mut a).is_some() {
+        if spares < self.spare_max && Arc::strong_count(&a) == 1 && Arc::weak_count(&a) == 0 {
             let len = a.len();
             match self.spare_of(len) {
                 Some(v) => v.push(a),
