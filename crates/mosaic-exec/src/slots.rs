@@ -179,10 +179,11 @@ pub(crate) fn must_zero(p: &Program, min: usize) -> Vec<Ranges> {
 ///
 /// Then the bytes it would copy are the member's own and nothing changes
 /// them while the program reads them: a destage's old chunks, a
-/// rebuild's columns, a cache flush's uncovered pages.  A
-/// read-modify-write, which writes where it read, keeps its copy.
-/// Programs whose reads share one buffer (a plain small write's) or are
-/// all below a page are looked at no further than that.
+/// rebuild's columns, a cache flush's uncovered pages, and the old
+/// values a cache step's computation takes before its writes start.  A
+/// read-modify-write whose computation runs among its writes (fused)
+/// keeps its copy.  Programs whose reads share one buffer (a plain small
+/// write's) or are all below a page are looked at no further than that.
 pub fn lendable(p: &Program) -> Vec<bool> {
     let whole = |io: &Io| io.at.off == 0 && io.op.len >= LEND_MIN as u64 && matches!(p.bufs.get(io.at.buf as usize), Some(Buf::Scratch(n)) if *n as u64 == io.op.len);
     let reads = || p.phases.iter().enumerate().filter_map(|(i, ph)| if let Phase::Read(ios) = ph { Some((i, ios)) } else { None });
