@@ -158,11 +158,12 @@ fn lowered_steps_write_the_encoded_code_on_ram_members() {
     }
 }
 
-/// A byte-mode program with its byte buffers as scratch of their length.
+/// A byte-mode program with its byte buffers (the cache's pages, a
+/// bypassing write's bytes) as scratch of their length.
 fn as_counted(mut p: Program) -> Program {
     for b in &mut p.bufs {
-        if let Buf::Bytes(v) = b {
-            *b = Buf::Scratch(v.len());
+        if matches!(b, Buf::Bytes(_) | Buf::Page(_)) {
+            *b = Buf::Scratch(b.len());
         }
     }
     p

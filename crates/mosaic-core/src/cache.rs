@@ -101,7 +101,7 @@
 //! [`Program`]: reads, the code as [`Combine`]s, journaled writes.  In
 //! counting mode the simulator runs those programs ([`Frontend`]); in byte
 //! mode ([`CachedArray::with_bytes`]) the real volume runs them, the cache
-//! supplying its pages as shared [`Buf::Bytes`], and stores the code a
+//! supplying its pages as shared [`Buf::Page`]s, and stores the code a
 //! step keeps ([`CachedArray::commit`]).  Both modes lower a step into the
 //! same program, byte buffers aside.
 //!
@@ -109,7 +109,6 @@
 //! cached pages are dropped) and is planned directly.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -119,7 +118,7 @@ use crate::health::Health;
 use crate::layout::{FixedLayout, Layout};
 use crate::plan::{DevOp, Method, Plan, Role, StripePlan};
 use crate::planner::WritePolicy;
-use crate::program::{Buf, Combine, Io, Mark, Phase, Program, Ref};
+use crate::program::{Buf, Combine, Io, Mark, Page, Phase, Program, Ref};
 use crate::PlanError;
 
 mod order;
@@ -365,7 +364,7 @@ impl Base {
 }
 
 /// How a step computes the bytes of its writes.  Byte buffers are
-/// [`Buf::Bytes`] in byte mode (shared with the cache, never copied) and
+/// [`Buf::Page`]s in byte mode (shared with the cache, never copied) and
 /// [`Buf::Scratch`] of the same length in counting mode, so both modes
 /// lower a step into the same program ([`CachedArray::lower`]).
 #[derive(Debug, Clone)]
@@ -439,19 +438,19 @@ pub struct Step {
 /// Bytes the structures hold when the policy runs on real data.
 #[derive(Default)]
 struct Bytes {
-    pages: Map<(u64, usize), Arc<[u8]>>,
+    pages: Map<(u64, usize), Page>,
     /// A row's `m` code units, one after the other.
-    parity: Map<u64, Arc<[u8]>>,
+    parity: Map<u64, Page>,
     /// The data buffer of each parity entry (ppc+data): the latest value
     /// of every page its partial parity covers.
-    old: Map<(u64, usize), Arc<[u8]>>,
+    old: Map<(u64, usize), Page>,
     /// The data buffer's clean pages (ppc+data).
-    clean: Map<(u64, usize), Arc<[u8]>>,
+    clean: Map<(u64, usize), Page>,
     /// Buffers no structure holds any more, reused for new ones (no
     /// allocation per write), by length: a page's and a row's code (one
     /// length when `m` is 1, two otherwise); the most recently freed,
     /// warmest, last.
-    spare: Vec<(usize, Vec<Arc<[u8]>>)>,
+    spare: Vec<(usize, Vec<Page>)>,
     /// How many `spare` keeps at most: as many as the structures hold when
     /// full ([`CachedArray::buffers_held`]), so the buffers a checkpoint
     /// lets go are the ones the cache refills with, never freed and
@@ -465,33 +464,34 @@ struct Bytes {
 
 impl Bytes {
     /// The spare buffers of `len` bytes.
-    fn spare_of(&mut self, len: usize) -> Option<&mut Vec<Arc<[u8]>>> {
+    fn spare_of(&mut self, len: usize) -> Option<&mut Vec<Page>> {
         self.spare.iter_mut().find(|(l, _)| *l == len).map(|(_, v)| v)
     }
 
     /// A buffer holding a copy of `src`: the last spare one of its
     /// length, else a new one.
-    fn page_of(&mut self, src: &[u8]) -> Arc<[u8]> {
+    fn page_of(&mut self, src: &[u8]) -> Page {
         if let Some(mut a) = self.spare_of(src.len()).and_then(Vec::pop) {
-            if let Some(dst) = Arc::get_mut(&mut a) {
+            if let Some(dst) = a.get_mut() {
                 dst.copy_from_slice(src);
                 return a;
             }
         }
         self.allocated += 1;
-        src.into()
+        Page::copy_of(src)
     }
 
     /// Keep `a` for reuse if nothing else holds it.  Its counts are read,
-    /// not locked ([`Arc::get_mut`]'s compare-and-swap): the buffer is
-    /// usually cold (a clean page the LRU let go), and a locked operation
-    /// on a line not in the CPU cache stalls everything after it, where a
-    /// load does not.  One holder and no weak reference stay so: nothing
-    /// clones a spare buffer ([`Bytes::page_of`] then takes it by
-    /// `get_mut`, which orders the write after every other holder's drop).
-    fn recycle(&mut self, a: Arc<[u8]>) {
+    /// not locked ([`Page::is_unique`], not [`Page::get_mut`]'s
+    /// compare-and-swap), and they live apart from the page, which is
+    /// usually cold (a clean page the LRU let go): a locked operation on a
+    /// line not in the CPU cache stalls everything after it.  One holder
+    /// and no weak reference stay so: nothing clones a spare buffer
+    /// ([`Bytes::page_of`] then takes it by `get_mut`, which orders the
+    /// write after every other holder's drop).
+    fn recycle(&mut self, a: Page) {
         let spares: usize = self.spare.iter().map(|(_, v)| v.len()).sum();
-        if spares < self.spare_max && Arc::strong_count(&a) == 1 && Arc::weak_count(&a) == 0 {
+        if spares < self.spare_max && a.is_unique() {
             let len = a.len();
             match self.spare_of(len) {
                 Some(v) => v.push(a),
@@ -503,7 +503,7 @@ impl Bytes {
     /// Store a copy of `src` as page `key`, over its old bytes when
     /// nothing else holds them.
     fn put_page(&mut self, key: (u64, usize), src: &[u8]) {
-        if let Some(dst) = self.pages.get_mut(&key).and_then(Arc::get_mut).filter(|d| d.len() == src.len()) {
+        if let Some(dst) = self.pages.get_mut(&key).and_then(Page::get_mut).filter(|d| d.len() == src.len()) {
             dst.copy_from_slice(src);
             return;
         }
@@ -890,7 +890,7 @@ impl CachedArray {
         row.pages
             .iter()
             .map(|c| match self.bytes.as_mut() {
-                Some(b) => b.pages.remove(&(stripe, c)).map(|v| (c, Buf::Bytes(v))).ok_or_else(|| missing(c)),
+                Some(b) => b.pages.remove(&(stripe, c)).map(|v| (c, Buf::Page(v))).ok_or_else(|| missing(c)),
                 None => Ok((c, Buf::Scratch(unit))),
             })
             .collect()
@@ -900,7 +900,7 @@ impl CachedArray {
     /// (byte mode; scratch of a page's length in counting mode).
     fn old_bytes(&self, stripe: u64, col: usize) -> Result<Buf, PlanError> {
         match &self.bytes {
-            Some(b) => b.old.get(&(stripe, col)).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
+            Some(b) => b.old.get(&(stripe, col)).map(|v| Buf::Page(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
             None => Ok(Buf::Scratch(self.geo.unit as usize)),
         }
     }
@@ -1061,7 +1061,7 @@ impl CachedArray {
                 sp.method = if covered.len() == k { Method::Fsw } else { Method::Rmw };
                 for (c, b) in &pages {
                     sp.writes.push(self.op(stripe, *c, Role::Data));
-                    if let (CachePolicy::PpcData, Some(bytes), Buf::Bytes(v)) = (self.cfg.policy, self.bytes.as_mut(), b) {
+                    if let (CachePolicy::PpcData, Some(bytes), Buf::Page(v)) = (self.cfg.policy, self.bytes.as_mut(), b) {
                         if let Some(old) = bytes.old.insert((stripe, *c), v.clone()) {
                             bytes.recycle(old);
                         }
@@ -1258,7 +1258,7 @@ impl CachedArray {
     fn clean_bytes(&mut self, stripe: u64, col: usize) -> Result<Buf, PlanError> {
         self.clean_touch(stripe, col);
         match &self.bytes {
-            Some(b) => b.clean.get(&(stripe, col)).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
+            Some(b) => b.clean.get(&(stripe, col)).map(|v| Buf::Page(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: page {col} is buffered without its bytes"))),
             None => Ok(Buf::Scratch(self.geo.unit as usize)),
         }
     }
@@ -1279,7 +1279,7 @@ impl CachedArray {
     /// least recently used clean page making room (`old_data` bytes).
     /// The value stays while later writes cover the page under a new
     /// partial parity: it is then the "old data" of method 1.
-    fn clean_put(&mut self, stripe: u64, col: usize, bytes: Option<Arc<[u8]>>) {
+    fn clean_put(&mut self, stripe: u64, col: usize, bytes: Option<Page>) {
         if self.od_pages() == 0 || (self.bytes.is_some() && bytes.is_none()) {
             self.clean_drop(stripe, col);
             return;
@@ -1482,7 +1482,7 @@ impl CachedArray {
     /// scratch of `m` units in counting mode).
     fn stored_code(&self, stripe: u64) -> Result<Buf, PlanError> {
         match &self.bytes {
-            Some(b) => b.parity.get(&stripe).map(|v| Buf::Bytes(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: no cached parity bytes"))),
+            Some(b) => b.parity.get(&stripe).map(|v| Buf::Page(v.clone())).ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: no cached parity bytes"))),
             None => Ok(Buf::Scratch(self.geo.m * self.geo.unit as usize)),
         }
     }
@@ -1501,7 +1501,7 @@ impl CachedArray {
             let code = kept.first().ok_or_else(|| PlanError::Invalid(format!("stripe {stripe}: the program kept no code")))?;
             // Over the row's old code when nothing else holds it (the
             // step that read it is gone): no new buffer.
-            match b.parity.get_mut(stripe).and_then(Arc::get_mut).filter(|d| d.len() == code.len()) {
+            match b.parity.get_mut(stripe).and_then(Page::get_mut).filter(|d| d.len() == code.len()) {
                 Some(dst) => dst.copy_from_slice(code),
                 None => {
                     let a = b.page_of(code);
@@ -1528,7 +1528,7 @@ impl CachedArray {
             _ => None,
         });
         for buf in pages.into_iter().map(|(_, buf)| buf).chain(held) {
-            if let Buf::Bytes(a) = buf {
+            if let Buf::Page(a) = buf {
                 b.recycle(a);
             }
         }

@@ -32,7 +32,7 @@ pub use layout::{FixedLayout, Layout};
 pub use merge::merge_contiguous;
 pub use plan::{DevOp, DeviceIo, Dir, Method, OpCounts, Plan, Role, StripePlan};
 pub use planner::{StripePlanner, WritePolicy};
-pub use program::{write_pieces, Buf, Combine, Io, Mark, Phase, Program, Ref};
+pub use program::{write_pieces, Buf, Combine, Io, Mark, Page, Phase, Program, Ref};
 
 /// Errors from planning and stripe math.  All are caused by input (the
 /// request, the geometry, the member states), never by a bug we expect.

@@ -27,8 +27,9 @@
 //! provides that reads as zeros until the program writes it (the executor
 //! reuses its memory and zeroes only what a program may read before a
 //! device read or a computation has written it); [`Buf::Bytes`] are bytes
-//! the policy supplies
-//! (cached pages, a metadata record); [`Buf::Gather`] is pieces of other
+//! the policy supplies (a metadata record, a client's bytes it kept), and
+//! [`Buf::Page`] too, counted apart from them (a cache's pages, which it
+//! hands from structure to structure); [`Buf::Gather`] is pieces of other
 //! buffers one after another, the source of one merged device write, so
 //! its bytes reach the member without being copied together first.  A
 //! [`Ref`] is a byte offset in one buffer.  Reads of one phase land on
@@ -52,6 +53,8 @@ pub enum Buf {
     Scratch(usize),
     /// Bytes the policy supplies.
     Bytes(Arc<[u8]>),
+    /// Bytes the policy supplies, counted apart from them ([`Page`]).
+    Page(Page),
     /// `[off, off + len)` of the client's write data.
     Input { off: usize, len: usize },
     /// `[off, off + len)` of the client's read buffer.
@@ -63,11 +66,43 @@ pub enum Buf {
     Gather(Vec<(Ref, usize)>),
 }
 
+/// Bytes a policy shares with its programs, as [`Buf::Bytes`], whose
+/// reference counts live apart from them: a small allocation holds the
+/// counts and the bytes' address.  A policy that keeps many pages and
+/// hands them from structure to structure (the small-write caches) then
+/// counts its references on lines it touches often, not on the first
+/// line of a page that may have left the CPU's caches long ago.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page(Arc<Box<[u8]>>);
+
+impl Page {
+    /// A page holding a copy of `src`.
+    pub fn copy_of(src: &[u8]) -> Page {
+        Page(Arc::new(src.into()))
+    }
+    /// The bytes to write, when nothing else holds the page.
+    pub fn get_mut(&mut self) -> Option<&mut [u8]> {
+        Arc::get_mut(&mut self.0).map(|b| &mut b[..])
+    }
+    /// Whether nothing else holds the page (plain loads of its counts).
+    pub fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.0) == 1 && Arc::weak_count(&self.0) == 0
+    }
+}
+
+impl std::ops::Deref for Page {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl Buf {
     pub fn len(&self) -> usize {
         match self {
             Buf::Scratch(n) => *n,
             Buf::Bytes(b) => b.len(),
+            Buf::Page(b) => b.len(),
             Buf::Input { len, .. } | Buf::Output { len, .. } => *len,
             Buf::Gather(pieces) => pieces.iter().map(|p| p.1).sum(),
         }
@@ -654,6 +689,22 @@ mod tests {
 
     fn op(member: usize, offset: u64, len: u64) -> DevOp {
         DevOp { member, offset, len, role: Role::Data, col: 0 }
+    }
+
+    /// A page is its bytes; it may be written only while nothing else
+    /// holds it, and says so without locking its counts.
+    #[test]
+    fn a_page_is_written_only_while_nothing_else_holds_it() {
+        let mut a = Page::copy_of(&[7u8; 4096]);
+        assert!(a.is_unique() && a[..] == [7u8; 4096]);
+        let b = a.clone();
+        assert!(!a.is_unique() && !b.is_unique());
+        assert!(a.get_mut().is_none(), "shared: not writable");
+        drop(b);
+        a.get_mut().expect("alone again")[0] = 9;
+        assert_eq!((a[0], a[1], a.len()), (9, 7, 4096));
+        assert_eq!(Buf::Page(a.clone()).len(), 4096);
+        assert!(!Buf::Page(a).is_writable());
     }
 
     /// A read-modify-write of row 0 (A) and a code write of row 1 (B)

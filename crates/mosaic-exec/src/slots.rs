@@ -366,6 +366,7 @@ pub(crate) fn materialize<'a>(p: &'a Program, pool: &Pool, client: Client<'a>, l
             Buf::Scratch(_) if lend.get(i).copied().unwrap_or(false) => Some(Slot::Shared(&[])),
             Buf::Scratch(n) => Some(Slot::Owned(pool.get(*n, &zero[i]))),
             Buf::Bytes(b) => Some(Slot::Shared(b)),
+            Buf::Page(b) => Some(Slot::Shared(b)),
             Buf::Input { off, len } => {
                 let src = input.ok_or("an input buffer without client data")?;
                 Some(Slot::Shared(src.get(*off..off + len).ok_or_else(|| format!("input {off}+{len} beyond the {} bytes given", src.len()))?))

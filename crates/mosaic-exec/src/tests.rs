@@ -277,9 +277,11 @@ fn kept_buffers_come_back_and_zone_resets_need_a_zoned_device() {
     let mut p = Program::default();
     let b = p.buf(Buf::Bytes(Arc::from(vec![6u8; 512])));
     let s = p.buf(Buf::Scratch(512));
-    p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(b, 0), 512)]));
-    p.keep = vec![s as u32];
-    assert_eq!(ex.run(&p, Client::None, None).unwrap(), vec![vec![6u8; 512]]);
+    let page = p.buf(Buf::Page(mosaic_core::Page::copy_of(&[3u8; 512])));
+    let t = p.buf(Buf::Scratch(512));
+    p.phases.push(Phase::Compute(vec![Combine::copy(Ref::new(s, 0), Ref::new(b, 0), 512), Combine::copy(Ref::new(t, 0), Ref::new(page, 0), 512)]));
+    p.keep = vec![s as u32, t as u32];
+    assert_eq!(ex.run(&p, Client::None, None).unwrap(), vec![vec![6u8; 512], vec![3u8; 512]]);
     p.phases.push(Phase::Reset(vec![DevOp { member: 1, offset: 3 << 20, len: 0, role: Role::ZoneReset, col: 0 }]));
     match ex.run(&p, Client::None, None) {
         Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
