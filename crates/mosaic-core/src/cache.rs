@@ -364,7 +364,8 @@ impl Base {
 }
 
 /// How a step computes the bytes of its writes.  Byte buffers are
-/// [`Buf::Page`]s in byte mode (shared with the cache, never copied) and
+/// [`Buf::Page`]s in byte mode (shared with the cache, never copied; a
+/// bypassing write's bytes are one [`Buf::Bytes`]) and
 /// [`Buf::Scratch`] of the same length in counting mode, so both modes
 /// lower a step into the same program ([`CachedArray::lower`]).
 #[derive(Debug, Clone)]
