@@ -281,25 +281,32 @@ impl Program {
         assert!(self.fits_beside(&next), "a program that does not fit beside this one");
         let lanes = self.lanes() as u32;
         let theirs = self.absorb(next, lanes);
-        let (mut reads, mut computes, mut writes, mut marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for ph in std::mem::take(&mut self.phases).into_iter().chain(theirs) {
+        // Merged into this program's own phases (a read, a computation,
+        // one journaled write: `fits_beside`), each added where it is
+        // missing, so no phase's vector is built again.
+        for ph in theirs {
             match ph {
-                Phase::Read(ios) => reads.extend(ios),
-                Phase::Compute(cs) => computes.extend(cs),
-                Phase::Write { ops, marks: m, .. } => {
-                    writes.extend(ops);
-                    marks.extend(m);
+                Phase::Read(ios) => match self.phases.first_mut() {
+                    Some(Phase::Read(mine)) => mine.extend(ios),
+                    _ => self.phases.insert(0, Phase::Read(ios)),
+                },
+                Phase::Compute(cs) => {
+                    let at = self.phases.len() - 1;
+                    match at.checked_sub(1).map(|i| &mut self.phases[i]) {
+                        Some(Phase::Compute(mine)) => mine.extend(cs),
+                        _ => self.phases.insert(at, Phase::Compute(cs)),
+                    }
                 }
+                Phase::Write { ops, marks: m, .. } => match self.phases.last_mut() {
+                    Some(Phase::Write { ops: mine, marks, .. }) => {
+                        mine.extend(ops);
+                        marks.extend(m);
+                    }
+                    _ => unreachable!("one_journaled_write ends in a journaled write"),
+                },
                 Phase::Flush(_) | Phase::Reset(_) => unreachable!("one_journaled_write admits reads, computations and writes only"),
             }
         }
-        if !reads.is_empty() {
-            self.phases.push(Phase::Read(reads));
-        }
-        if !computes.is_empty() {
-            self.phases.push(Phase::Compute(computes));
-        }
-        self.phases.push(Phase::Write { ops: writes, journal: true, marks });
     }
 
     /// Take `next`'s buffers, locks, methods and kept buffers after this
@@ -747,6 +754,23 @@ mod tests {
         let placed: Vec<(usize, u64, u32, u32)> = ops.iter().map(|io| (io.op.member, io.op.offset, io.at.buf, io.lane)).collect();
         assert_eq!(placed, [(1, 0, 1, 0), (4, 0, 0, 0), (2, 4096, 2, 1), (4, 4096, 3, 2)], "A's writes, then B's, its lanes after A's");
         assert_eq!(marks, &[Mark::Resync { row: 1 }]);
+
+        // The phases this program lacks come from the next, in their
+        // places: a read before its computation, a computation before its
+        // write.
+        let mut q = b(&page, (4, 4096));
+        q.run_beside(a());
+        q.validate().unwrap();
+        let [Phase::Read(reads), Phase::Compute(cs), Phase::Write { ops, .. }] = q.phases.as_slice() else { panic!("{:?}", q.phases) };
+        assert_eq!((reads.len(), cs.len(), ops.len()), (2, 2, 4));
+        assert_eq!(cs[0], Combine::copy(Ref::new(1, 0), Ref::new(0, 0), 4096), "the first program's computation first");
+        let mut w = Program { locks: vec![2], ..Program::default() };
+        let d = w.buf(Buf::Bytes(page.clone()));
+        w.phases.push(Phase::Write { ops: vec![Io::new(op(3, 0, 4096), Ref::new(d, 0))], journal: true, marks: vec![] });
+        w.run_beside(b(&page, (4, 4096)));
+        w.validate().unwrap();
+        let [Phase::Compute(cs), Phase::Write { ops, marks, .. }] = w.phases.as_slice() else { panic!("{:?}", w.phases) };
+        assert_eq!((cs.len(), ops.len(), marks.as_slice()), (1, 3, &[Mark::Resync { row: 1 }][..]));
 
         // Not beside: B writing or reading what A writes, a flush, an
         // unjournaled write, zone appends.
