@@ -108,7 +108,7 @@ fn lent_reads(p: &Program, own: bool) -> usize {
     let mut n = 0;
     for (_, ios) in p.io().filter(|(d, _)| *d == Dir::Read) {
         for io in ios {
-            let overwritten = writes.iter().any(|w| w.member == io.op.member && w.offset < io.op.offset + io.op.len && io.op.offset < w.offset + w.len);
+            let overwritten = writes.iter().any(|w| w.overlaps(&io.op));
             let lent = lend.get(io.at.buf as usize).copied().unwrap_or(false);
             assert!(!own || lent || overwritten, "a cache program's read not lent: {:?}", io.op);
             n += lent as usize;

@@ -51,6 +51,13 @@ pub struct DevOp {
     pub col: usize,
 }
 
+impl DevOp {
+    /// Whether the two operations touch a common byte of one member.
+    pub fn overlaps(&self, other: &DevOp) -> bool {
+        self.member == other.member && self.offset < other.offset + other.len && other.offset < self.offset + self.len
+    }
+}
+
 /// How a stripe is handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 pub enum Method {

@@ -260,7 +260,7 @@ impl Program {
     /// program writes.
     pub fn fits_beside(&self, next: &Program) -> bool {
         let (Some(writes), Some(_)) = (one_journaled_write(self), one_journaled_write(next)) else { return false };
-        let overlaps = |io: &Io| writes.iter().any(|w| w.op.member == io.op.member && w.op.offset < io.op.offset + io.op.len && io.op.offset < w.op.offset + w.op.len);
+        let overlaps = |io: &Io| writes.iter().any(|w| w.op.overlaps(&io.op));
         !next.io().flat_map(|(_, ios)| ios).any(overlaps)
     }
 

@@ -237,7 +237,7 @@ pub fn lendable(p: &Program) -> Vec<bool> {
     }
     let touched = |read: usize, last: usize, op: &DevOp| {
         p.phases[read + 1..=last].iter().any(|ph| match ph {
-            Phase::Write { ops, .. } => ops.iter().any(|w| w.op.member == op.member && w.op.offset < op.offset + op.len && op.offset < w.op.offset + w.op.len),
+            Phase::Write { ops, .. } => ops.iter().any(|w| w.op.overlaps(op)),
             Phase::Reset(zs) => zs.iter().any(|z| z.member == op.member),
             _ => false,
         })
