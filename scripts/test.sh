@@ -11,6 +11,8 @@ dpkg -s libisal-dev >/dev/null 2>&1 || need+=(libisal-dev)
 dpkg -s libnbd-dev >/dev/null 2>&1 || need+=(libnbd-dev)
 # libzstd for .zst traces: linked from Debian rather than compiled (below).
 dpkg -s libzstd-dev >/dev/null 2>&1 || need+=(libzstd-dev)
+# libssl for TLS with pre-shared keys (`serve --tls-psk`; rustls has none).
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 # Real NBD clients for scripts/nbd-clients.sh: fio (nbd engine), nbdinfo /
 # nbdcopy / nbdfuse (libnbd-bin), qemu-io / qemu-nbd (qemu-utils), ext4 tools,
 # fuse2fs + fusermount3 (fuse3), postmark.  rsvg-convert (librsvg2-bin) for

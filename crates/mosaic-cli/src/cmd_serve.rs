@@ -56,23 +56,31 @@ pub enum TlsArg {
     Require,
 }
 
-/// The server's TLS from `--tls`, `--tls-certificates` and
-/// `--tls-verify-peer`: certificates loaded now, so a bad file stops the
-/// server before it listens.
+/// The server's TLS from `--tls`, `--tls-certificates` or `--tls-psk`,
+/// and `--tls-verify-peer`: certificates or keys loaded now, so a bad
+/// file stops the server before it listens.
 fn tls(a: &ServeArgs) -> Result<Option<mosaic_nbd::Tls>> {
-    let (mode, dir) = match (a.tls, a.tls_certificates.as_deref()) {
-        (Some(TlsArg::Off), Some(_)) => bail!("--tls off with --tls-certificates: leave one out"),
-        (Some(TlsArg::Off), None) | (None, None) => {
+    if a.tls_psk.is_some() && a.tls_verify_peer {
+        bail!("--tls-verify-peer is for certificates: with --tls-psk every client proves its key already");
+    }
+    let given = a.tls_certificates.is_some() || a.tls_psk.is_some();
+    let mode = match (a.tls, given) {
+        (Some(TlsArg::Off), true) => bail!("--tls off with --tls-certificates or --tls-psk: leave one out"),
+        (Some(TlsArg::Off), false) | (None, false) => {
             if a.tls_verify_peer {
                 bail!("--tls-verify-peer needs TLS: give --tls-certificates DIR");
             }
             return Ok(None);
         }
-        (Some(TlsArg::On | TlsArg::Require), None) => bail!("--tls needs --tls-certificates DIR (server-cert.pem, server-key.pem)"),
-        (Some(TlsArg::On), Some(dir)) => (mosaic_nbd::TlsMode::On, dir),
-        (Some(TlsArg::Require) | None, Some(dir)) => (mosaic_nbd::TlsMode::Require, dir),
+        (Some(TlsArg::On | TlsArg::Require), false) => bail!("--tls needs --tls-certificates DIR (server-cert.pem, server-key.pem) or --tls-psk FILE"),
+        (Some(TlsArg::On), true) => mosaic_nbd::TlsMode::On,
+        (Some(TlsArg::Require) | None, true) => mosaic_nbd::TlsMode::Require,
     };
-    let t = mosaic_nbd::Tls::load(dir, mode, a.tls_verify_peer).map_err(|e| anyhow::anyhow!("--tls-certificates: {e}"))?;
+    let t = match (a.tls_certificates.as_deref(), a.tls_psk.as_deref()) {
+        (Some(dir), None) => mosaic_nbd::Tls::load(dir, mode, a.tls_verify_peer).map_err(|e| anyhow::anyhow!("--tls-certificates: {e}"))?,
+        (None, Some(file)) => mosaic_nbd::Tls::load_psk(file, mode).map_err(|e| anyhow::anyhow!("--tls-psk: {e}"))?,
+        _ => bail!("--tls-certificates and --tls-psk: give one"),
+    };
     Ok(Some(t))
 }
 
@@ -118,6 +126,12 @@ pub struct ServeArgs {
     /// and libnbd's names)
     #[arg(long, value_name = "DIR")]
     pub tls_certificates: Option<PathBuf>,
+    /// TLS with pre-shared keys instead of certificates, as nbdkit's
+    /// --tls-psk: FILE holds one username:hexkey a line (psktool's
+    /// format); clients name a username and prove its key (libnbd:
+    /// nbds://USER@HOST/EXPORT?tls-psk-file=FILE)
+    #[arg(long, value_name = "FILE")]
+    pub tls_psk: Option<PathBuf>,
     /// Serve only clients that present a certificate signed by
     /// ca-cert.pem (libnbd sends client-cert.pem from its
     /// tls-certificates directory), as nbdkit's --tls-verify-peer
@@ -718,7 +732,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // Scripts and tests wait for this message (and read the port from it).
     let uri = crate::serve_run::client_uri(&listener, &a.export, cfg.tls.as_ref());
     if let Some(t) = &cfg.tls {
-        tracing::info!(array = %uuid, "mosaic serve: TLS {} with {}{}", if t.mode == mosaic_nbd::TlsMode::Require { "required" } else { "offered" }, t.dir.display(), if t.verify_peer { ", client certificates checked" } else { "" });
+        tracing::info!(array = %uuid, "mosaic serve: TLS {} with {}{}", if t.mode == mosaic_nbd::TlsMode::Require { "required" } else { "offered" }, t.describe(), if t.verify_peer { ", client certificates checked" } else { "" });
     }
     tracing::info!(array = %uuid, "mosaic serve: listening on {uri}");
     if let Some(p) = &a.pidfile {

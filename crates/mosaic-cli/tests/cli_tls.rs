@@ -37,6 +37,18 @@ fn certs(dir: &Path) -> String {
     dir.display().to_string()
 }
 
+/// `len` bytes of a pattern copied by nbdcopy into the export at `to`,
+/// then the export at `from` copied out and its start compared.
+fn copy_through(dir: &Path, to: &str, from: &str, len: usize, what: &str) -> Vec<u8> {
+    let data = pattern(len, 7);
+    let (src, back) = (dir.join("src"), dir.join("back"));
+    std::fs::write(&src, &data).unwrap();
+    succeeds("nbdcopy", &[src.to_str().unwrap(), to]);
+    succeeds("nbdcopy", &[from, back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..], "{what}");
+    data
+}
+
 #[test]
 fn an_array_served_through_tls_takes_and_gives_bytes_and_refuses_plain_clients() {
     let t = tempfile::tempdir().unwrap();
@@ -48,12 +60,7 @@ fn an_array_served_through_tls_takes_and_gives_bytes_and_refuses_plain_clients()
     let u = uri(&srv);
     assert!(u.starts_with(&format!("nbds://127.0.0.1:{}/mosaic?tls-certificates=", srv.port)), "{u}");
     assert!(srv.lines().iter().any(|l| l.contains("TLS required with")), "{:?}", srv.lines());
-    let data = pattern(3 * MIB, 7);
-    let (src, back) = (t.path().join("src"), t.path().join("back"));
-    std::fs::write(&src, &data).unwrap();
-    succeeds("nbdcopy", &[src.to_str().unwrap(), &u]);
-    succeeds("nbdcopy", &[&u, back.to_str().unwrap()]);
-    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..], "bytes back through TLS");
+    let data = copy_through(t.path(), &u, &u, 3 * MIB, "bytes back through TLS");
     let info = run("nbdinfo", &[&u]);
     assert!(String::from_utf8_lossy(&info.stdout).contains("with TLS"), "{}", String::from_utf8_lossy(&info.stdout));
     let plain = run("nbdinfo", &[&format!("nbd://127.0.0.1:{}/mosaic", srv.port)]);
@@ -117,6 +124,20 @@ fn bad_tls_options_are_refused_before_the_server_listens() {
     std::fs::write(t.path().join("pki/server-key.pem"), "-----BEGIN PRIVATE KEY-----\nnot base64!\n-----END PRIVATE KEY-----\n").unwrap();
     let e = serve(&["--tls-certificates", &pki]);
     assert!(e.contains("server-key.pem"), "{e}");
+    // Pre-shared keys: alone, and a keys file read before listening.
+    let keys = psk_file(&t.path().join("keys.psk"));
+    let e = serve(&["--tls-psk", &keys, "--tls-certificates", &pki]);
+    assert!(e.contains("--tls-certificates and --tls-psk: give one"), "{e}");
+    let e = serve(&["--tls-psk", &keys, "--tls-verify-peer"]);
+    assert!(e.contains("--tls-verify-peer is for certificates"), "{e}");
+    let e = serve(&["--tls", "off", "--tls-psk", &keys]);
+    assert!(e.contains("leave one out"), "{e}");
+    let bad = t.path().join("bad.psk");
+    std::fs::write(&bad, "alice:0011\nbob:xyz\n").unwrap();
+    let e = serve(&["--tls-psk", bad.to_str().unwrap()]);
+    assert!(e.contains("--tls-psk: ") && e.contains("bad.psk: line 2: the key of \"bob\" is not") && !e.contains("listening"), "{e}");
+    let e = serve(&["--tls-psk", t.path().join("absent.psk").to_str().unwrap()]);
+    assert!(e.contains("absent.psk"), "{e}");
     // The array is untouched and opens clean.
     let o = mosaic(&["status", "-a", a]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
@@ -126,30 +147,84 @@ fn bad_tls_options_are_refused_before_the_server_listens() {
 fn members_on_servers_that_require_tls_are_reached_through_it() {
     let t = tempfile::tempdir().unwrap();
     let pki = certs(&t.path().join("pki"));
-    let tls = ["--tls=require".to_string(), format!("--tls-certificates={pki}")];
-    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
-    let mut kids = Vec::new();
-    let mut uris = Vec::new();
-    for i in 0..3 {
-        let (file, sock) = (t.path().join(format!("m{i}.img")), t.path().join(format!("m{i}.sock")));
-        std::fs::File::create(&file).unwrap().set_len(8 << 20).unwrap();
-        kids.push(mosaic_dev::testing::nbdkit(&file, &sock, &tls, &[]));
-        uris.push(format!("nbds+unix:///m?socket={}&tls-certificates={pki}", sock.display()));
-    }
-    let a = uris.join(",");
+    let (a, kids) = nbdkit_members(t.path(), &format!("--tls-certificates={pki}"), |sock| format!("nbds+unix:///m?socket={sock}&tls-certificates={pki}"));
     // Without the certificates the member cannot be reached: a clear error.
     let plain = format!("nbd+unix:///m?socket={}", t.path().join("m0.sock").display());
     let e = fails(&["examine", &plain]);
     assert!(e.contains("m0.sock"), "{e}");
     ok(&["create", "-a", &a, "--level", "raid5", "--stripe-unit", "64K"]);
-    let data = pattern(2 * MIB, 3);
-    let (src, back) = (t.path().join("src"), t.path().join("back"));
-    std::fs::write(&src, &data).unwrap();
-    ok(&["write", "-a", &a, "--offset", "0", "--input", src.to_str().unwrap()]);
-    ok(&["read", "-a", &a, "--offset", "0", "--length", &data.len().to_string(), "--output", back.to_str().unwrap()]);
-    assert!(std::fs::read(&back).unwrap() == data, "through three TLS members");
+    write_and_read_back(t.path(), &a, 2 * MIB, "through three TLS members");
     let scrub = ok(&["scrub", "-a", &a]);
     assert!(scrub.contains("0 stripes with mismatched"), "{scrub}");
+    stop(kids);
+}
+
+/// A keys file as psktool writes it: `alice` and `bob`, random keys.
+fn psk_file(path: &Path) -> String {
+    let hex = |seed: u32| pattern(32, seed).iter().map(|b| format!("{b:02x}")).collect::<String>();
+    std::fs::write(path, format!("alice:{}\nbob:{}\n", hex(1), hex(2))).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn an_array_served_with_pre_shared_keys_takes_and_gives_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let a = a.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "4M"]);
+    let keys = psk_file(&t.path().join("keys.psk"));
+    let srv = Serve::start(a, &["--tls-psk", &keys]);
+    let u = uri(&srv);
+    assert_eq!(u, format!("nbds://alice@127.0.0.1:{}/mosaic?tls-psk-file={keys}", srv.port));
+    assert!(srv.lines().iter().any(|l| l.contains("TLS required with the pre-shared keys in") && l.contains("(2 usernames)")), "{:?}", srv.lines());
+    let data = copy_through(t.path(), &u, &u.replace("alice@", "bob@"), 2 * MIB, "bytes back through TLS, as another username");
+    let wrong = t.path().join("wrong.psk");
+    std::fs::write(&wrong, "alice:00112233\n").unwrap();
+    assert!(!run("nbdinfo", &[&u.replace(&keys, wrong.to_str().unwrap())]).status.success(), "a wrong key is refused");
+    assert!(!run("nbdinfo", &[&format!("nbd://127.0.0.1:{}/mosaic", srv.port)]).status.success(), "a plain client is refused");
+    srv.stop();
+    // `--run` hands its command the URI with a username and the keys.
+    let out = t.path().join("run-out");
+    let cmd = format!("nbdcopy \"$uri\" {}", out.display());
+    let o = mosaic(&["serve", "-a", a, "--listen", "127.0.0.1:0", "--quiet", "--tls-psk", &keys, "--run", &cmd]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&out).unwrap()[..data.len()] == data[..], "--run's client read through TLS");
+}
+
+#[test]
+fn members_on_servers_with_pre_shared_keys_are_reached_through_them() {
+    let t = tempfile::tempdir().unwrap();
+    let keys = psk_file(&t.path().join("keys.psk"));
+    let (a, kids) = nbdkit_members(t.path(), &format!("--tls-psk={keys}"), |sock| format!("nbds+unix://bob@/m?socket={sock}&tls-psk-file={keys}"));
+    ok(&["create", "-a", &a, "--level", "raid5", "--stripe-unit", "64K"]);
+    write_and_read_back(t.path(), &a, MIB, "through three members with pre-shared keys");
+    stop(kids);
+}
+
+/// Three 8 MiB members, each a file nbdkit serves on a unix socket with
+/// `--tls=require` and `tls`; the array's comma list, by `uri(socket)`.
+fn nbdkit_members(dir: &Path, tls: &str, uri: impl Fn(&str) -> String) -> (String, Vec<std::process::Child>) {
+    let (mut kids, mut uris) = (Vec::new(), Vec::new());
+    for i in 0..3 {
+        let (file, sock) = (dir.join(format!("m{i}.img")), dir.join(format!("m{i}.sock")));
+        std::fs::File::create(&file).unwrap().set_len(8 << 20).unwrap();
+        kids.push(mosaic_dev::testing::nbdkit(&file, &sock, &["--tls=require", tls], &[]));
+        uris.push(uri(&sock.display().to_string()));
+    }
+    (uris.join(","), kids)
+}
+
+/// `len` bytes written to array `a` from the start and read back.
+fn write_and_read_back(dir: &Path, a: &str, len: usize, what: &str) {
+    let data = pattern(len, 3);
+    let (src, back) = (dir.join("src"), dir.join("back"));
+    std::fs::write(&src, &data).unwrap();
+    ok(&["write", "-a", a, "--offset", "0", "--input", src.to_str().unwrap()]);
+    ok(&["read", "-a", a, "--offset", "0", "--length", &data.len().to_string(), "--output", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == data, "{what}");
+}
+
+fn stop(kids: Vec<std::process::Child>) {
     for mut k in kids {
         let _ = k.kill();
         let _ = k.wait();

@@ -7,7 +7,8 @@
 //! connection's reader (the path `mosaic serve` takes).  With
 //! `SERVE_FILE_TLS=DIR` set, clients must start TLS with the certificates
 //! in DIR (`server-cert.pem`, `server-key.pem`), as nbdkit's
-//! `--tls=require --tls-certificates=DIR`.
+//! `--tls=require --tls-certificates=DIR`; with `SERVE_FILE_TLS_PSK=FILE`,
+//! with the pre-shared keys in FILE, as nbdkit's `--tls-psk=FILE`.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -63,9 +64,10 @@ fn main() -> io::Result<()> {
     let inline = args.get(4).map(String::as_str) != Some("pool");
     let stop = mosaic_nbd::signals::stop_on_signals()?;
     let l = Listener::bind_unix(std::path::Path::new(&args[2]))?;
-    let tls = match std::env::var_os("SERVE_FILE_TLS") {
-        Some(dir) => Some(mosaic_nbd::Tls::load(dir.as_ref(), mosaic_nbd::TlsMode::Require, false).map_err(io::Error::other)?),
-        None => None,
+    let tls = match (std::env::var_os("SERVE_FILE_TLS"), std::env::var_os("SERVE_FILE_TLS_PSK")) {
+        (Some(dir), _) => Some(mosaic_nbd::Tls::load(dir.as_ref(), mosaic_nbd::TlsMode::Require, false).map_err(io::Error::other)?),
+        (None, Some(keys)) => Some(mosaic_nbd::Tls::load_psk(keys.as_ref(), mosaic_nbd::TlsMode::Require).map_err(io::Error::other)?),
+        (None, None) => None,
     };
     let cfg = ServerConfig { workers, log: false, tls, ..ServerConfig::default() };
     eprintln!("serve_file: listening on {}", l.uri(""));

@@ -28,6 +28,7 @@ pub mod export;
 pub mod handshake;
 mod pool;
 pub mod proto;
+pub mod psk;
 pub mod request;
 pub mod server;
 pub mod signals;

@@ -1,4 +1,6 @@
-//! TLS for NBD connections (`NBD_OPT_STARTTLS`), as nbdkit's `--tls`.
+//! TLS for NBD connections (`NBD_OPT_STARTTLS`), as nbdkit's `--tls`,
+//! with certificates (rustls) or with pre-shared keys (`--tls-psk`,
+//! OpenSSL: [`crate::psk`]).
 //!
 //! The certificates live in one directory, named as nbdkit and libnbd
 //! name them:
@@ -18,7 +20,7 @@
 //! [`TlsStream`]).
 //!
 //! ```text
-//!   client ══ TLS over TCP or a unix socket ══▶ TlsStream (rustls, one lock)
+//!   client ══ TLS over TCP or a unix socket ══▶ TlsStream (a Session, one lock)
 //!                                                 ├─ reader thread: recv, decrypt
 //!                                                 └─ replier: encrypt, sendmsg
 //! ```
@@ -40,6 +42,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
 
+use crate::psk::{PskServer, PskSession};
 use crate::stream::Stream;
 
 /// Whether clients may, or must, use TLS (nbdkit's `--tls=on|require`).
@@ -52,20 +55,28 @@ pub enum TlsMode {
     Require,
 }
 
-/// A loaded TLS setup: the mode and the server's rustls configuration.
+/// A loaded TLS setup: the mode and what proves the server (and, with
+/// pre-shared keys or `verify_peer`, its clients).
 #[derive(Clone)]
 pub struct Tls {
     pub mode: TlsMode,
     /// Client certificates are asked for and checked against
     /// `ca-cert.pem` (nbdkit's `--tls-verify-peer`).
     pub verify_peer: bool,
-    pub dir: PathBuf,
-    config: Arc<ServerConfig>,
+    engine: Engine,
+}
+
+/// Certificates from a directory, served by rustls; or a keys file,
+/// served by OpenSSL.
+#[derive(Clone)]
+enum Engine {
+    Certificates { dir: PathBuf, config: Arc<ServerConfig> },
+    Psk(PskServer),
 }
 
 impl fmt::Debug for Tls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tls").field("mode", &self.mode).field("verify_peer", &self.verify_peer).field("dir", &self.dir).finish()
+        f.debug_struct("Tls").field("mode", &self.mode).field("verify_peer", &self.verify_peer).field("credentials", &self.describe()).finish()
     }
 }
 
@@ -116,39 +127,162 @@ impl Tls {
         let config = builder
             .with_single_cert(chain, key)
             .map_err(|e| format!("{} and {}: {e}", dir.join("server-cert.pem").display(), key_path.display()))?;
-        Ok(Tls { mode, verify_peer, dir: dir.to_path_buf(), config: Arc::new(config) })
+        Ok(Tls { mode, verify_peer, engine: Engine::Certificates { dir: dir.to_path_buf(), config: Arc::new(config) } })
+    }
+
+    /// Load a keys file of usernames and pre-shared keys (GnuTLS's
+    /// `psktool` format, nbdkit's `--tls-psk`); an error names the file
+    /// and the line.  Every client proves a key, so there is no
+    /// `verify_peer` to ask for.
+    pub fn load_psk(file: &Path, mode: TlsMode) -> Result<Tls, String> {
+        Ok(Tls { mode, verify_peer: false, engine: Engine::Psk(PskServer::load(file)?) })
+    }
+
+    /// What the server's TLS rests on, for a log line.
+    pub fn describe(&self) -> String {
+        match &self.engine {
+            Engine::Certificates { dir, .. } => format!("the certificates in {}", dir.display()),
+            Engine::Psk(p) => format!("the pre-shared keys in {} ({} usernames)", p.file.display(), p.keys.users().count()),
+        }
     }
 
     /// The URI clients of this server use, from the plain one: with TLS
     /// required, the `nbds` scheme and this certificate directory (libnbd
     /// checks the server against its `ca-cert.pem`, and sends its
-    /// `client-cert.pem` when peers are verified), as a local client such
-    /// as `serve --run` would connect; with TLS offered, the plain URI.
+    /// `client-cert.pem` when peers are verified), or the keys file and
+    /// its first username; as a local client such as `serve --run` would
+    /// connect.  With TLS offered, the plain URI.
     pub fn client_uri(&self, plain: &str) -> String {
         if self.mode != TlsMode::Require {
             return plain.to_string();
         }
-        let s = plain.replacen("nbd://", "nbds://", 1).replacen("nbd+unix://", "nbds+unix://", 1);
-        let sep = if s.contains('?') { '&' } else { '?' };
-        format!("{s}{sep}tls-certificates={}", self.dir.display())
+        let (scheme, rest) = plain.split_once("://").unwrap_or(("nbd", plain));
+        let scheme = scheme.replacen("nbd", "nbds", 1);
+        let (rest, param) = match &self.engine {
+            Engine::Certificates { dir, .. } => (rest.to_string(), format!("tls-certificates={}", dir.display())),
+            Engine::Psk(p) => {
+                let user = p.keys.users().next().unwrap_or_default();
+                (format!("{}@{rest}", uri_escape(user)), format!("tls-psk-file={}", p.file.display()))
+            }
+        };
+        let sep = if rest.contains('?') { '&' } else { '?' };
+        format!("{scheme}://{rest}{sep}{param}")
     }
 
     /// Run the TLS handshake on `sock` (whose timeouts the caller set:
     /// the NBD handshake's deadline; `plain` is the same socket), then
     /// return the stream that carries the connection from now on.
     pub fn start<S: Read + Write>(&self, sock: &mut S, plain: Stream) -> io::Result<Stream> {
-        let mut conn = ServerConnection::new(self.config.clone()).map_err(io::Error::other)?;
-        // `TlsStream::write_bufs` bounds what is queued itself (a piece at
-        // a time); rustls's own limit would cut a piece short.
-        conn.set_buffer_limit(None);
-        while conn.is_handshaking() {
-            conn.complete_io(sock).map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
-        }
+        let hs = |e: io::Error| io::Error::new(e.kind(), format!("TLS handshake: {e}"));
+        let mut session = match &self.engine {
+            Engine::Certificates { config, .. } => {
+                let mut conn = ServerConnection::new(config.clone()).map_err(io::Error::other)?;
+                // `TlsStream::write_bufs` bounds what is queued itself (a
+                // piece at a time); rustls's own limit would cut a piece
+                // short.
+                conn.set_buffer_limit(None);
+                while conn.is_handshaking() {
+                    conn.complete_io(sock).map_err(hs)?;
+                }
+                Session::Certificates(conn)
+            }
+            Engine::Psk(p) => {
+                let mut s = p.session()?;
+                let mut buf = vec![0; 16 << 10];
+                while !s.handshake().map_err(hs)? {
+                    while s.wants_write() {
+                        s.write_tls(sock).map_err(hs)?;
+                    }
+                    match sock.read(&mut buf).map_err(hs)? {
+                        0 => s.feed_eof(),
+                        n => _ = s.feed(&buf[..n]),
+                    }
+                }
+                tracing::debug!("TLS: PSK username {:?} proved its key", s.username().unwrap_or_default());
+                Session::Psk(Box::new(s))
+            }
+        };
         // The handshake's last flight may still be buffered.
-        while conn.wants_write() {
-            conn.write_tls(sock)?;
+        while session.wants_write() {
+            session.write_tls(sock)?;
         }
-        TlsStream::new(conn, plain).map(|t| Stream::Tls(Arc::new(t)))
+        TlsStream::new(session, plain).map(|t| Stream::Tls(Arc::new(t)))
+    }
+}
+
+/// A URI's userinfo: unreserved characters kept, the rest %-escaped.
+fn uri_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// One connection's TLS state, whichever engine runs it: rustls's
+/// `ServerConnection` and [`crate::psk`]'s OpenSSL session, both fed and
+/// drained of ciphertext by [`TlsStream`] alike.
+enum Session {
+    Certificates(ServerConnection),
+    Psk(Box<PskSession>),
+}
+
+impl Session {
+    /// Plaintext decrypted: `WouldBlock` when there is none yet, `Ok(0)`
+    /// after close_notify, `UnexpectedEof` when the socket ended without.
+    fn read_plain(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Session::Certificates(c) => c.reader().read(buf),
+            Session::Psk(p) => p.read_plain(buf),
+        }
+    }
+
+    /// Ciphertext from the socket (an empty slice: EOF); the bytes taken.
+    fn read_tls(&mut self, ct: &[u8]) -> io::Result<usize> {
+        match self {
+            Session::Certificates(c) => c.read_tls(&mut &ct[..]),
+            Session::Psk(p) if ct.is_empty() => {
+                p.feed_eof();
+                Ok(0)
+            }
+            Session::Psk(p) => Ok(p.feed(ct)),
+        }
+    }
+
+    /// Decrypt what was fed (OpenSSL does it as it is read).
+    fn process(&mut self) -> Result<(), String> {
+        match self {
+            Session::Certificates(c) => c.process_new_packets().map(|_| ()).map_err(|e| e.to_string()),
+            Session::Psk(_) => Ok(()),
+        }
+    }
+
+    fn wants_write(&self) -> bool {
+        match self {
+            Session::Certificates(c) => c.wants_write(),
+            Session::Psk(p) => p.wants_write(),
+        }
+    }
+
+    /// Queued records through `w`: the bytes it took.
+    fn write_tls(&mut self, w: &mut dyn Write) -> io::Result<usize> {
+        match self {
+            Session::Certificates(c) => c.write_tls(w),
+            Session::Psk(p) => p.write_tls(w),
+        }
+    }
+
+    /// Plaintext encrypted into queued records.
+    fn write_plain(&mut self, p: &[u8]) -> io::Result<()> {
+        match self {
+            Session::Certificates(c) => c.writer().write_all(p),
+            Session::Psk(s) => s.write_plain(p),
+        }
+    }
+
+    fn close_notify(&mut self) {
+        match self {
+            Session::Certificates(c) => c.send_close_notify(),
+            Session::Psk(p) => p.close_notify(),
+        }
     }
 }
 
@@ -162,7 +296,7 @@ const SEND_PIECE: usize = 64 << 10;
 
 /// The TLS state and the ciphertext read but not yet given to it.
 struct Inner {
-    conn: ServerConnection,
+    conn: Session,
     raw: Vec<u8>,
     at: usize,
     len: usize,
@@ -223,7 +357,7 @@ impl Write for NoWait<'_> {
 }
 
 impl TlsStream {
-    fn new(conn: ServerConnection, sock: Stream) -> io::Result<TlsStream> {
+    fn new(conn: Session, sock: Stream) -> io::Result<TlsStream> {
         sock.set_read_timeout(None)?;
         sock.set_write_timeout(None)?;
         let inner = Inner { conn, raw: vec![0; RAW_BUFFER], at: 0, len: 0, eof: false };
@@ -281,18 +415,22 @@ impl TlsStream {
         let Inner { conn, raw, at, len, eof } = &mut *g;
         let mut n = 0;
         loop {
-            match conn.reader().read(&mut buf[n..]) {
+            match conn.read_plain(&mut buf[n..]) {
                 Ok(0) => return Ok(Some(n)),
                 Ok(k) => n += k,
                 Err(e) if again(&e) => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Some(n)),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The alert queued goes out if the socket takes it.
+                    let _ = Self::send_queued(conn, &self.sock);
+                    return Err(e);
+                }
             }
             if n == buf.len() {
                 return Ok(Some(n));
             }
             if *at < *len {
-                *at += conn.read_tls(&mut &raw[*at..*len])?;
+                *at += conn.read_tls(&raw[*at..*len])?;
             } else if n > 0 {
                 return Ok(Some(n));
             } else if *eof {
@@ -302,14 +440,14 @@ impl TlsStream {
                 match self.sock.recv_now(raw) {
                     Ok(0) => {
                         *eof = true;
-                        conn.read_tls(&mut &[][..])?;
+                        conn.read_tls(&[])?;
                     }
                     Ok(k) => (*at, *len) = (0, k),
                     Err(e) if again(&e) => return Ok(None),
                     Err(e) => return Err(e),
                 }
             }
-            if let Err(e) = conn.process_new_packets() {
+            if let Err(e) = conn.process() {
                 // The alert rustls queued goes out if the socket takes it.
                 let _ = Self::send_queued(conn, &self.sock);
                 return Err(io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}")));
@@ -322,7 +460,7 @@ impl TlsStream {
 
     /// Send what rustls has queued, as much as the socket takes now; true
     /// when nothing is left.
-    fn send_queued(conn: &mut ServerConnection, sock: &Stream) -> io::Result<bool> {
+    fn send_queued(conn: &mut Session, sock: &Stream) -> io::Result<bool> {
         while conn.wants_write() {
             match conn.write_tls(&mut NoWait(sock)) {
                 Ok(_) => {}
@@ -350,7 +488,7 @@ impl TlsStream {
                     let mut room = SEND_PIECE;
                     while room > 0 && i < bufs.len() {
                         let n = (bufs[i].len() - off).min(room);
-                        g.conn.writer().write_all(&bufs[i][off..off + n])?;
+                        g.conn.write_plain(&bufs[i][off..off + n])?;
                         (room, off) = (room - n, off + n);
                         if off == bufs[i].len() {
                             (i, off) = (i + 1, 0);
@@ -382,7 +520,7 @@ impl TlsStream {
     pub(crate) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         if how != Shutdown::Read {
             let mut g = self.lock();
-            g.conn.send_close_notify();
+            g.conn.close_notify();
             let _ = Self::send_queued(&mut g.conn, &self.sock);
         }
         self.sock.shutdown(how)

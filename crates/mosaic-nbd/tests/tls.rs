@@ -95,22 +95,8 @@ fn a_server_that_requires_tls_refuses_options_in_plain_text_then_serves_through_
     assert_eq!(c.opt_reply().ty, REP_ERR_INVALID, "a second STARTTLS");
     c.info_or_go(OPT_GO, "test").unwrap();
     // Bytes both ways through the pump: small requests pipelined, then
-    // requests of the largest size.
-    for i in 0..64u64 {
-        c.send(Command::Write, 0, i, i * 4096, 4096, &pattern(i, 4096));
-    }
-    let mut done: Vec<u64> = (0..64).map(|_| c.reply()).map(|(cookie, err)| {
-        assert_eq!(err, 0);
-        cookie
-    }).collect();
-    done.sort();
-    assert_eq!(done, (0..64).collect::<Vec<_>>());
-    for i in 0..64u64 {
-        assert_eq!(c.read(i * 4096, 4096).unwrap(), pattern(i, 4096), "block {i}");
-    }
-    let big = pattern(99, MAX_PAYLOAD as usize);
-    assert_eq!(c.write(0, &big[..SIZE]), 0);
-    assert_eq!(c.read(0, SIZE as u32).unwrap(), big[..SIZE]);
+    // requests of the export's whole size.
+    c.pipelined_then_whole(SIZE);
     c.send(Command::Disc, 0, 0, 0, 0, &[]);
     let mut b = [0u8; 1];
     assert_eq!(c.s.read(&mut b).unwrap_or(0), 0, "closed after DISC");

@@ -48,7 +48,12 @@ impl Serve {
                 return Serve { child, port: up[0].0, log };
             }
             assert!(child.try_wait().unwrap().is_none(), "serve exited: {:?}", log.lock().unwrap());
-            assert!(t.elapsed() < Duration::from_secs(30), "serve did not start: {:?}", log.lock().unwrap());
+            if t.elapsed() > Duration::from_secs(30) {
+                // Not left running (it holds the test's output open).
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("serve did not start: {:?}", log.lock().unwrap());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -122,9 +127,12 @@ pub fn listening(lines: &[String]) -> Vec<(u16, String)> {
     lines
         .iter()
         .filter_map(|l| {
-            // nbd://, or nbds:// when TLS is required.
+            // nbd://, or nbds:// when TLS is required (with a username
+            // for pre-shared keys: nbds://alice@127.0.0.1:...).
             let rest = l.split_once("mosaic serve: listening on nbd")?.1;
-            let rest = rest.strip_prefix("s").unwrap_or(rest).strip_prefix("://127.0.0.1:")?;
+            let rest = rest.strip_prefix("s").unwrap_or(rest).strip_prefix("://")?;
+            let rest = rest.split_once('@').filter(|(user, _)| !user.contains('/')).map_or(rest, |(_, r)| r);
+            let rest = rest.strip_prefix("127.0.0.1:")?;
             let (port, export) = rest.split_once('/')?;
             let export = export.split([' ', '"']).next()?;
             Some((port.parse().ok()?, export.to_string()))

@@ -192,6 +192,26 @@ impl<S: Read + Write> Client<S> {
         e
     }
 
+    /// 64 writes of 4 KiB sent before any reply is read, each read back;
+    /// then one write of `size` bytes from offset 0 and one read of them.
+    pub fn pipelined_then_whole(&mut self, size: usize) {
+        for i in 0..64u64 {
+            self.send(Command::Write, 0, i, i * 4096, 4096, &pattern(i, 4096));
+        }
+        let mut done: Vec<u64> = (0..64).map(|_| self.reply()).map(|(cookie, err)| {
+            assert_eq!(err, 0);
+            cookie
+        }).collect();
+        done.sort();
+        assert_eq!(done, (0..64).collect::<Vec<_>>());
+        for i in 0..64u64 {
+            assert_eq!(self.read(i * 4096, 4096).unwrap(), pattern(i, 4096), "block {i}");
+        }
+        let big = pattern(99, size);
+        assert_eq!(self.write(0, &big), 0);
+        assert!(self.read(0, size as u32).unwrap() == big, "{size} bytes read back whole");
+    }
+
     pub fn write(&mut self, offset: u64, data: &[u8]) -> u32 {
         self.cmd(Command::Write, 0, offset, data.len() as u32, data)
     }
