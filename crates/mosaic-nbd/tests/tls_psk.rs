@@ -6,7 +6,7 @@
 
 mod client;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
@@ -93,6 +93,17 @@ fn a_wrong_key_or_an_unknown_username_loses_its_connection_only() {
     let d = tempfile::tempdir().unwrap();
     let f = keys(d.path());
     let srv = Server::start(Arc::new(MemExport::new(SIZE, 4096)), psk_cfg(&f, TlsMode::Require));
+    // Bytes that are no ClientHello, and a client gone mid-handshake.
+    for garbage in [&b"this is not a TLS ClientHello at all, just bytes\n"[..], &[0x16, 0x03, 0x01, 0x40, 0x00, 0x01]] {
+        let mut c = greet(&srv);
+        c.send_opt(OPT_STARTTLS, &[]);
+        assert_eq!(c.opt_reply().ty, REP_ACK);
+        c.s.write_all(garbage).unwrap();
+        c.s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut b = [0u8; 64];
+        // An alert at most, then the end.
+        while c.s.read(&mut b).unwrap_or(0) > 0 {}
+    }
     for version in [SslVersion::TLS1_2, SslVersion::TLS1_3] {
         // Alice's username with Bob's key, and a username the file lacks.
         for (user, key) in [("alice", BOB), ("carol", ALICE), ("", ALICE)] {
