@@ -198,7 +198,7 @@ impl Tls {
                         n => _ = s.feed(&buf[..n]),
                     }
                 }
-                tracing::debug!("TLS: PSK username {:?} proved its key", s.username().unwrap_or_default());
+                tracing::debug!("TLS: PSK username {:?} proved its key ({})", s.username().unwrap_or_default(), s.cipher());
                 Session::Psk(Box::new(s))
             }
         };

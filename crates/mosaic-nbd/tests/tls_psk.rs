@@ -49,6 +49,8 @@ fn starttls(mut c: Client<TcpStream>, user: &str, key: &str, version: SslVersion
     let mut b = SslConnector::builder(SslMethod::tls_client()).unwrap();
     b.set_min_proto_version(Some(version)).unwrap();
     b.set_max_proto_version(Some(version)).unwrap();
+    // ChaCha20 first, as GnuTLS clients offer it with a PSK.
+    b.set_ciphersuites("TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256").unwrap();
     b.set_cipher_list("ECDHE-PSK-CHACHA20-POLY1305:PSK-AES128-GCM-SHA256").unwrap();
     let (user, key) = (user.as_bytes().to_vec(), unhex(key));
     b.set_psk_client_callback(move |_ssl, _hint, id, psk| {
@@ -75,6 +77,10 @@ fn an_openssl_client_with_a_pre_shared_key_writes_and_reads_at_tls_1_2_and_1_3()
         assert_eq!(c.opt_reply().ty, REP_ERR_TLS_REQD, "plain text first");
         let mut c = starttls(c, "bob", BOB, version).unwrap();
         assert_eq!(c.s.ssl().version_str(), name);
+        if version == SslVersion::TLS1_3 {
+            let cipher = c.s.ssl().current_cipher().unwrap().name();
+            assert_eq!(cipher, "TLS_AES_128_GCM_SHA256", "the server's order of ciphers wins");
+        }
         c.info_or_go(OPT_GO, "test").unwrap();
         assert_eq!(c.size, SIZE as u64);
         // Small requests pipelined, then the whole export in one request
