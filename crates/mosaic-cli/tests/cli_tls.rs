@@ -182,6 +182,34 @@ fn an_array_served_with_pre_shared_keys_takes_and_gives_bytes() {
     std::fs::write(&wrong, "alice:00112233\n").unwrap();
     assert!(!run("nbdinfo", &[&u.replace(&keys, wrong.to_str().unwrap())]).status.success(), "a wrong key is refused");
     assert!(!run("nbdinfo", &[&format!("nbd://127.0.0.1:{}/mosaic", srv.port)]).status.success(), "a plain client is refused");
+    // qemu's own client, its keys in DIR/keys.psk.
+    let qemu = |dir: &Path, user: &str, cmds: &[&str]| {
+        let creds = format!("tls-creds-psk,id=tls0,endpoint=client,dir={},username={user}", dir.display());
+        let opts = format!("driver=nbd,host=127.0.0.1,port={},export=mosaic,tls-creds=tls0", srv.port);
+        let mut args = vec!["--object".to_string(), creds, "--image-opts".into(), opts];
+        for c in cmds {
+            args.extend(["-c".to_string(), c.to_string()]);
+        }
+        let o = Command::new("qemu-io").args(&args).output().expect("run qemu-io (qemu-utils)");
+        (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    };
+    let (fine, out) = qemu(t.path(), "bob", &["write -P 0x5a 4M 1M", "read -P 0x5a 4M 1M"]);
+    assert!(fine && out.contains("read 1048576/1048576") && !out.contains("Pattern verification failed"), "{out}");
+    // A username the server's keys lack, with a key of its own.
+    let other = t.path().join("carol");
+    std::fs::create_dir(&other).unwrap();
+    psk_file(&other.join("keys.psk"));
+    std::fs::write(other.join("keys.psk"), std::fs::read_to_string(other.join("keys.psk")).unwrap().replace("alice:", "carol:")).unwrap();
+    let (fine, out) = qemu(&other, "carol", &["read 0 4k"]);
+    assert!(!fine, "a username the keys lack: {out}");
+    let logged = || srv.lines().iter().any(|l| l.contains("PSK username \"carol\" is not in the keys file"));
+    for _ in 0..100 {
+        if logged() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(logged(), "{:?}", srv.lines());
     srv.stop();
     // `--run` hands its command the URI with a username and the keys.
     let out = t.path().join("run-out");
