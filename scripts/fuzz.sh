@@ -19,7 +19,7 @@ SECS=${1:-60}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-    TARGETS=(superblock journal dvs_meta dvs_paths zoned_header block_map mapped_policies request handshake trace bitmap)
+    TARGETS=(superblock journal dvs_meta dvs_paths zoned_header block_map mapped_policies request handshake trace bitmap psk_keys)
 fi
 export CARGO_INCREMENTAL=0 ZSTD_SYS_USE_PKG_CONFIG=1
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz

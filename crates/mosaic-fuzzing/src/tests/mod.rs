@@ -16,6 +16,7 @@ mod dvs_paths;
 mod handshake;
 mod journal;
 mod mapped_policies;
+mod psk_keys;
 mod request;
 mod superblock;
 mod trace;
@@ -163,7 +164,7 @@ fn the_drivers_catch_a_panicking_body() {
 #[ignore = "writes files: the fuzzers' seed corpora"]
 fn seed_corpora() {
     let dir = std::path::PathBuf::from(std::env::var_os("MOSAIC_FUZZ_CORPUS").expect("MOSAIC_FUZZ_CORPUS: the directory to write the corpora into"));
-    let targets: [(&str, fn() -> Vec<Vec<u8>>); 11] = [
+    let targets: [(&str, fn() -> Vec<Vec<u8>>); 12] = [
         ("bitmap", bitmap::corpus),
         ("block_map", block_map::corpus),
         ("dvs_meta", dvs_meta::corpus),
@@ -171,6 +172,7 @@ fn seed_corpora() {
         ("handshake", handshake::corpus),
         ("journal", journal::corpus),
         ("mapped_policies", mapped_policies::corpus),
+        ("psk_keys", psk_keys::corpus),
         ("request", request::corpus),
         ("superblock", superblock::corpus),
         ("trace", trace::corpus),
