@@ -202,14 +202,7 @@ fn an_array_served_with_pre_shared_keys_takes_and_gives_bytes() {
     std::fs::write(other.join("keys.psk"), std::fs::read_to_string(other.join("keys.psk")).unwrap().replace("alice:", "carol:")).unwrap();
     let (fine, out) = qemu(&other, "carol", &["read 0 4k"]);
     assert!(!fine, "a username the keys lack: {out}");
-    let logged = || srv.lines().iter().any(|l| l.contains("PSK username \"carol\" is not in the keys file"));
-    for _ in 0..100 {
-        if logged() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(logged(), "{:?}", srv.lines());
+    srv.wait_line("PSK username \"carol\" is not in the keys file");
     srv.stop();
     // `--run` hands its command the URI with a username and the keys.
     let out = t.path().join("run-out");

@@ -80,6 +80,15 @@ impl Serve {
         self.log.lock().unwrap().clone()
     }
 
+    /// Wait (at most 30 s) for a logged line that holds `what`.
+    pub fn wait_line(&self, what: &str) {
+        let t0 = Instant::now();
+        while !self.lines().iter().any(|l| l.contains(what)) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "no line with {what:?}: {:?}", self.lines());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Resident memory of the server in bytes (VmRSS of /proc/PID/status).
     pub fn rss(&self) -> u64 {
         let st = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
