@@ -181,6 +181,7 @@ fn an_array_served_with_pre_shared_keys_takes_and_gives_bytes() {
     let wrong = t.path().join("wrong.psk");
     std::fs::write(&wrong, "alice:00112233\n").unwrap();
     assert!(!run("nbdinfo", &[&u.replace(&keys, wrong.to_str().unwrap())]).status.success(), "a wrong key is refused");
+    srv.wait_line("TLS handshake: TLS, as PSK username \"alice\": ");
     assert!(!run("nbdinfo", &[&format!("nbd://127.0.0.1:{}/mosaic", srv.port)]).status.success(), "a plain client is refused");
     // qemu's own client, its keys in DIR/keys.psk.
     let qemu = |dir: &Path, user: &str, cmds: &[&str]| {
