@@ -124,6 +124,10 @@ pub(crate) struct Shared {
     pub(crate) errors: AtomicU64,
     /// See [`ServeStats::max_queued_replies`].
     pub(crate) max_queued: AtomicUsize,
+    /// Connections in transmission: each has its reader thread.
+    pub(crate) transmitting: AtomicUsize,
+    /// The machine's cores, read at start.
+    pub(crate) cores: usize,
     jobs: Arc<Queue>,
     stop: Arc<AtomicBool>,
     /// When the accept loop saw `stop` (replies get `io_timeout` from it).
@@ -307,6 +311,8 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         max_queued: AtomicUsize::new(0),
+        transmitting: AtomicUsize::new(0),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         jobs: pool.queue(),
         stop: stop.clone(),
         stopped_at: OnceLock::new(),

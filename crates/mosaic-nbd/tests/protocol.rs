@@ -1372,3 +1372,109 @@ fn compact_structured_and_extended_sessions_share_a_server() {
     x.send64(Command::Flush, 0, 4, 0, 0, &[]);
     assert_eq!(x.ext_reply().ty, REPLY_TYPE_NONE, "an extended session's is a NONE chunk");
 }
+
+/// An inline RAM export that notes which thread served each request over
+/// 64 KiB.
+struct Where {
+    mem: MemExport,
+    large: std::sync::Mutex<Vec<String>>,
+}
+
+impl Where {
+    fn note(&self, len: usize) {
+        if len > 64 << 10 {
+            let t = std::thread::current();
+            self.large.lock().unwrap().push(t.name().unwrap_or("?").to_string());
+        }
+    }
+    /// The thread names noted since the last call.
+    fn taken(&self) -> Vec<String> {
+        std::mem::take(&mut *self.large.lock().unwrap())
+    }
+}
+
+impl mosaic_nbd::Export for Where {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn block_size(&self) -> u64 {
+        self.mem.block_size()
+    }
+    fn preferred_block(&self) -> u64 {
+        self.mem.preferred_block()
+    }
+    fn serve_inline(&self) -> bool {
+        true
+    }
+    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.note(buf.len());
+        self.mem.read(off, buf)
+    }
+    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
+        self.note(data.len());
+        self.mem.write(off, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
+    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.mem.trim(off, len)
+    }
+}
+
+#[test]
+fn large_requests_go_to_the_readers_once_readers_fill_the_cores() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ex = Arc::new(Where { mem: MemExport::new(SIZE, 4096), large: Default::default() });
+    let srv = Server::start(ex.clone(), cfg());
+    let mib = 1 << 20;
+    // Each connection writes and reads back its own MiB.
+    let round = |cs: &mut [Client<std::net::TcpStream>], seed: u64| {
+        for (i, c) in cs.iter_mut().enumerate() {
+            let off = (i * mib % SIZE) as u64;
+            assert_eq!(c.write(off, &pattern(seed + i as u64, mib)), 0);
+            assert_eq!(c.read(off, mib as u32).unwrap(), pattern(seed + i as u64, mib));
+        }
+    };
+    // A small request answered on each: every reader is in transmission.
+    let ready = |cs: &mut [Client<std::net::TcpStream>]| {
+        for c in cs.iter_mut() {
+            assert_eq!(c.cmd(Command::Flush, 0, 0, 0, &[]), 0);
+        }
+    };
+    let by = |names: &[String], prefix: &str| names.iter().all(|n| n.starts_with(prefix));
+
+    // Fewer readers than cores: large requests go to the workers.  (On
+    // a one-core machine there are none, and only the middle part holds.)
+    let mut cs: Vec<_> = (0..cores - 1).map(|_| open(srv.addr)).collect();
+    ready(&mut cs);
+    round(&mut cs, 10);
+    let names = ex.taken();
+    assert_eq!(names.len(), 2 * (cores - 1));
+    assert!(by(&names, "nbd-worker-"), "{names:?}");
+
+    // As many readers as cores: each reader serves its own.
+    cs.push(open(srv.addr));
+    ready(&mut cs);
+    round(&mut cs, 20);
+    let names = ex.taken();
+    assert_eq!(names.len(), 2 * cores);
+    assert!(by(&names, "nbd-conn-"), "{names:?}");
+
+    // One gone: back to the workers, once its reader has ended.
+    let mut last = cs.pop().unwrap();
+    last.send(Command::Disc, 0, 0, 0, 0, &[]);
+    let mut b = [0u8; 1];
+    assert_eq!(last.s.read(&mut b).unwrap(), 0, "closed after DISC");
+    let t0 = std::time::Instant::now();
+    loop {
+        round(&mut cs, 30);
+        let names = ex.taken();
+        if by(&names, "nbd-worker-") || t0.elapsed() > Duration::from_secs(10) {
+            assert!(by(&names, "nbd-worker-"), "{names:?}");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.stop().errors, 0);
+}
