@@ -346,7 +346,8 @@ const INLINE_MAX: u64 = 64 << 10;
 
 /// Whether the reader serves a request of `len` bytes itself.  Small ones
 /// always (on an inline export); large ones once the connections' readers
-/// are as many as the cores: every core then has a reader to run, so a
+/// with requests ([`Transmitting`]) are as many as the cores: every core
+/// then has a reader to run, so a
 /// worker adds no parallelism, only a hand-off and a copy from a payload
 /// received on another core.  (Two fio jobs of 1 MiB writes on two cores,
 /// served file: 3,953-4,672 MiB/s served by the readers against
@@ -355,19 +356,36 @@ fn inline(sh: &Shared, len: u64) -> bool {
     sh.export.serve_inline() && (len <= INLINE_MAX || sh.transmitting.load(Ordering::Relaxed) >= sh.cores)
 }
 
-/// Counts a connection in transmission while it lives.
-struct Transmitting<'a>(&'a Shared);
+/// Counts a connection's reader in [`Shared::transmitting`] while it has
+/// requests: from the start of transmission, and again from each request
+/// after a wait of a whole `io_timeout` with none (an idle client holds no
+/// core, so it must not keep the others' large requests off the workers).
+struct Transmitting<'a> {
+    sh: &'a Shared,
+    counted: std::cell::Cell<bool>,
+}
 
 impl<'a> Transmitting<'a> {
     fn new(sh: &'a Shared) -> Self {
-        sh.transmitting.fetch_add(1, Ordering::Relaxed);
-        Transmitting(sh)
+        let t = Transmitting { sh, counted: std::cell::Cell::new(false) };
+        t.set(true);
+        t
+    }
+
+    fn set(&self, on: bool) {
+        if self.counted.replace(on) != on {
+            if on {
+                self.sh.transmitting.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.sh.transmitting.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 }
 
 impl Drop for Transmitting<'_> {
     fn drop(&mut self) {
-        self.0.transmitting.fetch_sub(1, Ordering::Relaxed);
+        self.set(false);
     }
 }
 
@@ -548,13 +566,20 @@ fn timed_out(e: &io::Error) -> bool {
 }
 
 /// Wait for the next request header's first byte: an idle connection is
-/// not an error (timeouts just poll `stopping`).  False at EOF, on an error
-/// or when the server stops.
-fn await_request<R: Read>(rd: &mut BufReader<R>, sh: &Shared, id: u64) -> bool {
+/// not an error (timeouts just poll `stopping`, and stop counting the
+/// `reader` until a request comes).  False at EOF, on an error or when the
+/// server stops.
+fn await_request<R: Read>(rd: &mut BufReader<R>, sh: &Shared, id: u64, reader: &Transmitting) -> bool {
     loop {
         match rd.fill_buf() {
-            Ok(b) => return !b.is_empty(),
+            Ok(b) => {
+                reader.set(true);
+                return !b.is_empty();
+            }
             Err(e) if timed_out(&e) || e.kind() == io::ErrorKind::Interrupted => {
+                if timed_out(&e) {
+                    reader.set(false);
+                }
                 if sh.stopping() {
                     return false;
                 }
@@ -734,7 +759,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         block_status: session.base_allocation,
         fast_zero: sh.export.fast_zero(),
     };
-    let _counted = Transmitting::new(sh);
+    let reader = Transmitting::new(sh);
     let mut buf = [0u8; EXTENDED_REQUEST_LEN];
     let hdr = &mut buf[..header_len(extended)];
     // Rejected requests logged one by one up to LOGGED_REJECTS, then only
@@ -742,7 +767,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
     // log); the count goes out when the connection ends.
     let mut rejects = 0u64;
     loop {
-        if !await_request(&mut rd, sh, id) {
+        if !await_request(&mut rd, sh, id, &reader) {
             break;
         }
         if let Err(e) = rd.read_exact(hdr) {

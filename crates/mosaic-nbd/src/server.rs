@@ -124,7 +124,8 @@ pub(crate) struct Shared {
     pub(crate) errors: AtomicU64,
     /// See [`ServeStats::max_queued_replies`].
     pub(crate) max_queued: AtomicUsize,
-    /// Connections in transmission: each has its reader thread.
+    /// Connections in transmission whose readers have requests (not idle
+    /// for a whole `io_timeout`): see `conn::Transmitting`.
     pub(crate) transmitting: AtomicUsize,
     /// The machine's cores, read at start.
     pub(crate) cores: usize,

@@ -1426,7 +1426,8 @@ impl mosaic_nbd::Export for Where {
 fn large_requests_go_to_the_readers_once_readers_fill_the_cores() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let ex = Arc::new(Where { mem: MemExport::new(SIZE, 4096), large: Default::default() });
-    let srv = Server::start(ex.clone(), cfg());
+    let io_timeout = Duration::from_secs(1);
+    let srv = Server::start(ex.clone(), ServerConfig { io_timeout, ..cfg() });
     let mib = 1 << 20;
     // Each connection writes and reads back its own MiB.
     let round = |cs: &mut [Client<std::net::TcpStream>], seed: u64| {
@@ -1461,6 +1462,18 @@ fn large_requests_go_to_the_readers_once_readers_fill_the_cores() {
     assert_eq!(names.len(), 2 * cores);
     assert!(by(&names, "nbd-conn-"), "{names:?}");
 
+    // One idle for longer than `io_timeout`: it stops counting, and the
+    // others' large requests go to the workers again ...
+    std::thread::sleep(io_timeout * 5 / 2);
+    round(&mut cs[..cores - 1], 30);
+    let names = ex.taken();
+    assert!(by(&names, "nbd-worker-"), "{names:?}");
+    // ... until it has a request again.
+    ready(&mut cs);
+    round(&mut cs, 40);
+    let names = ex.taken();
+    assert!(by(&names, "nbd-conn-"), "{names:?}");
+
     // One gone: back to the workers, once its reader has ended.
     let mut last = cs.pop().unwrap();
     last.send(Command::Disc, 0, 0, 0, 0, &[]);
@@ -1468,7 +1481,7 @@ fn large_requests_go_to_the_readers_once_readers_fill_the_cores() {
     assert_eq!(last.s.read(&mut b).unwrap(), 0, "closed after DISC");
     let t0 = std::time::Instant::now();
     loop {
-        round(&mut cs, 30);
+        round(&mut cs, 50);
         let names = ex.taken();
         if by(&names, "nbd-worker-") || t0.elapsed() > Duration::from_secs(10) {
             assert!(by(&names, "nbd-worker-"), "{names:?}");
