@@ -15,6 +15,20 @@ use mosaic_nbd::{serve, Command, Listener, MemExport, ServerConfig};
 
 const SIZE: usize = 4 << 20;
 
+/// `Export` methods that a test export passes on, as they are, to the
+/// `MemExport` in its field `$inner`.
+macro_rules! passes_on {
+    ($inner:tt: $($m:ident),*) => { $( passes_on!(@ $inner $m); )* };
+    (@ $inner:tt size) => { fn size(&self) -> u64 { self.$inner.size() } };
+    (@ $inner:tt block_size) => { fn block_size(&self) -> u64 { self.$inner.block_size() } };
+    (@ $inner:tt preferred_block) => { fn preferred_block(&self) -> u64 { self.$inner.preferred_block() } };
+    (@ $inner:tt read) => { fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> { self.$inner.read(off, buf) } };
+    (@ $inner:tt write) => { fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> { self.$inner.write(off, data) } };
+    (@ $inner:tt flush) => { fn flush(&self) -> std::io::Result<()> { self.$inner.flush() } };
+    (@ $inner:tt trim) => { fn trim(&self, off: u64, len: u64) -> std::io::Result<()> { self.$inner.trim(off, len) } };
+}
+
+
 fn mem() -> Arc<MemExport> {
     Arc::new(MemExport::new(SIZE, 4096))
 }
@@ -404,15 +418,7 @@ fn stop_drains_in_flight_requests() {
 struct Faulty(MemExport);
 
 impl mosaic_nbd::Export for Faulty {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn block_size(&self) -> u64 {
-        self.0.block_size()
-    }
-    fn preferred_block(&self) -> u64 {
-        self.0.preferred_block()
-    }
+    passes_on!(0: size, block_size, preferred_block, flush, trim);
     fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
         match off {
             65536 => Err(std::io::Error::from_raw_os_error(5)),
@@ -425,12 +431,6 @@ impl mosaic_nbd::Export for Faulty {
             return Err(std::io::Error::from_raw_os_error(28));
         }
         self.0.write(off, data)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
-        self.0.trim(off, len)
     }
 }
 
@@ -814,26 +814,9 @@ fn structured_reads_block_status_cache_and_errors() {
 struct SlowZeroes(MemExport);
 
 impl mosaic_nbd::Export for SlowZeroes {
-    fn size(&self) -> u64 {
-        self.0.size()
-    }
-    fn block_size(&self) -> u64 {
-        self.0.block_size()
-    }
-    fn preferred_block(&self) -> u64 {
-        self.0.preferred_block()
-    }
+    passes_on!(0: size, block_size, preferred_block, write, flush, trim);
     fn read(&self, _off: u64, _buf: &mut [u8]) -> std::io::Result<()> {
         Err(std::io::Error::other("member 3 is gone"))
-    }
-    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
-        self.0.write(off, data)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
-        self.0.trim(off, len)
     }
 }
 
@@ -915,26 +898,9 @@ impl Growing {
 }
 
 impl mosaic_nbd::Export for Growing {
+    passes_on!(mem: block_size, preferred_block, read, write, flush, trim);
     fn size(&self) -> u64 {
         self.size.load(Ordering::Relaxed)
-    }
-    fn block_size(&self) -> u64 {
-        self.mem.block_size()
-    }
-    fn preferred_block(&self) -> u64 {
-        self.mem.preferred_block()
-    }
-    fn read(&self, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.mem.read(off, buf)
-    }
-    fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
-        self.mem.write(off, data)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.mem.flush()
-    }
-    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
-        self.mem.trim(off, len)
     }
 }
 
@@ -1394,15 +1360,7 @@ impl Where {
 }
 
 impl mosaic_nbd::Export for Where {
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn block_size(&self) -> u64 {
-        self.mem.block_size()
-    }
-    fn preferred_block(&self) -> u64 {
-        self.mem.preferred_block()
-    }
+    passes_on!(mem: size, block_size, preferred_block, flush, trim);
     fn serve_inline(&self) -> bool {
         true
     }
@@ -1413,12 +1371,6 @@ impl mosaic_nbd::Export for Where {
     fn write(&self, off: u64, data: &[u8]) -> std::io::Result<()> {
         self.note(data.len());
         self.mem.write(off, data)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.mem.flush()
-    }
-    fn trim(&self, off: u64, len: u64) -> std::io::Result<()> {
-        self.mem.trim(off, len)
     }
 }
 
