@@ -28,7 +28,6 @@ macro_rules! passes_on {
     (@ $inner:tt trim) => { fn trim(&self, off: u64, len: u64) -> std::io::Result<()> { self.$inner.trim(off, len) } };
 }
 
-
 fn mem() -> Arc<MemExport> {
     Arc::new(MemExport::new(SIZE, 4096))
 }
@@ -1419,11 +1418,13 @@ fn large_requests_go_to_the_readers_once_readers_fill_the_cores() {
     std::thread::sleep(io_timeout * 5 / 2);
     round(&mut cs[..cores - 1], 30);
     let names = ex.taken();
+    assert_eq!(names.len(), 2 * (cores - 1));
     assert!(by(&names, "nbd-worker-"), "{names:?}");
     // ... until it has a request again.
     ready(&mut cs);
     round(&mut cs, 40);
     let names = ex.taken();
+    assert_eq!(names.len(), 2 * cores);
     assert!(by(&names, "nbd-conn-"), "{names:?}");
 
     // One gone: back to the workers, once its reader has ended.
