@@ -269,29 +269,14 @@ fn certificate_problems_are_errors_that_name_the_file() {
 /// certificates checked; a plain URI is refused.
 #[test]
 fn libnbd_clients_copy_bytes_through_tls() {
-    if Proc::new("nbdcopy").arg("--version").output().is_err() {
-        eprintln!("skipped: no nbdcopy (libnbd-bin)");
+    if !libnbd_tools() {
         return;
     }
     let d = certs();
     for verify in [false, true] {
         let srv = Server::start(mem(), tls_cfg(d.path(), TlsMode::Require, verify));
         let uri = format!("nbds://localhost:{}/test?tls-certificates={}", srv.addr.port(), d.path().display());
-        let out = Proc::new("nbdinfo").arg("--json").arg(&uri).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let info = String::from_utf8_lossy(&out.stdout);
-        assert!(info.contains(&format!("\"export-size\": {SIZE}")), "{info}");
-        let src = d.path().join("src.img");
-        let data = pattern(11, SIZE);
-        std::fs::write(&src, &data).unwrap();
-        let back = d.path().join("back.img");
-        let cp = |a: &str, b: &str| {
-            let o = Proc::new("nbdcopy").arg(a).arg(b).output().unwrap();
-            assert!(o.status.success(), "nbdcopy {a} {b}: {}", String::from_utf8_lossy(&o.stderr));
-        };
-        cp(src.to_str().unwrap(), &uri);
-        cp(&uri, back.to_str().unwrap());
-        assert!(std::fs::read(&back).unwrap() == data, "verify_peer {verify}: bytes read back");
+        libnbd_copies(&uri, d.path(), 11, SIZE, &format!("verify_peer {verify}"));
         let plain = format!("nbd://localhost:{}/test", srv.addr.port());
         // libnbd 1.14 names NBD_REP_ERR_TLS_REQD "Operation not supported".
         let out = Proc::new("nbdinfo").arg(&plain).output().unwrap();

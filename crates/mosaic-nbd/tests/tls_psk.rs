@@ -154,8 +154,7 @@ fn keys_file_problems_are_errors_that_name_the_file_and_line() {
 /// wrong key and a plain URI are refused, and the server goes on.
 #[test]
 fn libnbd_clients_copy_bytes_with_pre_shared_keys() {
-    if Proc::new("nbdcopy").arg("--version").output().is_err() {
-        eprintln!("skipped: no nbdcopy (libnbd-bin)");
+    if !libnbd_tools() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -164,18 +163,7 @@ fn libnbd_clients_copy_bytes_with_pre_shared_keys() {
     let port = srv.addr.port();
     let uri = |user: &str, file: &Path| format!("nbds://{user}@localhost:{port}/test?tls-psk-file={}", file.display());
     for (i, user) in ["alice", "bob"].into_iter().enumerate() {
-        let u = uri(user, &f);
-        let out = Proc::new("nbdinfo").arg("--json").arg(&u).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("\"export-size\": {SIZE}")));
-        let (src, back) = (d.path().join("src.img"), d.path().join("back.img"));
-        let data = pattern(20 + i as u64, SIZE);
-        std::fs::write(&src, &data).unwrap();
-        for (a, b) in [(src.to_str().unwrap(), u.as_str()), (u.as_str(), back.to_str().unwrap())] {
-            let o = Proc::new("nbdcopy").arg(a).arg(b).output().unwrap();
-            assert!(o.status.success(), "nbdcopy {a} {b}: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        assert!(std::fs::read(&back).unwrap() == data, "{user}: bytes read back");
+        libnbd_copies(&uri(user, &f), d.path(), 20 + i as u64, SIZE, user);
     }
     let wrong = d.path().join("wrong.psk");
     std::fs::write(&wrong, format!("alice:{BOB}\n")).unwrap();

@@ -308,3 +308,32 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Whether libnbd's tools (nbdinfo, nbdcopy: Debian's libnbd-bin) are
+/// here; when not, says the test is skipped.
+pub fn libnbd_tools() -> bool {
+    let here = std::process::Command::new("nbdcopy").arg("--version").output().is_ok();
+    if !here {
+        eprintln!("skipped: no nbdcopy (libnbd-bin)");
+    }
+    here
+}
+
+/// Through libnbd's tools at `uri`: nbdinfo sees an export of `size`
+/// bytes, and nbdcopy writes `pattern(seed, size)` from a file in `dir`
+/// and reads it back into another, byte for byte (`what` names the case).
+pub fn libnbd_copies(uri: &str, dir: &std::path::Path, seed: u64, size: usize, what: &str) {
+    let run = |args: &[&str], tool: &str| std::process::Command::new(tool).args(args).output().unwrap();
+    let out = run(&["--json", uri], "nbdinfo");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(info.contains(&format!("\"export-size\": {size}")), "{info}");
+    let (src, back) = (dir.join("src.img"), dir.join("back.img"));
+    let data = pattern(seed, size);
+    std::fs::write(&src, &data).unwrap();
+    for (a, b) in [(src.to_str().unwrap(), uri), (uri, back.to_str().unwrap())] {
+        let o = run(&[a, b], "nbdcopy");
+        assert!(o.status.success(), "nbdcopy {a} {b}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(std::fs::read(&back).unwrap() == data, "{what}: bytes read back");
+}
