@@ -104,9 +104,13 @@ pub struct ServeArgs {
     /// Serve a default raid5 array in ./mosaic-data (created on first use)
     #[arg(long, conflicts_with = "array")]
     pub demo: bool,
-    /// TCP address to listen on (port 0 picks a free port; only the printed URI tells it)
-    #[arg(long, default_value = "127.0.0.1:10809")]
-    pub listen: String,
+    /// TCP address to listen on (port 0 picks a free port; only the printed
+    /// URI tells it) [default: 127.0.0.1:10809].  A server started by socket
+    /// activation (LISTEN_PID and LISTEN_FDS: systemd's .socket units,
+    /// nbdcopy's `[ mosaic serve ... ]`) serves on the sockets passed to it
+    /// instead, and refuses --listen, --socket, --run and --config
+    #[arg(long)]
+    pub listen: Option<String>,
     /// Listen on a unix socket instead of TCP
     #[arg(long, conflicts_with = "listen")]
     pub socket: Option<PathBuf>,
@@ -542,10 +546,40 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn listener(a: &ServeArgs) -> Result<Listener> {
+impl ServeArgs {
+    /// `--listen`, or its default.
+    pub fn listen_addr(&self) -> &str {
+        self.listen.as_deref().unwrap_or(DEFAULT_LISTEN)
+    }
+}
+
+/// `--listen`'s default.
+const DEFAULT_LISTEN: &str = "127.0.0.1:10809";
+
+/// The sockets passed by socket activation, if this process was started
+/// that way; an option that names another socket (or another server) is
+/// an error then, as nbdkit's.  Call before any thread starts: the
+/// variables are removed.
+fn activation(a: &ServeArgs) -> Result<Option<Listener>> {
+    let Some(passed) = mosaic_nbd::activation::take()? else {
+        return Ok(None);
+    };
+    let given = [("--listen", a.listen.is_some()), ("--socket", a.socket.is_some()), ("--run", a.run.is_some()), ("--config", a.config.is_some())];
+    if let Some((flag, _)) = given.iter().find(|g| g.1) {
+        bail!("{flag}: this server was started by socket activation (LISTEN_PID, LISTEN_FDS) and serves on the sockets passed to it ({})", passed.describe());
+    }
+    Ok(Some(passed))
+}
+
+/// The sockets passed to the server, or the one it binds.
+fn listener(a: &ServeArgs, passed: Option<Listener>) -> Result<Listener> {
+    if let Some(l) = passed {
+        tracing::info!("mosaic serve: socket activation: {}", l.describe());
+        return Ok(l);
+    }
     Ok(match &a.socket {
         Some(p) => Listener::bind_unix(p).with_context(|| format!("binding {}", p.display()))?,
-        None => Listener::bind_tcp(a.listen.as_str()).with_context(|| format!("listening on {}", a.listen))?,
+        None => Listener::bind_tcp(a.listen_addr()).with_context(|| format!("listening on {}", a.listen_addr()))?,
     })
 }
 
@@ -644,6 +678,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    let passed = activation(&a)?;
     if let Some(file) = &a.config {
         return crate::serve_config::run(file);
     }
@@ -692,7 +727,7 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     let recorder = a.record.as_ref().map(Recorder::create).transpose()?;
     let monitor = (a.monitor > 0).then(|| Ring::new(a.monitor).map(Arc::new)).transpose().context("--monitor")?;
     let export = Arc::new(VolumeExport::new(vol.clone(), a.min_block, recorder, monitor)?);
-    let listener = listener(&a)?;
+    let listener = listener(&a, passed)?;
     let cfg = ServerConfig {
         name: a.export.clone(),
         description: format!("mosaic {} array, {} members", vinfo.level, vinfo.members.len()),

@@ -178,7 +178,7 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Entry>> {
         }
         let at_text = match &args.socket {
             Some(s) => format!("unix socket {}", s.display()),
-            None => args.listen.clone(),
+            None => args.listen_addr().to_string(),
         };
         let uuid = crate::control::array_uuid(&array);
         entries.push((Entry { line, argv, array, uuid, at: at_text }, args, array_key.line, keys.get("listen").or(keys.get("socket")).map(|k| k.line)));
@@ -217,12 +217,13 @@ fn same_address(a: &ServeArgs, b: &ServeArgs) -> Option<String> {
     match (&a.socket, &b.socket) {
         (Some(x), Some(y)) => (x == y).then(|| format!("unix socket {}", y.display())),
         (None, None) => {
-            let clash = match (a.listen.parse::<SocketAddr>(), b.listen.parse::<SocketAddr>()) {
+            let (al, bl) = (a.listen_addr(), b.listen_addr());
+            let clash = match (al.parse::<SocketAddr>(), bl.parse::<SocketAddr>()) {
                 // Port 0 picks a free port; a wildcard address takes the port on every address.
                 (Ok(x), Ok(y)) => x.port() == y.port() && x.port() != 0 && (x.ip() == y.ip() || x.ip().is_unspecified() || y.ip().is_unspecified()),
-                _ => a.listen == b.listen,
+                _ => al == bl,
             };
-            clash.then(|| format!("address {}", b.listen))
+            clash.then(|| format!("address {bl}"))
         }
         _ => None,
     }

@@ -3,6 +3,7 @@
 //! `tests/test_layout.rs`).
 
 mod common;
+mod cli_activation;
 mod cli_adapt;
 mod cli_advise;
 mod cli_array;

@@ -5,7 +5,7 @@
 //! adapter for mosaic arrays lives in the `mosaic serve` command.
 //!
 //! ```text
-//!   Listener (TCP / unix) ─▶ server::serve ── accept loop, stop flag
+//!   Listener (TCP / unix, bound or passed: activation) ─▶ server::serve ── accept loop, stop flag
 //!        │ one thread per connection
 //!        ▼
 //!   handshake ── options: GO, INFO, LIST, EXPORT_NAME, ABORT,
@@ -22,6 +22,7 @@
 //!   DISC / EOF / stop ── in-flight requests drained, socket closed
 //! ```
 
+pub mod activation;
 mod bufs;
 pub mod conn;
 pub mod export;

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -236,18 +237,50 @@ impl Write for Stream {
     }
 }
 
-/// A listening socket.
+/// The sockets a server accepts clients on: one it bound (TCP, or a unix
+/// socket whose file it removes when done), or those a service manager
+/// passed it ([`crate::activation`]), which take turns.
 #[derive(Debug)]
-pub enum Listener {
+pub struct Listener {
+    socks: Vec<Sock>,
+    /// The unix socket file this server made, removed on drop; a passed
+    /// socket's file is its manager's.
+    made: Option<PathBuf>,
+    /// The socket `try_accept` looks at first.
+    next: AtomicUsize,
+}
+
+/// One listening socket.
+#[derive(Debug)]
+pub(crate) enum Sock {
     Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
+    /// Its path, when it has one (a passed socket may be unnamed).
+    Unix(UnixListener, Option<PathBuf>),
+}
+
+impl Sock {
+    fn fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(l) => l.as_raw_fd(),
+            Sock::Unix(l, _) => l.as_raw_fd(),
+        }
+    }
+
+    /// What a log line calls it.
+    fn describe(&self) -> String {
+        match self {
+            Sock::Tcp(l) => l.local_addr().map_or_else(|_| "TCP".into(), |a| format!("TCP {a}")),
+            Sock::Unix(_, Some(p)) => format!("unix {}", p.display()),
+            Sock::Unix(_, None) => "unix (unnamed)".into(),
+        }
+    }
 }
 
 impl Listener {
     pub fn bind_tcp(addr: impl ToSocketAddrs) -> io::Result<Listener> {
         let l = TcpListener::bind(addr)?;
         l.set_nonblocking(true)?;
-        Ok(Listener::Tcp(l))
+        Ok(Listener::of(vec![Sock::Tcp(l)], None))
     }
 
     /// Bind a unix socket; a stale socket file left by a killed server is
@@ -262,54 +295,85 @@ impl Listener {
         }
         let l = UnixListener::bind(path)?;
         l.set_nonblocking(true)?;
-        Ok(Listener::Unix(l, path.to_path_buf()))
+        Ok(Listener::of(vec![Sock::Unix(l, Some(path.to_path_buf()))], Some(path.to_path_buf())))
     }
 
-    /// The NBD URI clients connect to.
+    /// Sockets already listening and non-blocking; `made`: the socket file
+    /// to remove on drop.
+    pub(crate) fn of(socks: Vec<Sock>, made: Option<PathBuf>) -> Listener {
+        assert!(!socks.is_empty(), "a listener has a socket");
+        Listener { socks, made, next: AtomicUsize::new(0) }
+    }
+
+    /// The NBD URI clients connect to (the first socket's).
     pub fn uri(&self, export: &str) -> String {
-        match self {
-            Listener::Tcp(l) => match l.local_addr() {
+        match &self.socks[0] {
+            Sock::Tcp(l) => match l.local_addr() {
                 Ok(a) => format!("nbd://{a}/{export}"),
                 Err(_) => "nbd://?".into(),
             },
-            Listener::Unix(_, p) => format!("nbd+unix:///{export}?socket={}", p.display()),
+            Sock::Unix(_, Some(p)) => format!("nbd+unix:///{export}?socket={}", p.display()),
+            Sock::Unix(_, None) => format!("nbd+unix:///{export} (an unnamed socket)"),
         }
     }
 
-    /// The unix socket's path, if any.
+    /// Every socket with its file descriptor, for a log line: "fd 3: TCP
+    /// 127.0.0.1:10809, fd 4: unix /run/x.sock".
+    pub fn describe(&self) -> String {
+        self.socks.iter().map(|s| format!("fd {}: {}", s.fd(), s.describe())).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The first socket's path, if it is a unix socket.
     pub fn socket_path(&self) -> Option<&std::path::Path> {
-        match self {
-            Listener::Unix(_, p) => Some(p),
-            Listener::Tcp(_) => None,
+        match &self.socks[0] {
+            Sock::Unix(_, p) => p.as_deref(),
+            Sock::Tcp(_) => None,
         }
     }
 
-    /// The bound TCP port, if any.
+    /// The first socket's TCP port, if it is a TCP socket.
     pub fn port(&self) -> Option<u16> {
-        match self {
-            Listener::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
-            Listener::Unix(..) => None,
+        match &self.socks[0] {
+            Sock::Tcp(l) => l.local_addr().ok().map(|a| a.port()),
+            Sock::Unix(..) => None,
         }
     }
 
-    /// Accept one pending connection without blocking.
+    /// Accept one pending connection without blocking, from the sockets in
+    /// turn.
     pub fn try_accept(&self) -> io::Result<Option<(Stream, String)>> {
-        // Accepted sockets inherit non-blocking mode on some systems.
-        let r = match self {
-            Listener::Tcp(l) => l.accept().and_then(|(s, a)| s.set_nonblocking(false).map(|()| (Stream::Tcp(s), a.to_string()))),
-            Listener::Unix(l, p) => l.accept().and_then(|(s, _)| s.set_nonblocking(false).map(|()| (Stream::Unix(s), p.display().to_string()))),
-        };
-        match r {
-            Ok(c) => Ok(Some(c)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => Ok(None),
-            Err(e) => Err(e),
+        let n = self.socks.len();
+        let first = self.next.load(Ordering::Relaxed) % n;
+        for i in (first..n).chain(0..first) {
+            if let Some(c) = accept(&self.socks[i])? {
+                self.next.store(i + 1, Ordering::Relaxed);
+                return Ok(Some(c));
+            }
         }
+        Ok(None)
+    }
+}
+
+/// Accept one pending connection on `sock` without blocking.
+fn accept(sock: &Sock) -> io::Result<Option<(Stream, String)>> {
+    // Accepted sockets inherit non-blocking mode on some systems.
+    let r = match sock {
+        Sock::Tcp(l) => l.accept().and_then(|(s, a)| s.set_nonblocking(false).map(|()| (Stream::Tcp(s), a.to_string()))),
+        Sock::Unix(l, p) => l.accept().and_then(|(s, _)| {
+            let peer = p.as_ref().map_or_else(|| format!("unix fd {}", l.as_raw_fd()), |p| p.display().to_string());
+            s.set_nonblocking(false).map(|()| (Stream::Unix(s), peer))
+        }),
+    };
+    match r {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Listener::Unix(_, p) = self {
+        if let Some(p) = &self.made {
             let _ = std::fs::remove_file(p);
         }
     }

@@ -29,11 +29,15 @@ impl Serve {
     /// Start `mosaic ARGS...` and wait (at most 30 s) until `servers`
     /// "listening on" lines are logged; `port` is the first one's.
     pub fn spawn(args: &[&str], servers: usize) -> Serve {
-        let mut child = Process::new(env!("CARGO_BIN_EXE_mosaic"))
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run mosaic serve");
+        let mut cmd = Process::new(env!("CARGO_BIN_EXE_mosaic"));
+        cmd.args(args);
+        Serve::spawn_command(cmd, servers)
+    }
+
+    /// [`Serve::spawn`] of a command made ready by the caller (its
+    /// environment, its file descriptors).
+    pub fn spawn_command(mut cmd: Process, servers: usize) -> Serve {
+        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("run mosaic serve");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (log2, err) = (log.clone(), child.stderr.take().unwrap());
         std::thread::spawn(move || {
