@@ -31,7 +31,8 @@
 # Each run is time based (BENCH_SECONDS, default 10 s, after 2 s ramp);
 # every export is first filled by a sequential write so reads hit data.
 # Below the table: each server's CPU per operation (user + system time of
-# its process over the run), and its ratio to nbdkit's in the same rep.
+# its process over the run), and its ratio to nbdkit's in the same rep;
+# last, each server's rate of connection setups (nbdinfo, one at a time).
 # Exit status 1 when a goal is missed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +54,7 @@ SERVERS="mosaic file nbdkit"
 [ "${BENCH_QEMU:-0}" = 1 ] && SERVERS="$SERVERS qemu"
 [ "${BENCH_REMOTE:-0}" = 1 ] && SERVERS="$SERVERS remote"
 
-need=(fio python3 nbdkit)
+need=(fio python3 nbdkit nbdinfo)
 [ "${BENCH_QEMU:-0}" = 1 ] && need+=(qemu-nbd)
 . scripts/bench-servers.sh
 bench_setup bench-nbd "${need[@]}"
@@ -220,4 +221,30 @@ print(f"bench-nbd: {6 - missed} of 6 goals met ('!' marks a miss)")
 sys.exit(1 if missed else 0)
 EOF
 done
+
+# Connection setup: BENCH_CONNECTS (default 100) clients one after another,
+# each `nbdinfo --size` (connect, handshake, disconnect), per server, in
+# rounds alternating the servers; connections a second and the ratio to
+# nbdkit's.  The client's own start is in every number alike.
+CONNECTS=${BENCH_CONNECTS:-100}
+declare -A C=()
+for rep in $(seq "$REPS"); do
+    for s in $SERVERS; do
+        t0=$(date +%s.%N)
+        for _ in $(seq "$CONNECTS"); do nbdinfo --size "${URI[$s]}" >/dev/null; done
+        C[$s]+="$(python3 -c "print(f'{$CONNECTS / ($(date +%s.%N) - $t0):.1f}')") "
+    done
+done
+args=()
+for s in $SERVERS; do args+=("$s=${C[$s]}"); done
+python3 - "$CONNECTS" "${args[@]}" <<'EOF'
+import statistics, sys
+n, C = sys.argv[1], dict(a.split("=", 1) for a in sys.argv[2:])
+v = {s: [float(x) for x in r.split()] for s, r in C.items()}
+ref = v["nbdkit"]
+out = f"connections a second ({n} nbdinfo --size, one after another): nbdkit {statistics.median(ref):.0f}"
+for s in (s for s in v if s != "nbdkit"):
+    out += f"   {s} {statistics.median(v[s]):.0f} ({statistics.median([a / b for a, b in zip(v[s], ref)]):.2f})"
+print(out)
+EOF
 exit $missed

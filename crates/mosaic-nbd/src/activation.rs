@@ -233,7 +233,11 @@ mod tests {
         assert_eq!(l.describe(), format!("fd {t}: TCP 127.0.0.1:{port}, fd {u}: unix {}", path.display()));
         assert_eq!(l.try_accept().unwrap().map(|c| c.1), None, "non-blocking: nothing pending");
         let mut c1 = UnixStream::connect(&path).unwrap();
-        assert_eq!(accept(&l), path.display().to_string());
+        // The accept loop's wait ends when a client connects, not at its timeout.
+        let t0 = Instant::now();
+        l.wait(Duration::from_secs(60));
+        assert!(t0.elapsed() < Duration::from_secs(30), "woken by the connection");
+        assert_eq!(l.try_accept().unwrap().map(|c| c.1), Some(path.display().to_string()));
         let _c2 = TcpStream::connect(("127.0.0.1", port)).unwrap();
         assert!(accept(&l).starts_with("127.0.0.1:"));
         drop(l);

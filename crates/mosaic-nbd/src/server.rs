@@ -5,7 +5,7 @@
 //!   serve(listener, export, config, stop)
 //!     loop until stop:                       stop set (SIGINT/SIGTERM, tests)
 //!       try_accept ─▶ spawn conn thread          │
-//!       (poll every 20 ms)                       ▼
+//!       (poll(2), 20 ms at most)                 ▼
 //!       full (max_connections)? ─▶ refuse     shutdown(READ) on every socket
 //!         thread: NBD_REP_ERR_POLICY "server busy: …" (at most
 //!         MAX_REFUSING at once, the rest closed silently)
@@ -330,7 +330,7 @@ pub fn serve(listener: &Listener, export: Arc<dyn Export>, cfg: &ServerConfig, s
         let (stream, peer) = match listener.try_accept() {
             Ok(Some(c)) => c,
             Ok(None) => {
-                std::thread::sleep(Duration::from_millis(20));
+                listener.wait(Duration::from_millis(20));
                 continue;
             }
             Err(e) => {

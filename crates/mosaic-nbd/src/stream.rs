@@ -354,6 +354,18 @@ impl Listener {
     }
 }
 
+impl Listener {
+    /// Block until a socket has a connection to accept or `timeout` has
+    /// passed (or a signal came): the accept loop's wait, so a client is
+    /// taken as it connects while the loop still looks at its stop flag.
+    pub fn wait(&self, timeout: Duration) {
+        let mut fds: Vec<libc::pollfd> = self.socks.iter().map(|s| libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` is a live array of `fds.len()` pollfds.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    }
+}
+
 /// Accept one pending connection on `sock` without blocking.
 fn accept(sock: &Sock) -> io::Result<Option<(Stream, String)>> {
     // Accepted sockets inherit non-blocking mode on some systems.
