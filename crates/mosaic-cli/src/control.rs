@@ -569,7 +569,7 @@ fn accept_loop(l: UnixListener, sh: Arc<Shared>) {
                 }));
                 conns.retain(|h| !h.is_finished());
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => mosaic_nbd::stream::wait_readable(&[std::os::fd::AsRawFd::as_raw_fd(&l)], Duration::from_millis(50)),
             Err(e) => {
                 tracing::warn!("mosaic serve: control: {e}");
                 std::thread::sleep(Duration::from_millis(200));

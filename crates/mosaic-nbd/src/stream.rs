@@ -356,14 +356,21 @@ impl Listener {
 
 impl Listener {
     /// Block until a socket has a connection to accept or `timeout` has
-    /// passed (or a signal came): the accept loop's wait, so a client is
-    /// taken as it connects while the loop still looks at its stop flag.
+    /// passed: the accept loop's wait ([`wait_readable`]).
     pub fn wait(&self, timeout: Duration) {
-        let mut fds: Vec<libc::pollfd> = self.socks.iter().map(|s| libc::pollfd { fd: s.fd(), events: libc::POLLIN, revents: 0 }).collect();
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: `fds` is a live array of `fds.len()` pollfds.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        wait_readable(&self.socks.iter().map(Sock::fd).collect::<Vec<_>>(), timeout);
     }
+}
+
+/// Block until one of `fds` is readable (a listening socket: has a
+/// connection to accept) or `timeout` has passed (or a signal came), so an
+/// accept loop takes a client as it connects and still looks at its stop
+/// flag that often.
+pub fn wait_readable(fds: &[RawFd], timeout: Duration) {
+    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` is a live array of `p.len()` pollfds.
+    unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
 }
 
 /// Accept one pending connection on `sock` without blocking.
