@@ -32,7 +32,8 @@
 # every export is first filled by a sequential write so reads hit data.
 # Below the table: each server's CPU per operation (user + system time of
 # its process over the run), and its ratio to nbdkit's in the same rep;
-# last, each server's rate of connection setups (nbdinfo, one at a time).
+# last, each server's rate of connection setups (nbdinfo, one at a time),
+# and of socket-activated starts and stops (mosaic serve and nbdkit).
 # Exit status 1 when a goal is missed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -246,5 +247,31 @@ out = f"connections a second ({n} nbdinfo --size, one after another): nbdkit {st
 for s in (s for s in v if s != "nbdkit"):
     out += f"   {s} {statistics.median(v[s]):.0f} ({statistics.median([a / b for a, b in zip(v[s], ref)]):.2f})"
 print(out)
+EOF
+
+# Socket activation: BENCH_ACTIVATIONS (default 20) times one after another,
+# libnbd starts the server on a socket of its own, asks the size, and
+# stops it (SIGTERM): `mosaic serve` of a small raid5 4+1 array (opened,
+# flushed and closed each time) against `nbdkit file`, in rounds.
+ACTIVATIONS=${BENCH_ACTIVATIONS:-20}
+"$MOSAIC" create -a "$SHM/sa-arr" --level raid5 --members 5 --member-size 16M >/dev/null
+truncate -s 64M "$SHM/sa.raw"
+declare -A SA=()
+for rep in $(seq "$REPS"); do
+    for s in mosaic nbdkit; do
+        case $s in
+            mosaic) cmd=("$MOSAIC" serve -a "$SHM/sa-arr" --quiet) ;;
+            nbdkit) cmd=(nbdkit file "$SHM/sa.raw") ;;
+        esac
+        t0=$(date +%s.%N)
+        for _ in $(seq "$ACTIVATIONS"); do nbdinfo --size -- [ "${cmd[@]}" ] >/dev/null 2>&1; done
+        SA[$s]+="$(python3 -c "print(f'{$ACTIVATIONS / ($(date +%s.%N) - $t0):.1f}')") "
+    done
+done
+python3 - "$ACTIVATIONS" "${SA[mosaic]}" "${SA[nbdkit]}" <<'EOF'
+import statistics, sys
+m, k = ([float(x) for x in a.split()] for a in sys.argv[2:4])
+print(f"socket-activated servers a second ({sys.argv[1]} x nbdinfo --size -- [ server ]: start, one request, stop): "
+      f"nbdkit {statistics.median(k):.1f}   mosaic {statistics.median(m):.1f} ({statistics.median([a / b for a, b in zip(m, k)]):.2f})")
 EOF
 exit $missed

@@ -592,7 +592,8 @@ fn idle_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>) -> std::thread::Join
             if vol.idle_work()? {
                 steps += 1;
             } else {
-                std::thread::sleep(Duration::from_millis(50));
+                // Unparked at the stop.
+                std::thread::park_timeout(Duration::from_millis(50));
             }
         }
         Ok(steps)
@@ -663,7 +664,8 @@ fn watch_thread(vol: Arc<dyn Volume>, stop: Arc<AtomicBool>, events: Arc<crate::
         let mut seen = 0;
         while !stop.load(Ordering::Relaxed) {
             log_new_failures(vol.as_ref(), &mut seen, &events);
-            std::thread::sleep(Duration::from_millis(100));
+            // Unparked at the stop.
+            std::thread::park_timeout(Duration::from_millis(100));
         }
         log_new_failures(vol.as_ref(), &mut seen, &events);
         seen
@@ -781,6 +783,11 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     stop.store(true, Ordering::Relaxed);
     control.finish();
     idle_stop.store(true, Ordering::Relaxed);
+    // Woken, not waited out: a stop takes as long as the flush, not the
+    // threads' periods.
+    for t in [idle.thread(), watch.thread()].into_iter().chain(adapt.as_ref().map(|j| j.thread())) {
+        t.unpark();
+    }
     let idle_result = idle.join().map_err(|_| anyhow::anyhow!("the idle-work thread panicked"))?;
     let failed = watch.join().map_err(|_| anyhow::anyhow!("the member-failure watch thread panicked"))?;
     if let Some(j) = adapt {

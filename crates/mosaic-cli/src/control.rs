@@ -452,6 +452,8 @@ pub struct Server {
     _lock: std::fs::File,
     handle: JoinHandle<()>,
     supervisor: JoinHandle<()>,
+    /// A clone of the listener, shut down to wake the accept loop's poll.
+    wake: UnixListener,
 }
 
 impl Server {
@@ -459,6 +461,12 @@ impl Server {
     /// unless another server bound its name since this one's listener
     /// closed; then give up the slot's lock.
     pub fn finish(self) {
+        // Woken rather than waited out: the accept loop's poll returns on
+        // the shut-down listener (and its accept finds nothing), the
+        // supervisor is unparked.
+        // SAFETY: shutdown of a socket this server owns (the clone).
+        unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&self.wake), libc::SHUT_RDWR) };
+        self.supervisor.thread().unpark();
         let _ = self.handle.join();
         let _ = self.supervisor.join();
         if file_id(&self.path) == self.bound {
@@ -495,9 +503,10 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let Policy { rate, re_add, scrub_every } = policy;
     let shared = Arc::new(Shared { vol, stop, rate, re_add, scrub_every, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
+    let wake = l.try_clone()?;
     let supervisor = std::thread::spawn(move || supervise(sup));
     let handle = std::thread::spawn(move || accept_loop(l, shared));
-    Ok(Server { path, bound, _lock: lock, handle, supervisor })
+    Ok(Server { path, bound, _lock: lock, handle, supervisor, wake })
 }
 
 /// A control socket slot this server holds ([`claim`]).
@@ -902,7 +911,8 @@ fn supervise(sh: Arc<Shared>) {
             }
             continue;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // Unparked at the stop ([`Server::finish`]).
+        std::thread::park_timeout(Duration::from_millis(100));
     }
 }
 

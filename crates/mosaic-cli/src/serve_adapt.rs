@@ -62,14 +62,15 @@ pub fn spawn(vol: Arc<dyn Volume>, ring: Arc<Ring>, cfg: Every, stop: Arc<Atomic
     })
 }
 
-/// Sleep `d` in short steps; whether `stop` was set.
+/// Wait `d`, looking at `stop` every 50 ms (or when unparked: the
+/// server's stop unparks this thread); whether `stop` was set.
 fn wait(d: Duration, stop: &AtomicBool) -> bool {
     let end = Instant::now() + d;
     while Instant::now() < end {
         if stop.load(Ordering::Relaxed) {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(50).min(d));
+        std::thread::park_timeout(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
     }
     stop.load(Ordering::Relaxed)
 }
