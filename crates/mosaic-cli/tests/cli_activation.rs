@@ -127,7 +127,7 @@ fn passed_tcp_and_unix_sockets_serve_one_array_and_hooks_do_not_inherit_the_vari
 
 /// Refused before the array is opened (its members' bytes unchanged):
 /// a passed fd that is not a listening socket, malformed variables, and
-/// an option naming another socket or a command.  Variables naming
+/// an option naming another socket, a command or a config file.  Variables naming
 /// another process are an activated parent's: the server binds its own.
 #[test]
 fn bad_activation_is_refused_before_the_array_is_opened() {
@@ -155,6 +155,16 @@ fn bad_activation_is_refused_before_the_array_is_opened() {
     let serving = format!("serves on the sockets passed to it (fd 3: TCP 127.0.0.1:{port})");
     refused(&[tcp.as_raw_fd()], "1", &["--listen", "127.0.0.1:0"], &format!("--listen: this server was started by socket activation (LISTEN_PID, LISTEN_FDS) and {serving}"));
     refused(&[tcp.as_raw_fd()], "1", &["--run", "true"], &format!("--run: this server was started by socket activation (LISTEN_PID, LISTEN_FDS) and {serving}"));
+    let sock = t.path().join("own.sock");
+    refused(&[tcp.as_raw_fd()], "1", &["--socket", sock.to_str().unwrap()], &format!("--socket: this server was started by socket activation (LISTEN_PID, LISTEN_FDS) and {serving}"));
+    assert!(!sock.exists(), "no socket of its own bound");
+    // A config file's servers would each want the passed sockets.
+    let config = t.path().join("mosaic.toml");
+    std::fs::write(&config, format!("[[serve]]\narray = \"{a}\"\n")).unwrap();
+    let o = activated(&[tcp.as_raw_fd()], "1", &["serve", "--config", config.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("--config: this server was started by socket activation (LISTEN_PID, LISTEN_FDS) and {serving}")), "{}", stderr(&o));
+    assert!(member(&arr) == before, "the array was not opened");
     // LISTEN_PID names another process: not this server's sockets.
     let mut other = Command::new(env!("CARGO_BIN_EXE_mosaic"));
     other.args(["serve", "-a", a, "--quiet", "--listen", "127.0.0.1:0"]).env("LISTEN_PID", "1").env("LISTEN_FDS", "1");
