@@ -264,7 +264,10 @@ for rep in $(seq "$REPS"); do
             nbdkit) cmd=(nbdkit file "$SHM/sa.raw") ;;
         esac
         t0=$(date +%s.%N)
-        for _ in $(seq "$ACTIVATIONS"); do nbdinfo --size -- [ "${cmd[@]}" ] >/dev/null 2>&1; done
+        for _ in $(seq "$ACTIVATIONS"); do
+            nbdinfo --size -- [ "${cmd[@]}" ] >/dev/null 2>"$SHM/sa.err" \
+                || { echo "bench-nbd: nbdinfo -- [ ${cmd[*]} ] failed: $(cat "$SHM/sa.err")" >&2; exit 1; }
+        done
         SA[$s]+="$(python3 -c "print(f'{$ACTIVATIONS / ($(date +%s.%N) - $t0):.1f}')") "
     done
 done
