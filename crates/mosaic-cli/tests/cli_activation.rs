@@ -6,14 +6,14 @@
 
 use crate::common;
 use common::serve::Serve;
-use common::ok;
+use common::{ok, pattern, stderr};
 
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// `mosaic ARGS` as a service manager starts it: `fds` at 3, 4, ...,
 /// `LISTEN_PID` its own pid (`sh` execs it) and `LISTEN_FDS` = `count`.
@@ -50,14 +50,6 @@ fn activated(fds: &[RawFd], count: &str, args: &[&str]) -> Command {
 /// open writes every member's label).
 fn member(arr: &Path) -> Vec<u8> {
     std::fs::read(arr.join("member-00.img")).unwrap()
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 13) as u8).collect()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// nbdcopy with a `[ CMD ARGS ]` source or destination runs the server

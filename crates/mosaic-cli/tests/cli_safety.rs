@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common;
-use common::{fails, json, mosaic, ok};
+use common::{fails, json, mosaic, ok, stderr};
 
 /// Every file under `dir` with its bytes, sorted.
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
@@ -71,10 +71,6 @@ fn bounded(args: &[&str]) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     c.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

@@ -6,14 +6,10 @@ use std::path::Path;
 
 use crate::common;
 use common::serve::Serve;
-use common::{fails, json, ok};
+use common::{fails, json, ok, pattern};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 11) as u8).collect()
 }
 
 /// Write `data` at 0 and check the array reads it back.

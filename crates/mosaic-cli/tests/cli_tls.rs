@@ -5,16 +5,12 @@
 
 use crate::common;
 use common::serve::Serve;
-use common::{fails, mosaic, ok};
+use common::{fails, mosaic, ok, pattern};
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 const MIB: usize = 1 << 20;
-
-fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 11) as u8).collect()
-}
 
 fn run(prog: &str, args: &[&str]) -> Output {
     Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e} (libnbd-bin)"))

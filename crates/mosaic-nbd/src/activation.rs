@@ -67,10 +67,8 @@ pub fn take() -> io::Result<Option<Listener>> {
     }
     // Every fd is checked before any is owned, so an error leaves them all
     // as they were.
-    for fd in range.clone() {
-        check(fd)?;
-    }
-    let socks = range.map(own).collect::<io::Result<Vec<Sock>>>()?;
+    let families = range.clone().map(check).collect::<io::Result<Vec<_>>>()?;
+    let socks = range.zip(families).map(|(fd, f)| own(fd, f)).collect::<io::Result<Vec<Sock>>>()?;
     Ok(Some(Listener::of(socks, None)))
 }
 
@@ -95,9 +93,9 @@ pub fn check(fd: RawFd) -> io::Result<libc::c_int> {
     }
 }
 
-/// Own the passed socket `fd` ([`check`]ed): close-on-exec, non-blocking.
-fn own(fd: RawFd) -> io::Result<Sock> {
-    let f = check(fd)?;
+/// Own the passed socket `fd`, which [`check`] found of family `f`:
+/// close-on-exec, non-blocking.
+fn own(fd: RawFd, f: libc::c_int) -> io::Result<Sock> {
     // SAFETY: fcntl sets an fd's flags; no memory is passed.
     if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
         return Err(io::Error::last_os_error());
@@ -226,7 +224,7 @@ mod tests {
         let port = tcp.local_addr().unwrap().port();
         let unix = UnixListener::bind(&path).unwrap();
         let (t, u) = (tcp.into_raw_fd(), unix.into_raw_fd());
-        let l = Listener::of(vec![own(t).unwrap(), own(u).unwrap()], None);
+        let l = Listener::of(vec![own(t, check(t).unwrap()).unwrap(), own(u, check(u).unwrap()).unwrap()], None);
         // SAFETY: reads the flags of an fd the listener owns.
         assert_eq!(unsafe { libc::fcntl(t, libc::F_GETFD) } & libc::FD_CLOEXEC, libc::FD_CLOEXEC, "not left to children");
         assert_eq!(l.uri("x"), format!("nbd://127.0.0.1:{port}/x"));

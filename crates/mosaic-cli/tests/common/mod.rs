@@ -29,6 +29,16 @@ pub fn fails(args: &[&str]) -> String {
     e
 }
 
+/// `n` bytes of a deterministic pattern, different for each `seed`.
+pub fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    (0..n).map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 11) as u8).collect()
+}
+
+/// A finished command's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// Run qemu-io's commands `cmds` against the NBD export `uri`; each read
 /// with `-P` checks its pattern.  Fails the test when one fails.
 pub fn qemu_io(uri: &str, cmds: &[&str]) {
