@@ -104,6 +104,24 @@ impl std::fmt::Debug for Ring {
     }
 }
 
+/// `n` empty slots, from zeroed memory: the allocator hands fresh pages
+/// over as they are, so a large ring costs nothing until pushes reach it
+/// (building the default 32 MiB slot by slot took a serve's start longer
+/// than opening its array).
+fn zeroed_slots(n: u64) -> Result<Box<[Slot]>, MonitorError> {
+    let len = usize::try_from(n).map_err(|_| MonitorError::Alloc(n))?;
+    let layout = std::alloc::Layout::array::<Slot>(len).map_err(|_| MonitorError::Alloc(n))?;
+    // SAFETY: `layout` is not empty (`n` >= 1 and a slot is 32 bytes).
+    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Slot>();
+    if p.is_null() {
+        return Err(MonitorError::Alloc(n));
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `len`
+    // slots, which `Box<[Slot]>` frees with; all-zero bytes are a valid
+    // slot (four `AtomicU64`s at 0, the empty slot `Slot::default` makes).
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
+}
+
 impl Ring {
     /// A ring holding the newest `capacity` requests, rounded up to a
     /// power of two (32 bytes each); 0 or more than [`MAX_CAPACITY`] is an
@@ -113,10 +131,7 @@ impl Ring {
             return Err(MonitorError::Capacity(capacity));
         }
         let n = capacity.next_power_of_two();
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(n as usize).map_err(|_| MonitorError::Alloc(n))?;
-        slots.extend(std::iter::repeat_with(Slot::default).take(n as usize));
-        Ok(Ring { head: Head::default(), mask: n - 1, slots: slots.into_boxed_slice() })
+        Ok(Ring { head: Head::default(), mask: n - 1, slots: zeroed_slots(n)? })
     }
 
     /// Slots in the ring (the capacity asked for, rounded up).
@@ -222,6 +237,19 @@ mod tests {
         assert_eq!(Ring::new(1).unwrap().capacity(), 1);
         assert_eq!(Ring::new(1000).unwrap().capacity(), 1024);
         assert_eq!(Ring::new(1024).unwrap().capacity(), 1024);
+    }
+
+    #[test]
+    fn a_ring_in_memory_used_before_starts_empty() {
+        for n in [1u64, 1000, 1 << 20] {
+            // Memory the allocator may hand back: every byte set.
+            drop(std::hint::black_box(vec![0xffu8; n as usize * 32]));
+            let ring = Ring::new(n).unwrap();
+            assert_eq!(ring.take_since(0), Taken { requests: vec![], next: 0, lost: 0 });
+            assert!(ring.slots.iter().all(|s| s.stamp.load(Ordering::Relaxed) == 0 && s.len_op.load(Ordering::Relaxed) == 0));
+            push(&ring, &req(3, 1));
+            assert_eq!(ring.snapshot(), vec![req(3, 1)]);
+        }
     }
 
     #[test]
