@@ -148,7 +148,8 @@ pub(crate) fn common_len(mut lens: impl Iterator<Item = usize>) -> Result<usize,
 static DEFAULT_KERNEL: OnceLock<Result<Kernel, EcError>> = OnceLock::new();
 
 /// The kernel [`Code::new`] uses: the one `MOSAIC_EC_KERNEL` names, else
-/// the fastest compiled in (timed once, a few milliseconds, at first call).
+/// the fastest compiled in (timed once, about half a millisecond, at first
+/// call).
 pub fn default_kernel() -> Result<Kernel, EcError> {
     DEFAULT_KERNEL
         .get_or_init(|| match std::env::var("MOSAIC_EC_KERNEL") {
