@@ -768,9 +768,21 @@ impl Journal {
         let size = dev.size();
         let mut buf = vec![0u8; SCAN_CHUNK as usize];
         let mut p = at + ALIGN;
+        let scanning = |e: &std::io::Error| ArrayError::Io(format!("{}: scanning journal: {e}", dev.describe()));
         while p.checked_add(frame::HEADER_LEN as u64).is_some_and(|e| e <= size) {
+            // A hole reads as zeros and holds no record header: go on at the
+            // first record position past it (a journal never wrapped is
+            // mostly hole, on a sparse file).
+            let data = dev.next_data(p).map_err(|e| scanning(&e))?;
+            if data > p {
+                match (data - at).checked_next_multiple_of(ALIGN).and_then(|d| at.checked_add(d)) {
+                    Some(q) => p = q,
+                    None => break,
+                }
+                continue;
+            }
             let n = SCAN_CHUNK.min(size - p) as usize;
-            dev.read_at(&mut buf[..n], p).map_err(|e| ArrayError::Io(format!("{}: scanning journal: {e}", dev.describe())))?;
+            dev.read_at(&mut buf[..n], p).map_err(|e| scanning(&e))?;
             for off in (0..n).step_by(ALIGN as usize) {
                 if !buf.get(off..n).is_some_and(is_record_header) {
                     continue;
@@ -1185,6 +1197,80 @@ mod tests {
         dev.write_at(&[0u8; 512], at[3]).unwrap();
         let (_, log) = Journal::open(dev.clone(), id).unwrap();
         assert_eq!((log.records.len(), log.damaged.len(), log.tail.is_none()), (3, 0, true));
+    }
+
+    /// A file member that counts the bytes read from it.
+    struct Counted(mosaic_dev::FileMember, std::sync::atomic::AtomicU64);
+
+    impl Member for Counted {
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.1.fetch_add(buf.len() as u64, Ordering::Relaxed);
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+        fn next_data(&self, offset: u64) -> std::io::Result<u64> {
+            self.0.next_data(offset)
+        }
+    }
+
+    #[test]
+    fn a_scan_skips_a_sparse_files_holes_and_finds_the_records_after_them() {
+        const SIZE: u64 = 8 << 20;
+        let mem: Arc<dyn Member> = Arc::new(MemMember::new("j", SIZE));
+        let id = Uuid::new_v4();
+        let j = Journal::format(mem.clone(), id, Uuid::nil()).unwrap();
+        let mut at = vec![];
+        for (i, len) in [(1u8, 2usize << 20), (2, 64 << 10), (3, 64 << 10)] {
+            at.push(HEADER_BYTES + j.used());
+            let s = j.try_append(&[put(0, 0, &vec![i; len])]).unwrap().unwrap();
+            j.sync_to(s).unwrap();
+        }
+        let end = HEADER_BYTES + j.used();
+        // A sparse copy: most of record 1's payload and everything past
+        // the last record are holes.  Record 1's length is damaged too, so
+        // record 2 is found by a scan, whose second chunk starts in the
+        // hole.
+        let hole = (at[0] + (64 << 10)).next_multiple_of(4096)..(at[1] - (64 << 10)) / 4096 * 4096;
+        assert!(hole.contains(&(at[0] + ALIGN + SCAN_CHUNK)));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.img");
+        let file = mosaic_dev::FileMember::create(&path, SIZE).unwrap();
+        for r in [0..hole.start, hole.end..end] {
+            let mut b = vec![0u8; (r.end - r.start) as usize];
+            mem.read_at(&mut b, r.start).unwrap();
+            file.write_at(&b, r.start).unwrap();
+        }
+        let dev: Arc<dyn Member> = Arc::new(file);
+        flip(&dev, at[0] + 16);
+        drop(dev);
+        let dev = Arc::new(Counted(mosaic_dev::FileMember::open(&path).unwrap(), 0.into()));
+        let skipped = dev.next_data(hole.start).unwrap();
+        assert!([hole.start, hole.end].contains(&skipped), "a hole is skipped whole or not at all: {skipped}");
+        assert_eq!(dev.next_data(hole.end).unwrap(), hole.end);
+        let (_, log) = Journal::open(dev.clone(), id).unwrap();
+        assert_eq!(log.records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!((log.damaged, log.tail), (vec![DamagedRecord { seq: 1, entries: None }], None));
+        let read = dev.1.load(Ordering::Relaxed);
+        if skipped == hole.end {
+            // Record 1 is read twice whole (4 MiB), then one chunk before
+            // each hole (3 MiB): 5.2 MiB in all.  Reading every byte past
+            // the damaged record and past the log's end reads 10.1 MiB.
+            assert!(read < 6 << 20, "{read} bytes read");
+            assert_eq!(dev.next_data(end.next_multiple_of(4096)).unwrap(), SIZE, "only holes follow");
+        } else {
+            eprintln!("the file system under {} reports no holes ({read} bytes read)", dir.path().display());
+        }
     }
 
     #[test]

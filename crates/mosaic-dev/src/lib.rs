@@ -97,6 +97,15 @@ pub trait Member: Send + Sync {
     }
     /// Make completed writes durable.
     fn flush(&self) -> io::Result<()>;
+    /// The first byte at or after `offset` that may read as other than
+    /// zero: a sparse file's holes are skipped (`SEEK_DATA`), and the
+    /// answer is [`Member::size`] when only holes follow.  For a reader
+    /// that looks for records, which are never all zeros (a journal's scan
+    /// past its last record).  The default, for devices that cannot tell,
+    /// is `offset` itself.
+    fn next_data(&self, offset: u64) -> io::Result<u64> {
+        Ok(offset)
+    }
     /// The `len` bytes at `offset` where the member keeps them in memory
     /// (a mapped file), lent to a caller that reads them in place of a
     /// copy ([`Member::read_at`]): only while nothing writes that range,
@@ -293,6 +302,9 @@ impl Member for Device {
     fn flush(&self) -> io::Result<()> {
         self.inner().flush()
     }
+    fn next_data(&self, offset: u64) -> io::Result<u64> {
+        self.inner().next_data(offset)
+    }
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
         self.inner().view(offset, len)
     }
@@ -393,6 +405,24 @@ impl Member for FileMember {
     }
     fn flush(&self) -> io::Result<()> {
         self.io.sync_data()
+    }
+    fn next_data(&self, offset: u64) -> io::Result<u64> {
+        use std::os::fd::AsRawFd;
+        let Ok(at) = libc::off_t::try_from(offset) else { return Ok(offset) };
+        if self.block_device || offset >= self.size {
+            return Ok(offset);
+        }
+        // SAFETY: lseek on a descriptor the member owns.  Reads and writes
+        // are positional, so the file offset it moves is never used.
+        let d = unsafe { libc::lseek(self.io.file().as_raw_fd(), at, libc::SEEK_DATA) };
+        if d >= 0 {
+            return Ok((d as u64).clamp(offset, self.size));
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENXIO) => Ok(self.size),
+            // A file system without holes to report: every byte is data.
+            _ => Ok(offset),
+        }
     }
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
         range_check(&self.path.display(), self.size, offset, len).ok()?;
