@@ -763,8 +763,8 @@ pub fn run(a: ServeArgs) -> Result<i32> {
     // The control channel: info, status, fail, flush, stop on the live array.
     // Clients find the socket by the UUID on the disks `-a` names (for a
     // tier or remapped array, its first inner array's).
-    let key = crate::control::array_uuid(&spec).unwrap_or_else(|| vinfo.uuid.clone());
-    let control = crate::control::serve(vol.clone(), &key, crate::control::named_by(&spec), stop.clone(), crate::control::Policy { rate: a.maint_rate, re_add: a.re_add == ReAdd::Auto, scrub_every: a.scrub_every }, events.clone(), export.stats.clone())?;
+    let (key, named_by) = crate::control::served_as(&spec, &vinfo.uuid);
+    let control = crate::control::serve(vol.clone(), &key, named_by, stop.clone(), crate::control::Policy { rate: a.maint_rate, re_add: a.re_add == ReAdd::Auto, scrub_every: a.scrub_every }, events.clone(), export.stats.clone())?;
     tracing::info!(array = %uuid, "mosaic serve: control socket {}", control.path.display());
     // Scripts and tests wait for this message (and read the port from it).
     let uri = crate::serve_run::client_uri(&listener, &a.export, cfg.tls.as_ref());

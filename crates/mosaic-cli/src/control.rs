@@ -192,7 +192,7 @@ impl Response {
 }
 
 /// The key of a request line that names the array by the device and
-/// inode of a file ([`named_by`]): a server that does not hold that file
+/// inode of a file ([`served_as`]): a server that does not hold that file
 /// answers [`Response::other`] instead of acting, so a request sent to a
 /// socket that changed hands since its server answered
 /// [`Request::Holds`] never reaches another copy.  Older servers ignore
@@ -265,11 +265,23 @@ pub fn array_uuid(spec: &str) -> Option<String> {
     identify(spec).map(|x| x.0)
 }
 
-/// The device and inode of the file that names the UUID of `spec`'s array
-/// ([`identify`]): a client naming the array by the same spec finds the
-/// same file.
-pub fn named_by(spec: &str) -> Option<(u64, u64)> {
-    file_id(&identify(spec)?.1)
+/// What the server of `spec`, whose volume is the array `uuid`, is found
+/// by: the UUID [`array_uuid`] gives clients that name it by the same
+/// spec, and the device and inode of the file that names it there (so a
+/// client naming that file finds this server), from one look at its disks.  A
+/// spec that starts with an NBD URI is not read again: its first member
+/// carries the array `uuid` (a client reads that label over the network),
+/// and another connection from the server itself would wait on a remote
+/// that takes a few clients (qemu-nbd takes one unless told more) until
+/// the remote's time ran out, twice.
+pub fn served_as(spec: &str, uuid: &str) -> (String, Option<(u64, u64)>) {
+    if spec.split(',').next().is_some_and(|f| mosaic_dev::nbd::is_uri(f.trim())) {
+        return (uuid.to_string(), None);
+    }
+    match identify(spec) {
+        Some((key, at)) => (key, file_id(&at)),
+        None => (uuid.to_string(), None),
+    }
 }
 
 /// The UUID `spec` names and the file that says so (for a directory, the
@@ -488,7 +500,7 @@ pub struct Policy {
 
 /// Listen for array `uuid` and answer until `stop` is set; `Stop`
 /// requests set it; maintenance as `policy` says.  `named_by` is the
-/// file that named the UUID in the served spec ([`named_by`]).  Refuses
+/// file that named the UUID in the served spec ([`served_as`]).  Refuses
 /// when another server answers for the array.
 #[allow(clippy::too_many_arguments)]
 pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, stop: Arc<AtomicBool>, policy: Policy, events: Arc<crate::events::Events>, clients: Arc<ClientStats>) -> Result<Server> {
