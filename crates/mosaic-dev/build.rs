@@ -4,9 +4,9 @@
 //! in; without it the crate builds, and opening a remote member says how
 //! to get it.  `MOSAIC_NO_LIBNBD=1` skips the probe.
 //!
-//! As the ISA-L binding does, the binding declares the few functions it
-//! calls itself: only the shared library is needed, found by pkg-config
-//! (`libnbd.pc`) or in the usual library directories.
+//! Nothing is linked: the binding declares the few functions it calls and
+//! loads `libnbd.so.0` when the first remote member connects, so a process
+//! with none never maps libnbd and the libraries it brings.
 
 use std::path::Path;
 
@@ -25,17 +25,10 @@ fn main() {
 }
 
 fn probe() -> bool {
-    if pkg_config::Config::new().probe("libnbd").is_ok() {
+    if pkg_config::Config::new().cargo_metadata(false).probe("libnbd").is_ok() {
         return true;
     }
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let dirs = [format!("/usr/lib/{arch}-linux-gnu"), "/usr/lib64".to_string(), "/usr/lib".to_string(), "/usr/local/lib".to_string()];
-    for dir in &dirs {
-        if Path::new(dir).join("libnbd.so").exists() {
-            println!("cargo::rustc-link-search=native={dir}");
-            println!("cargo::rustc-link-lib=nbd");
-            return true;
-        }
-    }
-    false
+    dirs.iter().any(|dir| Path::new(dir).join("libnbd.so").exists())
 }

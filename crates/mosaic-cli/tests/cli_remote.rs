@@ -385,3 +385,39 @@ fn a_remote_member_that_comes_back_is_re_added_by_the_server() {
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }
+
+#[test]
+fn libnbd_is_loaded_for_the_first_remote_member_only() {
+    let t = tempfile::tempdir().unwrap();
+    let local = t.path().join("local");
+    let a = local.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "raid5", "--members", "3", "--member-size", "8M"]);
+    // A server of local members never maps libnbd (nor GnuTLS, libxml2
+    // and ICU, which it brings).
+    let srv = Serve::start(a, &[]);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", srv.child.id())).unwrap();
+    assert!(!maps.contains("libnbd"), "libnbd mapped by a server of local members");
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    // One of remote members maps it when the first one connects.
+    let ex: Vec<Export> = (0..3).map(|i| Export::start(t.path(), &format!("e{i}"), 16 << 20)).collect();
+    let r = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    ok(&["create", "-a", &r, "--level", "raid5"]);
+    let srv = Serve::start(&r, &[]);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", srv.child.id())).unwrap();
+    assert!(maps.contains("libnbd.so"), "libnbd not mapped by a server of remote members");
+    srv.stop();
+    // A library that cannot be loaded: local arrays are unaffected, and a
+    // remote member is a clear error that says what to install.
+    let without = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mosaic")).args(args).env("MOSAIC_LIBNBD", t.path().join("no-libnbd.so")).output().unwrap()
+    };
+    let input = t.path().join("in.bin");
+    std::fs::write(&input, common::pattern(64 << 10, 7)).unwrap();
+    let o = without(&["write", "-a", a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = without(&["status", "-a", &r]);
+    let e = common::stderr(&o);
+    assert!(!o.status.success() && e.contains("cannot load libnbd") && e.contains("no-libnbd.so") && e.contains("libnbd0") && e.contains(&ex[0].uri()), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}

@@ -202,8 +202,8 @@ impl NbdMember {
         let deadline = || Instant::now() + timeout;
         let first = ffi::Handle::connect(uri, deadline())?;
         let size = first.size()?;
-        let (can_flush, read_only, multi) = (first.flag(ffi::nbd_can_flush)?, first.flag(ffi::nbd_is_read_only)?, first.flag(ffi::nbd_can_multi_conn)?);
-        let can_fua = first.flag(ffi::nbd_can_fua)?;
+        let (can_flush, read_only, multi) = (first.flag(|a| a.nbd_can_flush)?, first.flag(|a| a.nbd_is_read_only)?, first.flag(|a| a.nbd_can_multi_conn)?);
+        let can_fua = first.flag(|a| a.nbd_can_fua)?;
         let max_request = first.max_block().filter(|&m| m > 0).map_or(MAX_REQUEST, |m| m.min(MAX_REQUEST));
         let mut conns = vec![parking_lot::Mutex::new(Some(first))];
         // More connections only where the server keeps them consistent;
@@ -387,12 +387,13 @@ impl Member for NbdMember {
     }
 }
 
-/// The few libnbd calls used, declared here (only the shared library is
-/// needed at build time).
+/// The few libnbd calls used, declared here and resolved from the shared
+/// library when the first remote member connects (see [`ffi::api`]).
 #[cfg(mosaic_libnbd)]
 mod ffi {
     use std::ffi::{c_char, c_int, c_void, CStr, CString};
     use std::io;
+    use std::sync::OnceLock;
     use std::time::Instant;
 
     #[repr(C)]
@@ -414,36 +415,89 @@ mod ffi {
     /// `nbd_get_block_size`'s size type for the largest request.
     const LIBNBD_SIZE_MAXIMUM: c_int = 2;
 
-    extern "C" {
-        fn nbd_create() -> *mut NbdHandle;
-        fn nbd_close(h: *mut NbdHandle);
-        fn nbd_aio_connect_uri(h: *mut NbdHandle, uri: *const c_char) -> c_int;
-        fn nbd_set_uri_allow_local_file(h: *mut NbdHandle, allow: bool) -> c_int;
-        fn nbd_aio_is_dead(h: *mut NbdHandle) -> c_int;
-        fn nbd_aio_is_closed(h: *mut NbdHandle) -> c_int;
-        fn nbd_get_size(h: *mut NbdHandle) -> i64;
-        fn nbd_get_block_size(h: *mut NbdHandle, size_type: c_int) -> i64;
-        fn nbd_aio_pread(h: *mut NbdHandle, buf: *mut c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
-        fn nbd_aio_pwrite(h: *mut NbdHandle, buf: *const c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
-        fn nbd_aio_flush(h: *mut NbdHandle, cb: Completion, flags: u32) -> i64;
-        fn nbd_aio_command_completed(h: *mut NbdHandle, cookie: u64) -> c_int;
-        fn nbd_poll(h: *mut NbdHandle, timeout_ms: c_int) -> c_int;
-        fn nbd_aio_is_ready(h: *mut NbdHandle) -> c_int;
-        fn nbd_aio_is_processing(h: *mut NbdHandle) -> c_int;
-        fn nbd_get_error() -> *const c_char;
-        fn nbd_get_errno() -> c_int;
-        pub fn nbd_can_flush(h: *mut NbdHandle) -> c_int;
-        pub fn nbd_can_fua(h: *mut NbdHandle) -> c_int;
-        pub fn nbd_can_multi_conn(h: *mut NbdHandle) -> c_int;
-        pub fn nbd_is_read_only(h: *mut NbdHandle) -> c_int;
+    /// The library loaded, unless `MOSAIC_LIBNBD` names another file.
+    const SONAME: &str = "libnbd.so.0";
+
+    /// One of the `nbd_can_*` / `nbd_is_*` getters.
+    pub type FlagFn = unsafe extern "C" fn(*mut NbdHandle) -> c_int;
+
+    /// `Api`: a field per function (its pointer, from the library) and a
+    /// method of the same name that calls it.
+    macro_rules! libnbd {
+        ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+            pub struct Api {
+                _lib: libloading::Library,
+                $(pub $name: unsafe extern "C" fn($($ty),*) -> $ret,)*
+            }
+
+            impl Api {
+                fn load(file: &std::ffi::OsStr) -> Result<Api, libloading::Error> {
+                    // SAFETY: loading runs libnbd's initialisers (and its
+                    // libraries'), which ask nothing of the caller.
+                    let lib = unsafe { libloading::Library::new(file)? };
+                    // SAFETY: each symbol is libnbd's function of that name,
+                    // whose C signature (libnbd.h) is the one declared.
+                    $(let $name = unsafe { *lib.get::<unsafe extern "C" fn($($ty),*) -> $ret>(concat!(stringify!($name), "\0").as_bytes())? };)*
+                    Ok(Api { _lib: lib, $($name,)* })
+                }
+
+                $(
+                    /// # Safety
+                    /// As libnbd's function of this name.
+                    #[allow(dead_code)] // the flag getters are passed as pointers instead
+                    pub unsafe fn $name(&self, $($arg: $ty),*) -> $ret {
+                        // SAFETY: the caller's, as above.
+                        unsafe { (self.$name)($($arg),*) }
+                    }
+                )*
+            }
+        };
+    }
+
+    libnbd! {
+        nbd_create() -> *mut NbdHandle;
+        nbd_close(h: *mut NbdHandle) -> ();
+        nbd_aio_connect_uri(h: *mut NbdHandle, uri: *const c_char) -> c_int;
+        nbd_set_uri_allow_local_file(h: *mut NbdHandle, allow: bool) -> c_int;
+        nbd_aio_is_dead(h: *mut NbdHandle) -> c_int;
+        nbd_aio_is_closed(h: *mut NbdHandle) -> c_int;
+        nbd_get_size(h: *mut NbdHandle) -> i64;
+        nbd_get_block_size(h: *mut NbdHandle, size_type: c_int) -> i64;
+        nbd_aio_pread(h: *mut NbdHandle, buf: *mut c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
+        nbd_aio_pwrite(h: *mut NbdHandle, buf: *const c_void, count: usize, offset: u64, cb: Completion, flags: u32) -> i64;
+        nbd_aio_flush(h: *mut NbdHandle, cb: Completion, flags: u32) -> i64;
+        nbd_aio_command_completed(h: *mut NbdHandle, cookie: u64) -> c_int;
+        nbd_poll(h: *mut NbdHandle, timeout_ms: c_int) -> c_int;
+        nbd_aio_is_ready(h: *mut NbdHandle) -> c_int;
+        nbd_aio_is_processing(h: *mut NbdHandle) -> c_int;
+        nbd_get_error() -> *const c_char;
+        nbd_get_errno() -> c_int;
+        nbd_can_flush(h: *mut NbdHandle) -> c_int;
+        nbd_can_fua(h: *mut NbdHandle) -> c_int;
+        nbd_can_multi_conn(h: *mut NbdHandle) -> c_int;
+        nbd_is_read_only(h: *mut NbdHandle) -> c_int;
+    }
+
+    static API: OnceLock<Result<Api, String>> = OnceLock::new();
+
+    /// libnbd, loaded at the first call: a process that opens no remote
+    /// member never maps it, nor what it brings (GnuTLS, libxml2, ICU:
+    /// a quarter of a socket-activated `mosaic serve`'s start, when the
+    /// binary linked it).  `MOSAIC_LIBNBD` names another file to load.
+    pub fn api() -> io::Result<&'static Api> {
+        let file = std::env::var_os("MOSAIC_LIBNBD").filter(|f| !f.is_empty()).unwrap_or_else(|| SONAME.into());
+        let api = API.get_or_init(|| {
+            Api::load(&file).map_err(|e| format!("cannot load libnbd, the NBD client library remote members need ({e}); install it (Debian: libnbd0) or name it in MOSAIC_LIBNBD"))
+        });
+        api.as_ref().map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.clone()))
     }
 
     /// The calling thread's last libnbd error.
-    fn last_error() -> io::Error {
+    fn last_error(api: &Api) -> io::Error {
         // SAFETY: libnbd keeps the error per thread; the string is valid
         // until the next libnbd call on this thread, and copied at once.
         let msg = unsafe {
-            let p = nbd_get_error();
+            let p = api.nbd_get_error();
             if p.is_null() {
                 "unknown libnbd error".to_string()
             } else {
@@ -451,21 +505,21 @@ mod ffi {
             }
         };
         // SAFETY: no arguments; reads the thread's saved errno.
-        let errno = unsafe { nbd_get_errno() };
+        let errno = unsafe { api.nbd_get_errno() };
         let kind = if errno > 0 { io::Error::from_raw_os_error(errno).kind() } else { io::ErrorKind::Other };
         io::Error::new(kind, msg)
     }
 
-    fn check(r: c_int) -> io::Result<()> {
+    fn check(api: &Api, r: c_int) -> io::Result<()> {
         if r == -1 {
-            Err(last_error())
+            Err(last_error(api))
         } else {
             Ok(())
         }
     }
 
     /// One connected libnbd handle.
-    pub struct Handle(*mut NbdHandle);
+    pub struct Handle(*mut NbdHandle, &'static Api);
 
     // SAFETY: libnbd handles are thread-safe (every call takes the
     // handle's own lock); the pointer is owned here and closed once.
@@ -475,7 +529,7 @@ mod ffi {
     impl Drop for Handle {
         fn drop(&mut self) {
             // SAFETY: created by nbd_create, closed only here.
-            unsafe { nbd_close(self.0) }
+            unsafe { self.1.nbd_close(self.0) }
         }
     }
 
@@ -485,54 +539,56 @@ mod ffi {
         /// out).
         pub fn connect(uri: &str, deadline: Instant) -> io::Result<Handle> {
             let c = CString::new(uri).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{uri:?}: a NUL byte in the URI")))?;
-            // SAFETY: nbd_create has no preconditions; NULL means failure.
-            let h = unsafe { nbd_create() };
-            if h.is_null() {
-                return Err(last_error());
-            }
-            let h = Handle(h);
             let named = |e: io::Error| io::Error::new(e.kind(), format!("{uri}: {e}"));
+            let api = api().map_err(named)?;
+            // SAFETY: nbd_create has no preconditions; NULL means failure.
+            let h = unsafe { api.nbd_create() };
+            if h.is_null() {
+                return Err(named(last_error(api)));
+            }
+            let h = Handle(h, api);
             // The URI is the administrator's (a member's path), so it may
             // name local files: `tls-certificates=DIR` and `tls-psk-file`,
             // as nbdinfo and nbdcopy allow.
             // SAFETY: a fresh handle, not yet connecting.
-            check(unsafe { nbd_set_uri_allow_local_file(h.0, true) }).map_err(named)?;
+            check(api, unsafe { api.nbd_set_uri_allow_local_file(h.0, true) }).map_err(named)?;
             // SAFETY: a fresh handle and a NUL-terminated string.
-            check(unsafe { nbd_aio_connect_uri(h.0, c.as_ptr()) }).map_err(named)?;
+            check(api, unsafe { api.nbd_aio_connect_uri(h.0, c.as_ptr()) }).map_err(named)?;
             loop {
                 // SAFETY: a handle; the state queries take only it.
-                let (ready, gone) = unsafe { (nbd_aio_is_ready(h.0) == 1, nbd_aio_is_dead(h.0) == 1 || nbd_aio_is_closed(h.0) == 1) };
+                let (ready, gone) = unsafe { (api.nbd_aio_is_ready(h.0) == 1, api.nbd_aio_is_dead(h.0) == 1 || api.nbd_aio_is_closed(h.0) == 1) };
                 if ready {
                     return Ok(h);
                 }
                 if gone {
-                    return Err(named(last_error()));
+                    return Err(named(last_error(api)));
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Err(named(io::Error::new(io::ErrorKind::TimedOut, "the server did not finish the handshake in time")));
                 }
                 // SAFETY: a handle; polls its socket for at most the time left.
-                if unsafe { nbd_poll(h.0, left.as_millis().clamp(1, 1000) as c_int) } == -1 {
-                    return Err(named(last_error()));
+                if unsafe { api.nbd_poll(h.0, left.as_millis().clamp(1, 1000) as c_int) } == -1 {
+                    return Err(named(last_error(api)));
                 }
             }
         }
         pub fn size(&self) -> io::Result<u64> {
             // SAFETY: a connected handle.
-            let s = unsafe { nbd_get_size(self.0) };
-            u64::try_from(s).map_err(|_| last_error())
+            let s = unsafe { self.1.nbd_get_size(self.0) };
+            u64::try_from(s).map_err(|_| last_error(self.1))
         }
         /// The server's largest request, when it says.
         pub fn max_block(&self) -> Option<u64> {
             // SAFETY: a connected handle.
-            u64::try_from(unsafe { nbd_get_block_size(self.0, LIBNBD_SIZE_MAXIMUM) }).ok()
+            u64::try_from(unsafe { self.1.nbd_get_block_size(self.0, LIBNBD_SIZE_MAXIMUM) }).ok()
         }
-        pub fn flag(&self, f: unsafe extern "C" fn(*mut NbdHandle) -> c_int) -> io::Result<bool> {
+        /// One of the `nbd_can_*` / `nbd_is_*` flags, chosen from the API.
+        pub fn flag(&self, which: fn(&Api) -> FlagFn) -> io::Result<bool> {
             // SAFETY: a connected handle; the flag getters take only it.
-            let r = unsafe { f(self.0) };
+            let r = unsafe { which(self.1)(self.0) };
             if r == -1 {
-                Err(last_error())
+                Err(last_error(self.1))
             } else {
                 Ok(r == 1)
             }
@@ -540,7 +596,7 @@ mod ffi {
         /// Whether the connection can still carry commands.
         pub fn alive(&self) -> bool {
             // SAFETY: a handle; the state queries take only it.
-            unsafe { nbd_aio_is_ready(self.0) == 1 || nbd_aio_is_processing(self.0) == 1 }
+            unsafe { self.1.nbd_aio_is_ready(self.0) == 1 || self.1.nbd_aio_is_processing(self.0) == 1 }
         }
         // The requests are issued asynchronously and polled until
         // `deadline`: a remote that does not answer times out (the caller
@@ -549,30 +605,30 @@ mod ffi {
         pub fn pread(&self, buf: &mut [u8], offset: u64, deadline: Instant) -> io::Result<()> {
             // SAFETY: buf is valid for buf.len() bytes of writes until the
             // command completes or the handle is closed (see above).
-            let c = unsafe { nbd_aio_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
+            let c = unsafe { self.1.nbd_aio_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
             self.wait(c, deadline)
         }
         /// Write; with `fua`, the server answers once this write is
         /// durable (LIBNBD_CMD_FLAG_FUA).
         pub fn pwrite(&self, buf: &[u8], offset: u64, fua: bool, deadline: Instant) -> io::Result<()> {
             // SAFETY: as pread, for reads of buf.
-            let c = unsafe { nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, fua as u32) };
+            let c = unsafe { self.1.nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, fua as u32) };
             self.wait(c, deadline)
         }
         pub fn flush(&self, deadline: Instant) -> io::Result<()> {
             // SAFETY: a connected handle.
-            let c = unsafe { nbd_aio_flush(self.0, NO_COMPLETION, 0) };
+            let c = unsafe { self.1.nbd_aio_flush(self.0, NO_COMPLETION, 0) };
             self.wait(c, deadline)
         }
         /// Poll until command `cookie` completes or `deadline` passes.
         fn wait(&self, cookie: i64, deadline: Instant) -> io::Result<()> {
-            let cookie = u64::try_from(cookie).map_err(|_| last_error())?;
+            let cookie = u64::try_from(cookie).map_err(|_| last_error(self.1))?;
             loop {
                 // SAFETY: a handle and a cookie it issued.
-                match unsafe { nbd_aio_command_completed(self.0, cookie) } {
+                match unsafe { self.1.nbd_aio_command_completed(self.0, cookie) } {
                     1 => return Ok(()),
                     0 => {}
-                    _ => return Err(last_error()),
+                    _ => return Err(last_error(self.1)),
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -580,8 +636,8 @@ mod ffi {
                 }
                 let ms = left.as_millis().clamp(1, 1000) as c_int;
                 // SAFETY: a handle; polls its socket for at most ms.
-                if unsafe { nbd_poll(self.0, ms) } == -1 {
-                    return Err(last_error());
+                if unsafe { self.1.nbd_poll(self.0, ms) } == -1 {
+                    return Err(last_error(self.1));
                 }
             }
         }
