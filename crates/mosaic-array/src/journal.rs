@@ -766,7 +766,7 @@ impl Journal {
             }
         }
         let size = dev.size();
-        let mut buf = vec![0u8; SCAN_CHUNK as usize];
+        let mut buf = Vec::new();
         let mut p = at + ALIGN;
         let scanning = |e: &std::io::Error| ArrayError::Io(format!("{}: scanning journal: {e}", dev.describe()));
         while p.checked_add(frame::HEADER_LEN as u64).is_some_and(|e| e <= size) {
@@ -782,9 +782,18 @@ impl Journal {
                 continue;
             }
             let n = SCAN_CHUNK.min(size - p) as usize;
-            dev.read_at(&mut buf[..n], p).map_err(|e| scanning(&e))?;
+            // A mapped journal is looked at in place: a record header
+            // every ALIGN bytes is all the scan reads.
+            let chunk = match dev.view(p, n) {
+                Some(v) => v,
+                None => {
+                    buf.resize(n.max(buf.len()), 0);
+                    dev.read_at(&mut buf[..n], p).map_err(|e| scanning(&e))?;
+                    &buf[..n]
+                }
+            };
             for off in (0..n).step_by(ALIGN as usize) {
-                if !buf.get(off..n).is_some_and(is_record_header) {
+                if !chunk.get(off..).is_some_and(is_record_header) {
                     continue;
                 }
                 let pos = p + off as u64;

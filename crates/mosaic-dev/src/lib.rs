@@ -869,6 +869,21 @@ mod tests {
             // The whole file is allocated when mapped: no holes to fault on.
             let blocks = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&p).unwrap());
             assert_eq!(blocks * 512 >= 16 << 12, mapped, "{}: {blocks} blocks", p.display());
+            if mapped {
+                // A hole made while it was closed is filled at the next
+                // open (an open of a whole file skips the fallocate).
+                drop(m);
+                let f = File::options().write(true).open(&p).unwrap();
+                // SAFETY: plain system call on a descriptor `f` owns.
+                let rc = unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 8192, 8192) };
+                assert_eq!(rc, 0);
+                let blocks = || std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&p).unwrap());
+                assert!(blocks() * 512 < 16 << 12);
+                let m = FileMember::open(&p).unwrap();
+                assert!(m.is_mapped() && blocks() * 512 >= 16 << 12, "{} blocks", blocks());
+                m.read_at(&mut c[..2], 0).unwrap();
+                assert_eq!(&c[..2], b"XY");
+            }
         }
     }
 
