@@ -266,14 +266,14 @@ pub fn array_uuid(spec: &str) -> Option<String> {
 }
 
 /// What the server of `spec`, whose volume is the array `uuid`, is found
-/// by: the UUID [`array_uuid`] gives clients that name it by the same
-/// spec, and the device and inode of the file that names it there (so a
-/// client naming that file finds this server), from one look at its disks.  A
+/// by, from one look at its disks: the UUID [`array_uuid`] gives clients
+/// that name it by the same spec, and the device and inode of the file
+/// that names it there (a client naming that file finds this server).  A
 /// spec that starts with an NBD URI is not read again: its first member
 /// carries the array `uuid` (a client reads that label over the network),
 /// and another connection from the server itself would wait on a remote
-/// that takes a few clients (qemu-nbd takes one unless told more) until
-/// the remote's time ran out, twice.
+/// that takes few clients (qemu-nbd takes one unless told more) until the
+/// remote's time ran out.
 pub fn served_as(spec: &str, uuid: &str) -> (String, Option<(u64, u64)>) {
     if spec.split(',').next().is_some_and(|f| mosaic_dev::nbd::is_uri(f.trim())) {
         return (uuid.to_string(), None);

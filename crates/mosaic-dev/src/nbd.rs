@@ -485,8 +485,8 @@ mod ffi {
     /// a quarter of a socket-activated `mosaic serve`'s start, when the
     /// binary linked it).  `MOSAIC_LIBNBD` names another file to load.
     pub fn api() -> io::Result<&'static Api> {
-        let file = std::env::var_os("MOSAIC_LIBNBD").filter(|f| !f.is_empty()).unwrap_or_else(|| SONAME.into());
         let api = API.get_or_init(|| {
+            let file = std::env::var_os("MOSAIC_LIBNBD").filter(|f| !f.is_empty()).unwrap_or_else(|| SONAME.into());
             Api::load(&file).map_err(|e| format!("cannot load libnbd, the NBD client library remote members need ({e}); install it (Debian: libnbd0) or name it in MOSAIC_LIBNBD"))
         });
         api.as_ref().map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.clone()))
