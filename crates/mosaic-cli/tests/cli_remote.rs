@@ -399,7 +399,10 @@ fn libnbd_is_loaded_for_the_first_remote_member_only() {
     assert!(!maps.contains("libnbd"), "libnbd mapped by a server of local members");
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
-    // One of remote members maps it when the first one connects.
+    // A server of remote members maps it when the first one connects,
+    // and starts at once: it no longer reads the first member's label
+    // again over a connection qemu-nbd makes wait for a free slot (that
+    // start took 60 s, past the helper's 30).
     let ex: Vec<Export> = (0..3).map(|i| Export::start(t.path(), &format!("e{i}"), 16 << 20)).collect();
     let r = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
     ok(&["create", "-a", &r, "--level", "raid5"]);

@@ -323,16 +323,17 @@ impl Gather<'_> {
 }
 
 /// Reserve every block of the file's `size` bytes (no holes left).  A
-/// file whose blocks already cover it is left as it is: `fallocate` over
-/// allocated pages still walks them, 144 MiB of a small array's members
-/// and journal at every open.
+/// file with no hole before `size` (`SEEK_HOLE` finds the first at the
+/// end) is left as it is: `fallocate` over allocated pages still walks
+/// them, 144 MiB of a small array's members and journal at every open.
 fn allocate(file: &File, size: u64) -> bool {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    if file.metadata().is_ok_and(|m| m.blocks().saturating_mul(512) >= size) {
+    let Ok(len) = libc::off_t::try_from(size) else { return false };
+    // SAFETY: lseek on a descriptor `file` owns; its reads and writes are
+    // positional or through the mapping, so the offset it moves is unused.
+    if unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) } >= len {
         return true;
     }
-    let Ok(len) = libc::off_t::try_from(size) else { return false };
     // SAFETY: plain system call on a descriptor `file` owns.
     unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) == 0 }
 }
