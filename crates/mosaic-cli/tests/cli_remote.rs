@@ -113,6 +113,7 @@ fn raid6_over_six_remote_exports_loses_two_and_rebuilds_onto_a_new_one() {
     let gone = format!("nbd+unix:///m?socket={}", t.path().join("nothing.sock").display());
     let e = fails(&["examine", &gone]);
     assert!(e.contains("nothing.sock"), "{e}");
+    assert_eq!(e.matches(&gone).count(), 1, "the URI named once: {e}");
 }
 
 /// Member `i`'s object in a status.
