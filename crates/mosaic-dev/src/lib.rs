@@ -407,21 +407,14 @@ impl Member for FileMember {
         self.io.sync_data()
     }
     fn next_data(&self, offset: u64) -> io::Result<u64> {
-        use std::os::fd::AsRawFd;
-        let Ok(at) = libc::off_t::try_from(offset) else { return Ok(offset) };
         if self.block_device || offset >= self.size {
             return Ok(offset);
         }
-        // SAFETY: lseek on a descriptor the member owns.  Reads and writes
-        // are positional, so the file offset it moves is never used.
-        let d = unsafe { libc::lseek(self.io.file().as_raw_fd(), at, libc::SEEK_DATA) };
-        if d >= 0 {
-            return Ok((d as u64).clamp(offset, self.size));
-        }
-        match io::Error::last_os_error().raw_os_error() {
-            Some(libc::ENXIO) => Ok(self.size),
+        match seek(self.io.file(), offset, libc::SEEK_DATA) {
+            Ok(d) => Ok(d.clamp(offset, self.size)),
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(self.size),
             // A file system without holes to report: every byte is data.
-            _ => Ok(offset),
+            Err(_) => Ok(offset),
         }
     }
     fn view(&self, offset: u64, len: usize) -> Option<&[u8]> {
@@ -431,6 +424,17 @@ impl Member for FileMember {
     fn cheap_flush(&self) -> bool {
         self.io.ram_fs()
     }
+}
+
+/// `lseek(2)` of `file` to `offset` with `whence` (`SEEK_DATA`,
+/// `SEEK_HOLE`, ...): where it lands.  Members read and write by position
+/// or through a mapping, so the file offset it moves is never used.
+pub(crate) fn seek(file: &File, offset: u64, whence: libc::c_int) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let at = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: lseek on a descriptor `file` owns.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), at, whence) };
+    u64::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// Give the new file at `path` its length of `size` bytes, or say which

@@ -421,8 +421,7 @@ mod ffi {
     /// One of the `nbd_can_*` / `nbd_is_*` getters.
     pub type FlagFn = unsafe extern "C" fn(*mut NbdHandle) -> c_int;
 
-    /// `Api`: a field per function (its pointer, from the library) and a
-    /// method of the same name that calls it.
+    /// `Api`: a field per function, its pointer from the library.
     macro_rules! libnbd {
         ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
             pub struct Api {
@@ -440,16 +439,6 @@ mod ffi {
                     $(let $name = unsafe { *lib.get::<unsafe extern "C" fn($($ty),*) -> $ret>(concat!(stringify!($name), "\0").as_bytes())? };)*
                     Ok(Api { _lib: lib, $($name,)* })
                 }
-
-                $(
-                    /// # Safety
-                    /// As libnbd's function of this name.
-                    #[allow(dead_code)] // the flag getters are passed as pointers instead
-                    pub unsafe fn $name(&self, $($arg: $ty),*) -> $ret {
-                        // SAFETY: the caller's, as above.
-                        unsafe { (self.$name)($($arg),*) }
-                    }
-                )*
             }
         };
     }
@@ -497,7 +486,7 @@ mod ffi {
         // SAFETY: libnbd keeps the error per thread; the string is valid
         // until the next libnbd call on this thread, and copied at once.
         let msg = unsafe {
-            let p = api.nbd_get_error();
+            let p = (api.nbd_get_error)();
             if p.is_null() {
                 "unknown libnbd error".to_string()
             } else {
@@ -505,7 +494,7 @@ mod ffi {
             }
         };
         // SAFETY: no arguments; reads the thread's saved errno.
-        let errno = unsafe { api.nbd_get_errno() };
+        let errno = unsafe { (api.nbd_get_errno)() };
         let kind = if errno > 0 { io::Error::from_raw_os_error(errno).kind() } else { io::ErrorKind::Other };
         io::Error::new(kind, msg)
     }
@@ -529,7 +518,7 @@ mod ffi {
     impl Drop for Handle {
         fn drop(&mut self) {
             // SAFETY: created by nbd_create, closed only here.
-            unsafe { self.1.nbd_close(self.0) }
+            unsafe { (self.1.nbd_close)(self.0) }
         }
     }
 
@@ -542,7 +531,7 @@ mod ffi {
             let named = |e: io::Error| io::Error::new(e.kind(), format!("{uri}: {e}"));
             let api = api().map_err(named)?;
             // SAFETY: nbd_create has no preconditions; NULL means failure.
-            let h = unsafe { api.nbd_create() };
+            let h = unsafe { (api.nbd_create)() };
             if h.is_null() {
                 return Err(named(last_error(api)));
             }
@@ -551,12 +540,12 @@ mod ffi {
             // name local files: `tls-certificates=DIR` and `tls-psk-file`,
             // as nbdinfo and nbdcopy allow.
             // SAFETY: a fresh handle, not yet connecting.
-            check(api, unsafe { api.nbd_set_uri_allow_local_file(h.0, true) }).map_err(named)?;
+            check(api, unsafe { (api.nbd_set_uri_allow_local_file)(h.0, true) }).map_err(named)?;
             // SAFETY: a fresh handle and a NUL-terminated string.
-            check(api, unsafe { api.nbd_aio_connect_uri(h.0, c.as_ptr()) }).map_err(named)?;
+            check(api, unsafe { (api.nbd_aio_connect_uri)(h.0, c.as_ptr()) }).map_err(named)?;
             loop {
                 // SAFETY: a handle; the state queries take only it.
-                let (ready, gone) = unsafe { (api.nbd_aio_is_ready(h.0) == 1, api.nbd_aio_is_dead(h.0) == 1 || api.nbd_aio_is_closed(h.0) == 1) };
+                let (ready, gone) = unsafe { ((api.nbd_aio_is_ready)(h.0) == 1, (api.nbd_aio_is_dead)(h.0) == 1 || (api.nbd_aio_is_closed)(h.0) == 1) };
                 if ready {
                     return Ok(h);
                 }
@@ -568,20 +557,20 @@ mod ffi {
                     return Err(named(io::Error::new(io::ErrorKind::TimedOut, "the server did not finish the handshake in time")));
                 }
                 // SAFETY: a handle; polls its socket for at most the time left.
-                if unsafe { api.nbd_poll(h.0, left.as_millis().clamp(1, 1000) as c_int) } == -1 {
+                if unsafe { (api.nbd_poll)(h.0, left.as_millis().clamp(1, 1000) as c_int) } == -1 {
                     return Err(named(last_error(api)));
                 }
             }
         }
         pub fn size(&self) -> io::Result<u64> {
             // SAFETY: a connected handle.
-            let s = unsafe { self.1.nbd_get_size(self.0) };
+            let s = unsafe { (self.1.nbd_get_size)(self.0) };
             u64::try_from(s).map_err(|_| last_error(self.1))
         }
         /// The server's largest request, when it says.
         pub fn max_block(&self) -> Option<u64> {
             // SAFETY: a connected handle.
-            u64::try_from(unsafe { self.1.nbd_get_block_size(self.0, LIBNBD_SIZE_MAXIMUM) }).ok()
+            u64::try_from(unsafe { (self.1.nbd_get_block_size)(self.0, LIBNBD_SIZE_MAXIMUM) }).ok()
         }
         /// One of the `nbd_can_*` / `nbd_is_*` flags, chosen from the API.
         pub fn flag(&self, which: fn(&Api) -> FlagFn) -> io::Result<bool> {
@@ -596,7 +585,7 @@ mod ffi {
         /// Whether the connection can still carry commands.
         pub fn alive(&self) -> bool {
             // SAFETY: a handle; the state queries take only it.
-            unsafe { self.1.nbd_aio_is_ready(self.0) == 1 || self.1.nbd_aio_is_processing(self.0) == 1 }
+            unsafe { (self.1.nbd_aio_is_ready)(self.0) == 1 || (self.1.nbd_aio_is_processing)(self.0) == 1 }
         }
         // The requests are issued asynchronously and polled until
         // `deadline`: a remote that does not answer times out (the caller
@@ -605,19 +594,19 @@ mod ffi {
         pub fn pread(&self, buf: &mut [u8], offset: u64, deadline: Instant) -> io::Result<()> {
             // SAFETY: buf is valid for buf.len() bytes of writes until the
             // command completes or the handle is closed (see above).
-            let c = unsafe { self.1.nbd_aio_pread(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
+            let c = unsafe { (self.1.nbd_aio_pread)(self.0, buf.as_mut_ptr().cast(), buf.len(), offset, NO_COMPLETION, 0) };
             self.wait(c, deadline)
         }
         /// Write; with `fua`, the server answers once this write is
         /// durable (LIBNBD_CMD_FLAG_FUA).
         pub fn pwrite(&self, buf: &[u8], offset: u64, fua: bool, deadline: Instant) -> io::Result<()> {
             // SAFETY: as pread, for reads of buf.
-            let c = unsafe { self.1.nbd_aio_pwrite(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, fua as u32) };
+            let c = unsafe { (self.1.nbd_aio_pwrite)(self.0, buf.as_ptr().cast(), buf.len(), offset, NO_COMPLETION, fua as u32) };
             self.wait(c, deadline)
         }
         pub fn flush(&self, deadline: Instant) -> io::Result<()> {
             // SAFETY: a connected handle.
-            let c = unsafe { self.1.nbd_aio_flush(self.0, NO_COMPLETION, 0) };
+            let c = unsafe { (self.1.nbd_aio_flush)(self.0, NO_COMPLETION, 0) };
             self.wait(c, deadline)
         }
         /// Poll until command `cookie` completes or `deadline` passes.
@@ -625,7 +614,7 @@ mod ffi {
             let cookie = u64::try_from(cookie).map_err(|_| last_error(self.1))?;
             loop {
                 // SAFETY: a handle and a cookie it issued.
-                match unsafe { self.1.nbd_aio_command_completed(self.0, cookie) } {
+                match unsafe { (self.1.nbd_aio_command_completed)(self.0, cookie) } {
                     1 => return Ok(()),
                     0 => {}
                     _ => return Err(last_error(self.1)),
@@ -636,7 +625,7 @@ mod ffi {
                 }
                 let ms = left.as_millis().clamp(1, 1000) as c_int;
                 // SAFETY: a handle; polls its socket for at most ms.
-                if unsafe { self.1.nbd_poll(self.0, ms) } == -1 {
+                if unsafe { (self.1.nbd_poll)(self.0, ms) } == -1 {
                     return Err(last_error(self.1));
                 }
             }

@@ -329,9 +329,7 @@ impl Gather<'_> {
 fn allocate(file: &File, size: u64) -> bool {
     use std::os::fd::AsRawFd;
     let Ok(len) = libc::off_t::try_from(size) else { return false };
-    // SAFETY: lseek on a descriptor `file` owns; its reads and writes are
-    // positional or through the mapping, so the offset it moves is unused.
-    if unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) } >= len {
+    if crate::seek(file, 0, libc::SEEK_HOLE).is_ok_and(|hole| hole >= size) {
         return true;
     }
     // SAFETY: plain system call on a descriptor `file` owns.

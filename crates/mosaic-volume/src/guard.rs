@@ -280,17 +280,9 @@ fn read_head(path: &Path) -> Result<Vec<u8>> {
 /// The first bytes of a remote member (an NBD export), read over NBD.
 fn remote_head(path: &Path) -> Result<Vec<u8>> {
     use mosaic_dev::Member;
-    // A remote member's errors name its URI already.
-    let named = |e: std::io::Error| {
-        let msg = e.to_string();
-        match msg.strip_prefix(&format!("{}: ", path.display())) {
-            Some(rest) => io_err(path, std::io::Error::new(e.kind(), rest.to_string())),
-            None => io_err(path, e),
-        }
-    };
-    let d = mosaic_dev::Device::open(path).map_err(named)?;
+    let d = mosaic_dev::Device::open(path).map_err(VolumeError::Device)?;
     let mut head = vec![0u8; (ZONED_HEADER as u64 + LABEL_AREA).min(d.size()) as usize];
-    d.read_at(&mut head, 0).map_err(named)?;
+    d.read_at(&mut head, 0).map_err(VolumeError::Device)?;
     Ok(head)
 }
 

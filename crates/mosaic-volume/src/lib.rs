@@ -72,6 +72,10 @@ pub enum VolumeError {
     /// `{:#}` would print it twice.
     #[error("{what}: {err}")]
     Io { what: String, err: std::io::Error },
+    /// A member device's own error, which names the device already (an
+    /// NBD member's names its URI).
+    #[error("{0}")]
+    Device(std::io::Error),
 }
 
 pub type Result<T, E = VolumeError> = std::result::Result<T, E>;
