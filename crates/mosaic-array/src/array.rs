@@ -28,7 +28,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, Mark, MemberState, OpCounts, Phase, Program};
-use mosaic_exec::{Client, DevWrite, ExecError, Executor, Held, JournalHook, Planner};
+use mosaic_exec::{Client, DevWrite, ExecError, Executor, Failure, Held, JournalHook, Planner};
 use mosaic_dev::{Device, FileMember, Member};
 use mosaic_format::fresh;
 
@@ -134,12 +134,16 @@ pub struct MemberInfo {
     pub uuid: Uuid,
     pub state: MemberState,
     pub present: bool,
-    /// Failed reads and writes since open (or the counters' reset; the
-    /// first error fails the member).
+    /// Failed reads and writes since open (or the counters' reset; a
+    /// write error fails the member, a read error is corrected where the
+    /// other members can rebuild the bytes, see [`crate::correct`]).
     pub read_errors: u64,
     pub write_errors: u64,
     /// Columns a scrub found wrong on it since open.
     pub checksum_errors: u64,
+    /// Of its read errors, those rebuilt from the other members and
+    /// written back, leaving it in service ([`crate::correct`]).
+    pub corrected_reads: u64,
     /// Its failure domain (see [`crate::domain`]): its host label, its
     /// URI's host, or "local".
     pub host: String,
@@ -263,13 +267,17 @@ pub struct Array {
     /// grow's restripe step takes it exclusively.
     pub(crate) gate: mosaic_exec::Gate,
     /// The one executor: members, range locks, I/O threads, counters.
-    exec: Executor,
+    pub(crate) exec: Executor,
     health: RwLock<Health>,
     sb: Mutex<Superblock>,
     /// I/O errors per member since open.
     errors: Mutex<Vec<u64>>,
     /// Columns a scrub found wrong on each member since open.
     checksum_errors: Mutex<Vec<u64>>,
+    /// Read errors corrected on each member ([`crate::correct`]), by slot.
+    pub(crate) corrected: Mutex<std::collections::HashMap<usize, crate::correct::Corrected>>,
+    /// Whether read errors are corrected at all (off under a cache volume).
+    pub(crate) correct_reads: std::sync::atomic::AtomicBool,
     writable: bool,
     closed: Mutex<bool>,
     /// Members failed automatically since open, with the error.
@@ -1025,6 +1033,8 @@ impl Array {
             sb: Mutex::new(sb),
             errors: Mutex::new(vec![0; n]),
             checksum_errors: Mutex::new(vec![0; n]),
+            corrected: Mutex::new(Default::default()),
+            correct_reads: std::sync::atomic::AtomicBool::new(true),
             writable,
             dirty: std::sync::atomic::AtomicBool::new(false),
             dirty_lock: Mutex::new(()),
@@ -1262,6 +1272,7 @@ impl Array {
                     read_errors: errs.get(i).map_or(0, |e| e[0]),
                     write_errors: errs.get(i).map_or(0, |e| e[1]),
                     checksum_errors: self.checksum_errors.lock().get(i).copied().unwrap_or(0),
+                    corrected_reads: self.corrected_reads(i),
                     host: crate::domain::domain_of(&sb.member_paths[i], sb.member_hosts.get(i).map(String::as_str)),
                     remote: self.exec.member(i).and_then(|m| m.remote_latency()),
                     // (`left` is kept only with a bitmap.)
@@ -1426,11 +1437,16 @@ impl Array {
 
     pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
         self.exec.set_member(idx, m);
+        self.forget_corrected(idx);
     }
 
     /// [`mosaic_exec::Executor::swap_member`].
     pub(crate) fn swap_member(&self, idx: usize, expected: &Arc<dyn Member>, m: Arc<dyn Member>) -> bool {
-        self.exec.swap_member(idx, expected, m)
+        let swapped = self.exec.swap_member(idx, expected, m);
+        if swapped {
+            self.forget_corrected(idx);
+        }
+        swapped
     }
 
     pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
@@ -1440,10 +1456,10 @@ impl Array {
     // ------------------------------------------------------------- executor
 
     /// Fail every member that returned an error.
-    fn absorb(&self, failures: &[(usize, std::io::Error)]) {
-        for (m, e) in failures {
-            if *m < self.geometry().members {
-                self.fail_on_error(*m, e);
+    fn absorb(&self, failures: &[Failure]) {
+        for f in failures {
+            if f.member < self.geometry().members {
+                self.fail_on_error(f.member, &f.error);
             }
         }
     }
@@ -1905,8 +1921,8 @@ impl Planner for Request<'_> {
         h.states.truncate(l.planner.geo.members);
         Ok(if self.write { l.write_program(self.offset, self.len, &h)? } else { l.read_program(self.offset, self.len, &h)? })
     }
-    fn failed(&mut self, f: &[(usize, std::io::Error)]) -> Result<(), ArrayError> {
-        self.arr.absorb(f);
+    fn failed(&mut self, f: &[Failure]) -> Result<(), ArrayError> {
+        self.arr.absorb_request(self.layout, f);
         Ok(())
     }
 }

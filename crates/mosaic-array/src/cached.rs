@@ -125,6 +125,9 @@ impl CacheVolume {
     /// write-through.
     pub fn new(arr: Array, cfg: CacheConfig) -> Result<CacheVolume, ArrayError> {
         let cache = CachedArray::new(&arr.layout(), cfg)?.with_bytes()?;
+        // The cache holds newer code than the drives of the rows it
+        // caches: a unit rebuilt from the drives' code would be wrong.
+        arr.set_read_correction(false);
         let write_back = match arr.journal() {
             Some(j) => {
                 let Some(need) = CacheVolume::journal_needed(&cfg) else {

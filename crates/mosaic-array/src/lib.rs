@@ -16,6 +16,7 @@
 
 pub mod array;
 mod assemble;
+pub mod correct;
 pub mod bitmap;
 pub mod cached;
 pub mod domain;

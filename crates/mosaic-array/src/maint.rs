@@ -447,6 +447,7 @@ impl Array {
             }
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
+            rep.read_errors_corrected += r.corrected;
             match resync {
                 Resync::No => {}
                 Resync::InOrder => {
@@ -519,7 +520,8 @@ impl Array {
     /// One try of [`Array::scrub_region`] with health `h`, into `out`.
     fn scrub_region_with(&self, region: u64, repair: bool, h: &mosaic_core::Health, out: &mut RegionScrub) -> Result<(), ArrayError> {
         let sps = self.layout().plan_scrub(region, h)?;
-        let kept = self.run_program(&self.layout().scrub_program(&sps), Client::None, &format!("scrub of stripe {region}"))?;
+        let (kept, corrected) = self.run_reads_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"))?;
+        out.corrected += corrected;
         let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
         for (sp, reads) in sps.into_iter().zip(all_reads) {
             out.bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
@@ -590,4 +592,6 @@ pub(crate) struct RegionScrub {
     /// A member failed while it was scrubbed (it was scrubbed again
     /// without it).
     pub members_failed: bool,
+    /// Member reads that failed and were corrected ([`crate::correct`]).
+    pub corrected: u64,
 }

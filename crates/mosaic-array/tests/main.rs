@@ -19,6 +19,7 @@ mod maint_failures;
 mod nested;
 mod nopanic;
 mod prop;
+mod read_errors;
 mod resync;
 mod scrub_locate;
 mod second_failure;

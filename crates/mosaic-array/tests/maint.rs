@@ -69,7 +69,10 @@ fn io_error_fails_member_and_reads_reconstruct() {
     assert_eq!(arr.health().states[2], MemberState::Failed);
     assert_eq!(arr.auto_failed().len(), 1);
     let m2 = &arr.info().member_list[2];
-    assert!(m2.read_errors >= 1 && m2.write_errors == 0, "the failed read is counted as a read error: {m2:?}");
+    // The failed read is counted as a read error, and the rewrite that
+    // would have corrected it (`mosaic_array::correct`) as a write error.
+    assert!(m2.read_errors >= 1 && m2.write_errors >= 1 && m2.corrected_reads == 0, "{m2:?}");
+    assert!(arr.auto_failed()[0].1.contains("rebuilding the unreadable bytes onto it failed"), "{:?}", arr.auto_failed());
     // Writes continue degraded and read back.
     let new = vec![0x77u8; 3 * 4096];
     arr.write(5 * 4096, &new).unwrap();

@@ -211,6 +211,10 @@ fn text(b: &serde_json::Value) -> String {
         let readd = if m["readd"] == true { "  (re-addable: put its device back with mosaic replace)" } else { "" };
         let hot = m["replacing"].as_str().map(|d| format!("  (hot replace onto {d})")).unwrap_or_default();
         let hot = if m["write_mostly"] == true { format!("{hot}  (write-mostly)") } else { hot };
+        let hot = match m["errors"]["corrected"].as_u64() {
+            Some(n) if n > 0 => format!("{hot}  ({n} read error(s) corrected from the other members)"),
+            _ => hot,
+        };
         s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}{hot}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
@@ -309,4 +313,22 @@ pub fn stop(a: ArrayArg) -> Result<i32> {
         println!("stopping");
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    /// A member's corrected read errors are named on its line; none, no
+    /// words.
+    #[test]
+    fn corrected_read_errors_are_named_on_the_members_line() {
+        let member = |i: u64, corrected: u64| {
+            serde_json::json!({"index": i, "state": {"state": "active"}, "present": true, "path": format!("m{i}"),
+                "errors": {"read": corrected + 1, "write": 0, "checksum": 0, "corrected": corrected}})
+        };
+        let b = serde_json::json!({"uuid": "u", "kind": "fixed", "members": [member(0, 0), member(1, 3)]});
+        let t = super::text(&b);
+        let line = |i: usize| t.lines().find(|l| l.contains(&format!(" m{i}"))).unwrap_or_default().to_string();
+        assert!(line(1).contains("4/0/0") && line(1).contains("(3 read error(s) corrected from the other members)"), "{t}");
+        assert!(line(0).contains("1/0/0") && !line(0).contains("corrected"), "{t}");
+    }
 }

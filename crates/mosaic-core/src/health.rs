@@ -161,6 +161,11 @@ pub struct ScrubReport {
     /// Chunks a log-structured kind's repair wrote again elsewhere (zones
     /// are never rewritten in place: repair re-stripes).
     pub rewritten_chunks: u64,
+    /// Member reads that failed and were rebuilt from the other members
+    /// and written back (a fixed array's `correct`, as md's check does):
+    /// the members stay in service.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub read_errors_corrected: u64,
     pub repaired: bool,
     pub bytes_read: u64,
     pub seconds: f64,

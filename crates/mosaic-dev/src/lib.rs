@@ -630,17 +630,56 @@ impl Member for MemMember {
     }
 }
 
-/// Wraps a member and fails its I/O on command.
+/// Wraps a member and fails its I/O on command: all of it (a dead
+/// drive), or reads of bad ranges (a drive's unreadable sectors).
 pub struct FaultyMember {
     inner: Arc<dyn Member>,
     broken: AtomicBool,
     /// Fail once this many more operations have succeeded (u64::MAX: never).
     fail_after: AtomicU64,
+    /// Unreadable ranges (start, end, whether writes fail there too).
+    bad: parking_lot::Mutex<Vec<(u64, u64, bool)>>,
 }
 
 impl FaultyMember {
     pub fn new(inner: Arc<dyn Member>) -> FaultyMember {
-        FaultyMember { inner, broken: AtomicBool::new(false), fail_after: AtomicU64::new(u64::MAX) }
+        FaultyMember { inner, broken: AtomicBool::new(false), fail_after: AtomicU64::new(u64::MAX), bad: parking_lot::Mutex::new(Vec::new()) }
+    }
+    /// Reads touching `len` bytes at `offset` fail (EIO) until a write
+    /// covers them: a drive's pending sectors, which it remaps when they
+    /// are written.  With `sticky`, writes there fail too (a sector the
+    /// drive cannot remap).
+    pub fn bad_range(&self, offset: u64, len: u64, sticky: bool) {
+        self.bad.lock().push((offset, offset + len, sticky));
+    }
+    /// The bad ranges left (start, end).
+    pub fn bad_ranges(&self) -> Vec<(u64, u64)> {
+        self.bad.lock().iter().map(|&(a, b, _)| (a, b)).collect()
+    }
+    fn medium_error(&self, offset: u64) -> io::Error {
+        io::Error::new(io::ErrorKind::Other, format!("{}: injected medium error at byte {offset}", self.inner.describe()))
+    }
+    /// A read of `len` bytes at `offset` touches a bad range.
+    fn check_read(&self, offset: u64, len: u64) -> io::Result<()> {
+        match self.bad.lock().iter().find(|&&(a, b, _)| a < offset + len && offset < b) {
+            Some(&(a, _, _)) => Err(self.medium_error(a.max(offset))),
+            None => Ok(()),
+        }
+    }
+    /// A write of `len` bytes at `offset`: refused on a sticky bad range,
+    /// else the bad ranges' parts it covers are readable again.
+    fn check_write(&self, offset: u64, len: u64) -> io::Result<()> {
+        let end = offset + len;
+        let mut bad = self.bad.lock();
+        if let Some(&(a, _, _)) = bad.iter().find(|&&(a, b, sticky)| sticky && a < end && offset < b) {
+            return Err(self.medium_error(a.max(offset)));
+        }
+        *bad = bad
+            .iter()
+            .flat_map(|&(a, b, s)| if a < end && offset < b { vec![(a, offset, s), (end, b, s)] } else { vec![(a, b, s)] })
+            .filter(|&(a, b, _)| a < b)
+            .collect();
+        Ok(())
     }
     /// Fail every operation from now on.
     pub fn break_now(&self) {
@@ -675,10 +714,12 @@ impl Member for FaultyMember {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.check()?;
+        self.check_read(offset, buf.len() as u64)?;
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check()?;
+        self.check_write(offset, buf.len() as u64)?;
         self.inner.write_at(buf, offset)
     }
     fn flush(&self) -> io::Result<()> {

@@ -413,7 +413,7 @@ fn run_on(exec: &Executor, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
 fn run_with(exec: &Executor, p: &Program, client: Client<'_>) -> Result<Vec<Vec<u8>>, DvsError> {
     exec.run(p, client, None).map_err(|e| match e {
         ExecError::Device(f) => {
-            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.1.kind());
+            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
             DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
         }
         other => DvsError::Other(other.to_string()),

@@ -15,8 +15,9 @@
 //!                    │    on members in memory: fused, see `fuse`)
 //!                    │        │ a member errs
 //!                    │        ▼
-//!                    └── abort, planner.failed(member) (the array records
-//!                        it failed), plan again against the new health
+//!                    └── abort, planner.failed(failures) (the array
+//!                        records the member failed, or rebuilds what a
+//!                        read could not read), plan again
 //!                             │ all phases done
 //!                             ▼
 //!                        count the ops, commit(kept buffers)
@@ -66,7 +67,7 @@ pub const MAX_STALE: usize = 1 << 16;
 pub enum ExecError {
     /// Members returned I/O errors; the program stopped after the phase.
     #[error("{}", describe_failures(.0))]
-    Device(Vec<(usize, io::Error)>),
+    Device(Vec<Failure>),
     /// The array's health changed between planning and locking.
     #[error("the array changed while the request was planned")]
     Stale,
@@ -78,8 +79,26 @@ pub enum ExecError {
     Journal(String),
 }
 
-fn describe_failures(f: &[(usize, io::Error)]) -> String {
-    f.iter().map(|(m, e)| format!("member {m}: {e}")).collect::<Vec<_>>().join("; ")
+fn describe_failures(f: &[Failure]) -> String {
+    f.iter().map(|x| format!("member {}: {}", x.member, x.error)).collect::<Vec<_>>().join("; ")
+}
+
+/// One member operation that failed.
+#[derive(Debug)]
+pub struct Failure {
+    pub member: usize,
+    /// The read that failed, when it was a read (a policy may repair what
+    /// the member could not read, as md corrects a read error, instead of
+    /// failing the member); None for a write, a flush or a zone reset.
+    pub read: Option<DevOp>,
+    pub error: io::Error,
+}
+
+impl Failure {
+    /// A failure of `member` that was not a read.
+    pub fn of(member: usize, error: io::Error) -> Failure {
+        Failure { member, read: None, error }
+    }
 }
 
 /// The client's side of a program: the bytes a write carries, or the
@@ -127,9 +146,10 @@ pub trait Planner {
     /// The program will not run (or stopped part-way): undo what `plan`
     /// reserved.  The next `plan` must not depend on it.
     fn abort(&mut self, _p: &Program) {}
-    /// Members failed while the program ran: record them failed.  Return
-    /// an error to stop instead of planning again.
-    fn failed(&mut self, failures: &[(usize, io::Error)]) -> Result<(), Self::Error>;
+    /// Members failed while the program ran: record them failed (or, for
+    /// a failed read, repair what the member could not read).  Return an
+    /// error to stop instead of planning again.
+    fn failed(&mut self, failures: &[Failure]) -> Result<(), Self::Error>;
 }
 
 /// Per-member counters of completed operations.
@@ -393,7 +413,7 @@ impl Executor {
             }
         }
         let why = if stale >= MAX_STALE { "the array's health kept changing while the request was planned" } else { "members kept failing" };
-        Err(ExecError::Device(vec![(usize::MAX, io::Error::other(why))]).into())
+        Err(ExecError::Device(vec![Failure::of(usize::MAX, io::Error::other(why))]).into())
     }
 
     /// Take back buffers a program kept ([`Executor::run`]'s result) once
@@ -481,11 +501,11 @@ impl Executor {
                     let cheap = fs.iter().all(|&m| dev(ms, m).is_ok_and(|d| d.cheap_flush()));
                     let res = self.each(fs, if cheap { 0 } else { u64::MAX }, |&m| dev(ms, m)?.flush());
                     self.count_errors(Dir::Write, fs.iter().copied(), &res);
-                    failures(fs.iter().copied(), res)?;
+                    failures(fs.iter().map(|&m| (m, None)), res)?;
                 }
                 Phase::Reset(zs) => {
                     let res = self.each(zs, u64::MAX, |z| dev(ms, z.member)?.reset_zone(self.base + z.offset));
-                    failures(zs.iter().map(|z| z.member), res)?;
+                    failures(zs.iter().map(|z| (z.member, None)), res)?;
                     self.counts().ops.zone_resets += zs.len() as u64;
                 }
             }
@@ -670,7 +690,7 @@ impl Executor {
             }
         }
         self.count_errors(dir, ios.iter().map(|io| io.op.member), &res);
-        failures(ios.iter().map(|io| io.op.member), res)
+        failures(ios.iter().map(|io| (io.op.member, matches!(dir, Dir::Read).then_some(io.op))), res)
     }
 
     /// Count the failed operations of `res` by member and direction.
@@ -777,8 +797,10 @@ fn nest(devs: &[&dyn Member], ops: &[Io], base: u64, outs: &mut Vec<*mut u8>, ke
     r.unwrap_or_else(|| Err(io::Error::new(io::ErrorKind::Unsupported, "no in-place write")))
 }
 
-fn failures(members: impl Iterator<Item = usize>, res: Vec<io::Result<()>>) -> Result<(), ExecError> {
-    let f: Vec<(usize, io::Error)> = members.zip(res).filter_map(|(m, r)| r.err().map(|e| (m, e))).collect();
+/// The failed operations of `res`, each of a member and, for a read, the
+/// read.
+fn failures(ops: impl Iterator<Item = (usize, Option<DevOp>)>, res: Vec<io::Result<()>>) -> Result<(), ExecError> {
+    let f: Vec<Failure> = ops.zip(res).filter_map(|((member, read), r)| r.err().map(|error| Failure { member, read, error })).collect();
     if f.is_empty() {
         Ok(())
     } else {

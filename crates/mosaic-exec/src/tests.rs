@@ -5,7 +5,7 @@ use mosaic_core::{Buf, Combine, DevOp, Io, Mark, Method, Phase, Program, Ref, Ro
 use mosaic_dev::{FaultyMember, MemMember, Member};
 use proptest::prelude::*;
 
-use crate::{Client, DevWrite, ExecError, Executor, Held, JournalHook, Planner};
+use crate::{Client, DevWrite, ExecError, Executor, Failure, Held, JournalHook, Planner};
 
 fn mems(n: usize) -> Vec<Arc<MemMember>> {
     (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), 1 << 20))).collect()
@@ -166,9 +166,9 @@ fn a_merged_write_reaches_member_and_journal_as_its_pieces_without_a_gather_copy
 
 /// What a test planner does when members fail: remember them, and tell
 /// the executor the health changed.
-fn mark_failed(ex: &Executor, failed: &mut [bool], f: &[(usize, io::Error)]) {
-    for (m, _) in f {
-        failed[*m] = true;
+fn mark_failed(ex: &Executor, failed: &mut [bool], f: &[Failure]) {
+    for x in f {
+        failed[x.member] = true;
     }
     ex.bump();
 }
@@ -194,7 +194,7 @@ impl Planner for Mirror<'_> {
     fn abort(&mut self, _: &Program) {
         self.aborts += 1;
     }
-    fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
+    fn failed(&mut self, f: &[Failure]) -> Result<(), ExecError> {
         mark_failed(self.ex, &mut self.failed, f);
         Ok(())
     }
@@ -220,7 +220,7 @@ impl Planner for Unsettled<'_> {
         p.phases.push(Phase::write(vec![Io::new(op(0, 0, 4096, Role::Data), Ref::new(input, 0))]));
         Ok(p)
     }
-    fn failed(&mut self, _: &[(usize, io::Error)]) -> Result<(), ExecError> {
+    fn failed(&mut self, _: &[Failure]) -> Result<(), ExecError> {
         Ok(())
     }
 }
@@ -284,7 +284,7 @@ fn kept_buffers_come_back_and_zone_resets_need_a_zoned_device() {
     assert_eq!(ex.run(&p, Client::None, None).unwrap(), vec![vec![6u8; 512], vec![3u8; 512]]);
     p.phases.push(Phase::Reset(vec![DevOp { member: 1, offset: 3 << 20, len: 0, role: Role::ZoneReset, col: 0 }]));
     match ex.run(&p, Client::None, None) {
-        Err(ExecError::Device(f)) => assert_eq!(f[0].0, 1),
+        Err(ExecError::Device(f)) => assert_eq!((f[0].member, f[0].read), (1, None)),
         other => panic!("expected a device error, got {other:?}"),
     }
 }
@@ -337,7 +337,7 @@ impl Planner for Allocating<'_> {
             self.alloc.abort(r).expect("a reservation this allocator made");
         }
     }
-    fn failed(&mut self, f: &[(usize, io::Error)]) -> Result<(), ExecError> {
+    fn failed(&mut self, f: &[Failure]) -> Result<(), ExecError> {
         mark_failed(self.ex, &mut self.failed, f);
         Ok(())
     }
@@ -1327,7 +1327,7 @@ fn member_changes_reach_later_runs_and_the_counters_follow_the_width() {
     // A missing member fails the run's operations on it, not the process.
     ex.set_member(1, None);
     match ex.run(&rmw(1, 2, 0), Client::In(&d), None) {
-        Err(ExecError::Device(f)) => assert_eq!((f[0].0, f[0].1.to_string()), (1, "member missing".to_string())),
+        Err(ExecError::Device(f)) => assert_eq!((f[0].member, f[0].error.to_string()), (1, "member missing".to_string())),
         other => panic!("{other:?}"),
     }
 }
@@ -1595,5 +1595,38 @@ mod in_place {
             }
             assert_eq!(dst[skew..skew + len], sum[..]);
         }
+    }
+}
+
+/// A failed read names its operation (the array may rebuild what the
+/// member could not read, `mosaic_array::correct`); a failed write does
+/// not; and a read that fails runs no later phase.
+#[test]
+fn a_failed_read_names_its_operation_and_a_failed_write_does_not() {
+    let ms = mems(2);
+    let f = Arc::new(FaultyMember::new(ms[1].clone()));
+    let ex = Executor::new(vec![Some(ms[0].clone() as Arc<dyn Member>), Some(f.clone() as Arc<dyn Member>)], 0);
+    f.bad_range(4096, 4096, false);
+    let mut p = Program::default();
+    let b = p.buf(Buf::Scratch(16384));
+    let (good, bad) = (op(0, 0, 8192, Role::Data), op(1, 0, 8192, Role::Data));
+    p.phases.push(Phase::Read(vec![Io::new(good, Ref::new(b, 0)), Io::new(bad, Ref::new(b, 8192))]));
+    p.phases.push(Phase::write(vec![Io::new(op(0, 65536, 8192, Role::Data), Ref::new(b, 0))]));
+    match ex.run(&p, Client::None, None) {
+        Err(ExecError::Device(fs)) => {
+            assert_eq!(fs.len(), 1);
+            assert_eq!((fs[0].member, fs[0].read), (1, Some(bad)));
+            assert!(fs[0].error.to_string().contains("medium error"), "{}", fs[0].error);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ex.counters().members[0].writes, 0, "the write phase after the failed read did not run");
+    f.bad_range(65536, 4096, true);
+    let mut w = Program::default();
+    let d = w.buf(Buf::Bytes(Arc::from(vec![1u8; 4096])));
+    w.phases.push(Phase::write(vec![Io::new(op(1, 65536, 4096, Role::Data), Ref::new(d, 0))]));
+    match ex.run(&w, Client::None, None) {
+        Err(ExecError::Device(fs)) => assert_eq!((fs[0].member, fs[0].read), (1, None)),
+        other => panic!("{other:?}"),
     }
 }

@@ -54,7 +54,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 present: m.present,
                 path: m.path.clone(),
                 uuid: Some(m.uuid.to_string()),
-                errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
+                errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors, corrected: m.corrected_reads },
                 host: m.host.clone(),
                 remote: m.remote,
                 readd: m.readd,

@@ -116,11 +116,16 @@ pub struct VolumeMember {
 /// Errors of one member since the volume was opened.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct MemberErrors {
-    /// Failed reads and writes (a member fails at its first).
+    /// Failed reads and writes (a member fails at its first write error;
+    /// a fixed array corrects read errors from the other members, see
+    /// `mosaic_array::correct`).
     pub read: u64,
     pub write: u64,
     /// Columns a scrub found wrong on the member.
     pub checksum: u64,
+    /// Of the read errors, those corrected: rebuilt from the other
+    /// members and written back, the member kept in service.
+    pub corrected: u64,
 }
 
 /// What every kind of volume reports, plus the kind's own info.

@@ -98,7 +98,7 @@ fn empty(d: &dyn ZonedMember) -> Result<(), DvsError> {
 fn exec_err(e: ExecError) -> DvsError {
     match e {
         ExecError::Device(f) => {
-            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.1.kind());
+            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
             DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
         }
         other => DvsError::Other(other.to_string()),

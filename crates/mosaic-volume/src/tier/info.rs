@@ -84,7 +84,7 @@ impl TierVolume {
                     present: m.present,
                     path: self.member_path(side, &m.path),
                     uuid: Some(m.uuid.to_string()),
-                    errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors },
+                    errors: crate::MemberErrors { read: m.read_errors, write: m.write_errors, checksum: m.checksum_errors, corrected: m.corrected_reads },
                     host: m.host,
                     remote: m.remote,
                     readd: m.readd,

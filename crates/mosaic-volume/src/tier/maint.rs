@@ -37,6 +37,7 @@ pub(super) fn merge_scrub(reps: Vec<(usize, ScrubReport)>) -> ScrubReport {
         out.unlocated_stripes += r.unlocated_stripes;
         out.skipped_stripes += r.skipped_stripes;
         out.rewritten_chunks += r.rewritten_chunks;
+        out.read_errors_corrected += r.read_errors_corrected;
         out.repaired |= r.repaired;
         out.interrupted |= r.interrupted;
         out.bytes_read += r.bytes_read;

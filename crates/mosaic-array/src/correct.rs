@@ -1,0 +1,298 @@
+//! Read errors corrected from redundancy, as md corrects them.
+//!
+//! A drive that cannot read a sector (a latent sector error, the commonest
+//! fault of a disk) usually reads it again once the sector is written:
+//! the drive remaps it.  So a member read that fails during a client's
+//! request (a read, or a write's read-modify-write) does not fail the
+//! member at once:
+//!
+//! ```text
+//!   a read of member m fails
+//!     ──> under the stripes' locks: the read's pieces (one a stripe unit)
+//!         read again; those still failing rebuilt onto m from the other
+//!         members (the rebuild program, m taken as failed for its reads;
+//!         a source failing too is left out while the code tolerates it)
+//!     ──> the pieces read again on m
+//!           ok ──> corrected: counted, the request planned again as ever
+//!                  (more than MAX_CORRECTED on m within the decay: m failed,
+//!                  as md's max_read_errors)
+//!           the rewrite or the read again fails, or the others cannot
+//!           rebuild the bytes (degraded, raid0, a bad sector on a source
+//!           too) ──> m failed, as before (md without a bad-block log)
+//!   an error saying m cannot be reached (a remote's timeout, a lost
+//!   connection) or is too short (a truncated file) ──> m failed at once
+//! ```
+//!
+//! md with a bad-block log, and ZFS, keep such a member and fail only the
+//! unreadable blocks' requests; that needs a bad-block list kept on the
+//! members (so a restart and a rebuild know it), which mosaic does not
+//! have.
+//!
+//! A scrub's reads are corrected the same way (md's check rewrites the
+//! sectors it cannot read: finding them before a rebuild needs them is
+//! what a periodic check is for), and counted in its report.
+//!
+//! Only while the drives' code agrees with their data: not when opened
+//! dirty without a journal and not resynced (the code where a crash cut
+//! writes off is wrong, and a unit rebuilt from it would be too), not
+//! during a grow (two layouts), not under a cache volume (it holds newer
+//! code than the drives').  There, as for write errors, flush errors and
+//! a rebuild's reads, the member fails at its first error.
+//!
+//! The rewrite goes to the member outside the journal: it puts back the
+//! bytes the stripe already implies, so a crash during it leaves the unit
+//! as good as before it.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mosaic_core::layout::MAINT_CHUNK;
+use mosaic_core::{Buf, DevOp, FixedLayout, Io, Layout, MemberState, Phase, Program, Ref};
+use mosaic_exec::{Client, ExecError, Failure};
+
+use crate::{Array, ArrayError};
+
+/// Corrected read errors a member may have (decayed, see [`HALF_LIFE`])
+/// before the next one fails it: md's `max_read_errors` default.
+pub const MAX_CORRECTED: u64 = 20;
+
+/// The recent count of corrected read errors halves this often (md halves
+/// its count every hour).
+pub const HALF_LIFE: Duration = Duration::from_secs(3600);
+
+/// One member's corrected read errors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Corrected {
+    /// Since open (shown by `status`).
+    pub total: u64,
+    /// Decayed: what [`MAX_CORRECTED`] is held against.
+    recent: u64,
+    since: Instant,
+}
+
+impl Default for Corrected {
+    fn default() -> Corrected {
+        Corrected { total: 0, recent: 0, since: Instant::now() }
+    }
+}
+
+impl Corrected {
+    /// Count one more at `now`: the recent count after it.
+    fn add(&mut self, now: Instant) -> u64 {
+        let halvings = (now.saturating_duration_since(self.since).as_secs() / HALF_LIFE.as_secs()).min(63) as u32;
+        if halvings > 0 {
+            self.recent >>= halvings;
+            self.since += HALF_LIFE * halvings;
+        }
+        self.total += 1;
+        self.recent += 1;
+        self.recent
+    }
+}
+
+impl Array {
+    /// Whether a client request's failed member reads are corrected
+    /// rather than failing the member (see the module's text).
+    fn corrects_reads(&self) -> bool {
+        self.correct_reads.load(Ordering::Relaxed) && !self.unsynced.load(Ordering::Acquire) && self.shape().reshape.is_none()
+    }
+
+    /// A cache volume in front keeps newer code than the drives': its
+    /// array fails a member at a read error instead of rebuilding units
+    /// from the drives' code.
+    pub(crate) fn set_read_correction(&self, on: bool) {
+        self.correct_reads.store(on, Ordering::Relaxed);
+    }
+
+    /// Member `m`'s corrected read errors since open.
+    pub(crate) fn corrected_reads(&self, m: usize) -> u64 {
+        self.corrected.lock().get(&m).map_or(0, |c| c.total)
+    }
+
+    /// A new device in slot `m`: its count starts over.
+    pub(crate) fn forget_corrected(&self, m: usize) {
+        self.corrected.lock().remove(&m);
+    }
+
+    /// A client request's member failures, on `layout`: failed reads
+    /// corrected where they can be, every other failure failing its
+    /// member (the request is then planned again, as ever).
+    pub(crate) fn absorb_request(&self, layout: &FixedLayout, failures: &[Failure]) {
+        self.absorb_reads(layout, failures, false);
+    }
+
+    /// Run `p`, a maintenance program of reads over stripes whose locks
+    /// the caller holds (a scrub's): a failed read corrected and the
+    /// program run again, as md's check rewrites what it cannot read;
+    /// any other failure fails its member, as [`Array::run_program`]
+    /// does.  The buffers it kept, and the reads corrected.
+    pub(crate) fn run_reads_correcting(&self, p: &Program, what: &str) -> Result<(Vec<Vec<u8>>, u64), ArrayError> {
+        let layout = self.layout();
+        let mut corrected = 0;
+        for _ in 0..=self.geometry().members {
+            match self.exec.run(p, Client::None, None) {
+                Ok(kept) => return Ok((kept, corrected)),
+                Err(ExecError::Device(f)) => {
+                    if !self.absorb_reads(&layout, &f, true) {
+                        return Err(ArrayError::Io(format!("{what}: {}", ExecError::Device(f))));
+                    }
+                    corrected += f.len() as u64;
+                }
+                Err(e) => return Err(ArrayError::Io(format!("{what}: {e}"))),
+            }
+        }
+        Err(ArrayError::Io(format!("{what}: members kept failing reads corrected just before")))
+    }
+
+    /// [`Array::absorb_request`], the stripes' locks taken or (`held`)
+    /// held by the caller: whether every failure was a read, corrected.
+    fn absorb_reads(&self, layout: &FixedLayout, failures: &[Failure], held: bool) -> bool {
+        let correct = self.corrects_reads();
+        let mut all = true;
+        for f in failures.iter().filter(|f| f.member < self.geometry().members) {
+            let Some(op) = f.read.filter(|_| correct && unreadable_here(&f.error)) else {
+                self.fail_on_error(f.member, &f.error);
+                all = false;
+                continue;
+            };
+            match self.correct_read(layout, op, held) {
+                Ok(()) => self.counted(f.member, op),
+                Err(why) => {
+                    self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}", f.error)));
+                    all = false;
+                }
+            }
+        }
+        all
+    }
+
+    /// One more corrected read error on `m`: logged, and `m` failed past
+    /// [`MAX_CORRECTED`].
+    fn counted(&self, m: usize, op: DevOp) {
+        let recent = self.corrected.lock().entry(m).or_default().add(Instant::now());
+        tracing::warn!(member = m, offset = op.offset, len = op.len, "read error corrected ({} bytes at member byte {})", op.len, op.offset);
+        if recent > MAX_CORRECTED {
+            let why = format!("{recent} read errors corrected within about an hour, more than {MAX_CORRECTED} (md's max_read_errors): failing it");
+            self.fail_on_error(m, &io::Error::other(why));
+        }
+    }
+
+    /// Rebuild the parts of `op`'s range its member cannot read from the
+    /// other members, and read them again; why not, if not.
+    /// The stripes' locks are taken, unless `held` by the caller.
+    fn correct_read(&self, layout: &FixedLayout, op: DevOp, held: bool) -> Result<(), String> {
+        let m = op.member;
+        let geo = &layout.planner.geo;
+        let mut h = self.health();
+        h.states.truncate(geo.members);
+        if !matches!(h.states.get(m), Some(MemberState::Active | MemberState::Rebuilding { .. })) {
+            return Err("not in service".into());
+        }
+        let pieces = pieces(geo, op);
+        let _g = (!held).then(|| self.lock_stripes(pieces.iter().map(|p| p.0)));
+        // A read merged over many stripes rewrites only the stripes'
+        // pieces that still fail, as md rewrites a stripe's pages.
+        let bad: Vec<(u64, DevOp)> = match pieces.len() {
+            1 => pieces,
+            _ => pieces.into_iter().filter(|p| self.read_again(p.1).is_err()).collect(),
+        };
+        h.states[m] = MemberState::Failed;
+        loop {
+            let p = match repair_program(layout, &bad, &h) {
+                Ok(p) => p,
+                Err(e) => return Err(format!("the other members cannot rebuild its bytes: {e}")),
+            };
+            let again = |_| bad.iter().try_for_each(|p| self.read_again(p.1).map(drop));
+            match self.exec.run(&p, Client::None, None).and_then(again) {
+                Ok(()) => return Ok(()),
+                Err(ExecError::Device(fs)) => {
+                    if let Some(f) = fs.iter().find(|f| f.member == m) {
+                        return Err(format!("rebuilding the unreadable bytes onto it failed: {}", f.error));
+                    }
+                    // A source could not read its part either: leave it
+                    // out too, while the code tolerates that.
+                    let before = h.states.clone();
+                    for f in &fs {
+                        if let Some(s) = h.states.get_mut(f.member) {
+                            *s = MemberState::Failed;
+                        }
+                    }
+                    if h.states == before {
+                        return Err(format!("the other members cannot rebuild its bytes: {}", ExecError::Device(fs)));
+                    }
+                }
+                Err(e) => return Err(format!("the other members cannot rebuild its bytes: {e}")),
+            }
+        }
+    }
+
+    /// Read `op` again, into scratch.
+    fn read_again(&self, op: DevOp) -> Result<Vec<Vec<u8>>, ExecError> {
+        let mut p = Program::default();
+        let b = p.buf(Buf::Scratch(op.len as usize));
+        p.phases.push(Phase::Read(vec![Io::new(op, Ref::new(b, 0))]));
+        self.exec.run(&p, Client::None, None)
+    }
+}
+
+/// Whether `e` says the member could not read these bytes (a medium
+/// error: EIO from a disk, or from a remote's server), not that the
+/// member cannot be reached or is too short: a remote that timed out or
+/// lost its connection, a truncated file.  Those fail the member at once,
+/// without a rewrite that would wait out the same timeout again.
+fn unreadable_here(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    !matches!(e.kind(), TimedOut | BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | UnexpectedEof | Unsupported | PermissionDenied | NotFound | InvalidInput)
+}
+
+/// `op` cut at its member's stripe units: each piece with its stripe.
+fn pieces(geo: &mosaic_core::Geometry, op: DevOp) -> Vec<(u64, DevOp)> {
+    let (first, last) = geo.stripes_at(op.member, op.offset, op.len);
+    let (start, end) = (op.offset, op.offset + op.len);
+    (first..=last.min(geo.stripes.saturating_sub(1)))
+        .filter_map(|s| {
+            let col = geo.column_of(s, op.member)?;
+            let at = geo.offset_of(s, col);
+            let (lo, hi) = (start.max(at), end.min(at + geo.unit));
+            (lo < hi).then_some((s, DevOp { offset: lo, len: hi - lo, col, ..op }))
+        })
+        .collect()
+}
+
+/// The program rebuilding the `pieces` of a member (each within one
+/// stripe unit), at most [`MAINT_CHUNK`] a plan, from the members `h`
+/// has in service (the member itself taken as failed).
+fn repair_program(layout: &FixedLayout, pieces: &[(u64, DevOp)], h: &mosaic_core::Health) -> Result<Program, ArrayError> {
+    let geo = &layout.planner.geo;
+    let mut sps = Vec::new();
+    for &(s, op) in pieces {
+        let at = geo.offset_of(s, op.col);
+        let (mut x, hi) = (op.offset - at, op.offset + op.len - at);
+        while x < hi {
+            let y = (x + MAINT_CHUNK).min(hi);
+            sps.push(layout.planner.plan_rebuild(s, x, y, &[op.member], h)?);
+            x = y;
+        }
+    }
+    Ok(layout.rebuild_program(&sps)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The count decays by half each [`HALF_LIFE`]; the total does not.
+    #[test]
+    fn the_recent_count_halves_each_half_life() {
+        let t0 = Instant::now();
+        let mut c = Corrected { total: 0, recent: 0, since: t0 };
+        for i in 1..=8 {
+            assert_eq!(c.add(t0), i);
+        }
+        assert_eq!(c.add(t0 + HALF_LIFE), 5, "8 halved to 4, then one more");
+        assert_eq!(c.add(t0 + HALF_LIFE * 3 + Duration::from_secs(1)), 2, "5 quartered to 1, then one more");
+        assert_eq!(c.total, 10);
+        assert_eq!(c.add(t0 + HALF_LIFE * 500), 1);
+    }
+}

@@ -1,0 +1,295 @@
+//! Read errors corrected from the other members, as md corrects them
+//! (`mosaic_array::correct`): a member that cannot read a few sectors is
+//! rewritten there and kept in service; one that cannot take the rewrite,
+//! whose bytes nothing else can rebuild, or that errs too often, is
+//! failed, as before.
+
+use std::sync::Arc;
+
+use mosaic_array::correct::MAX_CORRECTED;
+use mosaic_array::{Array, CacheVolume, CreateOptions, DATA_OFFSET};
+use mosaic_core::{CacheConfig, CachePolicy, Level, MemberState};
+use mosaic_dev::{FaultyMember, MemMember, Member};
+
+const UNIT: u64 = 16384;
+const STRIPES: u64 = 16;
+
+struct Rig {
+    mems: Vec<Arc<MemMember>>,
+    faulty: Vec<Arc<FaultyMember>>,
+    arr: Array,
+    data: Vec<u8>,
+}
+
+/// An array of `level` over `n` RAM members, each behind a
+/// [`FaultyMember`], filled with a pattern.
+fn rig(level: Level, n: usize) -> Rig {
+    let mems: Vec<Arc<MemMember>> = (0..n).map(|i| Arc::new(MemMember::new(format!("m{i}"), DATA_OFFSET + UNIT * STRIPES))).collect();
+    let faulty: Vec<Arc<FaultyMember>> = mems.iter().map(|m| Arc::new(FaultyMember::new(m.clone() as Arc<dyn Member>))).collect();
+    let members = faulty.iter().map(|f| (f.clone() as Arc<dyn Member>, f.describe())).collect();
+    let o = CreateOptions { level, members: Some(n), member_size: None, unit: UNIT, block: 4096, force: true, assume_clean: true };
+    let arr = Array::create_on(members, &o, true).unwrap();
+    let data: Vec<u8> = (0..arr.capacity()).map(|i| (i * 7 % 251) as u8).collect();
+    arr.write(0, &data).unwrap();
+    Rig { mems, faulty, arr, data }
+}
+
+impl Rig {
+    /// The member holding data column `col` of `stripe`, and the device
+    /// offset of the 4 KiB block `block` of that unit.
+    fn unit(&self, stripe: u64, col: usize, block: u64) -> (usize, u64) {
+        let g = self.arr.geometry();
+        (g.member_of(stripe, col), DATA_OFFSET + g.offset_of(stripe, col) + block * 4096)
+    }
+    /// The logical offset of block `block` of data column `col` of `stripe`.
+    fn logical(&self, stripe: u64, col: usize, block: u64) -> u64 {
+        let g = self.arr.geometry();
+        stripe * g.stripe_data_bytes() + col as u64 * g.unit + block * 4096
+    }
+    fn read_all(&self) -> Vec<u8> {
+        let mut b = vec![0u8; self.data.len()];
+        self.arr.read(0, &mut b).unwrap();
+        b
+    }
+    fn device(&self, m: usize, at: u64, len: usize) -> Vec<u8> {
+        self.mems[m].snapshot()[at as usize..at as usize + len].to_vec()
+    }
+}
+
+/// raid5 4+1: an unreadable block under a client's read is rebuilt from
+/// the other four, written back, and read again; the client gets its
+/// bytes, the member stays in service with one read error, corrected,
+/// and the drive's block holds the right bytes again (the rewrite cleared
+/// the bad range, as a drive remaps a pending sector).
+#[test]
+fn a_read_error_under_a_read_is_corrected_and_the_member_kept() {
+    let r = rig(Level::Raid5, 5);
+    let (m, at) = r.unit(3, 1, 2);
+    let want = r.device(m, at, 4096);
+    r.mems[m].corrupt(at, 4096);
+    r.faulty[m].bad_range(at, 4096, false);
+    r.arr.reset_counters();
+    assert!(r.read_all() == r.data);
+    assert_eq!(r.arr.health().states[m], MemberState::Active);
+    let info = &r.arr.info().member_list[m];
+    // Two failed reads: the client's (merged over several stripes), and
+    // its piece in the bad block's stripe, read again to find what to
+    // rebuild.
+    assert_eq!((info.read_errors, info.write_errors, info.corrected_reads), (2, 0, 1), "{info:?}");
+    assert!(r.faulty[m].bad_ranges().is_empty(), "the rewrite covered the bad range");
+    assert_eq!(r.device(m, at, 4096), want, "the unit's bytes rebuilt onto the drive");
+    assert!(r.arr.auto_failed().is_empty());
+    // Every other member's stripe-3 unit was read once more for the
+    // rebuild, and the member took one write: the unit's range the read
+    // had asked of it.
+    let (_, per) = r.arr.counters();
+    assert_eq!(per[m].writes, 1);
+    assert_eq!(per.iter().enumerate().filter(|&(i, _)| i != m).map(|(_, c)| c.writes).sum::<u64>(), 0);
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+}
+
+/// A write's read-modify-write meets the unreadable block (the parity
+/// unit of its stripe): corrected, then the write goes on and reads back.
+#[test]
+fn a_read_error_under_a_writes_read_modify_write_is_corrected() {
+    let r = rig(Level::Raid5, 5);
+    let g = r.arr.geometry().clone();
+    let (pm, pat) = (g.member_of(6, g.k), DATA_OFFSET + g.offset_of(6, g.k));
+    r.faulty[pm].bad_range(pat, UNIT, false);
+    let at = r.logical(6, 2, 1);
+    r.arr.write(at, &[0xAB; 4096]).unwrap();
+    let mut want = r.data.clone();
+    want[at as usize..at as usize + 4096].fill(0xAB);
+    assert!(r.read_all() == want);
+    assert_eq!(r.arr.health().states[pm], MemberState::Active);
+    assert_eq!(r.arr.info().member_list[pm].corrected_reads, 1);
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "the parity agrees with the data");
+}
+
+/// A block the drive cannot rewrite either: the member is failed (as at
+/// any write error) and the read served degraded.
+#[test]
+fn a_block_that_cannot_be_rewritten_fails_the_member() {
+    let r = rig(Level::Raid5, 5);
+    let (m, at) = r.unit(9, 0, 0);
+    r.faulty[m].bad_range(at, 4096, true);
+    assert!(r.read_all() == r.data);
+    assert_eq!(r.arr.health().states[m], MemberState::Failed);
+    let failed = r.arr.auto_failed();
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0].1.contains("injected medium error") && failed[0].1.contains("rebuilding the unreadable bytes onto it failed"), "{failed:?}");
+    assert_eq!(r.arr.info().member_list[m].corrected_reads, 0);
+}
+
+/// raid5 with a member already failed: nothing can rebuild the other's
+/// unreadable block, so that member fails too (as md without a bad-block
+/// log), and the read fails rather than return wrong bytes.
+#[test]
+fn an_unreadable_block_in_a_degraded_array_fails_its_member() {
+    let r = rig(Level::Raid5, 5);
+    let gone = r.arr.geometry().member_of(4, 0);
+    r.arr.fail_member(gone).unwrap();
+    let (m, at) = r.unit(4, 1, 3);
+    r.faulty[m].bad_range(at, 4096, false);
+    let mut b = vec![0u8; 4096];
+    assert!(r.arr.read(r.logical(4, 1, 3), &mut b).is_err());
+    assert_eq!(r.arr.health().states[m], MemberState::Failed);
+    let failed = r.arr.auto_failed();
+    assert!(failed[0].1.contains("not corrected: the other members cannot rebuild its bytes"), "{failed:?}");
+    assert_eq!(r.arr.info().member_list[m].corrected_reads, 0);
+}
+
+/// raid6: two members unreadable in the same stripe unit range; each is
+/// rebuilt from the others (the second left out of the first's sources).
+#[test]
+fn raid6_corrects_two_members_unreadable_in_one_stripe() {
+    let r = rig(Level::Raid6, 6);
+    let (a, at_a) = r.unit(2, 0, 1);
+    let (b, at_b) = r.unit(2, 3, 1);
+    r.faulty[a].bad_range(at_a, 4096, false);
+    r.faulty[b].bad_range(at_b, 4096, false);
+    assert!(r.read_all() == r.data);
+    let info = r.arr.info();
+    assert_eq!((info.member_list[a].corrected_reads, info.member_list[b].corrected_reads), (1, 1));
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active));
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+}
+
+/// raid1: the other copy rebuilds the block.
+#[test]
+fn raid1_corrects_from_the_other_copy() {
+    let r = rig(Level::Raid1, 2);
+    r.faulty[0].bad_range(DATA_OFFSET + 5 * UNIT, 8192, false);
+    r.faulty[1].bad_range(DATA_OFFSET + 9 * UNIT, 4096, false);
+    assert!(r.read_all() == r.data);
+    assert!(r.read_all() == r.data);
+    let info = r.arr.info();
+    assert_eq!(info.member_list[0].corrected_reads + info.member_list[1].corrected_reads, 1, "only the copy read met its bad range: {:?}", info.member_list);
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active));
+}
+
+/// More than md's `max_read_errors` corrected errors fail the member.
+#[test]
+fn too_many_corrected_read_errors_fail_the_member() {
+    let r = rig(Level::Raid5, 5);
+    let g = r.arr.geometry().clone();
+    let m = 2;
+    let mut n = 0;
+    let mut b = vec![0u8; 4096];
+    'out: for s in 0..STRIPES {
+        let Some(col) = g.column_of(s, m).filter(|&c| c < g.k) else { continue };
+        for blk in 0..UNIT / 4096 {
+            r.faulty[m].bad_range(DATA_OFFSET + g.offset_of(s, col) + blk * 4096, 4096, false);
+            let at = r.logical(s, col, blk);
+            r.arr.read(at, &mut b).unwrap();
+            assert!(b[..] == r.data[at as usize..at as usize + 4096]);
+            n += 1;
+            if n > MAX_CORRECTED {
+                break 'out;
+            }
+            assert_eq!(r.arr.health().states[m], MemberState::Active, "after {n}");
+        }
+    }
+    assert_eq!(r.arr.health().states[m], MemberState::Failed);
+    assert_eq!(r.arr.info().member_list[m].corrected_reads, MAX_CORRECTED + 1);
+    assert!(r.arr.auto_failed()[0].1.contains("max_read_errors"), "{:?}", r.arr.auto_failed());
+}
+
+/// Under a cache volume the drives' code can be older than the cache's:
+/// a read error fails the member, as before, and nothing is rebuilt from
+/// that code.
+#[test]
+fn under_a_cache_volume_a_read_error_fails_the_member() {
+    let r = rig(Level::Raid5, 5);
+    let Rig { faulty, arr, data, .. } = r;
+    let cfg = CacheConfig::uniform(CachePolicy::Ppc, 4 * UNIT);
+    let v = CacheVolume::new(arr, cfg).unwrap();
+    let m = 1;
+    faulty[m].bad_range(DATA_OFFSET, UNIT * STRIPES, false);
+    let mut b = vec![0u8; data.len()];
+    v.read(0, &mut b).unwrap();
+    assert!(b == data);
+    assert_eq!(v.array().health().states[m], MemberState::Failed);
+    assert_eq!(v.array().info().member_list[m].corrected_reads, 0);
+}
+
+/// Opened dirty without a journal, before a resync: the drives' code may
+/// disagree with their data, so nothing is rebuilt from it.  The member
+/// fails (as before), and its bytes are not overwritten with a unit
+/// computed from parity that is wrong.
+#[test]
+fn an_unsynced_array_does_not_rebuild_from_its_code() {
+    let r = rig(Level::Raid5, 5);
+    let Rig { mems, arr, .. } = r;
+    // A crash: the superblocks still say dirty.
+    std::mem::forget(arr);
+    let faulty: Vec<Arc<FaultyMember>> = mems.iter().map(|m| Arc::new(FaultyMember::new(m.clone() as Arc<dyn Member>))).collect();
+    let arr = Array::open_members(faulty.iter().map(|f| f.clone() as Arc<dyn Member>).collect(), true).unwrap();
+    assert!(arr.needs_resync());
+    let g = arr.geometry().clone();
+    // Stripe 7's parity no longer agrees with its data (a write the crash
+    // cut off), and a data block of it is unreadable.
+    let p = g.member_of(7, g.k);
+    mems[p].corrupt(DATA_OFFSET + g.offset_of(7, g.k), 4096);
+    let m = g.member_of(7, 0);
+    let at = DATA_OFFSET + g.offset_of(7, 0);
+    let before = mems[m].snapshot()[at as usize..at as usize + 4096].to_vec();
+    faulty[m].bad_range(at, 4096, false);
+    let mut b = vec![0u8; 4096];
+    let _ = arr.read(7 * g.stripe_data_bytes(), &mut b);
+    assert_eq!(arr.health().states[m], MemberState::Failed);
+    assert_eq!(arr.info().member_list[m].corrected_reads, 0);
+    assert_eq!(mems[m].snapshot()[at as usize..at as usize + 4096], before[..], "nothing written from the spoiled parity");
+    assert_eq!(faulty[m].bad_ranges().len(), 1);
+}
+
+/// A scrub (a check, without --repair) meets unreadable blocks on two
+/// members: each is rebuilt and written back, as md's check does, the
+/// scrub goes on to the end, all consistent, and says what it corrected.
+#[test]
+fn a_scrub_corrects_the_blocks_it_cannot_read() {
+    let r = rig(Level::Raid5, 5);
+    let (a, at_a) = r.unit(1, 2, 0);
+    let (b, at_b) = r.unit(11, 0, 2);
+    r.faulty[a].bad_range(at_a, 4096, false);
+    r.faulty[b].bad_range(at_b, 8192, false);
+    let rep = r.arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!((rep.stripes_checked, rep.mismatched, rep.unverified_stripes, rep.read_errors_corrected), (STRIPES, 0, 0, 2), "{rep:?}");
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active));
+    assert!(r.faulty[a].bad_ranges().is_empty() && r.faulty[b].bad_ranges().is_empty());
+    let info = r.arr.info();
+    assert_eq!((info.member_list[a].corrected_reads, info.member_list[b].corrected_reads), (1, 1));
+    assert!(r.read_all() == r.data);
+    // A block that cannot be rewritten fails its member; the scrub goes
+    // on without it, degraded, as before.
+    let (c, at_c) = r.unit(5, 1, 1);
+    r.faulty[c].bad_range(at_c, 4096, true);
+    let rep = r.arr.scrub(false, &|_, _| {}).unwrap();
+    assert_eq!(rep.read_errors_corrected, 0);
+    assert_eq!(r.arr.health().states[c], MemberState::Failed);
+    assert!(rep.notes.iter().any(|n| n.contains("failed during the scrub")), "{rep:?}");
+}
+
+/// A member that cannot be reached (its file cut short: reads end early)
+/// is failed at once, with no rewrite tried: no write reaches it.
+#[test]
+fn a_member_cut_short_is_failed_without_a_rewrite() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("a");
+    let spec = mosaic_array::spec::ArraySpec::Dir(dir.clone());
+    let o = CreateOptions { level: Level::Raid5, members: Some(5), member_size: Some(DATA_OFFSET + UNIT * STRIPES), unit: UNIT, block: 4096, force: true, assume_clean: true };
+    let arr = Array::create(&spec, &o).unwrap();
+    let data: Vec<u8> = (0..arr.capacity()).map(|i| (i * 3 % 241) as u8).collect();
+    arr.write(0, &data).unwrap();
+    let member = dir.join("member-02.img");
+    let f = std::fs::OpenOptions::new().write(true).open(&member).unwrap();
+    f.set_len(DATA_OFFSET + UNIT).unwrap();
+    arr.reset_counters();
+    let mut b = vec![0u8; data.len()];
+    arr.read(0, &mut b).unwrap();
+    assert!(b == data);
+    assert_eq!(arr.health().states[2], MemberState::Failed);
+    let (_, per) = arr.counters();
+    assert_eq!(per[2].writes, 0, "no rewrite tried");
+    assert!(!arr.auto_failed()[0].1.contains("not corrected"), "{:?}", arr.auto_failed());
+}
