@@ -30,14 +30,18 @@
 //!
 //! A scrub's reads are corrected the same way (md's check rewrites the
 //! sectors it cannot read: finding them before a rebuild needs them is
-//! what a periodic check is for), and counted in its report.
+//! what a periodic check is for), and counted in its report; so are a
+//! rebuild's, where the code has a column to spare besides the members
+//! being rebuilt (raid6 or rs rebuilding one member, a three-way mirror),
+//! and a hot replace's reads of the old drive (the unit rebuilt onto both
+//! drives, as md's replace does).
 //!
 //! Only while the drives' code agrees with their data: not when opened
 //! dirty without a journal and not resynced (the code where a crash cut
 //! writes off is wrong, and a unit rebuilt from it would be too), not
 //! during a grow (two layouts), not under a cache volume (it holds newer
-//! code than the drives').  There, as for write errors, flush errors and
-//! a rebuild's reads, the member fails at its first error.
+//! code than the drives').  There, as for write errors and flush errors,
+//! the member fails at its first error.
 //!
 //! The rewrite goes to the member outside the journal: it puts back the
 //! bytes the stripe already implies, so a crash during it leaves the unit
@@ -122,12 +126,13 @@ impl Array {
         self.absorb_reads(layout, failures, false);
     }
 
-    /// Run `p`, a maintenance program of reads over stripes whose locks
-    /// the caller holds (a scrub's): a failed read corrected and the
-    /// program run again, as md's check rewrites what it cannot read;
-    /// any other failure fails its member, as [`Array::run_program`]
-    /// does.  The buffers it kept, and the reads corrected.
-    pub(crate) fn run_reads_correcting(&self, p: &Program, what: &str) -> Result<(Vec<Vec<u8>>, u64), ArrayError> {
+    /// Run `p`, a maintenance program over stripes whose locks the caller
+    /// holds, without journaled writes (a scrub's reads, a rebuild's): a
+    /// failed read corrected and the program run again, as md's check and
+    /// recovery rewrite what they cannot read; any other failure fails its
+    /// member, as [`Array::run_program`] does.  The buffers it kept, and
+    /// the reads corrected.
+    pub(crate) fn run_correcting(&self, p: &Program, what: &str) -> Result<(Vec<Vec<u8>>, u64), ArrayError> {
         let layout = self.layout();
         let mut corrected = 0;
         for _ in 0..=self.geometry().members {
@@ -165,6 +170,26 @@ impl Array {
             }
         }
         all
+    }
+
+    /// A hot replace's copy of member `m`'s unit of `stripe` (column
+    /// `col`) could not read the old drive (`e`): the unit rebuilt from
+    /// the other members onto the twin under the slot (the old drive and
+    /// the new, as md's replace does), the caller holding the stripe's
+    /// lock.  Whether it was, so that the copy may go on.
+    pub(crate) fn corrected_in_place(&self, m: usize, stripe: u64, col: usize, e: &io::Error) -> bool {
+        if !self.corrects_reads() || !unreadable_here(e) {
+            return false;
+        }
+        let layout = self.layout();
+        let geo = &layout.planner.geo;
+        let role = if col < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
+        let op = DevOp { member: m, offset: geo.offset_of(stripe, col), len: geo.unit, role, col };
+        let ok = self.correct_read(&layout, op, true).is_ok();
+        if ok {
+            self.counted(m, op);
+        }
+        ok
     }
 
     /// One more corrected read error on `m`: logged, and `m` failed past

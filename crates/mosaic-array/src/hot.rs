@@ -477,7 +477,10 @@ impl Array {
                 let at = DATA_OFFSET + g.offset_of(stripe, col);
                 let copied = {
                     let _g = self.lock_stripes(std::iter::once(stripe));
-                    twin.copy(at, g.unit, &mut buf)
+                    match twin.copy(at, g.unit, &mut buf) {
+                        Err(e) if self.corrected_in_place(idx, stripe, col, &e) => twin.copy(at, g.unit, &mut buf),
+                        r => r,
+                    }
                 };
                 if let Err(e) = copied {
                     self.fail_on_error(idx, &e);

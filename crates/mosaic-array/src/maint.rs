@@ -304,7 +304,8 @@ impl Array {
             }
             let sps = self.layout().plan_rebuild(region, &now, &h)?;
             let p = self.layout().rebuild_program(&sps)?;
-            match self.run_program(&p, Client::None, &format!("rebuild of region {region}")) {
+            // The caller holds the stripe's lock.
+            match self.run_correcting(&p, &format!("rebuild of region {region}")) {
                 Ok(_) => {
                     for &t in &now {
                         self.set_health(t, MemberState::Rebuilding { done: region + 1 });
@@ -520,7 +521,7 @@ impl Array {
     /// One try of [`Array::scrub_region`] with health `h`, into `out`.
     fn scrub_region_with(&self, region: u64, repair: bool, h: &mosaic_core::Health, out: &mut RegionScrub) -> Result<(), ArrayError> {
         let sps = self.layout().plan_scrub(region, h)?;
-        let (kept, corrected) = self.run_reads_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"))?;
+        let (kept, corrected) = self.run_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"))?;
         out.corrected += corrected;
         let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
         for (sp, reads) in sps.into_iter().zip(all_reads) {

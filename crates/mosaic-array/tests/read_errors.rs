@@ -293,3 +293,60 @@ fn a_member_cut_short_is_failed_without_a_rewrite() {
     assert_eq!(per[2].writes, 0, "no rewrite tried");
     assert!(!arr.auto_failed()[0].1.contains("not corrected"), "{:?}", arr.auto_failed());
 }
+
+/// raid6 rebuilding one member has a column to spare: a source's
+/// unreadable block is rebuilt from the others and the rebuild goes on.
+/// raid5 has none: the source fails and the rebuild stops, as before.
+#[test]
+fn a_rebuild_corrects_a_source_block_where_the_code_spares_a_column() {
+    for (level, n) in [(Level::Raid6, 6), (Level::Raid5, 5)] {
+        let r = rig(level, n);
+        r.arr.fail_member(0).unwrap();
+        r.arr.replace_with(0, Arc::new(MemMember::new("y", DATA_OFFSET + UNIT * STRIPES)), "mem:y").unwrap();
+        let g = r.arr.geometry().clone();
+        let s = (0..STRIPES).find(|&s| g.column_of(s, 3).is_some_and(|c| c < g.k)).unwrap();
+        let at = DATA_OFFSET + g.offset_of(s, g.column_of(s, 3).unwrap()) + 4096;
+        r.faulty[3].bad_range(at, 4096, false);
+        let rebuilt = r.arr.rebuild(&|_, _| {}, mosaic_array::maint::RebuildOptions::default());
+        if level == Level::Raid5 {
+            let e = rebuilt.unwrap_err().to_string();
+            assert!(e.contains("rebuild stopped"), "{e}");
+            assert_eq!(r.arr.health().states[3], MemberState::Failed);
+            assert!(r.arr.auto_failed()[0].1.contains("the other members cannot rebuild its bytes"), "{:?}", r.arr.auto_failed());
+            continue;
+        }
+        rebuilt.unwrap();
+        assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active), "{:?}", r.arr.health());
+        assert_eq!(r.arr.info().member_list[3].corrected_reads, 1);
+        assert!(r.faulty[3].bad_ranges().is_empty());
+        assert!(r.read_all() == r.data);
+        assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+        // The rebuilt member alone holds what it should: read with two
+        // others failed.
+        r.arr.fail_member(1).unwrap();
+        r.arr.fail_member(2).unwrap();
+        assert!(r.read_all() == r.data);
+    }
+}
+
+/// A hot replace meets an unreadable block on the old drive: the unit is
+/// rebuilt from the other members onto both drives (md's replace), the
+/// copy goes on, and the new drive takes the slot with the right bytes.
+#[test]
+fn a_hot_replace_rebuilds_what_the_old_drive_cannot_read() {
+    let r = rig(Level::Raid5, 5);
+    let g = r.arr.geometry().clone();
+    let m = 2;
+    let at = DATA_OFFSET + g.offset_of(7, g.column_of(7, m).unwrap()) + 8192;
+    r.faulty[m].bad_range(at, 4096, false);
+    let y = Arc::new(MemMember::new("y", DATA_OFFSET + UNIT * STRIPES));
+    let rep = r.arr.replace_hot_with(m, y.clone(), "mem:y", &|_, _| {}, mosaic_array::maint::RebuildOptions::default()).unwrap();
+    assert!(!rep.stopped && !rep.rebuild_needed, "{rep:?}");
+    assert!(r.faulty[m].bad_ranges().is_empty(), "the old drive was rewritten there too");
+    assert_eq!(r.mems[m].snapshot()[at as usize..at as usize + 4096], y.snapshot()[at as usize..at as usize + 4096]);
+    assert!(r.read_all() == r.data);
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+    // The new drive alone holds slot 2's bytes: read with another failed.
+    r.arr.fail_member(0).unwrap();
+    assert!(r.read_all() == r.data);
+}
