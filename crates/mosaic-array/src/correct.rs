@@ -23,10 +23,16 @@
 //!   connection) or is too short (a truncated file) ──> m failed at once
 //! ```
 //!
-//! md with a bad-block log, and ZFS, keep such a member and fail only the
-//! unreadable blocks' requests; that needs a bad-block list kept on the
-//! members (so a restart and a rebuild know it), which mosaic does not
-//! have.
+//! A rebuild meets the classic RAID-5 loss: a source cannot read a block
+//! while the member being rebuilt is out, so nothing holds those bytes.
+//! Failing the source (md without a bad-block log) would lose every stripe
+//! after it.  Instead, with one code column and one member being rebuilt,
+//! the blocks are set aside ([`Array::lose_blocks`]), as md's bad-block
+//! log and ZFS's permanent errors do: the logical bytes they take with
+//! them recorded lost in the superblocks (reads of them fail), zeros
+//! written over the source's blocks, and the rebuild goes on.  A client's
+//! request or a scrub still fails the member in that case: there the
+//! array is whole or merely degraded, and md without a log does the same.
 //!
 //! A scrub's reads are corrected the same way (md's check rewrites the
 //! sectors it cannot read: finding them before a rebuild needs them is
@@ -123,26 +129,29 @@ impl Array {
     /// corrected where they can be, every other failure failing its
     /// member (the request is then planned again, as ever).
     pub(crate) fn absorb_request(&self, layout: &FixedLayout, failures: &[Failure]) {
-        self.absorb_reads(layout, failures, false);
+        self.absorb_reads(layout, failures, false, None, &mut Ran::default());
     }
 
     /// Run `p`, a maintenance program over stripes whose locks the caller
     /// holds, without journaled writes (a scrub's reads, a rebuild's): a
     /// failed read corrected and the program run again, as md's check and
-    /// recovery rewrite what they cannot read; any other failure fails its
-    /// member, as [`Array::run_program`] does.  The buffers it kept, and
-    /// the reads corrected.
-    pub(crate) fn run_correcting(&self, p: &Program, what: &str) -> Result<(Vec<Vec<u8>>, u64), ArrayError> {
+    /// recovery rewrite what they cannot read; in a rebuild (`rebuild`),
+    /// a read nothing can rebuild loses its blocks instead of failing its
+    /// member ([`Array::lose_blocks`]); any other failure fails its
+    /// member, as [`Array::run_program`] does.
+    pub(crate) fn run_correcting(&self, p: &Program, what: &str, rebuild: Option<Rebuilding<'_>>) -> Result<Ran, ArrayError> {
         let layout = self.layout();
-        let mut corrected = 0;
+        let mut ran = Ran::default();
         for _ in 0..=self.geometry().members {
             match self.exec.run(p, Client::None, None) {
-                Ok(kept) => return Ok((kept, corrected)),
+                Ok(kept) => {
+                    ran.kept = kept;
+                    return Ok(ran);
+                }
                 Err(ExecError::Device(f)) => {
-                    if !self.absorb_reads(&layout, &f, true) {
+                    if !self.absorb_reads(&layout, &f, true, rebuild, &mut ran) {
                         return Err(ArrayError::Io(format!("{what}: {}", ExecError::Device(f))));
                     }
-                    corrected += f.len() as u64;
                 }
                 Err(e) => return Err(ArrayError::Io(format!("{what}: {e}"))),
             }
@@ -151,8 +160,9 @@ impl Array {
     }
 
     /// [`Array::absorb_request`], the stripes' locks taken or (`held`)
-    /// held by the caller: whether every failure was a read, corrected.
-    fn absorb_reads(&self, layout: &FixedLayout, failures: &[Failure], held: bool) -> bool {
+    /// held by the caller, in a rebuild or not: whether every failure was
+    /// a read, corrected (or its blocks lost), counted in `ran`.
+    fn absorb_reads(&self, layout: &FixedLayout, failures: &[Failure], held: bool, rebuild: Option<Rebuilding<'_>>, ran: &mut Ran) -> bool {
         let correct = self.corrects_reads();
         let mut all = true;
         for f in failures.iter().filter(|f| f.member < self.geometry().members) {
@@ -161,13 +171,25 @@ impl Array {
                 all = false;
                 continue;
             };
-            match self.correct_read(layout, op, held) {
-                Ok(()) => self.counted(f.member, op),
-                Err(why) => {
-                    self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}", f.error)));
-                    all = false;
+            let why = match self.correct_read(layout, op, held) {
+                Ok(()) => {
+                    self.counted(f.member, op);
+                    ran.corrected += 1;
+                    continue;
                 }
+                Err(why) => why,
+            };
+            let lost = rebuild.map(|r| self.lose_blocks(layout, op, r));
+            if let Some(Ok(bytes)) = lost {
+                ran.lost += bytes;
+                continue;
             }
+            let more = match lost {
+                Some(Err(e)) => format!("; nor could its blocks be set aside: {e}"),
+                _ => String::new(),
+            };
+            self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}{more}", f.error)));
+            all = false;
         }
         all
     }
@@ -252,6 +274,83 @@ impl Array {
         }
     }
 
+    /// A rebuild of `r.region` onto one target, whose source `op.member`
+    /// cannot read `op` and whose code has no column to spare (one code
+    /// column, the target out): the blocks the source cannot read are set
+    /// aside instead of failing it, as md's bad-block log and ZFS's
+    /// permanent errors do.  The logical bytes of the data columns among
+    /// the source's and the target's there are recorded lost in the
+    /// superblocks first ([`crate::lost`]: reads of them fail; a write of
+    /// their whole units clears them); then the source's blocks are
+    /// written with zeros (the drive remaps them), and the rebuild, run
+    /// again, rebuilds the target from them as from any bytes, so the
+    /// stripe agrees with itself (later degraded reads and writes of its
+    /// other bytes stay right).  Recorded before anything is written: a
+    /// crash in between leaves them lost, never silently wrong.  The
+    /// logical bytes lost.  The caller holds the stripe's lock.
+    fn lose_blocks(&self, layout: &FixedLayout, op: DevOp, r: Rebuilding<'_>) -> Result<u64, String> {
+        let geo = &layout.planner.geo;
+        let (s, region) = (op.member, r.region);
+        let &[t] = r.targets else { return Err(format!("members {:?} are being rebuilt at once", r.targets)) };
+        if geo.m != 1 || geo.is_mirror() || matches!(geo.level, mosaic_core::Level::Cbro { .. }) || !self.is_writable() {
+            return Err(format!("only a writable array with one code column per stripe sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
+        }
+        let (Some(cs), Some(ct)) = (geo.column_of(region, s), geo.column_of(region, t)) else { return Err(format!("stripe {region} has no unit on member {s} or {t}")) };
+        let base = geo.offset_of(region, cs);
+        let bad = self.unreadable_blocks(op, geo.block);
+        if bad == [(op.offset, op.offset + op.len)] && !self.reads_its_label(s) {
+            return Err("it reads nothing, not even its label: a dead drive, not a bad block".into());
+        }
+        let mut lost = Vec::new();
+        for &(a, b) in &bad {
+            for c in [cs, ct].into_iter().filter(|&c| c < geo.k) {
+                let offset = region * geo.stripe_data_bytes() + c as u64 * geo.unit + (a - base);
+                lost.push(crate::LostUnit { stripe: region, member: geo.member_of(region, c), offset, len: b - a });
+            }
+        }
+        self.record_lost(&lost).map_err(|e| format!("recording the lost bytes: {e}"))?;
+        for u in &lost {
+            tracing::error!(stripe = region, member = u.member, "rebuild: logical bytes {}..{} lost: member {s} cannot read them and member {t} is being rebuilt", u.offset, u.offset + u.len);
+        }
+        let role = if cs < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
+        let zeros: Vec<DevOp> = bad.iter().map(|&(a, b)| DevOp { member: s, offset: a, len: b - a, role, col: cs }).collect();
+        self.write_zeros(&zeros).map_err(|e| format!("writing zeros over its unreadable blocks: {e}"))?;
+        Ok(lost.iter().map(|u| u.len).sum())
+    }
+
+    /// The block-sized pieces of `op` its member cannot read, as merged
+    /// member ranges.
+    fn unreadable_blocks(&self, op: DevOp, block: u64) -> Vec<(u64, u64)> {
+        let mut bad: Vec<(u64, u64)> = Vec::new();
+        let mut at = op.offset;
+        while at < op.offset + op.len {
+            let n = block.min(op.offset + op.len - at);
+            if self.read_again(DevOp { offset: at, len: n, ..op }).is_err() {
+                match bad.last_mut() {
+                    Some(l) if l.1 == at => l.1 = at + n,
+                    _ => bad.push((at, at + n)),
+                }
+            }
+            at += n;
+        }
+        bad
+    }
+
+    /// Whether member `m` still reads its label (the first bytes of the
+    /// device, before the data area).
+    fn reads_its_label(&self, m: usize) -> bool {
+        let mut b = vec![0u8; 4096];
+        self.member(m).is_some_and(|d| d.read_at(&mut b, 0).is_ok())
+    }
+
+    /// Write zeros over `ops`.
+    fn write_zeros(&self, ops: &[DevOp]) -> Result<(), ExecError> {
+        let mut p = Program::default();
+        let ios = ops.iter().map(|op| Io::new(*op, Ref::new(p.buf(Buf::Bytes(vec![0u8; op.len as usize].into())), 0))).collect();
+        p.phases.push(Phase::write(ios));
+        self.exec.run(&p, Client::None, None).map(drop)
+    }
+
     /// Read `op` again, into scratch.
     fn read_again(&self, op: DevOp) -> Result<Vec<Vec<u8>>, ExecError> {
         let mut p = Program::default();
@@ -259,6 +358,23 @@ impl Array {
         p.phases.push(Phase::Read(vec![Io::new(op, Ref::new(b, 0))]));
         self.exec.run(&p, Client::None, None)
     }
+}
+
+/// A rebuild's side of [`Array::run_correcting`]: the stripe it rebuilds
+/// and the members it rebuilds there.
+#[derive(Clone, Copy)]
+pub(crate) struct Rebuilding<'a> {
+    pub region: u64,
+    pub targets: &'a [usize],
+}
+
+/// What [`Array::run_correcting`] did: the buffers the program kept, the
+/// reads corrected, the logical bytes set aside as lost.
+#[derive(Default)]
+pub(crate) struct Ran {
+    pub kept: Vec<Vec<u8>>,
+    pub corrected: u64,
+    pub lost: u64,
 }
 
 /// Whether `e` says the member could not read these bytes (a medium

@@ -212,7 +212,8 @@ impl Array {
         let mut written = 0u64;
         let mut since_start = 0u64;
         let mut skipped = 0u64;
-        let report = |written: u64, skipped: u64, paused: bool| {
+        let mut lost_bytes = 0u64;
+        let report = |written: u64, skipped: u64, lost_bytes: u64, paused: bool| {
             let secs = t0.elapsed().as_secs_f64();
             RebuildReport {
                 members: targets.clone(),
@@ -223,6 +224,7 @@ impl Array {
                 mib_per_s: written as f64 / (1 << 20) as f64 / secs.max(1e-9),
                 skipped_regions: skipped,
                 paused,
+                lost_bytes,
             }
         };
         for region in start..total {
@@ -230,11 +232,14 @@ impl Array {
             if opts.stop_asked() {
                 // What was rebuilt stays rebuilt: the next rebuild starts here.
                 self.checkpoint(&targets)?;
-                return Ok(report(written, skipped, true));
+                return Ok(report(written, skipped, lost_bytes, true));
             }
             let _g = self.lock_stripes(std::iter::once(region));
             let bytes = match self.rebuild_region(region, &targets) {
-                Ok(Some(bytes)) => bytes,
+                Ok(Some((bytes, lost))) => {
+                    lost_bytes += lost;
+                    bytes
+                }
                 Ok(None) => continue,
                 Err(e) => return Err(self.rebuild_stopped(region, &targets, e)),
             };
@@ -275,14 +280,16 @@ impl Array {
                 "rebuild: member(s) {lost:?} failed (or were replaced again) while being rebuilt and are not in service; replace them and rebuild again"
             )));
         }
-        Ok(report(written, skipped, false))
+        Ok(report(written, skipped, lost_bytes, false))
     }
 
     /// Rebuild `region` onto the targets still being rebuilt there: the
-    /// bytes written, None when none is.  A member failing on the way is
-    /// failed and the region planned again without it, as a client's
-    /// request is, while the layout still has what the region needs.
-    fn rebuild_region(&self, region: u64, targets: &[usize]) -> Result<Option<u64>, ArrayError> {
+    /// bytes written and the logical bytes lost (a source's unreadable
+    /// blocks nothing else could rebuild, [`crate::correct`]), None when
+    /// no target is.  A member failing on the way is failed and the
+    /// region planned again without it, as a client's request is, while
+    /// the layout still has what the region needs.
+    fn rebuild_region(&self, region: u64, targets: &[usize]) -> Result<Option<(u64, u64)>, ArrayError> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -300,17 +307,18 @@ impl Array {
                 self.set_health(t, MemberState::Rebuilding { done: region + 1 });
             }
             if now.is_empty() {
-                return Ok(Some(0));
+                return Ok(Some((0, 0)));
             }
             let sps = self.layout().plan_rebuild(region, &now, &h)?;
             let p = self.layout().rebuild_program(&sps)?;
             // The caller holds the stripe's lock.
-            match self.run_correcting(&p, &format!("rebuild of region {region}")) {
-                Ok(_) => {
+            let rebuilding = crate::correct::Rebuilding { region, targets: &now };
+            match self.run_correcting(&p, &format!("rebuild of region {region}"), Some(rebuilding)) {
+                Ok(ran) => {
                     for &t in &now {
                         self.set_health(t, MemberState::Rebuilding { done: region + 1 });
                     }
-                    return Ok(Some(sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum()));
+                    return Ok(Some((sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum(), ran.lost)));
                 }
                 // Planned again only when the error failed a member.
                 Err(e) if attempt > self.geometry().members || self.health() == h => return Err(e),
@@ -521,8 +529,9 @@ impl Array {
     /// One try of [`Array::scrub_region`] with health `h`, into `out`.
     fn scrub_region_with(&self, region: u64, repair: bool, h: &mosaic_core::Health, out: &mut RegionScrub) -> Result<(), ArrayError> {
         let sps = self.layout().plan_scrub(region, h)?;
-        let (kept, corrected) = self.run_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"))?;
-        out.corrected += corrected;
+        let ran = self.run_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"), None)?;
+        let kept = ran.kept;
+        out.corrected += ran.corrected;
         let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
         for (sp, reads) in sps.into_iter().zip(all_reads) {
             out.bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();

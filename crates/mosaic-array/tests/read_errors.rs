@@ -296,37 +296,103 @@ fn a_member_cut_short_is_failed_without_a_rewrite() {
 
 /// raid6 rebuilding one member has a column to spare: a source's
 /// unreadable block is rebuilt from the others and the rebuild goes on.
-/// raid5 has none: the source fails and the rebuild stops, as before.
 #[test]
 fn a_rebuild_corrects_a_source_block_where_the_code_spares_a_column() {
-    for (level, n) in [(Level::Raid6, 6), (Level::Raid5, 5)] {
-        let r = rig(level, n);
-        r.arr.fail_member(0).unwrap();
-        r.arr.replace_with(0, Arc::new(MemMember::new("y", DATA_OFFSET + UNIT * STRIPES)), "mem:y").unwrap();
-        let g = r.arr.geometry().clone();
-        let s = (0..STRIPES).find(|&s| g.column_of(s, 3).is_some_and(|c| c < g.k)).unwrap();
-        let at = DATA_OFFSET + g.offset_of(s, g.column_of(s, 3).unwrap()) + 4096;
-        r.faulty[3].bad_range(at, 4096, false);
-        let rebuilt = r.arr.rebuild(&|_, _| {}, mosaic_array::maint::RebuildOptions::default());
-        if level == Level::Raid5 {
-            let e = rebuilt.unwrap_err().to_string();
-            assert!(e.contains("rebuild stopped"), "{e}");
-            assert_eq!(r.arr.health().states[3], MemberState::Failed);
-            assert!(r.arr.auto_failed()[0].1.contains("the other members cannot rebuild its bytes"), "{:?}", r.arr.auto_failed());
-            continue;
+    let r = rig(Level::Raid6, 6);
+    r.arr.fail_member(0).unwrap();
+    r.arr.replace_with(0, Arc::new(MemMember::new("y", DATA_OFFSET + UNIT * STRIPES)), "mem:y").unwrap();
+    let g = r.arr.geometry().clone();
+    let s = (0..STRIPES).find(|&s| g.column_of(s, 3).is_some_and(|c| c < g.k)).unwrap();
+    let at = DATA_OFFSET + g.offset_of(s, g.column_of(s, 3).unwrap()) + 4096;
+    r.faulty[3].bad_range(at, 4096, false);
+    let rep = r.arr.rebuild(&|_, _| {}, mosaic_array::maint::RebuildOptions::default()).unwrap();
+    assert_eq!(rep.lost_bytes, 0);
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active), "{:?}", r.arr.health());
+    assert_eq!(r.arr.info().member_list[3].corrected_reads, 1);
+    assert!(r.faulty[3].bad_ranges().is_empty());
+    assert!(r.read_all() == r.data);
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
+    // The rebuilt member alone holds what it should: read with two
+    // others failed.
+    r.arr.fail_member(1).unwrap();
+    r.arr.fail_member(2).unwrap();
+    assert!(r.read_all() == r.data);
+}
+
+/// raid5 rebuilding a member has no column to spare: a source's
+/// unreadable block cannot be rebuilt, and neither can the target's
+/// bytes beside it.  Those blocks are set aside (md's bad-block log, ZFS's
+/// permanent errors) instead of failing the source, which would lose every
+/// stripe after it: zeros on both, the parity recomputed, the logical
+/// bytes of the data among them recorded lost.  The rebuild completes;
+/// reads of the lost bytes fail, every other byte reads right, a scrub
+/// finds the stripes consistent, and writing the lost units again clears
+/// them.
+#[test]
+fn a_raid5_rebuild_sets_aside_the_blocks_nothing_can_rebuild() {
+    let r = rig(Level::Raid5, 5);
+    let g = r.arr.geometry().clone();
+    let (t, src) = (0, 3);
+    r.arr.fail_member(t).unwrap();
+    let y = Arc::new(MemMember::new("y", DATA_OFFSET + UNIT * STRIPES));
+    r.arr.replace_with(t, y.clone(), "mem:y").unwrap();
+    // A stripe where both the source and the target hold data, and one
+    // where the target holds the parity.
+    let both = (0..STRIPES).find(|&s| g.column_of(s, src).unwrap() < g.k && g.column_of(s, t).unwrap() < g.k).unwrap();
+    let parity = (0..STRIPES).find(|&s| g.column_of(s, t).unwrap() == g.k).unwrap();
+    let bad = |s: u64| DATA_OFFSET + g.offset_of(s, g.column_of(s, src).unwrap()) + 8192;
+    r.faulty[src].bad_range(bad(both), 4096, false);
+    r.faulty[src].bad_range(bad(parity), 4096, false);
+    let rep = r.arr.rebuild(&|_, _| {}, mosaic_array::maint::RebuildOptions::default()).unwrap();
+    assert_eq!(rep.lost_bytes, 3 * 4096, "two blocks in one stripe, one in the other: {rep:?}");
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active), "{:?}", r.arr.health());
+    assert!(r.faulty[src].bad_ranges().is_empty(), "the zeros were written over the bad blocks");
+    let logical = |s: u64, m: usize| r.logical(s, g.column_of(s, m).unwrap(), 2);
+    let mut lost = vec![logical(both, src), logical(both, t), logical(parity, src)];
+    lost.sort_unstable();
+    let recorded: Vec<u64> = r.arr.lost().iter().flat_map(|l| (l.offset..l.end()).step_by(4096)).collect();
+    assert_eq!(recorded, lost);
+    let mut b = vec![0u8; 4096];
+    for at in (0..r.data.len() as u64).step_by(4096) {
+        let res = r.arr.read(at, &mut b);
+        if lost.contains(&at) {
+            assert!(res.unwrap_err().to_string().contains("were lost"));
+        } else {
+            res.unwrap();
+            assert!(b[..] == r.data[at as usize..at as usize + 4096], "block at {at}");
         }
-        rebuilt.unwrap();
-        assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active), "{:?}", r.arr.health());
-        assert_eq!(r.arr.info().member_list[3].corrected_reads, 1);
-        assert!(r.faulty[3].bad_ranges().is_empty());
-        assert!(r.read_all() == r.data);
-        assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty());
-        // The rebuilt member alone holds what it should: read with two
-        // others failed.
-        r.arr.fail_member(1).unwrap();
-        r.arr.fail_member(2).unwrap();
-        assert!(r.read_all() == r.data);
     }
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "each stripe agrees with itself");
+    // The lost block of the stripe with parity on the target, written
+    // again as its whole unit: known again.
+    let unit_at = logical(parity, src) - 8192;
+    r.arr.write(unit_at, &vec![9u8; UNIT as usize]).unwrap();
+    let mut u = vec![0u8; UNIT as usize];
+    r.arr.read(unit_at, &mut u).unwrap();
+    assert!(u.iter().all(|&x| x == 9));
+    assert_eq!(r.arr.lost().len(), 2, "the other stripe's two blocks stay lost: {:?}", r.arr.lost());
+    let mut data = r.data.clone();
+    data[unit_at as usize..(unit_at + UNIT) as usize].fill(9);
+    lost.retain(|&at| at != logical(parity, src));
+    // The rebuilt member is right where it holds anything known: every
+    // other byte reads with another member failed.
+    r.arr.fail_member(4).unwrap();
+    for at in (0..r.data.len() as u64).step_by(4096).filter(|at| !lost.contains(at)) {
+        r.arr.read(at, &mut b).unwrap();
+        assert!(b[..] == data[at as usize..at as usize + 4096], "block at {at}, degraded");
+    }
+    // The superblocks keep what is lost across a close and an open.
+    let Rig { mems, arr, .. } = r;
+    arr.close().unwrap();
+    let devs = std::iter::once(y).chain(mems.into_iter().skip(1)).map(|m| m as Arc<dyn Member>).collect();
+    let arr = Array::open_members(devs, true).unwrap();
+    assert_eq!(arr.lost().len(), 2);
+    assert!(arr.read(logical_of(&arr, both, src), &mut b).unwrap_err().to_string().contains("were lost"));
+}
+
+fn logical_of(arr: &Array, s: u64, m: usize) -> u64 {
+    let g = arr.geometry();
+    s * g.stripe_data_bytes() + g.column_of(s, m).unwrap() as u64 * g.unit + 8192
 }
 
 /// A hot replace meets an unreadable block on the old drive: the unit is

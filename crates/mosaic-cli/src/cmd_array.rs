@@ -1316,6 +1316,18 @@ pub(crate) fn rebuild_text(rep: &mosaic_array::RebuildReport) -> String {
             String::new()
         }
     ) + if rep.paused { "the rebuild resumes where it paused when the array is served again, or with mosaic rebuild; meanwhile the array runs degraded\n" } else { "" }
+        + &lost_text(rep.lost_bytes)
+}
+
+/// What a rebuild's `lost_bytes` means for its user.
+pub(crate) fn lost_text(lost: u64) -> String {
+    match lost {
+        0 => String::new(),
+        n => format!(
+            "{} of data could not be rebuilt (a source member could not read them, and nothing else holds them): they are recorded lost, reads of them fail (mosaic status lists them), and writing their whole stripe units again clears them\n",
+            human(n)
+        ),
+    }
 }
 
 /// The checks of a replacement drive for member `idx`, wherever a replace
@@ -1528,4 +1540,19 @@ pub fn scrub(a: ScrubArgs) -> Result<i32> {
         print!("{}", scrub_text(&rep, a.repair));
     }
     Ok(scrub_code(&rep, a.repair))
+}
+
+#[cfg(test)]
+mod tests {
+    use mosaic_array::RebuildReport;
+
+    /// A rebuild that set bytes aside says how many, what that means and
+    /// how to clear them; one that did not says nothing of it.
+    #[test]
+    fn a_rebuilds_lost_bytes_are_said() {
+        let rep = |lost_bytes| RebuildReport { members: vec![1], regions: 8, resumed_from: 0, bytes_written: 1 << 20, seconds: 1.0, mib_per_s: 1.0, skipped_regions: 0, paused: false, lost_bytes };
+        let t = super::rebuild_text(&rep(12288));
+        assert!(t.starts_with("rebuilt member(s) [1]") && t.contains("12.0 KiB of data could not be rebuilt") && t.contains("recorded lost") && t.contains("mosaic status"), "{t}");
+        assert!(!super::rebuild_text(&rep(0)).contains("lost"));
+    }
 }

@@ -1057,11 +1057,12 @@ fn rebuild_body(sh: &Shared, tick: &dyn Fn(u64, u64), why: &str) -> Result<serde
             r.members, r.bytes_written, r.seconds
         ),
         Ok(r) => format!(
-            "members {:?} rebuilt: {} bytes in {:.1} s{}",
+            "members {:?} rebuilt: {} bytes in {:.1} s{}{}",
             r.members,
             r.bytes_written,
             r.seconds,
-            if r.skipped_regions > 0 { format!("; re-added: {} of {} stripes passed over (no write came to them while it was out)", r.skipped_regions, r.regions) } else { String::new() }
+            if r.skipped_regions > 0 { format!("; re-added: {} of {} stripes passed over (no write came to them while it was out)", r.skipped_regions, r.regions) } else { String::new() },
+            if r.lost_bytes > 0 { format!("; {} bytes could not be rebuilt and are recorded lost", r.lost_bytes) } else { String::new() }
         ),
         Err(e) => format!("rebuild failed: {e}"),
     };

@@ -69,6 +69,12 @@ pub struct RebuildReport {
     /// being rebuilt, and the next rebuild resumes where this one stopped.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Logical bytes it could not rebuild (a source's unreadable blocks
+    /// where the code had no column to spare): recorded lost, so reads of
+    /// them fail instead of returning wrong bytes (a fixed array's
+    /// `correct`, as md's bad-block log).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost_bytes: u64,
 }
 
 /// Result of a hot replace (md's `--replace`): a working member's

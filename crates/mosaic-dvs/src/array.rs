@@ -1747,7 +1747,7 @@ impl DvsArray {
         }
         self.rebuild_done(&targets)?;
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false })
+        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false, lost_bytes: 0 })
     }
 
     /// Rebuild at most `ssgs` SSGs from the recorded position and log the

@@ -673,7 +673,7 @@ impl Volume for DvsVolume {
             }));
         };
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused })
+        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused, lost_bytes: 0 })
     }
 
     /// SSG by SSG, the array's lock released between steps (as the

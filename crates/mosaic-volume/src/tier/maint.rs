@@ -7,13 +7,14 @@ use super::SIDES;
 
 /// Merge per-tier rebuild reports (members flattened).
 pub(super) fn merge_rebuild(reps: Vec<(usize, RebuildReport)>) -> RebuildReport {
-    let mut out = RebuildReport { members: vec![], regions: 0, resumed_from: 0, bytes_written: 0, seconds: 0.0, mib_per_s: 0.0, skipped_regions: 0, paused: false };
+    let mut out = RebuildReport { members: vec![], regions: 0, resumed_from: 0, bytes_written: 0, seconds: 0.0, mib_per_s: 0.0, skipped_regions: 0, paused: false, lost_bytes: 0 };
     for (shift, r) in reps {
         out.members.extend(r.members.iter().map(|m| m + shift));
         out.regions += r.regions;
         out.resumed_from = out.resumed_from.max(r.resumed_from);
         out.bytes_written += r.bytes_written;
         out.skipped_regions += r.skipped_regions;
+        out.lost_bytes += r.lost_bytes;
         out.paused |= r.paused;
         out.seconds += r.seconds;
     }
