@@ -656,8 +656,9 @@ impl FaultyMember {
     pub fn bad_ranges(&self) -> Vec<(u64, u64)> {
         self.bad.lock().iter().map(|&(a, b, _)| (a, b)).collect()
     }
+    /// What a disk's unreadable sector gives: EIO's kind, with where.
     fn medium_error(&self, offset: u64) -> io::Error {
-        io::Error::new(io::ErrorKind::Other, format!("{}: injected medium error at byte {offset}", self.inner.describe()))
+        io::Error::new(io::Error::from_raw_os_error(libc::EIO).kind(), format!("{}: injected medium error at byte {offset}", self.inner.describe()))
     }
     /// A read of `len` bytes at `offset` touches a bad range.
     fn check_read(&self, offset: u64, len: u64) -> io::Result<()> {
