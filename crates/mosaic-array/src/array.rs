@@ -1922,8 +1922,7 @@ impl Planner for Request<'_> {
         Ok(if self.write { l.write_program(self.offset, self.len, &h)? } else { l.read_program(self.offset, self.len, &h)? })
     }
     fn failed(&mut self, f: &[Failure]) -> Result<(), ArrayError> {
-        self.arr.absorb_request(self.layout, f);
-        Ok(())
+        self.arr.absorb_request(self.layout, f, self.write)
     }
 }
 

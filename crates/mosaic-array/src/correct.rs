@@ -16,23 +16,24 @@
 //!           ok ──> corrected: counted, the request planned again as ever
 //!                  (more than MAX_CORRECTED on m within the decay: m failed,
 //!                  as md's max_read_errors)
-//!           the rewrite or the read again fails, or the others cannot
-//!           rebuild the bytes (degraded, raid0, a bad sector on a source
-//!           too) ──> m failed, as before (md without a bad-block log)
+//!           the rewrite or the read again fails ──> m failed, as before
+//!           the others cannot rebuild the bytes: one code column and one
+//!           other member out ──> set aside (below); else (raid0, raid6
+//!           with two out and a bad block, ...) ──> m failed, as before
 //!   an error saying m cannot be reached (a remote's timeout, a lost
 //!   connection) or is too short (a truncated file) ──> m failed at once
 //! ```
 //!
-//! A rebuild meets the classic RAID-5 loss: a source cannot read a block
-//! while the member being rebuilt is out, so nothing holds those bytes.
-//! Failing the source (md without a bad-block log) would lose every stripe
-//! after it.  Instead, with one code column and one member being rebuilt,
-//! the blocks are set aside ([`Array::lose_blocks`]), as md's bad-block
-//! log and ZFS's permanent errors do: the logical bytes they take with
-//! them recorded lost in the superblocks (reads of them fail), zeros
-//! written over the source's blocks, and the rebuild goes on.  A client's
-//! request or a scrub still fails the member in that case: there the
-//! array is whole or merely degraded, and md without a log does the same.
+//! When nothing can rebuild the bytes because another member is out of
+//! the stripe (failed, or being rebuilt: the classic RAID-5 loss in a
+//! rebuild), failing this one too would put every stripe out of reach
+//! (md without a bad-block log).  Instead, with one code column and one
+//! member out, the blocks are set aside ([`Array::lose_blocks`]), as md's
+//! bad-block log and ZFS's permanent errors do: the logical bytes they
+//! take with them recorded lost in the superblocks (reads of them fail),
+//! zeros written over the blocks, and the rebuild, scrub or write goes on;
+//! a read of them fails.  A member that reads nothing, not even its
+//! label, is a dead drive and fails as before.
 //!
 //! A scrub's reads are corrected the same way (md's check rewrites the
 //! sectors it cannot read: finding them before a rebuild needs them is
@@ -127,19 +128,30 @@ impl Array {
 
     /// A client request's member failures, on `layout`: failed reads
     /// corrected where they can be, every other failure failing its
-    /// member (the request is then planned again, as ever).
-    pub(crate) fn absorb_request(&self, layout: &FixedLayout, failures: &[Failure]) {
-        self.absorb_reads(layout, failures, false, None, &mut Ran::default());
+    /// member; then the request is planned again, as ever, unless it is a
+    /// read and bytes were set aside ([`Array::lose_blocks`]): what it
+    /// reads is among them, and it fails.
+    pub(crate) fn absorb_request(&self, layout: &FixedLayout, failures: &[Failure], write: bool) -> Result<(), ArrayError> {
+        let mut ran = Ran::default();
+        self.absorb_reads(layout, failures, false, &mut ran);
+        match ran.lost.first() {
+            Some(u) if !write => Err(ArrayError::Io(format!(
+                "bytes {}..{} of array {} were lost: a member cannot read them, and the member out of their stripe held the only other way to them; recorded (mosaic info lists them), write them again to clear",
+                u.offset,
+                u.offset + u.len,
+                self.superblock().array_uuid
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Run `p`, a maintenance program over stripes whose locks the caller
     /// holds, without journaled writes (a scrub's reads, a rebuild's): a
-    /// failed read corrected and the program run again, as md's check and
-    /// recovery rewrite what they cannot read; in a rebuild (`rebuild`),
-    /// a read nothing can rebuild loses its blocks instead of failing its
-    /// member ([`Array::lose_blocks`]); any other failure fails its
-    /// member, as [`Array::run_program`] does.
-    pub(crate) fn run_correcting(&self, p: &Program, what: &str, rebuild: Option<Rebuilding<'_>>) -> Result<Ran, ArrayError> {
+    /// failed read corrected, or its blocks set aside
+    /// ([`Array::lose_blocks`]), and the program run again, as md's check
+    /// and recovery rewrite what they cannot read; any other failure
+    /// fails its member, as [`Array::run_program`] does.
+    pub(crate) fn run_correcting(&self, p: &Program, what: &str) -> Result<Ran, ArrayError> {
         let layout = self.layout();
         let mut ran = Ran::default();
         for _ in 0..=self.geometry().members {
@@ -149,7 +161,7 @@ impl Array {
                     return Ok(ran);
                 }
                 Err(ExecError::Device(f)) => {
-                    if !self.absorb_reads(&layout, &f, true, rebuild, &mut ran) {
+                    if !self.absorb_reads(&layout, &f, true, &mut ran) {
                         return Err(ArrayError::Io(format!("{what}: {}", ExecError::Device(f))));
                     }
                 }
@@ -160,9 +172,9 @@ impl Array {
     }
 
     /// [`Array::absorb_request`], the stripes' locks taken or (`held`)
-    /// held by the caller, in a rebuild or not: whether every failure was
-    /// a read, corrected (or its blocks lost), counted in `ran`.
-    fn absorb_reads(&self, layout: &FixedLayout, failures: &[Failure], held: bool, rebuild: Option<Rebuilding<'_>>, ran: &mut Ran) -> bool {
+    /// held by the caller: whether every failure was a read, corrected or
+    /// its blocks set aside, counted in `ran`.
+    fn absorb_reads(&self, layout: &FixedLayout, failures: &[Failure], held: bool, ran: &mut Ran) -> bool {
         let correct = self.corrects_reads();
         let mut all = true;
         for f in failures.iter().filter(|f| f.member < self.geometry().members) {
@@ -179,17 +191,13 @@ impl Array {
                 }
                 Err(why) => why,
             };
-            let lost = rebuild.map(|r| self.lose_blocks(layout, op, r));
-            if let Some(Ok(bytes)) = lost {
-                ran.lost += bytes;
-                continue;
+            match self.lose_blocks(layout, op) {
+                Ok(lost) => ran.lost.extend(lost),
+                Err(e) => {
+                    self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}; nor set aside: {e}", f.error)));
+                    all = false;
+                }
             }
-            let more = match lost {
-                Some(Err(e)) => format!("; nor could its blocks be set aside: {e}"),
-                _ => String::new(),
-            };
-            self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}{more}", f.error)));
-            all = false;
         }
         all
     }
@@ -274,60 +282,70 @@ impl Array {
         }
     }
 
-    /// A rebuild of `r.region` onto one target, whose source `op.member`
-    /// cannot read `op` and whose code has no column to spare (one code
-    /// column, the target out): the blocks the source cannot read are set
-    /// aside instead of failing it, as md's bad-block log and ZFS's
-    /// permanent errors do.  The logical bytes of the data columns among
-    /// the source's and the target's there are recorded lost in the
-    /// superblocks first ([`crate::lost`]: reads of them fail; a write of
-    /// their whole units clears them); then the source's blocks are
-    /// written with zeros (the drive remaps them), and the rebuild, run
-    /// again, rebuilds the target from them as from any bytes, so the
-    /// stripe agrees with itself (later degraded reads and writes of its
-    /// other bytes stay right).  Recorded before anything is written: a
-    /// crash in between leaves them lost, never silently wrong.  The
-    /// logical bytes lost.  The caller holds the stripe's lock.
-    fn lose_blocks(&self, layout: &FixedLayout, op: DevOp, r: Rebuilding<'_>) -> Result<u64, String> {
+    /// Member `op.member` cannot read `op`, and the other members cannot
+    /// rebuild it: one code column, and another member out of the stripe
+    /// (failed, or being rebuilt there).  Rather than fail it too, which
+    /// would put every stripe out of reach (the classic RAID-5 loss in a
+    /// rebuild), its unreadable blocks are set aside, as md's bad-block
+    /// log and ZFS's permanent errors do: the logical bytes of the data
+    /// columns among its and the out member's there are recorded lost in
+    /// the superblocks first ([`crate::lost`]: reads of them fail; a write
+    /// of their whole units clears them); then its blocks are written with
+    /// zeros (the drive remaps them).  The stripe agrees with itself again
+    /// once the out member is rebuilt from them, as from any bytes, so
+    /// later degraded reads and writes of its other bytes stay right.
+    /// Recorded before anything is written: a crash in between leaves them
+    /// lost, never silently wrong.  The units set aside.  The caller holds
+    /// the stripes' locks, or none is needed (a client's request: the
+    /// bytes are lost whichever write comes first).
+    fn lose_blocks(&self, layout: &FixedLayout, op: DevOp) -> Result<Vec<crate::LostUnit>, String> {
         let geo = &layout.planner.geo;
-        let (s, region) = (op.member, r.region);
-        let &[t] = r.targets else { return Err(format!("members {:?} are being rebuilt at once", r.targets)) };
+        let s = op.member;
         if geo.m != 1 || geo.is_mirror() || matches!(geo.level, mosaic_core::Level::Cbro { .. }) || !self.is_writable() {
             return Err(format!("only a writable array with one code column per stripe sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
         }
-        let (Some(cs), Some(ct)) = (geo.column_of(region, s), geo.column_of(region, t)) else { return Err(format!("stripe {region} has no unit on member {s} or {t}")) };
-        let base = geo.offset_of(region, cs);
         let bad = self.unreadable_blocks(op, geo.block);
+        if bad.is_empty() {
+            return Err("it read them when asked again".into());
+        }
         if bad == [(op.offset, op.offset + op.len)] && !self.reads_its_label(s) {
             return Err("it reads nothing, not even its label: a dead drive, not a bad block".into());
         }
-        let mut lost = Vec::new();
+        let h = self.health();
+        let (mut lost, mut zeros) = (Vec::new(), Vec::new());
         for &(a, b) in &bad {
-            for c in [cs, ct].into_iter().filter(|&c| c < geo.k) {
-                let offset = region * geo.stripe_data_bytes() + c as u64 * geo.unit + (a - base);
-                lost.push(crate::LostUnit { stripe: region, member: geo.member_of(region, c), offset, len: b - a });
+            let stripe = geo.stripes_at(s, a, b - a).0;
+            let cs = geo.column_of(stripe, s).ok_or_else(|| format!("stripe {stripe} has no unit on member {s}"))?;
+            let out: Vec<usize> = (0..geo.members).filter(|&x| x != s && !h.available(x, stripe)).collect();
+            let &[o] = out.as_slice() else { return Err(format!("stripe {stripe} has members {out:?} out besides it")) };
+            let co = geo.column_of(stripe, o).ok_or_else(|| format!("stripe {stripe} has no unit on member {o}"))?;
+            let lo = a - geo.offset_of(stripe, cs);
+            let role = if cs < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
+            zeros.push(DevOp { member: s, offset: a, len: b - a, role, col: cs });
+            for c in [cs, co].into_iter().filter(|&c| c < geo.k) {
+                let offset = stripe * geo.stripe_data_bytes() + c as u64 * geo.unit + lo;
+                lost.push(crate::LostUnit { stripe, member: geo.member_of(stripe, c), offset, len: b - a });
             }
         }
         self.record_lost(&lost).map_err(|e| format!("recording the lost bytes: {e}"))?;
         for u in &lost {
-            tracing::error!(stripe = region, member = u.member, "rebuild: logical bytes {}..{} lost: member {s} cannot read them and member {t} is being rebuilt", u.offset, u.offset + u.len);
+            tracing::error!(stripe = u.stripe, member = u.member, "logical bytes {}..{} lost: member {s} cannot read them, and the member out of the stripe held the only other way to them", u.offset, u.offset + u.len);
         }
-        let role = if cs < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
-        let zeros: Vec<DevOp> = bad.iter().map(|&(a, b)| DevOp { member: s, offset: a, len: b - a, role, col: cs }).collect();
         self.write_zeros(&zeros).map_err(|e| format!("writing zeros over its unreadable blocks: {e}"))?;
-        Ok(lost.iter().map(|u| u.len).sum())
+        Ok(lost)
     }
 
-    /// The block-sized pieces of `op` its member cannot read, as merged
-    /// member ranges.
+    /// The block-sized pieces of `op` its member cannot read, as member
+    /// ranges merged within a stripe unit.
     fn unreadable_blocks(&self, op: DevOp, block: u64) -> Vec<(u64, u64)> {
+        let unit = self.geometry().unit;
         let mut bad: Vec<(u64, u64)> = Vec::new();
         let mut at = op.offset;
         while at < op.offset + op.len {
             let n = block.min(op.offset + op.len - at);
             if self.read_again(DevOp { offset: at, len: n, ..op }).is_err() {
                 match bad.last_mut() {
-                    Some(l) if l.1 == at => l.1 = at + n,
+                    Some(l) if l.1 == at && at % unit != 0 => l.1 = at + n,
                     _ => bad.push((at, at + n)),
                 }
             }
@@ -360,21 +378,20 @@ impl Array {
     }
 }
 
-/// A rebuild's side of [`Array::run_correcting`]: the stripe it rebuilds
-/// and the members it rebuilds there.
-#[derive(Clone, Copy)]
-pub(crate) struct Rebuilding<'a> {
-    pub region: u64,
-    pub targets: &'a [usize],
-}
-
 /// What [`Array::run_correcting`] did: the buffers the program kept, the
 /// reads corrected, the logical bytes set aside as lost.
 #[derive(Default)]
 pub(crate) struct Ran {
     pub kept: Vec<Vec<u8>>,
     pub corrected: u64,
-    pub lost: u64,
+    pub lost: Vec<crate::LostUnit>,
+}
+
+impl Ran {
+    /// The logical bytes set aside.
+    pub fn lost_bytes(&self) -> u64 {
+        self.lost.iter().map(|u| u.len).sum()
+    }
 }
 
 /// Whether `e` says the member could not read these bytes (a medium

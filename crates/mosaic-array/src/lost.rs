@@ -1,4 +1,6 @@
-//! Lost data: what a crash took with a member while a cache held code.
+//! Lost data: what a crash took with a member while a cache held code,
+//! and what a member could not read while another was out of the stripe
+//! (set aside by [`crate::correct`], as md's bad-block log keeps it).
 //!
 //! A cache volume (fpc, ppc, ppc+data) keeps the newest code of some rows
 //! in memory; the drives hold older code there until it is destaged, and
@@ -40,7 +42,7 @@ impl Array {
         match self.lost().into_iter().find(|r| r.offset < end && r.end() > offset) {
             None => Ok(()),
             Some(r) => Err(ArrayError::Io(format!(
-                "bytes {}..{} of array {} were lost: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped); write them again to clear",
+                "bytes {}..{} of array {} were lost: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped), or a member could not read them while another was out of their stripe; write them again to clear",
                 r.offset,
                 r.end(),
                 self.superblock().array_uuid

@@ -312,13 +312,12 @@ impl Array {
             let sps = self.layout().plan_rebuild(region, &now, &h)?;
             let p = self.layout().rebuild_program(&sps)?;
             // The caller holds the stripe's lock.
-            let rebuilding = crate::correct::Rebuilding { region, targets: &now };
-            match self.run_correcting(&p, &format!("rebuild of region {region}"), Some(rebuilding)) {
+            match self.run_correcting(&p, &format!("rebuild of region {region}")) {
                 Ok(ran) => {
                     for &t in &now {
                         self.set_health(t, MemberState::Rebuilding { done: region + 1 });
                     }
-                    return Ok(Some((sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum(), ran.lost)));
+                    return Ok(Some((sps.iter().flat_map(|sp| &sp.writes).map(|w| w.len).sum(), ran.lost_bytes())));
                 }
                 // Planned again only when the error failed a member.
                 Err(e) if attempt > self.geometry().members || self.health() == h => return Err(e),
@@ -457,6 +456,9 @@ impl Array {
             rep.bytes_read += r.bytes;
             rep.unverified_stripes += r.unverified as u64;
             rep.read_errors_corrected += r.corrected;
+            if r.lost > 0 {
+                rep.notes.push(format!("stripe {region}: {} bytes of data could not be read, and the member out of the stripe held the only other way to them: recorded lost (mosaic info lists them)", r.lost));
+            }
             match resync {
                 Resync::No => {}
                 Resync::InOrder => {
@@ -529,9 +531,10 @@ impl Array {
     /// One try of [`Array::scrub_region`] with health `h`, into `out`.
     fn scrub_region_with(&self, region: u64, repair: bool, h: &mosaic_core::Health, out: &mut RegionScrub) -> Result<(), ArrayError> {
         let sps = self.layout().plan_scrub(region, h)?;
-        let ran = self.run_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"), None)?;
-        let kept = ran.kept;
+        let ran = self.run_correcting(&self.layout().scrub_program(&sps), &format!("scrub of stripe {region}"))?;
         out.corrected += ran.corrected;
+        out.lost += ran.lost_bytes();
+        let kept = ran.kept;
         let all_reads = mosaic_core::lower::split_reads(&sps, kept.first().map_or(&[][..], |v| v.as_slice()));
         for (sp, reads) in sps.into_iter().zip(all_reads) {
             out.bytes += reads.iter().map(|r| r.len() as u64).sum::<u64>();
@@ -604,4 +607,7 @@ pub(crate) struct RegionScrub {
     pub members_failed: bool,
     /// Member reads that failed and were corrected ([`crate::correct`]).
     pub corrected: u64,
+    /// Logical bytes set aside as lost: unreadable, and nothing else held
+    /// them ([`crate::correct`]).
+    pub lost: u64,
 }

@@ -122,21 +122,54 @@ fn a_block_that_cannot_be_rewritten_fails_the_member() {
 }
 
 /// raid5 with a member already failed: nothing can rebuild the other's
-/// unreadable block, so that member fails too (as md without a bad-block
-/// log), and the read fails rather than return wrong bytes.
+/// unreadable block.  Failing that member too would put every stripe
+/// out of reach; instead the block is set aside: the bytes it takes with
+/// it (its own, and the failed member's beside it, which only it could
+/// rebuild) recorded lost, zeros written over it.  The read of them
+/// fails; every other byte reads; a write needing the block goes on; the
+/// member stays in service.
 #[test]
-fn an_unreadable_block_in_a_degraded_array_fails_its_member() {
+fn an_unreadable_block_in_a_degraded_array_is_set_aside() {
     let r = rig(Level::Raid5, 5);
-    let gone = r.arr.geometry().member_of(4, 0);
+    let g = r.arr.geometry().clone();
+    let gone = g.member_of(4, 0);
     r.arr.fail_member(gone).unwrap();
     let (m, at) = r.unit(4, 1, 3);
     r.faulty[m].bad_range(at, 4096, false);
     let mut b = vec![0u8; 4096];
-    assert!(r.arr.read(r.logical(4, 1, 3), &mut b).is_err());
-    assert_eq!(r.arr.health().states[m], MemberState::Failed);
-    let failed = r.arr.auto_failed();
-    assert!(failed[0].1.contains("not corrected: the other members cannot rebuild its bytes"), "{failed:?}");
-    assert_eq!(r.arr.info().member_list[m].corrected_reads, 0);
+    let err = r.arr.read(r.logical(4, 1, 3), &mut b).unwrap_err().to_string();
+    assert!(err.contains("were lost"), "{err}");
+    assert_eq!(r.arr.health().states[m], MemberState::Active);
+    assert!(r.arr.auto_failed().is_empty(), "{:?}", r.arr.auto_failed());
+    assert!(r.faulty[m].bad_ranges().is_empty(), "zeros written over the block");
+    let lost: Vec<u64> = r.arr.lost().iter().flat_map(|l| (l.offset..l.end()).step_by(4096)).collect();
+    assert_eq!(lost, vec![r.logical(4, 0, 3), r.logical(4, 1, 3)]);
+    for at in (0..r.data.len() as u64).step_by(4096) {
+        let res = r.arr.read(at, &mut b);
+        if lost.contains(&at) {
+            assert!(res.unwrap_err().to_string().contains("were lost"));
+        } else {
+            res.unwrap();
+            assert!(b[..] == r.data[at as usize..at as usize + 4096], "block at {at}");
+        }
+    }
+    // A write into the stripe (a degraded write reads every survivor over
+    // its span, the zeros included) goes on and reads back.
+    let w = r.logical(4, 2, 3);
+    r.arr.write(w, &[6; 4096]).unwrap();
+    r.arr.read(w, &mut b).unwrap();
+    assert_eq!(b, vec![6; 4096]);
+    // A scrub of the degraded array meeting another such block sets it
+    // aside too, says so, and goes on to the end.
+    let s9 = (9..STRIPES).find(|&s| g.column_of(s, gone).unwrap() < g.k && g.column_of(s, m).unwrap() < g.k).unwrap();
+    let (m9, at9) = r.unit(s9, g.column_of(s9, m).unwrap(), 0);
+    assert_eq!(m9, m);
+    r.faulty[m].bad_range(at9, 4096, false);
+    let rep = r.arr.scrub(false, &|_, _| {}).unwrap();
+    assert!(rep.notes.iter().any(|n| n.contains(&format!("stripe {s9}: 8192 bytes")) && n.contains("recorded lost")), "{rep:?}");
+    assert_eq!(rep.stripes_checked, STRIPES);
+    assert_eq!(r.arr.health().states[m], MemberState::Active);
+    assert_eq!(r.arr.lost().len(), 4, "{:?}", r.arr.lost());
 }
 
 /// raid6: two members unreadable in the same stripe unit range; each is

@@ -1324,7 +1324,7 @@ pub(crate) fn lost_text(lost: u64) -> String {
     match lost {
         0 => String::new(),
         n => format!(
-            "{} of data could not be rebuilt (a source member could not read them, and nothing else holds them): they are recorded lost, reads of them fail (mosaic status lists them), and writing their whole stripe units again clears them\n",
+            "{} of data could not be rebuilt (a source member could not read them, and nothing else holds them): they are recorded lost, reads of them fail (mosaic info lists them), and writing their whole stripe units again clears them\n",
             human(n)
         ),
     }
@@ -1552,7 +1552,7 @@ mod tests {
     fn a_rebuilds_lost_bytes_are_said() {
         let rep = |lost_bytes| RebuildReport { members: vec![1], regions: 8, resumed_from: 0, bytes_written: 1 << 20, seconds: 1.0, mib_per_s: 1.0, skipped_regions: 0, paused: false, lost_bytes };
         let t = super::rebuild_text(&rep(12288));
-        assert!(t.starts_with("rebuilt member(s) [1]") && t.contains("12.0 KiB of data could not be rebuilt") && t.contains("recorded lost") && t.contains("mosaic status"), "{t}");
+        assert!(t.starts_with("rebuilt member(s) [1]") && t.contains("12.0 KiB of data could not be rebuilt") && t.contains("recorded lost") && t.contains("mosaic info"), "{t}");
         assert!(!super::rebuild_text(&rep(0)).contains("lost"));
     }
 }

@@ -78,7 +78,7 @@ fn lost_line(lost: &[LostRange]) -> Option<(String, String)> {
     let bytes: u64 = lost.iter().map(|r| r.len).sum();
     let ranges: Vec<String> = lost.iter().take(LISTED).map(|r| format!("{}..{}", r.offset, r.end())).collect();
     let more = if lost.len() > LISTED { format!(", ... {} ranges in all", lost.len()) } else { String::new() };
-    Some(("lost".into(), format!("{} in bytes {}{more}: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped); reads fail until they are written again", human(bytes), ranges.join(", "))))
+    Some(("lost".into(), format!("{} in bytes {}{more}: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped), or a member could not read them while another was out of their stripe; reads fail until they are written again", human(bytes), ranges.join(", "))))
 }
 
 fn counters(arr: &Array) -> IoCounters {
