@@ -191,7 +191,7 @@ impl Array {
                 }
                 Err(why) => why,
             };
-            match self.lose_blocks(layout, op) {
+            match self.lose_blocks(layout, op, held) {
                 Ok(lost) => ran.lost.extend(lost),
                 Err(e) => {
                     self.fail_on_error(f.member, &io::Error::new(f.error.kind(), format!("{}; not corrected: {why}; nor set aside: {e}", f.error)));
@@ -295,15 +295,15 @@ impl Array {
     /// once the out member is rebuilt from them, as from any bytes, so
     /// later degraded reads and writes of its other bytes stay right.
     /// Recorded before anything is written: a crash in between leaves them
-    /// lost, never silently wrong.  The units set aside.  The caller holds
-    /// the stripes' locks, or none is needed (a client's request: the
-    /// bytes are lost whichever write comes first).
-    fn lose_blocks(&self, layout: &FixedLayout, op: DevOp) -> Result<Vec<crate::LostUnit>, String> {
+    /// lost, never silently wrong.  The units set aside.  The stripes'
+    /// locks are taken, unless `held` by the caller.
+    fn lose_blocks(&self, layout: &FixedLayout, op: DevOp, held: bool) -> Result<Vec<crate::LostUnit>, String> {
         let geo = &layout.planner.geo;
         let s = op.member;
         if geo.m != 1 || geo.is_mirror() || matches!(geo.level, mosaic_core::Level::Cbro { .. }) || !self.is_writable() {
             return Err(format!("only a writable array with one code column per stripe sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
         }
+        let _g = (!held).then(|| self.lock_stripes(pieces(geo, op).into_iter().map(|p| p.0)));
         let bad = self.unreadable_blocks(op, geo.block);
         if bad.is_empty() {
             return Err("it read them when asked again".into());
