@@ -51,6 +51,23 @@ impl Rig {
         self.arr.read(0, &mut b).unwrap();
         b
     }
+    /// The array records exactly the 4 KiB blocks at logical `lost` as
+    /// lost (sorted), reads of them fail, and every other block reads its
+    /// pattern.
+    fn reads_all_but(&self, lost: &[u64]) {
+        let recorded: Vec<u64> = self.arr.lost().iter().flat_map(|l| (l.offset..l.end()).step_by(4096)).collect();
+        assert_eq!(recorded, lost);
+        let mut b = vec![0u8; 4096];
+        for at in (0..self.data.len() as u64).step_by(4096) {
+            let res = self.arr.read(at, &mut b);
+            if lost.contains(&at) {
+                assert!(res.unwrap_err().to_string().contains("were lost"));
+            } else {
+                res.unwrap();
+                assert!(b[..] == self.data[at as usize..at as usize + 4096], "block at {at}");
+            }
+        }
+    }
     fn device(&self, m: usize, at: u64, len: usize) -> Vec<u8> {
         self.mems[m].snapshot()[at as usize..at as usize + len].to_vec()
     }
@@ -142,17 +159,8 @@ fn an_unreadable_block_in_a_degraded_array_is_set_aside() {
     assert_eq!(r.arr.health().states[m], MemberState::Active);
     assert!(r.arr.auto_failed().is_empty(), "{:?}", r.arr.auto_failed());
     assert!(r.faulty[m].bad_ranges().is_empty(), "zeros written over the block");
-    let lost: Vec<u64> = r.arr.lost().iter().flat_map(|l| (l.offset..l.end()).step_by(4096)).collect();
-    assert_eq!(lost, vec![r.logical(4, 0, 3), r.logical(4, 1, 3)]);
-    for at in (0..r.data.len() as u64).step_by(4096) {
-        let res = r.arr.read(at, &mut b);
-        if lost.contains(&at) {
-            assert!(res.unwrap_err().to_string().contains("were lost"));
-        } else {
-            res.unwrap();
-            assert!(b[..] == r.data[at as usize..at as usize + 4096], "block at {at}");
-        }
-    }
+    let lost = vec![r.logical(4, 0, 3), r.logical(4, 1, 3)];
+    r.reads_all_but(&lost);
     // A write into the stripe (a degraded write reads every survivor over
     // its span, the zeros included) goes on and reads back.
     let w = r.logical(4, 2, 3);
@@ -383,18 +391,8 @@ fn a_raid5_rebuild_sets_aside_the_blocks_nothing_can_rebuild() {
     let logical = |s: u64, m: usize| r.logical(s, g.column_of(s, m).unwrap(), 2);
     let mut lost = vec![logical(both, src), logical(both, t), logical(parity, src)];
     lost.sort_unstable();
-    let recorded: Vec<u64> = r.arr.lost().iter().flat_map(|l| (l.offset..l.end()).step_by(4096)).collect();
-    assert_eq!(recorded, lost);
+    r.reads_all_but(&lost);
     let mut b = vec![0u8; 4096];
-    for at in (0..r.data.len() as u64).step_by(4096) {
-        let res = r.arr.read(at, &mut b);
-        if lost.contains(&at) {
-            assert!(res.unwrap_err().to_string().contains("were lost"));
-        } else {
-            res.unwrap();
-            assert!(b[..] == r.data[at as usize..at as usize + 4096], "block at {at}");
-        }
-    }
     assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "each stripe agrees with itself");
     // The lost block of the stripe with parity on the target, written
     // again as its whole unit: known again.
