@@ -306,7 +306,8 @@ impl Array {
         let _g = (!held).then(|| self.lock_stripes(pieces(geo, op).into_iter().map(|p| p.0)));
         let bad = self.unreadable_blocks(op, geo.block);
         if bad.is_empty() {
-            return Err("it read them when asked again".into());
+            // It reads them now: nothing to set aside, the caller goes on.
+            return Ok(Vec::new());
         }
         if bad == [(op.offset, op.offset + op.len)] && !self.reads_its_label(s) {
             return Err("it reads nothing, not even its label: a dead drive, not a bad block".into());
@@ -317,7 +318,12 @@ impl Array {
             let stripe = geo.stripes_at(s, a, b - a).0;
             let cs = geo.column_of(stripe, s).ok_or_else(|| format!("stripe {stripe} has no unit on member {s}"))?;
             let out: Vec<usize> = (0..geo.members).filter(|&x| x != s && !h.available(x, stripe)).collect();
-            let &[o] = out.as_slice() else { return Err(format!("stripe {stripe} has members {out:?} out besides it")) };
+            let &[o] = out.as_slice() else {
+                return Err(match out.is_empty() {
+                    true => format!("no other member is out of stripe {stripe}, yet the others cannot rebuild it (another bad block beside it)"),
+                    false => format!("members {out:?} are out of stripe {stripe} besides it"),
+                });
+            };
             let co = geo.column_of(stripe, o).ok_or_else(|| format!("stripe {stripe} has no unit on member {o}"))?;
             let lo = a - geo.offset_of(stripe, cs);
             let role = if cs < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
