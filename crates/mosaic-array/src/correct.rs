@@ -304,7 +304,7 @@ impl Array {
             return Err(format!("only a writable array with one code column per stripe sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
         }
         let _g = (!held).then(|| self.lock_stripes(pieces(geo, op).into_iter().map(|p| p.0)));
-        let bad = self.unreadable_blocks(op, geo.block);
+        let bad = self.unreadable_blocks(op, geo);
         if bad.is_empty() {
             // It reads them now: nothing to set aside, the caller goes on.
             return Ok(Vec::new());
@@ -342,9 +342,9 @@ impl Array {
     }
 
     /// The block-sized pieces of `op` its member cannot read, as member
-    /// ranges merged within a stripe unit.
-    fn unreadable_blocks(&self, op: DevOp, block: u64) -> Vec<(u64, u64)> {
-        let unit = self.geometry().unit;
+    /// ranges merged within a stripe unit of `geo`.
+    fn unreadable_blocks(&self, op: DevOp, geo: &mosaic_core::Geometry) -> Vec<(u64, u64)> {
+        let (block, unit) = (geo.block, geo.unit);
         let mut bad: Vec<(u64, u64)> = Vec::new();
         let mut at = op.offset;
         while at < op.offset + op.len {

@@ -800,10 +800,9 @@ fn nest(devs: &[&dyn Member], ops: &[Io], base: u64, outs: &mut Vec<*mut u8>, ke
 /// The failed operations of `res`, each of a member and, for a read, the
 /// read.
 fn failures(ops: impl Iterator<Item = (usize, Option<DevOp>)>, res: Vec<io::Result<()>>) -> Result<(), ExecError> {
-    let f: Vec<Failure> = ops.zip(res).filter_map(|((member, read), r)| r.err().map(|error| Failure { member, read, error })).collect();
-    if f.is_empty() {
-        Ok(())
-    } else {
-        Err(ExecError::Device(f))
+    // Every phase passes here: nothing is built when nothing failed.
+    if res.iter().all(|r| r.is_ok()) {
+        return Ok(());
     }
+    Err(ExecError::Device(ops.zip(res).filter_map(|((member, read), r)| r.err().map(|error| Failure { member, read, error })).collect()))
 }
