@@ -309,7 +309,7 @@ impl Array {
             // It reads them now: nothing to set aside, the caller goes on.
             return Ok(Vec::new());
         }
-        if bad == [(op.offset, op.offset + op.len)] && !self.reads_its_label(s) {
+        if bad.iter().map(|(a, b)| b - a).sum::<u64>() == op.len && !self.reads_its_label(s) {
             return Err("it reads nothing, not even its label: a dead drive, not a bad block".into());
         }
         let h = self.health();

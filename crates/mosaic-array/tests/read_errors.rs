@@ -447,3 +447,28 @@ fn a_hot_replace_rebuilds_what_the_old_drive_cannot_read() {
     r.arr.fail_member(0).unwrap();
     assert!(r.read_all() == r.data);
 }
+
+/// What nothing can set aside fails its member, and the reason says why:
+/// two members unreadable at the same bytes of a healthy raid5 (no member
+/// is out, yet neither can be rebuilt: the first fails), and a dead
+/// drive in a degraded one (it reads nothing, not even its label).
+#[test]
+fn what_cannot_be_set_aside_fails_its_member_and_says_why() {
+    let r = rig(Level::Raid5, 5);
+    let (a, at_a) = r.unit(6, 0, 1);
+    let (b, at_b) = r.unit(6, 1, 1);
+    r.faulty[a].bad_range(at_a, 4096, false);
+    r.faulty[b].bad_range(at_b, 4096, false);
+    let mut buf = vec![0u8; 4096];
+    let _ = r.arr.read(r.logical(6, 0, 1), &mut buf);
+    let failed = r.arr.auto_failed();
+    assert!(failed[0].0 == a && failed[0].1.contains("nor set aside: no other member is out of stripe 6"), "{failed:?}");
+
+    let r = rig(Level::Raid5, 5);
+    r.arr.fail_member(0).unwrap();
+    r.faulty[2].break_now();
+    assert!(r.arr.read(0, &mut vec![0u8; r.data.len()]).is_err());
+    let failed = r.arr.auto_failed();
+    assert!(failed[0].0 == 2 && failed[0].1.contains("it reads nothing, not even its label: a dead drive, not a bad block"), "{failed:?}");
+    assert!(r.arr.lost().is_empty(), "nothing recorded lost for a dead drive");
+}
