@@ -56,7 +56,7 @@
 
 use std::io;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mosaic_core::layout::MAINT_CHUNK;
 use mosaic_core::{Buf, DevOp, FixedLayout, Io, Layout, MemberState, Phase, Program, Ref};
@@ -64,43 +64,9 @@ use mosaic_exec::{Client, ExecError, Failure};
 
 use crate::{Array, ArrayError};
 
-/// Corrected read errors a member may have (decayed, see [`HALF_LIFE`])
-/// before the next one fails it: md's `max_read_errors` default.
-pub const MAX_CORRECTED: u64 = 20;
-
-/// The recent count of corrected read errors halves this often (md halves
-/// its count every hour).
-pub const HALF_LIFE: Duration = Duration::from_secs(3600);
-
-/// One member's corrected read errors.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Corrected {
-    /// Since open (shown by `status`).
-    pub total: u64,
-    /// Decayed: what [`MAX_CORRECTED`] is held against.
-    recent: u64,
-    since: Instant,
-}
-
-impl Default for Corrected {
-    fn default() -> Corrected {
-        Corrected { total: 0, recent: 0, since: Instant::now() }
-    }
-}
-
-impl Corrected {
-    /// Count one more at `now`: the recent count after it.
-    fn add(&mut self, now: Instant) -> u64 {
-        let halvings = (now.saturating_duration_since(self.since).as_secs() / HALF_LIFE.as_secs()).min(63) as u32;
-        if halvings > 0 {
-            self.recent >>= halvings;
-            self.since += HALF_LIFE * halvings;
-        }
-        self.total += 1;
-        self.recent += 1;
-        self.recent
-    }
-}
+pub use mosaic_exec::corrected::{HALF_LIFE, MAX_CORRECTED};
+pub(crate) use mosaic_exec::corrected::Corrected;
+use mosaic_exec::corrected::unreadable_here;
 
 impl Array {
     /// Whether a client request's failed member reads are corrected
@@ -400,16 +366,6 @@ impl Ran {
     }
 }
 
-/// Whether `e` says the member could not read these bytes (a medium
-/// error: EIO from a disk, or from a remote's server), not that the
-/// member cannot be reached or is too short: a remote that timed out or
-/// lost its connection, a truncated file.  Those fail the member at once,
-/// without a rewrite that would wait out the same timeout again.
-fn unreadable_here(e: &io::Error) -> bool {
-    use io::ErrorKind::*;
-    !matches!(e.kind(), TimedOut | BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | UnexpectedEof | Unsupported | PermissionDenied | NotFound | InvalidInput)
-}
-
 /// `op` cut at its member's stripe units: each piece with its stripe.
 fn pieces(geo: &mosaic_core::Geometry, op: DevOp) -> Vec<(u64, DevOp)> {
     let (first, last) = geo.stripes_at(op.member, op.offset, op.len);
@@ -440,23 +396,4 @@ fn repair_program(layout: &FixedLayout, pieces: &[(u64, DevOp)], h: &mosaic_core
         }
     }
     Ok(layout.rebuild_program(&sps)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The count decays by half each [`HALF_LIFE`]; the total does not.
-    #[test]
-    fn the_recent_count_halves_each_half_life() {
-        let t0 = Instant::now();
-        let mut c = Corrected { total: 0, recent: 0, since: t0 };
-        for i in 1..=8 {
-            assert_eq!(c.add(t0), i);
-        }
-        assert_eq!(c.add(t0 + HALF_LIFE), 5, "8 halved to 4, then one more");
-        assert_eq!(c.add(t0 + HALF_LIFE * 3 + Duration::from_secs(1)), 2, "5 quartered to 1, then one more");
-        assert_eq!(c.total, 10);
-        assert_eq!(c.add(t0 + HALF_LIFE * 500), 1);
-    }
 }

@@ -67,7 +67,7 @@
 //! checks every stripe that still protects data, locates a
 //! wrong column when k >= 2, and repairs by re-striping.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,7 @@ use mosaic_ec::Code;
 use mosaic_exec::{Client, ExecError, Executor};
 
 use crate::addr::{ChunkKey, DvsConfig, Geo};
-use crate::engine::{ChunkRead, Dvs, DvsParams, Job, ReadSrc};
+use crate::engine::{Dvs, DvsParams, Job, ReadSrc};
 use mosaic_format::fresh::{self, Assembled, Found};
 use mosaic_map::ledger::Ledger;
 use mosaic_format::label::{read_label, Label, LabelError, SLOT_SIZE};
@@ -91,6 +91,7 @@ use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::{Stripe, Tables};
 use crate::DvsError;
 
+mod correct;
 mod destager;
 mod held;
 mod hot;
@@ -535,6 +536,11 @@ pub struct DvsArray {
     spares: Vec<spare::SpareDev>,
     /// The hot replace in progress (its twin in the member's slot).
     hot: Option<hot::Hot>,
+    /// Each member slot's read errors ([`correct`]).
+    read_errors: Vec<correct::ReadErrors>,
+    /// Whether a chunk a member could not read is written again (a
+    /// writable open) or only decoded ([`DvsArray::set_read_correction`]).
+    rewrite_unreadable: bool,
 }
 
 /// What [`DvsArray::io_counters`] reports.
@@ -555,6 +561,10 @@ pub struct MemberInfo {
     pub state: MemberState,
     pub present: bool,
     pub describe: String,
+    /// Reads the member failed since open; of them, those decoded from
+    /// the others and written again ([`correct`]).
+    pub read_errors: u64,
+    pub corrected_reads: u64,
 }
 
 
@@ -756,6 +766,8 @@ impl DvsArray {
             side_io: Mutex::new(vec![DeviceIo::default(); cfg.members]),
             spares: Vec::new(),
             hot: None,
+            read_errors: vec![Default::default(); cfg.members],
+            rewrite_unreadable: true,
             geo,
         })
     }
@@ -902,6 +914,8 @@ impl DvsArray {
             side_io: Mutex::new(side_io),
             spares,
             hot,
+            read_errors: vec![Default::default(); cfg.members],
+            rewrite_unreadable: true,
             geo,
         };
         // The slot out of service: the paused copy is dropped (the labels
@@ -1142,7 +1156,7 @@ impl DvsArray {
             ssgs: self.geo.ssgs,
             logical_chunks_per_ssg: self.geo.lchunks,
             failed: self.dvs.failed_members(),
-            member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, uuid: self.label.member_uuids[m], state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default() }).collect(),
+            member_list: (0..self.geo.n).map(|m| MemberInfo { index: m, uuid: self.label.member_uuids[m], state: self.state(m), present: self.members[m].is_some(), describe: self.members[m].as_ref().map(|d| d.describe()).unwrap_or_default(), read_errors: self.read_errors(m).0, corrected_reads: self.read_errors(m).1 }).collect(),
             live_ssgs: t.live.len(),
             valid_chunks: t.live.iter().filter_map(|&l| t.get(l)).map(|s| s.valid as u64).sum(),
             log_seq: self.meta.seq(),
@@ -1417,35 +1431,46 @@ impl DvsArray {
         Ok(())
     }
 
-    /// Read `buf.len()` bytes at logical byte `offset`.
+    /// Read `buf.len()` bytes at logical byte `offset`.  A member read
+    /// that fails is decoded from the others and the chunk written again
+    /// ([`correct`]).
     pub fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DvsError> {
         self.check_ok()?;
-        let pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
-        let blk = self.geo.block as usize;
-        let disk: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(cr) = &p.src { Some(cr) } else { None }).collect();
-        let (prog, at) = self.lower().read(&disk)?;
-        let got = if disk.is_empty() { Vec::new() } else { self.run(&prog)?.pop().unwrap_or_default() };
-        let mut at = at.into_iter();
+        let mut pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
+        let got = self.read_pieces(&mut pieces)?;
+        let mut at = got.at.iter();
         for p in &pieces {
             let out = &mut buf[p.buf_off as usize..(p.buf_off + p.b - p.a) as usize];
             match &p.src {
                 ReadSrc::Cache | ReadSrc::Zero => out.fill(0),
                 ReadSrc::Disk(cr) => {
                     let o = at.next().ok_or_else(|| DvsError::Other("a chunk read went missing".into()))?;
-                    let src = got.get(o + (p.a - cr.a) as usize..o + (p.b - cr.a) as usize).ok_or_else(|| DvsError::Other("a chunk read came back short".into()))?;
+                    let src = got.bytes.get(o + (p.a - cr.a) as usize..o + (p.b - cr.a) as usize).ok_or_else(|| DvsError::Other("a chunk read came back short".into()))?;
                     out.copy_from_slice(src);
                 }
             }
-            if let (Some(bm), Some(held)) = (self.dvs.cache.get(p.key), self.bytes.get(&p.key)) {
-                for i in (p.a as usize / blk)..(p.b as usize / blk) {
-                    if let Some(src) = held.block(i, blk).filter(|_| bm.get(i)) {
-                        let o = i * blk - p.a as usize;
-                        out[o..o + blk].copy_from_slice(src);
-                    }
+            self.overlay_cached(p.key, p.a, out);
+        }
+        // The client has its bytes whatever the rewrite meets: a write that
+        // fails stops the array (as every write error does, `stopped` says
+        // why); a chunk that cannot be read again whole stays where it is,
+        // its member's read errors counted but not corrected.
+        let _ = self.rewrite_unreadable(&got.unreadable);
+        Ok(())
+    }
+
+    /// Put the blocks the write cache holds of chunk `key` over `out`, the
+    /// chunk's bytes from in-chunk byte `a` on.
+    fn overlay_cached(&self, key: ChunkKey, a: u64, out: &mut [u8]) {
+        let blk = self.geo.block as usize;
+        if let (Some(bm), Some(held)) = (self.dvs.cache.get(key), self.bytes.get(&key)) {
+            for i in (a as usize / blk)..((a as usize + out.len()) / blk) {
+                if let Some(src) = held.block(i, blk).filter(|_| bm.get(i)) {
+                    let o = i * blk - a as usize;
+                    out[o..o + blk].copy_from_slice(src);
                 }
             }
         }
-        Ok(())
     }
 
     /// Runs of `[offset, offset+len)` in order: bytes, and whether they
@@ -1670,6 +1695,8 @@ impl DvsArray {
         // A failed member put back first: a hot replace (running or
         // paused) ends.
         self.hot_abandon();
+        // A new device: its read errors count from nothing.
+        self.read_errors[m] = Default::default();
         // The device gets an identity of its own, and its metadata area is
         // cleared: old checkpoints and records (from an earlier life of
         // this device) must not be taken for this array's.
@@ -1890,25 +1917,42 @@ impl DvsArray {
         // Background destages of writes since the last step finished.
         self.settle()?;
         let c = self.geo.chunk as usize;
-        let mut rewrite: Vec<(ChunkKey, Vec<u8>)> = Vec::new();
+        // Chunks to write again: a repair's, and those a member could not read.
+        // Each with its rank, the order written in: a chunk its member could
+        // not read (0) before the others of its stripe (1), then a repair's
+        // (2), so a GC one of the writes starts never reads a bad sector.
+        let mut rewrite: BTreeMap<ChunkKey, (Vec<u8>, u8)> = BTreeMap::new();
+        // The members of the columns they could not read, one a column.
+        let mut unreadable_on: Vec<usize> = Vec::new();
         let t = &self.dvs.tables;
         // Collected since the cursor started: nothing of it to check.
         let Some(s) = t.get(lsn).filter(|_| t.live.contains(&lsn)) else { return Ok(true) };
-        let rep = &mut cur.rep;
-        for (row, st) in s.sit.iter().enumerate() {
+        let (phys, sit) = (s.phys, s.sit.clone());
+        for (row, st) in sit.iter().enumerate() {
             cur.done += 1;
+            let t = &self.dvs.tables;
             let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
             if !valid.iter().any(|v| *v) {
-                rep.skipped_stripes += 1;
+                cur.rep.skipped_stripes += 1;
                 continue;
             }
             if st.members.iter().any(|&m| !self.dvs.healthy[m as usize]) {
-                rep.unverified_stripes += 1;
+                cur.rep.unverified_stripes += 1;
                 continue;
             }
-            let mut cols = self.run(&program::stripe_columns(&self.geo, s.phys, st))?;
-            rep.bytes_read += (c * cols.len()) as u64;
+            let (mut cols, unreadable) = self.stripe_columns(phys, st)?;
+            let rep = &mut cur.rep;
+            rep.bytes_read += (c * (cols.len() - unreadable.len())) as u64;
             rep.stripes_checked += 1;
+            // A column its member could not read, decoded: every valid chunk
+            // of the stripe written again (as a client read's, `correct`).
+            for &col in unreadable.iter().filter(|&&col| self.dvs.healthy[st.members[col] as usize]) {
+                unreadable_on.push(st.members[col] as usize);
+                for d in (0..st.width()).filter(|&d| valid[d]) {
+                    let e = rewrite.entry((lsn, st.lcns[d])).or_insert_with(|| (cols[d].clone(), 1));
+                    e.1 = e.1.min((d != col) as u8);
+                }
+            }
             if self.consistent(st, &cols)? {
                 continue;
             }
@@ -1918,16 +1962,29 @@ impl DvsArray {
                 cols[col] = fixed;
                 cur.located += 1;
             }
-            rep.record(scrub_finding(lsn, row, member));
+            cur.rep.record(scrub_finding(lsn, row, member));
             if cur.repair {
                 for col in (0..st.width()).filter(|&col| valid[col]) {
-                    rewrite.push(((lsn, st.lcns[col]), std::mem::take(&mut cols[col])));
+                    rewrite.entry((lsn, st.lcns[col])).or_insert((Vec::new(), 2)).0 = std::mem::take(&mut cols[col]);
                 }
             }
         }
-        for (key, bytes) in rewrite {
+        let mut rewrite: Vec<(ChunkKey, (Vec<u8>, u8))> = rewrite.into_iter().collect();
+        rewrite.sort_by_key(|r| r.1 .1);
+        for (key, (mut bytes, rank)) in rewrite {
+            if rank < 2 && !self.rewrite_unreadable {
+                continue; // decoded for the check; a read-only open writes nothing
+            }
+            // Newer blocks in the cache stay (a check destages nothing first).
+            self.overlay_cached(key, 0, &mut bytes);
             self.write(self.geo.chunk_start(key), &bytes)?;
             cur.rep.rewritten_chunks += 1;
+        }
+        if self.rewrite_unreadable {
+            for m in unreadable_on {
+                self.count_corrected(m)?;
+                cur.rep.read_errors_corrected += 1;
+            }
         }
         Ok(true)
     }

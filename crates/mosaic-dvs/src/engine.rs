@@ -201,13 +201,20 @@ impl Dvs {
 
     /// Where to read bytes `[a, b)` of a written chunk.
     pub fn src_of(&self, key: ChunkKey, a: u64) -> Result<Option<Src>, DvsError> {
+        self.src_with(key, a, &self.healthy)
+    }
+
+    /// [`Dvs::src_of`] with only the members `healthy` marks read: a
+    /// chunk on another is decoded from its stripe (a member that could
+    /// not read it, whose bytes are rebuilt from the others).
+    pub fn src_with(&self, key: ChunkKey, a: u64, healthy: &[bool]) -> Result<Option<Src>, DvsError> {
         let Some((m, idx)) = self.tables.lookup(key.0, key.1) else { return Ok(None) };
         let phys = self.tables.gtt[key.0 as usize];
-        if self.healthy[m] {
+        if healthy[m] {
             return Ok(Some(Src::Direct { member: m, offset: self.geo.slot_offset(phys, idx) + a }));
         }
         let st = self.tables.stripe_at(key.0, m, idx).ok_or_else(|| DvsError::Corrupt(format!("SSG {}: slot {m}:{idx} of LCN {} is in no stripe", key.0, key.1)))?;
-        let lost: Vec<usize> = st.members.iter().map(|&x| x as usize).filter(|&x| !self.healthy[x]).collect();
+        let lost: Vec<usize> = st.members.iter().map(|&x| x as usize).filter(|&x| !healthy[x]).collect();
         if lost.len() > self.geo.k {
             return Err(DvsError::Plan(mosaic_core::PlanError::TooManyFailures { stripe: key.0 as u64, failed: lost, tolerable: self.geo.k }));
         }

@@ -428,12 +428,13 @@ pub fn reads(ops: &[(usize, u64, u64)]) -> Program {
     p
 }
 
-/// Every column of stripe `st` of segment `phys` (scrub), kept in column
-/// order.
-pub fn stripe_columns(geo: &Geo, phys: u32, st: &Stripe) -> Program {
-    let mut p = reads(&st.members.iter().zip(&st.idx).map(|(&m, &idx)| (m as usize, geo.slot_offset(phys, idx), geo.chunk)).collect::<Vec<_>>());
+/// Every column of stripe `st` of segment `phys` but those in `skip`
+/// (scrub), kept in column order.
+pub fn stripe_columns(geo: &Geo, phys: u32, st: &Stripe, skip: &[usize]) -> Program {
+    let cols: Vec<usize> = (0..st.members.len()).filter(|c| !skip.contains(c)).collect();
+    let mut p = reads(&cols.iter().map(|&c| (st.members[c] as usize, geo.slot_offset(phys, st.idx[c]), geo.chunk)).collect::<Vec<_>>());
     if let Some(Phase::Read(ios)) = p.phases.first_mut() {
-        for (c, io) in ios.iter_mut().enumerate() {
+        for (&c, io) in cols.iter().zip(ios.iter_mut()) {
             io.op.role = if c < st.width() { Role::Data } else { Role::Code };
             io.op.col = c;
         }

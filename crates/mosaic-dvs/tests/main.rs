@@ -6,5 +6,6 @@ mod array;
 mod baseline_real;
 mod hot;
 mod nopanic;
+mod read_errors;
 mod same_ops;
 mod sim;

@@ -38,6 +38,7 @@ use parking_lot::{Mutex, MutexGuard};
 use mosaic_core::{Combine, DevOp, DeviceIo, Dir, Io, Mark, OpCounts, Phase, Program, Role};
 use mosaic_dev::Member;
 
+pub mod corrected;
 mod fuse;
 mod shard;
 mod slots;

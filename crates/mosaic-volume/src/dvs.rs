@@ -108,7 +108,9 @@ impl DvsVolume {
             devs.push(std::sync::Arc::new(z));
             given.push(p);
         }
-        let arr = DvsArray::open(devs)?;
+        let mut arr = DvsArray::open(devs)?;
+        // A read-only open decodes what a member cannot read, and writes nothing.
+        arr.set_read_correction(writable);
         // The file serving each member, as the labels assigned them.
         let paths = arr.sources().iter().map(|s| s.and_then(|i| given.get(i).cloned())).collect();
         let spare_paths = arr.spares().iter().filter_map(|s| Some((s.uuid, given.get(s.source?)?.clone()))).collect();
@@ -342,7 +344,7 @@ impl Volume for DvsVolume {
                 present: m.present,
                 path: self.member_path(m.index).map(|p| p.display().to_string()).unwrap_or_default(),
                 uuid: Some(m.uuid.to_string()),
-                errors: Default::default(),
+                errors: crate::MemberErrors { read: m.read_errors, corrected: m.corrected_reads, ..Default::default() },
                 host: mosaic_array::domain::LOCAL.into(),
                 remote: None,
                 readd: false,

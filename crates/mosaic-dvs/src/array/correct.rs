@@ -1,0 +1,243 @@
+//! Read errors corrected from redundancy: what md and ZFS do with a sector
+//! a drive cannot read, on zones that cannot be rewritten in place.
+//!
+//! ```text
+//!   a member read fails (a client read, a scrub)
+//!     medium error (EIO)            that member left out of this read: each
+//!                                   chunk it held decoded from its stripe's
+//!                                   other columns (the degraded read path)
+//!     ──> the client gets its bytes; then every valid chunk of that
+//!         stripe is written again through the write path (its logical
+//!         bytes: the unreadable one decoded, under the blocks the cache
+//!         holds newer), so they are re-striped with fresh parity at the
+//!         write pointers and the old stripe, which protects nothing any
+//!         more, is garbage for GC, whose zone reset is the drive's rewrite
+//!     ──> counted on the member (`mosaic_exec::corrected`, the rule fixed
+//!         arrays count by): past MAX_CORRECTED within the decay it is
+//!         failed, as md's max_read_errors
+//!   the member cannot be reached (a timeout, a lost connection, a short
+//!   file) ──> failed at once, the read served degraded
+//!   the others cannot decode the bytes (more members out of a stripe than
+//!   its parity) ──> the read fails, naming both
+//! ```
+//!
+//! DVS has no write hole (a stripe is in the tables only once its appends
+//! and their log record are durable), so a stripe's code always agrees
+//! with its data and decoding from it is always sound.  A read-only open
+//! decodes but writes nothing back and fails no one.  Destage and GC
+//! programs, run in the background, still stop the array at a read error
+//! (the crate README's limits).
+
+use std::collections::BTreeSet;
+
+use mosaic_exec::corrected::Corrected;
+use mosaic_exec::{Client, ExecError, Failure};
+
+use super::DvsArray;
+use crate::addr::ChunkKey;
+use crate::engine::{ChunkRead, ReadPiece, ReadSrc, Src};
+use crate::program::{self, Lower};
+use crate::tables::Stripe;
+use crate::DvsError;
+
+/// What [`DvsArray::read_pieces`] read: the one buffer, where each disk
+/// piece's bytes are in it, and the chunks whose member could not read
+/// them (with that member).
+pub(super) struct Got {
+    pub bytes: Vec<u8>,
+    pub at: Vec<usize>,
+    pub unreadable: BTreeSet<(ChunkKey, usize)>,
+}
+
+/// The read errors of each member slot.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ReadErrors {
+    /// Failed member reads, corrected or not.
+    pub seen: u64,
+    pub corrected: Corrected,
+}
+
+impl DvsArray {
+    /// Whether reads a member cannot do are written back and counted (a
+    /// writable open) or only decoded (a read-only one: nothing written).
+    pub fn set_read_correction(&mut self, on: bool) {
+        self.rewrite_unreadable = on;
+    }
+
+    /// Member `m`'s failed reads and, of them, those corrected.
+    pub fn read_errors(&self, m: usize) -> (u64, u64) {
+        self.read_errors.get(m).map_or((0, 0), |e| (e.seen, e.corrected.total))
+    }
+
+    /// Read the disk pieces of `pieces` in one program; a member read
+    /// that fails leaves that member out and reads again, its pieces
+    /// decoded from their stripes (each piece's source changed in place).
+    pub(super) fn read_pieces(&mut self, pieces: &mut [ReadPiece]) -> Result<Got, DvsError> {
+        let mut healthy = self.dvs.healthy.clone();
+        let mut unreadable = BTreeSet::new();
+        loop {
+            let disk: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(cr) = &p.src { Some(cr) } else { None }).collect();
+            if disk.is_empty() {
+                return Ok(Got { bytes: Vec::new(), at: Vec::new(), unreadable });
+            }
+            let (prog, at) = Lower { geo: &self.geo, code: &self.code, healthy: &healthy }.read(&disk)?;
+            self.settle()?;
+            let failures = match self.exec.run(&prog, Client::None, None) {
+                Ok(mut kept) => return Ok(Got { bytes: kept.pop().unwrap_or_default(), at, unreadable }),
+                Err(ExecError::Device(f)) => f,
+                Err(e) => return Err(DvsError::Other(e.to_string())),
+            };
+            self.leave_out(&failures, &mut healthy)?;
+            for p in pieces.iter_mut() {
+                let ReadSrc::Disk(cr) = &mut p.src else { continue };
+                let Src::Direct { member, offset } = cr.src else { continue };
+                if healthy[member] {
+                    continue;
+                }
+                let len = cr.b - cr.a;
+                if failures.iter().any(|f| f.read.is_some_and(|op| op.member == member && op.offset < offset + len && offset < op.offset + op.len) && f.medium_error()) {
+                    unreadable.insert((cr.key, member));
+                }
+                let src = self.dvs.src_with(cr.key, cr.a, &healthy).map_err(|e| DvsError::Other(format!("{}; the other members cannot rebuild those bytes: {e}", io_error(&failures))))?;
+                cr.src = src.ok_or_else(|| DvsError::Other(format!("chunk {:?} left the map during its read", cr.key)))?;
+            }
+        }
+    }
+
+    /// Take the members of `failures` out of `healthy` for the read again:
+    /// a member that cannot be reached is failed for good; one that could
+    /// not read is counted (and failed past the limit).  An error when a
+    /// failure is not a read's, or when it would leave too few members.
+    fn leave_out(&mut self, failures: &[Failure], healthy: &mut [bool]) -> Result<(), DvsError> {
+        for f in failures {
+            if f.read.is_none() || !healthy.get(f.member).copied().unwrap_or(false) {
+                return Err(io_error(failures));
+            }
+            healthy[f.member] = false;
+            if let Some(e) = self.read_errors.get_mut(f.member) {
+                e.seen += 1;
+            }
+            if !f.medium_error() && self.rewrite_unreadable {
+                // Not a bad sector: the member is gone (as md fails it).
+                self.fail(f.member).map_err(|e| DvsError::Other(format!("{}; failing member {} refused: {e}", io_error(failures), f.member)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write again every valid chunk of each stripe holding a chunk of
+    /// `unreadable` (its logical bytes, the unreadable one decoded without
+    /// its member), so the stripe protects nothing any more and is garbage
+    /// for GC: its column on the bad sectors no longer stands between the
+    /// other chunks and a lost member.  Counted on the member.  A
+    /// read-only open writes nothing.
+    pub(super) fn rewrite_unreadable(&mut self, unreadable: &BTreeSet<(ChunkKey, usize)>) -> Result<(), DvsError> {
+        if !self.rewrite_unreadable {
+            return Ok(());
+        }
+        for &(key, m) in unreadable {
+            if self.dvs.healthy[m] {
+                self.restripe(key, m)?;
+                self.count_corrected(m)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`DvsArray::rewrite_unreadable`] of one chunk `key` on member `m`.
+    fn restripe(&mut self, key: ChunkKey, m: usize) -> Result<(), DvsError> {
+        let t = &self.dvs.tables;
+        let (lsn, phys) = (key.0, t.gtt[key.0 as usize]);
+        let Some(st) = t.lookup(lsn, key.1).filter(|x| x.0 == m).and_then(|(_, idx)| t.stripe_at(lsn, m, idx)) else {
+            return Ok(()); // written again or moved since
+        };
+        let at = |d: usize| (st.members[d] as usize, st.idx[d]);
+        let mut chunks: Vec<(ChunkKey, (usize, u32))> = (0..st.width()).filter(|&d| t.lookup(lsn, st.lcns[d]) == Some(at(d))).map(|d| ((lsn, st.lcns[d]), at(d))).collect();
+        // The unreadable chunk first: a write after it may garbage-collect
+        // the SSG, whose fills read every valid chunk but the one written.
+        chunks.sort_by_key(|c| c.0 != key);
+        let c = self.geo.chunk;
+        for (k, was) in chunks {
+            // A write before it may have garbage-collected the SSG.
+            if self.dvs.tables.gtt[lsn as usize] != phys || self.dvs.tables.lookup(lsn, k.1) != Some(was) {
+                continue;
+            }
+            let mut healthy = self.dvs.healthy.clone();
+            healthy[m] = false;
+            let Some(src) = self.dvs.src_with(k, 0, &healthy)? else { continue };
+            let mut pieces = [ReadPiece { buf_off: 0, key: k, a: 0, b: c, src: ReadSrc::Disk(ChunkRead { key: k, a: 0, b: c, src }) }];
+            let got = self.read_pieces(&mut pieces)?;
+            let mut chunk = got.bytes.get(got.at[0]..got.at[0] + c as usize).ok_or_else(|| DvsError::Other("a chunk read came back short".into()))?.to_vec();
+            self.overlay_cached(k, 0, &mut chunk);
+            self.write(self.geo.chunk_start(k), &chunk)?;
+        }
+        Ok(())
+    }
+
+    /// One more corrected read on `m`: past the limit, `m` is failed.
+    pub(super) fn count_corrected(&mut self, m: usize) -> Result<(), DvsError> {
+        let Some(e) = self.read_errors.get_mut(m) else { return Ok(()) };
+        if e.corrected.one_too_many() && self.dvs.healthy[m] {
+            // Refused only when too many members are out already: then it
+            // stays, as the last copy of what the others lack.
+            let _ = self.fail(m);
+        }
+        Ok(())
+    }
+
+    /// Every column of stripe `st` (segment `phys`), in column order, for
+    /// a scrub, and the columns whose member could not read them, decoded
+    /// from the others.
+    pub(super) fn stripe_columns(&mut self, phys: u32, st: &Stripe) -> Result<(Vec<Vec<u8>>, Vec<usize>), DvsError> {
+        let c = self.geo.chunk as usize;
+        let mut skip: Vec<usize> = Vec::new();
+        loop {
+            let read: Vec<usize> = (0..st.members.len()).filter(|i| !skip.contains(i)).collect();
+            self.settle()?;
+            let failures = match self.exec.run(&program::stripe_columns(&self.geo, phys, st, &skip), Client::None, None) {
+                Ok(kept) => {
+                    let mut cols = vec![Vec::new(); st.members.len()];
+                    for (i, v) in read.into_iter().zip(kept) {
+                        cols[i] = v;
+                    }
+                    for &col in &skip {
+                        cols[col] = self.decode_column(st, &cols, &skip, col, c)?;
+                    }
+                    return Ok((cols, skip));
+                }
+                Err(ExecError::Device(f)) => f,
+                Err(e) => return Err(DvsError::Other(e.to_string())),
+            };
+            let mut healthy = self.dvs.healthy.clone();
+            for &col in &skip {
+                healthy[st.members[col] as usize] = false;
+            }
+            self.leave_out(&failures, &mut healthy)?;
+            if skip.len() + failures.len() > self.geo.k {
+                return Err(DvsError::Other(format!("{}; the stripe's other columns cannot rebuild them (k = {})", io_error(&failures), self.geo.k)));
+            }
+            for f in &failures {
+                skip.extend(st.members.iter().position(|&x| x as usize == f.member));
+            }
+        }
+    }
+
+    /// Column `col` of `st` decoded from `cols` (those not in `skip`).
+    fn decode_column(&self, st: &Stripe, cols: &[Vec<u8>], skip: &[usize], col: usize, c: usize) -> Result<Vec<u8>, DvsError> {
+        let zero = vec![0u8; c];
+        let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|i| !skip.contains(i)).map(|i| (program::shard(&self.geo, st, i), cols[i].as_slice())).collect();
+        for j in st.width()..self.geo.data {
+            present.push((j, zero.as_slice()));
+        }
+        let mut out = vec![0u8; c];
+        self.code.decode(&present, &mut [(program::shard(&self.geo, st, col), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
+        Ok(out)
+    }
+}
+
+/// The member failures of a read as one I/O error (its kind the first's).
+fn io_error(failures: &[Failure]) -> DvsError {
+    let kind = failures.first().map_or(std::io::ErrorKind::Other, |f| f.error.kind());
+    let what = failures.iter().map(|f| format!("member {}: {}", f.member, f.error)).collect::<Vec<_>>().join("; ");
+    DvsError::Io(std::io::Error::new(kind, what))
+}

@@ -1,0 +1,311 @@
+//! Sectors a member cannot read (array/correct.rs): decoded from the
+//! stripe, the chunk written again elsewhere, the member kept and counted.
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use mosaic_core::MemberState;
+use mosaic_dvs::array::ZonedMember;
+use mosaic_dvs::{DvsArray, DvsConfig};
+use mosaic_exec::corrected::MAX_CORRECTED;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::array::{cfg, cfg_cached, check_all, files_for, fill, scratch};
+
+/// A zoned member whose reads of some byte ranges fail with EIO (or with
+/// `kind`) until their zone is reset, as a drive's unreadable sectors
+/// are until rewritten.
+struct BadSectors {
+    inner: Arc<dyn ZonedMember>,
+    bad: Mutex<Vec<(u64, u64)>>,
+    kind: io::ErrorKind,
+}
+
+impl BadSectors {
+    fn wrap(inner: Arc<dyn ZonedMember>, kind: io::ErrorKind) -> Arc<BadSectors> {
+        Arc::new(BadSectors { inner, bad: Mutex::new(Vec::new()), kind })
+    }
+    fn spoil(&self, offset: u64, len: u64) {
+        self.bad.lock().unwrap().push((offset, offset + len));
+    }
+}
+
+impl ZonedMember for BadSectors {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if self.bad.lock().unwrap().iter().any(|&(a, b)| a < end && offset < b) {
+            return Err(match self.kind {
+                io::ErrorKind::Other => io::Error::from_raw_os_error(libc::EIO),
+                k => io::Error::new(k, "injected"),
+            });
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn reset_zone(&self, zone: u64) -> io::Result<()> {
+        let z = self.inner.zone_size();
+        self.bad.lock().unwrap().retain(|&(a, _)| a / z != zone);
+        self.inner.reset_zone(zone)
+    }
+    fn write_pointer(&self, zone: u64) -> Option<u64> {
+        self.inner.write_pointer(zone)
+    }
+    fn zone_size(&self) -> u64 {
+        self.inner.zone_size()
+    }
+    fn zone_count(&self) -> u64 {
+        self.inner.zone_count()
+    }
+    fn conventional_zones(&self) -> u64 {
+        self.inner.conventional_zones()
+    }
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    a: DvsArray,
+    bad: Vec<Arc<BadSectors>>,
+    reference: Vec<u8>,
+}
+
+fn rig(c: DvsConfig, kind: io::ErrorKind, seed: u64) -> Rig {
+    let dir = scratch();
+    let bad: Vec<Arc<BadSectors>> = files_for(dir.path(), 5, &c).into_iter().map(|f| BadSectors::wrap(f, kind)).collect();
+    let mut a = DvsArray::create(bad.iter().map(|b| b.clone() as Arc<dyn ZonedMember>).collect(), c).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let reference = fill(&mut a, &mut rng, 250);
+    a.flush().unwrap();
+    Rig { _dir: dir, a, bad, reference }
+}
+
+/// The valid chunks on member `m`: (LSN, LCN, member byte offset).
+fn chunks_on(a: &DvsArray, m: usize) -> Vec<(u32, u32, u64)> {
+    let t = a.tables();
+    let mut live = t.live.clone();
+    live.sort_unstable();
+    let mut out = Vec::new();
+    for lsn in live {
+        let phys = t.get(lsn).unwrap().phys;
+        for lcn in t.valid_lcns(lsn) {
+            if let Some((_, idx)) = t.lookup(lsn, lcn).filter(|x| x.0 == m) {
+                out.push((lsn, lcn, a.geo().slot_offset(phys, idx)));
+            }
+        }
+    }
+    out
+}
+
+/// Where chunk (lsn, lcn) lies: its member and member byte offset.
+fn where_is(a: &DvsArray, lsn: u32, lcn: u32) -> Option<(usize, u64)> {
+    let t = a.tables();
+    t.lookup(lsn, lcn).map(|(m, idx)| (m, a.geo().slot_offset(t.get(lsn).unwrap().phys, idx)))
+}
+
+fn chunk_bytes(r: &mut Rig, lsn: u32, lcn: u32) -> (u64, Vec<u8>) {
+    let at = r.a.geo().chunk_start((lsn, lcn));
+    let mut got = vec![0u8; r.a.geo().chunk as usize];
+    r.a.read(at, &mut got).unwrap();
+    (at, got)
+}
+
+/// A client read over a sector member 2 cannot read gets the right bytes;
+/// the chunk and the rest of its stripe are written again elsewhere (so
+/// the next read does not touch the bad sector, and no stripe leans on
+/// it), member 2 stays active and counts one corrected read.
+#[test]
+fn a_sector_a_member_cannot_read_is_decoded_and_its_chunk_written_again() {
+    for k in [1usize, 2] {
+        let mut r = rig(cfg(k), io::ErrorKind::Other, 11 + k as u64);
+        // A chunk on member 2 whose stripe holds other valid chunks, and
+        // where those lie.
+        let t = r.a.tables();
+        let (lsn, lcn, off, others) = chunks_on(&r.a, 2)
+            .into_iter()
+            .map(|(lsn, lcn, off)| {
+                let st = t.stripe_at(lsn, 2, t.lookup(lsn, lcn).unwrap().1).unwrap();
+                let others: Vec<(u32, (usize, u64))> = (0..st.width())
+                    .filter(|&d| st.lcns[d] != lcn && t.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d])))
+                    .map(|d| (st.lcns[d], where_is(&r.a, lsn, st.lcns[d]).unwrap()))
+                    .collect();
+                (lsn, lcn, off, others)
+            })
+            .find(|x| !x.3.is_empty())
+            .expect("a stripe of two valid chunks or more");
+        r.bad[2].spoil(off + 1024, 512);
+        let before = r.a.io_counters();
+        let (at, got) = chunk_bytes(&mut r, lsn, lcn);
+        assert_eq!(got, r.reference[at as usize..at as usize + got.len()], "k={k}: decoded from the stripe");
+        let after = r.a.io_counters();
+        assert!(after.writes > before.writes, "k={k}: the chunk is written again");
+        let m = &r.a.info().member_list[2];
+        assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 1), "k={k}");
+        assert_ne!(where_is(&r.a, lsn, lcn), Some((2, off)), "k={k}: the chunk moved off the bad sector");
+        for (l, was) in others {
+            assert_ne!(where_is(&r.a, lsn, l), Some(was), "k={k}: the stripe's other chunks moved too (it protects nothing now)");
+        }
+        // Read again: served without an error (the chunk moved).
+        let (_, again) = chunk_bytes(&mut r, lsn, lcn);
+        assert_eq!(again, got);
+        assert_eq!(r.a.info().member_list[2].read_errors, 1, "k={k}: nothing more failed");
+        check_all(&mut r.a, &r.reference);
+        let scrub = r.a.scrub_with(false, &|_, _| {}).unwrap();
+        assert_eq!((scrub.mismatched, scrub.read_errors_corrected), (0, 0), "k={k}: the new stripe's parity is right: {scrub:?}");
+        // The old slot is garbage: GC resets its zone, the drive's rewrite.
+        while r.a.gc_step().unwrap() {}
+        r.a.flush().unwrap();
+        check_all(&mut r.a, &r.reference);
+    }
+}
+
+/// With a write cache holding newer blocks of the chunk, what is written
+/// again is the chunk's logical bytes: the newer blocks stay; and they
+/// survive a reopen (the journal replayed).
+#[test]
+fn a_chunk_written_again_keeps_the_newer_blocks_its_cache_holds() {
+    let mut r = rig(cfg_cached(1, 16), io::ErrorKind::Other, 21);
+    let (lsn, lcn, off) = chunks_on(&r.a, 1)[2];
+    let at = r.a.geo().chunk_start((lsn, lcn));
+    let newer = vec![0x5Au8; 512];
+    r.a.write(at + 2048, &newer).unwrap();
+    r.reference[(at + 2048) as usize..(at + 2560) as usize].copy_from_slice(&newer);
+    // The sector under the cached block, and one outside it.
+    r.bad[1].spoil(off, 512);
+    let (_, got) = chunk_bytes(&mut r, lsn, lcn);
+    assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
+    assert_eq!(r.a.info().member_list[1].corrected_reads, 1);
+    check_all(&mut r.a, &r.reference);
+    r.a.flush().unwrap();
+    check_all(&mut r.a, &r.reference);
+}
+
+/// A read-only open (`set_read_correction(false)`) decodes the bytes and
+/// writes nothing: the chunk stays where it is, nothing counts as
+/// corrected.
+#[test]
+fn a_read_only_open_decodes_and_writes_nothing() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 31);
+    r.a.set_read_correction(false);
+    let (lsn, lcn, off) = chunks_on(&r.a, 0)[1];
+    r.bad[0].spoil(off, 4096);
+    let before = r.a.io_counters();
+    let (at, got) = chunk_bytes(&mut r, lsn, lcn);
+    assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
+    assert_eq!(r.a.io_counters().writes, before.writes, "nothing written");
+    let m = &r.a.info().member_list[0];
+    assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 0));
+    assert_eq!(r.a.tables().lookup(lsn, lcn).map(|x| x.0), Some(0), "the chunk stays");
+    // A scrub too: the column decoded for the check, nothing written.
+    let rep = r.a.scrub_with(false, &|_, _| {}).unwrap();
+    assert_eq!((rep.mismatched, rep.read_errors_corrected, rep.rewritten_chunks), (0, 0, 0), "{rep:?}");
+    assert_eq!(r.a.io_counters().writes, before.writes, "nothing written");
+    assert_eq!(r.a.info().member_list[0].read_errors, 2);
+}
+
+/// A member that cannot be reached (a timeout, not a bad sector) is failed
+/// at once, as md fails it; the read is served from the others.
+#[test]
+fn a_member_that_times_out_is_failed_and_the_read_served_degraded() {
+    let mut r = rig(cfg(1), io::ErrorKind::TimedOut, 41);
+    let (lsn, lcn, off) = chunks_on(&r.a, 3)[0];
+    r.bad[3].spoil(off, 512);
+    let (at, got) = chunk_bytes(&mut r, lsn, lcn);
+    assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
+    assert_eq!(r.a.info().member_list[3].state, MemberState::Failed);
+    assert_eq!(r.a.info().member_list[3].corrected_reads, 0);
+    check_all(&mut r.a, &r.reference);
+}
+
+/// With member 0 failed (k = 1), a sector member 1 cannot read under a
+/// stripe that spans both has no other copy: that read fails naming both
+/// causes, and the array goes on serving everything else.
+#[test]
+fn bytes_no_other_member_can_rebuild_fail_that_read_alone() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 51);
+    r.a.fail(0).unwrap();
+    let (lsn, lcn, off) = chunks_on(&r.a, 1)[0];
+    r.bad[1].spoil(off, 512);
+    let at = r.a.geo().chunk_start((lsn, lcn));
+    let mut got = vec![0u8; r.a.geo().chunk as usize];
+    let e = r.a.read(at, &mut got).unwrap_err().to_string();
+    assert!(e.contains("member 1") && e.contains("cannot rebuild"), "{e}");
+    assert!(r.a.stopped().is_none(), "the array keeps serving");
+    assert_eq!(r.a.info().member_list[1].state, MemberState::Active);
+    r.bad[1].bad.lock().unwrap().clear();
+    check_all(&mut r.a, &r.reference);
+}
+
+/// Past MAX_CORRECTED corrections (md's max_read_errors) the member is
+/// failed; every read still returns the right bytes.
+#[test]
+fn too_many_corrected_reads_fail_the_member() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 61);
+    for i in 0..=MAX_CORRECTED {
+        assert_eq!(r.a.info().member_list[4].state, MemberState::Active, "after {i} corrections");
+        // A chunk on member 4 away from the sectors spoiled so far (a
+        // chunk written again, or moved by GC, lies elsewhere).
+        let spoiled = r.bad[4].bad.lock().unwrap().clone();
+        let (lsn, lcn, off) = chunks_on(&r.a, 4).into_iter().find(|&(_, _, o)| spoiled.iter().all(|&(a, b)| b <= o || o + 4096 <= a)).expect("a chunk left on member 4");
+        r.bad[4].spoil(off, 512);
+        let (at, got) = chunk_bytes(&mut r, lsn, lcn);
+        assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
+    }
+    let m = &r.a.info().member_list[4];
+    assert_eq!((m.state, m.corrected_reads), (MemberState::Failed, MAX_CORRECTED + 1));
+    check_all(&mut r.a, &r.reference);
+}
+
+/// A scrub decodes the columns a member cannot read (a data column of
+/// one stripe, the parity column of another), writes their chunks again
+/// and counts them; the members stay in service and the next scrub reads
+/// everything.
+#[test]
+fn a_scrub_writes_again_what_a_member_cannot_read() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 71);
+    let t = r.a.tables();
+    let mut whole: Vec<(u32, mosaic_dvs::tables::Stripe)> = Vec::new();
+    for &l in &t.live {
+        for st in &t.get(l).unwrap().sit {
+            if st.width() >= 2 && (0..st.width()).all(|c| t.lookup(l, st.lcns[c]) == Some((st.members[c] as usize, st.idx[c]))) {
+                whole.push((l, st.clone()));
+            }
+        }
+    }
+    assert!(whole.len() >= 2, "two stripes whose chunks are all valid");
+    let ((l1, s1), (l2, s2)) = (whole[0].clone(), whole[1].clone());
+    let slot = |l: u32, st: &mosaic_dvs::tables::Stripe, c: usize| r.a.geo().slot_offset(t.get(l).unwrap().phys, st.idx[c]);
+    let (dm, doff) = (s1.members[0] as usize, slot(l1, &s1, 0));
+    let (pm, poff) = (s2.members[s2.width()] as usize, slot(l2, &s2, s2.width()));
+    let s1_at: Vec<(usize, u64)> = (0..s1.width()).map(|c| (s1.members[c] as usize, slot(l1, &s1, c))).collect();
+    let s2_at: Vec<(usize, u64)> = (0..s2.width()).map(|c| (s2.members[c] as usize, slot(l2, &s2, c))).collect();
+    r.bad[dm].spoil(doff + 512, 512);
+    r.bad[pm].spoil(poff, 512);
+    let rep = r.a.scrub_with(false, &|_, _| {}).unwrap();
+    assert_eq!((rep.mismatched, rep.read_errors_corrected, rep.rewritten_chunks), (0, 2, (s1.width() + s2.width()) as u64), "every chunk of both stripes: {rep:?}");
+    for m in [dm, pm] {
+        let i = &r.a.info().member_list[m];
+        assert_eq!(i.state, MemberState::Active);
+        assert_eq!((i.read_errors, i.corrected_reads), (1 + (dm == pm) as u64, 1 + (dm == pm) as u64));
+    }
+    for (l, st, was) in [(l1, &s1, s1_at), (l2, &s2, s2_at)] {
+        for (c, at) in was.into_iter().enumerate() {
+            assert_ne!(where_is(&r.a, l, st.lcns[c]), Some(at), "every chunk of a stripe with an unreadable column re-striped");
+        }
+    }
+    let again = r.a.scrub_with(false, &|_, _| {}).unwrap();
+    assert_eq!((again.mismatched, again.read_errors_corrected, again.rewritten_chunks), (0, 0, 0), "{again:?}");
+    check_all(&mut r.a, &r.reference);
+    while r.a.gc_step().unwrap() {}
+    check_all(&mut r.a, &r.reference);
+}
