@@ -412,13 +412,19 @@ fn run_on(exec: &Executor, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
 
 /// [`run_on`] with the client buffer `client` (its `Buf::Input`s).
 fn run_with(exec: &Executor, p: &Program, client: Client<'_>) -> Result<Vec<Vec<u8>>, DvsError> {
-    exec.run(p, client, None).map_err(|e| match e {
+    exec.run(p, client, None).map_err(exec_error)
+}
+
+/// The executor's error as the array's: members' errors as one I/O error
+/// of the first one's kind.
+fn exec_error(e: ExecError) -> DvsError {
+    match e {
         ExecError::Device(f) => {
             let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
             DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
         }
         other => DvsError::Other(other.to_string()),
-    })
+    }
 }
 
 /// Read `len` bytes at `offset` of member `m`.
@@ -745,7 +751,8 @@ impl DvsArray {
         run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
-            dvs: Dvs::with_tables(tables.clone(), array_params(&cfg)),
+            // Jobs carry their fills' other sources (array/correct.rs).
+            dvs: Dvs { alternates: true, ..Dvs::with_tables(tables.clone(), array_params(&cfg)) },
             meta,
             ml,
             label,
@@ -756,7 +763,7 @@ impl DvsArray {
             members: members.into_iter().map(Some).collect(),
             bytes: KeyMap::default(),
             lent: Lent::default(),
-            destager: Destager::new(exec.clone()),
+            destager: Destager::for_array(exec.clone(), geo.clone(), code.clone()),
             freeing: Vec::new(),
             jbuf: Vec::new(),
             code,
@@ -888,6 +895,7 @@ impl DvsArray {
         tables.member_state = states.clone();
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         let mut dvs = Dvs::with_tables(tables.clone(), array_params(&cfg));
+        dvs.alternates = true;
         dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
         let mut meta = MetaState::new(ml, tables, ledger, jseq);
@@ -904,7 +912,7 @@ impl DvsArray {
             members,
             bytes: KeyMap::default(),
             lent: Lent::default(),
-            destager: Destager::new(exec.clone()),
+            destager: Destager::for_array(exec.clone(), geo.clone(), code.clone()),
             freeing: Vec::new(),
             jbuf: Vec::new(),
             code,
@@ -1208,6 +1216,7 @@ impl DvsArray {
     /// (journalled, or destaged when write-through).
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.take_destager_errors()?;
         self.geo.check(offset, data.len() as u64)?;
         if self.geo.cfg.cache_chunks == 0 {
             return self.cache_write(offset, data, None, None);
@@ -1247,6 +1256,7 @@ impl DvsArray {
     /// the cached bytes and so the device operations are the same.
     pub fn write_prepared(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.take_destager_errors()?;
         for w in writes {
             self.geo.check(w.offset, w.data.len() as u64)?;
         }
@@ -1436,6 +1446,7 @@ impl DvsArray {
     /// ([`correct`]).
     pub fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.take_destager_errors()?;
         let mut pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
         let got = self.read_pieces(&mut pieces)?;
         let mut at = got.at.iter();
@@ -1535,15 +1546,25 @@ impl DvsArray {
         let lower = Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy };
         let (bytes, lent) = (&mut self.bytes, &self.lent);
         let (c, blk) = (self.geo.chunk as usize, self.geo.block as usize);
+        // A job that reads fills keeps what it was lowered from (the
+        // payloads shared, not copied), to be lowered again should a fill
+        // read fail (array/correct.rs).
+        let keep = job.alt.iter().any(Option::is_some);
+        let mut payloads = KeyMap::default();
         let mut cached = |lcn: u32, bm: &crate::cache::Bitmap| {
             let h = bytes.remove(&(job.lsn, lcn)).ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")))?;
             let payload = h.into_payload(bm, c, blk);
             lent.lend(&payload);
+            if keep {
+                payloads.insert(lcn, payload.clone());
+            }
             Ok(payload)
         };
-        let p = lower.job(&job, &mut cached, &writes_to, Some(meta), &resets)?;
+        let p = lower.job(&job, &mut cached, &writes_to, Some(meta.clone()), &resets)?;
         self.current = None;
-        self.destager.start(p, Some(job.kind)).map(drop)
+        let kind = job.kind;
+        let again = keep.then(|| Box::new(correct::Relower { job, payloads, writes_to, meta: Some(meta), resets, healthy: self.dvs.healthy.clone() }));
+        self.destager.start_job(p, Some(kind), again).map(drop)
     }
 
     /// The zone resets of a GC's old segment: on every member that holds
@@ -2064,6 +2085,7 @@ impl DvsArray {
     /// most reclaimable space, if any is worth it.  Returns whether it ran.
     pub fn gc_step(&mut self) -> Result<bool, DvsError> {
         self.check_ok()?;
+        self.take_destager_errors()?;
         let r = self.dvs.idle();
         let Some(job) = self.poison(r)? else { return Ok(false) };
         let r = self.run_job(job);
@@ -2075,9 +2097,11 @@ impl DvsArray {
     /// the journal; afterwards the journal is empty).
     pub fn flush(&mut self) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.take_destager_errors()?;
         let r = self.destage_all();
         self.poison(r)?;
-        self.settle()
+        self.settle()?;
+        self.take_destager_errors()
     }
 }
 

@@ -104,6 +104,11 @@ pub struct Job {
     pub phys: u32,
     /// Old chunk bytes to read first (whole chunks).
     pub fills: Vec<ChunkRead>,
+    /// For each fill read directly, where to decode it from should its
+    /// member fail to read it (its stripe's other columns, as the tables
+    /// were when the job was planned), when the engine keeps them
+    /// ([`Dvs::alternates`]: the real array's); empty otherwise.
+    pub alt: Vec<Option<Src>>,
     /// Chunks written: the cache's blocks (None: moved by GC, bytes from a fill).
     pub chunks: Vec<(u32, Option<Bitmap>)>,
     pub stripes: Vec<Stripe>,
@@ -167,6 +172,9 @@ pub struct Dvs {
     /// Cache chunks still held by background destages in flight (set by
     /// the front end, see [`crate::backlog`]).
     pub held: usize,
+    /// Whether jobs carry their fills' alternate sources ([`Job::alt`]):
+    /// the real array's destager decodes a fill its member cannot read.
+    pub alternates: bool,
 }
 
 impl Dvs {
@@ -178,6 +186,7 @@ impl Dvs {
             healthy: vec![true; geo.n],
             stats: DvsStats::default(),
             held: 0,
+            alternates: false,
             p,
             geo,
         }
@@ -214,8 +223,8 @@ impl Dvs {
             return Ok(Some(Src::Direct { member: m, offset: self.geo.slot_offset(phys, idx) + a }));
         }
         let st = self.tables.stripe_at(key.0, m, idx).ok_or_else(|| DvsError::Corrupt(format!("SSG {}: slot {m}:{idx} of LCN {} is in no stripe", key.0, key.1)))?;
-        let lost: Vec<usize> = st.members.iter().map(|&x| x as usize).filter(|&x| !healthy[x]).collect();
-        if lost.len() > self.geo.k {
+        if st.members.iter().filter(|&&x| !healthy[x as usize]).count() > self.geo.k {
+            let lost: Vec<usize> = st.members.iter().map(|&x| x as usize).filter(|&x| !healthy[x]).collect();
             return Err(DvsError::Plan(mosaic_core::PlanError::TooManyFailures { stripe: key.0 as u64, failed: lost, tolerable: self.geo.k }));
         }
         let col = st.col_of(m).unwrap();
@@ -292,8 +301,9 @@ impl Dvs {
         }
         self.count_stripes(&stripes);
         self.stats.fills += fills.len() as u64;
+        let alt = self.alternates(&fills);
         self.tables.commit(lsn, &stripes)?;
-        Ok(Job { kind: JobKind::Destage, lsn, phys: self.tables.gtt[lsn as usize], fills, chunks: taken.into_iter().map(|(l, b)| (l, Some(b))).collect(), stripes, old_phys: None, resets: vec![] })
+        Ok(Job { kind: JobKind::Destage, lsn, phys: self.tables.gtt[lsn as usize], fills, alt, chunks: taken.into_iter().map(|(l, b)| (l, Some(b))).collect(), stripes, old_phys: None, resets: vec![] })
     }
 
     fn count_stripes(&mut self, stripes: &[Stripe]) {
@@ -335,6 +345,7 @@ impl Dvs {
             msg: format!("{} chunks do not fit one segment on the {} working members", lcns.len(), self.healthy.iter().filter(|&&h| h).count()),
         })?;
         let old_wp = self.tables.get(lsn).map(|s| s.wp.clone()).unwrap_or_else(|| vec![0; self.geo.n]);
+        let alt = self.alternates(&fills);
         let old = self.tables.switch(lsn, spare)?;
         self.tables.commit(lsn, &stripes)?;
         let zone = self.geo.zone_of(old);
@@ -348,7 +359,26 @@ impl Dvs {
         self.stats.gc_moved += moved;
         self.stats.fills += fills.len() as u64;
         self.count_stripes(&stripes);
-        Ok(Job { kind, lsn, phys: spare, fills, chunks: set.into_iter().collect(), stripes, old_phys: Some(old), resets })
+        Ok(Job { kind, lsn, phys: spare, fills, alt, chunks: set.into_iter().collect(), stripes, old_phys: Some(old), resets })
+    }
+
+    /// [`Job::alt`] of `fills`, planned before the tables move on: each
+    /// direct fill decoded without its member (None where it cannot be).
+    fn alternates(&self, fills: &[ChunkRead]) -> Vec<Option<Src>> {
+        if !self.alternates {
+            return Vec::new();
+        }
+        let mut h = self.healthy.clone();
+        fills
+            .iter()
+            .map(|f| {
+                let Src::Direct { member, .. } = f.src else { return None };
+                h[member] = false;
+                let alt = self.src_with(f.key, f.a, &h).ok().flatten();
+                h[member] = self.healthy[member];
+                alt
+            })
+            .collect()
     }
 
     /// The SSG with the most garbage, if worth collecting.

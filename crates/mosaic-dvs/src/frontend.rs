@@ -110,6 +110,8 @@ impl DvsFrontend {
     pub fn from_state(dvs: Dvs, meta: MetaState, journal: bool) -> DvsFrontend {
         let mut dvs = dvs;
         dvs.p.idle_ns = Some(REAL_IDLE_NS);
+        // Only the real array's destager reads fills again another way.
+        dvs.alternates = false;
         DvsFrontend::with(dvs, true, Some(meta), journal)
     }
 

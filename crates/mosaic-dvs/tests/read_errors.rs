@@ -11,7 +11,7 @@ use mosaic_exec::corrected::MAX_CORRECTED;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::array::{cfg, cfg_cached, check_all, files_for, fill, scratch};
+use crate::array::{cfg, cfg_cached, check_all, files_for, fill, more_writes, scratch};
 
 /// A zoned member whose reads of some byte ranges fail with EIO (or with
 /// `kind`) until their zone is reset, as a drive's unreadable sectors
@@ -308,4 +308,60 @@ fn a_scrub_writes_again_what_a_member_cannot_read() {
     check_all(&mut r.a, &r.reference);
     while r.a.gc_step().unwrap() {}
     check_all(&mut r.a, &r.reference);
+}
+
+/// A destage whose fill (the old chunk under a partial write) sits on a
+/// sector its member cannot read: the destager lowers the job again with
+/// the fill decoded from its stripe, the write lands, the member stays
+/// and counts one corrected read.  Write-through and with a write cache.
+#[test]
+fn a_destage_decodes_a_fill_its_member_cannot_read() {
+    for c in [cfg(1), cfg_cached(1, 16), cfg(2)] {
+        let cached = c.cache_chunks > 0;
+        let mut r = rig(c, io::ErrorKind::Other, 81);
+        let (lsn, lcn, off) = chunks_on(&r.a, 3)[1];
+        r.bad[3].spoil(off + 2048, 512);
+        let at = r.a.geo().chunk_start((lsn, lcn)) + 512;
+        let data = vec![0xC3u8; 512];
+        r.a.write(at, &data).unwrap();
+        r.reference[at as usize..at as usize + 512].copy_from_slice(&data);
+        r.a.flush().unwrap();
+        assert!(r.a.stopped().is_none(), "cached={cached}: {:?}", r.a.stopped());
+        let m = &r.a.info().member_list[3];
+        assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 1), "cached={cached}");
+        assert_ne!(where_is(&r.a, lsn, lcn), Some((3, off)), "cached={cached}: the chunk was written anew");
+        check_all(&mut r.a, &r.reference);
+        assert_eq!(r.a.info().member_list[3].read_errors, 1, "cached={cached}: nothing else read the bad sector");
+    }
+}
+
+/// Garbage collection moving chunks one of which its member cannot read
+/// (one spoiled chunk in every SSG): each is decoded, written to the new
+/// segment, and the array goes on; every bad sector is met once.
+#[test]
+fn garbage_collection_decodes_chunks_their_member_cannot_read() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 91);
+    // Overwrites leave garbage for GC to collect.
+    let mut rng = ChaCha8Rng::seed_from_u64(92);
+    more_writes(&mut r.a, &mut rng, &mut r.reference, 150);
+    r.a.flush().unwrap();
+    let mut spoiled = 0;
+    let mut seen_ssg = std::collections::BTreeSet::new();
+    for (lsn, _, off) in chunks_on(&r.a, 1) {
+        if seen_ssg.insert(lsn) {
+            r.bad[1].spoil(off, 512);
+            spoiled += 1;
+        }
+    }
+    let mut steps = 0;
+    while r.a.gc_step().unwrap() {
+        steps += 1;
+    }
+    r.a.flush().unwrap();
+    assert!(steps > 0 && r.a.stopped().is_none(), "{steps} GC steps: {:?}", r.a.stopped());
+    let gc_found = r.a.info().member_list[1].read_errors;
+    assert!(gc_found > 0, "GC read a spoiled chunk");
+    check_all(&mut r.a, &r.reference);
+    let m = &r.a.info().member_list[1];
+    assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, spoiled, spoiled), "{gc_found} met by GC");
 }

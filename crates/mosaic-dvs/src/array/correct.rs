@@ -24,9 +24,12 @@
 //! DVS has no write hole (a stripe is in the tables only once its appends
 //! and their log record are durable), so a stripe's code always agrees
 //! with its data and decoding from it is always sound.  A read-only open
-//! decodes but writes nothing back and fails no one.  Destage and GC
-//! programs, run in the background, still stop the array at a read error
-//! (the crate README's limits).
+//! decodes but writes nothing back and fails no one.
+//!
+//! A destage or GC program whose fill read fails (run by the destager, in
+//! the background) is lowered again with that fill decoded from its
+//! stripe ([`Relower`]), and its member's read counted when the writer
+//! next waits for the destager ([`DvsArray::take_destager_errors`]).
 
 use std::collections::BTreeSet;
 
@@ -34,9 +37,13 @@ use mosaic_exec::corrected::Corrected;
 use mosaic_exec::{Client, ExecError, Failure};
 
 use super::DvsArray;
-use crate::addr::ChunkKey;
-use crate::engine::{ChunkRead, ReadPiece, ReadSrc, Src};
-use crate::program::{self, Lower};
+use mosaic_core::cache::KeyMap;
+use mosaic_core::Program;
+use mosaic_ec::Code;
+
+use crate::addr::{ChunkKey, Geo};
+use crate::engine::{ChunkRead, Job, ReadPiece, ReadSrc, Src};
+use crate::program::{self, Lower, Meta, Payload};
 use crate::tables::Stripe;
 use crate::DvsError;
 
@@ -174,6 +181,21 @@ impl DvsArray {
         Ok(())
     }
 
+    /// Count the fill reads the destager decoded since last asked (its
+    /// job wrote their chunks anew): called where a request or command
+    /// starts, never inside one, as it may fail a member.
+    pub(super) fn take_destager_errors(&mut self) -> Result<(), DvsError> {
+        for m in self.destager.take_read_errors() {
+            if let Some(e) = self.read_errors.get_mut(m) {
+                e.seen += 1;
+            }
+            if self.rewrite_unreadable {
+                self.count_corrected(m)?;
+            }
+        }
+        Ok(())
+    }
+
     /// One more corrected read on `m`: past the limit, `m` is failed.
     pub(super) fn count_corrected(&mut self, m: usize) -> Result<(), DvsError> {
         let Some(e) = self.read_errors.get_mut(m) else { return Ok(()) };
@@ -240,4 +262,47 @@ fn io_error(failures: &[Failure]) -> DvsError {
     let kind = failures.first().map_or(std::io::ErrorKind::Other, |f| f.error.kind());
     let what = failures.iter().map(|f| format!("member {}: {}", f.member, f.error)).collect::<Vec<_>>().join("; ");
     DvsError::Io(std::io::Error::new(kind, what))
+}
+
+/// What a destage or GC program was lowered from, kept with it in the
+/// destager's queue, so that when a fill read fails (a sector its member
+/// cannot read) the destager lowers the job again with those fills
+/// decoded from their stripes ([`Job::alt`], planned with the job) and
+/// runs that instead.  A job's Read phase is its first: nothing was
+/// written when it failed.  The chunk is then written anew by the job
+/// itself; its old stripe's other chunks lean on the bad column until
+/// they are written again (a scrub reads the column and re-stripes them).
+pub(super) struct Relower {
+    pub job: Job,
+    /// The cached chunks' bytes, by LCN, as the first lowering took them.
+    pub payloads: KeyMap<u32, Payload>,
+    pub writes_to: Vec<bool>,
+    pub meta: Option<Meta>,
+    pub resets: Vec<(usize, u64)>,
+    /// Members read at planning, less those found unable to read since.
+    pub healthy: Vec<bool>,
+}
+
+impl Relower {
+    /// The job's program again with the fills on the members of
+    /// `failures` decoded from the others; None when a failure is not a
+    /// medium error or a fill has no other source.
+    pub(super) fn again(&mut self, failures: &[Failure], geo: &Geo, code: &Code) -> Option<Program> {
+        for f in failures {
+            if !f.medium_error() || !self.healthy.get(f.member).copied().unwrap_or(false) {
+                return None;
+            }
+            self.healthy[f.member] = false;
+        }
+        for (i, fill) in self.job.fills.iter_mut().enumerate() {
+            if let Src::Direct { member, .. } = fill.src {
+                if !self.healthy[member] {
+                    fill.src = self.job.alt.get(i).cloned().flatten()?;
+                }
+            }
+        }
+        let payloads = &self.payloads;
+        let mut cached = |lcn: u32, _: &crate::cache::Bitmap| payloads.get(&lcn).cloned().ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
+        Lower { geo, code, healthy: &self.healthy }.job(&self.job, &mut cached, &self.writes_to, self.meta.clone(), &self.resets).ok()
+    }
 }

@@ -31,17 +31,29 @@
 //! ticket) only before writing a record into a segment it frees.  A program that fails leaves its error here and
 //! drops the programs queued behind it (they were planned on top of
 //! it): every later request sees the error (the array is poisoned).
+//! Except a fill read a member cannot do (a bad sector): the job is
+//! lowered again with that fill decoded from its stripe and run in its
+//! place (`correct::Relower`), the member's read noted for the array to
+//! count ([`Destager::take_read_errors`]).
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use mosaic_core::Program;
-use mosaic_exec::Executor;
+use mosaic_ec::Code;
+use mosaic_exec::{Client, ExecError, Executor};
 
+use super::correct::Relower;
+use crate::addr::Geo;
 use crate::engine::JobKind;
 use crate::DvsError;
+
+/// A queued program: its job's kind (None: a log record), and what it was
+/// lowered from, to lower it again when a fill read fails.
+type Queued = (Program, Option<JobKind>, Option<Box<Relower>>);
 
 /// Programs handed over and not yet started, at most (a writer that
 /// plans faster than the members take them waits for room).
@@ -53,7 +65,7 @@ struct State {
     /// Programs handed over and not yet taken by the thread, in order,
     /// with the kind of their job (None: a log record, e.g. a journal
     /// retirement).
-    queue: VecDeque<(Program, Option<JobKind>)>,
+    queue: VecDeque<Queued>,
     /// Programs handed over, and programs completed (each program's
     /// ticket is the count handed over once it was).
     handed: u64,
@@ -72,6 +84,9 @@ struct State {
     /// Whether the thread runs ahead of the writers ([`ahead_of_writers`];
     /// None until it has started).
     ahead: Option<bool>,
+    /// Members whose fill reads failed and were decoded from the others
+    /// (one entry a failed read), for the array to count.
+    read_errors: Vec<usize>,
 }
 
 struct Shared {
@@ -81,6 +96,10 @@ struct Shared {
     /// A program taken (room in the queue) or completed: wakes callers only.
     done: Condvar,
     exec: Arc<Executor>,
+    /// The array's geometry and code, to lower a job again.
+    lower: Option<(Geo, Code)>,
+    /// `read_errors` is not empty (read without the lock, on every write).
+    errors: AtomicBool,
 }
 
 impl Shared {
@@ -88,8 +107,23 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn run(&self, p: &Program) -> Result<(), DvsError> {
-        super::run_on(&self.exec, p).map(drop)
+    /// Run `p`; when a fill read fails and `again` can lower its job
+    /// without that member, run that instead (and so on while members
+    /// fail reads), noting each failed read's member.
+    fn run(&self, p: &Program, mut again: Option<Box<Relower>>) -> Result<(), DvsError> {
+        let mut retry: Option<Program> = None;
+        loop {
+            let r = self.exec.run(retry.as_ref().unwrap_or(p), Client::None, None);
+            let Err(ExecError::Device(failures)) = &r else { return r.map(drop).map_err(super::exec_error) };
+            let next = match (again.as_deref_mut(), &self.lower) {
+                (Some(a), Some((geo, code))) => a.again(failures, geo, code),
+                _ => None,
+            };
+            let Some(next) = next else { return r.map(drop).map_err(super::exec_error) };
+            self.lock().read_errors.extend(failures.iter().map(|f| f.member));
+            self.errors.store(true, Ordering::Release);
+            retry = Some(next);
+        }
     }
 
     /// As a caller: wait on `done` (counted, so the thread knows to notify).
@@ -125,8 +159,31 @@ pub(super) struct Destager {
 }
 
 impl Destager {
+    #[cfg(test)]
     pub(super) fn new(exec: Arc<Executor>) -> Destager {
-        Destager { shared: Arc::new(Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new(), exec }), thread: None }
+        Destager::with_lower(exec, None)
+    }
+
+    /// The destager of an array of geometry `geo` and code `code`: a job
+    /// handed over with its [`Relower`] is lowered again when a fill read
+    /// fails.
+    pub(super) fn for_array(exec: Arc<Executor>, geo: Geo, code: Code) -> Destager {
+        Destager::with_lower(exec, Some((geo, code)))
+    }
+
+    fn with_lower(exec: Arc<Executor>, lower: Option<(Geo, Code)>) -> Destager {
+        let shared = Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new(), exec, lower, errors: AtomicBool::new(false) };
+        Destager { shared: Arc::new(shared), thread: None }
+    }
+
+    /// The members of the fill reads decoded since last asked, one entry
+    /// a failed read (a relaxed load when there are none).
+    pub(super) fn take_read_errors(&self) -> Vec<usize> {
+        // A plain load first: no store to the line the thread uses, per write.
+        if !self.shared.errors.load(Ordering::Relaxed) || !self.shared.errors.swap(false, Ordering::Acquire) {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.shared.lock().read_errors)
     }
 
     /// Hand program `p` (of a job of `kind`; None: a log record) to the
@@ -134,6 +191,11 @@ impl Destager {
     /// room in the queue): its ticket ([`Destager::wait_for`]).  Without
     /// a thread (it could not be started) it runs here.
     pub(super) fn start(&mut self, p: Program, kind: Option<JobKind>) -> Result<u64, DvsError> {
+        self.start_job(p, kind, None)
+    }
+
+    /// [`Destager::start`] with what the job's program was lowered from.
+    pub(super) fn start_job(&mut self, p: Program, kind: Option<JobKind>, again: Option<Box<Relower>>) -> Result<u64, DvsError> {
         if self.thread.is_none() {
             let shared = self.shared.clone();
             let t = std::thread::Builder::new().name("mosaic-destage".into()).spawn(move || serve(&shared));
@@ -143,7 +205,7 @@ impl Destager {
             return Err(DvsError::Other(f));
         }
         if self.thread.is_none() {
-            let r = self.shared.run(&p);
+            let r = self.shared.run(&p, again);
             self.finish(kind, r)?;
             let mut s = self.shared.lock();
             s.handed += 1;
@@ -157,7 +219,7 @@ impl Destager {
         if let Some(f) = &s.failed {
             return Err(DvsError::Other(f.1.clone()));
         }
-        s.queue.push_back((p, kind));
+        s.queue.push_back((p, kind, again));
         s.handed += 1;
         let ticket = s.handed;
         let idle = s.idle;
@@ -278,7 +340,7 @@ fn serve(shared: &Shared) {
         while s.queue.is_empty() && !s.quit {
             s = shared.wait_work(s);
         }
-        let Some((p, kind)) = s.queue.pop_front() else { return };
+        let Some((p, kind, again)) = s.queue.pop_front() else { return };
         s.busy = true;
         // Room made: only a caller waiting for room cares.
         if s.queue.len() + 1 >= QUEUED {
@@ -286,7 +348,7 @@ fn serve(shared: &Shared) {
         } else {
             drop(s);
         }
-        let r = catch_unwind(AssertUnwindSafe(|| shared.run(&p))).unwrap_or_else(|_| Err(DvsError::Other("the destage thread stopped".into())));
+        let r = catch_unwind(AssertUnwindSafe(|| shared.run(&p, again))).unwrap_or_else(|_| Err(DvsError::Other("the destage thread stopped".into())));
         drop(p);
         let mut s = shared.lock();
         s.busy = false;
