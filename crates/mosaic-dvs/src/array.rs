@@ -1490,11 +1490,6 @@ impl DvsArray {
         self.dvs.holes(offset, len)
     }
 
-    /// The lowering of this array's work into programs.
-    fn lower(&self) -> Lower<'_> {
-        Lower { geo: &self.geo, code: &self.code, healthy: &self.dvs.healthy }
-    }
-
     /// Run `p` on the members, after the destage or GC program in flight.
     fn run(&self, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
         self.destager.wait()?;
@@ -1827,7 +1822,11 @@ impl DvsArray {
         let mut wrote = false;
         for &m in targets {
             if !holds(&self.state(m), lsn as u32) && self.dvs.tables.get(lsn as u32).is_some() {
-                let r = self.rebuild_ssg(m, lsn as u32);
+                let mut noted = Vec::new();
+                let r = self.rebuild_ssg(m, lsn as u32, &mut noted);
+                for s in noted {
+                    self.read_errors[s].seen += 1;
+                }
                 written += self.poison(r)?;
                 wrote = true;
             }
@@ -1862,7 +1861,7 @@ impl DvsArray {
     /// Rebuild SSG `lsn` onto member `m` (after resetting the zone a
     /// stopped rebuild may have half written), in writes of about 1 MiB,
     /// then flush; returns the bytes written.
-    fn rebuild_ssg(&self, m: usize, lsn: u32) -> Result<u64, DvsError> {
+    fn rebuild_ssg(&self, m: usize, lsn: u32, noted: &mut Vec<usize>) -> Result<u64, DvsError> {
         let Some(s) = self.dvs.tables.get(lsn) else { return Ok(0) };
         let dev = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
         let zone = self.geo.zone_of(s.phys);
@@ -1883,8 +1882,7 @@ impl DvsArray {
                 _ => None,
             });
             if cols.len() as u32 == per || idx + 1 == s.wp[m] {
-                prog.append(self.lower().rebuild(lsn, s.phys, m, first, &cols)?);
-                self.run(&std::mem::take(&mut prog))?;
+                self.rebuild_run(std::mem::take(&mut prog), (lsn, s.phys, m, first), &cols, noted)?;
                 first = idx + 1;
                 cols.clear();
             }

@@ -365,3 +365,35 @@ fn garbage_collection_decodes_chunks_their_member_cannot_read() {
     let m = &r.a.info().member_list[1];
     assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, spoiled, spoiled), "{gc_found} met by GC");
 }
+
+/// A rebuild whose source cannot read a sector: with k = 2 and one member
+/// rebuilt the code spares a column, so the slot is decoded from the
+/// others and the rebuild goes on (the source's read counted); with k = 1
+/// nothing else holds those bytes and the rebuild stops, saying so.
+#[test]
+fn a_rebuild_decodes_past_a_source_it_cannot_read_while_the_code_spares_a_column() {
+    for k in [2usize, 1] {
+        let mut r = rig(cfg(k), io::ErrorKind::Other, 101 + k as u64);
+        r.a.fail(0).unwrap();
+        let (_, _, off) = chunks_on(&r.a, 2)[2];
+        r.bad[2].spoil(off, 512);
+        let c = r.a.geo().cfg.clone();
+        let new = mosaic_dev::zoned::ZonedFile::create(&r._dir.path().join("new0"), c.zone_size, c.zones, c.conventional).unwrap();
+        r.a.replace(0, Arc::new(new)).unwrap();
+        let rebuilt = r.a.rebuild(&|_, _| {}, None);
+        if k == 1 {
+            let e = rebuilt.unwrap_err().to_string();
+            assert!(e.contains("cannot rebuild"), "{e}");
+            continue;
+        }
+        rebuilt.unwrap();
+        let m = &r.a.info().member_list[2];
+        assert_eq!((m.state, m.read_errors), (MemberState::Active, 1));
+        assert_eq!(r.a.info().member_list[0].state, MemberState::Active);
+        // The new member holds its columns: lose two others, read it all.
+        r.bad[2].bad.lock().unwrap().clear();
+        r.a.fail(3).unwrap();
+        r.a.fail(4).unwrap();
+        check_all(&mut r.a, &r.reference);
+    }
+}

@@ -196,6 +196,38 @@ impl DvsArray {
         Ok(())
     }
 
+    /// Run `head` (a zone reset, or nothing), then the rebuild of slots
+    /// `first..` of segment `phys` of SSG `lsn` onto member `m` from
+    /// `cols`.  A source read that fails is left out and the columns
+    /// decoded from the others, while the code spares one (k >= 2 with
+    /// one member rebuilt); its member is noted in `noted` (a scrub writes
+    /// the bad chunk again when it meets it).
+    pub(super) fn rebuild_run(&self, head: Program, (lsn, phys, m, first): (u32, u32, usize, u32), cols: &[Option<(&Stripe, usize)>], noted: &mut Vec<usize>) -> Result<(), DvsError> {
+        let mut healthy = self.dvs.healthy.clone();
+        loop {
+            let mut p = head.clone();
+            let lower = Lower { geo: &self.geo, code: &self.code, healthy: &healthy };
+            match lower.rebuild(lsn, phys, m, first, cols) {
+                Ok(r) => p.append(r),
+                Err(e) if !noted.is_empty() => return Err(DvsError::Other(format!("the rebuild's sources cannot be read ({} read(s) failed) and the others cannot rebuild them: {e}", noted.len()))),
+                Err(e) => return Err(e),
+            }
+            self.destager.wait()?;
+            let failures = match self.exec.run(&p, Client::None, None) {
+                Ok(_) => return Ok(()),
+                Err(ExecError::Device(f)) => f,
+                Err(e) => return Err(super::exec_error(e)),
+            };
+            if !failures.iter().all(|f| f.medium_error() && f.member != m && healthy[f.member]) {
+                return Err(io_error(&failures));
+            }
+            for f in &failures {
+                healthy[f.member] = false;
+                noted.push(f.member);
+            }
+        }
+    }
+
     /// One more corrected read on `m`: past the limit, `m` is failed.
     pub(super) fn count_corrected(&mut self, m: usize) -> Result<(), DvsError> {
         let Some(e) = self.read_errors.get_mut(m) else { return Ok(()) };
