@@ -17,18 +17,18 @@
 //!                  (more than MAX_CORRECTED on m within the decay: m failed,
 //!                  as md's max_read_errors)
 //!           the rewrite or the read again fails ──> m failed, as before
-//!           the others cannot rebuild the bytes: one code column and one
-//!           other member out ──> set aside (below); else (raid0, raid6
-//!           with two out and a bad block, ...) ──> m failed, as before
+//!           the others cannot rebuild the bytes: as many other members
+//!           out as code columns ──> set aside (below); else (raid0, a
+//!           second bad block beside it, ...) ──> m failed, as before
 //!   an error saying m cannot be reached (a remote's timeout, a lost
 //!   connection) or is too short (a truncated file) ──> m failed at once
 //! ```
 //!
-//! When nothing can rebuild the bytes because another member is out of
+//! When nothing can rebuild the bytes because other members are out of
 //! the stripe (failed, or being rebuilt: the classic RAID-5 loss in a
 //! rebuild), failing this one too would put every stripe out of reach
-//! (md without a bad-block log).  Instead, with one code column and one
-//! member out, the blocks are set aside ([`Array::lose_blocks`]), as md's
+//! (md without a bad-block log).  Instead, with as many members out as
+//! the stripe has code columns, the blocks are set aside ([`Array::lose_blocks`]), as md's
 //! bad-block log and ZFS's permanent errors do: the logical bytes they
 //! take with them recorded lost in the superblocks (reads of them fail),
 //! zeros written over the blocks, and the rebuild, scrub or write goes on;
@@ -249,16 +249,17 @@ impl Array {
     }
 
     /// Member `op.member` cannot read `op`, and the other members cannot
-    /// rebuild it: one code column, and another member out of the stripe
-    /// (failed, or being rebuilt there).  Rather than fail it too, which
+    /// rebuild it: as many members out of the stripe (failed, or being
+    /// rebuilt there) as it has code columns (raid5's one, raid6's two, a
+    /// mirror's other copies).  Rather than fail it too, which
     /// would put every stripe out of reach (the classic RAID-5 loss in a
     /// rebuild), its unreadable blocks are set aside, as md's bad-block
     /// log and ZFS's permanent errors do: the logical bytes of the data
-    /// columns among its and the out member's there are recorded lost in
+    /// columns among its and the out members' there are recorded lost in
     /// the superblocks first ([`crate::lost`]: reads of them fail; a write
     /// of their whole units clears them); then its blocks are written with
     /// zeros (the drive remaps them).  The stripe agrees with itself again
-    /// once the out member is rebuilt from them, as from any bytes, so
+    /// once the out members are rebuilt from them, as from any bytes, so
     /// later degraded reads and writes of its other bytes stay right.
     /// Recorded before anything is written: a crash in between leaves them
     /// lost, never silently wrong.  The units set aside.  The stripes'
@@ -266,8 +267,8 @@ impl Array {
     fn lose_blocks(&self, layout: &FixedLayout, op: DevOp, held: bool) -> Result<Vec<crate::LostUnit>, String> {
         let geo = &layout.planner.geo;
         let s = op.member;
-        if geo.m != 1 || geo.is_mirror() || matches!(geo.level, mosaic_core::Level::Cbro { .. }) || !self.is_writable() {
-            return Err(format!("only a writable array with one code column per stripe sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
+        if geo.m == 0 || matches!(geo.level, mosaic_core::Level::Cbro { .. }) || !self.is_writable() {
+            return Err(format!("only a writable array whose stripes hold their own code sets blocks aside, not {} {}+{}", geo.level, geo.k, geo.m));
         }
         let _g = (!held).then(|| self.lock_stripes(pieces(geo, op).into_iter().map(|p| p.0)));
         let bad = self.unreadable_blocks(op, geo);
@@ -283,18 +284,23 @@ impl Array {
         for &(a, b) in &bad {
             let stripe = geo.stripes_at(s, a, b - a).0;
             let cs = geo.column_of(stripe, s).ok_or_else(|| format!("stripe {stripe} has no unit on member {s}"))?;
+            // Every code column spent on the members out of the stripe.
             let out: Vec<usize> = (0..geo.members).filter(|&x| x != s && !h.available(x, stripe)).collect();
-            let &[o] = out.as_slice() else {
+            if out.len() != geo.m {
                 return Err(match out.is_empty() {
                     true => format!("no other member is out of stripe {stripe}, yet the others cannot rebuild it (another bad block beside it)"),
+                    false if out.len() < geo.m => format!("only members {out:?} are out of stripe {stripe}, which its {} code columns cover, yet the others cannot rebuild it (another bad block beside it)", geo.m),
                     false => format!("members {out:?} are out of stripe {stripe} besides it"),
                 });
-            };
-            let co = geo.column_of(stripe, o).ok_or_else(|| format!("stripe {stripe} has no unit on member {o}"))?;
+            }
+            let mut cols = vec![cs];
+            for &o in &out {
+                cols.push(geo.column_of(stripe, o).ok_or_else(|| format!("stripe {stripe} has no unit on member {o}"))?);
+            }
             let lo = a - geo.offset_of(stripe, cs);
             let role = if cs < geo.k { mosaic_core::Role::Data } else { mosaic_core::Role::Code };
             zeros.push(DevOp { member: s, offset: a, len: b - a, role, col: cs });
-            for c in [cs, co].into_iter().filter(|&c| c < geo.k) {
+            for c in cols.into_iter().filter(|&c| c < geo.k) {
                 let offset = stripe * geo.stripe_data_bytes() + c as u64 * geo.unit + lo;
                 lost.push(crate::LostUnit { stripe, member: geo.member_of(stripe, c), offset, len: b - a });
             }

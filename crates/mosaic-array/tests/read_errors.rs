@@ -472,3 +472,58 @@ fn what_cannot_be_set_aside_fails_its_member_and_says_why() {
     assert!(failed[0].0 == 2 && failed[0].1.contains("it reads nothing, not even its label: a dead drive, not a bad block"), "{failed:?}");
     assert!(r.arr.lost().is_empty(), "nothing recorded lost for a dead drive");
 }
+
+/// raid6 with two members out and raid1 with its other copy out: a block
+/// the last holder cannot read is set aside as raid5's is (every code
+/// column is spent on the members out): the data columns among the three
+/// (raid6) or the block (raid1) recorded lost, zeros over it, the member
+/// kept; every other block reads its pattern.
+#[test]
+fn with_every_code_column_spent_an_unreadable_block_is_set_aside() {
+    for (level, n) in [(Level::Raid6, 6), (Level::Raid1, 2)] {
+        let r = rig(level, n);
+        let g = r.arr.geometry().clone();
+        let stripe = 5;
+        let (m, at) = r.unit(stripe, 0, 2);
+        let out: Vec<usize> = (0..n).filter(|&x| x != m).take(g.m).collect();
+        for &o in &out {
+            r.arr.fail_member(o).unwrap();
+        }
+        r.faulty[m].bad_range(at, 4096, false);
+        let mut b = vec![0u8; 4096];
+        let err = r.arr.read(r.logical(stripe, 0, 2), &mut b).unwrap_err().to_string();
+        assert!(err.contains("were lost"), "{level}: {err}");
+        assert_eq!(r.arr.health().states[m], MemberState::Active, "{level}");
+        assert!(r.arr.auto_failed().is_empty(), "{level}: {:?}", r.arr.auto_failed());
+        assert!(r.faulty[m].bad_ranges().is_empty(), "{level}: zeros written over the block");
+        let mut lost: Vec<u64> = std::iter::once(m).chain(out.iter().copied()).filter_map(|x| g.column_of(stripe, x)).filter(|&c| c < g.k).map(|c| r.logical(stripe, c, 2)).collect();
+        lost.sort_unstable();
+        r.reads_all_but(&lost);
+    }
+}
+
+/// raid6 rebuilding two members at once meets a block a source cannot
+/// read: nothing else holds it (both code columns go to the two rebuilt),
+/// so it is set aside as raid5's rebuild does, and the rebuild finishes.
+#[test]
+fn a_raid6_rebuild_of_two_members_sets_aside_what_nothing_can_rebuild() {
+    let r = rig(Level::Raid6, 6);
+    let g = r.arr.geometry().clone();
+    let (targets, src) = ([0usize, 1], 3);
+    let mut news = Vec::new();
+    for &t in &targets {
+        r.arr.fail_member(t).unwrap();
+        let y = Arc::new(MemMember::new(format!("y{t}"), DATA_OFFSET + UNIT * STRIPES));
+        r.arr.replace_with(t, y.clone(), &format!("mem:y{t}")).unwrap();
+        news.push(y);
+    }
+    let s = (0..STRIPES).find(|&s| [0, 1, src].iter().all(|&m| g.column_of(s, m).unwrap() < g.k)).unwrap();
+    r.faulty[src].bad_range(DATA_OFFSET + g.offset_of(s, g.column_of(s, src).unwrap()) + 8192, 4096, false);
+    let rep = r.arr.rebuild(&|_, _| {}, mosaic_array::maint::RebuildOptions::default()).unwrap();
+    assert_eq!(rep.lost_bytes, 3 * 4096, "the source's block and the two rebuilt members' beside it: {rep:?}");
+    assert!(r.arr.health().states.iter().all(|s| *s == MemberState::Active), "{:?}", r.arr.health());
+    let mut lost: Vec<u64> = [0, 1, src].iter().map(|&m| r.logical(s, g.column_of(s, m).unwrap(), 2)).collect();
+    lost.sort_unstable();
+    r.reads_all_but(&lost);
+    assert!(r.arr.scrub(false, &|_, _| {}).unwrap().mismatched_stripes.is_empty(), "each stripe agrees with itself");
+}
