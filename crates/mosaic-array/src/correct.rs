@@ -257,7 +257,7 @@ impl Array {
     /// log and ZFS's permanent errors do: the logical bytes of the data
     /// columns among its and the out members' there are recorded lost in
     /// the superblocks first ([`crate::lost`]: reads of them fail; a write
-    /// of their whole units clears them); then its blocks are written with
+    /// of their whole blocks clears them); then its blocks are written with
     /// zeros (the drive remaps them).  The stripe agrees with itself again
     /// once the out members are rebuilt from them, as from any bytes, so
     /// later degraded reads and writes of its other bytes stay right.

@@ -19,7 +19,7 @@
 //!   superblock.lost (logical ranges, before the journal is emptied)
 //!      │
 //!      ├── read overlapping a range ──> error (NBD: EIO), never wrong bytes
-//!      ├── write covering whole units ──> those units known again: cleared
+//!      ├── write covering whole blocks ──> those blocks known again: cleared
 //!      └── status / info --json list them; older mosaic refuses the array
 //! ```
 
@@ -50,15 +50,17 @@ impl Array {
         }
     }
 
-    /// Units of `offset..offset + len` written whole and durable are no
-    /// longer lost.
+    /// Blocks of `offset..offset + len` written whole and durable are no
+    /// longer lost (as md's bad-block log clears a sector once written):
+    /// every code is linear byte by byte, so the bytes written are right
+    /// in the code wherever the rest of the unit stays unknown.
     pub(crate) fn written_whole(&self, offset: u64, len: u64) -> Result<(), ArrayError> {
         if !self.any_lost.load(Ordering::Acquire) {
             return Ok(());
         }
-        let unit = self.geometry().unit;
+        let block = self.geometry().block;
         let lost = self.lost();
-        let left = lost_without(&lost, offset, offset.saturating_add(len), unit);
+        let left = lost_without(&lost, offset, offset.saturating_add(len), block);
         if left == lost {
             return Ok(());
         }

@@ -609,10 +609,11 @@ pub fn lost_with(lost: &[LostRange], add: &[LostRange]) -> Vec<LostRange> {
     out
 }
 
-/// `lost` without the whole `unit`s of `lo..hi` (bytes written whole
-/// again are known): a range keeps what the write does not cover.
-pub fn lost_without(lost: &[LostRange], lo: u64, hi: u64, unit: u64) -> Vec<LostRange> {
-    let (lo, hi) = (lo.div_ceil(unit) * unit, hi / unit * unit);
+/// `lost` without the whole `grain`s (the array's blocks) of `lo..hi`
+/// (bytes written whole again are known): a range keeps what the write
+/// does not cover.
+pub fn lost_without(lost: &[LostRange], lo: u64, hi: u64, grain: u64) -> Vec<LostRange> {
+    let (lo, hi) = (lo.div_ceil(grain) * grain, hi / grain * grain);
     let mut out = Vec::with_capacity(lost.len() + 1);
     for r in lost {
         if hi <= lo || r.end() <= lo || r.offset >= hi {
