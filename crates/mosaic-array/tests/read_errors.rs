@@ -147,15 +147,9 @@ fn a_block_that_cannot_be_rewritten_fails_the_member() {
 /// member stays in service.
 #[test]
 fn an_unreadable_block_in_a_degraded_array_is_set_aside() {
-    let r = rig(Level::Raid5, 5);
+    let (r, gone, m) = set_aside_in_stripe_4();
     let g = r.arr.geometry().clone();
-    let gone = g.member_of(4, 0);
-    r.arr.fail_member(gone).unwrap();
-    let (m, at) = r.unit(4, 1, 3);
-    r.faulty[m].bad_range(at, 4096, false);
     let mut b = vec![0u8; 4096];
-    let err = r.arr.read(r.logical(4, 1, 3), &mut b).unwrap_err().to_string();
-    assert!(err.contains("were lost"), "{err}");
     assert_eq!(r.arr.health().states[m], MemberState::Active);
     assert!(r.arr.auto_failed().is_empty(), "{:?}", r.arr.auto_failed());
     assert!(r.faulty[m].bad_ranges().is_empty(), "zeros written over the block");
@@ -178,6 +172,21 @@ fn an_unreadable_block_in_a_degraded_array_is_set_aside() {
     assert_eq!(rep.stripes_checked, STRIPES);
     assert_eq!(r.arr.health().states[m], MemberState::Active);
     assert_eq!(r.arr.lost().len(), 4, "{:?}", r.arr.lost());
+}
+
+/// raid5 4+1 with the member of stripe 4's first data unit failed and
+/// block 3 of its second unreadable (member `m`): a read of that block
+/// sets it aside, and fails saying the bytes were lost.  The rig, the
+/// member failed and `m`.
+fn set_aside_in_stripe_4() -> (Rig, usize, usize) {
+    let r = rig(Level::Raid5, 5);
+    let gone = r.arr.geometry().member_of(4, 0);
+    r.arr.fail_member(gone).unwrap();
+    let (m, at) = r.unit(4, 1, 3);
+    r.faulty[m].bad_range(at, 4096, false);
+    let err = r.arr.read(r.logical(4, 1, 3), &mut vec![0u8; 4096]).unwrap_err().to_string();
+    assert!(err.contains("were lost"), "{err}");
+    (r, gone, m)
 }
 
 /// raid6: two members unreadable in the same stripe unit range; each is
@@ -535,14 +544,7 @@ fn a_raid6_rebuild_of_two_members_sets_aside_what_nothing_can_rebuild() {
 /// writing the other block clears the last.
 #[test]
 fn a_lost_block_written_again_is_known_again_alone() {
-    let r = rig(Level::Raid5, 5);
-    let g = r.arr.geometry().clone();
-    let gone = g.member_of(4, 0);
-    r.arr.fail_member(gone).unwrap();
-    let (m, at) = r.unit(4, 1, 3);
-    r.faulty[m].bad_range(at, 4096, false);
-    let mut b = vec![0u8; 4096];
-    assert!(r.arr.read(r.logical(4, 1, 3), &mut b).is_err());
+    let (r, gone, _) = set_aside_in_stripe_4();
     let (out_block, bad_block) = (r.logical(4, 0, 3), r.logical(4, 1, 3));
     r.reads_all_but(&[out_block, bad_block]);
     let mut data = r.data.clone();

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use mosaic_dev::zoned::ZonedFile;
 use mosaic_dvs::array::{PowerCut, Unflushed, ZonedMember};
 use mosaic_dvs::{DvsArray, DvsConfig, DvsError, Prepared};
+
+use crate::hooked::{Hooked, Hooks};
 use mosaic_format::frame::checksum;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -685,7 +687,6 @@ fn a_ring_journal_over_two_lanes_survives_two_reopens_without_a_flush() {
 /// A member that breaks (every operation fails from then on) at its
 /// first write to the journal area once `armed`.
 struct TornJournal {
-    inner: Arc<dyn ZonedMember>,
     journal: std::ops::Range<u64>,
     /// (armed, broken)
     state: std::sync::Mutex<(bool, bool)>,
@@ -702,40 +703,18 @@ impl TornJournal {
     }
 }
 
-impl ZonedMember for TornJournal {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Hooks for TornJournal {
+    fn read(&self, _: u64, _: usize) -> std::io::Result<()> {
+        self.check(false)
     }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.check(false)?;
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.check(self.journal.contains(&offset))?;
-        self.inner.write_at(buf, offset)
+    fn write(&self, offset: u64, _: usize) -> std::io::Result<()> {
+        self.check(self.journal.contains(&offset))
     }
     fn flush(&self) -> std::io::Result<()> {
-        self.check(false)?;
-        self.inner.flush()
+        self.check(false)
     }
-    fn reset_zone(&self, zone: u64) -> std::io::Result<()> {
-        self.check(false)?;
-        self.inner.reset_zone(zone)
-    }
-    fn write_pointer(&self, zone: u64) -> Option<u64> {
-        self.inner.write_pointer(zone)
-    }
-    fn zone_size(&self) -> u64 {
-        self.inner.zone_size()
-    }
-    fn zone_count(&self) -> u64 {
-        self.inner.zone_count()
-    }
-    fn conventional_zones(&self) -> u64 {
-        self.inner.conventional_zones()
+    fn reset(&self, _: u64) -> std::io::Result<()> {
+        self.check(false)
     }
 }
 
@@ -752,14 +731,14 @@ fn a_journal_record_left_on_one_lane_member_is_destaged_at_the_next_open() {
     let c = cfg_cached(1, 16);
     let ml = mosaic_dvs::meta::MetaLayout::new(&mosaic_dvs::Geo::new(c.clone()).unwrap()).unwrap();
     let mut members = files_for(dir.path(), 5, &c);
-    let m0 = Arc::new(TornJournal { inner: members[0].clone(), journal: ml.journal_start..ml.journal_end, state: Default::default() });
+    let m0 = Hooked::new(members[0].clone(), TornJournal { journal: ml.journal_start..ml.journal_end, state: Default::default() });
     members[0] = m0.clone();
     let mut a = DvsArray::create(members, c.clone()).unwrap();
     let cap = a.capacity();
     let mut reference = vec![0u8; cap as usize];
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     block_writes_into(&mut a, &mut rng, &mut reference, 10);
-    m0.state.lock().unwrap().0 = true;
+    m0.hooks.state.lock().unwrap().0 = true;
     // Writes go on until one fails (the array stops): that one is not
     // acknowledged, its record is whole on member 1 only.
     let torn = (0..2000).find_map(|_| {
@@ -1579,7 +1558,8 @@ fn torn_grouped_writes_and_a_second_power_cut_bring_nothing_back() {
 /// writes (conventional zones), reads and flushes pass meanwhile.  After
 /// a cut every operation fails.
 struct Gate {
-    inner: Arc<dyn ZonedMember>,
+    /// The first byte of the sequential zones.
+    seq_start: u64,
     state: Arc<GateState>,
 }
 
@@ -1630,43 +1610,21 @@ impl GateState {
     }
 }
 
-impl ZonedMember for Gate {
-    fn describe(&self) -> String {
-        self.inner.describe()
+impl Hooks for Gate {
+    fn read(&self, _: u64, _: usize) -> std::io::Result<()> {
+        self.state.cut()
     }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.state.cut()?;
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        if offset >= self.inner.conventional_zones() * self.inner.zone_size() {
+    fn write(&self, offset: u64, _: usize) -> std::io::Result<()> {
+        if offset >= self.seq_start {
             self.state.hold()?;
         }
-        self.state.cut()?;
-        self.inner.write_at(buf, offset)
+        self.state.cut()
     }
     fn flush(&self) -> std::io::Result<()> {
-        self.state.cut()?;
-        self.inner.flush()
+        self.state.cut()
     }
-    fn reset_zone(&self, zone: u64) -> std::io::Result<()> {
-        self.state.hold()?;
-        self.inner.reset_zone(zone)
-    }
-    fn write_pointer(&self, zone: u64) -> Option<u64> {
-        self.inner.write_pointer(zone)
-    }
-    fn zone_size(&self) -> u64 {
-        self.inner.zone_size()
-    }
-    fn zone_count(&self) -> u64 {
-        self.inner.zone_count()
-    }
-    fn conventional_zones(&self) -> u64 {
-        self.inner.conventional_zones()
+    fn reset(&self, _: u64) -> std::io::Result<()> {
+        self.state.hold()
     }
 }
 
@@ -1681,7 +1639,7 @@ fn gated_array() -> (tempfile::TempDir, DvsConfig, Arc<GateState>, DvsArray) {
     let members: Vec<Arc<dyn ZonedMember>> = (0..5)
         .map(|i| {
             let inner = Arc::new(ZonedFile::create(&dir.path().join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>;
-            Arc::new(Gate { inner, state: gate.clone() }) as Arc<dyn ZonedMember>
+            Hooked::new(inner.clone(), Gate { seq_start: inner.conventional_zones() * inner.zone_size(), state: gate.clone() }) as Arc<dyn ZonedMember>
         })
         .collect();
     let a = DvsArray::create(members, c.clone()).unwrap();
@@ -1814,46 +1772,18 @@ fn a_ring_retirement_queued_behind_a_held_destage_loses_no_acknowledged_write() 
 /// A zoned member that counts the writes reaching it by the call they
 /// came through.
 struct Calls {
-    inner: Arc<dyn ZonedMember>,
     writes: AtomicU64,
     appends: AtomicU64,
 }
 
-impl ZonedMember for Calls {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.inner.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+impl Hooks for Calls {
+    fn write(&self, _: u64, _: usize) -> std::io::Result<()> {
         self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.write_at(buf, offset)
+        Ok(())
     }
-    fn write_parts_at(&self, parts: &[&[u8]], offset: u64) -> std::io::Result<()> {
+    fn append(&self, _: u64, _: usize) -> std::io::Result<()> {
         self.appends.fetch_add(1, Ordering::SeqCst);
-        self.inner.write_parts_at(parts, offset)
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-    fn reset_zone(&self, zone: u64) -> std::io::Result<()> {
-        self.inner.reset_zone(zone)
-    }
-    fn write_pointer(&self, zone: u64) -> Option<u64> {
-        self.inner.write_pointer(zone)
-    }
-    fn zone_size(&self) -> u64 {
-        self.inner.zone_size()
-    }
-    fn zone_count(&self) -> u64 {
-        self.inner.zone_count()
-    }
-    fn conventional_zones(&self) -> u64 {
-        self.inner.conventional_zones()
+        Ok(())
     }
 }
 
@@ -1867,10 +1797,10 @@ fn journal_records_reach_members_as_appends() {
     let c = cfg_cached(1, 16);
     let budget = Arc::new(AtomicI64::new(i64::MAX));
     let refusals = Arc::new(AtomicU64::new(0));
-    let calls: Vec<Arc<Calls>> = files_for(dir.path(), 5, &c).into_iter().map(|inner| Arc::new(Calls { inner, writes: AtomicU64::new(0), appends: AtomicU64::new(0) })).collect();
+    let calls: Vec<Arc<Hooked<Calls>>> = files_for(dir.path(), 5, &c).into_iter().map(|inner| Hooked::new(inner, Calls { writes: AtomicU64::new(0), appends: AtomicU64::new(0) })).collect();
     let devs: Vec<Arc<dyn ZonedMember>> = calls.iter().map(|m| Arc::new(PowerCut::new(m.clone(), budget.clone(), refusals.clone())) as Arc<dyn ZonedMember>).collect();
     let mut a = DvsArray::create(devs, c).unwrap();
-    let count = |f: fn(&Calls) -> &AtomicU64| calls.iter().map(|m| f(m).load(Ordering::SeqCst)).sum::<u64>();
+    let count = |f: fn(&Calls) -> &AtomicU64| calls.iter().map(|m| f(&m.hooks).load(Ordering::SeqCst)).sum::<u64>();
     let (w0, a0) = (count(|m| &m.writes), count(|m| &m.appends));
     let mut reference = vec![0u8; 8 * 512];
     for i in 0..8u64 {

@@ -4,6 +4,7 @@
 
 mod array;
 mod baseline_real;
+mod hooked;
 mod hot;
 mod nopanic;
 mod read_errors;

@@ -12,77 +12,55 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::array::{cfg, cfg_cached, check_all, files_for, fill, more_writes, scratch};
+use crate::hooked::{Hooked, Hooks};
 
-/// A zoned member whose reads of some byte ranges fail with EIO (or with
+/// A zoned member's reads of some byte ranges fail with EIO (or with
 /// `kind`) until their zone is reset, as a drive's unreadable sectors
 /// are until rewritten.
 struct BadSectors {
-    inner: Arc<dyn ZonedMember>,
     bad: Mutex<Vec<(u64, u64)>>,
     kind: io::ErrorKind,
+    zone: u64,
 }
 
 impl BadSectors {
-    fn wrap(inner: Arc<dyn ZonedMember>, kind: io::ErrorKind) -> Arc<BadSectors> {
-        Arc::new(BadSectors { inner, bad: Mutex::new(Vec::new()), kind })
-    }
-    fn spoil(&self, offset: u64, len: u64) {
-        self.bad.lock().unwrap().push((offset, offset + len));
+    fn wrap(inner: Arc<dyn ZonedMember>, kind: io::ErrorKind) -> Arc<Hooked<BadSectors>> {
+        let zone = inner.zone_size();
+        Hooked::new(inner, BadSectors { bad: Mutex::new(Vec::new()), kind, zone })
     }
 }
 
-impl ZonedMember for BadSectors {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let end = offset + buf.len() as u64;
-        if self.bad.lock().unwrap().iter().any(|&(a, b)| a < end && offset < b) {
-            return Err(match self.kind {
-                io::ErrorKind::Other => io::Error::from_raw_os_error(libc::EIO),
-                k => io::Error::new(k, "injected"),
-            });
+impl Hooks for BadSectors {
+    fn read(&self, offset: u64, len: usize) -> io::Result<()> {
+        let end = offset + len as u64;
+        if !self.bad.lock().unwrap().iter().any(|&(a, b)| a < end && offset < b) {
+            return Ok(());
         }
-        self.inner.read_at(buf, offset)
+        Err(match self.kind {
+            io::ErrorKind::Other => io::Error::from_raw_os_error(libc::EIO),
+            k => io::Error::new(k, "injected"),
+        })
     }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_at(buf, offset)
+    fn reset_done(&self, zone: u64) {
+        self.bad.lock().unwrap().retain(|&(a, _)| a / self.zone != zone);
     }
-    fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-    fn reset_zone(&self, zone: u64) -> io::Result<()> {
-        let z = self.inner.zone_size();
-        self.bad.lock().unwrap().retain(|&(a, _)| a / z != zone);
-        self.inner.reset_zone(zone)
-    }
-    fn write_pointer(&self, zone: u64) -> Option<u64> {
-        self.inner.write_pointer(zone)
-    }
-    fn zone_size(&self) -> u64 {
-        self.inner.zone_size()
-    }
-    fn zone_count(&self) -> u64 {
-        self.inner.zone_count()
-    }
-    fn conventional_zones(&self) -> u64 {
-        self.inner.conventional_zones()
-    }
+}
+
+/// Spoil `len` bytes at `offset` of a member: its reads there fail.
+fn spoil(m: &Hooked<BadSectors>, offset: u64, len: u64) {
+    m.hooks.bad.lock().unwrap().push((offset, offset + len));
 }
 
 struct Rig {
     _dir: tempfile::TempDir,
     a: DvsArray,
-    bad: Vec<Arc<BadSectors>>,
+    bad: Vec<Arc<Hooked<BadSectors>>>,
     reference: Vec<u8>,
 }
 
 fn rig(c: DvsConfig, kind: io::ErrorKind, seed: u64) -> Rig {
     let dir = scratch();
-    let bad: Vec<Arc<BadSectors>> = files_for(dir.path(), 5, &c).into_iter().map(|f| BadSectors::wrap(f, kind)).collect();
+    let bad: Vec<Arc<Hooked<BadSectors>>> = files_for(dir.path(), 5, &c).into_iter().map(|f| BadSectors::wrap(f, kind)).collect();
     let mut a = DvsArray::create(bad.iter().map(|b| b.clone() as Arc<dyn ZonedMember>).collect(), c).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let reference = fill(&mut a, &mut rng, 250);
@@ -143,7 +121,7 @@ fn a_sector_a_member_cannot_read_is_decoded_and_its_chunk_written_again() {
             })
             .find(|x| !x.3.is_empty())
             .expect("a stripe of two valid chunks or more");
-        r.bad[2].spoil(off + 1024, 512);
+        spoil(&r.bad[2], off + 1024, 512);
         let before = r.a.io_counters();
         let (at, got) = chunk_bytes(&mut r, lsn, lcn);
         assert_eq!(got, r.reference[at as usize..at as usize + got.len()], "k={k}: decoded from the stripe");
@@ -181,7 +159,7 @@ fn a_chunk_written_again_keeps_the_newer_blocks_its_cache_holds() {
     r.a.write(at + 2048, &newer).unwrap();
     r.reference[(at + 2048) as usize..(at + 2560) as usize].copy_from_slice(&newer);
     // The sector under the cached block, and one outside it.
-    r.bad[1].spoil(off, 512);
+    spoil(&r.bad[1], off, 512);
     let (_, got) = chunk_bytes(&mut r, lsn, lcn);
     assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
     assert_eq!(r.a.info().member_list[1].corrected_reads, 1);
@@ -198,7 +176,7 @@ fn a_read_only_open_decodes_and_writes_nothing() {
     let mut r = rig(cfg(1), io::ErrorKind::Other, 31);
     r.a.set_read_correction(false);
     let (lsn, lcn, off) = chunks_on(&r.a, 0)[1];
-    r.bad[0].spoil(off, 4096);
+    spoil(&r.bad[0], off, 4096);
     let before = r.a.io_counters();
     let (at, got) = chunk_bytes(&mut r, lsn, lcn);
     assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
@@ -219,7 +197,7 @@ fn a_read_only_open_decodes_and_writes_nothing() {
 fn a_member_that_times_out_is_failed_and_the_read_served_degraded() {
     let mut r = rig(cfg(1), io::ErrorKind::TimedOut, 41);
     let (lsn, lcn, off) = chunks_on(&r.a, 3)[0];
-    r.bad[3].spoil(off, 512);
+    spoil(&r.bad[3], off, 512);
     let (at, got) = chunk_bytes(&mut r, lsn, lcn);
     assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
     assert_eq!(r.a.info().member_list[3].state, MemberState::Failed);
@@ -235,14 +213,14 @@ fn bytes_no_other_member_can_rebuild_fail_that_read_alone() {
     let mut r = rig(cfg(1), io::ErrorKind::Other, 51);
     r.a.fail(0).unwrap();
     let (lsn, lcn, off) = chunks_on(&r.a, 1)[0];
-    r.bad[1].spoil(off, 512);
+    spoil(&r.bad[1], off, 512);
     let at = r.a.geo().chunk_start((lsn, lcn));
     let mut got = vec![0u8; r.a.geo().chunk as usize];
     let e = r.a.read(at, &mut got).unwrap_err().to_string();
     assert!(e.contains("member 1") && e.contains("cannot rebuild"), "{e}");
     assert!(r.a.stopped().is_none(), "the array keeps serving");
     assert_eq!(r.a.info().member_list[1].state, MemberState::Active);
-    r.bad[1].bad.lock().unwrap().clear();
+    r.bad[1].hooks.bad.lock().unwrap().clear();
     check_all(&mut r.a, &r.reference);
 }
 
@@ -255,9 +233,9 @@ fn too_many_corrected_reads_fail_the_member() {
         assert_eq!(r.a.info().member_list[4].state, MemberState::Active, "after {i} corrections");
         // A chunk on member 4 away from the sectors spoiled so far (a
         // chunk written again, or moved by GC, lies elsewhere).
-        let spoiled = r.bad[4].bad.lock().unwrap().clone();
+        let spoiled = r.bad[4].hooks.bad.lock().unwrap().clone();
         let (lsn, lcn, off) = chunks_on(&r.a, 4).into_iter().find(|&(_, _, o)| spoiled.iter().all(|&(a, b)| b <= o || o + 4096 <= a)).expect("a chunk left on member 4");
-        r.bad[4].spoil(off, 512);
+        spoil(&r.bad[4], off, 512);
         let (at, got) = chunk_bytes(&mut r, lsn, lcn);
         assert_eq!(got, r.reference[at as usize..at as usize + got.len()]);
     }
@@ -289,8 +267,8 @@ fn a_scrub_writes_again_what_a_member_cannot_read() {
     let (pm, poff) = (s2.members[s2.width()] as usize, slot(l2, &s2, s2.width()));
     let s1_at: Vec<(usize, u64)> = (0..s1.width()).map(|c| (s1.members[c] as usize, slot(l1, &s1, c))).collect();
     let s2_at: Vec<(usize, u64)> = (0..s2.width()).map(|c| (s2.members[c] as usize, slot(l2, &s2, c))).collect();
-    r.bad[dm].spoil(doff + 512, 512);
-    r.bad[pm].spoil(poff, 512);
+    spoil(&r.bad[dm], doff + 512, 512);
+    spoil(&r.bad[pm], poff, 512);
     let rep = r.a.scrub_with(false, &|_, _| {}).unwrap();
     assert_eq!((rep.mismatched, rep.read_errors_corrected, rep.rewritten_chunks), (0, 2, (s1.width() + s2.width()) as u64), "every chunk of both stripes: {rep:?}");
     for m in [dm, pm] {
@@ -320,7 +298,7 @@ fn a_destage_decodes_a_fill_its_member_cannot_read() {
         let cached = c.cache_chunks > 0;
         let mut r = rig(c, io::ErrorKind::Other, 81);
         let (lsn, lcn, off) = chunks_on(&r.a, 3)[1];
-        r.bad[3].spoil(off + 2048, 512);
+        spoil(&r.bad[3], off + 2048, 512);
         let at = r.a.geo().chunk_start((lsn, lcn)) + 512;
         let data = vec![0xC3u8; 512];
         r.a.write(at, &data).unwrap();
@@ -349,7 +327,7 @@ fn garbage_collection_decodes_chunks_their_member_cannot_read() {
     let mut seen_ssg = std::collections::BTreeSet::new();
     for (lsn, _, off) in chunks_on(&r.a, 1) {
         if seen_ssg.insert(lsn) {
-            r.bad[1].spoil(off, 512);
+            spoil(&r.bad[1], off, 512);
             spoiled += 1;
         }
     }
@@ -376,7 +354,7 @@ fn a_rebuild_decodes_past_a_source_it_cannot_read_while_the_code_spares_a_column
         let mut r = rig(cfg(k), io::ErrorKind::Other, 101 + k as u64);
         r.a.fail(0).unwrap();
         let (_, _, off) = chunks_on(&r.a, 2)[2];
-        r.bad[2].spoil(off, 512);
+        spoil(&r.bad[2], off, 512);
         let c = r.a.geo().cfg.clone();
         let new = mosaic_dev::zoned::ZonedFile::create(&r._dir.path().join("new0"), c.zone_size, c.zones, c.conventional).unwrap();
         r.a.replace(0, Arc::new(new)).unwrap();
@@ -391,7 +369,7 @@ fn a_rebuild_decodes_past_a_source_it_cannot_read_while_the_code_spares_a_column
         assert_eq!((m.state, m.read_errors), (MemberState::Active, 1));
         assert_eq!(r.a.info().member_list[0].state, MemberState::Active);
         // The new member holds its columns: lose two others, read it all.
-        r.bad[2].bad.lock().unwrap().clear();
+        r.bad[2].hooks.bad.lock().unwrap().clear();
         r.a.fail(3).unwrap();
         r.a.fail(4).unwrap();
         check_all(&mut r.a, &r.reference);
