@@ -1466,7 +1466,7 @@ impl DvsArray {
         // fails stops the array (as every write error does, `stopped` says
         // why); a chunk that cannot be read again whole stays where it is,
         // its member's read errors counted but not corrected.
-        let _ = self.rewrite_unreadable(&got.unreadable);
+        let _ = self.rewrite_unreadable(&got);
         Ok(())
     }
 

@@ -375,3 +375,25 @@ fn a_rebuild_decodes_past_a_source_it_cannot_read_while_the_code_spares_a_column
         check_all(&mut r.a, &r.reference);
     }
 }
+
+/// One read over the whole array meets two unreadable chunks of the same
+/// member (two of its reads fail in one program): both are decoded, both
+/// stripes written again, the member kept with two corrected reads.
+#[test]
+fn two_failed_reads_of_one_member_in_one_request_are_both_corrected() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 111);
+    let on = chunks_on(&r.a, 2);
+    let (first, last) = (on[1], on[on.len() - 2]);
+    spoil(&r.bad[2], first.2, 512);
+    spoil(&r.bad[2], last.2 + 1024, 512);
+    let mut all = vec![0u8; r.reference.len()];
+    r.a.read(0, &mut all).unwrap();
+    assert!(all == r.reference);
+    let m = &r.a.info().member_list[2];
+    assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 2, 2));
+    for (lsn, lcn, off) in [first, last] {
+        assert_ne!(where_is(&r.a, lsn, lcn), Some((2, off)), "the unreadable chunks were written again");
+    }
+    check_all(&mut r.a, &r.reference);
+    assert_eq!(r.a.info().member_list[2].read_errors, 2, "no read meets them again");
+}

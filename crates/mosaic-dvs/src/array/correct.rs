@@ -6,15 +6,17 @@
 //!     medium error (EIO)            that member left out of this read: each
 //!                                   chunk it held decoded from its stripe's
 //!                                   other columns (the degraded read path)
-//!     ──> the client gets its bytes; then every valid chunk of that
-//!         stripe is written again through the write path (its logical
-//!         bytes: the unreadable one decoded, under the blocks the cache
-//!         holds newer), so they are re-striped with fresh parity at the
-//!         write pointers and the old stripe, which protects nothing any
-//!         more, is garbage for GC, whose zone reset is the drive's rewrite
-//!     ──> counted on the member (`mosaic_exec::corrected`, the rule fixed
-//!         arrays count by): past MAX_CORRECTED within the decay it is
-//!         failed, as md's max_read_errors
+//!     ──> the client gets its bytes; then each chunk under the failed
+//!         read that its member still cannot read alone (md reads a
+//!         stripe's pieces again too): every valid chunk of its stripe
+//!         written again through the write path (its logical bytes: the
+//!         unreadable one decoded, under the blocks the cache holds
+//!         newer), so they are re-striped with fresh parity at the write
+//!         pointers and the old stripe, which protects nothing any more,
+//!         is garbage for GC, whose zone reset is the drive's rewrite
+//!     ──> each failed read counted on its member (`mosaic_exec::corrected`,
+//!         the rule fixed arrays count by): past MAX_CORRECTED within the
+//!         decay it is failed, as md's max_read_errors
 //!   the member cannot be reached (a timeout, a lost connection, a short
 //!   file) ──> failed at once, the read served degraded
 //!   the others cannot decode the bytes (more members out of a stripe than
@@ -48,12 +50,14 @@ use crate::tables::Stripe;
 use crate::DvsError;
 
 /// What [`DvsArray::read_pieces`] read: the one buffer, where each disk
-/// piece's bytes are in it, and the chunks whose member could not read
-/// them (with that member).
+/// piece's bytes are in it, the chunks under a read their member could
+/// not do (with that member: a read of a run of slots fails whole, so
+/// some may read when asked alone), and the member of each such read.
 pub(super) struct Got {
     pub bytes: Vec<u8>,
     pub at: Vec<usize>,
     pub unreadable: BTreeSet<(ChunkKey, usize)>,
+    pub events: Vec<usize>,
 }
 
 /// The read errors of each member slot.
@@ -81,20 +85,21 @@ impl DvsArray {
     /// decoded from their stripes (each piece's source changed in place).
     pub(super) fn read_pieces(&mut self, pieces: &mut [ReadPiece]) -> Result<Got, DvsError> {
         let mut healthy = self.dvs.healthy.clone();
-        let mut unreadable = BTreeSet::new();
+        let (mut unreadable, mut events) = (BTreeSet::new(), Vec::new());
         loop {
             let disk: Vec<&ChunkRead> = pieces.iter().filter_map(|p| if let ReadSrc::Disk(cr) = &p.src { Some(cr) } else { None }).collect();
             if disk.is_empty() {
-                return Ok(Got { bytes: Vec::new(), at: Vec::new(), unreadable });
+                return Ok(Got { bytes: Vec::new(), at: Vec::new(), unreadable, events });
             }
             let (prog, at) = Lower { geo: &self.geo, code: &self.code, healthy: &healthy }.read(&disk)?;
             self.settle()?;
             let failures = match self.exec.run(&prog, Client::None, None) {
-                Ok(mut kept) => return Ok(Got { bytes: kept.pop().unwrap_or_default(), at, unreadable }),
+                Ok(mut kept) => return Ok(Got { bytes: kept.pop().unwrap_or_default(), at, unreadable, events }),
                 Err(ExecError::Device(f)) => f,
                 Err(e) => return Err(DvsError::Other(e.to_string())),
             };
             self.leave_out(&failures, &mut healthy)?;
+            events.extend(failures.iter().filter(|f| f.medium_error()).map(|f| f.member));
             for p in pieces.iter_mut() {
                 let ReadSrc::Disk(cr) = &mut p.src else { continue };
                 let Src::Direct { member, offset } = cr.src else { continue };
@@ -116,15 +121,18 @@ impl DvsArray {
     /// not read is counted (and failed past the limit).  An error when a
     /// failure is not a read's, or when it would leave too few members.
     fn leave_out(&mut self, failures: &[Failure], healthy: &mut [bool]) -> Result<(), DvsError> {
+        let read = healthy.to_vec();
         for f in failures {
-            if f.read.is_none() || !healthy.get(f.member).copied().unwrap_or(false) {
+            // Several of a member's reads may fail at once; one it was not
+            // asked for means the plan is not what this loop thinks.
+            if f.read.is_none() || !read.get(f.member).copied().unwrap_or(false) {
                 return Err(io_error(failures));
             }
-            healthy[f.member] = false;
             if let Some(e) = self.read_errors.get_mut(f.member) {
                 e.seen += 1;
             }
-            if !f.medium_error() && self.rewrite_unreadable {
+            let first = std::mem::replace(&mut healthy[f.member], false);
+            if first && !f.medium_error() && self.rewrite_unreadable {
                 // Not a bad sector: the member is gone (as md fails it).
                 self.fail(f.member).map_err(|e| DvsError::Other(format!("{}; failing member {} refused: {e}", io_error(failures), f.member)))?;
             }
@@ -133,22 +141,37 @@ impl DvsArray {
     }
 
     /// Write again every valid chunk of each stripe holding a chunk of
-    /// `unreadable` (its logical bytes, the unreadable one decoded without
-    /// its member), so the stripe protects nothing any more and is garbage
-    /// for GC: its column on the bad sectors no longer stands between the
-    /// other chunks and a lost member.  Counted on the member.  A
-    /// read-only open writes nothing.
-    pub(super) fn rewrite_unreadable(&mut self, unreadable: &BTreeSet<(ChunkKey, usize)>) -> Result<(), DvsError> {
+    /// `got.unreadable` that its member still cannot read when asked alone
+    /// (its logical bytes, the unreadable one decoded without its member),
+    /// so the stripe protects nothing any more and is garbage for GC: its
+    /// column on the bad sectors no longer stands between the other
+    /// chunks and a lost member.  Each failed read counted on its member.
+    /// A read-only open writes nothing.
+    pub(super) fn rewrite_unreadable(&mut self, got: &Got) -> Result<(), DvsError> {
         if !self.rewrite_unreadable {
             return Ok(());
         }
-        for &(key, m) in unreadable {
-            if self.dvs.healthy[m] {
+        for &(key, m) in &got.unreadable {
+            if self.dvs.healthy[m] && !self.reads_alone(key, m) {
                 self.restripe(key, m)?;
+            }
+        }
+        for &m in &got.events {
+            if self.dvs.healthy[m] {
                 self.count_corrected(m)?;
             }
         }
         Ok(())
+    }
+
+    /// Whether member `m` reads chunk `key` where the tables have it (as
+    /// md reads a failed stripe's pieces again, rewriting those that
+    /// still fail).
+    fn reads_alone(&self, key: ChunkKey, m: usize) -> bool {
+        let t = &self.dvs.tables;
+        let Some((_, idx)) = t.lookup(key.0, key.1).filter(|x| x.0 == m) else { return true };
+        let at = self.geo.slot_offset(t.gtt[key.0 as usize], idx);
+        self.exec.run(&program::reads(&[(m, at, self.geo.chunk)]), Client::None, None).is_ok()
     }
 
     /// [`DvsArray::rewrite_unreadable`] of one chunk `key` on member `m`.
@@ -320,8 +343,9 @@ impl Relower {
     /// `failures` decoded from the others; None when a failure is not a
     /// medium error or a fill has no other source.
     pub(super) fn again(&mut self, failures: &[Failure], geo: &Geo, code: &Code) -> Option<Program> {
+        let read = self.healthy.clone();
         for f in failures {
-            if !f.medium_error() || !self.healthy.get(f.member).copied().unwrap_or(false) {
+            if !f.medium_error() || !read.get(f.member).copied().unwrap_or(false) {
                 return None;
             }
             self.healthy[f.member] = false;
