@@ -397,3 +397,30 @@ fn two_failed_reads_of_one_member_in_one_request_are_both_corrected() {
     check_all(&mut r.a, &r.reference);
     assert_eq!(r.a.info().member_list[2].read_errors, 2, "no read meets them again");
 }
+
+/// A hot replace whose old drive cannot read a chunk: the copy decodes
+/// that chunk's slot from the other members onto the new drive (md's
+/// replace rebuilds what the old drive cannot read) and goes on; after
+/// the switch the new drive holds the right bytes (another member lost,
+/// everything reads).
+#[test]
+fn a_hot_replace_decodes_what_the_old_drive_cannot_read() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 121);
+    let (_, _, off) = chunks_on(&r.a, 1)[4];
+    spoil(&r.bad[1], off + 512, 1024);
+    let c = r.a.geo().cfg.clone();
+    let new = mosaic_dev::zoned::ZonedFile::create(&r._dir.path().join("new1"), c.zone_size, c.zones, c.conventional).unwrap();
+    r.a.hot_start(1, Arc::new(new)).unwrap();
+    loop {
+        let p = r.a.hot_step(1).unwrap();
+        if p.done == p.total {
+            break;
+        }
+    }
+    let m = &r.a.info().member_list[1];
+    assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 1));
+    r.a.hot_switch().unwrap();
+    assert_eq!(r.a.info().member_list[1].read_errors, 0, "a new drive counts from nothing");
+    r.a.fail(3).unwrap();
+    check_all(&mut r.a, &r.reference);
+}

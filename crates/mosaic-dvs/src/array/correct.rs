@@ -251,6 +251,50 @@ impl DvsArray {
         }
     }
 
+    /// Bytes `at..at + buf.len()` of member `m` in one sequential zone,
+    /// decoded from the other members into `buf`: each chunk slot from its
+    /// stripe, a slot in none (garbage, unwritten) as zeros; the read
+    /// counted on `m`.  False for bytes outside one sequential zone (the
+    /// conventional zones' metadata has no code to decode from).
+    pub(super) fn decode_slots(&mut self, m: usize, at: u64, buf: &mut [u8]) -> Result<bool, DvsError> {
+        let (z, c, conv) = (self.geo.cfg.zone_size, self.geo.chunk, self.geo.cfg.conventional);
+        let zone = at / z;
+        if buf.is_empty() || zone < conv || (at + buf.len() as u64 - 1) / z != zone {
+            return Ok(false);
+        }
+        let p = (zone - conv) as u32;
+        let (first, last) = ((at - zone * z) / c, (at - zone * z + buf.len() as u64 - 1) / c);
+        let t = &self.dvs.tables;
+        let owner = t.phys_owner.get(p as usize).copied().unwrap_or(crate::tables::NONE);
+        let ssg = t.get(owner).filter(|s| s.phys == p);
+        let mut reads = Vec::new();
+        for idx in first..=last {
+            let row = ssg.and_then(|s| s.owner[m].get(idx as usize).copied()).filter(|&r| r != crate::tables::NONE);
+            if let Some((st, col)) = row.and_then(|r| ssg?.sit.get(r as usize)).and_then(|st| Some((st, st.col_of(m)?))) {
+                reads.push((idx, ChunkRead { key: (owner, st.lcns.get(col).copied().unwrap_or(0)), a: 0, b: c, src: Src::Recon { phys: p, stripe: st.clone(), col } }));
+            }
+        }
+        let mut healthy = self.dvs.healthy.clone();
+        healthy[m] = false;
+        let refs: Vec<&ChunkRead> = reads.iter().map(|r| &r.1).collect();
+        let (prog, offs) = Lower { geo: &self.geo, code: &self.code, healthy: &healthy }.read(&refs)?;
+        self.destager.wait()?;
+        let got = if refs.is_empty() { Vec::new() } else { super::run_on(&self.exec, &prog)?.pop().unwrap_or_default() };
+        let mut slots = vec![0u8; ((last - first + 1) * c) as usize];
+        for ((idx, _), o) in reads.iter().zip(offs) {
+            let dst = ((idx - first) * c) as usize;
+            slots[dst..dst + c as usize].copy_from_slice(got.get(o..o + c as usize).ok_or_else(|| DvsError::Other("a decoded slot came back short".into()))?);
+        }
+        let skip = (at - zone * z - first * c) as usize;
+        buf.copy_from_slice(&slots[skip..skip + buf.len()]);
+        if let Some(e) = self.read_errors.get_mut(m) {
+            e.seen += 1;
+            // Counted, not held against the limit: the drive is leaving.
+            e.corrected.total += 1;
+        }
+        Ok(true)
+    }
+
     /// One more corrected read on `m`: past the limit, `m` is failed.
     pub(super) fn count_corrected(&mut self, m: usize) -> Result<(), DvsError> {
         let Some(e) = self.read_errors.get_mut(m) else { return Ok(()) };

@@ -63,7 +63,11 @@
 //!
 //! Failures: the new drive failing stops the copy (the member stays on
 //! the old drive, the twin is taken out, and the caller hears why); the
-//! old drive failing is the member's failure, as without a copy.
+//! old drive failing is the member's failure, as without a copy.  Bytes
+//! of a sequential zone the old drive cannot read are decoded from the
+//! other members' columns and copied so (md's replace rebuilds them);
+//! the conventional zones' metadata has no such code, and a read error
+//! there stops the copy.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -339,7 +343,15 @@ impl DvsArray {
                 Some(v) => v,
                 None => {
                     buf.resize(len, 0);
-                    twin.old.read_at(&mut buf, at).map_err(|e| DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())))?;
+                    if let Err(e) = twin.old.read_at(&mut buf, at) {
+                        // Sectors the old drive cannot read: decoded from
+                        // the other members (md's replace rebuilds them);
+                        // a drive that reads not even its label is dead.
+                        let decoded = mosaic_exec::corrected::unreadable_here(&e) && reads_its_label(twin.old.as_ref()) && self.decode_slots(m, at, &mut buf)?;
+                        if !decoded {
+                            return Err(DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())));
+                        }
+                    }
                     &buf
                 }
             };
@@ -385,6 +397,8 @@ impl DvsArray {
         let mut identity = self.label.clone();
         let former = std::mem::replace(&mut identity.member_uuids[m], new_uuid);
         self.hot = None;
+        // A new device: its read errors count from nothing.
+        self.read_errors[m] = Default::default();
         self.exec.set_member(m, Some(as_member(&twin.new)));
         self.members[m] = Some(twin.new.clone());
         self.sources[m] = None;
@@ -525,6 +539,13 @@ fn blank(cfg: &crate::DvsConfig, dev: &dyn ZonedMember) -> io::Result<()> {
         }
     }
     dev.flush()
+}
+
+/// Whether `d` still reads its label (its first bytes): a drive that does
+/// not is dead, not a drive with a few bad sectors.
+fn reads_its_label(d: &dyn ZonedMember) -> bool {
+    let mut b = vec![0u8; 4096];
+    d.read_at(&mut b, 0).is_ok()
 }
 
 #[cfg(test)]
