@@ -432,6 +432,14 @@ fn read_one(exec: &Executor, m: usize, offset: u64, len: u64) -> Result<Vec<u8>,
     run_on(exec, &program::reads(&[(m, offset, len)]))?.pop().ok_or_else(|| DvsError::Other("a read returned nothing".into()))
 }
 
+/// Whether a read of `members` can fail: a member that lends its bytes
+/// from a mapping is read from memory, never with EIO, so with every
+/// member mapped, jobs need no other sources for their fills
+/// ([`Dvs::alternates`], array/correct.rs).
+fn reads_can_fail(members: &[Option<Arc<dyn ZonedMember>>]) -> bool {
+    members.iter().flatten().any(|d| d.view(0, 1).is_none())
+}
+
 /// The sequential zones of `d` holding data, as (member, zone's first byte).
 fn written_zones(cfg: &DvsConfig, m: usize, d: &dyn ZonedMember) -> Vec<(usize, u64)> {
     (cfg.conventional..cfg.zones).filter(|&z| d.write_pointer(z).is_some_and(|wp| wp > z * cfg.zone_size)).map(|z| (m, z * cfg.zone_size)).collect()
@@ -751,8 +759,8 @@ impl DvsArray {
         run_on(&exec, &program::format(&resets, &ids, (ml.log_start, ml.journal_end), slots, labels))?;
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         Ok(DvsArray {
-            // Jobs carry their fills' other sources (array/correct.rs).
-            dvs: Dvs { alternates: true, ..Dvs::with_tables(tables.clone(), array_params(&cfg)) },
+            // Jobs carry their fills' other sources where a read can fail (array/correct.rs).
+            dvs: Dvs { alternates: reads_can_fail(&members.iter().cloned().map(Some).collect::<Vec<_>>()), ..Dvs::with_tables(tables.clone(), array_params(&cfg)) },
             meta,
             ml,
             label,
@@ -895,7 +903,7 @@ impl DvsArray {
         tables.member_state = states.clone();
         let code = Code::new(geo.data, geo.k).map_err(|e| DvsError::Geometry(e.to_string()))?;
         let mut dvs = Dvs::with_tables(tables.clone(), array_params(&cfg));
-        dvs.alternates = true;
+        dvs.alternates = reads_can_fail(&members);
         dvs.healthy = states.iter().map(|s| matches!(s, MemberState::Active)).collect();
         let jseq = tables.journal_from;
         let mut meta = MetaState::new(ml, tables, ledger, jseq);
@@ -1733,6 +1741,7 @@ impl DvsArray {
         self.label = identity;
         self.replaced = policy.replaced;
         self.members[m] = Some(dev);
+        self.dvs.alternates = reads_can_fail(&self.members);
         self.sources[m] = None;
         Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;
         let r = self.checkpoint();

@@ -98,9 +98,15 @@ struct Shared {
     exec: Arc<Executor>,
     /// The array's geometry and code, to lower a job again.
     lower: Option<(Geo, Code)>,
-    /// `read_errors` is not empty (read without the lock, on every write).
-    errors: AtomicBool,
+    /// `read_errors` is not empty (read without the lock, on every write:
+    /// on a line of its own, which only a decoded fill writes).
+    errors: OwnLine,
 }
+
+/// An `AtomicBool` alone on its cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct OwnLine(AtomicBool);
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -121,7 +127,7 @@ impl Shared {
             };
             let Some(next) = next else { return r.map(drop).map_err(super::exec_error) };
             self.lock().read_errors.extend(failures.iter().map(|f| f.member));
-            self.errors.store(true, Ordering::Release);
+            self.errors.0.store(true, Ordering::Release);
             retry = Some(next);
         }
     }
@@ -172,7 +178,7 @@ impl Destager {
     }
 
     fn with_lower(exec: Arc<Executor>, lower: Option<(Geo, Code)>) -> Destager {
-        let shared = Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new(), exec, lower, errors: AtomicBool::new(false) };
+        let shared = Shared { state: Mutex::new(State::default()), work: Condvar::new(), done: Condvar::new(), exec, lower, errors: OwnLine::default() };
         Destager { shared: Arc::new(shared), thread: None }
     }
 
@@ -180,7 +186,7 @@ impl Destager {
     /// a failed read (a relaxed load when there are none).
     pub(super) fn take_read_errors(&self) -> Vec<usize> {
         // A plain load first: no store to the line the thread uses, per write.
-        if !self.shared.errors.load(Ordering::Relaxed) || !self.shared.errors.swap(false, Ordering::Acquire) {
+        if !self.shared.errors.0.load(Ordering::Relaxed) || !self.shared.errors.0.swap(false, Ordering::Acquire) {
             return Vec::new();
         }
         std::mem::take(&mut self.shared.lock().read_errors)

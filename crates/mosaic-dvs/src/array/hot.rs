@@ -260,6 +260,7 @@ impl DvsArray {
         let as_zoned: Arc<dyn ZonedMember> = twin.clone();
         self.exec.set_member(m, Some(as_member(&as_zoned)));
         self.members[m] = Some(as_zoned);
+        self.dvs.alternates = super::reads_can_fail(&self.members);
         self.hot = Some(Hot { m, twin, bytes: 0, new_uuid: Uuid::new_v4(), paused: false, recorded: false, resumed_from: None, source: None });
         Ok(())
     }
@@ -401,6 +402,7 @@ impl DvsArray {
         self.read_errors[m] = Default::default();
         self.exec.set_member(m, Some(as_member(&twin.new)));
         self.members[m] = Some(twin.new.clone());
+        self.dvs.alternates = super::reads_can_fail(&self.members);
         self.sources[m] = None;
         self.label = identity;
         mosaic_format::label::note_replaced(&mut self.replaced, former, crate::meta::MAX_REPLACED);
@@ -419,6 +421,7 @@ impl DvsArray {
         let old = h.twin.old.clone();
         self.exec.set_member(h.m, Some(as_member(&old)));
         self.members[h.m] = Some(old);
+        self.dvs.alternates = super::reads_can_fail(&self.members);
         if h.recorded {
             // The record dropped first: the new drive takes no write from
             // now on, so no later open may resume onto it.
