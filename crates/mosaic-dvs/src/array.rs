@@ -832,8 +832,16 @@ impl DvsArray {
         // The newest checkpoint with the longest log, over all members.
         let mut best: Option<(Ledger, Tables)> = None;
         for i in (0..cfg.members).filter(|&i| members[i].is_some()) {
-            let slots = run_on(&exec, &program::reads(&[(i, ml.slot_offset(0), ml.slot), (i, ml.slot_offset(1), ml.slot)]))?;
-            let log = read_one(&exec, i, ml.log_start, ml.log_end - ml.log_start)?;
+            // Every member keeps the metadata: a copy one cannot read is
+            // passed over (the next checkpoint writes it again).
+            let read = run_on(&exec, &program::reads(&[(i, ml.slot_offset(0), ml.slot), (i, ml.slot_offset(1), ml.slot)])).and_then(|slots| Ok((slots, read_one(&exec, i, ml.log_start, ml.log_end - ml.log_start)?)));
+            let (slots, log) = match read {
+                Ok(x) => x,
+                Err(e) => {
+                    warnings.push(format!("member {i}: its copy of the metadata cannot be read ({e}); the other members' are used"));
+                    continue;
+                }
+            };
             let Some((ledger, t)) = meta::recover(&ml, &geo, [&slots[0], &slots[1]], &log)? else { continue };
             if best.as_ref().is_none_or(|b| ledger.seq > b.0.seq) {
                 best = Some((ledger, t));
@@ -1021,10 +1029,23 @@ impl DvsArray {
         let (k, lanes) = (self.geo.k, self.meta.lanes as usize);
         // The journal areas of each lane's members in service.
         let mut areas: Vec<Vec<Vec<u8>>> = vec![Vec::new(); lanes];
+        // A lane member whose area cannot be read is passed over, its lane
+        // read from the others (each record is on k + 1 members), and the
+        // journal then starts over as for a record on too few of them.
+        let mut unreadable = Vec::new();
         for m in self.meta_members().into_iter().filter(|m| m / (k + 1) < lanes) {
-            areas[m / (k + 1)].push(read_one(&self.exec, m, self.ml.journal_start, l)?);
+            match read_one(&self.exec, m, self.ml.journal_start, l) {
+                Ok(a) => areas[m / (k + 1)].push(a),
+                Err(e) => unreadable.push((m, e)),
+            }
         }
-        let short = std::cell::Cell::new(false);
+        if let Some((m, e)) = unreadable.iter().find(|(m, _)| areas[m / (k + 1)].is_empty()) {
+            return Err(DvsError::Other(format!("journal: no member of lane {} can be read (member {m}: {e}); its acknowledged writes are there", m / (k + 1))));
+        }
+        for (m, e) in &unreadable {
+            self.warnings.push(format!("journal: member {m}'s copy cannot be read ({e}); its lane was read from the others"));
+        }
+        let short = std::cell::Cell::new(!unreadable.is_empty());
         let find = |v: u64, want: u64| {
             let on = areas.get((v / l) as usize)?;
             let mut copies = on.iter().filter_map(|j| decode_journal(j.get((v % l) as usize..)?).filter(|r| r.0 == want));

@@ -424,3 +424,52 @@ fn a_hot_replace_decodes_what_the_old_drive_cannot_read() {
     r.a.fail(3).unwrap();
     check_all(&mut r.a, &r.reference);
 }
+
+/// Open with one member's copy of the metadata (checkpoints, log) or of
+/// the journal unreadable: the others' copies are used, the open says so,
+/// and every acknowledged byte reads back (the journal's records from the
+/// lane's other member).
+#[test]
+fn an_open_reads_metadata_and_journal_a_member_cannot_read_from_the_others() {
+    for journal in [false, true] {
+        let c = if journal { cfg_cached(1, 16) } else { cfg(1) };
+        let mut r = rig(c.clone(), io::ErrorKind::Other, 131);
+        let mut rng = ChaCha8Rng::seed_from_u64(132);
+        // Left in the journal (no flush) when it is the journal's turn.
+        more_writes(&mut r.a, &mut rng, &mut r.reference, 30);
+        let ml = mosaic_dvs::meta::MetaLayout::new(&mosaic_dvs::Geo::new(c.clone()).unwrap()).unwrap();
+        let Rig { _dir, a, bad, reference } = r;
+        drop(a);
+        match journal {
+            false => {
+                spoil(&bad[2], ml.slot_offset(0), 512);
+                spoil(&bad[2], ml.log_start, 512);
+            }
+            true => spoil(&bad[0], ml.journal_start, ml.journal_end - ml.journal_start),
+        }
+        let mut b = DvsArray::open(bad.iter().map(|d| d.clone() as Arc<dyn ZonedMember>).collect()).unwrap();
+        let said = |what: &str| b.warnings().iter().any(|w| w.contains(what));
+        assert!(if journal { said("journal: member 0's copy cannot be read") } else { said("member 2: its copy of the metadata cannot be read") }, "{:?}", b.warnings());
+        assert!(b.info().member_list.iter().all(|m| m.state == MemberState::Active));
+        check_all(&mut b, &reference);
+    }
+}
+
+/// A journal lane neither of whose members can be read holds acknowledged
+/// writes nothing else has: the open refuses, saying so, rather than come
+/// up without them.
+#[test]
+fn an_open_refuses_a_journal_lane_no_member_can_read() {
+    let c = cfg_cached(1, 16);
+    let mut r = rig(c.clone(), io::ErrorKind::Other, 141);
+    let mut rng = ChaCha8Rng::seed_from_u64(142);
+    more_writes(&mut r.a, &mut rng, &mut r.reference, 30);
+    let ml = mosaic_dvs::meta::MetaLayout::new(&mosaic_dvs::Geo::new(c).unwrap()).unwrap();
+    let Rig { _dir, a, bad, .. } = r;
+    drop(a);
+    for m in [0, 1] {
+        spoil(&bad[m], ml.journal_start, ml.journal_end - ml.journal_start);
+    }
+    let e = DvsArray::open(bad.iter().map(|d| d.clone() as Arc<dyn ZonedMember>).collect()).err().expect("refused").to_string();
+    assert!(e.contains("journal: no member of lane 0 can be read"), "{e}");
+}
