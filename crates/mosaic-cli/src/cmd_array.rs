@@ -1477,7 +1477,7 @@ pub(crate) fn scrub_text(rep: &mosaic_array::ScrubReport, repair: bool) -> Strin
         out.push(format!("scrub: {} mismatched stripes: the wrong column cannot be located (one redundant column)", rep.unlocated_stripes));
     }
     if rep.read_errors_corrected > 0 {
-        out.push(format!("scrub: {} unreadable member range(s) rebuilt from the other members and written back (the members stay in service)", rep.read_errors_corrected));
+        out.push(format!("scrub: {} unreadable member range(s) rebuilt from the other members and written again (in place, or re-striped on zoned members; the members stay in service)", rep.read_errors_corrected));
     }
     if rep.unverified_stripes > 0 && rep.interrupted {
         out.push(format!("scrub: {} stripes were not verified: the scrub was stopped before its end (cancelled, interrupted, or a server stopping); run it again", rep.unverified_stripes));
