@@ -91,6 +91,19 @@ fn where_is(a: &DvsArray, lsn: u32, lcn: u32) -> Option<(usize, u64)> {
     t.lookup(lsn, lcn).map(|(m, idx)| (m, a.geo().slot_offset(t.get(lsn).unwrap().phys, idx)))
 }
 
+/// Member `m` is active with `n` failed reads, each corrected; the
+/// chunks `moved` (LSN, LCN, member offset) lie elsewhere than on their
+/// bad sectors; everything reads back, and no read meets them again.
+fn corrected_and_moved(r: &mut Rig, m: usize, n: u64, moved: &[(u32, u32, u64)]) {
+    let i = &r.a.info().member_list[m];
+    assert_eq!((i.state, i.read_errors, i.corrected_reads), (MemberState::Active, n, n));
+    for &(lsn, lcn, off) in moved {
+        assert_ne!(where_is(&r.a, lsn, lcn), Some((m, off)), "chunk {lcn} of SSG {lsn} was written again elsewhere");
+    }
+    check_all(&mut r.a, &r.reference);
+    assert_eq!(r.a.info().member_list[m].read_errors, n, "no read meets the bad sectors again");
+}
+
 fn chunk_bytes(r: &mut Rig, lsn: u32, lcn: u32) -> (u64, Vec<u8>) {
     let at = r.a.geo().chunk_start((lsn, lcn));
     let mut got = vec![0u8; r.a.geo().chunk as usize];
@@ -305,11 +318,7 @@ fn a_destage_decodes_a_fill_its_member_cannot_read() {
         r.reference[at as usize..at as usize + 512].copy_from_slice(&data);
         r.a.flush().unwrap();
         assert!(r.a.stopped().is_none(), "cached={cached}: {:?}", r.a.stopped());
-        let m = &r.a.info().member_list[3];
-        assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 1), "cached={cached}");
-        assert_ne!(where_is(&r.a, lsn, lcn), Some((3, off)), "cached={cached}: the chunk was written anew");
-        check_all(&mut r.a, &r.reference);
-        assert_eq!(r.a.info().member_list[3].read_errors, 1, "cached={cached}: nothing else read the bad sector");
+        corrected_and_moved(&mut r, 3, 1, &[(lsn, lcn, off)]);
     }
 }
 
@@ -389,13 +398,7 @@ fn two_failed_reads_of_one_member_in_one_request_are_both_corrected() {
     let mut all = vec![0u8; r.reference.len()];
     r.a.read(0, &mut all).unwrap();
     assert!(all == r.reference);
-    let m = &r.a.info().member_list[2];
-    assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 2, 2));
-    for (lsn, lcn, off) in [first, last] {
-        assert_ne!(where_is(&r.a, lsn, lcn), Some((2, off)), "the unreadable chunks were written again");
-    }
-    check_all(&mut r.a, &r.reference);
-    assert_eq!(r.a.info().member_list[2].read_errors, 2, "no read meets them again");
+    corrected_and_moved(&mut r, 2, 2, &[first, last]);
 }
 
 /// A hot replace whose old drive cannot read a chunk: the copy decodes
