@@ -2129,7 +2129,14 @@ impl DvsArray {
         let r = self.destage_all();
         self.poison(r)?;
         self.settle()?;
-        self.take_destager_errors()
+        // Chunks its destages could not read leave stripe-mates to write
+        // again, which go through the cache too.
+        if self.take_destager_errors()? {
+            let r = self.destage_all();
+            self.poison(r)?;
+            self.settle()?;
+        }
+        Ok(())
     }
 }
 

@@ -104,6 +104,33 @@ fn corrected_and_moved(r: &mut Rig, m: usize, n: u64, moved: &[(u32, u32, u64)])
     assert_eq!(r.a.info().member_list[m].read_errors, n, "no read meets the bad sectors again");
 }
 
+/// A chunk on member `m` whose stripe holds other valid chunks: (LSN,
+/// LCN, member offset, and each other chunk's LCN and where it lies).
+#[allow(clippy::type_complexity)]
+fn chunk_with_mates(a: &DvsArray, m: usize) -> (u32, u32, u64, Vec<(u32, (usize, u64))>) {
+    let t = a.tables();
+    chunks_on(a, m)
+        .into_iter()
+        .map(|(lsn, lcn, off)| {
+            let st = t.stripe_at(lsn, m, t.lookup(lsn, lcn).unwrap().1).unwrap();
+            let others: Vec<(u32, (usize, u64))> = (0..st.width())
+                .filter(|&d| st.lcns[d] != lcn && t.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d])))
+                .map(|d| (st.lcns[d], where_is(a, lsn, st.lcns[d]).unwrap()))
+                .collect();
+            (lsn, lcn, off, others)
+        })
+        .find(|x| !x.3.is_empty())
+        .expect("a stripe of two valid chunks or more")
+}
+
+/// The chunks `mates` of SSG `lsn` lie elsewhere than they did: their old
+/// stripe, with a column that cannot be read, protects nothing now.
+fn mates_moved(a: &DvsArray, lsn: u32, mates: &[(u32, (usize, u64))]) {
+    for &(l, was) in mates {
+        assert_ne!(where_is(a, lsn, l), Some(was), "chunk {l}, beside the unreadable one, was written again too");
+    }
+}
+
 fn chunk_bytes(r: &mut Rig, lsn: u32, lcn: u32) -> (u64, Vec<u8>) {
     let at = r.a.geo().chunk_start((lsn, lcn));
     let mut got = vec![0u8; r.a.geo().chunk as usize];
@@ -119,21 +146,7 @@ fn chunk_bytes(r: &mut Rig, lsn: u32, lcn: u32) -> (u64, Vec<u8>) {
 fn a_sector_a_member_cannot_read_is_decoded_and_its_chunk_written_again() {
     for k in [1usize, 2] {
         let mut r = rig(cfg(k), io::ErrorKind::Other, 11 + k as u64);
-        // A chunk on member 2 whose stripe holds other valid chunks, and
-        // where those lie.
-        let t = r.a.tables();
-        let (lsn, lcn, off, others) = chunks_on(&r.a, 2)
-            .into_iter()
-            .map(|(lsn, lcn, off)| {
-                let st = t.stripe_at(lsn, 2, t.lookup(lsn, lcn).unwrap().1).unwrap();
-                let others: Vec<(u32, (usize, u64))> = (0..st.width())
-                    .filter(|&d| st.lcns[d] != lcn && t.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d])))
-                    .map(|d| (st.lcns[d], where_is(&r.a, lsn, st.lcns[d]).unwrap()))
-                    .collect();
-                (lsn, lcn, off, others)
-            })
-            .find(|x| !x.3.is_empty())
-            .expect("a stripe of two valid chunks or more");
+        let (lsn, lcn, off, others) = chunk_with_mates(&r.a, 2);
         spoil(&r.bad[2], off + 1024, 512);
         let before = r.a.io_counters();
         let (at, got) = chunk_bytes(&mut r, lsn, lcn);
@@ -143,9 +156,7 @@ fn a_sector_a_member_cannot_read_is_decoded_and_its_chunk_written_again() {
         let m = &r.a.info().member_list[2];
         assert_eq!((m.state, m.read_errors, m.corrected_reads), (MemberState::Active, 1, 1), "k={k}");
         assert_ne!(where_is(&r.a, lsn, lcn), Some((2, off)), "k={k}: the chunk moved off the bad sector");
-        for (l, was) in others {
-            assert_ne!(where_is(&r.a, lsn, l), Some(was), "k={k}: the stripe's other chunks moved too (it protects nothing now)");
-        }
+        mates_moved(&r.a, lsn, &others);
         // Read again: served without an error (the chunk moved).
         let (_, again) = chunk_bytes(&mut r, lsn, lcn);
         assert_eq!(again, got);
@@ -304,13 +315,15 @@ fn a_scrub_writes_again_what_a_member_cannot_read() {
 /// A destage whose fill (the old chunk under a partial write) sits on a
 /// sector its member cannot read: the destager lowers the job again with
 /// the fill decoded from its stripe, the write lands, the member stays
-/// and counts one corrected read.  Write-through and with a write cache.
+/// and counts one corrected read, and the fill's old stripe-mates are
+/// written again (nothing leans on the bad column).  Write-through and
+/// with a write cache.
 #[test]
 fn a_destage_decodes_a_fill_its_member_cannot_read() {
     for c in [cfg(1), cfg_cached(1, 16), cfg(2)] {
         let cached = c.cache_chunks > 0;
         let mut r = rig(c, io::ErrorKind::Other, 81);
-        let (lsn, lcn, off) = chunks_on(&r.a, 3)[1];
+        let (lsn, lcn, off, mates) = chunk_with_mates(&r.a, 3);
         spoil(&r.bad[3], off + 2048, 512);
         let at = r.a.geo().chunk_start((lsn, lcn)) + 512;
         let data = vec![0xC3u8; 512];
@@ -318,6 +331,7 @@ fn a_destage_decodes_a_fill_its_member_cannot_read() {
         r.reference[at as usize..at as usize + 512].copy_from_slice(&data);
         r.a.flush().unwrap();
         assert!(r.a.stopped().is_none(), "cached={cached}: {:?}", r.a.stopped());
+        mates_moved(&r.a, lsn, &mates);
         corrected_and_moved(&mut r, 3, 1, &[(lsn, lcn, off)]);
     }
 }

@@ -30,8 +30,9 @@
 //!
 //! A destage or GC program whose fill read fails (run by the destager, in
 //! the background) is lowered again with that fill decoded from its
-//! stripe ([`Relower`]), and its member's read counted when the writer
-//! next waits for the destager ([`DvsArray::take_destager_errors`]).
+//! stripe ([`Relower`]); its member's read is counted, and the fill's old
+//! stripe-mates written again, when the array next takes a request
+//! ([`DvsArray::take_destager_errors`]).
 
 use std::collections::BTreeSet;
 
@@ -178,14 +179,22 @@ impl DvsArray {
     fn restripe(&mut self, key: ChunkKey, m: usize) -> Result<(), DvsError> {
         let t = &self.dvs.tables;
         let (lsn, phys) = (key.0, t.gtt[key.0 as usize]);
-        let Some(st) = t.lookup(lsn, key.1).filter(|x| x.0 == m).and_then(|(_, idx)| t.stripe_at(lsn, m, idx)) else {
+        let Some(st) = t.lookup(lsn, key.1).filter(|x| x.0 == m).and_then(|(_, idx)| t.stripe_at(lsn, m, idx)).cloned() else {
             return Ok(()); // written again or moved since
         };
+        self.rewrite_stripe((lsn, phys), &st, m, Some(key))
+    }
+
+    /// Write again each chunk of stripe `st` of SSG `lsn` (in segment
+    /// `phys`) that still lies where the stripe has it, decoded without
+    /// member `m` (which cannot read its column), `first` first: a write
+    /// after it may garbage-collect the SSG, whose fills read every valid
+    /// chunk but the one written.  Nothing once the SSG has moved.
+    fn rewrite_stripe(&mut self, (lsn, phys): (u32, u32), st: &Stripe, m: usize, first: Option<ChunkKey>) -> Result<(), DvsError> {
+        let t = &self.dvs.tables;
         let at = |d: usize| (st.members[d] as usize, st.idx[d]);
         let mut chunks: Vec<(ChunkKey, (usize, u32))> = (0..st.width()).filter(|&d| t.lookup(lsn, st.lcns[d]) == Some(at(d))).map(|d| ((lsn, st.lcns[d]), at(d))).collect();
-        // The unreadable chunk first: a write after it may garbage-collect
-        // the SSG, whose fills read every valid chunk but the one written.
-        chunks.sort_by_key(|c| c.0 != key);
+        chunks.sort_by_key(|c| Some(c.0) != first);
         let c = self.geo.chunk;
         for (k, was) in chunks {
             // A write before it may have garbage-collected the SSG.
@@ -205,18 +214,31 @@ impl DvsArray {
     }
 
     /// Count the fill reads the destager decoded since last asked (its
-    /// job wrote their chunks anew): called where a request or command
-    /// starts, never inside one, as it may fail a member.
-    pub(super) fn take_destager_errors(&mut self) -> Result<(), DvsError> {
-        for m in self.destager.take_read_errors() {
+    /// job wrote their chunks anew), and write again the other chunks of
+    /// their old stripes, which still lean on the column that cannot be
+    /// read (as a client read's correction does): called where a request
+    /// or command starts, never inside one, as it may fail a member.
+    /// Whether anything was written.
+    pub(super) fn take_destager_errors(&mut self) -> Result<bool, DvsError> {
+        let d = self.destager.take_read_errors();
+        for &m in &d.members {
             if let Some(e) = self.read_errors.get_mut(m) {
                 e.seen += 1;
             }
-            if self.rewrite_unreadable {
-                self.count_corrected(m)?;
+        }
+        if !self.rewrite_unreadable {
+            return Ok(false);
+        }
+        let wrote = !d.stripes.is_empty();
+        for (lsn, phys, st, m) in d.stripes {
+            if self.dvs.healthy[m] {
+                self.rewrite_stripe((lsn, phys), &st, m, None)?;
             }
         }
-        Ok(())
+        for m in d.members {
+            self.count_corrected(m)?;
+        }
+        Ok(wrote)
     }
 
     /// Run `head` (a zone reset, or nothing), then the rebuild of slots
@@ -369,8 +391,9 @@ fn io_error(failures: &[Failure]) -> DvsError {
 /// decoded from their stripes ([`Job::alt`], planned with the job) and
 /// runs that instead.  A job's Read phase is its first: nothing was
 /// written when it failed.  The chunk is then written anew by the job
-/// itself; its old stripe's other chunks lean on the bad column until
-/// they are written again (a scrub reads the column and re-stripes them).
+/// itself; its old stripe's other chunks, which lean on the bad column,
+/// are written again when the array next takes a request
+/// ([`DvsArray::take_destager_errors`]).
 pub(super) struct Relower {
     pub job: Job,
     /// The cached chunks' bytes, by LCN, as the first lowering took them.
@@ -384,9 +407,11 @@ pub(super) struct Relower {
 
 impl Relower {
     /// The job's program again with the fills on the members of
-    /// `failures` decoded from the others; None when a failure is not a
-    /// medium error or a fill has no other source.
-    pub(super) fn again(&mut self, failures: &[Failure], geo: &Geo, code: &Code) -> Option<Program> {
+    /// `failures` decoded from the others, and the old stripes of those
+    /// fills (SSG, segment, row, the member left out); None when a failure
+    /// is not a medium error or a fill has no other source.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn again(&mut self, failures: &[Failure], geo: &Geo, code: &Code) -> Option<(Program, Vec<(u32, u32, Stripe, usize)>)> {
         let read = self.healthy.clone();
         for f in failures {
             if !f.medium_error() || !read.get(f.member).copied().unwrap_or(false) {
@@ -394,15 +419,20 @@ impl Relower {
             }
             self.healthy[f.member] = false;
         }
+        let mut stripes = Vec::new();
         for (i, fill) in self.job.fills.iter_mut().enumerate() {
             if let Src::Direct { member, .. } = fill.src {
                 if !self.healthy[member] {
                     fill.src = self.job.alt.get(i).cloned().flatten()?;
+                    if let Src::Recon { phys, stripe, .. } = &fill.src {
+                        stripes.push((self.job.lsn, *phys, stripe.clone(), member));
+                    }
                 }
             }
         }
         let payloads = &self.payloads;
         let mut cached = |lcn: u32, _: &crate::cache::Bitmap| payloads.get(&lcn).cloned().ok_or_else(|| DvsError::Other(format!("cached chunk {lcn} has no bytes")));
-        Lower { geo, code, healthy: &self.healthy }.job(&self.job, &mut cached, &self.writes_to, self.meta.clone(), &self.resets).ok()
+        let p = Lower { geo, code, healthy: &self.healthy }.job(&self.job, &mut cached, &self.writes_to, self.meta.clone(), &self.resets).ok()?;
+        Some((p, stripes))
     }
 }

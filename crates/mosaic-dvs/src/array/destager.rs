@@ -49,7 +49,17 @@ use mosaic_exec::{Client, ExecError, Executor};
 use super::correct::Relower;
 use crate::addr::Geo;
 use crate::engine::JobKind;
+use crate::tables::Stripe;
 use crate::DvsError;
+
+/// Fill reads the destager decoded: the member of each failed read, and
+/// each decoded fill's old stripe (SSG, segment, row, the member that
+/// could not read it), whose other chunks still lean on that column.
+#[derive(Default)]
+pub(super) struct Decoded {
+    pub members: Vec<usize>,
+    pub stripes: Vec<(u32, u32, Stripe, usize)>,
+}
 
 /// A queued program: its job's kind (None: a log record), and what it was
 /// lowered from, to lower it again when a fill read fails.
@@ -84,9 +94,9 @@ struct State {
     /// Whether the thread runs ahead of the writers ([`ahead_of_writers`];
     /// None until it has started).
     ahead: Option<bool>,
-    /// Members whose fill reads failed and were decoded from the others
-    /// (one entry a failed read), for the array to count.
-    read_errors: Vec<usize>,
+    /// What fill reads failed and were decoded from the others, for the
+    /// array to count and to finish.
+    read_errors: Decoded,
 }
 
 struct Shared {
@@ -125,8 +135,11 @@ impl Shared {
                 (Some(a), Some((geo, code))) => a.again(failures, geo, code),
                 _ => None,
             };
-            let Some(next) = next else { return r.map(drop).map_err(super::exec_error) };
-            self.lock().read_errors.extend(failures.iter().map(|f| f.member));
+            let Some((next, stripes)) = next else { return r.map(drop).map_err(super::exec_error) };
+            let mut s = self.lock();
+            s.read_errors.members.extend(failures.iter().map(|f| f.member));
+            s.read_errors.stripes.extend(stripes);
+            drop(s);
             self.errors.0.store(true, Ordering::Release);
             retry = Some(next);
         }
@@ -182,12 +195,12 @@ impl Destager {
         Destager { shared: Arc::new(shared), thread: None }
     }
 
-    /// The members of the fill reads decoded since last asked, one entry
-    /// a failed read (a relaxed load when there are none).
-    pub(super) fn take_read_errors(&self) -> Vec<usize> {
+    /// The fill reads decoded since last asked (a relaxed load when there
+    /// are none).
+    pub(super) fn take_read_errors(&self) -> Decoded {
         // A plain load first: no store to the line the thread uses, per write.
         if !self.shared.errors.0.load(Ordering::Relaxed) || !self.shared.errors.0.swap(false, Ordering::Acquire) {
-            return Vec::new();
+            return Decoded::default();
         }
         std::mem::take(&mut self.shared.lock().read_errors)
     }
