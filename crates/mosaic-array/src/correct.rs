@@ -102,7 +102,7 @@ impl Array {
         self.absorb_reads(layout, failures, false, &mut ran);
         match ran.lost.first() {
             Some(u) if !write => Err(ArrayError::Io(format!(
-                "bytes {}..{} of array {} were lost: a member cannot read them, and the member out of their stripe held the only other way to them; recorded (mosaic info lists them), write them again to clear",
+                "bytes {}..{} of array {} were lost: a member cannot read them, and the members out of their stripe held the only other way to them; recorded (mosaic info lists them), write them again to clear",
                 u.offset,
                 u.offset + u.len,
                 self.superblock().array_uuid
@@ -307,7 +307,7 @@ impl Array {
         }
         self.record_lost(&lost).map_err(|e| format!("recording the lost bytes: {e}"))?;
         for u in &lost {
-            tracing::error!(stripe = u.stripe, member = u.member, "logical bytes {}..{} lost: member {s} cannot read them, and the member out of the stripe held the only other way to them", u.offset, u.offset + u.len);
+            tracing::error!(stripe = u.stripe, member = u.member, "logical bytes {}..{} lost: member {s} cannot read them, and the members out of the stripe held the only other way to them", u.offset, u.offset + u.len);
         }
         self.write_zeros(&zeros).map_err(|e| format!("writing zeros over its unreadable blocks: {e}"))?;
         Ok(lost)
@@ -335,8 +335,7 @@ impl Array {
     /// Whether member `m` still reads its label (the first bytes of the
     /// device, before the data area).
     fn reads_its_label(&self, m: usize) -> bool {
-        let mut b = vec![0u8; 4096];
-        self.member(m).is_some_and(|d| d.read_at(&mut b, 0).is_ok())
+        self.member(m).is_some_and(|d| mosaic_exec::corrected::reads_its_label(|b, at| d.read_at(b, at)))
     }
 
     /// Write zeros over `ops`.

@@ -457,7 +457,7 @@ impl Array {
             rep.unverified_stripes += r.unverified as u64;
             rep.read_errors_corrected += r.corrected;
             if r.lost > 0 {
-                rep.notes.push(format!("stripe {region}: {} bytes of data could not be read, and the member out of the stripe held the only other way to them: recorded lost (mosaic info lists them)", r.lost));
+                rep.notes.push(format!("stripe {region}: {} bytes of data could not be read, and the members out of the stripe held the only other way to them: recorded lost (mosaic info lists them)", r.lost));
             }
             match resync {
                 Resync::No => {}

@@ -68,6 +68,15 @@ impl Rig {
             }
         }
     }
+    /// Block `block` of data columns `cols` of `stripe` unreadable (until
+    /// written); their members.
+    fn unreadable<const N: usize>(&self, stripe: u64, cols: [usize; N], block: u64) -> [usize; N] {
+        cols.map(|c| {
+            let (m, at) = self.unit(stripe, c, block);
+            self.faulty[m].bad_range(at, 4096, false);
+            m
+        })
+    }
     fn device(&self, m: usize, at: u64, len: usize) -> Vec<u8> {
         self.mems[m].snapshot()[at as usize..at as usize + len].to_vec()
     }
@@ -194,10 +203,7 @@ fn set_aside_in_stripe_4() -> (Rig, usize, usize) {
 #[test]
 fn raid6_corrects_two_members_unreadable_in_one_stripe() {
     let r = rig(Level::Raid6, 6);
-    let (a, at_a) = r.unit(2, 0, 1);
-    let (b, at_b) = r.unit(2, 3, 1);
-    r.faulty[a].bad_range(at_a, 4096, false);
-    r.faulty[b].bad_range(at_b, 4096, false);
+    let [a, b] = r.unreadable(2, [0, 3], 1);
     assert!(r.read_all() == r.data);
     let info = r.arr.info();
     assert_eq!((info.member_list[a].corrected_reads, info.member_list[b].corrected_reads), (1, 1));
@@ -464,10 +470,7 @@ fn a_hot_replace_rebuilds_what_the_old_drive_cannot_read() {
 #[test]
 fn what_cannot_be_set_aside_fails_its_member_and_says_why() {
     let r = rig(Level::Raid5, 5);
-    let (a, at_a) = r.unit(6, 0, 1);
-    let (b, at_b) = r.unit(6, 1, 1);
-    r.faulty[a].bad_range(at_a, 4096, false);
-    r.faulty[b].bad_range(at_b, 4096, false);
+    let [a, _] = r.unreadable(6, [0, 1], 1);
     let mut buf = vec![0u8; 4096];
     let _ = r.arr.read(r.logical(6, 0, 1), &mut buf);
     let failed = r.arr.auto_failed();

@@ -419,12 +419,15 @@ fn run_with(exec: &Executor, p: &Program, client: Client<'_>) -> Result<Vec<Vec<
 /// of the first one's kind.
 fn exec_error(e: ExecError) -> DvsError {
     match e {
-        ExecError::Device(f) => {
-            let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
-            DvsError::Io(io::Error::new(kind, ExecError::Device(f).to_string()))
-        }
+        ExecError::Device(f) => failures_error(&f),
         other => DvsError::Other(other.to_string()),
     }
+}
+
+/// Members' failures as one I/O error of the first one's kind.
+fn failures_error(f: &[mosaic_exec::Failure]) -> DvsError {
+    let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
+    DvsError::Io(io::Error::new(kind, mosaic_exec::describe_failures(f)))
 }
 
 /// Read `len` bytes at `offset` of member `m`.
@@ -1615,6 +1618,13 @@ impl DvsArray {
         (0..self.geo.n).filter(|&m| !matches!(self.state(m), MemberState::Failed) && self.members[m].is_some()).collect()
     }
 
+    /// `dev` serves slot `m` (the executor told apart): jobs carry their
+    /// fills' other sources if a read of it can fail.
+    fn seat(&mut self, m: usize, dev: Arc<dyn ZonedMember>) {
+        self.members[m] = Some(dev);
+        self.dvs.alternates = reads_can_fail(&self.members);
+    }
+
     /// The recorded state of member `m`.
     pub fn state(&self, m: usize) -> MemberState {
         self.meta.durable.member_state[m]
@@ -1761,8 +1771,7 @@ impl DvsArray {
         }
         self.label = identity;
         self.replaced = policy.replaced;
-        self.members[m] = Some(dev);
-        self.dvs.alternates = reads_can_fail(&self.members);
+        self.seat(m, dev);
         self.sources[m] = None;
         Record::Member { m: m as u8, state: MemberState::Rebuilding { done: 0 } }.apply(&mut self.meta.durable)?;
         let r = self.checkpoint();
@@ -2087,18 +2096,10 @@ impl DvsArray {
     /// others makes the stripe consistent, with that reconstruction
     /// (`None` when no column or more than one does).
     fn locate(&self, st: &Stripe, cols: &[Vec<u8>]) -> Result<Option<(usize, Vec<u8>)>, DvsError> {
-        let c = self.geo.chunk as usize;
-        let zero = vec![0u8; c];
         let mut found = None;
         for cand in 0..cols.len() {
-            let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|&i| i != cand).map(|i| (program::shard(&self.geo, st, i), cols[i].as_slice())).collect();
-            for j in st.width()..self.geo.data {
-                present.push((j, zero.as_slice()));
-            }
-            let mut out = vec![0u8; c];
-            self.code.decode(&present, &mut [(program::shard(&self.geo, st, cand), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
             let mut fixed = cols.to_vec();
-            fixed[cand] = out;
+            fixed[cand] = self.decode_column(st, cols, &[cand], cand)?;
             if self.consistent(st, &fixed)? {
                 if found.is_some() {
                     return Ok(None);

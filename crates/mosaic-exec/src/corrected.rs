@@ -64,6 +64,14 @@ pub fn unreadable_here(e: &io::Error) -> bool {
     !matches!(e.kind(), TimedOut | BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected | UnexpectedEof | Unsupported | PermissionDenied | NotFound | InvalidInput)
 }
 
+/// Whether a device still reads its label (its first bytes), `read_at`
+/// being its read: one that does not is a dead drive, not a drive with a
+/// few bad sectors, and fails rather than being corrected around.
+pub fn reads_its_label(read_at: impl FnOnce(&mut [u8], u64) -> io::Result<()>) -> bool {
+    let mut b = vec![0u8; 4096];
+    read_at(&mut b, 0).is_ok()
+}
+
 impl Failure {
     /// A read the member could not do here, which rebuilding the bytes
     /// from the others and writing them again may cure

@@ -80,7 +80,8 @@ pub enum ExecError {
     Journal(String),
 }
 
-fn describe_failures(f: &[Failure]) -> String {
+/// Members' failures in words: `member M: error; ...`.
+pub fn describe_failures(f: &[Failure]) -> String {
     f.iter().map(|x| format!("member {}: {}", x.member, x.error)).collect::<Vec<_>>().join("; ")
 }
 

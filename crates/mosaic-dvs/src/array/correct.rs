@@ -111,7 +111,7 @@ impl DvsArray {
                 if failures.iter().any(|f| f.read.is_some_and(|op| op.member == member && op.offset < offset + len && offset < op.offset + op.len) && f.medium_error()) {
                     unreadable.insert((cr.key, member));
                 }
-                let src = self.dvs.src_with(cr.key, cr.a, &healthy).map_err(|e| DvsError::Other(format!("{}; the other members cannot rebuild those bytes: {e}", io_error(&failures))))?;
+                let src = self.dvs.src_with(cr.key, cr.a, &healthy).map_err(|e| DvsError::Other(format!("{}; the other members cannot rebuild those bytes: {e}", super::failures_error(&failures))))?;
                 cr.src = src.ok_or_else(|| DvsError::Other(format!("chunk {:?} left the map during its read", cr.key)))?;
             }
         }
@@ -127,7 +127,7 @@ impl DvsArray {
             // Several of a member's reads may fail at once; one it was not
             // asked for means the plan is not what this loop thinks.
             if f.read.is_none() || !read.get(f.member).copied().unwrap_or(false) {
-                return Err(io_error(failures));
+                return Err(super::failures_error(failures));
             }
             if let Some(e) = self.read_errors.get_mut(f.member) {
                 e.seen += 1;
@@ -135,7 +135,7 @@ impl DvsArray {
             let first = std::mem::replace(&mut healthy[f.member], false);
             if first && !f.medium_error() && self.rewrite_unreadable {
                 // Not a bad sector: the member is gone (as md fails it).
-                self.fail(f.member).map_err(|e| DvsError::Other(format!("{}; failing member {} refused: {e}", io_error(failures), f.member)))?;
+                self.fail(f.member).map_err(|e| DvsError::Other(format!("{}; failing member {} refused: {e}", super::failures_error(failures), f.member)))?;
             }
         }
         Ok(())
@@ -264,7 +264,7 @@ impl DvsArray {
                 Err(e) => return Err(super::exec_error(e)),
             };
             if !failures.iter().all(|f| f.medium_error() && f.member != m && healthy[f.member]) {
-                return Err(io_error(&failures));
+                return Err(super::failures_error(&failures));
             }
             for f in &failures {
                 healthy[f.member] = false;
@@ -332,7 +332,6 @@ impl DvsArray {
     /// a scrub, and the columns whose member could not read them, decoded
     /// from the others.
     pub(super) fn stripe_columns(&mut self, phys: u32, st: &Stripe) -> Result<(Vec<Vec<u8>>, Vec<usize>), DvsError> {
-        let c = self.geo.chunk as usize;
         let mut skip: Vec<usize> = Vec::new();
         loop {
             let read: Vec<usize> = (0..st.members.len()).filter(|i| !skip.contains(i)).collect();
@@ -344,7 +343,7 @@ impl DvsArray {
                         cols[i] = v;
                     }
                     for &col in &skip {
-                        cols[col] = self.decode_column(st, &cols, &skip, col, c)?;
+                        cols[col] = self.decode_column(st, &cols, &skip, col)?;
                     }
                     return Ok((cols, skip));
                 }
@@ -357,7 +356,7 @@ impl DvsArray {
             }
             self.leave_out(&failures, &mut healthy)?;
             if skip.len() + failures.len() > self.geo.k {
-                return Err(DvsError::Other(format!("{}; the stripe's other columns cannot rebuild them (k = {})", io_error(&failures), self.geo.k)));
+                return Err(DvsError::Other(format!("{}; the stripe's other columns cannot rebuild them (k = {})", super::failures_error(&failures), self.geo.k)));
             }
             for f in &failures {
                 skip.extend(st.members.iter().position(|&x| x as usize == f.member));
@@ -365,8 +364,10 @@ impl DvsArray {
         }
     }
 
-    /// Column `col` of `st` decoded from `cols` (those not in `skip`).
-    fn decode_column(&self, st: &Stripe, cols: &[Vec<u8>], skip: &[usize], col: usize, c: usize) -> Result<Vec<u8>, DvsError> {
+    /// Column `col` of `st` decoded from `cols` (those not in `skip`; a
+    /// narrow stripe's absent columns are zeros).
+    pub(super) fn decode_column(&self, st: &Stripe, cols: &[Vec<u8>], skip: &[usize], col: usize) -> Result<Vec<u8>, DvsError> {
+        let c = self.geo.chunk as usize;
         let zero = vec![0u8; c];
         let mut present: Vec<(usize, &[u8])> = (0..cols.len()).filter(|i| !skip.contains(i)).map(|i| (program::shard(&self.geo, st, i), cols[i].as_slice())).collect();
         for j in st.width()..self.geo.data {
@@ -376,13 +377,6 @@ impl DvsArray {
         self.code.decode(&present, &mut [(program::shard(&self.geo, st, col), out.as_mut_slice())]).map_err(|e| DvsError::Other(format!("cannot reconstruct: {e}")))?;
         Ok(out)
     }
-}
-
-/// The member failures of a read as one I/O error (its kind the first's).
-fn io_error(failures: &[Failure]) -> DvsError {
-    let kind = failures.first().map_or(std::io::ErrorKind::Other, |f| f.error.kind());
-    let what = failures.iter().map(|f| format!("member {}: {}", f.member, f.error)).collect::<Vec<_>>().join("; ");
-    DvsError::Io(std::io::Error::new(kind, what))
 }
 
 /// What a destage or GC program was lowered from, kept with it in the

@@ -259,8 +259,7 @@ impl DvsArray {
         let twin = Arc::new(ZonedTwin::new(old, dev, 0));
         let as_zoned: Arc<dyn ZonedMember> = twin.clone();
         self.exec.set_member(m, Some(as_member(&as_zoned)));
-        self.members[m] = Some(as_zoned);
-        self.dvs.alternates = super::reads_can_fail(&self.members);
+        self.seat(m, as_zoned);
         self.hot = Some(Hot { m, twin, bytes: 0, new_uuid: Uuid::new_v4(), paused: false, recorded: false, resumed_from: None, source: None });
         Ok(())
     }
@@ -348,7 +347,7 @@ impl DvsArray {
                         // Sectors the old drive cannot read: decoded from
                         // the other members (md's replace rebuilds them);
                         // a drive that reads not even its label is dead.
-                        let decoded = mosaic_exec::corrected::unreadable_here(&e) && reads_its_label(twin.old.as_ref()) && self.decode_slots(m, at, &mut buf)?;
+                        let decoded = mosaic_exec::corrected::unreadable_here(&e) && mosaic_exec::corrected::reads_its_label(|b, at| twin.old.read_at(b, at)) && self.decode_slots(m, at, &mut buf)?;
                         if !decoded {
                             return Err(DvsError::Other(format!("member {m}'s drive {}: reading byte {at} for the hot replace: {e}", twin.old.describe())));
                         }
@@ -401,8 +400,7 @@ impl DvsArray {
         // A new device: its read errors count from nothing.
         self.read_errors[m] = Default::default();
         self.exec.set_member(m, Some(as_member(&twin.new)));
-        self.members[m] = Some(twin.new.clone());
-        self.dvs.alternates = super::reads_can_fail(&self.members);
+        self.seat(m, twin.new.clone());
         self.sources[m] = None;
         self.label = identity;
         mosaic_format::label::note_replaced(&mut self.replaced, former, crate::meta::MAX_REPLACED);
@@ -420,8 +418,7 @@ impl DvsArray {
         let _ = self.settle();
         let old = h.twin.old.clone();
         self.exec.set_member(h.m, Some(as_member(&old)));
-        self.members[h.m] = Some(old);
-        self.dvs.alternates = super::reads_can_fail(&self.members);
+        self.seat(h.m, old);
         if h.recorded {
             // The record dropped first: the new drive takes no write from
             // now on, so no later open may resume onto it.
@@ -542,13 +539,6 @@ fn blank(cfg: &crate::DvsConfig, dev: &dyn ZonedMember) -> io::Result<()> {
         }
     }
     dev.flush()
-}
-
-/// Whether `d` still reads its label (its first bytes): a drive that does
-/// not is dead, not a drive with a few bad sectors.
-fn reads_its_label(d: &dyn ZonedMember) -> bool {
-    let mut b = vec![0u8; 4096];
-    d.read_at(&mut b, 0).is_ok()
 }
 
 #[cfg(test)]
