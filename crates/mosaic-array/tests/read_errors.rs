@@ -566,3 +566,21 @@ fn a_lost_block_written_again_is_known_again_alone() {
     let r = Rig { data, ..r };
     r.reads_all_but(&[]);
 }
+
+/// raid6 with one member out and two others unreadable at the same block
+/// of a stripe: the code's two columns cannot cover three unknowns, yet
+/// not every one is spent on members out, so the first member's block is
+/// not set aside: it fails, saying why.  Then both columns are spent, and
+/// the second's block is set aside, the member kept.
+#[test]
+fn with_a_code_column_left_a_second_bad_block_is_not_set_aside() {
+    let r = rig(Level::Raid6, 6);
+    let gone = r.arr.geometry().member_of(7, 2);
+    r.arr.fail_member(gone).unwrap();
+    let [a, b] = r.unreadable(7, [0, 1], 1);
+    let _ = r.arr.read(r.logical(7, 0, 1), &mut vec![0u8; 4096]);
+    let failed = r.arr.auto_failed();
+    assert!(failed.iter().any(|f| f.0 == a && f.1.contains(&format!("nor set aside: only members [{gone}] are out of stripe 7, which its 2 code columns cover"))), "{failed:?}");
+    assert!(failed.iter().all(|f| f.0 != b), "{failed:?}");
+    assert!(r.arr.lost().iter().any(|l| l.offset <= r.logical(7, 1, 1) && r.logical(7, 1, 1) < l.end()), "{:?}", r.arr.lost());
+}

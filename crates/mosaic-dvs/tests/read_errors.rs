@@ -490,3 +490,27 @@ fn an_open_refuses_a_journal_lane_no_member_can_read() {
     let e = DvsArray::open(bad.iter().map(|d| d.clone() as Arc<dyn ZonedMember>).collect()).err().expect("refused").to_string();
     assert!(e.contains("journal: no member of lane 0 can be read"), "{e}");
 }
+
+/// The messages of what cannot be corrected: a scrub meeting two columns
+/// of one stripe it cannot read with k = 1, and a read whose member times
+/// out while another is failed already (failing it too is refused).
+#[test]
+fn what_cannot_be_corrected_says_why() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 151);
+    let (lsn, _, off, mates) = chunk_with_mates(&r.a, 2);
+    let phys = r.a.tables().get(lsn).unwrap().phys;
+    let (m2, off2) = mates[0].1;
+    spoil(&r.bad[2], off, 512);
+    spoil(&r.bad[m2], off2, 512);
+    let e = r.a.scrub_with(false, &|_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("the stripe's other columns cannot rebuild them (k = 1)"), "{e}");
+    assert!(r.a.tables().get(lsn).is_some_and(|s| s.phys == phys));
+
+    let mut r = rig(cfg(1), io::ErrorKind::TimedOut, 152);
+    r.a.fail(0).unwrap();
+    let (lsn, lcn, off) = chunks_on(&r.a, 1)[0];
+    spoil(&r.bad[1], off, 512);
+    let e = r.a.read(r.a.geo().chunk_start((lsn, lcn)), &mut vec![0u8; 512]).unwrap_err().to_string();
+    assert!(e.contains("failing member 1 refused") && e.contains("already out"), "{e}");
+    assert_eq!(r.a.info().member_list[1].state, MemberState::Active);
+}
