@@ -284,6 +284,35 @@ fn a_member_failing_while_serving_is_logged_with_a_timestamp_and_counted() {
     assert_eq!(code, 0, "{log:#?}");
 }
 
+/// A DVS member failing while serving (its file cut short: its reads
+/// fail) is logged and counted as a fixed array's is, and reads go on
+/// degraded.
+#[test]
+fn a_dvs_member_failing_while_serving_is_logged_and_counted() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("dvs");
+    let a = dir.to_str().unwrap();
+    ok(&["create", "-a", a, "--level", "dvs", "--members", "3", "--member-size", "8M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M"]);
+    let srv = Serve::start(a, &[]);
+    let mut c = Nbd::open(srv.port);
+    let data = pattern(6, 2 << 20);
+    assert_eq!(c.write(0, &data), 0);
+    assert_eq!(c.cmd(Command::Flush, 0, 0, &[]), 0);
+    let member: PathBuf = dir.join("dvs-1.zoned");
+    std::fs::OpenOptions::new().write(true).open(&member).unwrap().set_len(4096).unwrap();
+    assert_eq!(c.read(0, 2 << 20), data, "degraded reads are still correct");
+    assert_eq!(c.read(0, 2 << 20), data, "and again, with the member failed");
+    std::thread::sleep(Duration::from_millis(500));
+    let failed: Vec<String> = srv.lines().into_iter().filter(|l| l.contains("failed while serving:")).collect();
+    assert_eq!(failed.len(), 1, "logged as it happened, once: {:#?}", srv.lines());
+    drop(c);
+    let (code, log) = srv.stop();
+    let rest = line(&log, "mosaic serve: member 1 (");
+    assert!(rest.starts_with(&format!("mosaic serve: member 1 ({}) failed while serving: ", member.display())), "{rest}");
+    assert!(line(&log, "mosaic serve: stopping: ").contains(", 1 member(s) failed while serving; flushing"), "{log:#?}");
+    assert_eq!(code, 0, "{log:#?}");
+}
+
 /// Two members of a raid5 lost while serving: the events say the array
 /// failed, not "serving degraded" (which the second event said).
 #[test]

@@ -93,10 +93,12 @@ use crate::DvsError;
 
 mod correct;
 mod destager;
+mod failing;
 mod held;
 mod hot;
 mod spare;
 use destager::Destager;
+use failing::failures_error;
 pub use held::BlockPool;
 pub use hot::HotProgress;
 use held::{Held, Lent};
@@ -424,12 +426,6 @@ fn exec_error(e: ExecError) -> DvsError {
     }
 }
 
-/// Members' failures as one I/O error of the first one's kind.
-fn failures_error(f: &[mosaic_exec::Failure]) -> DvsError {
-    let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
-    DvsError::Io(io::Error::new(kind, mosaic_exec::describe_failures(f)))
-}
-
 /// Read `len` bytes at `offset` of member `m`.
 fn read_one(exec: &Executor, m: usize, offset: u64, len: u64) -> Result<Vec<u8>, DvsError> {
     run_on(exec, &program::reads(&[(m, offset, len)]))?.pop().ok_or_else(|| DvsError::Other("a read returned nothing".into()))
@@ -534,6 +530,11 @@ pub struct DvsArray {
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
     poisoned: Option<String>,
+    /// Whether the errors that stopped it were members' writes alone
+    /// ([`failing`]: those members are failed and the array goes on).
+    write_failed: failing::WriteFailed,
+    /// Members failed automatically since open, and why.
+    auto_failed: Vec<(usize, String)>,
     /// The kind of job running (still set after it failed part-way).
     current: Option<crate::engine::JobKind>,
     /// Runs every program on the members; counts their reads and writes.
@@ -779,6 +780,8 @@ impl DvsArray {
             jbuf: Vec::new(),
             code,
             poisoned: None,
+            write_failed: Default::default(),
+            auto_failed: Vec::new(),
             current: None,
             exec,
             side_io: Mutex::new(vec![DeviceIo::default(); cfg.members]),
@@ -936,6 +939,8 @@ impl DvsArray {
             jbuf: Vec::new(),
             code,
             poisoned: None,
+            write_failed: Default::default(),
+            auto_failed: Vec::new(),
             current: None,
             exec,
             side_io: Mutex::new(side_io),
@@ -1210,11 +1215,12 @@ impl DvsArray {
 
     /// Why the array stopped serving, if it has: an operation failed,
     /// inline or in the background (the program in flight not waited for).
+    /// One stopped by members' write errors alone fails them and goes on
+    /// at its next request ([`failing`]).
     pub fn stopped(&self) -> Option<String> {
         self.poisoned.clone().or_else(|| self.destager.failed())
     }
 
-    /// Refuse work once an operation failed ([`DvsArray::stopped`]).
     /// Whether `m` names a member slot of this array.
     fn check_slot(&self, m: usize) -> Result<(), DvsError> {
         match m < self.geo.n {
@@ -1223,10 +1229,33 @@ impl DvsArray {
         }
     }
 
-    fn check_ok(&self) -> Result<(), DvsError> {
+    /// At the start of a request: an array stopped by members' write
+    /// errors alone fails them and goes on ([`failing`]).
+    fn check_ok(&mut self) -> Result<(), DvsError> {
+        if self.stopped().is_none() || self.fail_writers()? {
+            return Ok(());
+        }
+        self.check_stopped()
+    }
+
+    /// Refuse work once an operation failed ([`DvsArray::stopped`]).
+    fn check_stopped(&self) -> Result<(), DvsError> {
         match self.stopped() {
             Some(e) => Err(DvsError::Other(format!("the array stopped after an error ({e}); reopen it"))),
             None => Ok(()),
+        }
+    }
+
+    /// Run `op`; when it stopped the array with members' write errors
+    /// that failing them tolerates, fail them ([`failing`]) and run it
+    /// again: a client's write or flush does not fail for a member's
+    /// error, as md's do not.
+    fn retried<T>(&mut self, mut op: impl FnMut(&mut DvsArray) -> Result<T, DvsError>) -> Result<T, DvsError> {
+        loop {
+            let r = op(self);
+            if r.is_ok() || self.stopped().is_none() || !self.fail_writers()? {
+                return r;
+            }
         }
     }
 
@@ -1240,6 +1269,7 @@ impl DvsArray {
     fn poison<T>(&mut self, r: Result<T, DvsError>) -> Result<T, DvsError> {
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
+            self.write_failed.note(e);
         }
         r
     }
@@ -1247,6 +1277,10 @@ impl DvsArray {
     /// Write `data` at logical byte `offset`; durable when this returns
     /// (journalled, or destaged when write-through).
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        self.retried(|a| a.write_once(offset, data))
+    }
+
+    fn write_once(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
         self.check_ok()?;
         self.take_destager_errors()?;
         self.geo.check(offset, data.len() as u64)?;
@@ -1287,6 +1321,10 @@ impl DvsArray {
     /// filled by its writer instead of copying into one.  The records,
     /// the cached bytes and so the device operations are the same.
     pub fn write_prepared(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
+        self.retried(|a| a.write_prepared_once(writes))
+    }
+
+    fn write_prepared_once(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
         self.check_ok()?;
         self.take_destager_errors()?;
         for w in writes {
@@ -1296,7 +1334,7 @@ impl DvsArray {
         let mut rest = writes;
         while let Some(w) = rest.first() {
             if self.geo.cfg.cache_chunks == 0 || w.data.is_empty() || w.data.len() > max {
-                self.write(w.offset, w.data)?;
+                self.write_once(w.offset, w.data)?;
                 rest = &rest[1..];
                 continue;
             }
@@ -1561,7 +1599,8 @@ impl DvsArray {
     /// ([`DvsArray::settle`] waits).  A degraded array waits for the jobs
     /// before it: its zone resets depend on the write pointers.
     fn run_job(&mut self, job: Job) -> Result<(), DvsError> {
-        self.check_ok()?;
+        // Not `check_ok`: the request this job is part of is under way.
+        self.check_stopped()?;
         if self.dvs.healthy.iter().any(|h| !h) {
             self.settle()?;
         }
@@ -2125,6 +2164,10 @@ impl DvsArray {
     /// Destage the whole write cache (writes are durable before this, in
     /// the journal; afterwards the journal is empty).
     pub fn flush(&mut self) -> Result<(), DvsError> {
+        self.retried(DvsArray::flush_once)
+    }
+
+    fn flush_once(&mut self) -> Result<(), DvsError> {
         self.check_ok()?;
         self.take_destager_errors()?;
         let r = self.destage_all();

@@ -54,7 +54,7 @@ fn zoned_files(dir: &Path, c: &DvsConfig) -> Vec<Arc<dyn ZonedMember>> {
     (0..5).map(|i| Arc::new(ZonedFile::create(&dir.join(format!("m{i}")), c.zone_size, c.zones, c.conventional).unwrap()) as Arc<dyn ZonedMember>).collect()
 }
 
-fn reopen_files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
+pub(crate) fn reopen_files(dir: &Path, n: usize) -> Vec<Arc<dyn ZonedMember>> {
     (0..n).map(|i| Arc::new(ZonedFile::open(&dir.join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect()
 }
 
@@ -685,11 +685,39 @@ fn a_ring_journal_over_two_lanes_survives_two_reopens_without_a_flush() {
 }
 
 /// A member that breaks (every operation fails from then on) at its
-/// first write to the journal area once `armed`.
+/// first write to the journal area once `armed`.  `state` is shared with
+/// the [`Downed`] others.
 struct TornJournal {
     journal: std::ops::Range<u64>,
     /// (armed, broken)
-    state: std::sync::Mutex<(bool, bool)>,
+    state: Arc<std::sync::Mutex<(bool, bool)>>,
+}
+
+/// The other members of a [`TornJournal`] one: once it broke, the
+/// machine goes down with it, the writes already issued landing (so the
+/// array cannot open again without the broken member and go on, as
+/// array/failing.rs would).
+struct Downed(Arc<std::sync::Mutex<(bool, bool)>>);
+
+impl Downed {
+    fn check(&self) -> std::io::Result<()> {
+        match self.0.lock().unwrap().1 {
+            true => Err(std::io::Error::other("injected: the machine is down")),
+            false => Ok(()),
+        }
+    }
+}
+
+impl Hooks for Downed {
+    fn read(&self, _: u64, _: usize) -> std::io::Result<()> {
+        self.check()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.check()
+    }
+    fn reset(&self, _: u64) -> std::io::Result<()> {
+        self.check()
+    }
 }
 
 impl TornJournal {
@@ -731,16 +759,21 @@ fn a_journal_record_left_on_one_lane_member_is_destaged_at_the_next_open() {
     let c = cfg_cached(1, 16);
     let ml = mosaic_dvs::meta::MetaLayout::new(&mosaic_dvs::Geo::new(c.clone()).unwrap()).unwrap();
     let mut members = files_for(dir.path(), 5, &c);
-    let m0 = Hooked::new(members[0].clone(), TornJournal { journal: ml.journal_start..ml.journal_end, state: Default::default() });
+    let state: Arc<std::sync::Mutex<(bool, bool)>> = Default::default();
+    let m0 = Hooked::new(members[0].clone(), TornJournal { journal: ml.journal_start..ml.journal_end, state: state.clone() });
     members[0] = m0.clone();
+    for m in &mut members[1..] {
+        *m = Hooked::new(m.clone(), Downed(state.clone()));
+    }
     let mut a = DvsArray::create(members, c.clone()).unwrap();
     let cap = a.capacity();
     let mut reference = vec![0u8; cap as usize];
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     block_writes_into(&mut a, &mut rng, &mut reference, 10);
     m0.hooks.state.lock().unwrap().0 = true;
-    // Writes go on until one fails (the array stops): that one is not
-    // acknowledged, its record is whole on member 1 only.
+    // Writes go on until one fails (the array stops, the machine down
+    // with it): that one is not acknowledged, its record is whole on
+    // member 1 only.
     let torn = (0..2000).find_map(|_| {
         let off = rng.gen_range(0..cap / 4096) * 4096;
         let data: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
@@ -1133,7 +1166,7 @@ fn a_stale_member_copy_is_named_and_never_read() {
     check_all(&mut f, &reference);
 }
 
-fn zoned(dir: &Path, name: &str, c: &DvsConfig) -> Arc<dyn ZonedMember> {
+pub(crate) fn zoned(dir: &Path, name: &str, c: &DvsConfig) -> Arc<dyn ZonedMember> {
     Arc::new(ZonedFile::create(&dir.join(name), ZONE, ZONES, c.conventional).unwrap())
 }
 

@@ -10,3 +10,4 @@ mod nopanic;
 mod read_errors;
 mod same_ops;
 mod sim;
+mod write_errors;

@@ -423,6 +423,9 @@ impl Volume for DvsVolume {
     fn reset_counters(&self) {
         self.lock().reset_io()
     }
+    fn auto_failed(&self) -> Vec<(usize, String)> {
+        self.lock().auto_failed().to_vec()
+    }
 
     fn fail_member(&self, idx: usize) -> Result<()> {
         let mut a = self.lock();

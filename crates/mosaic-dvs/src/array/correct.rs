@@ -136,6 +136,7 @@ impl DvsArray {
             if first && !f.medium_error() && self.rewrite_unreadable {
                 // Not a bad sector: the member is gone (as md fails it).
                 self.fail(f.member).map_err(|e| DvsError::Other(format!("{}; failing member {} refused: {e}", super::failures_error(failures), f.member)))?;
+                self.auto_failed.push((f.member, f.error.to_string()));
             }
         }
         Ok(())
@@ -323,7 +324,9 @@ impl DvsArray {
         if e.corrected.one_too_many() && self.dvs.healthy[m] {
             // Refused only when too many members are out already: then it
             // stays, as the last copy of what the others lack.
-            let _ = self.fail(m);
+            if self.fail(m).is_ok() {
+                self.auto_failed.push((m, format!("more than {} read errors corrected within the hourly decay", mosaic_exec::corrected::MAX_CORRECTED)));
+            }
         }
         Ok(())
     }

@@ -82,8 +82,9 @@ struct State {
     done: u64,
     /// The thread is running a program.
     busy: bool,
-    /// The first program that failed: its job kind and error (sticky).
-    failed: Option<(Option<JobKind>, String)>,
+    /// The first program that failed: its job kind, its error, and the
+    /// members whose writes failed when nothing else did (sticky).
+    failed: Option<(Option<JobKind>, String, Option<Vec<usize>>)>,
     /// The error not yet returned by `wait`.
     error: Option<DvsError>,
     quit: bool,
@@ -236,7 +237,7 @@ impl Destager {
             s = self.shared.wait_done(s);
         }
         if let Some(f) = &s.failed {
-            return Err(DvsError::Other(f.1.clone()));
+            return Err(super::failing::again(&f.1, &f.2));
         }
         s.queue.push_back((p, kind, again));
         s.handed += 1;
@@ -252,7 +253,7 @@ impl Destager {
     /// Record the outcome of a program of `kind`; its error if it failed.
     fn finish(&self, kind: Option<JobKind>, r: Result<(), DvsError>) -> Result<(), DvsError> {
         if let Err(e) = &r {
-            self.shared.lock().failed.get_or_insert((kind, e.to_string()));
+            self.shared.lock().failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::failed_writes(e)));
         }
         r
     }
@@ -266,7 +267,7 @@ impl Destager {
         }
         match (s.error.take(), &s.failed) {
             (Some(e), _) => Err(e),
-            (None, Some(f)) => Err(DvsError::Other(f.1.clone())),
+            (None, Some(f)) => Err(super::failing::again(&f.1, &f.2)),
             (None, None) => Ok(()),
         }
     }
@@ -281,7 +282,7 @@ impl Destager {
         }
         match (s.error.take(), &s.failed) {
             (Some(e), _) => Err(e),
-            (None, Some(f)) => Err(DvsError::Other(f.1.clone())),
+            (None, Some(f)) => Err(super::failing::again(&f.1, &f.2)),
             (None, None) => Ok(()),
         }
     }
@@ -296,6 +297,12 @@ impl Destager {
     /// The error of a program that failed, without waiting.
     pub(super) fn failed(&self) -> Option<String> {
         self.shared.lock().failed.as_ref().map(|f| f.1.clone())
+    }
+
+    /// The members whose writes failed in the program that failed, when
+    /// nothing else did (None: none failed, or not for writes alone).
+    pub(super) fn failed_writes(&self) -> Option<Vec<usize>> {
+        self.shared.lock().failed.as_ref().and_then(|f| f.2.clone())
     }
 
     /// The kind of the job whose program failed, if one did.
@@ -375,7 +382,7 @@ fn serve(shared: &Shared) {
             s.done += 1;
         }
         if let Err(e) = r {
-            s.failed.get_or_insert((kind, e.to_string()));
+            s.failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::failed_writes(&e)));
             s.error.get_or_insert(e);
             s.queue.clear();
         }

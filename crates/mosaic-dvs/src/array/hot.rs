@@ -199,6 +199,11 @@ impl Hot {
     pub(super) fn member(&self) -> usize {
         self.m
     }
+
+    /// The drive being replaced.
+    pub(super) fn old_drive(&self) -> Arc<dyn ZonedMember> {
+        self.twin.old.clone()
+    }
 }
 
 /// A hot replace in progress.

@@ -1,0 +1,224 @@
+//! Members whose writes, flushes or zone resets fail (array/failing.rs):
+//! failed, the array opened again without them, and the client's
+//! requests served all along.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use mosaic_core::MemberState::{self, *};
+use mosaic_dvs::array::ZonedMember;
+use mosaic_dvs::{DvsArray, DvsConfig};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::array::{cfg, cfg_cached, check_all, files_for, fill, more_writes, random_write, reopen_files, scratch, zoned};
+use crate::hooked::{Hooked, Hooks};
+
+const WRITE: u8 = 1;
+const FLUSH: u8 = 2;
+const RESET: u8 = 4;
+
+/// A member whose writes (appends), flushes or zone resets fail while
+/// armed for them; counts every one it is asked for.
+#[derive(Default)]
+struct BadWrites {
+    armed: AtomicU8,
+    calls: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl BadWrites {
+    fn wrap(inner: Arc<dyn ZonedMember>) -> Arc<Hooked<BadWrites>> {
+        Hooked::new(inner, BadWrites::default())
+    }
+    fn op(&self, what: u8) -> io::Result<()> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.armed.load(Ordering::SeqCst) & what == 0 {
+            return Ok(());
+        }
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
+}
+
+impl Hooks for BadWrites {
+    fn write(&self, _: u64, _: usize) -> io::Result<()> {
+        self.op(WRITE)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.op(FLUSH)
+    }
+    fn reset(&self, _: u64) -> io::Result<()> {
+        self.op(RESET)
+    }
+}
+
+fn bad_array(dir: &std::path::Path, c: &DvsConfig) -> (DvsArray, Vec<Arc<Hooked<BadWrites>>>) {
+    let bad: Vec<_> = files_for(dir, 5, c).into_iter().map(BadWrites::wrap).collect();
+    let a = DvsArray::create(bad.iter().map(|b| b.clone() as Arc<dyn ZonedMember>).collect(), c.clone()).unwrap();
+    (a, bad)
+}
+
+fn states(a: &DvsArray) -> Vec<MemberState> {
+    a.info().member_list.iter().map(|m| m.state).collect()
+}
+
+/// Written through and cached: member 2's writes fail from some point;
+/// every client write and flush succeeds, member 2 is failed (once, and
+/// said so), never written again, stays failed at the next open, and a
+/// hot spare added before takes its place.
+#[test]
+fn a_members_write_error_fails_it_and_the_array_goes_on() {
+    for cached in [false, true] {
+        let dir = scratch();
+        let c = if cached { cfg_cached(1, 16) } else { cfg(1) };
+        let (mut a, bad) = bad_array(dir.path(), &c);
+        let spare = a.add_spare(zoned(dir.path(), "s0", &c)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut reference = fill(&mut a, &mut rng, 150);
+        a.flush().unwrap();
+        bad[2].hooks.armed.store(WRITE, Ordering::SeqCst);
+        more_writes(&mut a, &mut rng, &mut reference, 200);
+        a.flush().unwrap();
+        assert!(bad[2].hooks.refused.load(Ordering::SeqCst) > 0, "cached={cached}: member 2 was asked to write");
+        assert_eq!(a.stopped(), None, "cached={cached}");
+        assert_eq!(states(&a), [Active, Active, Failed, Active, Active], "cached={cached}");
+        let failed = a.auto_failed().to_vec();
+        assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [2], "cached={cached}: {failed:?}");
+        assert!(failed[0].1.contains("member 2") && failed[0].1.contains("Input/output error"), "{failed:?}");
+        assert!(a.warnings().iter().any(|w| w.starts_with("member 2 (") && w.contains("failed after a write error")), "{:?}", a.warnings());
+        check_all(&mut a, &reference);
+        // Never written again: its writes would go through now.
+        bad[2].hooks.armed.store(0, Ordering::SeqCst);
+        let calls = bad[2].hooks.calls.load(Ordering::SeqCst);
+        more_writes(&mut a, &mut rng, &mut reference, 100);
+        a.flush().unwrap();
+        check_all(&mut a, &reference);
+        assert_eq!(bad[2].hooks.calls.load(Ordering::SeqCst), calls, "cached={cached}: the failed member took no write");
+        assert_eq!(a.spares().iter().map(|s| s.uuid).collect::<Vec<_>>(), [spare], "the spare is kept");
+        drop(a);
+        // Opened again with every file: member 2 stays failed on record.
+        let mut devs = reopen_files(dir.path(), 5);
+        devs.push(Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join("s0")).unwrap()));
+        let mut b = DvsArray::open(devs).unwrap();
+        assert_eq!(states(&b), [Active, Active, Failed, Active, Active], "cached={cached}");
+        check_all(&mut b, &reference);
+        assert_eq!(b.take_spare().unwrap(), Some((2, spare)));
+        b.rebuild(&|_, _| {}, None).unwrap();
+        assert_eq!(states(&b), [Active; 5]);
+        check_all(&mut b, &reference);
+        assert_eq!(b.scrub().unwrap(), 0);
+    }
+}
+
+/// k = 2: one member's flushes fail, another's zone resets (met in GC):
+/// both failed in turn, the array serves throughout.
+#[test]
+fn flush_and_zone_reset_errors_fail_their_members() {
+    let dir = scratch();
+    let c = cfg(2);
+    let (mut a, bad) = bad_array(dir.path(), &c);
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let mut reference = fill(&mut a, &mut rng, 100);
+    bad[1].hooks.armed.store(FLUSH, Ordering::SeqCst);
+    bad[3].hooks.armed.store(RESET, Ordering::SeqCst);
+    more_writes(&mut a, &mut rng, &mut reference, 50);
+    assert_eq!(states(&a)[1], Failed, "a flush came and failed");
+    for _ in 0..40 {
+        if states(&a)[3] == Failed {
+            break;
+        }
+        more_writes(&mut a, &mut rng, &mut reference, 100);
+        while a.gc_step().unwrap() {}
+    }
+    assert!(bad[3].hooks.refused.load(Ordering::SeqCst) > 0, "a zone reset came");
+    assert_eq!(states(&a), [Active, Failed, Active, Failed, Active]);
+    assert_eq!(a.auto_failed().iter().map(|f| f.0).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(a.stopped(), None);
+    check_all(&mut a, &reference);
+    more_writes(&mut a, &mut rng, &mut reference, 100);
+    check_all(&mut a, &reference);
+}
+
+/// k = 1 with a member already failed: a second member's write error
+/// cannot be taken, so the array stops as before (the client's write
+/// fails with the member's error, the next request says to reopen), and
+/// an open afterwards finds every acknowledged write.
+#[test]
+fn a_write_error_past_the_parity_stops_the_array() {
+    for cached in [false, true] {
+        let dir = scratch();
+        let c = if cached { cfg_cached(1, 16) } else { cfg(1) };
+        let (mut a, bad) = bad_array(dir.path(), &c);
+        let mut rng = ChaCha8Rng::seed_from_u64(13);
+        let mut reference = fill(&mut a, &mut rng, 150);
+        a.fail(0).unwrap();
+        bad[2].hooks.armed.store(WRITE, Ordering::SeqCst);
+        let cap = a.capacity();
+        let mut inflight = None;
+        for _ in 0..400 {
+            let (off, data) = random_write(&mut rng, cap);
+            match a.write(off, &data).and_then(|_| a.flush()) {
+                Ok(()) => reference[off as usize..off as usize + data.len()].copy_from_slice(&data),
+                Err(e) => {
+                    assert!(e.to_string().contains("member 2") && e.to_string().contains("Input/output error"), "cached={cached}: {e}");
+                    inflight = Some((off, data));
+                    break;
+                }
+            }
+        }
+        let (off, data) = inflight.expect("a write met the error");
+        let why = a.stopped().expect("stopped");
+        let e = a.read(0, &mut [0u8; 512]).unwrap_err().to_string();
+        assert!(e.contains("reopen it") && e.contains(&why), "{e}");
+        assert!(a.auto_failed().is_empty());
+        drop(a);
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+        assert_eq!(states(&b)[0], Failed);
+        let mut got = vec![0u8; cap as usize];
+        b.read(0, &mut got).unwrap();
+        for (i, (&g, &w)) in got.iter().zip(&reference).enumerate() {
+            let inside = (i as u64) >= off && (i as u64) < off + data.len() as u64;
+            assert!(g == w || (inside && g == data[i - off as usize]), "cached={cached}: byte {i}: got {g}, acknowledged {w}");
+        }
+    }
+}
+
+/// A hot replace under way (member 1 onto a new drive, paused once so
+/// the labels record it) when another member's writes fail: that member
+/// is failed, the copy ends (member 1 stays on its old drive), everything
+/// reads back, and a hot replace started again copies and switches.
+#[test]
+fn a_write_error_during_a_hot_replace_ends_the_copy_and_keeps_the_data() {
+    let dir = scratch();
+    let c = cfg_cached(2, 16);
+    let (mut a, bad) = bad_array(dir.path(), &c);
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    let mut reference = fill(&mut a, &mut rng, 150);
+    a.hot_start(1, zoned(dir.path(), "new1", &c)).unwrap();
+    a.hot_step(2).unwrap();
+    a.hot_pause().unwrap();
+    a.hot_step(1).unwrap();
+    bad[3].hooks.armed.store(WRITE, Ordering::SeqCst);
+    more_writes(&mut a, &mut rng, &mut reference, 150);
+    a.flush().unwrap();
+    assert_eq!(states(&a), [Active, Active, Active, Failed, Active]);
+    assert!(a.hot_progress().is_none(), "the copy ended");
+    assert!(a.hot_step(1).is_err());
+    check_all(&mut a, &reference);
+    a.hot_start(1, zoned(dir.path(), "new1b", &c)).unwrap();
+    while a.hot_progress().is_some_and(|p| p.done < p.total) {
+        a.hot_step(4).unwrap();
+        more_writes(&mut a, &mut rng, &mut reference, 10);
+    }
+    a.hot_switch().unwrap();
+    a.flush().unwrap();
+    check_all(&mut a, &reference);
+    drop(a);
+    let mut devs = reopen_files(dir.path(), 5);
+    devs.push(Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join("new1b")).unwrap()));
+    let mut b = DvsArray::open(devs).unwrap();
+    assert_eq!(states(&b), [Active, Active, Active, Failed, Active]);
+    check_all(&mut b, &reference);
+}
