@@ -222,3 +222,98 @@ fn a_write_error_during_a_hot_replace_ends_the_copy_and_keeps_the_data() {
     assert_eq!(states(&b), [Active, Active, Active, Failed, Active]);
     check_all(&mut b, &reference);
 }
+
+/// A drive that dies (every operation fails from then on) at its
+/// `after`-th write, flush or zone reset.
+struct Dies {
+    after: std::sync::atomic::AtomicI64,
+}
+
+impl Dies {
+    fn op(&self, counts: bool) -> io::Result<()> {
+        let left = if counts { self.after.fetch_sub(1, Ordering::SeqCst) - 1 } else { self.after.load(Ordering::SeqCst) };
+        match left < 0 {
+            true => Err(io::Error::other("injected: the drive died")),
+            false => Ok(()),
+        }
+    }
+}
+
+impl Hooks for Dies {
+    fn read(&self, _: u64, _: usize) -> io::Result<()> {
+        self.op(false)
+    }
+    fn write(&self, _: u64, _: usize) -> io::Result<()> {
+        self.op(true)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.op(true)
+    }
+    fn reset(&self, _: u64) -> io::Result<()> {
+        self.op(true)
+    }
+}
+
+/// Seeded: k members die, one after another, at random operations of a
+/// random workload (write-through, cached, a ring journal; GC steps and
+/// flushes between the writes).  Every request succeeds, the dead members
+/// end failed, every acknowledged write reads back, before and after the
+/// array is opened again from its files.
+#[test]
+fn members_dying_at_random_operations_lose_nothing_acknowledged() {
+    use rand::Rng;
+    let mut failed_total = 0;
+    for seed in 0..24u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(100 + seed);
+        let dir = scratch();
+        let k = 1 + (seed % 2) as usize;
+        let c = match seed % 3 {
+            0 => cfg(k),
+            1 => cfg_cached(k, 16),
+            _ => DvsConfig { journal_ring: true, ..cfg_cached(k, 16) },
+        };
+        let mut dying = Vec::new();
+        while dying.len() < k {
+            let m = rng.gen_range(0..5);
+            if !dying.contains(&m) {
+                dying.push(m);
+            }
+        }
+        let hooked: Vec<Arc<Hooked<Dies>>> = files_for(dir.path(), 5, &c).into_iter().map(|f| Hooked::new(f, Dies { after: i64::MAX.into() })).collect();
+        let mut a = DvsArray::create(hooked.iter().map(|h| h.clone() as Arc<dyn ZonedMember>).collect(), c.clone()).unwrap();
+        let cap = a.capacity();
+        let warm = rng.gen_range(50..300);
+        let mut reference = fill(&mut a, &mut rng, warm);
+        for (i, &m) in dying.iter().enumerate() {
+            hooked[m].hooks.after.store(rng.gen_range(0..200) + 200 * i as i64, Ordering::SeqCst);
+        }
+        for i in 0..800 {
+            match i % 50 {
+                17 => while a.gc_step().unwrap_or_else(|e| panic!("seed {seed}: gc: {e}")) {},
+                33 => a.flush().unwrap_or_else(|e| panic!("seed {seed}: flush: {e}")),
+                _ => {
+                    let (off, data) = random_write(&mut rng, cap);
+                    a.write(off, &data).unwrap_or_else(|e| panic!("seed {seed}: write {i}: {e}"));
+                    reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+                }
+            }
+        }
+        a.flush().unwrap();
+        assert_eq!(a.stopped(), None, "seed {seed}");
+        let dead: Vec<usize> = (0..5).filter(|&m| hooked[m].hooks.after.load(Ordering::SeqCst) < 0).collect();
+        let st = states(&a);
+        for m in 0..5 {
+            assert_eq!(st[m] == Failed, dead.contains(&m), "seed {seed}: member {m} {:?}, dead {dead:?}", st[m]);
+        }
+        let mut auto: Vec<usize> = a.auto_failed().iter().map(|f| f.0).collect();
+        auto.sort_unstable();
+        assert_eq!(auto, dead, "seed {seed}");
+        failed_total += dead.len();
+        check_all(&mut a, &reference);
+        drop(a);
+        let mut b = DvsArray::open(reopen_files(dir.path(), 5)).unwrap_or_else(|e| panic!("seed {seed}: reopen: {e}"));
+        assert_eq!(states(&b), st, "seed {seed}");
+        check_all(&mut b, &reference);
+    }
+    assert!(failed_total >= 24, "most drives died: {failed_total}");
+}
