@@ -38,8 +38,7 @@ impl Array {
         if !self.any_lost.load(Ordering::Acquire) {
             return Ok(());
         }
-        let end = offset.saturating_add(len);
-        match self.lost().into_iter().find(|r| r.offset < end && r.end() > offset) {
+        match mosaic_format::lost::touched(&self.lost(), offset, len) {
             None => Ok(()),
             Some(r) => Err(ArrayError::Io(format!(
                 "bytes {}..{} of array {} were lost: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped), or a member could not read them while another was out of their stripe; write them again to clear",

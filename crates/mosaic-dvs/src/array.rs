@@ -96,6 +96,7 @@ mod destager;
 mod failing;
 mod held;
 mod hot;
+mod lost;
 mod spare;
 use destager::Destager;
 use failing::failures_error;
@@ -500,6 +501,9 @@ pub struct RebuildStep {
     pub done: u64,
     pub total: u64,
     pub bytes_written: u64,
+    /// Bytes the step recorded lost (a source it could not read where
+    /// the code spared no column, array/lost.rs).
+    pub lost_bytes: u64,
 }
 
 /// A DVS array on zoned members.
@@ -514,6 +518,9 @@ pub struct DvsArray {
     /// Member UUIDs replaced, which every label write carries
     /// ([`meta::DvsPolicy::replaced`]).
     replaced: Vec<Uuid>,
+    /// Logical bytes lost, which every label write carries
+    /// ([`meta::DvsPolicy::lost`], array/lost.rs).
+    lost: Vec<mosaic_format::lost::LostRange>,
     members: Vec<Option<Arc<dyn ZonedMember>>>,
     /// For each member, which of the devices given to open serves it.
     sources: Vec<Option<usize>>,
@@ -554,6 +561,11 @@ pub struct DvsArray {
     spares: Vec<spare::SpareDev>,
     /// The hot replace in progress (its twin in the member's slot).
     hot: Option<hot::Hot>,
+    /// Stripes a rebuild could not fully decode, written again once it
+    /// is done ([`lost`]).
+    lossy_stripes: Vec<(u32, u32, Stripe, usize)>,
+    /// Bytes the rebuild running recorded lost (its report's).
+    rebuild_lost: u64,
     /// Each member slot's read errors ([`correct`]).
     read_errors: Vec<correct::ReadErrors>,
     /// Whether a chunk a member could not read is written again (a
@@ -746,7 +758,7 @@ impl DvsArray {
         }
         let member_uuids: Vec<Uuid> = (0..cfg.members).map(|_| Uuid::new_v4()).collect();
         let created = now_secs();
-        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: None };
+        let policy = meta::DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: None, lost: vec![] };
         let label = Label { session: Uuid::new_v4(), ..meta::label(&policy, Uuid::new_v4(), &member_uuids, 0, 0, created) };
         let tables = Tables::new(geo.clone());
         let (meta, ck) = MetaState::created(ml, tables.clone())?;
@@ -770,6 +782,7 @@ impl DvsArray {
             label,
             last_scrub: None,
             replaced: Vec::new(),
+            lost: Vec::new(),
             sources: (0..members.len()).map(Some).collect(),
             warnings: Vec::new(),
             members: members.into_iter().map(Some).collect(),
@@ -788,6 +801,8 @@ impl DvsArray {
             spares: Vec::new(),
             hot: None,
             read_errors: vec![Default::default(); cfg.members],
+            lossy_stripes: Vec::new(),
+            rebuild_lost: 0,
             rewrite_unreadable: true,
             geo,
         })
@@ -928,6 +943,7 @@ impl DvsArray {
             ml,
             last_scrub: meta::label_policy(&auth).ok().and_then(|p| p.last_scrub),
             replaced: meta::label_policy(&auth).map(|p| p.replaced).unwrap_or_default(),
+            lost: meta::label_policy(&auth).map(|p| p.lost).unwrap_or_default(),
             label: auth,
             sources,
             warnings,
@@ -947,6 +963,8 @@ impl DvsArray {
             spares,
             hot,
             read_errors: vec![Default::default(); cfg.members],
+            lossy_stripes: Vec::new(),
+            rebuild_lost: 0,
             rewrite_unreadable: true,
             geo,
         };
@@ -990,7 +1008,7 @@ impl DvsArray {
     /// What a member's label carries beside the identities, with members
     /// `failed` failed on record.
     fn policy(&self, failed: Vec<usize>) -> meta::DvsPolicy {
-        meta::DvsPolicy { config: self.geo.cfg.clone(), failed, spares: self.spare_uuids(), role: String::new(), last_scrub: self.last_scrub, replaced: self.replaced.clone(), hot: self.hot_record() }
+        meta::DvsPolicy { config: self.geo.cfg.clone(), failed, spares: self.spare_uuids(), role: String::new(), last_scrub: self.last_scrub, replaced: self.replaced.clone(), hot: self.hot_record(), lost: self.lost.clone() }
     }
 
     /// The members the metadata records failed.
@@ -1277,6 +1295,13 @@ impl DvsArray {
     /// Write `data` at logical byte `offset`; durable when this returns
     /// (journalled, or destaged when write-through).
     pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
+        self.write_inner(offset, data)?;
+        self.written_whole(offset, data.len() as u64)
+    }
+
+    /// [`DvsArray::write`] of bytes the array itself puts back (a chunk
+    /// written again elsewhere): lost bytes among them stay lost.
+    fn write_inner(&mut self, offset: u64, data: &[u8]) -> Result<(), DvsError> {
         self.retried(|a| a.write_once(offset, data))
     }
 
@@ -1321,7 +1346,13 @@ impl DvsArray {
     /// filled by its writer instead of copying into one.  The records,
     /// the cached bytes and so the device operations are the same.
     pub fn write_prepared(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
-        self.retried(|a| a.write_prepared_once(writes))
+        self.retried(|a| a.write_prepared_once(writes))?;
+        if !self.lost.is_empty() {
+            for w in writes {
+                self.written_whole(w.offset, w.data.len() as u64)?;
+            }
+        }
+        Ok(())
     }
 
     fn write_prepared_once(&mut self, writes: &[Prepared<'_>]) -> Result<(), DvsError> {
@@ -1516,6 +1547,7 @@ impl DvsArray {
     /// ([`correct`]).
     pub fn read(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), DvsError> {
         self.check_ok()?;
+        self.check_not_lost(offset, buf.len() as u64)?;
         self.take_destager_errors()?;
         let mut pieces = self.dvs.read(offset, buf.len() as u64, 0)?;
         let got = self.read_pieces(&mut pieces)?;
@@ -1852,6 +1884,7 @@ impl DvsArray {
         let Some((targets, start)) = self.rebuild_pending() else {
             return Err(DvsError::Other("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
         };
+        self.rebuild_lost = 0;
         let total = self.geo.ssgs as u64;
         let mut written = 0u64;
         for lsn in start..total {
@@ -1868,7 +1901,7 @@ impl DvsArray {
         }
         self.rebuild_done(&targets)?;
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false, lost_bytes: 0 })
+        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false, lost_bytes: self.rebuild_lost })
     }
 
     /// Rebuild at most `ssgs` SSGs from the recorded position and log the
@@ -1879,6 +1912,7 @@ impl DvsArray {
         self.check_ok()?;
         self.settle()?;
         let Some((targets, start)) = self.rebuild_pending() else { return Ok(None) };
+        self.rebuild_lost = 0;
         let total = self.geo.ssgs as u64;
         let end = start.saturating_add(ssgs.max(1)).min(total);
         let mut written = 0;
@@ -1890,23 +1924,32 @@ impl DvsArray {
         } else {
             self.rebuild_done(&targets)?;
         }
-        Ok(Some(RebuildStep { members: targets, from: start, done: end, total, bytes_written: written }))
+        Ok(Some(RebuildStep { members: targets, from: start, done: end, total, bytes_written: written, lost_bytes: self.rebuild_lost }))
     }
 
     /// Rebuild SSG `lsn` onto every member of `targets` that lacks it:
     /// the bytes written and whether any were.
+    /// Bytes a source could not give back are recorded lost before the
+    /// members are logged to hold the SSG ([`lost`]).
     fn rebuild_lsn(&mut self, targets: &[usize], lsn: u64) -> Result<(u64, bool), DvsError> {
         let mut written = 0;
         let mut wrote = false;
         for &m in targets {
             if !holds(&self.state(m), lsn as u32) && self.dvs.tables.get(lsn as u32).is_some() {
                 let mut noted = Vec::new();
-                let r = self.rebuild_ssg(m, lsn as u32, &mut noted);
+                let mut lossy = lost::Lossy::default();
+                let r = self.rebuild_ssg(m, lsn as u32, &mut noted, &mut lossy);
                 for s in noted {
                     self.read_errors[s].seen += 1;
                 }
                 written += self.poison(r)?;
                 wrote = true;
+                if !lossy.lost.is_empty() {
+                    let before: u64 = self.lost.iter().map(|r| r.len).sum();
+                    self.add_lost(&lossy.lost)?;
+                    self.rebuild_lost += self.lost.iter().map(|r| r.len).sum::<u64>().saturating_sub(before);
+                }
+                self.lossy_stripes.extend(lossy.stripes);
             }
         }
         Ok((written, wrote))
@@ -1933,13 +1976,15 @@ impl DvsArray {
         let r = self.checkpoint();
         self.poison(r)?;
         let r = self.label_rounds();
-        self.poison(r)
+        self.poison(r)?;
+        self.restripe_lossy();
+        Ok(())
     }
 
     /// Rebuild SSG `lsn` onto member `m` (after resetting the zone a
     /// stopped rebuild may have half written), in writes of about 1 MiB,
     /// then flush; returns the bytes written.
-    fn rebuild_ssg(&self, m: usize, lsn: u32, noted: &mut Vec<usize>) -> Result<u64, DvsError> {
+    fn rebuild_ssg(&self, m: usize, lsn: u32, noted: &mut Vec<usize>, lossy: &mut lost::Lossy) -> Result<u64, DvsError> {
         let Some(s) = self.dvs.tables.get(lsn) else { return Ok(0) };
         let dev = self.members[m].clone().ok_or_else(|| DvsError::Other(format!("member {m} is missing")))?;
         let zone = self.geo.zone_of(s.phys);
@@ -1960,7 +2005,7 @@ impl DvsArray {
                 _ => None,
             });
             if cols.len() as u32 == per || idx + 1 == s.wp[m] {
-                self.rebuild_run(std::mem::take(&mut prog), (lsn, s.phys, m, first), &cols, noted)?;
+                self.rebuild_run(std::mem::take(&mut prog), (lsn, s.phys, m, first), &cols, noted, lossy)?;
                 first = idx + 1;
                 cols.clear();
             }
@@ -2074,7 +2119,7 @@ impl DvsArray {
             }
             // Newer blocks in the cache stay (a check destages nothing first).
             self.overlay_cached(key, 0, &mut bytes);
-            self.write(self.geo.chunk_start(key), &bytes)?;
+            self.write_inner(self.geo.chunk_start(key), &bytes)?;
             cur.rep.rewritten_chunks += 1;
         }
         if self.rewrite_unreadable {

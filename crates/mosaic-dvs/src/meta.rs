@@ -62,6 +62,7 @@ use std::collections::{BTreeMap, VecDeque};
 use mosaic_format::journal::{self, Entry};
 use mosaic_map::ledger::{self, Ledger, LedgerLayout};
 use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
+use mosaic_format::lost::LostRange;
 use mosaic_format::scrub::ScrubRecord;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -134,6 +135,12 @@ pub struct DvsPolicy {
     /// The hot replace paused in this array (none in a spare's label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<HotRecord>,
+    /// Logical bytes no member can give back (a source a rebuild could
+    /// not read where the code spared no column): reads of them fail
+    /// until they are written again ([`mosaic_format::lost`]; none in a
+    /// spare's label).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<LostRange>,
 }
 
 impl DvsPolicy {
@@ -167,7 +174,7 @@ pub fn label(policy: &DvsPolicy, array_uuid: Uuid, member_uuids: &[Uuid], index:
 /// label) names: the array's identity, role spare, no member index of
 /// its own (the index field is 0 and means nothing).
 pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None, replaced: vec![], hot: None };
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_SPARE.into(), last_scrub: None, replaced: vec![], hot: None, lost: vec![] };
     Label { member_uuid: uuid, member_index: 0, ..label(&policy, member.array_uuid, &member.member_uuids, 0, events, member.created) }
 }
 
@@ -175,7 +182,7 @@ pub fn spare_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, events: u64) -> 
 /// `index` of the array `member` (any member's label) names: role
 /// replacement, so it is never taken for a member or a spare.
 pub fn replacement_label(member: &Label, cfg: &DvsConfig, uuid: Uuid, index: usize, events: u64) -> Label {
-    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_REPLACEMENT.into(), last_scrub: None, replaced: vec![], hot: None };
+    let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: ROLE_REPLACEMENT.into(), last_scrub: None, replaced: vec![], hot: None, lost: vec![] };
     Label { member_uuid: uuid, ..label(&policy, member.array_uuid, &member.member_uuids, index, events, member.created) }
 }
 
@@ -193,6 +200,10 @@ pub fn label_policy(l: &Label) -> Result<DvsPolicy, DvsError> {
     }
     if p.replaced.len() > MAX_REPLACED {
         return Err(DvsError::Corrupt(format!("label lists {} replaced members, at most {MAX_REPLACED}", p.replaced.len())));
+    }
+    if !p.lost.is_empty() {
+        let capacity = Geo::new(p.config.clone())?.capacity();
+        mosaic_format::lost::check(&p.lost, capacity).map_err(|e| DvsError::Corrupt(format!("label: {e}")))?;
     }
     if let Some(h) = p.hot.filter(|h| h.member >= l.members || h.copied > p.config.zones) {
         return Err(DvsError::Corrupt(format!("label records a paused hot replace of member {} at zone {}; the array has {} members of {} zones", h.member, h.copied, l.members, p.config.zones)));
@@ -218,6 +229,7 @@ pub fn label_write_len(cfg: &DvsConfig) -> Result<u64, DvsError> {
         last_scrub: Some(ScrubRecord::WIDEST),
         replaced: vec![Uuid::nil(); MAX_REPLACED],
         hot: Some(HotRecord { member: ids.len() - 1, old: Uuid::nil(), new: Uuid::nil(), copied: u64::MAX }),
+        lost: vec![LostRange { offset: u64::MAX, len: u64::MAX }; mosaic_format::lost::MAX_LOST],
     };
     let widest = label(&policy, Uuid::nil(), &ids, ids.len() - 1, u64::MAX, u64::MAX);
     Ok(widest.encode().map_err(|e| DvsError::Geometry(e.to_string()))?.len() as u64)
@@ -1244,7 +1256,7 @@ mod tests {
         let g = geo();
         let ids: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
         let spares: Vec<Uuid> = (0..MAX_SPARES).map(|_| Uuid::new_v4()).collect();
-        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![Uuid::from_u128(5)], hot: None };
+        let policy = DvsPolicy { config: g.cfg.clone(), failed: vec![1], spares: spares.clone(), role: String::new(), last_scrub: Some(ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![Uuid::from_u128(5)], hot: None, lost: vec![] };
         let l = label(&policy, Uuid::new_v4(), &ids, 2, 7, 1_700_000_000);
         let len = label_write_len(&g.cfg).unwrap();
         let b = label_bytes(&l, len).unwrap();
@@ -1269,6 +1281,17 @@ mod tests {
         assert_eq!(label_bytes(&label(&full, l.array_uuid, &ids, 3, u64::MAX, u64::MAX), len).unwrap().len() as u64, len);
         let over = DvsPolicy { replaced: (0..=MAX_REPLACED).map(|_| Uuid::new_v4()).collect(), ..policy.clone() };
         assert!(label_policy(&label(&over, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string().contains("replaced members"));
+        // The most lost ranges fit too, kept as they were; ranges out of
+        // order or past the capacity are damage.
+        let cap = g.capacity();
+        let most: Vec<LostRange> = (0..mosaic_format::lost::MAX_LOST as u64).map(|i| LostRange { offset: cap - 2 * (i + 1) * 512, len: 512 }).rev().collect();
+        let lossy = DvsPolicy { lost: most.clone(), ..full.clone() };
+        let b = label_bytes(&label(&lossy, l.array_uuid, &ids, 3, u64::MAX, u64::MAX), len).unwrap();
+        assert_eq!(label_policy(&Label::decode(&b).unwrap()).unwrap().lost, most);
+        for bad in [vec![LostRange { offset: cap - 512, len: 1024 }], vec![LostRange { offset: 4096, len: 512 }, LostRange { offset: 0, len: 512 }], vec![LostRange { offset: 0, len: 0 }]] {
+            let e = label_policy(&label(&DvsPolicy { lost: bad, ..policy.clone() }, l.array_uuid, &ids, 0, 1, 1)).unwrap_err().to_string();
+            assert!(e.contains("lost range"), "{e}");
+        }
         let mut other = back.clone();
         other.kind = "fixed".into();
         assert!(label_config(&other).unwrap_err().to_string().contains("not a DVS array"));

@@ -97,7 +97,7 @@ fn decode_label(b: &[u8]) {
 
 fn a_label(cfg: DvsConfig) -> Label {
     let ids: Vec<Uuid> = (0..cfg.members.max(1)).map(|i| Uuid::from_u128(i as u128 + 1)).collect();
-    meta::label(&meta::DvsPolicy { config: cfg.clone(), failed: vec![0], spares: vec![Uuid::from_u128(7)], role: String::new(), last_scrub: Some(mosaic_format::scrub::ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![], hot: Some(meta::HotRecord { member: 0, old: Uuid::from_u128(1), new: Uuid::from_u128(8), copied: 2 }) }, Uuid::from_u128(99), &ids, 0, 3, 5)
+    meta::label(&meta::DvsPolicy { config: cfg.clone(), failed: vec![0], spares: vec![Uuid::from_u128(7)], role: String::new(), last_scrub: Some(mosaic_format::scrub::ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![], hot: Some(meta::HotRecord { member: 0, old: Uuid::from_u128(1), new: Uuid::from_u128(8), copied: 2 }), lost: vec![mosaic_format::lost::LostRange { offset: 4096, len: 4096 }] }, Uuid::from_u128(99), &ids, 0, 3, 5)
 }
 
 #[test]

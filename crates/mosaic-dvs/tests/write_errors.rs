@@ -302,8 +302,8 @@ fn members_dying_at_random_operations_lose_nothing_acknowledged() {
         assert_eq!(a.stopped(), None, "seed {seed}");
         let dead: Vec<usize> = (0..5).filter(|&m| hooked[m].hooks.after.load(Ordering::SeqCst) < 0).collect();
         let st = states(&a);
-        for m in 0..5 {
-            assert_eq!(st[m] == Failed, dead.contains(&m), "seed {seed}: member {m} {:?}, dead {dead:?}", st[m]);
+        for (m, s) in st.iter().enumerate() {
+            assert_eq!(*s == Failed, dead.contains(&m), "seed {seed}: member {m} {s:?}, dead {dead:?}");
         }
         let mut auto: Vec<usize> = a.auto_failed().iter().map(|f| f.0).collect();
         auto.sort_unstable();

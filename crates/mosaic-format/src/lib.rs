@@ -20,6 +20,7 @@ pub mod frame;
 pub mod fresh;
 pub mod journal;
 pub mod label;
+pub mod lost;
 pub mod scrub;
 
 pub use frame::{Frame, FrameError};

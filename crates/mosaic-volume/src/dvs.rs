@@ -359,6 +359,8 @@ impl Volume for DvsVolume {
         detail["spares"] = serde_json::json!(spares);
         // Why it refuses every request, once an operation failed.
         detail["stopped"] = serde_json::json!(a.stopped());
+        // Logical bytes no member can give back, as fixed arrays list them.
+        detail["lost"] = serde_json::json!(a.lost());
         let mut summary = vec![
             ("array".to_string(), format!("{} (a dvs array on {} zoned members, event counter {})", i.uuid, c.members, i.events)),
             ("level".into(), format!("dvs ({} data + {} parity chunks per full stripe)", c.members - c.parity, c.parity)),
@@ -384,6 +386,7 @@ impl Volume for DvsVolume {
             let at = if h.paused { "paused at" } else { "at" };
             summary.push(("hot replace".into(), format!("member {} onto {onto} ({at} zone {} of {})", h.member, h.done, h.total)));
         }
+        summary.extend(crate::lost_line(a.lost(), "a member could not read them while no other could rebuild them"));
         summary.extend([
             ("state".into(), if degraded { format!("degraded: member(s) {:?} failed, missing, stale or rebuilding", i.failed) } else { "ok".into() }),
         ]);
@@ -647,7 +650,7 @@ impl Volume for DvsVolume {
     fn rebuild(&self, progress: &dyn Fn(u64, u64), opts: RebuildOptions) -> Result<RebuildReport> {
         self.check_writable("rebuild")?;
         let t0 = std::time::Instant::now();
-        let mut written = 0;
+        let (mut written, mut lost) = (0, 0);
         let mut first: Option<mosaic_dvs::array::RebuildStep> = None;
         let mut paused = false;
         loop {
@@ -655,6 +658,7 @@ impl Volume for DvsVolume {
             let Some(s) = step else { break };
             let start = first.get_or_insert_with(|| s.clone()).from;
             written += s.bytes_written;
+            lost += s.lost_bytes;
             progress(s.done - start, s.total - start);
             if s.done == s.total {
                 break;
@@ -678,7 +682,7 @@ impl Volume for DvsVolume {
             }));
         };
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused, lost_bytes: 0 })
+        Ok(RebuildReport { members: f.members, regions: f.total - f.from, resumed_from: f.from, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused, lost_bytes: lost })
     }
 
     /// SSG by SSG, the array's lock released between steps (as the

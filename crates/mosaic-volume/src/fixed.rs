@@ -6,11 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mosaic_array::maint::RebuildOptions;
-use mosaic_array::{Array, CacheVolume, LostRange, RebuildReport, ScrubReport, DATA_OFFSET};
+use mosaic_array::{Array, CacheVolume, RebuildReport, ScrubReport, DATA_OFFSET};
 use mosaic_core::{CacheConfig, DeviceIo, HotReport, MemberState};
 use mosaic_dev::Member;
 
 use crate::{human, IoCounters, Result, Volume, VolumeError, VolumeInfo, VolumeMember};
+
+/// Why a fixed array's bytes are lost, for `mosaic info`.
+const FIXED_LOST: &str = "a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped), or a member could not read them while another was out of their stripe";
 
 /// The common info of a fixed array, with its `ArrayInfo` as the detail.
 fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
@@ -33,7 +36,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     if let Some(g) = &i.grow {
         summary.push(("grow".into(), format!("from {} members: {} of {} stripes restriped (resume: mosaic grow -a ARRAY)", g.from_members, g.done_stripes, g.total_stripes)));
     }
-    summary.extend(lost_line(&i.lost));
+    summary.extend(crate::lost_line(&i.lost, FIXED_LOST));
     if let Some(r) = &i.last_scrub {
         summary.push(("last scrub".into(), r.line(mosaic_array::now_secs())));
     }
@@ -69,17 +72,6 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     }
 }
 
-/// The `lost` line of `mosaic info`: how much, and the first ranges.
-fn lost_line(lost: &[LostRange]) -> Option<(String, String)> {
-    const LISTED: usize = 8;
-    if lost.is_empty() {
-        return None;
-    }
-    let bytes: u64 = lost.iter().map(|r| r.len).sum();
-    let ranges: Vec<String> = lost.iter().take(LISTED).map(|r| format!("{}..{}", r.offset, r.end())).collect();
-    let more = if lost.len() > LISTED { format!(", ... {} ranges in all", lost.len()) } else { String::new() };
-    Some(("lost".into(), format!("{} in bytes {}{more}: a member failed while a cache held their code (in a crash, or as a write-through cache volume stopped), or a member could not read them while another was out of their stripe; reads fail until they are written again", human(bytes), ranges.join(", "))))
-}
 
 fn counters(arr: &Array) -> IoCounters {
     let (ops, per) = arr.counters();
@@ -479,6 +471,7 @@ impl Volume for CachedVolume {
 
 #[cfg(test)]
 mod tests {
+    use mosaic_array::LostRange;
     use super::*;
 
     /// A write-back cache volume's unplanned member failure, then a hot
@@ -665,14 +658,14 @@ mod tests {
     /// total and the ranges, the first eight listed and the count after.
     #[test]
     fn info_names_lost_ranges() {
-        assert_eq!(lost_line(&[]), None);
+        assert_eq!(crate::lost_line(&[], FIXED_LOST), None);
         let two = [LostRange { offset: 4096, len: 4096 }, LostRange { offset: 65536, len: 8192 }];
-        let (key, line) = lost_line(&two).unwrap();
+        let (key, line) = crate::lost_line(&two, FIXED_LOST).unwrap();
         assert_eq!(key, "lost");
         assert!(line.starts_with(&format!("{} in bytes 4096..8192, 65536..73728: a member failed while a cache held their code", human(12288))), "{line}");
         assert!(line.ends_with("reads fail until they are written again"), "{line}");
         let many: Vec<LostRange> = (0..10).map(|i| LostRange { offset: i * 8192, len: 4096 }).collect();
-        let (_, line) = lost_line(&many).unwrap();
+        let (_, line) = crate::lost_line(&many, FIXED_LOST).unwrap();
         assert!(line.contains("57344..61440, ... 10 ranges in all:"), "{line}");
         assert!(!line.contains("65536..69632"), "{line}");
     }

@@ -462,3 +462,16 @@ pub use mosaic_size::human;
 
 #[cfg(test)]
 mod tests;
+
+/// The `lost` line of `mosaic info`: how much, and the first ranges,
+/// with `why` such bytes are lost.
+pub(crate) fn lost_line(lost: &[mosaic_format::lost::LostRange], why: &str) -> Option<(String, String)> {
+    const LISTED: usize = 8;
+    if lost.is_empty() {
+        return None;
+    }
+    let bytes: u64 = lost.iter().map(|r| r.len).sum();
+    let ranges: Vec<String> = lost.iter().take(LISTED).map(|r| format!("{}..{}", r.offset, r.end())).collect();
+    let more = if lost.len() > LISTED { format!(", ... {} ranges in all", lost.len()) } else { String::new() };
+    Some(("lost".into(), format!("{} in bytes {}{more}: {why}; reads fail until they are written again", human(bytes), ranges.join(", "))))
+}

@@ -191,7 +191,7 @@ impl DvsArray {
     /// member `m` (which cannot read its column), `first` first: a write
     /// after it may garbage-collect the SSG, whose fills read every valid
     /// chunk but the one written.  Nothing once the SSG has moved.
-    fn rewrite_stripe(&mut self, (lsn, phys): (u32, u32), st: &Stripe, m: usize, first: Option<ChunkKey>) -> Result<(), DvsError> {
+    pub(super) fn rewrite_stripe(&mut self, (lsn, phys): (u32, u32), st: &Stripe, m: usize, first: Option<ChunkKey>) -> Result<(), DvsError> {
         let t = &self.dvs.tables;
         let at = |d: usize| (st.members[d] as usize, st.idx[d]);
         let mut chunks: Vec<(ChunkKey, (usize, u32))> = (0..st.width()).filter(|&d| t.lookup(lsn, st.lcns[d]) == Some(at(d))).map(|d| ((lsn, st.lcns[d]), at(d))).collect();
@@ -209,7 +209,7 @@ impl DvsArray {
             let got = self.read_pieces(&mut pieces)?;
             let mut chunk = got.bytes.get(got.at[0]..got.at[0] + c as usize).ok_or_else(|| DvsError::Other("a chunk read came back short".into()))?.to_vec();
             self.overlay_cached(k, 0, &mut chunk);
-            self.write(self.geo.chunk_start(k), &chunk)?;
+            self.write_inner(self.geo.chunk_start(k), &chunk)?;
         }
         Ok(())
     }
@@ -248,14 +248,17 @@ impl DvsArray {
     /// decoded from the others, while the code spares one (k >= 2 with
     /// one member rebuilt); its member is noted in `noted` (a scrub writes
     /// the bad chunk again when it meets it).
-    pub(super) fn rebuild_run(&self, head: Program, (lsn, phys, m, first): (u32, u32, usize, u32), cols: &[Option<(&Stripe, usize)>], noted: &mut Vec<usize>) -> Result<(), DvsError> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rebuild_run(&self, head: Program, (lsn, phys, m, first): (u32, u32, usize, u32), cols: &[Option<(&Stripe, usize)>], noted: &mut Vec<usize>, lossy: &mut super::lost::Lossy) -> Result<(), DvsError> {
         let mut healthy = self.dvs.healthy.clone();
         loop {
             let mut p = head.clone();
             let lower = Lower { geo: &self.geo, code: &self.code, healthy: &healthy };
             match lower.rebuild(lsn, phys, m, first, cols) {
                 Ok(r) => p.append(r),
-                Err(e) if !noted.is_empty() => return Err(DvsError::Other(format!("the rebuild's sources cannot be read ({} read(s) failed) and the others cannot rebuild them: {e}", noted.len()))),
+                // The code spares no column for what a source cannot read:
+                // slot by slot, those bytes set aside (array/lost.rs).
+                Err(_) if !noted.is_empty() => return self.rebuild_lossy(head, (lsn, phys, m, first), cols, &self.dvs.healthy, lossy),
                 Err(e) => return Err(e),
             }
             self.destager.wait()?;

@@ -561,7 +561,7 @@ mod tests {
         let cfg = DvsConfig::new(5, 1, 4096, 8 * 4096, 16, 6);
         let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
         let rec = HotRecord { member: 2, old: Uuid::new_v4(), new: Uuid::new_v4(), copied: 8 };
-        let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: Some(rec) };
+        let policy = DvsPolicy { config: cfg.clone(), failed: vec![], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: Some(rec), lost: vec![] };
         let auth = label(&policy, Uuid::new_v4(), &ids, 0, 3, 0);
         let dir = tempfile::tempdir().unwrap();
         let file = |name: &str| Arc::new(ZonedFile::create(&dir.path().join(name), cfg.zone_size, cfg.zones, cfg.conventional).unwrap()) as Arc<dyn ZonedMember>;

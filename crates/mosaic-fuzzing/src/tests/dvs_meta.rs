@@ -29,7 +29,7 @@ fn busy_tables() -> Tables {
 /// conventional zones hold its metadata (the body's geometry is too small
 /// for that: its `MetaLayout` is never made).
 fn label(events: u64) -> Label {
-    let policy = DvsPolicy { config: DvsConfig::new(4, 1, 4096, 64 << 10, 16, 3), failed: vec![3], spares: vec![Uuid::from_u128(9)], role: String::new(), last_scrub: Some(mosaic_format::scrub::ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![], hot: Some(mosaic_dvs::meta::HotRecord { member: 1, old: Uuid::from_u128(2), new: Uuid::from_u128(10), copied: 5 }) };
+    let policy = DvsPolicy { config: DvsConfig::new(4, 1, 4096, 64 << 10, 16, 3), failed: vec![3], spares: vec![Uuid::from_u128(9)], role: String::new(), last_scrub: Some(mosaic_format::scrub::ScrubRecord { end: 1_800_000_000, millis: 1234, stripes: 16, mismatched: 1, unverified: 2, repaired: true, interrupted: false }), replaced: vec![], hot: Some(mosaic_dvs::meta::HotRecord { member: 1, old: Uuid::from_u128(2), new: Uuid::from_u128(10), copied: 5 }), lost: vec![mosaic_format::lost::LostRange { offset: 8192, len: 4096 }] };
     let ids: Vec<Uuid> = (1..=4).map(Uuid::from_u128).collect();
     meta::label(&policy, Uuid::from_u128(8), &ids, 1, events, 1_700_000_000)
 }

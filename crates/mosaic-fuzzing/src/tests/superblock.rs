@@ -56,7 +56,7 @@ fn resync_cut_off() -> Superblock {
 /// a superblock) and a frame of another kind.
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let dvs = mosaic_dvs::meta::label(
-        &mosaic_dvs::meta::DvsPolicy { config: mosaic_dvs::DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1), failed: vec![1], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: None },
+        &mosaic_dvs::meta::DvsPolicy { config: mosaic_dvs::DvsConfig::new(4, 1, 4096, 8 * 4096, 8, 1), failed: vec![1], spares: vec![], role: String::new(), last_scrub: None, replaced: vec![], hot: None, lost: vec![] },
         Uuid::from_u128(1),
         &[Uuid::from_u128(2), Uuid::from_u128(3), Uuid::from_u128(4), Uuid::from_u128(5)],
         2,
