@@ -245,26 +245,32 @@ fn writers_stalling_after_a_32_mib_header_do_not_raise_memory() {
     assert_clean_stop(code, &log);
 }
 
-#[test]
-fn a_member_failing_while_serving_is_logged_with_a_timestamp_and_counted() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("arr");
-    let arr = raid5(&dir);
-    let srv = Serve::start(&arr, &[]);
+/// Serve `arr`, write and flush 2 MiB, then cut `member` short past its
+/// first 4 KiB (its reads fail): the reads are still right, the failure
+/// is logged once as it happens.  The server's exit code and log.
+fn cut_a_member_while_serving(arr: &str, member: &Path) -> (i32, Vec<String>) {
+    let srv = Serve::start(arr, &[]);
     let mut c = Nbd::open(srv.port);
     let data = pattern(4, 2 << 20);
     assert_eq!(c.write(0, &data), 0);
     assert_eq!(c.cmd(Command::Flush, 0, 0, &[]), 0);
-    // Member 1 loses everything past its first 4 KiB: its reads fail.
-    let member: PathBuf = dir.join("member-01.img");
-    std::fs::OpenOptions::new().write(true).open(&member).unwrap().set_len(4096).unwrap();
+    std::fs::OpenOptions::new().write(true).open(member).unwrap().set_len(4096).unwrap();
     assert_eq!(c.read(0, 2 << 20), data, "degraded reads are still correct");
     assert_eq!(c.read(0, 2 << 20), data, "and again, with the member failed");
     std::thread::sleep(Duration::from_millis(500));
     let failed: Vec<String> = srv.lines().into_iter().filter(|l| l.contains("failed while serving:")).collect();
     assert_eq!(failed.len(), 1, "logged as it happened, once: {:#?}", srv.lines());
     drop(c);
-    let (code, log) = srv.stop();
+    srv.stop()
+}
+
+#[test]
+fn a_member_failing_while_serving_is_logged_with_a_timestamp_and_counted() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("arr");
+    let arr = raid5(&dir);
+    let member: PathBuf = dir.join("member-01.img");
+    let (code, log) = cut_a_member_while_serving(&arr, &member);
     // 2026-01-02T03:04:05.678Z  WARN mosaic serve: member 1 (PATH) failed while serving: ERROR; serving degraded kind=member-failed array=UUID member=1
     let l = log.iter().find(|l| l.contains("failed while serving:")).unwrap();
     let ts = &l[..24];
@@ -293,20 +299,8 @@ fn a_dvs_member_failing_while_serving_is_logged_and_counted() {
     let dir = t.path().join("dvs");
     let a = dir.to_str().unwrap();
     ok(&["create", "-a", a, "--level", "dvs", "--members", "3", "--member-size", "8M", "--zoned", "--stripe-unit", "64K", "--zone-size", "1M"]);
-    let srv = Serve::start(a, &[]);
-    let mut c = Nbd::open(srv.port);
-    let data = pattern(6, 2 << 20);
-    assert_eq!(c.write(0, &data), 0);
-    assert_eq!(c.cmd(Command::Flush, 0, 0, &[]), 0);
     let member: PathBuf = dir.join("dvs-1.zoned");
-    std::fs::OpenOptions::new().write(true).open(&member).unwrap().set_len(4096).unwrap();
-    assert_eq!(c.read(0, 2 << 20), data, "degraded reads are still correct");
-    assert_eq!(c.read(0, 2 << 20), data, "and again, with the member failed");
-    std::thread::sleep(Duration::from_millis(500));
-    let failed: Vec<String> = srv.lines().into_iter().filter(|l| l.contains("failed while serving:")).collect();
-    assert_eq!(failed.len(), 1, "logged as it happened, once: {:#?}", srv.lines());
-    drop(c);
-    let (code, log) = srv.stop();
+    let (code, log) = cut_a_member_while_serving(a, &member);
     let rest = line(&log, "mosaic serve: member 1 (");
     assert!(rest.starts_with(&format!("mosaic serve: member 1 ({}) failed while serving: ", member.display())), "{rest}");
     assert!(line(&log, "mosaic serve: stopping: ").contains(", 1 member(s) failed while serving; flushing"), "{log:#?}");
