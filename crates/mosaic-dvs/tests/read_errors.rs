@@ -463,6 +463,68 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
     assert_eq!(b.scrub().unwrap(), 0);
 }
 
+/// k = 2.  Rebuilding one member while two others each cannot read a
+/// different block of one stripe: every block has two unknowns, within
+/// the code, so the run rebuilt slot by slot decodes them all and nothing
+/// is lost.  Rebuilding two while a third cannot read a block of a stripe
+/// over all three: that block has three unknowns and is lost, each valid
+/// data chunk's of those columns, exactly; the rest reads right.
+#[test]
+fn a_k2_rebuild_loses_only_blocks_with_more_unknowns_than_the_code() {
+    for two in [false, true] {
+        let mut r = rig(cfg(2), io::ErrorKind::Other, 103);
+        let blk = r.a.geo().block;
+        let geo = r.a.geo().clone();
+        let t = r.a.tables();
+        let (lsn, lcn, off, st) = chunks_on(&r.a, 2)
+            .into_iter()
+            .map(|(lsn, lcn, off)| (lsn, lcn, off, t.stripe_at(lsn, 2, t.lookup(lsn, lcn).unwrap().1).unwrap().clone()))
+            .find(|x| [0, 1, 3].iter().all(|&m| x.3.col_of(m).is_some()))
+            .expect("a stripe over members 0 to 3");
+        let valid_on = |m: usize| st.col_of(m).filter(|&c| c < st.width() && t.lookup(lsn, st.lcns[c]) == Some((m, st.idx[c]))).map(|c| st.lcns[c]);
+        let want = if two {
+            let lost = [Some(lcn), valid_on(0), valid_on(1)].into_iter().flatten().map(|l| mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk });
+            mosaic_format::lost::with(&[], &lost.collect::<Vec<_>>())
+        } else {
+            Vec::new()
+        };
+        let off3 = geo.slot_offset(t.get(lsn).unwrap().phys, st.idx[st.col_of(3).unwrap()]);
+        spoil(&r.bad[2], off + blk, blk);
+        if !two {
+            spoil(&r.bad[3], off3 + 2 * blk, blk);
+        }
+        let out: &[usize] = if two { &[0, 1] } else { &[0] };
+        let c = geo.cfg.clone();
+        for &m in out {
+            r.a.fail(m).unwrap();
+        }
+        for &m in out {
+            let new = mosaic_dev::zoned::ZonedFile::create(&r._dir.path().join(format!("new{m}")), c.zone_size, c.zones, c.conventional).unwrap();
+            r.a.replace(m, Arc::new(new)).unwrap();
+        }
+        let rep = r.a.rebuild(&|_, _| {}, None).unwrap();
+        assert_eq!(r.a.lost(), &want[..], "two={two}");
+        assert_eq!(rep.lost_bytes, want.iter().map(|l| l.len).sum::<u64>());
+        assert!(r.a.info().member_list.iter().all(|m| m.state == MemberState::Active));
+        let mut at = 0u64;
+        for l in want.iter().copied().chain([mosaic_format::lost::LostRange { offset: r.reference.len() as u64, len: 0 }]) {
+            let mut got = vec![0u8; (l.offset - at) as usize];
+            r.a.read(at, &mut got).unwrap();
+            assert!(got[..] == r.reference[at as usize..l.offset as usize], "two={two}: bytes {at}..{} read wrong", l.offset);
+            at = l.end();
+        }
+        if !two {
+            // What was rebuilt is right: with the spoiled members lost
+            // too, the new member and the others read everything.
+            r.bad[2].hooks.bad.lock().unwrap().clear();
+            r.bad[3].hooks.bad.lock().unwrap().clear();
+            r.a.fail(3).unwrap();
+            r.a.fail(4).unwrap();
+            check_all(&mut r.a, &r.reference);
+        }
+    }
+}
+
 /// One read over the whole array meets two unreadable chunks of the same
 /// member (two of its reads fail in one program): both are decoded, both
 /// stripes written again, the member kept with two corrected reads.

@@ -104,18 +104,27 @@ impl DvsArray {
                 }
                 columns.push(bytes);
             }
-            out[i * c..(i + 1) * c].copy_from_slice(&self.decode_column(st, &columns, &erased, cm)?);
+            let slot = &mut out[i * c..(i + 1) * c];
+            slot.copy_from_slice(&self.decode_column(st, &columns, &erased, cm)?);
             let Some(&(j, _)) = bad.first() else { continue };
-            let valid = |d: usize| d < st.width() && self.dvs.tables.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]));
-            let blocks: BTreeSet<u64> = bad.iter().flat_map(|b| b.1.iter().copied()).collect();
-            let mut at = |d: usize, b: u64| lossy.lost.push(LostRange { offset: self.geo.chunk_start((lsn, st.lcns[d])) + b * self.geo.block, len: self.geo.block });
-            for &b in blocks.iter().filter(|_| valid(cm)) {
-                at(cm, b);
-            }
-            for (d, bl) in bad.iter().filter(|(d, _)| valid(*d)) {
-                bl.iter().for_each(|&b| at(*d, b));
-            }
             lossy.stripes.push((lsn, phys, st.clone(), st.members[j] as usize));
+            let valid = |d: usize| d < st.width() && self.dvs.tables.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]));
+            let blk = self.geo.block;
+            let blocks: BTreeSet<u64> = bad.iter().flat_map(|b| b.1.iter().copied()).collect();
+            for b in blocks {
+                // The block's unknowns: the columns erased, and those that
+                // cannot read it.  Within the code: decoded without them.
+                let unreadable: Vec<usize> = bad.iter().filter(|x| x.1.contains(&b)).map(|x| x.0).collect();
+                let unknown: Vec<usize> = erased.iter().chain(&unreadable).copied().collect();
+                let r = (b * blk) as usize..((b + 1) * blk) as usize;
+                if unknown.len() <= self.geo.k {
+                    slot[r.clone()].copy_from_slice(&self.decode_column(st, &columns, &unknown, cm)?[r]);
+                    continue;
+                }
+                for d in std::iter::once(cm).chain(unreadable).filter(|&d| valid(d)) {
+                    lossy.lost.push(LostRange { offset: self.geo.chunk_start((lsn, st.lcns[d])) + b * blk, len: blk });
+                }
+            }
         }
         let mut p = head;
         let len = out.len() as u64;
