@@ -537,9 +537,10 @@ pub struct DvsArray {
     /// Log, checkpoint and journal positions and the durable tables.
     meta: MetaState,
     poisoned: Option<String>,
-    /// Whether the errors that stopped it were members' writes alone
-    /// ([`failing`]: those members are failed and the array goes on).
-    write_failed: failing::WriteFailed,
+    /// Whether what stopped it can be mended ([`failing`]: members whose
+    /// writes failed are failed, bytes nothing can read set aside, and
+    /// the array goes on).
+    stop: failing::Stop,
     /// Members failed automatically since open, and why.
     auto_failed: Vec<(usize, String)>,
     /// The kind of job running (still set after it failed part-way).
@@ -793,7 +794,7 @@ impl DvsArray {
             jbuf: Vec::new(),
             code,
             poisoned: None,
-            write_failed: Default::default(),
+            stop: Default::default(),
             auto_failed: Vec::new(),
             current: None,
             exec,
@@ -955,7 +956,7 @@ impl DvsArray {
             jbuf: Vec::new(),
             code,
             poisoned: None,
-            write_failed: Default::default(),
+            stop: Default::default(),
             auto_failed: Vec::new(),
             current: None,
             exec,
@@ -1233,8 +1234,8 @@ impl DvsArray {
 
     /// Why the array stopped serving, if it has: an operation failed,
     /// inline or in the background (the program in flight not waited for).
-    /// One stopped by members' write errors alone fails them and goes on
-    /// at its next request ([`failing`]).
+    /// One stopped for what it can mend mends it and goes on at its next
+    /// request ([`failing`]).
     pub fn stopped(&self) -> Option<String> {
         self.poisoned.clone().or_else(|| self.destager.failed())
     }
@@ -1247,10 +1248,11 @@ impl DvsArray {
         }
     }
 
-    /// At the start of a request: an array stopped by members' write
-    /// errors alone fails them and goes on ([`failing`]).
+    /// At the start of a request: an array stopped for what it can mend
+    /// (members' write errors, fills nothing can read) mends it and goes
+    /// on ([`failing`]).
     fn check_ok(&mut self) -> Result<(), DvsError> {
-        if self.stopped().is_none() || self.fail_writers()? {
+        if self.stopped().is_none() || self.mend()? {
             return Ok(());
         }
         self.check_stopped()
@@ -1264,14 +1266,13 @@ impl DvsArray {
         }
     }
 
-    /// Run `op`; when it stopped the array with members' write errors
-    /// that failing them tolerates, fail them ([`failing`]) and run it
-    /// again: a client's write or flush does not fail for a member's
-    /// error, as md's do not.
+    /// Run `op`; when it stopped the array for what it can mend, mend it
+    /// ([`failing`]) and run it again: a client's write or flush does not
+    /// fail for a member's error, as md's do not.
     fn retried<T>(&mut self, mut op: impl FnMut(&mut DvsArray) -> Result<T, DvsError>) -> Result<T, DvsError> {
         loop {
             let r = op(self);
-            if r.is_ok() || self.stopped().is_none() || !self.fail_writers()? {
+            if r.is_ok() || self.stopped().is_none() || !self.mend()? {
                 return r;
             }
         }
@@ -1287,7 +1288,7 @@ impl DvsArray {
     fn poison<T>(&mut self, r: Result<T, DvsError>) -> Result<T, DvsError> {
         if let Err(e) = &r {
             self.poisoned = Some(e.to_string());
-            self.write_failed.note(e);
+            self.stop.note(e);
         }
         r
     }

@@ -525,6 +525,83 @@ fn a_k2_rebuild_loses_only_blocks_with_more_unknowns_than_the_code() {
     }
 }
 
+/// A degraded k = 1 array (member 0 out) whose destage meets a block of
+/// member 2 it cannot read, in a stripe over member 0: nothing can decode
+/// it, so it is set aside (array/failing.rs, array/lost.rs).  The
+/// client's write and flush go on; exactly that block of the chunk and of
+/// its stripe-mate on the missing member (when that holds data) are lost;
+/// every other byte reads right, the write included; the record survives
+/// a reopen.  Written through and cached.
+#[test]
+fn a_degraded_destage_sets_aside_what_nothing_can_read_and_goes_on() {
+    for cached in [false, true] {
+        let c = if cached { cfg_cached(1, 16) } else { cfg(1) };
+        let mut r = rig(c, io::ErrorKind::Other, 104);
+        r.a.fail(0).unwrap();
+        let geo = r.a.geo().clone();
+        let blk = geo.block;
+        let t = r.a.tables();
+        let (lsn, lcn, off, mate) = chunks_on(&r.a, 2)
+            .into_iter()
+            .find_map(|(lsn, lcn, off)| {
+                let st = t.stripe_at(lsn, 2, t.lookup(lsn, lcn)?.1)?;
+                let c0 = st.col_of(0)?;
+                let mate = (c0 < st.width() && t.lookup(lsn, st.lcns[c0]) == Some((0, st.idx[c0]))).then(|| st.lcns[c0]);
+                Some((lsn, lcn, off, mate))
+            })
+            .expect("a stripe over members 0 and 2");
+        spoil(&r.bad[2], off + blk, blk);
+        let want: Vec<mosaic_format::lost::LostRange> = [Some(lcn), mate].into_iter().flatten().map(|l| mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk }).collect();
+        let want = mosaic_format::lost::with(&[], &want);
+        // A write into another block of that chunk: its destage fills the rest.
+        let at = geo.chunk_start((lsn, lcn)) + 3 * blk;
+        let data = vec![0x77u8; blk as usize];
+        r.a.write(at, &data).unwrap();
+        r.a.flush().unwrap();
+        r.reference[at as usize..(at + blk) as usize].copy_from_slice(&data);
+        assert_eq!(r.a.stopped(), None, "cached={cached}");
+        assert_eq!(r.a.lost(), &want[..], "cached={cached}");
+        assert!(r.a.warnings().iter().any(|w| w.contains("bytes lost")), "{:?}", r.a.warnings());
+        let states: Vec<MemberState> = r.a.info().member_list.iter().map(|m| m.state).collect();
+        assert_eq!(states, [MemberState::Failed, MemberState::Active, MemberState::Active, MemberState::Active, MemberState::Active]);
+        let read_around = |a: &mut DvsArray, reference: &[u8]| {
+            for l in &want {
+                let e = a.read(l.offset, &mut vec![0u8; blk as usize]).unwrap_err().to_string();
+                assert!(e.contains("were lost"), "{e}");
+            }
+            let mut from = 0u64;
+            for l in want.iter().copied().chain([mosaic_format::lost::LostRange { offset: reference.len() as u64, len: 0 }]) {
+                let mut got = vec![0u8; (l.offset - from) as usize];
+                a.read(from, &mut got).unwrap();
+                assert!(got[..] == reference[from as usize..l.offset as usize], "cached={cached}: bytes {from}..{} read wrong", l.offset);
+                from = l.end();
+            }
+        };
+        read_around(&mut r.a, &r.reference);
+        // More writes and a flush: nothing meets those sectors again.
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let Rig { _dir: dir, mut a, mut reference, .. } = r;
+        let lost_now = a.lost().to_vec();
+        more_writes(&mut a, &mut rng, &mut reference, 100);
+        a.flush().unwrap();
+        assert_eq!(a.stopped(), None);
+        // Writes may have covered lost blocks whole: what is left is a part of what was.
+        assert!(a.lost().iter().all(|l| lost_now.iter().any(|w| w.offset <= l.offset && l.end() <= w.end())));
+        let left = a.lost().to_vec();
+        drop(a);
+        let devs: Vec<Arc<dyn ZonedMember>> = (1..5).map(|i| Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect();
+        let mut b = DvsArray::open(devs).unwrap();
+        assert_eq!(b.lost(), &left[..], "cached={cached}: kept in the labels");
+        let mut from = 0u64;
+        for l in left.iter().copied().chain([mosaic_format::lost::LostRange { offset: reference.len() as u64, len: 0 }]) {
+            let mut got = vec![0u8; (l.offset - from) as usize];
+            b.read(from, &mut got).unwrap();
+            assert!(got[..] == reference[from as usize..l.offset as usize], "cached={cached}: after reopen, bytes {from}..{} read wrong", l.offset);
+            from = l.end();
+        }
+    }
+}
+
 /// One read over the whole array meets two unreadable chunks of the same
 /// member (two of its reads fail in one program): both are decoded, both
 /// stripes written again, the member kept with two corrected reads.

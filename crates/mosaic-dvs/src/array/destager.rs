@@ -82,9 +82,9 @@ struct State {
     done: u64,
     /// The thread is running a program.
     busy: bool,
-    /// The first program that failed: its job kind, its error, and the
-    /// members whose writes failed when nothing else did (sticky).
-    failed: Option<(Option<JobKind>, String, Option<Vec<usize>>)>,
+    /// The first program that failed: its job kind, its error, and what
+    /// would mend the array (sticky).
+    failed: Option<(Option<JobKind>, String, Option<super::failing::Cause>)>,
     /// The error not yet returned by `wait`.
     error: Option<DvsError>,
     quit: bool,
@@ -253,7 +253,7 @@ impl Destager {
     /// Record the outcome of a program of `kind`; its error if it failed.
     fn finish(&self, kind: Option<JobKind>, r: Result<(), DvsError>) -> Result<(), DvsError> {
         if let Err(e) = &r {
-            self.shared.lock().failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::failed_writes(e)));
+            self.shared.lock().failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::cause(e)));
         }
         r
     }
@@ -299,9 +299,9 @@ impl Destager {
         self.shared.lock().failed.as_ref().map(|f| f.1.clone())
     }
 
-    /// The members whose writes failed in the program that failed, when
-    /// nothing else did (None: none failed, or not for writes alone).
-    pub(super) fn failed_writes(&self) -> Option<Vec<usize>> {
+    /// What would mend the array after the program that failed (None:
+    /// none failed, or nothing can).
+    pub(super) fn failed_cause(&self) -> Option<super::failing::Cause> {
         self.shared.lock().failed.as_ref().and_then(|f| f.2.clone())
     }
 
@@ -382,7 +382,7 @@ fn serve(shared: &Shared) {
             s.done += 1;
         }
         if let Err(e) = r {
-            s.failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::failed_writes(&e)));
+            s.failed.get_or_insert_with(|| (kind, e.to_string(), super::failing::cause(&e)));
             s.error.get_or_insert(e);
             s.queue.clear();
         }

@@ -1,37 +1,44 @@
-//! A member whose write, flush or zone reset fails is failed, as md fails
-//! a member at a write error, and the array goes on without it.
+//! What stops a DVS array and can be mended, as md mends it: a member
+//! whose write, flush or zone reset fails is failed (md fails a member at
+//! a write error), and the bytes a degraded array's destage or GC can
+//! neither read nor decode are set aside as lost (md's bad-block log);
+//! either way the array goes on.
 //!
 //! A program that fails part-way leaves the array's memory ahead of its
 //! drives: its job is in the tables, the cache let go of its chunks, and
 //! the destager dropped the programs queued behind it (planned on top of
-//! it).  So the member cannot be failed in place, as
-//! [`DvsArray::fail`] does it.  The array is opened again from its other
-//! drives instead, which puts memory back where the drives are, by the
-//! rules a power cut relies on:
+//! it).  So nothing can be mended in place, as [`DvsArray::fail`] fails a
+//! member.  The array is opened again from its drives instead, which
+//! puts memory back where the drives are, by the rules a power cut
+//! relies on:
 //!
 //! ```text
-//!   a program's write, flush or zone reset fails on members F
-//!   (the destager's, or one run inline: a journal record, a label)
-//!     ──> the array stops, as before, noting F (`MemberErrors`)
+//!   a program's write, flush or zone reset fails on members F, or its
+//!   fills meet sectors nothing can read nor decode (members out)
+//!     ──> the array stops, as before, noting F or those reads (`Cause`)
 //!     ──> at its next request, or at once for the client write or
 //!         flush that met it:
-//!           members out + F > k, a read failed too, or this failed
+//!           members out + F > k, anything else failed, or this failed
 //!           once already ──> it stays stopped until opened again
 //!           otherwise ──> opened again from the other members and the
 //!           hot spares; F missing ──> failed on record (the open's
 //!           checkpoint and label rounds, before anything else is
 //!           written); slots a partial job appended are garbage; the
 //!           journal replayed into the cache
+//!     ──> for unreadable fills: each valid data chunk of their stripes
+//!         that cannot be read whole put together from what can be, the
+//!         blocks nothing gives back recorded lost (array/lost.rs), the
+//!         chunk written again, so nothing reads those sectors again
 //!     ──> the request runs (a write or flush once more)
 //! ```
 //!
-//! Nothing acknowledged is lost: a cached write was acknowledged once its
-//! journal record was on k + 1 members, so k of them still hold it; a
-//! write-through one once its job's record was.  A member the open finds
-//! holding less than the tables say (its append failed, the record
-//! landed elsewhere) is stale there, failed anyway.  A hot replace in
-//! progress ends (a member leaving ends one, as with [`DvsArray::fail`]):
-//! the slot's old drive is used, not the new one.
+//! Nothing acknowledged is lost but what was set aside: a cached write
+//! was acknowledged once its journal record was on k + 1 members, so k of
+//! them still hold it; a write-through one once its job's record was.  A
+//! member the open finds holding less than the tables say (its append
+//! failed, the record landed elsewhere) is stale there, failed anyway.  A
+//! hot replace in progress ends (a member leaving ends one, as with
+//! [`DvsArray::fail`]): the slot's old drive is used, not the new one.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -43,12 +50,38 @@ use mosaic_exec::{describe_failures, Failure};
 use super::{as_member, DvsArray};
 use crate::DvsError;
 
-/// What a failed program's I/O error carries beside its words: the
-/// members whose writes, flushes or zone resets failed (None when a read
-/// failed).
+/// Why a program failed, where the array can mend it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Cause {
+    /// Members' writes, flushes or zone resets failed: fail the members.
+    Writes(BTreeSet<usize>),
+    /// Reads of sectors their members could not read, which nothing
+    /// could decode (a degraded array's destage or GC fills: member,
+    /// offset, length): set their bytes aside ([`super::lost`]).
+    Unreadable(Vec<(usize, u64, u64)>),
+}
+
+impl Cause {
+    /// Both causes as one, when they are of one kind.
+    fn and(self, other: Cause) -> Option<Cause> {
+        match (self, other) {
+            (Cause::Writes(mut a), Cause::Writes(b)) => {
+                a.extend(b);
+                Some(Cause::Writes(a))
+            }
+            (Cause::Unreadable(mut a), Cause::Unreadable(b)) => {
+                a.extend(b.into_iter().filter(|x| !a.contains(x)).collect::<Vec<_>>());
+                Some(Cause::Unreadable(a))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What a failed program's I/O error carries beside its words.
 #[derive(Debug)]
 pub(super) struct MemberErrors {
-    writes: Option<Vec<usize>>,
+    cause: Option<Cause>,
     text: String,
 }
 
@@ -61,59 +94,74 @@ impl fmt::Display for MemberErrors {
 impl std::error::Error for MemberErrors {}
 
 /// Members' failures as one I/O error of the first one's kind, saying
-/// which members' writes failed.
+/// which members' writes failed, or which reads met sectors their
+/// members cannot read.
 pub(super) fn failures_error(f: &[Failure]) -> DvsError {
     let kind = f.first().map_or(io::ErrorKind::Other, |x| x.error.kind());
-    let writes = f.iter().all(|x| x.read.is_none()).then(|| f.iter().map(|x| x.member).collect());
-    member_error(kind, writes, describe_failures(f))
+    let cause = if f.is_empty() {
+        None
+    } else if f.iter().all(|x| x.read.is_none()) {
+        Some(Cause::Writes(f.iter().map(|x| x.member).collect()))
+    } else if f.iter().all(|x| x.medium_error()) {
+        Some(Cause::Unreadable(f.iter().filter_map(|x| x.read).map(|op| (op.member, op.offset, op.len)).collect()))
+    } else {
+        None
+    };
+    member_error(kind, cause, describe_failures(f))
 }
 
-fn member_error(kind: io::ErrorKind, writes: Option<Vec<usize>>, text: String) -> DvsError {
-    DvsError::Io(io::Error::new(kind, MemberErrors { writes, text }))
+fn member_error(kind: io::ErrorKind, cause: Option<Cause>, text: String) -> DvsError {
+    DvsError::Io(io::Error::new(kind, MemberErrors { cause, text }))
 }
 
-/// The members whose writes (flushes, zone resets) `e` says failed, when
-/// nothing else did.
-pub(super) fn failed_writes(e: &DvsError) -> Option<Vec<usize>> {
+/// What `e` says the array can mend, if anything.
+pub(super) fn cause(e: &DvsError) -> Option<Cause> {
     let DvsError::Io(io) = e else { return None };
-    io.get_ref()?.downcast_ref::<MemberErrors>()?.writes.clone().filter(|w| !w.is_empty())
+    io.get_ref()?.downcast_ref::<MemberErrors>()?.cause.clone()
 }
 
 /// The sticky record of the first program that failed, given again as an
-/// error that still names the members whose writes failed.
-pub(super) fn again(text: &str, writes: &Option<Vec<usize>>) -> DvsError {
-    match writes {
-        Some(w) => member_error(io::ErrorKind::Other, Some(w.clone()), text.to_string()),
+/// error that still says what can mend it.
+pub(super) fn again(text: &str, cause: &Option<Cause>) -> DvsError {
+    match cause {
+        Some(c) => member_error(io::ErrorKind::Other, Some(c.clone()), text.to_string()),
         None => DvsError::Other(text.to_string()),
     }
 }
 
-/// Why the array stopped, as far as failing members can mend it.
+/// Why the array stopped, as far as it can mend it.
 #[derive(Debug, Default)]
-pub(super) enum WriteFailed {
+pub(super) enum Stop {
     /// It has not stopped.
     #[default]
     Serving,
-    /// For these members' writes (flushes, zone resets).
-    Members(BTreeSet<usize>),
-    /// For anything else first, or failing the members failed.
+    /// For a cause it can mend.
+    For(Cause),
+    /// For anything else first, or mending it failed.
     Other,
 }
 
-impl WriteFailed {
-    /// One more error: the first decides whether the stop is a write
-    /// failure; later ones (consequences of it) add their members.
+impl Stop {
+    /// One more error: the first decides; later ones (consequences of
+    /// it) of the same kind add theirs.
     pub(super) fn note(&mut self, e: &DvsError) {
-        let w = failed_writes(e);
-        *self = match (std::mem::take(self), w) {
-            (WriteFailed::Serving, Some(w)) => WriteFailed::Members(w.into_iter().collect()),
-            (WriteFailed::Members(mut old), Some(w)) => {
-                old.extend(w);
-                WriteFailed::Members(old)
-            }
-            (WriteFailed::Members(old), None) => WriteFailed::Members(old),
-            _ => WriteFailed::Other,
+        *self = match (std::mem::take(self), cause(e)) {
+            (Stop::Serving, Some(c)) => Stop::For(c),
+            (Stop::For(a), Some(b)) => match a.clone().and(b) {
+                Some(c) => Stop::For(c),
+                None => Stop::For(a),
+            },
+            (Stop::For(a), None) => Stop::For(a),
+            _ => Stop::Other,
         };
+    }
+}
+
+/// The members whose writes failed in an open's error.
+fn cause_of_open(e: &DvsError) -> Option<BTreeSet<usize>> {
+    match cause(e)? {
+        Cause::Writes(m) => Some(m),
+        Cause::Unreadable(_) => None,
     }
 }
 
@@ -123,33 +171,41 @@ fn list(m: &BTreeSet<usize>) -> String {
 }
 
 impl DvsArray {
-    /// The members to fail for the array to serve again, when it stopped
-    /// for their writes alone.
-    fn stop_writes(&self) -> Option<BTreeSet<usize>> {
-        let mut out = BTreeSet::new();
+    /// What mends the array, when it stopped for a cause it can mend.
+    fn mendable(&self) -> Option<Cause> {
+        let mut out: Option<Cause> = None;
         if self.destager.failed().is_some() {
-            out.extend(self.destager.failed_writes()?);
+            out = Some(self.destager.failed_cause()?);
         }
         if self.poisoned.is_some() {
-            let WriteFailed::Members(m) = &self.write_failed else { return None };
-            out.extend(m);
+            let Stop::For(c) = &self.stop else { return None };
+            out = match out {
+                None => Some(c.clone()),
+                Some(o) => Some(o.and(c.clone())?),
+            };
         }
-        (!out.is_empty()).then_some(out)
+        out
     }
 
     /// When the array stopped for members' write errors the parity
-    /// tolerates: open it again without them (see the module's notes),
-    /// true.  False when it stopped for anything else (it stays stopped).
-    /// An error when the open failed; the array then stays stopped too.
-    pub(super) fn fail_writers(&mut self) -> Result<bool, DvsError> {
+    /// tolerates, or for fills a degraded array could neither read nor
+    /// decode: open it again (without those members), set those bytes
+    /// aside (see the module's notes), true.  False when it stopped for
+    /// anything else (it stays stopped).  An error when that failed; the
+    /// array then stays stopped too.
+    pub(super) fn mend(&mut self) -> Result<bool, DvsError> {
         let _ = self.destager.wait();
-        let Some(mut gone) = self.stop_writes() else { return Ok(false) };
+        let Some(cause) = self.mendable() else { return Ok(false) };
         let mut why = self.stopped().unwrap_or_default();
+        let (mut gone, unreadable) = match cause {
+            Cause::Writes(g) => (g, Vec::new()),
+            Cause::Unreadable(ops) => (BTreeSet::new(), ops),
+        };
         if !self.tolerates(&gone) {
             return Ok(false);
         }
         // Never twice: an open that fails leaves the array stopped.
-        self.write_failed = WriteFailed::Other;
+        self.stop = Stop::Other;
         let mut a = loop {
             let e = match self.reopened(&gone) {
                 Ok(a) => break a,
@@ -157,22 +213,31 @@ impl DvsArray {
             };
             // The open's own writes (its checkpoint, labels, a spare
             // segment's reset) may fail on another member: that one goes too.
-            let more = failed_writes(&e).filter(|m| m.iter().all(|m| !gone.contains(m)));
-            match more {
-                Some(m) if self.tolerates(&gone.iter().chain(&m).copied().collect()) => {
-                    gone.extend(m);
-                    why = format!("{why}; {e}");
-                }
+            let more = match cause_of_open(&e) {
+                Some(m) if m.iter().all(|m| !gone.contains(m)) && self.tolerates(&gone.iter().chain(&m).copied().collect()) => m,
                 _ => {
                     let msg = format!("{why}; opening the array again without member(s) {} failed: {e}", list(&gone));
                     self.poisoned = Some(msg.clone());
                     return Err(DvsError::Other(msg));
                 }
-            }
+            };
+            gone.extend(more);
+            why = format!("{why}; {e}");
         };
         self.hand_over(&mut a, &gone, &why);
         *self = a;
-        tracing::warn!("DVS array {}: member(s) {} failed after a write error ({why}); it goes on without them", self.label.array_uuid, list(&gone));
+        if !gone.is_empty() {
+            tracing::warn!("DVS array {}: member(s) {} failed after a write error ({why}); it goes on without them", self.label.array_uuid, list(&gone));
+        }
+        if !unreadable.is_empty() {
+            if let Err(e) = self.set_aside_unreadable(&unreadable) {
+                let msg = format!("{why}; setting aside what could not be read failed: {e}");
+                self.poisoned = Some(msg.clone());
+                self.stop = Stop::Other;
+                return Err(DvsError::Other(msg));
+            }
+            tracing::warn!("DVS array {}: bytes no member could read nor rebuild ({why}) were set aside as lost; it goes on", self.label.array_uuid);
+        }
         Ok(true)
     }
 
@@ -209,6 +274,7 @@ impl DvsArray {
         }
         a.read_errors = self.read_errors.clone();
         a.rewrite_unreadable = self.rewrite_unreadable;
+        a.lossy_stripes = std::mem::take(&mut self.lossy_stripes);
         a.lent = self.lent.clone();
         let before = self.member_io();
         for (i, b) in a.side_io.get_mut().unwrap_or_else(|e| e.into_inner()).iter_mut().zip(before) {

@@ -31,6 +31,16 @@ use crate::program;
 use crate::tables::Stripe;
 use crate::DvsError;
 
+/// A stripe's columns as [`DvsArray::read_stripe`] read them: zeros for
+/// the erased ones (their members out, or the column rebuilt) and for
+/// the blocks in `bad` (column, blocks) that could not be read.
+#[derive(Debug, Default)]
+struct StripeRead {
+    cols: Vec<Vec<u8>>,
+    erased: Vec<usize>,
+    bad: Vec<(usize, Vec<u64>)>,
+}
+
 /// What a rebuild could not decode: the logical bytes lost, and the
 /// stripes to write again once it is done (with the member that could
 /// not read its column).
@@ -90,40 +100,14 @@ impl DvsArray {
         let mut out = vec![0u8; cols.len() * c];
         for (i, col) in cols.iter().enumerate() {
             let Some((st, cm)) = *col else { continue };
-            let erased: Vec<usize> = (0..st.members.len()).filter(|&j| j == cm || !healthy[st.members[j] as usize]).collect();
-            let mut columns = Vec::with_capacity(st.members.len());
-            let mut bad: Vec<(usize, Vec<u64>)> = Vec::new();
-            for j in 0..st.members.len() {
-                if erased.contains(&j) {
-                    columns.push(vec![0u8; c]);
-                    continue;
-                }
-                let (bytes, blocks) = self.read_blocks(st.members[j] as usize, self.geo.slot_offset(phys, st.idx[j]), c)?;
-                if !blocks.is_empty() {
-                    bad.push((j, blocks));
-                }
-                columns.push(bytes);
-            }
-            let slot = &mut out[i * c..(i + 1) * c];
-            slot.copy_from_slice(&self.decode_column(st, &columns, &erased, cm)?);
-            let Some(&(j, _)) = bad.first() else { continue };
+            let read = self.read_stripe(phys, st, healthy, Some(cm))?;
+            let (bytes, blocks) = self.column_lossy(st, &read, cm)?;
+            out[i * c..(i + 1) * c].copy_from_slice(&bytes);
+            let Some(&(j, _)) = read.bad.first() else { continue };
             lossy.stripes.push((lsn, phys, st.clone(), st.members[j] as usize));
-            let valid = |d: usize| d < st.width() && self.dvs.tables.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]));
-            let blk = self.geo.block;
-            let blocks: BTreeSet<u64> = bad.iter().flat_map(|b| b.1.iter().copied()).collect();
-            for b in blocks {
-                // The block's unknowns: the columns erased, and those that
-                // cannot read it.  Within the code: decoded without them.
-                let unreadable: Vec<usize> = bad.iter().filter(|x| x.1.contains(&b)).map(|x| x.0).collect();
-                let unknown: Vec<usize> = erased.iter().chain(&unreadable).copied().collect();
-                let r = (b * blk) as usize..((b + 1) * blk) as usize;
-                if unknown.len() <= self.geo.k {
-                    slot[r.clone()].copy_from_slice(&self.decode_column(st, &columns, &unknown, cm)?[r]);
-                    continue;
-                }
-                for d in std::iter::once(cm).chain(unreadable).filter(|&d| valid(d)) {
-                    lossy.lost.push(LostRange { offset: self.geo.chunk_start((lsn, st.lcns[d])) + b * blk, len: blk });
-                }
+            lossy.lost.extend(self.lost_in(lsn, st, cm, &blocks));
+            for (j, _) in &read.bad {
+                lossy.lost.extend(self.lost_in(lsn, st, *j, &self.column_lossy(st, &read, *j)?.1));
             }
         }
         let mut p = head;
@@ -133,6 +117,126 @@ impl DvsArray {
         p.methods.push(Method::Rebuild);
         self.destager.wait()?;
         super::run_on(&self.exec, &p).map(drop)
+    }
+
+    /// The columns of stripe `st` (segment `phys`) that the members in
+    /// `healthy` hold, but `skip`'s: each read whole, or block by block
+    /// where its member cannot read it (zeros there).
+    fn read_stripe(&self, phys: u32, st: &Stripe, healthy: &[bool], skip: Option<usize>) -> Result<StripeRead, DvsError> {
+        let c = self.geo.chunk as usize;
+        let mut r = StripeRead::default();
+        for j in 0..st.members.len() {
+            if Some(j) == skip || !healthy[st.members[j] as usize] {
+                r.erased.push(j);
+                r.cols.push(vec![0u8; c]);
+                continue;
+            }
+            let (bytes, blocks) = self.read_blocks(st.members[j] as usize, self.geo.slot_offset(phys, st.idx[j]), c)?;
+            if !blocks.is_empty() {
+                r.bad.push((j, blocks));
+            }
+            r.cols.push(bytes);
+        }
+        Ok(r)
+    }
+
+    /// Column `w` of a stripe as `read` has it: as read where it was
+    /// read, decoded without the erased columns where it was not; each
+    /// block some column could not read decoded without those too while
+    /// the unknowns are within the code.  The bytes, and the blocks of it
+    /// nothing can give back (zeros in the bytes).
+    fn column_lossy(&self, st: &Stripe, read: &StripeRead, w: usize) -> Result<(Vec<u8>, Vec<u64>), DvsError> {
+        let blk = self.geo.block;
+        let mut bytes = match read.erased.contains(&w) {
+            true => self.decode_column(st, &read.cols, &read.erased, w)?,
+            false => read.cols[w].clone(),
+        };
+        let blocks: BTreeSet<u64> = read.bad.iter().flat_map(|b| b.1.iter().copied()).collect();
+        let mut lost = Vec::new();
+        for b in blocks {
+            let unreadable = read.bad.iter().filter(|x| x.1.contains(&b)).map(|x| x.0);
+            let unknown: Vec<usize> = read.erased.iter().copied().chain(unreadable).collect();
+            if !unknown.contains(&w) {
+                continue;
+            }
+            let r = (b * blk) as usize..((b + 1) * blk) as usize;
+            if unknown.len() <= self.geo.k {
+                bytes[r.clone()].copy_from_slice(&self.decode_column(st, &read.cols, &unknown, w)?[r]);
+            } else {
+                bytes[r].fill(0);
+                lost.push(b);
+            }
+        }
+        Ok((bytes, lost))
+    }
+
+    /// Whether column `d` of stripe `st` (SSG `lsn`) holds valid data.
+    fn valid_data(&self, lsn: u32, st: &Stripe, d: usize) -> bool {
+        d < st.width() && self.dvs.tables.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]))
+    }
+
+    /// The logical ranges of `blocks` of column `d` of stripe `st` (SSG
+    /// `lsn`), when it holds valid data there.
+    fn lost_in(&self, lsn: u32, st: &Stripe, d: usize, blocks: &[u64]) -> Vec<LostRange> {
+        if !self.valid_data(lsn, st, d) {
+            return Vec::new();
+        }
+        let at = self.geo.chunk_start((lsn, st.lcns[d]));
+        blocks.iter().map(|&b| LostRange { offset: at + b * self.geo.block, len: self.geo.block }).collect()
+    }
+
+    /// After a destage or GC stopped a degraded array at fills it could
+    /// neither read nor decode (`ops`: member, offset, length), and the
+    /// array was opened again: in each stripe those reads touch, every
+    /// valid data chunk that cannot be read whole (its member out, or its
+    /// sectors unreadable) is put together from what can be, the blocks
+    /// nothing can give back recorded lost, then written again through
+    /// the write path (the cache's newer blocks kept, and those not
+    /// lost), so nothing reads those sectors again.
+    pub(super) fn set_aside_unreadable(&mut self, ops: &[(usize, u64, u64)]) -> Result<(), DvsError> {
+        let (z, c, conv) = (self.geo.cfg.zone_size, self.geo.chunk, self.geo.cfg.conventional);
+        let mut stripes: Vec<(u32, u32, Stripe)> = Vec::new();
+        for &(d, offset, len) in ops {
+            let zone = offset / z;
+            if zone < conv || len == 0 {
+                continue;
+            }
+            let p = (zone - conv) as u32;
+            let t = &self.dvs.tables;
+            let lsn = t.phys_owner.get(p as usize).copied().unwrap_or(crate::tables::NONE);
+            let Some(s) = t.get(lsn).filter(|s| s.phys == p) else { continue };
+            for idx in (offset - zone * z) / c..=(offset - zone * z + len - 1) / c {
+                let row = s.owner.get(d).and_then(|o| o.get(idx as usize)).copied().filter(|&r| r != crate::tables::NONE);
+                if let Some(st) = row.and_then(|r| s.sit.get(r as usize)).filter(|st| !stripes.iter().any(|x| x.0 == lsn && &x.2 == *st)) {
+                    stripes.push((lsn, p, st.clone()));
+                }
+            }
+        }
+        let healthy = self.dvs.healthy.clone();
+        let mut chunks = Vec::new();
+        let mut lost = Vec::new();
+        for (lsn, phys, st) in &stripes {
+            let read = self.read_stripe(*phys, st, &healthy, None)?;
+            let unsure = |w: &usize| read.erased.contains(w) || read.bad.iter().any(|b| b.0 == *w);
+            for w in (0..st.width()).filter(unsure).filter(|&w| self.valid_data(*lsn, st, w)) {
+                let key = (*lsn, st.lcns[w]);
+                let (mut bytes, blocks) = self.column_lossy(st, &read, w)?;
+                let cached = self.dvs.cache.get(key).cloned();
+                let blocks: Vec<u64> = blocks.into_iter().filter(|&b| !cached.as_ref().is_some_and(|bm| bm.get(b as usize))).collect();
+                self.overlay_cached(key, 0, &mut bytes);
+                lost.extend(self.lost_in(*lsn, st, w, &blocks));
+                chunks.push((key, bytes));
+            }
+        }
+        if !lost.is_empty() {
+            let bytes: u64 = lost.iter().map(|r| r.len).sum();
+            self.warnings.push(format!("{bytes} bytes lost: a member could not read them while another was out of their stripe; reads of them fail until they are written again (`info` lists them)"));
+            self.add_lost(&lost)?;
+        }
+        for (key, bytes) in chunks {
+            self.write_inner(self.geo.chunk_start(key), &bytes)?;
+        }
+        Ok(())
     }
 
     /// `len` bytes at `offset` of member `d`, read whole, or block by
