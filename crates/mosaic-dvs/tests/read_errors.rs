@@ -8,6 +8,7 @@ use mosaic_core::MemberState;
 use mosaic_dvs::array::ZonedMember;
 use mosaic_dvs::{DvsArray, DvsConfig};
 use mosaic_exec::corrected::MAX_CORRECTED;
+use mosaic_format::lost::LostRange;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -393,6 +394,22 @@ fn a_rebuild_decodes_past_a_source_it_cannot_read_while_the_code_spares_a_column
     }
 }
 
+/// `lost` is what `a` has lost: a read of each range fails, saying so,
+/// and every byte between them reads as `reference` has it.
+fn reads_around(a: &mut DvsArray, reference: &[u8], lost: &[LostRange]) {
+    for l in lost {
+        let e = a.read(l.offset, &mut vec![0u8; l.len as usize]).unwrap_err().to_string();
+        assert!(e.contains("were lost") && e.contains("write them again"), "{e}");
+    }
+    let mut at = 0u64;
+    for l in lost.iter().copied().chain([LostRange { offset: reference.len() as u64, len: 0 }]) {
+        let mut got = vec![0u8; (l.offset - at) as usize];
+        a.read(at, &mut got).unwrap();
+        assert!(got[..] == reference[at as usize..l.offset as usize], "bytes {at}..{} read wrong", l.offset);
+        at = l.end();
+    }
+}
+
 /// A k = 1 rebuild whose source cannot read a sector (the classic RAID-5
 /// loss in a rebuild, array/lost.rs): the rebuild goes on, the block of
 /// the unreadable chunk and the same block of the rebuilt member's chunk
@@ -418,8 +435,8 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
     spoil(&r.bad[2], off + blk, blk);
     let geo = r.a.geo().clone();
     let want = vec![
-        mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, lcn)) + blk, len: blk },
-        mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, mate)) + blk, len: blk },
+        LostRange { offset: geo.chunk_start((lsn, lcn)) + blk, len: blk },
+        LostRange { offset: geo.chunk_start((lsn, mate)) + blk, len: blk },
     ];
     let mut want = mosaic_format::lost::with(&[], &want);
     want.sort_by_key(|x| x.offset);
@@ -431,20 +448,7 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
     assert_eq!(r.a.lost(), &want[..]);
     assert!(r.a.info().member_list.iter().all(|m| m.state == MemberState::Active));
     assert_eq!(where_is(&r.a, lsn, lcn).map(|w| w.1 == off), Some(false), "the stripe's chunks were written again");
-    let check = |a: &mut DvsArray, reference: &[u8], want: &[mosaic_format::lost::LostRange]| {
-        for l in want {
-            let e = a.read(l.offset, &mut vec![0u8; 512]).unwrap_err().to_string();
-            assert!(e.contains("were lost") && e.contains("write them again"), "{e}");
-        }
-        let mut at = 0u64;
-        for l in want.iter().copied().chain([mosaic_format::lost::LostRange { offset: reference.len() as u64, len: 0 }]) {
-            let mut got = vec![0u8; (l.offset - at) as usize];
-            a.read(at, &mut got).unwrap();
-            assert!(got[..] == reference[at as usize..l.offset as usize], "bytes {at}..{} read wrong", l.offset);
-            at = l.end();
-        }
-    };
-    check(&mut r.a, &r.reference, &want);
+    reads_around(&mut r.a, &r.reference, &want);
     r.a.flush().unwrap();
     let Rig { _dir: dir, a, mut reference, .. } = r;
     drop(a);
@@ -452,7 +456,7 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
     devs.push(Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join("new0")).unwrap()));
     let mut b = DvsArray::open(devs).unwrap();
     assert_eq!(b.lost(), &want[..], "kept in the labels");
-    check(&mut b, &reference, &want);
+    reads_around(&mut b, &reference, &want);
     for l in &want {
         let data = vec![0x5a; l.len as usize];
         b.write(l.offset, &data).unwrap();
@@ -483,7 +487,7 @@ fn a_k2_rebuild_loses_only_blocks_with_more_unknowns_than_the_code() {
             .expect("a stripe over members 0 to 3");
         let valid_on = |m: usize| st.col_of(m).filter(|&c| c < st.width() && t.lookup(lsn, st.lcns[c]) == Some((m, st.idx[c]))).map(|c| st.lcns[c]);
         let want = if two {
-            let lost = [Some(lcn), valid_on(0), valid_on(1)].into_iter().flatten().map(|l| mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk });
+            let lost = [Some(lcn), valid_on(0), valid_on(1)].into_iter().flatten().map(|l| LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk });
             mosaic_format::lost::with(&[], &lost.collect::<Vec<_>>())
         } else {
             Vec::new()
@@ -506,13 +510,7 @@ fn a_k2_rebuild_loses_only_blocks_with_more_unknowns_than_the_code() {
         assert_eq!(r.a.lost(), &want[..], "two={two}");
         assert_eq!(rep.lost_bytes, want.iter().map(|l| l.len).sum::<u64>());
         assert!(r.a.info().member_list.iter().all(|m| m.state == MemberState::Active));
-        let mut at = 0u64;
-        for l in want.iter().copied().chain([mosaic_format::lost::LostRange { offset: r.reference.len() as u64, len: 0 }]) {
-            let mut got = vec![0u8; (l.offset - at) as usize];
-            r.a.read(at, &mut got).unwrap();
-            assert!(got[..] == r.reference[at as usize..l.offset as usize], "two={two}: bytes {at}..{} read wrong", l.offset);
-            at = l.end();
-        }
+        reads_around(&mut r.a, &r.reference, &want);
         if !two {
             // What was rebuilt is right: with the spoiled members lost
             // too, the new member and the others read everything.
@@ -551,7 +549,7 @@ fn a_degraded_destage_sets_aside_what_nothing_can_read_and_goes_on() {
             })
             .expect("a stripe over members 0 and 2");
         spoil(&r.bad[2], off + blk, blk);
-        let want: Vec<mosaic_format::lost::LostRange> = [Some(lcn), mate].into_iter().flatten().map(|l| mosaic_format::lost::LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk }).collect();
+        let want: Vec<LostRange> = [Some(lcn), mate].into_iter().flatten().map(|l| LostRange { offset: geo.chunk_start((lsn, l)) + blk, len: blk }).collect();
         let want = mosaic_format::lost::with(&[], &want);
         // A write into another block of that chunk: its destage fills the rest.
         let at = geo.chunk_start((lsn, lcn)) + 3 * blk;
@@ -564,20 +562,7 @@ fn a_degraded_destage_sets_aside_what_nothing_can_read_and_goes_on() {
         assert!(r.a.warnings().iter().any(|w| w.contains("bytes lost")), "{:?}", r.a.warnings());
         let states: Vec<MemberState> = r.a.info().member_list.iter().map(|m| m.state).collect();
         assert_eq!(states, [MemberState::Failed, MemberState::Active, MemberState::Active, MemberState::Active, MemberState::Active]);
-        let read_around = |a: &mut DvsArray, reference: &[u8]| {
-            for l in &want {
-                let e = a.read(l.offset, &mut vec![0u8; blk as usize]).unwrap_err().to_string();
-                assert!(e.contains("were lost"), "{e}");
-            }
-            let mut from = 0u64;
-            for l in want.iter().copied().chain([mosaic_format::lost::LostRange { offset: reference.len() as u64, len: 0 }]) {
-                let mut got = vec![0u8; (l.offset - from) as usize];
-                a.read(from, &mut got).unwrap();
-                assert!(got[..] == reference[from as usize..l.offset as usize], "cached={cached}: bytes {from}..{} read wrong", l.offset);
-                from = l.end();
-            }
-        };
-        read_around(&mut r.a, &r.reference);
+        reads_around(&mut r.a, &r.reference, &want);
         // More writes and a flush: nothing meets those sectors again.
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let Rig { _dir: dir, mut a, mut reference, .. } = r;
@@ -592,13 +577,7 @@ fn a_degraded_destage_sets_aside_what_nothing_can_read_and_goes_on() {
         let devs: Vec<Arc<dyn ZonedMember>> = (1..5).map(|i| Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect();
         let mut b = DvsArray::open(devs).unwrap();
         assert_eq!(b.lost(), &left[..], "cached={cached}: kept in the labels");
-        let mut from = 0u64;
-        for l in left.iter().copied().chain([mosaic_format::lost::LostRange { offset: reference.len() as u64, len: 0 }]) {
-            let mut got = vec![0u8; (l.offset - from) as usize];
-            b.read(from, &mut got).unwrap();
-            assert!(got[..] == reference[from as usize..l.offset as usize], "cached={cached}: after reopen, bytes {from}..{} read wrong", l.offset);
-            from = l.end();
-        }
+        reads_around(&mut b, &reference, &left);
     }
 }
 
