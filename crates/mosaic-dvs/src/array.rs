@@ -1270,12 +1270,14 @@ impl DvsArray {
     /// ([`failing`]) and run it again: a client's write or flush does not
     /// fail for a member's error, as md's do not.
     fn retried<T>(&mut self, mut op: impl FnMut(&mut DvsArray) -> Result<T, DvsError>) -> Result<T, DvsError> {
-        loop {
+        // Each mend fails a member or sets bytes aside: a few at most.
+        for _ in 0..self.geo.k + 2 {
             let r = op(self);
             if r.is_ok() || self.stopped().is_none() || !self.mend()? {
                 return r;
             }
         }
+        op(self)
     }
 
     /// Wait for the destage or GC program in flight; its error poisons

@@ -212,6 +212,9 @@ impl DvsArray {
                 }
             }
         }
+        if stripes.is_empty() {
+            return Err(DvsError::Other("the reads that failed hold no stripe's chunk".into()));
+        }
         let healthy = self.dvs.healthy.clone();
         let mut chunks = Vec::new();
         let mut lost = Vec::new();
