@@ -565,8 +565,6 @@ pub struct DvsArray {
     /// Stripes a rebuild could not fully decode, written again once it
     /// is done ([`lost`]).
     lossy_stripes: Vec<(u32, u32, Stripe, usize)>,
-    /// Bytes the rebuild running recorded lost (its report's).
-    rebuild_lost: u64,
     /// Each member slot's read errors ([`correct`]).
     read_errors: Vec<correct::ReadErrors>,
     /// Whether a chunk a member could not read is written again (a
@@ -803,7 +801,6 @@ impl DvsArray {
             hot: None,
             read_errors: vec![Default::default(); cfg.members],
             lossy_stripes: Vec::new(),
-            rebuild_lost: 0,
             rewrite_unreadable: true,
             geo,
         })
@@ -827,8 +824,8 @@ impl DvsArray {
         // not used until replaced: the one rule's `failed`.
         let kind = fresh::Kind { failed: &failed_on_record, own: &unusable, serves: &serves, retired: &former_member };
         let Assembled { auth, slots, mut warnings } = fresh::assemble(found, warnings, &kind).map_err(DvsError::Other)?;
-        let failed = meta::label_policy(&auth).map(|p| p.failed).unwrap_or_default();
-        let cfg = label_config(&auth)?;
+        let policy = meta::label_policy(&auth)?;
+        let (failed, cfg) = (policy.failed.clone(), policy.config.clone());
         let geo = Geo::new(cfg.clone())?;
         let ml = MetaLayout::new(&geo)?;
         let spares = spare::attach(spares, &auth, &mut warnings);
@@ -942,9 +939,9 @@ impl DvsArray {
             dvs,
             meta,
             ml,
-            last_scrub: meta::label_policy(&auth).ok().and_then(|p| p.last_scrub),
-            replaced: meta::label_policy(&auth).map(|p| p.replaced).unwrap_or_default(),
-            lost: meta::label_policy(&auth).map(|p| p.lost).unwrap_or_default(),
+            last_scrub: policy.last_scrub,
+            replaced: policy.replaced,
+            lost: policy.lost,
             label: auth,
             sources,
             warnings,
@@ -965,7 +962,6 @@ impl DvsArray {
             hot,
             read_errors: vec![Default::default(); cfg.members],
             lossy_stripes: Vec::new(),
-            rebuild_lost: 0,
             rewrite_unreadable: true,
             geo,
         };
@@ -1887,7 +1883,7 @@ impl DvsArray {
         let Some((targets, start)) = self.rebuild_pending() else {
             return Err(DvsError::Other("nothing to rebuild: no member is being rebuilt (use mosaic replace)".into()));
         };
-        self.rebuild_lost = 0;
+        let lost_before = self.lost_bytes();
         let total = self.geo.ssgs as u64;
         let mut written = 0u64;
         for lsn in start..total {
@@ -1904,7 +1900,7 @@ impl DvsArray {
         }
         self.rebuild_done(&targets)?;
         let seconds = t0.elapsed().as_secs_f64();
-        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false, lost_bytes: self.rebuild_lost })
+        Ok(RebuildReport { members: targets, regions: total - start, resumed_from: start, bytes_written: written, seconds, mib_per_s: written as f64 / (1 << 20) as f64 / seconds.max(1e-9), skipped_regions: 0, paused: false, lost_bytes: self.lost_bytes() - lost_before })
     }
 
     /// Rebuild at most `ssgs` SSGs from the recorded position and log the
@@ -1915,7 +1911,7 @@ impl DvsArray {
         self.check_ok()?;
         self.settle()?;
         let Some((targets, start)) = self.rebuild_pending() else { return Ok(None) };
-        self.rebuild_lost = 0;
+        let lost_before = self.lost_bytes();
         let total = self.geo.ssgs as u64;
         let end = start.saturating_add(ssgs.max(1)).min(total);
         let mut written = 0;
@@ -1927,7 +1923,7 @@ impl DvsArray {
         } else {
             self.rebuild_done(&targets)?;
         }
-        Ok(Some(RebuildStep { members: targets, from: start, done: end, total, bytes_written: written, lost_bytes: self.rebuild_lost }))
+        Ok(Some(RebuildStep { members: targets, from: start, done: end, total, bytes_written: written, lost_bytes: self.lost_bytes() - lost_before }))
     }
 
     /// Rebuild SSG `lsn` onto every member of `targets` that lacks it:
@@ -1948,9 +1944,7 @@ impl DvsArray {
                 written += self.poison(r)?;
                 wrote = true;
                 if !lossy.lost.is_empty() {
-                    let before: u64 = self.lost.iter().map(|r| r.len).sum();
                     self.add_lost(&lossy.lost)?;
-                    self.rebuild_lost += self.lost.iter().map(|r| r.len).sum::<u64>().saturating_sub(before);
                 }
                 self.lossy_stripes.extend(lossy.stripes);
             }

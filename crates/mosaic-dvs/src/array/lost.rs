@@ -56,6 +56,11 @@ impl DvsArray {
         &self.lost
     }
 
+    /// How many bytes are lost (the rebuild's report counts what it adds).
+    pub(super) fn lost_bytes(&self) -> u64 {
+        self.lost.iter().map(|r| r.len).sum()
+    }
+
     /// A read of `offset..offset + len` must not touch lost bytes.
     pub(super) fn check_not_lost(&self, offset: u64, len: u64) -> Result<(), DvsError> {
         match lost::touched(&self.lost, offset, len) {
