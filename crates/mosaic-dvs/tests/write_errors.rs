@@ -3,7 +3,7 @@
 //! requests served all along.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use mosaic_core::MemberState::{self, *};
@@ -26,6 +26,8 @@ struct BadWrites {
     armed: AtomicU8,
     calls: AtomicU64,
     refused: AtomicU64,
+    /// Set at the first refusal (another member's hook may watch it).
+    tripped: Arc<AtomicBool>,
 }
 
 impl BadWrites {
@@ -38,6 +40,7 @@ impl BadWrites {
             return Ok(());
         }
         self.refused.fetch_add(1, Ordering::SeqCst);
+        self.tripped.store(true, Ordering::SeqCst);
         Err(io::Error::from_raw_os_error(libc::EIO))
     }
 }
@@ -183,6 +186,48 @@ fn a_write_error_past_the_parity_stops_the_array() {
             assert!(g == w || (inside && g == data[i - off as usize]), "cached={cached}: byte {i}: got {g}, acknowledged {w}");
         }
     }
+}
+
+/// A member that stops answering reads once `.0` is set.
+struct Unanswering(Arc<AtomicBool>);
+
+impl Hooks for Unanswering {
+    fn read(&self, _: u64, _: usize) -> io::Result<()> {
+        match self.0.load(Ordering::SeqCst) {
+            true => Err(io::Error::new(io::ErrorKind::TimedOut, "injected: no answer")),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Member 2's write fails and, at that moment, member 3 stops answering
+/// reads: the array cannot be opened again without member 2 (three of
+/// five members answer), so the write fails saying so, and the array
+/// stays stopped, the next request saying to reopen it.
+#[test]
+fn a_reopen_that_fails_says_why_and_the_array_stays_stopped() {
+    let dir = scratch();
+    let c = cfg(1);
+    let mut devs = files_for(dir.path(), 5, &c);
+    let bad = BadWrites::wrap(devs[2].clone());
+    devs[3] = Hooked::new(devs[3].clone(), Unanswering(bad.hooks.tripped.clone()));
+    devs[2] = bad.clone();
+    let mut a = DvsArray::create(devs, c).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    let _ = fill(&mut a, &mut rng, 100);
+    bad.hooks.armed.store(WRITE, Ordering::SeqCst);
+    let cap = a.capacity();
+    let e = (0..400)
+        .find_map(|_| {
+            let (off, data) = random_write(&mut rng, cap);
+            a.write(off, &data).err()
+        })
+        .expect("a write met the error")
+        .to_string();
+    assert!(e.contains("member 2: Input/output error") && e.contains("opening the array again without member(s) 2 failed: only 3 of 5 members present"), "{e}");
+    let next = a.read(0, &mut [0u8; 512]).unwrap_err().to_string();
+    assert!(next.contains("reopen it") && next.contains("opening the array again without member(s) 2 failed"), "{next}");
+    assert!(a.auto_failed().is_empty());
 }
 
 /// A hot replace under way (member 1 onto a new drive, paused once so
