@@ -1591,6 +1591,20 @@ impl DvsArray {
         self.dvs.holes(offset, len)
     }
 
+    /// A client's discard of `[offset, offset+len)` ([`Dvs::discard`]):
+    /// the written chunks wholly inside it, none of their blocks cached,
+    /// read as holes from now on and count as garbage, so the SSG's next
+    /// GC leaves them behind instead of copying them.  Nothing is written:
+    /// that GC's record is what makes a discard durable, and a reopen
+    /// before it maps the chunks to their old bytes again, which a discard
+    /// allows (NBD: a client may assume nothing of trimmed bytes until it
+    /// writes them).  So a write of zeros is never a discard here.
+    /// Returns the chunks unmapped.
+    pub fn discard(&mut self, offset: u64, len: u64) -> Result<u64, DvsError> {
+        self.check_ok()?;
+        self.dvs.discard(offset, len)
+    }
+
     /// Run `p` on the members, after the destage or GC program in flight.
     fn run(&self, p: &Program) -> Result<Vec<Vec<u8>>, DvsError> {
         self.destager.wait()?;

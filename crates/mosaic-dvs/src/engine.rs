@@ -157,6 +157,8 @@ pub struct DvsStats {
     pub bg_resets: u64,
     pub gc_moved: u64,
     pub degraded_reads: u64,
+    /// Chunks unmapped by a client's discard ([`Dvs::discard`]).
+    pub discarded: u64,
 }
 
 /// The DVS state machine.
@@ -451,6 +453,31 @@ impl Dvs {
             .collect())
     }
 
+    /// A client's discard of `[offset, offset+len)`: every chunk wholly
+    /// inside it that is written and holds no cached block is unmapped
+    /// ([`Tables::unmap`]), so it reads as a hole and a GC no longer moves
+    /// it.  A chunk cut by the range's ends, or with blocks in the write
+    /// cache, keeps its bytes: a discard is a hint.  The tables in memory
+    /// change, nothing durable: the next GC of the SSG, which leaves the
+    /// chunk out of its segment, makes it so (see the real array's
+    /// `DvsArray::discard`).  Returns how many chunks it unmapped.
+    pub fn discard(&mut self, offset: u64, len: u64) -> Result<u64, DvsError> {
+        self.geo.check(offset, len)?;
+        let c = self.geo.chunk;
+        let (mut at, end) = (offset.div_ceil(c) * c, (offset + len) / c * c);
+        let mut n = 0;
+        while at < end {
+            let key = self.geo.locate(at);
+            if self.cache.get(key).is_none() && self.tables.unmap(key.0, key.1) {
+                self.rcache.invalidate(key);
+                n += 1;
+            }
+            at += c;
+        }
+        self.stats.discarded += n;
+        Ok(n)
+    }
+
     /// Failed members.
     pub fn failed_members(&self) -> Vec<usize> {
         self.failed()
@@ -549,6 +576,44 @@ mod tests {
         for l in 0..4 {
             assert!(d.tables.lookup(0, l).is_some());
         }
+    }
+
+    /// A discard unmaps the written chunks wholly inside it and no
+    /// other: not those it cuts, not a cached one, not one never written.
+    /// They read as holes, count as garbage, and the SSG's GC leaves them
+    /// out (it moves only what is still mapped).
+    #[test]
+    fn a_discard_unmaps_whole_written_chunks_and_gc_leaves_them_behind() {
+        let mut d = dvs(8);
+        let c = d.geo.chunk;
+        let b = d.geo.block;
+        d.write(0, 8 * c, 0).unwrap();
+        d.flush().unwrap();
+        assert_eq!(d.tables.get(0).unwrap().valid, 8);
+        // Chunk 5 gets a cached block again.
+        d.write(5 * c + b, b, 0).unwrap();
+        // From the middle of chunk 1 to the middle of chunk 7: chunks 2-6
+        // whole, 5 cached, so 2, 3, 4, 6; and chunk 9 never written.
+        assert_eq!(d.discard(c + b, 6 * c).unwrap(), 4);
+        assert_eq!(d.discard(9 * c, c).unwrap(), 0, "never written");
+        assert_eq!(d.discard(2 * c, c).unwrap(), 0, "already unmapped");
+        assert_eq!(d.stats.discarded, 4);
+        let holes: Vec<bool> = (0..10).map(|i| d.holes(i * c, c).unwrap()[0].1).collect();
+        assert_eq!(holes, [false, false, true, true, true, false, true, false, true, true]);
+        for i in [2, 3, 4, 6] {
+            assert_eq!(d.read(i * c, c, 0).unwrap()[0].src, ReadSrc::Zero, "chunk {i} reads as zeros");
+        }
+        let s = d.tables.get(0).unwrap();
+        assert_eq!(s.valid, 4);
+        assert!(s.garbage(d.geo.data, d.geo.k) >= 4, "the unmapped slots are garbage");
+        assert!(d.discard(1, c).is_err(), "not whole blocks");
+        assert!(d.discard(d.geo.capacity(), c).is_err(), "past the end");
+        // The GC moves the four chunks still mapped and the cached one.
+        let j = d.gc(0, vec![], JobKind::BgGc).unwrap();
+        let mut moved: Vec<u32> = j.chunks.iter().map(|x| x.0).collect();
+        moved.sort_unstable();
+        assert_eq!(moved, [0, 1, 5, 7]);
+        assert_eq!(d.tables.valid_lcns(0), [0, 1, 5, 7]);
     }
 
     #[test]

@@ -193,6 +193,21 @@ impl Tables {
         Ok(())
     }
 
+    /// Unmap logical chunk `lcn` of SSG `lsn` (a client's discard): it
+    /// reads as never written and counts as garbage, its slot and stripe
+    /// left as they are.  Whether it was mapped.
+    pub fn unmap(&mut self, lsn: u32, lcn: u32) -> bool {
+        let Some(s) = self.ssg.get_mut(lsn as usize).and_then(|s| s.as_deref_mut()) else { return false };
+        match s.amt.get_mut(lcn as usize) {
+            Some(v) if *v != NONE => {
+                *v = NONE;
+                s.valid -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Move the SSG to the spare segment `new` (its tables start empty) and
     /// free its old segment.  Returns the old segment.
     pub fn switch(&mut self, lsn: u32, new: u32) -> Result<u32, DvsError> {

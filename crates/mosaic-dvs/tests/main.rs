@@ -4,6 +4,7 @@
 
 mod array;
 mod baseline_real;
+mod discard;
 mod hooked;
 mod hot;
 mod nopanic;
