@@ -460,8 +460,13 @@ impl Export for VolumeExport {
     fn flush(&self) -> io::Result<()> {
         self.vol.flush().map_err(io_err)
     }
-    /// Discarding is optional in NBD; the array keeps the data.
-    fn trim(&self, _off: u64, _len: u64) -> io::Result<()> {
+    /// The whole blocks inside the range are the volume's to drop
+    /// ([`Volume::discard`]: a hint that fixed arrays keep their bytes at).
+    fn trim(&self, off: u64, len: u64) -> io::Result<()> {
+        let (s, e) = (off.div_ceil(self.block) * self.block, (off + len) / self.block * self.block);
+        if e > s {
+            self.vol.discard(s, e - s).map_err(io_err)?;
+        }
         Ok(())
     }
     fn write_zeroes(&self, off: u64, len: u64) -> io::Result<()> {

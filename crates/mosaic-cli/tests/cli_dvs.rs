@@ -129,3 +129,30 @@ fn eval_dvs_quick_prints_paper_beside_mosaic() {
     let dvs = rows.iter().find(|r| r["scheme"] == "dvs" && r["workload"] == "rw-dense").unwrap();
     assert!(dvs["zone_resets"].as_u64().unwrap() > 0 && dvs["idle_resets"] == dvs["zone_resets"], "{dvs}");
 }
+
+/// The map `nbdinfo --map --json` reads from a served export: (offset,
+/// length, hole) runs of base:allocation.
+fn allocation_map(uri: &str) -> Vec<(u64, u64, bool)> {
+    let o = std::process::Command::new("nbdinfo").args(["--map", "--json", uri]).output().expect("nbdinfo (libnbd-bin)");
+    assert!(o.status.success(), "nbdinfo --map: {}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&String::from_utf8_lossy(&o.stdout));
+    v.as_array().unwrap().iter().map(|e| (e["offset"].as_u64().unwrap(), e["length"].as_u64().unwrap(), e["type"].as_u64().unwrap() & 1 == 1)).collect()
+}
+
+/// A client's TRIM reaches a served DVS array: the whole chunks it covers
+/// read as zeros and are holes in base:allocation (so `nbdcopy` skips
+/// them), and the chunks it cuts keep their bytes.
+#[test]
+fn a_trim_over_nbd_makes_whole_dvs_chunks_holes() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("dvs");
+    let ds = d.to_str().unwrap();
+    ok(&["create", "-a", ds, "--level", "dvs", "--members", "5", "--member-size", "64M", "--zoned", "--stripe-unit", "64K", "--zone-size", "8M"]);
+    let srv = common::serve::Serve::start(ds, &[]);
+    let uri = format!("nbd://127.0.0.1:{}", srv.port);
+    common::qemu_io(&uri, &["write -P 0x5a 0 1M", "flush", "discard 96K 640K", "read -P 0x5a 0 128K", "read -P 0 128K 576K", "read -P 0x5a 704K 320K"]);
+    let map = allocation_map(&uri);
+    let holes: Vec<(u64, u64)> = map.iter().filter(|r| r.2 && r.0 < 1 << 20).map(|r| (r.0, r.1)).collect();
+    assert_eq!(holes, [(128 << 10, 576 << 10)], "chunks 2..11 whole in the trim: {map:?}");
+    assert!(map.iter().any(|r| !r.2 && r.0 == 0 && r.1 == 128 << 10), "the first two chunks hold data: {map:?}");
+}

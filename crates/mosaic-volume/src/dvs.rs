@@ -295,6 +295,14 @@ impl DvsVolume {
     }
 }
 
+/// About the most logical bytes one discard step looks at under the
+/// array lock (whole chunks of it; a chunk a step in tests, so their
+/// discards cross windows).
+#[cfg(not(test))]
+const DISCARD_WINDOW: u64 = 1 << 30;
+#[cfg(test)]
+const DISCARD_WINDOW: u64 = 1;
+
 impl Volume for DvsVolume {
     fn capacity(&self) -> u64 {
         self.capacity
@@ -320,6 +328,22 @@ impl Volume for DvsVolume {
         let r = self.commits.write(off, data, &|o, d| self.blocks.block_for(o, d), &|group| self.lock().write_prepared(group));
         self.touch();
         Ok(r?)
+    }
+    /// Chunk by chunk in windows of [`DISCARD_WINDOW`], the lock let go
+    /// between them: a discard of the whole array (`mkfs`, `blkdiscard`)
+    /// holds no client off for long.
+    fn discard(&self, off: u64, len: u64) -> Result<()> {
+        self.check_writable("discarding")?;
+        self.geo.check(off, len)?;
+        let (end, step) = (off + len, (DISCARD_WINDOW / self.chunk).max(1) * self.chunk);
+        let mut at = off;
+        while at < end {
+            // Window ends on chunk boundaries: no chunk is cut between two.
+            let next = end.min((at / self.chunk * self.chunk).saturating_add(step));
+            self.io(|a| a.discard(at, next - at))?;
+            at = next;
+        }
+        Ok(())
     }
     fn flush(&self) -> Result<()> {
         if !self.writable {

@@ -197,6 +197,15 @@ pub trait Volume: Send + Sync {
     fn allocation(&self, _off: u64, len: u64) -> Result<Vec<(u64, bool)>> {
         Ok(vec![(len, false)])
     }
+    /// A client's discard (NBD's TRIM, a guest's `fstrim`): the bytes of
+    /// `[off, off+len)` are no longer wanted, and a client may assume
+    /// nothing of them until it writes them again.  A hint: the default
+    /// keeps the bytes (as md's raid4/5/6 do); mapped layouts stop keeping
+    /// what they can, so their GC or their fast tier no longer carries it.
+    /// Never a way to write zeros.
+    fn discard(&self, _off: u64, _len: u64) -> Result<()> {
+        Ok(())
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
     /// Write what a write-back cache holds to the members (its dirty pages

@@ -320,6 +320,37 @@ fn allocation_names_never_written_chunks_of_dvs_and_all_data_of_fixed_arrays() {
     assert_eq!(v.allocation(0, v.capacity()).unwrap(), [(v.capacity(), false)]);
 }
 
+/// A discard through the volume (windows of one chunk here): the written
+/// chunks wholly inside it become holes that read as zeros, the ones it
+/// cuts keep their bytes; a fixed array keeps everything (md's raid5).
+#[test]
+fn a_discard_makes_whole_dvs_chunks_holes_and_a_fixed_array_keeps_its_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    const CHUNK: u64 = 64 << 10;
+    let data = pattern(7, 10 * CHUNK as usize);
+    for cache in [8, 0] {
+        let v = open(&dvs_cached(&t.path().join(format!("z{cache}")), 1, cache), true).unwrap();
+        v.write(0, &data).unwrap();
+        v.flush().unwrap();
+        // 4 KiB into chunk 1 to 4 KiB into chunk 8: chunks 2..8 whole.
+        v.discard(CHUNK + 4096, 7 * CHUNK).unwrap();
+        let mut want = data.clone();
+        want[2 * CHUNK as usize..8 * CHUNK as usize].fill(0);
+        read_back(v.as_ref(), 0, &want, "after the discard");
+        let runs = v.allocation(0, 10 * CHUNK).unwrap();
+        let holes: Vec<bool> = runs.iter().map(|r| r.1).collect();
+        assert_eq!(holes, (0..10).map(|i| (2..8).contains(&i)).collect::<Vec<_>>(), "cache {cache}");
+        assert!(v.discard(4096 + 512, 4096).is_err(), "not whole blocks");
+        assert!(v.discard(v.capacity(), CHUNK).is_err(), "past the end");
+    }
+    let v = open(&dvs_cached(&t.path().join("ro"), 1, 0), false).unwrap();
+    assert!(v.discard(0, CHUNK).unwrap_err().to_string().contains("open for writing"));
+    let v = open(&fixed(&t.path().join("r5"), Level::Raid5, 4), true).unwrap();
+    v.write(0, &data).unwrap();
+    v.discard(0, 10 * CHUNK).unwrap();
+    read_back(v.as_ref(), 0, &data, "a fixed array keeps its bytes");
+}
+
 /// A tier array's blocks with no place in its map are holes; written
 /// blocks stay data after demotion to the slow tier and a reopen.
 #[test]
