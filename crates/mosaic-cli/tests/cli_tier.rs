@@ -213,6 +213,20 @@ fn serve_exports_a_tier_and_demotes_while_idle() {
     assert!(info["stats"]["blocks_slow"].as_u64().unwrap() > 0, "the idle thread demoted nothing: {info}");
     let out = t.path().join("out.bin");
     assert!(read_back(ad, "0", 4 << 20, &out) == want, "read after serve differs");
+    // A TRIM, unaligned at both ends: the whole blocks inside it leave the
+    // map (slow and fast ones alike) and read as zeros, then and after a
+    // restart; the bytes around them stay.
+    let s = Serve::start(ad, &[]);
+    let mut c = Nbd::open(s.port);
+    assert_eq!(c.cmd(Command::Trim, 1000, (2 << 20) - 1000, &[]), 0);
+    want[4096..2 << 20].fill(0);
+    assert!(c.read(0, 4 << 20) == want, "read over NBD after the trim differs");
+    c.disconnect();
+    assert_eq!(s.stop().0, 0);
+    let mapped = |i: &serde_json::Value| i["stats"]["blocks_fast"].as_u64().unwrap() + i["stats"]["blocks_slow"].as_u64().unwrap();
+    let left = json(&ok(&["info", "-a", ad, "--json"]));
+    assert!(mapped(&left) < mapped(&info), "the trimmed blocks left the map: {left}");
+    assert!(read_back(ad, "0", 4 << 20, &out) == want, "read after the trim and a restart differs");
 }
 
 // ------------------------------------- writes larger than the fast tier

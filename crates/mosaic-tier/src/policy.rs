@@ -39,6 +39,7 @@
 mod commit;
 mod config;
 mod demote;
+mod discard;
 mod layout;
 mod mapstore;
 mod program;
@@ -124,6 +125,8 @@ pub struct TierStats {
     pub compactions: u64,
     /// Bytes rewritten inside SLOW by compaction.
     pub compacted_bytes: u64,
+    /// Logical blocks discarded by clients (their places freed).
+    pub discarded_blocks: u64,
     /// Partial-stripe writes the slow array would have done for the
     /// absorbed client writes.
     pub slow_rmw_avoided: u64,
@@ -235,6 +238,15 @@ impl TierPolicy {
     /// that member)`, `None` when unmapped.
     pub fn placement(&self, lb: u64) -> Option<(usize, u64)> {
         self.core.placement(lb)
+    }
+
+    /// A client's discard of `[offset, offset + len)` (whole blocks):
+    /// the program that drops its mapped blocks from the map, freeing
+    /// their places (see `discard.rs`), behind any program planned
+    /// earlier; `None` when nothing is to be done.
+    pub fn discard(&mut self, offset: u64, len: u64, h: &Health) -> Result<Option<Program>, PlanError> {
+        self.core.observe(h);
+        Ok(discard::plan(&mut self.core, offset, len)?.map(|p| self.with_pending(p)))
     }
 
     /// Bytes left in the map's delta log: a map change whose delta frame

@@ -75,9 +75,15 @@ fn write_and_flush(r: &mut Rig, off: u64, data: &[u8]) -> Program {
 type Planned = (Program, Option<(u64, Vec<u8>)>);
 
 fn cut_everywhere(base: &Base, act: &dyn Fn(&mut Rig) -> Planned) -> usize {
+    let writes = write_ops(&act(&mut base.rig()).0);
+    assert!(writes >= 2, "a program with data and map writes");
+    cut_at_every_write(base, act)
+}
+
+/// [`cut_everywhere`] of a program of any size (a map write alone).
+fn cut_at_every_write(base: &Base, act: &dyn Fn(&mut Rig) -> Planned) -> usize {
     let (p, _) = act(&mut base.rig());
     let writes = write_ops(&p);
-    assert!(writes >= 2, "a program with data and map writes");
     for cut in 0..=writes as i64 {
         let mut r = base.rig();
         let (p2, data) = act(&mut r);
@@ -333,4 +339,24 @@ fn superseded_slow_blocks_keep_their_data_until_the_commit() {
     for &b in &blocks {
         assert_eq!(r.read(b * BLOCK, BLOCK).unwrap(), pattern(808, b * BLOCK, BLOCK), "block {b}: flushed");
     }
+}
+
+/// A discard's map write cut at every device write: the discarded blocks
+/// read their old bytes or zeros, all of them zeros once it is done; every
+/// other block keeps its bytes, and the tier recovered from the cut reuses
+/// the freed places with everything intact.
+#[test]
+fn power_cut_during_a_discard() {
+    let (r, m) = setup(60);
+    let base = Base::of(&r, &m);
+    // From the first block on one tier to the first on the other.
+    let first = |tier: usize| (0..r.capacity() / BLOCK).find(|&b| r.pol.placement(b).map(|p| p.0) == Some(tier)).unwrap();
+    let (a, b) = (first(FAST).min(first(SLOW)), first(FAST).max(first(SLOW)));
+    let (off, len) = (a * BLOCK, (b + 1 - a) * BLOCK);
+    let zeros = vec![0u8; len as usize];
+    let act = |r: &mut Rig| (r.pol.discard(off, len, &health()).unwrap().expect("mapped blocks to discard"), Some((off, zeros.clone())));
+    let (p, _) = act(&mut base.rig());
+    assert!(ops_on(&p, SLOW).is_empty(), "a discard moves no data");
+    assert!(ops_on(&p, FAST).iter().all(|o| o.1 < r.pol.layout().map_bytes), "it writes the map only");
+    assert_eq!(cut_at_every_write(&base, &act), 1, "one map write");
 }

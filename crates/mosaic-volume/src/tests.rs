@@ -351,6 +351,59 @@ fn a_discard_makes_whole_dvs_chunks_holes_and_a_fixed_array_keeps_its_bytes() {
     read_back(v.as_ref(), 0, &data, "a fixed array keeps its bytes");
 }
 
+/// A discard on a tier array: its mapped blocks, on the fast tier and on
+/// the slow one, leave the map (holes, zeros), free their fast space, are
+/// never demoted, and stay holes across a reopen; the blocks around them
+/// keep their bytes.
+#[test]
+fn a_discard_on_a_tier_array_frees_its_blocks_on_both_tiers() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("tier");
+    let v = crate::tier::tests::create(&dir, crate::tier::tests::eager());
+    const MIB: u64 = 1 << 20;
+    let old = pattern(3, 2 * MIB as usize);
+    v.write(0, &old).unwrap();
+    v.flush().unwrap();
+    // Moved to the slow tier while idle, then 1 MiB more on the fast tier.
+    v.set_idle_after(Duration::ZERO);
+    while v.idle_work().unwrap() {}
+    let slow = v.stats().unwrap().blocks_slow;
+    assert!(slow > 0, "some of the first 2 MiB were demoted");
+    let new = pattern(4, MIB as usize);
+    v.write(4 * MIB, &new).unwrap();
+    let before = v.stats().unwrap();
+    // Half of each: 1 MiB from 512 KiB (slow and fast blocks alike), and
+    // 512 KiB of the new write (fast, placed but not yet committed).
+    v.discard(MIB / 2, MIB).unwrap();
+    v.discard(4 * MIB, MIB / 2).unwrap();
+    let after = v.stats().unwrap();
+    assert_eq!(after.discarded_blocks - before.discarded_blocks, (MIB + MIB / 2) / 4096);
+    let mapped = |s: &mosaic_tier::TierStats| s.blocks_fast + s.blocks_slow;
+    assert_eq!(mapped(&before) - mapped(&after), (MIB + MIB / 2) / 4096);
+    assert!(after.fast_live < before.fast_live, "fast space freed: {} -> {}", before.fast_live, after.fast_live);
+    assert!(after.blocks_slow < before.blocks_slow && after.slow_live < before.slow_live, "slow blocks left the map and the segment table");
+    let mut want = vec![0u8; 5 * MIB as usize];
+    want[..2 * MIB as usize].copy_from_slice(&old);
+    want[4 * MIB as usize..].copy_from_slice(&new);
+    want[MIB as usize / 2..3 * MIB as usize / 2].fill(0);
+    want[4 * MIB as usize..9 * MIB as usize / 2].fill(0);
+    let written = [(0, MIB / 2), (3 * MIB / 2, MIB / 2), (9 * MIB / 2, MIB / 2)];
+    read_back(&v, 0, &want, "after the discards");
+    let holes = checked_holes(&v, &written);
+    assert_eq!(holes, v.capacity() - 3 * MIB / 2);
+    while v.idle_work().unwrap() {}
+    assert_eq!(checked_holes(&v, &written), holes, "idle work moved no discarded block back");
+    v.close().unwrap();
+    drop(v);
+    let v = TierVolume::open(&dir, true).unwrap();
+    read_back(&v, 0, &want, "after a reopen");
+    assert_eq!(checked_holes(&v, &written), holes);
+    assert!(v.discard(512, 4096).is_err(), "not whole blocks");
+    drop(v);
+    let v = TierVolume::open(&dir, false).unwrap();
+    assert!(v.discard(0, 4096).unwrap_err().to_string().contains("open for writing"));
+}
+
 /// A tier array's blocks with no place in its map are holes; written
 /// blocks stay data after demotion to the slow tier and a reopen.
 #[test]

@@ -488,6 +488,10 @@ fn load_policy(fast: &Array, blob: &TierBlob) -> Result<TierPolicy> {
     TierPolicy::recover(blob.config.clone(), blob.geometry, &meta).map_err(policy_err)
 }
 
+/// Most logical bytes one discard step drops under the policy's lock
+/// (whole blocks: every block size divides it).
+const DISCARD_WINDOW: u64 = 1 << 30;
+
 impl Volume for TierVolume {
     fn info(&self) -> VolumeInfo {
         self.volume_info()
@@ -521,6 +525,34 @@ impl Volume for TierVolume {
         self.live()?;
         let pol = g.as_ref().ok_or_else(map_lost)?;
         Ok((off / block..(off + len) / block).map(|lb| (block, pol.placement(lb).is_none())).collect())
+    }
+    /// The mapped blocks of the range leave the map and free their places
+    /// (`mosaic_tier`'s `discard.rs`: one map write), in windows of at
+    /// most [`DISCARD_WINDOW`] under the lock.
+    fn discard(&self, off: u64, len: u64) -> Result<()> {
+        self.check_writable("discarding")?;
+        let block = self.blob.config.block;
+        if off % block != 0 || len % block != 0 || off.checked_add(len).map_or(true, |end| end > self.capacity) {
+            return Err(VolumeError::Usage(format!("discard of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
+        }
+        let end = off + len;
+        let mut at = off;
+        while at < end {
+            let n = (end - at).min(DISCARD_WINDOW.max(block));
+            self.touch();
+            let mut g = self.lock();
+            self.live()?;
+            let pol = g.as_mut().ok_or_else(map_lost)?;
+            self.sync_health(pol);
+            let dirty = pol.dirty_placements();
+            if let Some(p) = pol.discard(at, n, &self.health()).map_err(policy_err)? {
+                self.run(&mut g, &p, Client::None, dirty)?;
+            }
+            drop(g);
+            at += n;
+        }
+        self.touch();
+        Ok(())
     }
     /// The policy's flush (FAST's data, then the map's dirty placements),
     /// then both inner arrays.
