@@ -109,6 +109,7 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
     // A hot replace in progress: its member and new drive's path.
     let mut hot: Option<(usize, std::path::PathBuf)> = None;
     let mut switched = 0;
+    let mut ghosts = Ghosts::default();
     for i in 0..ops {
         if hot.is_some() && rng.gen_bool(0.2) {
             let p = a.hot_step(1).unwrap();
@@ -125,8 +126,10 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
                 let (off, data) = random_write(&mut rng, cap);
                 a.write(off, &data).unwrap();
                 reference[off as usize..off as usize + data.len()].copy_from_slice(&data);
+                ghosts.wrote(off, data.len());
             }
-            70..=89 => {
+            70..=71 => ghosts.discard(&mut a, &mut rng, &mut reference, c.cache_chunks == 0),
+            72..=89 => {
                 let (off, data) = random_write(&mut rng, cap);
                 let mut got = vec![0u8; data.len()];
                 a.read(off, &mut got).unwrap();
@@ -182,7 +185,86 @@ fn run_model_with(seed: u64, c: DvsConfig, ops: usize) {
         let devs: Vec<Arc<dyn ZonedMember>> = paths.iter().rev().map(|p| Arc::new(ZonedFile::open(p).unwrap()) as Arc<dyn ZonedMember>).collect();
         let mut b = DvsArray::open(devs).unwrap();
         assert!(b.info().failed.is_empty());
-        check_all(&mut b, &reference);
+        ghosts.check_reopened(&mut b, &reference);
+    }
+    assert!(ghosts.unmapped > 0, "the workload discarded chunks");
+}
+
+/// Discards in the model.  A chunk a discard unmaps reads as zeros from
+/// then on; after a reopen it may read its bytes from before the discard
+/// again (a discard is durable only once its SSG's GC has run), with what
+/// was written into it since on top.
+#[derive(Default)]
+struct Ghosts {
+    /// Chunk index -> its bytes before the discard, and which bytes were
+    /// written since.
+    chunks: std::collections::HashMap<u64, (Vec<u8>, Vec<bool>)>,
+    unmapped: u64,
+}
+
+impl Ghosts {
+    /// Discard a random range (from one block to six chunks, at any
+    /// block): the whole chunks in it that become holes read as zeros;
+    /// every other byte keeps its value.  Write-through, every whole
+    /// chunk written is unmapped (no cache keeps any).
+    fn discard(&mut self, a: &mut DvsArray, rng: &mut ChaCha8Rng, reference: &mut [u8], write_through: bool) {
+        let (cap, chunk) = (reference.len() as u64, CHUNK);
+        let len = rng.gen_range(1..=6 * chunk / 512).min(cap / 512) * 512;
+        let off = rng.gen_range(0..=(cap - len) / 512) * 512;
+        let (first, end) = (off.div_ceil(chunk), (off + len) / chunk);
+        let holes = |a: &DvsArray| if end > first { a.holes(first * chunk, (end - first) * chunk).unwrap().into_iter().map(|r| r.1).collect() } else { Vec::new() };
+        let before: Vec<bool> = holes(a);
+        let n = a.discard(off, len).unwrap();
+        let after: Vec<bool> = holes(a);
+        let mut unmapped = 0;
+        for (i, (b, h)) in before.iter().zip(&after).enumerate() {
+            assert!(!b || *h, "a hole stays a hole");
+            if write_through {
+                assert!(*h, "write-through: chunk {} of the range is unmapped", first + i as u64);
+            }
+            if !b && *h {
+                let at = ((first + i as u64) * chunk) as usize;
+                let bytes = &mut reference[at..at + chunk as usize];
+                self.chunks.insert(first + i as u64, (bytes.to_vec(), vec![false; chunk as usize]));
+                bytes.fill(0);
+                unmapped += 1;
+            }
+        }
+        assert_eq!(n, unmapped, "the chunks that became holes are the ones unmapped");
+        self.unmapped += n;
+        check_all(a, reference);
+    }
+
+    /// A write of `len` bytes at `off` happened.
+    fn wrote(&mut self, off: u64, len: usize) {
+        for c in off / CHUNK..(off + len as u64).div_ceil(CHUNK) {
+            if let Some((_, w)) = self.chunks.get_mut(&c) {
+                let (s, e) = ((off.max(c * CHUNK) - c * CHUNK) as usize, ((off + len as u64).min((c + 1) * CHUNK) - c * CHUNK) as usize);
+                w[s..e].fill(true);
+            }
+        }
+    }
+
+    /// After a reopen: every byte as the model has it, but each discarded
+    /// chunk either so or its old bytes under what was written since.
+    fn check_reopened(&self, a: &mut DvsArray, reference: &[u8]) {
+        let mut got = vec![0u8; reference.len()];
+        a.read(0, &mut got).unwrap();
+        let mut want = reference.to_vec();
+        let c = CHUNK as usize;
+        for (&i, (old, written)) in &self.chunks {
+            let at = i as usize * c;
+            if got[at..at + c] != want[at..at + c] {
+                for (j, w) in written.iter().enumerate() {
+                    if !w {
+                        want[at + j] = old[j];
+                    }
+                }
+            }
+        }
+        if let Some(i) = got.iter().zip(&want).position(|(g, w)| g != w) {
+            panic!("after a reopen, logical byte {i} (chunk {}) is {}, want {}", i / c, got[i], want[i]);
+        }
     }
 }
 
