@@ -104,3 +104,40 @@ fn a_discard_skips_a_chunk_with_cached_blocks() {
     check_all(&mut a, &reference);
     assert!(a.discard(0, 100).is_err(), "not whole blocks");
 }
+
+/// File churn on the engine, half the capacity in live files: each step
+/// deletes a random file and writes a new one where none lives.  With the
+/// deletes discarded, a GC copies the live files' chunks only; without,
+/// every chunk once written stays valid and the GC copies the deleted
+/// files' chunks too.  Returns (chunks the GC moved, chunks written).
+fn churn(discard: bool) -> (u64, u64) {
+    use mosaic_dvs::{Dvs, DvsParams, Geo};
+    use rand::{Rng, SeedableRng};
+    let geo = Geo::new(DvsConfig { op_pct: 10, ..DvsConfig::new(5, 1, 4096, 16 * 4096, 40, 1) }).unwrap();
+    let mut d = Dvs::new(geo, DvsParams::write_through());
+    let file = 4 * d.geo.chunk;
+    let slots = d.geo.capacity() / file;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let (mut live, mut free): (Vec<u64>, Vec<u64>) = (Vec::new(), (0..slots).collect());
+    for _ in 0..20 * slots {
+        if live.len() as u64 >= slots / 2 {
+            let f = live.swap_remove(rng.gen_range(0..live.len()));
+            if discard {
+                d.discard(f * file, file).unwrap();
+            }
+            free.push(f);
+        }
+        let f = free.swap_remove(rng.gen_range(0..free.len()));
+        d.write(f * file, file, 0).unwrap();
+        live.push(f);
+    }
+    (d.stats.gc_moved, d.stats.destaged_chunks)
+}
+
+#[test]
+fn discards_spare_the_gc_the_deleted_files() {
+    let (with, without) = (churn(true), churn(false));
+    assert_eq!(with.1, without.1, "the same client chunks written");
+    assert!(with.0 * 3 < without.0, "GC moved {} chunks with discards, {} without", with.0, without.0);
+    println!("GC moved {} chunks with discards, {} without, for {} written", with.0, without.0, with.1);
+}
