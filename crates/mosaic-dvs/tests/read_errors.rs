@@ -467,6 +467,47 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
     assert_eq!(b.scrub().unwrap(), 0);
 }
 
+/// The same loss, the rebuilt member's chunk discarded by a client just
+/// before: the discard is in memory only and the next open maps the
+/// chunk to its slot again, so its block is recorded lost all the same,
+/// and reads it as lost after the reopen, never as what the rebuild left
+/// there.
+#[test]
+fn a_k1_rebuild_records_lost_a_discarded_chunk_the_next_open_maps_again() {
+    let mut r = rig(cfg(1), io::ErrorKind::Other, 102);
+    r.a.fail(0).unwrap();
+    let blk = r.a.geo().block;
+    let t = r.a.tables();
+    let (lsn, lcn, off, mate) = chunks_on(&r.a, 2)
+        .into_iter()
+        .find_map(|(lsn, lcn, off)| {
+            let st = t.stripe_at(lsn, 2, t.lookup(lsn, lcn)?.1)?;
+            let c0 = st.col_of(0).filter(|&c| c < st.width())?;
+            (t.lookup(lsn, st.lcns[c0]) == Some((0, st.idx[c0]))).then_some((lsn, lcn, off, st.lcns[c0]))
+        })
+        .expect("a stripe over members 0 and 2");
+    spoil(&r.bad[2], off + blk, blk);
+    let geo = r.a.geo().clone();
+    let at = geo.chunk_start((lsn, mate));
+    assert_eq!(r.a.discard(at, geo.chunk).unwrap(), 1);
+    let c = geo.cfg.clone();
+    let new = mosaic_dev::zoned::ZonedFile::create(&r._dir.path().join("new0"), c.zone_size, c.zones, c.conventional).unwrap();
+    r.a.replace(0, Arc::new(new)).unwrap();
+    let rep = r.a.rebuild(&|_, _| {}, None).unwrap();
+    let mut want = mosaic_format::lost::with(&[], &[LostRange { offset: geo.chunk_start((lsn, lcn)) + blk, len: blk }, LostRange { offset: at + blk, len: blk }]);
+    want.sort_by_key(|x| x.offset);
+    assert_eq!((rep.lost_bytes, r.a.lost()), (2 * blk, &want[..]), "the discarded chunk's block is on record too");
+    r.a.flush().unwrap();
+    let Rig { _dir: dir, a, .. } = r;
+    drop(a);
+    let mut devs: Vec<Arc<dyn ZonedMember>> = (1..5).map(|i| Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join(format!("m{i}"))).unwrap()) as Arc<dyn ZonedMember>).collect();
+    devs.push(Arc::new(mosaic_dev::zoned::ZonedFile::open(&dir.path().join("new0")).unwrap()));
+    let mut b = DvsArray::open(devs).unwrap();
+    assert_eq!(b.holes(at, geo.chunk).unwrap()[0].1, false, "mapped again by the open");
+    let e = b.read(at + blk, &mut vec![0u8; blk as usize]).unwrap_err().to_string();
+    assert!(e.contains("were lost"), "{e}");
+}
+
 /// k = 2.  Rebuilding one member while two others each cannot read a
 /// different block of one stripe: every block has two unknowns, within
 /// the code, so the run rebuilt slot by slot decodes them all and nothing

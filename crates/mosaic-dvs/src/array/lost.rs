@@ -181,9 +181,13 @@ impl DvsArray {
     }
 
     /// The logical ranges of `blocks` of column `d` of stripe `st` (SSG
-    /// `lsn`), when it holds valid data there.
+    /// `lsn`), when it holds valid data there, in memory or on record: a
+    /// chunk a client discarded (in memory only, `Dvs::discard`) is mapped
+    /// there again by the next open until a GC drops it, so its bytes
+    /// there must read as lost, never as what the rebuild left.
     fn lost_in(&self, lsn: u32, st: &Stripe, d: usize, blocks: &[u64]) -> Vec<LostRange> {
-        if !self.valid_data(lsn, st, d) {
+        let on_record = d < st.width() && self.meta.durable.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]));
+        if !on_record && !self.valid_data(lsn, st, d) {
             return Vec::new();
         }
         let at = self.geo.chunk_start((lsn, st.lcns[d]));
