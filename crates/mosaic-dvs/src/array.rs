@@ -2083,8 +2083,8 @@ impl DvsArray {
         let (phys, sit) = (s.phys, s.sit.clone());
         for (row, st) in sit.iter().enumerate() {
             cur.done += 1;
-            let t = &self.dvs.tables;
-            let valid: Vec<bool> = (0..st.width()).map(|col| t.lookup(lsn, st.lcns[col]) == Some((st.members[col] as usize, st.idx[col]))).collect();
+            // A chunk discarded in memory only counts: the next open maps it here again.
+            let valid: Vec<bool> = (0..st.width()).map(|col| self.holds_data(lsn, st, col)).collect();
             if !valid.iter().any(|v| *v) {
                 cur.rep.skipped_stripes += 1;
                 continue;

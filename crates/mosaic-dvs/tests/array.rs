@@ -1063,14 +1063,14 @@ fn power_cuts_during_rebuild_resume_without_loss() {
 }
 
 /// Overwrite bytes of a member's zone on its file (bit rot).
-fn rot(dir: &Path, member: usize, offset: u64) {
+pub(crate) fn rot(dir: &Path, member: usize, offset: u64) {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new().write(true).open(dir.join(format!("m{member}"))).unwrap();
     f.write_at(&[0xA5; 512], 4096 + offset + 1024).unwrap();
 }
 
 /// A stripe with a valid data chunk: (lsn, stripe, column of that chunk).
-fn stripe_with_valid_data(a: &DvsArray) -> (u32, mosaic_dvs::tables::Stripe, usize, u32) {
+pub(crate) fn stripe_with_valid_data(a: &DvsArray) -> (u32, mosaic_dvs::tables::Stripe, usize, u32) {
     let t = a.tables();
     let mut live = t.live.clone();
     live.sort_unstable();

@@ -141,3 +141,30 @@ fn discards_spare_the_gc_the_deleted_files() {
     assert!(with.0 * 3 < without.0, "GC moved {} chunks with discards, {} without", with.0, without.0);
     println!("GC moved {} chunks with discards, {} without, for {} written", with.0, without.0, with.1);
 }
+
+/// A repairing scrub (k = 2) of a stripe whose rotten column holds a chunk
+/// a client discarded: the discard is in memory only and the next open
+/// maps the chunk there again, so the repair writes it again corrected,
+/// and after a reopen it reads its bytes, never the rot.
+#[test]
+fn a_repair_corrects_a_discarded_chunk_the_next_open_maps_again() {
+    use crate::array::{rot, stripe_with_valid_data};
+    let c = cfg(2);
+    let dir = scratch();
+    let mut a = DvsArray::create(files_for(dir.path(), 5, &c), c.clone()).unwrap();
+    let chunk = a.geo().chunk;
+    let data = pattern(8 * a.geo().ssg_bytes().min(a.capacity() / 8) as usize, 5);
+    a.write(0, &data).unwrap();
+    let (lsn, st, col, phys) = stripe_with_valid_data(&a);
+    let at = a.geo().chunk_start((lsn, st.lcns[col]));
+    assert_eq!(a.discard(at, chunk).unwrap(), 1);
+    rot(dir.path(), st.members[col] as usize, a.geo().slot_offset(phys, st.idx[col]));
+    let fixed = a.scrub_with(true, &|_, _| {}).unwrap();
+    assert_eq!(fixed.mismatched, 1, "{fixed:?}");
+    drop(a);
+    let mut a = DvsArray::open(reopen_files(dir.path(), 5)).unwrap();
+    let mut got = vec![0u8; chunk as usize];
+    a.read(at, &mut got).unwrap();
+    assert!(got[..] == data[at as usize..(at + chunk) as usize], "the discarded chunk reads its bytes after a reopen, not the rot");
+    assert_eq!(a.scrub().unwrap(), 0);
+}

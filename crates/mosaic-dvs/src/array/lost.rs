@@ -180,14 +180,19 @@ impl DvsArray {
         d < st.width() && self.dvs.tables.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]))
     }
 
+    /// Whether column `d` of stripe `st` (SSG `lsn`) holds data a read
+    /// may return: valid now, or on record.  A chunk a client discarded
+    /// (in memory only, `Dvs::discard`) is mapped there again by the next
+    /// open until a GC drops it, so a rebuild or a repair must leave its
+    /// bytes right or on record as lost, never as they happen to be.
+    pub(super) fn holds_data(&self, lsn: u32, st: &Stripe, d: usize) -> bool {
+        self.valid_data(lsn, st, d) || (d < st.width() && self.meta.durable.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d])))
+    }
+
     /// The logical ranges of `blocks` of column `d` of stripe `st` (SSG
-    /// `lsn`), when it holds valid data there, in memory or on record: a
-    /// chunk a client discarded (in memory only, `Dvs::discard`) is mapped
-    /// there again by the next open until a GC drops it, so its bytes
-    /// there must read as lost, never as what the rebuild left.
+    /// `lsn`), when it holds data there ([`DvsArray::holds_data`]).
     fn lost_in(&self, lsn: u32, st: &Stripe, d: usize, blocks: &[u64]) -> Vec<LostRange> {
-        let on_record = d < st.width() && self.meta.durable.lookup(lsn, st.lcns[d]) == Some((st.members[d] as usize, st.idx[d]));
-        if !on_record && !self.valid_data(lsn, st, d) {
+        if !self.holds_data(lsn, st, d) {
             return Vec::new();
         }
         let at = self.geo.chunk_start((lsn, st.lcns[d]));
