@@ -410,19 +410,13 @@ fn reads_around(a: &mut DvsArray, reference: &[u8], lost: &[LostRange]) {
     }
 }
 
-/// A k = 1 rebuild whose source cannot read a sector (the classic RAID-5
-/// loss in a rebuild, array/lost.rs): the rebuild goes on, the block of
-/// the unreadable chunk and the same block of the rebuilt member's chunk
-/// in that stripe are recorded lost (exactly those), reads of them fail
-/// and every other byte reads right, the stripe's chunks are written
-/// again, the record survives a reopen, and writing the blocks whole
-/// clears it.
-#[test]
-fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
+/// The classic RAID-5 loss set up (k = 1): member 0 failed, and member 2
+/// unable to read the second block of a chunk whose stripe has a valid
+/// data chunk on member 0: (rig, SSG, that chunk's LCN, member 0's LCN).
+fn k1_loss() -> (Rig, u32, u32, u32) {
     let mut r = rig(cfg(1), io::ErrorKind::Other, 102);
     r.a.fail(0).unwrap();
     let blk = r.a.geo().block;
-    // A chunk on member 2 whose stripe has a valid data chunk on member 0.
     let t = r.a.tables();
     let (lsn, lcn, off, mate) = chunks_on(&r.a, 2)
         .into_iter()
@@ -433,6 +427,21 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
         })
         .expect("a stripe over members 0 and 2");
     spoil(&r.bad[2], off + blk, blk);
+    (r, lsn, lcn, mate)
+}
+
+/// A k = 1 rebuild whose source cannot read a sector (the classic RAID-5
+/// loss in a rebuild, array/lost.rs): the rebuild goes on, the block of
+/// the unreadable chunk and the same block of the rebuilt member's chunk
+/// in that stripe are recorded lost (exactly those), reads of them fail
+/// and every other byte reads right, the stripe's chunks are written
+/// again, the record survives a reopen, and writing the blocks whole
+/// clears it.
+#[test]
+fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
+    let (mut r, lsn, lcn, mate) = k1_loss();
+    let blk = r.a.geo().block;
+    let off = where_is(&r.a, lsn, lcn).unwrap().1;
     let geo = r.a.geo().clone();
     let want = vec![
         LostRange { offset: geo.chunk_start((lsn, lcn)) + blk, len: blk },
@@ -474,19 +483,8 @@ fn a_k1_rebuild_sets_aside_what_a_source_cannot_read_and_goes_on() {
 /// there.
 #[test]
 fn a_k1_rebuild_records_lost_a_discarded_chunk_the_next_open_maps_again() {
-    let mut r = rig(cfg(1), io::ErrorKind::Other, 102);
-    r.a.fail(0).unwrap();
+    let (mut r, lsn, lcn, mate) = k1_loss();
     let blk = r.a.geo().block;
-    let t = r.a.tables();
-    let (lsn, lcn, off, mate) = chunks_on(&r.a, 2)
-        .into_iter()
-        .find_map(|(lsn, lcn, off)| {
-            let st = t.stripe_at(lsn, 2, t.lookup(lsn, lcn)?.1)?;
-            let c0 = st.col_of(0).filter(|&c| c < st.width())?;
-            (t.lookup(lsn, st.lcns[c0]) == Some((0, st.idx[c0]))).then_some((lsn, lcn, off, st.lcns[c0]))
-        })
-        .expect("a stripe over members 0 and 2");
-    spoil(&r.bad[2], off + blk, blk);
     let geo = r.a.geo().clone();
     let at = geo.chunk_start((lsn, mate));
     assert_eq!(r.a.discard(at, geo.chunk).unwrap(), 1);
