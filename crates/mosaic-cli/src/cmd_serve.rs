@@ -475,6 +475,29 @@ impl Export for VolumeExport {
         self.served(Op::Write, off, len, t);
         Ok(())
     }
+    /// A volume whose discard leaves zeros for good (a tier) drops the
+    /// whole blocks and writes zeros over the parts of blocks at the ends;
+    /// any other writes zeros.  Counted and recorded as a write either way
+    /// (a replay of the recording writes the zeros).
+    fn zero_as_hole(&self, off: u64, len: u64) -> io::Result<()> {
+        if !self.vol.discard_zeroes() {
+            return self.write_zeroes(off, len);
+        }
+        let (s, e) = (off.div_ceil(self.block) * self.block, (off + len) / self.block * self.block);
+        if e <= s {
+            return self.write_zeroes(off, len);
+        }
+        let t = self.arrived(Op::Write, off, len);
+        let chunk = (4u64 << 20).max(self.preferred);
+        mosaic_nbd::export::zero_fill(off, s - off, chunk, |o, z| self.write_inner(o, z))?;
+        self.vol.discard(s, e - s).map_err(io_err)?;
+        mosaic_nbd::export::zero_fill(e, off + len - e, chunk, |o, z| self.write_inner(o, z))?;
+        self.served(Op::Write, off, len, t);
+        Ok(())
+    }
+    fn fast_zero_as_hole(&self) -> bool {
+        self.vol.discard_zeroes()
+    }
     /// The volume's holes (never written: DVS, tier) for `base:allocation`,
     /// over the whole blocks covering the request and at most
     /// [`ALLOCATION_MAX`] of them (the client asks again for the rest).

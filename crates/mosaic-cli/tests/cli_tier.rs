@@ -229,6 +229,30 @@ fn serve_exports_a_tier_and_demotes_while_idle() {
     assert!(read_back(ad, "0", 4 << 20, &out) == want, "read after the trim and a restart differs");
 }
 
+/// Zeroing over NBD (qemu-io `write -z`): allowed to unmap (no NO_HOLE),
+/// a tier drops the blocks from its map instead of filling its fast tier
+/// with zeros, and says it can zero fast; with NO_HOLE it writes them.
+#[test]
+fn a_zeroing_that_may_unmap_drops_tier_blocks() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("tier");
+    let ad = a.to_str().unwrap();
+    create(ad, &[]);
+    let s = Serve::start(ad, &[]);
+    let uri = format!("nbd://127.0.0.1:{}", s.port);
+    common::qemu_io(&uri, &["write -P 0x5a 0 2M", "flush", "write -z -u 0 1M", "write -z 1M 512K", "read -P 0 0 1536K", "read -P 0x5a 1536K 512K"]);
+    // A fast zero that may unmap is taken; one that must not is refused
+    // at once (qemu-io's write -z -n: FAST_ZERO).
+    common::qemu_io(&uri, &["write -z -u -n 2M 1M"]);
+    let o = std::process::Command::new("qemu-io").args(["-f", "raw", &uri, "-c", "write -z -n 3M 64K"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not supported"), "a fast zero with NO_HOLE: {err}");
+    assert_eq!(s.stop().0, 0);
+    let info = json(&ok(&["info", "-a", ad, "--json"]));
+    let mapped = info["stats"]["blocks_fast"].as_u64().unwrap() + info["stats"]["blocks_slow"].as_u64().unwrap();
+    assert_eq!(mapped, (1 << 20) / 4096, "the 512 KiB of zeros written and the 512 KiB of data: {info}");
+}
+
 // ------------------------------------- writes larger than the fast tier
 
 /// The audit's tier: raid1 over 2 x 8 MiB fast (5.5 MiB of fast data),

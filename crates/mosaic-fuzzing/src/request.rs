@@ -18,7 +18,7 @@ pub fn request(data: &[u8]) {
 
 fn accepted_requests_are_sane(r: &Request, extended: bool) {
     for unaligned_ok in [false, true] {
-        let l = Limits { size: 1 << 30, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok, structured: true, extended, block_status: true, fast_zero: false };
+        let l = Limits { size: 1 << 30, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok, structured: true, extended, block_status: true, fast_zero: false, fast_zero_hole: extended };
         if check(r, &l).is_ok() && matches!(r.cmd, Command::Read | Command::Write | Command::Trim | Command::WriteZeroes) {
             assert!(r.length > 0, "zero-length {:?} accepted", r.cmd);
             assert!(r.offset + r.length <= l.size, "{:?} past the end accepted", r.cmd);

@@ -659,6 +659,7 @@ fn serve(sh: &Shared, r: &Request, payload: Vec<u8>, rep: &Replier, held: u64, s
             r
         }
         Command::Trim => ex.trim(r.offset, r.length).map(|_| Vec::new()),
+        Command::WriteZeroes if r.flags & CMD_FLAG_NO_HOLE == 0 => ex.zero_as_hole(r.offset, r.length).map(|_| Vec::new()),
         Command::WriteZeroes => ex.write_zeroes(r.offset, r.length).map(|_| Vec::new()),
         Command::Flush => ex.flush().map(|_| Vec::new()),
         Command::Disc | Command::Unknown(_) => Ok(Vec::new()),
@@ -759,6 +760,7 @@ pub(crate) fn transmission(sh: &Arc<Shared>, id: u64, stream: Stream, mut rd: Bu
         extended,
         block_status: session.base_allocation,
         fast_zero: sh.export.fast_zero(),
+        fast_zero_hole: sh.export.fast_zero_as_hole(),
     };
     let reader = Transmitting::new(sh);
     let mut buf = [0u8; EXTENDED_REQUEST_LEN];

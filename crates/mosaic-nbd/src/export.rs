@@ -67,9 +67,23 @@ pub trait Export: Send + Sync {
         zero_fill(off, len, (1u64 << 20).max(self.block_size()), |o, z| self.write(o, z))
     }
     /// Whether `write_zeroes` is much faster than writing zeroes (a
-    /// request flagged FAST_ZERO gets ENOTSUP at once when it is not).
+    /// request flagged FAST_ZERO and NO_HOLE gets ENOTSUP at once when it
+    /// is not).
     fn fast_zero(&self) -> bool {
         false
+    }
+    /// WRITE_ZEROES without NO_HOLE: the client lets the range become a
+    /// hole.  It must read as zeroes afterwards, as durable as a write.
+    /// The default writes them ([`Export::write_zeroes`]); an export that
+    /// can drop the range instead (a map that unmaps it for good) does.
+    fn zero_as_hole(&self, off: u64, len: u64) -> io::Result<()> {
+        self.write_zeroes(off, len)
+    }
+    /// Whether `zero_as_hole` is much faster than writing zeroes (a
+    /// request flagged FAST_ZERO without NO_HOLE gets ENOTSUP at once
+    /// when it is not).  The default: [`Export::fast_zero`].
+    fn fast_zero_as_hole(&self) -> bool {
+        self.fast_zero()
     }
     /// NBD_CMD_CACHE: a hint that the range will be read soon; doing
     /// nothing is a valid implementation.

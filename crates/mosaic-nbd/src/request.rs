@@ -231,8 +231,12 @@ pub struct Limits {
     pub extended: bool,
     /// `base:allocation` was selected (BLOCK_STATUS is allowed).
     pub block_status: bool,
-    /// The export zeroes fast (else WRITE_ZEROES with FAST_ZERO: ENOTSUP).
+    /// The export zeroes fast (else WRITE_ZEROES with FAST_ZERO and
+    /// NO_HOLE: ENOTSUP).
     pub fast_zero: bool,
+    /// The export zeroes fast where it may leave a hole (else
+    /// WRITE_ZEROES with FAST_ZERO and without NO_HOLE: ENOTSUP).
+    pub fast_zero_hole: bool,
 }
 
 /// Judge a decoded request against the export: `Err(errno)` is sent back
@@ -288,7 +292,8 @@ pub fn check(r: &Request, l: &Limits) -> Result<(), u32> {
     }
     // Last: the spec wants a fast failure only for a request that would
     // otherwise have been carried out.
-    if r.flags & CMD_FLAG_FAST_ZERO != 0 && !l.fast_zero {
+    let fast = if r.flags & CMD_FLAG_NO_HOLE != 0 { l.fast_zero } else { l.fast_zero_hole };
+    if r.flags & CMD_FLAG_FAST_ZERO != 0 && !fast {
         return Err(ENOTSUP);
     }
     Ok(())
@@ -310,6 +315,7 @@ mod tests {
             extended: false,
             block_status: false,
             fast_zero: false,
+            fast_zero_hole: false,
         }
     }
 
@@ -389,8 +395,14 @@ mod tests {
         // request that is otherwise valid.
         assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &l), Err(ENOTSUP));
         assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 512), &l), Err(EINVAL));
-        let fast = Limits { fast_zero: true, ..l };
+        let fast = Limits { fast_zero: true, fast_zero_hole: true, ..l };
         assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &fast), Ok(()));
+        // Fast only where it may leave a hole (a map that unmaps): NO_HOLE
+        // makes it slow.
+        let holes = Limits { fast_zero_hole: true, ..l };
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 4096), &holes), Ok(()));
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO | CMD_FLAG_NO_HOLE, 4096), &holes), Err(ENOTSUP));
+        assert_eq!(check(&flagged(Command::WriteZeroes, CMD_FLAG_FAST_ZERO | CMD_FLAG_NO_HOLE, 4096), &fast), Ok(()));
         assert_eq!(check(&flagged(Command::Trim, CMD_FLAG_FAST_ZERO, 4096), &fast), Err(EINVAL));
     }
 
@@ -398,7 +410,7 @@ mod tests {
     /// WRITE_ZEROES, TRIM or BLOCK_STATUS.
     #[test]
     fn the_maximum_block_size_bounds_the_commands_that_move_payload() {
-        let l = Limits { size: 1 << 40, block_status: true, structured: true, fast_zero: true, ..limits() };
+        let l = Limits { size: 1 << 40, block_status: true, structured: true, fast_zero: true, fast_zero_hole: true, ..limits() };
         let at = |cmd, flags, length| check(&Request { flags, cmd, cookie: 1, offset: 0, length }, &l);
         let over = MAX_PAYLOAD as u64 + 4096;
         for cmd in [Command::Read, Command::Write, Command::Cache] {
@@ -410,7 +422,7 @@ mod tests {
         assert_eq!(at(Command::Trim, 0, over), Ok(()));
         assert_eq!(at(Command::BlockStatus, 0, over), Ok(()));
         // A fast zero the export cannot do fast: ENOTSUP whatever its length.
-        let slow = Limits { fast_zero: false, ..l };
+        let slow = Limits { fast_zero: false, fast_zero_hole: false, ..l };
         let r = Request { flags: CMD_FLAG_FAST_ZERO, cmd: Command::WriteZeroes, cookie: 1, offset: 0, length: u32::MAX as u64 - 4095 };
         assert_eq!(check(&r, &slow), Err(ENOTSUP));
         // Read-only comes first, as for any write.
@@ -443,7 +455,7 @@ mod tests {
     /// A 64-bit length is judged like any other.
     #[test]
     fn payload_len_flag_and_long_effects_of_extended_sessions() {
-        let l = Limits { size: 1 << 40, structured: true, block_status: true, fast_zero: true, ..limits() };
+        let l = Limits { size: 1 << 40, structured: true, block_status: true, fast_zero: true, fast_zero_hole: true, ..limits() };
         let x = Limits { extended: true, ..l };
         let w = Request { flags: CMD_FLAG_PAYLOAD_LEN, cmd: Command::Write, cookie: 1, offset: 0, length: 4096 };
         assert_eq!(check(&w, &l), Err(EINVAL), "PAYLOAD_LEN without extended headers");

@@ -840,6 +840,48 @@ fn a_slow_zeroing_export_refuses_fast_zeroes_and_its_errors_carry_their_reason()
     assert_eq!(why, "member 3 is gone");
 }
 
+/// An export that zeroes fast only where it may leave a hole (a map that
+/// unmaps): it counts which way each zeroing came.
+struct HoleZeroes(MemExport, std::sync::Mutex<Vec<&'static str>>);
+
+impl mosaic_nbd::Export for HoleZeroes {
+    passes_on!(0: size, block_size, preferred_block, read, write, flush, trim);
+    fn write_zeroes(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.1.lock().unwrap().push("zeroes");
+        self.0.write_zeroes(off, len)
+    }
+    fn zero_as_hole(&self, off: u64, len: u64) -> std::io::Result<()> {
+        self.1.lock().unwrap().push("hole");
+        self.0.write_zeroes(off, len)
+    }
+    fn fast_zero_as_hole(&self) -> bool {
+        true
+    }
+}
+
+/// WRITE_ZEROES without NO_HOLE may leave a hole (`zero_as_hole`), with
+/// it must write (`write_zeroes`); FAST_ZERO goes ahead only where the
+/// export is fast: here without NO_HOLE, and ENOTSUP with it.
+#[test]
+fn zeroes_that_may_leave_a_hole_take_the_exports_hole_path() {
+    let ex = Arc::new(HoleZeroes(MemExport::new(SIZE, 4096), Default::default()));
+    let srv = Server::start(ex.clone(), cfg());
+    let mut c = structured(srv.addr, true);
+    assert_eq!(c.write(0, &pattern(5, 16384)), 0);
+    c.send(Command::WriteZeroes, 0, 1, 0, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 1 });
+    c.send(Command::WriteZeroes, CMD_FLAG_NO_HOLE, 2, 4096, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 2 });
+    c.send(Command::WriteZeroes, CMD_FLAG_FAST_ZERO, 3, 8192, 4096, &[]);
+    assert_eq!(c.any_reply(), AnyReply::Simple { err: 0, cookie: 3 });
+    c.send(Command::WriteZeroes, CMD_FLAG_FAST_ZERO | CMD_FLAG_NO_HOLE, 4, 12288, 4096, &[]);
+    assert_eq!(error_chunk(c.any_reply(), 4).0, ENOTSUP);
+    assert_eq!(*ex.1.lock().unwrap(), ["hole", "zeroes", "hole"]);
+    let mut want = vec![0u8; 12288];
+    want.extend_from_slice(&pattern(5, 16384)[12288..]);
+    assert_eq!(ex.0.snapshot(0, 16384), want, "the refused fast zero zeroed nothing");
+}
+
 /// A client sending bad requests in a loop cannot flood the log: each
 /// connection logs its first rejections one line each, then only counts
 /// them, and says how many when it ends.

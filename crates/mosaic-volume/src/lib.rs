@@ -206,6 +206,13 @@ pub trait Volume: Send + Sync {
     fn discard(&self, _off: u64, _len: u64) -> Result<()> {
         Ok(())
     }
+    /// Whether [`Volume::discard`] leaves the whole blocks of its range
+    /// reading zeros, as durably as a write, once it returns (a tier: one
+    /// map write).  Then a client's zeroing that allows holes (NBD's
+    /// WRITE_ZEROES without NO_HOLE) is a discard, not a write of zeros.
+    fn discard_zeroes(&self) -> bool {
+        false
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
     /// Write what a write-back cache holds to the members (its dirty pages

@@ -554,6 +554,11 @@ impl Volume for TierVolume {
         self.touch();
         Ok(())
     }
+    /// The discard's map write is flushed before it returns, and the
+    /// blocks it drops read as zeros.
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
     /// The policy's flush (FAST's data, then the map's dirty placements),
     /// then both inner arrays.
     fn flush(&self) -> Result<()> {

@@ -44,7 +44,7 @@ fn random_bytes() {
 
 #[test]
 fn valid_inputs_decode() {
-    let l = Limits { size: 1 << 30, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok: false, structured: true, extended: false, block_status: true, fast_zero: true };
+    let l = Limits { size: 1 << 30, min_block: 4096, max_payload: MAX_PAYLOAD, read_only: false, unaligned_ok: false, structured: true, extended: false, block_status: true, fast_zero: true, fast_zero_hole: true };
     for r in valid() {
         let b = r.encode();
         assert_eq!(parse_request(&b), Ok(r));

@@ -25,12 +25,13 @@ use super::state::Core;
 use super::{program, read, TierHealth};
 
 /// Plan the discard of `[offset, offset + len)` (whole blocks): the map
-/// write that drops the mapped blocks, or `None` when none is mapped or
-/// FAST, which holds the map, is offline (a discard is a hint).
+/// write that drops the mapped blocks, or `None` when none is mapped.
+/// With FAST, which holds the map, offline it fails, as a write would: a
+/// caller zeroing by discard must not take "nothing to do" for done.
 pub fn plan(core: &mut Core, offset: u64, len: u64) -> Result<Option<Program>, PlanError> {
     let (lb0, n) = read::check(core, offset, len)?;
     if core.effective().0 == TierHealth::Offline {
-        return Ok(None);
+        return Err(PlanError::Invalid("fast tier offline: the map cannot drop blocks".into()));
     }
     let gone: Vec<(u64, Loc)> = core.map.locs.range(lb0..lb0 + n).map(|(&lb, &loc)| (lb, loc)).collect();
     if gone.is_empty() {
