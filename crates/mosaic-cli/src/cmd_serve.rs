@@ -401,6 +401,12 @@ impl VolumeExport {
         (start, end - start)
     }
 
+    /// The whole blocks inside `off..off + len`: (start, end), empty when
+    /// end <= start.
+    fn inside(&self, off: u64, len: u64) -> (u64, u64) {
+        (off.div_ceil(self.block) * self.block, (off + len) / self.block * self.block)
+    }
+
     fn read_inner(&self, off: u64, buf: &mut [u8]) -> io::Result<()> {
         if self.aligned(off, buf.len() as u64) {
             return self.vol.read(off, buf).map_err(io_err);
@@ -463,7 +469,7 @@ impl Export for VolumeExport {
     /// The whole blocks inside the range are the volume's to drop
     /// ([`Volume::discard`]: a hint that fixed arrays keep their bytes at).
     fn trim(&self, off: u64, len: u64) -> io::Result<()> {
-        let (s, e) = (off.div_ceil(self.block) * self.block, (off + len) / self.block * self.block);
+        let (s, e) = self.inside(off, len);
         if e > s {
             self.vol.discard(s, e - s).map_err(io_err)?;
         }
@@ -483,7 +489,7 @@ impl Export for VolumeExport {
         if !self.vol.discard_zeroes() {
             return self.write_zeroes(off, len);
         }
-        let (s, e) = (off.div_ceil(self.block) * self.block, (off + len) / self.block * self.block);
+        let (s, e) = self.inside(off, len);
         if e <= s {
             return self.write_zeroes(off, len);
         }

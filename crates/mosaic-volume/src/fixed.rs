@@ -72,7 +72,6 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
     }
 }
 
-
 fn counters(arr: &Array) -> IoCounters {
     let (ops, per) = arr.counters();
     let members = per.iter().map(|c| DeviceIo { reads: c.reads, writes: c.writes, read_bytes: c.read_bytes, write_bytes: c.write_bytes }).collect();

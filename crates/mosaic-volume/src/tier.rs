@@ -426,6 +426,15 @@ impl TierVolume {
         }
     }
 
+    /// `off..off + len` must be whole blocks within the capacity.
+    fn check_blocks(&self, what: &str, off: u64, len: u64) -> Result<()> {
+        let block = self.blob.config.block;
+        if off % block != 0 || len % block != 0 || off.checked_add(len).map_or(true, |end| end > self.capacity) {
+            return Err(VolumeError::Usage(format!("{what} of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
+        }
+        Ok(())
+    }
+
     fn check_writable(&self, what: &str) -> Result<()> {
         if self.writable {
             Ok(())
@@ -518,9 +527,7 @@ impl Volume for TierVolume {
     /// reads are zeros.
     fn allocation(&self, off: u64, len: u64) -> Result<Vec<(u64, bool)>> {
         let block = self.blob.config.block;
-        if off % block != 0 || len % block != 0 || off.checked_add(len).map_or(true, |end| end > self.capacity) {
-            return Err(VolumeError::Usage(format!("allocation of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
-        }
+        self.check_blocks("allocation", off, len)?;
         let g = self.lock();
         self.live()?;
         let pol = g.as_ref().ok_or_else(map_lost)?;
@@ -532,9 +539,7 @@ impl Volume for TierVolume {
     fn discard(&self, off: u64, len: u64) -> Result<()> {
         self.check_writable("discarding")?;
         let block = self.blob.config.block;
-        if off % block != 0 || len % block != 0 || off.checked_add(len).map_or(true, |end| end > self.capacity) {
-            return Err(VolumeError::Usage(format!("discard of {len} bytes at {off}: not whole {block}-byte blocks within the capacity")));
-        }
+        self.check_blocks("discard", off, len)?;
         let end = off + len;
         let mut at = off;
         while at < end {
