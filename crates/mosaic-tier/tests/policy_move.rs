@@ -142,6 +142,23 @@ fn fast_full_with_demotion_impossible_is_a_state_and_a_clear_error() {
     assert_eq!(r.read(slow_block * BLOCK, BLOCK).unwrap(), m.get(slow_block * BLOCK, BLOCK));
 }
 
+/// A discard with the fast tier (which holds the map) offline fails,
+/// naming why, and drops nothing; unaligned ranges are refused too.
+#[test]
+fn a_discard_with_the_fast_tier_offline_is_a_clear_error() {
+    let mut r = rig(small_cfg());
+    write_seq(&mut r, 8);
+    r.pol.set_health(TierHealth::Offline, TierHealth::Ok);
+    let e = r.pol.discard(0, 8 * BLOCK, &health()).unwrap_err().to_string();
+    assert!(e.contains("fast tier offline") && e.contains("cannot drop"), "{e}");
+    r.pol.set_health(TierHealth::Ok, TierHealth::Ok);
+    assert!((0..8).all(|b| r.pol.placement(b).is_some()), "nothing left the map");
+    let e = r.pol.discard(512, BLOCK, &health()).unwrap_err().to_string();
+    assert!(e.contains("512"), "{e}");
+    assert!(r.pol.discard(0, 8 * BLOCK, &health()).unwrap().is_some());
+    assert!((0..8).all(|b| r.pol.placement(b).is_none()));
+}
+
 /// 3 MiB written through a 512 KiB fast tier: block 0's group is on SLOW.
 fn mostly_slow() -> (Rig, Model) {
     let mut r = rig(PolicyConfig { round_share: 1.0, ..small_cfg() });
