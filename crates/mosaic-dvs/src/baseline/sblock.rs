@@ -26,10 +26,9 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, Plan, PlanError, Program, Ref, Role};
+use mosaic_core::{DevOp, FixedLayout, Geometry, Health, Layout, Level, PlanError, Ref, Role};
 
-use super::work::{Piece, Work};
-use super::Backend;
+use super::work::{work_backend, Piece, Work};
 use crate::frontend::coalesce;
 
 pub(crate) const PAGE: u64 = 4096;
@@ -309,37 +308,4 @@ impl SblockRaid5 {
     }
 }
 
-impl Backend for SblockRaid5 {
-    fn describe(&self) -> String {
-        format!("sblock-raid5 {} zone {}K", self.layout.describe(), self.zone >> 10)
-    }
-    fn capacity(&self) -> u64 {
-        self.layout.capacity()
-    }
-    fn block_size(&self) -> u64 {
-        self.layout.block_size()
-    }
-    fn members(&self) -> usize {
-        self.layout.members()
-    }
-    fn zoned(&self) -> bool {
-        true
-    }
-    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        Ok(self.write_work(offset, len, h, false)?.plans())
-    }
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        Ok(self.read_work(offset, len, h, false)?.plans())
-    }
-    fn write_programs(&mut self, offset: u64, len: u64, h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
-        self.check_bytes()?;
-        let w = self.write_work(offset, len, h, true)?;
-        let plans = w.plans();
-        Ok((vec![w.program()?], plans))
-    }
-    fn read_programs(&mut self, offset: u64, len: u64, h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
-        let w = self.read_work(offset, len, h, true)?;
-        let plans = w.plans();
-        Ok((vec![w.program()?], plans))
-    }
-}
+work_backend!(SblockRaid5, "sblock-raid5", "zone");

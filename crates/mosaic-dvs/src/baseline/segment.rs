@@ -15,10 +15,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, Plan, PlanError, Program, Role};
+use mosaic_core::{FixedLayout, Geometry, Health, Layout, Level, PlanError, Role};
 
-use super::work::{Piece, Work};
-use super::Backend;
+use super::work::{work_backend, Piece, Work};
 
 /// RAID-5 over segment-based SMR drives that update segments in place.
 pub struct SegmentRaid5 {
@@ -120,37 +119,4 @@ impl SegmentRaid5 {
     }
 }
 
-impl Backend for SegmentRaid5 {
-    fn describe(&self) -> String {
-        format!("segment-raid5 {} seg {}K", self.layout.describe(), self.zone >> 10)
-    }
-    fn capacity(&self) -> u64 {
-        self.layout.capacity()
-    }
-    fn block_size(&self) -> u64 {
-        self.layout.block_size()
-    }
-    fn members(&self) -> usize {
-        self.layout.members()
-    }
-    fn zoned(&self) -> bool {
-        true
-    }
-    fn write(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        Ok(self.write_work(offset, len, h, false)?.plans())
-    }
-    fn read(&mut self, offset: u64, len: u64, h: &Health) -> Result<Vec<Plan>, PlanError> {
-        Ok(self.read_work(offset, len, h, false)?.plans())
-    }
-    fn write_programs(&mut self, offset: u64, len: u64, h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
-        self.check_bytes()?;
-        let w = self.write_work(offset, len, h, true)?;
-        let plans = w.plans();
-        Ok((vec![w.program()?], plans))
-    }
-    fn read_programs(&mut self, offset: u64, len: u64, h: &Health) -> Result<(Vec<Program>, Vec<Plan>), PlanError> {
-        let w = self.read_work(offset, len, h, true)?;
-        let plans = w.plans();
-        Ok((vec![w.program()?], plans))
-    }
-}
+work_backend!(SegmentRaid5, "segment-raid5", "seg");

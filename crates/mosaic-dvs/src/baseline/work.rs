@@ -31,6 +31,50 @@
 
 use mosaic_core::{Buf, Combine, DevOp, FixedLayout, Io, Method, Phase, Plan, PlanError, Program, Ref, Role, StripePlan};
 
+/// [`super::Backend`] for a zoned scheme that plans through [`Work`]: its
+/// `layout` field, `check_bytes`, `write_work` and `read_work`, and the
+/// description: `$name`, the layout, `$zone` and the zone size.  The simulator's plans and the real
+/// program come off the same [`Work`] (the module's picture).
+macro_rules! work_backend {
+    ($ty:ty, $name:literal, $zone:literal) => {
+        impl super::Backend for $ty {
+            fn describe(&self) -> String {
+                format!(concat!($name, " {} ", $zone, " {}K"), self.layout.describe(), self.zone >> 10)
+            }
+            fn capacity(&self) -> u64 {
+                self.layout.capacity()
+            }
+            fn block_size(&self) -> u64 {
+                self.layout.block_size()
+            }
+            fn members(&self) -> usize {
+                self.layout.members()
+            }
+            fn zoned(&self) -> bool {
+                true
+            }
+            fn write(&mut self, offset: u64, len: u64, h: &mosaic_core::Health) -> Result<Vec<mosaic_core::Plan>, mosaic_core::PlanError> {
+                Ok(self.write_work(offset, len, h, false)?.plans())
+            }
+            fn read(&mut self, offset: u64, len: u64, h: &mosaic_core::Health) -> Result<Vec<mosaic_core::Plan>, mosaic_core::PlanError> {
+                Ok(self.read_work(offset, len, h, false)?.plans())
+            }
+            fn write_programs(&mut self, offset: u64, len: u64, h: &mosaic_core::Health) -> Result<(Vec<mosaic_core::Program>, Vec<mosaic_core::Plan>), mosaic_core::PlanError> {
+                self.check_bytes()?;
+                let w = self.write_work(offset, len, h, true)?;
+                let plans = w.plans();
+                Ok((vec![w.program()?], plans))
+            }
+            fn read_programs(&mut self, offset: u64, len: u64, h: &mosaic_core::Health) -> Result<(Vec<mosaic_core::Program>, Vec<mosaic_core::Plan>), mosaic_core::PlanError> {
+                let w = self.read_work(offset, len, h, true)?;
+                let plans = w.plans();
+                Ok((vec![w.program()?], plans))
+            }
+        }
+    };
+}
+pub(crate) use work_backend;
+
 /// `len` bytes at `off` within a device write, taken from `src`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Piece {
