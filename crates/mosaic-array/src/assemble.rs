@@ -28,7 +28,11 @@
 //! original.  The directory the array was created in is its `home`; when
 //! a directory array is opened somewhere else while its home still holds
 //! it, the array is a copy, and absolute hints (things outside the
-//! directory, which belong to the original) are not followed.
+//! directory, which belong to the original) are not followed, except to a
+//! device the copy made its own there (a replacement or spare it added:
+//! its label, looked at read-only first, carries a member UUID the
+//! original's labels never name; [`Place::resolve_own`]).  A copy's own
+//! members are recorded by absolute path (its home is the original's).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,19 +68,24 @@ pub(crate) struct Place {
     /// their absolute hints resolve to the file of that name under `base`.
     pub home: Option<PathBuf>,
     /// This directory array is a copy of the one in this (still existing)
-    /// home: absolute hints belong to the original and are not followed.
+    /// home: absolute hints belong to the original and are not followed,
+    /// unless they name a device the copy made its own ([`Place::resolve_own`]).
     pub copy_of: Option<PathBuf>,
+    /// With `copy_of`: every device identity the original knows (its
+    /// members' UUIDs in every slot, the ones it replaced, its spares and
+    /// hot-replace drives), read from its labels.
+    original_ids: Vec<uuid::Uuid>,
 }
 
 impl Place {
     /// The place of a spec (before superblocks are read).
     pub fn of(spec: &ArraySpec) -> Place {
         match spec {
-            ArraySpec::Dir(d) => Place { base: Some(canonical(d)), dir_spec: true, home: None, copy_of: None },
+            ArraySpec::Dir(d) => Place { base: Some(canonical(d)), dir_spec: true, ..Place::default() },
             ArraySpec::Paths(p) => {
                 let parents: Vec<PathBuf> = p.iter().map(|x| canonical(x).parent().map(Path::to_path_buf).unwrap_or_default()).collect();
                 let shared = parents.first().filter(|f| parents.iter().all(|x| x == *f)).cloned();
-                Place { base: shared, dir_spec: false, home: None, copy_of: None }
+                Place { base: shared, ..Place::default() }
             }
         }
     }
@@ -86,9 +95,33 @@ impl Place {
         self.home = sb.home.as_ref().map(PathBuf::from);
         let (Some(base), Some(home), true) = (&self.base, &sb.home, self.dir_spec) else { return };
         let home = PathBuf::from(home);
-        if &home != base && holds_array(&home, sb) {
+        if &home == base {
+            return;
+        }
+        let original = original_labels(&home, sb);
+        if !original.is_empty() {
+            self.original_ids = original.iter().flat_map(identities).collect();
             self.copy_of = Some(home);
         }
+    }
+
+    /// [`Place::resolve`] for the device of identity `uuid` (a member's
+    /// slot, a spare, a hot replace's new drive).  A copy also follows an
+    /// absolute hint outside its directory to a device it made its own: a
+    /// replacement or spare it added there carries this array's UUID and
+    /// a member UUID the copy gave it, which the original never had.  The
+    /// label is only looked at (read-only) before the device is opened, so
+    /// the original's devices are never opened or locked by the copy.
+    pub fn resolve_own(&self, hint: &str, array: uuid::Uuid, uuid: uuid::Uuid) -> Option<String> {
+        if let Some(p) = self.resolve(hint) {
+            return Some(p);
+        }
+        let p = Path::new(hint);
+        let own = self.copy_of.is_some()
+            && p.is_absolute()
+            && !self.original_ids.contains(&uuid)
+            && read_only_superblock(p).is_some_and(|l| l.array_uuid == array && l.member_uuid == uuid);
+        own.then(|| hint.to_string())
     }
 
     /// The path to open for `hint`, or None when it must not be followed.
@@ -150,7 +183,11 @@ impl Place {
     }
 }
 
-/// `path` as stored in a superblock: relative to `home` when inside it.
+/// `path` as stored in a superblock: relative to `home` when inside it,
+/// else absolute.  A stored relative hint is read relative to the array's
+/// directory, so a path relative to this process's directory (a copy's
+/// own member as opened: the copy's home is the original's) is stored
+/// absolute, never as it was spelled.
 pub(crate) fn relativize(path: &str, home: Option<&str>) -> String {
     if let Some(rest) = path.strip_prefix(ARRAY_PREFIX) {
         return format!("{ARRAY_PREFIX}{}", relativize(rest, home));
@@ -159,6 +196,7 @@ pub(crate) fn relativize(path: &str, home: Option<&str>) -> String {
     let c = canonical(Path::new(path));
     match c.strip_prefix(home) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ if Path::new(path).is_relative() && !mosaic_dev::nbd::is_uri(path) => c.display().to_string(),
         _ => path.to_string(),
     }
 }
@@ -173,11 +211,21 @@ pub(crate) fn hint_of(path: &Path) -> String {
 
 pub(crate) use mosaic_dev::nbd::canonical;
 
-/// Whether directory `home` holds a member of the array of `sb` (read
+/// The labels of the array of `sb` that directory `home` holds (read
 /// only: the original's files are only looked at, and may be read-only).
-fn holds_array(home: &Path, sb: &Superblock) -> bool {
-    let Ok(paths) = ArraySpec::Dir(home.to_path_buf()).member_paths() else { return false };
-    paths.iter().any(|p| read_only_superblock(p).is_some_and(|o| o.array_uuid == sb.array_uuid))
+fn original_labels(home: &Path, sb: &Superblock) -> Vec<Superblock> {
+    let Ok(paths) = ArraySpec::Dir(home.to_path_buf()).member_paths() else { return Vec::new() };
+    paths.iter().filter_map(|p| read_only_superblock(p)).filter(|o| o.array_uuid == sb.array_uuid).collect()
+}
+
+/// Every device identity a label knows of.
+fn identities(l: &Superblock) -> Vec<uuid::Uuid> {
+    let mut ids = vec![l.member_uuid];
+    ids.extend(&l.member_uuids);
+    ids.extend(&l.replaced);
+    ids.extend(l.spares.iter().map(|s| s.uuid));
+    ids.extend(l.hot.iter().map(|h| h.uuid));
+    ids
 }
 
 /// The superblock of the file or block device at `p`, opened read-only.
@@ -218,7 +266,7 @@ fn follow_hints(found: &mut Vec<Found>, auth: &Superblock, place: &Place, writab
         if have || hint.is_empty() {
             continue;
         }
-        let Some(path) = place.resolve(hint) else {
+        let Some(path) = place.resolve_own(hint, auth.array_uuid, auth.member_uuids[i]) else {
             warnings.push(format!("member {i}: {}", place.refusal(hint)));
             continue;
         };

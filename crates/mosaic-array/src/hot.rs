@@ -549,7 +549,7 @@ impl Array {
         if let Some(f) = found.into_iter().find(|f| ours(&f.sb)) {
             return Ok(f.m);
         }
-        let path = place.resolve(&rec.path).ok_or("its drive is not here")?;
+        let path = place.resolve_own(&rec.path, sb.array_uuid, rec.uuid).ok_or("its drive is not here")?;
         let m = Device::open(Path::new(&path)).map_err(|e| e.to_string())?;
         m.lock(true).map_err(|e| e.to_string())?;
         match Superblock::read_from(&m) {

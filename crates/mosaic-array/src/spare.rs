@@ -27,7 +27,7 @@ pub(crate) fn attach(sb: &mut Superblock, found: Vec<Found>, place: &Place, writ
             out.push((f.m.clone(), Spare { uuid: s.uuid, path: f.path.clone() }));
             continue;
         }
-        let Some(path) = place.resolve(&s.path) else { continue };
+        let Some(path) = place.resolve_own(&s.path, sb.array_uuid, s.uuid) else { continue };
         let Ok(m) = Device::open(Path::new(&path)) else { continue };
         if m.lock(writable).is_err() {
             continue;

@@ -129,6 +129,63 @@ fn a_copy_of_an_array_is_its_own_array() {
     }
 }
 
+/// `status --json` of `arr`, whatever its health (the exit code says it).
+fn status(arr: &Path) -> serde_json::Value {
+    json(&String::from_utf8_lossy(&mosaic(&["status", "-a", s(arr), "--json"]).stdout))
+}
+
+/// A copy's own drives outside its directory (a replacement, a spare,
+/// one inside the copy of a remapped array but outside its inner array's
+/// directory) stay the copy's at every later open, while the original's
+/// drives outside its directory are never used by the copy; and a copy's
+/// failed member keeps the path of its file in the copy.
+#[test]
+fn a_copys_own_drives_outside_its_directory_stay_its_own() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let out = |n: &str| t.path().join(n).display().to_string();
+    raid5(&a);
+    let data = pattern(11, 512 << 10);
+    write(s(&a), "0", &data, t.path());
+    ok(&["fail", "-a", s(&a), "--member", "1"]);
+    ok(&["replace", "-a", s(&a), "--member", "1", "--drive", &out("a-out.img")]);
+    ok(&["add", "-a", s(&a), "--spare", &out("a-spare.img")]);
+    assert!(Command::new("cp").args(["-a", s(&a), s(&b)]).status().unwrap().success());
+    let theirs = |n: &str| fs::read(t.path().join(n)).unwrap();
+    let before = (tree(&a), theirs("a-out.img"), theirs("a-spare.img"));
+    // The original's member 1 and spare are not the copy's.
+    let st = status(&b);
+    assert_eq!(st[0]["health"], "degraded", "{st}");
+    assert_eq!(st[0]["spares"], serde_json::json!([]), "{st}");
+    ok(&["replace", "-a", s(&b), "--member", "1", "--drive", &out("b-out.img")]);
+    ok(&["add", "-a", s(&b), "--spare", &out("b-spare.img")]);
+    ok(&["fail", "-a", s(&b), "--member", "2"]);
+    let st = status(&b);
+    let m = &st[0]["members"];
+    assert_eq!(st[0]["health"], "degraded", "{st}");
+    assert!(m[1]["path"] == out("b-out.img").as_str() && m[1]["state"]["state"] == "active", "{st}");
+    let own2 = b.canonicalize().unwrap().join("member-02.img");
+    assert!(m[2]["path"] == own2.display().to_string().as_str() && m[2]["state"]["state"] == "failed", "{st}");
+    assert!(st[0]["spares"].to_string().contains("b-spare.img"), "{st}");
+    ok(&["replace", "-a", s(&b), "--member", "2", "--drive", &out("b-out2.img")]);
+    let st = status(&b);
+    assert_eq!(st[0]["health"], "healthy", "{st}");
+    assert_eq!(read(s(&b), 512 << 10, t.path()).0, data);
+    assert!((tree(&a), theirs("a-out.img"), theirs("a-spare.img")) == before, "the copy changed the original's drives");
+    assert_eq!(status(&a)[0]["health"], "healthy");
+
+    // A remapped array's copy: a drive in the copy, outside its inner array.
+    let (r, r2) = (t.path().join("r"), t.path().join("r2"));
+    ok(&["create", "-a", s(&r), "--level", "remap", "--inner", "raid5:3", "--member-size", "16M"]);
+    write(s(&r), "0", &data, t.path());
+    assert!(Command::new("cp").args(["-a", s(&r), s(&r2)]).status().unwrap().success());
+    ok(&["fail", "-a", s(&r2), "--member", "1"]);
+    ok(&["replace", "-a", s(&r2), "--member", "1", "--drive", s(&r2.join("new1.img"))]);
+    let st = status(&r2);
+    assert_eq!(st[0]["health"], "healthy", "{st}");
+    assert_eq!(read(s(&r2), 512 << 10, t.path()).0, data);
+}
+
 /// Damage member 1 of a fresh raid5 with `f`; the array must open
 /// degraded, name the file and `why`, and read back every byte.
 fn opens_degraded_without(why: &str, f: impl Fn(&Path, &Path)) {
