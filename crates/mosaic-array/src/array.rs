@@ -162,6 +162,10 @@ pub struct MemberInfo {
     /// Read only when no other copy serves (md's `--write-mostly`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub write_mostly: bool,
+    /// A member that is an array of its own (a CBRO check drive array):
+    /// its members out of service ([`mosaic_dev::Member::inner_out`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inner_out: Vec<String>,
 }
 
 /// What `mosaic info` shows.
@@ -1282,6 +1286,7 @@ impl Array {
                         paused.map(|h| format!("{} (paused at stripe {} of {})", h.path, h.copied, self.layout().regions()))
                     }),
                     write_mostly: sb.write_mostly.contains(&i),
+                    inner_out: self.exec.member(i).map(|m| m.inner_out()).unwrap_or_default(),
                 })
                 .collect(),
             journal: sb.journal.clone(),

@@ -182,6 +182,9 @@ impl Member for Twin {
     fn is_remote(&self) -> bool {
         self.old.is_remote() || self.new.is_remote()
     }
+    fn inner_out(&self) -> Vec<String> {
+        self.old.inner_out()
+    }
     fn remote_latency(&self) -> Option<mosaic_dev::nbd::Latency> {
         self.old.remote_latency()
     }

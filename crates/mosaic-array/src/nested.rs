@@ -68,6 +68,25 @@ impl Member for ArrayMember {
     fn flush(&self) -> std::io::Result<()> {
         self.arr.flush().map_err(io)
     }
+    fn inner_out(&self) -> Vec<String> {
+        let info = self.arr.info();
+        let mut out = Vec::new();
+        for m in &info.member_list {
+            if !matches!(m.state, mosaic_core::MemberState::Active) || !m.present {
+                let state = match m.state {
+                    mosaic_core::MemberState::Active => "missing".to_string(),
+                    mosaic_core::MemberState::Failed => "failed".to_string(),
+                    mosaic_core::MemberState::Rebuilding { done } => format!("rebuilding (at stripe {done})"),
+                };
+                out.push(format!("{}: member {} {state} ({}); `mosaic replace -a {} --member {} --drive NEW` rebuilds it", self.name, m.index, m.path, self.name, m.index));
+            }
+            out.extend(m.inner_out.iter().cloned());
+        }
+        if let Some(why) = &info.journal_failed {
+            out.push(format!("{}: its journal failed ({why})", self.name));
+        }
+        out
+    }
 }
 
 /// `cbro:N+K,cda=LEVEL[:W]...` with a parity CDA: the outer level (with

@@ -134,6 +134,7 @@ fn failed_status(spec: &str, e: mosaic_volume::VolumeError) -> Result<serde_json
         readd: false,
         replacing: None,
         write_mostly: false,
+        inner_out: Vec::new(),
     };
     let mut members: Vec<mosaic_volume::VolumeMember> = f.found.iter().map(|m| member(m.index, &m.path, true, m.stale)).collect();
     members.extend(f.missing.iter().map(|&i| member(i, "", false, true)));
@@ -216,6 +217,9 @@ fn text(b: &serde_json::Value) -> String {
             _ => hot,
         };
         s += &format!("  {:>6}  {:<10} {:>17}  {path}{}{readd}{hot}\n", m["index"].as_u64().unwrap_or(0), st, errs, if gone { "  (missing)" } else { "" });
+        for l in m["inner_out"].as_array().into_iter().flatten() {
+            s += &format!("  {:>6}  {:<10} {:>17}  {}\n", "", "degraded", "", l.as_str().unwrap_or(""));
+        }
     }
     for sp in b["spares"].as_array().into_iter().flatten() {
         s += &format!("   spare  {:<10} {:>17}  {}\n", "ready", "", sp.as_str().unwrap_or(""));

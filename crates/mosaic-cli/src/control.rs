@@ -1161,9 +1161,10 @@ fn health_of(info: &mosaic_volume::VolumeInfo) -> (Health, Option<String>) {
     // Columns a stripe lost (two members of one CBRO check drive array
     // lose one), where the array says; else one a member.
     let columns = ["/columns_out", "/inner/columns_out"].iter().find_map(|p| info.detail.pointer(p).and_then(|v| v.as_u64())).unwrap_or(out as u64);
+    let inner_out = info.members.iter().any(|m| !m.inner_out.is_empty());
     let health = match (out, code_columns(info)) {
         _ if stopped.is_some() => Health::Failed,
-        (0, _) if journal_failed => Health::Degraded,
+        (0, _) if journal_failed || inner_out => Health::Degraded,
         (0, _) => Health::Healthy,
         (_, Some(m)) if columns > m => Health::Failed,
         _ => Health::Degraded,

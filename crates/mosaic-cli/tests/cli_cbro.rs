@@ -73,3 +73,32 @@ fn eval_cbro_stripe_units_print_the_paper_beside_mosaic() {
     let e = fails(&["eval", "cbro", "--part", "units", "--plot", "/tmp/never-written.svg"]);
     assert!(e.contains("--plot draws the offload part"), "{e}");
 }
+
+/// A check drive array running degraded makes the CBRO array degraded in
+/// `status` (exit 4, the CDA's member named with how to rebuild it) and in
+/// `info`, though the outer array counts the CDA in service; a rebuild of
+/// the CDA's member makes it healthy again.
+#[test]
+fn a_degraded_check_drive_array_makes_the_array_degraded() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("arr");
+    let (d, cda) = (dir.to_str().unwrap(), dir.join("cda-0"));
+    ok(&["create", "-a", d, "--level", "cbro:2+1,cda=raid5:3", "--member-size", "4M", "--stripe-unit", "16K"]);
+    let status = || {
+        let o = mosaic(&["status", "-a", d, "--json"]);
+        (o.status.code(), common::json(&String::from_utf8_lossy(&o.stdout)))
+    };
+    let (code, st) = status();
+    assert!(code == Some(0) && st[0]["health"] == "healthy" && st[0]["members"][2].get("inner_out").is_none(), "{st}");
+    ok(&["fail", "-a", cda.to_str().unwrap(), "--member", "1"]);
+    let (code, st) = status();
+    assert!(code == Some(4) && st[0]["health"] == "degraded" && st[0]["members"][2]["state"]["state"] == "active", "{st}");
+    let line = st[0]["members"][2]["inner_out"][0].as_str().unwrap_or_default().to_string();
+    assert!(line.contains("member 1 failed") && line.contains(&format!("mosaic replace -a {} --member 1", cda.display())), "{st}");
+    let text = String::from_utf8_lossy(&mosaic(&["status", "-a", d]).stdout).into_owned();
+    assert!(text.contains("DEGRADED") && text.contains("member 1 failed"), "{text}");
+    assert!(ok(&["info", "-a", d]).contains(&format!("degraded   {line}")));
+    ok(&["replace", "-a", cda.to_str().unwrap(), "--member", "1", "--drive", cda.join("new1.img").to_str().unwrap()]);
+    let (code, st) = status();
+    assert!(code == Some(0) && st[0]["health"] == "healthy", "{st}");
+}

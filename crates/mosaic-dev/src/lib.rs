@@ -165,6 +165,14 @@ pub trait Member: Send + Sync {
     fn remote_latency(&self) -> Option<nbd::Latency> {
         None
     }
+    /// For a member that is an array of its own (a CBRO check drive
+    /// array): a line for each of its members out of service, naming it
+    /// (and those of arrays nested in it).  An outer array that counts
+    /// such a member in service is still degraded: one more failure
+    /// inside it and the column is lost.  Empty for a device.
+    fn inner_out(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 fn range_check(what: &dyn std::fmt::Display, size: u64, offset: u64, len: usize) -> io::Result<()> {

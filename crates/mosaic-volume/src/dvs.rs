@@ -374,6 +374,7 @@ impl Volume for DvsVolume {
                 readd: false,
                 replacing: i.hot_replace.filter(|h| h.member == m.index).and_then(|_| self.hot_drive.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|p| p.display().to_string())),
                 write_mostly: false,
+                inner_out: Vec::new(),
             })
             .collect();
         let degraded = i.member_list.iter().any(|m| !matches!(m.state, MemberState::Active));

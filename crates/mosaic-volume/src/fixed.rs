@@ -37,6 +37,9 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
         summary.push(("grow".into(), format!("from {} members: {} of {} stripes restriped (resume: mosaic grow -a ARRAY)", g.from_members, g.done_stripes, g.total_stripes)));
     }
     summary.extend(crate::lost_line(&i.lost, FIXED_LOST));
+    // A check drive array running degraded leaves the array one failure
+    // from losing that column.
+    summary.extend(i.member_list.iter().flat_map(|m| m.inner_out.iter().map(|l| ("degraded".to_string(), l.clone()))));
     if let Some(r) = &i.last_scrub {
         summary.push(("last scrub".into(), r.line(mosaic_array::now_secs())));
     }
@@ -63,6 +66,7 @@ fn array_info(arr: &Array, kind: &str) -> VolumeInfo {
                 readd: m.readd,
                 replacing: m.replacing.clone(),
                 write_mostly: m.write_mostly,
+                inner_out: m.inner_out.clone(),
             })
             .collect(),
         degraded: i.degraded,

@@ -111,6 +111,11 @@ pub struct VolumeMember {
     /// `--write-mostly`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub write_mostly: bool,
+    /// A member that is an array of its own (a CBRO check drive array):
+    /// its members out of service, one line each.  Any makes the array
+    /// degraded, as a member of its own out would.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inner_out: Vec<String>,
 }
 
 /// Errors of one member since the volume was opened.

@@ -90,6 +90,7 @@ impl TierVolume {
                     readd: m.readd,
                     replacing: m.replacing.clone(),
                     write_mostly: m.write_mostly,
+                    inner_out: m.inner_out.clone(),
                 });
             }
         }
