@@ -541,7 +541,7 @@ fn members_of_two_copies_written_apart_are_never_mixed() {
     // Two of each: neither is the array.
     let list = [m(&a, 0), m(&a, 1), m(&b, 2), m(&b, 3)].join(",");
     let e = fails(&["read", "-a", &list, "--offset", "0", "--length", "4096", "--output", s(&t.path().join("o"))]);
-    assert!(e.contains("two copies of array") && e.contains("give the members of one copy"), "{e}");
+    assert!(e.contains("two copies of array") && e.contains("give the members of one copy") && e.contains("move the other copy's files out of the array's directory"), "{e}");
 }
 
 #[test]

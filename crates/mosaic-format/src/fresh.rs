@@ -219,6 +219,13 @@ fn filled<T>(found: &[Found<T>], auth: &Label, kind: &Kind<T>) -> Vec<bool> {
     filled
 }
 
+/// How to give one copy's members, for an array opened by its directory
+/// too (a tier's or remapped array's inner arrays are opened no other
+/// way).  An old copy of a member put back (from a backup) looks the same
+/// as another copy's member: both carry an earlier session of the array.
+const ONE_COPY: &str = ": list them, or move the other copy's files out of the array's directory \
+     (a member put back from an old backup is such a file: without it the array opens degraded, and `mosaic replace` rebuilds the member)";
+
 /// The refusal when devices of copies written apart are mixed and no one
 /// copy is the array: `serving` are the candidates among `heads` that can
 /// serve it, as many members each (none, or two or more).
@@ -239,13 +246,13 @@ fn copies_refused<T>(found: &[Found<T>], heads: &[usize], serving: &[usize], kin
         let groups: Vec<String> = heads.iter().map(|&h| group(h)).collect();
         return format!(
             "members of {count} copies of array {uuid} that were written apart, none with enough members to serve it: {}; \
-             give the members of one copy (each copy is its own array)",
+             give the members of one copy (each copy is its own array){ONE_COPY}",
             groups.join("; ")
         );
     }
     format!(
         "members of two copies of array {uuid} that were written apart, as many of each: {} carry one copy's writes, {} the other's; \
-         give the members of one copy (each copy is its own array)",
+         give the members of one copy (each copy is its own array){ONE_COPY}",
         group(serving[0]),
         group(serving[1])
     )
