@@ -1349,18 +1349,22 @@ pub(crate) fn check_new_drive(vol: &dyn Volume, idx: usize, drive: Option<&Path>
 /// array's identity in a slot that is in service on another device is a
 /// copy's member: another array's, refused without `--force`, unless the
 /// array recorded replacing the member it carries (its own former member,
-/// which md takes back too; it is written over).  This array's own other
-/// members are left to the volume: its stale member in the same slot is
-/// fine, a working member elsewhere is refused there.
+/// which md takes back too; it is written over).  A member in service is
+/// refused; this array's stale or failed member (in any slot: the volume
+/// checks) is taken back.  The inner arrays of a cache, a remapped array
+/// or a tier count as this array ([`own_arrays`]).
 pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result<()> {
     let what = mosaic_volume::guard::identify(drive)?;
     let info = vol.info();
-    if what.array() == Some(info.uuid.as_str()) {
-        let Some(i) = what.member() else {
+    if let Some(first) = what.array().and_then(|u| own_arrays(&info).into_iter().find(|a| a.0 == u).map(|a| a.1)) {
+        let Some(i) = what.member().map(|m| first + m) else {
             bail!("{} is {what}, the array being repaired: it cannot be a member too", drive.display());
         };
         let in_service = info.members.get(i).filter(|m| m.present && !matches!(m.state, MemberState::Failed));
-        if let Some(m) = in_service.filter(|m| !mosaic_array::spare::names_same(&m.path, drive)) {
+        if in_service.is_some_and(|m| mosaic_array::spare::names_same(&m.path, drive)) {
+            bail!("{} is member {i} of this array, in service", drive.display());
+        }
+        if let Some(m) = in_service {
             let carried = mosaic_volume::guard::member_label(drive)?.map(|l| l.member_uuid.to_string());
             let former = carried.as_ref().is_some_and(|u| replaced_members(&info).contains(u));
             if !force && !former {
@@ -1380,14 +1384,25 @@ pub(crate) fn check_drive(vol: &dyn Volume, drive: &Path, force: bool) -> Result
     check_output(drive, force)
 }
 
+/// The arrays whose labels are this volume's own, each with the volume
+/// member index of its member 0: the volume's, and the inner arrays under
+/// a cache or a remapped array (the same members) or a tier's two sides
+/// (fast members first, as the volume lists them).
+fn own_arrays(info: &mosaic_volume::VolumeInfo) -> Vec<(String, usize)> {
+    let uuid = |p: &str| info.detail.pointer(p).and_then(|v| v.as_str()).map(str::to_string);
+    let fast = info.detail.pointer("/fast/members").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    let mut own = vec![(info.uuid.clone(), 0)];
+    own.extend([("/inner/uuid", 0), ("/fast/uuid", 0), ("/slow/uuid", fast)].into_iter().filter_map(|(p, first)| uuid(p).map(|u| (u, first))));
+    own
+}
+
 /// The member UUIDs an array recorded replacing (a fixed array's, or the
-/// one under a cache), as strings.
+/// inner arrays' of a cache, a remapped array or a tier), as strings.
 fn replaced_members(info: &mosaic_volume::VolumeInfo) -> Vec<String> {
-    ["/replaced", "/inner/replaced"]
+    ["/replaced", "/inner/replaced", "/fast/replaced", "/slow/replaced"]
         .iter()
-        .find_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
-        .unwrap_or_default()
-        .iter()
+        .filter_map(|p| info.detail.pointer(p).and_then(|v| v.as_array()).cloned())
+        .flatten()
         .filter_map(|u| u.as_str().map(str::to_string))
         .collect()
 }

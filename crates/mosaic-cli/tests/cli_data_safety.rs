@@ -642,3 +642,40 @@ fn a_dirty_degraded_array_without_a_journal_opens_for_writing_only_when_told() {
     ok(&["scrub", "-a", a, "--repair"]);
     assert_eq!(json(&ok(&["info", "-a", a, "--json"]))["state"], "clean");
 }
+
+/// Every kind takes a failed member's own drive back (`replace` onto the
+/// file it failed on, as md re-adds a device, without `--force`: it is this
+/// array's, an inner array's for a tier or a remapped array), rebuilds it
+/// and reads every byte back; a drive in service as another member is
+/// refused as this array's, never as another process's or another array's.
+#[test]
+fn a_failed_members_own_drive_is_taken_back_by_every_kind() {
+    let t = tempfile::tempdir().unwrap();
+    let data = pattern(21, 1 << 20);
+    let kinds: [(&str, &[&str], &str, &str); 3] = [
+        ("dvs", &["--level", "dvs", "--members", "4", "--member-size", "64M", "--zoned", "--zone-size", "4M"], "dvs-2.zoned", "dvs-1.zoned"),
+        ("tier", &["--level", "tier", "--fast", "raid1:2", "--slow", "raid5:3", "--fast-size", "16M", "--slow-size", "16M"], "slow/member-00.img", "fast/member-01.img"),
+        ("remap", &["--level", "remap", "--inner", "raid5:3", "--member-size", "16M"], "inner/member-02.img", "inner/member-01.img"),
+    ];
+    for (name, create, own, other) in kinds {
+        let a = t.path().join(name);
+        let mut args = vec!["create", "-a", s(&a)];
+        args.extend(create);
+        ok(&args);
+        write(s(&a), "0", &data, t.path());
+        // The member whose file is `own`: its index in `status`.
+        let st = status(&a);
+        let ends = |m: &serde_json::Value, f: &str| m["path"].as_str().is_some_and(|p| p.ends_with(f));
+        let idx = |f: &str| st[0]["members"].as_array().unwrap().iter().find(|m| ends(m, f)).map(|m| m["index"].as_u64().unwrap()).unwrap().to_string();
+        let (i, busy) = (idx(own), idx(other));
+        ok(&["fail", "-a", s(&a), "--member", &i]);
+        write(s(&a), "64K", &data[..64 << 10], t.path());
+        let e = fails(&["replace", "-a", s(&a), "--member", &i, "--drive", s(&a.join(other))]);
+        assert!(e.contains(&format!("is member {busy} of this array")) && !e.contains("another"), "{name}: {e}");
+        ok(&["replace", "-a", s(&a), "--member", &i, "--drive", s(&a.join(own))]);
+        assert_eq!(status(&a)[0]["health"], "healthy", "{name}");
+        let mut want = data.clone();
+        want[64 << 10..128 << 10].copy_from_slice(&data[..64 << 10]);
+        assert!(read(s(&a), 1 << 20, t.path()).0 == want, "{name}: the bytes after the rebuild");
+    }
+}

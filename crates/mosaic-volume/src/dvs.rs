@@ -161,10 +161,15 @@ impl DvsVolume {
         known.or_else(|| self.dir.as_ref().map(|d| d.join(format!("dvs-{m}.zoned"))))
     }
 
-    /// Hold the array lock on `drive`.
+    /// Hold the array lock on `drive`, unless this volume holds it already
+    /// (a failed member's own file, put back): a second lock of this
+    /// process on it would fail as if another process held it.
     fn hold(&self, drive: &Path) -> Result<()> {
-        let lock = DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?;
-        self.locks.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if locks.iter().any(|l| l.is_of(drive)) {
+            return Ok(());
+        }
+        locks.push(DeviceLock::acquire(drive, true).map_err(|e| VolumeError::Usage(e.to_string()))?);
         Ok(())
     }
 
