@@ -206,7 +206,10 @@ fn describe(f: &FoundArray) -> String {
     }
     if let Some(o) = &f.part_of {
         // Its bytes are the owner's: opened alone it is only read.
-        s += &format!("  part of another array: {o} (open that one: its directory holds this one)\n");
+        match &f.owner_dir {
+            Some(d) => s += &format!("  part of another array: {o} (open that one: -a {d})\n"),
+            None => s += &format!("  part of another array: {o} (open that one: its directory holds this one)\n"),
+        }
     } else if !f.found.is_empty() {
         s += &format!("  -a {}\n", f.spec());
     }

@@ -596,7 +596,15 @@ fn an_inner_array_takes_no_client_data_on_its_own() {
         assert!(ok(&["info", "-a", s(&inner)]).contains("raid"), "read-only opens work");
         let scan = ok(&["assemble", "--scan", s(&inner)]);
         assert!(scan.contains(&format!("part of another array: {owner}")) && !scan.contains("  -a "), "{scan}");
+        let top = inner.parent().unwrap().canonicalize().unwrap();
+        assert!(scan.contains(&format!("(open that one: -a {})", top.display())), "{scan}");
     }
+    // A copy's inner array names the copy, not the original its labels'
+    // home is.
+    let copy = t.path().join("remap-copy");
+    assert!(std::process::Command::new("cp").args(["-a", s(&remap), s(&copy)]).status().unwrap().success());
+    let scan = ok(&["assemble", "--scan", s(&copy)]);
+    assert!(scan.contains(&format!("(open that one: -a {})", copy.canonicalize().unwrap().display())), "{scan}");
     for owner in [&tier, &remap] {
         ok(&["write", "-a", s(owner), "--offset", "0", "--input", x]);
         let back = t.path().join("back.bin");
@@ -627,4 +635,12 @@ fn assemble_finds_a_cbro_array_whole_and_its_spec_keeps_it_healthy() {
     assert!(ok(&["status", "-a", s(&cb)]).contains("HEALTHY"));
     let e = fails(&["write", "-a", s(&cb.join("cda-0")), "--offset", "0", "--input", s(&data)]);
     assert!(e.contains("this array is a check drive array of a CBRO array"), "{e}");
+    // A copy's spec and check drive array are the copy's, not the
+    // original's its labels' home names.
+    let copy = t.path().join("cb-copy");
+    assert!(std::process::Command::new("cp").args(["-a", s(&cb), s(&copy)]).status().unwrap().success());
+    let scan = ok(&["assemble", "--scan", s(&copy)]);
+    let c = copy.canonicalize().unwrap();
+    let specs: Vec<&str> = scan.lines().filter_map(|l| l.strip_prefix("  -a ")).collect();
+    assert!(specs == [c.to_str().unwrap()] && scan.contains(&format!("array:{}", c.join("cda-0").display())), "{scan}");
 }

@@ -102,6 +102,10 @@ pub struct FoundArray {
     /// array), in words: open that one, not this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub part_of: Option<String>,
+    /// With `part_of`: the directory to open that array by (the one
+    /// holding this array's directory, as a tier holds its sides).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner_dir: Option<String>,
     /// The directory to open it by, when a member list cannot name it (a
     /// member is an array itself).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -372,7 +376,7 @@ impl Builder {
     fn finish(mut self, uuid: String, copy: Option<CopyPlace>) -> Option<FoundArray> {
         if self.by_index.is_empty() {
             // Only a journal: no member names the array's shape.
-            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete: false, copy, part_of: self.owner, open_dir: None, conflict: None });
+            return Some(FoundArray { uuid, kind: "fixed".into(), level: None, members: 0, found: vec![], missing: vec![], duplicates: vec![], former: vec![], warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete: false, copy, part_of: self.owner, owner_dir: None, open_dir: None, conflict: None });
         }
         let newest = self.by_index.values().flatten().map(|m| m.events).max().unwrap_or(0);
         let (auth, conflict) = self.authoritative();
@@ -391,11 +395,21 @@ impl Builder {
             }
             found.push(best);
         }
+        // Where this array's files are (the directory holding most of its
+        // members found): relative hints resolve there, as an open of that
+        // directory resolves them (in a copy, not in the home its labels
+        // name, the original's).
+        let mut dirs: BTreeMap<String, usize> = BTreeMap::new();
+        for m in &found {
+            *dirs.entry(dir_of(&m.path)).or_default() += 1;
+        }
+        let most = dirs.values().copied().max().unwrap_or(0);
+        let home = self.home.as_ref().filter(|h| dirs.get(*h) == Some(&most));
+        let base = home.cloned().or_else(|| dirs.iter().find(|d| *d.1 == most).map(|d| d.0.clone())).or_else(|| self.home.clone());
         // A member that is an array (its directory there) is found with it:
         // its own members are scanned as an array of their own.
-        // (Hints are relative to the array's home.)
-        let dir_of_hint = |d: &str| match (Path::new(d).is_absolute(), &self.home) {
-            (false, Some(h)) => Path::new(h).join(d),
+        let dir_of_hint = |d: &str| match (Path::new(d).is_absolute(), &base) {
+            (false, Some(b)) => Path::new(b).join(d),
             _ => PathBuf::from(d),
         };
         let nested: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i) && self.nested.get(i).is_some_and(|d| dir_of_hint(d).is_dir())).collect();
@@ -406,13 +420,14 @@ impl Builder {
         }
         found.sort_by_key(|m| m.index);
         // Such an array opens by its directory (member lists hold files).
-        let open_dir = if nested.is_empty() { None } else { self.home.clone().filter(|h| Path::new(h).is_dir()) };
+        let open_dir = if nested.is_empty() { None } else { base.clone().filter(|h| Path::new(h).is_dir()) };
+        let owner_dir = self.owner.as_ref().and(base.as_deref()).and_then(|b| Path::new(b).parent()).map(|p| p.display().to_string());
         let missing: Vec<usize> = (0..self.members).filter(|i| !found.iter().any(|m| m.index == *i)).collect();
         let complete = match &auth {
             Some(a) => conflict.is_none() && serves(a, &filled),
             None => missing.len() + found.iter().filter(|m| m.stale).count() <= self.m,
         };
-        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete, copy, part_of: self.owner, open_dir, conflict })
+        Some(FoundArray { uuid, kind: self.kind, level: self.level, members: self.members, found, missing, duplicates, former, warnings: vec![], journals: self.journals, spares: self.spares, paused_copies: self.paused, complete, copy, part_of: self.owner, owner_dir, open_dir, conflict })
     }
 
     /// The label the one freshness rule makes the array's among the
