@@ -1715,9 +1715,13 @@ impl Array {
         Ok(())
     }
 
-    /// Flush every member present; one whose flush fails is failed.
+    /// Flush every member present and not failed; one whose flush fails is
+    /// failed.
     pub(crate) fn flush_members(&self) {
-        let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some()).collect();
+        // A failed member gets no I/O, flushes included: it takes no writes,
+        // and a dead remote one would hold every flush for its whole time.
+        let h = self.health();
+        let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some() && !matches!(h.states.get(i), Some(MemberState::Failed))).collect();
         let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
             self.absorb(&f);

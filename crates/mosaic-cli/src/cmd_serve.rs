@@ -177,7 +177,9 @@ pub struct ServeArgs {
     /// A failed remote member (an NBD URI) whose device answers again
     /// with the session it left in is put back by itself and only what
     /// was written meanwhile rebuilt (md's re-add; needs a write-intent
-    /// bitmap): auto, or manual (`mosaic replace` with its URI)
+    /// bitmap): auto, or manual (`mosaic replace` with its URI).  A member
+    /// failed with `mosaic fail` stays out until replaced
+    /// (`mosaic replace` with its URI puts it back)
     #[arg(long, value_enum, default_value = "auto")]
     pub re_add: ReAdd,
     /// Check every stripe (a scrub without --repair, at --maint-rate)

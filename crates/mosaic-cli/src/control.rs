@@ -162,6 +162,10 @@ struct Shared {
     rate: u64,
     /// Failed remote members that answer again are re-added by themselves.
     re_add: bool,
+    /// Members failed by request (`mosaic fail`) while served: kept out,
+    /// never re-added by themselves, until a `replace` of their slot (as
+    /// md keeps a device failed with `--fail`).
+    failed_by_request: std::sync::Mutex<std::collections::BTreeSet<usize>>,
     /// Check every stripe when the last scrub ended this long ago.
     scrub_every: Option<Duration>,
     maint: std::sync::Mutex<Option<Maint>>,
@@ -513,7 +517,7 @@ pub fn serve(vol: Arc<dyn Volume>, uuid: &str, named_by: Option<(u64, u64)>, sto
     let bound = file_id(&path);
     l.set_nonblocking(true)?;
     let Policy { rate, re_add, scrub_every } = policy;
-    let shared = Arc::new(Shared { vol, stop, rate, re_add, scrub_every, maint: std::sync::Mutex::new(None), events, clients, named_by });
+    let shared = Arc::new(Shared { vol, stop, rate, re_add, failed_by_request: Default::default(), scrub_every, maint: std::sync::Mutex::new(None), events, clients, named_by });
     let sup = shared.clone();
     let wake = l.try_clone()?;
     let supervisor = std::thread::spawn(move || supervise(sup));
@@ -658,6 +662,7 @@ fn run(sh: &Shared, req: &Request) -> Response {
             Ok(b)
         }
         Request::Fail { member } => vol.fail_member(*member).map(|_| {
+            sh.failed_by_request.lock().unwrap_or_else(|e| e.into_inner()).insert(*member);
             let after = after_failure(&vol.info());
             sh.events.emit(Event { kind: events::MEMBER_FAILED, member: Some(*member), detail: format!("member {member} failed by request (mosaic fail){after}") });
             serde_json::json!({ "failed": member })
@@ -708,6 +713,7 @@ fn replace(sh: &Shared, member: usize, drive: &Path, force: bool, host: Option<&
     let vol = sh.vol.as_ref();
     crate::cmd_array::check_new_drive(vol, member, Some(drive), host, force)?;
     vol.replace(member, drive)?;
+    sh.failed_by_request.lock().unwrap_or_else(|e| e.into_inner()).remove(&member);
     if let Some(h) = host {
         vol.set_member_host(member, h)?;
     }
@@ -940,7 +946,8 @@ const PROBE_EVERY: Duration = Duration::from_secs(2);
 fn probe_remotes(sh: Arc<Shared>) -> std::sync::mpsc::Receiver<(usize, String)> {
     let (tx, rx) = std::sync::mpsc::sync_channel(0);
     std::thread::spawn(move || {
-        let failed_remote = |m: &mosaic_volume::VolumeMember| m.readd && matches!(m.state, mosaic_core::MemberState::Failed) && mosaic_dev::nbd::is_uri(&m.path);
+        let kept_out = |m: usize| sh.failed_by_request.lock().unwrap_or_else(|e| e.into_inner()).contains(&m);
+        let failed_remote = |m: &mosaic_volume::VolumeMember| m.readd && matches!(m.state, mosaic_core::MemberState::Failed) && mosaic_dev::nbd::is_uri(&m.path) && !kept_out(m.index);
         while !sh.stop.load(Ordering::Relaxed) {
             std::thread::sleep(PROBE_EVERY);
             for m in sh.vol.info().members.iter().filter(|m| failed_remote(m)) {
@@ -956,8 +963,9 @@ fn probe_remotes(sh: Arc<Shared>) -> std::sync::mpsc::Receiver<(usize, String)> 
 /// Put remote member `m`, back at `path`, in its slot again and rebuild
 /// what it missed.
 fn re_add(sh: &Shared, m: usize, path: &str) {
-    // Asked again: the member may have been replaced meanwhile.
-    if !sh.vol.readdable(m, Path::new(path)) {
+    // Asked again: the member may have been replaced, or failed by
+    // request, meanwhile.
+    if !sh.vol.readdable(m, Path::new(path)) || sh.failed_by_request.lock().unwrap_or_else(|e| e.into_inner()).contains(&m) {
         return;
     }
     sh.events.emit(Event { kind: events::RE_ADD, member: Some(m), detail: format!("member {m} ({path}) answers again with the session it left in: re-added, rebuilding what was written while it was out") });

@@ -204,6 +204,11 @@ fn a_slow_remote_is_reported_and_a_hung_one_is_failed_after_the_time() {
     assert_eq!((code, state(&s, 1)), (4, "failed"), "{s}");
     let why = s["failed_while_open"][0][1].as_str().unwrap_or("");
     assert!(why.contains("no answer for 3.0 s"), "{s}");
+    // A failed member gets no more I/O, flushes included: writes and
+    // their flushes do not wait for it, nor count errors on it.
+    let errors = member(&s, 1)["errors"].clone();
+    passed(fio(t.path(), srv.port, "after", &["--rw=randwrite", "--bs=64k", "--size=1M", "--offset=8M", "--fsync=4"]).spawn().unwrap(), "writes and flushes after the failure");
+    assert_eq!(member(&status(&a).1, 1)["errors"], errors);
     passed(fio(t.path(), srv.port, "slow", &["--rw=write", "--bs=64k", "--size=1M", "--verify_only"]).spawn().unwrap(), "the first bytes, degraded");
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
@@ -372,6 +377,10 @@ fn a_remote_member_that_comes_back_is_re_added_by_the_server() {
     wait_status(&a, 30, "member 1 re-added and rebuilt", |s| s["health"] == "healthy");
     ok(&["fail", "-a", &a, "--member", "3"]);
     passed(fio(t.path(), srv.port, "third", &["--rw=write", "--bs=64k", "--size=1M", "--offset=20M", "--verify_only"]).spawn().unwrap(), "the bytes written while member 1 was out");
+    // Failed by request: kept out, though its server answers (as md keeps
+    // a device failed with --fail), until a replace puts it back.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(state(&status(&a).1, 3), "failed");
     ok(&["replace", "-a", &a, "--member", "3", "--drive", &ex[3].uri(), "--force"]);
     let got = std::fs::read_to_string(&log).unwrap();
     assert!(got.contains("re-add member 2 (") && got.contains("answers again with the session it left in"), "{got}");

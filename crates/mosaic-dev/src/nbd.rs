@@ -25,6 +25,11 @@
 //!   error goes up and the array fails the member like a local one
 //!   a flush after a reconnect ──> an error: writes the old connection
 //!   took may be lost with it, so the member must be failed and rebuilt
+//!   a reconnect ──> the export's label read first: not this member's
+//!   (another array's disk, a blank one, an old copy of this one behind
+//!   the same URI) ──> the member refuses every request from then on,
+//!   so the array fails it and nothing is read from or written to that
+//!   export ([`Seen`])
 //! ```
 //!
 //! libnbd is found at build time (`build.rs`); without it, opening a
@@ -161,6 +166,35 @@ pub fn canonical(p: &Path) -> PathBuf {
     }
 }
 
+/// The label a member's export carried at connect, or was last written
+/// with through it: what a reconnect must find there again (the same
+/// array and member identity, no older than one update behind: a label
+/// write the lost connection took may be lost with it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Seen {
+    array: uuid::Uuid,
+    member: uuid::Uuid,
+    events: u64,
+}
+
+impl Seen {
+    fn of(l: &mosaic_format::label::Label) -> Seen {
+        Seen { array: l.array_uuid, member: l.member_uuid, events: l.events }
+    }
+
+    /// Why the label `found` on a reconnected export is not this member's.
+    fn differs(&self, found: Result<Seen, String>) -> Option<String> {
+        match found {
+            Err(why) => Some(format!("it carries no label of this member ({why})")),
+            Ok(f) if f.array != self.array || f.member != self.member => {
+                Some(format!("it carries the label of member {} of array {}, not of member {} of array {}", f.member, f.array, self.member, self.array))
+            }
+            Ok(f) if f.events + 1 < self.events => Some(format!("its label is at event {}, this member's at {}: an older copy of it", f.events, self.events)),
+            Ok(_) => None,
+        }
+    }
+}
+
 /// An NBD export as a member device.
 pub struct NbdMember {
     uri: String,
@@ -182,6 +216,12 @@ pub struct NbdMember {
     read_only: bool,
     max_request: u64,
     latency: LatencyMeter,
+    /// The member's label as last seen ([`Seen`]); None for an export
+    /// without one (a new drive before its first label).
+    seen: parking_lot::Mutex<Option<Seen>>,
+    /// Set when a reconnect found another export behind the URI: why.
+    /// Every request fails from then on.
+    foreign: parking_lot::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for NbdMember {
@@ -205,6 +245,7 @@ impl NbdMember {
         let (can_flush, read_only, multi) = (first.flag(|a| a.nbd_can_flush)?, first.flag(|a| a.nbd_is_read_only)?, first.flag(|a| a.nbd_can_multi_conn)?);
         let can_fua = first.flag(|a| a.nbd_can_fua)?;
         let max_request = first.max_block().filter(|&m| m > 0).map_or(MAX_REQUEST, |m| m.min(MAX_REQUEST));
+        let seen = Self::label_on(&first, size, deadline())?.ok();
         let mut conns = vec![parking_lot::Mutex::new(Some(first))];
         // More connections only where the server keeps them consistent;
         // one that fails to connect is simply not used.
@@ -214,7 +255,76 @@ impl NbdMember {
                 Err(_) => break,
             }
         }
-        Ok(NbdMember { uri: uri.to_string(), size, conns, reconnected: AtomicBool::new(false), timeout_ms: AtomicU64::new(millis(timeout)), next: Default::default(), can_flush, can_fua, read_only, max_request, latency: LatencyMeter::default() })
+        Ok(NbdMember {
+            uri: uri.to_string(),
+            size,
+            conns,
+            reconnected: AtomicBool::new(false),
+            timeout_ms: AtomicU64::new(millis(timeout)),
+            next: Default::default(),
+            can_flush,
+            can_fua,
+            read_only,
+            max_request,
+            latency: LatencyMeter::default(),
+            seen: parking_lot::Mutex::new(seen),
+            foreign: parking_lot::Mutex::new(None),
+        })
+    }
+
+    /// The label on the export `h` is connected to, or why it has none;
+    /// an error when the export could not be read (no answer, a dead
+    /// connection): that says nothing of whose export it is.
+    #[cfg(mosaic_libnbd)]
+    fn label_on(h: &ffi::Handle, size: u64, deadline: Instant) -> io::Result<Result<Seen, String>> {
+        Ok(mosaic_format::label::read_label(size, &mut |buf, off| h.pread(buf, off, deadline))?.map(|l| Seen::of(&l)).map_err(|e| e.to_string()))
+    }
+
+    /// A new connection's export is this member's: the same size, and the
+    /// label last seen (when there was one).  Otherwise the member is
+    /// foreign from now on.  An export that cannot be read is an error of
+    /// the connection (tried again), not a verdict.
+    #[cfg(mosaic_libnbd)]
+    fn check_reconnected(&self, h: &ffi::Handle, deadline: Instant) -> io::Result<()> {
+        let size = h.size()?;
+        let seen = *self.seen.lock();
+        let why = if size != self.size {
+            Some(format!("its size is {size} bytes, this member's {}", self.size))
+        } else {
+            match seen {
+                Some(s) => s.differs(Self::label_on(h, size, deadline)?),
+                None => None,
+            }
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => {
+                self.foreign.lock().get_or_insert(why);
+                self.refuse_if_foreign()
+            }
+        }
+    }
+
+    /// An error for every request once a reconnect found another export.
+    fn refuse_if_foreign(&self) -> io::Result<()> {
+        match self.foreign.lock().as_ref() {
+            None => Ok(()),
+            Some(why) => Err(io::Error::other(format!("{}: reconnected to an export that is not this member: {why}; it is neither read nor written again", self.uri))),
+        }
+    }
+
+    /// After a write through this member: when it wrote a label slot with
+    /// a label, that is the label a reconnect must find.
+    fn note_label(&self, buf: &[u8], offset: u64) {
+        use mosaic_format::label::{Label, LABEL_AREA, SLOT_SIZE};
+        if offset < LABEL_AREA && offset % SLOT_SIZE == 0 {
+            if let Ok(l) = Label::decode(buf) {
+                let mut seen = self.seen.lock();
+                if seen.is_none_or(|s| s.array != l.array_uuid || s.member != l.member_uuid || s.events < l.events) {
+                    *seen = Some(Seen::of(&l));
+                }
+            }
+        }
     }
 
     #[cfg(not(mosaic_libnbd))]
@@ -271,13 +381,23 @@ impl NbdMember {
     /// backoff and run it again, until the remote's time is spent.
     #[cfg(mosaic_libnbd)]
     fn with_retry(&self, mut op: impl FnMut(&ffi::Handle, Instant) -> io::Result<()>) -> io::Result<()> {
+        self.refuse_if_foreign()?;
         let deadline = Instant::now() + self.timeout();
         let mut backoff = Duration::from_millis(50);
         loop {
             let mut slot = self.free();
             let r = match slot.as_ref() {
                 Some(h) => op(h, deadline),
-                None => ffi::Handle::connect(&self.uri, deadline).and_then(|h| op(slot.insert(h), deadline)),
+                // Nothing goes to a new connection before its export is
+                // known to be this member (one not read is dropped and
+                // tried again, as a dead one).
+                None => match ffi::Handle::connect(&self.uri, deadline).and_then(|h| self.check_reconnected(&h, deadline).map(|()| h)) {
+                    Ok(h) => op(slot.insert(h), deadline),
+                    Err(e) => {
+                        self.refuse_if_foreign()?;
+                        Err(e)
+                    }
+                },
             };
             let err = match r {
                 Ok(()) => return Ok(()),
@@ -308,7 +428,9 @@ impl NbdMember {
         if self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
         }
-        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, fua, deadline)))
+        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, fua, deadline)))?;
+        self.note_label(buf, offset);
+        Ok(())
     }
 
     /// After a durability point: an error when a connection was lost since
@@ -696,6 +818,91 @@ mod tests {
         let _srv2 = restart.join().unwrap();
         m.read_at(&mut b, 8192).unwrap();
         assert!(b.iter().all(|&x| x == 9));
+    }
+
+    fn label(array: u128, member: u128, events: u64) -> mosaic_format::label::Label {
+        use uuid::Uuid;
+        mosaic_format::label::Label {
+            kind: "fixed".into(),
+            array_uuid: Uuid::from_u128(array),
+            member_uuid: Uuid::from_u128(member),
+            member_index: 0,
+            members: 3,
+            events,
+            member_uuids: vec![Uuid::from_u128(member), Uuid::from_u128(11), Uuid::from_u128(12)],
+            created: 1,
+            policy: Default::default(),
+            session: Uuid::from_u128(3),
+            prev_session: Uuid::nil(),
+        }
+    }
+
+    /// A restart of the server behind a member's URI on another export
+    /// (another array's disk, a blank one, an older copy of this one) is
+    /// found at the reconnect, before anything is read or written there:
+    /// every request fails from then on and the export is left as it was.
+    /// The same export restarted (its label as last written) is used.
+    #[test]
+    fn a_reconnect_to_another_export_is_refused_and_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("s.sock");
+        let uri = format!("nbd+unix:///m?socket={}", sock.display());
+        let file = |name: &str, l: Option<mosaic_format::label::Label>| {
+            let p = dir.path().join(name);
+            let mut b = vec![7u8; 1 << 20];
+            if let Some(l) = l {
+                let e = l.encode().unwrap();
+                let at = (l.slot() * mosaic_format::label::SLOT_SIZE) as usize;
+                b[at..at + e.len()].copy_from_slice(&e);
+            }
+            std::fs::write(&p, b).unwrap();
+            p
+        };
+        let mine = file("mine.img", Some(label(1, 2, 10)));
+        let others = [
+            ("theirs.img", Some(label(5, 6, 40)), "the label of member"),
+            ("blank.img", None, "no label of this member"),
+            ("old.img", Some(label(1, 2, 9)), "an older copy of it"),
+        ];
+        let restart = |srv: &mut Option<Server>, f: &std::path::Path| {
+            drop(srv.take());
+            let _ = std::fs::remove_file(&sock);
+            *srv = Some(serve(f, &sock, 1));
+        };
+        let mut srv = Some(serve(&mine, &sock, 1));
+        let m = NbdMember::connect(&uri).unwrap();
+        m.set_timeout(Duration::from_secs(20));
+        // The label written through the member is the one a reconnect
+        // must find (events 10 -> 12).
+        let newer = label(1, 2, 12).encode().unwrap();
+        m.write_at(&newer, 0).unwrap();
+        m.flush().unwrap();
+        restart(&mut srv, &mine);
+        let mut b = [0u8; 4096];
+        m.read_at(&mut b, 1 << 19).unwrap();
+        assert!(b.iter().all(|&x| x == 7));
+        drop(m); // (the test server takes one client at a time)
+        for (name, l, why) in others {
+            let mut l = l;
+            if name == "old.img" {
+                l = Some(label(1, 2, 10)); // two updates behind the label written
+            }
+            let other = file(name, l);
+            let before = std::fs::read(&other).unwrap();
+            let m = NbdMember::connect(&uri).unwrap();
+            m.set_timeout(Duration::from_secs(20));
+            m.write_at(&newer, 0).unwrap();
+            restart(&mut srv, &other);
+            let e = m.write_at(&[1u8; 4096], 1 << 19).unwrap_err().to_string();
+            assert!(e.contains("not this member") && e.contains(why), "{name}: {e}");
+            let e = m.read_at(&mut b, 0).unwrap_err().to_string();
+            assert!(e.contains("not this member"), "{name}: {e}");
+            assert!(m.flush().is_err(), "{name}");
+            drop(srv.take());
+            assert!(std::fs::read(&other).unwrap() == before, "{name}: the other export was written");
+            drop(m);
+            restart(&mut srv, &mine);
+        }
     }
 
     /// A server that accepts the connection and never answers (as one at
