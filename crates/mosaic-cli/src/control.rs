@@ -230,19 +230,8 @@ const MAX_LINE: u64 = 64 << 10;
 /// Longest answer line a client reads.
 const MAX_ANSWER: u64 = 64 << 20;
 
-/// The directory of this user's control sockets: root's in `/run/mosaic`
-/// (as md's in /run/mdadm), so a service and a root shell agree whatever
-/// their environment; another user's in `$XDG_RUNTIME_DIR` (or the
-/// temporary directory) under `mosaic-UID`.
-pub fn runtime_dir() -> PathBuf {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    if uid == 0 && Path::new("/run").is_dir() {
-        return PathBuf::from("/run/mosaic");
-    }
-    let base = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_dir()).unwrap_or_else(std::env::temp_dir);
-    base.join(format!("mosaic-{uid}"))
-}
+/// The directory of this user's control sockets ([`mosaic_dev::runtime_dir`]).
+pub use mosaic_dev::runtime_dir;
 
 /// How many servers of arrays with one UUID (an array and its copies) can
 /// run side by side.

@@ -524,3 +524,29 @@ fn unreadable_sectors_on_a_remote_member_are_rebuilt_over_nbd() {
     assert_eq!(state(&s[0], 4), "active", "{s}");
     assert!(read_back(&a, data.len(), &out) == data);
 }
+
+/// One writer per array of remote members on this machine: while a
+/// server holds them, another process's write is refused (NBD has no
+/// locks: each export's lock is a file in the runtime directory, named by
+/// its URI), a read-only look is not, and once the server stops the write
+/// goes through.
+#[test]
+fn one_writer_per_array_of_remote_members() {
+    let t = tempfile::tempdir().unwrap();
+    let ex: Vec<Export> = (0..3).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 16 << 20)).collect();
+    let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    ok(&["create", "-a", &a, "--level", "raid5", "--journal", t.path().join("j.img").to_str().unwrap()]);
+    let input = t.path().join("in.bin");
+    std::fs::write(&input, vec![0x42u8; 64 << 10]).unwrap();
+    let srv = Serve::start(&a, &["--quiet"]);
+    let e = fails(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    assert!(e.contains("in use by another mosaic process"), "{e}");
+    // Each export is held: a list naming one member first is refused too.
+    let reordered = [ex[1].uri(), ex[0].uri(), ex[2].uri()].join(",");
+    assert!(fails(&["write", "-a", &reordered, "--offset", "0", "--input", input.to_str().unwrap()]).contains("in use by another mosaic process"));
+    let (code, _) = srv.stop();
+    assert_eq!(code, 0);
+    ok(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
+    let out = t.path().join("out.bin");
+    assert!(read_back(&a, 64 << 10, &out) == vec![0x42u8; 64 << 10]);
+}

@@ -206,6 +206,21 @@ pub fn lock_file(file: &File, path: &Path, exclusive: bool) -> io::Result<()> {
     Err(io::Error::new(e.kind(), format!("{}: lock: {e}", path.display())))
 }
 
+/// The directory of this user's runtime files (the servers' control
+/// sockets, the locks of remote members): root's in `/run/mosaic` (as
+/// md's in /run/mdadm), so a service and a root shell agree whatever
+/// their environment; another user's in `$XDG_RUNTIME_DIR` (or the
+/// temporary directory) under `mosaic-UID`.
+pub fn runtime_dir() -> std::path::PathBuf {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if uid == 0 && Path::new("/run").is_dir() {
+        return std::path::PathBuf::from("/run/mosaic");
+    }
+    let base = std::env::var_os("XDG_RUNTIME_DIR").map(std::path::PathBuf::from).filter(|p| p.is_dir()).unwrap_or_else(std::env::temp_dir);
+    base.join(format!("mosaic-{uid}"))
+}
+
 /// [`lock_file`] on a handle of its own, for devices whose I/O goes
 /// through another handle that never locks (emulated zoned files).
 #[derive(Debug)]
@@ -279,7 +294,7 @@ impl Device {
     pub fn lock(&self, exclusive: bool) -> io::Result<()> {
         match self {
             Device::File(f) => f.lock(exclusive),
-            Device::Nbd(_) => Ok(()),
+            Device::Nbd(n) => n.lock(exclusive),
         }
     }
 

@@ -195,6 +195,12 @@ impl Seen {
     }
 }
 
+/// FNV-1a, 64 bits: a stable name for a URI's lock file (the same in
+/// every mosaic binary, unlike the standard library's hasher).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
 /// An NBD export as a member device.
 pub struct NbdMember {
     uri: String,
@@ -222,6 +228,8 @@ pub struct NbdMember {
     /// Set when a reconnect found another export behind the URI: why.
     /// Every request fails from then on.
     foreign: parking_lot::Mutex<Option<String>>,
+    /// The lock this process holds on the export ([`NbdMember::lock`]).
+    lock: parking_lot::Mutex<Option<std::fs::File>>,
 }
 
 impl std::fmt::Debug for NbdMember {
@@ -269,6 +277,7 @@ impl NbdMember {
             latency: LatencyMeter::default(),
             seen: parking_lot::Mutex::new(seen),
             foreign: parking_lot::Mutex::new(None),
+            lock: parking_lot::Mutex::new(None),
         })
     }
 
@@ -330,6 +339,26 @@ impl NbdMember {
     #[cfg(not(mosaic_libnbd))]
     pub fn connect_within(uri: &str, _timeout: Duration) -> io::Result<NbdMember> {
         Err(io::Error::new(io::ErrorKind::Unsupported, format!("{uri}: this mosaic was built without libnbd, so it cannot reach remote members; install libnbd-dev and rebuild")))
+    }
+
+    /// The lock every kind of array takes on every device it opens
+    /// ([`crate::lock_file`]), for an export: NBD has no locks, so it is
+    /// a lock file in this user's runtime directory named by the URI.  Two
+    /// mosaic processes on this machine then never write one export at
+    /// once (one writer per array); a process on another machine is not
+    /// seen, and the same export under another URI (another host name for
+    /// the server) is another lock.
+    pub fn lock(&self, exclusive: bool) -> io::Result<()> {
+        let dir = crate::runtime_dir().join("remote-locks");
+        std::fs::create_dir_all(&dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let path = dir.join(format!("{:016x}.lock", fnv1a(self.uri.as_bytes())));
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        crate::lock_file(&file, Path::new(&self.uri), exclusive)?;
+        // The URI inside, for whoever looks at the directory.
+        use std::os::unix::fs::FileExt;
+        let _ = file.write_all_at(self.uri.as_bytes(), 0);
+        *self.lock.lock() = Some(file);
+        Ok(())
     }
 
     /// How long a request may take, reconnects and retries included.
