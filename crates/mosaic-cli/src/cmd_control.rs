@@ -275,12 +275,13 @@ fn remote_lines(b: &serde_json::Value) -> String {
         let l = &m["remote"];
         let f = |k: &str| l[k].as_f64().unwrap_or(0.0);
         s += &format!(
-            "  remote {} on host {}: {} requests, recent reads {:.1} ms, writes {:.1} ms, max {:.1} ms, {} over {:.0} ms{}\n",
+            "  remote {} on host {}: {} requests, recent reads {:.1} ms, writes {:.1} ms, flushes {:.1} ms, max {:.1} ms, {} over {:.0} ms{}\n",
             m["index"],
             m["host"].as_str().unwrap_or("?"),
             l["requests"],
             f("recent_read_ms"),
             f("recent_write_ms"),
+            f("recent_flush_ms"),
             f("max_ms"),
             l["slow_requests"],
             f("threshold_ms"),

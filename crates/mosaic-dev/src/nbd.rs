@@ -78,18 +78,28 @@ pub struct Latency {
     /// Requests answered (reads, writes and flushes; a split request
     /// counts once).
     pub requests: u64,
-    /// The mean of recent reads, and of recent writes and flushes (each an
-    /// exponentially weighted average over about the last 16), ms.
+    /// The mean of recent reads, of recent writes and of recent flushes
+    /// (each an exponentially weighted average over about the last 16),
+    /// ms.  Apart: a fast flush must not halve slow writes' mean.
     pub recent_read_ms: f64,
     pub recent_write_ms: f64,
+    pub recent_flush_ms: f64,
     /// The slowest request since connecting, ms.
     pub max_ms: f64,
     /// Requests slower than the threshold.
     pub slow_requests: u64,
     /// The threshold, ms.
     pub threshold_ms: f64,
-    /// Whether recent reads or recent writes average above the threshold.
+    /// Whether recent reads, writes or flushes average above the threshold.
     pub slow: bool,
+}
+
+/// What a request of a remote was, for its latency ([`LatencyMeter`]).
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Read,
+    Write,
+    Flush,
 }
 
 /// Latency counters of one remote, updated by every request.
@@ -97,18 +107,18 @@ pub struct Latency {
 struct LatencyMeter {
     requests: AtomicU64,
     /// Weighted means, microseconds (weight 1/16 for each new request):
-    /// reads, then writes and flushes.
-    recent_us: [AtomicU64; 2],
+    /// reads, writes, flushes ([`Op`]).
+    recent_us: [AtomicU64; 3],
     max_us: AtomicU64,
     slow: AtomicU64,
 }
 
 impl LatencyMeter {
-    fn record(&self, write: bool, took: Duration) {
+    fn record(&self, op: Op, took: Duration) {
         let us = took.as_micros().min(u64::MAX as u128) as u64;
         self.requests.fetch_add(1, Ordering::Relaxed);
         // Racing updates may lose one sample; the mean stays a mean.
-        let mean = &self.recent_us[write as usize];
+        let mean = &self.recent_us[op as usize];
         let old = mean.load(Ordering::Relaxed);
         mean.store(if old == 0 { us } else { old - old / 16 + us / 16 }, Ordering::Relaxed);
         self.max_us.fetch_max(us, Ordering::Relaxed);
@@ -120,15 +130,16 @@ impl LatencyMeter {
     fn read(&self) -> Latency {
         let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1000.0;
         let threshold_ms = SLOW_MS.load(Ordering::Relaxed) as f64;
-        let (r, w) = (ms(&self.recent_us[0]), ms(&self.recent_us[1]));
+        let (r, w, f) = (ms(&self.recent_us[0]), ms(&self.recent_us[1]), ms(&self.recent_us[2]));
         Latency {
             requests: self.requests.load(Ordering::Relaxed),
             recent_read_ms: r,
             recent_write_ms: w,
+            recent_flush_ms: f,
             max_ms: ms(&self.max_us),
             slow_requests: self.slow.load(Ordering::Relaxed),
             threshold_ms,
-            slow: r.max(w) > threshold_ms,
+            slow: r.max(w).max(f) > threshold_ms,
         }
     }
 }
@@ -376,10 +387,10 @@ impl NbdMember {
     }
 
     /// Time `f`, one read (or write or flush), into the latency counters.
-    fn timed<T>(&self, write: bool, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    fn timed<T>(&self, op: Op, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
         let t0 = std::time::Instant::now();
         let r = f();
-        self.latency.record(write, t0.elapsed());
+        self.latency.record(op, t0.elapsed());
         r
     }
 
@@ -457,7 +468,7 @@ impl NbdMember {
         if self.read_only {
             return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("{}: the server exports it read-only", self.uri)));
         }
-        self.timed(true, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, fua, deadline)))?;
+        self.timed(Op::Write, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pwrite(&buf[r], off, fua, deadline)))?;
         self.note_label(buf, offset);
         Ok(())
     }
@@ -490,7 +501,7 @@ impl Member for NbdMember {
         self.size
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.timed(false, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline)))
+        self.timed(Op::Read, || self.pieces(offset, buf.len(), |h, off, r, deadline| h.pread(&mut buf[r], off, deadline)))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.write_pieces(buf, offset, false)
@@ -510,7 +521,7 @@ impl Member for NbdMember {
     /// flush writes through.
     fn flush(&self) -> io::Result<()> {
         if self.can_flush {
-            self.timed(true, || self.with_retry(|h, deadline| h.flush(deadline)))?;
+            self.timed(Op::Flush, || self.with_retry(|h, deadline| h.flush(deadline)))?;
         }
         self.no_lost_writes()
     }
@@ -953,18 +964,26 @@ mod tests {
         let m = LatencyMeter::default();
         let ms = Duration::from_millis;
         for _ in 0..32 {
-            m.record(false, ms(1));
+            m.record(Op::Read, ms(1));
         }
-        m.record(true, ms(400));
+        m.record(Op::Write, ms(400));
         let l = m.read();
         assert_eq!((l.requests, l.slow_requests, l.max_ms), (33, 1, 400.0));
         assert!(l.slow && l.recent_write_ms == 400.0 && l.recent_read_ms == 1.0, "{l:?}");
         // Fast writes bring the mean back under the threshold.
         for _ in 0..64 {
-            m.record(true, ms(2));
+            m.record(Op::Write, ms(2));
         }
         let l = m.read();
         assert!(!l.slow && l.recent_write_ms < 10.0 && l.max_ms == 400.0, "{l:?}");
+        // Slow writes between fast flushes (a disk that delays writes
+        // only): the flushes do not dilute the writes' mean.
+        for _ in 0..32 {
+            m.record(Op::Write, ms(300));
+            m.record(Op::Flush, ms(1));
+        }
+        let l = m.read();
+        assert!(l.slow && l.recent_write_ms > 250.0 && l.recent_flush_ms < 10.0, "{l:?}");
     }
 
     #[test]
