@@ -345,7 +345,22 @@ pub struct Array {
 /// bytes when missing, locked for writing (a new member, spare or journal).
 pub(crate) fn open_or_create(path: &Path, size: u64) -> Result<Device, ArrayError> {
     let m = Device::open_or_create(path, size).map_err(|e| if path.exists() { ArrayError::BadMember(e.to_string()) } else { ArrayError::Io(e.to_string()) })?;
+    for_writing(m, path)
+}
+
+/// The existing file, device or NBD export at `path`, locked for writing
+/// (a replacement drive).
+pub(crate) fn open_for_writing(path: &Path) -> Result<Device, ArrayError> {
+    for_writing(Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?, path)
+}
+
+/// `m` locked for writing, when it takes writes (a remote may be exported
+/// read-only: the array would start with it failed).
+fn for_writing(m: Device, path: &Path) -> Result<Device, ArrayError> {
     m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+    if m.read_only() {
+        return Err(ArrayError::BadMember(format!("{}: the server exports it read-only; a member, spare or journal takes writes", path.display())));
+    }
     Ok(m)
 }
 
@@ -450,8 +465,7 @@ impl Array {
                     return Err(ArrayError::Usage(format!("wrong member count: {} needs {n} members, {} paths given", o.level, paths.len())));
                 }
                 for p in paths {
-                    let m = Device::open(p).map_err(|e| ArrayError::BadMember(e.to_string()))?;
-                    m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+                    let m = open_for_writing(p)?;
                     if !o.force {
                         if let Ok(sb) = Superblock::read_from(&m) {
                             return Err(ArrayError::Usage(format!(

@@ -208,8 +208,7 @@ impl Array {
             return self.hot_resume(idx, p, progress, opts);
         }
         self.not_a_member(path, None)?;
-        let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
-        m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+        let m = crate::array::open_for_writing(path)?;
         self.replace_hot_with(idx, Arc::new(m), &crate::assemble::hint_of(path), progress, opts)
     }
 

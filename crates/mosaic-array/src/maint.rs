@@ -113,8 +113,7 @@ impl Array {
         if failed && self.superblock().member_paths.get(idx).is_some_and(|p| crate::spare::names_same(p, path)) {
             self.set_member(idx, None);
         }
-        let m = Device::open(path).map_err(|e| ArrayError::BadMember(e.to_string()))?;
-        m.lock(true).map_err(|e| ArrayError::Usage(e.to_string()))?;
+        let m = crate::array::open_for_writing(path)?;
         self.replace_with(idx, Arc::new(m), &crate::assemble::hint_of(path))
     }
 

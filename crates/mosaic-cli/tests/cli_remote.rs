@@ -550,3 +550,27 @@ fn one_writer_per_array_of_remote_members() {
     let out = t.path().join("out.bin");
     assert!(read_back(&a, 64 << 10, &out) == vec![0x42u8; 64 << 10]);
 }
+
+/// An export served read-only cannot be a member, spare, replacement or
+/// journal: refused at once, naming it, with nothing created or written
+/// (the array would start with it failed).
+#[test]
+fn a_read_only_export_is_refused_where_writes_go() {
+    let t = tempfile::tempdir().unwrap();
+    let mut ex: Vec<Export> = (0..4).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 16 << 20)).collect();
+    ex[2].restart(&["-r"], &[]);
+    let j = t.path().join("j.img");
+    let a = ex[..3].iter().map(Export::uri).collect::<Vec<_>>().join(",");
+    let e = fails(&["create", "-a", &a, "--level", "raid5", "--journal", j.to_str().unwrap()]);
+    assert!(e.contains(&ex[2].uri()) && e.contains("exports it read-only"), "{e}");
+    assert!(!j.exists());
+    assert!(std::fs::read(&ex[0].file).unwrap().iter().all(|&b| b == 0), "a member was written");
+    ex[2].restart(&[], &[]);
+    ok(&["create", "-a", &a, "--level", "raid5", "--journal", j.to_str().unwrap()]);
+    ex[3].restart(&["-r"], &[]);
+    let e = fails(&["add", "-a", &a, "--spare", &ex[3].uri()]);
+    assert!(e.contains("exports it read-only"), "{e}");
+    ok(&["fail", "-a", &a, "--member", "1"]);
+    let e = fails(&["replace", "-a", &a, "--member", "1", "--drive", &ex[3].uri()]);
+    assert!(e.contains("exports it read-only"), "{e}");
+}

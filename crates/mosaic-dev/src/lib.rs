@@ -288,14 +288,20 @@ impl Device {
         Ok(self)
     }
 
-    /// Take the array lock ([`lock_file`]) on a file or block device.  A
-    /// remote export has no lock a client can take (one writer per array
-    /// holds for the machine that serves the array, not across machines).
+    /// Take the array lock ([`lock_file`]) on a file or block device, or
+    /// on a remote export's lock file ([`nbd::NbdMember::lock`]: one
+    /// writer per array holds for the machine that serves the array, not
+    /// across machines).
     pub fn lock(&self, exclusive: bool) -> io::Result<()> {
         match self {
             Device::File(f) => f.lock(exclusive),
             Device::Nbd(n) => n.lock(exclusive),
         }
+    }
+
+    /// Whether writes are refused by design: a remote exported read-only.
+    pub fn read_only(&self) -> bool {
+        matches!(self, Device::Nbd(n) if n.read_only())
     }
 
     fn inner(&self) -> &dyn Member {

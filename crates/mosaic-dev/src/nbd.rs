@@ -372,6 +372,11 @@ impl NbdMember {
         Ok(())
     }
 
+    /// Whether the server exports it read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// How long a request may take, reconnects and retries included.
     pub fn set_timeout(&self, t: Duration) {
         self.timeout_ms.store(millis(t), Ordering::Relaxed);
