@@ -574,3 +574,31 @@ fn a_read_only_export_is_refused_where_writes_go() {
     let e = fails(&["replace", "-a", &a, "--member", "1", "--drive", &ex[3].uri()]);
     assert!(e.contains("exports it read-only"), "{e}");
 }
+
+/// `assemble --scan` takes NBD URIs (each looked at by its label, one that
+/// does not answer named and missing), and `status` of an array of remote
+/// members too few of which answer is the FAILED report (exit 5, JSON
+/// too), as for a directory array, not a bare error.
+#[test]
+fn remote_members_are_scanned_and_a_failed_remote_array_has_a_status() {
+    let t = tempfile::tempdir().unwrap();
+    let mut ex: Vec<Export> = (0..4).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 16 << 20)).collect();
+    let uris: Vec<String> = ex.iter().map(Export::uri).collect();
+    let a = uris.join(",");
+    ok(&["create", "-a", &a, "--level", "raid5", "--no-journal"]);
+    let scan: Vec<&str> = ["assemble", "--scan"].into_iter().chain(uris.iter().map(String::as_str)).collect();
+    let out = ok(&scan);
+    assert!(out.contains("(fixed, raid5): 4 of 4 members") && out.contains(&format!("  -a {a}")), "{out}");
+    ex[1].kill();
+    ex[3].kill();
+    let o = mosaic(&scan);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(4), "{out}{err}");
+    assert!(out.contains("2 of 4 members, INCOMPLETE") && err.contains(&format!("{}: ", uris[1])) && err.contains("its label could not be read"), "{out}{err}");
+    let o = mosaic(&["--remote-timeout", "2", "status", "-a", &a, "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(s[0]["health"], "failed", "{s}");
+    let text = String::from_utf8_lossy(&mosaic(&["--remote-timeout", "2", "status", "-a", &a]).stdout).into_owned();
+    assert!(text.contains("FAILED") && text.contains("members [1, 3] are missing"), "{text}");
+}

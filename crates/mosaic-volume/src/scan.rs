@@ -4,7 +4,7 @@
 //! wherever their files are).
 //!
 //! ```text
-//!   paths ─ walk (directories recursively, files and block devices) ─ guard::identify
+//!   paths ─ walk (directories recursively, files, block devices, NBD URIs) ─ guard::identify
 //!     + the devices each DVS directory records outside itself
 //!       (dvs-paths.json, followed as an open follows it)
 //!     member label  ─┐  grouped by array UUID; per member its index, path,
@@ -161,8 +161,8 @@ pub fn scan_report(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Result<(Ve
         walk(p, 0, &mut files)?;
     }
     let notes = follow_recorded(&mut files);
-    let mut found = identify_all(files, progress)?;
     let mut loose = Vec::new();
+    let mut found = identify_all(files, progress, &mut loose)?;
     for (dir, ws) in notes {
         let in_dir = |f: &FoundArray| f.found.iter().any(|m| Path::new(&m.path).parent().map(mosaic_dev::nbd::canonical) == Some(mosaic_dev::nbd::canonical(&dir)));
         match found.iter_mut().find(|f| in_dir(f)) {
@@ -174,12 +174,21 @@ pub fn scan_report(paths: &[PathBuf], progress: &dyn Fn(u64, u64)) -> Result<(Ve
 }
 
 /// The arrays the labels of `files` make up.
-fn identify_all(files: Vec<PathBuf>, progress: &dyn Fn(u64, u64)) -> Result<Vec<FoundArray>> {
+fn identify_all(files: Vec<PathBuf>, progress: &dyn Fn(u64, u64), unreachable: &mut Vec<String>) -> Result<Vec<FoundArray>> {
     let total = files.len() as u64;
     let mut arrays: BTreeMap<String, Builder> = BTreeMap::new();
     for (i, f) in files.into_iter().enumerate() {
         progress(i as u64, total);
-        match guard::identify(&f)? {
+        let what = match guard::identify(&f) {
+            // A remote member that does not answer is missing from here,
+            // as a local file that is not there: said, not fatal.
+            Err(e) if is_remote(&f) => {
+                unreachable.push(format!("{e}; its label could not be read"));
+                continue;
+            }
+            r => r?,
+        };
+        match what {
             Carries::Member { .. } | Carries::DvsMember { .. } => {
                 if let Some(l) = guard::member_label(&f)? {
                     arrays.entry(l.array_uuid.to_string()).or_default().member(&f, l);
@@ -194,9 +203,18 @@ fn identify_all(files: Vec<PathBuf>, progress: &dyn Fn(u64, u64)) -> Result<Vec<
     Ok(arrays.into_iter().flat_map(|(uuid, b)| b.split(uuid)).collect())
 }
 
+fn is_remote(p: &Path) -> bool {
+    p.to_str().is_some_and(mosaic_dev::nbd::is_uri)
+}
+
 /// Files and block devices under `p` (directories to a depth of 8; symbolic
-/// links to directories are not followed, so no loop).
+/// links to directories are not followed, so no loop), and `p` itself
+/// when it is an NBD URI (a remote member, looked at by its label).
 fn walk(p: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+    if is_remote(p) {
+        out.push(p.to_path_buf());
+        return Ok(());
+    }
     let meta = std::fs::symlink_metadata(p).map_err(|e| crate::VolumeError::Io { what: p.display().to_string(), err: e })?;
     if meta.is_dir() {
         if depth >= 8 {
