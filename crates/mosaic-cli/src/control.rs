@@ -279,15 +279,18 @@ pub fn served_as(spec: &str, uuid: &str) -> (String, Option<(u64, u64)>) {
 
 /// The UUID `spec` names and the file that says so (for a directory, the
 /// first entry in it that carries something: a member file, a journal, or
-/// a nested array's directory).
+/// a nested array's directory).  In a list, the first entry that names an
+/// array: a member that is gone (a remote whose server is down) leaves
+/// the others to find the array's server by.
 fn identify(spec: &str) -> Option<(String, PathBuf)> {
-    let first = spec.split(',').next()?.trim();
-    let what = guard::identify(Path::new(first)).ok()?;
-    let at = match &what {
-        guard::Carries::Dir { entry, .. } => PathBuf::from(entry),
-        _ => PathBuf::from(first),
-    };
-    Some((what.array()?.to_string(), at))
+    spec.split(',').map(str::trim).filter(|p| !p.is_empty()).find_map(|first| {
+        let what = guard::identify(Path::new(first)).ok()?;
+        let at = match &what {
+            guard::Carries::Dir { entry, .. } => PathBuf::from(entry),
+            _ => PathBuf::from(first),
+        };
+        Some((what.array()?.to_string(), at))
+    })
 }
 
 /// The device and inode of `path` (None for an NBD URI or a path that is

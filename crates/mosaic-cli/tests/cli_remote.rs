@@ -533,19 +533,25 @@ fn unreadable_sectors_on_a_remote_member_are_rebuilt_over_nbd() {
 #[test]
 fn one_writer_per_array_of_remote_members() {
     let t = tempfile::tempdir().unwrap();
-    let ex: Vec<Export> = (0..3).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 16 << 20)).collect();
+    let mut ex: Vec<Export> = (0..3).map(|i| Export::nbdkit(t.path(), &format!("e{i}"), 16 << 20)).collect();
     let a = ex.iter().map(Export::uri).collect::<Vec<_>>().join(",");
     ok(&["create", "-a", &a, "--level", "raid5", "--journal", t.path().join("j.img").to_str().unwrap()]);
     let input = t.path().join("in.bin");
     std::fs::write(&input, vec![0x42u8; 64 << 10]).unwrap();
-    let srv = Serve::start(&a, &["--quiet"]);
+    let mut srv = Serve::start(&a, &["--quiet", "--remote-timeout", "2"]);
     let e = fails(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
     assert!(e.contains("in use by another mosaic process"), "{e}");
     // Each export is held: a list naming one member first is refused too.
     let reordered = [ex[1].uri(), ex[0].uri(), ex[2].uri()].join(",");
     assert!(fails(&["write", "-a", &reordered, "--offset", "0", "--input", input.to_str().unwrap()]).contains("in use by another mosaic process"));
-    let (code, _) = srv.stop();
-    assert_eq!(code, 0);
+    // The first member's server gone: the array's own server is still
+    // found by the next member, and stops when asked.
+    ex[0].kill();
+    let (_, s) = status(&a);
+    assert_eq!(s["served"], true, "{s}");
+    assert!(ok(&["stop", "-a", &a]).contains("stopping"));
+    srv.wait_exit("the server asked to stop");
+    ex[0].restart(&[], &[]);
     ok(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
     let out = t.path().join("out.bin");
     assert!(read_back(&a, 64 << 10, &out) == vec![0x42u8; 64 << 10]);
