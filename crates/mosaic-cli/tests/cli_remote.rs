@@ -528,8 +528,8 @@ fn unreadable_sectors_on_a_remote_member_are_rebuilt_over_nbd() {
 /// One writer per array of remote members on this machine: while a
 /// server holds them, another process's write is refused (NBD has no
 /// locks: each export's lock is a file in the runtime directory, named by
-/// its URI), a read-only look is not, and once the server stops the write
-/// goes through.
+/// its URI); the server is found by any member that answers; once it
+/// stops, the write goes through.
 #[test]
 fn one_writer_per_array_of_remote_members() {
     let t = tempfile::tempdir().unwrap();
