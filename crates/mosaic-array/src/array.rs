@@ -1468,6 +1468,21 @@ impl Array {
         swapped
     }
 
+    /// The members whose devices hold more than the array uses of them
+    /// (the array takes as much of each as its smallest holds): index, path
+    /// and bytes unused, for those beyond 1 % of the device (mdadm warns
+    /// the same at create).
+    pub fn larger_members(&self) -> Vec<(usize, String, u64)> {
+        let (g, sb) = (self.geometry(), self.superblock());
+        (0..g.members)
+            .filter_map(|i| {
+                let size = self.member(i)?.size();
+                let spare = size.saturating_sub(DATA_OFFSET + g.member_bytes(i));
+                (spare > size / 100).then(|| (i, sb.member_paths[i].clone(), spare))
+            })
+            .collect()
+    }
+
     pub(crate) fn member(&self, idx: usize) -> Option<Arc<dyn Member>> {
         self.exec.member(idx)
     }

@@ -851,6 +851,13 @@ fn cda_performance_check(level: &str, data: &str, cda: &str, unit: u64) -> Resul
 
 fn created(arr: &Array, json: bool) -> Result<i32> {
     let info = arr.info();
+    for (i, path, unused) in arr.larger_members() {
+        eprintln!(
+            "warning: member {i} ({path}) is larger than the array uses: {} of it unused (each member holds as much as the smallest, {}); `mosaic grow --size max` takes more once every member is larger",
+            human(unused),
+            human(info.member_data_size)
+        );
+    }
     arr.close()?;
     if json {
         print_json(&info)?;

@@ -107,7 +107,7 @@ pub fn examine(a: ExamineArgs) -> Result<i32> {
                 println!("  member    {} of {} ({})", l.member_index, l.members, l.member_uuid);
             }
             println!("  events    {}", l.events);
-            println!("  created   {}", l.created);
+            println!("  created   {}", crate::cmd_serve::rfc3339(std::time::Duration::from_secs(l.created)));
             for (k, v) in l.policy.as_object().into_iter().flatten() {
                 println!("  {k:<9} {v}");
             }

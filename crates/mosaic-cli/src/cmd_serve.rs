@@ -270,7 +270,7 @@ const DEFAULT_MIN_BLOCK: u64 = 512;
 
 /// `d` since the Unix epoch as an RFC 3339 UTC timestamp with milliseconds
 /// (calendar fields from the C library's gmtime_r).
-fn rfc3339(d: Duration) -> String {
+pub(crate) fn rfc3339(d: Duration) -> String {
     let t = d.as_secs() as libc::time_t;
     // SAFETY: an all-zero tm is valid; gmtime_r only writes into it.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };

@@ -308,3 +308,27 @@ fn a_scrub_of_raid0_says_it_has_nothing_to_check() {
     assert!(out.contains("raid0 keeps no redundancy: there is nothing a scrub can check") && !out.contains("degraded"), "{out}");
     assert!(ok(&["status", "-a", a]).contains("HEALTHY"));
 }
+
+/// Members of different sizes: the array takes as much of each as the
+/// smallest holds, and `create` says what the larger ones leave unused
+/// (as mdadm does); `examine` shows when the array was made as a date.
+#[test]
+fn create_says_what_larger_members_leave_unused() {
+    let t = tempfile::tempdir().unwrap();
+    let files: Vec<std::path::PathBuf> = [64u64, 64, 16].iter().enumerate().map(|(i, mib)| {
+        let p = t.path().join(format!("m{i}.img"));
+        std::fs::File::create(&p).unwrap().set_len(mib << 20).unwrap();
+        p
+    }).collect();
+    let list = files.iter().map(|p| p.to_str().unwrap()).collect::<Vec<_>>().join(",");
+    let o = common::mosaic(&["create", "-a", &list, "--level", "raid5", "--no-journal"]);
+    assert!(o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    for i in [0, 1] {
+        assert!(e.contains(&format!("member {i} ({}) is larger than the array uses: 48.0 MiB of it unused", files[i].display())), "{e}");
+    }
+    assert!(!e.contains("member 2 ("), "{e}");
+    let ex = common::ok(&["examine", files[0].to_str().unwrap()]);
+    let created = ex.lines().find(|l| l.trim_start().starts_with("created")).unwrap_or_default();
+    assert!(created.contains("T") && created.ends_with('Z'), "{ex}");
+}

@@ -197,7 +197,7 @@ fn replay_of_a_tier_refuses_bad_options_with_their_reason() {
     let e = fails(&with(&["--fast-size", "512K"]));
     assert!(e.contains("is too small"), "{e}");
     let e = fails(&with(&["--fast", "raid9:2"]));
-    assert!(e.contains("bad tier spec"), "{e}");
+    assert!(e.contains("bad inner array \"raid9:2\""), "{e}");
 }
 
 /// A replay that wraps requests past the array's capacity, or widens them

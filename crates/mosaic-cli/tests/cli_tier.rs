@@ -105,7 +105,7 @@ fn create_refuses_bad_tiers_and_other_arrays_files() {
     let e = fails(&["create", "-a", ad, "--level", "tier", "--fast", "raid1:2", "--member-size", "8M"]);
     assert!(e.contains("--slow"), "{e}");
     let e = fails(&["create", "-a", ad, "--level", "tier", "--fast", "raid6", "--slow", "raid5:3", "--member-size", "8M"]);
-    assert!(e.contains("bad tier spec"), "{e}");
+    assert!(e.contains("bad inner array \"raid6\""), "{e}");
     let e = fails(&["create", "-a", ad, "--level", "raid5", "--members", "3", "--member-size", "8M", "--fast", "raid1:2"]);
     assert!(e.contains("--level tier"), "{e}");
     assert!(!a.exists(), "a refused create left files");

@@ -29,7 +29,7 @@ impl InnerSpec {
         let t = s.trim().to_ascii_lowercase();
         let bad = || {
             VolumeError::Usage(format!(
-                "bad tier spec {s:?}: expected LEVEL:N (raid1:2, raid5:4, raid6:6), rs:K+M or cbro:N+K[,cda=...]"
+                "bad inner array {s:?}: expected LEVEL:N (raid1:2, raid5:4, raid6:6), rs:K+M or cbro:N+K[,cda=...]"
             ))
         };
         if let Some((outer, _, _)) = nested::split_cda(&t)? {
