@@ -363,7 +363,14 @@ pub struct ScrubArgs {
 /// Open any kind of array (fixed, nested CBRO or DVS) as a volume, with
 /// what the open found worth a warning.
 pub(crate) fn open(spec: &str, writable: bool) -> Result<Box<dyn Volume>> {
-    let vol = mosaic_volume::open(spec, writable)?;
+    let vol = match mosaic_volume::open(spec, writable) {
+        Ok(v) => v,
+        // Held by a server of this array: say so, and how to reach it.
+        Err(e) if e.to_string().contains("in use by another mosaic process") && crate::control::ask(spec, &crate::control::Request::Status).ok().flatten().is_some() => {
+            bail!("{e}: the array is served by `mosaic serve`; reach its bytes through the server (NBD: qemu-io, nbdcopy, nbdfuse) or stop it first (`mosaic stop -a {spec}`)")
+        }
+        Err(e) => return Err(e.into()),
+    };
     for w in vol.warnings() {
         eprintln!("warning: {w}");
     }

@@ -276,6 +276,8 @@ fn one_writer_per_array_for_every_kind() {
             assert!(e.contains("in use by another mosaic process"), "{name} {what:?}: {e}");
         };
         busy(&["write", "-a", s(&d), "--offset", "0", "--input", s(&input)]);
+        let e = fails(&["read", "-a", s(&d), "--offset", "0", "--length", "4K", "--output", s(&t.path().join("r.bin"))]);
+        assert!(e.contains("the array is served by `mosaic serve`") && e.contains("mosaic stop -a"), "{name}: {e}");
         // scrub, replace, rebuild, fail and info go through the server's
         // control channel (tests/cli_control.rs), never to the members.
         let mut force = c.clone();

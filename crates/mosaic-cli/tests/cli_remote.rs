@@ -540,7 +540,7 @@ fn one_writer_per_array_of_remote_members() {
     std::fs::write(&input, vec![0x42u8; 64 << 10]).unwrap();
     let mut srv = Serve::start(&a, &["--quiet", "--remote-timeout", "2"]);
     let e = fails(&["write", "-a", &a, "--offset", "0", "--input", input.to_str().unwrap()]);
-    assert!(e.contains("in use by another mosaic process"), "{e}");
+    assert!(e.contains("in use by another mosaic process") && e.contains("the array is served by `mosaic serve`"), "{e}");
     // Each export is held: a list naming one member first is refused too.
     let reordered = [ex[1].uri(), ex[0].uri(), ex[2].uri()].join(",");
     assert!(fails(&["write", "-a", &reordered, "--offset", "0", "--input", input.to_str().unwrap()]).contains("in use by another mosaic process"));
