@@ -162,7 +162,7 @@ mod tests {
         assert_eq!((n.level.as_str(), n.members), ("cbro:4+1,cda=raid5:3", 5));
         for bad in ["raid6", "raid6:x", "raid9:3", ""] {
             let e = InnerSpec::parse(bad, 1).unwrap_err().to_string();
-            assert!(e.contains("tier spec") || e.contains("level"), "{bad}: {e}");
+            assert!(e.contains("bad inner array") || e.contains("level"), "{bad}: {e}");
         }
         let e = InnerSpec::parse("raid6:2", 1).unwrap_err().to_string();
         assert!(e.contains("raid6:2"), "{e}");
