@@ -44,7 +44,7 @@ impl InnerSpec {
         let (lvl, n) = t.rsplit_once(':').ok_or_else(bad)?;
         let level: Level = lvl.parse().map_err(|_| bad())?;
         let members: usize = n.parse().map_err(|_| bad())?;
-        level.columns(members).map_err(|e| VolumeError::Usage(format!("tier spec {s:?}: {e}")))?;
+        level.columns(members).map_err(|e| VolumeError::Usage(format!("inner array {s:?}: {e}")))?;
         Ok(InnerSpec { level: lvl.to_string(), members, member_size })
     }
 
