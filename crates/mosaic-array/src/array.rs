@@ -1455,8 +1455,12 @@ impl Array {
     }
 
     pub(crate) fn set_member(&self, idx: usize, m: Option<Arc<dyn Member>>) {
+        let new = m.is_some();
         self.exec.set_member(idx, m);
         self.forget_corrected(idx);
+        if new {
+            self.new_device_counts(idx);
+        }
     }
 
     /// [`mosaic_exec::Executor::swap_member`].
@@ -1464,8 +1468,18 @@ impl Array {
         let swapped = self.exec.swap_member(idx, expected, m);
         if swapped {
             self.forget_corrected(idx);
+            self.new_device_counts(idx);
         }
         swapped
+    }
+
+    /// A new device in slot `idx`: the errors `status` counts for the slot
+    /// are its own from now on, not those of the device it replaced.
+    fn new_device_counts(&self, idx: usize) {
+        self.exec.forget_errors(idx);
+        if let Some(c) = self.checksum_errors.lock().get_mut(idx) {
+            *c = 0;
+        }
     }
 
     /// The members whose devices hold more than the array uses of them

@@ -210,6 +210,12 @@ fn a_slow_remote_is_reported_and_a_hung_one_is_failed_after_the_time() {
     passed(fio(t.path(), srv.port, "after", &["--rw=randwrite", "--bs=64k", "--size=1M", "--offset=8M", "--fsync=4"]).spawn().unwrap(), "writes and flushes after the failure");
     assert_eq!(member(&status(&a).1, 1)["errors"], errors);
     passed(fio(t.path(), srv.port, "slow", &["--rw=write", "--bs=64k", "--size=1M", "--verify_only"]).spawn().unwrap(), "the first bytes, degraded");
+    // A new export in the slot: the errors counted are its own from now on.
+    assert!(errors["write"].as_u64().unwrap_or(0) > 0, "{s}");
+    let new = Export::nbdkit(t.path(), "e2", 32 << 20);
+    ok(&["replace", "-a", &a, "--member", "1", "--drive", &new.uri()]);
+    let s = wait_status(&a, 30, "member 1 rebuilt", |s| state(s, 1) == "active");
+    assert_eq!(member(&s, 1)["errors"], serde_json::json!({ "read": 0, "write": 0, "checksum": 0, "corrected": 0 }), "{s}");
     let (code, _) = srv.stop();
     assert_eq!(code, 0);
 }

@@ -365,6 +365,15 @@ impl Executor {
         sum
     }
 
+    /// Member `m`'s error counts start over (a new device in its slot).
+    pub fn forget_errors(&self, m: usize) {
+        for c in self.counts.iter() {
+            if let Some(e) = c.0.lock().errors.get_mut(m) {
+                e.0 = [0; 2];
+            }
+        }
+    }
+
     pub fn reset_counters(&self) {
         let n = self.width();
         for c in self.counts.iter() {
