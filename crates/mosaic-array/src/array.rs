@@ -1763,8 +1763,10 @@ impl Array {
     pub(crate) fn flush_members(&self) {
         // A failed member gets no I/O, flushes included: it takes no writes,
         // and a dead remote one would hold every flush for its whole time.
-        let h = self.health();
-        let present: Vec<usize> = (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some() && !matches!(h.states.get(i), Some(MemberState::Failed))).collect();
+        let present: Vec<usize> = {
+            let h = self.health.read();
+            (0..self.geometry().members).filter(|&i| self.exec.member(i).is_some() && !matches!(h.states.get(i), Some(MemberState::Failed))).collect()
+        };
         let p = Program { phases: vec![Phase::Flush(present)], ..Default::default() };
         if let Err(ExecError::Device(f)) = self.exec.run(&p, Client::None, None) {
             self.absorb(&f);
